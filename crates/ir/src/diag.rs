@@ -1,0 +1,98 @@
+//! Located errors for text inputs, and the map from graph values back to the
+//! source text they came from.
+
+use crate::entities::Value;
+use cranelift_entity::SecondaryMap;
+
+/// A 1-based line and column (columns count characters).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Loc {
+    /// Line, from 1.
+    pub line: u32,
+    /// Column, from 1.
+    pub col: u32,
+}
+
+impl Loc {
+    /// The location of byte offset `offset` in `source`.
+    pub fn of_offset(source: &str, offset: usize) -> Loc {
+        let offset = offset.min(source.len());
+        let before = source.get(..offset).unwrap_or(source);
+        let line = before.matches('\n').count() + 1;
+        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+        let col = before[line_start..].chars().count() + 1;
+        Loc { line: line as u32, col: col as u32 }
+    }
+}
+
+/// An error in source text, at a location.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{}:{}: {message}", loc.line, loc.col)]
+pub struct ParseError {
+    /// Where the problem is.
+    pub loc: Loc,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Result of parsing source text.
+pub type ParseResult<T> = Result<T, ParseError>;
+
+impl ParseError {
+    /// An error at byte offset `offset` of `source`.
+    pub fn at(source: &str, offset: usize, message: impl Into<String>) -> ParseError {
+        ParseError { loc: Loc::of_offset(source, offset), message: message.into() }
+    }
+
+    /// The error as a compiler prints it: `file:line:col: error: message`, then the
+    /// offending line and a caret under the column.
+    pub fn render(&self, file: &str, source: &str) -> String {
+        render_located(file, source, self.loc, &self.message)
+    }
+}
+
+/// Renders `message` at `loc` of `source` as `file:line:col: error: message`
+/// followed by the line and a caret.
+pub fn render_located(file: &str, source: &str, loc: Loc, message: &str) -> String {
+    let mut out = format!("{file}:{}:{}: error: {message}", loc.line, loc.col);
+    if let Some(line) = source.lines().nth(loc.line.saturating_sub(1) as usize) {
+        // Long lines (a 10 MB one-liner) are shown around the column only.
+        let chars: Vec<char> = line.chars().collect();
+        let col = (loc.col as usize).saturating_sub(1).min(chars.len());
+        let start = col.saturating_sub(60);
+        let end = (col + 60).min(chars.len());
+        let shown: String = chars[start..end].iter().map(|&c| if c == '\t' { ' ' } else { c }).collect();
+        out.push_str(&format!("\n  {shown}\n  {}^", " ".repeat(col - start)));
+    }
+    out
+}
+
+/// Where each graph value came from in the source text, when known.
+#[derive(Clone, Debug, Default)]
+pub struct SourceMap {
+    locs: SecondaryMap<Value, Option<Loc>>,
+}
+
+impl SourceMap {
+    /// Records that `value` came from `loc`.
+    pub fn set(&mut self, value: Value, loc: Loc) {
+        self.locs[value] = Some(loc);
+    }
+
+    /// The location `value` came from.
+    pub fn get(&self, value: Value) -> Option<Loc> {
+        self.locs.get(value).copied().flatten()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_the_line_and_a_caret() {
+        let src = "a = 1\nb = a +* 2\n";
+        let err = ParseError::at(src, 12, "expected an expression");
+        assert_eq!(err.render("f.py", src), "f.py:2:7: error: expected an expression\n  b = a +* 2\n        ^");
+    }
+}

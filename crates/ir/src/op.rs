@@ -1,0 +1,284 @@
+//! The closed set of graph operations.
+//!
+//! Each variant documents its typing rule; [`crate::typing`] implements the rules
+//! once. "Broadcast" below means: the operands have equal shapes, or some are
+//! scalars and the rest share one shape; the result has that shape.
+
+use crate::scalar::Scalar;
+use crate::types::DType;
+use std::fmt;
+
+/// A graph operation.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// Input number `index` of the graph's signature. No arguments; its type is the
+    /// declared type of the input.
+    Input {
+        /// Position in [`crate::Graph::inputs`].
+        index: u32,
+    },
+    /// A scalar constant. No arguments; the type is the scalar's dtype, shape `[]`.
+    Const(Scalar),
+    /// An elementwise op of one argument; see [`UnaryOp`] for the dtypes it takes.
+    /// The result has the argument's type.
+    Unary(UnaryOp),
+    /// An elementwise op of two arguments of one dtype, broadcast; see [`BinaryOp`]
+    /// for the dtypes it takes. The result has that dtype.
+    Binary(BinaryOp),
+    /// A comparison of two arguments of one dtype (any dtype), broadcast. The result
+    /// is `bool`.
+    Compare(CmpOp),
+    /// `select(cond, a, b)`: `cond` is `bool`, `a` and `b` share a dtype, all three
+    /// broadcast. The result has the dtype of `a`. Both sides are evaluated.
+    Select,
+    /// Conversion of one argument of any dtype to the given dtype, same shape.
+    Cast(DType),
+    /// A reduction of a column (shape `[d]`) to a scalar; see [`ReduceOp`].
+    Reduce(ReduceOp),
+    /// `filter(mask)`: a `bool[d]` column to a selection vector `sel[d]` of the
+    /// indices where the mask is true, ascending.
+    Filter,
+}
+
+macro_rules! op_names {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $text:literal,)* }) => {
+        $(#[$meta])*
+        #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $($(#[$vmeta])* $variant,)*
+        }
+
+        impl $name {
+            /// Every variant, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$variant,)*];
+
+            /// The mnemonic the text format uses.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text,)*
+                }
+            }
+
+            /// Parses a mnemonic as [`Self::name`] writes it.
+            pub fn from_name(text: &str) -> Option<Self> {
+                match text {
+                    $($text => Some($name::$variant),)*
+                    _ => None,
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+    };
+}
+
+op_names! {
+    /// Elementwise ops of one argument.
+    UnaryOp {
+        /// Negation; ints and floats. Ints wrap (`-MIN == MIN`).
+        Neg = "neg",
+        /// Absolute value; ints and floats. Ints wrap (`abs(MIN) == MIN`).
+        Abs = "abs",
+        /// Logical not; `bool` only.
+        Not = "not",
+        /// Bitwise not; ints only.
+        BNot = "bnot",
+        /// Square root; floats only.
+        Sqrt = "sqrt",
+        /// Round toward -inf; floats only.
+        Floor = "floor",
+        /// Round toward +inf; floats only.
+        Ceil = "ceil",
+        /// Round toward zero; floats only.
+        Trunc = "trunc",
+        /// Round half to even; floats only.
+        Round = "round",
+        /// Sine; floats only (like every transcendental below).
+        Sin = "sin",
+        /// Cosine.
+        Cos = "cos",
+        /// Tangent.
+        Tan = "tan",
+        /// Arc sine.
+        Asin = "asin",
+        /// Arc cosine.
+        Acos = "acos",
+        /// Arc tangent.
+        Atan = "atan",
+        /// Hyperbolic sine.
+        Sinh = "sinh",
+        /// Hyperbolic cosine.
+        Cosh = "cosh",
+        /// Hyperbolic tangent.
+        Tanh = "tanh",
+        /// e to the x.
+        Exp = "exp",
+        /// 2 to the x.
+        Exp2 = "exp2",
+        /// e to the x, minus 1.
+        Expm1 = "expm1",
+        /// Natural logarithm.
+        Log = "log",
+        /// Base-2 logarithm.
+        Log2 = "log2",
+        /// Base-10 logarithm.
+        Log10 = "log10",
+        /// Natural logarithm of 1 + x.
+        Log1p = "log1p",
+        /// Cube root.
+        Cbrt = "cbrt",
+    }
+}
+
+op_names! {
+    /// Elementwise ops of two arguments of one dtype.
+    BinaryOp {
+        /// Addition; ints (wrapping) and floats.
+        Add = "add",
+        /// Subtraction; ints (wrapping) and floats.
+        Sub = "sub",
+        /// Multiplication; ints (wrapping) and floats.
+        Mul = "mul",
+        /// Division; floats: IEEE; ints: truncating, error on zero divisor.
+        Div = "div",
+        /// Remainder of `div`: sign of the dividend; ints and floats (C `fmod`).
+        Rem = "rem",
+        /// Flooring division (Python `//`); ints and floats.
+        FloorDiv = "floordiv",
+        /// Remainder of `floordiv`: sign of the divisor (Python `%`); ints and floats.
+        Mod = "mod",
+        /// `a` to the power `b`; floats only.
+        Pow = "pow",
+        /// Minimum; ints and floats (NaN-propagating, -0.0 < +0.0).
+        Min = "min",
+        /// Maximum; ints and floats (NaN-propagating, -0.0 < +0.0).
+        Max = "max",
+        /// Magnitude of `a` with the sign of `b`; floats only.
+        Copysign = "copysign",
+        /// Arc tangent of `a / b` by quadrant; floats only.
+        Atan2 = "atan2",
+        /// `sqrt(a*a + b*b)` without undue overflow; floats only.
+        Hypot = "hypot",
+        /// Logical and; `bool` only.
+        And = "and",
+        /// Logical or; `bool` only.
+        Or = "or",
+        /// Logical exclusive or; `bool` only.
+        Xor = "xor",
+        /// Bitwise and; ints only.
+        BAnd = "band",
+        /// Bitwise or; ints only.
+        BOr = "bor",
+        /// Bitwise exclusive or; ints only.
+        BXor = "bxor",
+        /// Shift left; ints only, amount modulo the width.
+        Shl = "shl",
+        /// Arithmetic (sign-filling) shift right; ints only, amount modulo the width.
+        ShrArith = "shr_arith",
+        /// Logical (zero-filling) shift right; ints only, amount modulo the width.
+        ShrLogical = "shr_logical",
+    }
+}
+
+op_names! {
+    /// Comparisons; the result is `bool`.
+    CmpOp {
+        /// Equal (false if either is NaN).
+        Eq = "eq",
+        /// Not equal (true if either is NaN).
+        Ne = "ne",
+        /// Less than.
+        Lt = "lt",
+        /// Less than or equal.
+        Le = "le",
+        /// Greater than.
+        Gt = "gt",
+        /// Greater than or equal.
+        Ge = "ge",
+    }
+}
+
+op_names! {
+    /// Reductions of a column to a scalar, folded in row order from the identity.
+    ReduceOp {
+        /// Sum; ints (wrapping) and floats. Empty: 0.
+        Sum = "sum",
+        /// Product; ints (wrapping) and floats. Empty: 1.
+        Prod = "prod",
+        /// Minimum as [`BinaryOp::Min`]; ints and floats. Empty: the dtype's largest value (+inf).
+        Min = "reduce_min",
+        /// Maximum as [`BinaryOp::Max`]; ints and floats. Empty: the dtype's smallest value (-inf).
+        Max = "reduce_max",
+        /// Sum divided by the row count; floats only, same dtype. Empty: NaN.
+        Mean = "mean",
+        /// Number of rows, any dtype; the result is `i64`.
+        Count = "count",
+    }
+}
+
+impl BinaryOp {
+    /// True for the integer ops that fail on a zero divisor.
+    pub fn divides(self) -> bool {
+        matches!(self, BinaryOp::Div | BinaryOp::Rem | BinaryOp::FloorDiv | BinaryOp::Mod)
+    }
+
+    /// True when `a op b == b op a` for every dtype the op accepts (used by CSE).
+    pub fn is_commutative(self) -> bool {
+        use BinaryOp::*;
+        matches!(self, Add | Mul | Min | Max | Hypot | And | Or | Xor | BAnd | BOr | BXor)
+    }
+}
+
+impl Op {
+    /// How many arguments the op takes.
+    pub fn arity(&self) -> usize {
+        match self {
+            Op::Input { .. } | Op::Const(_) => 0,
+            Op::Unary(_) | Op::Cast(_) | Op::Reduce(_) | Op::Filter => 1,
+            Op::Binary(_) | Op::Compare(_) => 2,
+            Op::Select => 3,
+        }
+    }
+
+    /// The mnemonic the text format uses.
+    pub fn mnemonic(&self) -> &'static str {
+        match self {
+            Op::Input { .. } => "input",
+            Op::Const(_) => "const",
+            Op::Unary(op) => op.name(),
+            Op::Binary(op) => op.name(),
+            Op::Compare(op) => op.name(),
+            Op::Select => "select",
+            Op::Cast(_) => "cast",
+            Op::Reduce(op) => op.name(),
+            Op::Filter => "filter",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn mnemonics_are_unique_and_parse_back() {
+        let mut seen = HashSet::new();
+        let fixed = ["input", "const", "select", "cast", "filter"];
+        let names = UnaryOp::ALL.iter().map(|o| o.name())
+            .chain(BinaryOp::ALL.iter().map(|o| o.name()))
+            .chain(CmpOp::ALL.iter().map(|o| o.name()))
+            .chain(ReduceOp::ALL.iter().map(|o| o.name()))
+            .chain(fixed);
+        for name in names {
+            assert!(seen.insert(name), "duplicate mnemonic {name}");
+        }
+        for op in BinaryOp::ALL {
+            assert_eq!(BinaryOp::from_name(op.name()), Some(*op));
+        }
+    }
+}

@@ -1,0 +1,11 @@
+//! Dead-code elimination: drops every node no output depends on. Inputs stay:
+//! they are the signature.
+
+use super::{Rewrite, Rewriter};
+use crate::graph::Graph;
+
+/// Removes dead nodes.
+pub fn run(graph: &Graph) -> Graph {
+    let live = graph.live_mask();
+    Rewriter::run(graph, |_, value, _| if live[value] { Rewrite::Keep } else { Rewrite::Drop })
+}

@@ -1,0 +1,151 @@
+//! Algebraic simplifications that are exact under IEEE 754 and two's complement.
+//!
+//! Each rule holds for every input, including -0.0, NaN and the infinities:
+//! `x * 1 → x` is exact, `x + 0.0 → x` is not (`-0.0 + 0.0` is `+0.0`) so only
+//! `x + -0.0 → x` and `x - 0.0 → x` are used. A rule that would drop an operand
+//! only fires when that operand cannot fail (divide an integer by zero), so a
+//! simplified graph reports the same errors.
+
+use super::{Rewrite, Rewriter};
+use crate::entities::Value;
+use crate::graph::{Graph, NodeData};
+use crate::op::{BinaryOp, Op, UnaryOp};
+use crate::scalar::Scalar;
+use cranelift_entity::SecondaryMap;
+
+/// Applies the exact simplifications.
+pub fn run(graph: &Graph) -> Graph {
+    // Whether a value of the new graph may fail, computed as it is built.
+    let mut may_fail: SecondaryMap<Value, bool> = SecondaryMap::new();
+    Rewriter::run(graph, |rw, _, node| {
+        let new_node = match simplify(rw, &node, &may_fail) {
+            Rewrite::Keep => node,
+            Rewrite::Node(new_node) => new_node,
+            other => return other,
+        };
+        let fails = node_may_fail(rw, &new_node, &may_fail);
+        let value = rw.push(new_node);
+        may_fail[value] = fails;
+        Rewrite::Use(value)
+    })
+}
+
+/// True when `node` may fail: an integer division whose divisor is not a nonzero
+/// constant, or any argument that may fail.
+fn node_may_fail(rw: &Rewriter<'_>, node: &NodeData, may_fail: &SecondaryMap<Value, bool>) -> bool {
+    let divides_unsafely = match node.op {
+        Op::Binary(op) if op.divides() && rw.out().ty(node.args[0]).dtype().is_some_and(|d| d.is_int()) => {
+            !matches!(constant(rw, node.args[1]), Some(c) if c != Scalar::zero(c.dtype()))
+        }
+        _ => false,
+    };
+    divides_unsafely || node.args.iter().any(|&a| may_fail[a])
+}
+
+fn constant(rw: &Rewriter<'_>, value: Value) -> Option<Scalar> {
+    match rw.node(value).op {
+        Op::Const(c) => Some(c),
+        _ => None,
+    }
+}
+
+fn is_const(rw: &Rewriter<'_>, value: Value, expect: Scalar) -> bool {
+    constant(rw, value) == Some(expect)
+}
+
+/// The rewrite for one node, or `Keep`.
+fn simplify(rw: &mut Rewriter<'_>, node: &NodeData, may_fail: &SecondaryMap<Value, bool>) -> Rewrite {
+    // Replacing a node by one of its operands is only valid if the types agree
+    // (a scalar operand cannot stand for a column result).
+    let use_if_same_type = |v: Value| {
+        if rw.out().ty(v) == &node.ty {
+            Rewrite::Use(v)
+        } else {
+            Rewrite::Keep
+        }
+    };
+    match (&node.op, node.args.as_slice()) {
+        (Op::Binary(op), &[a, b]) => {
+            let dtype = rw.out().ty(a).dtype().expect("binary operands are tensors");
+            match binary_identity(rw, *op, a, b, dtype) {
+                Some(v) => use_if_same_type(v),
+                None => reciprocal(rw, *op, a, b, node),
+            }
+        }
+        (Op::Unary(op), &[a]) => match (op, &rw.node(a).op) {
+            (UnaryOp::Neg | UnaryOp::Not | UnaryOp::BNot, Op::Unary(inner)) if inner == op => use_if_same_type(rw.node(a).args[0]),
+            // abs(abs x) == abs x and abs(neg x) == abs x, also for wrapping ints.
+            (UnaryOp::Abs, Op::Unary(UnaryOp::Abs | UnaryOp::Neg)) => {
+                Rewrite::Node(NodeData { op: node.op.clone(), args: vec![rw.node(a).args[0]], ty: node.ty.clone() })
+            }
+            _ => Rewrite::Keep,
+        },
+        (Op::Cast(to), &[a]) if rw.out().ty(a).dtype() == Some(*to) => use_if_same_type(a),
+        (Op::Select, &[c, a, b]) => {
+            if a == b {
+                return use_if_same_type(a);
+            }
+            match constant(rw, c) {
+                Some(Scalar::Bool(true)) if !may_fail[b] => use_if_same_type(a),
+                Some(Scalar::Bool(false)) if !may_fail[a] => use_if_same_type(b),
+                _ => Rewrite::Keep,
+            }
+        }
+        _ => Rewrite::Keep,
+    }
+}
+
+/// The operand `a op b` equals for every input, if a rule applies.
+fn binary_identity(rw: &Rewriter<'_>, op: BinaryOp, a: Value, b: Value, dtype: crate::types::DType) -> Option<Value> {
+    let zero = Scalar::zero(dtype);
+    let one = Scalar::one(dtype);
+    let is = |v, s| is_const(rw, v, s);
+    let float = dtype.is_float();
+    let neg_zero = match dtype {
+        crate::types::DType::F32 => Scalar::F32(-0.0),
+        _ => Scalar::F64(-0.0),
+    };
+    use BinaryOp::*;
+    match op {
+        Mul if is(b, one) => Some(a),
+        Mul if is(a, one) => Some(b),
+        Div if is(b, one) => Some(a),
+        Add if float && is(b, neg_zero) => Some(a),
+        Add if float && is(a, neg_zero) => Some(b),
+        Add if !float && is(b, zero) => Some(a),
+        Add if !float && is(a, zero) => Some(b),
+        Sub if is(b, zero) => Some(a),
+        Min | Max | BAnd | BOr | And | Or if a == b => Some(a),
+        BOr | BXor | Or | Xor if is(b, zero) => Some(a),
+        BOr | BXor | Or | Xor if is(a, zero) => Some(b),
+        And if is(b, one) => Some(a),
+        And if is(a, one) => Some(b),
+        BAnd if is(b, crate::semantics::unary(UnaryOp::BNot, zero).ok()?) => Some(a),
+        Shl | ShrArith | ShrLogical => {
+            let width = (dtype.size_bytes() * 8) as i64;
+            let amount = match constant(rw, b)? {
+                Scalar::I32(v) => i64::from(v),
+                Scalar::I64(v) => v,
+                _ => return None,
+            };
+            (amount.rem_euclid(width) == 0).then_some(a)
+        }
+        _ => None,
+    }
+}
+
+/// `x / c → x * (1/c)` when `c` is a power of two whose reciprocal is a normal
+/// number: then both are exact and give the same result for every `x`.
+fn reciprocal(rw: &mut Rewriter<'_>, op: BinaryOp, a: Value, b: Value, node: &NodeData) -> Rewrite {
+    let recip = match (op, constant(rw, b)) {
+        (BinaryOp::Div, Some(Scalar::F64(c))) if c.abs().to_bits() & ((1 << 52) - 1) == 0 && c.is_normal() && (1.0 / c).is_normal() => {
+            Scalar::F64(1.0 / c)
+        }
+        (BinaryOp::Div, Some(Scalar::F32(c))) if c.abs().to_bits() & ((1 << 23) - 1) == 0 && c.is_normal() && (1.0 / c).is_normal() => {
+            Scalar::F32(1.0 / c)
+        }
+        _ => return Rewrite::Keep,
+    };
+    let recip = rw.push(NodeData { op: Op::Const(recip), args: Vec::new(), ty: crate::types::Type::scalar(recip.dtype()) });
+    Rewrite::Node(NodeData { op: Op::Binary(BinaryOp::Mul), args: vec![a, recip], ty: node.ty.clone() })
+}

@@ -1,0 +1,358 @@
+//! Parsing the `.kiln` text format.
+//!
+//! Line by line, without recursion, so no input can exhaust the stack. The parser
+//! resolves value names and reports uses before definitions with their location;
+//! everything else about validity (types, arity beyond the syntax, the signature)
+//! is the verifier's job, so `kiln check` can report it all at once.
+
+use crate::diag::{ParseError, ParseResult, SourceMap};
+use crate::entities::Value;
+use crate::graph::{Graph, NodeData};
+use crate::op::{BinaryOp, CmpOp, Op, ReduceOp, UnaryOp};
+use crate::scalar::parse_scalar;
+use crate::types::{DType, Dim, TensorType, Type};
+use std::collections::HashMap;
+
+#[derive(Clone, Debug, PartialEq)]
+enum Tok<'a> {
+    Word(&'a str),
+    Str(String),
+    Punct(char),
+}
+
+/// One line's tokens, with their byte offsets into the whole source.
+struct Line<'a> {
+    src: &'a str,
+    toks: Vec<(usize, Tok<'a>)>,
+    pos: usize,
+    end: usize,
+}
+
+const PUNCT: &[char] = &[':', '=', ',', '[', ']'];
+
+fn lex_line<'a>(src: &'a str, start: usize, text: &'a str) -> ParseResult<Vec<(usize, Tok<'a>)>> {
+    let mut toks = Vec::new();
+    let mut chars = text.char_indices().peekable();
+    while let Some(&(i, c)) = chars.peek() {
+        let at = start + i;
+        if c == '#' {
+            break;
+        } else if c.is_whitespace() {
+            chars.next();
+        } else if PUNCT.contains(&c) {
+            chars.next();
+            toks.push((at, Tok::Punct(c)));
+        } else if c == '"' {
+            chars.next();
+            toks.push((at, Tok::Str(lex_string(src, at, &mut chars)?)));
+        } else {
+            let mut end = text.len();
+            while let Some(&(j, d)) = chars.peek() {
+                if d.is_whitespace() || PUNCT.contains(&d) || d == '"' || d == '#' {
+                    end = j;
+                    break;
+                }
+                chars.next();
+            }
+            toks.push((at, Tok::Word(&text[i..end])));
+        }
+    }
+    Ok(toks)
+}
+
+/// Reads the rest of a double-quoted string with Rust's escapes.
+fn lex_string(src: &str, at: usize, chars: &mut impl Iterator<Item = (usize, char)>) -> ParseResult<String> {
+    let mut out = String::new();
+    loop {
+        match chars.next() {
+            None => return Err(ParseError::at(src, at, "unterminated string")),
+            Some((_, '"')) => return Ok(out),
+            Some((_, '\\')) => {
+                let escaped = match chars.next().map(|(_, c)| c) {
+                    Some('n') => '\n',
+                    Some('t') => '\t',
+                    Some('r') => '\r',
+                    Some('0') => '\0',
+                    Some(c @ ('\\' | '"' | '\'')) => c,
+                    Some('u') => lex_unicode_escape(src, at, chars)?,
+                    _ => return Err(ParseError::at(src, at, "unknown escape in string")),
+                };
+                out.push(escaped);
+            }
+            Some((_, c)) => out.push(c),
+        }
+    }
+}
+
+fn lex_unicode_escape(src: &str, at: usize, chars: &mut impl Iterator<Item = (usize, char)>) -> ParseResult<char> {
+    let bad = || ParseError::at(src, at, "bad \\u{…} escape in string");
+    if chars.next().map(|(_, c)| c) != Some('{') {
+        return Err(bad());
+    }
+    let mut hex = String::new();
+    for (_, c) in chars.by_ref() {
+        if c == '}' {
+            return u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32).ok_or_else(bad);
+        }
+        if hex.len() >= 6 {
+            break;
+        }
+        hex.push(c);
+    }
+    Err(bad())
+}
+
+impl<'a> Line<'a> {
+    fn err(&self, at: usize, message: impl Into<String>) -> ParseError {
+        ParseError::at(self.src, at, message)
+    }
+
+    fn next(&mut self, what: &str) -> ParseResult<(usize, Tok<'a>)> {
+        let tok = self.toks.get(self.pos).cloned().ok_or_else(|| self.err(self.end, format!("expected {what}, found end of line")))?;
+        self.pos += 1;
+        Ok(tok)
+    }
+
+    fn expect_punct(&mut self, p: char) -> ParseResult<()> {
+        match self.next(&format!("`{p}`"))? {
+            (_, Tok::Punct(q)) if q == p => Ok(()),
+            (at, _) => Err(self.err(at, format!("expected `{p}`"))),
+        }
+    }
+
+    fn eat_punct(&mut self, p: char) -> bool {
+        if self.toks.get(self.pos).map(|t| &t.1) == Some(&Tok::Punct(p)) {
+            self.pos += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn word(&mut self, what: &str) -> ParseResult<(usize, &'a str)> {
+        match self.next(what)? {
+            (at, Tok::Word(w)) => Ok((at, w)),
+            (at, _) => Err(self.err(at, format!("expected {what}"))),
+        }
+    }
+
+    fn string(&mut self, what: &str) -> ParseResult<String> {
+        match self.next(what)? {
+            (_, Tok::Str(s)) => Ok(s),
+            (at, _) => Err(self.err(at, format!("expected {what} (a double-quoted string)"))),
+        }
+    }
+
+    fn finish(&self) -> ParseResult<()> {
+        match self.toks.get(self.pos) {
+            None => Ok(()),
+            Some((at, _)) => Err(self.err(*at, "unexpected text after the end of the line's item")),
+        }
+    }
+
+    fn ty(&mut self) -> ParseResult<Type> {
+        let (at, name) = self.word("a type such as `f64` or `f64[n]`")?;
+        let mut dims = Vec::new();
+        if self.eat_punct('[') {
+            loop {
+                let (dim_at, dim) = self.word("a dimension (an integer or a name)")?;
+                dims.push(parse_dim(dim).ok_or_else(|| self.err(dim_at, format!("`{dim}` is not a dimension")))?);
+                if !self.eat_punct(',') {
+                    break;
+                }
+            }
+            self.expect_punct(']')?;
+        }
+        if name == "sel" {
+            return match <[Dim; 1]>::try_from(dims) {
+                Ok([of]) => Ok(Type::Selection(of)),
+                Err(_) => Err(self.err(at, "a selection type has exactly one dimension: `sel[n]`")),
+            };
+        }
+        let dtype = DType::from_name(name).ok_or_else(|| self.err(at, format!("unknown type `{name}`")))?;
+        Ok(Type::Tensor(TensorType { dtype, shape: dims }))
+    }
+}
+
+fn parse_dim(text: &str) -> Option<Dim> {
+    if text.bytes().all(|b| b.is_ascii_digit()) {
+        return text.parse().ok().map(Dim::Fixed);
+    }
+    let mut chars = text.chars();
+    let first_ok = chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    (first_ok && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')).then(|| Dim::Sym(text.to_string()))
+}
+
+fn parse_value_name(text: &str) -> Option<u32> {
+    let digits = text.strip_prefix('v')?;
+    (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())).then(|| digits.parse().ok())?
+}
+
+/// An op mnemonic other than `input`, `const` and `cast`, which need more than
+/// their arguments.
+fn op_from_mnemonic(name: &str) -> Option<Op> {
+    UnaryOp::from_name(name)
+        .map(Op::Unary)
+        .or_else(|| BinaryOp::from_name(name).map(Op::Binary))
+        .or_else(|| CmpOp::from_name(name).map(Op::Compare))
+        .or_else(|| ReduceOp::from_name(name).map(Op::Reduce))
+        .or(match name {
+            "select" => Some(Op::Select),
+            "filter" => Some(Op::Filter),
+            _ => None,
+        })
+}
+
+struct Parser<'a> {
+    src: &'a str,
+    graph: Graph,
+    source_map: SourceMap,
+    values: HashMap<u32, Value>,
+    seen_node: bool,
+}
+
+impl<'a> Parser<'a> {
+    fn value_ref(&self, line: &mut Line<'a>) -> ParseResult<Value> {
+        let (at, word) = line.word("a value such as `v0`")?;
+        let number = parse_value_name(word).ok_or_else(|| line.err(at, format!("`{word}` is not a value name such as `v0`")))?;
+        self.values.get(&number).copied().ok_or_else(|| line.err(at, format!("`{word}` is used before it is defined")))
+    }
+
+    fn item(&mut self, line: &mut Line<'a>) -> ParseResult<()> {
+        let (at, word) = line.word("`graph`, `output` or a value definition")?;
+        match word {
+            "graph" if !self.seen_node => {
+                self.graph.name = line.string("the graph's name")?;
+            }
+            "output" => {
+                let name = line.string("the output's name")?;
+                line.expect_punct('=')?;
+                let value = self.value_ref(line)?;
+                self.graph.push_output(&name, value);
+            }
+            _ => {
+                let number = parse_value_name(word).ok_or_else(|| line.err(at, format!("expected `graph`, `output` or a value definition, found `{word}`")))?;
+                if self.values.contains_key(&number) {
+                    return Err(line.err(at, format!("`{word}` is defined twice")));
+                }
+                let value = self.node(line)?;
+                self.source_map.set(value, crate::diag::Loc::of_offset(self.src, at));
+                self.values.insert(number, value);
+                self.seen_node = true;
+            }
+        }
+        line.finish()
+    }
+
+    /// Parses `["name"] : type = op args` after the value name.
+    fn node(&mut self, line: &mut Line<'a>) -> ParseResult<Value> {
+        let source_name = match line.toks.get(line.pos) {
+            Some((_, Tok::Str(_))) => Some(line.string("a source name")?),
+            _ => None,
+        };
+        line.expect_punct(':')?;
+        let ty = line.ty()?;
+        line.expect_punct('=')?;
+        let (op_at, mnemonic) = line.word("an op")?;
+        let value = match mnemonic {
+            "input" => {
+                let name = line.string("the input's name")?;
+                self.graph.push_input(&name, ty)
+            }
+            "const" => {
+                let (lit_at, lit) = line.word("a literal")?;
+                let dtype = ty.dtype().ok_or_else(|| line.err(op_at, "a constant cannot be a selection"))?;
+                let c = parse_scalar(lit, dtype).map_err(|e| line.err(lit_at, e.to_string()))?;
+                self.graph.push_node(NodeData { op: Op::Const(c), args: Vec::new(), ty })
+            }
+            _ => {
+                let op = match mnemonic {
+                    "cast" => Op::Cast(ty.dtype().ok_or_else(|| line.err(op_at, "cannot cast to a selection"))?),
+                    _ => op_from_mnemonic(mnemonic).ok_or_else(|| line.err(op_at, format!("unknown op `{mnemonic}`")))?,
+                };
+                let mut args = Vec::with_capacity(op.arity());
+                for arg_idx in 0..op.arity() {
+                    if arg_idx > 0 {
+                        line.expect_punct(',')?;
+                    }
+                    args.push(self.value_ref(line)?);
+                }
+                self.graph.push_node(NodeData { op, args, ty })
+            }
+        };
+        if let Some(name) = source_name {
+            self.graph.set_source_name(value, &name);
+        }
+        Ok(value)
+    }
+}
+
+/// Parses a graph from the text format. The graph is not verified.
+pub fn parse(src: &str) -> ParseResult<Graph> {
+    parse_with_source_map(src).map(|(graph, _)| graph)
+}
+
+/// Parses a graph and the location of each node's definition.
+pub fn parse_with_source_map(src: &str) -> ParseResult<(Graph, SourceMap)> {
+    let mut parser = Parser { src, graph: Graph::default(), source_map: SourceMap::default(), values: HashMap::new(), seen_node: false };
+    let mut start = 0;
+    for text in src.split_inclusive('\n') {
+        let toks = lex_line(src, start, text)?;
+        let end = start + text.trim_end_matches(['\n', '\r']).len();
+        if !toks.is_empty() {
+            let mut line = Line { src, toks, pos: 0, end };
+            parser.item(&mut line)?;
+        }
+        start += text.len();
+    }
+    Ok((parser.graph, parser.source_map))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::text::print;
+
+    const FN: &str = "graph \"fn\"\n\
+        v0 \"x\": f64[n] = input \"x\"\n\
+        v1: f64 = const -0.0\n\
+        v2 \"a\\n\\\"q\\\"\": f64[n] = add v0, v1\n\
+        v3: i32[n] = cast v2\n\
+        v4: bool[n] = lt v2, v1\n\
+        v5: sel[n] = filter v4\n\
+        v6: f64 = const nan(0x7ff8000000000001)\n\
+        v7: f64[n] = select v4, v2, v6\n\
+        output \"a\" = v2\n\
+        output \"s\" = v5\n\
+        output \"c\" = v3\n\
+        output \"m\" = v7\n";
+
+    #[test]
+    fn round_trips_exactly() {
+        let graph = parse(FN).expect("parses");
+        assert_eq!(print(&graph), FN);
+        assert_eq!(parse(&print(&graph)).expect("parses again"), graph);
+        crate::verify(&graph).expect("valid");
+    }
+
+    fn check_err(src: &str, expect: &str) {
+        let err = parse(src).expect_err("should not parse");
+        assert_eq!(err.to_string(), expect);
+    }
+
+    #[test]
+    fn errors_are_located() {
+        check_err("v0: f64 = input \"x\"\nv1: f64 = add v0, v2\n", "2:19: `v2` is used before it is defined");
+        check_err("v0: f65 = input \"x\"", "1:5: unknown type `f65`");
+        check_err("v0: f64 = frobnicate v0", "1:11: unknown op `frobnicate`");
+        check_err("v0: f64 = const 1.5.5", "1:17: `1.5.5` is not a valid f64 literal");
+        check_err("v0: f64 = input \"x", "1:17: unterminated string");
+        check_err("v0: f64 = input \"x\"\nv0: f64 = neg v0", "2:1: `v0` is defined twice");
+        check_err("v0: f64 = input \"x\"\nv1: f64 = add v0", "2:17: expected `,`, found end of line");
+        check_err("v0: f64 = input \"x\" junk", "1:21: unexpected text after the end of the line's item");
+        check_err("v0: sel[n, m] = input \"x\"", "1:5: a selection type has exactly one dimension: `sel[n]`");
+        check_err("hello", "1:1: expected `graph`, `output` or a value definition, found `hello`");
+        check_err("v0: i32 = const 99999999999", "1:17: `99999999999` is not a valid i32 literal");
+        check_err("\u{1F600}", "1:1: expected `graph`, `output` or a value definition, found `\u{1F600}`");
+    }
+}

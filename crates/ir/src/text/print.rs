@@ -1,0 +1,39 @@
+//! Printing a graph in the `.kiln` text format.
+
+use super::quote;
+use crate::graph::Graph;
+use crate::op::Op;
+use std::fmt::Write;
+
+/// The graph in the text format; [`super::parse`] reads it back to an equal graph.
+pub fn print(graph: &Graph) -> String {
+    let mut out = String::new();
+    if !graph.name.is_empty() {
+        writeln!(out, "graph {}", quote(&graph.name)).expect("writing to a String");
+    }
+    for (value, node) in graph.nodes() {
+        write!(out, "{value}").expect("writing to a String");
+        if let Some(name) = graph.source_name(value) {
+            write!(out, " {}", quote(name)).expect("writing to a String");
+        }
+        write!(out, ": {} = {}", node.ty, node.op.mnemonic()).expect("writing to a String");
+        match &node.op {
+            Op::Input { index } => {
+                let name = graph.inputs().get(*index as usize).map_or("?", |i| i.name.as_str());
+                write!(out, " {}", quote(name)).expect("writing to a String");
+            }
+            Op::Const(c) => write!(out, " {c}").expect("writing to a String"),
+            _ => {
+                for (arg_idx, arg) in node.args.iter().enumerate() {
+                    let sep = if arg_idx == 0 { " " } else { ", " };
+                    write!(out, "{sep}{arg}").expect("writing to a String");
+                }
+            }
+        }
+        out.push('\n');
+    }
+    for output in graph.outputs() {
+        writeln!(out, "output {} = {}", quote(&output.name), output.value).expect("writing to a String");
+    }
+    out
+}

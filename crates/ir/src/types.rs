@@ -1,0 +1,211 @@
+//! Types of graph values: a dtype and a shape, or a selection vector.
+//!
+//! This module only describes types; which op accepts which type is decided in
+//! [`crate::typing`], once, for the builder and the verifier alike.
+
+use std::fmt;
+
+/// The element type of a value.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DType {
+    /// `bool`: false or true.
+    Bool,
+    /// `i32`: 32-bit two's complement integer.
+    I32,
+    /// `i64`: 64-bit two's complement integer.
+    I64,
+    /// `f32`: IEEE 754 binary32.
+    F32,
+    /// `f64`: IEEE 754 binary64.
+    F64,
+}
+
+impl DType {
+    /// Every dtype, in promotion order.
+    pub const ALL: [DType; 5] = [DType::Bool, DType::I32, DType::I64, DType::F32, DType::F64];
+
+    /// The name the text format and messages use (`f64`).
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::Bool => "bool",
+            DType::I32 => "i32",
+            DType::I64 => "i64",
+            DType::F32 => "f32",
+            DType::F64 => "f64",
+        }
+    }
+
+    /// Parses a dtype name as [`DType::name`] writes it.
+    pub fn from_name(name: &str) -> Option<DType> {
+        DType::ALL.into_iter().find(|d| d.name() == name)
+    }
+
+    /// `i32` or `i64`.
+    pub fn is_int(self) -> bool {
+        matches!(self, DType::I32 | DType::I64)
+    }
+
+    /// `f32` or `f64`.
+    pub fn is_float(self) -> bool {
+        matches!(self, DType::F32 | DType::F64)
+    }
+
+    /// An integer or a float (not `bool`).
+    pub fn is_numeric(self) -> bool {
+        self.is_int() || self.is_float()
+    }
+
+    /// Size of one element in bytes, as buffers store it (`bool` is one byte).
+    pub fn size_bytes(self) -> usize {
+        match self {
+            DType::Bool => 1,
+            DType::I32 | DType::F32 => 4,
+            DType::I64 | DType::F64 => 8,
+        }
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One dimension of a shape: a fixed extent or a symbol bound at run time.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Dim {
+    /// A fixed extent, such as `4`.
+    Fixed(u64),
+    /// A symbolic extent, such as `n`, bound by the inputs when the graph runs.
+    Sym(String),
+}
+
+impl fmt::Display for Dim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Dim::Fixed(n) => write!(f, "{n}"),
+            Dim::Sym(s) => f.write_str(s),
+        }
+    }
+}
+
+/// A shape: a list of dimensions; `[]` is a scalar, `[n]` a column.
+pub type Shape = Vec<Dim>;
+
+/// The type of a dense value: element type and shape.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TensorType {
+    /// The element type.
+    pub dtype: DType,
+    /// The dimensions; empty for a scalar.
+    pub shape: Shape,
+}
+
+impl TensorType {
+    /// A scalar of `dtype`.
+    pub fn scalar(dtype: DType) -> Self {
+        TensorType { dtype, shape: Vec::new() }
+    }
+
+    /// A column of `dtype` with symbolic length `dim`.
+    pub fn column(dtype: DType, dim: &str) -> Self {
+        TensorType { dtype, shape: vec![Dim::Sym(dim.to_string())] }
+    }
+
+    /// True for shape `[]`.
+    pub fn is_scalar(&self) -> bool {
+        self.shape.is_empty()
+    }
+}
+
+/// The type of a graph value.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Type {
+    /// A scalar, column or tensor of one dtype.
+    Tensor(TensorType),
+    /// A selection vector: ascending `u32` row indices into a column of extent `of`
+    /// (what `filter` produces). Its length is only known at run time.
+    Selection(Dim),
+}
+
+impl Type {
+    /// A scalar of `dtype`.
+    pub fn scalar(dtype: DType) -> Self {
+        Type::Tensor(TensorType::scalar(dtype))
+    }
+
+    /// A column of `dtype` with symbolic length `dim`.
+    pub fn column(dtype: DType, dim: &str) -> Self {
+        Type::Tensor(TensorType::column(dtype, dim))
+    }
+
+    /// The tensor type, if this is not a selection.
+    pub fn as_tensor(&self) -> Option<&TensorType> {
+        match self {
+            Type::Tensor(t) => Some(t),
+            Type::Selection(_) => None,
+        }
+    }
+
+    /// The dtype, if this is not a selection.
+    pub fn dtype(&self) -> Option<DType> {
+        self.as_tensor().map(|t| t.dtype)
+    }
+
+    /// The symbols this type mentions, in order.
+    pub fn symbols(&self) -> impl Iterator<Item = &str> {
+        let dims: &[Dim] = match self {
+            Type::Tensor(t) => &t.shape,
+            Type::Selection(d) => std::slice::from_ref(d),
+        };
+        dims.iter().filter_map(|d| match d {
+            Dim::Sym(s) => Some(s.as_str()),
+            Dim::Fixed(_) => None,
+        })
+    }
+}
+
+/// Writes a shape as the text format does: `[n, 4]`; nothing for a scalar.
+fn write_shape(f: &mut fmt::Formatter<'_>, shape: &[Dim]) -> fmt::Result {
+    if shape.is_empty() {
+        return Ok(());
+    }
+    f.write_str("[")?;
+    for (dim_idx, dim) in shape.iter().enumerate() {
+        if dim_idx > 0 {
+            f.write_str(", ")?;
+        }
+        write!(f, "{dim}")?;
+    }
+    f.write_str("]")
+}
+
+impl fmt::Display for TensorType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.dtype)?;
+        write_shape(f, &self.shape)
+    }
+}
+
+impl fmt::Display for Type {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Type::Tensor(t) => write!(f, "{t}"),
+            Type::Selection(of) => write!(f, "sel[{of}]"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn types_print_as_the_text_format_writes_them() {
+        assert_eq!(Type::scalar(DType::F64).to_string(), "f64");
+        assert_eq!(Type::column(DType::I32, "n").to_string(), "i32[n]");
+        let t = TensorType { dtype: DType::F32, shape: vec![Dim::Fixed(4), Dim::Sym("n".into())] };
+        assert_eq!(Type::Tensor(t).to_string(), "f32[4, n]");
+        assert_eq!(Type::Selection(Dim::Sym("n".into())).to_string(), "sel[n]");
+    }
+}

@@ -1,0 +1,219 @@
+//! The typing rules of [`Op`], implemented once: the builder uses them to compute
+//! result types and the verifier to check declared ones.
+
+use crate::op::{BinaryOp, Op, ReduceOp, UnaryOp};
+use crate::types::{DType, Dim, Shape, TensorType, Type};
+
+/// Why an op does not accept its arguments.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct TypeError {
+    /// What is wrong, naming the op and the offending types.
+    pub message: String,
+}
+
+/// Result of a typing rule.
+pub type TypeResult<T> = Result<T, TypeError>;
+
+fn fail<T>(message: String) -> TypeResult<T> {
+    Err(TypeError { message })
+}
+
+/// Which dtypes an op accepts.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum DTypeClass {
+    /// Any dtype.
+    Any,
+    /// `bool` only.
+    Bool,
+    /// `i32`, `i64`.
+    Int,
+    /// `f32`, `f64`.
+    Float,
+    /// Ints and floats.
+    Numeric,
+}
+
+impl DTypeClass {
+    /// True when `dtype` is in the class.
+    pub fn accepts(self, dtype: DType) -> bool {
+        match self {
+            DTypeClass::Any => true,
+            DTypeClass::Bool => dtype == DType::Bool,
+            DTypeClass::Int => dtype.is_int(),
+            DTypeClass::Float => dtype.is_float(),
+            DTypeClass::Numeric => dtype.is_numeric(),
+        }
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            DTypeClass::Any => "any dtype",
+            DTypeClass::Bool => "bool",
+            DTypeClass::Int => "ints (i32, i64)",
+            DTypeClass::Float => "floats (f32, f64)",
+            DTypeClass::Numeric => "ints or floats",
+        }
+    }
+}
+
+/// The dtypes a unary op accepts.
+pub fn unary_class(op: UnaryOp) -> DTypeClass {
+    match op {
+        UnaryOp::Neg | UnaryOp::Abs => DTypeClass::Numeric,
+        UnaryOp::Not => DTypeClass::Bool,
+        UnaryOp::BNot => DTypeClass::Int,
+        _ => DTypeClass::Float,
+    }
+}
+
+/// The dtypes a binary op accepts.
+pub fn binary_class(op: BinaryOp) -> DTypeClass {
+    use BinaryOp::*;
+    match op {
+        Add | Sub | Mul | Div | Rem | FloorDiv | Mod | Min | Max => DTypeClass::Numeric,
+        Pow | Copysign | Atan2 | Hypot => DTypeClass::Float,
+        And | Or | Xor => DTypeClass::Bool,
+        BAnd | BOr | BXor | Shl | ShrArith | ShrLogical => DTypeClass::Int,
+    }
+}
+
+/// The dtypes a reduction accepts.
+pub fn reduce_class(op: ReduceOp) -> DTypeClass {
+    match op {
+        ReduceOp::Sum | ReduceOp::Prod | ReduceOp::Min | ReduceOp::Max => DTypeClass::Numeric,
+        ReduceOp::Mean => DTypeClass::Float,
+        ReduceOp::Count => DTypeClass::Any,
+    }
+}
+
+/// The shape elementwise operands broadcast to: scalars broadcast against
+/// anything; all other shapes must be equal.
+pub fn broadcast_shapes<'a>(op: &str, shapes: impl IntoIterator<Item = &'a TensorType>) -> TypeResult<Shape> {
+    let mut result: Option<&TensorType> = None;
+    for t in shapes {
+        if t.is_scalar() {
+            continue;
+        }
+        match result {
+            Some(r) if r.shape != t.shape => {
+                return fail(format!("`{op}`: shapes of {r} and {t} do not broadcast"));
+            }
+            _ => result = Some(t),
+        }
+    }
+    Ok(result.map(|t| t.shape.clone()).unwrap_or_default())
+}
+
+fn tensor<'a>(op: &str, ty: &'a Type) -> TypeResult<&'a TensorType> {
+    ty.as_tensor().ok_or_else(|| TypeError {
+        message: format!("`{op}` does not take a selection vector ({ty}); selections can only be outputs"),
+    })
+}
+
+fn check_class(op: &str, class: DTypeClass, t: &TensorType) -> TypeResult<()> {
+    if class.accepts(t.dtype) {
+        Ok(())
+    } else {
+        fail(format!("`{op}` takes {}, got {t}", class.describe()))
+    }
+}
+
+fn same_dtype(op: &str, a: &TensorType, b: &TensorType) -> TypeResult<()> {
+    if a.dtype == b.dtype {
+        Ok(())
+    } else {
+        fail(format!("`{op}` takes operands of one dtype, got {a} and {b}; insert a `cast`"))
+    }
+}
+
+fn column_dim<'a>(op: &str, t: &'a TensorType) -> TypeResult<&'a Dim> {
+    match t.shape.as_slice() {
+        [dim] => Ok(dim),
+        _ => fail(format!("`{op}` takes a column (one dimension), got {t}")),
+    }
+}
+
+/// The result type of `op` applied to arguments of types `args`.
+///
+/// `Input` has no rule (its type is declared); it is reported as an error here.
+pub fn result_type(op: &Op, args: &[&Type]) -> TypeResult<Type> {
+    let name = op.mnemonic();
+    if args.len() != op.arity() {
+        return fail(format!("`{name}` takes {} argument(s), got {}", op.arity(), args.len()));
+    }
+    let tensors = args.iter().map(|ty| tensor(name, ty)).collect::<TypeResult<Vec<_>>>()?;
+    let elementwise = |dtype: DType| -> TypeResult<Type> {
+        Ok(Type::Tensor(TensorType { dtype, shape: broadcast_shapes(name, tensors.iter().copied())? }))
+    };
+    match op {
+        Op::Input { .. } => fail("`input` has no typing rule; its type is declared".to_string()),
+        Op::Const(c) => Ok(Type::scalar(c.dtype())),
+        Op::Unary(u) => {
+            check_class(name, unary_class(*u), tensors[0])?;
+            Ok(Type::Tensor(tensors[0].clone()))
+        }
+        Op::Binary(b) => {
+            same_dtype(name, tensors[0], tensors[1])?;
+            check_class(name, binary_class(*b), tensors[0])?;
+            elementwise(tensors[0].dtype)
+        }
+        Op::Compare(_) => {
+            same_dtype(name, tensors[0], tensors[1])?;
+            elementwise(DType::Bool)
+        }
+        Op::Select => {
+            if tensors[0].dtype != DType::Bool {
+                return fail(format!("`select` takes a bool condition, got {}", tensors[0]));
+            }
+            same_dtype(name, tensors[1], tensors[2])?;
+            elementwise(tensors[1].dtype)
+        }
+        Op::Cast(to) => Ok(Type::Tensor(TensorType { dtype: *to, shape: tensors[0].shape.clone() })),
+        Op::Reduce(r) => {
+            column_dim(name, tensors[0])?;
+            check_class(name, reduce_class(*r), tensors[0])?;
+            let dtype = if *r == ReduceOp::Count { DType::I64 } else { tensors[0].dtype };
+            Ok(Type::scalar(dtype))
+        }
+        Op::Filter => {
+            check_class(name, DTypeClass::Bool, tensors[0])?;
+            Ok(Type::Selection(column_dim(name, tensors[0])?.clone()))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(op: Op, args: &[Type], expect: &str) {
+        let refs: Vec<&Type> = args.iter().collect();
+        let got = match result_type(&op, &refs) {
+            Ok(t) => t.to_string(),
+            Err(e) => format!("error: {e}"),
+        };
+        assert_eq!(got, expect);
+    }
+
+    #[test]
+    fn typing_rules() {
+        let f = Type::scalar(DType::F64);
+        let fcol = Type::column(DType::F64, "n");
+        let icol = Type::column(DType::I64, "n");
+        let bcol = Type::column(DType::Bool, "n");
+        check(Op::Binary(BinaryOp::Add), &[fcol.clone(), f.clone()], "f64[n]");
+        check(Op::Binary(BinaryOp::Add), &[fcol.clone(), icol.clone()], "error: `add` takes operands of one dtype, got f64[n] and i64[n]; insert a `cast`");
+        check(Op::Binary(BinaryOp::Add), &[fcol.clone(), Type::column(DType::F64, "m")], "error: `add`: shapes of f64[n] and f64[m] do not broadcast");
+        check(Op::Binary(BinaryOp::Shl), &[fcol.clone(), fcol.clone()], "error: `shl` takes ints (i32, i64), got f64[n]");
+        check(Op::Compare(crate::op::CmpOp::Lt), &[icol.clone(), Type::scalar(DType::I64)], "bool[n]");
+        check(Op::Select, &[bcol.clone(), f.clone(), fcol.clone()], "f64[n]");
+        check(Op::Reduce(ReduceOp::Count), &[bcol.clone()], "i64");
+        check(Op::Reduce(ReduceOp::Mean), &[icol.clone()], "error: `mean` takes floats (f32, f64), got i64[n]");
+        check(Op::Reduce(ReduceOp::Sum), &[f.clone()], "error: `sum` takes a column (one dimension), got f64");
+        check(Op::Filter, &[bcol.clone()], "sel[n]");
+        let sel = Type::Selection(Dim::Sym("n".into()));
+        check(Op::Unary(UnaryOp::Neg), &[sel], "error: `neg` does not take a selection vector (sel[n]); selections can only be outputs");
+        check(Op::Unary(UnaryOp::Sin), &[f.clone(), f], "error: `sin` takes 1 argument(s), got 2");
+    }
+}
