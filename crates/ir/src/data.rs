@@ -120,12 +120,15 @@ impl Data {
         }
     }
 
-    /// A short description of the kind, dtype and length, for messages.
+    /// A short description of the kind, dtype and length, for messages
+    /// ("an f64 column of 3 rows").
     pub fn describe(&self) -> String {
+        // Every dtype name but `bool` starts with a vowel sound (i32, f64).
+        let article = |d: DType| if d == DType::Bool { "a" } else { "an" };
         match self {
-            Data::Scalar(s) => format!("{} scalar", s.dtype()),
-            Data::Column(b) => format!("{} column of {} rows", b.dtype(), b.len()),
-            Data::Selection(s) => format!("selection of {} rows", s.len()),
+            Data::Scalar(s) => format!("{} {} scalar", article(s.dtype()), s.dtype()),
+            Data::Column(b) => format!("{} {} column of {} rows", article(b.dtype()), b.dtype(), b.len()),
+            Data::Selection(s) => format!("a selection of {} rows", s.len()),
         }
     }
 

@@ -1,0 +1,129 @@
+//! What every engine shares about running a graph: the run-time error type and
+//! the checking of caller-supplied inputs against the signature, done once here so
+//! the interpreter and the compiled tiers reject bad input identically.
+
+use crate::data::Data;
+use crate::entities::Value;
+use crate::graph::Graph;
+use crate::semantics::EvalError;
+use crate::types::{Dim, Type};
+use crate::verify::GraphInfo;
+
+/// Why a run of a graph failed.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ExecError {
+    /// The caller gave the wrong number of inputs.
+    #[error("the graph takes {expected} input(s), got {got}")]
+    InputCount {
+        /// Inputs in the signature.
+        expected: usize,
+        /// Inputs given.
+        got: usize,
+    },
+    /// An input of the wrong kind or dtype.
+    #[error("input `{name}` must be {expected}, got {got}")]
+    InputType {
+        /// The input's name.
+        name: String,
+        /// Its declared type.
+        expected: Type,
+        /// What was given.
+        got: String,
+    },
+    /// A column whose length disagrees with another binding of the same dimension.
+    #[error("input `{name}` has {got} rows, but dimension `{dim}` is {expected}")]
+    Length {
+        /// The input's name.
+        name: String,
+        /// The dimension.
+        dim: String,
+        /// The dimension's extent, from an earlier input or its fixed size.
+        expected: u64,
+        /// The input's length.
+        got: u64,
+    },
+    /// Integer division by zero at a node.
+    #[error("integer division by zero in {}", describe_node(*node, name))]
+    DivisionByZero {
+        /// The node that divided.
+        node: Value,
+        /// Its source name, if any.
+        name: Option<String>,
+    },
+    /// An engine met something it cannot run (a bug or an unsupported feature).
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+fn describe_node(node: Value, name: &Option<String>) -> String {
+    match name {
+        Some(n) => format!("{node} (`{n}`)"),
+        None => node.to_string(),
+    }
+}
+
+/// Result of running a graph.
+pub type ExecResult<T> = Result<T, ExecError>;
+
+impl ExecError {
+    /// The error for a failed scalar operation at `node` of `graph`.
+    pub fn at_node(graph: &Graph, node: Value, err: EvalError) -> ExecError {
+        match err {
+            EvalError::DivisionByZero => ExecError::DivisionByZero { node, name: graph.source_name(node).map(str::to_string) },
+            other => ExecError::Unsupported(format!("{node}: {other}")),
+        }
+    }
+}
+
+/// The extents of the symbolic dimensions, in [`GraphInfo::symbols`] order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DimBindings {
+    extents: Vec<(String, u64)>,
+}
+
+impl DimBindings {
+    /// The extent bound to `dim`.
+    pub fn extent(&self, dim: &Dim) -> Option<u64> {
+        match dim {
+            Dim::Fixed(n) => Some(*n),
+            Dim::Sym(s) => self.extents.iter().find(|(name, _)| name == s).map(|&(_, n)| n),
+        }
+    }
+
+    /// The extents in [`GraphInfo::symbols`] order: the length arguments of a kernel.
+    pub fn extents(&self) -> impl Iterator<Item = u64> + '_ {
+        self.extents.iter().map(|&(_, n)| n)
+    }
+}
+
+/// Checks `inputs` against the signature of a verified graph and binds its
+/// symbolic dimensions.
+pub fn bind_inputs(graph: &Graph, info: &GraphInfo, inputs: &[Data]) -> ExecResult<DimBindings> {
+    if inputs.len() != graph.inputs().len() {
+        return Err(ExecError::InputCount { expected: graph.inputs().len(), got: inputs.len() });
+    }
+    let mut extents: Vec<(String, u64)> = Vec::with_capacity(info.symbols().len());
+    for (input, data) in graph.inputs().iter().zip(inputs) {
+        let ty = graph.ty(input.value);
+        let tensor = ty.as_tensor().expect("verified inputs are tensors");
+        let type_error = || ExecError::InputType { name: input.name.clone(), expected: ty.clone(), got: data.describe() };
+        let len = match (data, tensor.shape.as_slice()) {
+            (Data::Scalar(s), []) if s.dtype() == tensor.dtype => continue,
+            (Data::Column(b), [_]) if b.dtype() == tensor.dtype => b.len() as u64,
+            _ => return Err(type_error()),
+        };
+        let dim = &tensor.shape[0];
+        let bound = match dim {
+            Dim::Fixed(n) => Some(*n),
+            Dim::Sym(s) => extents.iter().find(|(name, _)| name == s).map(|&(_, n)| n),
+        };
+        match (bound, dim) {
+            (Some(expected), _) if expected != len => {
+                return Err(ExecError::Length { name: input.name.clone(), dim: dim.to_string(), expected, got: len });
+            }
+            (None, Dim::Sym(s)) => extents.push((s.clone(), len)),
+            _ => {}
+        }
+    }
+    Ok(DimBindings { extents })
+}
