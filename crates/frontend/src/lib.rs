@@ -1,0 +1,10 @@
+//! kiln's frontends: each turns a source language into a [`kiln_ir::Graph`]
+//! through the builder, and knows nothing of any backend.
+//!
+//! - [`py`]: a Python subset: single expressions (`sin(x0) * (x1 + 2.5)`) and
+//!   functions (`def f(x: float): …`), with Python 3 and NumPy meanings.
+//!
+//! Every frontend reports bad input as a located [`kiln_ir::ParseError`], never a
+//! panic, and bounds its recursion so deep input cannot overflow the stack.
+
+pub mod py;

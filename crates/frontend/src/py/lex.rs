@@ -1,0 +1,271 @@
+//! Tokens of the Python subset, with byte spans, including the `Newline`,
+//! `Indent` and `Dedent` tokens of Python's layout rule.
+
+use kiln_ir::{ParseError, ParseResult};
+
+/// A token kind.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Tok {
+    /// An identifier or keyword.
+    Name(String),
+    /// An integer literal (Python ints are unbounded; range is checked later).
+    Int(u128),
+    /// A float literal.
+    Float(f64),
+    /// A string literal (only docstrings are accepted, and ignored).
+    Str,
+    /// An operator or delimiter, such as `**=` or `(`.
+    Op(&'static str),
+    /// End of a logical line.
+    Newline,
+    /// The indentation grew.
+    Indent,
+    /// The indentation shrank by one level.
+    Dedent,
+    /// End of input.
+    Eof,
+}
+
+/// A token and where it starts and ends (byte offsets).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Token {
+    /// What it is.
+    pub tok: Tok,
+    /// Byte offset of its first character.
+    pub start: usize,
+    /// Byte offset just past it.
+    pub end: usize,
+}
+
+/// Operators, longest first so the lexer takes the longest match.
+const OPS: &[&str] = &[
+    "**=", "//=", "<<=", ">>=", "->", "**", "//", "<<", ">>", "<=", ">=", "==", "!=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "+",
+    "-", "*", "/", "%", "&", "|", "^", "~", "<", ">", "(", ")", "[", "]", ",", ":", "=", ".", ";", "@",
+];
+
+struct Lexer<'a> {
+    src: &'a str,
+    pos: usize,
+    tokens: Vec<Token>,
+    indents: Vec<usize>,
+    nesting: usize,
+}
+
+/// Splits `src` into tokens.
+pub fn lex(src: &str) -> ParseResult<Vec<Token>> {
+    let mut lx = Lexer { src, pos: 0, tokens: Vec::new(), indents: vec![0], nesting: 0 };
+    let mut at_line_start = true;
+    while lx.pos < src.len() {
+        if at_line_start && lx.nesting == 0 {
+            at_line_start = false;
+            lx.indentation()?;
+            continue;
+        }
+        let c = lx.peek();
+        match c {
+            '\n' => {
+                lx.pos += 1;
+                if lx.nesting == 0 {
+                    lx.newline();
+                    at_line_start = true;
+                }
+            }
+            ' ' | '\t' | '\r' | '\x0c' => lx.pos += 1,
+            '#' => lx.skip_comment(),
+            '\\' if lx.src[lx.pos + 1..].starts_with('\n') => lx.pos += 2,
+            '"' | '\'' => lx.string()?,
+            '0'..='9' => lx.number()?,
+            '.' if lx.src[lx.pos + 1..].starts_with(|d: char| d.is_ascii_digit()) => lx.number()?,
+            c if c.is_alphabetic() || c == '_' => lx.name(),
+            _ => lx.op()?,
+        }
+    }
+    lx.newline();
+    while lx.indents.len() > 1 {
+        lx.indents.pop();
+        lx.push(Tok::Dedent, src.len(), src.len());
+    }
+    lx.push(Tok::Eof, src.len(), src.len());
+    Ok(lx.tokens)
+}
+
+impl Lexer<'_> {
+    fn peek(&self) -> char {
+        self.src[self.pos..].chars().next().expect("pos is before the end")
+    }
+
+    fn push(&mut self, tok: Tok, start: usize, end: usize) {
+        self.tokens.push(Token { tok, start, end });
+    }
+
+    fn err<T>(&self, at: usize, message: impl Into<String>) -> ParseResult<T> {
+        Err(ParseError::at(self.src, at, message))
+    }
+
+    /// Ends a logical line, unless it was empty.
+    fn newline(&mut self) {
+        let last = self.tokens.last().map(|t| &t.tok);
+        if !matches!(last, None | Some(Tok::Newline | Tok::Indent | Tok::Dedent)) {
+            self.push(Tok::Newline, self.pos, self.pos);
+        }
+    }
+
+    fn skip_comment(&mut self) {
+        self.pos = self.src[self.pos..].find('\n').map_or(self.src.len(), |i| self.pos + i);
+    }
+
+    /// Measures a line's indentation and emits `Indent`/`Dedent`; blank and
+    /// comment-only lines do not count.
+    fn indentation(&mut self) -> ParseResult<()> {
+        let start = self.pos;
+        let mut width = 0;
+        for c in self.src[start..].chars() {
+            match c {
+                ' ' => width += 1,
+                '\t' => width = (width / 8 + 1) * 8,
+                '\x0c' => {}
+                _ => break,
+            }
+            self.pos += c.len_utf8();
+        }
+        let rest = &self.src[self.pos..];
+        if rest.is_empty() || rest.starts_with(['\n', '#', '\r']) {
+            return Ok(());
+        }
+        let current = *self.indents.last().expect("the indent stack starts with 0");
+        if width > current {
+            self.indents.push(width);
+            self.push(Tok::Indent, start, self.pos);
+        }
+        while width < *self.indents.last().expect("the indent stack starts with 0") {
+            self.indents.pop();
+            self.push(Tok::Dedent, self.pos, self.pos);
+        }
+        if width != *self.indents.last().expect("the indent stack starts with 0") {
+            return self.err(self.pos, "unindent does not match any outer indentation level");
+        }
+        Ok(())
+    }
+
+    fn name(&mut self) {
+        let start = self.pos;
+        let len = self.src[start..].find(|c: char| !(c.is_alphanumeric() || c == '_')).unwrap_or(self.src.len() - start);
+        self.pos += len;
+        self.push(Tok::Name(self.src[start..self.pos].to_string()), start, self.pos);
+    }
+
+    fn number(&mut self) -> ParseResult<()> {
+        let start = self.pos;
+        let bytes = self.src.as_bytes();
+        let radix = match (bytes[start], bytes.get(start + 1).map(u8::to_ascii_lowercase)) {
+            (b'0', Some(b'x')) => 16,
+            (b'0', Some(b'o')) => 8,
+            (b'0', Some(b'b')) => 2,
+            _ => 10,
+        };
+        if radix != 10 {
+            self.pos += 2;
+            let len = self.src[self.pos..].find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(self.src.len() - self.pos);
+            let digits = self.src[self.pos..self.pos + len].replace('_', "");
+            self.pos += len;
+            return match u128::from_str_radix(&digits, radix) {
+                Ok(v) => Ok(self.push(Tok::Int(v), start, self.pos)),
+                Err(_) => self.err(start, format!("invalid integer literal `{}`", &self.src[start..self.pos])),
+            };
+        }
+        let mut is_float = false;
+        let mut prev = ' ';
+        while let Some(c) = self.src[self.pos..].chars().next() {
+            let ok = c.is_ascii_digit() || c == '_' || c == '.' || c == 'e' || c == 'E' || ((c == '+' || c == '-') && matches!(prev, 'e' | 'E'));
+            if !ok {
+                break;
+            }
+            is_float |= matches!(c, '.' | 'e' | 'E');
+            prev = c;
+            self.pos += 1;
+        }
+        let text = self.src[start..self.pos].replace('_', "");
+        let bad = || format!("invalid number literal `{}`", &self.src[start..self.pos]);
+        if self.src[self.pos..].starts_with(|c: char| c.is_alphanumeric()) {
+            return self.err(start, format!("invalid number literal `{}`", &self.src[start..=self.pos]));
+        }
+        let tok = if is_float {
+            Tok::Float(text.parse().map_err(|_| ParseError::at(self.src, start, bad()))?)
+        } else {
+            Tok::Int(text.parse().map_err(|_| ParseError::at(self.src, start, format!("integer literal `{text}` is too large")))?)
+        };
+        self.push(tok, start, self.pos);
+        Ok(())
+    }
+
+    fn string(&mut self) -> ParseResult<()> {
+        let start = self.pos;
+        let quote = self.peek();
+        let triple: String = std::iter::repeat_n(quote, 3).collect();
+        let (delim, single_line) = if self.src[start..].starts_with(&triple) { (triple.as_str(), false) } else { (&triple[..1], true) };
+        let body_start = start + delim.len();
+        let mut i = body_start;
+        while i < self.src.len() {
+            let rest = &self.src[i..];
+            if rest.starts_with('\\') {
+                i += 1 + rest[1..].chars().next().map_or(0, char::len_utf8);
+            } else if rest.starts_with(delim) {
+                self.pos = i + delim.len();
+                self.push(Tok::Str, start, self.pos);
+                return Ok(());
+            } else if single_line && rest.starts_with('\n') {
+                break;
+            } else {
+                i += rest.chars().next().map_or(1, char::len_utf8);
+            }
+        }
+        self.err(start, "unterminated string")
+    }
+
+    fn op(&mut self) -> ParseResult<()> {
+        let start = self.pos;
+        let Some(op) = OPS.iter().find(|op| self.src[start..].starts_with(**op)) else {
+            return self.err(start, format!("unexpected character `{}`", self.peek()));
+        };
+        match *op {
+            "(" | "[" => self.nesting += 1,
+            ")" | "]" => self.nesting = self.nesting.saturating_sub(1),
+            _ => {}
+        }
+        self.pos += op.len();
+        self.push(Tok::Op(op), start, self.pos);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kinds(src: &str) -> Vec<Tok> {
+        lex(src).expect("lexes").into_iter().map(|t| t.tok).collect()
+    }
+
+    #[test]
+    fn layout_and_literals() {
+        let toks = kinds("def f(x):\n    a = x ** 2  # c\n\n    return (a +\n  1.5e3)\n");
+        use Tok::*;
+        let n = |s: &str| Name(s.to_string());
+        assert_eq!(
+            toks,
+            vec![
+                n("def"), n("f"), Op("("), n("x"), Op(")"), Op(":"), Newline, Indent, n("a"), Op("="), n("x"), Op("**"), Int(2), Newline,
+                n("return"), Op("("), n("a"), Op("+"), Float(1500.0), Op(")"), Newline, Dedent, Eof
+            ]
+        );
+    }
+
+    #[test]
+    fn bad_tokens_are_located() {
+        assert_eq!(lex("a = $").unwrap_err().to_string(), "1:5: unexpected character `$`");
+        assert_eq!(lex("x = 'abc").unwrap_err().to_string(), "1:5: unterminated string");
+        assert_eq!(lex("1.2.3").unwrap_err().to_string(), "1:1: invalid number literal `1.2.3`");
+        assert_eq!(lex("12abc").unwrap_err().to_string(), "1:1: invalid number literal `12a`");
+        assert_eq!(lex("if x:\n    a\n  b\n").unwrap_err().to_string(), "3:3: unindent does not match any outer indentation level");
+    }
+}

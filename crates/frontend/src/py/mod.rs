@@ -1,0 +1,38 @@
+//! The Python-subset frontend: what users already write, pasted as is.
+//!
+//! Accepts a single expression (`(x > 2.0) & (x < 6.0)`), top-level statements
+//! whose last line is the result, or one function `def f(x: float, n: int): …`
+//! with assignments, augmented assignments, tuple assignment and `return`
+//! (a tuple returns several outputs). `docs/frontends.md` lists the operators,
+//! functions and promotion rules.
+//!
+//! A free name of an expression or script becomes an `f64` input, in order of
+//! first use; function parameters are inputs in order, `f64` unless annotated.
+
+mod ast;
+mod funcs;
+mod lex;
+mod lower;
+mod parse;
+
+pub use parse::MAX_DEPTH;
+
+use kiln_ir::{Graph, ParseResult, Shape, SourceMap};
+use std::collections::HashMap;
+
+/// How inputs are typed.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// The shape of an input not in `shapes`: `[]` (scalars, the default) or a
+    /// column such as `[n]`.
+    pub default_shape: Shape,
+    /// Shapes of particular inputs, by name.
+    pub shapes: HashMap<String, Shape>,
+}
+
+/// Parses Python-subset source into an unverified graph and the source location
+/// of each value.
+pub fn parse(src: &str, opts: &Options) -> ParseResult<(Graph, SourceMap)> {
+    let ast = parse::parse(src)?;
+    lower::Lower::run(src, &ast, opts)
+}

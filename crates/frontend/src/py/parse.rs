@@ -1,0 +1,488 @@
+//! A hand-written recursive-descent parser for the Python subset.
+//!
+//! Recursion only follows nesting in the source (parentheses, unary operators,
+//! `**`, conditional expressions), and every such step counts against
+//! [`MAX_DEPTH`], so deeply nested input gets an error, not a stack overflow.
+//! Long flat chains (`a + b + c + …`) are parsed by loops.
+
+use super::ast::{Ast, BinOp, Expr, ExprId, ExprKind, Param, Span, Stmt, UnOp};
+use super::lex::{lex, Tok, Token};
+use kiln_ir::{CmpOp, ParseError, ParseResult};
+
+/// How deeply expressions may nest before the parser gives up.
+pub const MAX_DEPTH: usize = 200;
+
+struct Parser<'a> {
+    src: &'a str,
+    toks: Vec<Token>,
+    pos: usize,
+    depth: usize,
+    ast: Ast,
+}
+
+/// Parses a program of the Python subset.
+pub fn parse(src: &str) -> ParseResult<Ast> {
+    let mut p = Parser { src, toks: lex(src)?, pos: 0, depth: 0, ast: Ast::default() };
+    p.program()?;
+    Ok(p.ast)
+}
+
+impl Parser<'_> {
+    fn tok(&self) -> &Tok {
+        &self.toks[self.pos].tok
+    }
+
+    fn start(&self) -> usize {
+        self.toks[self.pos].start
+    }
+
+    fn prev_end(&self) -> usize {
+        self.pos.checked_sub(1).map_or(0, |p| self.toks[p].end)
+    }
+
+    fn bump(&mut self) -> Token {
+        let t = self.toks[self.pos].clone();
+        if self.pos + 1 < self.toks.len() {
+            self.pos += 1;
+        }
+        t
+    }
+
+    fn err<T>(&self, message: impl Into<String>) -> ParseResult<T> {
+        Err(ParseError::at(self.src, self.start(), message))
+    }
+
+    fn describe(&self) -> String {
+        match self.tok() {
+            Tok::Name(n) => format!("`{n}`"),
+            Tok::Int(_) | Tok::Float(_) => "a number".to_string(),
+            Tok::Str => "a string".to_string(),
+            Tok::Op(o) => format!("`{o}`"),
+            Tok::Newline if self.toks[self.pos + 1..].iter().all(|t| matches!(t.tok, Tok::Dedent | Tok::Eof)) => "end of input".to_string(),
+            Tok::Newline => "end of line".to_string(),
+            Tok::Indent => "an indented block".to_string(),
+            Tok::Dedent => "the end of a block".to_string(),
+            Tok::Eof => "end of input".to_string(),
+        }
+    }
+
+    fn is_op(&self, op: &str) -> bool {
+        matches!(self.tok(), Tok::Op(o) if *o == op)
+    }
+
+    fn is_kw(&self, kw: &str) -> bool {
+        matches!(self.tok(), Tok::Name(n) if n == kw)
+    }
+
+    fn eat_op(&mut self, op: &str) -> bool {
+        let yes = self.is_op(op);
+        if yes {
+            self.bump();
+        }
+        yes
+    }
+
+    fn expect_op(&mut self, op: &str) -> ParseResult<()> {
+        if self.eat_op(op) {
+            Ok(())
+        } else {
+            self.err(format!("expected `{op}`, found {}", self.describe()))
+        }
+    }
+
+    fn expect_kw(&mut self, kw: &str) -> ParseResult<()> {
+        if self.is_kw(kw) {
+            self.bump();
+            Ok(())
+        } else {
+            self.err(format!("expected `{kw}`, found {}", self.describe()))
+        }
+    }
+
+    fn name(&mut self, what: &str) -> ParseResult<(String, Span)> {
+        match self.tok().clone() {
+            Tok::Name(n) if !is_keyword(&n) => {
+                let t = self.bump();
+                Ok((n, Span { start: t.start, end: t.end }))
+            }
+            _ => self.err(format!("expected {what}, found {}", self.describe())),
+        }
+    }
+
+    fn push(&mut self, kind: ExprKind, start: usize) -> ExprId {
+        let span = Span { start, end: self.prev_end().max(start) };
+        self.ast.exprs.push(Expr { kind, span });
+        self.ast.exprs.len() - 1
+    }
+
+    fn enter(&mut self) -> ParseResult<()> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return self.err(format!("expression nested too deeply (more than {MAX_DEPTH} levels)"));
+        }
+        Ok(())
+    }
+
+    fn end_of_statement(&mut self) -> ParseResult<()> {
+        if self.eat_op(";") && !matches!(self.tok(), Tok::Newline | Tok::Eof) {
+            return Ok(());
+        }
+        match self.tok() {
+            Tok::Newline => {
+                self.bump();
+                Ok(())
+            }
+            Tok::Eof | Tok::Dedent => Ok(()),
+            _ => self.err(format!("expected end of line, found {}", self.describe())),
+        }
+    }
+
+    /// `program := (import | def | statement)*`; a `def` must be the only one.
+    fn program(&mut self) -> ParseResult<()> {
+        while !matches!(self.tok(), Tok::Eof) {
+            match self.tok() {
+                Tok::Newline => {
+                    self.bump();
+                }
+                Tok::Indent => return self.err("unexpected indentation"),
+                Tok::Name(n) if n == "import" || n == "from" => self.import()?,
+                Tok::Name(n) if n == "def" => {
+                    if self.ast.name.is_some() || !self.ast.body.is_empty() {
+                        return self.err("expected one function, or statements without a function, not both");
+                    }
+                    self.def()?;
+                }
+                _ if self.ast.name.is_some() => return self.err("expected nothing after the function"),
+                _ => self.statement()?,
+            }
+        }
+        Ok(())
+    }
+
+    /// `import a.b [as c], …` or `from a import b, …`: accepted, checked by lowering.
+    fn import(&mut self) -> ParseResult<()> {
+        while !matches!(self.tok(), Tok::Newline | Tok::Eof) {
+            self.bump();
+        }
+        self.end_of_statement()
+    }
+
+    fn def(&mut self) -> ParseResult<()> {
+        self.expect_kw("def")?;
+        let (name, _) = self.name("a function name")?;
+        self.ast.name = Some(name);
+        self.expect_op("(")?;
+        while !self.is_op(")") {
+            let (pname, span) = self.name("a parameter name")?;
+            let annotation = if self.eat_op(":") { Some(self.annotation()?) } else { None };
+            if self.eat_op("=") {
+                return self.err("default parameter values are not supported");
+            }
+            self.ast.params.push(Param { name: pname, annotation, span });
+            if !self.eat_op(",") {
+                break;
+            }
+        }
+        self.expect_op(")")?;
+        if self.eat_op("->") {
+            self.annotation()?;
+        }
+        self.expect_op(":")?;
+        if !matches!(self.tok(), Tok::Newline) {
+            self.statement()?;
+            return Ok(());
+        }
+        self.bump();
+        if !matches!(self.tok(), Tok::Indent) {
+            return self.err("expected an indented block");
+        }
+        self.bump();
+        while !matches!(self.tok(), Tok::Dedent | Tok::Eof) {
+            if matches!(self.tok(), Tok::Str) {
+                // A docstring.
+                self.bump();
+                self.end_of_statement()?;
+                continue;
+            }
+            self.statement()?;
+        }
+        if matches!(self.tok(), Tok::Dedent) {
+            self.bump();
+        }
+        Ok(())
+    }
+
+    /// A type annotation: a dotted name, possibly subscripted (`np.float32`).
+    fn annotation(&mut self) -> ParseResult<String> {
+        let (mut name, _) = self.name("a type annotation")?;
+        while self.eat_op(".") {
+            name.push('.');
+            name.push_str(&self.name("a name")?.0);
+        }
+        Ok(name)
+    }
+
+    fn statement(&mut self) -> ParseResult<()> {
+        let start = self.start();
+        let stmt = if self.is_kw("return") {
+            self.bump();
+            Stmt::Return(self.expr_or_tuple()?)
+        } else if let (Tok::Name(_), Some(Tok::Op(op))) = (self.tok(), self.toks.get(self.pos + 1).map(|t| &t.tok)) {
+            match BinOp::from_augmented(op) {
+                Some(bin) => {
+                    let (target, span) = self.name("a variable")?;
+                    self.bump();
+                    Stmt::AugAssign(target, span, bin, self.expr_or_tuple()?)
+                }
+                _ => self.assign_or_expr()?,
+            }
+        } else {
+            self.assign_or_expr()?
+        };
+        let end = self.prev_end();
+        self.ast.body.push((stmt, Span { start, end }));
+        self.end_of_statement()
+    }
+
+    /// `a = e`, `a, b = e1, e2`, or an expression.
+    fn assign_or_expr(&mut self) -> ParseResult<Stmt> {
+        let first_tok = self.pos;
+        let first_expr = self.ast.exprs.len();
+        let value = self.expr_or_tuple()?;
+        if !self.eat_op("=") {
+            return Ok(Stmt::Expr(value));
+        }
+        // Re-read the left side as a list of names.
+        let targets = match &self.ast.exprs[value].kind {
+            ExprKind::Name(_) => vec![value],
+            ExprKind::Tuple(items) => items.clone(),
+            _ => return Err(ParseError::at(self.src, self.toks[first_tok].start, "can only assign to a name or a tuple of names")),
+        };
+        let mut names = Vec::new();
+        for t in targets {
+            match &self.ast.exprs[t].kind {
+                ExprKind::Name(n) if !n.contains('.') => names.push((n.clone(), self.ast.exprs[t].span)),
+                _ => return Err(ParseError::at(self.src, self.ast.exprs[t].span.start, "can only assign to a name")),
+            }
+        }
+        // The targets were parsed as expressions; they are names, not reads.
+        self.ast.exprs.truncate(first_expr);
+        let rhs = self.expr_or_tuple()?;
+        if self.is_op("=") {
+            return self.err("chained assignment is not supported");
+        }
+        Ok(Stmt::Assign(names, rhs))
+    }
+
+    /// An expression, or several separated by commas (a tuple without parentheses).
+    fn expr_or_tuple(&mut self) -> ParseResult<ExprId> {
+        let start = self.start();
+        let first = self.expr()?;
+        if !self.is_op(",") {
+            return Ok(first);
+        }
+        let mut items = vec![first];
+        while self.eat_op(",") {
+            if matches!(self.tok(), Tok::Newline | Tok::Eof | Tok::Dedent) || self.is_op("=") || self.is_op(";") {
+                break;
+            }
+            items.push(self.expr()?);
+        }
+        Ok(self.push(ExprKind::Tuple(items), start))
+    }
+
+    /// `expr := or_expr ['if' or_expr 'else' expr]`
+    fn expr(&mut self) -> ParseResult<ExprId> {
+        self.enter()?;
+        let start = self.start();
+        let value = self.bool_op("or", BinOp::Or)?;
+        let result = if self.is_kw("if") {
+            self.bump();
+            let cond = self.bool_op("or", BinOp::Or)?;
+            self.expect_kw("else")?;
+            let other = self.expr()?;
+            self.push(ExprKind::IfElse(cond, value, other), start)
+        } else {
+            value
+        };
+        self.depth -= 1;
+        Ok(result)
+    }
+
+    /// Left-associative `or` (of `and`s) and `and` (of `not`s).
+    fn bool_op(&mut self, kw: &str, op: BinOp) -> ParseResult<ExprId> {
+        let start = self.start();
+        let operand = |p: &mut Self| if kw == "or" { p.bool_op("and", BinOp::And) } else { p.not_expr() };
+        let mut lhs = operand(self)?;
+        while self.is_kw(kw) {
+            self.bump();
+            let rhs = operand(self)?;
+            lhs = self.push(ExprKind::Binary(op, lhs, rhs), start);
+        }
+        Ok(lhs)
+    }
+
+    fn not_expr(&mut self) -> ParseResult<ExprId> {
+        if !self.is_kw("not") {
+            return self.comparison();
+        }
+        let start = self.start();
+        self.bump();
+        self.enter()?;
+        let operand = self.not_expr()?;
+        self.depth -= 1;
+        Ok(self.push(ExprKind::Unary(UnOp::Not, operand), start))
+    }
+
+    fn comparison(&mut self) -> ParseResult<ExprId> {
+        let start = self.start();
+        let first = self.binary(0)?;
+        let mut rest = Vec::new();
+        loop {
+            let op = match self.tok() {
+                Tok::Op("<") => CmpOp::Lt,
+                Tok::Op("<=") => CmpOp::Le,
+                Tok::Op(">") => CmpOp::Gt,
+                Tok::Op(">=") => CmpOp::Ge,
+                Tok::Op("==") => CmpOp::Eq,
+                Tok::Op("!=") => CmpOp::Ne,
+                Tok::Name(n) if n == "in" || n == "is" => return self.err(format!("`{n}` is not supported")),
+                _ => break,
+            };
+            self.bump();
+            rest.push((op, self.binary(0)?));
+        }
+        Ok(if rest.is_empty() { first } else { self.push(ExprKind::Compare(first, rest), start) })
+    }
+
+    /// Precedence climbing over `| ^ & << >> + - * / // %`.
+    fn binary(&mut self, min_prec: u8) -> ParseResult<ExprId> {
+        let start = self.start();
+        let mut lhs = self.unary()?;
+        loop {
+            let Some((op, prec)) = self.binary_op() else { break };
+            if prec < min_prec {
+                break;
+            }
+            self.bump();
+            let rhs = self.binary(prec + 1)?;
+            lhs = self.push(ExprKind::Binary(op, lhs, rhs), start);
+        }
+        Ok(lhs)
+    }
+
+    fn binary_op(&self) -> Option<(BinOp, u8)> {
+        let Tok::Op(sym) = self.tok() else { return None };
+        let op = BinOp::from_symbol(sym)?;
+        let prec = match op {
+            BinOp::BitOr => 0,
+            BinOp::BitXor => 1,
+            BinOp::BitAnd => 2,
+            BinOp::Shl | BinOp::Shr => 3,
+            BinOp::Add | BinOp::Sub => 4,
+            BinOp::Mul | BinOp::Div | BinOp::FloorDiv | BinOp::Mod => 5,
+            BinOp::Pow | BinOp::And | BinOp::Or => return None,
+        };
+        Some((op, prec))
+    }
+
+    fn unary(&mut self) -> ParseResult<ExprId> {
+        let start = self.start();
+        let op = match self.tok() {
+            Tok::Op("-") => UnOp::Neg,
+            Tok::Op("+") => UnOp::Pos,
+            Tok::Op("~") => UnOp::Invert,
+            _ => return self.power(),
+        };
+        self.bump();
+        // `-9223372036854775808` is one literal, but `-2 ** 2` is `-(2 ** 2)`.
+        let next_is_pow = matches!(self.toks.get(self.pos + 1).map(|t| &t.tok), Some(Tok::Op("**")));
+        if let (UnOp::Neg, Tok::Int(v), false) = (op, self.tok().clone(), next_is_pow) {
+            self.bump();
+            return Ok(self.push(ExprKind::Int(-i128::try_from(v).unwrap_or(i128::MAX)), start));
+        }
+        self.enter()?;
+        let operand = self.unary()?;
+        self.depth -= 1;
+        Ok(self.push(ExprKind::Unary(op, operand), start))
+    }
+
+    /// `power := primary ['**' unary]` (right-associative, binds tighter than a
+    /// unary minus on its left: `-2**2 == -4`).
+    fn power(&mut self) -> ParseResult<ExprId> {
+        let start = self.start();
+        let base = self.primary()?;
+        if !self.eat_op("**") {
+            return Ok(base);
+        }
+        self.enter()?;
+        let exponent = self.unary()?;
+        self.depth -= 1;
+        Ok(self.push(ExprKind::Binary(BinOp::Pow, base, exponent), start))
+    }
+
+    fn primary(&mut self) -> ParseResult<ExprId> {
+        let start = self.start();
+        let kind = match self.tok().clone() {
+            Tok::Int(v) => ExprKind::Int(i128::try_from(v).unwrap_or(i128::MAX)),
+            Tok::Float(v) => ExprKind::Float(v),
+            Tok::Name(n) if n == "True" || n == "False" => ExprKind::Bool(n == "True"),
+            Tok::Name(n) if !is_keyword(&n) => return self.name_or_call(),
+            Tok::Op("(") => return self.parenthesized(),
+            _ => return self.err(format!("expected an expression, found {}", self.describe())),
+        };
+        self.bump();
+        Ok(self.push(kind, start))
+    }
+
+    fn name_or_call(&mut self) -> ParseResult<ExprId> {
+        let start = self.start();
+        let (mut name, _) = self.name("a name")?;
+        while self.eat_op(".") {
+            name.push('.');
+            name.push_str(&self.name("an attribute name")?.0);
+        }
+        if !self.eat_op("(") {
+            return Ok(self.push(ExprKind::Name(name), start));
+        }
+        let mut args = Vec::new();
+        while !self.is_op(")") {
+            if let (Tok::Name(_), Some(Tok::Op("="))) = (self.tok(), self.toks.get(self.pos + 1).map(|t| &t.tok)) {
+                return self.err("keyword arguments are not supported");
+            }
+            args.push(self.expr()?);
+            if !self.eat_op(",") {
+                break;
+            }
+        }
+        self.expect_op(")")?;
+        Ok(self.push(ExprKind::Call(name, args), start))
+    }
+
+    fn parenthesized(&mut self) -> ParseResult<ExprId> {
+        let start = self.start();
+        self.expect_op("(")?;
+        let mut items = Vec::new();
+        let mut trailing_comma = false;
+        while !self.is_op(")") {
+            items.push(self.expr()?);
+            trailing_comma = self.eat_op(",");
+            if !trailing_comma {
+                break;
+            }
+        }
+        self.expect_op(")")?;
+        if items.len() == 1 && !trailing_comma {
+            return Ok(items[0]);
+        }
+        Ok(self.push(ExprKind::Tuple(items), start))
+    }
+}
+
+fn is_keyword(name: &str) -> bool {
+    matches!(
+        name,
+        "and" | "or" | "not" | "if" | "else" | "def" | "return" | "import" | "from" | "as" | "in" | "is" | "lambda" | "for" | "while" | "None"
+            | "True" | "False" | "pass" | "class" | "elif" | "with" | "yield"
+    )
+}
