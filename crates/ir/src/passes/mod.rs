@@ -89,7 +89,11 @@ impl<'a> Rewriter<'a> {
             let new = if let Op::Input { index } = node.op {
                 Some(rw.out.push_input(&graph.inputs()[index as usize].name, node.ty.clone()))
             } else {
-                let mapped = NodeData { op: node.op.clone(), args: node.args.iter().map(|&a| rw.mapped(a)).collect(), ty: node.ty.clone() };
+                // A dropped argument means this node is dead too: passes only
+                // drop nodes nothing live uses.
+                let args: Option<Vec<Value>> = node.args.iter().map(|&a| rw.map[a]).collect();
+                let Some(args) = args else { continue };
+                let mapped = NodeData { op: node.op.clone(), args, ty: node.ty.clone() };
                 match decide(&mut rw, value, mapped.clone()) {
                     Rewrite::Keep => Some(rw.out.push_node(mapped)),
                     Rewrite::Drop => None,

@@ -1,0 +1,206 @@
+//! `kiln`: run, evaluate, print and check graphs from the command line.
+//!
+//! Exit status: 0 ok, 1 run-time error (such as integer division by zero),
+//! 2 bad input or usage. Messages go to stderr as `file:line:col: error: …`.
+
+mod csvio;
+mod source;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use kiln::{Data, Engine, Graph, PyOptions};
+use source::SourceArgs;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Why a command failed; the variant decides the exit status.
+#[derive(Debug)]
+pub enum Failure {
+    /// Bad input or usage: exit 2.
+    Input(String),
+    /// A run-time error of the graph: exit 1.
+    Run(String),
+}
+
+#[derive(Parser)]
+#[command(name = "kiln", version, about = "kiln compiles computation graphs to native code", propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// `--tier` values: the engines this build has.
+#[derive(Copy, Clone, Debug, ValueEnum)]
+enum Tier {
+    /// The reference interpreter.
+    Interp,
+}
+
+impl Tier {
+    fn engine(self) -> Box<dyn Engine> {
+        match self {
+            Tier::Interp => Box::new(kiln::Interpreter),
+        }
+    }
+}
+
+#[derive(clap::Args)]
+struct RunOptions {
+    /// The engine that runs the graph.
+    #[arg(long, value_enum, default_value = "interp")]
+    tier: Tier,
+    /// An input value, such as `--arg x=2.5` or `--arg xs=[1, 2, 3]` for a column.
+    #[arg(long = "arg", value_name = "NAME=VALUE")]
+    args: Vec<String>,
+    /// Run the graph as written, without the optimization passes.
+    #[arg(long)]
+    no_opt: bool,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a graph on the inputs given with --arg; print each output as `NAME = VALUE`.
+    Run {
+        #[command(flatten)]
+        source: SourceArgs,
+        #[command(flatten)]
+        run: RunOptions,
+    },
+    /// Evaluate a graph over the columns of a CSV file (inputs by column name); write the outputs as CSV.
+    Eval {
+        #[command(flatten)]
+        source: SourceArgs,
+        #[command(flatten)]
+        run: RunOptions,
+        /// The input CSV file, with a header row.
+        #[arg(long, value_name = "DATA.csv")]
+        csv: PathBuf,
+        /// Where to write the output CSV (default: stdout).
+        #[arg(short, long, value_name = "OUT.csv")]
+        output: Option<PathBuf>,
+    },
+    /// Print the graph in the .kiln text format.
+    Ir {
+        #[command(flatten)]
+        source: SourceArgs,
+        /// Print the graph after the optimization passes.
+        #[arg(long)]
+        opt: bool,
+    },
+    /// Parse and verify a graph; report every problem.
+    Check {
+        #[command(flatten)]
+        source: SourceArgs,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run { source, run } => cmd_run(&source, &run),
+        Command::Eval { source, run, csv, output } => cmd_eval(&source, &run, &csv, output.as_deref()),
+        Command::Ir { source, opt } => cmd_ir(&source, opt),
+        Command::Check { source } => cmd_check(&source),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Input(msg)) => {
+            eprintln!("{msg}");
+            ExitCode::from(2)
+        }
+        Err(Failure::Run(msg)) => {
+            eprintln!("{msg}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Splits `--arg NAME=VALUE` values.
+fn parse_args(args: &[String]) -> Result<Vec<(String, String)>, Failure> {
+    args.iter()
+        .map(|a| match a.split_once('=') {
+            Some((name, value)) => Ok((name.trim().to_string(), value.to_string())),
+            None => Err(Failure::Input(format!("error: --arg `{a}` is not NAME=VALUE"))),
+        })
+        .collect()
+}
+
+/// Each input's data: from `--arg` if named there, else from `column` (or an error).
+fn bind(graph: &Graph, args: &[(String, String)], mut column: impl FnMut(&str, kiln::DType) -> Result<Data, Failure>) -> Result<Vec<Data>, Failure> {
+    if let Some((name, _)) = args.iter().find(|(name, _)| !graph.inputs().iter().any(|i| &i.name == name)) {
+        let names: Vec<&str> = graph.inputs().iter().map(|i| i.name.as_str()).collect();
+        return Err(Failure::Input(format!("error: the graph has no input `{name}` (its inputs are: {})", names.join(", "))));
+    }
+    graph
+        .inputs()
+        .iter()
+        .map(|input| {
+            let ty = graph.ty(input.value);
+            match args.iter().rfind(|(name, _)| name == &input.name) {
+                Some((_, text)) => Data::parse(text, ty).map_err(|e| Failure::Input(format!("error: --arg {}: {e} (the input is {ty})", input.name))),
+                None => column(&input.name, ty.dtype().expect("inputs are tensors")),
+            }
+        })
+        .collect()
+}
+
+fn execute(source: &source::Source, run: &RunOptions, inputs: &[Data]) -> Result<Vec<Data>, Failure> {
+    let program = run.tier.engine().compile_graph(&source.graph, !run.no_opt).map_err(|e| Failure::Input(format!("{}: error: {e}", source.name)))?;
+    program.run(inputs).map_err(|e| match e {
+        kiln::ExecError::DivisionByZero { .. } | kiln::ExecError::Unsupported(_) => Failure::Run(format!("{}: error: {e}", source.name)),
+        other => Failure::Input(format!("{}: error: {other}", source.name)),
+    })
+}
+
+fn cmd_run(source: &SourceArgs, run: &RunOptions) -> Result<(), Failure> {
+    let src = source.load(&PyOptions::default())?;
+    let args = parse_args(&run.args)?;
+    let inputs = bind(&src.graph, &args, |name, dtype| Err(Failure::Input(format!("error: missing --arg {name}=VALUE (type {dtype})"))))?;
+    let outputs = execute(&src, run, &inputs)?;
+    let mut stdout = std::io::stdout().lock();
+    for (output, data) in src.graph.outputs().iter().zip(&outputs) {
+        // A closed stdout (`| head`) is not an error worth reporting.
+        let _ = writeln!(stdout, "{} = {data}", output.name);
+    }
+    Ok(())
+}
+
+fn cmd_eval(source: &SourceArgs, run: &RunOptions, csv_path: &std::path::Path, output: Option<&std::path::Path>) -> Result<(), Failure> {
+    let args = parse_args(&run.args)?;
+    // Python-subset inputs are columns, except those given as scalars with --arg.
+    let py = PyOptions {
+        default_shape: vec![kiln::ir::Dim::Sym("n".to_string())],
+        shapes: args.iter().map(|(name, _)| (name.clone(), Vec::new())).collect(),
+    };
+    let src = source.load(&py)?;
+    let table = csvio::read(csv_path)?;
+    let inputs = bind(&src.graph, &args, |name, dtype| table.column(csv_path, name, dtype))?;
+    let outputs = execute(&src, run, &inputs)?;
+    match output {
+        None => csvio::write(&mut std::io::stdout().lock(), &src.graph, &outputs),
+        Some(path) => {
+            let mut file = std::fs::File::create(path).map_err(|e| Failure::Input(format!("{}: error: cannot write: {e}", path.display())))?;
+            csvio::write(&mut file, &src.graph, &outputs)
+        }
+    }
+}
+
+fn cmd_ir(source: &SourceArgs, opt: bool) -> Result<(), Failure> {
+    let src = source.load(&PyOptions::default())?;
+    let graph = if opt {
+        kiln::optimize(&src.graph, &src.info).map_err(|e| Failure::Input(format!("{}: error: {e}", src.name)))?.0
+    } else {
+        src.graph
+    };
+    let _ = std::io::stdout().lock().write_all(kiln::ir::text::print(&graph).as_bytes());
+    Ok(())
+}
+
+fn cmd_check(source: &SourceArgs) -> Result<(), Failure> {
+    let src = source.load(&PyOptions::default())?;
+    let describe = |values: Vec<(&str, String)>| values.into_iter().map(|(n, t)| format!("{n}: {t}")).collect::<Vec<_>>().join(", ");
+    let inputs = describe(src.graph.inputs().iter().map(|i| (i.name.as_str(), src.graph.ty(i.value).to_string())).collect());
+    let outputs = describe(src.graph.outputs().iter().map(|o| (o.name.as_str(), src.graph.ty(o.value).to_string())).collect());
+    println!("{}: ok: {} nodes; inputs ({inputs}); outputs ({outputs})", src.name, src.graph.len());
+    Ok(())
+}
