@@ -17,7 +17,7 @@ pub use kiln_frontend::py::Options as PyOptions;
 pub use kiln_interp as interp;
 pub use kiln_ir as ir;
 pub use kiln_ir::{
-    optimize, verify, Buffer, DType, Data, ExecError, ExecResult, Graph, GraphInfo, ParseError, Scalar, SourceMap, Type, VerifierErrors,
+    optimize, verify, Buffer, DType, Data, Dim, ExecError, ExecResult, Graph, GraphInfo, ParseError, Scalar, SourceMap, Type, VerifierErrors,
 };
 
 use std::path::Path;
