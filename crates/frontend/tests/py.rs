@@ -93,6 +93,14 @@ fn columns() {
 }
 
 #[test]
+fn annotations_give_shapes() {
+    let (graph, _) = py::parse("def f(x: float[n], k: i32[4, m], s: bool): return x", &Options::default()).unwrap();
+    let types: Vec<String> = graph.inputs().iter().map(|i| graph.ty(i.value).to_string()).collect();
+    assert_eq!(types, ["f64[n]", "i32[4, m]", "bool"]);
+    assert_eq!(run("def f(x: float[+]): return x", &[]), "error: 1:16: expected a dimension (a name or an integer), found `+`");
+}
+
+#[test]
 fn bad_input_is_located() {
     let err = |src: &str| run(src, &[]);
     assert_eq!(err("(1 + "), "error: 1:6: expected an expression, found end of input");

@@ -1,6 +1,6 @@
 # A scalar parameter broadcasts against columns; reductions give scalars.
-# columns: x
-def f(x, scale):
+# The annotation `float[n]` makes `x` a column.
+def f(x: float[n], scale):
     y = x * scale
     return y, sum(y), mean(y), min(y), max(y), len(y)
 # run: x=[1.0, 2.0, 3.0], scale=2.0 => y=[2.0, 4.0, 6.0], out1=12.0, out2=4.0, out3=2.0, out4=6.0, out5=3

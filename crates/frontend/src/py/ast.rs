@@ -140,8 +140,10 @@ pub enum Stmt {
 pub struct Param {
     /// Its name.
     pub name: String,
-    /// Its annotation (`float`, `int`, `bool`, `f32`, `i32`, …), if any.
+    /// Its annotation's type name (`float`, `int`, `bool`, `f32`, `i32`, …), if any.
     pub annotation: Option<String>,
+    /// The shape a subscripted annotation gives (`float[n]` is a column).
+    pub shape: Option<kiln_ir::Shape>,
     /// Where it is.
     pub span: Span,
 }

@@ -79,8 +79,9 @@ impl<'a> Lower<'a> {
         Err(ParseError::at(self.src, self.at, message))
     }
 
-    fn input_type(&self, name: &str, dtype: DType) -> Type {
-        let shape = self.opts.shapes.get(name).unwrap_or(&self.opts.default_shape).clone();
+    /// The type of input `name`: the annotation's shape, else the options'.
+    fn input_type(&self, name: &str, dtype: DType, annotated: Option<&kiln_ir::Shape>) -> Type {
+        let shape = annotated.or_else(|| self.opts.shapes.get(name)).unwrap_or(&self.opts.default_shape).clone();
         Type::Tensor(TensorType { dtype, shape })
     }
 
@@ -97,7 +98,7 @@ impl<'a> Lower<'a> {
             if self.env.contains_key(&param.name) {
                 return self.err(format!("duplicate parameter `{}`", param.name));
             }
-            let ty = self.input_type(&param.name, dtype);
+            let ty = self.input_type(&param.name, dtype, param.shape.as_ref());
             let v = self.b.input(&param.name, ty);
             self.b.set_source_name(v, &param.name);
             self.env.insert(param.name.clone(), PyVal { v, weak: false });
@@ -198,7 +199,7 @@ impl<'a> Lower<'a> {
             return self.err(format!("name `{name}` is not defined"));
         }
         // A free name of a script is an input, in order of first use.
-        let ty = self.input_type(name, DType::F64);
+        let ty = self.input_type(name, DType::F64, None);
         let v = self.b.input(name, ty);
         self.b.set_source_name(v, name);
         let val = PyVal { v, weak: false };

@@ -174,11 +174,16 @@ impl Parser<'_> {
         self.expect_op("(")?;
         while !self.is_op(")") {
             let (pname, span) = self.name("a parameter name")?;
-            let annotation = if self.eat_op(":") { Some(self.annotation()?) } else { None };
+            let (annotation, shape) = if self.eat_op(":") {
+                let (name, shape) = self.annotation()?;
+                (Some(name), shape)
+            } else {
+                (None, None)
+            };
             if self.eat_op("=") {
                 return self.err("default parameter values are not supported");
             }
-            self.ast.params.push(Param { name: pname, annotation, span });
+            self.ast.params.push(Param { name: pname, annotation, shape, span });
             if !self.eat_op(",") {
                 break;
             }
@@ -212,14 +217,31 @@ impl Parser<'_> {
         Ok(())
     }
 
-    /// A type annotation: a dotted name, possibly subscripted (`np.float32`).
-    fn annotation(&mut self) -> ParseResult<String> {
+    /// A type annotation: a dotted name (`np.float32`), optionally subscripted
+    /// with dimensions (`float[n]`, `f32[n, 4]`).
+    fn annotation(&mut self) -> ParseResult<(String, Option<kiln_ir::Shape>)> {
         let (mut name, _) = self.name("a type annotation")?;
         while self.eat_op(".") {
             name.push('.');
             name.push_str(&self.name("a name")?.0);
         }
-        Ok(name)
+        if !self.eat_op("[") {
+            return Ok((name, None));
+        }
+        let mut shape = Vec::new();
+        loop {
+            match self.tok().clone() {
+                Tok::Int(v) => shape.push(kiln_ir::Dim::Fixed(u64::try_from(v).map_err(|_| ParseError::at(self.src, self.start(), "dimension too large"))?)),
+                Tok::Name(n) if !is_keyword(&n) => shape.push(kiln_ir::Dim::Sym(n)),
+                _ => return self.err(format!("expected a dimension (a name or an integer), found {}", self.describe())),
+            }
+            self.bump();
+            if !self.eat_op(",") {
+                break;
+            }
+        }
+        self.expect_op("]")?;
+        Ok((name, Some(shape)))
     }
 
     fn statement(&mut self) -> ParseResult<()> {
