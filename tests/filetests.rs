@@ -7,12 +7,18 @@ use std::path::{Path, PathBuf};
 const OPT_MARKER: &str = "# optimized:";
 
 fn files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir).expect("filetests directory").map(|e| e.expect("dir entry").path()).collect();
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("filetests directory")
+        .map(|e| e.expect("dir entry").path())
+        .collect();
     entries.sort();
     for path in entries {
         if path.is_dir() {
             files(&path, out);
-        } else if matches!(path.extension().and_then(|e| e.to_str()), Some("kiln" | "py")) {
+        } else if matches!(
+            path.extension().and_then(|e| e.to_str()),
+            Some("kiln" | "py")
+        ) {
             out.push(path);
         }
     }
@@ -42,8 +48,17 @@ fn every_filetest_on_every_engine() {
             Err(e) => failures.push(format!("{}: {e}", path.display())),
         }
     }
-    assert!(failures.is_empty(), "{} failure(s):\n{}", failures.len(), failures.join("\n"));
-    eprintln!("{} filetests, {n_runs} run lines, {} engine(s)", paths.len(), engines.len());
+    assert!(
+        failures.is_empty(),
+        "{} failure(s):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    eprintln!(
+        "{} filetests, {n_runs} run lines, {} engine(s)",
+        paths.len(),
+        engines.len()
+    );
 }
 
 /// `opt/` files carry the expected `kiln ir --opt` output after `# optimized:`.
@@ -58,8 +73,15 @@ fn optimized_graphs_match_expectations() {
         let test = load(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let info = kiln::verify(&test.graph).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let (optimized, _) = kiln::optimize(&test.graph, &info).expect("optimizes");
-        let expected: String = kiln::ir::text::print(&optimized).lines().map(|l| format!("# {l}\n")).collect();
-        let head = text.split(OPT_MARKER).next().expect("split yields one part").trim_end();
+        let expected: String = kiln::ir::text::print(&optimized)
+            .lines()
+            .map(|l| format!("# {l}\n"))
+            .collect();
+        let head = text
+            .split(OPT_MARKER)
+            .next()
+            .expect("split yields one part")
+            .trim_end();
         let want = format!("{head}\n{OPT_MARKER}\n{expected}");
         if text != want {
             if bless {

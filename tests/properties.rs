@@ -8,61 +8,153 @@
 use kiln::{Buffer, Data, Dim, Engine, Format, PyOptions, Scalar};
 use proptest::prelude::*;
 
-const FLOAT_LEAVES: &[&str] = &["x", "y", "x", "y", "0.0", "-0.0", "1.0", "-1.0", "2.0", "0.5", "3.0", "inf", "nan", "1e-310"];
-const INT_LEAVES: &[&str] = &["a", "b", "a", "b", "0", "1", "-1", "2", "3", "63", "64", "-9223372036854775808"];
+const FLOAT_LEAVES: &[&str] = &[
+    "x", "y", "x", "y", "0.0", "-0.0", "1.0", "-1.0", "2.0", "0.5", "3.0", "inf", "nan", "1e-310",
+];
+const INT_LEAVES: &[&str] = &[
+    "a",
+    "b",
+    "a",
+    "b",
+    "0",
+    "1",
+    "-1",
+    "2",
+    "3",
+    "63",
+    "64",
+    "-9223372036854775808",
+];
 
-fn expr(leaves: &'static [&'static str], ops: &'static [&'static str], funcs: &'static [&'static str]) -> impl Strategy<Value = String> {
+fn expr(
+    leaves: &'static [&'static str],
+    ops: &'static [&'static str],
+    funcs: &'static [&'static str],
+) -> impl Strategy<Value = String> {
     let leaf = prop::sample::select(leaves).prop_map(str::to_string);
     leaf.prop_recursive(5, 48, 3, move |inner| {
         prop_oneof![
-            (inner.clone(), prop::sample::select(ops), inner.clone()).prop_map(|(a, op, b)| format!("({a} {op} {b})")),
+            (inner.clone(), prop::sample::select(ops), inner.clone())
+                .prop_map(|(a, op, b)| format!("({a} {op} {b})")),
             (prop::sample::select(funcs), inner.clone()).prop_map(|(f, a)| f.replace('@', &a)),
-            (inner.clone(), inner.clone(), inner.clone(), inner).prop_map(|(c, d, a, b)| format!("({a} if {c} < {d} else {b})")),
+            (inner.clone(), inner.clone(), inner.clone(), inner)
+                .prop_map(|(c, d, a, b)| format!("({a} if {c} < {d} else {b})")),
         ]
     })
 }
 
 fn float_expr() -> impl Strategy<Value = String> {
-    let funcs = &["sin(@)", "abs(@)", "sqrt(@)", "exp(@)", "floor(@)", "round(@)", "-(@)", "min(1.0, @)", "max(x, @)", "(@ * 1.0)", "(@ - 0.0)"];
+    let funcs = &[
+        "sin(@)",
+        "abs(@)",
+        "sqrt(@)",
+        "exp(@)",
+        "floor(@)",
+        "round(@)",
+        "-(@)",
+        "min(1.0, @)",
+        "max(x, @)",
+        "(@ * 1.0)",
+        "(@ - 0.0)",
+    ];
     expr(FLOAT_LEAVES, &["+", "-", "*", "/", "//", "%", "**"], funcs)
 }
 
 fn int_expr() -> impl Strategy<Value = String> {
-    expr(INT_LEAVES, &["+", "-", "*", "//", "%", "&", "|", "^", "<<", ">>"], &["abs(@)", "-(@)", "~(@)", "max(a, @)", "(@ * 1)", "(@ | 0)"])
+    expr(
+        INT_LEAVES,
+        &["+", "-", "*", "//", "%", "&", "|", "^", "<<", ">>"],
+        &["abs(@)", "-(@)", "~(@)", "max(a, @)", "(@ * 1)", "(@ | 0)"],
+    )
 }
 
 fn edge_f64() -> impl Strategy<Value = f64> {
     prop_oneof![
-        prop::sample::select(vec![0.0, -0.0, 1.0, -1.0, 0.5, 2.0, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, 5e-324, f64::MAX, 1e300]),
+        prop::sample::select(vec![
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            0.5,
+            2.0,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            5e-324,
+            f64::MAX,
+            1e300
+        ]),
         any::<f64>(),
         -100.0..100.0f64,
     ]
 }
 
 fn edge_i64() -> impl Strategy<Value = i64> {
-    prop_oneof![prop::sample::select(vec![0, 1, -1, 2, 63, 64, i64::MIN, i64::MAX]), any::<i64>(), -100..100i64]
+    prop_oneof![
+        prop::sample::select(vec![0, 1, -1, 2, 63, 64, i64::MIN, i64::MAX]),
+        any::<i64>(),
+        -100..100i64
+    ]
 }
 
 /// Runs `src` over columns as written and optimized; both must agree.
 fn check_same(src: &str, columns: Vec<(&str, Buffer)>) -> Result<(), TestCaseError> {
-    let opts = PyOptions { default_shape: vec![Dim::Sym("n".into())], ..PyOptions::default() };
-    let graph = kiln::load(src, Format::Py, &opts).map_err(|e| TestCaseError::fail(format!("{src}: {e}")))?.graph;
-    let inputs: Vec<Data> =
-        graph.inputs().iter().map(|i| Data::Column(columns.iter().find(|(n, _)| *n == i.name).expect("known input").1.clone())).collect();
-    let plain = kiln::Interpreter.compile_graph(&graph, false).expect("valid").run(&inputs);
-    let optimized = kiln::Interpreter.compile_graph(&graph, true).expect("valid").run(&inputs);
+    let opts = PyOptions {
+        default_shape: vec![Dim::Sym("n".into())],
+        ..PyOptions::default()
+    };
+    let graph = kiln::load(src, Format::Py, &opts)
+        .map_err(|e| TestCaseError::fail(format!("{src}: {e}")))?
+        .graph;
+    let inputs: Vec<Data> = graph
+        .inputs()
+        .iter()
+        .map(|i| {
+            Data::Column(
+                columns
+                    .iter()
+                    .find(|(n, _)| *n == i.name)
+                    .expect("known input")
+                    .1
+                    .clone(),
+            )
+        })
+        .collect();
+    let plain = kiln::Interpreter
+        .compile_graph(&graph, false)
+        .expect("valid")
+        .run(&inputs);
+    let optimized = kiln::Interpreter
+        .compile_graph(&graph, true)
+        .expect("valid")
+        .run(&inputs);
     match (&plain, &optimized) {
         (Ok(a), Ok(b)) => {
             prop_assert_eq!(a.len(), b.len());
             for (x, y) in a.iter().zip(b) {
-                prop_assert!(x.same_data(y), "{}: as written {} but optimized {}", src, x, y);
+                prop_assert!(
+                    x.same_data(y),
+                    "{}: as written {} but optimized {}",
+                    src,
+                    x,
+                    y
+                );
             }
         }
         (Err(a), Err(b)) => prop_assert_eq!(std::mem::discriminant(a), std::mem::discriminant(b)),
-        _ => prop_assert!(false, "{}: as written {:?} but optimized {:?}", src, plain, optimized),
+        _ => prop_assert!(
+            false,
+            "{}: as written {:?} but optimized {:?}",
+            src,
+            plain,
+            optimized
+        ),
     }
     let printed = kiln::ir::text::print(&graph);
-    prop_assert_eq!(kiln::ir::text::parse(&printed).expect("printed text parses"), graph);
+    prop_assert_eq!(
+        kiln::ir::text::parse(&printed).expect("printed text parses"),
+        graph
+    );
     Ok(())
 }
 
@@ -86,11 +178,22 @@ proptest! {
 
 #[test]
 fn scalar_literal_round_trip_in_graphs() {
-    for v in [0.0, -0.0, f64::NAN, f64::from_bits(0x7ff8_0000_0000_0001), 5e-324, f64::MAX, 0.1] {
+    for v in [
+        0.0,
+        -0.0,
+        f64::NAN,
+        f64::from_bits(0x7ff8_0000_0000_0001),
+        5e-324,
+        f64::MAX,
+        0.1,
+    ] {
         let mut b = kiln::ir::Builder::new("c");
         let c = b.constant(Scalar::F64(v));
         b.output("c", c);
         let g = b.finish();
-        assert_eq!(kiln::ir::text::parse(&kiln::ir::text::print(&g)).unwrap(), g);
+        assert_eq!(
+            kiln::ir::text::parse(&kiln::ir::text::print(&g)).unwrap(),
+            g
+        );
     }
 }

@@ -14,7 +14,6 @@
 use kiln::{Data, Dim, Engine, Format, Graph, PyOptions};
 use std::path::Path;
 
-
 /// One `# run:` line.
 #[derive(Clone, Debug)]
 pub struct RunLine {
@@ -59,7 +58,11 @@ fn split_top(text: &str) -> Vec<&str> {
 fn pairs(text: &str, line: usize) -> Result<Vec<(String, String)>, String> {
     split_top(text)
         .into_iter()
-        .map(|p| p.split_once('=').map(|(n, v)| (n.trim().to_string(), v.trim().to_string())).ok_or_else(|| format!("line {line}: `{p}` is not name=value")))
+        .map(|p| {
+            p.split_once('=')
+                .map(|(n, v)| (n.trim().to_string(), v.trim().to_string()))
+                .ok_or_else(|| format!("line {line}: `{p}` is not name=value"))
+        })
         .collect()
 }
 
@@ -76,42 +79,71 @@ pub fn load(path: &Path) -> Result<FileTest, String> {
                 if name == "*" {
                     opts.default_shape = vec![Dim::Sym("n".into())];
                 } else {
-                    opts.shapes.insert(name.to_string(), vec![Dim::Sym("n".into())]);
+                    opts.shapes
+                        .insert(name.to_string(), vec![Dim::Sym("n".into())]);
                 }
             }
         }
         if let Some(run) = line.strip_prefix("# run:") {
-            let (inputs, expect) = run.split_once("=>").ok_or_else(|| format!("line {line_no}: a run line needs `=>`"))?;
+            let (inputs, expect) = run
+                .split_once("=>")
+                .ok_or_else(|| format!("line {line_no}: a run line needs `=>`"))?;
             let expect = match expect.trim().strip_prefix("error:") {
                 Some(err) => Err(err.trim().to_string()),
                 None => Ok(pairs(expect, line_no)?),
             };
-            runs.push(RunLine { line: line_no, inputs: pairs(inputs, line_no)?, expect });
+            runs.push(RunLine {
+                line: line_no,
+                inputs: pairs(inputs, line_no)?,
+                expect,
+            });
         }
     }
-    let loaded = kiln::load(&text, format, &opts).map_err(|e| e.render(&path.display().to_string(), &text))?;
-    Ok(FileTest { graph: loaded.graph, runs })
+    let loaded = kiln::load(&text, format, &opts)
+        .map_err(|e| e.render(&path.display().to_string(), &text))?;
+    Ok(FileTest {
+        graph: loaded.graph,
+        runs,
+    })
 }
 
 /// Runs one run line on one compiled graph; `Err` describes a mismatch.
 pub fn check_run(graph: &Graph, program: &dyn kiln::Program, run: &RunLine) -> Result<(), String> {
     let mut inputs = Vec::new();
     for input in graph.inputs() {
-        let (_, text) = run.inputs.iter().find(|(n, _)| n == &input.name).ok_or_else(|| format!("no value for input `{}`", input.name))?;
-        inputs.push(Data::parse(text, graph.ty(input.value)).map_err(|e| format!("input `{}`: {e}", input.name))?);
+        let (_, text) = run
+            .inputs
+            .iter()
+            .find(|(n, _)| n == &input.name)
+            .ok_or_else(|| format!("no value for input `{}`", input.name))?;
+        inputs.push(
+            Data::parse(text, graph.ty(input.value))
+                .map_err(|e| format!("input `{}`: {e}", input.name))?,
+        );
     }
     let result = program.run(&inputs);
     match (&run.expect, result) {
         (Err(want), Err(got)) if got.to_string().contains(want.as_str()) => Ok(()),
         (Err(want), Err(got)) => Err(format!("expected error `{want}`, got error `{got}`")),
-        (Err(want), Ok(outs)) => Err(format!("expected error `{want}`, got {}", show(graph, &outs))),
+        (Err(want), Ok(outs)) => Err(format!(
+            "expected error `{want}`, got {}",
+            show(graph, &outs)
+        )),
         (Ok(_), Err(got)) => Err(format!("unexpected error: {got}")),
         (Ok(want), Ok(outs)) => {
             for (name, text) in want {
-                let idx = graph.outputs().iter().position(|o| &o.name == name).ok_or_else(|| format!("no output `{name}`"))?;
-                let expected = Data::parse(text, graph.ty(graph.outputs()[idx].value)).map_err(|e| format!("output `{name}`: {e}"))?;
+                let idx = graph
+                    .outputs()
+                    .iter()
+                    .position(|o| &o.name == name)
+                    .ok_or_else(|| format!("no output `{name}`"))?;
+                let expected = Data::parse(text, graph.ty(graph.outputs()[idx].value))
+                    .map_err(|e| format!("output `{name}`: {e}"))?;
                 if !expected.same_data(&outs[idx]) {
-                    return Err(format!("output `{name}`: expected {expected}, got {}", outs[idx]));
+                    return Err(format!(
+                        "output `{name}`: expected {expected}, got {}",
+                        outs[idx]
+                    ));
                 }
             }
             Ok(())
@@ -120,7 +152,13 @@ pub fn check_run(graph: &Graph, program: &dyn kiln::Program, run: &RunLine) -> R
 }
 
 fn show(graph: &Graph, outs: &[Data]) -> String {
-    graph.outputs().iter().zip(outs).map(|(o, d)| format!("{}={d}", o.name)).collect::<Vec<_>>().join(", ")
+    graph
+        .outputs()
+        .iter()
+        .zip(outs)
+        .map(|(o, d)| format!("{}={d}", o.name))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The variants of a graph every filetest runs: as written, optimized, and
@@ -129,11 +167,18 @@ pub fn variants(graph: &Graph) -> Result<Vec<(&'static str, Graph)>, String> {
     let info = kiln::verify(graph).map_err(|e| e.to_string())?;
     let (optimized, _) = kiln::optimize(graph, &info).map_err(|e| e.to_string())?;
     let printed = kiln::ir::text::print(graph);
-    let reparsed = kiln::ir::text::parse(&printed).map_err(|e| format!("reparse: {e}\n{printed}"))?;
+    let reparsed =
+        kiln::ir::text::parse(&printed).map_err(|e| format!("reparse: {e}\n{printed}"))?;
     if &reparsed != graph {
-        return Err(format!("print/parse round trip changed the graph:\n{printed}"));
+        return Err(format!(
+            "print/parse round trip changed the graph:\n{printed}"
+        ));
     }
-    Ok(vec![("as written", graph.clone()), ("optimized", optimized), ("reparsed", reparsed)])
+    Ok(vec![
+        ("as written", graph.clone()),
+        ("optimized", optimized),
+        ("reparsed", reparsed),
+    ])
 }
 
 /// Runs every run line of `test` on every engine and variant; returns failures.
@@ -148,13 +193,22 @@ pub fn run_all(path: &Path, test: &FileTest, engines: &[Box<dyn Engine>]) -> Vec
             let program = match engine.compile_graph(graph, false) {
                 Ok(p) => p,
                 Err(e) => {
-                    failures.push(format!("{}: {} ({variant}): compile: {e}", path.display(), engine.name()));
+                    failures.push(format!(
+                        "{}: {} ({variant}): compile: {e}",
+                        path.display(),
+                        engine.name()
+                    ));
                     continue;
                 }
             };
             for run in &test.runs {
                 if let Err(e) = check_run(graph, program.as_ref(), run) {
-                    failures.push(format!("{}:{}: {} ({variant}): {e}", path.display(), run.line, engine.name()));
+                    failures.push(format!(
+                        "{}:{}: {} ({variant}): {e}",
+                        path.display(),
+                        run.line,
+                        engine.name()
+                    ));
                 }
             }
         }

@@ -16,9 +16,20 @@ pub struct Table {
 /// Reads a whole CSV file with a header row.
 pub fn read(path: &Path) -> Result<Table, Failure> {
     let bad = |e: csv::Error| Failure::Input(format!("{}: error: {e}", path.display()));
-    let mut reader = csv::ReaderBuilder::new().trim(csv::Trim::All).from_path(path).map_err(bad)?;
-    let headers = reader.headers().map_err(bad)?.iter().map(str::to_string).collect();
-    let rows = reader.records().collect::<Result<Vec<_>, _>>().map_err(bad)?;
+    let mut reader = csv::ReaderBuilder::new()
+        .trim(csv::Trim::All)
+        .from_path(path)
+        .map_err(bad)?;
+    let headers = reader
+        .headers()
+        .map_err(bad)?
+        .iter()
+        .map(str::to_string)
+        .collect();
+    let rows = reader
+        .records()
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(bad)?;
     Ok(Table { headers, rows })
 }
 
@@ -26,14 +37,22 @@ impl Table {
     /// Column `name` parsed as `dtype`.
     pub fn column(&self, path: &Path, name: &str, dtype: kiln::DType) -> Result<Data, Failure> {
         let col_idx = self.headers.iter().position(|h| h == name).ok_or_else(|| {
-            Failure::Input(format!("{}: error: no column `{name}` (the columns are: {})", path.display(), self.headers.join(", ")))
+            Failure::Input(format!(
+                "{}: error: no column `{name}` (the columns are: {})",
+                path.display(),
+                self.headers.join(", ")
+            ))
         })?;
         let mut buf = Buffer::with_capacity(dtype, self.rows.len());
         for (row_idx, row) in self.rows.iter().enumerate() {
             let cell = row.get(col_idx).unwrap_or("");
             let value = parse_scalar(cell, dtype).map_err(|e| {
                 // Line 1 is the header.
-                Failure::Input(format!("{}:{}: error: column `{name}`: {e}", path.display(), row_idx + 2))
+                Failure::Input(format!(
+                    "{}:{}: error: column `{name}`: {e}",
+                    path.display(),
+                    row_idx + 2
+                ))
             })?;
             buf.push(value);
         }
@@ -46,13 +65,23 @@ impl Table {
 pub fn write(out: &mut dyn Write, graph: &Graph, outputs: &[Data]) -> Result<(), Failure> {
     let io = |e: csv::Error| Failure::Input(format!("error: writing CSV: {e}"));
     let mut writer = csv::Writer::from_writer(out);
-    writer.write_record(graph.outputs().iter().map(|o| o.name.as_str())).map_err(io)?;
+    writer
+        .write_record(graph.outputs().iter().map(|o| o.name.as_str()))
+        .map_err(io)?;
     let cells: Vec<Vec<String>> = outputs.iter().map(cells_of).collect();
     let n_rows = cells.iter().map(Vec::len).max().unwrap_or(0);
     for row_idx in 0..n_rows {
-        writer.write_record(cells.iter().map(|c| c.get(row_idx).map_or("", String::as_str))).map_err(io)?;
+        writer
+            .write_record(
+                cells
+                    .iter()
+                    .map(|c| c.get(row_idx).map_or("", String::as_str)),
+            )
+            .map_err(io)?;
     }
-    writer.flush().map_err(|e| Failure::Input(format!("error: writing CSV: {e}")))
+    writer
+        .flush()
+        .map_err(|e| Failure::Input(format!("error: writing CSV: {e}")))
 }
 
 fn cells_of(data: &Data) -> Vec<String> {

@@ -23,7 +23,12 @@ pub enum Failure {
 }
 
 #[derive(Parser)]
-#[command(name = "kiln", version, about = "kiln compiles computation graphs to native code", propagate_version = true)]
+#[command(
+    name = "kiln",
+    version,
+    about = "kiln compiles computation graphs to native code",
+    propagate_version = true
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -98,7 +103,12 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run { source, run } => cmd_run(&source, &run),
-        Command::Eval { source, run, csv, output } => cmd_eval(&source, &run, &csv, output.as_deref()),
+        Command::Eval {
+            source,
+            run,
+            csv,
+            output,
+        } => cmd_eval(&source, &run, &csv, output.as_deref()),
         Command::Ir { source, opt } => cmd_ir(&source, opt),
         Command::Check { source } => cmd_check(&source),
     };
@@ -120,16 +130,28 @@ fn parse_args(args: &[String]) -> Result<Vec<(String, String)>, Failure> {
     args.iter()
         .map(|a| match a.split_once('=') {
             Some((name, value)) => Ok((name.trim().to_string(), value.to_string())),
-            None => Err(Failure::Input(format!("error: --arg `{a}` is not NAME=VALUE"))),
+            None => Err(Failure::Input(format!(
+                "error: --arg `{a}` is not NAME=VALUE"
+            ))),
         })
         .collect()
 }
 
 /// Each input's data: from `--arg` if named there, else from `column` (or an error).
-fn bind(graph: &Graph, args: &[(String, String)], mut column: impl FnMut(&str, kiln::DType) -> Result<Data, Failure>) -> Result<Vec<Data>, Failure> {
-    if let Some((name, _)) = args.iter().find(|(name, _)| !graph.inputs().iter().any(|i| &i.name == name)) {
+fn bind(
+    graph: &Graph,
+    args: &[(String, String)],
+    mut column: impl FnMut(&str, kiln::DType) -> Result<Data, Failure>,
+) -> Result<Vec<Data>, Failure> {
+    if let Some((name, _)) = args
+        .iter()
+        .find(|(name, _)| !graph.inputs().iter().any(|i| &i.name == name))
+    {
         let names: Vec<&str> = graph.inputs().iter().map(|i| i.name.as_str()).collect();
-        return Err(Failure::Input(format!("error: the graph has no input `{name}` (its inputs are: {})", names.join(", "))));
+        return Err(Failure::Input(format!(
+            "error: the graph has no input `{name}` (its inputs are: {})",
+            names.join(", ")
+        )));
     }
     graph
         .inputs()
@@ -137,17 +159,32 @@ fn bind(graph: &Graph, args: &[(String, String)], mut column: impl FnMut(&str, k
         .map(|input| {
             let ty = graph.ty(input.value);
             match args.iter().rfind(|(name, _)| name == &input.name) {
-                Some((_, text)) => Data::parse(text, ty).map_err(|e| Failure::Input(format!("error: --arg {}: {e} (the input is {ty})", input.name))),
+                Some((_, text)) => Data::parse(text, ty).map_err(|e| {
+                    Failure::Input(format!(
+                        "error: --arg {}: {e} (the input is {ty})",
+                        input.name
+                    ))
+                }),
                 None => column(&input.name, ty.dtype().expect("inputs are tensors")),
             }
         })
         .collect()
 }
 
-fn execute(source: &source::Source, run: &RunOptions, inputs: &[Data]) -> Result<Vec<Data>, Failure> {
-    let program = run.tier.engine().compile_graph(&source.graph, !run.no_opt).map_err(|e| Failure::Input(format!("{}: error: {e}", source.name)))?;
+fn execute(
+    source: &source::Source,
+    run: &RunOptions,
+    inputs: &[Data],
+) -> Result<Vec<Data>, Failure> {
+    let program = run
+        .tier
+        .engine()
+        .compile_graph(&source.graph, !run.no_opt)
+        .map_err(|e| Failure::Input(format!("{}: error: {e}", source.name)))?;
     program.run(inputs).map_err(|e| match e {
-        kiln::ExecError::DivisionByZero { .. } | kiln::ExecError::Unsupported(_) => Failure::Run(format!("{}: error: {e}", source.name)),
+        kiln::ExecError::DivisionByZero { .. } | kiln::ExecError::Unsupported(_) => {
+            Failure::Run(format!("{}: error: {e}", source.name))
+        }
         other => Failure::Input(format!("{}: error: {other}", source.name)),
     })
 }
@@ -155,7 +192,11 @@ fn execute(source: &source::Source, run: &RunOptions, inputs: &[Data]) -> Result
 fn cmd_run(source: &SourceArgs, run: &RunOptions) -> Result<(), Failure> {
     let src = source.load(&PyOptions::default())?;
     let args = parse_args(&run.args)?;
-    let inputs = bind(&src.graph, &args, |name, dtype| Err(Failure::Input(format!("error: missing --arg {name}=VALUE (type {dtype})"))))?;
+    let inputs = bind(&src.graph, &args, |name, dtype| {
+        Err(Failure::Input(format!(
+            "error: missing --arg {name}=VALUE (type {dtype})"
+        )))
+    })?;
     let outputs = execute(&src, run, &inputs)?;
     let mut stdout = std::io::stdout().lock();
     for (output, data) in src.graph.outputs().iter().zip(&outputs) {
@@ -165,21 +206,33 @@ fn cmd_run(source: &SourceArgs, run: &RunOptions) -> Result<(), Failure> {
     Ok(())
 }
 
-fn cmd_eval(source: &SourceArgs, run: &RunOptions, csv_path: &std::path::Path, output: Option<&std::path::Path>) -> Result<(), Failure> {
+fn cmd_eval(
+    source: &SourceArgs,
+    run: &RunOptions,
+    csv_path: &std::path::Path,
+    output: Option<&std::path::Path>,
+) -> Result<(), Failure> {
     let args = parse_args(&run.args)?;
     // Python-subset inputs are columns, except those given as scalars with --arg.
     let py = PyOptions {
         default_shape: vec![kiln::ir::Dim::Sym("n".to_string())],
-        shapes: args.iter().map(|(name, _)| (name.clone(), Vec::new())).collect(),
+        shapes: args
+            .iter()
+            .map(|(name, _)| (name.clone(), Vec::new()))
+            .collect(),
     };
     let src = source.load(&py)?;
     let table = csvio::read(csv_path)?;
-    let inputs = bind(&src.graph, &args, |name, dtype| table.column(csv_path, name, dtype))?;
+    let inputs = bind(&src.graph, &args, |name, dtype| {
+        table.column(csv_path, name, dtype)
+    })?;
     let outputs = execute(&src, run, &inputs)?;
     match output {
         None => csvio::write(&mut std::io::stdout().lock(), &src.graph, &outputs),
         Some(path) => {
-            let mut file = std::fs::File::create(path).map_err(|e| Failure::Input(format!("{}: error: cannot write: {e}", path.display())))?;
+            let mut file = std::fs::File::create(path).map_err(|e| {
+                Failure::Input(format!("{}: error: cannot write: {e}", path.display()))
+            })?;
             csvio::write(&mut file, &src.graph, &outputs)
         }
     }
@@ -188,19 +241,45 @@ fn cmd_eval(source: &SourceArgs, run: &RunOptions, csv_path: &std::path::Path, o
 fn cmd_ir(source: &SourceArgs, opt: bool) -> Result<(), Failure> {
     let src = source.load(&PyOptions::default())?;
     let graph = if opt {
-        kiln::optimize(&src.graph, &src.info).map_err(|e| Failure::Input(format!("{}: error: {e}", src.name)))?.0
+        kiln::optimize(&src.graph, &src.info)
+            .map_err(|e| Failure::Input(format!("{}: error: {e}", src.name)))?
+            .0
     } else {
         src.graph
     };
-    let _ = std::io::stdout().lock().write_all(kiln::ir::text::print(&graph).as_bytes());
+    let _ = std::io::stdout()
+        .lock()
+        .write_all(kiln::ir::text::print(&graph).as_bytes());
     Ok(())
 }
 
 fn cmd_check(source: &SourceArgs) -> Result<(), Failure> {
     let src = source.load(&PyOptions::default())?;
-    let describe = |values: Vec<(&str, String)>| values.into_iter().map(|(n, t)| format!("{n}: {t}")).collect::<Vec<_>>().join(", ");
-    let inputs = describe(src.graph.inputs().iter().map(|i| (i.name.as_str(), src.graph.ty(i.value).to_string())).collect());
-    let outputs = describe(src.graph.outputs().iter().map(|o| (o.name.as_str(), src.graph.ty(o.value).to_string())).collect());
-    println!("{}: ok: {} nodes; inputs ({inputs}); outputs ({outputs})", src.name, src.graph.len());
+    let describe = |values: Vec<(&str, String)>| {
+        values
+            .into_iter()
+            .map(|(n, t)| format!("{n}: {t}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let inputs = describe(
+        src.graph
+            .inputs()
+            .iter()
+            .map(|i| (i.name.as_str(), src.graph.ty(i.value).to_string()))
+            .collect(),
+    );
+    let outputs = describe(
+        src.graph
+            .outputs()
+            .iter()
+            .map(|o| (o.name.as_str(), src.graph.ty(o.value).to_string()))
+            .collect(),
+    );
+    println!(
+        "{}: ok: {} nodes; inputs ({inputs}); outputs ({outputs})",
+        src.name,
+        src.graph.len()
+    );
     Ok(())
 }

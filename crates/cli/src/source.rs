@@ -46,10 +46,14 @@ impl SourceArgs {
         let (name, text) = match (&self.file, &self.expr) {
             (_, Some(expr)) => ("<expr>".to_string(), expr.clone()),
             (Some(path), None) => {
-                let text = std::fs::read_to_string(path).map_err(|e| Failure::Input(format!("{}: error: cannot read: {e}", path.display())))?;
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    Failure::Input(format!("{}: error: cannot read: {e}", path.display()))
+                })?;
                 (path.display().to_string(), text)
             }
-            (None, None) => return Err(Failure::Input("error: give a FILE or -e EXPR".to_string())),
+            (None, None) => {
+                return Err(Failure::Input("error: give a FILE or -e EXPR".to_string()))
+            }
         };
         let format = match (self.from, &self.file) {
             (Some(FormatArg::Kiln), _) => Format::Kiln,
@@ -59,7 +63,8 @@ impl SourceArgs {
                 Failure::Input(format!("{name}: error: cannot tell the format from the file name; use --from kiln or --from py"))
             })?,
         };
-        let Loaded { graph, source_map } = kiln::load(&text, format, py).map_err(|e| Failure::Input(e.render(&name, &text)))?;
+        let Loaded { graph, source_map } =
+            kiln::load(&text, format, py).map_err(|e| Failure::Input(e.render(&name, &text)))?;
         let info = kiln::verify(&graph).map_err(|errors| {
             let lines: Vec<String> = errors
                 .0

@@ -5,7 +5,10 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 
 fn kiln(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kiln")).args(args).output().expect("kiln runs")
+    Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .args(args)
+        .output()
+        .expect("kiln runs")
 }
 
 fn stdout(out: &Output) -> String {
@@ -17,7 +20,11 @@ fn stderr(out: &Output) -> String {
 }
 
 fn example(name: &str) -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/examples").join(name).display().to_string()
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../docs/examples")
+        .join(name)
+        .display()
+        .to_string()
 }
 
 fn temp_file(name: &str, contents: &[u8]) -> String {
@@ -38,11 +45,24 @@ fn assert_bad_input(out: &Output, located: &str) {
 
 #[test]
 fn run_prints_outputs() {
-    let out = kiln(&["run", "-e", "(2+3*b+33*(10/2)+1+3/3+a)/2", "--arg", "a=1", "--arg", "b=2"]);
-    assert_eq!((stdout(&out).as_str(), out.status.code()), ("out = 88.0\n", Some(0)));
+    let out = kiln(&[
+        "run",
+        "-e",
+        "(2+3*b+33*(10/2)+1+3/3+a)/2",
+        "--arg",
+        "a=1",
+        "--arg",
+        "b=2",
+    ]);
+    assert_eq!(
+        (stdout(&out).as_str(), out.status.code()),
+        ("out = 88.0\n", Some(0))
+    );
     let out = kiln(&["run", &example("fn.py"), "--arg", "x=2.0"]);
     assert_eq!(stdout(&out), "a = 4.0\n");
-    let out = kiln(&["run", "-e", "x, x * 2", "--arg", "x=0.1", "--tier", "interp", "--no-opt"]);
+    let out = kiln(&[
+        "run", "-e", "x, x * 2", "--arg", "x=0.1", "--tier", "interp", "--no-opt",
+    ]);
     assert_eq!(stdout(&out), "x = 0.1\nout1 = 0.2\n");
 }
 
@@ -51,68 +71,161 @@ fn ir_opt_keeps_only_live_nodes() {
     let out = kiln(&["ir", &example("fn.py"), "--opt"]);
     let text = stdout(&out);
     assert_eq!(text.matches(" = add ").count(), 1, "{text}");
-    assert_eq!(text.lines().filter(|l| l.starts_with('v')).count(), 3, "{text}");
+    assert_eq!(
+        text.lines().filter(|l| l.starts_with('v')).count(),
+        3,
+        "{text}"
+    );
     let out = kiln(&["ir", &example("fn.py")]);
     assert!(stdout(&out).matches(" = add ").count() > 1);
     // What `ir` prints is a `.kiln` file that runs the same.
     let path = temp_file("fn.kiln", stdout(&out).as_bytes());
-    assert_eq!(stdout(&kiln(&["run", &path, "--arg", "x=2.0"])), "a = 4.0\n");
+    assert_eq!(
+        stdout(&kiln(&["run", &path, "--arg", "x=2.0"])),
+        "a = 4.0\n"
+    );
 }
 
 #[test]
 fn eval_over_csv() {
-    let out = kiln(&["eval", "-e", "(x > 2.0) & (x < 6.0)", "--csv", &example("x.csv")]);
+    let out = kiln(&[
+        "eval",
+        "-e",
+        "(x > 2.0) & (x < 6.0)",
+        "--csv",
+        &example("x.csv"),
+    ]);
     let rows: Vec<String> = stdout(&out).lines().map(str::to_string).collect();
     assert_eq!(rows[0], "out");
-    let trues: Vec<usize> = rows[1..].iter().enumerate().filter(|(_, r)| *r == "true").map(|(i, _)| i).collect();
+    let trues: Vec<usize> = rows[1..]
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| *r == "true")
+        .map(|(i, _)| i)
+        .collect();
     assert_eq!((trues, rows.len()), (vec![3, 4, 5], 11));
     let out_path = temp_file("query-out.csv", b"");
-    let out = kiln(&["eval", &example("query.py"), "--csv", &example("x.csv"), "-o", &out_path]);
+    let out = kiln(&[
+        "eval",
+        &example("query.py"),
+        "--csv",
+        &example("x.csv"),
+        "-o",
+        &out_path,
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let written = std::fs::read_to_string(&out_path).expect("output written");
-    assert_eq!(written.lines().take(5).collect::<Vec<_>>(), ["mask,out1,out2", "false,3,3", "false,4,", "false,5,", "true,,"]);
+    assert_eq!(
+        written.lines().take(5).collect::<Vec<_>>(),
+        [
+            "mask,out1,out2",
+            "false,3,3",
+            "false,4,",
+            "false,5,",
+            "true,,"
+        ]
+    );
     // A scalar given with --arg broadcasts against the columns.
-    let out = kiln(&["eval", "-e", "x * k", "--csv", &example("x.csv"), "--arg", "k=0.5"]);
+    let out = kiln(&[
+        "eval",
+        "-e",
+        "x * k",
+        "--csv",
+        &example("x.csv"),
+        "--arg",
+        "k=0.5",
+    ]);
     assert_eq!(stdout(&out).lines().nth(4), Some("1.5"));
 }
 
 #[test]
 fn run_time_errors_exit_1() {
-    let out = kiln(&["run", "-e", "def f(a: int, b: int): return a // b", "--arg", "a=1", "--arg", "b=0"]);
+    let out = kiln(&[
+        "run",
+        "-e",
+        "def f(a: int, b: int): return a // b",
+        "--arg",
+        "a=1",
+        "--arg",
+        "b=0",
+    ]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("integer division by zero"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("integer division by zero"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
 fn bad_input_exits_2_with_a_location() {
-    assert_bad_input(&kiln(&["run", "-e", "(x + "]), "<expr>:1:6: error: expected an expression");
+    assert_bad_input(
+        &kiln(&["run", "-e", "(x + "]),
+        "<expr>:1:6: error: expected an expression",
+    );
     let truncated = temp_file("truncated.py", b"def f(x):\n    y = (x +\n");
-    assert_bad_input(&kiln(&["run", &truncated]), "truncated.py:3:1: error: expected an expression, found end of input");
-    let deep = temp_file("deep.py", format!("{}x{}", "(".repeat(50_000), ")".repeat(50_000)).as_bytes());
-    assert_bad_input(&kiln(&["check", &deep]), "deep.py:1:201: error: expression nested too deeply");
+    assert_bad_input(
+        &kiln(&["run", &truncated]),
+        "truncated.py:3:1: error: expected an expression, found end of input",
+    );
+    let deep = temp_file(
+        "deep.py",
+        format!("{}x{}", "(".repeat(50_000), ")".repeat(50_000)).as_bytes(),
+    );
+    assert_bad_input(
+        &kiln(&["check", &deep]),
+        "deep.py:1:201: error: expression nested too deeply",
+    );
     let garbage = temp_file("garbage.kiln", b"v0: f64 = input \"x\"\n\x7f\x01 ]]== v9\n");
     assert_bad_input(&kiln(&["check", &garbage]), "garbage.kiln:2:1: error:");
     let binary = temp_file("binary.py", &[0xff, 0xfe, 0x00, 0x80]);
     assert_bad_input(&kiln(&["run", &binary]), "binary.py: error: cannot read");
     let invalid = temp_file("invalid.kiln", b"v0: f64 = input \"x\"\nv1: i64 = const 1\nv2: f64 = add v0, v1\noutput \"y\" = v2\noutput \"y\" = v0\n");
     let out = kiln(&["check", &invalid]);
-    assert_bad_input(&out, "invalid.kiln:3:1: error: v2: `add` takes operands of one dtype");
-    assert!(stderr(&out).contains("output name `y` is empty or used twice"), "{}", stderr(&out));
+    assert_bad_input(
+        &out,
+        "invalid.kiln:3:1: error: v2: `add` takes operands of one dtype",
+    );
+    assert!(
+        stderr(&out).contains("output name `y` is empty or used twice"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
 fn bad_arguments_exit_2() {
     assert_bad_input(&kiln(&["run", "-e", "x"]), "missing --arg x=VALUE");
-    assert_bad_input(&kiln(&["run", "-e", "x", "--arg", "x=abc"]), "`abc` is not a valid f64 literal");
-    assert_bad_input(&kiln(&["run", "-e", "x", "--arg", "y=1"]), "the graph has no input `y`");
-    assert_bad_input(&kiln(&["run", "-e", "x", "--arg", "novalue"]), "is not NAME=VALUE");
-    assert_bad_input(&kiln(&["eval", "-e", "z * 2", "--csv", &example("x.csv")]), "no column `z` (the columns are: x)");
+    assert_bad_input(
+        &kiln(&["run", "-e", "x", "--arg", "x=abc"]),
+        "`abc` is not a valid f64 literal",
+    );
+    assert_bad_input(
+        &kiln(&["run", "-e", "x", "--arg", "y=1"]),
+        "the graph has no input `y`",
+    );
+    assert_bad_input(
+        &kiln(&["run", "-e", "x", "--arg", "novalue"]),
+        "is not NAME=VALUE",
+    );
+    assert_bad_input(
+        &kiln(&["eval", "-e", "z * 2", "--csv", &example("x.csv")]),
+        "no column `z` (the columns are: x)",
+    );
     let bad_csv = temp_file("bad.csv", b"x\n1.0\noops\n");
-    assert_bad_input(&kiln(&["eval", "-e", "x * 2", "--csv", &bad_csv]), "bad.csv:3: error: column `x`");
+    assert_bad_input(
+        &kiln(&["eval", "-e", "x * 2", "--csv", &bad_csv]),
+        "bad.csv:3: error: column `x`",
+    );
     let unknown_ext = temp_file("graph.txt", b"x");
     assert_bad_input(&kiln(&["run", &unknown_ext]), "cannot tell the format");
     assert_eq!(kiln(&["run", "--frobnicate"]).status.code(), Some(2));
-    assert_eq!(kiln(&["run", "-e", "x", "--tier", "warp-drive"]).status.code(), Some(2));
+    assert_eq!(
+        kiln(&["run", "-e", "x", "--tier", "warp-drive"])
+            .status
+            .code(),
+        Some(2)
+    );
 }
 
 #[test]
@@ -121,5 +234,8 @@ fn check_reports_signature() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(stdout(&out).ends_with("query.py: ok: 9 nodes; inputs (x: f64[n]); outputs (mask: bool[n], out1: sel[n], out2: i64)\n"), "{}", stdout(&out));
     let out = kiln(&["run", &example("query.py"), "--arg", "x=[1.0, 3.0, nan]"]);
-    assert_eq!(stdout(&out), "mask = [false, true, false]\nout1 = [1]\nout2 = 1\n");
+    assert_eq!(
+        stdout(&out),
+        "mask = [false, true, false]\nout1 = [1]\nout2 = 1\n"
+    );
 }

@@ -5,8 +5,8 @@ use crate::entities::Value;
 use crate::graph::{Graph, NodeData};
 use crate::op::{BinaryOp, CmpOp, Op, ReduceOp, UnaryOp};
 use crate::scalar::Scalar;
-use crate::typing::{result_type, TypeError, TypeResult};
 use crate::types::{DType, Type};
+use crate::typing::{result_type, TypeError, TypeResult};
 
 /// Builds a [`Graph`] node by node. Every method that appends an op checks the
 /// op's typing rule and returns a [`TypeError`] instead of a bad node.
@@ -18,7 +18,9 @@ pub struct Builder {
 impl Builder {
     /// A builder for an empty graph called `name`.
     pub fn new(name: &str) -> Self {
-        Builder { graph: Graph::new(name) }
+        Builder {
+            graph: Graph::new(name),
+        }
     }
 
     /// The graph built so far.
@@ -44,17 +46,27 @@ impl Builder {
     /// Adds a scalar constant.
     pub fn constant(&mut self, value: Scalar) -> Value {
         let ty = Type::scalar(value.dtype());
-        self.graph.push_node(NodeData { op: Op::Const(value), args: Vec::new(), ty })
+        self.graph.push_node(NodeData {
+            op: Op::Const(value),
+            args: Vec::new(),
+            ty,
+        })
     }
 
     /// Appends `op` applied to `args`, typed by the op's rule.
     pub fn op(&mut self, op: Op, args: &[Value]) -> TypeResult<Value> {
         if let Some(bad) = args.iter().find(|&&a| !self.graph.contains(a)) {
-            return Err(TypeError { message: format!("`{}` uses {bad}, which is not in the graph", op.mnemonic()) });
+            return Err(TypeError {
+                message: format!("`{}` uses {bad}, which is not in the graph", op.mnemonic()),
+            });
         }
         let arg_types: Vec<&Type> = args.iter().map(|&a| self.graph.ty(a)).collect();
         let ty = result_type(&op, &arg_types)?;
-        Ok(self.graph.push_node(NodeData { op, args: args.to_vec(), ty }))
+        Ok(self.graph.push_node(NodeData {
+            op,
+            args: args.to_vec(),
+            ty,
+        }))
     }
 
     /// Appends a unary op.

@@ -113,7 +113,9 @@ impl Data {
         match (self, other) {
             (Data::Scalar(a), Data::Scalar(b)) => a.same_value(*b),
             (Data::Column(a), Data::Column(b)) => {
-                a.dtype() == b.dtype() && a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| x.same_value(y))
+                a.dtype() == b.dtype()
+                    && a.len() == b.len()
+                    && a.iter().zip(b.iter()).all(|(x, y)| x.same_value(y))
             }
             (Data::Selection(a), Data::Selection(b)) => a == b,
             _ => false,
@@ -127,7 +129,12 @@ impl Data {
         let article = |d: DType| if d == DType::Bool { "a" } else { "an" };
         match self {
             Data::Scalar(s) => format!("{} {} scalar", article(s.dtype()), s.dtype()),
-            Data::Column(b) => format!("{} {} column of {} rows", article(b.dtype()), b.dtype(), b.len()),
+            Data::Column(b) => format!(
+                "{} {} column of {} rows",
+                article(b.dtype()),
+                b.dtype(),
+                b.len()
+            ),
             Data::Selection(s) => format!("a selection of {} rows", s.len()),
         }
     }
@@ -140,15 +147,25 @@ impl Data {
             Type::Tensor(tt) if tt.is_scalar() => parse_scalar(t, tt.dtype).map(Data::Scalar),
             Type::Tensor(tt) => {
                 let mut buf = Buffer::with_capacity(tt.dtype, 0);
-                for item in list_items(t).ok_or_else(|| LiteralError { text: t.to_string(), dtype: tt.dtype })? {
+                for item in list_items(t).ok_or_else(|| LiteralError {
+                    text: t.to_string(),
+                    dtype: tt.dtype,
+                })? {
                     buf.push(parse_scalar(item, tt.dtype)?);
                 }
                 Ok(Data::Column(buf))
             }
             Type::Selection(_) => {
-                let err = || LiteralError { text: t.to_string(), dtype: DType::I64 };
+                let err = || LiteralError {
+                    text: t.to_string(),
+                    dtype: DType::I64,
+                };
                 let items = list_items(t).ok_or_else(err)?;
-                items.into_iter().map(|i| i.trim().parse::<u32>().map_err(|_| err())).collect::<Result<_, _>>().map(Data::Selection)
+                items
+                    .into_iter()
+                    .map(|i| i.trim().parse::<u32>().map_err(|_| err()))
+                    .collect::<Result<_, _>>()
+                    .map(Data::Selection)
             }
         }
     }
@@ -212,10 +229,16 @@ mod tests {
         let col = Data::from(vec![1.0, -0.0, f64::NAN, f64::NEG_INFINITY]);
         assert_eq!(col.to_string(), "[1.0, -0.0, nan, -inf]");
         assert!(Data::parse(&col.to_string(), &ty).unwrap().same_data(&col));
-        assert_eq!(Data::parse("[]", &ty).unwrap(), Data::Column(Buffer::F64(vec![])));
+        assert_eq!(
+            Data::parse("[]", &ty).unwrap(),
+            Data::Column(Buffer::F64(vec![]))
+        );
         assert!(Data::parse("[1.0, x]", &ty).is_err());
         assert!(Data::parse("1.0", &ty).is_err());
         let sel = Type::Selection(crate::types::Dim::Sym("n".into()));
-        assert_eq!(Data::parse("[3, 4, 5]", &sel).unwrap(), Data::Selection(vec![3, 4, 5]));
+        assert_eq!(
+            Data::parse("[3, 4, 5]", &sel).unwrap(),
+            Data::Selection(vec![3, 4, 5])
+        );
     }
 }

@@ -21,7 +21,10 @@ impl Loc {
         let line = before.matches('\n').count() + 1;
         let line_start = before.rfind('\n').map_or(0, |i| i + 1);
         let col = before[line_start..].chars().count() + 1;
-        Loc { line: line as u32, col: col as u32 }
+        Loc {
+            line: line as u32,
+            col: col as u32,
+        }
     }
 }
 
@@ -41,7 +44,10 @@ pub type ParseResult<T> = Result<T, ParseError>;
 impl ParseError {
     /// An error at byte offset `offset` of `source`.
     pub fn at(source: &str, offset: usize, message: impl Into<String>) -> ParseError {
-        ParseError { loc: Loc::of_offset(source, offset), message: message.into() }
+        ParseError {
+            loc: Loc::of_offset(source, offset),
+            message: message.into(),
+        }
     }
 
     /// The error as a compiler prints it: `file:line:col: error: message`, then the
@@ -61,7 +67,10 @@ pub fn render_located(file: &str, source: &str, loc: Loc, message: &str) -> Stri
         let col = (loc.col as usize).saturating_sub(1).min(chars.len());
         let start = col.saturating_sub(60);
         let end = (col + 60).min(chars.len());
-        let shown: String = chars[start..end].iter().map(|&c| if c == '\t' { ' ' } else { c }).collect();
+        let shown: String = chars[start..end]
+            .iter()
+            .map(|&c| if c == '\t' { ' ' } else { c })
+            .collect();
         out.push_str(&format!("\n  {shown}\n  {}^", " ".repeat(col - start)));
     }
     out
@@ -93,6 +102,9 @@ mod tests {
     fn renders_the_line_and_a_caret() {
         let src = "a = 1\nb = a +* 2\n";
         let err = ParseError::at(src, 12, "expected an expression");
-        assert_eq!(err.render("f.py", src), "f.py:2:7: error: expected an expression\n  b = a +* 2\n        ^");
+        assert_eq!(
+            err.render("f.py", src),
+            "f.py:2:7: error: expected an expression\n  b = a +* 2\n        ^"
+        );
     }
 }

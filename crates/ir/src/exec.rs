@@ -69,7 +69,10 @@ impl ExecError {
     /// The error for a failed scalar operation at `node` of `graph`.
     pub fn at_node(graph: &Graph, node: Value, err: EvalError) -> ExecError {
         match err {
-            EvalError::DivisionByZero => ExecError::DivisionByZero { node, name: graph.source_name(node).map(str::to_string) },
+            EvalError::DivisionByZero => ExecError::DivisionByZero {
+                node,
+                name: graph.source_name(node).map(str::to_string),
+            },
             other => ExecError::Unsupported(format!("{node}: {other}")),
         }
     }
@@ -86,7 +89,11 @@ impl DimBindings {
     pub fn extent(&self, dim: &Dim) -> Option<u64> {
         match dim {
             Dim::Fixed(n) => Some(*n),
-            Dim::Sym(s) => self.extents.iter().find(|(name, _)| name == s).map(|&(_, n)| n),
+            Dim::Sym(s) => self
+                .extents
+                .iter()
+                .find(|(name, _)| name == s)
+                .map(|&(_, n)| n),
         }
     }
 
@@ -100,13 +107,20 @@ impl DimBindings {
 /// symbolic dimensions.
 pub fn bind_inputs(graph: &Graph, info: &GraphInfo, inputs: &[Data]) -> ExecResult<DimBindings> {
     if inputs.len() != graph.inputs().len() {
-        return Err(ExecError::InputCount { expected: graph.inputs().len(), got: inputs.len() });
+        return Err(ExecError::InputCount {
+            expected: graph.inputs().len(),
+            got: inputs.len(),
+        });
     }
     let mut extents: Vec<(String, u64)> = Vec::with_capacity(info.symbols().len());
     for (input, data) in graph.inputs().iter().zip(inputs) {
         let ty = graph.ty(input.value);
         let tensor = ty.as_tensor().expect("verified inputs are tensors");
-        let type_error = || ExecError::InputType { name: input.name.clone(), expected: ty.clone(), got: data.describe() };
+        let type_error = || ExecError::InputType {
+            name: input.name.clone(),
+            expected: ty.clone(),
+            got: data.describe(),
+        };
         let len = match (data, tensor.shape.as_slice()) {
             (Data::Scalar(s), []) if s.dtype() == tensor.dtype => continue,
             (Data::Column(b), [_]) if b.dtype() == tensor.dtype => b.len() as u64,
@@ -119,7 +133,12 @@ pub fn bind_inputs(graph: &Graph, info: &GraphInfo, inputs: &[Data]) -> ExecResu
         };
         match (bound, dim) {
             (Some(expected), _) if expected != len => {
-                return Err(ExecError::Length { name: input.name.clone(), dim: dim.to_string(), expected, got: len });
+                return Err(ExecError::Length {
+                    name: input.name.clone(),
+                    dim: dim.to_string(),
+                    expected,
+                    got: len,
+                });
             }
             (None, Dim::Sym(s)) => extents.push((s.clone(), len)),
             _ => {}

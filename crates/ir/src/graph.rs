@@ -53,7 +53,10 @@ pub struct Graph {
 impl Graph {
     /// An empty graph called `name`.
     pub fn new(name: &str) -> Self {
-        Graph { name: name.to_string(), ..Graph::default() }
+        Graph {
+            name: name.to_string(),
+            ..Graph::default()
+        }
     }
 
     /// Appends a node without checking anything; the verifier checks later.
@@ -64,14 +67,24 @@ impl Graph {
     /// Appends an `input` node of type `ty` and adds it to the signature.
     pub fn push_input(&mut self, name: &str, ty: Type) -> Value {
         let index = u32::try_from(self.inputs.len()).expect("fewer than 2^32 inputs");
-        let value = self.push_node(NodeData { op: Op::Input { index }, args: Vec::new(), ty });
-        self.inputs.push(Input { name: name.to_string(), value });
+        let value = self.push_node(NodeData {
+            op: Op::Input { index },
+            args: Vec::new(),
+            ty,
+        });
+        self.inputs.push(Input {
+            name: name.to_string(),
+            value,
+        });
         value
     }
 
     /// Adds an output to the signature.
     pub fn push_output(&mut self, name: &str, value: Value) {
-        self.outputs.push(Output { name: name.to_string(), value });
+        self.outputs.push(Output {
+            name: name.to_string(),
+            value,
+        });
     }
 
     /// Records the name `value` has in the source it came from.

@@ -223,13 +223,19 @@ op_names! {
 impl BinaryOp {
     /// True for the integer ops that fail on a zero divisor.
     pub fn divides(self) -> bool {
-        matches!(self, BinaryOp::Div | BinaryOp::Rem | BinaryOp::FloorDiv | BinaryOp::Mod)
+        matches!(
+            self,
+            BinaryOp::Div | BinaryOp::Rem | BinaryOp::FloorDiv | BinaryOp::Mod
+        )
     }
 
     /// True when `a op b == b op a` for every dtype the op accepts (used by CSE).
     pub fn is_commutative(self) -> bool {
         use BinaryOp::*;
-        matches!(self, Add | Mul | Min | Max | Hypot | And | Or | Xor | BAnd | BOr | BXor)
+        matches!(
+            self,
+            Add | Mul | Min | Max | Hypot | And | Or | Xor | BAnd | BOr | BXor
+        )
     }
 }
 
@@ -269,7 +275,9 @@ mod tests {
     fn mnemonics_are_unique_and_parse_back() {
         let mut seen = HashSet::new();
         let fixed = ["input", "const", "select", "cast", "filter"];
-        let names = UnaryOp::ALL.iter().map(|o| o.name())
+        let names = UnaryOp::ALL
+            .iter()
+            .map(|o| o.name())
             .chain(BinaryOp::ALL.iter().map(|o| o.name()))
             .chain(CmpOp::ALL.iter().map(|o| o.name()))
             .chain(ReduceOp::ALL.iter().map(|o| o.name()))

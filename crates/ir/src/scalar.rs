@@ -162,7 +162,10 @@ pub struct LiteralError {
 /// accept `+inf`, `infinity`, `NaN` (any case) and integers written without a
 /// point; booleans also accept `True`/`False` and `0`/`1`.
 pub fn parse_scalar(text: &str, dtype: DType) -> Result<Scalar, LiteralError> {
-    let err = || LiteralError { text: text.to_string(), dtype };
+    let err = || LiteralError {
+        text: text.to_string(),
+        dtype,
+    };
     let t = text.trim();
     match dtype {
         DType::Bool => match t {
@@ -173,12 +176,19 @@ pub fn parse_scalar(text: &str, dtype: DType) -> Result<Scalar, LiteralError> {
         DType::I32 => t.parse().map(Scalar::I32).map_err(|_| err()),
         DType::I64 => t.parse().map(Scalar::I64).map_err(|_| err()),
         DType::F32 => match nan_bits(t) {
-            Some(hex) => u32::from_str_radix(hex, 16).map(|b| Scalar::F32(f32::from_bits(b))).map_err(|_| err()),
+            Some(hex) => u32::from_str_radix(hex, 16)
+                .map(|b| Scalar::F32(f32::from_bits(b)))
+                .map_err(|_| err()),
             // Parse as f32 directly so the decimal rounds once, to binary32.
-            None => parse_float_text(t).and_then(|_| t.parse::<f32>().ok()).map(Scalar::F32).ok_or_else(err),
+            None => parse_float_text(t)
+                .and_then(|_| t.parse::<f32>().ok())
+                .map(Scalar::F32)
+                .ok_or_else(err),
         },
         DType::F64 => match nan_bits(t) {
-            Some(hex) => u64::from_str_radix(hex, 16).map(|b| Scalar::F64(f64::from_bits(b))).map_err(|_| err()),
+            Some(hex) => u64::from_str_radix(hex, 16)
+                .map(|b| Scalar::F64(f64::from_bits(b)))
+                .map_err(|_| err()),
             None => parse_float_text(t).map(Scalar::F64).ok_or_else(err),
         },
     }
@@ -192,7 +202,9 @@ fn nan_bits(t: &str) -> Option<&str> {
 /// Parses decimal float text, `inf`, `-inf` and `nan` (Rust's parser accepts those
 /// in any case). Rejects hex and empty text.
 fn parse_float_text(t: &str) -> Option<f64> {
-    let ok_chars = t.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+'));
+    let ok_chars = t
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+'));
     if t.is_empty() || !ok_chars {
         return None;
     }
@@ -205,15 +217,43 @@ mod tests {
 
     #[test]
     fn floats_round_trip_bit_for_bit() {
-        let f64s = [0.0, -0.0, 1.5, -1e-310, f64::MIN_POSITIVE, f64::MAX, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, -f64::NAN, 0.1];
+        let f64s = [
+            0.0,
+            -0.0,
+            1.5,
+            -1e-310,
+            f64::MIN_POSITIVE,
+            f64::MAX,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            -f64::NAN,
+            0.1,
+        ];
         for v in f64s {
             let text = Scalar::F64(v).to_string();
-            assert_eq!(parse_scalar(&text, DType::F64), Ok(Scalar::F64(v)), "{text}");
+            assert_eq!(
+                parse_scalar(&text, DType::F64),
+                Ok(Scalar::F64(v)),
+                "{text}"
+            );
         }
-        let f32s = [0.0f32, -0.0, 0.1, 1e-45, f32::MAX, f32::NAN, f32::from_bits(0x7fc0_0001)];
+        let f32s = [
+            0.0f32,
+            -0.0,
+            0.1,
+            1e-45,
+            f32::MAX,
+            f32::NAN,
+            f32::from_bits(0x7fc0_0001),
+        ];
         for v in f32s {
             let text = Scalar::F32(v).to_string();
-            assert_eq!(parse_scalar(&text, DType::F32), Ok(Scalar::F32(v)), "{text}");
+            assert_eq!(
+                parse_scalar(&text, DType::F32),
+                Ok(Scalar::F32(v)),
+                "{text}"
+            );
         }
     }
 

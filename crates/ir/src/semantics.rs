@@ -42,7 +42,11 @@ macro_rules! ieee_minmax {
                 <$t>::NAN
             } else if a == b {
                 // Equal operands differ at most in the sign of zero.
-                if a.is_sign_negative() { a } else { b }
+                if a.is_sign_negative() {
+                    a
+                } else {
+                    b
+                }
             } else if a < b {
                 a
             } else {
@@ -54,7 +58,11 @@ macro_rules! ieee_minmax {
             if a.is_nan() || b.is_nan() {
                 <$t>::NAN
             } else if a == b {
-                if a.is_sign_positive() { a } else { b }
+                if a.is_sign_positive() {
+                    a
+                } else {
+                    b
+                }
             } else if a > b {
                 a
             } else {
@@ -88,7 +96,11 @@ macro_rules! float_divmod {
             }
             let floordiv = if div != 0.0 {
                 let floor = div.floor();
-                if div - floor > 0.5 { floor + 1.0 } else { floor }
+                if div - floor > 0.5 {
+                    floor + 1.0
+                } else {
+                    floor
+                }
             } else {
                 (0.0 as $t).copysign(a / b)
             };
@@ -121,13 +133,31 @@ macro_rules! float_unary {
 
 macro_rules! float_unary_all {
     ($op:expr, $v:expr, $t:ident, $m:ident) => {
-        float_unary!($op, $v, $t, $m, [
-            sin / sinf = Sin, cos / cosf = Cos, tan / tanf = Tan, asin / asinf = Asin,
-            acos / acosf = Acos, atan / atanf = Atan, sinh / sinhf = Sinh, cosh / coshf = Cosh,
-            tanh / tanhf = Tanh, exp / expf = Exp, exp2 / exp2f = Exp2, expm1 / expm1f = Expm1,
-            log / logf = Log, log2 / log2f = Log2, log10 / log10f = Log10, log1p / log1pf = Log1p,
-            cbrt / cbrtf = Cbrt
-        ])
+        float_unary!(
+            $op,
+            $v,
+            $t,
+            $m,
+            [
+                sin / sinf = Sin,
+                cos / cosf = Cos,
+                tan / tanf = Tan,
+                asin / asinf = Asin,
+                acos / acosf = Acos,
+                atan / atanf = Atan,
+                sinh / sinhf = Sinh,
+                cosh / coshf = Cosh,
+                tanh / tanhf = Tanh,
+                exp / expf = Exp,
+                exp2 / exp2f = Exp2,
+                expm1 / expm1f = Expm1,
+                log / logf = Log,
+                log2 / log2f = Log2,
+                log10 / log10f = Log10,
+                log1p / log1pf = Log1p,
+                cbrt / cbrtf = Cbrt
+            ]
+        )
     };
 }
 
@@ -171,11 +201,19 @@ macro_rules! int_binary {
             BinaryOp::Rem => a.wrapping_rem(b),
             BinaryOp::FloorDiv => {
                 let q = a.wrapping_div(b);
-                if a.wrapping_rem(b) != 0 && ((a < 0) != (b < 0)) { q - 1 } else { q }
+                if a.wrapping_rem(b) != 0 && ((a < 0) != (b < 0)) {
+                    q - 1
+                } else {
+                    q
+                }
             }
             BinaryOp::Mod => {
                 let r = a.wrapping_rem(b);
-                if r != 0 && ((r < 0) != (b < 0)) { r + b } else { r }
+                if r != 0 && ((r < 0) != (b < 0)) {
+                    r + b
+                } else {
+                    r
+                }
             }
             BinaryOp::Min => a.min(b),
             BinaryOp::Max => a.max(b),
@@ -224,12 +262,12 @@ pub fn binary(op: BinaryOp, a: Scalar, b: Scalar) -> EvalResult<Scalar> {
         }),
         (Scalar::I32(a), Scalar::I32(b)) => Scalar::I32(int_binary!(op, a, b, i32, u32, I32)),
         (Scalar::I64(a), Scalar::I64(b)) => Scalar::I64(int_binary!(op, a, b, i64, u64, I64)),
-        (Scalar::F32(a), Scalar::F32(b)) => {
-            Scalar::F32(float_binary!(op, a, b, f32, F32, min_f32, max_f32, divmod_f32, fmodf, powf, atan2f, hypotf))
-        }
-        (Scalar::F64(a), Scalar::F64(b)) => {
-            Scalar::F64(float_binary!(op, a, b, f64, F64, min_f64, max_f64, divmod_f64, fmod, pow, atan2, hypot))
-        }
+        (Scalar::F32(a), Scalar::F32(b)) => Scalar::F32(float_binary!(
+            op, a, b, f32, F32, min_f32, max_f32, divmod_f32, fmodf, powf, atan2f, hypotf
+        )),
+        (Scalar::F64(a), Scalar::F64(b)) => Scalar::F64(float_binary!(
+            op, a, b, f64, F64, min_f64, max_f64, divmod_f64, fmod, pow, atan2, hypot
+        )),
         _ => return bad(op.name(), b.dtype()),
     })
 }
@@ -325,7 +363,11 @@ pub fn reduce_step(op: ReduceOp, acc: Scalar, row: Scalar) -> EvalResult<Scalar>
 /// accumulator itself.
 pub fn reduce_finish(op: ReduceOp, acc: Scalar, n_rows: u64) -> EvalResult<Scalar> {
     match op {
-        ReduceOp::Mean => binary(BinaryOp::Div, acc, cast(Scalar::I64(n_rows as i64), acc.dtype())),
+        ReduceOp::Mean => binary(
+            BinaryOp::Div,
+            acc,
+            cast(Scalar::I64(n_rows as i64), acc.dtype()),
+        ),
         _ => Ok(acc),
     }
 }
@@ -341,18 +383,32 @@ mod tests {
     #[test]
     fn integer_division_edges() {
         use Scalar::I64;
-        assert_eq!(bin(BinaryOp::Div, I64(i64::MIN), I64(-1)), Ok(I64(i64::MIN)));
+        assert_eq!(
+            bin(BinaryOp::Div, I64(i64::MIN), I64(-1)),
+            Ok(I64(i64::MIN))
+        );
         assert_eq!(bin(BinaryOp::Rem, I64(i64::MIN), I64(-1)), Ok(I64(0)));
-        assert_eq!(bin(BinaryOp::FloorDiv, I64(i64::MIN), I64(-1)), Ok(I64(i64::MIN)));
+        assert_eq!(
+            bin(BinaryOp::FloorDiv, I64(i64::MIN), I64(-1)),
+            Ok(I64(i64::MIN))
+        );
         assert_eq!(bin(BinaryOp::Mod, I64(i64::MIN), I64(-1)), Ok(I64(0)));
         assert_eq!(bin(BinaryOp::Div, I64(-7), I64(2)), Ok(I64(-3)));
         assert_eq!(bin(BinaryOp::Rem, I64(-7), I64(2)), Ok(I64(-1)));
         assert_eq!(bin(BinaryOp::FloorDiv, I64(-7), I64(2)), Ok(I64(-4)));
         assert_eq!(bin(BinaryOp::Mod, I64(-7), I64(2)), Ok(I64(1)));
         assert_eq!(bin(BinaryOp::Mod, I64(7), I64(-2)), Ok(I64(-1)));
-        for op in [BinaryOp::Div, BinaryOp::Rem, BinaryOp::FloorDiv, BinaryOp::Mod] {
+        for op in [
+            BinaryOp::Div,
+            BinaryOp::Rem,
+            BinaryOp::FloorDiv,
+            BinaryOp::Mod,
+        ] {
             assert_eq!(bin(op, I64(1), I64(0)), Err(EvalError::DivisionByZero));
-            assert_eq!(bin(op, Scalar::I32(1), Scalar::I32(0)), Err(EvalError::DivisionByZero));
+            assert_eq!(
+                bin(op, Scalar::I32(1), Scalar::I32(0)),
+                Err(EvalError::DivisionByZero)
+            );
         }
     }
 
@@ -402,8 +458,14 @@ mod tests {
         assert_eq!(cast(Scalar::F64(f64::NAN), DType::I32), Scalar::I32(0));
         assert_eq!(cast(Scalar::F64(1e300), DType::I64), Scalar::I64(i64::MAX));
         assert_eq!(cast(Scalar::F32(-3.9), DType::I32), Scalar::I32(-3));
-        assert_eq!(cast(Scalar::I64(i64::MAX), DType::F64), Scalar::F64(9223372036854775807.0));
-        assert_eq!(cast(Scalar::I64(16777217), DType::F32), Scalar::F32(16777216.0));
+        assert_eq!(
+            cast(Scalar::I64(i64::MAX), DType::F64),
+            Scalar::F64(9223372036854775807.0)
+        );
+        assert_eq!(
+            cast(Scalar::I64(16777217), DType::F32),
+            Scalar::F32(16777216.0)
+        );
         assert_eq!(cast(Scalar::F64(-0.0), DType::Bool), Scalar::Bool(false));
         assert_eq!(cast(Scalar::F64(f64::NAN), DType::Bool), Scalar::Bool(true));
         assert_eq!(cast(Scalar::Bool(true), DType::F32), Scalar::F32(1.0));

@@ -104,12 +104,18 @@ pub struct TensorType {
 impl TensorType {
     /// A scalar of `dtype`.
     pub fn scalar(dtype: DType) -> Self {
-        TensorType { dtype, shape: Vec::new() }
+        TensorType {
+            dtype,
+            shape: Vec::new(),
+        }
     }
 
     /// A column of `dtype` with symbolic length `dim`.
     pub fn column(dtype: DType, dim: &str) -> Self {
-        TensorType { dtype, shape: vec![Dim::Sym(dim.to_string())] }
+        TensorType {
+            dtype,
+            shape: vec![Dim::Sym(dim.to_string())],
+        }
     }
 
     /// True for shape `[]`.
@@ -204,7 +210,10 @@ mod tests {
     fn types_print_as_the_text_format_writes_them() {
         assert_eq!(Type::scalar(DType::F64).to_string(), "f64");
         assert_eq!(Type::column(DType::I32, "n").to_string(), "i32[n]");
-        let t = TensorType { dtype: DType::F32, shape: vec![Dim::Fixed(4), Dim::Sym("n".into())] };
+        let t = TensorType {
+            dtype: DType::F32,
+            shape: vec![Dim::Fixed(4), Dim::Sym("n".into())],
+        };
         assert_eq!(Type::Tensor(t).to_string(), "f32[4, n]");
         assert_eq!(Type::Selection(Dim::Sym("n".into())).to_string(), "sel[n]");
     }

@@ -89,7 +89,10 @@ pub fn reduce_class(op: ReduceOp) -> DTypeClass {
 
 /// The shape elementwise operands broadcast to: scalars broadcast against
 /// anything; all other shapes must be equal.
-pub fn broadcast_shapes<'a>(op: &str, shapes: impl IntoIterator<Item = &'a TensorType>) -> TypeResult<Shape> {
+pub fn broadcast_shapes<'a>(
+    op: &str,
+    shapes: impl IntoIterator<Item = &'a TensorType>,
+) -> TypeResult<Shape> {
     let mut result: Option<&TensorType> = None;
     for t in shapes {
         if t.is_scalar() {
@@ -107,7 +110,9 @@ pub fn broadcast_shapes<'a>(op: &str, shapes: impl IntoIterator<Item = &'a Tenso
 
 fn tensor<'a>(op: &str, ty: &'a Type) -> TypeResult<&'a TensorType> {
     ty.as_tensor().ok_or_else(|| TypeError {
-        message: format!("`{op}` does not take a selection vector ({ty}); selections can only be outputs"),
+        message: format!(
+            "`{op}` does not take a selection vector ({ty}); selections can only be outputs"
+        ),
     })
 }
 
@@ -123,7 +128,9 @@ fn same_dtype(op: &str, a: &TensorType, b: &TensorType) -> TypeResult<()> {
     if a.dtype == b.dtype {
         Ok(())
     } else {
-        fail(format!("`{op}` takes operands of one dtype, got {a} and {b}; insert a `cast`"))
+        fail(format!(
+            "`{op}` takes operands of one dtype, got {a} and {b}; insert a `cast`"
+        ))
     }
 }
 
@@ -140,11 +147,21 @@ fn column_dim<'a>(op: &str, t: &'a TensorType) -> TypeResult<&'a Dim> {
 pub fn result_type(op: &Op, args: &[&Type]) -> TypeResult<Type> {
     let name = op.mnemonic();
     if args.len() != op.arity() {
-        return fail(format!("`{name}` takes {} argument(s), got {}", op.arity(), args.len()));
+        return fail(format!(
+            "`{name}` takes {} argument(s), got {}",
+            op.arity(),
+            args.len()
+        ));
     }
-    let tensors = args.iter().map(|ty| tensor(name, ty)).collect::<TypeResult<Vec<_>>>()?;
+    let tensors = args
+        .iter()
+        .map(|ty| tensor(name, ty))
+        .collect::<TypeResult<Vec<_>>>()?;
     let elementwise = |dtype: DType| -> TypeResult<Type> {
-        Ok(Type::Tensor(TensorType { dtype, shape: broadcast_shapes(name, tensors.iter().copied())? }))
+        Ok(Type::Tensor(TensorType {
+            dtype,
+            shape: broadcast_shapes(name, tensors.iter().copied())?,
+        }))
     };
     match op {
         Op::Input { .. } => fail("`input` has no typing rule; its type is declared".to_string()),
@@ -164,16 +181,26 @@ pub fn result_type(op: &Op, args: &[&Type]) -> TypeResult<Type> {
         }
         Op::Select => {
             if tensors[0].dtype != DType::Bool {
-                return fail(format!("`select` takes a bool condition, got {}", tensors[0]));
+                return fail(format!(
+                    "`select` takes a bool condition, got {}",
+                    tensors[0]
+                ));
             }
             same_dtype(name, tensors[1], tensors[2])?;
             elementwise(tensors[1].dtype)
         }
-        Op::Cast(to) => Ok(Type::Tensor(TensorType { dtype: *to, shape: tensors[0].shape.clone() })),
+        Op::Cast(to) => Ok(Type::Tensor(TensorType {
+            dtype: *to,
+            shape: tensors[0].shape.clone(),
+        })),
         Op::Reduce(r) => {
             column_dim(name, tensors[0])?;
             check_class(name, reduce_class(*r), tensors[0])?;
-            let dtype = if *r == ReduceOp::Count { DType::I64 } else { tensors[0].dtype };
+            let dtype = if *r == ReduceOp::Count {
+                DType::I64
+            } else {
+                tensors[0].dtype
+            };
             Ok(Type::scalar(dtype))
         }
         Op::Filter => {
@@ -187,7 +214,7 @@ pub fn result_type(op: &Op, args: &[&Type]) -> TypeResult<Type> {
 mod tests {
     use super::*;
 
-    fn check(op: Op, args: &[Type], expect: &str) {
+    fn check(op: Op, args: Vec<Type>, expect: &str) {
         let refs: Vec<&Type> = args.iter().collect();
         let got = match result_type(&op, &refs) {
             Ok(t) => t.to_string(),
@@ -202,18 +229,54 @@ mod tests {
         let fcol = Type::column(DType::F64, "n");
         let icol = Type::column(DType::I64, "n");
         let bcol = Type::column(DType::Bool, "n");
-        check(Op::Binary(BinaryOp::Add), &[fcol.clone(), f.clone()], "f64[n]");
-        check(Op::Binary(BinaryOp::Add), &[fcol.clone(), icol.clone()], "error: `add` takes operands of one dtype, got f64[n] and i64[n]; insert a `cast`");
-        check(Op::Binary(BinaryOp::Add), &[fcol.clone(), Type::column(DType::F64, "m")], "error: `add`: shapes of f64[n] and f64[m] do not broadcast");
-        check(Op::Binary(BinaryOp::Shl), &[fcol.clone(), fcol.clone()], "error: `shl` takes ints (i32, i64), got f64[n]");
-        check(Op::Compare(crate::op::CmpOp::Lt), &[icol.clone(), Type::scalar(DType::I64)], "bool[n]");
-        check(Op::Select, &[bcol.clone(), f.clone(), fcol.clone()], "f64[n]");
-        check(Op::Reduce(ReduceOp::Count), &[bcol.clone()], "i64");
-        check(Op::Reduce(ReduceOp::Mean), &[icol.clone()], "error: `mean` takes floats (f32, f64), got i64[n]");
-        check(Op::Reduce(ReduceOp::Sum), &[f.clone()], "error: `sum` takes a column (one dimension), got f64");
-        check(Op::Filter, &[bcol.clone()], "sel[n]");
+        check(
+            Op::Binary(BinaryOp::Add),
+            vec![fcol.clone(), f.clone()],
+            "f64[n]",
+        );
+        check(
+            Op::Binary(BinaryOp::Add),
+            vec![fcol.clone(), icol.clone()],
+            "error: `add` takes operands of one dtype, got f64[n] and i64[n]; insert a `cast`",
+        );
+        check(
+            Op::Binary(BinaryOp::Add),
+            vec![fcol.clone(), Type::column(DType::F64, "m")],
+            "error: `add`: shapes of f64[n] and f64[m] do not broadcast",
+        );
+        check(
+            Op::Binary(BinaryOp::Shl),
+            vec![fcol.clone(), fcol.clone()],
+            "error: `shl` takes ints (i32, i64), got f64[n]",
+        );
+        check(
+            Op::Compare(crate::op::CmpOp::Lt),
+            vec![icol.clone(), Type::scalar(DType::I64)],
+            "bool[n]",
+        );
+        check(
+            Op::Select,
+            vec![bcol.clone(), f.clone(), fcol.clone()],
+            "f64[n]",
+        );
+        check(Op::Reduce(ReduceOp::Count), vec![bcol.clone()], "i64");
+        check(
+            Op::Reduce(ReduceOp::Mean),
+            vec![icol.clone()],
+            "error: `mean` takes floats (f32, f64), got i64[n]",
+        );
+        check(
+            Op::Reduce(ReduceOp::Sum),
+            vec![f.clone()],
+            "error: `sum` takes a column (one dimension), got f64",
+        );
+        check(Op::Filter, vec![bcol.clone()], "sel[n]");
         let sel = Type::Selection(Dim::Sym("n".into()));
-        check(Op::Unary(UnaryOp::Neg), &[sel], "error: `neg` does not take a selection vector (sel[n]); selections can only be outputs");
-        check(Op::Unary(UnaryOp::Sin), &[f.clone(), f], "error: `sin` takes 1 argument(s), got 2");
+        check(Op::Unary(UnaryOp::Neg), vec![sel], "error: `neg` does not take a selection vector (sel[n]); selections can only be outputs");
+        check(
+            Op::Unary(UnaryOp::Sin),
+            vec![f.clone(), f],
+            "error: `sin` takes 1 argument(s), got 2",
+        );
     }
 }

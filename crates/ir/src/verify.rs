@@ -10,8 +10,8 @@
 use crate::entities::Value;
 use crate::graph::Graph;
 use crate::op::Op;
-use crate::typing::result_type;
 use crate::types::Type;
+use crate::typing::result_type;
 use cranelift_entity::SecondaryMap;
 use std::collections::HashSet;
 use std::fmt;
@@ -92,16 +92,28 @@ impl Verifier<'_> {
                 return self.report(Some(value), format!("uses {arg}, which does not exist"));
             }
             if arg >= value {
-                return self.report(Some(value), format!("uses {arg}, which is not defined before it"));
+                return self.report(
+                    Some(value),
+                    format!("uses {arg}, which is not defined before it"),
+                );
             }
         }
         if let Op::Input { index } = node.op {
             let declared = self.graph.inputs().get(index as usize).map(|i| i.value);
             if declared != Some(value) {
-                self.report(Some(value), format!("is `input` number {index}, but the signature does not list it there"));
+                self.report(
+                    Some(value),
+                    format!("is `input` number {index}, but the signature does not list it there"),
+                );
             }
             if node.ty.as_tensor().is_none() {
-                self.report(Some(value), format!("input of type {}; inputs are scalars, columns or tensors", node.ty));
+                self.report(
+                    Some(value),
+                    format!(
+                        "input of type {}; inputs are scalars, columns or tensors",
+                        node.ty
+                    ),
+                );
             }
             return;
         }
@@ -110,7 +122,11 @@ impl Verifier<'_> {
             Err(e) => self.report(Some(value), e.message),
             Ok(ty) if ty != node.ty => self.report(
                 Some(value),
-                format!("declared type {}, but `{}` of these arguments gives {ty}", node.ty, node.op.mnemonic()),
+                format!(
+                    "declared type {}, but `{}` of these arguments gives {ty}",
+                    node.ty,
+                    node.op.mnemonic()
+                ),
             ),
             Ok(_) => {}
         }
@@ -121,13 +137,26 @@ impl Verifier<'_> {
         let mut names = HashSet::new();
         let mut symbols: Vec<String> = Vec::new();
         for (index, input) in graph.inputs().iter().enumerate() {
-            let is_input = graph.get(input.value).map(|n| n.op == Op::Input { index: index as u32 });
+            let is_input = graph.get(input.value).map(|n| {
+                n.op == Op::Input {
+                    index: index as u32,
+                }
+            });
             if is_input != Some(true) {
-                self.report(None, format!("input `{}` is {}, not its `input` node", input.name, input.value));
+                self.report(
+                    None,
+                    format!(
+                        "input `{}` is {}, not its `input` node",
+                        input.name, input.value
+                    ),
+                );
                 continue;
             }
             if input.name.is_empty() || !names.insert(input.name.as_str()) {
-                self.report(Some(input.value), format!("input name `{}` is empty or used twice", input.name));
+                self.report(
+                    Some(input.value),
+                    format!("input name `{}` is empty or used twice", input.name),
+                );
             }
             for sym in graph.ty(input.value).symbols() {
                 if !symbols.iter().any(|s| s == sym) {
@@ -138,10 +167,19 @@ impl Verifier<'_> {
         let mut out_names = HashSet::new();
         for output in graph.outputs() {
             if !graph.contains(output.value) {
-                self.report(None, format!("output `{}` is {}, which does not exist", output.name, output.value));
+                self.report(
+                    None,
+                    format!(
+                        "output `{}` is {}, which does not exist",
+                        output.name, output.value
+                    ),
+                );
             }
             if output.name.is_empty() || !out_names.insert(output.name.as_str()) {
-                self.report(None, format!("output name `{}` is empty or used twice", output.name));
+                self.report(
+                    None,
+                    format!("output name `{}` is empty or used twice", output.name),
+                );
             }
         }
         if graph.outputs().is_empty() {
@@ -153,7 +191,13 @@ impl Verifier<'_> {
     fn symbols_are_bound(&mut self, symbols: &[String]) {
         for (value, node) in self.graph.nodes() {
             if let Some(sym) = node.ty.symbols().find(|s| !symbols.iter().any(|b| b == s)) {
-                self.report(Some(value), format!("type {} uses dimension `{sym}`, which no input has", node.ty));
+                self.report(
+                    Some(value),
+                    format!(
+                        "type {} uses dimension `{sym}`, which no input has",
+                        node.ty
+                    ),
+                );
             }
         }
     }
@@ -161,14 +205,20 @@ impl Verifier<'_> {
 
 /// Verifies `graph`, reporting every problem found.
 pub fn verify(graph: &Graph) -> VerifyResult<GraphInfo> {
-    let mut verifier = Verifier { graph, errors: Vec::new() };
+    let mut verifier = Verifier {
+        graph,
+        errors: Vec::new(),
+    };
     for (value, _) in graph.nodes() {
         verifier.node(value);
     }
     let symbols = verifier.signature();
     verifier.symbols_are_bound(&symbols);
     if verifier.errors.is_empty() {
-        Ok(GraphInfo { live: graph.live_mask(), symbols })
+        Ok(GraphInfo {
+            live: graph.live_mask(),
+            symbols,
+        })
     } else {
         Err(VerifierErrors(verifier.errors))
     }
@@ -186,11 +236,23 @@ mod tests {
         let mut g = Graph::new("bad");
         let x = g.push_input("x", Type::column(DType::F64, "n"));
         let fwd = Value::from_u32(5);
-        let add = NodeData { op: Op::Binary(BinaryOp::Add), args: vec![x, fwd], ty: Type::column(DType::F64, "n") };
+        let add = NodeData {
+            op: Op::Binary(BinaryOp::Add),
+            args: vec![x, fwd],
+            ty: Type::column(DType::F64, "n"),
+        };
         g.push_node(add);
-        let wrong = NodeData { op: Op::Unary(UnaryOp::Sin), args: vec![x], ty: Type::scalar(DType::F64) };
+        let wrong = NodeData {
+            op: Op::Unary(UnaryOp::Sin),
+            args: vec![x],
+            ty: Type::scalar(DType::F64),
+        };
         g.push_node(wrong);
-        let unbound = NodeData { op: Op::Unary(UnaryOp::Sin), args: vec![x], ty: Type::column(DType::F64, "m") };
+        let unbound = NodeData {
+            op: Op::Unary(UnaryOp::Sin),
+            args: vec![x],
+            ty: Type::column(DType::F64, "m"),
+        };
         let v3 = g.push_node(unbound);
         g.push_output("y", v3);
         g.push_output("y", Value::from_u32(77));

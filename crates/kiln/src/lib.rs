@@ -17,7 +17,8 @@ pub use kiln_frontend::py::Options as PyOptions;
 pub use kiln_interp as interp;
 pub use kiln_ir as ir;
 pub use kiln_ir::{
-    optimize, verify, Buffer, DType, Data, Dim, ExecError, ExecResult, Graph, GraphInfo, ParseError, Scalar, SourceMap, Type, VerifierErrors,
+    optimize, verify, Buffer, DType, Data, Dim, ExecError, ExecResult, Graph, GraphInfo,
+    ParseError, Scalar, SourceMap, Type, VerifierErrors,
 };
 
 use std::path::Path;
@@ -121,7 +122,10 @@ impl Engine for Interpreter {
     }
 
     fn compile(&self, graph: &Graph, info: &GraphInfo) -> CompileResult<Box<dyn Program>> {
-        Ok(Box::new(InterpProgram { graph: graph.clone(), info: info.clone() }))
+        Ok(Box::new(InterpProgram {
+            graph: graph.clone(),
+            info: info.clone(),
+        }))
     }
 }
 

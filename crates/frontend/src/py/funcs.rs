@@ -6,7 +6,15 @@ use super::lower::{Lower, PyVal};
 use kiln_ir::{BinaryOp, DType, ParseResult, ReduceOp, Scalar, UnaryOp};
 
 /// Module prefixes a call or constant may carry.
-const MODULES: &[&str] = &["math", "np", "numpy", "torch", "F", "torch.nn.functional", "nn.functional"];
+const MODULES: &[&str] = &[
+    "math",
+    "np",
+    "numpy",
+    "torch",
+    "F",
+    "torch.nn.functional",
+    "nn.functional",
+];
 
 /// Strips a known module prefix; `None` for an unknown module.
 fn base_name(name: &str) -> Option<&str> {
@@ -114,7 +122,10 @@ fn arity(lw: &Lower<'_>, name: &str, args: &[PyVal], n: usize) -> ParseResult<()
     if args.len() == n {
         Ok(())
     } else {
-        lw.err(format!("`{name}` takes {n} argument(s), got {}", args.len()))
+        lw.err(format!(
+            "`{name}` takes {n} argument(s), got {}",
+            args.len()
+        ))
     }
 }
 
@@ -126,7 +137,9 @@ fn apply_unary(lw: &mut Lower<'_>, op: UnaryOp, a: PyVal) -> ParseResult<PyVal> 
 /// Lowers a call of `name` on already lowered arguments.
 pub fn call(lw: &mut Lower<'_>, name: &str, args: &[PyVal]) -> ParseResult<PyVal> {
     let Some(base) = base_name(name) else {
-        return lw.err(format!("unknown module in `{name}`; use math, np, numpy, torch or F"));
+        return lw.err(format!(
+            "unknown module in `{name}`; use math, np, numpy, torch or F"
+        ));
     };
     if let Some(op) = float_unary(base) {
         arity(lw, name, args, 1)?;
@@ -149,7 +162,10 @@ pub fn call(lw: &mut Lower<'_>, name: &str, args: &[PyVal]) -> ParseResult<PyVal
             b = lw.floating(b)?;
         }
         let v = lw.typed(|bd| bd.binary(op, a.v, b.v))?;
-        return Ok(PyVal { v, weak: a.weak && b.weak });
+        return Ok(PyVal {
+            v,
+            weak: a.weak && b.weak,
+        });
     }
     if let Some(op) = reduction(base) {
         arity(lw, name, args, 1)?;
@@ -187,7 +203,11 @@ fn special(lw: &mut Lower<'_>, name: &str, base: &str, args: &[PyVal]) -> ParseR
         }
         "negative" | "neg" => {
             arity(lw, name, args, 1)?;
-            let a = if lw.dtype(args[0]) == DType::Bool { lw.convert(args[0], DType::I64)? } else { args[0] };
+            let a = if lw.dtype(args[0]) == DType::Bool {
+                lw.convert(args[0], DType::I64)?
+            } else {
+                args[0]
+            };
             apply_unary(lw, UnaryOp::Neg, a)
         }
         "min" | "max" => min_max(lw, name, base == "min", args),
@@ -227,7 +247,15 @@ fn special(lw: &mut Lower<'_>, name: &str, base: &str, args: &[PyVal]) -> ParseR
                     let abs = apply_unary(lw, UnaryOp::Abs, x)?;
                     let inf = lw.literal(Scalar::F64(f64::INFINITY));
                     let inf = lw.convert(inf, lw.dtype(x))?;
-                    (if base == "isinf" { kiln_ir::CmpOp::Eq } else { kiln_ir::CmpOp::Lt }, abs, inf)
+                    (
+                        if base == "isinf" {
+                            kiln_ir::CmpOp::Eq
+                        } else {
+                            kiln_ir::CmpOp::Lt
+                        },
+                        abs,
+                        inf,
+                    )
                 }
             };
             let v = lw.typed(|b| b.compare(op, lhs.v, rhs.v))?;
@@ -248,7 +276,10 @@ fn min_max(lw: &mut Lower<'_>, name: &str, is_min: bool, args: &[PyVal]) -> Pars
             for &next in rest {
                 let (a, b, _) = lw.promote(acc, next, true)?;
                 let v = lw.typed(|bd| bd.binary(op, a.v, b.v))?;
-                acc = PyVal { v, weak: a.weak && b.weak };
+                acc = PyVal {
+                    v,
+                    weak: a.weak && b.weak,
+                };
             }
             Ok(acc)
         }

@@ -39,8 +39,9 @@ pub struct Token {
 
 /// Operators, longest first so the lexer takes the longest match.
 const OPS: &[&str] = &[
-    "**=", "//=", "<<=", ">>=", "->", "**", "//", "<<", ">>", "<=", ">=", "==", "!=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "+",
-    "-", "*", "/", "%", "&", "|", "^", "~", "<", ">", "(", ")", "[", "]", ",", ":", "=", ".", ";", "@",
+    "**=", "//=", "<<=", ">>=", "->", "**", "//", "<<", ">>", "<=", ">=", "==", "!=", "+=", "-=",
+    "*=", "/=", "%=", "&=", "|=", "^=", "+", "-", "*", "/", "%", "&", "|", "^", "~", "<", ">", "(",
+    ")", "[", "]", ",", ":", "=", ".", ";", "@",
 ];
 
 struct Lexer<'a> {
@@ -53,7 +54,13 @@ struct Lexer<'a> {
 
 /// Splits `src` into tokens.
 pub fn lex(src: &str) -> ParseResult<Vec<Token>> {
-    let mut lx = Lexer { src, pos: 0, tokens: Vec::new(), indents: vec![0], nesting: 0 };
+    let mut lx = Lexer {
+        src,
+        pos: 0,
+        tokens: Vec::new(),
+        indents: vec![0],
+        nesting: 0,
+    };
     let mut at_line_start = true;
     while lx.pos < src.len() {
         if at_line_start && lx.nesting == 0 {
@@ -91,7 +98,10 @@ pub fn lex(src: &str) -> ParseResult<Vec<Token>> {
 
 impl Lexer<'_> {
     fn peek(&self) -> char {
-        self.src[self.pos..].chars().next().expect("pos is before the end")
+        self.src[self.pos..]
+            .chars()
+            .next()
+            .expect("pos is before the end")
     }
 
     fn push(&mut self, tok: Tok, start: usize, end: usize) {
@@ -111,7 +121,9 @@ impl Lexer<'_> {
     }
 
     fn skip_comment(&mut self) {
-        self.pos = self.src[self.pos..].find('\n').map_or(self.src.len(), |i| self.pos + i);
+        self.pos = self.src[self.pos..]
+            .find('\n')
+            .map_or(self.src.len(), |i| self.pos + i);
     }
 
     /// Measures a line's indentation and emits `Indent`/`Dedent`; blank and
@@ -142,22 +154,34 @@ impl Lexer<'_> {
             self.push(Tok::Dedent, self.pos, self.pos);
         }
         if width != *self.indents.last().expect("the indent stack starts with 0") {
-            return self.err(self.pos, "unindent does not match any outer indentation level");
+            return self.err(
+                self.pos,
+                "unindent does not match any outer indentation level",
+            );
         }
         Ok(())
     }
 
     fn name(&mut self) {
         let start = self.pos;
-        let len = self.src[start..].find(|c: char| !(c.is_alphanumeric() || c == '_')).unwrap_or(self.src.len() - start);
+        let len = self.src[start..]
+            .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .unwrap_or(self.src.len() - start);
         self.pos += len;
-        self.push(Tok::Name(self.src[start..self.pos].to_string()), start, self.pos);
+        self.push(
+            Tok::Name(self.src[start..self.pos].to_string()),
+            start,
+            self.pos,
+        );
     }
 
     fn number(&mut self) -> ParseResult<()> {
         let start = self.pos;
         let bytes = self.src.as_bytes();
-        let radix = match (bytes[start], bytes.get(start + 1).map(u8::to_ascii_lowercase)) {
+        let radix = match (
+            bytes[start],
+            bytes.get(start + 1).map(u8::to_ascii_lowercase),
+        ) {
             (b'0', Some(b'x')) => 16,
             (b'0', Some(b'o')) => 8,
             (b'0', Some(b'b')) => 2,
@@ -165,18 +189,31 @@ impl Lexer<'_> {
         };
         if radix != 10 {
             self.pos += 2;
-            let len = self.src[self.pos..].find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(self.src.len() - self.pos);
+            let len = self.src[self.pos..]
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(self.src.len() - self.pos);
             let digits = self.src[self.pos..self.pos + len].replace('_', "");
             self.pos += len;
             return match u128::from_str_radix(&digits, radix) {
-                Ok(v) => Ok(self.push(Tok::Int(v), start, self.pos)),
-                Err(_) => self.err(start, format!("invalid integer literal `{}`", &self.src[start..self.pos])),
+                Ok(v) => {
+                    self.push(Tok::Int(v), start, self.pos);
+                    Ok(())
+                }
+                Err(_) => self.err(
+                    start,
+                    format!("invalid integer literal `{}`", &self.src[start..self.pos]),
+                ),
             };
         }
         let mut is_float = false;
         let mut prev = ' ';
         while let Some(c) = self.src[self.pos..].chars().next() {
-            let ok = c.is_ascii_digit() || c == '_' || c == '.' || c == 'e' || c == 'E' || ((c == '+' || c == '-') && matches!(prev, 'e' | 'E'));
+            let ok = c.is_ascii_digit()
+                || c == '_'
+                || c == '.'
+                || c == 'e'
+                || c == 'E'
+                || ((c == '+' || c == '-') && matches!(prev, 'e' | 'E'));
             if !ok {
                 break;
             }
@@ -187,12 +224,24 @@ impl Lexer<'_> {
         let text = self.src[start..self.pos].replace('_', "");
         let bad = || format!("invalid number literal `{}`", &self.src[start..self.pos]);
         if self.src[self.pos..].starts_with(|c: char| c.is_alphanumeric()) {
-            return self.err(start, format!("invalid number literal `{}`", &self.src[start..=self.pos]));
+            return self.err(
+                start,
+                format!("invalid number literal `{}`", &self.src[start..=self.pos]),
+            );
         }
         let tok = if is_float {
-            Tok::Float(text.parse().map_err(|_| ParseError::at(self.src, start, bad()))?)
+            Tok::Float(
+                text.parse()
+                    .map_err(|_| ParseError::at(self.src, start, bad()))?,
+            )
         } else {
-            Tok::Int(text.parse().map_err(|_| ParseError::at(self.src, start, format!("integer literal `{text}` is too large")))?)
+            Tok::Int(text.parse().map_err(|_| {
+                ParseError::at(
+                    self.src,
+                    start,
+                    format!("integer literal `{text}` is too large"),
+                )
+            })?)
         };
         self.push(tok, start, self.pos);
         Ok(())
@@ -202,13 +251,17 @@ impl Lexer<'_> {
         let start = self.pos;
         let quote = self.peek();
         let triple: String = std::iter::repeat_n(quote, 3).collect();
-        let (delim, single_line) = if self.src[start..].starts_with(&triple) { (triple.as_str(), false) } else { (&triple[..1], true) };
+        let (delim, single_line) = if self.src[start..].starts_with(&triple) {
+            (triple.as_str(), false)
+        } else {
+            (&triple[..1], true)
+        };
         let body_start = start + delim.len();
         let mut i = body_start;
         while i < self.src.len() {
             let rest = &self.src[i..];
-            if rest.starts_with('\\') {
-                i += 1 + rest[1..].chars().next().map_or(0, char::len_utf8);
+            if let Some(escaped) = rest.strip_prefix('\\') {
+                i += 1 + escaped.chars().next().map_or(0, char::len_utf8);
             } else if rest.starts_with(delim) {
                 self.pos = i + delim.len();
                 self.push(Tok::Str, start, self.pos);
@@ -243,7 +296,11 @@ mod tests {
     use super::*;
 
     fn kinds(src: &str) -> Vec<Tok> {
-        lex(src).expect("lexes").into_iter().map(|t| t.tok).collect()
+        lex(src)
+            .expect("lexes")
+            .into_iter()
+            .map(|t| t.tok)
+            .collect()
     }
 
     #[test]
@@ -254,18 +311,54 @@ mod tests {
         assert_eq!(
             toks,
             vec![
-                n("def"), n("f"), Op("("), n("x"), Op(")"), Op(":"), Newline, Indent, n("a"), Op("="), n("x"), Op("**"), Int(2), Newline,
-                n("return"), Op("("), n("a"), Op("+"), Float(1500.0), Op(")"), Newline, Dedent, Eof
+                n("def"),
+                n("f"),
+                Op("("),
+                n("x"),
+                Op(")"),
+                Op(":"),
+                Newline,
+                Indent,
+                n("a"),
+                Op("="),
+                n("x"),
+                Op("**"),
+                Int(2),
+                Newline,
+                n("return"),
+                Op("("),
+                n("a"),
+                Op("+"),
+                Float(1500.0),
+                Op(")"),
+                Newline,
+                Dedent,
+                Eof
             ]
         );
     }
 
     #[test]
     fn bad_tokens_are_located() {
-        assert_eq!(lex("a = $").unwrap_err().to_string(), "1:5: unexpected character `$`");
-        assert_eq!(lex("x = 'abc").unwrap_err().to_string(), "1:5: unterminated string");
-        assert_eq!(lex("1.2.3").unwrap_err().to_string(), "1:1: invalid number literal `1.2.3`");
-        assert_eq!(lex("12abc").unwrap_err().to_string(), "1:1: invalid number literal `12a`");
-        assert_eq!(lex("if x:\n    a\n  b\n").unwrap_err().to_string(), "3:3: unindent does not match any outer indentation level");
+        assert_eq!(
+            lex("a = $").unwrap_err().to_string(),
+            "1:5: unexpected character `$`"
+        );
+        assert_eq!(
+            lex("x = 'abc").unwrap_err().to_string(),
+            "1:5: unterminated string"
+        );
+        assert_eq!(
+            lex("1.2.3").unwrap_err().to_string(),
+            "1:1: invalid number literal `1.2.3`"
+        );
+        assert_eq!(
+            lex("12abc").unwrap_err().to_string(),
+            "1:1: invalid number literal `12a`"
+        );
+        assert_eq!(
+            lex("if x:\n    a\n  b\n").unwrap_err().to_string(),
+            "3:3: unindent does not match any outer indentation level"
+        );
     }
 }

@@ -8,7 +8,9 @@
 use super::ast::{Ast, BinOp, ExprId, ExprKind, Stmt, UnOp};
 use super::funcs;
 use super::Options;
-use kiln_ir::{Builder, DType, Graph, Loc, ParseError, ParseResult, Scalar, SourceMap, TensorType, Type, Value};
+use kiln_ir::{
+    Builder, DType, Graph, Loc, ParseError, ParseResult, Scalar, SourceMap, TensorType, Type, Value,
+};
 use std::collections::HashMap;
 
 /// A lowered expression value: a graph value and whether it is a literal
@@ -81,7 +83,10 @@ impl<'a> Lower<'a> {
 
     /// The type of input `name`: the annotation's shape, else the options'.
     fn input_type(&self, name: &str, dtype: DType, annotated: Option<&kiln_ir::Shape>) -> Type {
-        let shape = annotated.or_else(|| self.opts.shapes.get(name)).unwrap_or(&self.opts.default_shape).clone();
+        let shape = annotated
+            .or_else(|| self.opts.shapes.get(name))
+            .unwrap_or(&self.opts.default_shape)
+            .clone();
         Type::Tensor(TensorType { dtype, shape })
     }
 
@@ -92,7 +97,11 @@ impl<'a> Lower<'a> {
                 None => DType::F64,
                 Some(ann) => match annotation_dtype(ann) {
                     Some(d) => d,
-                    None => return self.err(format!("unknown type annotation `{ann}`; use float, int, bool, f32 or i32")),
+                    None => {
+                        return self.err(format!(
+                            "unknown type annotation `{ann}`; use float, int, bool, f32 or i32"
+                        ))
+                    }
                 },
             };
             if self.env.contains_key(&param.name) {
@@ -101,7 +110,8 @@ impl<'a> Lower<'a> {
             let ty = self.input_type(&param.name, dtype, param.shape.as_ref());
             let v = self.b.input(&param.name, ty);
             self.b.set_source_name(v, &param.name);
-            self.env.insert(param.name.clone(), PyVal { v, weak: false });
+            self.env
+                .insert(param.name.clone(), PyVal { v, weak: false });
         }
         Ok(())
     }
@@ -111,7 +121,10 @@ impl<'a> Lower<'a> {
         let n_stmts = self.ast.body.len();
         for (stmt_idx, (stmt, span)) in self.ast.body.iter().enumerate() {
             let root = match stmt {
-                Stmt::Assign(_, e) | Stmt::AugAssign(_, _, _, e) | Stmt::Return(e) | Stmt::Expr(e) => *e,
+                Stmt::Assign(_, e)
+                | Stmt::AugAssign(_, _, _, e)
+                | Stmt::Return(e)
+                | Stmt::Expr(e) => *e,
             };
             for expr in next_expr..=root {
                 self.expr(expr)?;
@@ -149,7 +162,9 @@ impl<'a> Lower<'a> {
         let vals = match self.values[e].clone().expect("lowered") {
             Lowered::Val(v) if targets.len() == 1 => vec![v],
             Lowered::Tuple(vs) if vs.len() == targets.len() => vs,
-            Lowered::Tuple(vs) if targets.len() == 1 => return self.err(format!("cannot assign a tuple of {} to one name", vs.len())),
+            Lowered::Tuple(vs) if targets.len() == 1 => {
+                return self.err(format!("cannot assign a tuple of {} to one name", vs.len()))
+            }
             _ => return self.err(format!("cannot unpack into {} names", targets.len())),
         };
         for ((name, _), v) in targets.iter().zip(vals) {
@@ -179,7 +194,7 @@ impl<'a> Lower<'a> {
                 _ => format!("out{out_idx}"),
             };
             while used.contains(&name) {
-                name.push_str("_");
+                name.push('_');
             }
             let v = self.val(item)?;
             used.push(name.clone());
@@ -209,15 +224,25 @@ impl<'a> Lower<'a> {
 
     /// The value of an already lowered expression that must not be a tuple.
     pub fn val(&self, e: ExprId) -> ParseResult<PyVal> {
-        match self.values[e].as_ref().expect("operands are lowered before their users") {
+        match self.values[e]
+            .as_ref()
+            .expect("operands are lowered before their users")
+        {
             Lowered::Val(v) => Ok(*v),
-            Lowered::Tuple(_) => Err(ParseError::at(self.src, self.ast.exprs[e].span.start, "a tuple can only be returned or assigned")),
+            Lowered::Tuple(_) => Err(ParseError::at(
+                self.src,
+                self.ast.exprs[e].span.start,
+                "a tuple can only be returned or assigned",
+            )),
         }
     }
 
     /// A literal constant.
     pub fn literal(&mut self, c: Scalar) -> PyVal {
-        PyVal { v: self.b.constant(c), weak: true }
+        PyVal {
+            v: self.b.constant(c),
+            weak: true,
+        }
     }
 
     fn expr(&mut self, e: ExprId) -> ParseResult<()> {
@@ -232,7 +257,9 @@ impl<'a> Lower<'a> {
             ExprKind::Float(v) => Lowered::Val(self.literal(Scalar::F64(*v))),
             ExprKind::Bool(v) => Lowered::Val(self.literal(Scalar::Bool(*v))),
             ExprKind::Unary(op, a) => Lowered::Val(self.unary(*op, self.val(*a)?)?),
-            ExprKind::Binary(op, a, b) => Lowered::Val(self.binary(*op, self.val(*a)?, self.val(*b)?)?),
+            ExprKind::Binary(op, a, b) => {
+                Lowered::Val(self.binary(*op, self.val(*a)?, self.val(*b)?)?)
+            }
             ExprKind::Compare(first, rest) => Lowered::Val(self.compare_chain(*first, rest)?),
             ExprKind::IfElse(c, a, b) => {
                 let (c, a, b) = (self.val(*c)?, self.val(*a)?, self.val(*b)?);
@@ -242,14 +269,23 @@ impl<'a> Lower<'a> {
                 Lowered::Val(PyVal { v, weak: false })
             }
             ExprKind::Call(name, args) => {
-                let args = args.iter().map(|&a| self.val(a)).collect::<ParseResult<Vec<_>>>()?;
+                let args = args
+                    .iter()
+                    .map(|&a| self.val(a))
+                    .collect::<ParseResult<Vec<_>>>()?;
                 Lowered::Val(funcs::call(self, name, &args)?)
             }
-            ExprKind::Tuple(items) => Lowered::Tuple(items.iter().map(|&i| self.val(i)).collect::<ParseResult<_>>()?),
+            ExprKind::Tuple(items) => Lowered::Tuple(
+                items
+                    .iter()
+                    .map(|&i| self.val(i))
+                    .collect::<ParseResult<_>>()?,
+            ),
         };
         if let Lowered::Val(v) = &lowered {
             if self.source_map.get(v.v).is_none() {
-                self.source_map.set(v.v, Loc::of_offset(self.src, expr.span.start));
+                self.source_map
+                    .set(v.v, Loc::of_offset(self.src, expr.span.start));
             }
         }
         self.values[e] = Some(lowered);
@@ -257,7 +293,10 @@ impl<'a> Lower<'a> {
     }
 
     /// Runs a builder call, turning a type error into a located parse error.
-    pub fn typed(&mut self, f: impl FnOnce(&mut Builder) -> kiln_ir::TypeResult<Value>) -> ParseResult<Value> {
+    pub fn typed(
+        &mut self,
+        f: impl FnOnce(&mut Builder) -> kiln_ir::TypeResult<Value>,
+    ) -> ParseResult<Value> {
         f(&mut self.b).or_else(|e| self.err(e.message))
     }
 
@@ -278,16 +317,27 @@ impl<'a> Lower<'a> {
             if c.dtype().is_int() && to.is_int() && !round_trips {
                 return self.err(format!("integer literal {c} is out of range for {to}"));
             }
-            return Ok(PyVal { v: self.b.constant(converted), weak: v.weak });
+            return Ok(PyVal {
+                v: self.b.constant(converted),
+                weak: v.weak,
+            });
         }
         let cast = self.typed(|b| b.cast(v.v, to))?;
-        Ok(PyVal { v: cast, weak: v.weak })
+        Ok(PyVal {
+            v: cast,
+            weak: v.weak,
+        })
     }
 
     /// Converts two operands to their common dtype (NEP 50 promotion: a literal
     /// does not widen a value of its own category or a higher one). With
     /// `arith`, bools become `i64` (`True + True == 2`).
-    pub fn promote(&mut self, a: PyVal, b: PyVal, arith: bool) -> ParseResult<(PyVal, PyVal, DType)> {
+    pub fn promote(
+        &mut self,
+        a: PyVal,
+        b: PyVal,
+        arith: bool,
+    ) -> ParseResult<(PyVal, PyVal, DType)> {
         let (da, db) = (self.dtype(a), self.dtype(b));
         let mut common = match (a.weak, b.weak) {
             (true, false) if category(da) <= category(db) => db,
@@ -321,9 +371,19 @@ impl<'a> Lower<'a> {
     fn unary(&mut self, op: UnOp, a: PyVal) -> ParseResult<PyVal> {
         let weak = a.weak;
         let (ir_op, a) = match op {
-            UnOp::Pos => return if self.dtype(a) == DType::Bool { self.convert(a, DType::I64) } else { Ok(a) },
+            UnOp::Pos => {
+                return if self.dtype(a) == DType::Bool {
+                    self.convert(a, DType::I64)
+                } else {
+                    Ok(a)
+                }
+            }
             UnOp::Neg => {
-                let a = if self.dtype(a) == DType::Bool { self.convert(a, DType::I64)? } else { a };
+                let a = if self.dtype(a) == DType::Bool {
+                    self.convert(a, DType::I64)?
+                } else {
+                    a
+                };
                 (kiln_ir::UnaryOp::Neg, a)
             }
             UnOp::Not => (kiln_ir::UnaryOp::Not, self.truth(a)?),
@@ -364,8 +424,12 @@ impl<'a> Lower<'a> {
             BinOp::BitAnd if common == DType::Bool => (a, b, B::And),
             BinOp::BitOr if common == DType::Bool => (a, b, B::Or),
             BinOp::BitXor if common == DType::Bool => (a, b, B::Xor),
-            BinOp::BitAnd | BinOp::BitOr | BinOp::BitXor | BinOp::Shl | BinOp::Shr if !common.is_int() => {
-                return self.err(format!("bitwise operators take bools or ints, got {common}"));
+            BinOp::BitAnd | BinOp::BitOr | BinOp::BitXor | BinOp::Shl | BinOp::Shr
+                if !common.is_int() =>
+            {
+                return self.err(format!(
+                    "bitwise operators take bools or ints, got {common}"
+                ));
             }
             BinOp::BitAnd => (a, b, B::BAnd),
             BinOp::BitOr => (a, b, B::BOr),
@@ -378,14 +442,21 @@ impl<'a> Lower<'a> {
     }
 
     /// Lowers `first op1 x1 op2 x2 …` as `(first op1 x1) and (x1 op2 x2) …`.
-    fn compare_chain(&mut self, first: ExprId, rest: &[(kiln_ir::CmpOp, ExprId)]) -> ParseResult<PyVal> {
+    fn compare_chain(
+        &mut self,
+        first: ExprId,
+        rest: &[(kiln_ir::CmpOp, ExprId)],
+    ) -> ParseResult<PyVal> {
         let mut lhs = self.val(first)?;
         let mut result: Option<PyVal> = None;
         for &(op, rhs) in rest {
             let rhs = self.val(rhs)?;
             let weak = lhs.weak && rhs.weak;
             let (a, b, _) = self.promote(lhs, rhs, false)?;
-            let cmp = PyVal { v: self.typed(|bd| bd.compare(op, a.v, b.v))?, weak };
+            let cmp = PyVal {
+                v: self.typed(|bd| bd.compare(op, a.v, b.v))?,
+                weak,
+            };
             result = Some(match result {
                 None => cmp,
                 Some(acc) => self.binary(BinOp::And, acc, cmp)?,

@@ -22,7 +22,13 @@ struct Parser<'a> {
 
 /// Parses a program of the Python subset.
 pub fn parse(src: &str) -> ParseResult<Ast> {
-    let mut p = Parser { src, toks: lex(src)?, pos: 0, depth: 0, ast: Ast::default() };
+    let mut p = Parser {
+        src,
+        toks: lex(src)?,
+        pos: 0,
+        depth: 0,
+        ast: Ast::default(),
+    };
     p.program()?;
     Ok(p.ast)
 }
@@ -58,7 +64,13 @@ impl Parser<'_> {
             Tok::Int(_) | Tok::Float(_) => "a number".to_string(),
             Tok::Str => "a string".to_string(),
             Tok::Op(o) => format!("`{o}`"),
-            Tok::Newline if self.toks[self.pos + 1..].iter().all(|t| matches!(t.tok, Tok::Dedent | Tok::Eof)) => "end of input".to_string(),
+            Tok::Newline
+                if self.toks[self.pos + 1..]
+                    .iter()
+                    .all(|t| matches!(t.tok, Tok::Dedent | Tok::Eof)) =>
+            {
+                "end of input".to_string()
+            }
             Tok::Newline => "end of line".to_string(),
             Tok::Indent => "an indented block".to_string(),
             Tok::Dedent => "the end of a block".to_string(),
@@ -103,14 +115,23 @@ impl Parser<'_> {
         match self.tok().clone() {
             Tok::Name(n) if !is_keyword(&n) => {
                 let t = self.bump();
-                Ok((n, Span { start: t.start, end: t.end }))
+                Ok((
+                    n,
+                    Span {
+                        start: t.start,
+                        end: t.end,
+                    },
+                ))
             }
             _ => self.err(format!("expected {what}, found {}", self.describe())),
         }
     }
 
     fn push(&mut self, kind: ExprKind, start: usize) -> ExprId {
-        let span = Span { start, end: self.prev_end().max(start) };
+        let span = Span {
+            start,
+            end: self.prev_end().max(start),
+        };
         self.ast.exprs.push(Expr { kind, span });
         self.ast.exprs.len() - 1
     }
@@ -118,7 +139,9 @@ impl Parser<'_> {
     fn enter(&mut self) -> ParseResult<()> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
-            return self.err(format!("expression nested too deeply (more than {MAX_DEPTH} levels)"));
+            return self.err(format!(
+                "expression nested too deeply (more than {MAX_DEPTH} levels)"
+            ));
         }
         Ok(())
     }
@@ -148,11 +171,15 @@ impl Parser<'_> {
                 Tok::Name(n) if n == "import" || n == "from" => self.import()?,
                 Tok::Name(n) if n == "def" => {
                     if self.ast.name.is_some() || !self.ast.body.is_empty() {
-                        return self.err("expected one function, or statements without a function, not both");
+                        return self.err(
+                            "expected one function, or statements without a function, not both",
+                        );
                     }
                     self.def()?;
                 }
-                _ if self.ast.name.is_some() => return self.err("expected nothing after the function"),
+                _ if self.ast.name.is_some() => {
+                    return self.err("expected nothing after the function")
+                }
                 _ => self.statement()?,
             }
         }
@@ -183,7 +210,12 @@ impl Parser<'_> {
             if self.eat_op("=") {
                 return self.err("default parameter values are not supported");
             }
-            self.ast.params.push(Param { name: pname, annotation, shape, span });
+            self.ast.params.push(Param {
+                name: pname,
+                annotation,
+                shape,
+                span,
+            });
             if !self.eat_op(",") {
                 break;
             }
@@ -231,9 +263,18 @@ impl Parser<'_> {
         let mut shape = Vec::new();
         loop {
             match self.tok().clone() {
-                Tok::Int(v) => shape.push(kiln_ir::Dim::Fixed(u64::try_from(v).map_err(|_| ParseError::at(self.src, self.start(), "dimension too large"))?)),
+                Tok::Int(v) => {
+                    shape.push(kiln_ir::Dim::Fixed(u64::try_from(v).map_err(|_| {
+                        ParseError::at(self.src, self.start(), "dimension too large")
+                    })?))
+                }
                 Tok::Name(n) if !is_keyword(&n) => shape.push(kiln_ir::Dim::Sym(n)),
-                _ => return self.err(format!("expected a dimension (a name or an integer), found {}", self.describe())),
+                _ => {
+                    return self.err(format!(
+                        "expected a dimension (a name or an integer), found {}",
+                        self.describe()
+                    ))
+                }
             }
             self.bump();
             if !self.eat_op(",") {
@@ -249,7 +290,9 @@ impl Parser<'_> {
         let stmt = if self.is_kw("return") {
             self.bump();
             Stmt::Return(self.expr_or_tuple()?)
-        } else if let (Tok::Name(_), Some(Tok::Op(op))) = (self.tok(), self.toks.get(self.pos + 1).map(|t| &t.tok)) {
+        } else if let (Tok::Name(_), Some(Tok::Op(op))) =
+            (self.tok(), self.toks.get(self.pos + 1).map(|t| &t.tok))
+        {
             match BinOp::from_augmented(op) {
                 Some(bin) => {
                     let (target, span) = self.name("a variable")?;
@@ -278,13 +321,27 @@ impl Parser<'_> {
         let targets = match &self.ast.exprs[value].kind {
             ExprKind::Name(_) => vec![value],
             ExprKind::Tuple(items) => items.clone(),
-            _ => return Err(ParseError::at(self.src, self.toks[first_tok].start, "can only assign to a name or a tuple of names")),
+            _ => {
+                return Err(ParseError::at(
+                    self.src,
+                    self.toks[first_tok].start,
+                    "can only assign to a name or a tuple of names",
+                ))
+            }
         };
         let mut names = Vec::new();
         for t in targets {
             match &self.ast.exprs[t].kind {
-                ExprKind::Name(n) if !n.contains('.') => names.push((n.clone(), self.ast.exprs[t].span)),
-                _ => return Err(ParseError::at(self.src, self.ast.exprs[t].span.start, "can only assign to a name")),
+                ExprKind::Name(n) if !n.contains('.') => {
+                    names.push((n.clone(), self.ast.exprs[t].span))
+                }
+                _ => {
+                    return Err(ParseError::at(
+                        self.src,
+                        self.ast.exprs[t].span.start,
+                        "can only assign to a name",
+                    ))
+                }
             }
         }
         // The targets were parsed as expressions; they are names, not reads.
@@ -305,7 +362,10 @@ impl Parser<'_> {
         }
         let mut items = vec![first];
         while self.eat_op(",") {
-            if matches!(self.tok(), Tok::Newline | Tok::Eof | Tok::Dedent) || self.is_op("=") || self.is_op(";") {
+            if matches!(self.tok(), Tok::Newline | Tok::Eof | Tok::Dedent)
+                || self.is_op("=")
+                || self.is_op(";")
+            {
                 break;
             }
             items.push(self.expr()?);
@@ -334,7 +394,13 @@ impl Parser<'_> {
     /// Left-associative `or` (of `and`s) and `and` (of `not`s).
     fn bool_op(&mut self, kw: &str, op: BinOp) -> ParseResult<ExprId> {
         let start = self.start();
-        let operand = |p: &mut Self| if kw == "or" { p.bool_op("and", BinOp::And) } else { p.not_expr() };
+        let operand = |p: &mut Self| {
+            if kw == "or" {
+                p.bool_op("and", BinOp::And)
+            } else {
+                p.not_expr()
+            }
+        };
         let mut lhs = operand(self)?;
         while self.is_kw(kw) {
             self.bump();
@@ -368,21 +434,26 @@ impl Parser<'_> {
                 Tok::Op(">=") => CmpOp::Ge,
                 Tok::Op("==") => CmpOp::Eq,
                 Tok::Op("!=") => CmpOp::Ne,
-                Tok::Name(n) if n == "in" || n == "is" => return self.err(format!("`{n}` is not supported")),
+                Tok::Name(n) if n == "in" || n == "is" => {
+                    return self.err(format!("`{n}` is not supported"))
+                }
                 _ => break,
             };
             self.bump();
             rest.push((op, self.binary(0)?));
         }
-        Ok(if rest.is_empty() { first } else { self.push(ExprKind::Compare(first, rest), start) })
+        Ok(if rest.is_empty() {
+            first
+        } else {
+            self.push(ExprKind::Compare(first, rest), start)
+        })
     }
 
     /// Precedence climbing over `| ^ & << >> + - * / // %`.
     fn binary(&mut self, min_prec: u8) -> ParseResult<ExprId> {
         let start = self.start();
         let mut lhs = self.unary()?;
-        loop {
-            let Some((op, prec)) = self.binary_op() else { break };
+        while let Some((op, prec)) = self.binary_op() {
             if prec < min_prec {
                 break;
             }
@@ -394,7 +465,9 @@ impl Parser<'_> {
     }
 
     fn binary_op(&self) -> Option<(BinOp, u8)> {
-        let Tok::Op(sym) = self.tok() else { return None };
+        let Tok::Op(sym) = self.tok() else {
+            return None;
+        };
         let op = BinOp::from_symbol(sym)?;
         let prec = match op {
             BinOp::BitOr => 0,
@@ -418,10 +491,16 @@ impl Parser<'_> {
         };
         self.bump();
         // `-9223372036854775808` is one literal, but `-2 ** 2` is `-(2 ** 2)`.
-        let next_is_pow = matches!(self.toks.get(self.pos + 1).map(|t| &t.tok), Some(Tok::Op("**")));
+        let next_is_pow = matches!(
+            self.toks.get(self.pos + 1).map(|t| &t.tok),
+            Some(Tok::Op("**"))
+        );
         if let (UnOp::Neg, Tok::Int(v), false) = (op, self.tok().clone(), next_is_pow) {
             self.bump();
-            return Ok(self.push(ExprKind::Int(-i128::try_from(v).unwrap_or(i128::MAX)), start));
+            return Ok(self.push(
+                ExprKind::Int(-i128::try_from(v).unwrap_or(i128::MAX)),
+                start,
+            ));
         }
         self.enter()?;
         let operand = self.unary()?;
@@ -469,7 +548,9 @@ impl Parser<'_> {
         }
         let mut args = Vec::new();
         while !self.is_op(")") {
-            if let (Tok::Name(_), Some(Tok::Op("="))) = (self.tok(), self.toks.get(self.pos + 1).map(|t| &t.tok)) {
+            if let (Tok::Name(_), Some(Tok::Op("="))) =
+                (self.tok(), self.toks.get(self.pos + 1).map(|t| &t.tok))
+            {
                 return self.err("keyword arguments are not supported");
             }
             args.push(self.expr()?);
@@ -504,7 +585,28 @@ impl Parser<'_> {
 fn is_keyword(name: &str) -> bool {
     matches!(
         name,
-        "and" | "or" | "not" | "if" | "else" | "def" | "return" | "import" | "from" | "as" | "in" | "is" | "lambda" | "for" | "while" | "None"
-            | "True" | "False" | "pass" | "class" | "elif" | "with" | "yield"
+        "and"
+            | "or"
+            | "not"
+            | "if"
+            | "else"
+            | "def"
+            | "return"
+            | "import"
+            | "from"
+            | "as"
+            | "in"
+            | "is"
+            | "lambda"
+            | "for"
+            | "while"
+            | "None"
+            | "True"
+            | "False"
+            | "pass"
+            | "class"
+            | "elif"
+            | "with"
+            | "yield"
     )
 }

@@ -7,5 +7,11 @@ use crate::graph::Graph;
 /// Removes dead nodes.
 pub fn run(graph: &Graph) -> Graph {
     let live = graph.live_mask();
-    Rewriter::run(graph, |_, value, _| if live[value] { Rewrite::Keep } else { Rewrite::Drop })
+    Rewriter::run(graph, |_, value, _| {
+        if live[value] {
+            Rewrite::Keep
+        } else {
+            Rewrite::Drop
+        }
+    })
 }

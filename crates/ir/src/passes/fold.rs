@@ -38,7 +38,11 @@ pub fn run(graph: &Graph) -> Graph {
             })
             .collect();
         match consts.and_then(|c| eval_const(&node.op, &c)) {
-            Some(Ok(c)) => Rewrite::Node(NodeData { op: Op::Const(c), args: Vec::new(), ty: Type::scalar(c.dtype()) }),
+            Some(Ok(c)) => Rewrite::Node(NodeData {
+                op: Op::Const(c),
+                args: Vec::new(),
+                ty: Type::scalar(c.dtype()),
+            }),
             _ => Rewrite::Keep,
         }
     })

@@ -17,18 +17,29 @@ use crate::op::Op;
 use crate::verify::{verify, GraphInfo, VerifyResult};
 use cranelift_entity::SecondaryMap;
 
+/// A pass: a rebuild of the graph.
+type Pass = fn(&Graph) -> Graph;
+
 /// Runs the standard pipeline: fold, simplify, fold, CSE, DCE. Takes the
 /// [`GraphInfo`] as proof the input is valid and returns the optimized graph with
 /// its own.
 pub fn optimize(graph: &Graph, _info: &GraphInfo) -> VerifyResult<(Graph, GraphInfo)> {
-    let passes: [(&str, fn(&Graph) -> Graph); 5] =
-        [("fold", fold::run), ("simplify", simplify::run), ("fold", fold::run), ("cse", cse::run), ("dce", dce::run)];
+    let passes: [(&str, Pass); 5] = [
+        ("fold", fold::run),
+        ("simplify", simplify::run),
+        ("fold", fold::run),
+        ("cse", cse::run),
+        ("dce", dce::run),
+    ];
     let mut graph = graph.clone();
     for (name, pass) in passes {
         graph = pass(&graph);
         if cfg!(debug_assertions) {
             if let Err(errors) = verify(&graph) {
-                panic!("pass `{name}` produced an invalid graph:\n{errors}\n{}", crate::text::print(&graph));
+                panic!(
+                    "pass `{name}` produced an invalid graph:\n{errors}\n{}",
+                    crate::text::print(&graph)
+                );
             }
         }
     }
@@ -83,17 +94,31 @@ impl<'a> Rewriter<'a> {
 
     /// Rebuilds `graph`, asking `decide` about each node with its arguments
     /// already mapped into the new graph. Inputs are always kept.
-    pub fn run(graph: &'a Graph, mut decide: impl FnMut(&mut Rewriter<'a>, Value, NodeData) -> Rewrite) -> Graph {
-        let mut rw = Rewriter { old: graph, out: Graph::new(&graph.name), map: SecondaryMap::with_capacity(graph.len()) };
+    pub fn run(
+        graph: &'a Graph,
+        mut decide: impl FnMut(&mut Rewriter<'a>, Value, NodeData) -> Rewrite,
+    ) -> Graph {
+        let mut rw = Rewriter {
+            old: graph,
+            out: Graph::new(&graph.name),
+            map: SecondaryMap::with_capacity(graph.len()),
+        };
         for (value, node) in graph.nodes() {
             let new = if let Op::Input { index } = node.op {
-                Some(rw.out.push_input(&graph.inputs()[index as usize].name, node.ty.clone()))
+                Some(
+                    rw.out
+                        .push_input(&graph.inputs()[index as usize].name, node.ty.clone()),
+                )
             } else {
                 // A dropped argument means this node is dead too: passes only
                 // drop nodes nothing live uses.
                 let args: Option<Vec<Value>> = node.args.iter().map(|&a| rw.map[a]).collect();
                 let Some(args) = args else { continue };
-                let mapped = NodeData { op: node.op.clone(), args, ty: node.ty.clone() };
+                let mapped = NodeData {
+                    op: node.op.clone(),
+                    args,
+                    ty: node.ty.clone(),
+                };
                 match decide(&mut rw, value, mapped.clone()) {
                     Rewrite::Keep => Some(rw.out.push_node(mapped)),
                     Rewrite::Drop => None,

@@ -34,7 +34,14 @@ pub fn run(graph: &Graph) -> Graph {
 /// constant, or any argument that may fail.
 fn node_may_fail(rw: &Rewriter<'_>, node: &NodeData, may_fail: &SecondaryMap<Value, bool>) -> bool {
     let divides_unsafely = match node.op {
-        Op::Binary(op) if op.divides() && rw.out().ty(node.args[0]).dtype().is_some_and(|d| d.is_int()) => {
+        Op::Binary(op)
+            if op.divides()
+                && rw
+                    .out()
+                    .ty(node.args[0])
+                    .dtype()
+                    .is_some_and(|d| d.is_int()) =>
+        {
             !matches!(constant(rw, node.args[1]), Some(c) if c != Scalar::zero(c.dtype()))
         }
         _ => false,
@@ -54,7 +61,11 @@ fn is_const(rw: &Rewriter<'_>, value: Value, expect: Scalar) -> bool {
 }
 
 /// The rewrite for one node, or `Keep`.
-fn simplify(rw: &mut Rewriter<'_>, node: &NodeData, may_fail: &SecondaryMap<Value, bool>) -> Rewrite {
+fn simplify(
+    rw: &mut Rewriter<'_>,
+    node: &NodeData,
+    may_fail: &SecondaryMap<Value, bool>,
+) -> Rewrite {
     // Replacing a node by one of its operands is only valid if the types agree
     // (a scalar operand cannot stand for a column result).
     let use_if_same_type = |v: Value| {
@@ -73,11 +84,15 @@ fn simplify(rw: &mut Rewriter<'_>, node: &NodeData, may_fail: &SecondaryMap<Valu
             }
         }
         (Op::Unary(op), &[a]) => match (op, &rw.node(a).op) {
-            (UnaryOp::Neg | UnaryOp::Not | UnaryOp::BNot, Op::Unary(inner)) if inner == op => use_if_same_type(rw.node(a).args[0]),
-            // abs(abs x) == abs x and abs(neg x) == abs x, also for wrapping ints.
-            (UnaryOp::Abs, Op::Unary(UnaryOp::Abs | UnaryOp::Neg)) => {
-                Rewrite::Node(NodeData { op: node.op.clone(), args: vec![rw.node(a).args[0]], ty: node.ty.clone() })
+            (UnaryOp::Neg | UnaryOp::Not | UnaryOp::BNot, Op::Unary(inner)) if inner == op => {
+                use_if_same_type(rw.node(a).args[0])
             }
+            // abs(abs x) == abs x and abs(neg x) == abs x, also for wrapping ints.
+            (UnaryOp::Abs, Op::Unary(UnaryOp::Abs | UnaryOp::Neg)) => Rewrite::Node(NodeData {
+                op: node.op.clone(),
+                args: vec![rw.node(a).args[0]],
+                ty: node.ty.clone(),
+            }),
             _ => Rewrite::Keep,
         },
         (Op::Cast(to), &[a]) if rw.out().ty(a).dtype() == Some(*to) => use_if_same_type(a),
@@ -96,7 +111,13 @@ fn simplify(rw: &mut Rewriter<'_>, node: &NodeData, may_fail: &SecondaryMap<Valu
 }
 
 /// The operand `a op b` equals for every input, if a rule applies.
-fn binary_identity(rw: &Rewriter<'_>, op: BinaryOp, a: Value, b: Value, dtype: crate::types::DType) -> Option<Value> {
+fn binary_identity(
+    rw: &Rewriter<'_>,
+    op: BinaryOp,
+    a: Value,
+    b: Value,
+    dtype: crate::types::DType,
+) -> Option<Value> {
     let zero = Scalar::zero(dtype);
     let one = Scalar::one(dtype);
     let is = |v, s| is_const(rw, v, s);
@@ -138,14 +159,30 @@ fn binary_identity(rw: &Rewriter<'_>, op: BinaryOp, a: Value, b: Value, dtype: c
 /// number: then both are exact and give the same result for every `x`.
 fn reciprocal(rw: &mut Rewriter<'_>, op: BinaryOp, a: Value, b: Value, node: &NodeData) -> Rewrite {
     let recip = match (op, constant(rw, b)) {
-        (BinaryOp::Div, Some(Scalar::F64(c))) if c.abs().to_bits() & ((1 << 52) - 1) == 0 && c.is_normal() && (1.0 / c).is_normal() => {
+        (BinaryOp::Div, Some(Scalar::F64(c)))
+            if c.abs().to_bits() & ((1 << 52) - 1) == 0
+                && c.is_normal()
+                && (1.0 / c).is_normal() =>
+        {
             Scalar::F64(1.0 / c)
         }
-        (BinaryOp::Div, Some(Scalar::F32(c))) if c.abs().to_bits() & ((1 << 23) - 1) == 0 && c.is_normal() && (1.0 / c).is_normal() => {
+        (BinaryOp::Div, Some(Scalar::F32(c)))
+            if c.abs().to_bits() & ((1 << 23) - 1) == 0
+                && c.is_normal()
+                && (1.0 / c).is_normal() =>
+        {
             Scalar::F32(1.0 / c)
         }
         _ => return Rewrite::Keep,
     };
-    let recip = rw.push(NodeData { op: Op::Const(recip), args: Vec::new(), ty: crate::types::Type::scalar(recip.dtype()) });
-    Rewrite::Node(NodeData { op: Op::Binary(BinaryOp::Mul), args: vec![a, recip], ty: node.ty.clone() })
+    let recip = rw.push(NodeData {
+        op: Op::Const(recip),
+        args: Vec::new(),
+        ty: crate::types::Type::scalar(recip.dtype()),
+    });
+    Rewrite::Node(NodeData {
+        op: Op::Binary(BinaryOp::Mul),
+        args: vec![a, recip],
+        ty: node.ty.clone(),
+    })
 }

@@ -61,7 +61,11 @@ fn lex_line<'a>(src: &'a str, start: usize, text: &'a str) -> ParseResult<Vec<(u
 }
 
 /// Reads the rest of a double-quoted string with Rust's escapes.
-fn lex_string(src: &str, at: usize, chars: &mut impl Iterator<Item = (usize, char)>) -> ParseResult<String> {
+fn lex_string(
+    src: &str,
+    at: usize,
+    chars: &mut impl Iterator<Item = (usize, char)>,
+) -> ParseResult<String> {
     let mut out = String::new();
     loop {
         match chars.next() {
@@ -84,7 +88,11 @@ fn lex_string(src: &str, at: usize, chars: &mut impl Iterator<Item = (usize, cha
     }
 }
 
-fn lex_unicode_escape(src: &str, at: usize, chars: &mut impl Iterator<Item = (usize, char)>) -> ParseResult<char> {
+fn lex_unicode_escape(
+    src: &str,
+    at: usize,
+    chars: &mut impl Iterator<Item = (usize, char)>,
+) -> ParseResult<char> {
     let bad = || ParseError::at(src, at, "bad \\u{…} escape in string");
     if chars.next().map(|(_, c)| c) != Some('{') {
         return Err(bad());
@@ -92,7 +100,10 @@ fn lex_unicode_escape(src: &str, at: usize, chars: &mut impl Iterator<Item = (us
     let mut hex = String::new();
     for (_, c) in chars.by_ref() {
         if c == '}' {
-            return u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32).ok_or_else(bad);
+            return u32::from_str_radix(&hex, 16)
+                .ok()
+                .and_then(char::from_u32)
+                .ok_or_else(bad);
         }
         if hex.len() >= 6 {
             break;
@@ -108,7 +119,11 @@ impl<'a> Line<'a> {
     }
 
     fn next(&mut self, what: &str) -> ParseResult<(usize, Tok<'a>)> {
-        let tok = self.toks.get(self.pos).cloned().ok_or_else(|| self.err(self.end, format!("expected {what}, found end of line")))?;
+        let tok = self
+            .toks
+            .get(self.pos)
+            .cloned()
+            .ok_or_else(|| self.err(self.end, format!("expected {what}, found end of line")))?;
         self.pos += 1;
         Ok(tok)
     }
@@ -156,7 +171,10 @@ impl<'a> Line<'a> {
         if self.eat_punct('[') {
             loop {
                 let (dim_at, dim) = self.word("a dimension (an integer or a name)")?;
-                dims.push(parse_dim(dim).ok_or_else(|| self.err(dim_at, format!("`{dim}` is not a dimension")))?);
+                dims.push(
+                    parse_dim(dim)
+                        .ok_or_else(|| self.err(dim_at, format!("`{dim}` is not a dimension")))?,
+                );
                 if !self.eat_punct(',') {
                     break;
                 }
@@ -169,7 +187,8 @@ impl<'a> Line<'a> {
                 Err(_) => Err(self.err(at, "a selection type has exactly one dimension: `sel[n]`")),
             };
         }
-        let dtype = DType::from_name(name).ok_or_else(|| self.err(at, format!("unknown type `{name}`")))?;
+        let dtype =
+            DType::from_name(name).ok_or_else(|| self.err(at, format!("unknown type `{name}`")))?;
         Ok(Type::Tensor(TensorType { dtype, shape: dims }))
     }
 }
@@ -179,13 +198,17 @@ fn parse_dim(text: &str) -> Option<Dim> {
         return text.parse().ok().map(Dim::Fixed);
     }
     let mut chars = text.chars();
-    let first_ok = chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
-    (first_ok && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')).then(|| Dim::Sym(text.to_string()))
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    (first_ok && chars.all(|c| c.is_ascii_alphanumeric() || c == '_'))
+        .then(|| Dim::Sym(text.to_string()))
 }
 
 fn parse_value_name(text: &str) -> Option<u32> {
     let digits = text.strip_prefix('v')?;
-    (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())).then(|| digits.parse().ok())?
+    (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| digits.parse().ok())?
 }
 
 /// An op mnemonic other than `input`, `const` and `cast`, which need more than
@@ -214,8 +237,12 @@ struct Parser<'a> {
 impl<'a> Parser<'a> {
     fn value_ref(&self, line: &mut Line<'a>) -> ParseResult<Value> {
         let (at, word) = line.word("a value such as `v0`")?;
-        let number = parse_value_name(word).ok_or_else(|| line.err(at, format!("`{word}` is not a value name such as `v0`")))?;
-        self.values.get(&number).copied().ok_or_else(|| line.err(at, format!("`{word}` is used before it is defined")))
+        let number = parse_value_name(word)
+            .ok_or_else(|| line.err(at, format!("`{word}` is not a value name such as `v0`")))?;
+        self.values
+            .get(&number)
+            .copied()
+            .ok_or_else(|| line.err(at, format!("`{word}` is used before it is defined")))
     }
 
     fn item(&mut self, line: &mut Line<'a>) -> ParseResult<()> {
@@ -231,12 +258,18 @@ impl<'a> Parser<'a> {
                 self.graph.push_output(&name, value);
             }
             _ => {
-                let number = parse_value_name(word).ok_or_else(|| line.err(at, format!("expected `graph`, `output` or a value definition, found `{word}`")))?;
+                let number = parse_value_name(word).ok_or_else(|| {
+                    line.err(
+                        at,
+                        format!("expected `graph`, `output` or a value definition, found `{word}`"),
+                    )
+                })?;
                 if self.values.contains_key(&number) {
                     return Err(line.err(at, format!("`{word}` is defined twice")));
                 }
                 let value = self.node(line)?;
-                self.source_map.set(value, crate::diag::Loc::of_offset(self.src, at));
+                self.source_map
+                    .set(value, crate::diag::Loc::of_offset(self.src, at));
                 self.values.insert(number, value);
                 self.seen_node = true;
             }
@@ -261,14 +294,24 @@ impl<'a> Parser<'a> {
             }
             "const" => {
                 let (lit_at, lit) = line.word("a literal")?;
-                let dtype = ty.dtype().ok_or_else(|| line.err(op_at, "a constant cannot be a selection"))?;
+                let dtype = ty
+                    .dtype()
+                    .ok_or_else(|| line.err(op_at, "a constant cannot be a selection"))?;
                 let c = parse_scalar(lit, dtype).map_err(|e| line.err(lit_at, e.to_string()))?;
-                self.graph.push_node(NodeData { op: Op::Const(c), args: Vec::new(), ty })
+                self.graph.push_node(NodeData {
+                    op: Op::Const(c),
+                    args: Vec::new(),
+                    ty,
+                })
             }
             _ => {
                 let op = match mnemonic {
-                    "cast" => Op::Cast(ty.dtype().ok_or_else(|| line.err(op_at, "cannot cast to a selection"))?),
-                    _ => op_from_mnemonic(mnemonic).ok_or_else(|| line.err(op_at, format!("unknown op `{mnemonic}`")))?,
+                    "cast" => Op::Cast(
+                        ty.dtype()
+                            .ok_or_else(|| line.err(op_at, "cannot cast to a selection"))?,
+                    ),
+                    _ => op_from_mnemonic(mnemonic)
+                        .ok_or_else(|| line.err(op_at, format!("unknown op `{mnemonic}`")))?,
                 };
                 let mut args = Vec::with_capacity(op.arity());
                 for arg_idx in 0..op.arity() {
@@ -294,13 +337,24 @@ pub fn parse(src: &str) -> ParseResult<Graph> {
 
 /// Parses a graph and the location of each node's definition.
 pub fn parse_with_source_map(src: &str) -> ParseResult<(Graph, SourceMap)> {
-    let mut parser = Parser { src, graph: Graph::default(), source_map: SourceMap::default(), values: HashMap::new(), seen_node: false };
+    let mut parser = Parser {
+        src,
+        graph: Graph::default(),
+        source_map: SourceMap::default(),
+        values: HashMap::new(),
+        seen_node: false,
+    };
     let mut start = 0;
     for text in src.split_inclusive('\n') {
         let toks = lex_line(src, start, text)?;
         let end = start + text.trim_end_matches(['\n', '\r']).len();
         if !toks.is_empty() {
-            let mut line = Line { src, toks, pos: 0, end };
+            let mut line = Line {
+                src,
+                toks,
+                pos: 0,
+                end,
+            };
             parser.item(&mut line)?;
         }
         start += text.len();
@@ -342,17 +396,44 @@ mod tests {
 
     #[test]
     fn errors_are_located() {
-        check_err("v0: f64 = input \"x\"\nv1: f64 = add v0, v2\n", "2:19: `v2` is used before it is defined");
+        check_err(
+            "v0: f64 = input \"x\"\nv1: f64 = add v0, v2\n",
+            "2:19: `v2` is used before it is defined",
+        );
         check_err("v0: f65 = input \"x\"", "1:5: unknown type `f65`");
         check_err("v0: f64 = frobnicate v0", "1:11: unknown op `frobnicate`");
-        check_err("v0: f64 = const 1.5.5", "1:17: `1.5.5` is not a valid f64 literal");
+        check_err(
+            "v0: f64 = const 1.5.5",
+            "1:17: `1.5.5` is not a valid f64 literal",
+        );
         check_err("v0: f64 = input \"x", "1:17: unterminated string");
-        check_err("v0: f64 = input \"x\"\nv0: f64 = neg v0", "2:1: `v0` is defined twice");
-        check_err("v0: f64 = input \"x\"\nv1: f64 = add v0", "2:17: expected `,`, found end of line");
-        check_err("v0: f64 = input \"x\" junk", "1:21: unexpected text after the end of the line's item");
-        check_err("v0: sel[n, m] = input \"x\"", "1:5: a selection type has exactly one dimension: `sel[n]`");
-        check_err("hello", "1:1: expected `graph`, `output` or a value definition, found `hello`");
-        check_err("v0: i32 = const 99999999999", "1:17: `99999999999` is not a valid i32 literal");
-        check_err("\u{1F600}", "1:1: expected `graph`, `output` or a value definition, found `\u{1F600}`");
+        check_err(
+            "v0: f64 = input \"x\"\nv0: f64 = neg v0",
+            "2:1: `v0` is defined twice",
+        );
+        check_err(
+            "v0: f64 = input \"x\"\nv1: f64 = add v0",
+            "2:17: expected `,`, found end of line",
+        );
+        check_err(
+            "v0: f64 = input \"x\" junk",
+            "1:21: unexpected text after the end of the line's item",
+        );
+        check_err(
+            "v0: sel[n, m] = input \"x\"",
+            "1:5: a selection type has exactly one dimension: `sel[n]`",
+        );
+        check_err(
+            "hello",
+            "1:1: expected `graph`, `output` or a value definition, found `hello`",
+        );
+        check_err(
+            "v0: i32 = const 99999999999",
+            "1:17: `99999999999` is not a valid i32 literal",
+        );
+        check_err(
+            "\u{1F600}",
+            "1:1: expected `graph`, `output` or a value definition, found `\u{1F600}`",
+        );
     }
 }

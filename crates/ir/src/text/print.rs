@@ -19,7 +19,10 @@ pub fn print(graph: &Graph) -> String {
         write!(out, ": {} = {}", node.ty, node.op.mnemonic()).expect("writing to a String");
         match &node.op {
             Op::Input { index } => {
-                let name = graph.inputs().get(*index as usize).map_or("?", |i| i.name.as_str());
+                let name = graph
+                    .inputs()
+                    .get(*index as usize)
+                    .map_or("?", |i| i.name.as_str());
                 write!(out, " {}", quote(name)).expect("writing to a String");
             }
             Op::Const(c) => write!(out, " {c}").expect("writing to a String"),
@@ -33,7 +36,8 @@ pub fn print(graph: &Graph) -> String {
         out.push('\n');
     }
     for output in graph.outputs() {
-        writeln!(out, "output {} = {}", quote(&output.name), output.value).expect("writing to a String");
+        writeln!(out, "output {} = {}", quote(&output.name), output.value)
+            .expect("writing to a String");
     }
     out
 }
