@@ -1,0 +1,23 @@
+# kiln's everyday commands. `just` is optional: each recipe is one cargo
+# command you can paste. Install it with `cargo install just` if you like.
+
+# Run every test (the README's test command, and what CI runs).
+test:
+    cargo test --workspace --locked
+
+# Run the main job on a bundled example: a pandas-style query over a CSV column.
+example:
+    cargo run --locked --bin kiln -- eval docs/examples/query.py --csv docs/examples/x.csv
+
+# Formatting and lints, as CI checks them.
+lint:
+    cargo fmt --all --check
+    cargo clippy --workspace --all-targets --locked -- -D warnings
+
+# Rewrite the expected optimized graphs in tests/filetests/opt/ (review the diff!).
+bless:
+    KILN_BLESS=1 cargo test --locked -p kiln-tests --test filetests
+
+# Everything CI does.
+ci:
+    bash .ci/run
