@@ -185,6 +185,10 @@ impl<'a> Lower<'a> {
             ExprKind::Tuple(items) => items.clone(),
             _ => vec![e],
         };
+        if items.is_empty() {
+            self.at = self.ast.exprs[e].span.start;
+            return self.err("an empty tuple has nothing to return");
+        }
         let single = items.len() == 1;
         let mut used: Vec<String> = Vec::new();
         for (out_idx, item) in items.into_iter().enumerate() {
