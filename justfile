@@ -22,10 +22,10 @@ bless:
 ci:
     bash .ci/run
 
-# Fuzz one target (parse_py, parse_kiln) for SECONDS with cargo-fuzz on nightly.
-# Without nightly: `cargo build --release --manifest-path fuzz/Cargo.toml` builds
-# uninstrumented libFuzzer binaries that replay inputs:
-# `fuzz/target/release/parse_py fuzz/seeds/parse_py`.
+# Fuzz one target (parse_py, parse_kiln) for SECONDS with cargo-fuzz on nightly,
+# seeded with the filetests and examples. Without nightly:
+# `cargo build --release --manifest-path fuzz/Cargo.toml` builds uninstrumented
+# libFuzzer binaries that replay inputs: `fuzz/target/release/parse_py -runs=0 DIR`.
 fuzz TARGET SECONDS="60":
     mkdir -p fuzz/corpus/{{TARGET}}
-    cd fuzz && cargo +nightly fuzz run {{TARGET}} corpus/{{TARGET}} seeds/{{TARGET}} -- -max_total_time={{SECONDS}} -max_len=4096
+    cd fuzz && cargo +nightly fuzz run {{TARGET}} corpus/{{TARGET}} ../tests/filetests ../docs/examples -- -max_total_time={{SECONDS}} -max_len=4096
