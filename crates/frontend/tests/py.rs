@@ -271,8 +271,14 @@ fn bad_input_is_located() {
     assert_eq!(err("\u{0}"), "error: 1:1: unexpected character `\u{0}`");
     assert_eq!(err(""), "error: 1:1: expected an expression to compute");
     // Found by fuzz/parse_py: an empty tuple made a graph without outputs.
-    assert_eq!(err("(\n)\n"), "error: 1:1: an empty tuple has nothing to return");
-    assert_eq!(err("def f(x): return ()"), "error: 1:18: an empty tuple has nothing to return");
+    assert_eq!(
+        err("(\n)\n"),
+        "error: 1:1: an empty tuple has nothing to return"
+    );
+    assert_eq!(
+        err("def f(x): return ()"),
+        "error: 1:18: an empty tuple has nothing to return"
+    );
     assert_eq!(
         err("sum(1.0)"),
         "error: 1:1: `sum` takes a column (one dimension), got f64"

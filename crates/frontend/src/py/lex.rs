@@ -223,10 +223,17 @@ impl Lexer<'_> {
         }
         let text = self.src[start..self.pos].replace('_', "");
         let bad = || format!("invalid number literal `{}`", &self.src[start..self.pos]);
-        if let Some(c) = self.src[self.pos..].chars().next().filter(|c| c.is_alphanumeric()) {
+        if let Some(c) = self.src[self.pos..]
+            .chars()
+            .next()
+            .filter(|c| c.is_alphanumeric())
+        {
             // Quote through the offending character, which may be several bytes.
             let end = self.pos + c.len_utf8();
-            return self.err(start, format!("invalid number literal `{}`", &self.src[start..end]));
+            return self.err(
+                start,
+                format!("invalid number literal `{}`", &self.src[start..end]),
+            );
         }
         let tok = if is_float {
             Tok::Float(
