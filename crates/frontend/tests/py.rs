@@ -150,6 +150,17 @@ fn literals_are_weak() {
         .map(|o| graph.ty(o.value).to_string())
         .collect();
     assert_eq!(types, ["f32", "i32", "f64"]);
+    let (graph, _) = py::parse(
+        "def h(k: i32, p: bool): return floor(k), round(p)",
+        &Options::default(),
+    )
+    .unwrap();
+    let types: Vec<String> = graph
+        .outputs()
+        .iter()
+        .map(|o| graph.ty(o.value).to_string())
+        .collect();
+    assert_eq!(types, ["i32", "i64"]);
 }
 
 #[test]

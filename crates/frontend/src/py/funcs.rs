@@ -148,10 +148,11 @@ pub fn call(lw: &mut Lower<'_>, name: &str, args: &[PyVal]) -> ParseResult<PyVal
     }
     if let Some(op) = rounding(base) {
         arity(lw, name, args, 1)?;
-        // Rounding an integer is the integer itself (NumPy); bools count as ints.
+        // Rounding an integer is the integer itself (NumPy); a bool becomes i64.
         return match lw.dtype(args[0]) {
             d if d.is_float() => apply_unary(lw, op, args[0]),
-            _ => lw.convert(args[0], DType::I64.max(lw.dtype(args[0]))),
+            DType::Bool => lw.convert(args[0], DType::I64),
+            _ => Ok(args[0]),
         };
     }
     if let Some((op, float)) = binary_fn(base) {
