@@ -116,7 +116,7 @@ impl Graph {
     }
 
     /// All nodes in order.
-    pub fn nodes(&self) -> impl ExactSizeIterator<Item = (Value, &NodeData)> {
+    pub fn nodes(&self) -> impl DoubleEndedIterator<Item = (Value, &NodeData)> + ExactSizeIterator {
         self.nodes.iter()
     }
 

@@ -1,0 +1,355 @@
+//! Lowering a verified graph to a [`Kernel`].
+//!
+//! Nodes get a *level*: inputs and constants 0; an elementwise node the highest
+//! level of its arguments; a reduction one more than its column (its result
+//! exists only after the loop). Then, level by level: the scalar nodes of the
+//! level (hoisted out of every loop), and one loop per extent that computes all
+//! the level's column work in one pass over the rows (column outputs, reduction
+//! accumulators, filters). A column needed by a later level's loop is recomputed
+//! in that loop rather than stored: no intermediate columns, no scratch memory.
+//!
+//! Every walk over the graph is a loop over the arena, never recursion.
+
+use super::{Expr, Extent, Kernel, Param, ParamIdx, Reg, Stmt, Var};
+use crate::entities::Value;
+use crate::graph::Graph;
+use crate::op::{BinaryOp, Op, ReduceOp};
+use crate::scalar::Scalar;
+use crate::semantics::reduce_identity;
+use crate::types::{DType, Dim, Type};
+use crate::verify::GraphInfo;
+use cranelift_entity::SecondaryMap;
+
+/// Why a graph cannot be lowered.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LowerError {
+    /// The graph uses something lowering does not handle yet.
+    #[error("lowering does not support {0} yet")]
+    Unsupported(String),
+}
+
+struct Lowerer<'a> {
+    graph: &'a Graph,
+    info: &'a GraphInfo,
+    kernel: Kernel,
+    /// Scalar values already computed, valid for the rest of the kernel.
+    scalars: SecondaryMap<Value, Option<Reg>>,
+    input_params: Vec<ParamIdx>,
+    output_params: Vec<ParamIdx>,
+}
+
+/// The extent of a column type, if it is one.
+fn column_dim(ty: &Type) -> Option<&Dim> {
+    match ty {
+        Type::Tensor(t) if t.shape.len() == 1 => t.shape.first(),
+        Type::Selection(d) => Some(d),
+        _ => None,
+    }
+}
+
+/// Lowers a verified (normally optimized) graph.
+pub fn lower(graph: &Graph, info: &GraphInfo) -> Result<Kernel, LowerError> {
+    for (value, node) in graph.nodes() {
+        if let Type::Tensor(t) = &node.ty {
+            if t.shape.len() > 1 && info.is_live(value) {
+                return Err(LowerError::Unsupported(format!("tensors of rank {} ({value}: {})", t.shape.len(), node.ty)));
+            }
+        }
+    }
+    let mut lw = Lowerer {
+        graph,
+        info,
+        kernel: Kernel {
+            name: graph.name.clone(),
+            params: Vec::new(),
+            regs: Vec::new(),
+            vars: Vec::new(),
+            body: Vec::new(),
+            checks: Vec::new(),
+            direct: false,
+            reg_names: Vec::new(),
+        },
+        scalars: SecondaryMap::new(),
+        input_params: Vec::new(),
+        output_params: Vec::new(),
+    };
+    lw.params();
+    let levels = lw.levels();
+    let max_level = levels.values().copied().max().unwrap_or(0);
+    let mut body = Vec::new();
+    for level in 0..=max_level {
+        lw.scalar_block(&levels, level, &mut body);
+        lw.loops(&levels, level, &mut body);
+    }
+    for (out_idx, output) in graph.outputs().iter().enumerate() {
+        if graph.ty(output.value).as_tensor().is_some_and(|t| t.is_scalar()) {
+            let reg = lw.scalars[output.value].expect("scalar outputs are computed by the end");
+            body.push(Stmt::Store(lw.output_params[out_idx], None, reg));
+        }
+    }
+    lw.kernel.body = body;
+    let all_scalar = lw.kernel.params.iter().all(|p| matches!(p, Param::ScalarIn { .. } | Param::ScalarOut { .. }));
+    lw.kernel.direct = all_scalar && lw.kernel.checks.is_empty() && !graph.outputs().is_empty();
+    Ok(lw.kernel)
+}
+
+impl Lowerer<'_> {
+    fn param(&mut self, p: Param) -> ParamIdx {
+        self.kernel.params.push(p);
+        (self.kernel.params.len() - 1) as ParamIdx
+    }
+
+    fn params(&mut self) {
+        for input in self.graph.inputs() {
+            let t = self.graph.ty(input.value).as_tensor().expect("verified inputs are tensors");
+            let (name, dtype) = (input.name.clone(), t.dtype);
+            let idx = self.param(if t.is_scalar() { Param::ScalarIn { name, dtype } } else { Param::ColumnIn { name, dtype } });
+            self.input_params.push(idx);
+        }
+        for dim in self.info.symbols() {
+            self.param(Param::Extent { dim: dim.clone() });
+        }
+        for output in self.graph.outputs() {
+            let name = output.name.clone();
+            let idx = match self.graph.ty(output.value) {
+                Type::Tensor(t) if t.is_scalar() => self.param(Param::ScalarOut { name, dtype: t.dtype }),
+                Type::Tensor(t) => self.param(Param::ColumnOut { name, dtype: t.dtype }),
+                Type::Selection(_) => {
+                    let idx = self.param(Param::SelectionOut { name: name.clone() });
+                    self.param(Param::SelectionCount { name });
+                    idx
+                }
+            };
+            self.output_params.push(idx);
+        }
+    }
+
+    fn extent(&self, dim: &Dim) -> Extent {
+        match dim {
+            Dim::Fixed(n) => Extent::Fixed(*n),
+            Dim::Sym(s) => {
+                let idx = self.kernel.params.iter().position(|p| matches!(p, Param::Extent { dim } if dim == s));
+                Extent::Param(idx.expect("verified: every symbol is an input's") as ParamIdx)
+            }
+        }
+    }
+
+    fn levels(&self) -> SecondaryMap<Value, u32> {
+        let mut levels: SecondaryMap<Value, u32> = SecondaryMap::with_capacity(self.graph.len());
+        for (value, node) in self.graph.nodes() {
+            let args = node.args.iter().map(|&a| levels[a]).max().unwrap_or(0);
+            levels[value] = if matches!(node.op, Op::Reduce(_)) { args + 1 } else { args };
+        }
+        levels
+    }
+
+    fn new_reg(&mut self, dtype: DType, name: Option<&str>) -> Reg {
+        self.kernel.regs.push(dtype);
+        self.kernel.reg_names.push(name.map(str::to_string));
+        Reg((self.kernel.regs.len() - 1) as u32)
+    }
+
+    fn new_var(&mut self, init: Scalar) -> Var {
+        self.kernel.vars.push(init);
+        Var((self.kernel.vars.len() - 1) as u32)
+    }
+
+    fn emit(&mut self, out: &mut Vec<Stmt>, dtype: DType, expr: Expr, name: Option<&str>) -> Reg {
+        let reg = self.new_reg(dtype, name);
+        out.push(Stmt::Let(reg, expr));
+        reg
+    }
+
+    /// Emits one elementwise node given its arguments' registers.
+    fn node(&mut self, out: &mut Vec<Stmt>, value: Value, args: &[Reg], row: Option<Reg>) -> Reg {
+        let node = self.graph.node(value);
+        let dtype = node.ty.dtype().expect("elementwise results are tensors");
+        let name = self.graph.source_name(value);
+        let expr = match &node.op {
+            Op::Input { index } => {
+                let param = self.input_params[*index as usize];
+                match row {
+                    Some(r) if matches!(self.kernel.params[param as usize], Param::ColumnIn { .. }) => Expr::Load(param, r),
+                    _ => Expr::Input(param),
+                }
+            }
+            Op::Const(c) => Expr::Const(*c),
+            Op::Unary(op) => Expr::Unary(*op, args[0]),
+            Op::Binary(op) => {
+                if op.divides() && dtype.is_int() {
+                    self.kernel.checks.push(value);
+                    out.push(Stmt::CheckNonZero(args[1], (self.kernel.checks.len() - 1) as u32));
+                }
+                Expr::Binary(*op, args[0], args[1])
+            }
+            Op::Compare(op) => Expr::Compare(*op, args[0], args[1]),
+            Op::Select => Expr::Select(args[0], args[1], args[2]),
+            Op::Cast(to) => Expr::Cast(*to, args[0]),
+            Op::Reduce(_) | Op::Filter => unreachable!("reductions and filters are lowered by their loop"),
+        };
+        self.emit(out, dtype, expr, name)
+    }
+
+    fn is_scalar(&self, value: Value) -> bool {
+        self.graph.ty(value).as_tensor().is_some_and(|t| t.is_scalar())
+    }
+
+    fn scalar_block(&mut self, levels: &SecondaryMap<Value, u32>, level: u32, out: &mut Vec<Stmt>) {
+        for (value, node) in self.graph.nodes() {
+            let hoistable = self.info.is_live(value) && levels[value] == level && self.is_scalar(value);
+            if !hoistable || matches!(node.op, Op::Reduce(_)) {
+                continue;
+            }
+            let args: Vec<Reg> = node.args.iter().map(|&a| self.scalars[a].expect("scalar arguments come first")).collect();
+            let reg = self.node(out, value, &args, None);
+            self.scalars[value] = Some(reg);
+        }
+    }
+
+    /// The loops of one level: one per extent, in order of first use.
+    fn loops(&mut self, levels: &SecondaryMap<Value, u32>, level: u32, out: &mut Vec<Stmt>) {
+        // Roots: the work a loop at this level exists for.
+        let mut roots: Vec<(Value, Dim)> = Vec::new();
+        for (value, node) in self.graph.nodes() {
+            if !self.info.is_live(value) {
+                continue;
+            }
+            let dim = match node.op {
+                Op::Reduce(_) if levels[node.args[0]] == level => column_dim(self.graph.ty(node.args[0])),
+                Op::Reduce(_) => None,
+                _ if levels[value] == level && self.is_output(value) => column_dim(self.graph.ty(value)),
+                _ => None,
+            };
+            if let Some(dim) = dim {
+                roots.push((value, dim.clone()));
+            }
+        }
+        let mut dims: Vec<Dim> = Vec::new();
+        for (_, dim) in &roots {
+            if !dims.contains(dim) {
+                dims.push(dim.clone());
+            }
+        }
+        for dim in dims {
+            let loop_roots: Vec<Value> = roots.iter().filter(|(_, d)| *d == dim).map(|(v, _)| *v).collect();
+            self.one_loop(&dim, &loop_roots, out);
+        }
+    }
+
+    fn is_output(&self, value: Value) -> bool {
+        self.graph.outputs().iter().any(|o| o.value == value)
+    }
+
+    /// The positions in the signature of the outputs that return `value`.
+    fn output_indices(&self, value: Value) -> Vec<usize> {
+        self.graph.outputs().iter().enumerate().filter(|(_, o)| o.value == value).map(|(idx, _)| idx).collect()
+    }
+
+    /// One fused loop computing `roots` (column outputs, reductions, filters).
+    fn one_loop(&mut self, dim: &Dim, roots: &[Value], out: &mut Vec<Stmt>) {
+        let extent = self.extent(dim);
+        // The column nodes the roots need, marked by one backward sweep.
+        let mut needed: SecondaryMap<Value, bool> = SecondaryMap::with_capacity(self.graph.len());
+        for &root in roots {
+            needed[root] = true;
+        }
+        for (value, node) in self.graph.nodes().rev() {
+            if needed[value] {
+                for &arg in &node.args {
+                    if !self.is_scalar(arg) {
+                        needed[arg] = true;
+                    }
+                }
+            }
+        }
+        // Accumulators and counters start before the loop.
+        let mut accs: Vec<(Value, ReduceOp, Option<Var>)> = Vec::new();
+        // One counter per selection output (a filter may be returned twice).
+        let mut filters: Vec<(Value, usize, Var)> = Vec::new();
+        for &root in roots {
+            match self.graph.node(root).op {
+                Op::Reduce(ReduceOp::Count) => accs.push((root, ReduceOp::Count, None)),
+                Op::Reduce(op) => {
+                    let dtype = self.graph.ty(self.graph.node(root).args[0]).dtype().expect("reduced columns are tensors");
+                    let var = self.new_var(reduce_identity(op, dtype));
+                    accs.push((root, op, Some(var)));
+                }
+                Op::Filter => {
+                    for idx in self.output_indices(root) {
+                        let var = self.new_var(Scalar::I64(0));
+                        filters.push((root, idx, var));
+                    }
+                }
+                _ => {}
+            }
+        }
+        let row = self.new_reg(DType::I64, Some("row"));
+        let mut body = Vec::new();
+        let mut regs: SecondaryMap<Value, Option<Reg>> = SecondaryMap::with_capacity(self.graph.len());
+        for (value, node) in self.graph.nodes() {
+            if !needed[value] || matches!(node.op, Op::Reduce(_) | Op::Filter) {
+                continue;
+            }
+            let args: Vec<Reg> = node
+                .args
+                .iter()
+                .map(|&a| regs[a].or(self.scalars[a]).expect("loop arguments are computed earlier"))
+                .collect();
+            let reg = self.node(&mut body, value, &args, Some(row));
+            regs[value] = Some(reg);
+        }
+        let arg_reg = |v: Value, regs: &SecondaryMap<Value, Option<Reg>>| regs[v].expect("root arguments are computed in the loop");
+        for &root in roots {
+            if matches!(self.graph.node(root).op, Op::Reduce(_) | Op::Filter) {
+                continue;
+            }
+            for idx in self.output_indices(root) {
+                body.push(Stmt::Store(self.output_params[idx], Some(row), arg_reg(root, &regs)));
+            }
+        }
+        for &(root, op, var) in &accs {
+            let Some(var) = var else { continue };
+            let x = arg_reg(self.graph.node(root).args[0], &regs);
+            let dtype = self.kernel.reg_type(x);
+            let acc = self.emit(&mut body, dtype, Expr::Var(var), None);
+            let step = match op {
+                ReduceOp::Sum | ReduceOp::Mean => BinaryOp::Add,
+                ReduceOp::Prod => BinaryOp::Mul,
+                ReduceOp::Min => BinaryOp::Min,
+                ReduceOp::Max => BinaryOp::Max,
+                ReduceOp::Count => unreachable!("count has no accumulator"),
+            };
+            let next = self.emit(&mut body, dtype, Expr::Binary(step, acc, x), None);
+            body.push(Stmt::Set(var, next));
+        }
+        for &(root, idx, count) in &filters {
+            let mask = arg_reg(self.graph.node(root).args[0], &regs);
+            body.push(Stmt::Select { sel: self.output_params[idx], count, row, mask });
+        }
+        out.push(Stmt::Loop { extent, row, body });
+        for (root, op, var) in accs {
+            let name = self.graph.source_name(root);
+            let reg = match (op, var) {
+                (ReduceOp::Count, _) => self.emit(out, DType::I64, Expr::ExtentValue(extent), name),
+                (ReduceOp::Mean, Some(var)) => {
+                    let dtype = self.kernel.vars[var.0 as usize].dtype();
+                    let sum = self.emit(out, dtype, Expr::Var(var), None);
+                    let n = self.emit(out, DType::I64, Expr::ExtentValue(extent), None);
+                    let n = self.emit(out, dtype, Expr::Cast(dtype, n), None);
+                    self.emit(out, dtype, Expr::Binary(BinaryOp::Div, sum, n), name)
+                }
+                (_, Some(var)) => {
+                    let dtype = self.kernel.vars[var.0 as usize].dtype();
+                    self.emit(out, dtype, Expr::Var(var), name)
+                }
+                (_, None) => unreachable!("only count has no accumulator"),
+            };
+            self.scalars[root] = Some(reg);
+        }
+        for (_, idx, count) in filters {
+            // The count parameter directly follows the selection's.
+            out.push(Stmt::StoreCount(self.output_params[idx] + 1, count));
+        }
+    }
+}
+

@@ -1,0 +1,198 @@
+//! The kernel: kiln's loop-level IR, the one thing backends translate.
+//!
+//! A [`Kernel`] is a function with an ABI-ordered parameter list (inputs,
+//! extents, outputs), a body of statements (straight-line SSA [`Reg`] definitions,
+//! loops over extents, stores, accumulator updates, division checks), and
+//! nothing else. Lowering ([`lower()`]) makes every semantic decision once:
+//! fusion, hoisting, reduction order, where division can fail. A backend
+//! translates statement by statement, and each [`Expr`] means exactly what
+//! [`crate::semantics`] says, with one precondition: the divisor of an integer
+//! `div`/`rem`/`floordiv`/`mod` has passed a [`Stmt::CheckNonZero`].
+//!
+//! Loops nest (a [`Stmt::Loop`] holds statements), so tensor loop nests need no
+//! new constructs.
+
+mod lower;
+mod print;
+
+pub use lower::lower;
+pub use print::print;
+
+use crate::entities::Value;
+use crate::op::{BinaryOp, CmpOp, UnaryOp};
+use crate::scalar::Scalar;
+use crate::types::DType;
+
+/// An SSA register: defined once by [`Stmt::Let`], typed by [`Kernel::regs`].
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Reg(pub u32);
+
+/// A mutable variable (accumulators, counters), typed by [`Kernel::vars`].
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Var(pub u32);
+
+/// Index of a parameter in [`Kernel::params`].
+pub type ParamIdx = u32;
+
+/// One parameter of the kernel's native signature, in order.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Param {
+    /// A scalar input, passed by value (`bool` as a `u8` 0/1).
+    ScalarIn {
+        /// The input's name.
+        name: String,
+        /// Its dtype.
+        dtype: DType,
+    },
+    /// A column input: a pointer to its first element.
+    ColumnIn {
+        /// The input's name.
+        name: String,
+        /// Its element dtype.
+        dtype: DType,
+    },
+    /// The extent of a symbolic dimension: an `int64_t` row count.
+    Extent {
+        /// The dimension's name.
+        dim: String,
+    },
+    /// A scalar output: a pointer the kernel writes one element to. (In the
+    /// direct signature, the first output is the return value instead.)
+    ScalarOut {
+        /// The output's name.
+        name: String,
+        /// Its dtype.
+        dtype: DType,
+    },
+    /// A column output: a pointer to room for the column's elements.
+    ColumnOut {
+        /// The output's name.
+        name: String,
+        /// Its element dtype.
+        dtype: DType,
+    },
+    /// A selection output: a `uint32_t` pointer with room for one index per row.
+    SelectionOut {
+        /// The output's name.
+        name: String,
+    },
+    /// Where a selection's length is written: an `int64_t` pointer.
+    SelectionCount {
+        /// The selection output's name.
+        name: String,
+    },
+}
+
+/// A loop extent.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum Extent {
+    /// A fixed trip count.
+    Fixed(u64),
+    /// The value of an [`Param::Extent`] parameter.
+    Param(ParamIdx),
+}
+
+/// A value computed from registers; its meaning is [`crate::semantics`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum Expr {
+    /// A scalar input parameter's value.
+    Input(ParamIdx),
+    /// Element `row` of a column input parameter.
+    Load(ParamIdx, Reg),
+    /// A constant.
+    Const(Scalar),
+    /// An extent as an `i64` row count.
+    ExtentValue(Extent),
+    /// A variable's current value.
+    Var(Var),
+    /// An elementwise unary op.
+    Unary(UnaryOp, Reg),
+    /// A binary op; integer divisions have passed a check.
+    Binary(BinaryOp, Reg, Reg),
+    /// A comparison, giving `bool`.
+    Compare(CmpOp, Reg, Reg),
+    /// `select(cond, a, b)`.
+    Select(Reg, Reg, Reg),
+    /// A conversion.
+    Cast(DType, Reg),
+}
+
+/// A statement.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Stmt {
+    /// Defines a register.
+    Let(Reg, Expr),
+    /// Fails the kernel with status `1 | (check << 8)` if the integer `Reg` is
+    /// zero; `check` indexes [`Kernel::checks`].
+    CheckNonZero(Reg, u32),
+    /// `for row in 0..extent { body }`, with `row` an `i64` register.
+    Loop {
+        /// The trip count.
+        extent: Extent,
+        /// The row index register, defined by the loop.
+        row: Reg,
+        /// The loop body.
+        body: Vec<Stmt>,
+    },
+    /// Sets a variable.
+    Set(Var, Reg),
+    /// Writes a register to an output parameter: element `row` of a column, or
+    /// the scalar when `row` is `None`.
+    Store(ParamIdx, Option<Reg>, Reg),
+    /// Appends `row` to a selection if `mask` is true: `sel[count] = row; count
+    /// += mask` (the store is unconditional; the buffer has room for every row).
+    Select {
+        /// The [`Param::SelectionOut`] parameter.
+        sel: ParamIdx,
+        /// The `i64` variable counting the rows kept so far.
+        count: Var,
+        /// The row index.
+        row: Reg,
+        /// The `bool` condition.
+        mask: Reg,
+    },
+    /// Writes a variable's value to a [`Param::SelectionCount`] parameter.
+    StoreCount(ParamIdx, Var),
+}
+
+/// A kernel: what backends compile.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Kernel {
+    /// The exported symbol's name.
+    pub name: String,
+    /// The native parameters, in order.
+    pub params: Vec<Param>,
+    /// The dtype of each register.
+    pub regs: Vec<DType>,
+    /// The dtype and initial value of each variable.
+    pub vars: Vec<Scalar>,
+    /// The statements.
+    pub body: Vec<Stmt>,
+    /// For each division check, the graph node that divides.
+    pub checks: Vec<Value>,
+    /// True when every input and output is a scalar and nothing can fail: the
+    /// kernel then has the direct C signature (`double f(double x)`; first output
+    /// returned, later ones through out-pointers, no status).
+    pub direct: bool,
+    /// The source name of the value each register holds, for dumps.
+    pub reg_names: Vec<Option<String>>,
+}
+
+/// Status a kernel returns when an integer division by zero happened: the low
+/// byte is this code, the rest the index into [`Kernel::checks`].
+pub const STATUS_DIVISION_BY_ZERO: i32 = 1;
+
+impl Kernel {
+    /// The node a nonzero status refers to, if it is a division by zero.
+    pub fn failed_check(&self, status: i32) -> Option<Value> {
+        if status & 0xff != STATUS_DIVISION_BY_ZERO {
+            return None;
+        }
+        self.checks.get((status >> 8) as usize).copied()
+    }
+
+    /// The dtype of a register.
+    pub fn reg_type(&self, reg: Reg) -> DType {
+        self.regs[reg.0 as usize]
+    }
+}
