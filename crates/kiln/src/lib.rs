@@ -12,6 +12,10 @@
 //! assert_eq!(out, vec![Data::Scalar(Scalar::F64(41.0))]);
 //! ```
 
+mod jit;
+
+pub use jit::{compile_many, Cranelift, JitProgram, NativeType, ScalarArgs, ScalarFn};
+pub use kiln_cranelift as cranelift;
 pub use kiln_frontend as frontend;
 pub use kiln_frontend::py::Options as PyOptions;
 pub use kiln_interp as interp;
@@ -70,6 +74,12 @@ pub enum CompileError {
     /// The engine cannot handle something in the graph.
     #[error("unsupported: {0}")]
     Unsupported(String),
+    /// Code generation failed (a bug in a tier).
+    #[error("code generation failed: {0}")]
+    Codegen(String),
+    /// A typed handle was asked for a signature the graph does not have.
+    #[error("signature mismatch: {0}")]
+    Signature(String),
 }
 
 /// Result of compiling a graph.
@@ -129,7 +139,7 @@ impl Engine for Interpreter {
     }
 }
 
-/// Every engine this build has, the interpreter first.
+/// Every engine this build has, the interpreter (the oracle) first.
 pub fn engines() -> Vec<Box<dyn Engine>> {
-    vec![Box::new(Interpreter)]
+    vec![Box::new(Interpreter), Box::new(Cranelift)]
 }

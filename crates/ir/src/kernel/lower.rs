@@ -52,7 +52,11 @@ pub fn lower(graph: &Graph, info: &GraphInfo) -> Result<Kernel, LowerError> {
     for (value, node) in graph.nodes() {
         if let Type::Tensor(t) = &node.ty {
             if t.shape.len() > 1 && info.is_live(value) {
-                return Err(LowerError::Unsupported(format!("tensors of rank {} ({value}: {})", t.shape.len(), node.ty)));
+                return Err(LowerError::Unsupported(format!(
+                    "tensors of rank {} ({value}: {})",
+                    t.shape.len(),
+                    node.ty
+                )));
             }
         }
     }
@@ -82,13 +86,21 @@ pub fn lower(graph: &Graph, info: &GraphInfo) -> Result<Kernel, LowerError> {
         lw.loops(&levels, level, &mut body);
     }
     for (out_idx, output) in graph.outputs().iter().enumerate() {
-        if graph.ty(output.value).as_tensor().is_some_and(|t| t.is_scalar()) {
+        if graph
+            .ty(output.value)
+            .as_tensor()
+            .is_some_and(|t| t.is_scalar())
+        {
             let reg = lw.scalars[output.value].expect("scalar outputs are computed by the end");
             body.push(Stmt::Store(lw.output_params[out_idx], None, reg));
         }
     }
     lw.kernel.body = body;
-    let all_scalar = lw.kernel.params.iter().all(|p| matches!(p, Param::ScalarIn { .. } | Param::ScalarOut { .. }));
+    let all_scalar = lw
+        .kernel
+        .params
+        .iter()
+        .all(|p| matches!(p, Param::ScalarIn { .. } | Param::ScalarOut { .. }));
     lw.kernel.direct = all_scalar && lw.kernel.checks.is_empty() && !graph.outputs().is_empty();
     Ok(lw.kernel)
 }
@@ -101,9 +113,17 @@ impl Lowerer<'_> {
 
     fn params(&mut self) {
         for input in self.graph.inputs() {
-            let t = self.graph.ty(input.value).as_tensor().expect("verified inputs are tensors");
+            let t = self
+                .graph
+                .ty(input.value)
+                .as_tensor()
+                .expect("verified inputs are tensors");
             let (name, dtype) = (input.name.clone(), t.dtype);
-            let idx = self.param(if t.is_scalar() { Param::ScalarIn { name, dtype } } else { Param::ColumnIn { name, dtype } });
+            let idx = self.param(if t.is_scalar() {
+                Param::ScalarIn { name, dtype }
+            } else {
+                Param::ColumnIn { name, dtype }
+            });
             self.input_params.push(idx);
         }
         for dim in self.info.symbols() {
@@ -112,8 +132,14 @@ impl Lowerer<'_> {
         for output in self.graph.outputs() {
             let name = output.name.clone();
             let idx = match self.graph.ty(output.value) {
-                Type::Tensor(t) if t.is_scalar() => self.param(Param::ScalarOut { name, dtype: t.dtype }),
-                Type::Tensor(t) => self.param(Param::ColumnOut { name, dtype: t.dtype }),
+                Type::Tensor(t) if t.is_scalar() => self.param(Param::ScalarOut {
+                    name,
+                    dtype: t.dtype,
+                }),
+                Type::Tensor(t) => self.param(Param::ColumnOut {
+                    name,
+                    dtype: t.dtype,
+                }),
                 Type::Selection(_) => {
                     let idx = self.param(Param::SelectionOut { name: name.clone() });
                     self.param(Param::SelectionCount { name });
@@ -128,7 +154,11 @@ impl Lowerer<'_> {
         match dim {
             Dim::Fixed(n) => Extent::Fixed(*n),
             Dim::Sym(s) => {
-                let idx = self.kernel.params.iter().position(|p| matches!(p, Param::Extent { dim } if dim == s));
+                let idx = self
+                    .kernel
+                    .params
+                    .iter()
+                    .position(|p| matches!(p, Param::Extent { dim } if dim == s));
                 Extent::Param(idx.expect("verified: every symbol is an input's") as ParamIdx)
             }
         }
@@ -138,7 +168,11 @@ impl Lowerer<'_> {
         let mut levels: SecondaryMap<Value, u32> = SecondaryMap::with_capacity(self.graph.len());
         for (value, node) in self.graph.nodes() {
             let args = node.args.iter().map(|&a| levels[a]).max().unwrap_or(0);
-            levels[value] = if matches!(node.op, Op::Reduce(_)) { args + 1 } else { args };
+            levels[value] = if matches!(node.op, Op::Reduce(_)) {
+                args + 1
+            } else {
+                args
+            };
         }
         levels
     }
@@ -169,7 +203,11 @@ impl Lowerer<'_> {
             Op::Input { index } => {
                 let param = self.input_params[*index as usize];
                 match row {
-                    Some(r) if matches!(self.kernel.params[param as usize], Param::ColumnIn { .. }) => Expr::Load(param, r),
+                    Some(r)
+                        if matches!(self.kernel.params[param as usize], Param::ColumnIn { .. }) =>
+                    {
+                        Expr::Load(param, r)
+                    }
                     _ => Expr::Input(param),
                 }
             }
@@ -178,29 +216,42 @@ impl Lowerer<'_> {
             Op::Binary(op) => {
                 if op.divides() && dtype.is_int() {
                     self.kernel.checks.push(value);
-                    out.push(Stmt::CheckNonZero(args[1], (self.kernel.checks.len() - 1) as u32));
+                    out.push(Stmt::CheckNonZero(
+                        args[1],
+                        (self.kernel.checks.len() - 1) as u32,
+                    ));
                 }
                 Expr::Binary(*op, args[0], args[1])
             }
             Op::Compare(op) => Expr::Compare(*op, args[0], args[1]),
             Op::Select => Expr::Select(args[0], args[1], args[2]),
             Op::Cast(to) => Expr::Cast(*to, args[0]),
-            Op::Reduce(_) | Op::Filter => unreachable!("reductions and filters are lowered by their loop"),
+            Op::Reduce(_) | Op::Filter => {
+                unreachable!("reductions and filters are lowered by their loop")
+            }
         };
         self.emit(out, dtype, expr, name)
     }
 
     fn is_scalar(&self, value: Value) -> bool {
-        self.graph.ty(value).as_tensor().is_some_and(|t| t.is_scalar())
+        self.graph
+            .ty(value)
+            .as_tensor()
+            .is_some_and(|t| t.is_scalar())
     }
 
     fn scalar_block(&mut self, levels: &SecondaryMap<Value, u32>, level: u32, out: &mut Vec<Stmt>) {
         for (value, node) in self.graph.nodes() {
-            let hoistable = self.info.is_live(value) && levels[value] == level && self.is_scalar(value);
+            let hoistable =
+                self.info.is_live(value) && levels[value] == level && self.is_scalar(value);
             if !hoistable || matches!(node.op, Op::Reduce(_)) {
                 continue;
             }
-            let args: Vec<Reg> = node.args.iter().map(|&a| self.scalars[a].expect("scalar arguments come first")).collect();
+            let args: Vec<Reg> = node
+                .args
+                .iter()
+                .map(|&a| self.scalars[a].expect("scalar arguments come first"))
+                .collect();
             let reg = self.node(out, value, &args, None);
             self.scalars[value] = Some(reg);
         }
@@ -215,9 +266,13 @@ impl Lowerer<'_> {
                 continue;
             }
             let dim = match node.op {
-                Op::Reduce(_) if levels[node.args[0]] == level => column_dim(self.graph.ty(node.args[0])),
+                Op::Reduce(_) if levels[node.args[0]] == level => {
+                    column_dim(self.graph.ty(node.args[0]))
+                }
                 Op::Reduce(_) => None,
-                _ if levels[value] == level && self.is_output(value) => column_dim(self.graph.ty(value)),
+                _ if levels[value] == level && self.is_output(value) => {
+                    column_dim(self.graph.ty(value))
+                }
                 _ => None,
             };
             if let Some(dim) = dim {
@@ -231,7 +286,11 @@ impl Lowerer<'_> {
             }
         }
         for dim in dims {
-            let loop_roots: Vec<Value> = roots.iter().filter(|(_, d)| *d == dim).map(|(v, _)| *v).collect();
+            let loop_roots: Vec<Value> = roots
+                .iter()
+                .filter(|(_, d)| *d == dim)
+                .map(|(v, _)| *v)
+                .collect();
             self.one_loop(&dim, &loop_roots, out);
         }
     }
@@ -242,7 +301,13 @@ impl Lowerer<'_> {
 
     /// The positions in the signature of the outputs that return `value`.
     fn output_indices(&self, value: Value) -> Vec<usize> {
-        self.graph.outputs().iter().enumerate().filter(|(_, o)| o.value == value).map(|(idx, _)| idx).collect()
+        self.graph
+            .outputs()
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| o.value == value)
+            .map(|(idx, _)| idx)
+            .collect()
     }
 
     /// One fused loop computing `roots` (column outputs, reductions, filters).
@@ -270,7 +335,11 @@ impl Lowerer<'_> {
             match self.graph.node(root).op {
                 Op::Reduce(ReduceOp::Count) => accs.push((root, ReduceOp::Count, None)),
                 Op::Reduce(op) => {
-                    let dtype = self.graph.ty(self.graph.node(root).args[0]).dtype().expect("reduced columns are tensors");
+                    let dtype = self
+                        .graph
+                        .ty(self.graph.node(root).args[0])
+                        .dtype()
+                        .expect("reduced columns are tensors");
                     let var = self.new_var(reduce_identity(op, dtype));
                     accs.push((root, op, Some(var)));
                 }
@@ -285,7 +354,8 @@ impl Lowerer<'_> {
         }
         let row = self.new_reg(DType::I64, Some("row"));
         let mut body = Vec::new();
-        let mut regs: SecondaryMap<Value, Option<Reg>> = SecondaryMap::with_capacity(self.graph.len());
+        let mut regs: SecondaryMap<Value, Option<Reg>> =
+            SecondaryMap::with_capacity(self.graph.len());
         for (value, node) in self.graph.nodes() {
             if !needed[value] || matches!(node.op, Op::Reduce(_) | Op::Filter) {
                 continue;
@@ -293,18 +363,28 @@ impl Lowerer<'_> {
             let args: Vec<Reg> = node
                 .args
                 .iter()
-                .map(|&a| regs[a].or(self.scalars[a]).expect("loop arguments are computed earlier"))
+                .map(|&a| {
+                    regs[a]
+                        .or(self.scalars[a])
+                        .expect("loop arguments are computed earlier")
+                })
                 .collect();
             let reg = self.node(&mut body, value, &args, Some(row));
             regs[value] = Some(reg);
         }
-        let arg_reg = |v: Value, regs: &SecondaryMap<Value, Option<Reg>>| regs[v].expect("root arguments are computed in the loop");
+        let arg_reg = |v: Value, regs: &SecondaryMap<Value, Option<Reg>>| {
+            regs[v].expect("root arguments are computed in the loop")
+        };
         for &root in roots {
             if matches!(self.graph.node(root).op, Op::Reduce(_) | Op::Filter) {
                 continue;
             }
             for idx in self.output_indices(root) {
-                body.push(Stmt::Store(self.output_params[idx], Some(row), arg_reg(root, &regs)));
+                body.push(Stmt::Store(
+                    self.output_params[idx],
+                    Some(row),
+                    arg_reg(root, &regs),
+                ));
             }
         }
         for &(root, op, var) in &accs {
@@ -324,7 +404,12 @@ impl Lowerer<'_> {
         }
         for &(root, idx, count) in &filters {
             let mask = arg_reg(self.graph.node(root).args[0], &regs);
-            body.push(Stmt::Select { sel: self.output_params[idx], count, row, mask });
+            body.push(Stmt::Select {
+                sel: self.output_params[idx],
+                count,
+                row,
+                mask,
+            });
         }
         out.push(Stmt::Loop { extent, row, body });
         for (root, op, var) in accs {
@@ -352,4 +437,3 @@ impl Lowerer<'_> {
         }
     }
 }
-

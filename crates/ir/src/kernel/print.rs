@@ -7,7 +7,11 @@ use std::fmt::Write;
 /// The kernel as text.
 pub fn print(kernel: &Kernel) -> String {
     let mut out = String::new();
-    let sig = if kernel.direct { " (direct signature)" } else { " -> i32 status" };
+    let sig = if kernel.direct {
+        " (direct signature)"
+    } else {
+        " -> i32 status"
+    };
     writeln!(out, "kernel {:?}{sig}", kernel.name).expect("writing to a String");
     for (idx, param) in kernel.params.iter().enumerate() {
         let desc = match param {
@@ -66,16 +70,32 @@ fn block(out: &mut String, kernel: &Kernel, stmts: &[Stmt], depth: usize) {
                 }
                 line
             }
-            Stmt::CheckNonZero(r, check) => format!("check_nonzero r{} (check {check}: {})", r.0, kernel.checks[*check as usize]),
-            Stmt::Loop { extent: e, row, body } => {
-                writeln!(out, "{pad}loop r{} in 0..{} {{", row.0, extent(*e)).expect("writing to a String");
+            Stmt::CheckNonZero(r, check) => format!(
+                "check_nonzero r{} (check {check}: {})",
+                r.0, kernel.checks[*check as usize]
+            ),
+            Stmt::Loop {
+                extent: e,
+                row,
+                body,
+            } => {
+                writeln!(out, "{pad}loop r{} in 0..{} {{", row.0, extent(*e))
+                    .expect("writing to a String");
                 block(out, kernel, body, depth + 1);
                 "}".to_string()
             }
             Stmt::Set(v, r) => format!("var{} = r{}", v.0, r.0),
             Stmt::Store(p, Some(row), r) => format!("store p{p}[r{}] = r{}", row.0, r.0),
             Stmt::Store(p, None, r) => format!("store p{p} = r{}", r.0),
-            Stmt::Select { sel, count, row, mask } => format!("select_push p{sel}, var{}, r{} if r{}", count.0, row.0, mask.0),
+            Stmt::Select {
+                sel,
+                count,
+                row,
+                mask,
+            } => format!(
+                "select_push p{sel}, var{}, r{} if r{}",
+                count.0, row.0, mask.0
+            ),
             Stmt::StoreCount(p, v) => format!("store p{p} = var{}", v.0),
         };
         writeln!(out, "{pad}{line}").expect("writing to a String");

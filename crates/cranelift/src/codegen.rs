@@ -1,0 +1,682 @@
+//! Kernel → CLIF, statement by statement. Every expression means exactly what
+//! `kiln_ir::semantics` says; where a CLIF instruction's behaviour differs
+//! (integer division traps, `sdiv MIN, -1` traps), this file emits the explicit
+//! code that gives the semantics. Nothing here decides what a graph means: that
+//! was lowering's job.
+
+use crate::libcalls;
+use crate::{CodegenError, CodegenResult};
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::{self, types, AbiParam, InstBuilder, MemFlagsData, Signature};
+use cranelift_codegen::isa::CallConv;
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
+use cranelift_module::{Linkage, Module};
+use kiln_ir::kernel::{Expr, Extent, Kernel, Param, Reg, Stmt, STATUS_DIVISION_BY_ZERO};
+use kiln_ir::{BinaryOp, CmpOp, DType, Scalar, UnaryOp};
+
+/// The CLIF type of a dtype (`bool` is an `i8` holding 0 or 1).
+pub fn clif_type(dtype: DType) -> ir::Type {
+    match dtype {
+        DType::Bool => types::I8,
+        DType::I32 => types::I32,
+        DType::I64 => types::I64,
+        DType::F32 => types::F32,
+        DType::F64 => types::F64,
+    }
+}
+
+/// Where a kernel parameter lives in the native signature.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum Slot {
+    /// The CLIF parameter with this index.
+    Arg(usize),
+    /// The return value (the first output of a direct kernel).
+    Return,
+}
+
+/// The native signature of a kernel and where each kernel parameter goes.
+pub fn signature(kernel: &Kernel, ptr: ir::Type, call_conv: CallConv) -> (Signature, Vec<Slot>) {
+    let mut sig = Signature::new(call_conv);
+    let mut slots = Vec::with_capacity(kernel.params.len());
+    let mut returned = false;
+    for param in &kernel.params {
+        let ty = match param {
+            Param::ScalarIn { dtype, .. } => clif_type(*dtype),
+            Param::Extent { .. } => types::I64,
+            Param::ScalarOut { dtype, .. } if kernel.direct && !returned => {
+                returned = true;
+                sig.returns.push(AbiParam::new(clif_type(*dtype)));
+                slots.push(Slot::Return);
+                continue;
+            }
+            _ => ptr,
+        };
+        slots.push(Slot::Arg(sig.params.len()));
+        sig.params.push(AbiParam::new(ty));
+    }
+    if !kernel.direct {
+        sig.returns.push(AbiParam::new(types::I32));
+    }
+    (sig, slots)
+}
+
+/// Declares and defines `kernel` (exported under its name) in `module`; with
+/// `wrapper`, also a local `i32 name__call(u64* slots)` that loads each parameter
+/// from an 8-byte slot and calls it: the uniform entry the Rust side uses.
+pub fn define_kernel<M: Module>(
+    module: &mut M,
+    kernel: &Kernel,
+    symbol: &str,
+    wrapper: bool,
+) -> CodegenResult<(cranelift_module::FuncId, Option<cranelift_module::FuncId>)> {
+    let ptr = module.target_config().pointer_type();
+    let call_conv = module.target_config().default_call_conv;
+    let (sig, slots) = signature(kernel, ptr, call_conv);
+    let id = module.declare_function(symbol, Linkage::Export, &sig)?;
+    let mut ctx = module.make_context();
+    ctx.func.signature = sig.clone();
+    let mut fbc = FunctionBuilderContext::new();
+    {
+        let bcx = FunctionBuilder::new(&mut ctx.func, &mut fbc);
+        let mut fx = FunctionCx {
+            module: &mut *module,
+            bcx,
+            kernel,
+            slots: &slots,
+            regs: vec![None; kernel.regs.len()],
+            vars: Vec::new(),
+            args: Vec::new(),
+            ptr,
+        };
+        fx.codegen_body()?;
+        let config = fx.module.target_config();
+        fx.bcx.finalize(config);
+    }
+    module
+        .define_function(id, &mut ctx)
+        .map_err(|e| CodegenError::Cranelift(format!("{symbol}: {e:?}")))?;
+    module.clear_context(&mut ctx);
+    if !wrapper {
+        return Ok((id, None));
+    }
+    let wrapper_id = define_wrapper(module, kernel, id, &sig, &slots, &format!("{symbol}__call"))?;
+    Ok((id, Some(wrapper_id)))
+}
+
+fn define_wrapper<M: Module>(
+    module: &mut M,
+    kernel: &Kernel,
+    callee: cranelift_module::FuncId,
+    callee_sig: &Signature,
+    slots: &[Slot],
+    name: &str,
+) -> CodegenResult<cranelift_module::FuncId> {
+    let ptr = module.target_config().pointer_type();
+    let mut sig = Signature::new(module.target_config().default_call_conv);
+    sig.params.push(AbiParam::new(ptr));
+    sig.returns.push(AbiParam::new(types::I32));
+    let id = module.declare_function(name, Linkage::Local, &sig)?;
+    let mut ctx = module.make_context();
+    ctx.func.signature = sig;
+    let mut fbc = FunctionBuilderContext::new();
+    {
+        let mut bcx = FunctionBuilder::new(&mut ctx.func, &mut fbc);
+        let entry = bcx.create_block();
+        bcx.append_block_params_for_function_params(entry);
+        bcx.switch_to_block(entry);
+        bcx.seal_block(entry);
+        let base = bcx.block_params(entry)[0];
+        let flags = MemFlagsData::trusted();
+        let mut args = Vec::new();
+        let mut ret_ptr = None;
+        for (idx, (param, slot)) in kernel.params.iter().zip(slots).enumerate() {
+            let offset = (idx * 8) as i32;
+            match slot {
+                Slot::Return => ret_ptr = Some(bcx.ins().load(ptr, flags, base, offset)),
+                Slot::Arg(i) => {
+                    let ty = callee_sig.params[*i].value_type;
+                    let _ = param;
+                    args.push(bcx.ins().load(ty, flags, base, offset));
+                }
+            }
+        }
+        let fref = module.declare_func_in_func(callee, bcx.func);
+        let call = bcx.ins().call(fref, &args);
+        let result = bcx.inst_results(call)[0];
+        let status = match ret_ptr {
+            Some(p) => {
+                bcx.ins().store(flags, result, p, 0);
+                bcx.ins().iconst(types::I32, 0)
+            }
+            None => result,
+        };
+        bcx.ins().return_(&[status]);
+        bcx.finalize(module.target_config());
+    }
+    module
+        .define_function(id, &mut ctx)
+        .map_err(|e| CodegenError::Cranelift(format!("{name}: {e:?}")))?;
+    module.clear_context(&mut ctx);
+    Ok(id)
+}
+
+/// The function being built: `fx`, with `fx.bcx` the Cranelift builder.
+struct FunctionCx<'a, M: Module> {
+    module: &'a mut M,
+    bcx: FunctionBuilder<'a>,
+    kernel: &'a Kernel,
+    slots: &'a [Slot],
+    regs: Vec<Option<ir::Value>>,
+    vars: Vec<Variable>,
+    args: Vec<ir::Value>,
+    ptr: ir::Type,
+}
+
+impl<M: Module> FunctionCx<'_, M> {
+    fn codegen_body(&mut self) -> CodegenResult<()> {
+        let entry = self.bcx.create_block();
+        self.bcx.append_block_params_for_function_params(entry);
+        self.bcx.switch_to_block(entry);
+        self.bcx.seal_block(entry);
+        self.args = self.bcx.block_params(entry).to_vec();
+        for init in &self.kernel.vars {
+            let var = self.bcx.declare_var(clif_type(init.dtype()));
+            let value = self.codegen_const(*init);
+            self.bcx.def_var(var, value);
+            self.vars.push(var);
+        }
+        let mut ret = None;
+        self.codegen_block(&self.kernel.body, &mut ret)?;
+        let results = match ret {
+            Some(v) => vec![v],
+            None if self.kernel.direct => {
+                return Err(CodegenError::Invalid(
+                    "a direct kernel must store its first output".into(),
+                ))
+            }
+            None => vec![self.bcx.ins().iconst(types::I32, 0)],
+        };
+        self.bcx.ins().return_(&results);
+        Ok(())
+    }
+
+    fn arg(&self, param: u32) -> ir::Value {
+        match self.slots[param as usize] {
+            Slot::Arg(i) => self.args[i],
+            Slot::Return => unreachable!("the return slot is only stored to"),
+        }
+    }
+
+    fn reg(&self, reg: Reg) -> ir::Value {
+        self.regs[reg.0 as usize].expect("lowering defines registers before their uses")
+    }
+
+    fn codegen_block(&mut self, stmts: &[Stmt], ret: &mut Option<ir::Value>) -> CodegenResult<()> {
+        for stmt in stmts {
+            match stmt {
+                Stmt::Let(reg, expr) => {
+                    let value = self.codegen_expr(expr, self.kernel.reg_type(*reg))?;
+                    self.regs[reg.0 as usize] = Some(value);
+                }
+                Stmt::CheckNonZero(reg, check) => self.codegen_check(*reg, *check),
+                Stmt::Loop { extent, row, body } => self.codegen_loop(*extent, *row, body, ret)?,
+                Stmt::Set(var, reg) => {
+                    let value = self.reg(*reg);
+                    self.bcx.def_var(self.vars[var.0 as usize], value);
+                }
+                Stmt::Store(param, row, reg) => {
+                    let value = self.reg(*reg);
+                    if self.slots[*param as usize] == Slot::Return {
+                        *ret = Some(value);
+                        continue;
+                    }
+                    let base = self.arg(*param);
+                    let addr = match row {
+                        Some(r) => {
+                            let row = self.reg(*r);
+                            self.element_addr(base, row, self.kernel.reg_type(*reg))
+                        }
+                        None => base,
+                    };
+                    self.bcx
+                        .ins()
+                        .store(MemFlagsData::trusted(), value, addr, 0);
+                }
+                Stmt::Select {
+                    sel,
+                    count,
+                    row,
+                    mask,
+                } => self.codegen_select_push(*sel, *count, *row, *mask),
+                Stmt::StoreCount(param, var) => {
+                    let value = self.bcx.use_var(self.vars[var.0 as usize]);
+                    let base = self.arg(*param);
+                    self.bcx
+                        .ins()
+                        .store(MemFlagsData::trusted(), value, base, 0);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn element_addr(&mut self, base: ir::Value, row: ir::Value, dtype: DType) -> ir::Value {
+        let offset = self.bcx.ins().imul_imm_s(row, dtype.size_bytes() as i64);
+        let offset = if self.ptr == types::I64 {
+            offset
+        } else {
+            self.bcx.ins().ireduce(self.ptr, offset)
+        };
+        self.bcx.ins().iadd(base, offset)
+    }
+
+    /// `if divisor == 0 { return status }`.
+    fn codegen_check(&mut self, reg: Reg, check: u32) {
+        let divisor = self.reg(reg);
+        let fail = self.bcx.create_block();
+        let cont = self.bcx.create_block();
+        self.bcx.set_cold_block(fail);
+        self.bcx.ins().brif(divisor, cont, &[], fail, &[]);
+        self.bcx.switch_to_block(fail);
+        self.bcx.seal_block(fail);
+        let status = self.bcx.ins().iconst(
+            types::I32,
+            i64::from(STATUS_DIVISION_BY_ZERO | ((check as i32) << 8)),
+        );
+        self.bcx.ins().return_(&[status]);
+        self.bcx.switch_to_block(cont);
+        self.bcx.seal_block(cont);
+    }
+
+    fn codegen_loop(
+        &mut self,
+        extent: Extent,
+        row: Reg,
+        body: &[Stmt],
+        ret: &mut Option<ir::Value>,
+    ) -> CodegenResult<()> {
+        let n = self.codegen_extent(extent);
+        let header = self.bcx.create_block();
+        let body_block = self.bcx.create_block();
+        let exit = self.bcx.create_block();
+        self.bcx.append_block_param(header, types::I64);
+        let zero = self.bcx.ins().iconst(types::I64, 0);
+        self.bcx.ins().jump(header, &[ir::BlockArg::Value(zero)]);
+        self.bcx.switch_to_block(header);
+        let row_value = self.bcx.block_params(header)[0];
+        let more = self.bcx.ins().icmp(IntCC::SignedLessThan, row_value, n);
+        self.bcx.ins().brif(more, body_block, &[], exit, &[]);
+        self.bcx.switch_to_block(body_block);
+        self.bcx.seal_block(body_block);
+        self.regs[row.0 as usize] = Some(row_value);
+        self.codegen_block(body, ret)?;
+        let next = self.bcx.ins().iadd_imm_s(row_value, 1);
+        self.bcx.ins().jump(header, &[ir::BlockArg::Value(next)]);
+        self.bcx.seal_block(header);
+        self.bcx.switch_to_block(exit);
+        self.bcx.seal_block(exit);
+        Ok(())
+    }
+
+    fn codegen_extent(&mut self, extent: Extent) -> ir::Value {
+        match extent {
+            Extent::Fixed(n) => self.bcx.ins().iconst(types::I64, n as i64),
+            Extent::Param(p) => self.arg(p),
+        }
+    }
+
+    /// `sel[count] = row; count += mask`, without a branch.
+    fn codegen_select_push(&mut self, sel: u32, count: kiln_ir::kernel::Var, row: Reg, mask: Reg) {
+        let var = self.vars[count.0 as usize];
+        let n_kept = self.bcx.use_var(var);
+        let base = self.arg(sel);
+        let addr = self.element_addr(base, n_kept, DType::I32);
+        let (row, mask) = (self.reg(row), self.reg(mask));
+        let row32 = self.bcx.ins().ireduce(types::I32, row);
+        self.bcx
+            .ins()
+            .store(MemFlagsData::trusted(), row32, addr, 0);
+        let keep = self.bcx.ins().uextend(types::I64, mask);
+        let next = self.bcx.ins().iadd(n_kept, keep);
+        self.bcx.def_var(var, next);
+    }
+
+    fn codegen_const(&mut self, c: Scalar) -> ir::Value {
+        match c {
+            Scalar::Bool(b) => self.bcx.ins().iconst(types::I8, i64::from(b)),
+            Scalar::I32(v) => self.bcx.ins().iconst(types::I32, i64::from(v)),
+            Scalar::I64(v) => self.bcx.ins().iconst(types::I64, v),
+            Scalar::F32(v) => self.bcx.ins().f32const(v),
+            Scalar::F64(v) => self.bcx.ins().f64const(v),
+        }
+    }
+
+    fn codegen_expr(&mut self, expr: &Expr, dtype: DType) -> CodegenResult<ir::Value> {
+        Ok(match expr {
+            Expr::Input(p) => self.arg(*p),
+            Expr::Load(p, row) => {
+                let (base, row) = (self.arg(*p), self.reg(*row));
+                let addr = self.element_addr(base, row, dtype);
+                let value = self.bcx.ins().load(
+                    clif_type(dtype),
+                    MemFlagsData::trusted().with_readonly(),
+                    addr,
+                    0,
+                );
+                if dtype == DType::Bool {
+                    // Any nonzero byte is true; normalize to 0/1.
+                    self.bcx.ins().icmp_imm_s(IntCC::NotEqual, value, 0)
+                } else {
+                    value
+                }
+            }
+            Expr::Const(c) => self.codegen_const(*c),
+            Expr::ExtentValue(e) => self.codegen_extent(*e),
+            Expr::Var(v) => self.bcx.use_var(self.vars[v.0 as usize]),
+            Expr::Unary(op, a) => {
+                let a = self.reg(*a);
+                self.codegen_unary(*op, a, dtype)?
+            }
+            Expr::Binary(op, a, b) => {
+                let (a, b) = (self.reg(*a), self.reg(*b));
+                self.codegen_binary(*op, a, b, dtype)?
+            }
+            Expr::Compare(op, a, b) => {
+                let operand = self.kernel.reg_type(*a);
+                let (a, b) = (self.reg(*a), self.reg(*b));
+                self.codegen_compare(*op, a, b, operand)
+            }
+            Expr::Select(c, a, b) => {
+                let (c, a, b) = (self.reg(*c), self.reg(*a), self.reg(*b));
+                self.bcx.ins().select(c, a, b)
+            }
+            Expr::Cast(to, a) => {
+                let from = self.kernel.reg_type(*a);
+                let a = self.reg(*a);
+                self.codegen_cast(a, from, *to)
+            }
+        })
+    }
+
+    fn call_libm(
+        &mut self,
+        name: &str,
+        args: &[ir::Value],
+        ty: ir::Type,
+    ) -> CodegenResult<ir::Value> {
+        let mut sig = Signature::new(self.module.target_config().default_call_conv);
+        for _ in args {
+            sig.params.push(AbiParam::new(ty));
+        }
+        sig.returns.push(AbiParam::new(ty));
+        let id = self.module.declare_function(name, Linkage::Import, &sig)?;
+        let fref = self.module.declare_func_in_func(id, self.bcx.func);
+        let call = self.bcx.ins().call(fref, args);
+        Ok(self.bcx.inst_results(call)[0])
+    }
+
+    fn codegen_unary(
+        &mut self,
+        op: UnaryOp,
+        a: ir::Value,
+        dtype: DType,
+    ) -> CodegenResult<ir::Value> {
+        let ins = self.bcx.ins();
+        Ok(match (op, dtype.is_float()) {
+            (UnaryOp::Neg, false) => ins.ineg(a),
+            (UnaryOp::Neg, true) => ins.fneg(a),
+            (UnaryOp::Abs, false) => ins.iabs(a),
+            (UnaryOp::Abs, true) => ins.fabs(a),
+            (UnaryOp::Not, _) => ins.bxor_imm_s(a, 1),
+            (UnaryOp::BNot, _) => ins.bnot(a),
+            (UnaryOp::Sqrt, _) => ins.sqrt(a),
+            (UnaryOp::Floor, _) => ins.floor(a),
+            (UnaryOp::Ceil, _) => ins.ceil(a),
+            (UnaryOp::Trunc, _) => ins.trunc(a),
+            (UnaryOp::Round, _) => ins.nearest(a),
+            _ => {
+                let name = libcalls::unary_name(op, dtype)
+                    .ok_or_else(|| CodegenError::Invalid(format!("`{op}` on {dtype}")))?;
+                self.call_libm(&name, &[a], clif_type(dtype))?
+            }
+        })
+    }
+
+    fn codegen_binary(
+        &mut self,
+        op: BinaryOp,
+        a: ir::Value,
+        b: ir::Value,
+        dtype: DType,
+    ) -> CodegenResult<ir::Value> {
+        if dtype.is_float() {
+            return self.codegen_float_binary(op, a, b, dtype);
+        }
+        let ins = self.bcx.ins();
+        Ok(match op {
+            BinaryOp::Add => ins.iadd(a, b),
+            BinaryOp::Sub => ins.isub(a, b),
+            BinaryOp::Mul => ins.imul(a, b),
+            BinaryOp::Div | BinaryOp::Rem | BinaryOp::FloorDiv | BinaryOp::Mod => {
+                self.codegen_int_division(op, a, b, dtype)
+            }
+            BinaryOp::Min => ins.smin(a, b),
+            BinaryOp::Max => ins.smax(a, b),
+            BinaryOp::And | BinaryOp::BAnd => ins.band(a, b),
+            BinaryOp::Or | BinaryOp::BOr => ins.bor(a, b),
+            BinaryOp::Xor | BinaryOp::BXor => ins.bxor(a, b),
+            BinaryOp::Shl => ins.ishl(a, b),
+            BinaryOp::ShrArith => ins.sshr(a, b),
+            BinaryOp::ShrLogical => ins.ushr(a, b),
+            BinaryOp::Pow | BinaryOp::Copysign | BinaryOp::Atan2 | BinaryOp::Hypot => {
+                return Err(CodegenError::Invalid(format!("`{op}` on {dtype}")));
+            }
+        })
+    }
+
+    /// Integer division with a divisor already checked nonzero. `sdiv` and `srem`
+    /// trap on `MIN / -1`, so a divisor of -1 is replaced by 1 and the result
+    /// fixed up: `a / -1 == -a` (wrapping), `a % -1 == 0`.
+    fn codegen_int_division(
+        &mut self,
+        op: BinaryOp,
+        a: ir::Value,
+        b: ir::Value,
+        dtype: DType,
+    ) -> ir::Value {
+        let ty = clif_type(dtype);
+        let ins = &mut self.bcx;
+        let is_minus_one = ins.ins().icmp_imm_s(IntCC::Equal, b, -1);
+        let one = ins.ins().iconst(ty, 1);
+        let safe_b = ins.ins().select(is_minus_one, one, b);
+        let q = ins.ins().sdiv(a, safe_b);
+        let neg_a = ins.ins().ineg(a);
+        let q = ins.ins().select(is_minus_one, neg_a, q);
+        let r = ins.ins().srem(a, safe_b);
+        let zero = ins.ins().iconst(ty, 0);
+        let r = ins.ins().select(is_minus_one, zero, r);
+        match op {
+            BinaryOp::Div => q,
+            BinaryOp::Rem => r,
+            _ => {
+                // Floor: step down when the remainder is nonzero and its sign
+                // differs from the divisor's.
+                let nonzero = ins.ins().icmp_imm_s(IntCC::NotEqual, r, 0);
+                let signs = ins.ins().bxor(r, b);
+                let differ = ins.ins().icmp_imm_s(IntCC::SignedLessThan, signs, 0);
+                let adjust = ins.ins().band(nonzero, differ);
+                if op == BinaryOp::FloorDiv {
+                    let step = ins.ins().uextend(ty, adjust);
+                    ins.ins().isub(q, step)
+                } else {
+                    let r_plus_b = ins.ins().iadd(r, b);
+                    ins.ins().select(adjust, r_plus_b, r)
+                }
+            }
+        }
+    }
+
+    fn codegen_float_binary(
+        &mut self,
+        op: BinaryOp,
+        a: ir::Value,
+        b: ir::Value,
+        dtype: DType,
+    ) -> CodegenResult<ir::Value> {
+        let ins = self.bcx.ins();
+        Ok(match op {
+            BinaryOp::Add => ins.fadd(a, b),
+            BinaryOp::Sub => ins.fsub(a, b),
+            BinaryOp::Mul => ins.fmul(a, b),
+            BinaryOp::Div => ins.fdiv(a, b),
+            BinaryOp::Min => ins.fmin(a, b),
+            BinaryOp::Max => ins.fmax(a, b),
+            BinaryOp::Copysign => ins.fcopysign(a, b),
+            BinaryOp::FloorDiv | BinaryOp::Mod => self.codegen_float_divmod(op, a, b, dtype)?,
+            _ => {
+                let name = libcalls::binary_name(op, dtype)
+                    .ok_or_else(|| CodegenError::Invalid(format!("`{op}` on {dtype}")))?;
+                self.call_libm(&name, &[a, b], clif_type(dtype))?
+            }
+        })
+    }
+
+    /// NumPy's `npy_divmod`, as `docs/semantics.md` spells it, without branches.
+    fn codegen_float_divmod(
+        &mut self,
+        op: BinaryOp,
+        a: ir::Value,
+        b: ir::Value,
+        dtype: DType,
+    ) -> CodegenResult<ir::Value> {
+        let ty = clif_type(dtype);
+        let fmod = libcalls::binary_name(BinaryOp::Rem, dtype).expect("fmod exists for floats");
+        let rem = self.call_libm(&fmod, &[a, b], ty)?;
+        let (zero, half, one) = match dtype {
+            DType::F32 => (
+                self.bcx.ins().f32const(0.0),
+                self.bcx.ins().f32const(0.5),
+                self.bcx.ins().f32const(1.0),
+            ),
+            _ => (
+                self.bcx.ins().f64const(0.0),
+                self.bcx.ins().f64const(0.5),
+                self.bcx.ins().f64const(1.0),
+            ),
+        };
+        let ins = &mut self.bcx;
+        let a_div_b = ins.ins().fdiv(a, b);
+        let b_is_zero = ins.ins().fcmp(FloatCC::Equal, b, zero);
+        let a_minus_rem = ins.ins().fsub(a, rem);
+        let div = ins.ins().fdiv(a_minus_rem, b);
+        let rem_nonzero = ins.ins().fcmp(FloatCC::NotEqual, rem, zero);
+        let b_neg = ins.ins().fcmp(FloatCC::LessThan, b, zero);
+        let rem_neg = ins.ins().fcmp(FloatCC::LessThan, rem, zero);
+        let signs_differ = ins.ins().bxor(b_neg, rem_neg);
+        let adjust = ins.ins().band(rem_nonzero, signs_differ);
+        let rem_plus_b = ins.ins().fadd(rem, b);
+        let div_minus_one = ins.ins().fsub(div, one);
+        let rem2 = ins.ins().select(adjust, rem_plus_b, rem);
+        let div2 = ins.ins().select(adjust, div_minus_one, div);
+        if op == BinaryOp::Mod {
+            let signed_zero = ins.ins().fcopysign(zero, b);
+            let m = ins.ins().select(rem_nonzero, rem2, signed_zero);
+            return Ok(ins.ins().select(b_is_zero, rem, m));
+        }
+        let floor = ins.ins().floor(div2);
+        let frac = ins.ins().fsub(div2, floor);
+        let round_up = ins.ins().fcmp(FloatCC::GreaterThan, frac, half);
+        let floor_plus_one = ins.ins().fadd(floor, one);
+        let fd = ins.ins().select(round_up, floor_plus_one, floor);
+        let div_nonzero = ins.ins().fcmp(FloatCC::NotEqual, div2, zero);
+        let signed_zero = ins.ins().fcopysign(zero, a_div_b);
+        let fd = ins.ins().select(div_nonzero, fd, signed_zero);
+        Ok(ins.ins().select(b_is_zero, a_div_b, fd))
+    }
+
+    fn codegen_compare(
+        &mut self,
+        op: CmpOp,
+        a: ir::Value,
+        b: ir::Value,
+        operand: DType,
+    ) -> ir::Value {
+        if operand.is_float() {
+            let cc = match op {
+                CmpOp::Eq => FloatCC::Equal,
+                // Unordered or not equal: true when either is NaN.
+                CmpOp::Ne => FloatCC::NotEqual,
+                CmpOp::Lt => FloatCC::LessThan,
+                CmpOp::Le => FloatCC::LessThanOrEqual,
+                CmpOp::Gt => FloatCC::GreaterThan,
+                CmpOp::Ge => FloatCC::GreaterThanOrEqual,
+            };
+            return self.bcx.ins().fcmp(cc, a, b);
+        }
+        // Bools compare unsigned (false < true), ints signed.
+        let signed = operand != DType::Bool;
+        let cc = match (op, signed) {
+            (CmpOp::Eq, _) => IntCC::Equal,
+            (CmpOp::Ne, _) => IntCC::NotEqual,
+            (CmpOp::Lt, true) => IntCC::SignedLessThan,
+            (CmpOp::Le, true) => IntCC::SignedLessThanOrEqual,
+            (CmpOp::Gt, true) => IntCC::SignedGreaterThan,
+            (CmpOp::Ge, true) => IntCC::SignedGreaterThanOrEqual,
+            (CmpOp::Lt, false) => IntCC::UnsignedLessThan,
+            (CmpOp::Le, false) => IntCC::UnsignedLessThanOrEqual,
+            (CmpOp::Gt, false) => IntCC::UnsignedGreaterThan,
+            (CmpOp::Ge, false) => IntCC::UnsignedGreaterThanOrEqual,
+        };
+        self.bcx.ins().icmp(cc, a, b)
+    }
+
+    /// Casts as Rust's `as` does (see docs/semantics.md).
+    fn codegen_cast(&mut self, a: ir::Value, from: DType, to: DType) -> ir::Value {
+        let to_ty = clif_type(to);
+        let ins = self.bcx.ins();
+        match (from, to) {
+            _ if from == to => a,
+            (_, DType::Bool) if from.is_float() => {
+                let zero = if from == DType::F32 {
+                    ins.f32const(0.0)
+                } else {
+                    ins.f64const(0.0)
+                };
+                self.bcx.ins().fcmp(FloatCC::NotEqual, a, zero)
+            }
+            (_, DType::Bool) => ins.icmp_imm_s(IntCC::NotEqual, a, 0),
+            (DType::Bool, _) if to.is_float() => ins.fcvt_from_uint(to_ty, a),
+            (DType::Bool, _) => ins.uextend(to_ty, a),
+            (DType::F32, DType::F64) => ins.fpromote(to_ty, a),
+            (DType::F64, DType::F32) => ins.fdemote(to_ty, a),
+            _ if from.is_float() => ins.fcvt_to_sint_sat(to_ty, a),
+            _ if to.is_float() => ins.fcvt_from_sint(to_ty, a),
+            (DType::I64, DType::I32) => ins.ireduce(to_ty, a),
+            _ => ins.sextend(to_ty, a),
+        }
+    }
+}
+
+/// The CLIF text of `kernel` before compilation, as `kiln ir --emit clif` shows it.
+pub fn clif_text<M: Module>(module: &mut M, kernel: &Kernel) -> CodegenResult<String> {
+    let ptr = module.target_config().pointer_type();
+    let (sig, slots) = signature(kernel, ptr, module.target_config().default_call_conv);
+    let mut func =
+        ir::Function::with_name_signature(ir::UserFuncName::testcase(kernel.name.as_bytes()), sig);
+    let mut fbc = FunctionBuilderContext::new();
+    let bcx = FunctionBuilder::new(&mut func, &mut fbc);
+    let mut fx = FunctionCx {
+        module: &mut *module,
+        bcx,
+        kernel,
+        slots: &slots,
+        regs: vec![None; kernel.regs.len()],
+        vars: Vec::new(),
+        args: Vec::new(),
+        ptr,
+    };
+    fx.codegen_body()?;
+    let config = fx.module.target_config();
+    fx.bcx.finalize(config);
+    Ok(func.display().to_string())
+}

@@ -1,0 +1,350 @@
+//! The Cranelift tier as an [`Engine`]: graph → kernel (lowering in `kiln-ir`)
+//! → machine code (`kiln-cranelift`), and safe ways to call the result.
+
+use crate::{CompileError, CompileResult, Engine, Program};
+use kiln_cranelift::CompiledKernel;
+use kiln_ir::exec::{bind_inputs, ExecError, ExecResult};
+use kiln_ir::kernel::{self, Kernel, Param};
+use kiln_ir::{Buffer, DType, Data, Graph, GraphInfo, Scalar, Type};
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+#[cfg(not(target_endian = "little"))]
+compile_error!("the JIT's uniform entry passes narrow scalars in the low bytes of 8-byte slots: little-endian hosts only");
+
+/// The Cranelift JIT tier.
+#[derive(Copy, Clone, Debug, Default)]
+pub struct Cranelift;
+
+impl Engine for Cranelift {
+    fn name(&self) -> &'static str {
+        "cranelift"
+    }
+
+    fn compile(&self, graph: &Graph, info: &GraphInfo) -> CompileResult<Box<dyn Program>> {
+        Ok(Box::new(
+            compile_many(&[(graph, info)])?
+                .pop()
+                .expect("one graph in, one program out"),
+        ))
+    }
+}
+
+/// Lowers a verified graph to its kernel.
+pub fn lower(graph: &Graph, info: &GraphInfo) -> CompileResult<Kernel> {
+    kernel::lower(graph, info).map_err(|e| CompileError::Unsupported(e.to_string()))
+}
+
+/// Compiles verified graphs into one JIT module with one finalize: the way to
+/// compile a GP population. Each program keeps the shared code alive.
+pub fn compile_many(graphs: &[(&Graph, &GraphInfo)]) -> CompileResult<Vec<JitProgram>> {
+    let kernels = graphs
+        .iter()
+        .map(|(g, i)| lower(g, i))
+        .collect::<CompileResult<Vec<_>>>()?;
+    let compiled =
+        kiln_cranelift::jit(kernels).map_err(|e| CompileError::Codegen(e.to_string()))?;
+    Ok(graphs
+        .iter()
+        .zip(compiled)
+        .map(|((graph, info), code)| JitProgram {
+            graph: Arc::new((*graph).clone()),
+            info: Arc::new((*info).clone()),
+            code,
+        })
+        .collect())
+}
+
+/// A graph compiled to machine code. `Send + Sync`: call it from many threads.
+#[derive(Clone, Debug)]
+pub struct JitProgram {
+    graph: Arc<Graph>,
+    info: Arc<GraphInfo>,
+    code: CompiledKernel,
+}
+
+/// Storage for one output while the kernel runs.
+enum OutSlot {
+    Scalar(DType, u64),
+    Column(Buffer),
+    Selection(Vec<u32>, i64),
+}
+
+fn scalar_bits(s: Scalar) -> u64 {
+    match s {
+        Scalar::Bool(b) => u64::from(b),
+        Scalar::I32(v) => u64::from(v as u32),
+        Scalar::I64(v) => v as u64,
+        Scalar::F32(v) => u64::from(v.to_bits()),
+        Scalar::F64(v) => v.to_bits(),
+    }
+}
+
+fn scalar_from_bits(dtype: DType, bits: u64) -> Scalar {
+    match dtype {
+        DType::Bool => Scalar::Bool(bits & 0xff != 0),
+        DType::I32 => Scalar::I32(bits as u32 as i32),
+        DType::I64 => Scalar::I64(bits as i64),
+        DType::F32 => Scalar::F32(f32::from_bits(bits as u32)),
+        DType::F64 => Scalar::F64(f64::from_bits(bits)),
+    }
+}
+
+fn buffer_ptr(b: &Buffer) -> u64 {
+    match b {
+        Buffer::Bool(v) => v.as_ptr() as u64,
+        Buffer::I32(v) => v.as_ptr() as u64,
+        Buffer::I64(v) => v.as_ptr() as u64,
+        Buffer::F32(v) => v.as_ptr() as u64,
+        Buffer::F64(v) => v.as_ptr() as u64,
+    }
+}
+
+fn buffer_mut_ptr(b: &mut Buffer) -> u64 {
+    match b {
+        Buffer::Bool(v) => v.as_mut_ptr() as u64,
+        Buffer::I32(v) => v.as_mut_ptr() as u64,
+        Buffer::I64(v) => v.as_mut_ptr() as u64,
+        Buffer::F32(v) => v.as_mut_ptr() as u64,
+        Buffer::F64(v) => v.as_mut_ptr() as u64,
+    }
+}
+
+fn zeroed(dtype: DType, len: usize) -> Buffer {
+    match dtype {
+        DType::Bool => Buffer::Bool(vec![false; len]),
+        DType::I32 => Buffer::I32(vec![0; len]),
+        DType::I64 => Buffer::I64(vec![0; len]),
+        DType::F32 => Buffer::F32(vec![0.0; len]),
+        DType::F64 => Buffer::F64(vec![0.0; len]),
+    }
+}
+
+impl JitProgram {
+    /// The kernel this program runs.
+    pub fn kernel(&self) -> &Kernel {
+        self.code.kernel()
+    }
+
+    /// The graph this program was compiled from.
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    /// The kernel's address with its native signature (`docs/abi.md`), for
+    /// callers who manage the ABI themselves. Valid while `self` (or a clone) is.
+    ///
+    /// # Safety
+    /// Calling it requires the exact native signature and valid buffers.
+    pub unsafe fn raw_fn_ptr(&self) -> *const u8 {
+        self.code.native_ptr()
+    }
+
+    /// A typed handle for a graph of scalars with one output, checked once:
+    /// `program.scalar_fn::<(f64,), f64>()?.call((2.0,))`.
+    pub fn scalar_fn<A: ScalarArgs, R: NativeType>(&self) -> CompileResult<ScalarFn<A, R>> {
+        let kernel = self.kernel();
+        let want: Vec<DType> = A::dtypes();
+        let got: Vec<DType> = kernel
+            .params
+            .iter()
+            .filter_map(|p| match p {
+                Param::ScalarIn { dtype, .. } => Some(*dtype),
+                _ => None,
+            })
+            .collect();
+        let outs: Vec<DType> = self
+            .graph
+            .outputs()
+            .iter()
+            .filter_map(|o| self.graph.ty(o.value).dtype())
+            .collect();
+        if !kernel.direct
+            || want != got
+            || outs != [R::DTYPE]
+            || got.len() != self.graph.inputs().len()
+        {
+            return Err(CompileError::Signature(format!(
+                "the graph is ({}) -> ({}){}, not ({}) -> {}",
+                got.iter().map(|d| d.name()).collect::<Vec<_>>().join(", "),
+                outs.iter().map(|d| d.name()).collect::<Vec<_>>().join(", "),
+                if kernel.direct {
+                    ""
+                } else {
+                    " with columns or a status"
+                },
+                want.iter().map(|d| d.name()).collect::<Vec<_>>().join(", "),
+                R::DTYPE
+            )));
+        }
+        Ok(ScalarFn {
+            code: self.code.clone(),
+            ptr: self.code.native_ptr(),
+            _sig: PhantomData,
+        })
+    }
+}
+
+impl Program for JitProgram {
+    fn run(&self, inputs: &[Data]) -> ExecResult<Vec<Data>> {
+        let bindings = bind_inputs(&self.graph, &self.info, inputs)?;
+        let kernel = self.kernel();
+        let extent = |ty: &Type| -> usize {
+            let dim = match ty {
+                Type::Tensor(t) => t.shape.first(),
+                Type::Selection(d) => Some(d),
+            };
+            dim.and_then(|d| bindings.extent(d))
+                .expect("verified: output dims are bound") as usize
+        };
+        let mut outs: Vec<OutSlot> = self
+            .graph
+            .outputs()
+            .iter()
+            .map(|o| match self.graph.ty(o.value) {
+                Type::Tensor(t) if t.is_scalar() => OutSlot::Scalar(t.dtype, 0),
+                ty @ Type::Tensor(t) => OutSlot::Column(zeroed(t.dtype, extent(ty))),
+                ty @ Type::Selection(_) => OutSlot::Selection(vec![0; extent(ty)], 0),
+            })
+            .collect();
+        let mut slots: Vec<u64> = Vec::with_capacity(kernel.params.len());
+        let mut out_iter = outs.iter_mut();
+        let mut pending_count: Option<*mut i64> = None;
+        for (param_idx, param) in kernel.params.iter().enumerate() {
+            let slot = match param {
+                Param::ScalarIn { .. } | Param::ColumnIn { .. } => match &inputs[param_idx] {
+                    Data::Scalar(s) => scalar_bits(*s),
+                    Data::Column(b) => buffer_ptr(b),
+                    Data::Selection(_) => unreachable!("bind_inputs rejects selections as inputs"),
+                },
+                Param::Extent { dim } => bindings
+                    .extent(&kiln_ir::Dim::Sym(dim.clone()))
+                    .expect("every symbol is bound"),
+                Param::SelectionCount { .. } => {
+                    pending_count.take().expect("a count follows its selection") as u64
+                }
+                Param::ScalarOut { .. } | Param::ColumnOut { .. } | Param::SelectionOut { .. } => {
+                    match out_iter.next().expect("one slot per output") {
+                        OutSlot::Scalar(_, cell) => cell as *mut u64 as u64,
+                        OutSlot::Column(b) => buffer_mut_ptr(b),
+                        OutSlot::Selection(rows, count) => {
+                            pending_count = Some(count as *mut i64);
+                            rows.as_mut_ptr() as u64
+                        }
+                    }
+                }
+            };
+            slots.push(slot);
+        }
+        // SAFETY: one slot per parameter; input buffers were checked against the
+        // signature and bound extents by `bind_inputs`; output buffers were sized
+        // from the same extents; all outlive the call.
+        let status = unsafe { self.code.call(&mut slots) };
+        if status != 0 {
+            return Err(match kernel.failed_check(status) {
+                Some(node) => ExecError::DivisionByZero {
+                    node,
+                    name: self.graph.source_name(node).map(str::to_string),
+                },
+                None => ExecError::Unsupported(format!("kernel returned status {status}")),
+            });
+        }
+        Ok(outs
+            .into_iter()
+            .map(|o| match o {
+                OutSlot::Scalar(dtype, bits) => Data::Scalar(scalar_from_bits(dtype, bits)),
+                OutSlot::Column(b) => Data::Column(b),
+                OutSlot::Selection(mut rows, count) => {
+                    rows.truncate(count as usize);
+                    Data::Selection(rows)
+                }
+            })
+            .collect())
+    }
+}
+
+/// A Rust type that is a kiln dtype with the same C representation.
+pub trait NativeType: Copy + Send + Sync + 'static {
+    /// The dtype.
+    const DTYPE: DType;
+}
+
+impl NativeType for bool {
+    const DTYPE: DType = DType::Bool;
+}
+impl NativeType for i32 {
+    const DTYPE: DType = DType::I32;
+}
+impl NativeType for i64 {
+    const DTYPE: DType = DType::I64;
+}
+impl NativeType for f32 {
+    const DTYPE: DType = DType::F32;
+}
+impl NativeType for f64 {
+    const DTYPE: DType = DType::F64;
+}
+
+/// Argument tuples of a [`ScalarFn`]: `()`, `(f64,)`, `(f64, i64)`, …
+pub trait ScalarArgs: Copy {
+    /// The dtypes, in order.
+    fn dtypes() -> Vec<DType>;
+
+    /// Calls `ptr` as `extern "C" fn(args…) -> R`.
+    ///
+    /// # Safety
+    /// `ptr` must be a live function with exactly that signature.
+    unsafe fn call<R: NativeType>(self, ptr: *const u8) -> R;
+}
+
+macro_rules! scalar_args {
+    ($($a:ident),*) => {
+        impl<$($a: NativeType),*> ScalarArgs for ($($a,)*) {
+            fn dtypes() -> Vec<DType> {
+                vec![$($a::DTYPE),*]
+            }
+
+            #[allow(non_snake_case)]
+            unsafe fn call<R: NativeType>(self, ptr: *const u8) -> R {
+                // SAFETY: the caller guarantees `ptr` has this signature.
+                let f: extern "C" fn($($a),*) -> R = unsafe { std::mem::transmute::<*const u8, extern "C" fn($($a),*) -> R>(ptr) };
+                let ($($a,)*) = self;
+                f($($a),*)
+            }
+        }
+    };
+}
+
+scalar_args!();
+scalar_args!(A0);
+scalar_args!(A0, A1);
+scalar_args!(A0, A1, A2);
+scalar_args!(A0, A1, A2, A3);
+scalar_args!(A0, A1, A2, A3, A4);
+scalar_args!(A0, A1, A2, A3, A4, A5);
+
+/// A compiled scalar function with its signature checked once; a call is one
+/// indirect call. Keeps its machine code alive.
+#[derive(Clone)]
+pub struct ScalarFn<A, R> {
+    code: CompiledKernel,
+    ptr: *const u8,
+    _sig: PhantomData<fn(A) -> R>,
+}
+
+// SAFETY: the pointer is to immutable machine code kept alive by `code`, which
+// is itself `Send + Sync`; calling it shares no mutable state.
+unsafe impl<A, R> Send for ScalarFn<A, R> {}
+// SAFETY: as for `Send`.
+unsafe impl<A, R> Sync for ScalarFn<A, R> {}
+
+impl<A: ScalarArgs, R: NativeType> ScalarFn<A, R> {
+    /// Calls the function.
+    #[inline]
+    pub fn call(&self, args: A) -> R {
+        let _ = &self.code;
+        // SAFETY: `scalar_fn` checked the native signature against `A` and `R`,
+        // and `self.code` keeps the code alive.
+        unsafe { args.call(self.ptr) }
+    }
+}
