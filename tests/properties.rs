@@ -97,7 +97,50 @@ fn edge_i64() -> impl Strategy<Value = i64> {
     ]
 }
 
-/// Runs `src` over columns as written and optimized; both must agree.
+/// Checks that `other` gives the interpreter's results bit for bit (NaN equal
+/// to NaN), or the same kind of error.
+fn agree(
+    src: &str,
+    who: &str,
+    oracle: &kiln::ExecResult<Vec<Data>>,
+    other: &kiln::ExecResult<Vec<Data>>,
+) -> Result<(), TestCaseError> {
+    match (oracle, other) {
+        (Ok(a), Ok(b)) => {
+            prop_assert_eq!(a.len(), b.len());
+            for (x, y) in a.iter().zip(b) {
+                prop_assert!(
+                    x.same_data(y),
+                    "{}: interpreter {} but {} {}",
+                    src,
+                    x,
+                    who,
+                    y
+                );
+            }
+        }
+        (Err(a), Err(b)) => prop_assert_eq!(
+            std::mem::discriminant(a),
+            std::mem::discriminant(b),
+            "{}: {} vs {}",
+            src,
+            a,
+            b
+        ),
+        _ => prop_assert!(
+            false,
+            "{}: interpreter {:?} but {} {:?}",
+            src,
+            oracle,
+            who,
+            other
+        ),
+    }
+    Ok(())
+}
+
+/// Runs `src` over columns as written and optimized in the interpreter, and on
+/// the Cranelift tier; all must agree, and the text must round-trip.
 fn check_same(src: &str, columns: Vec<(&str, Buffer)>) -> Result<(), TestCaseError> {
     let opts = PyOptions {
         default_shape: vec![Dim::Sym("n".into())],
@@ -128,27 +171,14 @@ fn check_same(src: &str, columns: Vec<(&str, Buffer)>) -> Result<(), TestCaseErr
         .compile_graph(&graph, true)
         .expect("valid")
         .run(&inputs);
-    match (&plain, &optimized) {
-        (Ok(a), Ok(b)) => {
-            prop_assert_eq!(a.len(), b.len());
-            for (x, y) in a.iter().zip(b) {
-                prop_assert!(
-                    x.same_data(y),
-                    "{}: as written {} but optimized {}",
-                    src,
-                    x,
-                    y
-                );
-            }
-        }
-        (Err(a), Err(b)) => prop_assert_eq!(std::mem::discriminant(a), std::mem::discriminant(b)),
-        _ => prop_assert!(
-            false,
-            "{}: as written {:?} but optimized {:?}",
-            src,
-            plain,
-            optimized
-        ),
+    agree(src, "the optimized graph", &plain, &optimized)?;
+    // Every compiled tier must agree with the interpreter, optimized or not.
+    for optimize in [false, true] {
+        let compiled = kiln::Cranelift
+            .compile_graph(&graph, optimize)
+            .expect("compiles")
+            .run(&inputs);
+        agree(src, "cranelift", &plain, &compiled)?;
     }
     let printed = kiln::ir::text::print(&graph);
     prop_assert_eq!(
