@@ -37,14 +37,28 @@ struct Cli {
 /// `--tier` values: the engines this build has.
 #[derive(Copy, Clone, Debug, ValueEnum)]
 enum Tier {
-    /// The reference interpreter.
+    /// The reference interpreter (the oracle).
     Interp,
+    /// The Cranelift JIT.
+    Cranelift,
+}
+
+/// `kiln ir --emit` values.
+#[derive(Copy, Clone, Debug, ValueEnum)]
+enum Emit {
+    /// The graph in the .kiln text format.
+    Kiln,
+    /// The loop-level kernel every backend translates.
+    Kernel,
+    /// Cranelift IR, with source names as comments.
+    Clif,
 }
 
 impl Tier {
     fn engine(self) -> Box<dyn Engine> {
         match self {
             Tier::Interp => Box::new(kiln::Interpreter),
+            Tier::Cranelift => Box::new(kiln::Cranelift),
         }
     }
 }
@@ -52,7 +66,7 @@ impl Tier {
 #[derive(clap::Args)]
 struct RunOptions {
     /// The engine that runs the graph.
-    #[arg(long, value_enum, default_value = "interp")]
+    #[arg(long, value_enum, default_value = "cranelift")]
     tier: Tier,
     /// An input value, such as `--arg x=2.5` or `--arg xs=[1, 2, 3]` for a column.
     #[arg(long = "arg", value_name = "NAME=VALUE")]
@@ -84,13 +98,16 @@ enum Command {
         #[arg(short, long, value_name = "OUT.csv")]
         output: Option<PathBuf>,
     },
-    /// Print the graph in the .kiln text format.
+    /// Print the graph (--emit kiln), its kernel (kernel) or its Cranelift IR (clif).
     Ir {
         #[command(flatten)]
         source: SourceArgs,
-        /// Print the graph after the optimization passes.
+        /// Optimize first (kernel and clif always start from the optimized graph).
         #[arg(long)]
         opt: bool,
+        /// What to print.
+        #[arg(long, value_enum, default_value = "kiln")]
+        emit: Emit,
     },
     /// Parse and verify a graph; report every problem.
     Check {
@@ -109,7 +126,7 @@ fn main() -> ExitCode {
             csv,
             output,
         } => cmd_eval(&source, &run, &csv, output.as_deref()),
-        Command::Ir { source, opt } => cmd_ir(&source, opt),
+        Command::Ir { source, opt, emit } => cmd_ir(&source, opt, emit),
         Command::Check { source } => cmd_check(&source),
     };
     match result {
@@ -238,18 +255,25 @@ fn cmd_eval(
     }
 }
 
-fn cmd_ir(source: &SourceArgs, opt: bool) -> Result<(), Failure> {
+fn cmd_ir(source: &SourceArgs, opt: bool, emit: Emit) -> Result<(), Failure> {
     let src = source.load(&PyOptions::default())?;
-    let graph = if opt {
-        kiln::optimize(&src.graph, &src.info)
-            .map_err(|e| Failure::Input(format!("{}: error: {e}", src.name)))?
-            .0
+    let fail = |e: &dyn std::fmt::Display| Failure::Input(format!("{}: error: {e}", src.name));
+    let (graph, info) = if opt || !matches!(emit, Emit::Kiln) {
+        kiln::optimize(&src.graph, &src.info).map_err(|e| fail(&e))?
     } else {
-        src.graph
+        (src.graph.clone(), src.info.clone())
     };
-    let _ = std::io::stdout()
-        .lock()
-        .write_all(kiln::ir::text::print(&graph).as_bytes());
+    let text = match emit {
+        Emit::Kiln => kiln::ir::text::print(&graph),
+        Emit::Kernel => {
+            kiln::ir::kernel::print(&kiln::jit::lower(&graph, &info).map_err(|e| fail(&e))?)
+        }
+        Emit::Clif => {
+            let kernel = kiln::jit::lower(&graph, &info).map_err(|e| fail(&e))?;
+            kiln::cranelift::clif(&kernel).map_err(|e| fail(&e))?
+        }
+    };
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
     Ok(())
 }
 

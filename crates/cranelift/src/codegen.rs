@@ -676,7 +676,15 @@ pub fn clif_text<M: Module>(module: &mut M, kernel: &Kernel) -> CodegenResult<St
         ptr,
     };
     fx.codegen_body()?;
+    // Source names as comments: which CLIF value holds which graph value.
+    let mut text = String::new();
+    for (reg_idx, name) in kernel.reg_names.iter().enumerate() {
+        if let (Some(name), Some(value)) = (name, fx.regs[reg_idx]) {
+            text.push_str(&format!("; {value} = {name}\n"));
+        }
+    }
     let config = fx.module.target_config();
     fx.bcx.finalize(config);
-    Ok(func.display().to_string())
+    text.push_str(&func.display().to_string());
+    Ok(text)
 }

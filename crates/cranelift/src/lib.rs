@@ -225,19 +225,12 @@ pub fn object(kernel: &Kernel, target: &str, symbol: &str) -> CodegenResult<Vec<
         .map_err(|e| CodegenError::Cranelift(e.to_string()))
 }
 
-/// The CLIF of `kernel` as Cranelift prints it, after a header mapping kernel
-/// registers to the graph's source names.
+/// The CLIF of `kernel` as Cranelift prints it, after comment lines naming the
+/// graph value (source name) each CLIF value holds.
 pub fn clif(kernel: &Kernel) -> CodegenResult<String> {
     let mut module = JITModule::new(JITBuilder::with_isa(
         host_isa()?,
         cranelift_module::default_libcall_names(),
     ));
-    let mut text = String::new();
-    for (reg_idx, name) in kernel.reg_names.iter().enumerate() {
-        if let Some(name) = name {
-            text.push_str(&format!("; r{reg_idx} = {name}\n"));
-        }
-    }
-    text.push_str(&codegen::clif_text(&mut module, kernel)?);
-    Ok(text)
+    codegen::clif_text(&mut module, kernel)
 }

@@ -12,7 +12,7 @@
 //! assert_eq!(out, vec![Data::Scalar(Scalar::F64(41.0))]);
 //! ```
 
-mod jit;
+pub mod jit;
 
 pub use jit::{compile_many, Cranelift, JitProgram, NativeType, ScalarArgs, ScalarFn};
 pub use kiln_cranelift as cranelift;
