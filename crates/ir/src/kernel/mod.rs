@@ -12,10 +12,11 @@
 //! Loops nest (a [`Stmt::Loop`] holds statements), so tensor loop nests need no
 //! new constructs.
 
+pub mod header;
 mod lower;
 mod print;
 
-pub use lower::lower;
+pub use lower::{lower, LowerError};
 pub use print::print;
 
 use crate::entities::Value;

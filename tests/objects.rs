@@ -1,0 +1,366 @@
+//! Objects from the Cranelift tier, linked with a generated C `main` and run:
+//! natively on x86-64, under qemu-user on AArch64 and RISC-V 64. Every output
+//! must match the interpreter bit for bit.
+//!
+//! Needs `cc`, `aarch64-linux-gnu-gcc`, `riscv64-linux-gnu-gcc`, `qemu-aarch64`,
+//! `qemu-riscv64` (`.ci/run` installs them). Without them the cross targets are
+//! skipped with a message, except under `CI=true`, where that is a failure.
+
+use kiln::ir::kernel::{header, Kernel, Param};
+use kiln::{Buffer, Data, Format, PyOptions, Scalar};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+struct Case {
+    src: &'static str,
+    inputs: Vec<Data>,
+}
+
+fn cases() -> Vec<Case> {
+    let f64s = |v: &[f64]| Data::Column(Buffer::F64(v.to_vec()));
+    let i64s = |v: &[i64]| Data::Column(Buffer::I64(v.to_vec()));
+    vec![
+        Case {
+            src: "def f(x: float, y: float): return sqrt(x) * y + x % y - min(x, y) + x ** 2.0",
+            inputs: vec![
+                Data::Scalar(Scalar::F64(2.5)),
+                Data::Scalar(Scalar::F64(-0.75)),
+            ],
+        },
+        Case {
+            src: "def g(x: float): return floor(x), x // 0.1, round(x) > 2.0",
+            inputs: vec![Data::Scalar(Scalar::F64(2.5))],
+        },
+        Case {
+            src: "def d(a: i64[n], b: i64[n]): return a // b, a % b, sum(a), a >> b",
+            inputs: vec![i64s(&[7, -7, i64::MIN, 5]), i64s(&[2, 2, -1, 70])],
+        },
+        Case {
+            src: "def d(a: i64[n], b: i64[n]): return a // b",
+            inputs: vec![i64s(&[7, -7]), i64s(&[2, 0])],
+        },
+        Case {
+            src: "def s(x: f32[n], t: f32): return filter(x > t), x * t, mean(x), max(x)",
+            inputs: vec![
+                Data::Column(Buffer::F32(vec![0.5, 3.0, -0.0, 7.25, f32::NAN])),
+                Data::Scalar(Scalar::F32(1.5)),
+            ],
+        },
+        Case {
+            src: "def w(p: bool[n], k: i32[n]): return where(p, k << 3, -k), len(k), ~p",
+            inputs: vec![
+                Data::Column(Buffer::Bool(vec![true, false, true])),
+                Data::Column(Buffer::I32(vec![1, i32::MIN, -3])),
+            ],
+        },
+        Case {
+            src: "def e(x: float[n]): return x * 2.0, sum(x)",
+            inputs: vec![f64s(&[])],
+        },
+    ]
+}
+
+/// The bytes of a column or scalar, little-endian, as the C side holds them.
+fn bytes(data: &Data) -> Vec<u8> {
+    let scalar = |s: Scalar| -> Vec<u8> {
+        match s {
+            Scalar::Bool(b) => vec![u8::from(b)],
+            Scalar::I32(v) => v.to_le_bytes().to_vec(),
+            Scalar::I64(v) => v.to_le_bytes().to_vec(),
+            Scalar::F32(v) => v.to_le_bytes().to_vec(),
+            Scalar::F64(v) => v.to_le_bytes().to_vec(),
+        }
+    };
+    match data {
+        Data::Scalar(s) => scalar(*s),
+        Data::Column(b) => b.iter().flat_map(scalar).collect(),
+        Data::Selection(rows) => rows.iter().flat_map(|r| r.to_le_bytes()).collect(),
+    }
+}
+
+fn c_bytes(b: &[u8]) -> String {
+    if b.is_empty() {
+        return "0".to_string();
+    }
+    b.iter()
+        .map(|x| format!("0x{x:02x}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// A C `main` that calls `symbol` on `inputs` and prints the status and each
+/// output's bytes in hex, one line each.
+fn c_main(kernel: &Kernel, symbol: &str, inputs: &[Data], n_rows: usize) -> String {
+    let mut decls = String::new();
+    let mut args = Vec::new();
+    let mut prints = String::new();
+    let mut direct_ret = None;
+    let mut input_idx = 0;
+    for (idx, param) in kernel.params.iter().enumerate() {
+        match param {
+            Param::ScalarIn { dtype, .. } | Param::ColumnIn { dtype, .. } => {
+                let b = bytes(&inputs[input_idx]);
+                input_idx += 1;
+                decls += &format!(
+                    "static _Alignas(8) unsigned char in{idx}[] = {{{}}};\n",
+                    c_bytes(&b)
+                );
+                let ty = header::c_type(*dtype);
+                if matches!(param, Param::ScalarIn { .. }) {
+                    decls += &format!("{ty} v{idx}; memcpy(&v{idx}, in{idx}, sizeof v{idx});\n");
+                    args.push(format!("v{idx}"));
+                } else {
+                    args.push(format!("(const {ty}*)in{idx}"));
+                }
+            }
+            Param::Extent { .. } => args.push(format!("(int64_t){n_rows}")),
+            Param::ScalarOut { dtype, .. } if kernel.direct && direct_ret.is_none() => {
+                direct_ret = Some(header::c_type(*dtype));
+                decls += &format!("{} r{idx};\n", header::c_type(*dtype));
+                prints += &format!("dump(&r{idx}, sizeof r{idx});\n");
+            }
+            Param::ScalarOut { dtype, .. } => {
+                decls += &format!("{} o{idx};\n", header::c_type(*dtype));
+                args.push(format!("&o{idx}"));
+                prints += &format!("dump(&o{idx}, sizeof o{idx});\n");
+            }
+            Param::ColumnOut { dtype, .. } => {
+                let size = kiln::DType::size_bytes(*dtype);
+                decls += &format!(
+                    "static _Alignas(8) unsigned char o{idx}[{}];\n",
+                    n_rows * size + 8
+                );
+                args.push(format!("({}*)o{idx}", header::c_type(*dtype)));
+                prints += &format!("dump(o{idx}, {});\n", n_rows * size);
+            }
+            Param::SelectionOut { .. } => {
+                decls += &format!("static uint32_t o{idx}[{}];\n", n_rows + 1);
+                args.push(format!("o{idx}"));
+            }
+            Param::SelectionCount { .. } => {
+                decls += &format!("int64_t o{idx} = 0;\n");
+                args.push(format!("&o{idx}"));
+                prints += &format!("dump(o{}, (size_t)o{idx} * 4);\n", idx - 1);
+            }
+        }
+    }
+    let call = match direct_ret {
+        Some(_) => {
+            let ret_idx = kernel
+                .params
+                .iter()
+                .position(|p| matches!(p, Param::ScalarOut { .. }))
+                .expect("a direct kernel has an output");
+            format!(
+                "r{ret_idx} = {symbol}({}); int32_t status = 0;",
+                args.join(", ")
+            )
+        }
+        None => format!("int32_t status = {symbol}({});", args.join(", ")),
+    };
+    format!(
+        "#include <stdio.h>\n#include <string.h>\n#include \"kernel.h\"\n\
+         static void dump(const void* p, size_t n) {{ const unsigned char* b = p; for (size_t i = 0; i < n; i++) printf(\"%02x\", b[i]); printf(\"\\n\"); }}\n\
+         int main(void) {{\n{decls}{call}\nprintf(\"%d\\n\", (int)status);\nif (status == 0) {{\n{prints}}}\nreturn 0;\n}}\n"
+    )
+}
+
+/// The interpreter's expected output lines (status, then bytes of each output).
+fn expected(graph: &kiln::Graph, info: &kiln::GraphInfo, inputs: &[Data]) -> Vec<String> {
+    match kiln::interp::run(graph, info, inputs) {
+        Err(kiln::ExecError::DivisionByZero { .. }) => vec!["division by zero".to_string()],
+        Err(e) => panic!("unexpected interpreter error {e}"),
+        Ok(outs) => {
+            let mut lines = vec!["0".to_string()];
+            lines.extend(outs.iter().map(|o| {
+                bytes(o)
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect::<String>()
+            }));
+            lines
+        }
+    }
+}
+
+/// NaN payloads are unspecified: canonicalize NaN bytes of float outputs.
+fn same_output(graph: &kiln::Graph, want: &[String], got: &[String]) -> bool {
+    if want.first().map(String::as_str) == Some("division by zero") {
+        return got
+            .first()
+            .and_then(|s| s.parse::<i32>().ok())
+            .is_some_and(|s| s & 0xff == 1);
+    }
+    if want.len() != got.len() || want[0] != got[0] {
+        return false;
+    }
+    graph
+        .outputs()
+        .iter()
+        .zip(&want[1..])
+        .zip(&got[1..])
+        .all(|((o, w), g)| {
+            let dtype = graph.ty(o.value).dtype();
+            let width = match dtype {
+                Some(kiln::DType::F32) => 8,
+                Some(kiln::DType::F64) => 16,
+                _ => return w == g,
+            };
+            w.len() == g.len()
+                && w.as_bytes()
+                    .chunks(width)
+                    .zip(g.as_bytes().chunks(width))
+                    .all(|(a, b)| {
+                        let parse = |hex: &[u8]| {
+                            let le: Vec<u8> = hex
+                                .chunks(2)
+                                .map(|c| {
+                                    u8::from_str_radix(std::str::from_utf8(c).expect("hex"), 16)
+                                        .expect("hex")
+                                })
+                                .collect();
+                            if width == 8 {
+                                f64::from(f32::from_le_bytes(le.try_into().expect("4 bytes")))
+                            } else {
+                                f64::from_le_bytes(le.try_into().expect("8 bytes"))
+                            }
+                        };
+                        let (x, y) = (parse(a), parse(b));
+                        (x.is_nan() && y.is_nan()) || a == b
+                    })
+        })
+}
+
+fn tool_available(tool: &str) -> bool {
+    Command::new(tool)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+fn check_target(target: &str, cc: &str, runner: Option<&str>) {
+    for tool in std::iter::once(cc).chain(runner) {
+        if !tool_available(tool) {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "`{tool}` is missing: CI must install it (.ci/run)"
+            );
+            eprintln!("skipping {target}: `{tool}` is not installed (apt-get install qemu-user gcc-aarch64-linux-gnu gcc-riscv64-linux-gnu)");
+            return;
+        }
+    }
+    let dir: PathBuf =
+        std::env::temp_dir().join(format!("kiln-objects-{target}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    for (case_idx, case) in cases().into_iter().enumerate() {
+        let graph = kiln::load(case.src, Format::Py, &PyOptions::default())
+            .expect("parses")
+            .graph;
+        let info = kiln::verify(&graph).expect("verifies");
+        let (graph, info) = kiln::optimize(&graph, &info).expect("optimizes");
+        let kernel = kiln::jit::lower(&graph, &info).expect("lowers");
+        let symbol = format!("kiln_case_{case_idx}");
+        let object = kiln::cranelift::object(&kernel, target, &symbol).expect("object");
+        let n_rows = case
+            .inputs
+            .iter()
+            .find_map(|d| {
+                if let Data::Column(b) = d {
+                    Some(b.len())
+                } else {
+                    None
+                }
+            })
+            .unwrap_or(0);
+        let case_dir = dir.join(format!("case{case_idx}"));
+        std::fs::create_dir_all(&case_dir).expect("case dir");
+        std::fs::write(case_dir.join("kernel.o"), object).expect("write object");
+        std::fs::write(case_dir.join("kernel.h"), header::header(&kernel, &symbol))
+            .expect("write header");
+        std::fs::write(
+            case_dir.join("main.c"),
+            c_main(&kernel, &symbol, &case.inputs, n_rows),
+        )
+        .expect("write main");
+        let exe = case_dir.join("main");
+        run_ok(
+            Command::new(cc)
+                .current_dir(&case_dir)
+                .args([
+                    "-std=c11", "-Wall", "-Werror", "-static", "main.c", "kernel.o", "-lm", "-o",
+                ])
+                .arg(&exe),
+            &case_dir,
+        );
+        let output = match runner {
+            Some(qemu) => run_ok(Command::new(qemu).arg(&exe), &case_dir),
+            None => run_ok(&mut Command::new(&exe), &case_dir),
+        };
+        let got: Vec<String> = output.lines().map(str::to_string).collect();
+        let want = expected(&graph, &info, &case.inputs);
+        assert!(
+            same_output(&graph, &want, &got),
+            "{target}: `{}`\nwant {want:?}\ngot  {got:?}\n(files in {})",
+            case.src,
+            case_dir.display()
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn run_ok(cmd: &mut Command, dir: &Path) -> String {
+    let out = cmd.output().expect("runs");
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed in {}:\n{}{}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
+
+#[test]
+fn x86_64_objects_run_natively() {
+    check_target("x86_64", "cc", None);
+}
+
+#[test]
+fn aarch64_objects_run_under_qemu() {
+    check_target("aarch64", "aarch64-linux-gnu-gcc", Some("qemu-aarch64"));
+}
+
+#[test]
+fn riscv64_objects_run_under_qemu() {
+    check_target("riscv64", "riscv64-linux-gnu-gcc", Some("qemu-riscv64"));
+}
+
+#[test]
+fn headers_declare_the_native_signature() {
+    let graph = kiln::load(
+        "def f(x: float[n], k: int): return filter(x > 0.0), x * 2.0, k + 1",
+        Format::Py,
+        &PyOptions::default(),
+    )
+    .unwrap()
+    .graph;
+    let info = kiln::verify(&graph).unwrap();
+    let kernel = kiln::jit::lower(&graph, &info).unwrap();
+    assert_eq!(
+        header::prototype(&kernel, "f"),
+        "int32_t f(const double* x_0, int64_t k_1, int64_t n_2, uint32_t* out_out0_3, int64_t* out_out0_count_4, double* out_out1_5, int64_t* out_out2_6)"
+    );
+    let graph = kiln::load(
+        "def g(x: float, y: f32): return x * 2.0, y",
+        Format::Py,
+        &PyOptions::default(),
+    )
+    .unwrap()
+    .graph;
+    let info = kiln::verify(&graph).unwrap();
+    let kernel = kiln::jit::lower(&graph, &info).unwrap();
+    assert_eq!(
+        header::prototype(&kernel, "g"),
+        "double g(double x_0, float y_1, float* out_y_3)"
+    );
+}
