@@ -34,6 +34,11 @@ pub fn read(path: &Path) -> Result<Table, Failure> {
 }
 
 impl Table {
+    /// Number of data rows.
+    pub fn n_rows(&self) -> usize {
+        self.rows.len()
+    }
+
     /// Column `name` parsed as `dtype`.
     pub fn column(&self, path: &Path, name: &str, dtype: kiln::DType) -> Result<Data, Failure> {
         let col_idx = self.headers.iter().position(|h| h == name).ok_or_else(|| {

@@ -4,6 +4,7 @@
 //! 2 bad input or usage. Messages go to stderr as `file:line:col: error: …`.
 
 mod csvio;
+mod population;
 mod source;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -36,7 +37,7 @@ struct Cli {
 
 /// `--tier` values: the engines this build has.
 #[derive(Copy, Clone, Debug, ValueEnum)]
-enum Tier {
+pub enum Tier {
     /// The reference interpreter (the oracle).
     Interp,
     /// The Cranelift JIT.
@@ -86,9 +87,20 @@ enum Command {
         run: RunOptions,
     },
     /// Evaluate a graph over the columns of a CSV file (inputs by column name); write the outputs as CSV.
+    /// With --population, evaluate every expression of a file (one a line) instead.
     Eval {
         #[command(flatten)]
         source: SourceArgs,
+        /// A GP population: one Python-subset expression a line, compiled together and
+        /// evaluated over the CSV; prints one line per expression.
+        #[arg(long, value_name = "POP.txt", conflicts_with_all = ["file", "expr", "output"])]
+        population: Option<PathBuf>,
+        /// With --population: print each expression's mean squared error against this column.
+        #[arg(long, value_name = "COLUMN", requires = "population")]
+        target_column: Option<String>,
+        /// With --population: print compile time, evaluation time and node-evaluations/s to stderr.
+        #[arg(long, requires = "population")]
+        stats: bool,
         #[command(flatten)]
         run: RunOptions,
         /// The input CSV file, with a header row.
@@ -121,10 +133,25 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run { source, run } => cmd_run(&source, &run),
         Command::Eval {
+            population: Some(population),
+            run,
+            csv,
+            target_column,
+            stats,
+            ..
+        } => population::run(&population::PopulationArgs {
+            population: &population,
+            csv: &csv,
+            target: target_column.as_deref(),
+            stats,
+            tier: run.tier,
+        }),
+        Command::Eval {
             source,
             run,
             csv,
             output,
+            ..
         } => cmd_eval(&source, &run, &csv, output.as_deref()),
         Command::Ir { source, opt, emit } => cmd_ir(&source, opt, emit),
         Command::Check { source } => cmd_check(&source),

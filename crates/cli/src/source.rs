@@ -11,7 +11,7 @@ use std::path::PathBuf;
 #[derive(Args, Debug)]
 pub struct SourceArgs {
     /// Source file: `.kiln` (text IR) or `.py` (Python subset).
-    #[arg(required_unless_present = "expr", conflicts_with = "expr")]
+    #[arg(conflicts_with = "expr")]
     pub file: Option<PathBuf>,
     /// Source text given inline, for example `-e 'sin(x) * 2.0'`.
     #[arg(short = 'e', long = "expr", value_name = "EXPR")]

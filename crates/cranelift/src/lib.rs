@@ -52,6 +52,17 @@ fn flags(pic: bool) -> CodegenResult<settings::Flags> {
             .map_err(|e| CodegenError::Cranelift(format!("setting {k}: {e}")))
     };
     set(&mut builder, "opt_level", "speed")?;
+    // Cranelift's own IR verifier costs about a third of compile time; lowering
+    // and codegen are tested with it on (debug builds), releases skip it.
+    set(
+        &mut builder,
+        "enable_verifier",
+        if cfg!(debug_assertions) {
+            "true"
+        } else {
+            "false"
+        },
+    )?;
     set(&mut builder, "is_pic", if pic { "true" } else { "false" })?;
     set(&mut builder, "use_colocated_libcalls", "false")?;
     Ok(settings::Flags::new(builder))
