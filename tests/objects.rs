@@ -106,7 +106,7 @@ fn c_main(kernel: &Kernel, symbol: &str, inputs: &[Data], n_rows: usize) -> Stri
                     c_bytes(&b)
                 );
                 let ty = header::c_type(*dtype);
-                if matches!(param, Param::ScalarIn { .. }) {
+                if matches!(param, Param::ScalarIn { .. }) && kernel.direct {
                     decls += &format!("{ty} v{idx}; memcpy(&v{idx}, in{idx}, sizeof v{idx});\n");
                     args.push(format!("v{idx}"));
                 } else {
@@ -348,7 +348,7 @@ fn headers_declare_the_native_signature() {
     let kernel = kiln::jit::lower(&graph, &info).unwrap();
     assert_eq!(
         header::prototype(&kernel, "f"),
-        "int32_t f(const double* x_0, int64_t k_1, int64_t n_2, uint32_t* out_out0_3, int64_t* out_out0_count_4, double* out_out1_5, int64_t* out_out2_6)"
+        "int32_t f(const double* x_0, const int64_t* k_1, int64_t n_2, uint32_t* out_out0_3, int64_t* out_out0_count_4, double* out_out1_5, int64_t* out_out2_6)"
     );
     let graph = kiln::load(
         "def g(x: float, y: f32): return x * 2.0, y",

@@ -124,16 +124,20 @@ pub fn run(args: &PopulationArgs<'_>) -> Result<(), Failure> {
     let mut failed = false;
     let mut stdout = std::io::stdout().lock();
     for (member, program) in members.iter().zip(&programs) {
-        let mut inputs = Vec::with_capacity(member.graph.inputs().len());
         for input in member.graph.inputs() {
             if !columns.contains_key(&input.name) {
                 let column = table.column(args.csv, &input.name, kiln::DType::F64)?;
                 columns.insert(input.name.clone(), column);
             }
-            inputs.push(columns[&input.name].clone());
         }
+        let inputs: Vec<&Data> = member
+            .graph
+            .inputs()
+            .iter()
+            .map(|input| &columns[&input.name])
+            .collect();
         let t0 = Instant::now();
-        let result = program.run(&inputs);
+        let result = program.run_refs(&inputs);
         eval_time += t0.elapsed();
         node_evals += (member.nodes * n_rows) as u128;
         let line = match result.map(|outs| as_f64(&outs[0], n_rows)) {

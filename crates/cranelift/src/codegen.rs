@@ -41,7 +41,9 @@ pub fn signature(kernel: &Kernel, ptr: ir::Type, call_conv: CallConv) -> (Signat
     let mut returned = false;
     for param in &kernel.params {
         let ty = match param {
-            Param::ScalarIn { dtype, .. } => clif_type(*dtype),
+            // Direct kernels take scalars by value; the others take every
+            // input by pointer, so their signature is pointers and i64s only.
+            Param::ScalarIn { dtype, .. } if kernel.direct => clif_type(*dtype),
             Param::Extent { .. } => types::I64,
             Param::ScalarOut { dtype, .. } if kernel.direct && !returned => {
                 returned = true;
@@ -60,9 +62,18 @@ pub fn signature(kernel: &Kernel, ptr: ir::Type, call_conv: CallConv) -> (Signat
     (sig, slots)
 }
 
+/// Kernels with more parameters than this are called through a wrapper.
+pub const MAX_NATIVE_ARGS: usize = 16;
+
+/// True when the Rust side cannot call `kernel` natively (by arity, all
+/// parameters 8-byte integers or pointers) and needs the uniform wrapper.
+pub fn needs_wrapper(kernel: &Kernel) -> bool {
+    kernel.direct || kernel.params.len() > MAX_NATIVE_ARGS
+}
+
 /// Declares and defines `kernel` (exported under its name) in `module`; with
-/// `wrapper`, also a local `i32 name__call(u64* slots)` that loads each parameter
-/// from an 8-byte slot and calls it: the uniform entry the Rust side uses.
+/// `wrapper`, and if [`needs_wrapper`], also a local `i32 name__call(u64* slots)`
+/// that loads each parameter from an 8-byte slot and calls it.
 pub fn define_kernel<M: Module>(
     module: &mut M,
     kernel: &Kernel,
@@ -96,7 +107,7 @@ pub fn define_kernel<M: Module>(
         .define_function(id, &mut ctx)
         .map_err(|e| CodegenError::Cranelift(format!("{symbol}: {e:?}")))?;
     module.clear_context(&mut ctx);
-    if !wrapper {
+    if !wrapper || !needs_wrapper(kernel) {
         return Ok((id, None));
     }
     let wrapper_id = define_wrapper(module, kernel, id, &sig, &slots, &format!("{symbol}__call"))?;
@@ -353,7 +364,21 @@ impl<M: Module> FunctionCx<'_, M> {
 
     fn codegen_expr(&mut self, expr: &Expr, dtype: DType) -> CodegenResult<ir::Value> {
         Ok(match expr {
-            Expr::Input(p) => self.arg(*p),
+            Expr::Input(p) if self.kernel.direct => self.arg(*p),
+            Expr::Input(p) => {
+                let addr = self.arg(*p);
+                let value = self.bcx.ins().load(
+                    clif_type(dtype),
+                    MemFlagsData::trusted().with_readonly(),
+                    addr,
+                    0,
+                );
+                if dtype == DType::Bool {
+                    self.bcx.ins().icmp_imm_s(IntCC::NotEqual, value, 0)
+                } else {
+                    value
+                }
+            }
             Expr::Load(p, row) => {
                 let (base, row) = (self.arg(*p), self.reg(*row));
                 let addr = self.element_addr(base, row, dtype);

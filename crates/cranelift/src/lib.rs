@@ -10,7 +10,7 @@
 mod codegen;
 mod libcalls;
 
-pub use codegen::{clif_type, signature, Slot};
+pub use codegen::{clif_type, needs_wrapper, signature, Slot, MAX_NATIVE_ARGS};
 
 use cranelift_codegen::isa::OwnedTargetIsa;
 use cranelift_codegen::settings::{self, Configurable};
@@ -113,8 +113,10 @@ pub struct CompiledKernel {
     /// Held, never read: keeps the machine code alive while this handle is.
     #[allow(dead_code)]
     code: Arc<JitCode>,
-    entry: usize,
-    direct: usize,
+    /// The uniform `i32 (u64*)` wrapper, for kernels that need one.
+    wrapper: Option<usize>,
+    /// The kernel itself.
+    native: usize,
 }
 
 impl std::fmt::Debug for CompiledKernel {
@@ -132,28 +134,36 @@ impl CompiledKernel {
         &self.kernel
     }
 
-    /// Calls the kernel through its uniform entry: `slots[i]` holds parameter
-    /// `i` of [`Kernel::params`] in 8 bytes (a scalar's bits, zero- or
-    /// sign-extended; an extent; or a pointer). For a direct kernel, the first
-    /// output's slot holds a pointer to where the result is written. Returns the
-    /// status (0 = ok).
+    /// Calls the kernel: `slots[i]` holds parameter `i` of [`Kernel::params`] in
+    /// 8 bytes: a pointer, or an extent; for a direct kernel, a scalar input's
+    /// bits (zero- or sign-extended), and for its first output a pointer to where
+    /// the result is written. Returns the status (0 = ok).
     ///
     /// # Safety
     /// `slots` must have one entry per parameter, every pointer valid for the
     /// kernel's reads or writes of as many elements as its extent says.
     pub unsafe fn call(&self, slots: &mut [u64]) -> i32 {
         debug_assert_eq!(slots.len(), self.kernel.params.len());
-        // SAFETY: `entry` is the finalized `i32 (u64*)` wrapper of this kernel,
-        // alive while `self.code` is.
-        let f: extern "C" fn(*mut u64) -> i32 =
-            unsafe { std::mem::transmute::<usize, extern "C" fn(*mut u64) -> i32>(self.entry) };
-        f(slots.as_mut_ptr())
+        match self.wrapper {
+            Some(wrapper) => {
+                // SAFETY: `wrapper` is this kernel's finalized `i32 (u64*)`
+                // wrapper, alive while `self.code` is.
+                let f = unsafe {
+                    std::mem::transmute::<usize, extern "C" fn(*mut u64) -> i32>(wrapper)
+                };
+                f(slots.as_mut_ptr())
+            }
+            // SAFETY: without a wrapper, every parameter is a pointer or an
+            // i64, which every supported C ABI passes like a u64, and there are
+            // at most MAX_NATIVE_ARGS of them.
+            None => unsafe { call_native(self.native, slots) },
+        }
     }
 
     /// The address of the kernel itself, with its native signature (see
     /// `docs/abi.md`). Valid while this handle (or a clone) is alive.
     pub fn native_ptr(&self) -> *const u8 {
-        self.direct as *const u8
+        self.native as *const u8
     }
 }
 
@@ -168,16 +178,19 @@ pub fn jit(kernels: Vec<Kernel>) -> CodegenResult<Vec<CompiledKernel>> {
     let mut ids = Vec::with_capacity(kernels.len());
     for (idx, kernel) in kernels.iter().enumerate() {
         // Internal names cannot collide with each other or with libm's.
-        let (id, wrapper) =
-            codegen::define_kernel(&mut module, kernel, &format!("__kiln_kernel_{idx}"), true)?;
-        ids.push((id, wrapper.expect("asked for a wrapper")));
+        ids.push(codegen::define_kernel(
+            &mut module,
+            kernel,
+            &format!("__kiln_kernel_{idx}"),
+            true,
+        )?);
     }
     module.finalize_definitions()?;
-    let addresses: Vec<(usize, usize)> = ids
+    let addresses: Vec<(Option<usize>, usize)> = ids
         .iter()
-        .map(|&(id, w)| {
+        .map(|&(id, wrapper)| {
             (
-                module.get_finalized_function(w) as usize,
+                wrapper.map(|w| module.get_finalized_function(w) as usize),
                 module.get_finalized_function(id) as usize,
             )
         })
@@ -188,11 +201,11 @@ pub fn jit(kernels: Vec<Kernel>) -> CodegenResult<Vec<CompiledKernel>> {
     Ok(kernels
         .into_iter()
         .zip(addresses)
-        .map(|(kernel, (entry, direct))| CompiledKernel {
+        .map(|(kernel, (wrapper, native))| CompiledKernel {
             kernel: Arc::new(kernel),
             code: Arc::clone(&code),
-            entry,
-            direct,
+            wrapper,
+            native,
         })
         .collect())
 }
@@ -244,4 +257,41 @@ pub fn clif(kernel: &Kernel) -> CodegenResult<String> {
         cranelift_module::default_libcall_names(),
     ));
     codegen::clif_text(&mut module, kernel)
+}
+
+/// Calls `f(slots[0], …, slots[k-1]) -> i32` for `k = slots.len()`.
+///
+/// # Safety
+/// `f` must be a function taking exactly `slots.len()` (at most
+/// [`MAX_NATIVE_ARGS`]) pointer-sized integer arguments and returning `i32`.
+unsafe fn call_native(f: usize, slots: &[u64]) -> i32 {
+    macro_rules! arity {
+        ($($idx:literal),*) => {{
+            type F = extern "C" fn($(arity!(@u64 $idx)),*) -> i32;
+            // SAFETY: the caller guarantees the signature.
+            let f = unsafe { std::mem::transmute::<usize, F>(f) };
+            f($(slots[$idx]),*)
+        }};
+        (@u64 $idx:literal) => { u64 };
+    }
+    match slots.len() {
+        0 => arity!(),
+        1 => arity!(0),
+        2 => arity!(0, 1),
+        3 => arity!(0, 1, 2),
+        4 => arity!(0, 1, 2, 3),
+        5 => arity!(0, 1, 2, 3, 4),
+        6 => arity!(0, 1, 2, 3, 4, 5),
+        7 => arity!(0, 1, 2, 3, 4, 5, 6),
+        8 => arity!(0, 1, 2, 3, 4, 5, 6, 7),
+        9 => arity!(0, 1, 2, 3, 4, 5, 6, 7, 8),
+        10 => arity!(0, 1, 2, 3, 4, 5, 6, 7, 8, 9),
+        11 => arity!(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10),
+        12 => arity!(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11),
+        13 => arity!(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12),
+        14 => arity!(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13),
+        15 => arity!(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14),
+        16 => arity!(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+        n => unreachable!("kernels with {n} > MAX_NATIVE_ARGS parameters get a wrapper"),
+    }
 }

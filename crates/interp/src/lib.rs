@@ -13,10 +13,15 @@
 use kiln_ir::exec::{bind_inputs, ExecError, ExecResult};
 use kiln_ir::semantics::{self, EvalResult};
 use kiln_ir::{Buffer, Data, EntityRef, Graph, GraphInfo, NodeData, Op, Scalar};
+use std::borrow::Borrow;
 
-/// Runs `graph` on `inputs` (in signature order) and returns its outputs in
-/// signature order.
-pub fn run(graph: &Graph, info: &GraphInfo, inputs: &[Data]) -> ExecResult<Vec<Data>> {
+/// Runs `graph` on `inputs` (in signature order; owned or borrowed) and returns
+/// its outputs in signature order.
+pub fn run<D: Borrow<Data>>(
+    graph: &Graph,
+    info: &GraphInfo,
+    inputs: &[D],
+) -> ExecResult<Vec<Data>> {
     bind_inputs(graph, info, inputs)?;
     let mut values: Vec<Option<Data>> = vec![None; graph.len()];
     for (value, node) in graph.nodes() {
@@ -24,7 +29,7 @@ pub fn run(graph: &Graph, info: &GraphInfo, inputs: &[Data]) -> ExecResult<Vec<D
             continue;
         }
         let result = match node.op {
-            Op::Input { index } => inputs[index as usize].clone(),
+            Op::Input { index } => inputs[index as usize].borrow().clone(),
             _ => {
                 let args: Vec<&Data> = node
                     .args

@@ -8,6 +8,7 @@ use crate::graph::Graph;
 use crate::semantics::EvalError;
 use crate::types::{Dim, Type};
 use crate::verify::GraphInfo;
+use std::borrow::Borrow;
 
 /// Why a run of a graph failed.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -104,8 +105,12 @@ impl DimBindings {
 }
 
 /// Checks `inputs` against the signature of a verified graph and binds its
-/// symbolic dimensions.
-pub fn bind_inputs(graph: &Graph, info: &GraphInfo, inputs: &[Data]) -> ExecResult<DimBindings> {
+/// symbolic dimensions. Takes owned or borrowed data (`&[Data]`, `&[&Data]`).
+pub fn bind_inputs<D: Borrow<Data>>(
+    graph: &Graph,
+    info: &GraphInfo,
+    inputs: &[D],
+) -> ExecResult<DimBindings> {
     if inputs.len() != graph.inputs().len() {
         return Err(ExecError::InputCount {
             expected: graph.inputs().len(),
@@ -113,7 +118,7 @@ pub fn bind_inputs(graph: &Graph, info: &GraphInfo, inputs: &[Data]) -> ExecResu
         });
     }
     let mut extents: Vec<(String, u64)> = Vec::with_capacity(info.symbols().len());
-    for (input, data) in graph.inputs().iter().zip(inputs) {
+    for (input, data) in graph.inputs().iter().zip(inputs.iter().map(Borrow::borrow)) {
         let ty = graph.ty(input.value);
         let tensor = ty.as_tensor().expect("verified inputs are tensors");
         let type_error = || ExecError::InputType {

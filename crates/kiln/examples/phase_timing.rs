@@ -1,6 +1,13 @@
+//! Where compile time goes for the GP population: parse, verify, optimize, lower,
+//! JIT. Run: `cargo run --release -p kiln --example phase_timing [POP.txt]`.
+
 use std::time::Instant;
+
 fn main() {
-    let text = std::fs::read_to_string("/work/shared/fixtures/gp/gp_population.txt").unwrap();
+    let path = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "../shared/fixtures/gp/gp_population.txt".to_string());
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let opts = kiln::PyOptions {
         default_shape: vec![kiln::Dim::Sym("n".into())],
         ..Default::default()
@@ -8,35 +15,34 @@ fn main() {
     let t = Instant::now();
     let graphs: Vec<_> = text
         .lines()
-        .map(|l| kiln::load(l, kiln::Format::Py, &opts).unwrap().graph)
+        .map(|l| {
+            kiln::load(l, kiln::Format::Py, &opts)
+                .expect("parses")
+                .graph
+        })
         .collect();
     let t_parse = t.elapsed();
     let t = Instant::now();
-    let infos: Vec<_> = graphs.iter().map(|g| kiln::verify(g).unwrap()).collect();
+    let infos: Vec<_> = graphs
+        .iter()
+        .map(|g| kiln::verify(g).expect("verifies"))
+        .collect();
     let t_verify = t.elapsed();
     let t = Instant::now();
-    let opt: Vec<_> = graphs
+    let optimized: Vec<_> = graphs
         .iter()
         .zip(&infos)
-        .map(|(g, i)| kiln::optimize(g, i).unwrap())
+        .map(|(g, i)| kiln::optimize(g, i).expect("optimizes"))
         .collect();
     let t_opt = t.elapsed();
     let t = Instant::now();
-    let kernels: Vec<_> = opt
+    let kernels: Vec<_> = optimized
         .iter()
-        .map(|(g, i)| kiln::jit::lower(g, i).unwrap())
+        .map(|(g, i)| kiln::jit::lower(g, i).expect("lowers"))
         .collect();
     let t_lower = t.elapsed();
     let t = Instant::now();
-    let compiled = kiln::cranelift::jit(kernels).unwrap();
+    let compiled = kiln::cranelift::jit(kernels).expect("compiles");
     let t_jit = t.elapsed();
-    println!(
-        "parse {:?} verify {:?} optimize {:?} lower {:?} jit {:?} ({} kernels)",
-        t_parse,
-        t_verify,
-        t_opt,
-        t_lower,
-        t_jit,
-        compiled.len()
-    );
+    println!("{} graphs: parse {t_parse:?}, verify {t_verify:?}, optimize {t_opt:?}, lower {t_lower:?}, jit {t_jit:?}", compiled.len());
 }

@@ -186,7 +186,7 @@ impl JitProgram {
 }
 
 impl Program for JitProgram {
-    fn run(&self, inputs: &[Data]) -> ExecResult<Vec<Data>> {
+    fn run_refs(&self, inputs: &[&Data]) -> ExecResult<Vec<Data>> {
         let bindings = bind_inputs(&self.graph, &self.info, inputs)?;
         let kernel = self.kernel();
         let extent = |ty: &Type| -> usize {
@@ -207,13 +207,22 @@ impl Program for JitProgram {
                 ty @ Type::Selection(_) => OutSlot::Selection(vec![0; extent(ty)], 0),
             })
             .collect();
+        // Scalar inputs of a non-direct kernel are passed by pointer to these.
+        let scalar_cells: Vec<u64> = inputs
+            .iter()
+            .map(|d| match d {
+                Data::Scalar(s) => scalar_bits(*s),
+                _ => 0,
+            })
+            .collect();
         let mut slots: Vec<u64> = Vec::with_capacity(kernel.params.len());
         let mut out_iter = outs.iter_mut();
         let mut pending_count: Option<*mut i64> = None;
         for (param_idx, param) in kernel.params.iter().enumerate() {
             let slot = match param {
-                Param::ScalarIn { .. } | Param::ColumnIn { .. } => match &inputs[param_idx] {
-                    Data::Scalar(s) => scalar_bits(*s),
+                Param::ScalarIn { .. } | Param::ColumnIn { .. } => match inputs[param_idx] {
+                    Data::Scalar(s) if kernel.direct => scalar_bits(*s),
+                    Data::Scalar(_) => &scalar_cells[param_idx] as *const u64 as u64,
                     Data::Column(b) => buffer_ptr(b),
                     Data::Selection(_) => unreachable!("bind_inputs rejects selections as inputs"),
                 },

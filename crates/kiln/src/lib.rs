@@ -87,8 +87,15 @@ pub type CompileResult<T> = Result<T, CompileError>;
 
 /// A graph made ready to run by an engine.
 pub trait Program: Send + Sync {
+    /// Runs on borrowed `inputs`, in signature order, and returns the outputs
+    /// in order.
+    fn run_refs(&self, inputs: &[&Data]) -> ExecResult<Vec<Data>>;
+
     /// Runs on `inputs`, in signature order, and returns the outputs in order.
-    fn run(&self, inputs: &[Data]) -> ExecResult<Vec<Data>>;
+    fn run(&self, inputs: &[Data]) -> ExecResult<Vec<Data>> {
+        let refs: Vec<&Data> = inputs.iter().collect();
+        self.run_refs(&refs)
+    }
 }
 
 /// Something that runs graphs: the interpreter, or a compiling tier.
@@ -121,7 +128,7 @@ struct InterpProgram {
 }
 
 impl Program for InterpProgram {
-    fn run(&self, inputs: &[Data]) -> ExecResult<Vec<Data>> {
+    fn run_refs(&self, inputs: &[&Data]) -> ExecResult<Vec<Data>> {
         kiln_interp::run(&self.graph, &self.info, inputs)
     }
 }

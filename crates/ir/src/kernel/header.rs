@@ -34,7 +34,10 @@ pub fn prototype(kernel: &Kernel, symbol: &str) -> String {
     let mut returned = false;
     for (idx, param) in kernel.params.iter().enumerate() {
         let (ty, name) = match param {
-            Param::ScalarIn { name, dtype } => (c_type(*dtype).to_string(), name.clone()),
+            Param::ScalarIn { name, dtype } if kernel.direct => {
+                (c_type(*dtype).to_string(), name.clone())
+            }
+            Param::ScalarIn { name, dtype } => (format!("const {}*", c_type(*dtype)), name.clone()),
             Param::ColumnIn { name, dtype } => (format!("const {}*", c_type(*dtype)), name.clone()),
             Param::Extent { dim } => ("int64_t".to_string(), dim.clone()),
             Param::ScalarOut { name, dtype } if kernel.direct && !returned => {

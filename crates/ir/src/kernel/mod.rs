@@ -38,7 +38,8 @@ pub type ParamIdx = u32;
 /// One parameter of the kernel's native signature, in order.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Param {
-    /// A scalar input, passed by value (`bool` as a `u8` 0/1).
+    /// A scalar input: by value in a direct kernel (`bool` as a `u8` 0/1), else
+    /// a pointer to it, like every other input.
     ScalarIn {
         /// The input's name.
         name: String,
