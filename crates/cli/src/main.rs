@@ -101,6 +101,9 @@ enum Command {
         /// With --population: print compile time, evaluation time and node-evaluations/s to stderr.
         #[arg(long, requires = "population")]
         stats: bool,
+        /// With --population: threads to compile and evaluate on (default: all cores).
+        #[arg(long, requires = "population", value_name = "N")]
+        threads: Option<usize>,
         #[command(flatten)]
         run: RunOptions,
         /// The input CSV file, with a header row.
@@ -138,6 +141,7 @@ fn main() -> ExitCode {
             csv,
             target_column,
             stats,
+            threads,
             ..
         } => population::run(&population::PopulationArgs {
             population: &population,
@@ -145,6 +149,8 @@ fn main() -> ExitCode {
             target: target_column.as_deref(),
             stats,
             tier: run.tier,
+            threads: threads
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from)),
         }),
         Command::Eval {
             source,

@@ -9,7 +9,7 @@ use kiln::{Data, Engine, Format, Program, PyOptions};
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// What `--population` needs from the command line.
 pub struct PopulationArgs<'a> {
@@ -18,6 +18,7 @@ pub struct PopulationArgs<'a> {
     pub target: Option<&'a str>,
     pub stats: bool,
     pub tier: Tier,
+    pub threads: usize,
 }
 
 struct Member {
@@ -64,7 +65,7 @@ fn load_members(path: &Path, text: &str) -> Result<Vec<Member>, Failure> {
     Ok(members)
 }
 
-fn compile(members: &[Member], tier: Tier) -> Result<Vec<Box<dyn Program>>, Failure> {
+fn compile_chunk(members: &[Member], tier: Tier) -> Result<Vec<Box<dyn Program>>, Failure> {
     let fail = |e: kiln::CompileError| Failure::Input(format!("error: {e}"));
     match tier {
         Tier::Interp => members
@@ -85,6 +86,30 @@ fn compile(members: &[Member], tier: Tier) -> Result<Vec<Box<dyn Program>>, Fail
                 .collect())
         }
     }
+}
+
+/// Compiles the population on `threads` threads, each its share as one module.
+fn compile(
+    members: &[Member],
+    tier: Tier,
+    threads: usize,
+) -> Result<Vec<Box<dyn Program>>, Failure> {
+    let chunk = members.len().div_ceil(threads.max(1)).max(1);
+    let results: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = members
+            .chunks(chunk)
+            .map(|part| s.spawn(move || compile_chunk(part, tier)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("compile threads do not panic"))
+            .collect()
+    });
+    let mut programs = Vec::with_capacity(members.len());
+    for part in results {
+        programs.extend(part?);
+    }
+    Ok(programs)
 }
 
 /// The first output as f64 values, one per row (a scalar repeats).
@@ -111,7 +136,7 @@ pub fn run(args: &PopulationArgs<'_>) -> Result<(), Failure> {
     let table = crate::csvio::read(args.csv)?;
     let start = Instant::now();
     let members = load_members(args.population, &text)?;
-    let programs = compile(&members, args.tier)?;
+    let programs = compile(&members, args.tier, args.threads)?;
     let compile_time = start.elapsed();
     let mut columns: HashMap<String, Data> = HashMap::new();
     let target = match args.target {
@@ -119,27 +144,45 @@ pub fn run(args: &PopulationArgs<'_>) -> Result<(), Failure> {
         None => None,
     };
     let n_rows = table.n_rows();
-    let mut eval_time = Duration::ZERO;
-    let mut node_evals: u128 = 0;
-    let mut failed = false;
-    let mut stdout = std::io::stdout().lock();
-    for (member, program) in members.iter().zip(&programs) {
+    for member in &members {
         for input in member.graph.inputs() {
             if !columns.contains_key(&input.name) {
                 let column = table.column(args.csv, &input.name, kiln::DType::F64)?;
                 columns.insert(input.name.clone(), column);
             }
         }
-        let inputs: Vec<&Data> = member
-            .graph
-            .inputs()
-            .iter()
-            .map(|input| &columns[&input.name])
+    }
+    let node_evals: u128 = members.iter().map(|m| (m.nodes * n_rows) as u128).sum();
+    // Evaluate on `threads` threads, each a contiguous share of the expressions.
+    let t0 = Instant::now();
+    let chunk = members.len().div_ceil(args.threads.max(1)).max(1);
+    let results: Vec<kiln::ExecResult<Vec<Data>>> = std::thread::scope(|s| {
+        let handles: Vec<_> = members
+            .chunks(chunk)
+            .zip(programs.chunks(chunk))
+            .map(|(ms, ps)| {
+                let columns = &columns;
+                s.spawn(move || {
+                    ms.iter()
+                        .zip(ps)
+                        .map(|(m, p)| {
+                            let inputs: Vec<&Data> =
+                                m.graph.inputs().iter().map(|i| &columns[&i.name]).collect();
+                            p.run_refs(&inputs)
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
             .collect();
-        let t0 = Instant::now();
-        let result = program.run_refs(&inputs);
-        eval_time += t0.elapsed();
-        node_evals += (member.nodes * n_rows) as u128;
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("eval threads do not panic"))
+            .collect()
+    });
+    let eval_time = t0.elapsed();
+    let mut failed = false;
+    let mut stdout = std::io::stdout().lock();
+    for (member, result) in members.iter().zip(results) {
         let line = match result.map(|outs| as_f64(&outs[0], n_rows)) {
             Err(e) => {
                 failed = true;
@@ -165,9 +208,10 @@ pub fn run(args: &PopulationArgs<'_>) -> Result<(), Failure> {
         let n = members.len().max(1);
         let secs = eval_time.as_secs_f64();
         eprintln!(
-            "population: {} expressions x {n_rows} rows, tier {:?}\ncompile: {:.3} ms total, {:.1} us per expression (parse, verify, optimize, lower, codegen)\neval: {:.3} ms, {} node-evaluations, {:.0} M node-evaluations/s\ntotal: {:.3} ms",
+            "population: {} expressions x {n_rows} rows, tier {:?}, {} thread(s)\ncompile: {:.3} ms total, {:.1} us per expression (parse, verify, optimize, lower, codegen)\neval: {:.3} ms, {} node-evaluations, {:.0} M node-evaluations/s\ntotal: {:.3} ms",
             members.len(),
             args.tier,
+            args.threads,
             compile_time.as_secs_f64() * 1e3,
             compile_time.as_secs_f64() * 1e6 / n as f64,
             secs * 1e3,
