@@ -239,3 +239,91 @@ fn check_reports_signature() {
         "mask = [false, true, false]\nout1 = [1]\nout2 = 1\n"
     );
 }
+
+#[test]
+fn population_mode_compiles_every_line_and_agrees_with_the_interpreter() {
+    let pop = temp_file(
+        "pop.txt",
+        b"x * 2.0\n\n# a comment\nsin(x) + 1.0\n3.0 - 1.5\n",
+    );
+    let csv = example("x.csv");
+    let cranelift = kiln(&[
+        "eval",
+        "--population",
+        &pop,
+        "--csv",
+        &csv,
+        "--target-column",
+        "x",
+        "--stats",
+        "--threads",
+        "2",
+    ]);
+    assert_eq!(cranelift.status.code(), Some(0), "{}", stderr(&cranelift));
+    let lines: Vec<String> = stdout(&cranelift).lines().map(str::to_string).collect();
+    // MSE of 2x against x over 0..9 is mean(x^2) = 28.5; of 1.5 it is mean((1.5 - x)^2).
+    assert_eq!(lines.len(), 3);
+    assert_eq!(lines[0], "28.5");
+    assert_eq!(lines[2], "17.25");
+    assert!(
+        stderr(&cranelift).contains("node-evaluations"),
+        "{}",
+        stderr(&cranelift)
+    );
+    let interp = kiln(&[
+        "eval",
+        "--population",
+        &pop,
+        "--csv",
+        &csv,
+        "--target-column",
+        "x",
+        "--tier",
+        "interp",
+    ]);
+    assert_eq!(stdout(&interp), stdout(&cranelift));
+    let first = kiln(&["eval", "--population", &pop, "--csv", &csv]);
+    assert_eq!(stdout(&first).lines().next(), Some("0.0,2.0,4.0,6.0,8.0"));
+    let bad = temp_file("bad_pop.txt", b"x + 1.0\nx +* 2\n");
+    assert_bad_input(
+        &kiln(&["eval", "--population", &bad, "--csv", &csv]),
+        "bad_pop.txt:2:4: error: expected an expression",
+    );
+}
+
+#[test]
+fn ir_emits_kernels_and_clif() {
+    let kernel = stdout(&kiln(&["ir", &example("query.py"), "--emit", "kernel"]));
+    assert!(
+        kernel.contains("loop r") && kernel.contains("select_push"),
+        "{kernel}"
+    );
+    // One pass over the rows: the mask, the filter and the sum share one loop.
+    assert_eq!(kernel.matches("loop ").count(), 1, "{kernel}");
+    let clif = stdout(&kiln(&["ir", &example("fn.py"), "--emit", "clif"]));
+    assert!(
+        clif.starts_with("; v0 = x\n") && clif.contains("fadd"),
+        "{clif}"
+    );
+}
+
+#[test]
+fn compiled_division_by_zero_exits_1() {
+    let out = kiln(&[
+        "run",
+        "-e",
+        "def f(a: int, b: int):\n    q = a // b\n    return q",
+        "--arg",
+        "a=1",
+        "--arg",
+        "b=0",
+        "--tier",
+        "cranelift",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("integer division by zero in v2 (`q`)"),
+        "{}",
+        stderr(&out)
+    );
+}

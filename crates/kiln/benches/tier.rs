@@ -15,10 +15,15 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 fn program(src: &str) -> kiln::JitProgram {
-    let graph = kiln::load(src, Format::Py, &PyOptions::default()).expect("parses").graph;
+    let graph = kiln::load(src, Format::Py, &PyOptions::default())
+        .expect("parses")
+        .graph;
     let info = kiln::verify(&graph).expect("verifies");
     let (graph, info) = kiln::optimize(&graph, &info).expect("optimizes");
-    compile_many(&[(&graph, &info)]).expect("compiles").pop().expect("one program")
+    compile_many(&[(&graph, &info)])
+        .expect("compiles")
+        .pop()
+        .expect("one program")
 }
 
 fn median(mut samples: Vec<Duration>) -> Duration {
@@ -27,7 +32,9 @@ fn median(mut samples: Vec<Duration>) -> Duration {
 }
 
 fn typed_call() {
-    let f = program("x * 2.0 + 1.0").scalar_fn::<(f64,), f64>().expect("f64 -> f64");
+    let f = program("x * 2.0 + 1.0")
+        .scalar_fn::<(f64,), f64>()
+        .expect("f64 -> f64");
     let n = 100_000_000u32;
     let samples = (0..5)
         .map(|_| {
@@ -56,12 +63,17 @@ fn nnc_kernel() {
         })
         .collect();
     let t = median(samples);
-    println!("NNC kernel over {n} f64: {:.1} ms, {:.2} ns per element", t.as_secs_f64() * 1e3, t.as_secs_f64() / n as f64 * 1e9);
+    println!(
+        "NNC kernel over {n} f64: {:.1} ms, {:.2} ns per element",
+        t.as_secs_f64() * 1e3,
+        t.as_secs_f64() / n as f64 * 1e9
+    );
 }
 
 fn arithmetic() {
     let src = "def f(x0: float[n], x1: float[n], x2: float[n]): return x0 * x1 + x2 * 2.5 - x0 / (x1 + 1.5) + x2 * x0";
-    let nodes = kiln::frontend::py::count_nodes("x0 * x1 + x2 * 2.5 - x0 / (x1 + 1.5) + x2 * x0").expect("parses");
+    let nodes = kiln::frontend::py::count_nodes("x0 * x1 + x2 * 2.5 - x0 / (x1 + 1.5) + x2 * x0")
+        .expect("parses");
     let p = program(src);
     let n = 1_000_000;
     let col = |k: f64| Data::from((0..n).map(|i| (i as f64) * 1e-3 + k).collect::<Vec<_>>());
@@ -87,7 +99,10 @@ fn compile_latency() {
             t.elapsed()
         })
         .collect();
-    println!("compile one expression (text to machine code, own module): {:.1} us", median(samples).as_secs_f64() * 1e6);
+    println!(
+        "compile one expression (text to machine code, own module): {:.1} us",
+        median(samples).as_secs_f64() * 1e6
+    );
 }
 
 fn main() {

@@ -150,3 +150,8 @@ impl Engine for Interpreter {
 pub fn engines() -> Vec<Box<dyn Engine>> {
     vec![Box::new(Interpreter), Box::new(Cranelift)]
 }
+
+/// The README's Rust example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeDoctests;
