@@ -327,3 +327,22 @@ fn compiled_division_by_zero_exits_1() {
         stderr(&out)
     );
 }
+
+#[test]
+fn the_nnc_kernel_runs_fused_on_both_tiers() {
+    let kernel = stdout(&kiln(&["ir", &example("nnc.py"), "--emit", "kernel"]));
+    assert_eq!(kernel.matches("loop ").count(), 1, "{kernel}");
+    let cranelift = kiln(&["eval", &example("nnc.py"), "--csv", &example("x.csv")]);
+    let interp = kiln(&[
+        "eval",
+        &example("nnc.py"),
+        "--csv",
+        &example("x.csv"),
+        "--tier",
+        "interp",
+    ]);
+    assert_eq!(cranelift.status.code(), Some(0), "{}", stderr(&cranelift));
+    assert_eq!(stdout(&cranelift), stdout(&interp));
+    // x = 0: a = 0, b = 0, c = 1, d = 1, f = 1, so d + f = 2.
+    assert_eq!(stdout(&cranelift).lines().nth(1), Some("2.0"));
+}
