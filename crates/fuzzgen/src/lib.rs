@@ -1,0 +1,422 @@
+//! Random valid graphs and inputs from `arbitrary::Unstructured`, shared by the
+//! property tests and the `differential` fuzz target, and [`differential`]: the
+//! check that every engine agrees with the interpreter bit for bit.
+//!
+//! Graphs are valid by construction: every op goes through the builder, which
+//! applies the typing rules, and an operand of the wrong dtype is first cast.
+//! Nothing is made "safe": division by zero, shifts past the width, NaN and
+//! out-of-range casts are generated on purpose; every engine must give the same
+//! values, or the same error.
+
+use arbitrary::{Result, Unstructured};
+use kiln::ir::{BinaryOp, Builder, CmpOp, DType, Dim, ReduceOp, TensorType, Type, UnaryOp, Value};
+use kiln::{Buffer, Data, Engine, ExecResult, Graph, Scalar};
+
+/// A generated graph and inputs for it.
+#[derive(Clone, Debug)]
+pub struct Case {
+    /// The graph (valid by construction).
+    pub graph: Graph,
+    /// One input per graph input, in order.
+    pub inputs: Vec<Data>,
+}
+
+const F64_EDGES: &[f64] = &[
+    0.0,
+    -0.0,
+    1.0,
+    -1.0,
+    0.5,
+    2.0,
+    3.0,
+    f64::NAN,
+    f64::INFINITY,
+    f64::NEG_INFINITY,
+    5e-324,
+    -2.2250738585072014e-308,
+    f64::MAX,
+    f64::MIN,
+    9.223372036854776e18,
+    -2147483649.0,
+    2.5,
+    -0.5,
+    1e-300,
+];
+const F32_EDGES: &[f32] = &[
+    0.0,
+    -0.0,
+    1.0,
+    -1.0,
+    0.5,
+    2.0,
+    f32::NAN,
+    f32::INFINITY,
+    f32::NEG_INFINITY,
+    1e-45,
+    f32::MAX,
+    f32::MIN,
+    2147483648.0,
+    -3.5,
+];
+const I64_EDGES: &[i64] = &[
+    0,
+    0,
+    1,
+    -1,
+    2,
+    63,
+    64,
+    65,
+    -64,
+    i64::MIN,
+    i64::MAX,
+    i64::MIN + 1,
+    3,
+    -7,
+];
+const I32_EDGES: &[i32] = &[
+    0,
+    0,
+    1,
+    -1,
+    2,
+    31,
+    32,
+    33,
+    -32,
+    i32::MIN,
+    i32::MAX,
+    i32::MIN + 1,
+    3,
+    -7,
+];
+
+/// A scalar of `dtype`, biased toward edge values.
+pub fn scalar(u: &mut Unstructured, dtype: DType) -> Result<Scalar> {
+    let edge = u.ratio(3u8, 4u8)?;
+    Ok(match dtype {
+        DType::Bool => Scalar::Bool(u.arbitrary()?),
+        DType::I32 => Scalar::I32(if edge {
+            *u.choose(I32_EDGES)?
+        } else {
+            u.arbitrary()?
+        }),
+        DType::I64 => Scalar::I64(if edge {
+            *u.choose(I64_EDGES)?
+        } else {
+            u.arbitrary()?
+        }),
+        DType::F32 => Scalar::F32(if edge {
+            *u.choose(F32_EDGES)?
+        } else {
+            f32::from_bits(u.arbitrary()?)
+        }),
+        DType::F64 => Scalar::F64(if edge {
+            *u.choose(F64_EDGES)?
+        } else {
+            f64::from_bits(u.arbitrary()?)
+        }),
+    })
+}
+
+struct Gen<'a, 'b> {
+    u: &'a mut Unstructured<'b>,
+    b: Builder,
+    /// Values operands may be taken from (not selections).
+    pool: Vec<Value>,
+    outputs: Vec<Value>,
+}
+
+impl Gen<'_, '_> {
+    fn dtype(&mut self) -> Result<DType> {
+        self.u.choose(&DType::ALL).copied()
+    }
+
+    /// An operand, biased toward recent values (long chains) but able to reach
+    /// any (fan-out).
+    fn pick(&mut self) -> Result<Value> {
+        let n = self.pool.len();
+        let idx = if self.u.ratio(1u8, 2u8)? {
+            n - 1 - self.u.int_in_range(0..=(n - 1).min(3))?
+        } else {
+            self.u.choose_index(n)?
+        };
+        Ok(self.pool[idx])
+    }
+
+    /// An operand of `dtype`: an existing one, a new constant, or a cast.
+    fn operand(&mut self, dtype: DType) -> Result<Value> {
+        let candidate = self.pick()?;
+        if self.b.dtype(candidate) == Some(dtype) && self.u.ratio(4u8, 5u8)? {
+            return Ok(candidate);
+        }
+        if self.u.ratio(1u8, 3u8)? {
+            let c = scalar(self.u, dtype)?;
+            return Ok(self.b.constant(c));
+        }
+        Ok(self
+            .b
+            .cast(candidate, dtype)
+            .expect("every dtype casts to every dtype"))
+    }
+
+    fn column_operand(&mut self) -> Result<Option<Value>> {
+        let columns: Vec<Value> = self
+            .pool
+            .iter()
+            .copied()
+            .filter(|&v| self.b.ty(v).as_tensor().is_some_and(|t| !t.is_scalar()))
+            .collect();
+        if columns.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(*self.u.choose(&columns)?))
+    }
+
+    fn step(&mut self) -> Result<()> {
+        let value = match self.u.int_in_range(0..=9u8)? {
+            0 | 1 => {
+                let a = self.pick()?;
+                let dtype = self.b.dtype(a).expect("pool values are tensors");
+                let ops: Vec<UnaryOp> = UnaryOp::ALL
+                    .iter()
+                    .copied()
+                    .filter(|&op| kiln::ir::typing::unary_class(op).accepts(dtype))
+                    .collect();
+                if ops.is_empty() {
+                    return Ok(());
+                }
+                let op = *self.u.choose(&ops)?;
+                self.b.unary(op, a)
+            }
+            2..=4 => {
+                let op = *self.u.choose(BinaryOp::ALL)?;
+                let class = kiln::ir::typing::binary_class(op);
+                let dtypes: Vec<DType> = DType::ALL
+                    .into_iter()
+                    .filter(|&d| class.accepts(d))
+                    .collect();
+                let dtype = *self.u.choose(&dtypes)?;
+                let a = self.operand(dtype)?;
+                let b = self.operand(dtype)?;
+                self.b.binary(op, a, b)
+            }
+            5 => {
+                let dtype = self.dtype()?;
+                let (a, b) = (self.operand(dtype)?, self.operand(dtype)?);
+                let op = *self.u.choose(CmpOp::ALL)?;
+                self.b.compare(op, a, b)
+            }
+            6 => {
+                let dtype = self.dtype()?;
+                let c = self.operand(DType::Bool)?;
+                let (a, b) = (self.operand(dtype)?, self.operand(dtype)?);
+                self.b.select(c, a, b)
+            }
+            7 => {
+                let a = self.pick()?;
+                let to = self.dtype()?;
+                self.b.cast(a, to)
+            }
+            8 => {
+                let Some(col) = self.column_operand()? else {
+                    return Ok(());
+                };
+                let op = *self.u.choose(ReduceOp::ALL)?;
+                let dtype = self.b.dtype(col).expect("columns are tensors");
+                let col = match kiln::ir::typing::reduce_class(op) {
+                    class if class.accepts(dtype) => col,
+                    _ if op == ReduceOp::Mean => {
+                        self.b.cast(col, DType::F64).expect("casts are valid")
+                    }
+                    _ => self.b.cast(col, DType::I64).expect("casts are valid"),
+                };
+                self.b.reduce(op, col)
+            }
+            _ => {
+                // A filter can only be an output; or a duplicate node, for CSE.
+                if self.u.ratio(1u8, 2u8)? {
+                    let Some(col) = self.column_operand()? else {
+                        return Ok(());
+                    };
+                    let mask = self.b.cast(col, DType::Bool).expect("casts are valid");
+                    let sel = self.b.filter(mask).expect("a bool column filters");
+                    self.outputs.push(sel);
+                    return Ok(());
+                }
+                let a = self.pick()?;
+                let node = self.b.graph().node(a).clone();
+                if node.args.is_empty() {
+                    return Ok(());
+                }
+                self.b.op(node.op, &node.args)
+            }
+        };
+        if let Ok(v) = value {
+            self.pool.push(v);
+        }
+        Ok(())
+    }
+}
+
+/// A random valid graph with up to `max_ops` operations, and inputs for it.
+pub fn generate(u: &mut Unstructured, max_ops: usize) -> Result<Case> {
+    let columns = u.ratio(2u8, 3u8)?;
+    let n_rows = if columns {
+        u.int_in_range(0..=9usize)?
+    } else {
+        0
+    };
+    let mut gen = Gen {
+        u,
+        b: Builder::new("fuzz"),
+        pool: Vec::new(),
+        outputs: Vec::new(),
+    };
+    let n_inputs = gen.u.int_in_range(1..=4usize)?;
+    for input_idx in 0..n_inputs {
+        let dtype = gen.dtype()?;
+        let shape = if columns && gen.u.ratio(3u8, 4u8)? {
+            vec![Dim::Sym("n".into())]
+        } else {
+            Vec::new()
+        };
+        let v = gen.b.input(
+            &format!("in{input_idx}"),
+            Type::Tensor(TensorType { dtype, shape }),
+        );
+        gen.pool.push(v);
+    }
+    let n_ops = gen.u.int_in_range(1..=max_ops.max(1))?;
+    for _ in 0..n_ops {
+        if gen.u.is_empty() {
+            break;
+        }
+        gen.step()?;
+    }
+    let n_outputs = gen.u.int_in_range(1..=3usize)?;
+    for _ in 0..n_outputs {
+        let v = gen.pick()?;
+        gen.outputs.push(v);
+    }
+    let Gen {
+        u, mut b, outputs, ..
+    } = gen;
+    for (out_idx, v) in outputs.into_iter().enumerate() {
+        b.output(&format!("out{out_idx}"), v);
+    }
+    let graph = b.finish();
+    let mut inputs = Vec::with_capacity(graph.inputs().len());
+    for input in graph.inputs() {
+        let t = graph
+            .ty(input.value)
+            .as_tensor()
+            .expect("inputs are tensors")
+            .clone();
+        inputs.push(if t.is_scalar() {
+            Data::Scalar(scalar(u, t.dtype)?)
+        } else {
+            let mut buf = Buffer::with_capacity(t.dtype, n_rows);
+            for _ in 0..n_rows {
+                buf.push(scalar(u, t.dtype)?);
+            }
+            Data::Column(buf)
+        });
+    }
+    Ok(Case { graph, inputs })
+}
+
+/// The case as a ready-to-commit filetest: the graph in the text format and a
+/// `# run:` line with the interpreter's result.
+pub fn filetest(case: &Case) -> String {
+    let mut text = String::from("# Found by kiln-fuzzgen; expected values from the interpreter.\n");
+    text.push_str(&kiln::ir::text::print(&case.graph));
+    let inputs: Vec<String> = case
+        .graph
+        .inputs()
+        .iter()
+        .zip(&case.inputs)
+        .map(|(i, d)| format!("{}={d}", i.name))
+        .collect();
+    let expect = match kiln::Interpreter
+        .compile_graph(&case.graph, false)
+        .and_then(|p| Ok(p.run(&case.inputs)))
+    {
+        Ok(Ok(outs)) => case
+            .graph
+            .outputs()
+            .iter()
+            .zip(outs)
+            .map(|(o, d)| format!("{}={d}", o.name))
+            .collect::<Vec<_>>()
+            .join(", "),
+        Ok(Err(e)) => format!("error: {}", error_kind(&e)),
+        Err(e) => format!("error: {e}"),
+    };
+    text.push_str(&format!("# run: {} => {expect}\n", inputs.join(", ")));
+    text
+}
+
+fn error_kind(e: &kiln::ExecError) -> String {
+    match e {
+        kiln::ExecError::DivisionByZero { .. } => "integer division by zero".to_string(),
+        other => other.to_string(),
+    }
+}
+
+fn same(a: &ExecResult<Vec<Data>>, b: &ExecResult<Vec<Data>>) -> bool {
+    match (a, b) {
+        (Ok(x), Ok(y)) => x.len() == y.len() && x.iter().zip(y).all(|(p, q)| p.same_data(q)),
+        (Err(x), Err(y)) => error_kind(x) == error_kind(y),
+        _ => false,
+    }
+}
+
+/// Runs `case` on the interpreter (the oracle, graph as written) and on every
+/// engine of this build, as written and optimized; also checks that the text
+/// format round-trips. On a mismatch, returns a report ending in a filetest.
+pub fn differential(case: &Case) -> std::result::Result<(), String> {
+    let graph = &case.graph;
+    let printed = kiln::ir::text::print(graph);
+    match kiln::ir::text::parse(&printed) {
+        Ok(reparsed) if &reparsed == graph => {}
+        Ok(_) => return Err(format!("print/parse changed the graph:\n{printed}")),
+        Err(e) => return Err(format!("printed graph does not parse: {e}\n{printed}")),
+    }
+    let oracle = kiln::Interpreter
+        .compile_graph(graph, false)
+        .map_err(|e| format!("generated graph is invalid: {e}\n{printed}"))?
+        .run(&case.inputs);
+    for engine in kiln::engines() {
+        for optimize in [false, true] {
+            let got = engine
+                .compile_graph(graph, optimize)
+                .map_err(|e| format!("{} cannot compile: {e}\n{}", engine.name(), filetest(case)))?
+                .run(&case.inputs);
+            if !same(&oracle, &got) {
+                return Err(format!(
+                    "{} (optimize: {optimize}) disagrees with the interpreter:\n  interpreter: {}\n  {}: {}\n\n{}",
+                    engine.name(),
+                    show(graph, &oracle),
+                    engine.name(),
+                    show(graph, &got),
+                    filetest(case)
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn show(graph: &Graph, r: &ExecResult<Vec<Data>>) -> String {
+    match r {
+        Ok(outs) => graph
+            .outputs()
+            .iter()
+            .zip(outs)
+            .map(|(o, d)| format!("{}={d}", o.name))
+            .collect::<Vec<_>>()
+            .join(", "),
+        Err(e) => format!("error: {e}"),
+    }
+}

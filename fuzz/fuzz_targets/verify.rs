@@ -1,0 +1,100 @@
+//! Arbitrary graphs that may be invalid (forward and dangling references, wrong
+//! arity, wrong declared types, broken signatures): the verifier reports, never
+//! panics. A graph it accepts must optimize, lower, print and parse back, and
+//! run in the interpreter without panicking.
+#![no_main]
+
+use arbitrary::{Result, Unstructured};
+use kiln::ir::{BinaryOp, CmpOp, DType, Dim, Graph, NodeData, Op, ReduceOp, TensorType, Type, UnaryOp, Value};
+use kiln::{Data, Engine};
+use libfuzzer_sys::fuzz_target;
+
+fn ty(u: &mut Unstructured) -> Result<Type> {
+    let dtype = *u.choose(&DType::ALL)?;
+    Ok(match u.int_in_range(0..=5u8)? {
+        0 => Type::Selection(Dim::Sym("n".into())),
+        1 => Type::Tensor(TensorType { dtype, shape: vec![Dim::Sym("m".into())] }),
+        2 => Type::Tensor(TensorType { dtype, shape: vec![Dim::Fixed(u.int_in_range(0..=3)?)] }),
+        3 | 4 => Type::Tensor(TensorType { dtype, shape: vec![Dim::Sym("n".into())] }),
+        _ => Type::scalar(dtype),
+    })
+}
+
+fn op(u: &mut Unstructured) -> Result<Op> {
+    Ok(match u.int_in_range(0..=8u8)? {
+        0 => {
+            let dtype = *u.choose(&DType::ALL)?;
+            Op::Const(kiln_fuzzgen::scalar(u, dtype)?)
+        }
+        1 => Op::Unary(*u.choose(UnaryOp::ALL)?),
+        2 => Op::Binary(*u.choose(BinaryOp::ALL)?),
+        3 => Op::Compare(*u.choose(CmpOp::ALL)?),
+        4 => Op::Select,
+        5 => Op::Cast(*u.choose(&DType::ALL)?),
+        6 => Op::Reduce(*u.choose(ReduceOp::ALL)?),
+        7 => Op::Filter,
+        _ => Op::Input { index: u.int_in_range(0..=3)? },
+    })
+}
+
+fn graph(u: &mut Unstructured) -> Result<Graph> {
+    let mut g = Graph::new("verify");
+    for input_idx in 0..u.int_in_range(0..=3usize)? {
+        let t = ty(u)?;
+        g.push_input(&format!("in{input_idx}"), t);
+    }
+    for _ in 0..u.int_in_range(0..=24usize)? {
+        let op = op(u)?;
+        // Mostly the right arity and earlier arguments, sometimes not.
+        let arity = if u.ratio(9u8, 10u8)? { op.arity() } else { u.int_in_range(0..=4)? };
+        let len = g.len() as u32;
+        let mut args = Vec::with_capacity(arity);
+        for _ in 0..arity {
+            let id = if len > 0 && u.ratio(9u8, 10u8)? { u.int_in_range(0..=len - 1)? } else { u.int_in_range(0..=len + 2)? };
+            args.push(Value::from_u32(id));
+        }
+        // Usually the type the op's rule gives, so deep valid graphs happen.
+        let arg_types: Option<Vec<&Type>> = args.iter().map(|&a| g.get(a).map(|n| &n.ty)).collect();
+        let rule = arg_types.and_then(|ts| kiln::ir::typing::result_type(&op, &ts).ok());
+        let declared = match rule {
+            Some(t) if u.ratio(7u8, 8u8)? => t,
+            _ => ty(u)?,
+        };
+        g.push_node(NodeData { op, args, ty: declared });
+    }
+    for out_idx in 0..u.int_in_range(0..=3usize)? {
+        let id = u.int_in_range(0..=g.len() as u32 + 1)?;
+        g.push_output(&format!("out{out_idx}"), Value::from_u32(id));
+    }
+    Ok(g)
+}
+
+fuzz_target!(|data: &[u8]| {
+    let mut u = Unstructured::new(data);
+    let Ok(g) = graph(&mut u) else { return };
+    let Ok(info) = kiln::verify(&g) else { return };
+    let (optimized, opt_info) = kiln::optimize(&g, &info).expect("a verified graph optimizes");
+    let _ = kiln::jit::lower(&optimized, &opt_info);
+    let printed = kiln::ir::text::print(&g);
+    assert_eq!(kiln::ir::text::parse(&printed).expect("printed graphs parse"), g);
+    let n_rows = u.int_in_range(0..=4usize).unwrap_or(0);
+    let inputs: Vec<Data> = g
+        .inputs()
+        .iter()
+        .map(|i| {
+            let t = g.ty(i.value).as_tensor().expect("verified inputs are tensors");
+            let value = |u: &mut Unstructured| kiln_fuzzgen::scalar(u, t.dtype).unwrap_or(kiln::Scalar::zero(t.dtype));
+            if t.is_scalar() {
+                Data::Scalar(value(&mut u))
+            } else {
+                let mut buf = kiln::Buffer::with_capacity(t.dtype, n_rows);
+                for _ in 0..n_rows {
+                    buf.push(value(&mut u));
+                }
+                Data::Column(buf)
+            }
+        })
+        .collect();
+    // Wrong lengths for fixed dims are input errors, not panics.
+    let _ = kiln::Interpreter.compile_graph(&g, false).map(|p| p.run(&inputs));
+});
