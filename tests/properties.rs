@@ -97,6 +97,14 @@ fn edge_i64() -> impl Strategy<Value = i64> {
     ]
 }
 
+/// Cases per property: `PROPERTY_CASES` (default 256, what CI runs).
+fn cases() -> u32 {
+    std::env::var("PROPERTY_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(256)
+}
+
 /// Checks that `other` gives the interpreter's results bit for bit (NaN equal
 /// to NaN), or the same kind of error.
 fn agree(
@@ -189,7 +197,7 @@ fn check_same(src: &str, columns: Vec<(&str, Buffer)>) -> Result<(), TestCaseErr
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(), failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn float_passes_preserve_results(src in float_expr(), xs in prop::collection::vec(edge_f64(), 1..8), ys in prop::collection::vec(edge_f64(), 8)) {

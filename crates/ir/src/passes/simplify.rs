@@ -97,7 +97,8 @@ fn simplify(
         },
         (Op::Cast(to), &[a]) if rw.out().ty(a).dtype() == Some(*to) => use_if_same_type(a),
         (Op::Select, &[c, a, b]) => {
-            if a == b {
+            // Dropping the condition is only exact if it cannot fail.
+            if a == b && !may_fail[c] {
                 return use_if_same_type(a);
             }
             match constant(rw, c) {
