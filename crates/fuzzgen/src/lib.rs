@@ -340,7 +340,7 @@ pub fn filetest(case: &Case) -> String {
         .collect();
     let expect = match kiln::Interpreter
         .compile_graph(&case.graph, false)
-        .and_then(|p| Ok(p.run(&case.inputs)))
+        .map(|p| p.run(&case.inputs))
     {
         Ok(Ok(outs)) => case
             .graph
