@@ -556,7 +556,13 @@ impl<M: Module> FunctionCx<'_, M> {
             BinaryOp::Div => ins.fdiv(a, b),
             BinaryOp::Min => ins.fmin(a, b),
             BinaryOp::Max => ins.fmax(a, b),
-            BinaryOp::Copysign => ins.fcopysign(a, b),
+            BinaryOp::Copysign => {
+                // copysign(a, NaN) is |a|: a NaN's sign never decides a result.
+                let copied = ins.fcopysign(a, b);
+                let abs = self.bcx.ins().fabs(a);
+                let b_is_nan = self.bcx.ins().fcmp(FloatCC::Unordered, b, b);
+                self.bcx.ins().select(b_is_nan, abs, copied)
+            }
             BinaryOp::FloorDiv | BinaryOp::Mod => self.codegen_float_divmod(op, a, b, dtype)?,
             _ => {
                 let name = libcalls::binary_name(op, dtype)

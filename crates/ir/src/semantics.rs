@@ -243,6 +243,9 @@ macro_rules! float_binary {
             BinaryOp::Pow => libm::$pow(a, b),
             BinaryOp::Min => $min(a, b),
             BinaryOp::Max => $max(a, b),
+            // A NaN's sign is unspecified like its payload, so it must not
+            // decide a result: copying the sign of a NaN gives |a|.
+            BinaryOp::Copysign if b.is_nan() => a.abs(),
             BinaryOp::Copysign => a.copysign(b),
             BinaryOp::Atan2 => libm::$atan2(a, b),
             BinaryOp::Hypot => libm::$hypot(a, b),
