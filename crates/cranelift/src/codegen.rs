@@ -4,14 +4,13 @@
 //! code that gives the semantics. Nothing here decides what a graph means: that
 //! was lowering's job.
 
-use crate::libcalls;
 use crate::{CodegenError, CodegenResult};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{self, types, AbiParam, InstBuilder, MemFlagsData, Signature};
 use cranelift_codegen::isa::CallConv;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use cranelift_module::{Linkage, Module};
-use kiln_ir::kernel::{Expr, Extent, Kernel, Param, Reg, Stmt, STATUS_DIVISION_BY_ZERO};
+use kiln_ir::kernel::{libcalls, Expr, Extent, Kernel, Param, Reg, Stmt, STATUS_DIVISION_BY_ZERO};
 use kiln_ir::{BinaryOp, CmpOp, DType, Scalar, UnaryOp};
 
 /// The CLIF type of a dtype (`bool` is an `i8` holding 0 or 1).

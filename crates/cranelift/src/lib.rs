@@ -5,10 +5,9 @@
 //! which loop and where division can fail; `codegen` translates each kernel
 //! statement into the CLIF that computes exactly `kiln_ir::semantics`.
 //! Transcendentals call C names that the JIT binds to the pure-Rust `libm`
-//! crate (`libcalls`), so JIT results match the interpreter bit for bit.
+//! crate (`kiln_ir::kernel::libcalls`), so JIT results match the interpreter bit for bit.
 
 mod codegen;
-mod libcalls;
 
 pub use codegen::{clif_type, needs_wrapper, signature, Slot, MAX_NATIVE_ARGS};
 
@@ -171,7 +170,7 @@ impl CompiledKernel {
 /// population compiles as one unit).
 pub fn jit(kernels: Vec<Kernel>) -> CodegenResult<Vec<CompiledKernel>> {
     let mut builder = JITBuilder::with_isa(host_isa()?, cranelift_module::default_libcall_names());
-    for (name, ptr) in libcalls::jit_symbols() {
+    for (name, ptr) in kiln_ir::kernel::libcalls::jit_symbols() {
         builder.symbol(name, ptr);
     }
     let mut module = JITModule::new(builder);

@@ -1,8 +1,9 @@
-//! The Cranelift tier as an [`Engine`]: graph → kernel (lowering in `kiln-ir`)
-//! → machine code (`kiln-cranelift`), and safe ways to call the result.
+//! The compiling tiers as [`Engine`]s: graph → kernel (lowering in `kiln-ir`)
+//! → machine code (`kiln-cranelift`, or `kiln-llvm` with the `llvm` feature),
+//! and safe ways to call the result. Both tiers produce a [`JitProgram`]: the
+//! calling convention (8-byte slots, `docs/abi.md`) is the same.
 
 use crate::{CompileError, CompileResult, Engine, Program};
-use kiln_cranelift::CompiledKernel;
 use kiln_ir::exec::{bind_inputs, ExecError, ExecResult};
 use kiln_ir::kernel::{self, Kernel, Param};
 use kiln_ir::{Buffer, DType, Data, Graph, GraphInfo, Scalar, Type};
@@ -30,6 +31,96 @@ impl Engine for Cranelift {
     }
 }
 
+/// Machine code from one of the tiers.
+#[derive(Clone, Debug)]
+enum Code {
+    Cranelift(kiln_cranelift::CompiledKernel),
+    #[cfg(feature = "llvm")]
+    Llvm(kiln_llvm::CompiledKernel),
+}
+
+impl Code {
+    fn kernel(&self) -> &Kernel {
+        match self {
+            Code::Cranelift(c) => c.kernel(),
+            #[cfg(feature = "llvm")]
+            Code::Llvm(c) => c.kernel(),
+        }
+    }
+
+    fn native_ptr(&self) -> *const u8 {
+        match self {
+            Code::Cranelift(c) => c.native_ptr(),
+            #[cfg(feature = "llvm")]
+            Code::Llvm(c) => c.native_ptr(),
+        }
+    }
+
+    /// # Safety
+    /// As for the tiers' `CompiledKernel::call`.
+    unsafe fn call(&self, slots: &mut [u64]) -> i32 {
+        match self {
+            // SAFETY: the caller's guarantee is the tier's precondition.
+            Code::Cranelift(c) => unsafe { c.call(slots) },
+            #[cfg(feature = "llvm")]
+            // SAFETY: as above.
+            Code::Llvm(c) => unsafe { c.call(slots) },
+        }
+    }
+}
+
+/// The LLVM tier (O3 by default), JIT-compiled in process with MCJIT.
+#[cfg(feature = "llvm")]
+#[derive(Copy, Clone, Debug, Default)]
+pub struct Llvm {
+    /// The optimization pipeline the JIT runs.
+    pub opt: kiln_llvm::OptLevel,
+}
+
+#[cfg(feature = "llvm")]
+impl Engine for Llvm {
+    fn name(&self) -> &'static str {
+        "llvm"
+    }
+
+    fn compile(&self, graph: &Graph, info: &GraphInfo) -> CompileResult<Box<dyn Program>> {
+        Ok(Box::new(
+            self.compile_many(&[(graph, info)])?
+                .pop()
+                .expect("one graph in, one program out"),
+        ))
+    }
+}
+
+#[cfg(feature = "llvm")]
+impl Llvm {
+    /// Compiles verified graphs into one LLVM module (one optimization run, one
+    /// execution engine).
+    pub fn compile_many(&self, graphs: &[(&Graph, &GraphInfo)]) -> CompileResult<Vec<JitProgram>> {
+        let kernels = graphs
+            .iter()
+            .map(|(g, i)| lower(g, i))
+            .collect::<CompileResult<Vec<_>>>()?;
+        let compiled = kiln_llvm::jit(kernels, self.opt).map_err(|e| match e {
+            kiln_llvm::CodegenError::Unsupported(m) => CompileError::Unsupported(m),
+            e => CompileError::Codegen(e.to_string()),
+        })?;
+        Ok(programs(graphs, compiled.into_iter().map(Code::Llvm)))
+    }
+}
+
+fn programs(graphs: &[(&Graph, &GraphInfo)], code: impl Iterator<Item = Code>) -> Vec<JitProgram> {
+    graphs
+        .iter()
+        .zip(code)
+        .map(|((graph, info), code)| JitProgram {
+            graph: Arc::new((*graph).clone()),
+            info: Arc::new((*info).clone()),
+            code,
+        })
+        .collect()
+}
+
 /// Lowers a verified graph to its kernel.
 pub fn lower(graph: &Graph, info: &GraphInfo) -> CompileResult<Kernel> {
     kernel::lower(graph, info).map_err(|e| CompileError::Unsupported(e.to_string()))
@@ -44,15 +135,7 @@ pub fn compile_many(graphs: &[(&Graph, &GraphInfo)]) -> CompileResult<Vec<JitPro
         .collect::<CompileResult<Vec<_>>>()?;
     let compiled =
         kiln_cranelift::jit(kernels).map_err(|e| CompileError::Codegen(e.to_string()))?;
-    Ok(graphs
-        .iter()
-        .zip(compiled)
-        .map(|((graph, info), code)| JitProgram {
-            graph: Arc::new((*graph).clone()),
-            info: Arc::new((*info).clone()),
-            code,
-        })
-        .collect())
+    Ok(programs(graphs, compiled.into_iter().map(Code::Cranelift)))
 }
 
 /// A graph compiled to machine code. `Send + Sync`: call it from many threads.
@@ -60,7 +143,7 @@ pub fn compile_many(graphs: &[(&Graph, &GraphInfo)]) -> CompileResult<Vec<JitPro
 pub struct JitProgram {
     graph: Arc<Graph>,
     info: Arc<GraphInfo>,
-    code: CompiledKernel,
+    code: Code,
 }
 
 /// Storage for one output while the kernel runs.
@@ -336,7 +419,7 @@ scalar_args!(A0, A1, A2, A3, A4, A5);
 /// indirect call. Keeps its machine code alive.
 #[derive(Clone)]
 pub struct ScalarFn<A, R> {
-    code: CompiledKernel,
+    code: Code,
     ptr: *const u8,
     _sig: PhantomData<fn(A) -> R>,
 }

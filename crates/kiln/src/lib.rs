@@ -1,8 +1,8 @@
 //! kiln compiles computation graphs to native code. This is the crate users
 //! depend on: it loads sources into graphs, optimizes them, and runs them on an
-//! [`Engine`]. Today the only engine is the reference interpreter; the Cranelift
-//! and LLVM tiers implement the same trait, so tests and the CLI treat every
-//! tier alike.
+//! [`Engine`]: the reference interpreter, the Cranelift JIT, and (with the
+//! `llvm` feature) the LLVM JIT all implement the same trait, so tests and the
+//! CLI treat every tier alike.
 //!
 //! ```
 //! use kiln::{Data, Engine, Format, Scalar};
@@ -14,6 +14,8 @@
 
 pub mod jit;
 
+#[cfg(feature = "llvm")]
+pub use jit::Llvm;
 pub use jit::{compile_many, Cranelift, JitProgram, NativeType, ScalarArgs, ScalarFn};
 pub use kiln_cranelift as cranelift;
 pub use kiln_frontend as frontend;
@@ -24,6 +26,8 @@ pub use kiln_ir::{
     optimize, verify, Buffer, DType, Data, Dim, ExecError, ExecResult, Graph, GraphInfo,
     ParseError, Scalar, SourceMap, Type, VerifierErrors,
 };
+#[cfg(feature = "llvm")]
+pub use kiln_llvm as llvm;
 
 use std::path::Path;
 
@@ -148,7 +152,12 @@ impl Engine for Interpreter {
 
 /// Every engine this build has, the interpreter (the oracle) first.
 pub fn engines() -> Vec<Box<dyn Engine>> {
-    vec![Box::new(Interpreter), Box::new(Cranelift)]
+    vec![
+        Box::new(Interpreter),
+        Box::new(Cranelift),
+        #[cfg(feature = "llvm")]
+        Box::new(Llvm::default()),
+    ]
 }
 
 /// The README's Rust example, compiled and run as a doctest.

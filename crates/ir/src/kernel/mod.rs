@@ -13,6 +13,7 @@
 //! new constructs.
 
 pub mod header;
+pub mod libcalls;
 mod lower;
 mod print;
 

@@ -1,8 +1,11 @@
 //! The math functions kernels call, by their C names, and the pure-Rust `libm`
-//! functions the JIT binds those names to, so JIT results match the
-//! interpreter bit for bit. Objects keep the C names and link the platform libm.
+//! functions every in-process JIT binds those names to, so JIT results match the
+//! interpreter bit for bit. Objects keep the C names and link the platform libm;
+//! wasm modules import them from module `env`. Shared by every tier, so the
+//! tiers cannot disagree about which function an op calls.
 
-use kiln_ir::{BinaryOp, DType, UnaryOp};
+use crate::op::{BinaryOp, UnaryOp};
+use crate::types::DType;
 
 /// The C name of a unary float function for `dtype` (`sin`, `sinf`).
 pub fn unary_name(op: UnaryOp, dtype: DType) -> Option<String> {

@@ -1,0 +1,916 @@
+//! Kernel → LLVM IR, statement by statement. Every expression means exactly what
+//! `kiln_ir::semantics` says. LLVM leaves several of kiln's defined cases
+//! undefined or poison (integer division by zero and `MIN / -1`, shifts by the
+//! width or more, out-of-range float → int conversions), and its `minnum` is not
+//! kiln's `min`: this file emits the explicit code for each, so no UB ever
+//! reaches the optimizer. Nothing here decides what a graph means: lowering did.
+//!
+//! Registers of dtype `bool` are `i1`; in memory and in the direct ABI a bool is
+//! a byte holding 0 or 1 (any nonzero byte reads as true).
+
+use crate::{CodegenError, CodegenResult};
+use inkwell::attributes::{Attribute, AttributeLoc};
+use inkwell::basic_block::BasicBlock;
+use inkwell::builder::{Builder, BuilderError};
+use inkwell::context::Context;
+use inkwell::intrinsics::Intrinsic;
+use inkwell::module::{Linkage, Module};
+use inkwell::types::{BasicMetadataTypeEnum, BasicType, BasicTypeEnum};
+use inkwell::values::{
+    BasicMetadataValueEnum, BasicValue, BasicValueEnum, FloatValue, FunctionValue, IntValue,
+    PointerValue,
+};
+use inkwell::{AddressSpace, FloatPredicate, IntPredicate};
+use kiln_ir::kernel::{
+    libcalls, Expr, Extent, Kernel, Param, Reg, Stmt, Var, STATUS_DIVISION_BY_ZERO,
+};
+use kiln_ir::{BinaryOp, CmpOp, DType, Scalar, UnaryOp};
+
+impl From<BuilderError> for CodegenError {
+    fn from(e: BuilderError) -> Self {
+        CodegenError::Invalid(format!("LLVM builder: {e}"))
+    }
+}
+
+/// Where a kernel parameter lives in the native signature.
+#[derive(Copy, Clone, Debug, PartialEq)]
+enum Slot {
+    /// The LLVM parameter with this index.
+    Arg(u32),
+    /// The return value (the first output of a direct kernel).
+    Return,
+}
+
+/// The register type of a dtype (`bool` is `i1`).
+fn reg_type(cx: &Context, dtype: DType) -> BasicTypeEnum<'_> {
+    match dtype {
+        DType::Bool => cx.bool_type().into(),
+        DType::I32 => cx.i32_type().into(),
+        DType::I64 => cx.i64_type().into(),
+        DType::F32 => cx.f32_type().into(),
+        DType::F64 => cx.f64_type().into(),
+    }
+}
+
+/// The memory and ABI type of a dtype (`bool` is a byte).
+fn mem_type(cx: &Context, dtype: DType) -> BasicTypeEnum<'_> {
+    match dtype {
+        DType::Bool => cx.i8_type().into(),
+        _ => reg_type(cx, dtype),
+    }
+}
+
+/// Declares `kernel` in `module` under `symbol` with its native signature
+/// (`docs/abi.md`), and returns the function and where each parameter went.
+fn declare_kernel<'ctx>(
+    cx: &'ctx Context,
+    module: &Module<'ctx>,
+    kernel: &Kernel,
+    symbol: &str,
+) -> (FunctionValue<'ctx>, Vec<Slot>) {
+    let ptr = cx.ptr_type(AddressSpace::default());
+    let mut params: Vec<BasicMetadataTypeEnum> = Vec::new();
+    let mut slots = Vec::with_capacity(kernel.params.len());
+    let mut ret: Option<BasicTypeEnum> = None;
+    for param in &kernel.params {
+        let ty: BasicTypeEnum = match param {
+            Param::ScalarIn { dtype, .. } if kernel.direct => mem_type(cx, *dtype),
+            Param::Extent { .. } => cx.i64_type().into(),
+            Param::ScalarOut { dtype, .. } if kernel.direct && ret.is_none() => {
+                ret = Some(mem_type(cx, *dtype));
+                slots.push(Slot::Return);
+                continue;
+            }
+            _ => ptr.into(),
+        };
+        slots.push(Slot::Arg(params.len() as u32));
+        params.push(ty.into());
+    }
+    let fn_type = match ret {
+        Some(r) => r.fn_type(&params, false),
+        None if kernel.direct => cx.void_type().fn_type(&params, false),
+        None => cx.i32_type().fn_type(&params, false),
+    };
+    let function = module.add_function(symbol, fn_type, Some(Linkage::External));
+    function.add_attribute(AttributeLoc::Function, enum_attr(cx, "nounwind"));
+    for (param, slot) in kernel.params.iter().zip(&slots) {
+        let Slot::Arg(idx) = *slot else { continue };
+        let is_ptr = function
+            .get_nth_param(idx)
+            .is_some_and(|p| p.is_pointer_value());
+        if is_ptr {
+            // Buffers never overlap (docs/abi.md): this lets LLVM vectorize
+            // without run-time alias checks.
+            function.add_attribute(AttributeLoc::Param(idx), enum_attr(cx, "noalias"));
+        } else if matches!(
+            param,
+            Param::ScalarIn {
+                dtype: DType::Bool,
+                ..
+            }
+        ) {
+            function.add_attribute(AttributeLoc::Param(idx), enum_attr(cx, "zeroext"));
+        }
+    }
+    if kernel.direct
+        && kernel.params.iter().any(|p| {
+            matches!(
+                p,
+                Param::ScalarOut {
+                    dtype: DType::Bool,
+                    ..
+                }
+            )
+        })
+        && matches!(ret, Some(t) if t.is_int_type() && t.into_int_type().get_bit_width() == 8)
+    {
+        function.add_attribute(AttributeLoc::Return, enum_attr(cx, "zeroext"));
+    }
+    (function, slots)
+}
+
+fn enum_attr(cx: &Context, name: &str) -> Attribute {
+    cx.create_enum_attribute(Attribute::get_named_enum_kind_id(name), 0)
+}
+
+/// Defines `kernel` in `module` as `symbol`, exported; with `wrapper`, also
+/// `i32 symbol__call(u64* slots)`, which loads each parameter from an 8-byte
+/// slot (as the Cranelift tier's wrapper does) so Rust can call any kernel.
+pub fn define_kernel<'ctx>(
+    cx: &'ctx Context,
+    module: &Module<'ctx>,
+    kernel: &Kernel,
+    symbol: &str,
+    wrapper: bool,
+) -> CodegenResult<FunctionValue<'ctx>> {
+    let (function, slots) = declare_kernel(cx, module, kernel, symbol);
+    let builder = cx.create_builder();
+    let entry = cx.append_basic_block(function, "entry");
+    builder.position_at_end(entry);
+    let mut fx = FunctionCx {
+        cx,
+        module,
+        builder,
+        kernel,
+        function,
+        slots: &slots,
+        regs: vec![None; kernel.regs.len()],
+        vars: Vec::new(),
+    };
+    fx.codegen_body()?;
+    if wrapper {
+        define_wrapper(
+            cx,
+            module,
+            kernel,
+            function,
+            &slots,
+            &format!("{symbol}__call"),
+        )?;
+    }
+    Ok(function)
+}
+
+fn define_wrapper<'ctx>(
+    cx: &'ctx Context,
+    module: &Module<'ctx>,
+    kernel: &Kernel,
+    callee: FunctionValue<'ctx>,
+    slots: &[Slot],
+    name: &str,
+) -> CodegenResult<()> {
+    let ptr = cx.ptr_type(AddressSpace::default());
+    let i32t = cx.i32_type();
+    let function = module.add_function(
+        name,
+        i32t.fn_type(&[ptr.into()], false),
+        Some(Linkage::External),
+    );
+    let builder = cx.create_builder();
+    builder.position_at_end(cx.append_basic_block(function, "entry"));
+    let base = function
+        .get_nth_param(0)
+        .expect("the wrapper takes the slot array")
+        .into_pointer_value();
+    let fn_type = callee.get_type();
+    let param_types = fn_type.get_param_types();
+    let mut args: Vec<BasicMetadataValueEnum> = Vec::new();
+    let mut ret_ptr = None;
+    for (idx, slot) in slots.iter().enumerate() {
+        let index = cx.i64_type().const_int(idx as u64, false);
+        // SAFETY (LLVM IR, not Rust): the caller passes one 8-byte slot per
+        // kernel parameter, so slot `idx` is in bounds.
+        let addr = unsafe { builder.build_in_bounds_gep(cx.i64_type(), base, &[index], "slot")? };
+        match slot {
+            Slot::Return => ret_ptr = Some(builder.build_load(ptr, addr, "ret")?),
+            Slot::Arg(i) => {
+                let ty = BasicTypeEnum::try_from(param_types[*i as usize])
+                    .map_err(|()| CodegenError::Invalid("non-basic parameter type".into()))?;
+                args.push(builder.build_load(ty, addr, "arg")?.into());
+            }
+        }
+    }
+    let _ = kernel;
+    let call = builder.build_call(callee, &args, "call")?;
+    let result = call.try_as_basic_value().basic();
+    let status = match (ret_ptr, result) {
+        (Some(p), Some(value)) => {
+            builder.build_store(p.into_pointer_value(), value)?;
+            i32t.const_zero()
+        }
+        (None, Some(status)) => status.into_int_value(),
+        _ => i32t.const_zero(),
+    };
+    builder.build_return(Some(&status))?;
+    Ok(())
+}
+
+/// The function being built: `fx`, with `fx.builder` LLVM's IR builder.
+struct FunctionCx<'a, 'ctx> {
+    cx: &'ctx Context,
+    module: &'a Module<'ctx>,
+    builder: Builder<'ctx>,
+    kernel: &'a Kernel,
+    function: FunctionValue<'ctx>,
+    slots: &'a [Slot],
+    regs: Vec<Option<BasicValueEnum<'ctx>>>,
+    /// Each variable's stack slot (promoted to SSA by `mem2reg` from -O1 up).
+    vars: Vec<(PointerValue<'ctx>, BasicTypeEnum<'ctx>)>,
+}
+
+impl<'ctx> FunctionCx<'_, 'ctx> {
+    fn codegen_body(&mut self) -> CodegenResult<()> {
+        for init in &self.kernel.vars {
+            let ty = reg_type(self.cx, init.dtype());
+            let slot = self.builder.build_alloca(ty, "var")?;
+            let value = self.codegen_const(*init);
+            self.builder.build_store(slot, value)?;
+            self.vars.push((slot, ty));
+        }
+        let mut ret = None;
+        self.codegen_block(&self.kernel.body, &mut ret)?;
+        match ret {
+            Some(v) => {
+                let v = self.to_mem(v);
+                self.builder.build_return(Some(&v))?;
+            }
+            None if self.kernel.direct => {
+                return Err(CodegenError::Invalid(
+                    "a direct kernel must store its first output".into(),
+                ))
+            }
+            None => {
+                self.builder
+                    .build_return(Some(&self.cx.i32_type().const_zero()))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn arg(&self, param: u32) -> BasicValueEnum<'ctx> {
+        match self.slots[param as usize] {
+            Slot::Arg(i) => self
+                .function
+                .get_nth_param(i)
+                .expect("one LLVM parameter per argument slot"),
+            Slot::Return => unreachable!("the return slot is only stored to"),
+        }
+    }
+
+    fn reg(&self, reg: Reg) -> BasicValueEnum<'ctx> {
+        self.regs[reg.0 as usize].expect("lowering defines registers before their uses")
+    }
+
+    fn int(&self, reg: Reg) -> IntValue<'ctx> {
+        self.reg(reg).into_int_value()
+    }
+
+    /// A register value as memory holds it: bools widened to a 0/1 byte.
+    fn to_mem(&self, v: BasicValueEnum<'ctx>) -> BasicValueEnum<'ctx> {
+        let int = v.is_int_value().then(|| v.into_int_value());
+        match int {
+            Some(i) if i.get_type().get_bit_width() == 1 => self
+                .builder
+                .build_int_z_extend(i, self.cx.i8_type(), "byte")
+                .expect("builder is positioned")
+                .into(),
+            _ => v,
+        }
+    }
+
+    /// A value read from memory or the ABI as a register: any nonzero byte of
+    /// a bool is true.
+    fn from_mem(
+        &self,
+        v: BasicValueEnum<'ctx>,
+        dtype: DType,
+    ) -> CodegenResult<BasicValueEnum<'ctx>> {
+        if dtype != DType::Bool {
+            return Ok(v);
+        }
+        let byte = v.into_int_value();
+        Ok(self
+            .builder
+            .build_int_compare(IntPredicate::NE, byte, byte.get_type().const_zero(), "bool")?
+            .into())
+    }
+
+    fn codegen_block(
+        &mut self,
+        stmts: &[Stmt],
+        ret: &mut Option<BasicValueEnum<'ctx>>,
+    ) -> CodegenResult<()> {
+        for stmt in stmts {
+            match stmt {
+                Stmt::Let(reg, expr) => {
+                    let value = self.codegen_expr(expr, self.kernel.reg_type(*reg))?;
+                    self.regs[reg.0 as usize] = Some(value);
+                }
+                Stmt::CheckNonZero(reg, check) => self.codegen_check(*reg, *check)?,
+                Stmt::Loop { extent, row, body } => self.codegen_loop(*extent, *row, body, ret)?,
+                Stmt::Set(var, reg) => {
+                    let (slot, _) = self.vars[var.0 as usize];
+                    self.builder.build_store(slot, self.reg(*reg))?;
+                }
+                Stmt::Store(param, row, reg) => {
+                    let value = self.reg(*reg);
+                    if self.slots[*param as usize] == Slot::Return {
+                        *ret = Some(value);
+                        continue;
+                    }
+                    let base = self.arg(*param).into_pointer_value();
+                    let dtype = self.kernel.reg_type(*reg);
+                    let addr = match row {
+                        Some(r) => self.element_addr(base, self.int(*r), dtype)?,
+                        None => base,
+                    };
+                    let store = self.builder.build_store(addr, self.to_mem(value))?;
+                    store
+                        .set_alignment(dtype.size_bytes() as u32)
+                        .map_err(|e| CodegenError::Invalid(e.to_string()))?;
+                }
+                Stmt::Select {
+                    sel,
+                    count,
+                    row,
+                    mask,
+                } => self.codegen_select_push(*sel, *count, *row, *mask)?,
+                Stmt::StoreCount(param, var) => {
+                    let value = self.use_var(*var)?;
+                    let base = self.arg(*param).into_pointer_value();
+                    self.builder.build_store(base, value)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn use_var(&self, var: Var) -> CodegenResult<BasicValueEnum<'ctx>> {
+        let (slot, ty) = self.vars[var.0 as usize];
+        Ok(self.builder.build_load(ty, slot, "v")?)
+    }
+
+    fn element_addr(
+        &self,
+        base: PointerValue<'ctx>,
+        row: IntValue<'ctx>,
+        dtype: DType,
+    ) -> CodegenResult<PointerValue<'ctx>> {
+        // SAFETY (LLVM IR, not Rust): rows are below the extent the caller sized
+        // every buffer for (docs/abi.md).
+        Ok(unsafe {
+            self.builder
+                .build_in_bounds_gep(mem_type(self.cx, dtype), base, &[row], "elem")?
+        })
+    }
+
+    fn current_block(&self) -> BasicBlock<'ctx> {
+        self.builder
+            .get_insert_block()
+            .expect("the builder is positioned")
+    }
+
+    /// `if divisor == 0 { return status }`.
+    fn codegen_check(&mut self, reg: Reg, check: u32) -> CodegenResult<()> {
+        let divisor = self.int(reg);
+        let zero = divisor.get_type().const_zero();
+        let is_zero = self
+            .builder
+            .build_int_compare(IntPredicate::EQ, divisor, zero, "divz")?;
+        let fail = self
+            .cx
+            .append_basic_block(self.function, "division_by_zero");
+        let cont = self.cx.append_basic_block(self.function, "checked");
+        self.builder.build_conditional_branch(is_zero, fail, cont)?;
+        self.builder.position_at_end(fail);
+        let status = i64::from(STATUS_DIVISION_BY_ZERO | ((check as i32) << 8));
+        self.builder
+            .build_return(Some(&self.cx.i32_type().const_int(status as u64, true)))?;
+        self.builder.position_at_end(cont);
+        Ok(())
+    }
+
+    fn codegen_loop(
+        &mut self,
+        extent: Extent,
+        row: Reg,
+        body: &[Stmt],
+        ret: &mut Option<BasicValueEnum<'ctx>>,
+    ) -> CodegenResult<()> {
+        let n = self.codegen_extent(extent);
+        let i64t = self.cx.i64_type();
+        let preheader = self.current_block();
+        let header = self.cx.append_basic_block(self.function, "loop");
+        let body_block = self.cx.append_basic_block(self.function, "body");
+        let exit = self.cx.append_basic_block(self.function, "exit");
+        self.builder.build_unconditional_branch(header)?;
+        self.builder.position_at_end(header);
+        let phi = self.builder.build_phi(i64t, "row")?;
+        let row_value = phi.as_basic_value().into_int_value();
+        let more = self
+            .builder
+            .build_int_compare(IntPredicate::SLT, row_value, n, "more")?;
+        self.builder
+            .build_conditional_branch(more, body_block, exit)?;
+        self.builder.position_at_end(body_block);
+        self.regs[row.0 as usize] = Some(row_value.into());
+        self.codegen_block(body, ret)?;
+        // `row < n <= i64::MAX`, so the increment cannot wrap.
+        let next = self
+            .builder
+            .build_int_nsw_add(row_value, i64t.const_int(1, false), "next")?;
+        let latch = self.current_block();
+        self.builder.build_unconditional_branch(header)?;
+        phi.add_incoming(&[(&i64t.const_zero(), preheader), (&next, latch)]);
+        self.builder.position_at_end(exit);
+        Ok(())
+    }
+
+    fn codegen_extent(&self, extent: Extent) -> IntValue<'ctx> {
+        match extent {
+            Extent::Fixed(n) => self.cx.i64_type().const_int(n, false),
+            Extent::Param(p) => self.arg(p).into_int_value(),
+        }
+    }
+
+    /// `sel[count] = row; count += mask`, without a branch.
+    fn codegen_select_push(
+        &mut self,
+        sel: u32,
+        count: Var,
+        row: Reg,
+        mask: Reg,
+    ) -> CodegenResult<()> {
+        let n_kept = self.use_var(count)?.into_int_value();
+        let base = self.arg(sel).into_pointer_value();
+        let addr = self.element_addr(base, n_kept, DType::I32)?;
+        let row32 = self
+            .builder
+            .build_int_truncate(self.int(row), self.cx.i32_type(), "row32")?;
+        self.builder.build_store(addr, row32)?;
+        let keep = self
+            .builder
+            .build_int_z_extend(self.int(mask), self.cx.i64_type(), "keep")?;
+        let next = self.builder.build_int_add(n_kept, keep, "kept")?;
+        let (slot, _) = self.vars[count.0 as usize];
+        self.builder.build_store(slot, next)?;
+        Ok(())
+    }
+
+    fn codegen_const(&self, c: Scalar) -> BasicValueEnum<'ctx> {
+        let cx = self.cx;
+        match c {
+            Scalar::Bool(b) => cx.bool_type().const_int(u64::from(b), false).into(),
+            Scalar::I32(v) => cx.i32_type().const_int(v as u64, true).into(),
+            Scalar::I64(v) => cx.i64_type().const_int(v as u64, true).into(),
+            // Finite values, infinities and -0.0 are exact through f64; NaN
+            // payloads are unspecified (docs/semantics.md).
+            Scalar::F32(v) => cx.f32_type().const_float(f64::from(v)).into(),
+            Scalar::F64(v) => cx.f64_type().const_float(v).into(),
+        }
+    }
+
+    fn codegen_expr(&mut self, expr: &Expr, dtype: DType) -> CodegenResult<BasicValueEnum<'ctx>> {
+        Ok(match expr {
+            Expr::Input(p) if self.kernel.direct => self.from_mem(self.arg(*p), dtype)?,
+            Expr::Input(p) => {
+                let addr = self.arg(*p).into_pointer_value();
+                let value = self
+                    .builder
+                    .build_load(mem_type(self.cx, dtype), addr, "in")?;
+                self.from_mem(value, dtype)?
+            }
+            Expr::Load(p, row) => {
+                let base = self.arg(*p).into_pointer_value();
+                let addr = self.element_addr(base, self.int(*row), dtype)?;
+                let value = self
+                    .builder
+                    .build_load(mem_type(self.cx, dtype), addr, "load")?;
+                value
+                    .as_instruction_value()
+                    .expect("a load is an instruction")
+                    .set_alignment(dtype.size_bytes() as u32)
+                    .map_err(|e| CodegenError::Invalid(e.to_string()))?;
+                self.from_mem(value, dtype)?
+            }
+            Expr::Const(c) => self.codegen_const(*c),
+            Expr::ExtentValue(e) => self.codegen_extent(*e).into(),
+            Expr::Var(v) => self.use_var(*v)?,
+            Expr::Unary(op, a) => self.codegen_unary(*op, self.reg(*a), dtype)?,
+            Expr::Binary(op, a, b) => {
+                self.codegen_binary(*op, self.reg(*a), self.reg(*b), dtype)?
+            }
+            Expr::Compare(op, a, b) => {
+                let operand = self.kernel.reg_type(*a);
+                self.codegen_compare(*op, self.reg(*a), self.reg(*b), operand)?
+            }
+            Expr::Select(c, a, b) => {
+                self.builder
+                    .build_select(self.int(*c), self.reg(*a), self.reg(*b), "select")?
+            }
+            Expr::Cast(to, a) => {
+                let from = self.kernel.reg_type(*a);
+                self.codegen_cast(self.reg(*a), from, *to)?
+            }
+        })
+    }
+
+    /// Calls an LLVM intrinsic overloaded on the type of its first argument.
+    fn intrinsic(
+        &self,
+        name: &str,
+        args: &[BasicValueEnum<'ctx>],
+        overloads: &[BasicTypeEnum<'ctx>],
+    ) -> CodegenResult<BasicValueEnum<'ctx>> {
+        let function = Intrinsic::find(name)
+            .and_then(|i| i.get_declaration(self.module, overloads))
+            .ok_or_else(|| CodegenError::Invalid(format!("no LLVM intrinsic `{name}`")))?;
+        let args: Vec<BasicMetadataValueEnum> = args.iter().map(|&a| a.into()).collect();
+        self.builder
+            .build_call(function, &args, name)?
+            .try_as_basic_value()
+            .basic()
+            .ok_or_else(|| CodegenError::Invalid(format!("`{name}` returns nothing")))
+    }
+
+    /// Calls a C math function by name. The declaration is `nobuiltin`, so LLVM
+    /// never folds or rewrites it with another library's results (the
+    /// in-process tier binds it to the `libm` crate, as the interpreter uses);
+    /// `memory(none)` lets LLVM hoist, share and drop calls like any pure op.
+    fn call_libm(
+        &self,
+        name: &str,
+        args: &[BasicValueEnum<'ctx>],
+    ) -> CodegenResult<BasicValueEnum<'ctx>> {
+        let ty = args[0].get_type();
+        let function = self.module.get_function(name).unwrap_or_else(|| {
+            let params: Vec<BasicMetadataTypeEnum> = args.iter().map(|_| ty.into()).collect();
+            let f =
+                self.module
+                    .add_function(name, ty.fn_type(&params, false), Some(Linkage::External));
+            for attr in ["nobuiltin", "nounwind", "willreturn"] {
+                f.add_attribute(AttributeLoc::Function, enum_attr(self.cx, attr));
+            }
+            let memory = Attribute::get_named_enum_kind_id("memory");
+            f.add_attribute(
+                AttributeLoc::Function,
+                self.cx.create_enum_attribute(memory, 0),
+            );
+            f
+        });
+        let args: Vec<BasicMetadataValueEnum> = args.iter().map(|&a| a.into()).collect();
+        let call = self.builder.build_call(function, &args, name)?;
+        // The call site too: `nobuiltin` on a call is what the optimizer checks.
+        call.add_attribute(AttributeLoc::Function, enum_attr(self.cx, "nobuiltin"));
+        call.try_as_basic_value()
+            .basic()
+            .ok_or_else(|| CodegenError::Invalid(format!("`{name}` returns nothing")))
+    }
+
+    fn codegen_unary(
+        &self,
+        op: UnaryOp,
+        a: BasicValueEnum<'ctx>,
+        dtype: DType,
+    ) -> CodegenResult<BasicValueEnum<'ctx>> {
+        let b = &self.builder;
+        let ty = a.get_type();
+        if !dtype.is_float() {
+            let i = a.into_int_value();
+            return Ok(match op {
+                UnaryOp::Neg => b.build_int_neg(i, "neg")?.into(),
+                // `i1 false`: abs(MIN) is MIN (wrapping), not poison.
+                UnaryOp::Abs => {
+                    let no_poison = self.cx.bool_type().const_zero().into();
+                    self.intrinsic("llvm.abs", &[a, no_poison], &[ty])?
+                }
+                UnaryOp::Not | UnaryOp::BNot => b.build_not(i, "not")?.into(),
+                _ => return Err(CodegenError::Invalid(format!("`{op}` on {dtype}"))),
+            });
+        }
+        let intrinsic = match op {
+            UnaryOp::Neg => return Ok(b.build_float_neg(a.into_float_value(), "neg")?.into()),
+            UnaryOp::Abs => "llvm.fabs",
+            UnaryOp::Sqrt => "llvm.sqrt",
+            UnaryOp::Floor => "llvm.floor",
+            UnaryOp::Ceil => "llvm.ceil",
+            UnaryOp::Trunc => "llvm.trunc",
+            // Round half to even.
+            UnaryOp::Round => "llvm.roundeven",
+            _ => {
+                let name = libcalls::unary_name(op, dtype)
+                    .ok_or_else(|| CodegenError::Invalid(format!("`{op}` on {dtype}")))?;
+                return self.call_libm(&name, &[a]);
+            }
+        };
+        self.intrinsic(intrinsic, &[a], &[ty])
+    }
+
+    fn codegen_binary(
+        &self,
+        op: BinaryOp,
+        a: BasicValueEnum<'ctx>,
+        b: BasicValueEnum<'ctx>,
+        dtype: DType,
+    ) -> CodegenResult<BasicValueEnum<'ctx>> {
+        if dtype.is_float() {
+            return self.codegen_float_binary(
+                op,
+                a.into_float_value(),
+                b.into_float_value(),
+                dtype,
+            );
+        }
+        let (x, y) = (a.into_int_value(), b.into_int_value());
+        let bx = &self.builder;
+        let ty = a.get_type();
+        Ok(match op {
+            // No `nsw`/`nuw`: integer arithmetic wraps.
+            BinaryOp::Add => bx.build_int_add(x, y, "add")?.into(),
+            BinaryOp::Sub => bx.build_int_sub(x, y, "sub")?.into(),
+            BinaryOp::Mul => bx.build_int_mul(x, y, "mul")?.into(),
+            BinaryOp::Div | BinaryOp::Rem | BinaryOp::FloorDiv | BinaryOp::Mod => {
+                self.codegen_int_division(op, x, y)?.into()
+            }
+            BinaryOp::Min => self.intrinsic("llvm.smin", &[a, b], &[ty])?,
+            BinaryOp::Max => self.intrinsic("llvm.smax", &[a, b], &[ty])?,
+            BinaryOp::And | BinaryOp::BAnd => bx.build_and(x, y, "and")?.into(),
+            BinaryOp::Or | BinaryOp::BOr => bx.build_or(x, y, "or")?.into(),
+            BinaryOp::Xor | BinaryOp::BXor => bx.build_xor(x, y, "xor")?.into(),
+            BinaryOp::Shl | BinaryOp::ShrArith | BinaryOp::ShrLogical => {
+                // The amount is taken modulo the width; LLVM makes a shift by
+                // the width or more poison.
+                let width = u64::from(x.get_type().get_bit_width());
+                let mask = x.get_type().const_int(width - 1, false);
+                let amount = bx.build_and(y, mask, "amount")?;
+                match op {
+                    BinaryOp::Shl => bx.build_left_shift(x, amount, "shl")?,
+                    BinaryOp::ShrArith => bx.build_right_shift(x, amount, true, "sshr")?,
+                    _ => bx.build_right_shift(x, amount, false, "ushr")?,
+                }
+                .into()
+            }
+            BinaryOp::Pow | BinaryOp::Copysign | BinaryOp::Atan2 | BinaryOp::Hypot => {
+                return Err(CodegenError::Invalid(format!("`{op}` on {dtype}")));
+            }
+        })
+    }
+
+    /// Integer division with a divisor already checked nonzero. `sdiv` and
+    /// `srem` are UB on `MIN / -1`, so a divisor of -1 is replaced by 1 and the
+    /// result fixed up: `a / -1 == -a` (wrapping), `a % -1 == 0`.
+    fn codegen_int_division(
+        &self,
+        op: BinaryOp,
+        a: IntValue<'ctx>,
+        b: IntValue<'ctx>,
+    ) -> CodegenResult<IntValue<'ctx>> {
+        let bx = &self.builder;
+        let ty = a.get_type();
+        let (zero, one, minus_one) = (ty.const_zero(), ty.const_int(1, false), ty.const_all_ones());
+        let is_minus_one = bx.build_int_compare(IntPredicate::EQ, b, minus_one, "m1")?;
+        let safe_b = bx
+            .build_select(is_minus_one, one, b, "safe_b")?
+            .into_int_value();
+        let q = bx.build_int_signed_div(a, safe_b, "q")?;
+        let neg_a = bx.build_int_neg(a, "neg_a")?;
+        let q = bx
+            .build_select(is_minus_one, neg_a, q, "q")?
+            .into_int_value();
+        let r = bx.build_int_signed_rem(a, safe_b, "r")?;
+        let r = bx
+            .build_select(is_minus_one, zero, r, "r")?
+            .into_int_value();
+        Ok(match op {
+            BinaryOp::Div => q,
+            BinaryOp::Rem => r,
+            _ => {
+                // Floor: step down when the remainder is nonzero and its sign
+                // differs from the divisor's.
+                let nonzero = bx.build_int_compare(IntPredicate::NE, r, zero, "rnz")?;
+                let signs = bx.build_xor(r, b, "signs")?;
+                let differ = bx.build_int_compare(IntPredicate::SLT, signs, zero, "differ")?;
+                let adjust = bx.build_and(nonzero, differ, "adjust")?;
+                if op == BinaryOp::FloorDiv {
+                    let step = bx.build_int_z_extend(adjust, ty, "step")?;
+                    bx.build_int_sub(q, step, "floordiv")?
+                } else {
+                    let r_plus_b = bx.build_int_add(r, b, "r_plus_b")?;
+                    bx.build_select(adjust, r_plus_b, r, "mod")?
+                        .into_int_value()
+                }
+            }
+        })
+    }
+
+    fn codegen_float_binary(
+        &self,
+        op: BinaryOp,
+        a: FloatValue<'ctx>,
+        b: FloatValue<'ctx>,
+        dtype: DType,
+    ) -> CodegenResult<BasicValueEnum<'ctx>> {
+        let bx = &self.builder;
+        let ty: BasicTypeEnum = a.get_type().into();
+        // No fast-math flags anywhere: IEEE 754, round to nearest even, no
+        // contraction into FMA, no reassociation.
+        Ok(match op {
+            BinaryOp::Add => bx.build_float_add(a, b, "fadd")?.into(),
+            BinaryOp::Sub => bx.build_float_sub(a, b, "fsub")?.into(),
+            BinaryOp::Mul => bx.build_float_mul(a, b, "fmul")?.into(),
+            BinaryOp::Div => bx.build_float_div(a, b, "fdiv")?.into(),
+            // IEEE 754-2019 minimum/maximum: NaN-propagating, -0.0 < +0.0
+            // (`minnum` would not be).
+            BinaryOp::Min => self.intrinsic("llvm.minimum", &[a.into(), b.into()], &[ty])?,
+            BinaryOp::Max => self.intrinsic("llvm.maximum", &[a.into(), b.into()], &[ty])?,
+            BinaryOp::Copysign => {
+                // copysign(a, NaN) is |a|: a NaN's sign never decides a result.
+                let copied = self.intrinsic("llvm.copysign", &[a.into(), b.into()], &[ty])?;
+                let abs = self.intrinsic("llvm.fabs", &[a.into()], &[ty])?;
+                let b_is_nan = bx.build_float_compare(FloatPredicate::UNO, b, b, "b_nan")?;
+                bx.build_select(b_is_nan, abs, copied, "copysign")?
+            }
+            BinaryOp::FloorDiv | BinaryOp::Mod => self.codegen_float_divmod(op, a, b, dtype)?,
+            _ => {
+                let name = libcalls::binary_name(op, dtype)
+                    .ok_or_else(|| CodegenError::Invalid(format!("`{op}` on {dtype}")))?;
+                self.call_libm(&name, &[a.into(), b.into()])?
+            }
+        })
+    }
+
+    /// NumPy's `npy_divmod`, as `docs/semantics.md` spells it, without branches
+    /// (the same sequence as the Cranelift tier's).
+    fn codegen_float_divmod(
+        &self,
+        op: BinaryOp,
+        a: FloatValue<'ctx>,
+        b: FloatValue<'ctx>,
+        dtype: DType,
+    ) -> CodegenResult<BasicValueEnum<'ctx>> {
+        let fmod = libcalls::binary_name(BinaryOp::Rem, dtype).expect("fmod exists for floats");
+        let rem = self
+            .call_libm(&fmod, &[a.into(), b.into()])?
+            .into_float_value();
+        let ft = a.get_type();
+        let ty: BasicTypeEnum = ft.into();
+        let (zero, half, one) = (
+            ft.const_float(0.0),
+            ft.const_float(0.5),
+            ft.const_float(1.0),
+        );
+        let bx = &self.builder;
+        let fsel = |c: IntValue<'ctx>, x: FloatValue<'ctx>, y: FloatValue<'ctx>, n: &str| {
+            bx.build_select(c, x, y, n)
+                .map(BasicValueEnum::into_float_value)
+        };
+        let a_div_b = bx.build_float_div(a, b, "a_div_b")?;
+        let b_is_zero = bx.build_float_compare(FloatPredicate::OEQ, b, zero, "b_zero")?;
+        let a_minus_rem = bx.build_float_sub(a, rem, "a_minus_rem")?;
+        let div = bx.build_float_div(a_minus_rem, b, "div")?;
+        let rem_nonzero = bx.build_float_compare(FloatPredicate::UNE, rem, zero, "rem_nz")?;
+        let b_neg = bx.build_float_compare(FloatPredicate::OLT, b, zero, "b_neg")?;
+        let rem_neg = bx.build_float_compare(FloatPredicate::OLT, rem, zero, "rem_neg")?;
+        let signs_differ = bx.build_xor(b_neg, rem_neg, "signs_differ")?;
+        let adjust = bx.build_and(rem_nonzero, signs_differ, "adjust")?;
+        let rem_plus_b = bx.build_float_add(rem, b, "rem_plus_b")?;
+        let div_minus_one = bx.build_float_sub(div, one, "div_minus_one")?;
+        let rem2 = fsel(adjust, rem_plus_b, rem, "rem2")?;
+        let div2 = fsel(adjust, div_minus_one, div, "div2")?;
+        if op == BinaryOp::Mod {
+            let signed_zero = self.intrinsic("llvm.copysign", &[zero.into(), b.into()], &[ty])?;
+            let m = fsel(rem_nonzero, rem2, signed_zero.into_float_value(), "m")?;
+            return Ok(fsel(b_is_zero, rem, m, "mod")?.into());
+        }
+        let floor = self
+            .intrinsic("llvm.floor", &[div2.into()], &[ty])?
+            .into_float_value();
+        let frac = bx.build_float_sub(div2, floor, "frac")?;
+        let round_up = bx.build_float_compare(FloatPredicate::OGT, frac, half, "round_up")?;
+        let floor_plus_one = bx.build_float_add(floor, one, "floor_plus_one")?;
+        let fd = fsel(round_up, floor_plus_one, floor, "fd")?;
+        let div_nonzero = bx.build_float_compare(FloatPredicate::UNE, div2, zero, "div_nz")?;
+        let signed_zero = self
+            .intrinsic("llvm.copysign", &[zero.into(), a_div_b.into()], &[ty])?
+            .into_float_value();
+        let fd = fsel(div_nonzero, fd, signed_zero, "fd")?;
+        Ok(fsel(b_is_zero, a_div_b, fd, "floordiv")?.into())
+    }
+
+    fn codegen_compare(
+        &self,
+        op: CmpOp,
+        a: BasicValueEnum<'ctx>,
+        b: BasicValueEnum<'ctx>,
+        operand: DType,
+    ) -> CodegenResult<BasicValueEnum<'ctx>> {
+        if operand.is_float() {
+            let predicate = match op {
+                CmpOp::Eq => FloatPredicate::OEQ,
+                // Unordered or not equal: true when either is NaN.
+                CmpOp::Ne => FloatPredicate::UNE,
+                CmpOp::Lt => FloatPredicate::OLT,
+                CmpOp::Le => FloatPredicate::OLE,
+                CmpOp::Gt => FloatPredicate::OGT,
+                CmpOp::Ge => FloatPredicate::OGE,
+            };
+            return Ok(self
+                .builder
+                .build_float_compare(
+                    predicate,
+                    a.into_float_value(),
+                    b.into_float_value(),
+                    "fcmp",
+                )?
+                .into());
+        }
+        // Bools compare unsigned (false < true), ints signed.
+        let signed = operand != DType::Bool;
+        let predicate = match (op, signed) {
+            (CmpOp::Eq, _) => IntPredicate::EQ,
+            (CmpOp::Ne, _) => IntPredicate::NE,
+            (CmpOp::Lt, true) => IntPredicate::SLT,
+            (CmpOp::Le, true) => IntPredicate::SLE,
+            (CmpOp::Gt, true) => IntPredicate::SGT,
+            (CmpOp::Ge, true) => IntPredicate::SGE,
+            (CmpOp::Lt, false) => IntPredicate::ULT,
+            (CmpOp::Le, false) => IntPredicate::ULE,
+            (CmpOp::Gt, false) => IntPredicate::UGT,
+            (CmpOp::Ge, false) => IntPredicate::UGE,
+        };
+        Ok(self
+            .builder
+            .build_int_compare(predicate, a.into_int_value(), b.into_int_value(), "icmp")?
+            .into())
+    }
+
+    /// Casts as Rust's `as` does (see docs/semantics.md).
+    fn codegen_cast(
+        &self,
+        a: BasicValueEnum<'ctx>,
+        from: DType,
+        to: DType,
+    ) -> CodegenResult<BasicValueEnum<'ctx>> {
+        let bx = &self.builder;
+        let to_ty = reg_type(self.cx, to);
+        Ok(match (from, to) {
+            _ if from == to => a,
+            (_, DType::Bool) if from.is_float() => {
+                let f = a.into_float_value();
+                let zero = f.get_type().const_zero();
+                bx.build_float_compare(FloatPredicate::UNE, f, zero, "to_bool")?
+                    .into()
+            }
+            (_, DType::Bool) => {
+                let i = a.into_int_value();
+                bx.build_int_compare(IntPredicate::NE, i, i.get_type().const_zero(), "to_bool")?
+                    .into()
+            }
+            (DType::Bool, _) if to.is_float() => bx
+                .build_unsigned_int_to_float(a.into_int_value(), to_ty.into_float_type(), "b2f")?
+                .into(),
+            (DType::Bool, _) => bx
+                .build_int_z_extend(a.into_int_value(), to_ty.into_int_type(), "b2i")?
+                .into(),
+            (DType::F32, DType::F64) => bx
+                .build_float_ext(a.into_float_value(), to_ty.into_float_type(), "fpext")?
+                .into(),
+            (DType::F64, DType::F32) => bx
+                .build_float_trunc(a.into_float_value(), to_ty.into_float_type(), "fptrunc")?
+                .into(),
+            // Saturating, NaN → 0; plain `fptosi` would be poison out of range.
+            _ if from.is_float() => {
+                self.intrinsic("llvm.fptosi.sat", &[a], &[to_ty, a.get_type()])?
+            }
+            _ if to.is_float() => bx
+                .build_signed_int_to_float(a.into_int_value(), to_ty.into_float_type(), "sitofp")?
+                .into(),
+            (DType::I64, DType::I32) => bx
+                .build_int_truncate(a.into_int_value(), to_ty.into_int_type(), "trunc")?
+                .into(),
+            _ => bx
+                .build_int_s_extend(a.into_int_value(), to_ty.into_int_type(), "sext")?
+                .into(),
+        })
+    }
+}

@@ -1,0 +1,188 @@
+//! The in-process LLVM JIT (MCJIT): kernels optimized for the host CPU, math
+//! functions bound to the pure-Rust `libm` crate, one context, module and
+//! execution engine per call, freed when the last [`CompiledKernel`] drops.
+
+use crate::{codegen, optimize, resolve_target, CodegenError, CodegenResult, OptLevel, Options};
+use inkwell::attributes::AttributeLoc;
+use inkwell::context::Context;
+use inkwell::execution_engine::ExecutionEngine;
+use inkwell::module::Module;
+use kiln_ir::kernel::{libcalls, Kernel};
+use std::mem::ManuallyDrop;
+use std::sync::Arc;
+
+/// An LLVM context, module and execution engine that own machine code.
+struct JitCode {
+    module: ManuallyDrop<Module<'static>>,
+    engine: ManuallyDrop<ExecutionEngine<'static>>,
+    context: *mut Context,
+}
+
+impl Drop for JitCode {
+    fn drop(&mut self) {
+        // SAFETY: each field is dropped exactly once, in the order LLVM needs:
+        // the module handle (owned by the engine, so this only releases
+        // inkwell's reference), then the engine (which frees the module and
+        // the machine code), then the context both were created in. Every
+        // function pointer into the code is held by a `CompiledKernel` that
+        // also holds an `Arc` to this `JitCode`, so none is called after this.
+        unsafe {
+            ManuallyDrop::drop(&mut self.module);
+            ManuallyDrop::drop(&mut self.engine);
+            drop(Box::from_raw(self.context));
+        }
+    }
+}
+
+// SAFETY: after the engine has produced the function addresses, nothing touches
+// the context, module or engine again except `drop`, which runs once, on
+// whichever thread drops the last `Arc`. The inkwell `Rc`s inside are never
+// cloned after construction, so their counts are not raced. The machine code
+// is immutable.
+unsafe impl Send for JitCode {}
+// SAFETY: as for `Send`: shared access never touches the LLVM objects.
+unsafe impl Sync for JitCode {}
+
+/// A kernel compiled in memory by LLVM. Cheap to clone; the machine code lives
+/// until the last clone of the last kernel of its module is dropped.
+#[derive(Clone)]
+pub struct CompiledKernel {
+    kernel: Arc<Kernel>,
+    /// Held, never read: keeps the machine code alive while this handle is.
+    #[allow(dead_code)]
+    code: Arc<JitCode>,
+    /// `i32 (u64* slots)`: loads every parameter from an 8-byte slot.
+    wrapper: usize,
+    /// The kernel itself, with its native signature.
+    native: usize,
+}
+
+impl std::fmt::Debug for CompiledKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompiledKernel")
+            .field("name", &self.kernel.name)
+            .field("direct", &self.kernel.direct)
+            .finish()
+    }
+}
+
+impl CompiledKernel {
+    /// The kernel this code was compiled from.
+    pub fn kernel(&self) -> &Kernel {
+        &self.kernel
+    }
+
+    /// Calls the kernel through its wrapper: `slots[i]` holds parameter `i`
+    /// of [`Kernel::params`] in 8 bytes, exactly as for the Cranelift tier's
+    /// `CompiledKernel::call`. Returns the status (0 = ok).
+    ///
+    /// # Safety
+    /// `slots` must have one entry per parameter, every pointer valid for the
+    /// kernel's reads or writes of as many elements as its extent says, and
+    /// no output buffer may overlap another buffer.
+    pub unsafe fn call(&self, slots: &mut [u64]) -> i32 {
+        debug_assert_eq!(slots.len(), self.kernel.params.len());
+        // SAFETY: `wrapper` is this kernel's finalized `i32 (u64*)` wrapper,
+        // alive while `self.code` is; the caller guarantees the slots.
+        let f =
+            unsafe { std::mem::transmute::<usize, extern "C" fn(*mut u64) -> i32>(self.wrapper) };
+        f(slots.as_mut_ptr())
+    }
+
+    /// The address of the kernel itself, with its native signature (see
+    /// `docs/abi.md`). Valid while this handle (or a clone) is alive.
+    pub fn native_ptr(&self) -> *const u8 {
+        self.native as *const u8
+    }
+}
+
+/// Compiles kernels into one LLVM module, optimized at `opt` for the host CPU
+/// and its features, with one execution engine.
+pub fn jit(kernels: Vec<Kernel>, opt: OptLevel) -> CodegenResult<Vec<CompiledKernel>> {
+    let spec = resolve_target("native", &Options::default())?;
+    let machine = spec.machine(opt)?;
+    let context: &'static Context = Box::leak(Box::new(Context::create()));
+    let context_ptr = context as *const Context as *mut Context;
+    // From here, every early return must free the context.
+    let built = (|| {
+        let module = context.create_module("kiln_jit");
+        module.set_triple(&machine.get_triple());
+        module.set_data_layout(&machine.get_target_data().get_data_layout());
+        let cpu = context.create_string_attribute("target-cpu", &spec.cpu);
+        let features = context.create_string_attribute("target-features", &spec.features);
+        for (idx, kernel) in kernels.iter().enumerate() {
+            let symbol = format!("__kiln_kernel_{idx}");
+            codegen::define_kernel(context, &module, kernel, &symbol, true)?;
+            // MCJIT builds its own target machine for the generic host CPU;
+            // these attributes make its code generator use the real one.
+            for name in [symbol.clone(), format!("{symbol}__call")] {
+                let f = module.get_function(&name).expect("just defined");
+                f.add_attribute(AttributeLoc::Function, cpu);
+                f.add_attribute(AttributeLoc::Function, features);
+            }
+        }
+        module
+            .verify()
+            .map_err(|e| CodegenError::Invalid(format!("LLVM verifier: {e}")))?;
+        optimize(&module, &machine, opt)?;
+        let engine = module
+            .create_jit_execution_engine(opt.codegen())
+            .map_err(|e| CodegenError::Llvm(e.to_string()))?;
+        for (name, address) in libcalls::jit_symbols() {
+            if let Some(f) = module.get_function(name) {
+                engine.add_global_mapping(&f, address as usize);
+            }
+        }
+        let mut addresses = Vec::with_capacity(kernels.len());
+        for idx in 0..kernels.len() {
+            let symbol = format!("__kiln_kernel_{idx}");
+            let lookup = |name: &str| {
+                engine
+                    .get_function_address(name)
+                    .map_err(|e| CodegenError::Llvm(format!("{name}: {e}")))
+            };
+            addresses.push((lookup(&format!("{symbol}__call"))?, lookup(&symbol)?));
+        }
+        Ok((module, engine, addresses))
+    })();
+    let (module, engine, addresses) = match built {
+        Ok(parts) => parts,
+        Err(e) => {
+            // SAFETY: the context was leaked above and nothing created in it
+            // survives the failed closure (its module and engine were dropped).
+            drop(unsafe { Box::from_raw(context_ptr) });
+            return Err(e);
+        }
+    };
+    let code = Arc::new(JitCode {
+        module: ManuallyDrop::new(module),
+        engine: ManuallyDrop::new(engine),
+        context: context_ptr,
+    });
+    Ok(kernels
+        .into_iter()
+        .zip(addresses)
+        .map(|(kernel, (wrapper, native))| CompiledKernel {
+            kernel: Arc::new(kernel),
+            code: Arc::clone(&code),
+            wrapper,
+            native,
+        })
+        .collect())
+}
+
+/// The LLVM IR of `kernel` as the JIT compiles it (host target, after the
+/// `opt` pipeline), for `kiln ir --emit llvm-ir`.
+pub fn host_ir(kernel: &Kernel, opt: OptLevel) -> CodegenResult<String> {
+    let bytes = crate::emit(
+        kernel,
+        "native",
+        &kernel.name,
+        &Options {
+            opt,
+            ..Options::default()
+        },
+        crate::Emit::LlvmIr,
+    )?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}

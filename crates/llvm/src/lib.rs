@@ -1,0 +1,248 @@
+//! kiln's LLVM 19 tier: translates a [`Kernel`] to LLVM IR (`codegen`),
+//! optimizes it with the new pass manager (`default<O0>` … `default<O3>`) for a
+//! target machine, and emits objects, assembly, textual IR, bitcode and linked
+//! wasm32 modules for any target LLVM knows ([`emit`], [`wasm`]), or compiles it
+//! in process ([`jit`]).
+//!
+//! It makes no semantic decisions: lowering (in `kiln-ir`) decided what runs in
+//! which loop and where division can fail, and `codegen` emits the LLVM IR that
+//! computes exactly `kiln_ir::semantics`, with explicit code wherever LLVM
+//! would leave the result undefined. Transcendentals are calls to the C names of
+//! `kiln_ir::kernel::libcalls`, marked `nobuiltin` so LLVM never folds or
+//! rewrites them; the JIT binds them to the pure-Rust `libm` crate, so the
+//! in-process tier matches the interpreter bit for bit.
+//!
+//! Every call builds a fresh LLVM context and module: a module optimized or
+//! emitted for one target is never reused for another.
+
+mod codegen;
+mod jit;
+mod target;
+
+pub use jit::{host_ir, jit, CompiledKernel};
+pub use target::{resolve_target, TargetSpec, TARGETS};
+
+use inkwell::context::Context;
+use inkwell::module::Module;
+use inkwell::passes::PassBuilderOptions;
+use inkwell::targets::{FileType, TargetMachine};
+use kiln_ir::kernel::Kernel;
+
+/// Why code generation failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CodegenError {
+    /// LLVM rejected the module, a pass pipeline or an emit request.
+    #[error("llvm: {0}")]
+    Llvm(String),
+    /// The kernel is malformed (a lowering bug) or produced invalid IR.
+    #[error("invalid kernel: {0}")]
+    Invalid(String),
+    /// The target, CPU, option or output is not supported.
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+    /// Linking (wasm-ld) failed or could not be started.
+    #[error("link: {0}")]
+    Link(String),
+}
+
+/// Result of code generation.
+pub type CodegenResult<T> = Result<T, CodegenError>;
+
+/// An optimization level: `-O0` to `-O3`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
+pub enum OptLevel {
+    /// No optimization.
+    O0,
+    /// `default<O1>`.
+    O1,
+    /// `default<O2>`.
+    O2,
+    /// `default<O3>`, the tier's default.
+    #[default]
+    O3,
+}
+
+impl OptLevel {
+    /// The level for `-O n`, if `n` is 0 to 3.
+    pub fn from_number(n: u8) -> Option<OptLevel> {
+        Some(match n {
+            0 => OptLevel::O0,
+            1 => OptLevel::O1,
+            2 => OptLevel::O2,
+            3 => OptLevel::O3,
+            _ => return None,
+        })
+    }
+
+    fn pipeline(self) -> &'static str {
+        match self {
+            OptLevel::O0 => "default<O0>",
+            OptLevel::O1 => "default<O1>",
+            OptLevel::O2 => "default<O2>",
+            OptLevel::O3 => "default<O3>",
+        }
+    }
+
+    fn codegen(self) -> inkwell::OptimizationLevel {
+        match self {
+            OptLevel::O0 => inkwell::OptimizationLevel::None,
+            OptLevel::O1 => inkwell::OptimizationLevel::Less,
+            OptLevel::O2 => inkwell::OptimizationLevel::Default,
+            OptLevel::O3 => inkwell::OptimizationLevel::Aggressive,
+        }
+    }
+}
+
+/// What [`emit`] writes.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Emit {
+    /// A relocatable object file.
+    Object,
+    /// Assembly text.
+    Assembly,
+    /// Textual LLVM IR, after optimization.
+    LlvmIr,
+    /// LLVM bitcode, after optimization.
+    Bitcode,
+}
+
+/// Options for [`emit`] and [`wasm`].
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// The optimization level.
+    pub opt: OptLevel,
+    /// The CPU (`-mcpu`): the host's for the native target by default, else
+    /// the target's generic CPU.
+    pub cpu: Option<String>,
+    /// Target features (`+avx2,-sse4.1`): the host's for the native target by
+    /// default, else the target's defaults.
+    pub features: Option<String>,
+}
+
+/// Runs the `default<On>` pipeline over `module` for `machine`. Loop and SLP
+/// vectorization and unrolling are on from `-O2`, as clang sets them.
+fn optimize(module: &Module, machine: &TargetMachine, opt: OptLevel) -> CodegenResult<()> {
+    let options = PassBuilderOptions::create();
+    let vectorize = matches!(opt, OptLevel::O2 | OptLevel::O3);
+    options.set_loop_vectorization(vectorize);
+    options.set_loop_slp_vectorization(vectorize);
+    options.set_loop_interleaving(vectorize);
+    options.set_loop_unrolling(opt != OptLevel::O0);
+    module
+        .run_passes(opt.pipeline(), machine, options)
+        .map_err(|e| CodegenError::Llvm(e.to_string()))
+}
+
+/// Builds `kernel` into a fresh module for `spec`, verified and optimized.
+fn build_module<'ctx>(
+    cx: &'ctx Context,
+    kernel: &Kernel,
+    symbol: &str,
+    spec: &TargetSpec,
+    machine: &TargetMachine,
+    opt: OptLevel,
+) -> CodegenResult<Module<'ctx>> {
+    let module = cx.create_module(symbol);
+    module.set_triple(&machine.get_triple());
+    module.set_data_layout(&machine.get_target_data().get_data_layout());
+    let _ = spec;
+    codegen::define_kernel(cx, &module, kernel, symbol, false)?;
+    module
+        .verify()
+        .map_err(|e| CodegenError::Invalid(format!("LLVM verifier: {e}")))?;
+    optimize(&module, machine, opt)?;
+    Ok(module)
+}
+
+/// `kernel` compiled for `target` (a short name of [`TARGETS`] or any triple
+/// LLVM knows) and exported as `symbol`: an object, assembly, LLVM IR or
+/// bitcode. Math functions are calls to their C names (`sin`, `sinf`, …).
+pub fn emit(
+    kernel: &Kernel,
+    target: &str,
+    symbol: &str,
+    options: &Options,
+    what: Emit,
+) -> CodegenResult<Vec<u8>> {
+    let spec = resolve_target(target, options)?;
+    let machine = spec.machine(options.opt)?;
+    let cx = Context::create();
+    let module = build_module(&cx, kernel, symbol, &spec, &machine, options.opt)?;
+    let file = |ty| {
+        machine
+            .write_to_memory_buffer(&module, ty)
+            .map(|b| b.as_slice().to_vec())
+            .map_err(|e| CodegenError::Llvm(e.to_string()))
+    };
+    match what {
+        Emit::Object => file(FileType::Object),
+        Emit::Assembly => file(FileType::Assembly),
+        Emit::LlvmIr => Ok(module.print_to_string().to_bytes().to_vec()),
+        Emit::Bitcode => Ok(module.write_bitcode_to_memory().as_slice().to_vec()),
+    }
+}
+
+/// A linked wasm32 module exporting `symbol`, `memory` and `__heap_base` (where
+/// a host may start placing buffers); math functions are imported from module
+/// `env` by their C names. Links with `wasm-ld` (`$KILN_WASM_LD`, else
+/// `wasm-ld-19`, else `wasm-ld`).
+pub fn wasm(
+    kernel: &Kernel,
+    target: &str,
+    symbol: &str,
+    options: &Options,
+) -> CodegenResult<Vec<u8>> {
+    let spec = resolve_target(target, options)?;
+    if !spec.triple.starts_with("wasm32") {
+        return Err(CodegenError::Unsupported(format!(
+            "a linked .wasm module needs a wasm32 target, not `{}` (use --emit obj for it)",
+            spec.triple
+        )));
+    }
+    let object = emit(kernel, target, symbol, options, Emit::Object)?;
+    link_wasm(&object, symbol)
+}
+
+fn link_wasm(object: &[u8], symbol: &str) -> CodegenResult<Vec<u8>> {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let unique = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("kiln-wasm-{}-{unique}", std::process::id()));
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| CodegenError::Link(format!("{}: {e}", dir.display())))?;
+    let result = (|| {
+        let (obj, out) = (dir.join("kernel.o"), dir.join("kernel.wasm"));
+        std::fs::write(&obj, object).map_err(|e| CodegenError::Link(e.to_string()))?;
+        let candidates: Vec<String> = std::env::var("KILN_WASM_LD")
+            .ok()
+            .into_iter()
+            .chain(["wasm-ld-19".to_string(), "wasm-ld".to_string()])
+            .collect();
+        let mut last_error = String::new();
+        for linker in &candidates {
+            let output = std::process::Command::new(linker)
+                .args(["--no-entry", "--allow-undefined", "--export=__heap_base"])
+                .arg(format!("--export={symbol}"))
+                .arg(&obj)
+                .arg("-o")
+                .arg(&out)
+                .output();
+            match output {
+                Ok(o) if o.status.success() => {
+                    return std::fs::read(&out).map_err(|e| CodegenError::Link(e.to_string()))
+                }
+                Ok(o) => {
+                    return Err(CodegenError::Link(format!(
+                        "{linker} failed: {}",
+                        String::from_utf8_lossy(&o.stderr).trim()
+                    )))
+                }
+                Err(e) => last_error = format!("{linker}: {e}"),
+            }
+        }
+        Err(CodegenError::Link(format!(
+            "no wasm linker found (install lld-19 or set KILN_WASM_LD): {last_error}"
+        )))
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}

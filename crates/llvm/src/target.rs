@@ -1,0 +1,119 @@
+//! Target selection: short names and full triples to an LLVM target machine.
+//! The native target gets the host's CPU and features unless told otherwise;
+//! RISC-V 64 defaults to RV64GC with the `lp64d` ABI, as Linux distributions
+//! (and their cross gcc) build it.
+
+use crate::{CodegenError, CodegenResult, OptLevel, Options};
+use inkwell::targets::{
+    CodeModel, InitializationConfig, RelocMode, Target, TargetMachine, TargetMachineOptions,
+    TargetTriple,
+};
+use std::sync::Once;
+
+/// The short target names `--target` accepts, and their triples. Any other
+/// triple LLVM knows is accepted as it is.
+pub const TARGETS: &[(&str, &str)] = &[
+    ("x86_64", "x86_64-unknown-linux-gnu"),
+    ("aarch64", "aarch64-unknown-linux-gnu"),
+    ("riscv64", "riscv64-unknown-linux-gnu"),
+    ("wasm32", "wasm32-unknown-unknown"),
+];
+
+/// A resolved target: triple, CPU, features and ABI name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TargetSpec {
+    /// The LLVM triple.
+    pub triple: String,
+    /// The CPU (`""` is the target's generic CPU).
+    pub cpu: String,
+    /// The feature string.
+    pub features: String,
+    /// The ABI name, where the target needs one (`lp64d` on RISC-V 64).
+    pub abi: Option<String>,
+}
+
+fn init_targets() {
+    static INIT: Once = Once::new();
+    INIT.call_once(|| Target::initialize_all(&InitializationConfig::default()));
+}
+
+/// The host's triple, as LLVM names it.
+pub fn host_triple() -> String {
+    TargetMachine::get_default_triple()
+        .as_str()
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn arch(triple: &str) -> &str {
+    triple.split('-').next().unwrap_or(triple)
+}
+
+/// Resolves `target` (a short name of [`TARGETS`], `native`, or a triple) with
+/// the CPU and features of `options`.
+pub fn resolve_target(target: &str, options: &Options) -> CodegenResult<TargetSpec> {
+    init_targets();
+    let host = host_triple();
+    let triple = match target {
+        "native" | "host" => host.clone(),
+        _ => TARGETS
+            .iter()
+            .find(|(short, _)| *short == target)
+            .map_or_else(|| target.to_string(), |(_, t)| t.to_string()),
+    };
+    let llvm_triple = TargetTriple::create(&triple);
+    if let Err(e) = Target::from_triple(&llvm_triple) {
+        let names: Vec<&str> = TARGETS.iter().map(|(s, _)| *s).collect();
+        return Err(CodegenError::Unsupported(format!(
+            "unknown target `{target}`: {} (use one of {}, `native`, or a triple LLVM knows, such as `armv7-unknown-linux-gnueabihf`)",
+            e.to_string().trim_end_matches('.'),
+            names.join(", ")
+        )));
+    }
+    let native = arch(&triple) == arch(&host) && triple.contains("linux") == host.contains("linux");
+    let is_riscv64 = arch(&triple).starts_with("riscv64");
+    let (default_cpu, default_features) = if native {
+        (
+            TargetMachine::get_host_cpu_name().to_string(),
+            TargetMachine::get_host_cpu_features().to_string(),
+        )
+    } else if is_riscv64 {
+        ("generic-rv64".to_string(), "+m,+a,+f,+d,+c".to_string())
+    } else {
+        (String::new(), String::new())
+    };
+    Ok(TargetSpec {
+        triple,
+        cpu: options.cpu.clone().unwrap_or(default_cpu),
+        features: options.features.clone().unwrap_or(default_features),
+        abi: is_riscv64.then(|| "lp64d".to_string()),
+    })
+}
+
+impl TargetSpec {
+    /// A target machine for this spec: position-independent code, default
+    /// code model.
+    pub fn machine(&self, opt: OptLevel) -> CodegenResult<TargetMachine> {
+        init_targets();
+        let triple = TargetTriple::create(&self.triple);
+        let target = Target::from_triple(&triple)
+            .map_err(|e| CodegenError::Unsupported(format!("target `{}`: {e}", self.triple)))?;
+        let mut options = TargetMachineOptions::default()
+            .set_cpu(&self.cpu)
+            .set_features(&self.features)
+            .set_level(opt.codegen())
+            .set_reloc_mode(RelocMode::PIC)
+            .set_code_model(CodeModel::Default);
+        if let Some(abi) = &self.abi {
+            options = options.set_abi(abi);
+        }
+        target
+            .create_target_machine_from_options(&triple, options)
+            .ok_or_else(|| {
+                CodegenError::Unsupported(format!(
+                    "LLVM cannot build a target machine for `{}` (cpu `{}`, features `{}`)",
+                    self.triple, self.cpu, self.features
+                ))
+            })
+    }
+}
