@@ -5,23 +5,14 @@
 
 mod csvio;
 mod population;
-mod source;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use kiln::{Data, Engine, Graph, PyOptions};
-use source::SourceArgs;
+use kiln::{Data, Graph, PyOptions};
+use kiln_cli::source::{self, SourceArgs};
+use kiln_cli::{Failure, Tier};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
-
-/// Why a command failed; the variant decides the exit status.
-#[derive(Debug)]
-pub enum Failure {
-    /// Bad input or usage: exit 2.
-    Input(String),
-    /// A run-time error of the graph: exit 1.
-    Run(String),
-}
 
 #[derive(Parser)]
 #[command(
@@ -35,15 +26,6 @@ struct Cli {
     command: Command,
 }
 
-/// `--tier` values: the engines this build has.
-#[derive(Copy, Clone, Debug, ValueEnum)]
-pub enum Tier {
-    /// The reference interpreter (the oracle).
-    Interp,
-    /// The Cranelift JIT.
-    Cranelift,
-}
-
 /// `kiln ir --emit` values.
 #[derive(Copy, Clone, Debug, ValueEnum)]
 enum Emit {
@@ -53,15 +35,10 @@ enum Emit {
     Kernel,
     /// Cranelift IR, with source names as comments.
     Clif,
-}
-
-impl Tier {
-    fn engine(self) -> Box<dyn Engine> {
-        match self {
-            Tier::Interp => Box::new(kiln::Interpreter),
-            Tier::Cranelift => Box::new(kiln::Cranelift),
-        }
-    }
+    /// LLVM IR after the O3 pipeline for the host, values named after the source.
+    LlvmIr,
+    /// The host assembly the LLVM tier produces at O3.
+    Asm,
 }
 
 #[derive(clap::Args)]
@@ -113,7 +90,8 @@ enum Command {
         #[arg(short, long, value_name = "OUT.csv")]
         output: Option<PathBuf>,
     },
-    /// Print the graph (--emit kiln), its kernel (kernel) or its Cranelift IR (clif).
+    /// Print the graph (--emit kiln), its kernel (kernel), its Cranelift IR (clif),
+    /// or what the LLVM tier makes of it for this machine (llvm-ir, asm).
     Ir {
         #[command(flatten)]
         source: SourceArgs,
@@ -162,17 +140,7 @@ fn main() -> ExitCode {
         Command::Ir { source, opt, emit } => cmd_ir(&source, opt, emit),
         Command::Check { source } => cmd_check(&source),
     };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(Failure::Input(msg)) => {
-            eprintln!("{msg}");
-            ExitCode::from(2)
-        }
-        Err(Failure::Run(msg)) => {
-            eprintln!("{msg}");
-            ExitCode::from(1)
-        }
-    }
+    Failure::report(result)
 }
 
 /// Splits `--arg NAME=VALUE` values.
@@ -228,7 +196,7 @@ fn execute(
 ) -> Result<Vec<Data>, Failure> {
     let program = run
         .tier
-        .engine()
+        .engine()?
         .compile_graph(&source.graph, !run.no_opt)
         .map_err(|e| Failure::Input(format!("{}: error: {e}", source.name)))?;
     program.run(inputs).map_err(|e| match e {
@@ -305,9 +273,27 @@ fn cmd_ir(source: &SourceArgs, opt: bool, emit: Emit) -> Result<(), Failure> {
             let kernel = kiln::jit::lower(&graph, &info).map_err(|e| fail(&e))?;
             kiln::cranelift::clif(&kernel).map_err(|e| fail(&e))?
         }
+        Emit::LlvmIr | Emit::Asm => {
+            let kernel = kiln::jit::lower(&graph, &info).map_err(|e| fail(&e))?;
+            llvm_dump(&kernel, matches!(emit, Emit::Asm)).map_err(|e| fail(&e))?
+        }
     };
     let _ = std::io::stdout().lock().write_all(text.as_bytes());
     Ok(())
+}
+
+#[cfg(feature = "llvm")]
+fn llvm_dump(kernel: &kiln::ir::kernel::Kernel, asm: bool) -> Result<String, String> {
+    use kiln::llvm::{Emit, Options};
+    let what = if asm { Emit::Assembly } else { Emit::LlvmIr };
+    let bytes = kiln::llvm::emit(kernel, "native", &kernel.name, &Options::default(), what)
+        .map_err(|e| e.to_string())?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+#[cfg(not(feature = "llvm"))]
+fn llvm_dump(_: &kiln::ir::kernel::Kernel, _: bool) -> Result<String, String> {
+    Err(kiln_cli::NO_LLVM.to_string())
 }
 
 fn cmd_check(source: &SourceArgs) -> Result<(), Failure> {

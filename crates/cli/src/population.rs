@@ -3,9 +3,9 @@
 //! evaluated over the CSV's columns.
 
 use crate::csvio::Table;
-use crate::{Failure, Tier};
 use kiln::ir::diag::render_located;
 use kiln::{Data, Engine, Format, Program, PyOptions};
+use kiln_cli::{Failure, Tier};
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
@@ -72,20 +72,41 @@ fn compile_chunk(members: &[Member], tier: Tier) -> Result<Vec<Box<dyn Program>>
             .iter()
             .map(|m| kiln::Interpreter.compile(&m.graph, &m.info).map_err(fail))
             .collect(),
-        Tier::Cranelift => {
+        Tier::Cranelift | Tier::Llvm => {
             let optimized: Vec<(kiln::Graph, kiln::GraphInfo)> = members
                 .iter()
                 .map(|m| kiln::optimize(&m.graph, &m.info))
                 .collect::<Result<_, _>>()
                 .map_err(|e| fail(e.into()))?;
             let refs: Vec<_> = optimized.iter().map(|(g, i)| (g, i)).collect();
-            let programs = kiln::compile_many(&refs).map_err(fail)?;
+            let programs = if tier == Tier::Cranelift {
+                kiln::compile_many(&refs).map_err(fail)?
+            } else {
+                compile_llvm(&refs)?
+            };
             Ok(programs
                 .into_iter()
                 .map(|p| Box::new(p) as Box<dyn Program>)
                 .collect())
         }
     }
+}
+
+#[cfg(feature = "llvm")]
+fn compile_llvm(
+    graphs: &[(&kiln::Graph, &kiln::GraphInfo)],
+) -> Result<Vec<kiln::JitProgram>, Failure> {
+    kiln::Llvm::default()
+        .compile_many(graphs)
+        .map_err(|e| Failure::Input(format!("error: {e}")))
+}
+
+#[cfg(not(feature = "llvm"))]
+fn compile_llvm(_: &[(&kiln::Graph, &kiln::GraphInfo)]) -> Result<Vec<kiln::JitProgram>, Failure> {
+    Err(Failure::Input(format!(
+        "error: --tier llvm: {}",
+        kiln_cli::NO_LLVM
+    )))
 }
 
 /// Compiles the population on `threads` threads, each its share as one module.

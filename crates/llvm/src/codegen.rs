@@ -324,6 +324,12 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
             match stmt {
                 Stmt::Let(reg, expr) => {
                     let value = self.codegen_expr(expr, self.kernel.reg_type(*reg))?;
+                    // Source names as value names: `%a = fadd double …` in dumps.
+                    if let Some(Some(name)) = self.kernel.reg_names.get(reg.0 as usize) {
+                        if value.as_instruction_value().is_some() {
+                            value.set_name(name);
+                        }
+                    }
                     self.regs[reg.0 as usize] = Some(value);
                 }
                 Stmt::CheckNonZero(reg, check) => self.codegen_check(*reg, *check)?,

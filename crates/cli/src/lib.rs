@@ -1,0 +1,64 @@
+//! What the `kiln` and `aot` binaries share: reading sources ([`source`]), the
+//! `--tier` choice ([`Tier`]) and how failures map to exit statuses
+//! ([`Failure`]). Not a public API: the binaries are the interface.
+
+pub mod source;
+
+use clap::ValueEnum;
+use std::process::ExitCode;
+
+/// Why a command failed; the variant decides the exit status.
+#[derive(Debug)]
+pub enum Failure {
+    /// Bad input or usage: exit 2.
+    Input(String),
+    /// A run-time error of the graph: exit 1.
+    Run(String),
+}
+
+impl Failure {
+    /// Prints the message (if any) and gives the exit status.
+    pub fn report(result: Result<(), Failure>) -> ExitCode {
+        match result {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(Failure::Input(msg)) => {
+                eprintln!("{msg}");
+                ExitCode::from(2)
+            }
+            Err(Failure::Run(msg)) => {
+                eprintln!("{msg}");
+                ExitCode::from(1)
+            }
+        }
+    }
+}
+
+/// `--tier` values. Every tier is always a value, so asking for one this build
+/// lacks is a clear error (exit 2), not an unknown option.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Tier {
+    /// The reference interpreter (the oracle).
+    Interp,
+    /// The Cranelift JIT.
+    Cranelift,
+    /// The LLVM tier (O3; needs a build with `--features llvm`).
+    Llvm,
+}
+
+/// The message for a request that needs the LLVM tier in a build without it.
+pub const NO_LLVM: &str = "this build has no LLVM tier: rebuild with `--features llvm` \
+     (needs LLVM 19: apt-get install llvm-19-dev libpolly-19-dev lld-19)";
+
+impl Tier {
+    /// The engine for this tier, or an error naming the feature it needs.
+    pub fn engine(self) -> Result<Box<dyn kiln::Engine>, Failure> {
+        Ok(match self {
+            Tier::Interp => Box::new(kiln::Interpreter),
+            Tier::Cranelift => Box::new(kiln::Cranelift),
+            #[cfg(feature = "llvm")]
+            Tier::Llvm => Box::new(kiln::Llvm::default()),
+            #[cfg(not(feature = "llvm"))]
+            Tier::Llvm => return Err(Failure::Input(format!("error: --tier llvm: {NO_LLVM}"))),
+        })
+    }
+}
