@@ -29,6 +29,34 @@ proptest! {
     }
 }
 
+/// The LLVM tier's wasm32 modules (linked by wasm-ld, run under wasmi) agree
+/// with the interpreter too: fewer cases, since each links a module.
+#[cfg(feature = "llvm")]
+#[test]
+fn wasm_modules_agree_with_the_interpreter() {
+    let engines: Vec<Box<dyn kiln::Engine>> = vec![Box::new(kiln_tests::wasm::Wasm)];
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut n_cases = 0;
+    for _ in 0..(cases() / 5).max(50) {
+        let bytes: Vec<u8> = (0..768)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                seed as u8
+            })
+            .collect();
+        let Ok(case) = kiln_fuzzgen::generate(&mut Unstructured::new(&bytes), 24) else {
+            continue;
+        };
+        n_cases += 1;
+        if let Err(report) = kiln_fuzzgen::differential_with(&case, &engines) {
+            panic!("{report}");
+        }
+    }
+    assert!(n_cases >= 40, "only {n_cases} cases generated");
+}
+
 /// The generator really produces what the differential test claims to cover.
 #[test]
 fn the_generator_covers_every_op_and_dtype() {

@@ -33,7 +33,11 @@ fn every_filetest_on_every_engine() {
     let mut paths = Vec::new();
     files(&root(), &mut paths);
     assert!(paths.len() >= 10, "found only {} filetests", paths.len());
-    let engines = kiln::engines();
+    #[allow(unused_mut)]
+    let mut engines = kiln::engines();
+    // The LLVM tier's wasm32 modules, under a wasm interpreter.
+    #[cfg(feature = "llvm")]
+    engines.push(Box::new(kiln_tests::wasm::Wasm));
     let mut failures = Vec::new();
     let mut n_runs = 0;
     for path in &paths {

@@ -1,6 +1,7 @@
-//! Objects from the Cranelift tier, linked with a generated C `main` and run:
-//! natively on x86-64, under qemu-user on AArch64 and RISC-V 64. Every output
-//! must match the interpreter bit for bit.
+//! Objects from the Cranelift tier and (with the `llvm` feature) the LLVM tier
+//! at -O3, linked with a generated C `main` and run: natively on x86-64, under
+//! qemu-user on AArch64 and RISC-V 64. Every output must match the interpreter
+//! bit for bit.
 //!
 //! Needs `cc`, `aarch64-linux-gnu-gcc`, `riscv64-linux-gnu-gcc`, `qemu-aarch64`,
 //! `qemu-riscv64` (`.ci/run` installs them). Without them the cross targets are
@@ -238,7 +239,20 @@ fn tool_available(tool: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-fn check_target(target: &str, cc: &str, runner: Option<&str>) {
+/// Writes an object for (kernel, target, symbol).
+type ObjectFn = dyn Fn(&Kernel, &str, &str) -> Vec<u8>;
+
+fn cranelift_object(kernel: &Kernel, target: &str, symbol: &str) -> Vec<u8> {
+    kiln::cranelift::object(kernel, target, symbol).expect("object")
+}
+
+#[cfg(feature = "llvm")]
+fn llvm_object(kernel: &Kernel, target: &str, symbol: &str) -> Vec<u8> {
+    use kiln::llvm::{emit, Emit, Options};
+    emit(kernel, target, symbol, &Options::default(), Emit::Object).expect("object")
+}
+
+fn check_target(target: &str, cc: &str, runner: Option<&str>, object: &ObjectFn) {
     for tool in std::iter::once(cc).chain(runner) {
         if !tool_available(tool) {
             assert!(
@@ -249,8 +263,12 @@ fn check_target(target: &str, cc: &str, runner: Option<&str>) {
             return;
         }
     }
-    let dir: PathBuf =
-        std::env::temp_dir().join(format!("kiln-objects-{target}-{}", std::process::id()));
+    static RUN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let run = RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir: PathBuf = std::env::temp_dir().join(format!(
+        "kiln-objects-{target}-{}-{run}",
+        std::process::id()
+    ));
     std::fs::create_dir_all(&dir).expect("temp dir");
     for (case_idx, case) in cases().into_iter().enumerate() {
         let graph = kiln::load(case.src, Format::Py, &PyOptions::default())
@@ -260,7 +278,7 @@ fn check_target(target: &str, cc: &str, runner: Option<&str>) {
         let (graph, info) = kiln::optimize(&graph, &info).expect("optimizes");
         let kernel = kiln::jit::lower(&graph, &info).expect("lowers");
         let symbol = format!("kiln_case_{case_idx}");
-        let object = kiln::cranelift::object(&kernel, target, &symbol).expect("object");
+        let object = object(&kernel, target, &symbol);
         let n_rows = case
             .inputs
             .iter()
@@ -322,17 +340,55 @@ fn run_ok(cmd: &mut Command, dir: &Path) -> String {
 
 #[test]
 fn x86_64_objects_run_natively() {
-    check_target("x86_64", "cc", None);
+    check_target("x86_64", "cc", None, &cranelift_object);
 }
 
 #[test]
 fn aarch64_objects_run_under_qemu() {
-    check_target("aarch64", "aarch64-linux-gnu-gcc", Some("qemu-aarch64"));
+    check_target(
+        "aarch64",
+        "aarch64-linux-gnu-gcc",
+        Some("qemu-aarch64"),
+        &cranelift_object,
+    );
 }
 
 #[test]
 fn riscv64_objects_run_under_qemu() {
-    check_target("riscv64", "riscv64-linux-gnu-gcc", Some("qemu-riscv64"));
+    check_target(
+        "riscv64",
+        "riscv64-linux-gnu-gcc",
+        Some("qemu-riscv64"),
+        &cranelift_object,
+    );
+}
+
+#[cfg(feature = "llvm")]
+#[test]
+fn llvm_x86_64_objects_run_natively() {
+    check_target("x86_64", "cc", None, &llvm_object);
+}
+
+#[cfg(feature = "llvm")]
+#[test]
+fn llvm_aarch64_objects_run_under_qemu() {
+    check_target(
+        "aarch64",
+        "aarch64-linux-gnu-gcc",
+        Some("qemu-aarch64"),
+        &llvm_object,
+    );
+}
+
+#[cfg(feature = "llvm")]
+#[test]
+fn llvm_riscv64_objects_run_under_qemu() {
+    check_target(
+        "riscv64",
+        "riscv64-linux-gnu-gcc",
+        Some("qemu-riscv64"),
+        &llvm_object,
+    );
 }
 
 #[test]

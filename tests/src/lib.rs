@@ -12,6 +12,9 @@
 //! `# optimized:`, as `# `-prefixed lines; `KILN_BLESS=1` rewrites them.
 
 use kiln::{Data, Dim, Engine, Format, Graph, PyOptions};
+
+#[cfg(feature = "llvm")]
+pub mod wasm;
 use std::path::Path;
 
 /// One `# run:` line.

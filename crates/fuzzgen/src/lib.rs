@@ -376,6 +376,15 @@ fn same(a: &ExecResult<Vec<Data>>, b: &ExecResult<Vec<Data>>) -> bool {
 /// engine of this build, as written and optimized; also checks that the text
 /// format round-trips. On a mismatch, returns a report ending in a filetest.
 pub fn differential(case: &Case) -> std::result::Result<(), String> {
+    differential_with(case, &kiln::engines())
+}
+
+/// [`differential`] on the given engines (for pseudo-engines of the tests,
+/// such as wasm modules under an interpreter).
+pub fn differential_with(
+    case: &Case,
+    engines: &[Box<dyn Engine>],
+) -> std::result::Result<(), String> {
     let graph = &case.graph;
     let printed = kiln::ir::text::print(graph);
     match kiln::ir::text::parse(&printed) {
@@ -387,7 +396,7 @@ pub fn differential(case: &Case) -> std::result::Result<(), String> {
         .compile_graph(graph, false)
         .map_err(|e| format!("generated graph is invalid: {e}\n{printed}"))?
         .run(&case.inputs);
-    for engine in kiln::engines() {
+    for engine in engines {
         for optimize in [false, true] {
             let got = engine
                 .compile_graph(graph, optimize)

@@ -1,7 +1,8 @@
 //! Target selection: short names and full triples to an LLVM target machine.
 //! The native target gets the host's CPU and features unless told otherwise;
 //! RISC-V 64 defaults to RV64GC with the `lp64d` ABI, as Linux distributions
-//! (and their cross gcc) build it.
+//! (and their cross gcc) build it; wasm32 to bulk memory and saturating
+//! conversions, so a module imports nothing but the math functions.
 
 use crate::{CodegenError, CodegenResult, OptLevel, Options};
 use inkwell::targets::{
@@ -79,6 +80,14 @@ pub fn resolve_target(target: &str, options: &Options) -> CodegenResult<TargetSp
         )
     } else if is_riscv64 {
         ("generic-rv64".to_string(), "+m,+a,+f,+d,+c".to_string())
+    } else if arch(&triple) == "wasm32" {
+        // What LLVM 20 made the generic wasm CPU: bulk memory lowers the
+        // memsets LLVM forms from loops to `memory.fill` instead of importing
+        // `memset`, and saturating float-to-int becomes one instruction.
+        (
+            "generic".to_string(),
+            "+bulk-memory,+nontrapping-fptoint,+sign-ext,+mutable-globals".to_string(),
+        )
     } else {
         (String::new(), String::new())
     };

@@ -1,0 +1,305 @@
+//! A pseudo-engine that runs the LLVM tier's linked wasm32 modules under the
+//! `wasmi` interpreter, so every suite that takes an [`Engine`] also tests
+//! `aot --emit wasm` end to end: link with wasm-ld, instantiate with the `env`
+//! math imports bound to the `libm` crate (so results are bit-exact), place
+//! the buffers at `__heap_base`, call, read the outputs back.
+
+use kiln::ir::kernel::{Kernel, Param};
+use kiln::ir::{Dim, Type};
+use kiln::llvm::Options;
+use kiln::{
+    Buffer, CompileError, CompileResult, DType, Data, Engine, ExecError, ExecResult, Graph,
+    GraphInfo, Program, Scalar,
+};
+use wasmi::{Linker, Memory, Module, Store, Val};
+
+/// Compiles with `kiln::llvm::wasm` and runs under `wasmi`.
+#[derive(Copy, Clone, Debug, Default)]
+pub struct Wasm;
+
+impl Engine for Wasm {
+    fn name(&self) -> &'static str {
+        "llvm-wasm32"
+    }
+
+    fn compile(&self, graph: &Graph, info: &GraphInfo) -> CompileResult<Box<dyn Program>> {
+        let kernel = kiln::jit::lower(graph, info)?;
+        let symbol = "kernel";
+        let bytes = kiln::llvm::wasm(&kernel, "wasm32", symbol, &Options::default())
+            .map_err(|e| CompileError::Codegen(e.to_string()))?;
+        let engine = wasmi::Engine::default();
+        let module = Module::new(&engine, &bytes[..])
+            .map_err(|e| CompileError::Codegen(format!("wasmi rejects the module: {e}")))?;
+        Ok(Box::new(WasmProgram {
+            graph: graph.clone(),
+            info: info.clone(),
+            kernel,
+            engine,
+            module,
+        }))
+    }
+}
+
+struct WasmProgram {
+    graph: Graph,
+    info: GraphInfo,
+    kernel: Kernel,
+    engine: wasmi::Engine,
+    module: Module,
+}
+
+macro_rules! math_imports {
+    ($linker:ident, $t:ty: $($name:ident = $f:path),* ; binary $($bname:ident = $bf:path),*) => {
+        $($linker.func_wrap("env", stringify!($name), |x: $t| -> $t { $f(x) }).expect("defines");)*
+        $($linker.func_wrap("env", stringify!($bname), |x: $t, y: $t| -> $t { $bf(x, y) }).expect("defines");)*
+    };
+}
+
+fn linker(engine: &wasmi::Engine) -> Linker<()> {
+    let mut l = Linker::new(engine);
+    math_imports!(l, f64: sin = libm::sin, cos = libm::cos, tan = libm::tan, asin = libm::asin,
+        acos = libm::acos, atan = libm::atan, sinh = libm::sinh, cosh = libm::cosh,
+        tanh = libm::tanh, exp = libm::exp, exp2 = libm::exp2, expm1 = libm::expm1,
+        log = libm::log, log2 = libm::log2, log10 = libm::log10, log1p = libm::log1p,
+        cbrt = libm::cbrt;
+        binary pow = libm::pow, atan2 = libm::atan2, hypot = libm::hypot, fmod = libm::fmod);
+    math_imports!(l, f32: sinf = libm::sinf, cosf = libm::cosf, tanf = libm::tanf,
+        asinf = libm::asinf, acosf = libm::acosf, atanf = libm::atanf, sinhf = libm::sinhf,
+        coshf = libm::coshf, tanhf = libm::tanhf, expf = libm::expf, exp2f = libm::exp2f,
+        expm1f = libm::expm1f, logf = libm::logf, log2f = libm::log2f, log10f = libm::log10f,
+        log1pf = libm::log1pf, cbrtf = libm::cbrtf;
+        binary powf = libm::powf, atan2f = libm::atan2f, hypotf = libm::hypotf, fmodf = libm::fmodf);
+    l
+}
+
+/// A bump allocator over the module's linear memory, from `__heap_base`.
+struct Heap<'a> {
+    store: &'a mut Store<()>,
+    memory: Memory,
+    next: u64,
+}
+
+impl Heap<'_> {
+    fn alloc(&mut self, bytes: &[u8]) -> i32 {
+        let addr = self.next.next_multiple_of(8);
+        self.next = addr + bytes.len() as u64 + 8;
+        let have = self.memory.data(&*self.store).len() as u64;
+        if self.next > have {
+            let pages = (self.next - have).div_ceil(65536);
+            self.memory
+                .grow(&mut *self.store, pages)
+                .expect("wasm memory grows");
+        }
+        let start = addr as usize;
+        self.memory.data_mut(&mut *self.store)[start..start + bytes.len()].copy_from_slice(bytes);
+        i32::try_from(addr).expect("wasm32 addresses fit in i32")
+    }
+
+    fn read(&self, addr: i32, len: usize) -> Vec<u8> {
+        let start = addr as usize;
+        self.memory.data(&*self.store)[start..start + len].to_vec()
+    }
+}
+
+fn scalar_bytes(s: Scalar) -> Vec<u8> {
+    match s {
+        Scalar::Bool(b) => vec![u8::from(b)],
+        Scalar::I32(v) => v.to_le_bytes().to_vec(),
+        Scalar::I64(v) => v.to_le_bytes().to_vec(),
+        Scalar::F32(v) => v.to_le_bytes().to_vec(),
+        Scalar::F64(v) => v.to_le_bytes().to_vec(),
+    }
+}
+
+fn scalar_from_bytes(dtype: DType, b: &[u8]) -> Scalar {
+    let arr = |n: usize| -> [u8; 8] {
+        let mut a = [0u8; 8];
+        a[..n].copy_from_slice(&b[..n]);
+        a
+    };
+    match dtype {
+        DType::Bool => Scalar::Bool(b[0] != 0),
+        DType::I32 => Scalar::I32(i32::from_le_bytes(arr(4)[..4].try_into().expect("4"))),
+        DType::I64 => Scalar::I64(i64::from_le_bytes(arr(8))),
+        DType::F32 => Scalar::F32(f32::from_le_bytes(arr(4)[..4].try_into().expect("4"))),
+        DType::F64 => Scalar::F64(f64::from_le_bytes(arr(8))),
+    }
+}
+
+fn scalar_val(s: Scalar) -> Val {
+    match s {
+        Scalar::Bool(b) => Val::I32(i32::from(b)),
+        Scalar::I32(v) => Val::I32(v),
+        Scalar::I64(v) => Val::I64(v),
+        Scalar::F32(v) => Val::F32(v.into()),
+        Scalar::F64(v) => Val::F64(v.into()),
+    }
+}
+
+fn val_scalar(dtype: DType, v: &Val) -> Scalar {
+    match (dtype, v) {
+        (DType::Bool, Val::I32(x)) => Scalar::Bool(*x & 0xff != 0),
+        (DType::I32, Val::I32(x)) => Scalar::I32(*x),
+        (DType::I64, Val::I64(x)) => Scalar::I64(*x),
+        (DType::F32, Val::F32(x)) => Scalar::F32(x.to_float()),
+        (DType::F64, Val::F64(x)) => Scalar::F64(x.to_float()),
+        _ => panic!("wasm result {v:?} is not a {dtype}"),
+    }
+}
+
+fn buffer_bytes(b: &Buffer) -> Vec<u8> {
+    b.iter().flat_map(scalar_bytes).collect()
+}
+
+/// Where an output lives in linear memory.
+enum Out {
+    Returned,
+    Scalar(DType, i32),
+    Column(DType, i32, usize),
+    Selection(i32, i32),
+}
+
+impl Program for WasmProgram {
+    fn run_refs(&self, inputs: &[&Data]) -> ExecResult<Vec<Data>> {
+        let bindings = kiln::ir::exec::bind_inputs(&self.graph, &self.info, inputs)?;
+        let mut store = Store::new(&self.engine, ());
+        let instance = linker(&self.engine)
+            .instantiate_and_start(&mut store, &self.module)
+            .map_err(|e| ExecError::Unsupported(format!("instantiate: {e}")))?;
+        let memory = instance
+            .get_memory(&store, "memory")
+            .expect("wasm-ld exports memory");
+        let heap_base = match instance
+            .get_global(&store, "__heap_base")
+            .expect("aot exports __heap_base")
+            .get(&store)
+        {
+            Val::I32(v) => v as u32 as u64,
+            other => panic!("__heap_base is {other:?}"),
+        };
+        let func = instance
+            .get_func(&store, "kernel")
+            .expect("the kernel is exported");
+        let n_results = func.ty(&store).results().len();
+        let mut heap = Heap {
+            store: &mut store,
+            memory,
+            next: heap_base,
+        };
+        let extent = |d: &Dim| bindings.extent(d).expect("verified: dims are bound") as usize;
+        let mut args = Vec::new();
+        let mut outs = Vec::new();
+        let mut out_types = self
+            .graph
+            .outputs()
+            .iter()
+            .map(|o| self.graph.ty(o.value).clone());
+        for (idx, param) in self.kernel.params.iter().enumerate() {
+            match param {
+                Param::ScalarIn { .. } | Param::ColumnIn { .. } => match inputs[idx] {
+                    Data::Scalar(s) if self.kernel.direct => args.push(scalar_val(*s)),
+                    Data::Scalar(s) => args.push(Val::I32(heap.alloc(&scalar_bytes(*s)))),
+                    Data::Column(b) => args.push(Val::I32(heap.alloc(&buffer_bytes(b)))),
+                    Data::Selection(_) => unreachable!("bind_inputs rejects selections"),
+                },
+                Param::Extent { dim } => {
+                    args.push(Val::I64(extent(&Dim::Sym(dim.clone())) as i64));
+                }
+                Param::ScalarOut { dtype, .. } => {
+                    out_types.next();
+                    if self.kernel.direct && !outs.iter().any(|o| matches!(o, Out::Returned)) {
+                        outs.push(Out::Returned);
+                    } else {
+                        let addr = heap.alloc(&[0; 8]);
+                        args.push(Val::I32(addr));
+                        outs.push(Out::Scalar(*dtype, addr));
+                    }
+                }
+                Param::ColumnOut { dtype, .. } => {
+                    let Some(Type::Tensor(t)) = out_types.next() else {
+                        panic!("a column output has a tensor type")
+                    };
+                    let n = extent(&t.shape[0]);
+                    let addr = heap.alloc(&vec![0; n * dtype.size_bytes()]);
+                    args.push(Val::I32(addr));
+                    outs.push(Out::Column(*dtype, addr, n));
+                }
+                Param::SelectionOut { .. } => {
+                    let Some(Type::Selection(d)) = out_types.next() else {
+                        panic!("a selection output has a selection type")
+                    };
+                    let addr = heap.alloc(&vec![0; extent(&d) * 4]);
+                    args.push(Val::I32(addr));
+                    outs.push(Out::Selection(addr, 0));
+                }
+                Param::SelectionCount { .. } => {
+                    let addr = heap.alloc(&[0; 8]);
+                    args.push(Val::I32(addr));
+                    if let Some(Out::Selection(_, count)) = outs.last_mut() {
+                        *count = addr;
+                    }
+                }
+            }
+        }
+        let mut results = vec![Val::I32(0); n_results];
+        func.call(&mut *heap.store, &args, &mut results)
+            .map_err(|e| ExecError::Unsupported(format!("wasm trap: {e}")))?;
+        let status = match (self.kernel.direct, results.first()) {
+            (false, Some(Val::I32(s))) => *s,
+            _ => 0,
+        };
+        if status != 0 {
+            return Err(match self.kernel.failed_check(status) {
+                Some(node) => ExecError::DivisionByZero {
+                    node,
+                    name: self.graph.source_name(node).map(str::to_string),
+                },
+                None => ExecError::Unsupported(format!("kernel returned status {status}")),
+            });
+        }
+        Ok(outs
+            .into_iter()
+            .map(|o| match o {
+                Out::Returned => {
+                    let dtype = self
+                        .kernel
+                        .params
+                        .iter()
+                        .find_map(|p| match p {
+                            Param::ScalarOut { dtype, .. } => Some(*dtype),
+                            _ => None,
+                        })
+                        .expect("a direct kernel has an output");
+                    Data::Scalar(val_scalar(dtype, &results[0]))
+                }
+                Out::Scalar(dtype, addr) => {
+                    Data::Scalar(scalar_from_bytes(dtype, &heap.read(addr, 8)))
+                }
+                Out::Column(dtype, addr, n) => {
+                    let size = dtype.size_bytes();
+                    let bytes = heap.read(addr, n * size);
+                    let scalars: Vec<Scalar> = bytes
+                        .chunks(size)
+                        .map(|c| scalar_from_bytes(dtype, c))
+                        .collect();
+                    let mut buffer = Buffer::with_capacity(dtype, n);
+                    for s in scalars {
+                        buffer.push(s);
+                    }
+                    Data::Column(buffer)
+                }
+                Out::Selection(addr, count_addr) => {
+                    let count =
+                        i64::from_le_bytes(heap.read(count_addr, 8).try_into().expect("8 bytes"))
+                            as usize;
+                    let rows = heap
+                        .read(addr, count * 4)
+                        .chunks(4)
+                        .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
+                        .collect();
+                    Data::Selection(rows)
+                }
+            })
+            .collect())
+    }
+}
