@@ -346,3 +346,59 @@ fn the_nnc_kernel_runs_fused_on_both_tiers() {
     // x = 0: a = 0, b = 0, c = 1, d = 1, f = 1, so d + f = 2.
     assert_eq!(stdout(&cranelift).lines().nth(1), Some("2.0"));
 }
+
+/// `--tier llvm` runs, evaluates populations and reports division by zero like
+/// the other tiers; without the feature it is refused with the feature's name.
+#[test]
+fn the_llvm_tier_from_the_command_line() {
+    let csv = example("x.csv");
+    let nnc = example("nnc.py");
+    let llvm = kiln(&["eval", &nnc, "--csv", &csv, "--tier", "llvm"]);
+    if cfg!(not(feature = "llvm")) {
+        assert_bad_input(&llvm, "--features llvm");
+        assert_bad_input(
+            &kiln(&["ir", &example("fn.py"), "--emit", "llvm-ir"]),
+            "--features llvm",
+        );
+        return;
+    }
+    let interp = kiln(&["eval", &nnc, "--csv", &csv, "--tier", "interp"]);
+    assert_eq!(llvm.status.code(), Some(0), "{}", stderr(&llvm));
+    assert_eq!(stdout(&llvm), stdout(&interp));
+    let pop = temp_file("pop_llvm.txt", b"x * 2.0\nsin(x) + 1.0\n3.0 - 1.5\n");
+    let population = |tier: &str| {
+        stdout(&kiln(&[
+            "eval",
+            "--population",
+            &pop,
+            "--csv",
+            &csv,
+            "--target-column",
+            "x",
+            "--tier",
+            tier,
+        ]))
+    };
+    assert_eq!(population("llvm"), population("interp"));
+    let out = kiln(&[
+        "run",
+        "-e",
+        "def f(a: int, b: int):\n    q = a // b\n    return q",
+        "--arg",
+        "a=1",
+        "--arg",
+        "b=0",
+        "--tier",
+        "llvm",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("integer division by zero in v2 (`q`)"),
+        "{}",
+        stderr(&out)
+    );
+    let ir = stdout(&kiln(&["ir", &example("fn.py"), "--emit", "llvm-ir"]));
+    assert!(ir.contains("%a = fadd double %0, 2.0"), "{ir}");
+    let asm = stdout(&kiln(&["ir", &nnc, "--emit", "asm"]));
+    assert!(asm.contains("nnc:"), "{asm}");
+}

@@ -73,7 +73,8 @@ pub fn resolve_target(target: &str, options: &Options) -> CodegenResult<TargetSp
     }
     let native = arch(&triple) == arch(&host) && triple.contains("linux") == host.contains("linux");
     let is_riscv64 = arch(&triple).starts_with("riscv64");
-    let (default_cpu, default_features) = if native {
+    // A CPU given without features means that CPU's own features, not the host's.
+    let (default_cpu, default_features) = if native && options.cpu.is_none() {
         (
             TargetMachine::get_host_cpu_name().to_string(),
             TargetMachine::get_host_cpu_features().to_string(),
