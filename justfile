@@ -1,18 +1,22 @@
 # kiln's everyday commands. `just` is optional: each recipe is one cargo
 # command you can paste. Install it with `cargo install just` if you like.
 
+# Install the Debian packages the tests need (LLVM 19, lld, qemu, cross gcc), if missing.
+setup:
+    bash .ci/run --setup-only
+
 # Run every test (the README's test command, and what CI runs).
 test:
-    cargo test --workspace --locked
+    cargo test --workspace --features llvm --locked
 
-# Run the main job on a bundled example: a pandas-style query over a CSV column.
+# Run the main job on a bundled example: O3 AArch64 assembly of the torch.fx tutorial function.
 example:
-    cargo run --locked --bin kiln -- eval docs/examples/query.py --csv docs/examples/x.csv
+    cargo run --locked --features llvm --bin aot -- docs/examples/fn.py --target aarch64 --emit asm
 
 # Formatting and lints, as CI checks them.
 lint:
     cargo fmt --all --check
-    cargo clippy --workspace --all-targets --locked -- -D warnings
+    cargo clippy --workspace --all-targets --features llvm --locked -- -D warnings
 
 # Rewrite the expected optimized graphs in tests/filetests/opt/ (review the diff!).
 bless:

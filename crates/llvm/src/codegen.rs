@@ -162,7 +162,6 @@ pub fn define_kernel<'ctx>(
         define_wrapper(
             cx,
             module,
-            kernel,
             function,
             &slots,
             &format!("{symbol}__call"),
@@ -174,7 +173,6 @@ pub fn define_kernel<'ctx>(
 fn define_wrapper<'ctx>(
     cx: &'ctx Context,
     module: &Module<'ctx>,
-    kernel: &Kernel,
     callee: FunctionValue<'ctx>,
     slots: &[Slot],
     name: &str,
@@ -210,7 +208,6 @@ fn define_wrapper<'ctx>(
             }
         }
     }
-    let _ = kernel;
     let call = builder.build_call(callee, &args, "call")?;
     let result = call.try_as_basic_value().basic();
     let status = match (ret_ptr, result) {
@@ -251,7 +248,7 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
         self.codegen_block(&self.kernel.body, &mut ret)?;
         match ret {
             Some(v) => {
-                let v = self.to_mem(v);
+                let v = self.store_bool(v);
                 self.builder.build_return(Some(&v))?;
             }
             None if self.kernel.direct => {
@@ -286,7 +283,7 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
     }
 
     /// A register value as memory holds it: bools widened to a 0/1 byte.
-    fn to_mem(&self, v: BasicValueEnum<'ctx>) -> BasicValueEnum<'ctx> {
+    fn store_bool(&self, v: BasicValueEnum<'ctx>) -> BasicValueEnum<'ctx> {
         let int = v.is_int_value().then(|| v.into_int_value());
         match int {
             Some(i) if i.get_type().get_bit_width() == 1 => self
@@ -300,7 +297,7 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
 
     /// A value read from memory or the ABI as a register: any nonzero byte of
     /// a bool is true.
-    fn from_mem(
+    fn load_bool(
         &self,
         v: BasicValueEnum<'ctx>,
         dtype: DType,
@@ -350,7 +347,7 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
                         Some(r) => self.element_addr(base, self.int(*r), dtype)?,
                         None => base,
                     };
-                    let store = self.builder.build_store(addr, self.to_mem(value))?;
+                    let store = self.builder.build_store(addr, self.store_bool(value))?;
                     store
                         .set_alignment(dtype.size_bytes() as u32)
                         .map_err(|e| CodegenError::Invalid(e.to_string()))?;
@@ -498,13 +495,13 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
 
     fn codegen_expr(&mut self, expr: &Expr, dtype: DType) -> CodegenResult<BasicValueEnum<'ctx>> {
         Ok(match expr {
-            Expr::Input(p) if self.kernel.direct => self.from_mem(self.arg(*p), dtype)?,
+            Expr::Input(p) if self.kernel.direct => self.load_bool(self.arg(*p), dtype)?,
             Expr::Input(p) => {
                 let addr = self.arg(*p).into_pointer_value();
                 let value = self
                     .builder
                     .build_load(mem_type(self.cx, dtype), addr, "in")?;
-                self.from_mem(value, dtype)?
+                self.load_bool(value, dtype)?
             }
             Expr::Load(p, row) => {
                 let base = self.arg(*p).into_pointer_value();
@@ -517,7 +514,7 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
                     .expect("a load is an instruction")
                     .set_alignment(dtype.size_bytes() as u32)
                     .map_err(|e| CodegenError::Invalid(e.to_string()))?;
-                self.from_mem(value, dtype)?
+                self.load_bool(value, dtype)?
             }
             Expr::Const(c) => self.codegen_const(*c),
             Expr::ExtentValue(e) => self.codegen_extent(*e).into(),

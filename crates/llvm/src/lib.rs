@@ -138,14 +138,12 @@ fn build_module<'ctx>(
     cx: &'ctx Context,
     kernel: &Kernel,
     symbol: &str,
-    spec: &TargetSpec,
     machine: &TargetMachine,
     opt: OptLevel,
 ) -> CodegenResult<Module<'ctx>> {
     let module = cx.create_module(symbol);
     module.set_triple(&machine.get_triple());
     module.set_data_layout(&machine.get_target_data().get_data_layout());
-    let _ = spec;
     codegen::define_kernel(cx, &module, kernel, symbol, false)?;
     module
         .verify()
@@ -167,7 +165,7 @@ pub fn emit(
     let spec = resolve_target(target, options)?;
     let machine = spec.machine(options.opt)?;
     let cx = Context::create();
-    let module = build_module(&cx, kernel, symbol, &spec, &machine, options.opt)?;
+    let module = build_module(&cx, kernel, symbol, &machine, options.opt)?;
     let file = |ty| {
         machine
             .write_to_memory_buffer(&module, ty)
