@@ -202,7 +202,7 @@ mod llvm {
                 .filter(|l| l.contains(" = "))
                 .collect();
             assert_eq!(body.len(), 1, "{ir}");
-            assert!(body[0].contains("fadd double %0, 2.0"), "{ir}");
+            assert!(body[0].contains("fadd double %x, 2.0"), "{ir}");
         }
     }
 
@@ -219,7 +219,7 @@ mod llvm {
             .filter(|l| l.contains(" = "))
             .collect();
         assert_eq!(body.len(), 1, "{ir}");
-        assert!(body[0].contains("add i32 %0, 103"), "{ir}");
+        assert!(body[0].contains("add i32 %input, 103"), "{ir}");
     }
 
     #[test]

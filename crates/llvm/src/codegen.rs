@@ -95,6 +95,9 @@ fn declare_kernel<'ctx>(
     function.add_attribute(AttributeLoc::Function, enum_attr(cx, "nounwind"));
     for (param, slot) in kernel.params.iter().zip(&slots) {
         let Slot::Arg(idx) = *slot else { continue };
+        if let Some(value) = function.get_nth_param(idx) {
+            value.set_name(param_name(param));
+        }
         let is_ptr = function
             .get_nth_param(idx)
             .is_some_and(|p| p.is_pointer_value());
@@ -129,6 +132,19 @@ fn declare_kernel<'ctx>(
     (function, slots)
 }
 
+/// The name a parameter gets in the IR: the input's or output's name.
+fn param_name(param: &Param) -> &str {
+    match param {
+        Param::ScalarIn { name, .. }
+        | Param::ColumnIn { name, .. }
+        | Param::ScalarOut { name, .. }
+        | Param::ColumnOut { name, .. }
+        | Param::SelectionOut { name }
+        | Param::SelectionCount { name } => name,
+        Param::Extent { dim } => dim,
+    }
+}
+
 fn enum_attr(cx: &Context, name: &str) -> Attribute {
     cx.create_enum_attribute(Attribute::get_named_enum_kind_id(name), 0)
 }
@@ -159,13 +175,7 @@ pub fn define_kernel<'ctx>(
     };
     fx.codegen_body()?;
     if wrapper {
-        define_wrapper(
-            cx,
-            module,
-            function,
-            &slots,
-            &format!("{symbol}__call"),
-        )?;
+        define_wrapper(cx, module, function, &slots, &format!("{symbol}__call"))?;
     }
     Ok(function)
 }
