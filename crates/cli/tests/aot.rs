@@ -222,6 +222,27 @@ mod llvm {
         assert!(body[0].contains("add i32 %input, 103"), "{ir}");
     }
 
+    /// LLVM would fold `sin(2.0)` with the compiler's own libm; kiln's math
+    /// calls are `nobuiltin`, so the call stays and the library decides (the
+    /// `libm` crate in process, as in the interpreter).
+    #[test]
+    fn math_calls_survive_o3() {
+        let ir = ok(&aot(&[
+            "-e",
+            "sin(2.0) + exp2(3.0) * pow(x, 2.0)",
+            "--no-opt",
+            "--emit",
+            "llvm-ir",
+        ]));
+        for call in [
+            "call double @sin(double 2.0",
+            "call double @exp2(double 3.0",
+            "call double @pow(double %x, double 2.0",
+        ] {
+            assert!(ir.contains(call), "{call}:\n{ir}");
+        }
+    }
+
     #[test]
     fn assembly_for_every_short_target_and_a_full_triple() {
         let nnc = example("nnc.py");
