@@ -30,6 +30,7 @@ ci:
 # seeded with the filetests and examples. Without nightly:
 # `cargo build --release --manifest-path fuzz/Cargo.toml` builds uninstrumented
 # libFuzzer binaries that replay inputs: `fuzz/target/release/parse_py -runs=0 DIR`.
-fuzz TARGET SECONDS="60":
+# Extra cargo-fuzz flags go last: `just fuzz differential 600 --features llvm` adds the LLVM tier.
+fuzz TARGET SECONDS="60" *FLAGS:
     mkdir -p fuzz/corpus/{{TARGET}}
-    cd fuzz && cargo +nightly fuzz run {{TARGET}} corpus/{{TARGET}} ../tests/filetests ../docs/examples -- -max_total_time={{SECONDS}} -max_len=4096
+    cd fuzz && cargo +nightly fuzz run {{FLAGS}} {{TARGET}} corpus/{{TARGET}} ../tests/filetests ../docs/examples -- -max_total_time={{SECONDS}} -max_len=4096
