@@ -167,9 +167,10 @@ fn vectorized(graph: &Verified) -> String {
         kiln::llvm::Emit::Assembly,
     )
     .expect("assembly");
+    let asm = String::from_utf8_lossy(&asm);
     let packed: Vec<&str> = ["vmulpd", "vaddpd", "vdivpd", "vsubpd", "mulpd", "addpd"]
         .into_iter()
-        .filter(|i| asm.contains(i))
+        .filter(|i| asm.contains(*i))
         .collect();
     let width = if asm.contains("zmm") {
         "zmm (8 x f64)"

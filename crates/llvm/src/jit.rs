@@ -3,7 +3,7 @@
 //! execution engine per call, freed when the last [`CompiledKernel`] drops.
 
 use crate::{codegen, optimize, resolve_target, CodegenError, CodegenResult, OptLevel, Options};
-use inkwell::attributes::AttributeLoc;
+use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::context::Context;
 use inkwell::execution_engine::ExecutionEngine;
 use inkwell::module::Module;
@@ -120,6 +120,14 @@ pub fn jit(kernels: Vec<Kernel>, opt: OptLevel) -> CodegenResult<Vec<CompiledKer
                 f.add_attribute(AttributeLoc::Function, cpu);
                 f.add_attribute(AttributeLoc::Function, features);
             }
+            // The kernel stays exported (typed handles call it directly), so
+            // inlining it into its wrapper would only compile it twice.
+            let kernel_fn = module.get_function(&symbol).expect("just defined");
+            let noinline = Attribute::get_named_enum_kind_id("noinline");
+            kernel_fn.add_attribute(
+                AttributeLoc::Function,
+                context.create_enum_attribute(noinline, 0),
+            );
         }
         module
             .verify()
