@@ -130,7 +130,16 @@ fn run(cli: &Cli) -> Result<(), Failure> {
             } else {
                 cli.target.as_str()
             };
-            kiln::cranelift::object(&kernel, target, &symbol).map_err(bad)?
+            kiln::cranelift::object(&kernel, target, &symbol).map_err(|e| {
+                bad(format!(
+                    "{e}; other targets need the LLVM tier ({})",
+                    if cfg!(feature = "llvm") {
+                        "--tier llvm"
+                    } else {
+                        "rebuild with `--features llvm`"
+                    }
+                ))
+            })?
         }
         (emit, _) => {
             return Err(bad(format!(
