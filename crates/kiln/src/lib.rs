@@ -13,6 +13,7 @@
 //! ```
 
 pub mod jit;
+pub mod tensors;
 
 #[cfg(feature = "llvm")]
 pub use jit::Llvm;
@@ -24,7 +25,7 @@ pub use kiln_interp as interp;
 pub use kiln_ir as ir;
 pub use kiln_ir::{
     optimize, verify, Buffer, DType, Data, Dim, ExecError, ExecResult, Graph, GraphInfo,
-    ParseError, Scalar, SourceMap, Type, VerifierErrors,
+    ParseError, Scalar, SourceMap, TensorType, Type, VerifierErrors,
 };
 #[cfg(feature = "llvm")]
 pub use kiln_llvm as llvm;
@@ -38,14 +39,24 @@ pub enum Format {
     Kiln,
     /// The Python subset (`.py`, and `-e` expressions).
     Py,
+    /// torch.fx graph text, as `print(gm.graph)` writes it (`.fx`, `graph.txt`).
+    Fx,
+    /// A TensorFlow GraphDef, text (`.pbtxt`) or binary (`.pb`).
+    Tf,
 }
 
 impl Format {
-    /// The format a file's extension names.
+    /// The format a file's name says: `.kiln`, `.py`, `.fx` or `graph.txt`,
+    /// `.pbtxt` or `.pb`.
     pub fn from_path(path: &Path) -> Option<Format> {
+        if path.file_name().and_then(|n| n.to_str()) == Some("graph.txt") {
+            return Some(Format::Fx);
+        }
         match path.extension()?.to_str()? {
             "kiln" => Some(Format::Kiln),
             "py" => Some(Format::Py),
+            "fx" => Some(Format::Fx),
+            "pbtxt" | "pb" => Some(Format::Tf),
             _ => None,
         }
     }
@@ -60,13 +71,59 @@ pub struct Loaded {
     pub source_map: SourceMap,
 }
 
+/// What each frontend needs beyond the source: input shapes for Python,
+/// placeholder types and weights for torch.fx, input types and output names
+/// for TensorFlow.
+#[derive(Clone, Debug, Default)]
+pub struct LoadOptions {
+    /// The Python subset's input shapes.
+    pub py: PyOptions,
+    /// torch.fx placeholder types and weights.
+    pub fx: kiln_frontend::fx::Options,
+    /// TensorFlow input types and outputs.
+    pub tf: kiln_frontend::tf::Options,
+}
+
 /// Reads `text` in `format` into an unverified graph.
 pub fn load(text: &str, format: Format, py: &PyOptions) -> Result<Loaded, ParseError> {
+    let opts = LoadOptions {
+        py: py.clone(),
+        ..LoadOptions::default()
+    };
+    load_bytes(text.as_bytes(), format, &opts)
+}
+
+/// Reads a source in `format` (binary for a `.pb` GraphDef, UTF-8 text for
+/// every other format) into an unverified graph.
+pub fn load_bytes(bytes: &[u8], format: Format, opts: &LoadOptions) -> Result<Loaded, ParseError> {
+    let text = || {
+        std::str::from_utf8(bytes).map_err(|e| {
+            let loc = kiln_ir::Loc::of_offset(
+                std::str::from_utf8(&bytes[..e.valid_up_to()]).unwrap_or(""),
+                e.valid_up_to(),
+            );
+            ParseError {
+                loc,
+                message: "the source is not UTF-8 text".to_string(),
+            }
+        })
+    };
     let (graph, source_map) = match format {
-        Format::Kiln => kiln_ir::text::parse_with_source_map(text)?,
-        Format::Py => kiln_frontend::py::parse(text, py)?,
+        Format::Kiln => kiln_ir::text::parse_with_source_map(text()?)?,
+        Format::Py => kiln_frontend::py::parse(text()?, &opts.py)?,
+        Format::Fx => kiln_frontend::fx::parse(text()?, &opts.fx)?,
+        Format::Tf if looks_like_pbtxt(bytes) => kiln_frontend::tf::parse_text(text()?, &opts.tf)?,
+        Format::Tf => kiln_frontend::tf::parse_binary(bytes, &opts.tf)?,
     };
     Ok(Loaded { graph, source_map })
+}
+
+/// A text GraphDef starts with a field name or a comment; a binary one with a
+/// field tag byte (`0x0a` for `node`).
+fn looks_like_pbtxt(bytes: &[u8]) -> bool {
+    let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+    std::str::from_utf8(bytes).is_ok()
+        && first.is_none_or(|b| b.is_ascii_alphabetic() || *b == b'#')
 }
 
 /// Why a graph could not be compiled.

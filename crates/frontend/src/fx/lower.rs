@@ -1,0 +1,998 @@
+//! torch.fx nodes to kiln's graph, with torch's meanings: type promotion
+//! (Python numbers are "weak": `f32_tensor * 2` stays `f32`; int / int is
+//! `float32`, torch's default dtype), `//` and `%` floor, relu and clamp let NaN
+//! through, integer `pow` and shifts as torch computes them.
+//!
+//! Every target is normalized to one op name first (`operator.add`,
+//! `torch.add`, `Tensor.add`, `torch.ops.aten.add.Tensor`, `add_`,
+//! `<built-in function add>` are all `add`), and every unsupported op of the
+//! graph is reported at once.
+
+use super::text::{Arg, FxGraph, Node};
+use super::Options;
+use crate::eltwise::{self, konst, EResult};
+use kiln_ir::{
+    BinaryOp, Builder, CmpOp, DType, Graph, Loc, ParseError, ParseResult, Scalar, SourceMap,
+    TypeError, UnaryOp, Value,
+};
+use std::collections::HashMap;
+
+/// Ops that need tensors of rank ≥ 2, layout changes or reductions over axes:
+/// they belong to the tensor work, and are reported as such.
+const TENSOR_OPS: &[&str] = &[
+    "matmul",
+    "mm",
+    "bmm",
+    "addmm",
+    "linear",
+    "t",
+    "transpose",
+    "permute",
+    "reshape",
+    "view",
+    "flatten",
+    "unsqueeze",
+    "squeeze",
+    "cat",
+    "concat",
+    "stack",
+    "split",
+    "chunk",
+    "sum",
+    "mean",
+    "amax",
+    "amin",
+    "softmax",
+    "log_softmax",
+    "expand",
+    "broadcast_to",
+    "getitem",
+    "size",
+    "prod",
+    "max_dim",
+    "argmax",
+    "argmin",
+    "conv2d",
+    "layer_norm",
+    "batch_norm",
+    "dropout",
+];
+
+/// An operand: a graph value, or a Python number (weak in promotion).
+#[derive(Copy, Clone, Debug)]
+enum Operand {
+    Tensor(Value),
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+}
+
+/// Normalizes an fx target to an op name: `operator.add` → `add`,
+/// `torch.ops.aten.relu.default` → `relu`, `torch.nn.functional.silu` →
+/// `silu`, `add_` → `add`, `<built-in function mul>` → `mul`.
+pub fn op_name(kind: &str, target: &str) -> String {
+    let mut t = target.trim();
+    if let Some(rest) = t.strip_prefix("<built-in function ") {
+        t = rest.trim_end_matches('>');
+    } else if let Some(rest) = t.strip_prefix("<built-in method ") {
+        t = rest.split_whitespace().next().unwrap_or(rest);
+    }
+    let name = if let Some(rest) = t.strip_prefix("torch.ops.aten.") {
+        rest.split('.').next().unwrap_or(rest)
+    } else if kind == "call_module" {
+        t
+    } else {
+        t.rsplit('.').next().unwrap_or(t)
+    };
+    let name = name.trim_start_matches("__").trim_end_matches("__");
+    let name = name.strip_suffix('_').unwrap_or(name);
+    match name {
+        "and" | "or" | "xor" | "not" => format!("{name}_"),
+        _ => name.to_string(),
+    }
+}
+
+const SUPPORTED: &[&str] = &[
+    "add",
+    "sub",
+    "subtract",
+    "rsub",
+    "mul",
+    "multiply",
+    "truediv",
+    "div",
+    "divide",
+    "true_divide",
+    "floordiv",
+    "floor_divide",
+    "mod",
+    "remainder",
+    "fmod",
+    "pow",
+    "neg",
+    "negative",
+    "pos",
+    "positive",
+    "abs",
+    "absolute",
+    "gt",
+    "lt",
+    "ge",
+    "le",
+    "eq",
+    "ne",
+    "greater",
+    "less",
+    "greater_equal",
+    "less_equal",
+    "equal",
+    "not_equal",
+    "and_",
+    "or_",
+    "xor_",
+    "not_",
+    "invert",
+    "logical_and",
+    "logical_or",
+    "logical_xor",
+    "logical_not",
+    "bitwise_and",
+    "bitwise_or",
+    "bitwise_xor",
+    "bitwise_not",
+    "lshift",
+    "rshift",
+    "bitwise_left_shift",
+    "bitwise_right_shift",
+    "sin",
+    "cos",
+    "tan",
+    "asin",
+    "acos",
+    "atan",
+    "arcsin",
+    "arccos",
+    "arctan",
+    "sinh",
+    "cosh",
+    "tanh",
+    "exp",
+    "exp2",
+    "expm1",
+    "log",
+    "log2",
+    "log10",
+    "log1p",
+    "sqrt",
+    "rsqrt",
+    "floor",
+    "ceil",
+    "trunc",
+    "fix",
+    "round",
+    "reciprocal",
+    "square",
+    "sigmoid",
+    "atan2",
+    "arctan2",
+    "hypot",
+    "copysign",
+    "relu",
+    "relu6",
+    "hardtanh",
+    "clamp",
+    "clip",
+    "clamp_min",
+    "clamp_max",
+    "leaky_relu",
+    "silu",
+    "gelu",
+    "softplus",
+    "elu",
+    "selu",
+    "celu",
+    "mish",
+    "logsigmoid",
+    "hardsigmoid",
+    "hardswish",
+    "softsign",
+    "tanhshrink",
+    "maximum",
+    "minimum",
+    "max",
+    "min",
+    "where",
+    "to",
+    "type",
+    "float",
+    "double",
+    "int",
+    "long",
+    "bool",
+    "alias",
+    "clone",
+    "contiguous",
+    "detach",
+    "identity",
+    "dropout_eval",
+];
+
+/// Lowering state: `fx.b` is the graph builder.
+struct Fx<'a> {
+    opts: &'a Options,
+    b: Builder,
+    values: HashMap<String, Value>,
+    source_map: SourceMap,
+}
+
+fn lit(arg: &Arg) -> Option<Operand> {
+    match arg {
+        Arg::Int(i) => Some(Operand::Int(*i)),
+        Arg::Float(f) => Some(Operand::Float(*f)),
+        Arg::Bool(b) => Some(Operand::Bool(*b)),
+        _ => None,
+    }
+}
+
+fn category(d: DType) -> u8 {
+    match d {
+        DType::Bool => 0,
+        DType::I32 | DType::I64 => 1,
+        DType::F32 | DType::F64 => 2,
+    }
+}
+
+/// torch's `promote_types` for two tensors.
+fn promote_types(a: DType, b: DType) -> DType {
+    match category(a).cmp(&category(b)) {
+        std::cmp::Ordering::Less => b,
+        std::cmp::Ordering::Greater => a,
+        std::cmp::Ordering::Equal if a.size_bytes() >= b.size_bytes() => a,
+        std::cmp::Ordering::Equal => b,
+    }
+}
+
+fn te(e: TypeError) -> String {
+    e.message
+}
+
+/// Lowers a parsed graph.
+pub fn lower(src: &str, g: &FxGraph, opts: &Options) -> ParseResult<(Graph, SourceMap)> {
+    check_supported(src, g, opts)?;
+    let mut fx = Fx {
+        opts,
+        b: Builder::new("forward"),
+        values: HashMap::new(),
+        source_map: SourceMap::default(),
+    };
+    for node in &g.nodes {
+        let value = fx
+            .node(node)
+            .map_err(|m| ParseError::at(src, node.offset, format!("`%{}`: {m}", node.name)))?;
+        fx.b.set_source_name(value, &node.name);
+        fx.source_map.set(value, Loc::of_offset(src, node.offset));
+        fx.values.insert(node.name.clone(), value);
+    }
+    for out in &g.output {
+        let name = match out {
+            Arg::Node(n) | Arg::Name(n) => n,
+            other => {
+                return Err(ParseError::at(
+                    src,
+                    g.output_offset,
+                    format!("the graph returns {other:?}; kiln outputs must be nodes"),
+                ))
+            }
+        };
+        let Some(&v) = fx.values.get(name) else {
+            return Err(ParseError::at(
+                src,
+                g.output_offset,
+                format!("`return` names unknown node `{name}`"),
+            ));
+        };
+        fx.b.output(name, v);
+    }
+    if g.output.is_empty() {
+        return Err(ParseError::at(
+            src,
+            g.output_offset,
+            "the graph returns nothing",
+        ));
+    }
+    Ok((fx.b.finish(), fx.source_map))
+}
+
+/// Reports every unsupported op of the graph together, and dangling or
+/// duplicate node names, before anything is built.
+fn check_supported(src: &str, g: &FxGraph, opts: &Options) -> ParseResult<()> {
+    let mut unsupported: Vec<String> = Vec::new();
+    let mut tensor: Vec<String> = Vec::new();
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    for node in &g.nodes {
+        if seen.insert(&node.name, node.offset).is_some() {
+            return Err(ParseError::at(
+                src,
+                node.offset,
+                format!("duplicate node `%{}`", node.name),
+            ));
+        }
+        for arg in node.args.iter().chain(node.kwargs.iter().map(|(_, a)| a)) {
+            let mut stack = vec![arg];
+            while let Some(a) = stack.pop() {
+                match a {
+                    Arg::Node(n) if !seen.contains_key(n.as_str()) => {
+                        return Err(ParseError::at(
+                            src,
+                            node.offset,
+                            format!(
+                                "`%{}` uses `%{n}`, which is not defined before it",
+                                node.name
+                            ),
+                        ));
+                    }
+                    Arg::Seq(items) => stack.extend(items),
+                    _ => {}
+                }
+            }
+        }
+        let name = match node.kind.as_str() {
+            "placeholder" | "get_attr" => continue,
+            "call_module" => match module_op(&node.target, opts) {
+                Some(op) => op,
+                None => {
+                    unsupported.push(format!("call_module `{}` (%{}): kiln cannot tell its type; only Linear (with weights) and parameter-free activations named after their type are known", node.target, node.name));
+                    continue;
+                }
+            },
+            kind => op_name(kind, &node.target),
+        };
+        if TENSOR_OPS.contains(&name.as_str()) || name == "linear_module" {
+            tensor.push(format!("`{}` (%{})", node.target, node.name));
+        } else if !SUPPORTED.contains(&name.as_str()) {
+            unsupported.push(format!("`{}` (%{})", node.target, node.name));
+        }
+    }
+    if unsupported.is_empty() && tensor.is_empty() {
+        return Ok(());
+    }
+    let mut message = String::from("unsupported:");
+    if !unsupported.is_empty() {
+        message += &format!(" ops {}", unsupported.join(", "));
+    }
+    if !tensor.is_empty() {
+        if !unsupported.is_empty() {
+            message += ";";
+        }
+        message += &format!(
+            " tensor ops {} (matmul, layout ops and axis reductions are not in kiln's IR yet)",
+            tensor.join(", ")
+        );
+    }
+    let at = g
+        .nodes
+        .iter()
+        .find(|n| message.contains(&format!("(%{})", n.name)))
+        .map_or(0, |n| n.offset);
+    Err(ParseError::at(src, at, message))
+}
+
+/// The op a `call_module` target stands for: `Linear` when the weights hold
+/// `TARGET.weight`, else an activation named by the target's last component
+/// (`relu`, `act.sigmoid`, `2` is unknown).
+fn module_op(target: &str, opts: &Options) -> Option<String> {
+    if opts.weights.contains_key(&format!("{target}.weight")) {
+        return Some("linear_module".to_string());
+    }
+    let last = target.rsplit('.').next().unwrap_or(target);
+    let stem = last
+        .trim_end_matches(|c: char| c.is_ascii_digit() || c == '_')
+        .to_ascii_lowercase();
+    let known = [
+        "relu",
+        "relu6",
+        "sigmoid",
+        "tanh",
+        "silu",
+        "gelu",
+        "softplus",
+        "elu",
+        "selu",
+        "mish",
+        "logsigmoid",
+        "hardsigmoid",
+        "hardswish",
+        "softsign",
+        "tanhshrink",
+        "leaky_relu",
+        "leakyrelu",
+        "hardtanh",
+        "identity",
+    ];
+    known.contains(&stem.as_str()).then(|| match stem.as_str() {
+        "leakyrelu" => "leaky_relu".to_string(),
+        s => s.to_string(),
+    })
+}
+
+impl Fx<'_> {
+    fn node(&mut self, node: &Node) -> Result<Value, String> {
+        match node.kind.as_str() {
+            "placeholder" => self.placeholder(node),
+            "get_attr" => self.get_attr(node),
+            "call_module" => {
+                let op = module_op(&node.target, self.opts).expect("checked before lowering");
+                self.call(&op, node)
+            }
+            kind => self.call(&op_name(kind, &node.target), node),
+        }
+    }
+
+    fn placeholder(&mut self, node: &Node) -> Result<Value, String> {
+        let ty = self
+            .opts
+            .inputs
+            .get(&node.name)
+            .or_else(|| self.opts.inputs.get(&node.target))
+            .cloned()
+            .ok_or_else(|| {
+                format!(
+                    "the type of placeholder `{}` is unknown: give it (`--input {}:f32[n]` on the command line, or input data with --inputs)",
+                    node.name, node.name
+                )
+            })?;
+        Ok(self.b.input(&node.name, ty))
+    }
+
+    fn get_attr(&mut self, node: &Node) -> Result<Value, String> {
+        let w = self.opts.weights.get(&node.target).ok_or_else(|| {
+            format!(
+                "`{}` is not in the weights file (give one with --weights)",
+                node.target
+            )
+        })?;
+        match w.data.as_slice() {
+            [s] if w.shape.iter().all(|&d| d == 1) => Ok(self.b.constant(*s)),
+            _ => Err(format!(
+                "unsupported: tensor constant `{}` of shape {:?} (tensor constants are not in kiln's IR yet)",
+                node.target, w.shape
+            )),
+        }
+    }
+
+    fn operand(&self, arg: &Arg) -> Result<Operand, String> {
+        match arg {
+            Arg::Node(n) => Ok(Operand::Tensor(
+                *self.values.get(n).expect("checked: defined before use"),
+            )),
+            other => {
+                lit(other).ok_or_else(|| format!("expected a tensor or a number, found {other:?}"))
+            }
+        }
+    }
+
+    /// Positional argument `idx`, or keyword `key`.
+    fn arg<'n>(&self, node: &'n Node, idx: usize, key: &str) -> Option<&'n Arg> {
+        node.args
+            .get(idx)
+            .or_else(|| node.kwargs.iter().find(|(k, _)| k == key).map(|(_, a)| a))
+    }
+
+    fn operand_at(&self, node: &Node, idx: usize, key: &str) -> Result<Operand, String> {
+        let arg = self
+            .arg(node, idx, key)
+            .ok_or_else(|| format!("missing argument {} (`{key}`)", idx + 1))?;
+        self.operand(arg)
+    }
+
+    fn number_at(&self, node: &Node, idx: usize, key: &str, default: f64) -> Result<f64, String> {
+        match self.arg(node, idx, key) {
+            None | Some(Arg::None) => Ok(default),
+            Some(Arg::Int(i)) => Ok(*i as f64),
+            Some(Arg::Float(f)) => Ok(*f),
+            Some(other) => Err(format!("`{key}` must be a number, not {other:?}")),
+        }
+    }
+
+    fn optional_number(&self, node: &Node, idx: usize, key: &str) -> Result<Option<f64>, String> {
+        match self.arg(node, idx, key) {
+            None | Some(Arg::None) => Ok(None),
+            Some(Arg::Int(i)) => Ok(Some(*i as f64)),
+            Some(Arg::Float(f)) => Ok(Some(*f)),
+            Some(other) => Err(format!("`{key}` must be a number, not {other:?}")),
+        }
+    }
+
+    fn tensor(&mut self, o: Operand, dtype: DType) -> Result<Value, String> {
+        Ok(match o {
+            Operand::Tensor(v) if self.b.dtype(v) == Some(dtype) => v,
+            Operand::Tensor(v) => self.b.cast(v, dtype).map_err(te)?,
+            Operand::Int(i) => self.b.constant(match dtype {
+                DType::Bool => Scalar::Bool(i != 0),
+                DType::I32 => Scalar::I32(i as i32),
+                DType::I64 => Scalar::I64(i),
+                DType::F32 => Scalar::F32(i as f32),
+                DType::F64 => Scalar::F64(i as f64),
+            }),
+            Operand::Float(f) => konst(&mut self.b, dtype, f),
+            Operand::Bool(b) => konst(&mut self.b, dtype, f64::from(u8::from(b))),
+        })
+    }
+
+    fn dtype_of(&self, o: Operand) -> Option<DType> {
+        match o {
+            Operand::Tensor(v) => self.b.dtype(v),
+            _ => None,
+        }
+    }
+
+    /// torch's result type of operands: tensors promote among themselves;
+    /// a Python number only moves the result to a higher category (int → i64,
+    /// float → f32, torch's default dtype).
+    fn result_type(&self, ops: &[Operand]) -> DType {
+        let tensors: Vec<DType> = ops.iter().filter_map(|&o| self.dtype_of(o)).collect();
+        let lit_cat = ops
+            .iter()
+            .filter_map(|o| match o {
+                Operand::Bool(_) => Some(0),
+                Operand::Int(_) => Some(1),
+                Operand::Float(_) => Some(2),
+                Operand::Tensor(_) => None,
+            })
+            .max();
+        match (tensors.into_iter().reduce(promote_types), lit_cat) {
+            (Some(t), Some(c)) if c > category(t) => {
+                [DType::Bool, DType::I64, DType::F32][c as usize]
+            }
+            (Some(t), _) => t,
+            (None, c) => [DType::Bool, DType::I64, DType::F64][c.unwrap_or(2) as usize],
+        }
+    }
+
+    fn promoted(&mut self, node: &Node, n: usize) -> Result<(Vec<Value>, DType), String> {
+        let ops: Vec<Operand> = (0..n)
+            .map(|i| self.operand_at(node, i, ["input", "other", "third"][i.min(2)]))
+            .collect::<Result<_, _>>()?;
+        let d = self.result_type(&ops);
+        let vals = ops
+            .into_iter()
+            .map(|o| self.tensor(o, d))
+            .collect::<Result<_, _>>()?;
+        Ok((vals, d))
+    }
+
+    /// The first operand as a float tensor (ints become f32, as torch's
+    /// float functions do).
+    fn floating(&mut self, node: &Node) -> Result<Value, String> {
+        let o = self.operand_at(node, 0, "input")?;
+        let d = self.result_type(&[o]);
+        let d = if d.is_float() { d } else { DType::F32 };
+        self.tensor(o, d)
+    }
+
+    fn binary(&mut self, node: &Node, op: BinaryOp) -> Result<Value, String> {
+        let (v, _) = self.promoted(node, 2)?;
+        self.b.binary(op, v[0], v[1]).map_err(te)
+    }
+
+    fn compare(&mut self, node: &Node, op: CmpOp) -> Result<Value, String> {
+        let (v, _) = self.promoted(node, 2)?;
+        self.b.compare(op, v[0], v[1]).map_err(te)
+    }
+
+    fn unary_float(&mut self, node: &Node, op: UnaryOp) -> Result<Value, String> {
+        let x = self.floating(node)?;
+        self.b.unary(op, x).map_err(te)
+    }
+
+    fn with_float(
+        &mut self,
+        node: &Node,
+        f: impl FnOnce(&mut Builder, Value) -> EResult<Value>,
+    ) -> Result<Value, String> {
+        let x = self.floating(node)?;
+        f(&mut self.b, x).map_err(te)
+    }
+
+    fn call(&mut self, op: &str, node: &Node) -> Result<Value, String> {
+        use BinaryOp as B;
+        Ok(match op {
+            "add" | "sub" | "subtract" | "rsub" => self.add_sub(op, node)?,
+            "mul" | "multiply" => self.binary(node, B::Mul)?,
+            "truediv" | "div" | "divide" | "true_divide" => self.divide(node)?,
+            "floordiv" | "floor_divide" => self.binary(node, B::FloorDiv)?,
+            "mod" | "remainder" => self.binary(node, B::Mod)?,
+            "fmod" => self.binary(node, B::Rem)?,
+            "pow" => self.pow(node)?,
+            "neg" | "negative" => {
+                let x = self.operand_at(node, 0, "input")?;
+                let d = self.result_type(&[x]);
+                let x = self.tensor(x, d)?;
+                self.b.unary(UnaryOp::Neg, x).map_err(te)?
+            }
+            "pos" | "positive" | "alias" | "clone" | "contiguous" | "detach" | "identity"
+            | "dropout_eval" => {
+                let x = self.operand_at(node, 0, "input")?;
+                let d = self.result_type(&[x]);
+                self.tensor(x, d)?
+            }
+            "abs" | "absolute" => {
+                let x = self.operand_at(node, 0, "input")?;
+                let d = self.result_type(&[x]);
+                let x = self.tensor(x, d)?;
+                self.b.unary(UnaryOp::Abs, x).map_err(te)?
+            }
+            "gt" | "greater" => self.compare(node, CmpOp::Gt)?,
+            "lt" | "less" => self.compare(node, CmpOp::Lt)?,
+            "ge" | "greater_equal" => self.compare(node, CmpOp::Ge)?,
+            "le" | "less_equal" => self.compare(node, CmpOp::Le)?,
+            "eq" | "equal" => self.compare(node, CmpOp::Eq)?,
+            "ne" | "not_equal" => self.compare(node, CmpOp::Ne)?,
+            "and_" | "or_" | "xor_" | "bitwise_and" | "bitwise_or" | "bitwise_xor" => {
+                let (v, d) = self.promoted(node, 2)?;
+                let op = match (op, d == DType::Bool) {
+                    ("and_" | "bitwise_and", true) => B::And,
+                    ("or_" | "bitwise_or", true) => B::Or,
+                    (_, true) => B::Xor,
+                    ("and_" | "bitwise_and", false) => B::BAnd,
+                    ("or_" | "bitwise_or", false) => B::BOr,
+                    _ => B::BXor,
+                };
+                self.b.binary(op, v[0], v[1]).map_err(te)?
+            }
+            "logical_and" | "logical_or" | "logical_xor" => {
+                let a = self.truth(node, 0)?;
+                let c = self.truth(node, 1)?;
+                let op = [B::And, B::Or, B::Xor][["logical_and", "logical_or", "logical_xor"]
+                    .iter()
+                    .position(|n| *n == op)
+                    .expect("matched above")];
+                self.b.binary(op, a, c).map_err(te)?
+            }
+            "logical_not" | "not_" => {
+                let a = self.truth(node, 0)?;
+                self.b.unary(UnaryOp::Not, a).map_err(te)?
+            }
+            "invert" | "bitwise_not" => {
+                let x = self.operand_at(node, 0, "input")?;
+                let d = self.result_type(&[x]);
+                let x = self.tensor(x, d)?;
+                let op = if d == DType::Bool { UnaryOp::Not } else { UnaryOp::BNot };
+                self.b.unary(op, x).map_err(te)?
+            }
+            "lshift" | "rshift" | "bitwise_left_shift" | "bitwise_right_shift" => {
+                self.shift(node, op.starts_with('l') || op.contains("left"))?
+            }
+            "sin" => self.unary_float(node, UnaryOp::Sin)?,
+            "cos" => self.unary_float(node, UnaryOp::Cos)?,
+            "tan" => self.unary_float(node, UnaryOp::Tan)?,
+            "asin" | "arcsin" => self.unary_float(node, UnaryOp::Asin)?,
+            "acos" | "arccos" => self.unary_float(node, UnaryOp::Acos)?,
+            "atan" | "arctan" => self.unary_float(node, UnaryOp::Atan)?,
+            "sinh" => self.unary_float(node, UnaryOp::Sinh)?,
+            "cosh" => self.unary_float(node, UnaryOp::Cosh)?,
+            "tanh" => self.unary_float(node, UnaryOp::Tanh)?,
+            "exp" => self.unary_float(node, UnaryOp::Exp)?,
+            "exp2" => self.unary_float(node, UnaryOp::Exp2)?,
+            "expm1" => self.unary_float(node, UnaryOp::Expm1)?,
+            "log" => self.unary_float(node, UnaryOp::Log)?,
+            "log2" => self.unary_float(node, UnaryOp::Log2)?,
+            "log10" => self.unary_float(node, UnaryOp::Log10)?,
+            "log1p" => self.unary_float(node, UnaryOp::Log1p)?,
+            "sqrt" => self.unary_float(node, UnaryOp::Sqrt)?,
+            "floor" | "ceil" | "trunc" | "fix" | "round" => self.rounding(op, node)?,
+            "rsqrt" => self.with_float(node, eltwise::rsqrt)?,
+            "reciprocal" => self.with_float(node, eltwise::reciprocal)?,
+            "square" => {
+                let x = self.operand_at(node, 0, "input")?;
+                let d = self.result_type(&[x]);
+                let x = self.tensor(x, d)?;
+                eltwise::square(&mut self.b, x).map_err(te)?
+            }
+            "sigmoid" => self.with_float(node, eltwise::sigmoid)?,
+            "atan2" | "arctan2" | "hypot" | "copysign" => {
+                let (v, d) = self.promoted(node, 2)?;
+                let d2 = if d.is_float() { d } else { DType::F32 };
+                let (a, c) = (self.tensor(Operand::Tensor(v[0]), d2)?, self.tensor(Operand::Tensor(v[1]), d2)?);
+                let op = match op {
+                    "hypot" => B::Hypot,
+                    "copysign" => B::Copysign,
+                    _ => B::Atan2,
+                };
+                self.b.binary(op, a, c).map_err(te)?
+            }
+            "relu" | "relu6" | "hardtanh" | "clamp" | "clip" | "clamp_min" | "clamp_max" => {
+                self.clamp(op, node)?
+            }
+            "leaky_relu" => {
+                let slope = self.number_at(node, 1, "negative_slope", 0.01)?;
+                self.with_float(node, |b, x| eltwise::leaky_relu(b, x, slope))?
+            }
+            "silu" => self.with_float(node, |b, x| {
+                let s = eltwise::sigmoid(b, x)?;
+                b.binary(B::Mul, x, s)
+            })?,
+            "gelu" => match self.arg(node, 1, "approximate") {
+                Some(Arg::Str(s)) if s == "tanh" => self.with_float(node, eltwise::gelu_tanh)?,
+                _ => return Err("unsupported: exact gelu needs erf, which kiln's IR does not have (approximate='tanh' works)".into()),
+            },
+            "softplus" => {
+                let beta = self.number_at(node, 1, "beta", 1.0)?;
+                let threshold = self.number_at(node, 2, "threshold", 20.0)?;
+                self.with_float(node, |b, x| eltwise::softplus(b, x, beta, threshold))?
+            }
+            "elu" | "celu" => {
+                let alpha = self.number_at(node, 1, "alpha", 1.0)?;
+                if op == "celu" && alpha != 1.0 {
+                    return Err("unsupported: celu with alpha != 1".into());
+                }
+                self.with_float(node, |b, x| eltwise::elu(b, x, alpha, 1.0))?
+            }
+            "selu" => self.with_float(node, |b, x| {
+                eltwise::elu(b, x, 1.673_263_242_354_377_3, 1.050_700_987_355_480_5)
+            })?,
+            "mish" => self.with_float(node, |b, x| {
+                let sp = eltwise::softplus(b, x, 1.0, 20.0)?;
+                let t = b.unary(UnaryOp::Tanh, sp)?;
+                b.binary(B::Mul, x, t)
+            })?,
+            "logsigmoid" => self.with_float(node, |b, x| {
+                let nx = b.unary(UnaryOp::Neg, x)?;
+                let sp = eltwise::softplus(b, nx, 1.0, 20.0)?;
+                b.unary(UnaryOp::Neg, sp)
+            })?,
+            "hardsigmoid" => self.with_float(node, eltwise::hardsigmoid)?,
+            "hardswish" => self.with_float(node, |b, x| {
+                let h = eltwise::hardsigmoid(b, x)?;
+                b.binary(B::Mul, x, h)
+            })?,
+            "softsign" => self.with_float(node, |b, x| {
+                let a = b.unary(UnaryOp::Abs, x)?;
+                let one = konst(b, eltwise::dtype(b, x), 1.0);
+                let den = b.binary(B::Add, one, a)?;
+                b.binary(B::Div, x, den)
+            })?,
+            "tanhshrink" => self.with_float(node, |b, x| {
+                let t = b.unary(UnaryOp::Tanh, x)?;
+                b.binary(B::Sub, x, t)
+            })?,
+            "maximum" | "max" | "minimum" | "min" => {
+                if node.args.len() + node.kwargs.len() < 2 {
+                    return Err(format!("unsupported: `{op}` over a tensor's elements (a reduction; tensor ops are not in kiln's IR yet)"));
+                }
+                let is_max = op.starts_with("max");
+                self.binary(node, if is_max { B::Max } else { B::Min })?
+            }
+            "where" => {
+                let c = self.truth(node, 0)?;
+                let a = self.operand_at(node, 1, "input")?;
+                let e = self.operand_at(node, 2, "other")?;
+                let d = self.result_type(&[a, e]);
+                let (a, e) = (self.tensor(a, d)?, self.tensor(e, d)?);
+                self.b.select(c, a, e).map_err(te)?
+            }
+            "to" | "type" | "float" | "double" | "int" | "long" | "bool" => self.convert(op, node)?,
+            other => return Err(format!("unsupported op `{other}`")),
+        })
+    }
+
+    fn truth(&mut self, node: &Node, idx: usize) -> Result<Value, String> {
+        let o = self.operand_at(node, idx, ["condition", "other", "input"][idx.min(2)])?;
+        let d = self.result_type(&[o]);
+        let v = self.tensor(o, d)?;
+        if d == DType::Bool {
+            Ok(v)
+        } else {
+            self.b.cast(v, DType::Bool).map_err(te)
+        }
+    }
+
+    /// `add`/`sub` with torch's `alpha` (`a + alpha * b`); `rsub` is `b - alpha * a`.
+    fn add_sub(&mut self, op: &str, node: &Node) -> Result<Value, String> {
+        let (v, d) = self.promoted(node, 2)?;
+        let (a, mut c) = if op == "rsub" {
+            (v[1], v[0])
+        } else {
+            (v[0], v[1])
+        };
+        if let Some(alpha) = self.optional_number(node, 2, "alpha")? {
+            if alpha != 1.0 {
+                let k = konst(&mut self.b, d, alpha);
+                c = self.b.binary(BinaryOp::Mul, k, c).map_err(te)?;
+            }
+        }
+        let bop = if op == "add" {
+            BinaryOp::Add
+        } else {
+            BinaryOp::Sub
+        };
+        self.b.binary(bop, a, c).map_err(te)
+    }
+
+    /// `/`: true division in floating point (ints become f32); `div`'s
+    /// `rounding_mode` `'trunc'` and `'floor'` keep integer dtypes.
+    fn divide(&mut self, node: &Node) -> Result<Value, String> {
+        let mode = match self.arg(node, 2, "rounding_mode") {
+            None | Some(Arg::None) => None,
+            Some(Arg::Str(s)) if s == "trunc" || s == "floor" => Some(s.clone()),
+            Some(other) => return Err(format!("unknown rounding_mode {other:?}")),
+        };
+        let (v, d) = self.promoted(node, 2)?;
+        match mode.as_deref() {
+            Some("floor") => self.b.binary(BinaryOp::FloorDiv, v[0], v[1]).map_err(te),
+            Some(_) if !d.is_float() => self.b.binary(BinaryOp::Div, v[0], v[1]).map_err(te),
+            Some(_) => {
+                let q = self.b.binary(BinaryOp::Div, v[0], v[1]).map_err(te)?;
+                self.b.unary(UnaryOp::Trunc, q).map_err(te)
+            }
+            None => {
+                let f = if d.is_float() { d } else { DType::F32 };
+                let a = self.tensor(Operand::Tensor(v[0]), f)?;
+                let c = self.tensor(Operand::Tensor(v[1]), f)?;
+                self.b.binary(BinaryOp::Div, a, c).map_err(te)
+            }
+        }
+    }
+
+    /// torch's `pow`: a float base with exponent 2, 3, 0.5 or -1 is computed
+    /// as torch does (`x*x`, `x*x*x`, `sqrt`, `1/x`); an integer tensor to a
+    /// non-negative integer constant stays an integer (wrapping).
+    fn pow(&mut self, node: &Node) -> Result<Value, String> {
+        let base = self.operand_at(node, 0, "input")?;
+        let exp = self.operand_at(node, 1, "exponent")?;
+        let d = self.result_type(&[base, exp]);
+        if !d.is_float() {
+            return match exp {
+                Operand::Int(e) if (0..=64).contains(&e) => {
+                    let x = self.tensor(base, d)?;
+                    eltwise::int_pow(&mut self.b, x, e as u32).map_err(te)
+                }
+                _ => Err("unsupported: integer pow needs a constant exponent from 0 to 64".into()),
+            };
+        }
+        let x = self.tensor(base, d)?;
+        let special = match exp {
+            Operand::Int(e) => Some(e as f64),
+            Operand::Float(e) => Some(e),
+            _ => None,
+        };
+        let b = &mut self.b;
+        match special {
+            Some(2.0) => eltwise::square(b, x).map_err(te),
+            Some(3.0) => {
+                let x2 = eltwise::square(b, x).map_err(te)?;
+                b.binary(BinaryOp::Mul, x2, x).map_err(te)
+            }
+            Some(0.5) => b.unary(UnaryOp::Sqrt, x).map_err(te),
+            Some(-1.0) => eltwise::reciprocal(b, x).map_err(te),
+            _ => {
+                let e = self.tensor(exp, d)?;
+                self.b.binary(BinaryOp::Pow, x, e).map_err(te)
+            }
+        }
+    }
+
+    fn rounding(&mut self, op: &str, node: &Node) -> Result<Value, String> {
+        let x = self.operand_at(node, 0, "input")?;
+        let d = self.result_type(&[x]);
+        let x = self.tensor(x, d)?;
+        if !d.is_float() {
+            return Ok(x); // rounding an integer is the identity in torch
+        }
+        if self.optional_number(node, 1, "decimals")?.unwrap_or(0.0) != 0.0 {
+            return Err("unsupported: round with decimals".into());
+        }
+        let u = match op {
+            "floor" => UnaryOp::Floor,
+            "ceil" => UnaryOp::Ceil,
+            "round" => UnaryOp::Round,
+            _ => UnaryOp::Trunc,
+        };
+        self.b.unary(u, x).map_err(te)
+    }
+
+    fn clamp(&mut self, op: &str, node: &Node) -> Result<Value, String> {
+        let (lo, hi) = match op {
+            "relu" => (Some(0.0), None),
+            "relu6" => (Some(0.0), Some(6.0)),
+            "hardtanh" => (
+                Some(self.number_at(node, 1, "min_val", -1.0)?),
+                Some(self.number_at(node, 2, "max_val", 1.0)?),
+            ),
+            "clamp_min" => (self.optional_number(node, 1, "min")?, None),
+            "clamp_max" => (None, self.optional_number(node, 1, "max")?),
+            _ => (
+                self.optional_number(node, 1, "min")?,
+                self.optional_number(node, 2, "max")?,
+            ),
+        };
+        let x = self.operand_at(node, 0, "input")?;
+        // A float bound on an integer tensor makes the result float (f32).
+        let mut ops = vec![x];
+        ops.extend(
+            lo.into_iter()
+                .chain(hi)
+                .map(Operand::Float)
+                .filter(|_| op.starts_with("clamp") || op == "clip"),
+        );
+        let d = self.result_type(&ops);
+        let x = self.tensor(x, d)?;
+        eltwise::clamp(&mut self.b, x, lo, hi).map_err(te)
+    }
+
+    fn shift(&mut self, node: &Node, left: bool) -> Result<Value, String> {
+        let (v, d) = self.promoted(node, 2)?;
+        if !matches!(d, DType::I32 | DType::I64) {
+            return Err(format!("shifts need integers, not {d}"));
+        }
+        let (a, s) = (v[0], v[1]);
+        // torch: a shift by a negative amount or by the width or more gives 0
+        // (left) or the sign fill (right); kiln's shifts take the amount modulo
+        // the width, so the out-of-range case is selected explicitly.
+        let bits = (d.size_bytes() * 8) as f64;
+        let b = &mut self.b;
+        let width = konst(b, d, bits);
+        let zero = konst(b, d, 0.0);
+        let too_big = b.compare(CmpOp::Ge, s, width).map_err(te)?;
+        let negative = b.compare(CmpOp::Lt, s, zero).map_err(te)?;
+        let out = b.binary(BinaryOp::Or, too_big, negative).map_err(te)?;
+        let shifted = b
+            .binary(
+                if left {
+                    BinaryOp::Shl
+                } else {
+                    BinaryOp::ShrArith
+                },
+                a,
+                s,
+            )
+            .map_err(te)?;
+        let fill = if left {
+            zero
+        } else {
+            let top = konst(b, d, bits - 1.0);
+            b.binary(BinaryOp::ShrArith, a, top).map_err(te)?
+        };
+        b.select(out, fill, shifted).map_err(te)
+    }
+
+    fn convert(&mut self, op: &str, node: &Node) -> Result<Value, String> {
+        let x = self.operand_at(node, 0, "input")?;
+        let d0 = self.result_type(&[x]);
+        let x = self.tensor(x, d0)?;
+        let to = match op {
+            "float" => DType::F32,
+            "double" => DType::F64,
+            "int" => DType::I32,
+            "long" => DType::I64,
+            "bool" => DType::Bool,
+            _ => {
+                let arg = self.arg(node, 1, "dtype").ok_or("`to` without a dtype")?;
+                match arg {
+                    Arg::Name(n) | Arg::Str(n) => {
+                        torch_dtype(n).ok_or_else(|| format!("unsupported dtype `{n}`"))?
+                    }
+                    other => {
+                        return Err(format!("unsupported `to` argument {other:?} (only dtypes)"))
+                    }
+                }
+            }
+        };
+        if to == d0 {
+            return Ok(x);
+        }
+        self.b.cast(x, to).map_err(te)
+    }
+}
+
+/// `torch.float32` and friends.
+pub fn torch_dtype(name: &str) -> Option<DType> {
+    Some(match name.trim_start_matches("torch.") {
+        "float32" | "float" => DType::F32,
+        "float64" | "double" => DType::F64,
+        "int32" | "int" => DType::I32,
+        "int64" | "long" => DType::I64,
+        "bool" => DType::Bool,
+        _ => return None,
+    })
+}

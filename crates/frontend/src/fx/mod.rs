@@ -1,0 +1,87 @@
+//! The torch.fx frontend: the text `print(gm.graph)` writes, and optionally the
+//! module's `state_dict()` as a `.safetensors` file for `get_attr` targets and
+//! module parameters.
+//!
+//! Placeholders need types, which the graph text does not carry: give them in
+//! [`Options::inputs`] (the CLI takes `--input NAME:DTYPE[SHAPE]` or derives
+//! them from `--inputs` data). A 0-d tensor is a scalar; a 1-d tensor a column
+//! `[n]`. `docs/frontends.md` lists the targets and how torch's promotion maps.
+
+mod lower;
+mod text;
+
+pub use lower::{op_name, torch_dtype};
+pub use text::{parse as parse_text, Arg, FxGraph, Node, MAX_DEPTH};
+
+use kiln_ir::{DType, Graph, ParseError, ParseResult, Scalar, SourceMap, Type};
+use std::collections::HashMap;
+
+/// A tensor of the weights file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Weight {
+    /// Its dtype.
+    pub dtype: DType,
+    /// Its shape.
+    pub shape: Vec<usize>,
+    /// Its elements, row-major.
+    pub data: Vec<Scalar>,
+}
+
+/// What the graph text does not say.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Placeholder types, by node name or by target (forward-argument name).
+    pub inputs: HashMap<String, Type>,
+    /// Parameters and buffers, by `state_dict` key.
+    pub weights: HashMap<String, Weight>,
+}
+
+/// Parses fx graph text into an unverified graph and the source line of each
+/// node's value.
+pub fn parse(src: &str, opts: &Options) -> ParseResult<(Graph, SourceMap)> {
+    let g = text::parse(src)?;
+    lower::lower(src, &g, opts)
+}
+
+/// Reads a `.safetensors` file (`torch.save`'s `state_dict` via the
+/// `safetensors` package). Supported dtypes: F32, F64, I32, I64, BOOL.
+pub fn read_weights(bytes: &[u8]) -> ParseResult<HashMap<String, Weight>> {
+    use safetensors::{Dtype, SafeTensors};
+    let fail = |m: String| ParseError::at("", 0, m);
+    let st = SafeTensors::deserialize(bytes)
+        .map_err(|e| fail(format!("not a valid safetensors file: {e}")))?;
+    let mut out = HashMap::new();
+    for (name, view) in st.tensors() {
+        let (dtype, size) =
+            match view.dtype() {
+                Dtype::F32 => (DType::F32, 4),
+                Dtype::F64 => (DType::F64, 8),
+                Dtype::I32 => (DType::I32, 4),
+                Dtype::I64 => (DType::I64, 8),
+                Dtype::BOOL => (DType::Bool, 1),
+                other => return Err(fail(format!(
+                    "weight `{name}`: dtype {other:?} is not supported (f32, f64, i32, i64, bool)"
+                ))),
+            };
+        let data: Vec<Scalar> = view
+            .data()
+            .chunks_exact(size)
+            .map(|c| match dtype {
+                DType::F32 => Scalar::F32(f32::from_le_bytes(c.try_into().expect("4 bytes"))),
+                DType::F64 => Scalar::F64(f64::from_le_bytes(c.try_into().expect("8 bytes"))),
+                DType::I32 => Scalar::I32(i32::from_le_bytes(c.try_into().expect("4 bytes"))),
+                DType::I64 => Scalar::I64(i64::from_le_bytes(c.try_into().expect("8 bytes"))),
+                DType::Bool => Scalar::Bool(c[0] != 0),
+            })
+            .collect();
+        out.insert(
+            name.to_string(),
+            Weight {
+                dtype,
+                shape: view.shape().to_vec(),
+                data,
+            },
+        );
+    }
+    Ok(out)
+}

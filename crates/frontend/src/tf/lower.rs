@@ -1,0 +1,636 @@
+//! GraphDef nodes to kiln's graph, with TensorFlow's meanings.
+//!
+//! A GraphDef is not topologically sorted: every node is named first, then
+//! edges are wired and the nodes ordered (iteratively; a cycle is an error).
+//! Inputs are `"node"` (output 0), `"node:k"` (output k) and `"^node"` (a
+//! control input: ordering only, no data). `Identity`, `StopGradient`,
+//! `NoOp` are transparent. Every unsupported op of the graph is reported at
+//! once, as tract's importer does.
+
+use super::proto::{
+    attr_value::Value as AV, data_type, data_type_name, GraphDef, NodeDef, TensorProto,
+};
+use super::Options;
+use crate::eltwise::{self, konst};
+use kiln_ir::{
+    BinaryOp, Builder, CmpOp, DType, Dim, Graph, Loc, ParseError, ParseResult, Scalar, SourceMap,
+    TensorType, Type, TypeError, UnaryOp, Value,
+};
+use std::collections::HashMap;
+
+/// Ops that need tensors of rank ≥ 2, layout changes, reductions or several
+/// outputs: they belong to the tensor work.
+const TENSOR_OPS: &[&str] = &[
+    "MatMul",
+    "BatchMatMul",
+    "BatchMatMulV2",
+    "BiasAdd",
+    "Reshape",
+    "Transpose",
+    "ConcatV2",
+    "Concat",
+    "Split",
+    "SplitV",
+    "Unpack",
+    "Pack",
+    "Sum",
+    "Mean",
+    "Max",
+    "Min",
+    "Prod",
+    "Softmax",
+    "LogSoftmax",
+    "ExpandDims",
+    "Squeeze",
+    "Shape",
+    "Fill",
+    "Tile",
+    "Slice",
+    "StridedSlice",
+    "GatherV2",
+    "Conv2D",
+];
+
+const SUPPORTED: &[&str] = &[
+    "Placeholder",
+    "PlaceholderWithDefault",
+    "Const",
+    "Identity",
+    "StopGradient",
+    "NoOp",
+    "Add",
+    "AddV2",
+    "Sub",
+    "Mul",
+    "RealDiv",
+    "Div",
+    "DivNoNan",
+    "FloorDiv",
+    "FloorMod",
+    "TruncateDiv",
+    "TruncateMod",
+    "Mod",
+    "Neg",
+    "Abs",
+    "Square",
+    "Sqrt",
+    "Rsqrt",
+    "Reciprocal",
+    "Inv",
+    "Exp",
+    "Expm1",
+    "Log",
+    "Log1p",
+    "Sin",
+    "Cos",
+    "Tan",
+    "Asin",
+    "Acos",
+    "Atan",
+    "Atan2",
+    "Sinh",
+    "Cosh",
+    "Tanh",
+    "Sigmoid",
+    "Relu",
+    "Relu6",
+    "Elu",
+    "Selu",
+    "Softplus",
+    "Softsign",
+    "LeakyRelu",
+    "Pow",
+    "Maximum",
+    "Minimum",
+    "Greater",
+    "GreaterEqual",
+    "Less",
+    "LessEqual",
+    "Equal",
+    "NotEqual",
+    "LogicalAnd",
+    "LogicalOr",
+    "LogicalNot",
+    "Select",
+    "SelectV2",
+    "Cast",
+    "BitwiseAnd",
+    "BitwiseOr",
+    "BitwiseXor",
+    "Invert",
+    "LeftShift",
+    "RightShift",
+    "Floor",
+    "Ceil",
+    "Round",
+    "Rint",
+    "Sign",
+    "SquaredDifference",
+    "AddN",
+];
+
+/// Where a node is in the source, for messages: the `name: "…"` line of a
+/// `.pbtxt`, or nowhere for a binary `.pb`.
+fn locate(src: Option<&str>, name: &str) -> Loc {
+    src.and_then(|s| {
+        let needle = format!("name: \"{name}\"");
+        s.find(&needle).map(|at| Loc::of_offset(s, at))
+    })
+    .unwrap_or(Loc { line: 1, col: 1 })
+}
+
+fn fail(src: Option<&str>, node: &str, message: String) -> ParseError {
+    ParseError {
+        loc: locate(src, node),
+        message,
+    }
+}
+
+/// An input reference: `"node"`, `"node:k"` or `"^node"`.
+fn split_input(input: &str) -> (Option<(&str, usize)>, bool) {
+    if let Some(ctrl) = input.strip_prefix('^') {
+        return (Some((ctrl, 0)), true);
+    }
+    match input.rsplit_once(':') {
+        Some((node, k)) => match k.parse() {
+            Ok(k) => (Some((node, k)), false),
+            Err(_) => (None, false),
+        },
+        None => (Some((input, 0)), false),
+    }
+}
+
+/// Lowers `g` (`src` is the `.pbtxt` text, for locations).
+pub fn lower(g: &GraphDef, src: Option<&str>, opts: &Options) -> ParseResult<(Graph, SourceMap)> {
+    let mut index: HashMap<&str, usize> = HashMap::new();
+    for (i, n) in g.node.iter().enumerate() {
+        if n.name.is_empty() {
+            return Err(fail(
+                src,
+                "",
+                format!("node {i} (op `{}`) has no name", n.op),
+            ));
+        }
+        if index.insert(&n.name, i).is_some() {
+            return Err(fail(
+                src,
+                &n.name,
+                format!("duplicate node name `{}`", n.name),
+            ));
+        }
+    }
+    // Wire: data edges (node index, output k) and control edges.
+    let mut data: Vec<Vec<(usize, usize)>> = Vec::with_capacity(g.node.len());
+    let mut deps: Vec<Vec<usize>> = Vec::with_capacity(g.node.len());
+    let mut consumed = vec![false; g.node.len()];
+    for n in &g.node {
+        let (mut d, mut all) = (Vec::new(), Vec::new());
+        for input in &n.input {
+            let (Some((name, k)), control) = split_input(input) else {
+                return Err(fail(
+                    src,
+                    &n.name,
+                    format!("node `{}`: bad input reference `{input}`", n.name),
+                ));
+            };
+            let Some(&j) = index.get(name) else {
+                return Err(fail(
+                    src,
+                    &n.name,
+                    format!(
+                        "node `{}` reads `{input}`, but there is no node `{name}`",
+                        n.name
+                    ),
+                ));
+            };
+            all.push(j);
+            if !control {
+                d.push((j, k));
+                consumed[j] = true;
+            }
+        }
+        data.push(d);
+        deps.push(all);
+    }
+    let order = topological_order(g, &deps).map_err(|i| {
+        fail(
+            src,
+            &g.node[i].name,
+            format!("the graph has a cycle through node `{}`", g.node[i].name),
+        )
+    })?;
+    check_supported(g, src)?;
+    let mut lw = Tf {
+        b: Builder::new("graph"),
+        values: vec![None; g.node.len()],
+        opts,
+    };
+    let mut source_map = SourceMap::default();
+    for &i in &order {
+        let n = &g.node[i];
+        let args: Vec<Value> = data[i]
+            .iter()
+            .map(|&(j, k)| {
+                if k != 0 {
+                    return Err(format!(
+                        "reads output {k} of `{}`; multi-output ops are not in kiln's IR yet",
+                        g.node[j].name
+                    ));
+                }
+                lw.values[j]
+                    .ok_or_else(|| format!("reads `{}`, which has no value", g.node[j].name))
+            })
+            .collect::<Result<_, _>>()
+            .map_err(|m| fail(src, &n.name, format!("node `{}` ({}): {m}", n.name, n.op)))?;
+        let v = lw
+            .node(n, &args)
+            .map_err(|m| fail(src, &n.name, format!("node `{}` ({}): {m}", n.name, n.op)))?;
+        if let Some(v) = v {
+            lw.b.set_source_name(v, &n.name);
+            source_map.set(v, locate(src, &n.name));
+        }
+        lw.values[i] = v;
+    }
+    let outputs: Vec<String> = if opts.outputs.is_empty() {
+        g.node
+            .iter()
+            .enumerate()
+            .filter(|(i, n)| {
+                !consumed[*i] && !matches!(n.op.as_str(), "NoOp" | "Const" | "Placeholder")
+            })
+            .map(|(_, n)| n.name.clone())
+            .collect()
+    } else {
+        opts.outputs.clone()
+    };
+    if outputs.is_empty() {
+        return Err(fail(
+            src,
+            "",
+            "the graph has no outputs (name them with --output)".into(),
+        ));
+    }
+    for out in &outputs {
+        let (Some((name, k)), false) = split_input(out) else {
+            return Err(fail(src, "", format!("bad output name `{out}`")));
+        };
+        let Some(&j) = index.get(name) else {
+            return Err(fail(
+                src,
+                "",
+                format!("output `{out}`: there is no node `{name}`"),
+            ));
+        };
+        match (k, lw.values[j]) {
+            (0, Some(v)) => lw.b.output(out, v),
+            (0, None) => {
+                return Err(fail(
+                    src,
+                    name,
+                    format!("output `{out}`: node `{name}` has no value"),
+                ))
+            }
+            _ => {
+                return Err(fail(
+                    src,
+                    name,
+                    format!("output `{out}`: multi-output ops are not in kiln's IR yet"),
+                ))
+            }
+        }
+    }
+    Ok((lw.b.finish(), source_map))
+}
+
+/// Kahn's algorithm over all edges; `Err(node)` names a node on a cycle.
+fn topological_order(g: &GraphDef, deps: &[Vec<usize>]) -> Result<Vec<usize>, usize> {
+    let n = g.node.len();
+    let mut users: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut pending: Vec<usize> = vec![0; n];
+    for (i, d) in deps.iter().enumerate() {
+        for &j in d {
+            users[j].push(i);
+            pending[i] += 1;
+        }
+    }
+    let mut ready: Vec<usize> = (0..n).rev().filter(|&i| pending[i] == 0).collect();
+    let mut order = Vec::with_capacity(n);
+    while let Some(i) = ready.pop() {
+        order.push(i);
+        for &u in users[i].iter().rev() {
+            pending[u] -= 1;
+            if pending[u] == 0 {
+                ready.push(u);
+            }
+        }
+    }
+    match (0..n).find(|&i| pending[i] > 0) {
+        Some(i) => Err(i),
+        None => Ok(order),
+    }
+}
+
+fn check_supported(g: &GraphDef, src: Option<&str>) -> ParseResult<()> {
+    let mut unknown = Vec::new();
+    let mut tensor = Vec::new();
+    for n in &g.node {
+        if TENSOR_OPS.contains(&n.op.as_str()) {
+            tensor.push(format!("{} (`{}`)", n.op, n.name));
+        } else if !SUPPORTED.contains(&n.op.as_str()) {
+            unknown.push(format!("{} (`{}`)", n.op, n.name));
+        }
+    }
+    if unknown.is_empty() && tensor.is_empty() {
+        return Ok(());
+    }
+    let mut message = String::from("unsupported:");
+    if !unknown.is_empty() {
+        message += &format!(" ops {}", unknown.join(", "));
+    }
+    if !tensor.is_empty() {
+        if !unknown.is_empty() {
+            message += ";";
+        }
+        message += &format!(
+            " tensor ops {} (matmul, layout ops, axis reductions and multi-output ops are not in kiln's IR yet)",
+            tensor.join(", ")
+        );
+    }
+    let first = g
+        .node
+        .iter()
+        .find(|n| !SUPPORTED.contains(&n.op.as_str()))
+        .map_or("", |n| n.name.as_str());
+    Err(fail(src, first, message))
+}
+
+struct Tf<'a> {
+    b: Builder,
+    values: Vec<Option<Value>>,
+    opts: &'a Options,
+}
+
+fn te(e: TypeError) -> String {
+    e.message
+}
+
+fn attr_type(n: &NodeDef, key: &str) -> Result<DType, String> {
+    match n.attr.get(key).and_then(|a| a.value.as_ref()) {
+        Some(AV::Type(code)) => data_type(*code).ok_or_else(|| {
+            format!(
+                "unsupported dtype {} (bool, int32, int64, float, double)",
+                data_type_name(*code)
+            )
+        }),
+        Some(_) => Err(format!("attr `{key}` must be a type")),
+        None => Err(format!("missing attr `{key}`")),
+    }
+}
+
+fn attr_float(n: &NodeDef, key: &str, default: f64) -> Result<f64, String> {
+    match n.attr.get(key).and_then(|a| a.value.as_ref()) {
+        Some(AV::F(f)) => Ok(f64::from(*f)),
+        None => Ok(default),
+        Some(_) => Err(format!("attr `{key}` must be a float")),
+    }
+}
+
+/// The kiln type of a `shape` attr: `[]` a scalar, one dimension a column
+/// `[n]` (any length), more a tensor (not yet supported).
+fn shape_type(dtype: DType, n: &NodeDef) -> Result<Type, String> {
+    let dims = match n.attr.get("shape").and_then(|a| a.value.as_ref()) {
+        Some(AV::Shape(s)) if s.unknown_rank => {
+            return Err(
+                "a placeholder of unknown rank needs a type (--input NAME:DTYPE[SHAPE])".into(),
+            )
+        }
+        Some(AV::Shape(s)) => s.dim.len(),
+        Some(_) => return Err("attr `shape` must be a shape".into()),
+        None => {
+            return Err(
+                "a placeholder without a shape needs a type (--input NAME:DTYPE[SHAPE])".into(),
+            )
+        }
+    };
+    let shape = match dims {
+        0 => vec![],
+        1 => vec![Dim::Sym("n".into())],
+        r => {
+            return Err(format!(
+                "unsupported: rank-{r} placeholder (tensors are not in kiln's IR yet)"
+            ))
+        }
+    };
+    Ok(Type::Tensor(TensorType { dtype, shape }))
+}
+
+/// The single value of a constant tensor whose elements are all one value
+/// (`shape` [], [1], [1, 1], …); larger constants need tensors.
+fn const_scalar(t: &TensorProto) -> Result<Scalar, String> {
+    let dtype = data_type(t.dtype)
+        .ok_or_else(|| format!("unsupported constant dtype {}", data_type_name(t.dtype)))?;
+    let mut count: u64 = 1;
+    for d in t.tensor_shape.iter().flat_map(|s| &s.dim) {
+        if d.size < 0 {
+            return Err("a constant has an unknown dimension".into());
+        }
+        count = count
+            .checked_mul(d.size as u64)
+            .ok_or("a constant's declared size overflows")?;
+    }
+    if count != 1 {
+        return Err(format!("unsupported: a constant of {count} elements (tensor constants are not in kiln's IR yet)"));
+    }
+    let content = &t.tensor_content;
+    let need = dtype.size_bytes();
+    if !content.is_empty() {
+        if content.len() != need {
+            return Err(format!(
+                "tensor_content has {} bytes, not {need}",
+                content.len()
+            ));
+        }
+        let c = content.as_slice();
+        return Ok(match dtype {
+            DType::Bool => Scalar::Bool(c[0] != 0),
+            DType::I32 => Scalar::I32(i32::from_le_bytes(c.try_into().expect("4 bytes"))),
+            DType::I64 => Scalar::I64(i64::from_le_bytes(c.try_into().expect("8 bytes"))),
+            DType::F32 => Scalar::F32(f32::from_le_bytes(c.try_into().expect("4 bytes"))),
+            DType::F64 => Scalar::F64(f64::from_le_bytes(c.try_into().expect("8 bytes"))),
+        });
+    }
+    let missing = || format!("a {} constant without a value", dtype.name());
+    Ok(match dtype {
+        DType::Bool => Scalar::Bool(*t.bool_val.first().ok_or_else(missing)?),
+        DType::I32 => Scalar::I32(*t.int_val.first().ok_or_else(missing)?),
+        DType::I64 => Scalar::I64(*t.int64_val.first().ok_or_else(missing)?),
+        DType::F32 => Scalar::F32(*t.float_val.first().ok_or_else(missing)?),
+        DType::F64 => Scalar::F64(*t.double_val.first().ok_or_else(missing)?),
+    })
+}
+
+impl Tf<'_> {
+    fn node(&mut self, n: &NodeDef, a: &[Value]) -> Result<Option<Value>, String> {
+        use BinaryOp as B;
+        let op = n.op.as_str();
+        let arity = match op {
+            "Placeholder" | "Const" | "NoOp" => 0,
+            "Select" | "SelectV2" => 3,
+            "Add" | "AddV2" | "Sub" | "Mul" | "RealDiv" | "Div" | "DivNoNan" | "FloorDiv"
+            | "FloorMod" | "TruncateDiv" | "TruncateMod" | "Mod" | "Pow" | "Maximum"
+            | "Minimum" | "Greater" | "GreaterEqual" | "Less" | "LessEqual" | "Equal"
+            | "NotEqual" | "LogicalAnd" | "LogicalOr" | "BitwiseAnd" | "BitwiseOr"
+            | "BitwiseXor" | "LeftShift" | "RightShift" | "Atan2" | "SquaredDifference" => 2,
+            "AddN" => a.len().max(1),
+            _ => 1,
+        };
+        if op != "PlaceholderWithDefault" && a.len() != arity {
+            return Err(format!("takes {arity} data input(s), got {}", a.len()));
+        }
+        let b = &mut self.b;
+        let dt = |b: &Builder, v: Value| eltwise::dtype(b, v);
+        let bin = |b: &mut Builder, o: B| b.binary(o, a[0], a[1]).map_err(te);
+        let cmp = |b: &mut Builder, o: CmpOp| b.compare(o, a[0], a[1]).map_err(te);
+        let un = |b: &mut Builder, o: UnaryOp| b.unary(o, a[0]).map_err(te);
+        Ok(Some(match op {
+            "NoOp" => return Ok(None),
+            "Placeholder" | "PlaceholderWithDefault" => {
+                let ty = match self.opts.inputs.get(&n.name) {
+                    Some(t) => t.clone(),
+                    None => shape_type(attr_type(n, "dtype")?, n)?,
+                };
+                self.b.input(&n.name, ty)
+            }
+            "Const" => match n.attr.get("value").and_then(|v| v.value.as_ref()) {
+                Some(AV::Tensor(t)) => self.b.constant(const_scalar(t)?),
+                _ => return Err("a Const without a tensor `value`".into()),
+            },
+            "Identity" | "StopGradient" => a[0],
+            "Add" | "AddV2" => bin(b, B::Add)?,
+            "AddN" => {
+                let mut acc = a[0];
+                for &x in &a[1..] {
+                    acc = b.binary(B::Add, acc, x).map_err(te)?;
+                }
+                acc
+            }
+            "Sub" => bin(b, B::Sub)?,
+            "Mul" => bin(b, B::Mul)?,
+            "RealDiv" | "Div" => bin(b, B::Div)?,
+            "DivNoNan" => {
+                let q = bin(b, B::Div)?;
+                let zero = konst(b, dt(b, a[1]), 0.0);
+                let is_zero = b.compare(CmpOp::Eq, a[1], zero).map_err(te)?;
+                b.select(is_zero, zero, q).map_err(te)?
+            }
+            // TF floors float division as floor(x / y), not Python's divmod.
+            "FloorDiv" if dt(b, a[0]).is_float() => {
+                let q = bin(b, B::Div)?;
+                b.unary(UnaryOp::Floor, q).map_err(te)?
+            }
+            "FloorDiv" => bin(b, B::FloorDiv)?,
+            "FloorMod" => bin(b, B::Mod)?,
+            "TruncateDiv" if dt(b, a[0]).is_float() => {
+                let q = bin(b, B::Div)?;
+                b.unary(UnaryOp::Trunc, q).map_err(te)?
+            }
+            "TruncateDiv" => bin(b, B::Div)?,
+            "TruncateMod" | "Mod" => bin(b, B::Rem)?,
+            "Neg" => un(b, UnaryOp::Neg)?,
+            "Abs" => un(b, UnaryOp::Abs)?,
+            "Square" => eltwise::square(b, a[0]).map_err(te)?,
+            "SquaredDifference" => {
+                let d = bin(b, B::Sub)?;
+                eltwise::square(b, d).map_err(te)?
+            }
+            "Sqrt" => un(b, UnaryOp::Sqrt)?,
+            "Rsqrt" => eltwise::rsqrt(b, a[0]).map_err(te)?,
+            "Reciprocal" | "Inv" => eltwise::reciprocal(b, a[0]).map_err(te)?,
+            "Exp" => un(b, UnaryOp::Exp)?,
+            "Expm1" => un(b, UnaryOp::Expm1)?,
+            "Log" => un(b, UnaryOp::Log)?,
+            "Log1p" => un(b, UnaryOp::Log1p)?,
+            "Sin" => un(b, UnaryOp::Sin)?,
+            "Cos" => un(b, UnaryOp::Cos)?,
+            "Tan" => un(b, UnaryOp::Tan)?,
+            "Asin" => un(b, UnaryOp::Asin)?,
+            "Acos" => un(b, UnaryOp::Acos)?,
+            "Atan" => un(b, UnaryOp::Atan)?,
+            "Atan2" => bin(b, B::Atan2)?,
+            "Sinh" => un(b, UnaryOp::Sinh)?,
+            "Cosh" => un(b, UnaryOp::Cosh)?,
+            "Tanh" => un(b, UnaryOp::Tanh)?,
+            "Floor" => un(b, UnaryOp::Floor)?,
+            "Ceil" => un(b, UnaryOp::Ceil)?,
+            "Round" | "Rint" => un(b, UnaryOp::Round)?,
+            "Sign" => {
+                let d = dt(b, a[0]);
+                let zero = konst(b, d, 0.0);
+                let one = konst(b, d, 1.0);
+                let minus = konst(b, d, -1.0);
+                let pos = b.compare(CmpOp::Gt, a[0], zero).map_err(te)?;
+                let neg = b.compare(CmpOp::Lt, a[0], zero).map_err(te)?;
+                let s = b.select(neg, minus, a[0]).map_err(te)?;
+                // Zero and NaN stay themselves.
+                b.select(pos, one, s).map_err(te)?
+            }
+            "Sigmoid" => eltwise::sigmoid(b, a[0]).map_err(te)?,
+            "Relu" => eltwise::relu(b, a[0]).map_err(te)?,
+            "Relu6" => eltwise::clamp(b, a[0], Some(0.0), Some(6.0)).map_err(te)?,
+            "Elu" => eltwise::elu(b, a[0], 1.0, 1.0).map_err(te)?,
+            "Selu" => eltwise::elu(b, a[0], 1.673_263_242_354_377_3, 1.050_700_987_355_480_5)
+                .map_err(te)?,
+            "Softplus" => eltwise::softplus(b, a[0], 1.0, f64::INFINITY).map_err(te)?,
+            "Softsign" => {
+                let abs = b.unary(UnaryOp::Abs, a[0]).map_err(te)?;
+                let one = konst(b, dt(b, a[0]), 1.0);
+                let den = b.binary(B::Add, one, abs).map_err(te)?;
+                b.binary(B::Div, a[0], den).map_err(te)?
+            }
+            "LeakyRelu" => {
+                let alpha = attr_float(n, "alpha", 0.2)?;
+                eltwise::leaky_relu(b, a[0], alpha).map_err(te)?
+            }
+            "Pow" if dt(b, a[0]).is_float() => bin(b, B::Pow)?,
+            "Pow" => return Err("unsupported: integer Pow".into()),
+            "Maximum" => bin(b, B::Max)?,
+            "Minimum" => bin(b, B::Min)?,
+            "Greater" => cmp(b, CmpOp::Gt)?,
+            "GreaterEqual" => cmp(b, CmpOp::Ge)?,
+            "Less" => cmp(b, CmpOp::Lt)?,
+            "LessEqual" => cmp(b, CmpOp::Le)?,
+            "Equal" => cmp(b, CmpOp::Eq)?,
+            "NotEqual" => cmp(b, CmpOp::Ne)?,
+            "LogicalAnd" => bin(b, B::And)?,
+            "LogicalOr" => bin(b, B::Or)?,
+            "LogicalNot" => un(b, UnaryOp::Not)?,
+            "Select" | "SelectV2" => b.select(a[0], a[1], a[2]).map_err(te)?,
+            "Cast" => {
+                let to = attr_type(n, "DstT")?;
+                if dt(b, a[0]) == to {
+                    a[0]
+                } else {
+                    b.cast(a[0], to).map_err(te)?
+                }
+            }
+            "BitwiseAnd" => bin(b, B::BAnd)?,
+            "BitwiseOr" => bin(b, B::BOr)?,
+            "BitwiseXor" => bin(b, B::BXor)?,
+            "Invert" => un(b, UnaryOp::BNot)?,
+            "LeftShift" | "RightShift" => {
+                // TF clamps the amount to [0, width - 1]; kiln's shifts take
+                // it modulo the width, so clamp first.
+                let d = dt(b, a[0]);
+                let bits = (d.size_bytes() * 8) as f64;
+                let amount = eltwise::clamp(b, a[1], Some(0.0), Some(bits - 1.0)).map_err(te)?;
+                let o = if op == "LeftShift" {
+                    B::Shl
+                } else {
+                    B::ShrArith
+                };
+                b.binary(o, a[0], amount).map_err(te)?
+            }
+            other => return Err(format!("unsupported op `{other}`")),
+        }))
+    }
+}
