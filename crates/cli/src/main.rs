@@ -56,12 +56,20 @@ struct RunOptions {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run a graph on the inputs given with --arg; print each output as `NAME = VALUE`.
+    /// Run a graph on the inputs given with --arg or --inputs; print each output as `NAME = VALUE`
+    /// (or as JSON with --json).
     Run {
         #[command(flatten)]
         source: SourceArgs,
         #[command(flatten)]
         run: RunOptions,
+        /// Input data: a JSON object {name: {"dtype", "shape", "data"}} (the fixtures' form),
+        /// a NumPy `.npz` (one array per input) or `.npy` (for a graph of one input).
+        #[arg(long, value_name = "FILE")]
+        inputs: Option<PathBuf>,
+        /// Print the outputs as a JSON list [{"name", "dtype", "shape", "data"}].
+        #[arg(long)]
+        json: bool,
     },
     /// Evaluate a graph over the columns of a CSV file (inputs by column name); write the outputs as CSV.
     /// With --population, evaluate every expression of a file (one a line) instead.
@@ -112,7 +120,12 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Run { source, run } => cmd_run(&source, &run),
+        Command::Run {
+            source,
+            run,
+            inputs,
+            json,
+        } => cmd_run(&source, &run, inputs.as_deref(), json),
         Command::Eval {
             population: Some(population),
             run,
@@ -207,16 +220,74 @@ fn execute(
     })
 }
 
-fn cmd_run(source: &SourceArgs, run: &RunOptions) -> Result<(), Failure> {
-    let src = source.load(&PyOptions::default())?;
+/// Reads `--inputs` data: JSON, `.npz` or `.npy` (named after the file stem).
+fn read_inputs(path: &std::path::Path) -> Result<Vec<(String, kiln::tensors::Tensor)>, Failure> {
+    let fail = |e: String| Failure::Input(format!("{}: error: {e}", path.display()));
+    let bytes = std::fs::read(path).map_err(|e| fail(format!("cannot read: {e}")))?;
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("npz") => kiln::tensors::read_npz(&bytes).map_err(fail),
+        Some("npy") => {
+            let stem = path
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or("x")
+                .to_string();
+            Ok(vec![(stem, kiln::tensors::read_npy(&bytes).map_err(fail)?)])
+        }
+        _ => kiln::tensors::read_json_inputs(&String::from_utf8_lossy(&bytes)).map_err(fail),
+    }
+}
+
+fn cmd_run(
+    source: &SourceArgs,
+    run: &RunOptions,
+    inputs_file: Option<&std::path::Path>,
+    json: bool,
+) -> Result<(), Failure> {
+    let mut tensors = match inputs_file {
+        Some(path) => read_inputs(path)?,
+        None => Vec::new(),
+    };
+    let types = tensors
+        .iter()
+        .filter_map(|(n, t)| t.input_type().ok().map(|ty| (n.clone(), ty)))
+        .collect();
+    let src = source.load_typed(&PyOptions::default(), &types)?;
+    // A lone `.npy` feeds a graph of one input, whatever its name.
+    if let (Some(p), [(_, t)]) = (inputs_file, tensors.as_slice()) {
+        if p.extension().is_some_and(|e| e == "npy") && src.graph.inputs().len() == 1 {
+            tensors = vec![(src.graph.inputs()[0].name.clone(), t.clone())];
+        }
+    }
     let args = parse_args(&run.args)?;
     let inputs = bind(&src.graph, &args, |name, dtype| {
-        Err(Failure::Input(format!(
-            "error: missing --arg {name}=VALUE (type {dtype})"
-        )))
+        match tensors.iter().find(|(n, _)| n == name) {
+            Some((_, t)) => t
+                .to_data()
+                .map_err(|e| Failure::Input(format!("error: input `{name}`: {e}"))),
+            None => Err(Failure::Input(format!(
+                "error: missing --arg {name}=VALUE (type {dtype}){}",
+                if inputs_file.is_some() {
+                    " or an input of that name in --inputs"
+                } else {
+                    ""
+                }
+            ))),
+        }
     })?;
     let outputs = execute(&src, run, &inputs)?;
     let mut stdout = std::io::stdout().lock();
+    if json {
+        let named: Vec<(&str, &Data)> = src
+            .graph
+            .outputs()
+            .iter()
+            .map(|o| o.name.as_str())
+            .zip(&outputs)
+            .collect();
+        let _ = writeln!(stdout, "{}", kiln::tensors::outputs_json(&named));
+        return Ok(());
+    }
     for (output, data) in src.graph.outputs().iter().zip(&outputs) {
         // A closed stdout (`| head`) is not an error worth reporting.
         let _ = writeln!(stdout, "{} = {data}", output.name);

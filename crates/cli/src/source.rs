@@ -4,13 +4,17 @@
 use crate::Failure;
 use clap::{Args, ValueEnum};
 use kiln::ir::diag::render_located;
-use kiln::{Format, Graph, GraphInfo, Loaded, PyOptions};
+use kiln::{
+    DType, Dim, Format, Graph, GraphInfo, LoadOptions, Loaded, PyOptions, TensorType, Type,
+};
+use std::collections::HashMap;
 use std::path::PathBuf;
 
 /// Where the source comes from.
 #[derive(Args, Debug)]
 pub struct SourceArgs {
-    /// Source file: `.kiln` (text IR) or `.py` (Python subset).
+    /// Source file: `.kiln` (text IR), `.py` (Python subset), `.fx` or
+    /// `graph.txt` (torch.fx), `.pbtxt` or `.pb` (TensorFlow GraphDef).
     #[arg(conflicts_with = "expr")]
     pub file: Option<PathBuf>,
     /// Source text given inline, for example `-e 'sin(x) * 2.0'`.
@@ -19,6 +23,59 @@ pub struct SourceArgs {
     /// Source format, instead of the one the file extension names (`-e` defaults to py).
     #[arg(long, value_enum, value_name = "FORMAT")]
     pub from: Option<FormatArg>,
+    /// torch.fx: the module's state_dict as `.safetensors`, for get_attr and parameters.
+    #[arg(long, value_name = "FILE.safetensors")]
+    pub weights: Option<PathBuf>,
+    /// torch.fx and TensorFlow: an input's type, such as `x:f32[n]`, `k:i64`
+    /// (dtypes bool i32 i64 f32 f64; a shape of `[]` or one dimension).
+    #[arg(long = "input", value_name = "NAME:DTYPE[SHAPE]")]
+    pub input_types: Vec<String>,
+    /// TensorFlow: an output, `node` or `node:k` (default: nodes nobody reads).
+    #[arg(long = "output", value_name = "NAME")]
+    pub outputs: Vec<String>,
+}
+
+/// Parses `NAME:DTYPE[SHAPE]`.
+pub fn parse_input_type(spec: &str) -> Result<(String, Type), String> {
+    let (name, ty) = spec
+        .split_once(':')
+        .ok_or_else(|| format!("--input `{spec}` is not NAME:DTYPE[SHAPE]"))?;
+    let (dtype, shape) = match ty.split_once('[') {
+        Some((d, rest)) => (
+            d,
+            rest.strip_suffix(']')
+                .ok_or_else(|| format!("--input `{spec}`: unclosed `[`"))?,
+        ),
+        None => (ty, ""),
+    };
+    let dtype = match dtype.trim() {
+        "float32" | "float" => DType::F32,
+        "float64" | "double" => DType::F64,
+        "int32" => DType::I32,
+        "int64" | "int" | "long" => DType::I64,
+        d => DType::from_name(d).ok_or_else(|| {
+            format!("--input `{spec}`: unknown dtype `{d}` (bool i32 i64 f32 f64)")
+        })?,
+    };
+    let dims: Vec<Dim> = shape
+        .split(',')
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .map(|d| match d.parse::<u64>() {
+            Ok(k) => Dim::Fixed(k),
+            Err(_) => Dim::Sym(d.to_string()),
+        })
+        .collect();
+    if dims.len() > 1 {
+        return Err(format!(
+            "--input `{spec}`: rank {} (tensors are not in kiln's IR yet)",
+            dims.len()
+        ));
+    }
+    Ok((
+        name.trim().to_string(),
+        Type::Tensor(TensorType { dtype, shape: dims }),
+    ))
 }
 
 /// `--from` values.
@@ -28,6 +85,21 @@ pub enum FormatArg {
     Kiln,
     /// The Python subset.
     Py,
+    /// torch.fx graph text (`print(gm.graph)`).
+    Fx,
+    /// A TensorFlow GraphDef, text or binary.
+    Tf,
+}
+
+impl FormatArg {
+    fn format(self) -> Format {
+        match self {
+            FormatArg::Kiln => Format::Kiln,
+            FormatArg::Py => Format::Py,
+            FormatArg::Fx => Format::Fx,
+            FormatArg::Tf => Format::Tf,
+        }
+    }
 }
 
 /// A loaded, verified graph and the name messages give its source.
@@ -43,28 +115,65 @@ pub struct Source {
 impl SourceArgs {
     /// Reads, parses and verifies the source.
     pub fn load(&self, py: &PyOptions) -> Result<Source, Failure> {
-        let (name, text) = match (&self.file, &self.expr) {
-            (_, Some(expr)) => ("<expr>".to_string(), expr.clone()),
+        self.load_typed(py, &HashMap::new())
+    }
+
+    /// As [`SourceArgs::load`], with placeholder types taken from input data
+    /// (`--inputs`) where `--input` does not give them.
+    pub fn load_typed(
+        &self,
+        py: &PyOptions,
+        data_types: &HashMap<String, Type>,
+    ) -> Result<Source, Failure> {
+        let (name, bytes) = match (&self.file, &self.expr) {
+            (_, Some(expr)) => ("<expr>".to_string(), expr.clone().into_bytes()),
             (Some(path), None) => {
-                let text = std::fs::read_to_string(path).map_err(|e| {
+                let bytes = std::fs::read(path).map_err(|e| {
                     Failure::Input(format!("{}: error: cannot read: {e}", path.display()))
                 })?;
-                (path.display().to_string(), text)
+                (path.display().to_string(), bytes)
             }
             (None, None) => {
                 return Err(Failure::Input("error: give a FILE or -e EXPR".to_string()))
             }
         };
         let format = match (self.from, &self.file) {
-            (Some(FormatArg::Kiln), _) => Format::Kiln,
-            (Some(FormatArg::Py), _) | (None, None) => Format::Py,
+            (Some(f), _) => f.format(),
+            (None, None) => Format::Py,
             (None, Some(_)) if self.expr.is_some() => Format::Py,
             (None, Some(path)) => Format::from_path(path).ok_or_else(|| {
-                Failure::Input(format!("{name}: error: cannot tell the format from the file name; use --from kiln or --from py"))
+                Failure::Input(format!("{name}: error: cannot tell the format from the file name; use --from kiln|py|fx|tf"))
             })?,
         };
+        let mut opts = LoadOptions {
+            py: py.clone(),
+            ..LoadOptions::default()
+        };
+        let mut types = data_types.clone();
+        for spec in &self.input_types {
+            let (n, t) =
+                parse_input_type(spec).map_err(|e| Failure::Input(format!("error: {e}")))?;
+            types.insert(n, t);
+        }
+        opts.fx.inputs = types.clone();
+        opts.tf.inputs = types;
+        opts.tf.outputs = self.outputs.clone();
+        if let Some(path) = &self.weights {
+            let bytes = std::fs::read(path).map_err(|e| {
+                Failure::Input(format!("{}: error: cannot read: {e}", path.display()))
+            })?;
+            opts.fx.weights = kiln::frontend::fx::read_weights(&bytes)
+                .map_err(|e| Failure::Input(format!("{}: error: {}", path.display(), e.message)))?;
+        }
+        let text = String::from_utf8_lossy(&bytes).into_owned();
         let Loaded { graph, source_map } =
-            kiln::load(&text, format, py).map_err(|e| Failure::Input(e.render(&name, &text)))?;
+            kiln::load_bytes(&bytes, format, &opts).map_err(|e| {
+                Failure::Input(if std::str::from_utf8(&bytes).is_ok() {
+                    e.render(&name, &text)
+                } else {
+                    format!("{name}: error: {}", e.message)
+                })
+            })?;
         let info = kiln::verify(&graph).map_err(|errors| {
             let lines: Vec<String> = errors
                 .0

@@ -52,17 +52,18 @@ pub fn read_weights(bytes: &[u8]) -> ParseResult<HashMap<String, Weight>> {
         .map_err(|e| fail(format!("not a valid safetensors file: {e}")))?;
     let mut out = HashMap::new();
     for (name, view) in st.tensors() {
-        let (dtype, size) =
-            match view.dtype() {
-                Dtype::F32 => (DType::F32, 4),
-                Dtype::F64 => (DType::F64, 8),
-                Dtype::I32 => (DType::I32, 4),
-                Dtype::I64 => (DType::I64, 8),
-                Dtype::BOOL => (DType::Bool, 1),
-                other => return Err(fail(format!(
+        let (dtype, size) = match view.dtype() {
+            Dtype::F32 => (DType::F32, 4),
+            Dtype::F64 => (DType::F64, 8),
+            Dtype::I32 => (DType::I32, 4),
+            Dtype::I64 => (DType::I64, 8),
+            Dtype::BOOL => (DType::Bool, 1),
+            other => {
+                return Err(fail(format!(
                     "weight `{name}`: dtype {other:?} is not supported (f32, f64, i32, i64, bool)"
-                ))),
-            };
+                )))
+            }
+        };
         let data: Vec<Scalar> = view
             .data()
             .chunks_exact(size)

@@ -1,0 +1,333 @@
+//! The torch.fx and TensorFlow importers on small hand-written graphs: every
+//! feature the importers claim, including those no fixture uses, and bad input
+//! (located errors, never a panic).
+
+use kiln_frontend::{fx, tf};
+use kiln_ir::{Buffer, DType, Data, Dim, Graph, Scalar, TensorType, Type};
+use std::collections::HashMap;
+
+fn scalar(d: DType) -> Type {
+    Type::Tensor(TensorType::scalar(d))
+}
+
+fn column(d: DType) -> Type {
+    Type::Tensor(TensorType {
+        dtype: d,
+        shape: vec![Dim::Sym("n".into())],
+    })
+}
+
+fn run(g: &Graph, inputs: &[Data]) -> Vec<Data> {
+    let info = kiln_ir::verify(g).unwrap_or_else(|e| panic!("{e}\n{}", kiln_ir::text::print(g)));
+    kiln_interp::run(g, &info, inputs).expect("runs")
+}
+
+fn fx_graph(body: &str, inputs: &[(&str, Type)]) -> Result<Graph, String> {
+    let opts = fx::Options {
+        inputs: inputs
+            .iter()
+            .map(|(n, t)| (n.to_string(), t.clone()))
+            .collect(),
+        weights: HashMap::new(),
+    };
+    fx::parse(&format!("graph():\n{body}"), &opts)
+        .map(|(g, _)| g)
+        .map_err(|e| e.to_string())
+}
+
+fn f64s(v: &[f64]) -> Data {
+    Data::Column(Buffer::F64(v.to_vec()))
+}
+
+#[test]
+fn fx_spellings_of_one_op_agree() {
+    // operator, torch function, Tensor method, ATen overload, in-place ATen,
+    // and print_tabular's `<built-in function …>` spelling.
+    let g = fx_graph(
+        "    %x : [num_users=6] = placeholder[target=x]
+    %a : [num_users=1] = call_function[target=operator.add](args = (%x, 1.0), kwargs = {})
+    %b : [num_users=1] = call_function[target=torch.add](args = (%x, 1.0), kwargs = {})
+    %c : [num_users=1] = call_method[target=add](args = (%x, 1.0), kwargs = {})
+    %d : [num_users=1] = call_function[target=torch.ops.aten.add.Tensor](args = (%x, 1.0), kwargs = {})
+    %e : [num_users=1] = call_function[target=torch.ops.aten.add_.Scalar](args = (%x, 1.0), kwargs = {})
+    %f : [num_users=1] = call_function[target=<built-in function add>](args = (%x, 1.0), kwargs = {})
+    return (a, b, c, d, e, f)",
+        &[("x", column(DType::F32))],
+    )
+    .unwrap();
+    let out = run(&g, &[Data::Column(Buffer::F32(vec![1.5, -2.0]))]);
+    assert_eq!(out.len(), 6);
+    for o in &out {
+        assert_eq!(o, &Data::Column(Buffer::F32(vec![2.5, -1.0])));
+    }
+}
+
+#[test]
+fn fx_promotion_follows_torch() {
+    let g = fx_graph(
+        "    %i : [num_users=4] = placeholder[target=i]
+    %f : [num_users=1] = placeholder[target=f]
+    %a : [num_users=1] = call_function[target=operator.truediv](args = (%i, 2), kwargs = {})
+    %b : [num_users=1] = call_function[target=operator.mul](args = (%i, 2.5), kwargs = {})
+    %c : [num_users=1] = call_function[target=operator.mul](args = (%f, 3), kwargs = {})
+    %d : [num_users=1] = call_function[target=operator.floordiv](args = (%i, -2), kwargs = {})
+    %e : [num_users=1] = call_function[target=operator.pow](args = (%i, 3), kwargs = {})
+    %g : [num_users=1] = call_function[target=operator.gt](args = (%i, 0), kwargs = {})
+    return (a, b, c, d, e, g)",
+        &[("i", column(DType::I64)), ("f", column(DType::F64))],
+    )
+    .unwrap();
+    let dtypes: Vec<DType> = g
+        .outputs()
+        .iter()
+        .map(|o| g.ty(o.value).dtype().unwrap())
+        .collect();
+    // int / int is float32 (torch's default dtype); int * 2.5 too; f64 * 3 stays f64.
+    assert_eq!(
+        dtypes,
+        [
+            DType::F32,
+            DType::F32,
+            DType::F64,
+            DType::I64,
+            DType::I64,
+            DType::Bool
+        ]
+    );
+    let out = run(
+        &g,
+        &[Data::Column(Buffer::I64(vec![7, -7])), f64s(&[1.0, 2.0])],
+    );
+    assert_eq!(out[0], Data::Column(Buffer::F32(vec![3.5, -3.5])));
+    assert_eq!(out[3], Data::Column(Buffer::I64(vec![-4, 3])));
+    assert_eq!(out[4], Data::Column(Buffer::I64(vec![343, -343])));
+}
+
+#[test]
+fn fx_kwargs_activations_and_conversions() {
+    let g = fx_graph(
+        "    %x : [num_users=7] = placeholder[target=x]
+    %r : [num_users=1] = call_function[target=torch.nn.functional.relu](args = (%x,), kwargs = {inplace: False})
+    %c : [num_users=1] = call_method[target=clamp](args = (%x,), kwargs = {min: -1.0, max: 1.0})
+    %l : [num_users=1] = call_function[target=torch.nn.functional.leaky_relu](args = (%x,), kwargs = {negative_slope: 0.5})
+    %h : [num_users=1] = call_function[target=torch.nn.functional.hardtanh](args = (%x, -0.5, 0.5), kwargs = {})
+    %s : [num_users=1] = call_method[target=to](args = (%x, torch.float32), kwargs = {})
+    %w : [num_users=1] = call_function[target=torch.where](args = (%r, %x, 0.0), kwargs = {})
+    %d : [num_users=1] = call_function[target=torch.div](args = (%x, 2.0), kwargs = {rounding_mode: 'trunc'})
+    return (r, c, l, h, s, w, d)",
+        &[("x", column(DType::F64))],
+    )
+    .unwrap();
+    let out = run(&g, &[f64s(&[-3.0, -0.0, 2.5, f64::NAN])]);
+    let col = |o: &Data| match o {
+        Data::Column(b) => b
+            .iter()
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>()
+            .join(" "),
+        other => other.to_string(),
+    };
+    // relu lets NaN and -0.0 through, as torch's clamp_min does.
+    assert_eq!(col(&out[0]), "0.0 -0.0 2.5 nan");
+    assert_eq!(col(&out[1]), "-1.0 -0.0 1.0 nan");
+    assert_eq!(col(&out[2]), "-1.5 -0.0 2.5 nan");
+    assert_eq!(col(&out[3]), "-0.5 -0.0 0.5 nan");
+    assert_eq!(g.ty(g.outputs()[4].value).dtype(), Some(DType::F32));
+    assert_eq!(col(&out[6]), "-1.0 -0.0 1.0 nan");
+}
+
+#[test]
+fn fx_modules_from_their_names_and_weights() {
+    let mut opts = fx::Options::default();
+    opts.inputs.insert("x".into(), scalar(DType::F64));
+    let (g, _) = fx::parse(
+        "graph():
+    %x : [num_users=1] = placeholder[target=x]
+    %act : [num_users=1] = call_module[target=act.sigmoid](args = (%x,), kwargs = {})
+    %relu_1 : [num_users=1] = call_module[target=relu_1](args = (%act,), kwargs = {})
+    return relu_1",
+        &opts,
+    )
+    .unwrap();
+    let out = run(&g, &[Data::Scalar(Scalar::F64(0.0))]);
+    assert_eq!(out, vec![Data::Scalar(Scalar::F64(0.5))]);
+    let err = fx::parse(
+        "graph():
+    %x : [num_users=1] = placeholder[target=x]
+    %m : [num_users=1] = call_module[target=0](args = (%x,), kwargs = {})
+    return m",
+        &opts,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("call_module `0`") && err.contains("cannot tell its type"),
+        "{err}"
+    );
+}
+
+#[test]
+fn fx_reports_every_unsupported_op_at_once() {
+    let err = fx_graph(
+        "    %x : [num_users=3] = placeholder[target=x]
+    %a : [num_users=1] = call_function[target=torch.frobnicate](args = (%x,), kwargs = {})
+    %b : [num_users=1] = call_function[target=torch.matmul](args = (%x, %x), kwargs = {})
+    %c : [num_users=1] = call_method[target=wibble](args = (%x,), kwargs = {})
+    return (a, b, c)",
+        &[("x", column(DType::F32))],
+    )
+    .unwrap_err();
+    assert!(err.starts_with("3:5: unsupported:"), "{err}");
+    for needle in ["torch.frobnicate", "wibble", "tensor ops `torch.matmul`"] {
+        assert!(err.contains(needle), "{needle}: {err}");
+    }
+}
+
+#[test]
+fn fx_bad_input_is_located() {
+    let cases: &[(&str, &str)] = &[
+        ("", "empty graph"),
+        ("graph():\n    %x : [num_users=1] = placeholder[target=x]\n", "no `return`"),
+        ("graph():\n    return y\n", "unknown node `y`"),
+        ("graph():\n    %x : [num_users=1] = wobble[target=x]\n    return x\n", "unknown node kind"),
+        ("graph():\n    %a : [num_users=1] = call_function[target=operator.add](args = (%zz, 1), kwargs = {})\n    return a\n", "`%zz`, which is not defined"),
+        ("graph():\n    %x : [num_users=1] = placeholder[target=x]\n    %x : [num_users=1] = placeholder[target=x]\n    return x\n", "duplicate node"),
+        ("graph():\n    %x : [num_users=1] = placeholder[target=x]\n    return x\n", "type of placeholder `x` is unknown"),
+        ("graph():\n    %a : [num_users=1] = call_function[target=operator.add](args = ((((1,),),), 'unterminated), kwargs = {})\n", "unterminated string"),
+        ("graph():\n    %a : [num_users=1] = call_function[target=operator.add](args = (99999999999999999999, 1), kwargs = {})\n", "not a number kiln can hold"),
+    ];
+    for (src, want) in cases {
+        let err = fx::parse(src, &fx::Options::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(want), "{src:?}: {err}");
+    }
+    // Deep nesting is an error, not a stack overflow.
+    let deep = format!(
+        "graph():\n    %a : [num_users=1] = call_function[target=operator.add](args = ({}1{}), kwargs = {{}})\n    return a\n",
+        "(".repeat(100_000),
+        ")".repeat(100_000)
+    );
+    let err = fx::parse(&deep, &fx::Options::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("nest deeper"), "{err}");
+}
+
+fn tf_graph(pbtxt: &str, outputs: &[&str]) -> Result<Graph, String> {
+    let opts = tf::Options {
+        inputs: HashMap::new(),
+        outputs: outputs.iter().map(|s| s.to_string()).collect(),
+    };
+    tf::parse_text(pbtxt, &opts)
+        .map(|(g, _)| g)
+        .map_err(|e| e.to_string())
+}
+
+const PLACEHOLDER_X: &str = r#"node { name: "x" op: "Placeholder" attr { key: "dtype" value { type: DT_INT32 } } attr { key: "shape" value { shape { dim { size: -1 } } } } }"#;
+
+#[test]
+fn tf_unsorted_nodes_control_inputs_and_identity() {
+    // Consumers before producers, a `^control` input, NoOp and Identity,
+    // `node:0`, and a constant from `tensor_content`.
+    let src = format!(
+        r#"node {{ name: "out" op: "AddV2" input: "ident:0" input: "c" input: "^noop" }}
+node {{ name: "ident" op: "Identity" input: "x" }}
+node {{ name: "noop" op: "NoOp" input: "^x" }}
+node {{ name: "c" op: "Const" attr {{ key: "value" value {{ tensor {{ dtype: DT_INT32 tensor_shape {{ dim {{ size: 1 }} }} tensor_content: "\003\000\000\000" }} }} }} }}
+{PLACEHOLDER_X}
+"#
+    );
+    let g = tf_graph(&src, &[]).unwrap();
+    assert_eq!(g.outputs().len(), 1, "default outputs: nodes nobody reads");
+    let out = run(&g, &[Data::Column(Buffer::I32(vec![1, i32::MAX]))]);
+    assert_eq!(out, vec![Data::Column(Buffer::I32(vec![4, i32::MIN + 2]))]);
+}
+
+#[test]
+fn tf_semantics_of_division_and_shifts() {
+    let bin = |op: &str, dt: &str| {
+        format!(
+            r#"node {{ name: "a" op: "Placeholder" attr {{ key: "dtype" value {{ type: {dt} }} }} attr {{ key: "shape" value {{ shape {{ dim {{ size: 3 }} }} }} }} }}
+node {{ name: "b" op: "Placeholder" attr {{ key: "dtype" value {{ type: {dt} }} }} attr {{ key: "shape" value {{ shape {{ dim {{ size: 3 }} }} }} }} }}
+node {{ name: "r" op: "{op}" input: "a" input: "b" }}"#
+        )
+    };
+    let i64s = |v: &[i64]| Data::Column(Buffer::I64(v.to_vec()));
+    let cases: &[(&str, &[i64], &[i64], &[i64])] = &[
+        ("FloorDiv", &[-7, 7, -8], &[2, -2, 3], &[-4, -4, -3]),
+        ("FloorMod", &[-7, 7, -8], &[2, -2, 3], &[1, -1, 1]),
+        ("TruncateDiv", &[-7, 7, -8], &[2, -2, 3], &[-3, -3, -2]),
+        ("TruncateMod", &[-7, 7, -8], &[2, -2, 3], &[-1, 1, -2]),
+        // TF clamps shift amounts to [0, 63].
+        ("LeftShift", &[1, 1, 1], &[3, 64, -1], &[8, i64::MIN, 1]),
+        ("RightShift", &[-16, -16, 16], &[2, 100, -5], &[-4, -1, 16]),
+    ];
+    for (op, a, b, want) in cases {
+        let g = tf_graph(&bin(op, "DT_INT64"), &["r"]).unwrap();
+        assert_eq!(run(&g, &[i64s(a), i64s(b)]), vec![i64s(want)], "{op}");
+    }
+    // Float FloorDiv is floor(x / y): 1.0 // 0.1 is 10 in TF (9 in Python).
+    let g = tf_graph(&bin("FloorDiv", "DT_DOUBLE"), &["r"]).unwrap();
+    let out = run(&g, &[f64s(&[1.0, -7.0, 7.0]), f64s(&[0.1, 2.0, 0.0])]);
+    assert_eq!(out, vec![f64s(&[10.0, -4.0, f64::INFINITY])]);
+}
+
+#[test]
+fn tf_reports_every_unsupported_op_and_bad_graphs() {
+    let unknown = format!(
+        r#"{PLACEHOLDER_X}
+node {{ name: "m" op: "MatMul" input: "x" input: "x" }}
+node {{ name: "q" op: "Quux" input: "x" }}
+node {{ name: "z" op: "Zorp" input: "x" }}"#
+    );
+    let err = tf_graph(&unknown, &[]).unwrap_err();
+    for needle in ["Quux (`q`)", "Zorp (`z`)", "tensor ops MatMul (`m`)"] {
+        assert!(err.contains(needle), "{needle}: {err}");
+    }
+    let cases: &[(String, &str)] = &[
+        (format!("{PLACEHOLDER_X}\n{PLACEHOLDER_X}"), "duplicate node name `x`"),
+        (r#"node { name: "a" op: "Neg" input: "nowhere" }"#.into(), "there is no node `nowhere`"),
+        (
+            r#"node { name: "a" op: "Neg" input: "b" } node { name: "b" op: "Neg" input: "a" }"#.into(),
+            "cycle",
+        ),
+        (r#"node { name: "a" op: "Placeholder" attr { key: "dtype" value { i: 3 } } }"#.into(), "attr `dtype` must be a type"),
+        (
+            r#"node { name: "c" op: "Const" attr { key: "value" value { tensor { dtype: DT_FLOAT tensor_shape { dim { size: 4000000000 } dim { size: 4000000000 } dim { size: 4000000000 } } } } } }"#.into(),
+            "overflows",
+        ),
+        (
+            r#"node { name: "c" op: "Const" attr { key: "value" value { tensor { dtype: DT_FLOAT tensor_shape { dim { size: 1000000000 } } } } } }"#.into(),
+            "1000000000 elements",
+        ),
+        (r#"node { name: "a" op: "Neg" "#.into(), "not closed"),
+        (r#"node { name: "a" op: 12 }"#.into(), "quoted string"),
+        (r#"node { name: "a\x"#.into(), "escape"),
+        (r#"nodes { }"#.into(), "unknown GraphDef field `nodes`"),
+    ];
+    for (src, want) in cases {
+        let err = tf_graph(src, &[]).unwrap_err();
+        assert!(err.contains(want), "{src}: {err}");
+    }
+    // Nesting is bounded, iteratively.
+    let deep = format!("{}{}", "node { ".repeat(100_000), "}".repeat(100_000));
+    assert!(tf_graph(&deep, &[]).unwrap_err().contains("nest deeper"));
+}
+
+#[test]
+fn tf_binary_graphdefs_decode_and_truncation_is_an_error() {
+    use prost::Message;
+    let src = format!("{PLACEHOLDER_X}\nnode {{ name: \"n\" op: \"Neg\" input: \"x\" }}");
+    let g = tf::pbtxt::parse(&src).unwrap();
+    let bytes = g.encode_to_vec();
+    let (graph, _) = tf::parse_binary(&bytes, &tf::Options::default()).unwrap();
+    assert_eq!(
+        run(&graph, &[Data::Column(Buffer::I32(vec![5]))]),
+        vec![Data::Column(Buffer::I32(vec![-5]))]
+    );
+    for cut in [1, bytes.len() / 2, bytes.len() - 1] {
+        let err = tf::parse_binary(&bytes[..cut], &tf::Options::default()).unwrap_err();
+        assert!(err.message.contains("not a binary GraphDef"), "{err}");
+    }
+}
