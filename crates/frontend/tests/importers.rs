@@ -305,6 +305,9 @@ node {{ name: "z" op: "Zorp" input: "x" }}"#
         (r#"node { name: "a" op: 12 }"#.into(), "quoted string"),
         (r#"node { name: "a\x"#.into(), "escape"),
         (r#"nodes { }"#.into(), "unknown GraphDef field `nodes`"),
+        // Found by the parse_tf fuzz target: a NUL byte was taken for the
+        // root message's closing brace.
+        ("\0'".into(), "expected a field name"),
     ];
     for (src, want) in cases {
         let err = tf_graph(src, &[]).unwrap_err();

@@ -183,8 +183,9 @@ impl Lexer<'_> {
 fn parse_tree(src: &str) -> ParseResult<Vec<Field>> {
     let mut lx = Lexer { src, pos: 0 };
     // Each open message: its fields, its name and offset, and its closer.
-    let mut stack: Vec<(Vec<Field>, String, usize, char)> =
-        vec![(Vec::new(), String::new(), 0, '\0')];
+    // The root has no closer.
+    let mut stack: Vec<(Vec<Field>, String, usize, Option<char>)> =
+        vec![(Vec::new(), String::new(), 0, None)];
     loop {
         let c = lx.peek();
         let top_close = stack.last().expect("the root is never popped").3;
@@ -199,7 +200,7 @@ fn parse_tree(src: &str) -> ParseResult<Vec<Field>> {
                     ),
                 )
             }
-            Some(c) if c == top_close => {
+            Some(c) if top_close == Some(c) => {
                 lx.pos += 1;
                 let (fields, name, offset, _) = stack.pop().expect("open message");
                 let parent = &mut stack.last_mut().expect("a parent").0;
@@ -228,7 +229,7 @@ fn parse_tree(src: &str) -> ParseResult<Vec<Field>> {
                     Vec::new(),
                     name,
                     offset,
-                    if open == '{' { '}' } else { '>' },
+                    Some(if open == '{' { '}' } else { '>' }),
                 ));
                 continue;
             }
