@@ -49,7 +49,7 @@ struct Cli {
     #[arg(long)]
     name: Option<String>,
     /// Where to write (default: stdout, for text outputs).
-    #[arg(short = 'o', long = "output", value_name = "OUT")]
+    #[arg(short = 'o', long = "out", value_name = "OUT")]
     output: Option<PathBuf>,
     /// Compile the graph as written, without kiln's graph passes.
     #[arg(long)]

@@ -95,7 +95,7 @@ enum Command {
         #[arg(long, value_name = "DATA.csv")]
         csv: PathBuf,
         /// Where to write the output CSV (default: stdout).
-        #[arg(short, long, value_name = "OUT.csv")]
+        #[arg(short, long = "out", value_name = "OUT.csv")]
         output: Option<PathBuf>,
     },
     /// Print the graph (--emit kiln), its kernel (kernel), its Cranelift IR (clif),

@@ -179,7 +179,10 @@ fn bad_input_exits_2_with_a_location() {
     let garbage = temp_file("garbage.kiln", b"v0: f64 = input \"x\"\n\x7f\x01 ]]== v9\n");
     assert_bad_input(&kiln(&["check", &garbage]), "garbage.kiln:2:1: error:");
     let binary = temp_file("binary.py", &[0xff, 0xfe, 0x00, 0x80]);
-    assert_bad_input(&kiln(&["run", &binary]), "binary.py: error: cannot read");
+    assert_bad_input(
+        &kiln(&["run", &binary]),
+        "binary.py: error: the source is not UTF-8 text",
+    );
     let invalid = temp_file("invalid.kiln", b"v0: f64 = input \"x\"\nv1: i64 = const 1\nv2: f64 = add v0, v1\noutput \"y\" = v2\noutput \"y\" = v0\n");
     let out = kiln(&["check", &invalid]);
     assert_bad_input(
@@ -217,7 +220,7 @@ fn bad_arguments_exit_2() {
         &kiln(&["eval", "-e", "x * 2", "--csv", &bad_csv]),
         "bad.csv:3: error: column `x`",
     );
-    let unknown_ext = temp_file("graph.txt", b"x");
+    let unknown_ext = temp_file("notes.txt", b"x");
     assert_bad_input(&kiln(&["run", &unknown_ext]), "cannot tell the format");
     assert_eq!(kiln(&["run", "--frobnicate"]).status.code(), Some(2));
     assert_eq!(
@@ -401,4 +404,184 @@ fn the_llvm_tier_from_the_command_line() {
     assert!(ir.contains("%a = fadd double %x, 2.0"), "{ir}");
     let asm = stdout(&kiln(&["ir", &nnc, "--emit", "asm"]));
     assert!(asm.contains("nnc:"), "{asm}");
+}
+
+fn fixture(path: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures")
+        .join(path)
+        .display()
+        .to_string()
+}
+
+/// A `.npy` file of `f64` values with the given shape.
+fn npy_f64(shape: &str, values: &[f64]) -> Vec<u8> {
+    let mut header = format!("{{'descr': '<f8', 'fortran_order': False, 'shape': {shape}, }}");
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend((header.len() as u16).to_le_bytes());
+    bytes.extend(header.as_bytes());
+    for v in values {
+        bytes.extend(v.to_le_bytes());
+    }
+    bytes
+}
+
+#[test]
+fn torch_fx_and_tensorflow_graphs_from_the_command_line() {
+    // The fx tutorial: 2.0 -> 4.0, its dead nodes gone under --opt.
+    let seed = fixture("fx/seed_scalar/graph.txt");
+    let out = kiln(&["run", &seed, "--input", "x:f64", "--arg", "x=2.0"]);
+    assert_eq!(
+        (stdout(&out).as_str(), out.status.code()),
+        ("add = 4.0\n", Some(0))
+    );
+    let ir = stdout(&kiln(&["ir", &seed, "--input", "x:f64", "--opt"]));
+    assert!(
+        !ir.contains("truediv") && ir.contains("output \"add\""),
+        "{ir}"
+    );
+    // TF, text and binary, with int32 wraparound.
+    for file in ["tf/seed_int32/graph.pbtxt", "tf/seed_int32/graph.pb"] {
+        let out = kiln(&["run", &fixture(file), "--arg", "input=[10, 2147483600]"]);
+        assert_eq!(
+            stdout(&out),
+            "output = [113, -2147483593]\n",
+            "{file}: {}",
+            stderr(&out)
+        );
+    }
+    // --output picks an inner node; `--from` overrides the extension.
+    let out = kiln(&[
+        "run",
+        &fixture("tf/seed_int32/graph.pbtxt"),
+        "--output",
+        "sub",
+        "--arg",
+        "input=[10]",
+    ]);
+    assert_eq!(stdout(&out), "sub = [8]\n");
+    // Fixture inputs as JSON in, JSON out.
+    let case: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(fixture("fx/methods_and_ops/case.json")).unwrap(),
+    )
+    .unwrap();
+    let inputs = temp_file("fx_inputs.json", case["inputs"].to_string().as_bytes());
+    let out = kiln(&[
+        "run",
+        &fixture("fx/methods_and_ops/graph.txt"),
+        "--inputs",
+        &inputs,
+        "--json",
+        "--tier",
+        "interp",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let got: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(got[0]["name"], "add_2");
+    assert_eq!(got[1]["shape"], serde_json::json!([8]));
+    assert_eq!(got[1]["data"].as_array().unwrap().len(), 8);
+}
+
+#[test]
+fn npy_and_npz_inputs() {
+    let npy = temp_file("xs.npy", &npy_f64("(3,)", &[1.0, 2.0, 3.5]));
+    let out = kiln(&[
+        "run",
+        "-e",
+        "def f(x: float[n]): return x * 2.0",
+        "--inputs",
+        &npy,
+    ]);
+    assert_eq!(stdout(&out), "out = [2.0, 4.0, 7.0]\n", "{}", stderr(&out));
+    // An .npz (compressed) with one member per input, by name.
+    let path = std::env::temp_dir().join(format!("kiln-cli-test-{}/in.npz", std::process::id()));
+    {
+        let file = std::fs::File::create(&path).unwrap();
+        let mut zip = zip::ZipWriter::new(file);
+        let opts = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Deflated);
+        for (name, v) in [("a", 1.5), ("b", -4.0)] {
+            zip.start_file(format!("{name}.npy"), opts).unwrap();
+            std::io::Write::write_all(&mut zip, &npy_f64("()", &[v])).unwrap();
+        }
+        zip.finish().unwrap();
+    }
+    let out = kiln(&[
+        "run",
+        "-e",
+        "a * b",
+        "--inputs",
+        &path.display().to_string(),
+    ]);
+    assert_eq!(stdout(&out), "out = -6.0\n", "{}", stderr(&out));
+    // Bad data: located messages, exit 2.
+    let bad_json = temp_file(
+        "bad.json",
+        br#"{"x": {"dtype": "float64", "shape": [2], "data": [1.0]}}"#,
+    );
+    assert_bad_input(
+        &kiln(&[
+            "run",
+            "-e",
+            "def f(x: float[n]): return x",
+            "--inputs",
+            &bad_json,
+        ]),
+        "holds 2 elements",
+    );
+    let truncated = temp_file("t.npy", &npy_f64("(30,)", &[1.0])[..]);
+    assert_bad_input(
+        &kiln(&[
+            "run",
+            "-e",
+            "def f(x: float[n]): return x",
+            "--inputs",
+            &truncated,
+        ]),
+        "the shape needs",
+    );
+    let garbage = temp_file("g.npz", b"PK\x03\x04garbage");
+    assert_bad_input(
+        &kiln(&["run", "-e", "x", "--inputs", &garbage]),
+        "not a .npz",
+    );
+    let matrix = temp_file("m.npy", &npy_f64("(2, 2)", &[1.0, 2.0, 3.0, 4.0]));
+    assert_bad_input(
+        &kiln(&[
+            "run",
+            "-e",
+            "def f(x: float[n]): return x",
+            "--inputs",
+            &matrix,
+        ]),
+        "rank-2",
+    );
+}
+
+#[test]
+fn importer_errors_exit_2_and_name_every_unsupported_op() {
+    let out = kiln(&["check", &fixture("tf/mlp_frozen/graph.pbtxt")]);
+    assert_bad_input(&out, "MatMul (`MatMul`), BiasAdd (`BiasAdd`)");
+    let out = kiln(&[
+        "check",
+        &fixture("fx/mlp_aten/graph.txt"),
+        "--input",
+        "arg0_1:f32[n]",
+    ]);
+    assert_bad_input(&out, "torch.ops.aten.addmm.default");
+    let garbage = temp_file("garbage.pb", b"\xff\xff\xff\xff\x0f");
+    assert_bad_input(&kiln(&["check", &garbage]), "not a binary GraphDef");
+    assert_bad_input(
+        &kiln(&[
+            "check",
+            &fixture("fx/seed_scalar/graph.txt"),
+            "--input",
+            "x:f99",
+        ]),
+        "unknown dtype `f99`",
+    );
 }
