@@ -34,6 +34,11 @@ pub fn read(path: &Path) -> Result<Table, Failure> {
 }
 
 impl Table {
+    /// The header names.
+    pub fn headers(&self) -> &[String] {
+        &self.headers
+    }
+
     /// Number of data rows.
     pub fn n_rows(&self) -> usize {
         self.rows.len()

@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use kiln::{Data, Graph, PyOptions};
 use kiln_cli::source::{self, SourceArgs};
 use kiln_cli::{Failure, Tier};
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -252,7 +253,7 @@ fn cmd_run(
         .iter()
         .filter_map(|(n, t)| t.input_type().ok().map(|ty| (n.clone(), ty)))
         .collect();
-    let src = source.load_typed(&PyOptions::default(), &types)?;
+    let src = source.load_typed(&PyOptions::default(), &types, &HashMap::new())?;
     // A lone `.npy` feeds a graph of one input, whatever its name.
     if let (Some(p), [(_, t)]) = (inputs_file, tensors.as_slice()) {
         if p.extension().is_some_and(|e| e == "npy") && src.graph.inputs().len() == 1 {
@@ -310,8 +311,20 @@ fn cmd_eval(
             .map(|(name, _)| (name.clone(), Vec::new()))
             .collect(),
     };
-    let src = source.load(&py)?;
     let table = csvio::read(csv_path)?;
+    // torch.fx placeholders named after CSV columns default to f64 columns.
+    let column_types = table
+        .headers()
+        .iter()
+        .map(|h| {
+            let ty = kiln::Type::Tensor(kiln::TensorType {
+                dtype: kiln::DType::F64,
+                shape: vec![kiln::Dim::Sym("n".into())],
+            });
+            (h.clone(), ty)
+        })
+        .collect();
+    let src = source.load_typed(&py, &HashMap::new(), &column_types)?;
     let inputs = bind(&src.graph, &args, |name, dtype| {
         table.column(csv_path, name, dtype)
     })?;

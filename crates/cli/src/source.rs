@@ -115,15 +115,17 @@ pub struct Source {
 impl SourceArgs {
     /// Reads, parses and verifies the source.
     pub fn load(&self, py: &PyOptions) -> Result<Source, Failure> {
-        self.load_typed(py, &HashMap::new())
+        self.load_typed(py, &HashMap::new(), &HashMap::new())
     }
 
     /// As [`SourceArgs::load`], with placeholder types taken from input data
-    /// (`--inputs`) where `--input` does not give them.
+    /// (`data_types`, for torch.fx and TensorFlow) or defaults (`fx_defaults`,
+    /// for torch.fx only) where `--input` does not give them.
     pub fn load_typed(
         &self,
         py: &PyOptions,
         data_types: &HashMap<String, Type>,
+        fx_defaults: &HashMap<String, Type>,
     ) -> Result<Source, Failure> {
         let (name, bytes) = match (&self.file, &self.expr) {
             (_, Some(expr)) => ("<expr>".to_string(), expr.clone().into_bytes()),
@@ -155,7 +157,8 @@ impl SourceArgs {
                 parse_input_type(spec).map_err(|e| Failure::Input(format!("error: {e}")))?;
             types.insert(n, t);
         }
-        opts.fx.inputs = types.clone();
+        opts.fx.inputs = fx_defaults.clone();
+        opts.fx.inputs.extend(types.clone());
         opts.tf.inputs = types;
         opts.tf.outputs = self.outputs.clone();
         if let Some(path) = &self.weights {

@@ -334,3 +334,52 @@ fn tf_binary_graphdefs_decode_and_truncation_is_an_error() {
         assert!(err.message.contains("not a binary GraphDef"), "{err}");
     }
 }
+
+#[test]
+fn fx_weights_from_safetensors() {
+    use safetensors::tensor::{serialize, Dtype, TensorView};
+    let scale = 2.5f32.to_le_bytes();
+    let matrix = [0u8; 4 * 6];
+    let tensors = vec![
+        (
+            "scale",
+            TensorView::new(Dtype::F32, vec![], &scale).unwrap(),
+        ),
+        (
+            "lin.weight",
+            TensorView::new(Dtype::F32, vec![2, 3], &matrix).unwrap(),
+        ),
+    ];
+    let bytes = serialize(tensors, None).unwrap();
+    let weights = fx::read_weights(&bytes).unwrap();
+    assert_eq!(weights["lin.weight"].shape, vec![2, 3]);
+    let mut opts = fx::Options {
+        weights,
+        ..fx::Options::default()
+    };
+    opts.inputs.insert("x".into(), column(DType::F32));
+    let (g, _) = fx::parse(
+        "graph():
+    %x : [num_users=1] = placeholder[target=x]
+    %scale : [num_users=1] = get_attr[target=scale]
+    %mul : [num_users=1] = call_function[target=operator.mul](args = (%x, %scale), kwargs = {})
+    return mul",
+        &opts,
+    )
+    .unwrap();
+    let out = run(&g, &[Data::Column(Buffer::F32(vec![2.0]))]);
+    assert_eq!(out, vec![Data::Column(Buffer::F32(vec![5.0]))]);
+    // A module with `TARGET.weight` is a Linear layer: a tensor op.
+    let err = fx::parse(
+        "graph():
+    %x : [num_users=1] = placeholder[target=x]
+    %lin : [num_users=1] = call_module[target=lin](args = (%x,), kwargs = {})
+    return lin",
+        &opts,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("tensor ops `lin`"), "{err}");
+    assert!(fx::read_weights(b"\x08\0\0\0\0\0\0\0{}garbage").is_err());
+    assert!(fx::read_weights(&bytes[..bytes.len() - 3]).is_err());
+}
