@@ -254,7 +254,9 @@ node {{ name: "r" op: "{op}" input: "a" input: "b" }}"#
         )
     };
     let i64s = |v: &[i64]| Data::Column(Buffer::I64(v.to_vec()));
-    let cases: &[(&str, &[i64], &[i64], &[i64])] = &[
+    // (op, a, b, expected)
+    type Case<'a> = (&'a str, &'a [i64], &'a [i64], &'a [i64]);
+    let cases: &[Case] = &[
         ("FloorDiv", &[-7, 7, -8], &[2, -2, 3], &[-4, -4, -3]),
         ("FloorMod", &[-7, 7, -8], &[2, -2, 3], &[1, -1, 1]),
         ("TruncateDiv", &[-7, 7, -8], &[2, -2, 3], &[-3, -3, -2]),
