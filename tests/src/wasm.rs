@@ -249,13 +249,7 @@ impl Program for WasmProgram {
             _ => 0,
         };
         if status != 0 {
-            return Err(match self.kernel.failed_check(status) {
-                Some(node) => ExecError::DivisionByZero {
-                    node,
-                    name: self.graph.source_name(node).map(str::to_string),
-                },
-                None => ExecError::Unsupported(format!("kernel returned status {status}")),
-            });
+            return Err(kiln::jit::status_error(&self.graph, &self.kernel, status));
         }
         Ok(outs
             .into_iter()

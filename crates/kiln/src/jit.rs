@@ -121,6 +121,18 @@ fn programs(graphs: &[(&Graph, &GraphInfo)], code: impl Iterator<Item = Code>) -
         .collect()
 }
 
+/// The error a nonzero kernel status stands for (`docs/abi.md`): a division
+/// by zero at the graph node the status names, else an unknown status.
+pub fn status_error(graph: &Graph, kernel: &Kernel, status: i32) -> ExecError {
+    match kernel.failed_check(status) {
+        Some(node) => ExecError::DivisionByZero {
+            node,
+            name: graph.source_name(node).map(str::to_string),
+        },
+        None => ExecError::Unsupported(format!("kernel returned status {status}")),
+    }
+}
+
 /// Lowers a verified graph to its kernel.
 pub fn lower(graph: &Graph, info: &GraphInfo) -> CompileResult<Kernel> {
     kernel::lower(graph, info).map_err(|e| CompileError::Unsupported(e.to_string()))
@@ -333,13 +345,7 @@ impl Program for JitProgram {
         // from the same extents; all outlive the call.
         let status = unsafe { self.code.call(&mut slots) };
         if status != 0 {
-            return Err(match kernel.failed_check(status) {
-                Some(node) => ExecError::DivisionByZero {
-                    node,
-                    name: self.graph.source_name(node).map(str::to_string),
-                },
-                None => ExecError::Unsupported(format!("kernel returned status {status}")),
-            });
+            return Err(status_error(&self.graph, kernel, status));
         }
         Ok(outs
             .into_iter()
