@@ -193,6 +193,10 @@ fn fx_bad_input_is_located() {
         ("graph():\n    %a : [num_users=1] = call_function[target=operator.add](args = (%zz, 1), kwargs = {})\n    return a\n", "`%zz`, which is not defined"),
         ("graph():\n    %x : [num_users=1] = placeholder[target=x]\n    %x : [num_users=1] = placeholder[target=x]\n    return x\n", "duplicate node"),
         ("graph():\n    %x : [num_users=1] = placeholder[target=x]\n    return x\n", "type of placeholder `x` is unknown"),
+        // Found by the parse_fx fuzz target: a misspelt `[num_users=` made the
+        // parser take the next line's, and a node that used itself passed.
+        ("graph():\n    %x : [nuo_users=1] = placeholder[target=x]\n    %y : [num_users=1] = placeholder[target=y]\n    return y\n", "expected `[num_users=N]`"),
+        ("graph():\n    %a : [num_users=1] = call_function[target=operator.neg](args = (%a,), kwargs = {})\n    return a\n", "`%a` uses `%a`, which is not defined before it"),
         ("graph():\n    %a : [num_users=1] = call_function[target=operator.add](args = ((((1,),),), 'unterminated), kwargs = {})\n", "unterminated string"),
         ("graph():\n    %a : [num_users=1] = call_function[target=operator.add](args = (99999999999999999999, 1), kwargs = {})\n", "not a number kiln can hold"),
     ];

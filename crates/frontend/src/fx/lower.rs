@@ -310,13 +310,6 @@ fn check_supported(src: &str, g: &FxGraph, opts: &Options) -> ParseResult<()> {
     let mut tensor: Vec<String> = Vec::new();
     let mut seen: HashMap<&str, usize> = HashMap::new();
     for node in &g.nodes {
-        if seen.insert(&node.name, node.offset).is_some() {
-            return Err(ParseError::at(
-                src,
-                node.offset,
-                format!("duplicate node `%{}`", node.name),
-            ));
-        }
         for arg in node.args.iter().chain(node.kwargs.iter().map(|(_, a)| a)) {
             let mut stack = vec![arg];
             while let Some(a) = stack.pop() {
@@ -335,6 +328,14 @@ fn check_supported(src: &str, g: &FxGraph, opts: &Options) -> ParseResult<()> {
                     _ => {}
                 }
             }
+        }
+        // After its arguments: a node cannot use itself.
+        if seen.insert(&node.name, node.offset).is_some() {
+            return Err(ParseError::at(
+                src,
+                node.offset,
+                format!("duplicate node `%{}`", node.name),
+            ));
         }
         let name = match node.kind.as_str() {
             "placeholder" | "get_attr" => continue,

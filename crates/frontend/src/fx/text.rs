@@ -68,14 +68,17 @@ pub struct FxGraph {
     pub output_offset: usize,
 }
 
+/// A position in one line of the source: nothing reads past `end`, so a
+/// malformed line cannot swallow the next.
 struct Cursor<'a> {
     src: &'a str,
     pos: usize,
+    end: usize,
 }
 
 impl<'a> Cursor<'a> {
     fn rest(&self) -> &'a str {
-        &self.src[self.pos..]
+        &self.src[self.pos..self.end]
     }
 
     fn err<T>(&self, message: impl Into<String>) -> ParseResult<T> {
@@ -84,7 +87,7 @@ impl<'a> Cursor<'a> {
 
     fn skip_ws(&mut self) {
         let trimmed = self.rest().trim_start_matches([' ', '\t']);
-        self.pos = self.src.len() - trimmed.len();
+        self.pos = self.end - trimmed.len();
     }
 
     fn eat(&mut self, s: &str) -> bool {
@@ -249,7 +252,11 @@ pub fn parse(src: &str) -> ParseResult<FxGraph> {
             continue;
         }
         let at = start + (body.len() - trimmed.len());
-        let mut cur = Cursor { src, pos: at };
+        let mut cur = Cursor {
+            src,
+            pos: at,
+            end: start + body.len(),
+        };
         if !seen_header {
             if !trimmed.starts_with("graph(") {
                 return cur.err("expected `graph():`, the first line `print(gm.graph)` writes");
