@@ -136,6 +136,19 @@ pub fn gelu_tanh(b: &mut Builder, x: Value) -> EResult<Value> {
     b.binary(BinaryOp::Mul, hx, onep)
 }
 
+/// GELU as torch computes it: `x * 0.5 * (1 + erf(x * M_SQRT1_2))`.
+pub fn gelu_erf(b: &mut Builder, x: Value) -> EResult<Value> {
+    let d = dtype(b, x);
+    let r = konst(b, d, std::f64::consts::FRAC_1_SQRT_2);
+    let scaled = b.binary(BinaryOp::Mul, x, r)?;
+    let e = b.unary(UnaryOp::Erf, scaled)?;
+    let one = konst(b, d, 1.0);
+    let half = konst(b, d, 0.5);
+    let onep = b.binary(BinaryOp::Add, one, e)?;
+    let hx = b.binary(BinaryOp::Mul, x, half)?;
+    b.binary(BinaryOp::Mul, hx, onep)
+}
+
 /// `relu6(x + 3) / 6` (hardsigmoid); times `x` for hardswish.
 pub fn hardsigmoid(b: &mut Builder, x: Value) -> EResult<Value> {
     let d = dtype(b, x);

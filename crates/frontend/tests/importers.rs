@@ -389,3 +389,30 @@ fn fx_weights_from_safetensors() {
     assert!(fx::read_weights(b"\x08\0\0\0\0\0\0\0{}garbage").is_err());
     assert!(fx::read_weights(&bytes[..bytes.len() - 3]).is_err());
 }
+
+#[test]
+fn fx_gelu_exact_and_tanh() {
+    let g = fx_graph(
+        "    %x : [num_users=2] = placeholder[target=x]
+    %g : [num_users=1] = call_function[target=torch.nn.functional.gelu](args = (%x,), kwargs = {})
+    %t : [num_users=1] = call_function[target=torch.nn.functional.gelu](args = (%x,), kwargs = {approximate: 'tanh'})
+    return (g, t)",
+        &[("x", column(DType::F64))],
+    )
+    .unwrap();
+    let out = run(&g, &[f64s(&[1.0, -2.0, 0.0])]);
+    // torch's two formulas (ATen's GeluKernel), evaluated with Python's math
+    // module: `x/2 (1 + erf(x/sqrt 2))` and the tanh approximation.
+    let want = [
+        [0.8413447460685429, -0.04550026389635842, 0.0],
+        [0.8411919906082768, -0.04540230591222, 0.0],
+    ];
+    for (o, w) in out.iter().zip(want) {
+        let Data::Column(Buffer::F64(got)) = o else {
+            panic!("{o:?}")
+        };
+        for (g, w) in got.iter().zip(w) {
+            assert!((g - w).abs() <= 1e-12 * w.abs().max(1e-300), "{g} vs {w}");
+        }
+    }
+}

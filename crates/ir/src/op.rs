@@ -131,6 +131,10 @@ op_names! {
         Log1p = "log1p",
         /// Cube root.
         Cbrt = "cbrt",
+        /// The error function.
+        Erf = "erf",
+        /// The complementary error function, 1 - erf(x) without cancellation.
+        Erfc = "erfc",
     }
 }
 

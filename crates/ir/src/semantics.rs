@@ -155,7 +155,9 @@ macro_rules! float_unary_all {
                 log2 / log2f = Log2,
                 log10 / log10f = Log10,
                 log1p / log1pf = Log1p,
-                cbrt / cbrtf = Cbrt
+                cbrt / cbrtf = Cbrt,
+                erf / erff = Erf,
+                erfc / erfcf = Erfc
             ]
         )
     };

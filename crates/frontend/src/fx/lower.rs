@@ -192,6 +192,8 @@ const SUPPORTED: &[&str] = &[
     "selu",
     "celu",
     "mish",
+    "erf",
+    "erfc",
     "logsigmoid",
     "hardsigmoid",
     "hardswish",
@@ -658,7 +660,11 @@ impl Fx<'_> {
                 let x = self.operand_at(node, 0, "input")?;
                 let d = self.result_type(&[x]);
                 let x = self.tensor(x, d)?;
-                let op = if d == DType::Bool { UnaryOp::Not } else { UnaryOp::BNot };
+                let op = if d == DType::Bool {
+                    UnaryOp::Not
+                } else {
+                    UnaryOp::BNot
+                };
                 self.b.unary(op, x).map_err(te)?
             }
             "lshift" | "rshift" | "bitwise_left_shift" | "bitwise_right_shift" => {
@@ -694,7 +700,10 @@ impl Fx<'_> {
             "atan2" | "arctan2" | "hypot" | "copysign" => {
                 let (v, d) = self.promoted(node, 2)?;
                 let d2 = if d.is_float() { d } else { DType::F32 };
-                let (a, c) = (self.tensor(Operand::Tensor(v[0]), d2)?, self.tensor(Operand::Tensor(v[1]), d2)?);
+                let (a, c) = (
+                    self.tensor(Operand::Tensor(v[0]), d2)?,
+                    self.tensor(Operand::Tensor(v[1]), d2)?,
+                );
                 let op = match op {
                     "hypot" => B::Hypot,
                     "copysign" => B::Copysign,
@@ -715,8 +724,11 @@ impl Fx<'_> {
             })?,
             "gelu" => match self.arg(node, 1, "approximate") {
                 Some(Arg::Str(s)) if s == "tanh" => self.with_float(node, eltwise::gelu_tanh)?,
-                _ => return Err("unsupported: exact gelu needs erf, which kiln's IR does not have (approximate='tanh' works)".into()),
+                None | Some(Arg::Str(_)) => self.with_float(node, eltwise::gelu_erf)?,
+                Some(other) => return Err(format!("unknown approximate {other:?}")),
             },
+            "erf" => self.unary_float(node, UnaryOp::Erf)?,
+            "erfc" => self.unary_float(node, UnaryOp::Erfc)?,
             "softplus" => {
                 let beta = self.number_at(node, 1, "beta", 1.0)?;
                 let threshold = self.number_at(node, 2, "threshold", 20.0)?;
@@ -772,7 +784,9 @@ impl Fx<'_> {
                 let (a, e) = (self.tensor(a, d)?, self.tensor(e, d)?);
                 self.b.select(c, a, e).map_err(te)?
             }
-            "to" | "type" | "float" | "double" | "int" | "long" | "bool" => self.convert(op, node)?,
+            "to" | "type" | "float" | "double" | "int" | "long" | "bool" => {
+                self.convert(op, node)?
+            }
             other => return Err(format!("unsupported op `{other}`")),
         })
     }

@@ -59,6 +59,8 @@ fn float_unary(name: &str) -> Option<UnaryOp> {
         "log1p" => Log1p,
         "sqrt" => Sqrt,
         "cbrt" => Cbrt,
+        "erf" => Erf,
+        "erfc" => Erfc,
         _ => return None,
     })
 }

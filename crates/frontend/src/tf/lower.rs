@@ -127,6 +127,8 @@ const SUPPORTED: &[&str] = &[
     "Sign",
     "SquaredDifference",
     "AddN",
+    "Erf",
+    "Erfc",
 ];
 
 /// Where a node is in the source, for messages: the `name: "…"` line of a
@@ -560,6 +562,8 @@ impl Tf<'_> {
             "Sinh" => un(b, UnaryOp::Sinh)?,
             "Cosh" => un(b, UnaryOp::Cosh)?,
             "Tanh" => un(b, UnaryOp::Tanh)?,
+            "Erf" => un(b, UnaryOp::Erf)?,
+            "Erfc" => un(b, UnaryOp::Erfc)?,
             "Floor" => un(b, UnaryOp::Floor)?,
             "Ceil" => un(b, UnaryOp::Ceil)?,
             "Round" | "Rint" => un(b, UnaryOp::Round)?,
