@@ -67,7 +67,7 @@ fn has_subnormal(t: &Tensor) -> bool {
 fn load(dir: &Path, c: &Json, format: Format) -> Result<kiln::Loaded, kiln::ParseError> {
     let mut opts = LoadOptions::default();
     let inputs = c["inputs"].as_object().expect("inputs");
-    let (bytes, _) = match format {
+    let bytes = match format {
         Format::Fx => {
             for (name, t) in inputs {
                 let t = tensor_from_json(t).expect("a fixture tensor");
@@ -78,7 +78,7 @@ fn load(dir: &Path, c: &Json, format: Format) -> Result<kiln::Loaded, kiln::Pars
             if let Ok(w) = std::fs::read(dir.join("weights.safetensors")) {
                 opts.fx.weights = kiln::frontend::fx::read_weights(&w).expect("weights");
             }
-            (std::fs::read(dir.join("graph.txt")).expect("graph.txt"), ())
+            std::fs::read(dir.join("graph.txt")).expect("graph.txt")
         }
         _ => {
             opts.tf.outputs = c["output_names"]
@@ -87,10 +87,7 @@ fn load(dir: &Path, c: &Json, format: Format) -> Result<kiln::Loaded, kiln::Pars
                 .iter()
                 .map(|n| n.as_str().expect("a name").to_string())
                 .collect();
-            (
-                std::fs::read(dir.join("graph.pbtxt")).expect("graph.pbtxt"),
-                (),
-            )
+            std::fs::read(dir.join("graph.pbtxt")).expect("graph.pbtxt")
         }
     };
     kiln::load_bytes(&bytes, format, &opts)

@@ -63,18 +63,9 @@ fn cases() -> Vec<Case> {
 
 /// The bytes of a column or scalar, little-endian, as the C side holds them.
 fn bytes(data: &Data) -> Vec<u8> {
-    let scalar = |s: Scalar| -> Vec<u8> {
-        match s {
-            Scalar::Bool(b) => vec![u8::from(b)],
-            Scalar::I32(v) => v.to_le_bytes().to_vec(),
-            Scalar::I64(v) => v.to_le_bytes().to_vec(),
-            Scalar::F32(v) => v.to_le_bytes().to_vec(),
-            Scalar::F64(v) => v.to_le_bytes().to_vec(),
-        }
-    };
     match data {
-        Data::Scalar(s) => scalar(*s),
-        Data::Column(b) => b.iter().flat_map(scalar).collect(),
+        Data::Scalar(s) => s.to_le_bytes(),
+        Data::Column(b) => b.iter().flat_map(Scalar::to_le_bytes).collect(),
         Data::Selection(rows) => rows.iter().flat_map(|r| r.to_le_bytes()).collect(),
     }
 }

@@ -101,29 +101,9 @@ impl Heap<'_> {
     }
 }
 
-fn scalar_bytes(s: Scalar) -> Vec<u8> {
-    match s {
-        Scalar::Bool(b) => vec![u8::from(b)],
-        Scalar::I32(v) => v.to_le_bytes().to_vec(),
-        Scalar::I64(v) => v.to_le_bytes().to_vec(),
-        Scalar::F32(v) => v.to_le_bytes().to_vec(),
-        Scalar::F64(v) => v.to_le_bytes().to_vec(),
-    }
-}
-
+/// An element read back from linear memory.
 fn scalar_from_bytes(dtype: DType, b: &[u8]) -> Scalar {
-    let arr = |n: usize| -> [u8; 8] {
-        let mut a = [0u8; 8];
-        a[..n].copy_from_slice(&b[..n]);
-        a
-    };
-    match dtype {
-        DType::Bool => Scalar::Bool(b[0] != 0),
-        DType::I32 => Scalar::I32(i32::from_le_bytes(arr(4)[..4].try_into().expect("4"))),
-        DType::I64 => Scalar::I64(i64::from_le_bytes(arr(8))),
-        DType::F32 => Scalar::F32(f32::from_le_bytes(arr(4)[..4].try_into().expect("4"))),
-        DType::F64 => Scalar::F64(f64::from_le_bytes(arr(8))),
-    }
+    Scalar::from_le_bytes(dtype, &b[..dtype.size_bytes()]).expect("one element's bytes")
 }
 
 fn scalar_val(s: Scalar) -> Val {
@@ -148,7 +128,7 @@ fn val_scalar(dtype: DType, v: &Val) -> Scalar {
 }
 
 fn buffer_bytes(b: &Buffer) -> Vec<u8> {
-    b.iter().flat_map(scalar_bytes).collect()
+    b.iter().flat_map(Scalar::to_le_bytes).collect()
 }
 
 /// Where an output lives in linear memory.
@@ -198,7 +178,7 @@ impl Program for WasmProgram {
             match param {
                 Param::ScalarIn { .. } | Param::ColumnIn { .. } => match inputs[idx] {
                     Data::Scalar(s) if self.kernel.direct => args.push(scalar_val(*s)),
-                    Data::Scalar(s) => args.push(Val::I32(heap.alloc(&scalar_bytes(*s)))),
+                    Data::Scalar(s) => args.push(Val::I32(heap.alloc(&s.to_le_bytes()))),
                     Data::Column(b) => args.push(Val::I32(heap.alloc(&buffer_bytes(b)))),
                     Data::Selection(_) => unreachable!("bind_inputs rejects selections"),
                 },

@@ -68,6 +68,31 @@ impl Scalar {
         }
     }
 
+    /// The value as memory and the native ABI hold it: little-endian, `bool` as
+    /// one byte 0 or 1.
+    pub fn to_le_bytes(self) -> Vec<u8> {
+        let n = self.dtype().size_bytes();
+        self.bits().to_le_bytes()[..n].to_vec()
+    }
+
+    /// A `dtype` value from exactly `dtype.size_bytes()` little-endian bytes
+    /// (any nonzero byte is a true `bool`); `None` for another length.
+    pub fn from_le_bytes(dtype: DType, bytes: &[u8]) -> Option<Scalar> {
+        if bytes.len() != dtype.size_bytes() {
+            return None;
+        }
+        let mut raw = [0u8; 8];
+        raw[..bytes.len()].copy_from_slice(bytes);
+        let bits = u64::from_le_bytes(raw);
+        Some(match dtype {
+            DType::Bool => Scalar::Bool(bits != 0),
+            DType::I32 => Scalar::I32(bits as u32 as i32),
+            DType::I64 => Scalar::I64(bits as i64),
+            DType::F32 => Scalar::F32(f32::from_bits(bits as u32)),
+            DType::F64 => Scalar::F64(f64::from_bits(bits)),
+        })
+    }
+
     /// True when both have the same dtype and value, every NaN being equal to every
     /// other NaN (NaN payloads are unspecified, see `docs/semantics.md`).
     pub fn same_value(self, other: Scalar) -> bool {
@@ -214,6 +239,30 @@ fn parse_float_text(t: &str) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn little_endian_bytes_round_trip() {
+        for s in [
+            Scalar::Bool(true),
+            Scalar::I32(-2),
+            Scalar::I64(i64::MIN),
+            Scalar::F32(-0.0),
+            Scalar::F64(f64::from_bits(0x7ff8_0000_0000_0001)),
+        ] {
+            let bytes = s.to_le_bytes();
+            assert_eq!(bytes.len(), s.dtype().size_bytes());
+            assert_eq!(
+                Scalar::from_le_bytes(s.dtype(), &bytes).map(Scalar::bits),
+                Some(s.bits())
+            );
+        }
+        assert_eq!(Scalar::I32(-2).to_le_bytes(), vec![0xfe, 0xff, 0xff, 0xff]);
+        assert_eq!(
+            Scalar::from_le_bytes(DType::Bool, &[7]),
+            Some(Scalar::Bool(true))
+        );
+        assert_eq!(Scalar::from_le_bytes(DType::I64, &[0; 4]), None);
+    }
 
     #[test]
     fn floats_round_trip_bit_for_bit() {

@@ -272,13 +272,7 @@ pub fn read_npy(bytes: &[u8]) -> Result<Tensor, String> {
     }
     let mut data = Buffer::with_capacity(dtype, count);
     for c in body.chunks_exact(size).take(count) {
-        data.push(match dtype {
-            DType::Bool => Scalar::Bool(c[0] != 0),
-            DType::I32 => Scalar::I32(i32::from_le_bytes(c.try_into().expect("4 bytes"))),
-            DType::I64 => Scalar::I64(i64::from_le_bytes(c.try_into().expect("8 bytes"))),
-            DType::F32 => Scalar::F32(f32::from_le_bytes(c.try_into().expect("4 bytes"))),
-            DType::F64 => Scalar::F64(f64::from_le_bytes(c.try_into().expect("8 bytes"))),
-        });
+        data.push(Scalar::from_le_bytes(dtype, c).expect("chunks of the dtype's size"));
     }
     Ok(Tensor { shape, data })
 }

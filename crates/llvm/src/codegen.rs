@@ -115,18 +115,8 @@ fn declare_kernel<'ctx>(
             function.add_attribute(AttributeLoc::Param(idx), enum_attr(cx, "zeroext"));
         }
     }
-    if kernel.direct
-        && kernel.params.iter().any(|p| {
-            matches!(
-                p,
-                Param::ScalarOut {
-                    dtype: DType::Bool,
-                    ..
-                }
-            )
-        })
-        && matches!(ret, Some(t) if t.is_int_type() && t.into_int_type().get_bit_width() == 8)
-    {
+    // The returned value is a byte only for a `bool` output.
+    if ret.is_some_and(|t| t.is_int_type() && t.into_int_type().get_bit_width() == 8) {
         function.add_attribute(AttributeLoc::Return, enum_attr(cx, "zeroext"));
     }
     (function, slots)

@@ -178,19 +178,3 @@ pub fn jit(kernels: Vec<Kernel>, opt: OptLevel) -> CodegenResult<Vec<CompiledKer
         })
         .collect())
 }
-
-/// The LLVM IR of `kernel` as the JIT compiles it (host target, after the
-/// `opt` pipeline), for `kiln ir --emit llvm-ir`.
-pub fn host_ir(kernel: &Kernel, opt: OptLevel) -> CodegenResult<String> {
-    let bytes = crate::emit(
-        kernel,
-        "native",
-        &kernel.name,
-        &Options {
-            opt,
-            ..Options::default()
-        },
-        crate::Emit::LlvmIr,
-    )?;
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
-}

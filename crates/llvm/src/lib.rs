@@ -19,7 +19,7 @@ mod codegen;
 mod jit;
 mod target;
 
-pub use jit::{host_ir, jit, CompiledKernel};
+pub use jit::{jit, CompiledKernel};
 pub use target::{resolve_target, TargetSpec, TARGETS};
 
 use inkwell::context::Context;

@@ -52,12 +52,12 @@ pub fn read_weights(bytes: &[u8]) -> ParseResult<HashMap<String, Weight>> {
         .map_err(|e| fail(format!("not a valid safetensors file: {e}")))?;
     let mut out = HashMap::new();
     for (name, view) in st.tensors() {
-        let (dtype, size) = match view.dtype() {
-            Dtype::F32 => (DType::F32, 4),
-            Dtype::F64 => (DType::F64, 8),
-            Dtype::I32 => (DType::I32, 4),
-            Dtype::I64 => (DType::I64, 8),
-            Dtype::BOOL => (DType::Bool, 1),
+        let dtype = match view.dtype() {
+            Dtype::F32 => DType::F32,
+            Dtype::F64 => DType::F64,
+            Dtype::I32 => DType::I32,
+            Dtype::I64 => DType::I64,
+            Dtype::BOOL => DType::Bool,
             other => {
                 return Err(fail(format!(
                     "weight `{name}`: dtype {other:?} is not supported (f32, f64, i32, i64, bool)"
@@ -66,14 +66,8 @@ pub fn read_weights(bytes: &[u8]) -> ParseResult<HashMap<String, Weight>> {
         };
         let data: Vec<Scalar> = view
             .data()
-            .chunks_exact(size)
-            .map(|c| match dtype {
-                DType::F32 => Scalar::F32(f32::from_le_bytes(c.try_into().expect("4 bytes"))),
-                DType::F64 => Scalar::F64(f64::from_le_bytes(c.try_into().expect("8 bytes"))),
-                DType::I32 => Scalar::I32(i32::from_le_bytes(c.try_into().expect("4 bytes"))),
-                DType::I64 => Scalar::I64(i64::from_le_bytes(c.try_into().expect("8 bytes"))),
-                DType::Bool => Scalar::Bool(c[0] != 0),
-            })
+            .chunks_exact(dtype.size_bytes())
+            .map(|c| Scalar::from_le_bytes(dtype, c).expect("chunks of the dtype's size"))
             .collect();
         out.insert(
             name.to_string(),

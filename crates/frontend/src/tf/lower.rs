@@ -444,21 +444,13 @@ fn const_scalar(t: &TensorProto) -> Result<Scalar, String> {
         return Err(format!("unsupported: a constant of {count} elements (tensor constants are not in kiln's IR yet)"));
     }
     let content = &t.tensor_content;
-    let need = dtype.size_bytes();
     if !content.is_empty() {
-        if content.len() != need {
-            return Err(format!(
-                "tensor_content has {} bytes, not {need}",
-                content.len()
-            ));
-        }
-        let c = content.as_slice();
-        return Ok(match dtype {
-            DType::Bool => Scalar::Bool(c[0] != 0),
-            DType::I32 => Scalar::I32(i32::from_le_bytes(c.try_into().expect("4 bytes"))),
-            DType::I64 => Scalar::I64(i64::from_le_bytes(c.try_into().expect("8 bytes"))),
-            DType::F32 => Scalar::F32(f32::from_le_bytes(c.try_into().expect("4 bytes"))),
-            DType::F64 => Scalar::F64(f64::from_le_bytes(c.try_into().expect("8 bytes"))),
+        return Scalar::from_le_bytes(dtype, content).ok_or_else(|| {
+            format!(
+                "tensor_content has {} bytes, not {}",
+                content.len(),
+                dtype.size_bytes()
+            )
         });
     }
     let missing = || format!("a {} constant without a value", dtype.name());
