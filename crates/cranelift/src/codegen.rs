@@ -562,66 +562,12 @@ impl<M: Module> FunctionCx<'_, M> {
                 let b_is_nan = self.bcx.ins().fcmp(FloatCC::Unordered, b, b);
                 self.bcx.ins().select(b_is_nan, abs, copied)
             }
-            BinaryOp::FloorDiv | BinaryOp::Mod => self.codegen_float_divmod(op, a, b, dtype)?,
             _ => {
                 let name = libcalls::binary_name(op, dtype)
                     .ok_or_else(|| CodegenError::Invalid(format!("`{op}` on {dtype}")))?;
                 self.call_libm(&name, &[a, b], clif_type(dtype))?
             }
         })
-    }
-
-    /// NumPy's `npy_divmod`, as `docs/semantics.md` spells it, without branches.
-    fn codegen_float_divmod(
-        &mut self,
-        op: BinaryOp,
-        a: ir::Value,
-        b: ir::Value,
-        dtype: DType,
-    ) -> CodegenResult<ir::Value> {
-        let ty = clif_type(dtype);
-        let fmod = libcalls::binary_name(BinaryOp::Rem, dtype).expect("fmod exists for floats");
-        let rem = self.call_libm(&fmod, &[a, b], ty)?;
-        let (zero, half, one) = match dtype {
-            DType::F32 => (
-                self.bcx.ins().f32const(0.0),
-                self.bcx.ins().f32const(0.5),
-                self.bcx.ins().f32const(1.0),
-            ),
-            _ => (
-                self.bcx.ins().f64const(0.0),
-                self.bcx.ins().f64const(0.5),
-                self.bcx.ins().f64const(1.0),
-            ),
-        };
-        let ins = &mut self.bcx;
-        let a_div_b = ins.ins().fdiv(a, b);
-        let b_is_zero = ins.ins().fcmp(FloatCC::Equal, b, zero);
-        let a_minus_rem = ins.ins().fsub(a, rem);
-        let div = ins.ins().fdiv(a_minus_rem, b);
-        let rem_nonzero = ins.ins().fcmp(FloatCC::NotEqual, rem, zero);
-        let b_neg = ins.ins().fcmp(FloatCC::LessThan, b, zero);
-        let rem_neg = ins.ins().fcmp(FloatCC::LessThan, rem, zero);
-        let signs_differ = ins.ins().bxor(b_neg, rem_neg);
-        let adjust = ins.ins().band(rem_nonzero, signs_differ);
-        let rem_plus_b = ins.ins().fadd(rem, b);
-        let div_minus_one = ins.ins().fsub(div, one);
-        let rem2 = ins.ins().select(adjust, rem_plus_b, rem);
-        let div2 = ins.ins().select(adjust, div_minus_one, div);
-        if op == BinaryOp::Mod {
-            let signed_zero = ins.ins().fcopysign(zero, b);
-            let m = ins.ins().select(rem_nonzero, rem2, signed_zero);
-            return Ok(ins.ins().select(b_is_zero, rem, m));
-        }
-        let floor = ins.ins().floor(div2);
-        let frac = ins.ins().fsub(div2, floor);
-        let round_up = ins.ins().fcmp(FloatCC::GreaterThan, frac, half);
-        let floor_plus_one = ins.ins().fadd(floor, one);
-        let fd = ins.ins().select(round_up, floor_plus_one, floor);
-        let div_nonzero = ins.ins().fcmp(FloatCC::NotEqual, div2, zero);
-        let signed_zero = ins.ins().fcopysign(zero, a_div_b);
-        let fd = ins.ins().select(div_nonzero, fd, signed_zero);
-        Ok(ins.ins().select(b_is_zero, a_div_b, fd))
     }
 
     fn codegen_compare(

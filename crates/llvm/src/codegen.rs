@@ -753,71 +753,12 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
                 let b_is_nan = bx.build_float_compare(FloatPredicate::UNO, b, b, "b_nan")?;
                 bx.build_select(b_is_nan, abs, copied, "copysign")?
             }
-            BinaryOp::FloorDiv | BinaryOp::Mod => self.codegen_float_divmod(op, a, b, dtype)?,
             _ => {
                 let name = libcalls::binary_name(op, dtype)
                     .ok_or_else(|| CodegenError::Invalid(format!("`{op}` on {dtype}")))?;
                 self.call_libm(&name, &[a.into(), b.into()])?
             }
         })
-    }
-
-    /// NumPy's `npy_divmod`, as `docs/semantics.md` spells it, without branches
-    /// (the same sequence as the Cranelift tier's).
-    fn codegen_float_divmod(
-        &self,
-        op: BinaryOp,
-        a: FloatValue<'ctx>,
-        b: FloatValue<'ctx>,
-        dtype: DType,
-    ) -> CodegenResult<BasicValueEnum<'ctx>> {
-        let fmod = libcalls::binary_name(BinaryOp::Rem, dtype).expect("fmod exists for floats");
-        let rem = self
-            .call_libm(&fmod, &[a.into(), b.into()])?
-            .into_float_value();
-        let ft = a.get_type();
-        let ty: BasicTypeEnum = ft.into();
-        let (zero, half, one) = (
-            ft.const_float(0.0),
-            ft.const_float(0.5),
-            ft.const_float(1.0),
-        );
-        let bx = &self.builder;
-        let fsel = |c: IntValue<'ctx>, x: FloatValue<'ctx>, y: FloatValue<'ctx>, n: &str| {
-            bx.build_select(c, x, y, n)
-                .map(BasicValueEnum::into_float_value)
-        };
-        let a_div_b = bx.build_float_div(a, b, "a_div_b")?;
-        let b_is_zero = bx.build_float_compare(FloatPredicate::OEQ, b, zero, "b_zero")?;
-        let a_minus_rem = bx.build_float_sub(a, rem, "a_minus_rem")?;
-        let div = bx.build_float_div(a_minus_rem, b, "div")?;
-        let rem_nonzero = bx.build_float_compare(FloatPredicate::UNE, rem, zero, "rem_nz")?;
-        let b_neg = bx.build_float_compare(FloatPredicate::OLT, b, zero, "b_neg")?;
-        let rem_neg = bx.build_float_compare(FloatPredicate::OLT, rem, zero, "rem_neg")?;
-        let signs_differ = bx.build_xor(b_neg, rem_neg, "signs_differ")?;
-        let adjust = bx.build_and(rem_nonzero, signs_differ, "adjust")?;
-        let rem_plus_b = bx.build_float_add(rem, b, "rem_plus_b")?;
-        let div_minus_one = bx.build_float_sub(div, one, "div_minus_one")?;
-        let rem2 = fsel(adjust, rem_plus_b, rem, "rem2")?;
-        let div2 = fsel(adjust, div_minus_one, div, "div2")?;
-        if op == BinaryOp::Mod {
-            let signed_zero = self.intrinsic("llvm.copysign", &[zero.into(), b.into()], &[ty])?;
-            let m = fsel(rem_nonzero, rem2, signed_zero.into_float_value(), "m")?;
-            return Ok(fsel(b_is_zero, rem, m, "mod")?.into());
-        }
-        let floor = self
-            .intrinsic("llvm.floor", &[div2.into()], &[ty])?
-            .into_float_value();
-        let frac = bx.build_float_sub(div2, floor, "frac")?;
-        let round_up = bx.build_float_compare(FloatPredicate::OGT, frac, half, "round_up")?;
-        let floor_plus_one = bx.build_float_add(floor, one, "floor_plus_one")?;
-        let fd = fsel(round_up, floor_plus_one, floor, "fd")?;
-        let div_nonzero = bx.build_float_compare(FloatPredicate::UNE, div2, zero, "div_nz")?;
-        let signed_zero = self
-            .intrinsic("llvm.copysign", &[zero.into(), a_div_b.into()], &[ty])?
-            .into_float_value();
-        let fd = fsel(div_nonzero, fd, signed_zero, "fd")?;
-        Ok(fsel(b_is_zero, a_div_b, fd, "floordiv")?.into())
     }
 
     fn codegen_compare(

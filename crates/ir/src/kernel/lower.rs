@@ -13,7 +13,7 @@
 use super::{Expr, Extent, Kernel, Param, ParamIdx, Reg, Stmt, Var};
 use crate::entities::Value;
 use crate::graph::Graph;
-use crate::op::{BinaryOp, Op, ReduceOp};
+use crate::op::{BinaryOp, CmpOp, Op, ReduceOp, UnaryOp};
 use crate::scalar::Scalar;
 use crate::semantics::reduce_identity;
 use crate::types::{DType, Dim, Type};
@@ -213,6 +213,9 @@ impl Lowerer<'_> {
             }
             Op::Const(c) => Expr::Const(*c),
             Op::Unary(op) => Expr::Unary(*op, args[0]),
+            Op::Binary(op @ (BinaryOp::FloorDiv | BinaryOp::Mod)) if dtype.is_float() => {
+                return self.float_divmod(out, *op, args[0], args[1], dtype, name);
+            }
             Op::Binary(op) => {
                 if op.divides() && dtype.is_int() {
                     self.kernel.checks.push(value);
@@ -231,6 +234,64 @@ impl Lowerer<'_> {
             }
         };
         self.emit(out, dtype, expr, name)
+    }
+
+    /// Float `floordiv`/`mod` as NumPy's `npy_divmod` (`crate::semantics`),
+    /// expanded once here into primitives every backend already has (`rem` is
+    /// C's `fmod`), without branches, so no backend spells the sequence itself.
+    fn float_divmod(
+        &mut self,
+        out: &mut Vec<Stmt>,
+        op: BinaryOp,
+        a: Reg,
+        b: Reg,
+        dtype: DType,
+        name: Option<&str>,
+    ) -> Reg {
+        let konst = |x: f64| {
+            Expr::Const(match dtype {
+                DType::F32 => Scalar::F32(x as f32),
+                _ => Scalar::F64(x),
+            })
+        };
+        let mut f = |out: &mut Vec<Stmt>, expr: Expr| self.emit(out, dtype, expr, None);
+        let zero = f(out, konst(0.0));
+        let one = f(out, konst(1.0));
+        let rem = f(out, Expr::Binary(BinaryOp::Rem, a, b));
+        let rem_plus_b = f(out, Expr::Binary(BinaryOp::Add, rem, b));
+        let a_minus_rem = f(out, Expr::Binary(BinaryOp::Sub, a, rem));
+        let div = f(out, Expr::Binary(BinaryOp::Div, a_minus_rem, b));
+        let div_minus_one = f(out, Expr::Binary(BinaryOp::Sub, div, one));
+        let mut t = |out: &mut Vec<Stmt>, expr: Expr| self.emit(out, DType::Bool, expr, None);
+        let b_is_zero = t(out, Expr::Compare(CmpOp::Eq, b, zero));
+        // `ne` is true for NaN, as the reference's `rem != 0.0` is.
+        let rem_nonzero = t(out, Expr::Compare(CmpOp::Ne, rem, zero));
+        let b_neg = t(out, Expr::Compare(CmpOp::Lt, b, zero));
+        let rem_neg = t(out, Expr::Compare(CmpOp::Lt, rem, zero));
+        let signs_differ = t(out, Expr::Binary(BinaryOp::Xor, b_neg, rem_neg));
+        let adjust = t(out, Expr::Binary(BinaryOp::And, rem_nonzero, signs_differ));
+        let mut f = |out: &mut Vec<Stmt>, expr: Expr| self.emit(out, dtype, expr, None);
+        let rem2 = f(out, Expr::Select(adjust, rem_plus_b, rem));
+        let div2 = f(out, Expr::Select(adjust, div_minus_one, div));
+        if op == BinaryOp::Mod {
+            // copysign(0, b); a NaN b never reaches it (rem is NaN then).
+            let signed_zero = f(out, Expr::Binary(BinaryOp::Copysign, zero, b));
+            let m = f(out, Expr::Select(rem_nonzero, rem2, signed_zero));
+            return self.emit(out, dtype, Expr::Select(b_is_zero, rem, m), name);
+        }
+        let a_div_b = f(out, Expr::Binary(BinaryOp::Div, a, b));
+        let half = f(out, konst(0.5));
+        let floor = f(out, Expr::Unary(UnaryOp::Floor, div2));
+        let floor_plus_one = f(out, Expr::Binary(BinaryOp::Add, floor, one));
+        let frac = f(out, Expr::Binary(BinaryOp::Sub, div2, floor));
+        let signed_zero = f(out, Expr::Binary(BinaryOp::Copysign, zero, a_div_b));
+        let mut t = |out: &mut Vec<Stmt>, expr: Expr| self.emit(out, DType::Bool, expr, None);
+        let round_up = t(out, Expr::Compare(CmpOp::Gt, frac, half));
+        let div_nonzero = t(out, Expr::Compare(CmpOp::Ne, div2, zero));
+        let mut f = |out: &mut Vec<Stmt>, expr: Expr| self.emit(out, dtype, expr, None);
+        let rounded = f(out, Expr::Select(round_up, floor_plus_one, floor));
+        let fd = f(out, Expr::Select(div_nonzero, rounded, signed_zero));
+        self.emit(out, dtype, Expr::Select(b_is_zero, a_div_b, fd), name)
     }
 
     fn is_scalar(&self, value: Value) -> bool {

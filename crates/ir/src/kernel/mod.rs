@@ -110,7 +110,8 @@ pub enum Expr {
     Var(Var),
     /// An elementwise unary op.
     Unary(UnaryOp, Reg),
-    /// A binary op; integer divisions have passed a check.
+    /// A binary op; integer divisions have passed a check. Float `floordiv`
+    /// and `mod` never appear: lowering expands them into primitives.
     Binary(BinaryOp, Reg, Reg),
     /// A comparison, giving `bool`.
     Compare(CmpOp, Reg, Reg),
