@@ -15,6 +15,8 @@ use std::process::Command;
 struct Case {
     src: &'static str,
     inputs: Vec<Data>,
+    /// Lower with `bool` columns packed as bitmaps (`LowerOptions::packed_bools`).
+    packed: bool,
 }
 
 fn cases() -> Vec<Case> {
@@ -27,18 +29,22 @@ fn cases() -> Vec<Case> {
                 Data::Scalar(Scalar::F64(2.5)),
                 Data::Scalar(Scalar::F64(-0.75)),
             ],
+            packed: false,
         },
         Case {
             src: "def g(x: float): return floor(x), x // 0.1, round(x) > 2.0",
             inputs: vec![Data::Scalar(Scalar::F64(2.5))],
+            packed: false,
         },
         Case {
             src: "def d(a: i64[n], b: i64[n]): return a // b, a % b, sum(a), a >> b",
             inputs: vec![i64s(&[7, -7, i64::MIN, 5]), i64s(&[2, 2, -1, 70])],
+            packed: false,
         },
         Case {
             src: "def d(a: i64[n], b: i64[n]): return a // b",
             inputs: vec![i64s(&[7, -7]), i64s(&[2, 0])],
+            packed: false,
         },
         Case {
             src: "def s(x: f32[n], t: f32): return filter(x > t), x * t, mean(x), max(x)",
@@ -46,6 +52,7 @@ fn cases() -> Vec<Case> {
                 Data::Column(Buffer::F32(vec![0.5, 3.0, -0.0, 7.25, f32::NAN])),
                 Data::Scalar(Scalar::F32(1.5)),
             ],
+            packed: false,
         },
         Case {
             src: "def w(p: bool[n], k: i32[n]): return where(p, k << 3, -k), len(k), ~p",
@@ -53,10 +60,21 @@ fn cases() -> Vec<Case> {
                 Data::Column(Buffer::Bool(vec![true, false, true])),
                 Data::Column(Buffer::I32(vec![1, i32::MIN, -3])),
             ],
+            packed: false,
         },
         Case {
             src: "def e(x: float[n]): return x * 2.0, sum(x)",
             inputs: vec![f64s(&[])],
+            packed: false,
+        },
+        Case {
+            src: "def m(p: bool[n], q: bool[n], x: float[n]): return filter(p & ~q), where(p | q, x, -x)",
+            inputs: vec![
+                Data::Column(Buffer::Bool((0..11).map(|i| i % 3 == 0).collect())),
+                Data::Column(Buffer::Bool((0..11).map(|i| i % 2 == 0).collect())),
+                f64s(&[0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0]),
+            ],
+            packed: true,
         },
     ]
 }
@@ -104,6 +122,17 @@ fn c_main(kernel: &Kernel, symbol: &str, inputs: &[Data], n_rows: usize) -> Stri
                 } else {
                     args.push(format!("(const {ty}*)in{idx}"));
                 }
+            }
+            Param::BitmapIn { .. } => {
+                let Data::Column(Buffer::Bool(rows)) = &inputs[input_idx] else {
+                    panic!("a packed input is a bool column")
+                };
+                input_idx += 1;
+                decls += &format!(
+                    "static _Alignas(8) unsigned char in{idx}[] = {{{}}};\n",
+                    c_bytes(&kiln::jit::pack_bits(rows))
+                );
+                args.push(format!("(const uint8_t*)in{idx}"));
             }
             Param::Extent { .. } => args.push(format!("(int64_t){n_rows}")),
             Param::ScalarOut { dtype, .. } if kernel.direct && direct_ret.is_none() => {
@@ -267,7 +296,10 @@ fn check_target(target: &str, cc: &str, runner: Option<&str>, object: &ObjectFn)
             .graph;
         let info = kiln::verify(&graph).expect("verifies");
         let (graph, info) = kiln::optimize(&graph, &info).expect("optimizes");
-        let kernel = kiln::jit::lower(&graph, &info).expect("lowers");
+        let options = kiln::ir::kernel::LowerOptions {
+            packed_bools: case.packed,
+        };
+        let kernel = kiln::jit::lower_with(&graph, &info, &options).expect("lowers");
         let symbol = format!("kiln_case_{case_idx}");
         let object = object(&kernel, target, &symbol);
         let n_rows = case

@@ -182,6 +182,12 @@ impl Program for WasmProgram {
                     Data::Column(b) => args.push(Val::I32(heap.alloc(&buffer_bytes(b)))),
                     Data::Selection(_) => unreachable!("bind_inputs rejects selections"),
                 },
+                Param::BitmapIn { .. } => match inputs[idx] {
+                    Data::Column(Buffer::Bool(rows)) => {
+                        args.push(Val::I32(heap.alloc(&kiln::jit::pack_bits(rows))))
+                    }
+                    _ => unreachable!("bind_inputs checked: a packed input is a bool column"),
+                },
                 Param::Extent { dim } => {
                     args.push(Val::I64(extent(&Dim::Sym(dim.clone())) as i64));
                 }

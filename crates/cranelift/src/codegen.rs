@@ -394,6 +394,21 @@ impl<M: Module> FunctionCx<'_, M> {
                     value
                 }
             }
+            Expr::LoadBit(p, row) => {
+                // byte = base[row >> 3]; bit = (byte >> (row & 7)) & 1
+                let (base, row) = (self.arg(*p), self.reg(*row));
+                let byte_idx = self.bcx.ins().ushr_imm_u(row, 3);
+                let addr = self.element_addr(base, byte_idx, DType::Bool);
+                let byte = self.bcx.ins().load(
+                    types::I8,
+                    MemFlagsData::trusted().with_readonly(),
+                    addr,
+                    0,
+                );
+                let shift = self.bcx.ins().band_imm_u(row, 7);
+                let shifted = self.bcx.ins().ushr(byte, shift);
+                self.bcx.ins().band_imm_u(shifted, 1)
+            }
             Expr::Const(c) => self.codegen_const(*c),
             Expr::ExtentValue(e) => self.codegen_extent(*e),
             Expr::Var(v) => self.bcx.use_var(self.vars[v.0 as usize]),

@@ -5,7 +5,7 @@
 
 use crate::{CompileError, CompileResult, Engine, Program};
 use kiln_ir::exec::{bind_inputs, ExecError, ExecResult};
-use kiln_ir::kernel::{self, Kernel, Param};
+use kiln_ir::kernel::{self, Kernel, LowerOptions, Param};
 use kiln_ir::{Buffer, DType, Data, Graph, GraphInfo, Scalar, Type};
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -97,9 +97,18 @@ impl Llvm {
     /// Compiles verified graphs into one LLVM module (one optimization run, one
     /// execution engine).
     pub fn compile_many(&self, graphs: &[(&Graph, &GraphInfo)]) -> CompileResult<Vec<JitProgram>> {
+        self.compile_many_with(graphs, &LowerOptions::default())
+    }
+
+    /// [`Self::compile_many`] with a choice of native signature.
+    pub fn compile_many_with(
+        &self,
+        graphs: &[(&Graph, &GraphInfo)],
+        options: &LowerOptions,
+    ) -> CompileResult<Vec<JitProgram>> {
         let kernels = graphs
             .iter()
-            .map(|(g, i)| lower(g, i))
+            .map(|(g, i)| lower_with(g, i, options))
             .collect::<CompileResult<Vec<_>>>()?;
         let compiled = kiln_llvm::jit(kernels, self.opt).map_err(|e| match e {
             kiln_llvm::CodegenError::Unsupported(m) => CompileError::Unsupported(m),
@@ -135,15 +144,32 @@ pub fn status_error(graph: &Graph, kernel: &Kernel, status: i32) -> ExecError {
 
 /// Lowers a verified graph to its kernel.
 pub fn lower(graph: &Graph, info: &GraphInfo) -> CompileResult<Kernel> {
-    kernel::lower(graph, info).map_err(|e| CompileError::Unsupported(e.to_string()))
+    lower_with(graph, info, &LowerOptions::default())
+}
+
+/// Lowers a verified graph to its kernel with a choice of native signature.
+pub fn lower_with(
+    graph: &Graph,
+    info: &GraphInfo,
+    options: &LowerOptions,
+) -> CompileResult<Kernel> {
+    kernel::lower_with(graph, info, options).map_err(|e| CompileError::Unsupported(e.to_string()))
 }
 
 /// Compiles verified graphs into one JIT module with one finalize: the way to
 /// compile a GP population. Each program keeps the shared code alive.
 pub fn compile_many(graphs: &[(&Graph, &GraphInfo)]) -> CompileResult<Vec<JitProgram>> {
+    compile_many_with(graphs, &LowerOptions::default())
+}
+
+/// [`compile_many`] with a choice of native signature (packed `bool` columns).
+pub fn compile_many_with(
+    graphs: &[(&Graph, &GraphInfo)],
+    options: &LowerOptions,
+) -> CompileResult<Vec<JitProgram>> {
     let kernels = graphs
         .iter()
-        .map(|(g, i)| lower(g, i))
+        .map(|(g, i)| lower_with(g, i, options))
         .collect::<CompileResult<Vec<_>>>()?;
     let compiled =
         kiln_cranelift::jit(kernels).map_err(|e| CompileError::Codegen(e.to_string()))?;
@@ -183,6 +209,19 @@ fn scalar_from_bits(dtype: DType, bits: u64) -> Scalar {
         DType::F32 => Scalar::F32(f32::from_bits(bits as u32)),
         DType::F64 => Scalar::F64(f64::from_bits(bits)),
     }
+}
+
+/// Packs one `bool` per row into bytes, row `i` at bit `i % 8` of byte `i / 8`
+/// (Arrow's bitmap layout, [`Param::BitmapIn`]).
+pub fn pack_bits(rows: &[bool]) -> Vec<u8> {
+    rows.chunks(8)
+        .map(|chunk| {
+            chunk
+                .iter()
+                .enumerate()
+                .fold(0u8, |byte, (bit, &set)| byte | (u8::from(set) << bit))
+        })
+        .collect()
 }
 
 fn buffer_ptr(b: &Buffer) -> u64 {
@@ -233,6 +272,19 @@ impl JitProgram {
     /// Calling it requires the exact native signature and valid buffers.
     pub unsafe fn raw_fn_ptr(&self) -> *const u8 {
         self.code.native_ptr()
+    }
+
+    /// Calls the kernel through its uniform entry: one 8-byte slot per
+    /// parameter of [`Self::kernel`], in order (`docs/abi.md`). Returns the
+    /// kernel's status.
+    ///
+    /// # Safety
+    /// `slots` holds exactly one slot per parameter; every pointer slot points
+    /// at a live buffer of the dtype and length the parameter and the extents
+    /// in `slots` require; output buffers are writable and not aliased.
+    pub unsafe fn call_slots(&self, slots: &mut [u64]) -> i32 {
+        // SAFETY: the caller's guarantee is the tier's precondition.
+        unsafe { self.code.call(slots) }
     }
 
     /// A typed handle for a graph of scalars with one output, checked once:
@@ -302,6 +354,16 @@ impl Program for JitProgram {
                 ty @ Type::Selection(_) => OutSlot::Selection(vec![0; extent(ty)], 0),
             })
             .collect();
+        // Packed `bool` columns (`Param::BitmapIn`) are passed as these bitmaps.
+        let bitmaps: Vec<Vec<u8>> = kernel
+            .params
+            .iter()
+            .zip(inputs)
+            .map(|(p, d)| match (p, d) {
+                (Param::BitmapIn { .. }, Data::Column(Buffer::Bool(rows))) => pack_bits(rows),
+                _ => Vec::new(),
+            })
+            .collect();
         // Scalar inputs of a non-direct kernel are passed by pointer to these.
         let scalar_cells: Vec<u64> = inputs
             .iter()
@@ -321,6 +383,7 @@ impl Program for JitProgram {
                     Data::Column(b) => buffer_ptr(b),
                     Data::Selection(_) => unreachable!("bind_inputs rejects selections as inputs"),
                 },
+                Param::BitmapIn { .. } => bitmaps[param_idx].as_ptr() as u64,
                 Param::Extent { dim } => bindings
                     .extent(&kiln_ir::Dim::Sym(dim.clone()))
                     .expect("every symbol is bound"),

@@ -127,6 +127,7 @@ fn param_name(param: &Param) -> &str {
     match param {
         Param::ScalarIn { name, .. }
         | Param::ColumnIn { name, .. }
+        | Param::BitmapIn { name }
         | Param::ScalarOut { name, .. }
         | Param::ColumnOut { name, .. }
         | Param::SelectionOut { name }
@@ -515,6 +516,35 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
                     .set_alignment(dtype.size_bytes() as u32)
                     .map_err(|e| CodegenError::Invalid(e.to_string()))?;
                 self.load_bool(value, dtype)?
+            }
+            Expr::LoadBit(p, row) => {
+                // byte = base[row >> 3]; bit = (byte >> (row & 7)) & 1
+                let base = self.arg(*p).into_pointer_value();
+                let row = self.int(*row);
+                let i64t = self.cx.i64_type();
+                let byte_idx =
+                    self.builder
+                        .build_right_shift(row, i64t.const_int(3, false), false, "byte")?;
+                let addr = self.element_addr(base, byte_idx, DType::Bool)?;
+                let byte = self
+                    .builder
+                    .build_load(self.cx.i8_type(), addr, "bits")?
+                    .into_int_value();
+                let bit = self
+                    .builder
+                    .build_and(row, i64t.const_int(7, false), "bit")?;
+                let bit = self
+                    .builder
+                    .build_int_truncate(bit, self.cx.i8_type(), "bit")?;
+                let shifted = self
+                    .builder
+                    .build_right_shift(byte, bit, false, "shifted")?;
+                let one = self.builder.build_and(
+                    shifted,
+                    self.cx.i8_type().const_int(1, false),
+                    "one",
+                )?;
+                self.load_bool(one.into(), DType::Bool)?
             }
             Expr::Const(c) => self.codegen_const(*c),
             Expr::ExtentValue(e) => self.codegen_extent(*e).into(),

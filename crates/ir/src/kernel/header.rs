@@ -39,6 +39,7 @@ pub fn prototype(kernel: &Kernel, symbol: &str) -> String {
             }
             Param::ScalarIn { name, dtype } => (format!("const {}*", c_type(*dtype)), name.clone()),
             Param::ColumnIn { name, dtype } => (format!("const {}*", c_type(*dtype)), name.clone()),
+            Param::BitmapIn { name } => ("const uint8_t*".to_string(), name.clone()),
             Param::Extent { dim } => ("int64_t".to_string(), dim.clone()),
             Param::ScalarOut { name, dtype } if kernel.direct && !returned => {
                 returned = true;

@@ -47,8 +47,25 @@ fn column_dim(ty: &Type) -> Option<&Dim> {
     }
 }
 
-/// Lowers a verified (normally optimized) graph.
+/// Choices of the native signature that do not change what a kernel computes.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct LowerOptions {
+    /// Pass `bool` column inputs as packed bitmaps ([`Param::BitmapIn`]) rather
+    /// than one byte per row: how Arrow stores booleans and validity.
+    pub packed_bools: bool,
+}
+
+/// Lowers a verified (normally optimized) graph with the default signature.
 pub fn lower(graph: &Graph, info: &GraphInfo) -> Result<Kernel, LowerError> {
+    lower_with(graph, info, &LowerOptions::default())
+}
+
+/// Lowers a verified (normally optimized) graph.
+pub fn lower_with(
+    graph: &Graph,
+    info: &GraphInfo,
+    options: &LowerOptions,
+) -> Result<Kernel, LowerError> {
     for (value, node) in graph.nodes() {
         if let Type::Tensor(t) = &node.ty {
             if t.shape.len() > 1 && info.is_live(value) {
@@ -77,7 +94,7 @@ pub fn lower(graph: &Graph, info: &GraphInfo) -> Result<Kernel, LowerError> {
         input_params: Vec::new(),
         output_params: Vec::new(),
     };
-    lw.params();
+    lw.params(options);
     let levels = lw.levels();
     let max_level = levels.values().copied().max().unwrap_or(0);
     let mut body = Vec::new();
@@ -111,7 +128,7 @@ impl Lowerer<'_> {
         (self.kernel.params.len() - 1) as ParamIdx
     }
 
-    fn params(&mut self) {
+    fn params(&mut self, options: &LowerOptions) {
         for input in self.graph.inputs() {
             let t = self
                 .graph
@@ -121,6 +138,8 @@ impl Lowerer<'_> {
             let (name, dtype) = (input.name.clone(), t.dtype);
             let idx = self.param(if t.is_scalar() {
                 Param::ScalarIn { name, dtype }
+            } else if dtype == DType::Bool && options.packed_bools {
+                Param::BitmapIn { name }
             } else {
                 Param::ColumnIn { name, dtype }
             });
@@ -202,12 +221,9 @@ impl Lowerer<'_> {
         let expr = match &node.op {
             Op::Input { index } => {
                 let param = self.input_params[*index as usize];
-                match row {
-                    Some(r)
-                        if matches!(self.kernel.params[param as usize], Param::ColumnIn { .. }) =>
-                    {
-                        Expr::Load(param, r)
-                    }
+                match (row, &self.kernel.params[param as usize]) {
+                    (Some(r), Param::ColumnIn { .. }) => Expr::Load(param, r),
+                    (Some(r), Param::BitmapIn { .. }) => Expr::LoadBit(param, r),
                     _ => Expr::Input(param),
                 }
             }

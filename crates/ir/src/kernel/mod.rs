@@ -17,7 +17,7 @@ pub mod libcalls;
 mod lower;
 mod print;
 
-pub use lower::{lower, LowerError};
+pub use lower::{lower, lower_with, LowerError, LowerOptions};
 pub use print::print;
 
 use crate::entities::Value;
@@ -53,6 +53,13 @@ pub enum Param {
         name: String,
         /// Its element dtype.
         dtype: DType,
+    },
+    /// A `bool` column input passed packed, as an Arrow validity bitmap is:
+    /// a pointer to bytes where row `i` is bit `i % 8` (least significant
+    /// first) of byte `i / 8`. Only when [`LowerOptions::packed_bools`] asks.
+    BitmapIn {
+        /// The input's name.
+        name: String,
     },
     /// The extent of a symbolic dimension: an `int64_t` row count.
     Extent {
@@ -102,6 +109,8 @@ pub enum Expr {
     Input(ParamIdx),
     /// Element `row` of a column input parameter.
     Load(ParamIdx, Reg),
+    /// Bit `row` of a [`Param::BitmapIn`] parameter, as a `bool`.
+    LoadBit(ParamIdx, Reg),
     /// A constant.
     Const(Scalar),
     /// An extent as an `i64` row count.

@@ -17,6 +17,7 @@ pub fn print(kernel: &Kernel) -> String {
         let desc = match param {
             Param::ScalarIn { name, dtype } => format!("{dtype} input {name:?}"),
             Param::ColumnIn { name, dtype } => format!("*const {dtype} input {name:?}"),
+            Param::BitmapIn { name } => format!("*const bits input {name:?}"),
             Param::Extent { dim } => format!("i64 extent {dim}"),
             Param::ScalarOut { name, dtype } => format!("*mut {dtype} output {name:?}"),
             Param::ColumnOut { name, dtype } => format!("*mut {dtype} output {name:?}"),
@@ -48,6 +49,7 @@ fn expr(e: &Expr) -> String {
     match e {
         Expr::Input(p) => format!("input p{p}"),
         Expr::Load(p, row) => format!("load p{p}[{}]", r(*row)),
+        Expr::LoadBit(p, row) => format!("load_bit p{p}[{}]", r(*row)),
         Expr::Const(c) => format!("const {c}"),
         Expr::ExtentValue(x) => format!("extent {}", extent(*x)),
         Expr::Var(v) => format!("var{}", v.0),
