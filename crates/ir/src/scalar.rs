@@ -113,6 +113,24 @@ impl Scalar {
     }
 }
 
+macro_rules! scalar_from {
+    ($($t:ty => $variant:ident,)*) => {
+        $(impl From<$t> for Scalar {
+            fn from(v: $t) -> Scalar {
+                Scalar::$variant(v)
+            }
+        })*
+    };
+}
+
+scalar_from! {
+    bool => Bool,
+    i32 => I32,
+    i64 => I64,
+    f32 => F32,
+    f64 => F64,
+}
+
 impl PartialEq for Scalar {
     fn eq(&self, other: &Self) -> bool {
         self.dtype() == other.dtype() && self.bits() == other.bits()

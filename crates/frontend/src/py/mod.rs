@@ -9,7 +9,7 @@
 //! A free name of an expression or script becomes an `f64` input, in order of
 //! first use; function parameters are inputs in order, `f64` unless annotated.
 
-mod ast;
+pub mod ast;
 mod funcs;
 mod lex;
 mod lower;
@@ -35,6 +35,12 @@ pub struct Options {
 /// an expression count, as the peer benchmarks do).
 pub fn count_nodes(src: &str) -> ParseResult<usize> {
     Ok(parse::parse(src)?.exprs.len())
+}
+
+/// Parses Python-subset source into its syntax tree, for tools that give the
+/// syntax their own meaning (`kiln-arrow`'s queries).
+pub fn parse_ast(src: &str) -> ParseResult<ast::Ast> {
+    parse::parse(src)
 }
 
 /// Parses Python-subset source into an unverified graph and the source location

@@ -1,0 +1,200 @@
+//! pandas' query syntax (`(x > 2.0) & (x < 6.0)`) to an [`Expr`].
+//!
+//! The text is parsed by kiln's Python-subset parser; names are columns.
+//! `&`, `|`, `^`, `~` are logical on `bool` (Kleene, like `and`, `or`, `not`)
+//! and bitwise on ints; `/` divides in floating point, `//` and `%` floor as
+//! Python does; comparisons chain (`2 < x <= 6`). Functions: the math functions
+//! of the Python subset (`abs`, `sqrt`, `exp`, `log`, `sin`, …, `min`, `max`),
+//! `isnull`/`isna`, `notnull`/`notna` (also as methods: `x.isnull()`),
+//! `coalesce(a, b, …)`, `where(c, a, b)`, `a if c else b`, and the casts
+//! `float(x)`, `int(x)`, `bool(x)`, `f32(x)`, `i32(x)`.
+
+use crate::expr::{Expr, Func, Literal, MAX_DEPTH};
+use crate::Error;
+use kiln::frontend::py::ast::{BinOp, ExprKind, Stmt, UnOp};
+use kiln::ir::{BinaryOp, UnaryOp};
+use kiln::{DType, ParseError, Scalar};
+
+/// Parses a query.
+pub fn parse(src: &str) -> Result<Expr, Error> {
+    let ast = kiln::frontend::py::parse_ast(src)?;
+    let root = match (ast.name.as_ref(), ast.body.as_slice()) {
+        (None, [(Stmt::Expr(root), _)]) => *root,
+        _ => {
+            return Err(Error::Parse(ParseError::at(
+                src,
+                0,
+                "a query is one expression, such as `(x > 2.0) & (x < 6.0)`",
+            )))
+        }
+    };
+    let err = |span: kiln::frontend::py::ast::Span, message: String| {
+        Error::Parse(ParseError::at(src, span.start, message))
+    };
+    // The arena lists operands before their users: one forward pass builds
+    // every subtree, each moved (never copied) into its single user.
+    let mut built: Vec<Option<Expr>> = Vec::with_capacity(ast.exprs.len());
+    let mut depth: Vec<usize> = Vec::with_capacity(ast.exprs.len());
+    for node in &ast.exprs {
+        let children: Vec<usize> = match &node.kind {
+            ExprKind::Unary(_, a) => vec![*a],
+            ExprKind::Binary(_, a, b) => vec![*a, *b],
+            ExprKind::Compare(a, rest) => std::iter::once(*a)
+                .chain(rest.iter().map(|r| r.1))
+                .collect(),
+            ExprKind::IfElse(c, a, b) => vec![*c, *a, *b],
+            ExprKind::Call(_, args) | ExprKind::Tuple(args) => args.clone(),
+            _ => Vec::new(),
+        };
+        let d = 1 + children.iter().map(|&c| depth[c]).max().unwrap_or(0);
+        depth.push(d);
+        if d > MAX_DEPTH {
+            return Err(err(
+                node.span,
+                format!("the query nests more than {MAX_DEPTH} levels"),
+            ));
+        }
+        let mut take = |id: usize| built[id].take().expect("each operand has one user");
+        let call = |f: Func, args: Vec<Expr>| Expr::Call(f, args);
+        let e = match &node.kind {
+            ExprKind::Name(name) => Expr::Field(name.clone()),
+            ExprKind::Int(v) => match i64::try_from(*v) {
+                Ok(v) => Expr::Literal(Literal::Int(v)),
+                Err(_) => return Err(err(node.span, format!("{v} does not fit in i64"))),
+            },
+            ExprKind::Float(v) => Expr::Literal(Literal::Float(*v)),
+            ExprKind::Bool(b) => Expr::Literal(Literal::Value(Scalar::Bool(*b))),
+            ExprKind::Unary(op, a) => {
+                let a = take(*a);
+                match op {
+                    UnOp::Pos => a,
+                    UnOp::Neg => match a {
+                        Expr::Literal(Literal::Float(v)) => Expr::Literal(Literal::Float(-v)),
+                        a => call(Func::Unary(UnaryOp::Neg), vec![a]),
+                    },
+                    UnOp::Invert | UnOp::Not => call(Func::Not, vec![a]),
+                }
+            }
+            ExprKind::Binary(op, a, b) => {
+                let (a, b) = (take(*a), take(*b));
+                let func = match op {
+                    BinOp::Add => Func::Binary(BinaryOp::Add),
+                    BinOp::Sub => Func::Binary(BinaryOp::Sub),
+                    BinOp::Mul => Func::Binary(BinaryOp::Mul),
+                    BinOp::Div => Func::TrueDiv,
+                    BinOp::FloorDiv => Func::Binary(BinaryOp::FloorDiv),
+                    BinOp::Mod => Func::Binary(BinaryOp::Mod),
+                    BinOp::Pow => Func::Binary(BinaryOp::Pow),
+                    BinOp::Shl => Func::Binary(BinaryOp::Shl),
+                    BinOp::Shr => Func::Binary(BinaryOp::ShrArith),
+                    BinOp::BitAnd | BinOp::And => Func::And,
+                    BinOp::BitOr | BinOp::Or => Func::Or,
+                    BinOp::BitXor => Func::Xor,
+                };
+                call(func, vec![a, b])
+            }
+            ExprKind::Compare(first, rest) => {
+                // a < b <= c is (a < b) & (b <= c), b written once.
+                let mut left = take(*first);
+                let mut terms = Vec::new();
+                for (op, right) in rest {
+                    let right = take(*right);
+                    terms.push(call(Func::Compare(*op), vec![left, right.clone()]));
+                    left = right;
+                }
+                if terms.len() == 1 {
+                    terms.pop().expect("one term")
+                } else {
+                    call(Func::And, terms)
+                }
+            }
+            ExprKind::IfElse(c, a, b) => {
+                let (c, a, b) = (take(*c), take(*a), take(*b));
+                call(Func::If, vec![c, a, b])
+            }
+            ExprKind::Call(name, args) => {
+                let mut args: Vec<Expr> = args.iter().map(|&a| take(a)).collect();
+                // `x.isnull()` and friends: a method of a column.
+                let (name, receiver) = match name.rsplit_once('.') {
+                    Some((col, method)) if args.is_empty() => (method, Some(col)),
+                    _ => (name.as_str(), None),
+                };
+                if let Some(col) = receiver {
+                    args.push(Expr::Field(col.to_string()));
+                }
+                let func = match name {
+                    "float" | "f64" => Func::Cast(DType::F64),
+                    "f32" => Func::Cast(DType::F32),
+                    "int" | "i64" => Func::Cast(DType::I64),
+                    "i32" => Func::Cast(DType::I32),
+                    "bool" => Func::Cast(DType::Bool),
+                    "min" => Func::Binary(BinaryOp::Min),
+                    "max" => Func::Binary(BinaryOp::Max),
+                    other => Func::from_name(other)
+                        .filter(|f| !matches!(f, Func::Compare(_)))
+                        .ok_or_else(|| err(node.span, format!("unknown function `{other}`")))?,
+                };
+                if let Some(n) = func.arity() {
+                    if args.len() != n {
+                        return Err(err(
+                            node.span,
+                            format!("`{name}` takes {n} argument(s), not {}", args.len()),
+                        ));
+                    }
+                } else if args.is_empty() {
+                    return Err(err(node.span, format!("`{name}` needs an argument")));
+                }
+                call(func, args)
+            }
+            ExprKind::Tuple(_) => return Err(err(node.span, "a query is not a tuple".into())),
+        };
+        built.push(Some(e));
+    }
+    Ok(built[root]
+        .take()
+        .expect("the root is built last and unused"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_seed_query() {
+        let e = parse("(x > 2.0) & (x < 6.0)").unwrap();
+        assert_eq!(e.to_string(), "((x > 2.0) & (x < 6.0))");
+        assert_eq!(
+            parse("2 < x <= 6").unwrap().to_string(),
+            "((2 < x) & (x <= 6))"
+        );
+        assert_eq!(
+            parse("x.isnull() | ~(y == 1) and not z")
+                .unwrap()
+                .to_string(),
+            "((isnull(x) | ~(y == 1)) & ~z)"
+        );
+        assert_eq!(parse("-2.5 * x").unwrap().to_string(), "(-2.5 * x)");
+    }
+
+    #[test]
+    fn bad_queries_are_errors_with_a_place() {
+        for (src, msg) in [
+            ("x >", "expected"),
+            ("frob(x)", "unknown function `frob`"),
+            ("sqrt(x, y)", "takes 1"),
+            ("(x, y)", "tuple"),
+            ("a = 1\na", "one expression"),
+            ("99999999999999999999 > x", "does not fit"),
+        ] {
+            let e = parse(src).unwrap_err().to_string();
+            assert!(e.contains(msg), "{src}: {e}");
+        }
+        let deep = format!("{}x{}", "(".repeat(150), ")".repeat(150));
+        assert!(parse(&deep).is_ok());
+        let long = vec!["x"; 5000].join(" + ");
+        assert!(parse(&long)
+            .unwrap_err()
+            .to_string()
+            .contains("nests more than"));
+    }
+}

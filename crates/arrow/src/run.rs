@@ -1,0 +1,538 @@
+//! Compiled filters and projections, their per-null-pattern kernels, the
+//! process-wide code cache, and the calls into the kernels.
+
+use crate::expr::Expr;
+use crate::lower::{self, Kind, Lowered, ProjectedOutput, Source};
+use crate::{Error, Tier};
+use arrow_array::{
+    Array, ArrayRef, BooleanArray, Float32Array, Float64Array, Int32Array, Int64Array, RecordBatch,
+    UInt32Array,
+};
+use arrow_buffer::{BooleanBuffer, Buffer as ArrowBuffer, NullBuffer, ScalarBuffer};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use kiln::ir::kernel::{LowerOptions, Param};
+use kiln::{Buffer, DType, Data, Engine, ExecError, GraphInfo, JitProgram, Program, Scalar};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// Machine code (or an interpreter program) for one graph.
+enum Code {
+    Interp(Box<dyn Program>),
+    Jit(JitProgram),
+}
+
+/// One compiled variant: the kernel for one pattern of columns with nulls.
+struct Variant {
+    inputs: Vec<Source>,
+    outputs: Vec<ProjectedOutput>,
+    graph: kiln::Graph,
+    code: Arc<Code>,
+}
+
+/// The kernels compiled in this process, by tier and graph text: a query
+/// compiled again (by another `Filter::make`, on another schema with the same
+/// column types) reuses the code.
+type CodeCache = Mutex<HashMap<(Tier, String), Arc<Code>>>;
+
+static CACHE: OnceLock<CodeCache> = OnceLock::new();
+static COMPILATIONS: AtomicU64 = AtomicU64::new(0);
+
+/// How many kernels this process has compiled (not found in the cache).
+pub fn compilations() -> u64 {
+    COMPILATIONS.load(Ordering::Relaxed)
+}
+
+/// The cache holds at most this many kernels; it starts over when full.
+const CACHE_CAPACITY: usize = 4096;
+
+fn compile(tier: Tier, graph: &kiln::Graph) -> Result<(kiln::Graph, Arc<Code>), Error> {
+    let info = kiln::verify(graph).map_err(kiln::CompileError::from)?;
+    let (graph, info): (kiln::Graph, GraphInfo) =
+        kiln::optimize(graph, &info).map_err(kiln::CompileError::from)?;
+    let key = (tier, kiln::ir::text::print(&graph));
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(code) = cache.lock().expect("cache lock").get(&key) {
+        return Ok((graph, code.clone()));
+    }
+    let packed = LowerOptions { packed_bools: true };
+    let code = Arc::new(match tier {
+        Tier::Interpreter => Code::Interp(kiln::Interpreter.compile(&graph, &info)?),
+        Tier::Cranelift => Code::Jit(
+            kiln::jit::compile_many_with(&[(&graph, &info)], &packed)?
+                .pop()
+                .expect("one graph, one program"),
+        ),
+        #[cfg(feature = "llvm")]
+        Tier::Llvm => Code::Jit(
+            kiln::Llvm::default()
+                .compile_many_with(&[(&graph, &info)], &packed)?
+                .pop()
+                .expect("one graph, one program"),
+        ),
+    });
+    COMPILATIONS.fetch_add(1, Ordering::Relaxed);
+    let mut map = cache.lock().expect("cache lock");
+    if map.len() >= CACHE_CAPACITY {
+        map.clear();
+    }
+    map.insert(key, code.clone());
+    Ok((graph, code))
+}
+
+/// What a filter and a projector share: the expressions, the schema, and a
+/// variant per null pattern.
+struct Compiled {
+    schema: SchemaRef,
+    exprs: Vec<Expr>,
+    kind: Kind,
+    tier: Tier,
+    variants: Mutex<HashMap<Vec<bool>, Arc<Variant>>>,
+}
+
+impl Compiled {
+    fn new(schema: SchemaRef, exprs: Vec<Expr>, kind: Kind, tier: Tier) -> Result<Self, Error> {
+        let compiled = Compiled {
+            schema,
+            exprs,
+            kind,
+            tier,
+            variants: Mutex::new(HashMap::new()),
+        };
+        // Compile the null-free kernel now: type errors surface here, and the
+        // common case is ready.
+        compiled.variant(vec![false; compiled.schema.fields().len()])?;
+        Ok(compiled)
+    }
+
+    fn variant(&self, nulls: Vec<bool>) -> Result<Arc<Variant>, Error> {
+        if let Some(v) = self.variants.lock().expect("variants lock").get(&nulls) {
+            return Ok(v.clone());
+        }
+        let Lowered {
+            graph,
+            inputs,
+            outputs,
+        } = lower::lower(&self.schema, &self.exprs, &self.kind, &nulls)?;
+        let (graph, code) = compile(self.tier, &graph)?;
+        let variant = Arc::new(Variant {
+            inputs,
+            outputs,
+            graph,
+            code,
+        });
+        self.variants
+            .lock()
+            .expect("variants lock")
+            .insert(nulls, variant.clone());
+        Ok(variant)
+    }
+
+    /// Checks the batch against the schema and picks the variant for the
+    /// columns that have nulls in it.
+    fn variant_for(&self, batch: &RecordBatch) -> Result<Arc<Variant>, Error> {
+        let schema = batch.schema();
+        if schema.fields().len() != self.schema.fields().len() {
+            return Err(Error::SchemaMismatch(format!(
+                "{} columns, compiled for {}",
+                schema.fields().len(),
+                self.schema.fields().len()
+            )));
+        }
+        for (got, want) in schema.fields().iter().zip(self.schema.fields()) {
+            if got.name() != want.name() || got.data_type() != want.data_type() {
+                return Err(Error::SchemaMismatch(format!(
+                    "column `{}: {}` where `{}: {}` was compiled for",
+                    got.name(),
+                    got.data_type(),
+                    want.name(),
+                    want.data_type()
+                )));
+            }
+        }
+        if u32::try_from(batch.num_rows()).is_err() {
+            return Err(Error::SchemaMismatch(format!(
+                "{} rows: selection vectors index at most 2^32 rows per batch",
+                batch.num_rows()
+            )));
+        }
+        let nulls = batch.columns().iter().map(|c| c.null_count() > 0).collect();
+        self.variant(nulls)
+    }
+
+    /// Runs the kernel over `batch`: one `Data` per graph output.
+    fn run(&self, batch: &RecordBatch) -> Result<(Arc<Variant>, Vec<Data>), Error> {
+        let variant = self.variant_for(batch)?;
+        let outs = match &*variant.code {
+            Code::Interp(program) => {
+                let inputs: Vec<Data> = variant
+                    .inputs
+                    .iter()
+                    .map(|s| interp_input(batch, *s))
+                    .collect();
+                program
+                    .run(&inputs)
+                    .map_err(|e| exec_error(&variant.graph, e))?
+            }
+            Code::Jit(program) => run_jit(program, &variant, batch)?,
+        };
+        Ok((variant, outs))
+    }
+}
+
+fn exec_error(graph: &kiln::Graph, e: ExecError) -> Error {
+    match e {
+        ExecError::DivisionByZero { node, .. } => Error::DivisionByZero {
+            expr: graph.source_name(node).unwrap_or("?").to_string(),
+        },
+        e => Error::Exec(e.to_string()),
+    }
+}
+
+/// A column as the interpreter takes it (copied).
+fn interp_input(batch: &RecordBatch, source: Source) -> Data {
+    match source {
+        Source::Validity(idx) => {
+            let col = batch.column(idx);
+            Data::Column(Buffer::Bool(
+                (0..col.len()).map(|row| col.is_valid(row)).collect(),
+            ))
+        }
+        Source::Values(idx) => {
+            let data = batch.column(idx).to_data();
+            let len = data.len();
+            let dtype = lower::column_dtype(data.data_type()).expect("lowering checked the type");
+            if dtype == DType::Bool {
+                let bits = BooleanBuffer::new(data.buffers()[0].clone(), data.offset(), len);
+                return Data::Column(Buffer::Bool(bits.iter().collect()));
+            }
+            let bytes = &data.buffers()[0].as_slice()[data.offset() * dtype.size_bytes()..];
+            let mut buffer = Buffer::with_capacity(dtype, len);
+            for chunk in bytes.chunks_exact(dtype.size_bytes()).take(len) {
+                buffer.push(Scalar::from_le_bytes(dtype, chunk).expect("one element"));
+            }
+            Data::Column(buffer)
+        }
+    }
+}
+
+/// The address of bit 0 of `bits`, copying them to a byte boundary first if
+/// they start inside a byte (a slice at an odd row).
+fn bitmap_ptr(bits: &BooleanBuffer, keep: &mut Vec<ArrowBuffer>) -> u64 {
+    if bits.offset() % 8 == 0 {
+        bits.inner().as_slice()[bits.offset() / 8..].as_ptr() as u64
+    } else {
+        let aligned = bits.sliced();
+        let ptr = aligned.as_ptr() as u64;
+        keep.push(aligned);
+        ptr
+    }
+}
+
+/// Storage for one kernel output during the call.
+enum Out {
+    Scalar(DType, u64),
+    Column(Buffer),
+    Selection(Vec<u32>, i64),
+}
+
+fn run_jit(
+    program: &JitProgram,
+    variant: &Variant,
+    batch: &RecordBatch,
+) -> Result<Vec<Data>, Error> {
+    let n = batch.num_rows();
+    let kernel = program.kernel();
+    let mut keep_data = Vec::with_capacity(variant.inputs.len());
+    let mut keep_buffers = Vec::new();
+    let mut input_ptrs = Vec::with_capacity(variant.inputs.len());
+    for &source in &variant.inputs {
+        let ptr = match source {
+            Source::Validity(idx) => {
+                let nulls = batch
+                    .column(idx)
+                    .nulls()
+                    .expect("the variant was chosen for a column with nulls");
+                bitmap_ptr(nulls.inner(), &mut keep_buffers)
+            }
+            Source::Values(idx) => {
+                let data = batch.column(idx).to_data();
+                let ptr = if data.data_type() == &DataType::Boolean {
+                    let bits = BooleanBuffer::new(data.buffers()[0].clone(), data.offset(), n);
+                    bitmap_ptr(&bits, &mut keep_buffers)
+                } else {
+                    let width = data
+                        .data_type()
+                        .primitive_width()
+                        .expect("a primitive column");
+                    // Arrow keeps primitive buffers aligned to their width.
+                    data.buffers()[0].as_slice()[data.offset() * width..].as_ptr() as u64
+                };
+                keep_data.push(data);
+                ptr
+            }
+        };
+        input_ptrs.push(ptr);
+    }
+    let mut outs: Vec<Out> = kernel
+        .params
+        .iter()
+        .filter_map(|p| match p {
+            Param::ScalarOut { dtype, .. } => Some(Out::Scalar(*dtype, 0)),
+            Param::ColumnOut { dtype, .. } => Some(Out::Column(zeroed(*dtype, n))),
+            Param::SelectionOut { .. } => Some(Out::Selection(vec![0; n], 0)),
+            _ => None,
+        })
+        .collect();
+    let mut slots = Vec::with_capacity(kernel.params.len());
+    let mut inputs = input_ptrs.into_iter();
+    let mut out_iter = outs.iter_mut();
+    let mut pending_count: Option<*mut i64> = None;
+    for param in &kernel.params {
+        slots.push(match param {
+            Param::ColumnIn { .. } | Param::BitmapIn { .. } => {
+                inputs.next().expect("one pointer per input")
+            }
+            Param::ScalarIn { .. } => unreachable!("every input of an Arrow graph is a column"),
+            Param::Extent { .. } => n as u64,
+            Param::SelectionCount { .. } => {
+                pending_count.take().expect("a count follows its selection") as u64
+            }
+            _ => match out_iter.next().expect("one slot per output") {
+                Out::Scalar(_, cell) => cell as *mut u64 as u64,
+                Out::Column(b) => buffer_mut_ptr(b),
+                Out::Selection(rows, count) => {
+                    pending_count = Some(count as *mut i64);
+                    rows.as_mut_ptr() as u64
+                }
+            },
+        });
+    }
+    // SAFETY: one slot per kernel parameter. Input pointers address the
+    // batch's buffers (kept alive by `keep_data` / `keep_buffers`), each with
+    // `n` elements (or `ceil(n / 8)` bitmap bytes) of the dtype lowering chose
+    // from the schema, which `variant_for` checked the batch against; output
+    // buffers were sized for `n` rows and are exclusively borrowed here.
+    let status = unsafe { program.call_slots(&mut slots) };
+    drop((keep_data, keep_buffers));
+    if status != 0 {
+        return Err(exec_error(
+            &variant.graph,
+            kiln::jit::status_error(&variant.graph, kernel, status),
+        ));
+    }
+    Ok(outs
+        .into_iter()
+        .map(|o| match o {
+            Out::Scalar(dtype, bits) => Data::Scalar(scalar_from_bits(dtype, bits)),
+            Out::Column(b) => Data::Column(b),
+            Out::Selection(mut rows, count) => {
+                rows.truncate(count as usize);
+                Data::Selection(rows)
+            }
+        })
+        .collect())
+}
+
+fn zeroed(dtype: DType, len: usize) -> Buffer {
+    match dtype {
+        DType::Bool => Buffer::Bool(vec![false; len]),
+        DType::I32 => Buffer::I32(vec![0; len]),
+        DType::I64 => Buffer::I64(vec![0; len]),
+        DType::F32 => Buffer::F32(vec![0.0; len]),
+        DType::F64 => Buffer::F64(vec![0.0; len]),
+    }
+}
+
+fn buffer_mut_ptr(b: &mut Buffer) -> u64 {
+    match b {
+        Buffer::Bool(v) => v.as_mut_ptr() as u64,
+        Buffer::I32(v) => v.as_mut_ptr() as u64,
+        Buffer::I64(v) => v.as_mut_ptr() as u64,
+        Buffer::F32(v) => v.as_mut_ptr() as u64,
+        Buffer::F64(v) => v.as_mut_ptr() as u64,
+    }
+}
+
+fn scalar_from_bits(dtype: DType, bits: u64) -> Scalar {
+    let bytes = bits.to_le_bytes();
+    Scalar::from_le_bytes(dtype, &bytes[..dtype.size_bytes()]).expect("one element")
+}
+
+/// A compiled filter: evaluates to the ascending indices of the rows where the
+/// condition is true. Cheap to clone; `Send + Sync`.
+#[derive(Clone)]
+pub struct Filter {
+    inner: Arc<Compiled>,
+}
+
+impl std::fmt::Debug for Filter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Filter({} on {})",
+            self.inner.exprs[0],
+            self.inner.tier.name()
+        )
+    }
+}
+
+impl Filter {
+    /// Compiles `condition` (a `bool` expression) for batches of `schema`
+    /// with the Cranelift tier.
+    pub fn make(schema: SchemaRef, condition: &Expr) -> Result<Filter, Error> {
+        Filter::make_with(schema, condition, Tier::default())
+    }
+
+    /// Compiles `condition` for batches of `schema` with `tier`.
+    pub fn make_with(schema: SchemaRef, condition: &Expr, tier: Tier) -> Result<Filter, Error> {
+        Ok(Filter {
+            inner: Arc::new(Compiled::new(
+                schema,
+                vec![condition.clone()],
+                Kind::Filter,
+                tier,
+            )?),
+        })
+    }
+
+    /// Parses a pandas-style query ([`crate::query`]) and compiles it with
+    /// the Cranelift tier.
+    pub fn query(schema: SchemaRef, query: &str) -> Result<Filter, Error> {
+        Filter::make(schema, &crate::query::parse(query)?)
+    }
+
+    /// The rows of `batch` where the condition is true, ascending.
+    pub fn evaluate(&self, batch: &RecordBatch) -> Result<UInt32Array, Error> {
+        let rows = self.selection(batch)?;
+        Ok(UInt32Array::new(ScalarBuffer::from(rows), None))
+    }
+
+    /// How many rows of `batch` the condition keeps.
+    pub fn count(&self, batch: &RecordBatch) -> Result<usize, Error> {
+        Ok(self.selection(batch)?.len())
+    }
+
+    /// The rows of `batch` where the condition is true, as a new batch.
+    pub fn apply(&self, batch: &RecordBatch) -> Result<RecordBatch, Error> {
+        let indices = self.evaluate(batch)?;
+        arrow_select::take::take_record_batch(batch, &indices)
+            .map_err(|e| Error::Exec(e.to_string()))
+    }
+
+    fn selection(&self, batch: &RecordBatch) -> Result<Vec<u32>, Error> {
+        let (_, mut outs) = self.inner.run(batch)?;
+        match outs.pop() {
+            Some(Data::Selection(rows)) => Ok(rows),
+            other => Err(Error::Exec(format!("a filter returned {other:?}"))),
+        }
+    }
+}
+
+/// A compiled projection: evaluates named expressions to new columns.
+/// Cheap to clone; `Send + Sync`.
+#[derive(Clone)]
+pub struct Projector {
+    inner: Arc<Compiled>,
+    schema: SchemaRef,
+}
+
+impl std::fmt::Debug for Projector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Projector({:?} on {})",
+            self.schema,
+            self.inner.tier.name()
+        )
+    }
+}
+
+fn arrow_type(dtype: DType) -> DataType {
+    match dtype {
+        DType::Bool => DataType::Boolean,
+        DType::I32 => DataType::Int32,
+        DType::I64 => DataType::Int64,
+        DType::F32 => DataType::Float32,
+        DType::F64 => DataType::Float64,
+    }
+}
+
+impl Projector {
+    /// Compiles `(name, expression)` pairs for batches of `schema` with `tier`.
+    pub fn make_with(
+        schema: SchemaRef,
+        exprs: &[(&str, Expr)],
+        tier: Tier,
+    ) -> Result<Projector, Error> {
+        let inner = Compiled::new(
+            schema,
+            exprs.iter().map(|(_, e)| e.clone()).collect(),
+            Kind::Project,
+            tier,
+        )?;
+        let variant = inner.variant(vec![false; inner.schema.fields().len()])?;
+        let fields: Vec<Field> = exprs
+            .iter()
+            .zip(&variant.outputs)
+            .map(|((name, _), o)| Field::new(*name, arrow_type(o.dtype), true))
+            .collect();
+        Ok(Projector {
+            inner: Arc::new(inner),
+            schema: Arc::new(Schema::new(fields)),
+        })
+    }
+
+    /// Compiles with the Cranelift tier.
+    pub fn make(schema: SchemaRef, exprs: &[(&str, Expr)]) -> Result<Projector, Error> {
+        Projector::make_with(schema, exprs, Tier::default())
+    }
+
+    /// The schema of the batches [`Self::evaluate`] returns.
+    pub fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    /// The projected columns of `batch`.
+    pub fn evaluate(&self, batch: &RecordBatch) -> Result<RecordBatch, Error> {
+        let n = batch.num_rows();
+        let (variant, outs) = self.inner.run(batch)?;
+        let mut outs = outs.into_iter();
+        let mut columns = Vec::with_capacity(variant.outputs.len());
+        for o in &variant.outputs {
+            let values = outs.next().expect("a value output per expression");
+            let valid = o.validity.map(|_| outs.next().expect("a validity output"));
+            columns.push(array(o.dtype, values, valid, n));
+        }
+        RecordBatch::try_new(self.schema.clone(), columns).map_err(|e| Error::Exec(e.to_string()))
+    }
+}
+
+/// The rows of `data` (a column, or a scalar repeated `n` times) as a buffer.
+fn rows(data: Data, dtype: DType, n: usize) -> Buffer {
+    match data {
+        Data::Column(b) => b,
+        Data::Scalar(s) => {
+            let mut b = Buffer::with_capacity(dtype, n);
+            for _ in 0..n {
+                b.push(s);
+            }
+            b
+        }
+        Data::Selection(_) => unreachable!("projections output no selections"),
+    }
+}
+
+fn array(dtype: DType, values: Data, valid: Option<Data>, n: usize) -> ArrayRef {
+    let nulls = valid.map(|v| match rows(v, DType::Bool, n) {
+        Buffer::Bool(v) => NullBuffer::from(v),
+        _ => unreachable!("validity is bool"),
+    });
+    match rows(values, dtype, n) {
+        Buffer::Bool(v) => Arc::new(BooleanArray::new(BooleanBuffer::from(v), nulls)),
+        Buffer::I32(v) => Arc::new(Int32Array::new(ScalarBuffer::from(v), nulls)),
+        Buffer::I64(v) => Arc::new(Int64Array::new(ScalarBuffer::from(v), nulls)),
+        Buffer::F32(v) => Arc::new(Float32Array::new(ScalarBuffer::from(v), nulls)),
+        Buffer::F64(v) => Arc::new(Float64Array::new(ScalarBuffer::from(v), nulls)),
+    }
+}
