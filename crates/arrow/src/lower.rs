@@ -10,7 +10,7 @@
 use crate::expr::{Expr, Func, Literal};
 use crate::Error;
 use arrow_schema::{DataType, Schema};
-use kiln::ir::{BinaryOp, Builder, TypeError, UnaryOp, Value};
+use kiln::ir::{BinaryOp, Builder, CmpOp, TypeError, UnaryOp, Value};
 use kiln::{DType, Graph, Scalar, Type};
 
 /// The dimension every column has.
@@ -174,11 +174,21 @@ pub fn lower(
                 }
                 None => v.value,
             };
-            if lw.b.ty(keep).as_tensor().is_some_and(|t| t.is_scalar()) {
-                return Err(Error::Type(format!(
-                    "the filter condition `{cond}` reads no column"
-                )));
-            }
+            let keep = if lw.b.ty(keep).as_tensor().is_some_and(|t| t.is_scalar()) {
+                // The condition folded to one value for this batch's nulls
+                // (`notna(x)` without nulls): give it the rows of a column.
+                let Some(&(_, column, _)) = lw.columns.first() else {
+                    return Err(Error::Type(format!(
+                        "the filter condition `{cond}` reads no column"
+                    )));
+                };
+                let same = lw.b.compare(CmpOp::Eq, column, column).map_err(type_err)?;
+                let differs = lw.b.compare(CmpOp::Ne, column, column).map_err(type_err)?;
+                let every = lw.b.binary(BinaryOp::Or, same, differs).map_err(type_err)?;
+                lw.b.binary(BinaryOp::And, every, keep).map_err(type_err)?
+            } else {
+                keep
+            };
             let sel = lw.b.filter(keep).map_err(type_err)?;
             lw.b.output("selection", sel);
         }

@@ -1,0 +1,439 @@
+//! kiln-arrow against hand-computed tables and against arrow-rs's own compute
+//! kernels, on every tier.
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Float64Type, Int32Type};
+use arrow_array::{
+    Array, ArrayRef, BooleanArray, Date32Array, Float32Array, Float64Array, Int32Array, Int64Array,
+    RecordBatch, StringArray, UInt32Array,
+};
+use arrow_schema::DataType;
+use kiln_arrow::expr::{and, call, coalesce, field, if_then_else, lit, null, or};
+use kiln_arrow::{query, Error, Filter, Projector, Tier};
+use std::sync::Arc;
+
+fn batch(columns: Vec<(&str, ArrayRef)>) -> RecordBatch {
+    RecordBatch::try_from_iter(columns).expect("a valid batch")
+}
+
+fn rows(a: &UInt32Array) -> Vec<u32> {
+    a.values().to_vec()
+}
+
+fn filter(b: &RecordBatch, q: &str, tier: Tier) -> Vec<u32> {
+    let f = Filter::make_with(b.schema(), &query::parse(q).unwrap(), tier).unwrap();
+    rows(&f.evaluate(b).unwrap())
+}
+
+#[test]
+fn the_seed_query_selects_rows_3_4_5() {
+    let x: ArrayRef = Arc::new(Float64Array::from_iter_values((0..10).map(f64::from)));
+    let b = batch(vec![("x", x)]);
+    for tier in Tier::all() {
+        assert_eq!(
+            filter(&b, "(x > 2.0) & (x < 6.0)", tier),
+            [3, 4, 5],
+            "{tier:?}"
+        );
+        let f = Filter::make_with(
+            b.schema(),
+            &and(vec![field("x").gt(lit(2.0)), field("x").lt(lit(6.0))]),
+            tier,
+        )
+        .unwrap();
+        assert_eq!(f.count(&b).unwrap(), 3);
+        let kept = f.apply(&b).unwrap();
+        assert_eq!(
+            kept.column(0).as_primitive::<Float64Type>().values(),
+            &[3.0, 4.0, 5.0]
+        );
+    }
+}
+
+/// Every pair of {true, false, null}: a is T T T F F F N N N, b is T F N … .
+fn truth_table() -> RecordBatch {
+    let v = [Some(true), Some(false), None];
+    let a: Vec<_> = v.iter().flat_map(|&x| [x; 3]).collect();
+    let b: Vec<_> = (0..3).flat_map(|_| v).collect();
+    batch(vec![
+        ("a", Arc::new(BooleanArray::from(a)) as ArrayRef),
+        ("b", Arc::new(BooleanArray::from(b)) as ArrayRef),
+    ])
+}
+
+fn project(b: &RecordBatch, q: &str, tier: Tier) -> ArrayRef {
+    let p = Projector::make_with(b.schema(), &[("out", query::parse(q).unwrap())], tier).unwrap();
+    p.evaluate(b).unwrap().column(0).clone()
+}
+
+fn bools(a: &ArrayRef) -> Vec<Option<bool>> {
+    a.as_boolean().iter().collect()
+}
+
+#[test]
+fn kleene_logic_by_hand() {
+    const T: Option<bool> = Some(true);
+    const F: Option<bool> = Some(false);
+    const N: Option<bool> = None;
+    let t = truth_table();
+    for tier in Tier::all() {
+        // a:  T T T F F F N N N
+        // b:  T F N T F N T F N
+        assert_eq!(
+            bools(&project(&t, "a & b", tier)),
+            [T, F, N, F, F, F, N, F, N]
+        );
+        assert_eq!(
+            bools(&project(&t, "a | b", tier)),
+            [T, T, T, T, F, N, T, N, N]
+        );
+        assert_eq!(
+            bools(&project(&t, "a and b", tier)),
+            [T, F, N, F, F, F, N, F, N]
+        );
+        assert_eq!(bools(&project(&t, "~a", tier)), [F, F, F, T, T, T, N, N, N]);
+        assert_eq!(
+            bools(&project(&t, "a ^ b", tier)),
+            [F, T, N, T, F, N, N, N, N]
+        );
+        assert_eq!(
+            bools(&project(&t, "a == b", tier)),
+            [T, F, N, F, T, N, N, N, N]
+        );
+        assert_eq!(
+            bools(&project(&t, "isnull(a)", tier)),
+            [F, F, F, F, F, F, T, T, T]
+        );
+        assert_eq!(
+            bools(&project(&t, "b.notnull()", tier)),
+            [T, T, F, T, T, F, T, T, F]
+        );
+        assert_eq!(
+            bools(&project(&t, "coalesce(a, b)", tier)),
+            [T, T, T, F, F, F, T, F, N]
+        );
+        // A filter keeps only true, never null.
+        assert_eq!(filter(&t, "a & b", tier), [0]);
+        assert_eq!(filter(&t, "a | b", tier), [0, 1, 2, 3, 6]);
+        assert_eq!(filter(&t, "~(a | b)", tier), [4]);
+        assert_eq!(filter(&t, "a & b | isnull(a) & isnull(b)", tier), [0, 8]);
+        // Three-way and n-ary builder forms agree with the binary ones.
+        let abn = and(vec![field("a"), field("b"), field("a").is_not_null()]);
+        let f = Filter::make_with(t.schema(), &abn, tier).unwrap();
+        assert_eq!(rows(&f.evaluate(&t).unwrap()), [0]);
+        let any = or(vec![field("a"), field("b"), field("a").is_null()]);
+        let f = Filter::make_with(t.schema(), &any, tier).unwrap();
+        assert_eq!(rows(&f.evaluate(&t).unwrap()), [0, 1, 2, 3, 6, 7, 8]);
+    }
+}
+
+#[test]
+fn arithmetic_and_comparisons_on_nulls_are_null() {
+    let x = Float64Array::from(vec![Some(1.0), None, Some(3.0), Some(-4.0), None]);
+    let k = Int32Array::from(vec![Some(10), Some(20), None, Some(0), None]);
+    let b = batch(vec![
+        ("x", Arc::new(x) as ArrayRef),
+        ("k", Arc::new(k) as ArrayRef),
+    ]);
+    for tier in Tier::all() {
+        let sum = project(&b, "x + k", tier);
+        let sum: Vec<_> = sum.as_primitive::<Float64Type>().iter().collect();
+        assert_eq!(sum, [Some(11.0), None, None, Some(-4.0), None], "{tier:?}");
+        let cmp = project(&b, "x * 2 < k", tier);
+        assert_eq!(bools(&cmp), [Some(true), None, None, Some(true), None]);
+        // Null rows never fail a division: only a valid zero divisor would.
+        let q = project(&b, "k // 3 + k % 7", tier);
+        let q: Vec<_> = q.as_primitive::<Int32Type>().iter().collect();
+        assert_eq!(q, [Some(6), Some(12), None, Some(0), None]);
+        let c = project(&b, "coalesce(x, k, -1)", tier);
+        let c: Vec<_> = c.as_primitive::<Float64Type>().iter().collect();
+        assert_eq!(
+            c,
+            [Some(1.0), Some(20.0), Some(3.0), Some(-4.0), Some(-1.0)]
+        );
+        let w = project(&b, "where(x > 0, k, -k)", tier);
+        let w: Vec<_> = w.as_primitive::<Int32Type>().iter().collect();
+        // A null condition picks the else branch (SQL CASE); -k is null in row 4.
+        assert_eq!(w, [Some(10), Some(-20), None, Some(0), None]);
+        let nul = Projector::make_with(
+            b.schema(),
+            &[("n", field("x").add(null(kiln::DType::F64)))],
+            tier,
+        )
+        .unwrap()
+        .evaluate(&b)
+        .unwrap();
+        assert_eq!(nul.column(0).null_count(), 5);
+        assert_eq!(filter(&b, "x.isnull() | (k > 15)", tier), [1, 4]);
+        assert_eq!(filter(&b, "notna(x) & notna(k)", tier), [0, 3]);
+    }
+}
+
+#[test]
+fn literals_take_the_column_type_and_casts_convert() {
+    let k = Int32Array::from(vec![1, 2, 3, 4]);
+    let f = Float32Array::from(vec![0.5, 1.5, 2.5, 3.5]);
+    let d = Date32Array::from(vec![19000, 19001, 19002, 19003]);
+    let i = Int64Array::from(vec![i64::MAX, -1, 0, 7]);
+    let b = batch(vec![
+        ("k", Arc::new(k) as ArrayRef),
+        ("f", Arc::new(f) as ArrayRef),
+        ("d", Arc::new(d) as ArrayRef),
+        ("i", Arc::new(i) as ArrayRef),
+    ]);
+    for tier in Tier::all() {
+        let p = Projector::make_with(
+            b.schema(),
+            &[
+                ("k2", query::parse("k * 2").unwrap()),
+                ("f2", query::parse("f * 2.0").unwrap()),
+                ("kf", query::parse("k / 2").unwrap()),
+                ("kk", query::parse("k + i").unwrap()),
+                ("one", query::parse("1.5").unwrap()),
+            ],
+            tier,
+        )
+        .unwrap();
+        let out = p.evaluate(&b).unwrap();
+        let types: Vec<_> = out
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect();
+        assert_eq!(
+            types,
+            [
+                DataType::Int32,
+                DataType::Float32,
+                DataType::Float64,
+                DataType::Int64,
+                DataType::Float64
+            ]
+        );
+        assert_eq!(
+            out.column(2).as_primitive::<Float64Type>().values(),
+            &[0.5, 1.0, 1.5, 2.0]
+        );
+        assert_eq!(
+            out.column(4).as_primitive::<Float64Type>().values(),
+            &[1.5; 4]
+        );
+        assert_eq!(filter(&b, "(d >= 19001) & (d < 19003)", tier), [1, 2]);
+        assert_eq!(filter(&b, "i + 1 < 0", tier), [0], "i64 wraps");
+        assert_eq!(filter(&b, "int(f) == k - 1", tier), [0, 1, 2, 3]);
+    }
+}
+
+#[test]
+fn bad_input_is_a_typed_error() {
+    let x = Float64Array::from(vec![1.0, 2.0]);
+    let k = Int32Array::from(vec![1, 0]);
+    let s = StringArray::from(vec!["a", "b"]);
+    let b = batch(vec![
+        ("x", Arc::new(x) as ArrayRef),
+        ("k", Arc::new(k) as ArrayRef),
+        ("s", Arc::new(s) as ArrayRef),
+    ]);
+    let make = |q: &str| Filter::query(b.schema(), q);
+    assert!(matches!(make("y > 1"), Err(Error::UnknownColumn { .. })));
+    assert!(matches!(
+        make("s > 1"),
+        Err(Error::UnsupportedColumn { .. })
+    ));
+    assert!(matches!(make("x + 1"), Err(Error::Type(_))));
+    assert!(matches!(make("x >"), Err(Error::Parse(_))));
+    assert!(matches!(
+        call("nope", vec![field("x")]),
+        Err(Error::UnknownFunction(_))
+    ));
+    // Columns it does not read may have any type.
+    assert_eq!(rows(&make("x > 1").unwrap().evaluate(&b).unwrap()), [1]);
+    for tier in Tier::all() {
+        let f = Filter::make_with(b.schema(), &query::parse("10 // k > 1").unwrap(), tier).unwrap();
+        let err = f.evaluate(&b).unwrap_err();
+        assert!(
+            matches!(&err, Error::DivisionByZero { expr } if expr == "(10 // k)"),
+            "{tier:?}: {err}"
+        );
+        let other = batch(vec![("x", Arc::new(Int32Array::from(vec![1])) as ArrayRef)]);
+        assert!(matches!(f.evaluate(&other), Err(Error::SchemaMismatch(_))));
+    }
+    let deep = (0..2000)
+        .fold(field("x"), |e, _| e.add(lit(1.0)))
+        .gt(lit(0.0));
+    assert!(matches!(
+        Filter::make(b.schema(), &deep),
+        Err(Error::TooDeep(_))
+    ));
+}
+
+#[test]
+fn sliced_batches_read_bitmaps_at_any_bit_offset() {
+    let n = 203;
+    let x = Float64Array::from_iter((0..n).map(|i| (i % 7 != 0).then_some(i as f64)));
+    let p = BooleanArray::from_iter((0..n).map(|i| (i % 5 != 0).then_some(i % 3 == 0)));
+    let full = batch(vec![
+        ("x", Arc::new(x) as ArrayRef),
+        ("p", Arc::new(p) as ArrayRef),
+    ]);
+    for tier in Tier::all() {
+        let f = Filter::make_with(full.schema(), &query::parse("p | (x > 150)").unwrap(), tier)
+            .unwrap();
+        let all = rows(&f.evaluate(&full).unwrap());
+        for offset in [0, 1, 3, 8, 13, 64, 65] {
+            let len = n - offset - 5;
+            let slice = full.slice(offset, len);
+            let want: Vec<u32> = all
+                .iter()
+                .filter(|&&r| (r as usize) >= offset && (r as usize) < offset + len)
+                .map(|&r| r - offset as u32)
+                .collect();
+            assert_eq!(
+                rows(&f.evaluate(&slice).unwrap()),
+                want,
+                "{tier:?} offset {offset}"
+            );
+        }
+    }
+}
+
+#[test]
+fn one_filter_on_many_threads_and_the_cache_reuses_code() {
+    let x: ArrayRef = Arc::new(Float64Array::from_iter_values(
+        (0..10_000).map(|i| (i % 10) as f64),
+    ));
+    let b = batch(vec![("x", x)]);
+    let q = "(x > 2.0) & (x < 6.0) & (x != 4.25)";
+    let f = Filter::query(b.schema(), q).unwrap();
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                for _ in 0..20 {
+                    assert_eq!(f.count(&b).unwrap(), 3_000);
+                }
+            });
+        }
+    });
+    let before = kiln_arrow::compilations();
+    let again = Filter::query(b.schema(), q).unwrap();
+    assert_eq!(again.count(&b).unwrap(), 3_000);
+    assert_eq!(
+        kiln_arrow::compilations(),
+        before,
+        "the same query is not compiled again"
+    );
+}
+
+/// A tiny deterministic generator (no dependency, reproducible failures).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn f64(&mut self) -> f64 {
+        self.below(2001) as f64 / 100.0 - 10.0
+    }
+}
+
+/// arrow-rs's compute kernels: `((x > c1) & (y <= c2)) | ~(k == c3)` with
+/// Kleene logic, then `x * y + k` (nulls propagate), the reference kiln must
+/// match on random batches with random nulls, on every tier.
+#[test]
+fn random_batches_match_arrow_compute() {
+    use arrow_arith::boolean::{and_kleene, not, or_kleene};
+    use arrow_ord::cmp::{eq, gt, lt_eq};
+    let mut rng = Rng(7);
+    let tiers = Tier::all();
+    for case in 0..60 {
+        let n = rng.below(300) as usize;
+        let null_rate = [0, 10, 50, 100][case % 4];
+        let opt = |rng: &mut Rng| rng.below(100) >= null_rate;
+        let x = Float64Array::from_iter((0..n).map(|_| opt(&mut rng).then(|| rng.f64())));
+        let y = Float64Array::from_iter((0..n).map(|_| opt(&mut rng).then(|| rng.f64())));
+        let k = Int32Array::from_iter((0..n).map(|_| opt(&mut rng).then(|| rng.below(5) as i32)));
+        let (c1, c2, c3) = (rng.f64(), rng.f64(), rng.below(5) as i32);
+        let b = batch(vec![
+            ("x", Arc::new(x.clone()) as ArrayRef),
+            ("y", Arc::new(y.clone()) as ArrayRef),
+            ("k", Arc::new(k.clone()) as ArrayRef),
+        ]);
+        let mask = or_kleene(
+            &and_kleene(
+                &gt(&x, &Float64Array::new_scalar(c1)).unwrap(),
+                &lt_eq(&y, &Float64Array::new_scalar(c2)).unwrap(),
+            )
+            .unwrap(),
+            &not(&eq(&k, &Int32Array::new_scalar(c3)).unwrap()).unwrap(),
+        )
+        .unwrap();
+        let want: Vec<u32> = (0..n)
+            .filter(|&i| mask.is_valid(i) && mask.value(i))
+            .map(|i| i as u32)
+            .collect();
+        let kf = arrow_cast_k(&k);
+        let prod = arrow_arith::numeric::mul(&x, &y).unwrap();
+        let want_proj = arrow_arith::numeric::add(&prod, &kf).unwrap();
+        let cond = and(vec![field("x").gt(lit(c1)), field("y").le(lit(c2))])
+            .or(field("k").eq(lit(c3)).not());
+        let proj = field("x")
+            .mul(field("y"))
+            .add(field("k").cast(kiln::DType::F64));
+        for &tier in &tiers {
+            let f = Filter::make_with(b.schema(), &cond, tier).unwrap();
+            assert_eq!(rows(&f.evaluate(&b).unwrap()), want, "case {case} {tier:?}");
+            let p = Projector::make_with(b.schema(), &[("p", proj.clone())], tier).unwrap();
+            let got = p.evaluate(&b).unwrap();
+            assert_eq!(
+                got.column(0).as_ref(),
+                want_proj.as_ref(),
+                "case {case} {tier:?}"
+            );
+            let masked = Projector::make_with(b.schema(), &[("m", cond.clone())], tier)
+                .unwrap()
+                .evaluate(&b)
+                .unwrap();
+            assert_eq!(masked.column(0).as_boolean(), &mask, "case {case} {tier:?}");
+        }
+    }
+}
+
+fn arrow_cast_k(k: &Int32Array) -> Float64Array {
+    Float64Array::from_iter(k.iter().map(|v| v.map(f64::from)))
+}
+
+#[test]
+fn if_then_else_and_coalesce_from_the_builder() {
+    let x = Float64Array::from(vec![Some(1.0), None, Some(-3.0)]);
+    let b = batch(vec![("x", Arc::new(x) as ArrayRef)]);
+    for tier in Tier::all() {
+        let p = Projector::make_with(
+            b.schema(),
+            &[
+                (
+                    "sign",
+                    if_then_else(field("x").ge(lit(0.0)), lit(1i32), lit(-1i32)),
+                ),
+                ("filled", coalesce(vec![field("x"), lit(0.0)])),
+            ],
+            tier,
+        )
+        .unwrap();
+        let out = p.evaluate(&b).unwrap();
+        let sign: Vec<_> = out.column(0).as_primitive::<Int32Type>().iter().collect();
+        assert_eq!(sign, [Some(1), Some(-1), Some(-1)]);
+        assert_eq!(out.column(1).null_count(), 0);
+        assert_eq!(
+            out.column(1).as_primitive::<Float64Type>().values(),
+            &[1.0, 0.0, -3.0]
+        );
+    }
+}
