@@ -5,6 +5,7 @@
 
 mod csvio;
 mod population;
+mod query;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use kiln::{Data, Graph, PyOptions};
@@ -111,6 +112,9 @@ enum Command {
         #[arg(long, value_enum, default_value = "kiln")]
         emit: Emit,
     },
+    /// Filter a CSV, Arrow IPC or Parquet file with a compiled query, batch by batch;
+    /// print the matching rows as CSV (or their number with --count).
+    Query(query::QueryArgs),
     /// Parse and verify a graph; report every problem.
     Check {
         #[command(flatten)]
@@ -153,6 +157,7 @@ fn main() -> ExitCode {
         } => cmd_eval(&source, &run, &csv, output.as_deref()),
         Command::Ir { source, opt, emit } => cmd_ir(&source, opt, emit),
         Command::Check { source } => cmd_check(&source),
+        Command::Query(args) => query::run(&args),
     };
     Failure::report(result)
 }
