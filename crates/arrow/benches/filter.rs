@@ -41,11 +41,7 @@ fn column(n: usize, seed: u64) -> Float64Array {
 
 fn indices(mask: &BooleanArray) -> UInt32Array {
     // What arrow-rs's own filter kernels do to turn a mask into indices.
-    let rows: Vec<u32> = mask
-        .values()
-        .set_indices()
-        .map(|i| i as u32)
-        .collect();
+    let rows: Vec<u32> = mask.values().set_indices().map(|i| i as u32).collect();
     UInt32Array::from(rows)
 }
 
@@ -142,6 +138,15 @@ fn main() {
             Box::new(move || f.evaluate(b).unwrap().len()),
         ));
     }
+    for tier in tiers() {
+        let f = Filter::make_with(batch.schema(), &query::parse(seed).unwrap(), tier).unwrap();
+        let b = &batch;
+        let buffer = std::cell::RefCell::new(Vec::new());
+        contenders.push((
+            format!("kiln {}, reused selection", tier.name()),
+            Box::new(move || f.evaluate_into(b, &mut buffer.borrow_mut()).unwrap()),
+        ));
+    }
     let f = Filter::make(batch.schema(), &query::parse(seed).unwrap()).unwrap();
     let b = &batch;
     contenders.push((
@@ -211,7 +216,12 @@ fn main() {
             let (a, b, c, d, e) = (a.values(), b.values(), c.values(), d.values(), e.values());
             let mut out = vec![0u32; a.len()];
             let mut k = 0;
-            let rows = a.iter().zip(b.iter()).zip(c.iter()).zip(d.iter()).zip(e.iter());
+            let rows = a
+                .iter()
+                .zip(b.iter())
+                .zip(c.iter())
+                .zip(d.iter())
+                .zip(e.iter());
             for (i, ((((a, b), c), d), e)) in rows.enumerate() {
                 out[k] = i as u32;
                 // `u8` arithmetic, not `&&`: keeps the loop free of branches.

@@ -160,8 +160,13 @@ impl Compiled {
         self.variant(nulls)
     }
 
-    /// Runs the kernel over `batch`: one `Data` per graph output.
-    fn run(&self, batch: &RecordBatch) -> Result<(Arc<Variant>, Vec<Data>), Error> {
+    /// Runs the kernel over `batch`: one `Data` per graph output. A filter's
+    /// selection is written into `selection` (its allocation is reused).
+    fn run(
+        &self,
+        batch: &RecordBatch,
+        selection: Vec<u32>,
+    ) -> Result<(Arc<Variant>, Vec<Data>), Error> {
         let variant = self.variant_for(batch)?;
         let outs = match &*variant.code {
             Code::Interp(program) => {
@@ -174,7 +179,7 @@ impl Compiled {
                     .run(&inputs)
                     .map_err(|e| exec_error(&variant.graph, e))?
             }
-            Code::Jit(program) => run_jit(program, &variant, batch)?,
+            Code::Jit(program) => run_jit(program, &variant, batch, selection)?,
         };
         Ok((variant, outs))
     }
@@ -233,6 +238,7 @@ fn bitmap_ptr(bits: &BooleanBuffer, keep: &mut Vec<ArrowBuffer>) -> u64 {
 enum Out {
     Scalar(DType, u64),
     Column(Buffer),
+    /// Rows are written into the spare capacity (room for every row).
     Selection(Vec<u32>, i64),
 }
 
@@ -240,6 +246,7 @@ fn run_jit(
     program: &JitProgram,
     variant: &Variant,
     batch: &RecordBatch,
+    mut selection: Vec<u32>,
 ) -> Result<Vec<Data>, Error> {
     let n = batch.num_rows();
     let kernel = program.kernel();
@@ -280,7 +287,11 @@ fn run_jit(
         .filter_map(|p| match p {
             Param::ScalarOut { dtype, .. } => Some(Out::Scalar(*dtype, 0)),
             Param::ColumnOut { dtype, .. } => Some(Out::Column(zeroed(*dtype, n))),
-            Param::SelectionOut { .. } => Some(Out::Selection(vec![0; n], 0)),
+            Param::SelectionOut { .. } => {
+                selection.clear();
+                selection.reserve(n);
+                Some(Out::Selection(std::mem::take(&mut selection), 0))
+            }
             _ => None,
         })
         .collect();
@@ -303,7 +314,7 @@ fn run_jit(
                 Out::Column(b) => buffer_mut_ptr(b),
                 Out::Selection(rows, count) => {
                     pending_count = Some(count as *mut i64);
-                    rows.as_mut_ptr() as u64
+                    rows.spare_capacity_mut().as_mut_ptr() as u64
                 }
             },
         });
@@ -327,7 +338,15 @@ fn run_jit(
             Out::Scalar(dtype, bits) => Data::Scalar(scalar_from_bits(dtype, bits)),
             Out::Column(b) => Data::Column(b),
             Out::Selection(mut rows, count) => {
-                rows.truncate(count as usize);
+                let count = usize::try_from(count).expect("a count is not negative");
+                assert!(
+                    count <= n && n <= rows.capacity(),
+                    "a kernel selects at most every row"
+                );
+                // SAFETY: the kernel wrote `count` indices to the first
+                // `count` slots of the spare capacity (docs/abi.md), and
+                // `count <= capacity`.
+                unsafe { rows.set_len(count) };
                 Data::Selection(rows)
             }
         })
@@ -404,13 +423,27 @@ impl Filter {
 
     /// The rows of `batch` where the condition is true, ascending.
     pub fn evaluate(&self, batch: &RecordBatch) -> Result<UInt32Array, Error> {
-        let rows = self.selection(batch)?;
+        let rows = self.selection(batch, Vec::new())?;
         Ok(UInt32Array::new(ScalarBuffer::from(rows), None))
+    }
+
+    /// Writes the rows of `batch` where the condition is true into
+    /// `selection` (replacing its contents) and returns how many there are.
+    /// Reusing one buffer across batches, as Gandiva's `SelectionVector` is
+    /// reused, saves allocating (and page-faulting) room for every row of every
+    /// batch.
+    pub fn evaluate_into(
+        &self,
+        batch: &RecordBatch,
+        selection: &mut Vec<u32>,
+    ) -> Result<usize, Error> {
+        *selection = self.selection(batch, std::mem::take(selection))?;
+        Ok(selection.len())
     }
 
     /// How many rows of `batch` the condition keeps.
     pub fn count(&self, batch: &RecordBatch) -> Result<usize, Error> {
-        Ok(self.selection(batch)?.len())
+        Ok(self.selection(batch, Vec::new())?.len())
     }
 
     /// The rows of `batch` where the condition is true, as a new batch.
@@ -420,8 +453,8 @@ impl Filter {
             .map_err(|e| Error::Exec(e.to_string()))
     }
 
-    fn selection(&self, batch: &RecordBatch) -> Result<Vec<u32>, Error> {
-        let (_, mut outs) = self.inner.run(batch)?;
+    fn selection(&self, batch: &RecordBatch, buffer: Vec<u32>) -> Result<Vec<u32>, Error> {
+        let (_, mut outs) = self.inner.run(batch, buffer)?;
         match outs.pop() {
             Some(Data::Selection(rows)) => Ok(rows),
             other => Err(Error::Exec(format!("a filter returned {other:?}"))),
@@ -496,7 +529,7 @@ impl Projector {
     /// The projected columns of `batch`.
     pub fn evaluate(&self, batch: &RecordBatch) -> Result<RecordBatch, Error> {
         let n = batch.num_rows();
-        let (variant, outs) = self.inner.run(batch)?;
+        let (variant, outs) = self.inner.run(batch, Vec::new())?;
         let mut outs = outs.into_iter();
         let mut columns = Vec::with_capacity(variant.outputs.len());
         for o in &variant.outputs {

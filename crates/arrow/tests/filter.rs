@@ -42,6 +42,15 @@ fn the_seed_query_selects_rows_3_4_5() {
         )
         .unwrap();
         assert_eq!(f.count(&b).unwrap(), 3);
+        let mut reused = vec![7; 100];
+        assert_eq!(f.evaluate_into(&b, &mut reused).unwrap(), 3);
+        assert_eq!(reused, [3, 4, 5]);
+        assert_eq!(f.evaluate_into(&b.slice(4, 6), &mut reused).unwrap(), 2);
+        assert_eq!(
+            reused,
+            [0, 1],
+            "rows of the slice, the buffer's old contents gone"
+        );
         let kept = f.apply(&b).unwrap();
         assert_eq!(
             kept.column(0).as_primitive::<Float64Type>().values(),
