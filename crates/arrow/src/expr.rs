@@ -73,7 +73,7 @@ impl Func {
     /// `if`, `and`, `or`, `not`, `xor`), and kiln's op names (`floordiv`,
     /// `mod`, `pow`, `sqrt`, `sin`, `lt`, `ge`, …; `docs/semantics.md`).
     pub fn from_name(name: &str) -> Option<Func> {
-        Some(match name {
+        let func = match name {
             "add" => Func::Binary(BinaryOp::Add),
             "subtract" => Func::Binary(BinaryOp::Sub),
             "multiply" => Func::Binary(BinaryOp::Mul),
@@ -107,8 +107,8 @@ impl Func {
                     return None;
                 }
             }
-        })
-        .map(Func::normalized)
+        };
+        Some(func.normalized())
     }
 
     /// Logical and bitwise ops as one function each (`band` is `and`).
@@ -256,27 +256,62 @@ binary_methods! {
     gt => Func::Compare(CmpOp::Gt),
     /// `self >= other`.
     ge => Func::Compare(CmpOp::Ge),
-    /// `self + other`.
-    add => Func::Binary(BinaryOp::Add),
-    /// `self - other`.
-    sub => Func::Binary(BinaryOp::Sub),
-    /// `self * other`.
-    mul => Func::Binary(BinaryOp::Mul),
-    /// `self / other` in floating point.
-    true_div => Func::TrueDiv,
     /// Kleene `self AND other`.
     and => Func::And,
     /// Kleene `self OR other`.
     or => Func::Or,
 }
 
-impl Expr {
-    /// Logical (or bitwise) not.
-    #[allow(clippy::should_implement_trait)]
-    pub fn not(self) -> Expr {
+macro_rules! operators {
+    ($($(#[$m:meta])* $trait:ident :: $method:ident => $func:expr,)*) => {
+        $(
+            $(#[$m])*
+            impl std::ops::$trait for Expr {
+                type Output = Expr;
+                fn $method(self, other: Expr) -> Expr {
+                    Expr::Call($func, vec![self, other])
+                }
+            }
+        )*
+    };
+}
+
+operators! {
+    /// `a + b`.
+    Add::add => Func::Binary(BinaryOp::Add),
+    /// `a - b`.
+    Sub::sub => Func::Binary(BinaryOp::Sub),
+    /// `a * b`.
+    Mul::mul => Func::Binary(BinaryOp::Mul),
+    /// `a / b`, in floating point (Python's `/`).
+    Div::div => Func::TrueDiv,
+    /// `a % b`, flooring (Python's `%`).
+    Rem::rem => Func::Binary(BinaryOp::Mod),
+    /// `a & b`: Kleene AND on `bool`, bitwise on ints.
+    BitAnd::bitand => Func::And,
+    /// `a | b`: Kleene OR on `bool`, bitwise on ints.
+    BitOr::bitor => Func::Or,
+    /// `a ^ b`.
+    BitXor::bitxor => Func::Xor,
+}
+
+/// `!a`: logical not on `bool`, bitwise on ints (Python's `~`).
+impl std::ops::Not for Expr {
+    type Output = Expr;
+    fn not(self) -> Expr {
         Expr::Call(Func::Not, vec![self])
     }
+}
 
+/// `-a`.
+impl std::ops::Neg for Expr {
+    type Output = Expr;
+    fn neg(self) -> Expr {
+        Expr::Call(Func::Unary(UnaryOp::Neg), vec![self])
+    }
+}
+
+impl Expr {
     /// True where `self` is null.
     pub fn is_null(self) -> Expr {
         Expr::Call(Func::IsNull, vec![self])
@@ -418,6 +453,12 @@ mod tests {
         assert_eq!(e.depth(), 3);
         assert_eq!(e.columns(), vec!["x", "y"]);
         assert_eq!(e.to_string(), "((x > 2.0) & (y < x))");
-        assert_eq!(field("a").is_null().not().to_string(), "~isnull(a)");
+        assert_eq!((!field("a").is_null()).to_string(), "~isnull(a)");
+        let arith = (field("a") + lit(1.0)) * -field("b") / field("c") % lit(2i64);
+        assert_eq!(arith.to_string(), "((((a + 1.0) * -b) / c) % i64(2))");
+        assert_eq!(
+            (field("p") & field("q") | !field("r")).to_string(),
+            "((p & q) | ~r)"
+        );
     }
 }

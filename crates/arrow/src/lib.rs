@@ -116,3 +116,9 @@ pub enum Error {
     #[error("evaluation failed: {0}")]
     Exec(String),
 }
+
+/// The README's Rust examples (kiln's and kiln-arrow's), compiled and run as
+/// doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeDoctests;

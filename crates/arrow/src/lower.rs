@@ -630,7 +630,7 @@ mod tests {
         let e = field("x").gt(lit(2.0));
         let l = lower(
             &schema(),
-            &[e.clone()],
+            std::slice::from_ref(&e),
             &Kind::Filter,
             &[false, false, false],
         )
@@ -648,7 +648,7 @@ mod tests {
                 .to_string()
         };
         assert!(
-            err(field("x").add(lit(1.0))).contains("must be bool"),
+            err(field("x") + lit(1.0)).contains("must be bool"),
             "{}",
             err(field("x"))
         );

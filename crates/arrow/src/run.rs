@@ -224,7 +224,7 @@ fn interp_input(batch: &RecordBatch, source: Source) -> Data {
 /// The address of bit 0 of `bits`, copying them to a byte boundary first if
 /// they start inside a byte (a slice at an odd row).
 fn bitmap_ptr(bits: &BooleanBuffer, keep: &mut Vec<ArrowBuffer>) -> u64 {
-    if bits.offset() % 8 == 0 {
+    if bits.offset().is_multiple_of(8) {
         bits.inner().as_slice()[bits.offset() / 8..].as_ptr() as u64
     } else {
         let aligned = bits.sliced();

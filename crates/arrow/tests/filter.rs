@@ -166,7 +166,7 @@ fn arithmetic_and_comparisons_on_nulls_are_null() {
         assert_eq!(w, [Some(10), Some(-20), None, Some(0), None]);
         let nul = Projector::make_with(
             b.schema(),
-            &[("n", field("x").add(null(kiln::DType::F64)))],
+            &[("n", field("x") + null(kiln::DType::F64))],
             tier,
         )
         .unwrap()
@@ -268,9 +268,7 @@ fn bad_input_is_a_typed_error() {
         let other = batch(vec![("x", Arc::new(Int32Array::from(vec![1])) as ArrayRef)]);
         assert!(matches!(f.evaluate(&other), Err(Error::SchemaMismatch(_))));
     }
-    let deep = (0..2000)
-        .fold(field("x"), |e, _| e.add(lit(1.0)))
-        .gt(lit(0.0));
+    let deep = (0..2000).fold(field("x"), |e, _| e + lit(1.0)).gt(lit(0.0));
     assert!(matches!(
         Filter::make(b.schema(), &deep),
         Err(Error::TooDeep(_))
@@ -391,11 +389,9 @@ fn random_batches_match_arrow_compute() {
         let kf = arrow_cast_k(&k);
         let prod = arrow_arith::numeric::mul(&x, &y).unwrap();
         let want_proj = arrow_arith::numeric::add(&prod, &kf).unwrap();
-        let cond = and(vec![field("x").gt(lit(c1)), field("y").le(lit(c2))])
-            .or(field("k").eq(lit(c3)).not());
-        let proj = field("x")
-            .mul(field("y"))
-            .add(field("k").cast(kiln::DType::F64));
+        let cond =
+            and(vec![field("x").gt(lit(c1)), field("y").le(lit(c2))]).or(!field("k").eq(lit(c3)));
+        let proj = field("x") * field("y") + field("k").cast(kiln::DType::F64);
         for &tier in &tiers {
             let f = Filter::make_with(b.schema(), &cond, tier).unwrap();
             assert_eq!(rows(&f.evaluate(&b).unwrap()), want, "case {case} {tier:?}");

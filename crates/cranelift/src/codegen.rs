@@ -305,24 +305,27 @@ impl<M: Module> FunctionCx<'_, M> {
         body: &[Stmt],
         ret: &mut Option<ir::Value>,
     ) -> CodegenResult<()> {
+        // Rotated: one guard before the loop, then a body that ends in the
+        // test (one branch per iteration instead of a test and a jump).
         let n = self.codegen_extent(extent);
-        let header = self.bcx.create_block();
         let body_block = self.bcx.create_block();
         let exit = self.bcx.create_block();
-        self.bcx.append_block_param(header, types::I64);
+        self.bcx.append_block_param(body_block, types::I64);
         let zero = self.bcx.ins().iconst(types::I64, 0);
-        self.bcx.ins().jump(header, &[ir::BlockArg::Value(zero)]);
-        self.bcx.switch_to_block(header);
-        let row_value = self.bcx.block_params(header)[0];
-        let more = self.bcx.ins().icmp(IntCC::SignedLessThan, row_value, n);
-        self.bcx.ins().brif(more, body_block, &[], exit, &[]);
+        let any = self.bcx.ins().icmp(IntCC::SignedLessThan, zero, n);
+        self.bcx
+            .ins()
+            .brif(any, body_block, &[ir::BlockArg::Value(zero)], exit, &[]);
         self.bcx.switch_to_block(body_block);
-        self.bcx.seal_block(body_block);
+        let row_value = self.bcx.block_params(body_block)[0];
         self.regs[row.0 as usize] = Some(row_value);
         self.codegen_block(body, ret)?;
         let next = self.bcx.ins().iadd_imm_s(row_value, 1);
-        self.bcx.ins().jump(header, &[ir::BlockArg::Value(next)]);
-        self.bcx.seal_block(header);
+        let more = self.bcx.ins().icmp(IntCC::SignedLessThan, next, n);
+        self.bcx
+            .ins()
+            .brif(more, body_block, &[ir::BlockArg::Value(next)], exit, &[]);
+        self.bcx.seal_block(body_block);
         self.bcx.switch_to_block(exit);
         self.bcx.seal_block(exit);
         Ok(())
