@@ -26,7 +26,7 @@ bless:
 ci:
     bash .ci/run
 
-# Fuzz one target (parse_py, parse_kiln, verify, differential) for SECONDS with cargo-fuzz on nightly,
+# Fuzz one target (parse_py, parse_kiln, verify, differential, parse_fx, parse_tf, arrow_query) for SECONDS with cargo-fuzz on nightly,
 # seeded with the filetests and examples. Without nightly:
 # `cargo build --release --manifest-path fuzz/Cargo.toml` builds uninstrumented
 # libFuzzer binaries that replay inputs: `fuzz/target/release/parse_py -runs=0 DIR`.
