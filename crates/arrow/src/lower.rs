@@ -10,7 +10,7 @@
 use crate::expr::{Expr, Func, Literal};
 use crate::Error;
 use arrow_schema::{DataType, Schema};
-use kiln::ir::{BinaryOp, Builder, CmpOp, TypeError, UnaryOp, Value};
+use kiln::ir::{BinaryOp, Builder, CmpOp, ReduceOp, TypeError, UnaryOp, Value};
 use kiln::{DType, Graph, Scalar, Type};
 
 /// The dimension every column has.
@@ -21,6 +21,9 @@ pub const ROWS: &str = "n";
 pub enum Kind {
     /// One output: the selection of rows where the condition is true.
     Filter,
+    /// One output: the number of rows where the condition is true (an `i64`
+    /// sum, no selection written).
+    Count,
     /// One output per expression, plus a validity output after each that can
     /// be null.
     Project,
@@ -156,7 +159,7 @@ pub fn lower(
     }
     let mut outputs = Vec::new();
     match kind {
-        Kind::Filter => {
+        Kind::Filter | Kind::Count => {
             let [cond] = exprs else {
                 return Err(Error::Type("a filter has one condition".into()));
             };
@@ -189,8 +192,14 @@ pub fn lower(
             } else {
                 keep
             };
-            let sel = lw.b.filter(keep).map_err(type_err)?;
-            lw.b.output("selection", sel);
+            if *kind == Kind::Count {
+                let ones = lw.b.cast(keep, DType::I64).map_err(type_err)?;
+                let count = lw.b.reduce(ReduceOp::Sum, ones).map_err(type_err)?;
+                lw.b.output("count", count);
+            } else {
+                let sel = lw.b.filter(keep).map_err(type_err)?;
+                lw.b.output("selection", sel);
+            }
         }
         Kind::Project => {
             for (idx, e) in exprs.iter().enumerate() {

@@ -383,6 +383,9 @@ fn scalar_from_bits(dtype: DType, bits: u64) -> Scalar {
 #[derive(Clone)]
 pub struct Filter {
     inner: Arc<Compiled>,
+    /// The same condition summed instead of selected, compiled on first
+    /// [`Filter::count`].
+    counter: Arc<OnceLock<Compiled>>,
 }
 
 impl std::fmt::Debug for Filter {
@@ -412,6 +415,7 @@ impl Filter {
                 Kind::Filter,
                 tier,
             )?),
+            counter: Arc::new(OnceLock::new()),
         })
     }
 
@@ -441,9 +445,29 @@ impl Filter {
         Ok(selection.len())
     }
 
-    /// How many rows of `batch` the condition keeps.
+    /// How many rows of `batch` the condition keeps, without writing a
+    /// selection (a kernel that sums the condition instead).
     pub fn count(&self, batch: &RecordBatch) -> Result<usize, Error> {
-        Ok(self.selection(batch, Vec::new())?.len())
+        let counter = match self.counter.get() {
+            Some(c) => c,
+            None => {
+                let c = Compiled::new(
+                    self.inner.schema.clone(),
+                    self.inner.exprs.clone(),
+                    Kind::Count,
+                    self.inner.tier,
+                )?;
+                // Two threads may both compile it; the code cache makes the
+                // loser cheap and either result is the same.
+                let _ = self.counter.set(c);
+                self.counter.get().expect("just set")
+            }
+        };
+        let (_, outs) = counter.run(batch, Vec::new())?;
+        match outs.as_slice() {
+            [Data::Scalar(Scalar::I64(n))] => Ok(usize::try_from(*n).expect("a count")),
+            other => Err(Error::Exec(format!("a count returned {other:?}"))),
+        }
     }
 
     /// The rows of `batch` where the condition is true, as a new batch.

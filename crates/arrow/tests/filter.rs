@@ -395,6 +395,7 @@ fn random_batches_match_arrow_compute() {
         for &tier in &tiers {
             let f = Filter::make_with(b.schema(), &cond, tier).unwrap();
             assert_eq!(rows(&f.evaluate(&b).unwrap()), want, "case {case} {tier:?}");
+            assert_eq!(f.count(&b).unwrap(), want.len(), "case {case} {tier:?}");
             let p = Projector::make_with(b.schema(), &[("p", proj.clone())], tier).unwrap();
             let got = p.evaluate(&b).unwrap();
             assert_eq!(
