@@ -204,7 +204,6 @@ pub fn lower(
         Kind::Project => {
             for (idx, e) in exprs.iter().enumerate() {
                 let v = lw.expr(e)?;
-                let v = lw.settle(v)?;
                 let is_scalar =
                     |b: &Builder, v: Value| b.ty(v).as_tensor().is_some_and(|t| t.is_scalar());
                 lw.b.output(&format!("out{idx}"), v.value);
@@ -298,13 +297,6 @@ impl Lower<'_> {
         Val { value, valid, weak }
     }
 
-    /// A literal that never met a typed value keeps its default type.
-    fn settle(&mut self, v: Val) -> Result<Val, Error> {
-        Ok(Val {
-            weak: Weak::No,
-            ..v
-        })
-    }
 
     fn cast(&mut self, v: Val, to: DType) -> Result<Val, Error> {
         Ok(Val {

@@ -142,32 +142,33 @@ fn open(path: &Path, batch_size: usize) -> Result<(Batches, Progress), Failure> 
                 .is_ok_and(|n| n == 6 && &magic == b"ARROW1");
             file.seek(SeekFrom::Start(0))
                 .map_err(|e| input_err(path, e))?;
-            let reader: Batches = if is_file {
-                let r = arrow_ipc::reader::FileReader::try_new(BufReader::new(file), None)
+            if is_file {
+                let reader = arrow_ipc::reader::FileReader::try_new(BufReader::new(file), None)
                     .map_err(|e| input_err(path, e))?;
-                let rows = r.num_batches() as u64;
-                return Ok((
-                    Box::new(Counted::new(r, done.clone(), false)),
+                let total = reader.num_batches() as u64;
+                let counted = Counted::new(reader, done.clone(), false);
+                Ok((
+                    Box::new(counted),
                     Progress {
                         done,
-                        total: rows,
+                        total,
                         unit: "batches",
                     },
-                ));
+                ))
             } else {
-                Box::new(
-                    arrow_ipc::reader::StreamReader::try_new(BufReader::new(file), None)
-                        .map_err(|e| input_err(path, e))?,
-                )
-            };
-            Ok((
-                reader,
-                Progress {
-                    done,
-                    total: 0,
-                    unit: "batches",
-                },
-            ))
+                // A stream does not say how long it is: the line shows rows only.
+                let reader = arrow_ipc::reader::StreamReader::try_new(BufReader::new(file), None)
+                    .map_err(|e| input_err(path, e))?;
+                let counted = Counted::new(reader, done.clone(), false);
+                Ok((
+                    Box::new(counted),
+                    Progress {
+                        done,
+                        total: 0,
+                        unit: "batches",
+                    },
+                ))
+            }
         }
         Format::Parquet => {
             let builder =
