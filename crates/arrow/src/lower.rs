@@ -297,7 +297,6 @@ impl Lower<'_> {
         Val { value, valid, weak }
     }
 
-
     fn cast(&mut self, v: Val, to: DType) -> Result<Val, Error> {
         Ok(Val {
             value: self.b.cast(v.value, to).map_err(type_err)?,

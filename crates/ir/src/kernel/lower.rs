@@ -67,13 +67,40 @@ pub fn lower_with(
     options: &LowerOptions,
 ) -> Result<Kernel, LowerError> {
     for (value, node) in graph.nodes() {
+        if !info.is_live(value) {
+            continue;
+        }
         if let Type::Tensor(t) = &node.ty {
-            if t.shape.len() > 1 && info.is_live(value) {
+            if t.shape.len() > 1 {
                 return Err(LowerError::Unsupported(format!(
                     "tensors of rank {} ({value}: {})",
                     t.shape.len(),
                     node.ty
                 )));
+            }
+        }
+        if matches!(
+            node.op,
+            Op::Tensor(_) | Op::MatMul | Op::Transpose(_) | Op::Reshape(_)
+        ) {
+            return Err(LowerError::Unsupported(format!(
+                "`{}` ({value}: {})",
+                node.op.mnemonic(),
+                node.ty
+            )));
+        }
+        // Columns broadcast only against scalars here (`[1]` against `[n]`
+        // would need a broadcast read).
+        let shape = node.ty.as_tensor().map(|t| &t.shape);
+        for &arg in &node.args {
+            if let Type::Tensor(a) = graph.ty(arg) {
+                let elementwise = !matches!(node.op, Op::Reduce(_) | Op::Filter);
+                if elementwise && !a.is_scalar() && Some(&a.shape) != shape {
+                    return Err(LowerError::Unsupported(format!(
+                        "broadcasting {} to {} ({value})",
+                        a, node.ty
+                    )));
+                }
             }
         }
     }
@@ -228,6 +255,9 @@ impl Lowerer<'_> {
                 }
             }
             Op::Const(c) => Expr::Const(*c),
+            Op::Tensor(_) | Op::MatMul | Op::Transpose(_) | Op::Reshape(_) => {
+                unreachable!("`lower` rejects tensor ops before emitting anything")
+            }
             Op::Unary(op) => Expr::Unary(*op, args[0]),
             Op::Binary(op @ (BinaryOp::FloorDiv | BinaryOp::Mod)) if dtype.is_float() => {
                 return self.float_divmod(out, *op, args[0], args[1], dtype, name);
