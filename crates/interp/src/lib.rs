@@ -45,6 +45,16 @@ pub fn run<D: Borrow<Data>>(
                     })
                     .collect();
                 let out_dims = dims(&node.ty, &bindings);
+                let count = out_dims
+                    .iter()
+                    .try_fold(1usize, |acc, &d| acc.checked_mul(d));
+                if count.is_none_or(|c| c > MAX_ELEMENTS) {
+                    return Err(ExecError::Unsupported(format!(
+                        "{value} ({}) would hold {} elements; the interpreter stops at {MAX_ELEMENTS}",
+                        node.ty,
+                        count.map_or("too many".to_string(), |c| c.to_string())
+                    )));
+                }
                 eval_node(node, &args, &out_dims)
                     .map_err(|e| ExecError::at_node(graph, value, e))?
             }
@@ -57,6 +67,10 @@ pub fn run<D: Borrow<Data>>(
         .map(|o| values[o.value.index()].clone().expect("outputs are live"));
     Ok(outputs.collect())
 }
+
+/// The most elements one value may hold (2^28): a broadcast or a matmul of
+/// small inputs can describe a huge result; it is an error, not an abort.
+pub const MAX_ELEMENTS: usize = 1 << 28;
 
 /// An argument's data and its concrete dimensions.
 struct Arg<'a> {
@@ -360,6 +374,16 @@ mod tests {
             err(&[col(vec![1, 2]), col(vec![1, 0])]),
             "integer division by zero in v2 (`q`)"
         );
+    }
+
+    #[test]
+    fn huge_broadcasts_are_errors() {
+        let src = "v0: f32[100000, 1] = input \"a\"\nv1: f32[1, 100000] = input \"b\"\nv2: f32[100000, 100000] = add v0, v1\noutput \"c\" = v2\n";
+        let col = Data::Column(Buffer::F32(vec![1.0; 100_000]));
+        let err = run_text(src, &[col.clone(), col])
+            .expect_err("too big")
+            .to_string();
+        assert!(err.contains("10000000000 elements"), "{err}");
     }
 
     #[test]
