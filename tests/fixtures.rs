@@ -9,9 +9,8 @@
 //! before kiln sees them, which reproduces what TF computed; the one run this
 //! affects is named in the test.
 //!
-//! Cases with tensor ops (matmul, layout ops) run on the interpreter; the
-//! compiled tiers are checked to refuse them (`Unsupported`) until they lower
-//! tensors.
+//! Cases with tensor ops (matmul, layout ops) type their inputs with their
+//! exact shapes (a vector meeting a weight in a matmul has a fixed length).
 
 use kiln::tensors::{tensor_from_json, Tensor};
 use kiln::{Buffer, DType, Data, Format, LoadOptions, Scalar};
@@ -116,9 +115,7 @@ fn check_case(dir: &Path, format: Format, flushed_runs: &mut Vec<String>) -> (Ve
     check_case_on(dir, format, flushed_runs, false)
 }
 
-/// [`check_case`]; with `tensors`, inputs take their exact shapes and only
-/// the engines that run tensors are compared (the others must refuse the
-/// graph as `Unsupported`).
+/// [`check_case`]; with `tensors`, inputs take their exact shapes.
 fn check_case_on(
     dir: &Path,
     format: Format,
@@ -150,12 +147,9 @@ fn check_case_on(
     let mut failures = Vec::new();
     let mut checked = 0;
     for engine in kiln::engines() {
-        let program = match engine.compile_graph(&graphs[0], true) {
-            Err(kiln::CompileError::Unsupported(_)) if tensors && engine.name() != "interp" => {
-                continue;
-            }
-            result => result.unwrap_or_else(|e| panic!("{name} on {}: {e}", engine.name())),
-        };
+        let program = engine
+            .compile_graph(&graphs[0], true)
+            .unwrap_or_else(|e| panic!("{name} on {}: {e}", engine.name()));
         for (run_idx, run) in c["runs"].as_array().expect("runs").iter().enumerate() {
             let mut inputs = Vec::new();
             for input in loaded.graph.inputs() {
@@ -289,11 +283,9 @@ fn the_tutorial_graphs() {
 }
 
 /// The Linear layer and the MLPs (matmul, transpose, broadcast bias, tensor
-/// constants) match torch and TensorFlow on the interpreter. The compiled
-/// tiers do not lower tensor ops yet: they must refuse them as `Unsupported`
-/// (checked here), never compute something else.
+/// constants) match torch and TensorFlow on every engine.
 #[test]
-fn tensor_cases_match_on_the_interpreter() {
+fn tensor_cases_match_what_torch_and_tensorflow_computed() {
     let mut failures = Vec::new();
     let mut checked = 0;
     for (name, format) in [
@@ -301,26 +293,15 @@ fn tensor_cases_match_on_the_interpreter() {
         ("fx/mlp_aten", Format::Fx),
         ("tf/mlp_frozen", Format::Tf),
     ] {
-        let dir = root().join(name);
-        let (f, n) = check_case_on(&dir, format, &mut Vec::new(), true);
+        let (f, n) = check_case_on(&root().join(name), format, &mut Vec::new(), true);
         failures.extend(f);
         checked += n;
-        let loaded = load_typed(&dir, &case(&dir), format, true).expect("loads");
-        for engine in kiln::engines().iter().filter(|e| e.name() != "interp") {
-            match engine.compile_graph(&loaded.graph, true) {
-                Err(kiln::CompileError::Unsupported(m)) => {
-                    assert!(m.contains("tensor") || m.contains("matmul"), "{name}: {m}")
-                }
-                Err(e) => panic!("{name} on {}: {e}", engine.name()),
-                Ok(_) => panic!(
-                    "{name} compiles on {}: check it against the fixture (check_case)",
-                    engine.name()
-                ),
-            }
-        }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    assert!(checked >= 3, "checked only {checked} runs");
+    assert!(
+        checked >= 3 * kiln::engines().len(),
+        "checked only {checked} runs"
+    );
 }
 
 #[test]
