@@ -492,47 +492,113 @@ impl Lowerer<'_> {
             Expr::Const(reduce_identity(ReduceOp::Sum, dtype)),
             None,
         );
-        let var = self.new_var(reduce_identity(ReduceOp::Sum, dtype));
-        self.nest(out, dims, |lw, body, rows| {
+        if !b_mat {
+            // `[.., m, k] @ [k]`: each element's sum in a register, k innermost
+            // (both operands are read contiguously).
+            let var = self.new_var(reduce_identity(ReduceOp::Sum, dtype));
+            self.nest(out, dims, |lw, body, rows| {
+                let (batch_rows, rest) = rows.split_at(batch);
+                body.push(Stmt::Set(var, identity));
+                let k = lw.new_reg(DType::I64, Some("k"));
+                let mut inner = Vec::new();
+                let mut a_rows: Vec<Reg> = batch_rows.to_vec();
+                let mut a_strides = a_batch.clone();
+                if a_mat {
+                    a_rows.push(rest[0]);
+                    a_strides.push(a_i);
+                }
+                a_rows.push(k);
+                a_strides.push(a_k);
+                let mut b_rows: Vec<Reg> = batch_rows.to_vec();
+                let mut b_strides = b_batch.clone();
+                b_rows.push(k);
+                b_strides.push(b_k);
+                let ia = lw.flat(&mut inner, &a_rows, &a_strides);
+                let ib = lw.flat(&mut inner, &b_rows, &b_strides);
+                let x = lw.emit(&mut inner, dtype, Expr::Load(a, ia), None);
+                let y = lw.emit(&mut inner, dtype, Expr::Load(b, ib), None);
+                let p = lw.emit(&mut inner, dtype, Expr::Binary(BinaryOp::Mul, x, y), None);
+                let acc = lw.emit(&mut inner, dtype, Expr::Var(var), None);
+                let next = lw.emit(&mut inner, dtype, Expr::Binary(BinaryOp::Add, acc, p), None);
+                inner.push(Stmt::Set(var, next));
+                let extent = lw.extent(&k_dim);
+                body.push(Stmt::Loop {
+                    extent,
+                    row: k,
+                    body: inner,
+                });
+                let result = lw.emit(body, dtype, Expr::Var(var), None);
+                let to = lw.flat(body, rows, &out_strides);
+                body.push(Stmt::Store(dest, Some(to), result));
+            });
+            return;
+        }
+        // `.. @ [.., k, n]`: i, k, j order, each result row accumulated in
+        // the destination: `dest[i, j] = dest[i, j] + a[i, k] * b[k, j]` for k
+        // in order. Every element still sums in k order from the identity,
+        // and the innermost loop (j) reads b and dest contiguously, so it
+        // vectorizes across j without reassociating anything.
+        let j_dim = dims[dims.len() - 1].clone();
+        let outer = &dims[..dims.len() - 1];
+        let d_strides = out_strides.clone();
+        self.nest(out, outer, |lw, body, rows| {
             let (batch_rows, rest) = rows.split_at(batch);
-            let i = a_mat.then(|| rest[0]);
-            let j = b_mat.then(|| rest[rest.len() - 1]);
-            body.push(Stmt::Set(var, identity));
+            let j_extent = lw.extent(&j_dim);
+            // dest[.., i, :] = identity
+            let j0 = lw.new_reg(DType::I64, Some("j"));
+            let mut init = Vec::new();
+            let mut d_rows = rows.to_vec();
+            d_rows.push(j0);
+            let to = lw.flat(&mut init, &d_rows, &d_strides);
+            init.push(Stmt::Store(dest, Some(to), identity));
+            body.push(Stmt::Loop {
+                extent: j_extent,
+                row: j0,
+                body: init,
+            });
             let k = lw.new_reg(DType::I64, Some("k"));
-            let mut inner = Vec::new();
+            let mut k_body = Vec::new();
             let mut a_rows: Vec<Reg> = batch_rows.to_vec();
             let mut a_strides = a_batch.clone();
-            if let Some(i) = i {
-                a_rows.push(i);
+            if a_mat {
+                a_rows.push(rest[0]);
                 a_strides.push(a_i);
             }
             a_rows.push(k);
             a_strides.push(a_k);
+            let ia = lw.flat(&mut k_body, &a_rows, &a_strides);
+            let x = lw.emit(&mut k_body, dtype, Expr::Load(a, ia), None);
+            let j = lw.new_reg(DType::I64, Some("j"));
+            let mut j_body = Vec::new();
             let mut b_rows: Vec<Reg> = batch_rows.to_vec();
             let mut b_strides = b_batch.clone();
-            b_rows.push(k);
-            b_strides.push(b_k);
-            if let Some(j) = j {
-                b_rows.push(j);
-                b_strides.push(b_j);
-            }
-            let ia = lw.flat(&mut inner, &a_rows, &a_strides);
-            let ib = lw.flat(&mut inner, &b_rows, &b_strides);
-            let x = lw.emit(&mut inner, dtype, Expr::Load(a, ia), None);
-            let y = lw.emit(&mut inner, dtype, Expr::Load(b, ib), None);
-            let p = lw.emit(&mut inner, dtype, Expr::Binary(BinaryOp::Mul, x, y), None);
-            let acc = lw.emit(&mut inner, dtype, Expr::Var(var), None);
-            let next = lw.emit(&mut inner, dtype, Expr::Binary(BinaryOp::Add, acc, p), None);
-            inner.push(Stmt::Set(var, next));
-            let extent = lw.extent(&k_dim);
-            body.push(Stmt::Loop {
-                extent,
-                row: k,
-                body: inner,
+            b_rows.extend([k, j]);
+            b_strides.extend([b_k, b_j]);
+            let ib = lw.flat(&mut j_body, &b_rows, &b_strides);
+            let y = lw.emit(&mut j_body, dtype, Expr::Load(b, ib), None);
+            let mut d_rows = rows.to_vec();
+            d_rows.push(j);
+            let to = lw.flat(&mut j_body, &d_rows, &d_strides);
+            let acc = lw.emit(&mut j_body, dtype, Expr::Load(dest, to), None);
+            let p = lw.emit(&mut j_body, dtype, Expr::Binary(BinaryOp::Mul, x, y), None);
+            let next = lw.emit(
+                &mut j_body,
+                dtype,
+                Expr::Binary(BinaryOp::Add, acc, p),
+                None,
+            );
+            j_body.push(Stmt::Store(dest, Some(to), next));
+            k_body.push(Stmt::Loop {
+                extent: j_extent,
+                row: j,
+                body: j_body,
             });
-            let result = lw.emit(body, dtype, Expr::Var(var), None);
-            let to = lw.flat(body, rows, &out_strides);
-            body.push(Stmt::Store(dest, Some(to), result));
+            let k_extent = lw.extent(&k_dim);
+            body.push(Stmt::Loop {
+                extent: k_extent,
+                row: k,
+                body: k_body,
+            });
         });
     }
 }
