@@ -134,6 +134,28 @@ fn c_main(kernel: &Kernel, symbol: &str, inputs: &[Data], n_rows: usize) -> Stri
                 );
                 args.push(format!("(const uint8_t*)in{idx}"));
             }
+            Param::ConstIn { tensor, .. } => {
+                let b: Vec<u8> = tensor.values.iter().flat_map(|v| v.to_le_bytes()).collect();
+                decls += &format!(
+                    "static _Alignas(8) unsigned char c{idx}[] = {{{}}};\n",
+                    c_bytes(&b)
+                );
+                args.push(format!("(const {}*)c{idx}", header::c_type(tensor.dtype)));
+            }
+            Param::Scratch { dtype, shape } => {
+                let elements: usize = shape
+                    .iter()
+                    .map(|d| match d {
+                        kiln::Dim::Fixed(k) => *k as usize,
+                        kiln::Dim::Sym(_) => n_rows,
+                    })
+                    .product();
+                decls += &format!(
+                    "static _Alignas(8) unsigned char s{idx}[{}];\n",
+                    elements * dtype.size_bytes() + 8
+                );
+                args.push(format!("({}*)s{idx}", header::c_type(*dtype)));
+            }
             Param::Extent { .. } => args.push(format!("(int64_t){n_rows}")),
             Param::ScalarOut { dtype, .. } if kernel.direct && direct_ret.is_none() => {
                 direct_ret = Some(header::c_type(*dtype));

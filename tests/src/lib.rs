@@ -6,6 +6,7 @@
 //! # columns: x            (Python inputs that are columns `[n]`; `*` for all)
 //! # run: x=[1.0, 2.0], k=3 => y=[4.0, 5.0]
 //! # run: k=0 => error: integer division by zero
+//! # engines: interp       (only these engines; the others must refuse to compile it)
 //! ```
 //!
 //! Files under `opt/` also hold the expected optimized graph after a line
@@ -34,6 +35,9 @@ pub struct FileTest {
     pub graph: Graph,
     /// Its run lines.
     pub runs: Vec<RunLine>,
+    /// `# engines:` — the engines that run it; every other engine must refuse
+    /// it with `Unsupported` (what a tier does with an op it cannot lower yet).
+    pub engines: Option<Vec<String>>,
 }
 
 /// Splits at commas outside brackets.
@@ -75,8 +79,18 @@ pub fn load(path: &Path) -> Result<FileTest, String> {
     let format = Format::from_path(path).ok_or("unknown extension")?;
     let mut opts = PyOptions::default();
     let mut runs = Vec::new();
+    let mut engines = None;
     for (idx, line) in text.lines().enumerate() {
         let line_no = idx + 1;
+        if let Some(names) = line.strip_prefix("# engines:") {
+            engines = Some(
+                names
+                    .split([',', ' '])
+                    .filter(|n| !n.is_empty())
+                    .map(str::to_string)
+                    .collect(),
+            );
+        }
         if let Some(cols) = line.strip_prefix("# columns:") {
             for name in cols.split([',', ' ']).filter(|n| !n.is_empty()) {
                 if name == "*" {
@@ -107,6 +121,7 @@ pub fn load(path: &Path) -> Result<FileTest, String> {
     Ok(FileTest {
         graph: loaded.graph,
         runs,
+        engines,
     })
 }
 
@@ -192,8 +207,21 @@ pub fn run_all(path: &Path, test: &FileTest, engines: &[Box<dyn Engine>]) -> Vec
         Err(e) => return vec![format!("{}: {e}", path.display())],
     };
     for engine in engines {
+        let runs_here = test
+            .engines
+            .as_ref()
+            .is_none_or(|names| names.iter().any(|n| n == engine.name()));
         for (variant, graph) in &variants {
             let program = match engine.compile_graph(graph, false) {
+                Ok(_) if !runs_here => {
+                    failures.push(format!(
+                        "{}: {} ({variant}) compiles it: add it to `# engines:`",
+                        path.display(),
+                        engine.name()
+                    ));
+                    continue;
+                }
+                Err(kiln::CompileError::Unsupported(_)) if !runs_here => continue,
                 Ok(p) => p,
                 Err(e) => {
                     failures.push(format!(

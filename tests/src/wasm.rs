@@ -205,7 +205,7 @@ impl Program for WasmProgram {
                     let Some(Type::Tensor(t)) = out_types.next() else {
                         panic!("a column output has a tensor type")
                     };
-                    let n = extent(&t.shape[0]);
+                    let n: usize = t.shape.iter().map(extent).product();
                     let addr = heap.alloc(&vec![0; n * dtype.size_bytes()]);
                     args.push(Val::I32(addr));
                     outs.push(Out::Column(*dtype, addr, n));
@@ -217,6 +217,15 @@ impl Program for WasmProgram {
                     let addr = heap.alloc(&vec![0; extent(&d) * 4]);
                     args.push(Val::I32(addr));
                     outs.push(Out::Selection(addr, 0));
+                }
+                Param::ConstIn { tensor, .. } => {
+                    let bytes: Vec<u8> =
+                        tensor.values.iter().flat_map(|v| v.to_le_bytes()).collect();
+                    args.push(Val::I32(heap.alloc(&bytes)));
+                }
+                Param::Scratch { dtype, shape } => {
+                    let n: usize = shape.iter().map(extent).product();
+                    args.push(Val::I32(heap.alloc(&vec![0; n * dtype.size_bytes()])));
                 }
                 Param::SelectionCount { .. } => {
                     let addr = heap.alloc(&[0; 8]);

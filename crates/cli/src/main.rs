@@ -268,9 +268,15 @@ fn cmd_run(
     let args = parse_args(&run.args)?;
     let inputs = bind(&src.graph, &args, |name, dtype| {
         match tensors.iter().find(|(n, _)| n == name) {
-            Some((_, t)) => t
-                .to_data()
-                .map_err(|e| Failure::Input(format!("error: input `{name}`: {e}"))),
+            Some((_, t)) => {
+                let input = src.graph.inputs().iter().find(|i| i.name == name);
+                let ty = input
+                    .map(|i| src.graph.ty(i.value))
+                    .expect("binding a graph input");
+                t.check_shape(ty)
+                    .and_then(|()| t.to_data())
+                    .map_err(|e| Failure::Input(format!("error: input `{name}`: {e}")))
+            }
             None => Err(Failure::Input(format!(
                 "error: missing --arg {name}=VALUE (type {dtype}){}",
                 if inputs_file.is_some() {

@@ -66,12 +66,6 @@ pub fn parse_input_type(spec: &str) -> Result<(String, Type), String> {
             Err(_) => Dim::Sym(d.to_string()),
         })
         .collect();
-    if dims.len() > 1 {
-        return Err(format!(
-            "--input `{spec}`: rank {} (tensors are not in kiln's IR yet)",
-            dims.len()
-        ));
-    }
     Ok((
         name.trim().to_string(),
         Type::Tensor(TensorType { dtype, shape: dims }),

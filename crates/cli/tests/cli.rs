@@ -558,21 +558,54 @@ fn npy_and_npz_inputs() {
             "--inputs",
             &matrix,
         ]),
-        "rank-2",
+        "the input is f64[n], but the data has shape [2, 2]",
     );
 }
 
 #[test]
 fn importer_errors_exit_2_and_name_every_unsupported_op() {
+    let tf = temp_file(
+        "ops.pbtxt",
+        br#"node { name: "x" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } } attr { key: "shape" value { shape { dim { size: 4 } dim { size: 3 } } } } }
+node { name: "s" op: "Softmax" input: "x" }
+node { name: "f" op: "Frobnicate" input: "s" }
+"#,
+    );
+    assert_bad_input(
+        &kiln(&["check", &tf]),
+        "ops Frobnicate (`f`); tensor ops Softmax (`s`)",
+    );
+    let fx = temp_file(
+        "ops.fx",
+        b"graph():
+    %x : [num_users=1] = placeholder[target=x]
+    %sum : [num_users=1] = call_function[target=torch.ops.aten.sum.dim_IntList](args = (%x, [1]), kwargs = {})
+    %f : [num_users=1] = call_function[target=torch.frob](args = (%sum,), kwargs = {})
+    return f
+",
+    );
+    assert_bad_input(
+        &kiln(&["check", &fx, "--input", "x:f32[4, 3]"]),
+        "`torch.frob` (%f); tensor ops `torch.ops.aten.sum.dim_IntList` (%sum)",
+    );
+    // The MLPs import now (tensor ops run on the interpreter); typed as a
+    // column the fx one does not multiply, and says so.
     let out = kiln(&["check", &fixture("tf/mlp_frozen/graph.pbtxt")]);
-    assert_bad_input(&out, "MatMul (`MatMul`), BiasAdd (`BiasAdd`)");
-    let out = kiln(&[
-        "check",
-        &fixture("fx/mlp_aten/graph.txt"),
-        "--input",
-        "arg0_1:f32[n]",
-    ]);
-    assert_bad_input(&out, "torch.ops.aten.addmm.default");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let weights = fixture("fx/mlp_aten/weights.safetensors");
+    let check_mlp = |ty: &str| {
+        kiln(&[
+            "check",
+            &fixture("fx/mlp_aten/graph.txt"),
+            "--weights",
+            &weights,
+            "--input",
+            ty,
+        ])
+    };
+    let out = check_mlp("arg0_1:f32[4, 3]");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_bad_input(&check_mlp("arg0_1:f32[n]"), "do not multiply");
     let garbage = temp_file("garbage.pb", b"\xff\xff\xff\xff\x0f");
     assert_bad_input(&kiln(&["check", &garbage]), "not a binary GraphDef");
     assert_bad_input(

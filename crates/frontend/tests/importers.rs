@@ -171,14 +171,14 @@ fn fx_reports_every_unsupported_op_at_once() {
     let err = fx_graph(
         "    %x : [num_users=3] = placeholder[target=x]
     %a : [num_users=1] = call_function[target=torch.frobnicate](args = (%x,), kwargs = {})
-    %b : [num_users=1] = call_function[target=torch.matmul](args = (%x, %x), kwargs = {})
+    %b : [num_users=1] = call_function[target=torch.sum](args = (%x, 0), kwargs = {})
     %c : [num_users=1] = call_method[target=wibble](args = (%x,), kwargs = {})
     return (a, b, c)",
         &[("x", column(DType::F32))],
     )
     .unwrap_err();
     assert!(err.starts_with("3:5: unsupported:"), "{err}");
-    for needle in ["torch.frobnicate", "wibble", "tensor ops `torch.matmul`"] {
+    for needle in ["torch.frobnicate", "wibble", "tensor ops `torch.sum`"] {
         assert!(err.contains(needle), "{needle}: {err}");
     }
 }
@@ -283,12 +283,12 @@ node {{ name: "r" op: "{op}" input: "a" input: "b" }}"#
 fn tf_reports_every_unsupported_op_and_bad_graphs() {
     let unknown = format!(
         r#"{PLACEHOLDER_X}
-node {{ name: "m" op: "MatMul" input: "x" input: "x" }}
+node {{ name: "m" op: "Softmax" input: "x" }}
 node {{ name: "q" op: "Quux" input: "x" }}
 node {{ name: "z" op: "Zorp" input: "x" }}"#
     );
     let err = tf_graph(&unknown, &[]).unwrap_err();
-    for needle in ["Quux (`q`)", "Zorp (`z`)", "tensor ops MatMul (`m`)"] {
+    for needle in ["Quux (`q`)", "Zorp (`z`)", "tensor ops Softmax (`m`)"] {
         assert!(err.contains(needle), "{needle}: {err}");
     }
     let cases: &[(String, &str)] = &[
@@ -345,7 +345,10 @@ fn tf_binary_graphdefs_decode_and_truncation_is_an_error() {
 fn fx_weights_from_safetensors() {
     use safetensors::tensor::{serialize, Dtype, TensorView};
     let scale = 2.5f32.to_le_bytes();
-    let matrix = [0u8; 4 * 6];
+    let matrix: Vec<u8> = [1.0f32, 2.0, 3.0, -1.0, 0.5, 0.25]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
     let tensors = vec![
         (
             "scale",
@@ -375,17 +378,25 @@ fn fx_weights_from_safetensors() {
     .unwrap();
     let out = run(&g, &[Data::Column(Buffer::F32(vec![2.0]))]);
     assert_eq!(out, vec![Data::Column(Buffer::F32(vec![5.0]))]);
-    // A module with `TARGET.weight` is a Linear layer: a tensor op.
-    let err = fx::parse(
-        "graph():
+    // A module with `TARGET.weight` is a Linear layer: x @ W.T (no bias
+    // here). Typed as a column, x does not multiply with the [2, 3] weight.
+    let linear = "graph():
     %x : [num_users=1] = placeholder[target=x]
     %lin : [num_users=1] = call_module[target=lin](args = (%x,), kwargs = {})
-    return lin",
-        &opts,
-    )
-    .unwrap_err()
-    .to_string();
-    assert!(err.contains("tensor ops `lin`"), "{err}");
+    return lin";
+    let err = fx::parse(linear, &opts).unwrap_err().to_string();
+    assert!(err.contains("do not multiply"), "{err}");
+    opts.inputs.insert(
+        "x".into(),
+        Type::Tensor(TensorType {
+            dtype: DType::F32,
+            shape: vec![Dim::Fixed(3)],
+        }),
+    );
+    let (g, _) = fx::parse(linear, &opts).unwrap();
+    let out = run(&g, &[Data::Column(Buffer::F32(vec![1.0, 10.0, 100.0]))]);
+    // [1 2 3] · x = 321, [-1 0.5 0.25] · x = -1 + 5 + 25 = 29.
+    assert_eq!(out, vec![Data::Column(Buffer::F32(vec![321.0, 29.0]))]);
     assert!(fx::read_weights(b"\x08\0\0\0\0\0\0\0{}garbage").is_err());
     assert!(fx::read_weights(&bytes[..bytes.len() - 3]).is_err());
 }

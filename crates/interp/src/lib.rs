@@ -10,19 +10,22 @@
 
 #![forbid(unsafe_code)]
 
-use kiln_ir::exec::{bind_inputs, ExecError, ExecResult};
+use kiln_ir::exec::{bind_inputs, DimBindings, ExecError, ExecResult};
 use kiln_ir::semantics::{self, EvalResult};
-use kiln_ir::{Buffer, Data, EntityRef, Graph, GraphInfo, NodeData, Op, Scalar};
+use kiln_ir::{
+    BinaryOp, Buffer, Data, Dim, EntityRef, Graph, GraphInfo, NodeData, Op, Scalar, Type,
+};
 use std::borrow::Borrow;
 
 /// Runs `graph` on `inputs` (in signature order; owned or borrowed) and returns
-/// its outputs in signature order.
+/// its outputs in signature order. A tensor of rank 1 or more is its
+/// elements in row-major order (`Data::Column`), its shape its type's.
 pub fn run<D: Borrow<Data>>(
     graph: &Graph,
     info: &GraphInfo,
     inputs: &[D],
 ) -> ExecResult<Vec<Data>> {
-    bind_inputs(graph, info, inputs)?;
+    let bindings = bind_inputs(graph, info, inputs)?;
     let mut values: Vec<Option<Data>> = vec![None; graph.len()];
     for (value, node) in graph.nodes() {
         if !info.is_live(value) {
@@ -31,16 +34,29 @@ pub fn run<D: Borrow<Data>>(
         let result = match node.op {
             Op::Input { index } => inputs[index as usize].borrow().clone(),
             _ => {
-                let args: Vec<&Data> = node
+                let args: Vec<Arg<'_>> = node
                     .args
                     .iter()
-                    .map(|a| {
-                        values[a.index()]
+                    .map(|a| Arg {
+                        data: values[a.index()]
                             .as_ref()
-                            .expect("arguments of a live node are live and earlier")
+                            .expect("arguments of a live node are live and earlier"),
+                        dims: dims(graph.ty(*a), &bindings),
                     })
                     .collect();
-                eval_node(node, &args).map_err(|e| ExecError::at_node(graph, value, e))?
+                let out_dims = dims(&node.ty, &bindings);
+                let count = out_dims
+                    .iter()
+                    .try_fold(1usize, |acc, &d| acc.checked_mul(d));
+                if count.is_none_or(|c| c > MAX_ELEMENTS) {
+                    return Err(ExecError::Unsupported(format!(
+                        "{value} ({}) would hold {} elements; the interpreter stops at {MAX_ELEMENTS}",
+                        node.ty,
+                        count.map_or("too many".to_string(), |c| c.to_string())
+                    )));
+                }
+                eval_node(node, &args, &out_dims)
+                    .map_err(|e| ExecError::at_node(graph, value, e))?
             }
         };
         values[value.index()] = Some(result);
@@ -52,23 +68,121 @@ pub fn run<D: Borrow<Data>>(
     Ok(outputs.collect())
 }
 
+/// The most elements one value may hold (2^28): a broadcast or a matmul of
+/// small inputs can describe a huge result; it is an error, not an abort.
+pub const MAX_ELEMENTS: usize = 1 << 28;
+
+/// An argument's data and its concrete dimensions.
+struct Arg<'a> {
+    data: &'a Data,
+    dims: Vec<usize>,
+}
+
+/// The concrete dimensions of a type (a selection has its column's).
+fn dims(ty: &Type, bindings: &DimBindings) -> Vec<usize> {
+    let shape: &[Dim] = match ty {
+        Type::Tensor(t) => &t.shape,
+        Type::Selection(d) => std::slice::from_ref(d),
+    };
+    shape
+        .iter()
+        .map(|d| {
+            bindings
+                .extent(d)
+                .expect("verified: every dimension is bound") as usize
+        })
+        .collect()
+}
+
+/// Row-major strides of `dims`.
+fn strides(dims: &[usize]) -> Vec<usize> {
+    let mut out = vec![0; dims.len()];
+    let mut step = 1;
+    for axis in (0..dims.len()).rev() {
+        out[axis] = step;
+        step *= dims[axis];
+    }
+    out
+}
+
+/// Strides that read an argument of `dims` broadcast to `out` (NumPy's rule:
+/// trailing dimensions aligned, a `1` or a missing dimension repeats).
+fn broadcast_strides(dims: &[usize], out: &[usize]) -> Vec<usize> {
+    let own = strides(dims);
+    let lead = out.len() - dims.len();
+    (0..out.len())
+        .map(|axis| match axis.checked_sub(lead) {
+            Some(a) if dims[a] != 1 || out[axis] == 1 => own[a],
+            _ => 0,
+        })
+        .collect()
+}
+
+/// Visits every multi-index of `dims` in row-major order with the flat offset
+/// each of `strides` gives it.
+fn for_each_index(
+    dims: &[usize],
+    strides: &[Vec<usize>],
+    mut f: impl FnMut(&[usize]) -> EvalResult<()>,
+) -> EvalResult<()> {
+    let total: usize = dims.iter().product();
+    let mut index = vec![0usize; dims.len()];
+    let mut offsets = vec![0usize; strides.len()];
+    for _ in 0..total {
+        f(&offsets)?;
+        for axis in (0..dims.len()).rev() {
+            index[axis] += 1;
+            for (o, s) in offsets.iter_mut().zip(strides) {
+                *o += s[axis];
+            }
+            if index[axis] < dims[axis] {
+                break;
+            }
+            for (o, s) in offsets.iter_mut().zip(strides) {
+                *o -= s[axis] * dims[axis];
+            }
+            index[axis] = 0;
+        }
+    }
+    Ok(())
+}
+
+fn element(data: &Data, offset: usize) -> Scalar {
+    match data {
+        Data::Scalar(s) => *s,
+        Data::Column(b) => b.get(offset).expect("verified: data has its type's length"),
+        Data::Selection(_) => unreachable!("verified: selections are never arguments"),
+    }
+}
+
+/// Data of `dims` from its elements.
+fn tensor_data(dims: &[usize], buffer: Buffer) -> Data {
+    if dims.is_empty() {
+        Data::Scalar(buffer.get(0).expect("a scalar has one element"))
+    } else {
+        Data::Column(buffer)
+    }
+}
+
 /// Evaluates one node on its arguments' data.
-fn eval_node(node: &NodeData, args: &[&Data]) -> EvalResult<Data> {
+fn eval_node(node: &NodeData, args: &[Arg<'_>], out_dims: &[usize]) -> EvalResult<Data> {
     let dtype = node.ty.dtype();
     match &node.op {
         Op::Input { .. } => unreachable!("inputs are bound, not evaluated"),
         Op::Const(c) => Ok(Data::Scalar(*c)),
-        Op::Unary(op) => elementwise(args, dtype, |x| semantics::unary(*op, x[0])),
-        Op::Binary(op) => elementwise(args, dtype, |x| semantics::binary(*op, x[0], x[1])),
-        Op::Compare(op) => elementwise(args, dtype, |x| {
+        Op::Unary(op) => elementwise(args, out_dims, dtype, |x| semantics::unary(*op, x[0])),
+        Op::Binary(op) => elementwise(args, out_dims, dtype, |x| {
+            semantics::binary(*op, x[0], x[1])
+        }),
+        Op::Compare(op) => elementwise(args, out_dims, dtype, |x| {
             semantics::compare(*op, x[0], x[1]).map(Scalar::Bool)
         }),
-        Op::Select => elementwise(args, dtype, |x| {
+        Op::Select => elementwise(args, out_dims, dtype, |x| {
             Ok(semantics::select(x[0] == Scalar::Bool(true), x[1], x[2]))
         }),
-        Op::Cast(to) => elementwise(args, dtype, |x| Ok(semantics::cast(x[0], *to))),
+        Op::Cast(to) => elementwise(args, out_dims, dtype, |x| Ok(semantics::cast(x[0], *to))),
         Op::Reduce(op) => {
-            let column = column(args[0]);
+            let column = column(args[0].data);
             let mut acc = semantics::reduce_identity(*op, column.dtype());
             for row in column.iter() {
                 acc = semantics::reduce_step(*op, acc, row)?;
@@ -76,7 +190,7 @@ fn eval_node(node: &NodeData, args: &[&Data]) -> EvalResult<Data> {
             semantics::reduce_finish(*op, acc, column.len() as u64).map(Data::Scalar)
         }
         Op::Filter => {
-            let Buffer::Bool(mask) = column(args[0]) else {
+            let Buffer::Bool(mask) = column(args[0].data) else {
                 unreachable!("verified: filter takes a bool column")
             };
             let rows = mask.iter().enumerate().filter(|(_, &keep)| keep);
@@ -87,7 +201,99 @@ fn eval_node(node: &NodeData, args: &[&Data]) -> EvalResult<Data> {
                 .collect(),
             ))
         }
+        Op::Tensor(t) => {
+            let mut buffer = Buffer::with_capacity(t.dtype, t.values.len());
+            for v in &t.values {
+                buffer.push(*v);
+            }
+            Ok(tensor_data(out_dims, buffer))
+        }
+        Op::Reshape(_) => Ok(match args[0].data {
+            Data::Scalar(s) if !out_dims.is_empty() => Data::Column({
+                let mut b = Buffer::with_capacity(s.dtype(), 1);
+                b.push(*s);
+                b
+            }),
+            Data::Column(b) if out_dims.is_empty() => tensor_data(out_dims, b.clone()),
+            other => other.clone(),
+        }),
+        Op::Transpose(perm) => {
+            let a = &args[0];
+            let own = strides(&a.dims);
+            // Result axis i walks source axis perm[i].
+            let permuted: Vec<usize> = perm.iter().map(|&p| own[p as usize]).collect();
+            let dtype = dtype.expect("verified: a tensor");
+            let mut out = Buffer::with_capacity(dtype, out_dims.iter().product());
+            for_each_index(out_dims, &[permuted], |offsets| {
+                out.push(element(a.data, offsets[0]));
+                Ok(())
+            })?;
+            Ok(tensor_data(out_dims, out))
+        }
+        Op::MatMul => matmul(
+            &args[0],
+            &args[1],
+            out_dims,
+            dtype.expect("verified: a tensor"),
+        ),
     }
+}
+
+/// `a @ b`: each element a sum over `k`, folded in order from the identity
+/// (`+0.0`, or `0`), each step `acc + a * b` rounded twice (no fused
+/// multiply-add), as docs/semantics.md defines it.
+fn matmul(a: &Arg<'_>, b: &Arg<'_>, out_dims: &[usize], dtype: kiln_ir::DType) -> EvalResult<Data> {
+    // 1-D operands as matrices: a row [1, k], a column [k, 1].
+    let a_dims: Vec<usize> = if a.dims.len() == 1 {
+        vec![1, a.dims[0]]
+    } else {
+        a.dims.clone()
+    };
+    let b_dims: Vec<usize> = if b.dims.len() == 1 {
+        vec![b.dims[0], 1]
+    } else {
+        b.dims.clone()
+    };
+    let (m, k) = (a_dims[a_dims.len() - 2], a_dims[a_dims.len() - 1]);
+    let n = b_dims[b_dims.len() - 1];
+    let batch_a = &a_dims[..a_dims.len() - 2];
+    let batch_b = &b_dims[..b_dims.len() - 2];
+    let rank = batch_a.len().max(batch_b.len());
+    let batch: Vec<usize> = (0..rank)
+        .map(|axis| {
+            let get = |d: &[usize]| (axis + d.len()).checked_sub(rank).map_or(1, |i| d[i]);
+            get(batch_a).max(get(batch_b))
+        })
+        .collect();
+    // Strides of whole matrices within each operand's batch.
+    let sa: Vec<usize> = broadcast_strides(batch_a, &batch)
+        .iter()
+        .map(|s| s * m * k)
+        .collect();
+    let sb: Vec<usize> = broadcast_strides(batch_b, &batch)
+        .iter()
+        .map(|s| s * k * n)
+        .collect();
+    let total: usize = out_dims.iter().product();
+    let mut out = Buffer::with_capacity(dtype, total);
+    let identity = semantics::reduce_identity(kiln_ir::ReduceOp::Sum, dtype);
+    for_each_index(&batch, &[sa, sb], |offsets| {
+        let (oa, ob) = (offsets[0], offsets[1]);
+        for i in 0..m {
+            for j in 0..n {
+                let mut acc = identity;
+                for kk in 0..k {
+                    let x = element(a.data, oa + i * k + kk);
+                    let y = element(b.data, ob + kk * n + j);
+                    let product = semantics::binary(BinaryOp::Mul, x, y)?;
+                    acc = semantics::binary(BinaryOp::Add, acc, product)?;
+                }
+                out.push(acc);
+            }
+        }
+        Ok(())
+    })?;
+    Ok(tensor_data(out_dims, out))
 }
 
 fn column(data: &Data) -> &Buffer {
@@ -97,37 +303,31 @@ fn column(data: &Data) -> &Buffer {
     }
 }
 
-/// Applies `f` row by row, broadcasting scalar arguments against the columns.
+/// Applies `f` element by element, broadcasting the arguments to `out_dims`.
 fn elementwise(
-    args: &[&Data],
+    args: &[Arg<'_>],
+    out_dims: &[usize],
     dtype: Option<kiln_ir::DType>,
     f: impl Fn(&[Scalar]) -> EvalResult<Scalar>,
 ) -> EvalResult<Data> {
     let dtype = dtype.expect("verified: elementwise results are tensors");
-    let n_rows = args.iter().find_map(|a| match a {
-        Data::Column(b) => Some(b.len()),
-        _ => None,
-    });
-    let row = |row_idx: usize| -> Vec<Scalar> {
-        args.iter()
-            .map(|a| match a {
-                Data::Scalar(s) => *s,
-                Data::Column(b) => b
-                    .get(row_idx)
-                    .expect("verified: columns of one dimension have one length"),
-                Data::Selection(_) => unreachable!("verified: selections are never arguments"),
-            })
-            .collect()
-    };
-    let Some(n_rows) = n_rows else {
-        return f(&row(0)).map(Data::Scalar);
-    };
-    let mut out = Buffer::with_capacity(dtype, n_rows);
-    for row_idx in 0..n_rows {
-        let pushed = out.push(f(&row(row_idx))?);
+    let strides: Vec<Vec<usize>> = args
+        .iter()
+        .map(|a| match a.data {
+            Data::Scalar(_) => vec![0; out_dims.len()],
+            _ => broadcast_strides(&a.dims, out_dims),
+        })
+        .collect();
+    let mut out = Buffer::with_capacity(dtype, out_dims.iter().product());
+    let mut operands = Vec::with_capacity(args.len());
+    for_each_index(out_dims, &strides, |offsets| {
+        operands.clear();
+        operands.extend(args.iter().zip(offsets).map(|(a, &o)| element(a.data, o)));
+        let pushed = out.push(f(&operands)?);
         debug_assert!(pushed, "semantics return the result dtype");
-    }
-    Ok(Data::Column(out))
+        Ok(())
+    })?;
+    Ok(tensor_data(out_dims, out))
 }
 
 #[cfg(test)]
@@ -174,6 +374,16 @@ mod tests {
             err(&[col(vec![1, 2]), col(vec![1, 0])]),
             "integer division by zero in v2 (`q`)"
         );
+    }
+
+    #[test]
+    fn huge_broadcasts_are_errors() {
+        let src = "v0: f32[100000, 1] = input \"a\"\nv1: f32[1, 100000] = input \"b\"\nv2: f32[100000, 100000] = add v0, v1\noutput \"c\" = v2\n";
+        let col = Data::Column(Buffer::F32(vec![1.0; 100_000]));
+        let err = run_text(src, &[col.clone(), col])
+            .expect_err("too big")
+            .to_string();
+        assert!(err.contains("10000000000 elements"), "{err}");
     }
 
     #[test]

@@ -128,25 +128,54 @@ pub fn bind_inputs<D: Borrow<Data>>(
         };
         let len = match (data, tensor.shape.as_slice()) {
             (Data::Scalar(s), []) if s.dtype() == tensor.dtype => continue,
-            (Data::Column(b), [_]) if b.dtype() == tensor.dtype => b.len() as u64,
+            (Data::Column(b), [_, ..]) if b.dtype() == tensor.dtype => b.len() as u64,
             _ => return Err(type_error()),
         };
-        let dim = &tensor.shape[0];
-        let bound = match dim {
-            Dim::Fixed(n) => Some(*n),
-            Dim::Sym(s) => extents.iter().find(|(name, _)| name == s).map(|&(_, n)| n),
-        };
-        match (bound, dim) {
-            (Some(expected), _) if expected != len => {
-                return Err(ExecError::Length {
-                    name: input.name.clone(),
-                    dim: dim.to_string(),
-                    expected,
-                    got: len,
-                });
+        // A tensor's length is the product of its dimensions; one unbound
+        // symbolic dimension is whatever makes it so.
+        let mut known: u64 = 1;
+        let mut unbound: Option<&str> = None;
+        for dim in &tensor.shape {
+            let extent = match dim {
+                Dim::Fixed(n) => Some(*n),
+                Dim::Sym(s) => extents.iter().find(|(name, _)| name == s).map(|&(_, n)| n),
+            };
+            match (extent, dim) {
+                (Some(n), _) => known = known.saturating_mul(n),
+                (None, Dim::Sym(s)) if unbound.is_none_or(|u| u == s) => unbound = Some(s),
+                (None, _) => return Err(type_error()),
             }
-            (None, Dim::Sym(s)) => extents.push((s.clone(), len)),
-            _ => {}
+        }
+        let wrong = |expected: u64| ExecError::Length {
+            name: input.name.clone(),
+            dim: tensor
+                .shape
+                .iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(" × "),
+            expected,
+            got: len,
+        };
+        match unbound {
+            None if known != len => return Err(wrong(known)),
+            None => {}
+            Some(s) => {
+                let repeats = tensor
+                    .shape
+                    .iter()
+                    .filter(|d| **d == Dim::Sym(s.to_string()))
+                    .count();
+                let extent = if known == 0 || repeats != 1 {
+                    None
+                } else {
+                    Some(len / known)
+                };
+                match extent {
+                    Some(e) if e * known == len => extents.push((s.to_string(), e)),
+                    _ => return Err(wrong(known)),
+                }
+            }
         }
     }
     Ok(DimBindings { extents })

@@ -5,8 +5,9 @@
 //! scalars and the rest share one shape; the result has that shape.
 
 use crate::scalar::Scalar;
-use crate::types::DType;
+use crate::types::{DType, Shape};
 use std::fmt;
+use std::sync::Arc;
 
 /// A graph operation.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -38,6 +39,32 @@ pub enum Op {
     /// `filter(mask)`: a `bool[d]` column to a selection vector `sel[d]` of the
     /// indices where the mask is true, ascending.
     Filter,
+    /// A constant tensor (weights, TF `Const`). No arguments; the type is the
+    /// tensor's dtype and fixed shape.
+    Tensor(Arc<TensorConst>),
+    /// `matmul(a, b)`, NumPy's `@`: `[m, k] @ [k, n] -> [m, n]`; a 1-D `a` is
+    /// a row (`[k] @ [k, n] -> [n]`), a 1-D `b` a column (`[m, k] @ [k] ->
+    /// [m]`); dims before the last two are batch dims and broadcast. One
+    /// numeric dtype. Each element is a sum folded in `k` order from the
+    /// identity (docs/semantics.md).
+    MatMul,
+    /// `transpose(a)` by a permutation of its axes: result axis `i` is axis
+    /// `perm[i]` of `a` (torch `permute`, NumPy `transpose(a, perm)`).
+    Transpose(Vec<u32>),
+    /// `reshape(a)` to the given shape with the same number of elements, in
+    /// row-major order (torch `reshape`/`view`, TF `Reshape`).
+    Reshape(Shape),
+}
+
+/// The elements of a constant tensor, row-major, and its shape.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TensorConst {
+    /// The element dtype.
+    pub dtype: DType,
+    /// The fixed dimensions.
+    pub dims: Vec<u64>,
+    /// `dims.iter().product()` elements of `dtype`, row-major.
+    pub values: Vec<Scalar>,
 }
 
 macro_rules! op_names {
@@ -247,9 +274,14 @@ impl Op {
     /// How many arguments the op takes.
     pub fn arity(&self) -> usize {
         match self {
-            Op::Input { .. } | Op::Const(_) => 0,
-            Op::Unary(_) | Op::Cast(_) | Op::Reduce(_) | Op::Filter => 1,
-            Op::Binary(_) | Op::Compare(_) => 2,
+            Op::Input { .. } | Op::Const(_) | Op::Tensor(_) => 0,
+            Op::Unary(_)
+            | Op::Cast(_)
+            | Op::Reduce(_)
+            | Op::Filter
+            | Op::Transpose(_)
+            | Op::Reshape(_) => 1,
+            Op::Binary(_) | Op::Compare(_) | Op::MatMul => 2,
             Op::Select => 3,
         }
     }
@@ -266,6 +298,10 @@ impl Op {
             Op::Cast(_) => "cast",
             Op::Reduce(op) => op.name(),
             Op::Filter => "filter",
+            Op::Tensor(_) => "tensor",
+            Op::MatMul => "matmul",
+            Op::Transpose(_) => "transpose",
+            Op::Reshape(_) => "reshape",
         }
     }
 }
@@ -278,7 +314,17 @@ mod tests {
     #[test]
     fn mnemonics_are_unique_and_parse_back() {
         let mut seen = HashSet::new();
-        let fixed = ["input", "const", "select", "cast", "filter"];
+        let fixed = [
+            "input",
+            "const",
+            "select",
+            "cast",
+            "filter",
+            "tensor",
+            "matmul",
+            "transpose",
+            "reshape",
+        ];
         let names = UnaryOp::ALL
             .iter()
             .map(|o| o.name())

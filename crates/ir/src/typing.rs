@@ -87,25 +87,109 @@ pub fn reduce_class(op: ReduceOp) -> DTypeClass {
     }
 }
 
-/// The shape elementwise operands broadcast to: scalars broadcast against
-/// anything; all other shapes must be equal.
+/// The shape elementwise operands broadcast to (NumPy's rule): shapes are
+/// aligned at their last dimension; two dimensions agree when they are equal
+/// or one of them is `1`; missing leading dimensions count as `1`. A scalar
+/// broadcasts against anything.
 pub fn broadcast_shapes<'a>(
     op: &str,
     shapes: impl IntoIterator<Item = &'a TensorType>,
 ) -> TypeResult<Shape> {
-    let mut result: Option<&TensorType> = None;
+    let mut result: Shape = Vec::new();
+    let mut first: Option<&TensorType> = None;
     for t in shapes {
         if t.is_scalar() {
             continue;
         }
-        match result {
-            Some(r) if r.shape != t.shape => {
-                return fail(format!("`{op}`: shapes of {r} and {t} do not broadcast"));
-            }
-            _ => result = Some(t),
+        let Some(prev) = first else {
+            first = Some(t);
+            result = t.shape.clone();
+            continue;
+        };
+        let rank = result.len().max(t.shape.len());
+        let mut merged = Vec::with_capacity(rank);
+        for axis in 0..rank {
+            let dim_of = |shape: &[Dim]| {
+                (axis + shape.len())
+                    .checked_sub(rank)
+                    .map(|i| shape[i].clone())
+                    .unwrap_or(Dim::Fixed(1))
+            };
+            let (a, b) = (dim_of(&result), dim_of(&t.shape));
+            merged.push(match (&a, &b) {
+                _ if a == b => a,
+                (Dim::Fixed(1), _) => b,
+                (_, Dim::Fixed(1)) => a,
+                _ => {
+                    return fail(format!("`{op}`: shapes of {prev} and {t} do not broadcast"));
+                }
+            });
+        }
+        result = merged;
+    }
+    Ok(result)
+}
+
+/// The result shape of `matmul(a, b)`.
+fn matmul_shape(op: &str, a: &TensorType, b: &TensorType) -> TypeResult<Shape> {
+    let mismatch = || {
+        fail(format!(
+            "`{op}`: {a} and {b} do not multiply (the last dimension of the first must equal the first of the last two of the second)"
+        ))
+    };
+    if a.is_scalar() || b.is_scalar() {
+        return fail(format!(
+            "`{op}` takes tensors of rank 1 or more, got {a} and {b}"
+        ));
+    }
+    let (ra, rb) = (a.shape.len(), b.shape.len());
+    let k_a = &a.shape[ra - 1];
+    let k_b = if rb == 1 {
+        &b.shape[0]
+    } else {
+        &b.shape[rb - 2]
+    };
+    if k_a != k_b {
+        return mismatch();
+    }
+    let batch_a = &a.shape[..ra.saturating_sub(2)];
+    let batch_b = &b.shape[..rb.saturating_sub(2)];
+    let batch = broadcast_shapes(
+        op,
+        [
+            &TensorType {
+                dtype: a.dtype,
+                shape: batch_a.to_vec(),
+            },
+            &TensorType {
+                dtype: b.dtype,
+                shape: batch_b.to_vec(),
+            },
+        ],
+    )?;
+    let mut shape = batch;
+    if ra >= 2 {
+        shape.push(a.shape[ra - 2].clone());
+    }
+    if rb >= 2 {
+        shape.push(b.shape[rb - 1].clone());
+    }
+    Ok(shape)
+}
+
+/// The number of elements of a shape, when every dimension is fixed, and the
+/// symbolic dimensions it mentions.
+fn size_and_symbols(shape: &[Dim]) -> (u128, Vec<&str>) {
+    let mut size: u128 = 1;
+    let mut syms = Vec::new();
+    for d in shape {
+        match d {
+            Dim::Fixed(n) => size = size.saturating_mul(u128::from(*n)),
+            Dim::Sym(s) => syms.push(s.as_str()),
         }
     }
-    Ok(result.map(|t| t.shape.clone()).unwrap_or_default())
+    syms.sort_unstable();
+    (size, syms)
 }
 
 fn tensor<'a>(op: &str, ty: &'a Type) -> TypeResult<&'a TensorType> {
@@ -207,6 +291,78 @@ pub fn result_type(op: &Op, args: &[&Type]) -> TypeResult<Type> {
             check_class(name, DTypeClass::Bool, tensors[0])?;
             Ok(Type::Selection(column_dim(name, tensors[0])?.clone()))
         }
+        Op::Tensor(t) => {
+            let count = t
+                .dims
+                .iter()
+                .try_fold(1u64, |acc, &d| acc.checked_mul(d))
+                .and_then(|n| usize::try_from(n).ok());
+            if count != Some(t.values.len()) {
+                return fail(format!(
+                    "`tensor` of shape {:?} needs {} elements, has {}",
+                    t.dims,
+                    count.map_or("too many".to_string(), |c| c.to_string()),
+                    t.values.len()
+                ));
+            }
+            if let Some(bad) = t.values.iter().find(|v| v.dtype() != t.dtype) {
+                return fail(format!(
+                    "`tensor` of {} holds a {} element",
+                    t.dtype,
+                    bad.dtype()
+                ));
+            }
+            Ok(Type::Tensor(TensorType {
+                dtype: t.dtype,
+                shape: t.dims.iter().map(|&d| Dim::Fixed(d)).collect(),
+            }))
+        }
+        Op::MatMul => {
+            same_dtype(name, tensors[0], tensors[1])?;
+            check_class(name, DTypeClass::Numeric, tensors[0])?;
+            Ok(Type::Tensor(TensorType {
+                dtype: tensors[0].dtype,
+                shape: matmul_shape(name, tensors[0], tensors[1])?,
+            }))
+        }
+        Op::Transpose(perm) => {
+            let t = tensors[0];
+            let mut seen = vec![false; t.shape.len()];
+            let valid = perm.len() == t.shape.len()
+                && perm.iter().all(|&p| {
+                    let fresh = seen.get(p as usize).is_some_and(|s| !s);
+                    if fresh {
+                        seen[p as usize] = true;
+                    }
+                    fresh
+                });
+            if !valid {
+                return fail(format!(
+                    "`transpose` of {t} needs a permutation of its {} axes, got {perm:?}",
+                    t.shape.len()
+                ));
+            }
+            Ok(Type::Tensor(TensorType {
+                dtype: t.dtype,
+                shape: perm.iter().map(|&p| t.shape[p as usize].clone()).collect(),
+            }))
+        }
+        Op::Reshape(shape) => {
+            let t = tensors[0];
+            if size_and_symbols(&t.shape) != size_and_symbols(shape) {
+                let to = TensorType {
+                    dtype: t.dtype,
+                    shape: shape.clone(),
+                };
+                return fail(format!(
+                    "`reshape` of {t} to {to}: the number of elements differs"
+                ));
+            }
+            Ok(Type::Tensor(TensorType {
+                dtype: t.dtype,
+                shape: shape.clone(),
+            }))
+        }
     }
 }
 
@@ -271,6 +427,47 @@ mod tests {
             "error: `sum` takes a column (one dimension), got f64",
         );
         check(Op::Filter, vec![bcol.clone()], "sel[n]");
+        let t = |dims: &[u64]| {
+            Type::Tensor(TensorType {
+                dtype: DType::F32,
+                shape: dims.iter().map(|&d| Dim::Fixed(d)).collect(),
+            })
+        };
+        let add = Op::Binary(BinaryOp::Add);
+        check(add.clone(), vec![t(&[4, 3]), t(&[3])], "f32[4, 3]");
+        check(add.clone(), vec![t(&[4, 1]), t(&[1, 3])], "f32[4, 3]");
+        check(add.clone(), vec![t(&[2, 1, 3]), t(&[5, 1])], "f32[2, 5, 3]");
+        check(
+            add,
+            vec![t(&[4, 3]), t(&[4])],
+            "error: `add`: shapes of f32[4, 3] and f32[4] do not broadcast",
+        );
+        check(Op::MatMul, vec![t(&[4, 3]), t(&[3, 5])], "f32[4, 5]");
+        check(Op::MatMul, vec![t(&[4]), t(&[4, 3])], "f32[3]");
+        check(Op::MatMul, vec![t(&[4, 3]), t(&[3])], "f32[4]");
+        check(Op::MatMul, vec![t(&[3]), t(&[3])], "f32");
+        check(Op::MatMul, vec![t(&[7, 4, 3]), t(&[3, 2])], "f32[7, 4, 2]");
+        check(
+            Op::MatMul,
+            vec![t(&[4, 3]), t(&[4, 3])],
+            "error: `matmul`: f32[4, 3] and f32[4, 3] do not multiply (the last dimension of the first must equal the first of the last two of the second)",
+        );
+        check(Op::Transpose(vec![1, 0]), vec![t(&[4, 3])], "f32[3, 4]");
+        check(
+            Op::Transpose(vec![0, 0]),
+            vec![t(&[4, 3])],
+            "error: `transpose` of f32[4, 3] needs a permutation of its 2 axes, got [0, 0]",
+        );
+        check(
+            Op::Reshape(vec![Dim::Fixed(12)]),
+            vec![t(&[4, 3])],
+            "f32[12]",
+        );
+        check(
+            Op::Reshape(vec![Dim::Fixed(5)]),
+            vec![t(&[4, 3])],
+            "error: `reshape` of f32[4, 3] to f32[5]: the number of elements differs",
+        );
         let sel = Type::Selection(Dim::Sym("n".into()));
         check(Op::Unary(UnaryOp::Neg), vec![sel], "error: `neg` does not take a selection vector (sel[n]); selections can only be outputs");
         check(

@@ -122,10 +122,29 @@ fn programs(graphs: &[(&Graph, &GraphInfo)], code: impl Iterator<Item = Code>) -
     graphs
         .iter()
         .zip(code)
-        .map(|((graph, info), code)| JitProgram {
-            graph: Arc::new((*graph).clone()),
-            info: Arc::new((*info).clone()),
-            code,
+        .map(|((graph, info), code)| {
+            // Tensor constants as the typed buffers the kernel reads, once.
+            let consts = code
+                .kernel()
+                .params
+                .iter()
+                .map(|p| match p {
+                    Param::ConstIn { tensor, .. } => {
+                        let mut b = Buffer::with_capacity(tensor.dtype, tensor.values.len());
+                        for v in &tensor.values {
+                            b.push(*v);
+                        }
+                        Some(b)
+                    }
+                    _ => None,
+                })
+                .collect();
+            JitProgram {
+                graph: Arc::new((*graph).clone()),
+                info: Arc::new((*info).clone()),
+                consts: Arc::new(consts),
+                code,
+            }
         })
         .collect()
 }
@@ -181,6 +200,8 @@ pub fn compile_many_with(
 pub struct JitProgram {
     graph: Arc<Graph>,
     info: Arc<GraphInfo>,
+    /// For each kernel parameter that is a tensor constant, its elements.
+    consts: Arc<Vec<Option<Buffer>>>,
     code: Code,
 }
 
@@ -336,13 +357,18 @@ impl Program for JitProgram {
     fn run_refs(&self, inputs: &[&Data]) -> ExecResult<Vec<Data>> {
         let bindings = bind_inputs(&self.graph, &self.info, inputs)?;
         let kernel = self.kernel();
+        // Elements of a value: the product of its bound dimensions.
+        let count = |shape: &[kiln_ir::Dim]| -> usize {
+            shape
+                .iter()
+                .map(|d| bindings.extent(d).expect("verified: dims are bound") as usize)
+                .product()
+        };
         let extent = |ty: &Type| -> usize {
-            let dim = match ty {
-                Type::Tensor(t) => t.shape.first(),
-                Type::Selection(d) => Some(d),
-            };
-            dim.and_then(|d| bindings.extent(d))
-                .expect("verified: output dims are bound") as usize
+            match ty {
+                Type::Tensor(t) => count(&t.shape),
+                Type::Selection(d) => count(std::slice::from_ref(d)),
+            }
         };
         let mut outs: Vec<OutSlot> = self
             .graph
@@ -373,6 +399,9 @@ impl Program for JitProgram {
             })
             .collect();
         let mut slots: Vec<u64> = Vec::with_capacity(kernel.params.len());
+        // Room for intermediate tensors; a Vec's heap data does not move when
+        // the Vec of them grows.
+        let mut scratch: Vec<Buffer> = Vec::new();
         let mut out_iter = outs.iter_mut();
         let mut pending_count: Option<*mut i64> = None;
         for (param_idx, param) in kernel.params.iter().enumerate() {
@@ -384,6 +413,15 @@ impl Program for JitProgram {
                     Data::Selection(_) => unreachable!("bind_inputs rejects selections as inputs"),
                 },
                 Param::BitmapIn { .. } => bitmaps[param_idx].as_ptr() as u64,
+                Param::ConstIn { .. } => buffer_ptr(
+                    self.consts[param_idx]
+                        .as_ref()
+                        .expect("every constant parameter has its buffer"),
+                ),
+                Param::Scratch { dtype, shape } => {
+                    scratch.push(zeroed(*dtype, count(shape)));
+                    buffer_mut_ptr(scratch.last_mut().expect("just pushed"))
+                }
                 Param::Extent { dim } => bindings
                     .extent(&kiln_ir::Dim::Sym(dim.clone()))
                     .expect("every symbol is bound"),

@@ -3,8 +3,8 @@
 //! `"-inf"`), and NumPy's `.npy` and `.npz` files; and outputs written back as
 //! the fixtures' JSON list (`[{"name", "dtype", "shape", "data"}]`).
 //!
-//! A 0-d tensor is a scalar and a 1-d tensor a column; higher ranks are
-//! reported as unsupported (tensors are not in kiln's IR yet).
+//! A 0-d tensor is a scalar, a 1-d tensor a column (`[n]`), higher ranks a
+//! tensor of their shape; kiln data holds the elements in row-major order.
 
 use crate::{Buffer, DType, Data, Dim, Scalar, TensorType, Type};
 use serde_json::{json, Value as Json};
@@ -19,35 +19,60 @@ pub struct Tensor {
 }
 
 impl Tensor {
-    /// The tensor as kiln data: a scalar for shape `[]`, a column for `[k]`.
+    /// The tensor as kiln data: a scalar for shape `[]`, else its elements in
+    /// row-major order (the shape is the input's type's).
     pub fn to_data(&self) -> Result<Data, String> {
         match self.shape.len() {
             0 => Ok(Data::Scalar(
                 self.data.get(0).ok_or("a 0-d tensor without data")?,
             )),
-            1 => Ok(Data::Column(self.data.clone())),
-            r => Err(format!(
-                "unsupported: a rank-{r} tensor of shape {:?} (tensors are not in kiln's IR yet)",
-                self.shape
-            )),
+            _ => Ok(Data::Column(self.data.clone())),
         }
     }
 
-    /// The kiln type an input holding this tensor has: `dtype` or `dtype[n]`.
+    /// The kiln type an input holding this tensor has: `dtype` for shape `[]`,
+    /// a column `dtype[n]` for one dimension (any length binds `n`), else its
+    /// exact shape (`f32[4, 3]`).
     pub fn input_type(&self) -> Result<Type, String> {
         let shape = match self.shape.len() {
             0 => vec![],
             1 => vec![Dim::Sym("n".into())],
-            r => {
-                return Err(format!(
-                    "unsupported: rank-{r} input (tensors are not in kiln's IR yet)"
-                ))
-            }
+            _ => self.shape.iter().map(|&d| Dim::Fixed(d as u64)).collect(),
         };
         Ok(Type::Tensor(TensorType {
             dtype: self.data.dtype(),
             shape,
         }))
+    }
+
+    /// Checks that this tensor can be an input of type `ty`: the same rank,
+    /// and every fixed dimension equal (symbolic ones bind to anything).
+    pub fn check_shape(&self, ty: &Type) -> Result<(), String> {
+        let Some(t) = ty.as_tensor() else {
+            return Err(format!("an input cannot be {ty}"));
+        };
+        let fits = t.shape.len() == self.shape.len()
+            && t.shape.iter().zip(&self.shape).all(|(d, &n)| match d {
+                Dim::Fixed(f) => *f == n as u64,
+                Dim::Sym(_) => true,
+            });
+        if fits {
+            Ok(())
+        } else {
+            Err(format!(
+                "the input is {ty}, but the data has shape {:?}",
+                self.shape
+            ))
+        }
+    }
+
+    /// The kiln type of exactly this tensor's shape (`f32[4]`, not `f32[n]`):
+    /// what an input needs when a matmul or a broadcast fixes its length.
+    pub fn exact_type(&self) -> Type {
+        Type::Tensor(TensorType {
+            dtype: self.data.dtype(),
+            shape: self.shape.iter().map(|&d| Dim::Fixed(d as u64)).collect(),
+        })
     }
 }
 

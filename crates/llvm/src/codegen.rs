@@ -128,11 +128,13 @@ fn param_name(param: &Param) -> &str {
         Param::ScalarIn { name, .. }
         | Param::ColumnIn { name, .. }
         | Param::BitmapIn { name }
+        | Param::ConstIn { name, .. }
         | Param::ScalarOut { name, .. }
         | Param::ColumnOut { name, .. }
         | Param::SelectionOut { name }
         | Param::SelectionCount { name } => name,
         Param::Extent { dim } => dim,
+        Param::Scratch { .. } => "scratch",
     }
 }
 

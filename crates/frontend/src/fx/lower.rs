@@ -12,27 +12,15 @@ use super::text::{Arg, FxGraph, Node};
 use super::Options;
 use crate::eltwise::{self, konst, EResult};
 use kiln_ir::{
-    BinaryOp, Builder, CmpOp, DType, Graph, Loc, ParseError, ParseResult, Scalar, SourceMap,
-    TypeError, UnaryOp, Value,
+    BinaryOp, Builder, CmpOp, DType, Dim, Graph, Loc, Op, ParseError, ParseResult, Scalar,
+    SourceMap, TensorConst, TypeError, UnaryOp, Value,
 };
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// Ops that need tensors of rank ≥ 2, layout changes or reductions over axes:
 /// they belong to the tensor work, and are reported as such.
 const TENSOR_OPS: &[&str] = &[
-    "matmul",
-    "mm",
-    "bmm",
-    "addmm",
-    "linear",
-    "t",
-    "transpose",
-    "permute",
-    "reshape",
-    "view",
-    "flatten",
-    "unsqueeze",
-    "squeeze",
     "cat",
     "concat",
     "stack",
@@ -93,6 +81,20 @@ pub fn op_name(kind: &str, target: &str) -> String {
 }
 
 const SUPPORTED: &[&str] = &[
+    "matmul",
+    "mm",
+    "bmm",
+    "addmm",
+    "linear",
+    "linear_module",
+    "t",
+    "transpose",
+    "permute",
+    "reshape",
+    "view",
+    "flatten",
+    "unsqueeze",
+    "squeeze",
     "add",
     "sub",
     "subtract",
@@ -350,7 +352,7 @@ fn check_supported(src: &str, g: &FxGraph, opts: &Options) -> ParseResult<()> {
             },
             kind => op_name(kind, &node.target),
         };
-        if TENSOR_OPS.contains(&name.as_str()) || name == "linear_module" {
+        if TENSOR_OPS.contains(&name.as_str()) {
             tensor.push(format!("`{}` (%{})", node.target, node.name));
         } else if !SUPPORTED.contains(&name.as_str()) {
             unsupported.push(format!("`{}` (%{})", node.target, node.name));
@@ -368,7 +370,7 @@ fn check_supported(src: &str, g: &FxGraph, opts: &Options) -> ParseResult<()> {
             message += ";";
         }
         message += &format!(
-            " tensor ops {} (matmul, layout ops and axis reductions are not in kiln's IR yet)",
+            " tensor ops {} (axis reductions, concatenation and multi-output ops are not in kiln's IR yet)",
             tensor.join(", ")
         );
     }
@@ -448,19 +450,256 @@ impl Fx<'_> {
     }
 
     fn get_attr(&mut self, node: &Node) -> Result<Value, String> {
-        let w = self.opts.weights.get(&node.target).ok_or_else(|| {
-            format!(
-                "`{}` is not in the weights file (give one with --weights)",
-                node.target
-            )
+        self.weight(&node.target)
+    }
+
+    /// A weight as a constant: a scalar when it has one element and no
+    /// dimension above 1, else a tensor of its shape.
+    fn weight(&mut self, name: &str) -> Result<Value, String> {
+        let w = self.opts.weights.get(name).ok_or_else(|| {
+            format!("`{name}` is not in the weights file (give one with --weights)")
         })?;
         match w.data.as_slice() {
-            [s] if w.shape.iter().all(|&d| d == 1) => Ok(self.b.constant(*s)),
-            _ => Err(format!(
-                "unsupported: tensor constant `{}` of shape {:?} (tensor constants are not in kiln's IR yet)",
-                node.target, w.shape
-            )),
+            [s] if w.shape.iter().all(|&d| d == 1) && w.shape.len() <= 1 => Ok(self.b.constant(*s)),
+            data => {
+                let dtype = data.first().map_or(DType::F32, |s| s.dtype());
+                let t = TensorConst {
+                    dtype,
+                    dims: w.shape.iter().map(|&d| d as u64).collect(),
+                    values: data.to_vec(),
+                };
+                self.b.op(Op::Tensor(Arc::new(t)), &[]).map_err(te)
+            }
         }
+    }
+
+    /// The shape of a value (every value here is a tensor).
+    fn shape_of(&self, v: Value) -> Vec<Dim> {
+        self.b
+            .ty(v)
+            .as_tensor()
+            .map(|t| t.shape.clone())
+            .unwrap_or_default()
+    }
+
+    /// An axis argument, negative counting from the end, checked against `rank`.
+    fn axis(&self, node: &Node, idx: usize, key: &str, rank: usize) -> Result<usize, String> {
+        let raw = match self.arg(node, idx, key) {
+            Some(Arg::Int(i)) => *i,
+            other => return Err(format!("`{key}` must be an int, not {other:?}")),
+        };
+        let r = rank as i64;
+        let a = if raw < 0 { raw + r } else { raw };
+        if (0..r.max(1)).contains(&a) {
+            Ok(a as usize)
+        } else {
+            Err(format!(
+                "dimension {raw} is out of range for a tensor of rank {rank}"
+            ))
+        }
+    }
+
+    fn transpose(&mut self, v: Value, perm: Vec<u32>) -> Result<Value, String> {
+        self.b.op(Op::Transpose(perm), &[v]).map_err(te)
+    }
+
+    fn reshape(&mut self, v: Value, shape: Vec<Dim>) -> Result<Value, String> {
+        if self.shape_of(v) == shape {
+            return Ok(v);
+        }
+        self.b.op(Op::Reshape(shape), &[v]).map_err(te)
+    }
+
+    /// `x @ w.T + b`: torch's `linear`.
+    fn linear(&mut self, x: Value, w: Value, bias: Option<Value>) -> Result<Value, String> {
+        let wt = match self.shape_of(w).len() {
+            2 => self.transpose(w, vec![1, 0])?,
+            _ => w,
+        };
+        let y = self.b.op(Op::MatMul, &[x, wt]).map_err(te)?;
+        match bias {
+            Some(b) => self.b.binary(BinaryOp::Add, y, b).map_err(te),
+            None => Ok(y),
+        }
+    }
+
+    /// The tensor ops: matrix products and layout changes.
+    fn tensor_op(&mut self, op: &str, node: &Node) -> Result<Value, String> {
+        let input = |fx: &mut Self, idx: usize, key: &str| -> Result<Value, String> {
+            match fx.operand_at(node, idx, key)? {
+                Operand::Tensor(v) => Ok(v),
+                other => Err(format!("`{key}` must be a tensor, not {other:?}")),
+            }
+        };
+        match op {
+            "matmul" | "mm" | "bmm" => {
+                let (v, _) = self.promoted(node, 2)?;
+                self.b.op(Op::MatMul, &[v[0], v[1]]).map_err(te)
+            }
+            "addmm" => {
+                for (idx, key) in [(3, "beta"), (4, "alpha")] {
+                    if self.number_at(node, idx, key, 1.0)? != 1.0 {
+                        return Err(format!("unsupported: addmm with {key} != 1"));
+                    }
+                }
+                let bias = input(self, 0, "input")?;
+                let a = input(self, 1, "mat1")?;
+                let b = input(self, 2, "mat2")?;
+                let y = self.b.op(Op::MatMul, &[a, b]).map_err(te)?;
+                self.b.binary(BinaryOp::Add, y, bias).map_err(te)
+            }
+            "linear" => {
+                let x = input(self, 0, "input")?;
+                let w = input(self, 1, "weight")?;
+                let bias = match self.arg(node, 2, "bias") {
+                    None | Some(Arg::None) => None,
+                    Some(_) => Some(input(self, 2, "bias")?),
+                };
+                self.linear(x, w, bias)
+            }
+            "linear_module" => {
+                let x = input(self, 0, "input")?;
+                let w = self.weight(&format!("{}.weight", node.target))?;
+                let bias_name = format!("{}.bias", node.target);
+                let bias = if self.opts.weights.contains_key(&bias_name) {
+                    Some(self.weight(&bias_name)?)
+                } else {
+                    None
+                };
+                self.linear(x, w, bias)
+            }
+            "t" => {
+                let x = input(self, 0, "input")?;
+                match self.shape_of(x).len() {
+                    0 | 1 => Ok(x),
+                    2 => self.transpose(x, vec![1, 0]),
+                    r => Err(format!(
+                        "`t` takes a tensor of rank 2 or less, got rank {r}"
+                    )),
+                }
+            }
+            "transpose" => {
+                let x = input(self, 0, "input")?;
+                let rank = self.shape_of(x).len();
+                let a = self.axis(node, 1, "dim0", rank)?;
+                let c = self.axis(node, 2, "dim1", rank)?;
+                let mut perm: Vec<u32> = (0..rank as u32).collect();
+                if rank > 0 {
+                    perm.swap(a, c);
+                }
+                self.transpose(x, perm)
+            }
+            "permute" => {
+                let x = input(self, 0, "input")?;
+                let rank = self.shape_of(x).len();
+                let dims = match self.arg(node, 1, "dims") {
+                    Some(Arg::Seq(items)) => items.clone(),
+                    _ => node.args.iter().skip(1).cloned().collect(),
+                };
+                let perm = dims
+                    .iter()
+                    .map(|d| match d {
+                        Arg::Int(i) if (-(rank as i64)..rank as i64).contains(i) => {
+                            Ok(i.rem_euclid(rank as i64) as u32)
+                        }
+                        other => Err(format!("`permute` takes axes, got {other:?}")),
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                self.transpose(x, perm)
+            }
+            "reshape" | "view" => {
+                let x = input(self, 0, "input")?;
+                let dims = match self.arg(node, 1, "shape") {
+                    Some(Arg::Seq(items)) => items.clone(),
+                    _ => node.args.iter().skip(1).cloned().collect(),
+                };
+                let shape = self.target_shape(x, &dims)?;
+                self.reshape(x, shape)
+            }
+            "flatten" => {
+                let x = input(self, 0, "input")?;
+                let shape = self.shape_of(x);
+                let rank = shape.len();
+                if rank == 0 {
+                    return self.reshape(x, vec![Dim::Fixed(1)]);
+                }
+                let start = match self.arg(node, 1, "start_dim") {
+                    None => 0,
+                    Some(_) => self.axis(node, 1, "start_dim", rank)?,
+                };
+                let end = match self.arg(node, 2, "end_dim") {
+                    None => rank - 1,
+                    Some(_) => self.axis(node, 2, "end_dim", rank)?,
+                };
+                if start > end {
+                    return Err(format!(
+                        "`flatten`: start_dim {start} is after end_dim {end}"
+                    ));
+                }
+                let mut out: Vec<Dim> = shape[..start].to_vec();
+                out.push(Dim::Fixed(fixed_product(&shape[start..=end])?));
+                out.extend_from_slice(&shape[end + 1..]);
+                self.reshape(x, out)
+            }
+            "unsqueeze" => {
+                let x = input(self, 0, "input")?;
+                let mut shape = self.shape_of(x);
+                let at = self.axis(node, 1, "dim", shape.len() + 1)?;
+                shape.insert(at, Dim::Fixed(1));
+                self.reshape(x, shape)
+            }
+            "squeeze" => {
+                let x = input(self, 0, "input")?;
+                let shape = self.shape_of(x);
+                let out: Vec<Dim> = match self.arg(node, 1, "dim") {
+                    None => shape
+                        .iter()
+                        .filter(|d| **d != Dim::Fixed(1))
+                        .cloned()
+                        .collect(),
+                    Some(_) => {
+                        let at = self.axis(node, 1, "dim", shape.len())?;
+                        let mut out = shape.clone();
+                        if out.get(at) == Some(&Dim::Fixed(1)) {
+                            out.remove(at);
+                        }
+                        out
+                    }
+                };
+                self.reshape(x, out)
+            }
+            _ => unreachable!("tensor_op is called for tensor ops"),
+        }
+    }
+
+    /// The shape `dims` (ints, one of them possibly -1) asks `x` to take.
+    fn target_shape(&self, x: Value, dims: &[Arg]) -> Result<Vec<Dim>, String> {
+        let total = fixed_product(&self.shape_of(x))?;
+        let mut known: u64 = 1;
+        let mut infer = None;
+        let mut out = Vec::with_capacity(dims.len());
+        for (idx, d) in dims.iter().enumerate() {
+            match d {
+                Arg::Int(-1) if infer.is_none() => {
+                    infer = Some(idx);
+                    out.push(Dim::Fixed(0));
+                }
+                Arg::Int(n) if *n >= 0 => {
+                    known = known.saturating_mul(*n as u64);
+                    out.push(Dim::Fixed(*n as u64));
+                }
+                other => return Err(format!("a shape takes sizes (and one -1), got {other:?}")),
+            }
+        }
+        if let Some(idx) = infer {
+            if known == 0 || total % known != 0 {
+                return Err(format!(
+                    "cannot infer -1 in a shape of {known} for {total} elements"
+                ));
+            }
+            out[idx] = Dim::Fixed(total / known);
+        }
+        Ok(out)
     }
 
     fn operand(&self, arg: &Arg) -> Result<Operand, String> {
@@ -600,6 +839,10 @@ impl Fx<'_> {
     fn call(&mut self, op: &str, node: &Node) -> Result<Value, String> {
         use BinaryOp as B;
         Ok(match op {
+            "matmul" | "mm" | "bmm" | "addmm" | "linear" | "linear_module" | "t" | "transpose"
+            | "permute" | "reshape" | "view" | "flatten" | "unsqueeze" | "squeeze" => {
+                self.tensor_op(op, node)?
+            }
             "add" | "sub" | "subtract" | "rsub" => self.add_sub(op, node)?,
             "mul" | "multiply" => self.binary(node, B::Mul)?,
             "truediv" | "div" | "divide" | "true_divide" => self.divide(node)?,
@@ -1009,5 +1252,15 @@ pub fn torch_dtype(name: &str) -> Option<DType> {
         "int64" | "long" => DType::I64,
         "bool" => DType::Bool,
         _ => return None,
+    })
+}
+
+/// The number of elements of a shape of fixed dimensions.
+fn fixed_product(shape: &[Dim]) -> Result<u64, String> {
+    shape.iter().try_fold(1u64, |acc, d| match d {
+        Dim::Fixed(n) => acc
+            .checked_mul(*n)
+            .ok_or_else(|| "the shape has too many elements".to_string()),
+        Dim::Sym(s) => Err(format!("cannot reshape along the symbolic dimension `{s}`")),
     })
 }

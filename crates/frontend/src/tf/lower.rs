@@ -13,18 +13,17 @@ use super::proto::{
 use super::Options;
 use crate::eltwise::{self, konst};
 use kiln_ir::{
-    BinaryOp, Builder, CmpOp, DType, Dim, Graph, Loc, ParseError, ParseResult, Scalar, SourceMap,
-    TensorType, Type, TypeError, UnaryOp, Value,
+    BinaryOp, Builder, CmpOp, DType, Dim, Graph, Loc, Op, ParseError, ParseResult, Scalar,
+    SourceMap, TensorConst, TensorType, Type, TypeError, UnaryOp, Value,
 };
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// Ops that need tensors of rank ≥ 2, layout changes, reductions or several
 /// outputs: they belong to the tensor work.
 const TENSOR_OPS: &[&str] = &[
-    "MatMul",
     "BatchMatMul",
     "BatchMatMulV2",
-    "BiasAdd",
     "Reshape",
     "Transpose",
     "ConcatV2",
@@ -52,6 +51,8 @@ const TENSOR_OPS: &[&str] = &[
 ];
 
 const SUPPORTED: &[&str] = &[
+    "MatMul",
+    "BiasAdd",
     "Placeholder",
     "PlaceholderWithDefault",
     "Const",
@@ -354,7 +355,7 @@ fn check_supported(g: &GraphDef, src: Option<&str>) -> ParseResult<()> {
             message += ";";
         }
         message += &format!(
-            " tensor ops {} (matmul, layout ops, axis reductions and multi-output ops are not in kiln's IR yet)",
+            " tensor ops {} (layout ops, axis reductions and multi-output ops are not in kiln's IR yet)",
             tensor.join(", ")
         );
     }
@@ -406,7 +407,7 @@ fn shape_type(dtype: DType, n: &NodeDef) -> Result<Type, String> {
                 "a placeholder of unknown rank needs a type (--input NAME:DTYPE[SHAPE])".into(),
             )
         }
-        Some(AV::Shape(s)) => s.dim.len(),
+        Some(AV::Shape(s)) => s.dim.iter().map(|d| d.size).collect::<Vec<i64>>(),
         Some(_) => return Err("attr `shape` must be a shape".into()),
         None => {
             return Err(
@@ -414,16 +415,87 @@ fn shape_type(dtype: DType, n: &NodeDef) -> Result<Type, String> {
             )
         }
     };
-    let shape = match dims {
-        0 => vec![],
-        1 => vec![Dim::Sym("n".into())],
-        r => {
-            return Err(format!(
-                "unsupported: rank-{r} placeholder (tensors are not in kiln's IR yet)"
-            ))
-        }
+    // One dimension is a column of any length; more are a tensor of fixed
+    // dimensions, except a leading -1 (TF's batch dimension), which is `n`.
+    let shape = match dims.as_slice() {
+        [] => vec![],
+        [_] => vec![Dim::Sym("n".into())],
+        dims => dims
+            .iter()
+            .enumerate()
+            .map(|(axis, &d)| match d {
+                d if d >= 0 => Ok(Dim::Fixed(d as u64)),
+                _ if axis == 0 => Ok(Dim::Sym("n".into())),
+                _ => Err(format!(
+                    "placeholder dimension {axis} is unknown; only the first may be (give the type with --input NAME:DTYPE[SHAPE])"
+                )),
+            })
+            .collect::<Result<_, _>>()?,
     };
     Ok(Type::Tensor(TensorType { dtype, shape }))
+}
+
+/// A constant: a scalar when it has one element and no dimension above 1,
+/// else a tensor constant of its shape.
+fn constant(b: &mut Builder, t: &TensorProto) -> Result<Value, String> {
+    let dims: Vec<u64> = t
+        .tensor_shape
+        .iter()
+        .flat_map(|s| &s.dim)
+        .map(|d| {
+            u64::try_from(d.size).map_err(|_| "a constant has an unknown dimension".to_string())
+        })
+        .collect::<Result<_, _>>()?;
+    let count = dims
+        .iter()
+        .try_fold(1u64, |acc, &d| acc.checked_mul(d))
+        .ok_or("a constant's declared size overflows")?;
+    if count == 1 && dims.len() <= 1 {
+        return Ok(b.constant(const_scalar(t)?));
+    }
+    let dtype = data_type(t.dtype)
+        .ok_or_else(|| format!("unsupported constant dtype {}", data_type_name(t.dtype)))?;
+    let values = const_values(t, dtype, count)?;
+    b.op(
+        Op::Tensor(Arc::new(TensorConst {
+            dtype,
+            dims,
+            values,
+        })),
+        &[],
+    )
+    .map_err(te)
+}
+
+/// The `count` elements of a constant, from `tensor_content` or the typed
+/// `*_val` list (one value repeats, as TF fills it).
+fn const_values(t: &TensorProto, dtype: DType, count: u64) -> Result<Vec<Scalar>, String> {
+    let size = dtype.size_bytes() as u64;
+    let content = &t.tensor_content;
+    if !content.is_empty() {
+        if content.len() as u64 != count.saturating_mul(size) {
+            return Err(format!(
+                "tensor_content has {} bytes, not {count} × {size}",
+                content.len()
+            ));
+        }
+        return Ok(content
+            .chunks_exact(size as usize)
+            .map(|c| Scalar::from_le_bytes(dtype, c).expect("one element"))
+            .collect());
+    }
+    let listed: Vec<Scalar> = match dtype {
+        DType::Bool => t.bool_val.iter().map(|&v| Scalar::Bool(v)).collect(),
+        DType::I32 => t.int_val.iter().map(|&v| Scalar::I32(v)).collect(),
+        DType::I64 => t.int64_val.iter().map(|&v| Scalar::I64(v)).collect(),
+        DType::F32 => t.float_val.iter().map(|&v| Scalar::F32(v)).collect(),
+        DType::F64 => t.double_val.iter().map(|&v| Scalar::F64(v)).collect(),
+    };
+    match listed.len() as u64 {
+        n if n == count => Ok(listed),
+        1 if count <= 1 << 28 => Ok(vec![listed[0]; count as usize]),
+        n => Err(format!("a constant of {count} elements lists {n} values")),
+    }
 }
 
 /// The single value of a constant tensor whose elements are all one value
@@ -441,7 +513,7 @@ fn const_scalar(t: &TensorProto) -> Result<Scalar, String> {
             .ok_or("a constant's declared size overflows")?;
     }
     if count != 1 {
-        return Err(format!("unsupported: a constant of {count} elements (tensor constants are not in kiln's IR yet)"));
+        return Err(format!("a scalar constant has {count} elements"));
     }
     let content = &t.tensor_content;
     if !content.is_empty() {
@@ -470,6 +542,7 @@ impl Tf<'_> {
         let arity = match op {
             "Placeholder" | "Const" | "NoOp" => 0,
             "Select" | "SelectV2" => 3,
+            "MatMul" | "BiasAdd" => 2,
             "Add" | "AddV2" | "Sub" | "Mul" | "RealDiv" | "Div" | "DivNoNan" | "FloorDiv"
             | "FloorMod" | "TruncateDiv" | "TruncateMod" | "Mod" | "Pow" | "Maximum"
             | "Minimum" | "Greater" | "GreaterEqual" | "Less" | "LessEqual" | "Equal"
@@ -496,9 +569,33 @@ impl Tf<'_> {
                 self.b.input(&n.name, ty)
             }
             "Const" => match n.attr.get("value").and_then(|v| v.value.as_ref()) {
-                Some(AV::Tensor(t)) => self.b.constant(const_scalar(t)?),
+                Some(AV::Tensor(t)) => constant(&mut self.b, t)?,
                 _ => return Err("a Const without a tensor `value`".into()),
             },
+            "MatMul" => {
+                let flag = |name: &str| match n.attr.get(name).and_then(|v| v.value.as_ref()) {
+                    Some(AV::B(v)) => Ok(*v),
+                    None => Ok(false),
+                    Some(_) => Err(format!("attr `{name}` must be a bool")),
+                };
+                let mut x = [a[0], a[1]];
+                for (idx, name) in ["transpose_a", "transpose_b"].iter().enumerate() {
+                    if flag(name)? {
+                        x[idx] = b.op(Op::Transpose(vec![1, 0]), &[x[idx]]).map_err(te)?;
+                    }
+                }
+                b.op(Op::MatMul, &x).map_err(te)?
+            }
+            "BiasAdd" => {
+                if let Some(AV::S(format)) =
+                    n.attr.get("data_format").and_then(|v| v.value.as_ref())
+                {
+                    if format.as_slice() != b"NHWC" {
+                        return Err("unsupported: BiasAdd with data_format other than NHWC".into());
+                    }
+                }
+                bin(b, B::Add)?
+            }
             "Identity" | "StopGradient" => a[0],
             "Add" | "AddV2" => bin(b, B::Add)?,
             "AddN" => {

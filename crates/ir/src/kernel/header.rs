@@ -2,7 +2,7 @@
 //! tier that writes objects.
 
 use super::{Kernel, Param};
-use crate::types::DType;
+use crate::types::{DType, Dim};
 
 /// The C type of a dtype (`bool` is a `uint8_t` holding 0 or 1).
 pub fn c_type(dtype: DType) -> &'static str {
@@ -40,6 +40,23 @@ pub fn prototype(kernel: &Kernel, symbol: &str) -> String {
             Param::ScalarIn { name, dtype } => (format!("const {}*", c_type(*dtype)), name.clone()),
             Param::ColumnIn { name, dtype } => (format!("const {}*", c_type(*dtype)), name.clone()),
             Param::BitmapIn { name } => ("const uint8_t*".to_string(), name.clone()),
+            Param::ConstIn { name, tensor } => (
+                format!("const {}*", c_type(tensor.dtype)),
+                format!(
+                    "{name}_{}",
+                    shape_words(
+                        &tensor
+                            .dims
+                            .iter()
+                            .map(|&d| Dim::Fixed(d))
+                            .collect::<Vec<_>>()
+                    )
+                ),
+            ),
+            Param::Scratch { dtype, shape } => (
+                format!("{}*", c_type(*dtype)),
+                format!("scratch_{}", shape_words(shape)),
+            ),
             Param::Extent { dim } => ("int64_t".to_string(), dim.clone()),
             Param::ScalarOut { name, dtype } if kernel.direct && !returned => {
                 returned = true;
@@ -77,4 +94,13 @@ pub fn header(kernel: &Kernel, symbol: &str) -> String {
         kernel.name,
         prototype(kernel, symbol)
     )
+}
+
+/// A shape as an identifier part: `[n, 4]` → `n_x_4`.
+fn shape_words(shape: &[Dim]) -> String {
+    shape
+        .iter()
+        .map(|d| d.to_string())
+        .collect::<Vec<_>>()
+        .join("_x_")
 }

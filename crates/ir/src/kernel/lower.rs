@@ -28,14 +28,14 @@ pub enum LowerError {
     Unsupported(String),
 }
 
-struct Lowerer<'a> {
-    graph: &'a Graph,
-    info: &'a GraphInfo,
-    kernel: Kernel,
+pub(super) struct Lowerer<'a> {
+    pub(super) graph: &'a Graph,
+    pub(super) info: &'a GraphInfo,
+    pub(super) kernel: Kernel,
     /// Scalar values already computed, valid for the rest of the kernel.
-    scalars: SecondaryMap<Value, Option<Reg>>,
-    input_params: Vec<ParamIdx>,
-    output_params: Vec<ParamIdx>,
+    pub(super) scalars: SecondaryMap<Value, Option<Reg>>,
+    pub(super) input_params: Vec<ParamIdx>,
+    pub(super) output_params: Vec<ParamIdx>,
 }
 
 /// The extent of a column type, if it is one.
@@ -66,17 +66,7 @@ pub fn lower_with(
     info: &GraphInfo,
     options: &LowerOptions,
 ) -> Result<Kernel, LowerError> {
-    for (value, node) in graph.nodes() {
-        if let Type::Tensor(t) = &node.ty {
-            if t.shape.len() > 1 && info.is_live(value) {
-                return Err(LowerError::Unsupported(format!(
-                    "tensors of rank {} ({value}: {})",
-                    t.shape.len(),
-                    node.ty
-                )));
-            }
-        }
-    }
+    let tensors = super::tensor::needs_loop_nests(graph, info);
     let mut lw = Lowerer {
         graph,
         info,
@@ -95,6 +85,10 @@ pub fn lower_with(
         output_params: Vec::new(),
     };
     lw.params(options);
+    if tensors {
+        lw.tensor_body()?;
+        return Ok(lw.kernel);
+    }
     let levels = lw.levels();
     let max_level = levels.values().copied().max().unwrap_or(0);
     let mut body = Vec::new();
@@ -123,7 +117,7 @@ pub fn lower_with(
 }
 
 impl Lowerer<'_> {
-    fn param(&mut self, p: Param) -> ParamIdx {
+    pub(super) fn param(&mut self, p: Param) -> ParamIdx {
         self.kernel.params.push(p);
         (self.kernel.params.len() - 1) as ParamIdx
     }
@@ -169,7 +163,7 @@ impl Lowerer<'_> {
         }
     }
 
-    fn extent(&self, dim: &Dim) -> Extent {
+    pub(super) fn extent(&self, dim: &Dim) -> Extent {
         match dim {
             Dim::Fixed(n) => Extent::Fixed(*n),
             Dim::Sym(s) => {
@@ -196,25 +190,37 @@ impl Lowerer<'_> {
         levels
     }
 
-    fn new_reg(&mut self, dtype: DType, name: Option<&str>) -> Reg {
+    pub(super) fn new_reg(&mut self, dtype: DType, name: Option<&str>) -> Reg {
         self.kernel.regs.push(dtype);
         self.kernel.reg_names.push(name.map(str::to_string));
         Reg((self.kernel.regs.len() - 1) as u32)
     }
 
-    fn new_var(&mut self, init: Scalar) -> Var {
+    pub(super) fn new_var(&mut self, init: Scalar) -> Var {
         self.kernel.vars.push(init);
         Var((self.kernel.vars.len() - 1) as u32)
     }
 
-    fn emit(&mut self, out: &mut Vec<Stmt>, dtype: DType, expr: Expr, name: Option<&str>) -> Reg {
+    pub(super) fn emit(
+        &mut self,
+        out: &mut Vec<Stmt>,
+        dtype: DType,
+        expr: Expr,
+        name: Option<&str>,
+    ) -> Reg {
         let reg = self.new_reg(dtype, name);
         out.push(Stmt::Let(reg, expr));
         reg
     }
 
     /// Emits one elementwise node given its arguments' registers.
-    fn node(&mut self, out: &mut Vec<Stmt>, value: Value, args: &[Reg], row: Option<Reg>) -> Reg {
+    pub(super) fn node(
+        &mut self,
+        out: &mut Vec<Stmt>,
+        value: Value,
+        args: &[Reg],
+        row: Option<Reg>,
+    ) -> Reg {
         let node = self.graph.node(value);
         let dtype = node.ty.dtype().expect("elementwise results are tensors");
         let name = self.graph.source_name(value);
@@ -228,6 +234,9 @@ impl Lowerer<'_> {
                 }
             }
             Op::Const(c) => Expr::Const(*c),
+            Op::Tensor(_) | Op::MatMul | Op::Transpose(_) | Op::Reshape(_) => {
+                unreachable!("tensor ops are lowered by `tensor_body`, not per element")
+            }
             Op::Unary(op) => Expr::Unary(*op, args[0]),
             Op::Binary(op @ (BinaryOp::FloorDiv | BinaryOp::Mod)) if dtype.is_float() => {
                 return self.float_divmod(out, *op, args[0], args[1], dtype, name);
@@ -372,12 +381,12 @@ impl Lowerer<'_> {
         }
     }
 
-    fn is_output(&self, value: Value) -> bool {
+    pub(super) fn is_output(&self, value: Value) -> bool {
         self.graph.outputs().iter().any(|o| o.value == value)
     }
 
     /// The positions in the signature of the outputs that return `value`.
-    fn output_indices(&self, value: Value) -> Vec<usize> {
+    pub(super) fn output_indices(&self, value: Value) -> Vec<usize> {
         self.graph
             .outputs()
             .iter()

@@ -16,6 +16,7 @@ pub mod header;
 pub mod libcalls;
 mod lower;
 mod print;
+mod tensor;
 
 pub use lower::{lower, lower_with, LowerError, LowerOptions};
 pub use print::print;
@@ -90,6 +91,24 @@ pub enum Param {
     SelectionCount {
         /// The selection output's name.
         name: String,
+    },
+    /// A constant tensor of the graph (weights), passed by the caller: a
+    /// pointer to its elements, row-major. The safe API passes it itself.
+    ConstIn {
+        /// The constant's source name, or `const` and its node.
+        name: String,
+        /// The elements.
+        tensor: std::sync::Arc<crate::op::TensorConst>,
+    },
+    /// Scratch room for one intermediate tensor that no loop can fuse: a
+    /// pointer to room for its elements (the product of `shape` with the
+    /// extents bound), which the caller allocates; the kernel never
+    /// allocates.
+    Scratch {
+        /// The element dtype.
+        dtype: DType,
+        /// The tensor's shape.
+        shape: crate::types::Shape,
     },
 }
 

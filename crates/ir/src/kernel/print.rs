@@ -18,6 +18,19 @@ pub fn print(kernel: &Kernel) -> String {
             Param::ScalarIn { name, dtype } => format!("{dtype} input {name:?}"),
             Param::ColumnIn { name, dtype } => format!("*const {dtype} input {name:?}"),
             Param::BitmapIn { name } => format!("*const bits input {name:?}"),
+            Param::ConstIn { name, tensor } => {
+                format!(
+                    "*const {} constant {name:?} {:?}",
+                    tensor.dtype, tensor.dims
+                )
+            }
+            Param::Scratch { dtype, shape } => {
+                let t = crate::types::TensorType {
+                    dtype: *dtype,
+                    shape: shape.clone(),
+                };
+                format!("*mut {t} scratch")
+            }
             Param::Extent { dim } => format!("i64 extent {dim}"),
             Param::ScalarOut { name, dtype } => format!("*mut {dtype} output {name:?}"),
             Param::ColumnOut { name, dtype } => format!("*mut {dtype} output {name:?}"),

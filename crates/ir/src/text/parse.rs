@@ -222,6 +222,7 @@ fn op_from_mnemonic(name: &str) -> Option<Op> {
         .or(match name {
             "select" => Some(Op::Select),
             "filter" => Some(Op::Filter),
+            "matmul" => Some(Op::MatMul),
             _ => None,
         })
 }
@@ -304,8 +305,50 @@ impl<'a> Parser<'a> {
                     ty,
                 })
             }
+            "tensor" => {
+                let t = ty
+                    .as_tensor()
+                    .ok_or_else(|| line.err(op_at, "a tensor constant cannot be a selection"))?;
+                let dims = t
+                    .shape
+                    .iter()
+                    .map(|d| match d {
+                        Dim::Fixed(n) => Some(*n),
+                        Dim::Sym(_) => None,
+                    })
+                    .collect::<Option<Vec<u64>>>()
+                    .ok_or_else(|| line.err(op_at, "a tensor constant has fixed dimensions"))?;
+                let mut values = Vec::new();
+                while line.pos < line.toks.len() {
+                    if !values.is_empty() {
+                        line.expect_punct(',')?;
+                    }
+                    let (lit_at, lit) = line.word("a literal")?;
+                    values.push(
+                        parse_scalar(lit, t.dtype).map_err(|e| line.err(lit_at, e.to_string()))?,
+                    );
+                }
+                let dtype = t.dtype;
+                self.graph.push_node(NodeData {
+                    op: Op::Tensor(std::sync::Arc::new(crate::op::TensorConst {
+                        dtype,
+                        dims,
+                        values,
+                    })),
+                    args: Vec::new(),
+                    ty,
+                })
+            }
             _ => {
                 let op = match mnemonic {
+                    "reshape" => Op::Reshape(
+                        ty.as_tensor()
+                            .ok_or_else(|| line.err(op_at, "cannot reshape to a selection"))?
+                            .shape
+                            .clone(),
+                    ),
+                    // The permutation follows the argument.
+                    "transpose" => Op::Transpose(Vec::new()),
                     "cast" => Op::Cast(
                         ty.dtype()
                             .ok_or_else(|| line.err(op_at, "cannot cast to a selection"))?,
@@ -320,6 +363,23 @@ impl<'a> Parser<'a> {
                     }
                     args.push(self.value_ref(line)?);
                 }
+                let op = match op {
+                    Op::Transpose(_) => {
+                        line.expect_punct('[')?;
+                        let mut perm = Vec::new();
+                        while !line.eat_punct(']') {
+                            if !perm.is_empty() {
+                                line.expect_punct(',')?;
+                            }
+                            let (at, word) = line.word("an axis")?;
+                            perm.push(word.parse::<u32>().map_err(|_| {
+                                line.err(at, format!("`{word}` is not an axis number"))
+                            })?);
+                        }
+                        Op::Transpose(perm)
+                    }
+                    op => op,
+                };
                 self.graph.push_node(NodeData { op, args, ty })
             }
         };

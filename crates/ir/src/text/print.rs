@@ -26,10 +26,19 @@ pub fn print(graph: &Graph) -> String {
                 write!(out, " {}", quote(name)).expect("writing to a String");
             }
             Op::Const(c) => write!(out, " {c}").expect("writing to a String"),
+            Op::Tensor(t) => {
+                for (idx, v) in t.values.iter().enumerate() {
+                    let sep = if idx == 0 { " " } else { ", " };
+                    write!(out, "{sep}{v}").expect("writing to a String");
+                }
+            }
             _ => {
                 for (arg_idx, arg) in node.args.iter().enumerate() {
                     let sep = if arg_idx == 0 { " " } else { ", " };
                     write!(out, "{sep}{arg}").expect("writing to a String");
+                }
+                if let Op::Transpose(perm) = &node.op {
+                    write!(out, " {perm:?}").expect("writing to a String");
                 }
             }
         }

@@ -1,0 +1,188 @@
+//! Tensors: a 256×256×256 f32 matmul and a batch-64 MLP forward (784→256→10,
+//! ReLU), on the Cranelift tier and (with the `llvm` feature) the LLVM tier,
+//! against the naive triple loop in C at `-O3` (`benches/c/tensor.c`, same
+//! summation order) and the machine's measured peak f32 FLOP/s (independent
+//! FMAs, `-O3 -march=native`). All in this run.
+//!
+//! `cargo bench -p kiln --features llvm --bench tensor`
+
+use kiln::ir::{Builder, CmpOp, Op, TensorConst};
+use kiln::{Buffer, DType, Data, Dim, Graph, JitProgram, Program, Scalar, TensorType, Type};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+fn filled(n: usize) -> Vec<f32> {
+    (0..n)
+        .map(|i| ((i * 7919) % 1000) as f32 / 1000.0 - 0.5)
+        .collect()
+}
+
+fn tensor(dims: &[u64]) -> Type {
+    Type::Tensor(TensorType {
+        dtype: DType::F32,
+        shape: dims.iter().map(|&d| Dim::Fixed(d)).collect(),
+    })
+}
+
+fn matmul_graph(n: u64) -> Graph {
+    let mut b = Builder::new("matmul");
+    let x = b.input("a", tensor(&[n, n]));
+    let y = b.input("b", tensor(&[n, n]));
+    let c = b.op(Op::MatMul, &[x, y]).unwrap();
+    b.output("c", c);
+    b.finish()
+}
+
+fn constant(b: &mut Builder, dims: &[u64]) -> kiln::ir::Value {
+    let n = dims.iter().product::<u64>() as usize;
+    let values = filled(n).into_iter().map(Scalar::F32).collect();
+    let t = TensorConst {
+        dtype: DType::F32,
+        dims: dims.to_vec(),
+        values,
+    };
+    b.op(Op::Tensor(Arc::new(t)), &[]).unwrap()
+}
+
+fn mlp_graph(batch: u64) -> Graph {
+    let mut b = Builder::new("mlp");
+    let x = b.input("x", tensor(&[batch, 784]));
+    let w1 = constant(&mut b, &[784, 256]);
+    let b1 = constant(&mut b, &[256]);
+    let w2 = constant(&mut b, &[256, 10]);
+    let b2 = constant(&mut b, &[10]);
+    let h = b.op(Op::MatMul, &[x, w1]).unwrap();
+    let h = b.binary(kiln::ir::BinaryOp::Add, h, b1).unwrap();
+    let zero = b.constant(Scalar::F32(0.0));
+    let pos = b.compare(CmpOp::Gt, h, zero).unwrap();
+    let h = b.select(pos, h, zero).unwrap();
+    let y = b.op(Op::MatMul, &[h, w2]).unwrap();
+    let y = b.binary(kiln::ir::BinaryOp::Add, y, b2).unwrap();
+    b.output("y", y);
+    b.finish()
+}
+
+fn median_ns(program: &JitProgram, inputs: &[Data], reps: usize) -> f64 {
+    program.run(inputs).unwrap();
+    let mut ts: Vec<f64> = (0..reps)
+        .map(|_| {
+            let t0 = Instant::now();
+            std::hint::black_box(program.run(inputs).unwrap());
+            t0.elapsed().as_secs_f64() * 1e9
+        })
+        .collect();
+    ts.sort_by(f64::total_cmp);
+    ts[reps / 2]
+}
+
+fn c_tool(flags: &[&str], out: &str) -> Option<std::path::PathBuf> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/c/tensor.c");
+    let out = std::env::temp_dir().join(out);
+    let ok = std::process::Command::new("cc")
+        .args(flags)
+        .arg(&src)
+        .arg("-o")
+        .arg(&out)
+        .status()
+        .ok()?
+        .success();
+    ok.then_some(out)
+}
+
+fn c_run(tool: &Path, args: &[&str]) -> Option<f64> {
+    let out = std::process::Command::new(tool).args(args).output().ok()?;
+    String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+}
+
+fn compile(graph: &Graph) -> Vec<(&'static str, JitProgram)> {
+    let info = kiln::verify(graph).unwrap();
+    let (graph, info) = kiln::optimize(graph, &info).unwrap();
+    let mut tiers = Vec::new();
+    let t0 = Instant::now();
+    let cl = kiln::compile_many(&[(&graph, &info)]).unwrap().remove(0);
+    println!(
+        "  compile cranelift {:8.2} ms",
+        t0.elapsed().as_secs_f64() * 1e3
+    );
+    tiers.push(("cranelift", cl));
+    #[cfg(feature = "llvm")]
+    {
+        let t0 = Instant::now();
+        let ll = kiln::Llvm::default()
+            .compile_many(&[(&graph, &info)])
+            .unwrap()
+            .remove(0);
+        println!(
+            "  compile llvm O3   {:8.2} ms",
+            t0.elapsed().as_secs_f64() * 1e3
+        );
+        tiers.push(("llvm", ll));
+    }
+    tiers
+}
+
+fn report(name: &str, ns: f64, flops: f64, peak: Option<f64>) {
+    let gflops = flops / ns;
+    let share = peak.map_or(String::new(), |p| {
+        format!(", {:5.2} % of peak", gflops / p * 100.0)
+    });
+    println!(
+        "  {name:<22} {:10.1} µs  {gflops:7.2} GFLOP/s{share}",
+        ns / 1e3
+    );
+}
+
+fn main() {
+    let peak =
+        c_tool(&["-O3", "-march=native", "-DPEAK"], "kiln-peak").and_then(|t| c_run(&t, &["peak"]));
+    match peak {
+        Some(p) => {
+            println!("peak: {p:.1} GFLOP/s f32 (independent FMAs, -O3 -march=native, one core)")
+        }
+        None => println!("peak: not measured (no C compiler)"),
+    }
+    let naive = c_tool(&["-O3"], "kiln-tensor-c");
+
+    let n = 256u64;
+    println!(
+        "matmul {n}×{n}×{n} f32 ({:.1} MFLOP):",
+        2.0 * (n * n * n) as f64 / 1e6
+    );
+    let flops = 2.0 * (n * n * n) as f64;
+    let a = Data::Column(Buffer::F32(filled((n * n) as usize)));
+    let b = Data::Column(Buffer::F32(filled((n * n) as usize)));
+    for (tier, program) in compile(&matmul_graph(n)) {
+        report(
+            &format!("kiln {tier}"),
+            median_ns(&program, &[a.clone(), b.clone()], 21),
+            flops,
+            peak,
+        );
+    }
+    if let Some(ns) = naive
+        .as_ref()
+        .and_then(|t| c_run(t, &["matmul", "256", "21"]))
+    {
+        report("C naive loop, -O3", ns, flops, peak);
+    }
+
+    let batch = 64u64;
+    let flops = 2.0 * (batch * 784 * 256 + batch * 256 * 10) as f64;
+    println!(
+        "MLP forward, batch {batch}, 784→256→10 ({:.1} MFLOP):",
+        flops / 1e6
+    );
+    let x = Data::Column(Buffer::F32(filled((batch * 784) as usize)));
+    for (tier, program) in compile(&mlp_graph(batch)) {
+        report(
+            &format!("kiln {tier}"),
+            median_ns(&program, std::slice::from_ref(&x), 21),
+            flops,
+            peak,
+        );
+    }
+    if let Some(ns) = naive.as_ref().and_then(|t| c_run(t, &["mlp", "64", "21"])) {
+        report("C naive loops, -O3", ns, flops, peak);
+    }
+}
