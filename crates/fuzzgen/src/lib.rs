@@ -9,8 +9,12 @@
 //! values, or the same error.
 
 use arbitrary::{Result, Unstructured};
-use kiln::ir::{BinaryOp, Builder, CmpOp, DType, Dim, ReduceOp, TensorType, Type, UnaryOp, Value};
+use kiln::ir::{
+    BinaryOp, Builder, CmpOp, DType, Dim, Op, ReduceOp, TensorConst, TensorType, Type, UnaryOp,
+    Value,
+};
 use kiln::{Buffer, Data, Engine, ExecResult, Graph, Scalar};
+use std::sync::Arc;
 
 /// A generated graph and inputs for it.
 #[derive(Clone, Debug)]
@@ -125,6 +129,9 @@ struct Gen<'a, 'b> {
     /// Values operands may be taken from (not selections).
     pool: Vec<Value>,
     outputs: Vec<Value>,
+    /// Tensor mode: inputs of small fixed shapes, and tensor steps
+    /// (constant tensors, matmul, transpose, reshape, broadcasting).
+    tensors: bool,
 }
 
 impl Gen<'_, '_> {
@@ -151,6 +158,16 @@ impl Gen<'_, '_> {
             return Ok(candidate);
         }
         if self.u.ratio(1u8, 3u8)? {
+            if self.tensors && self.u.ratio(1u8, 2u8)? {
+                // A constant tensor of the candidate's shape, or of its last
+                // dimension (a bias that broadcasts).
+                let dims = self.fixed_dims(candidate);
+                let dims = match dims.split_last() {
+                    Some((last, _)) if self.u.ratio(1u8, 2u8)? => vec![*last],
+                    _ => dims,
+                };
+                return self.tensor_const(dtype, &dims);
+            }
             let c = scalar(self.u, dtype)?;
             return Ok(self.b.constant(c));
         }
@@ -158,6 +175,88 @@ impl Gen<'_, '_> {
             .b
             .cast(candidate, dtype)
             .expect("every dtype casts to every dtype"))
+    }
+
+    /// The fixed dimensions of a value (tensor mode has no symbolic ones).
+    fn fixed_dims(&self, v: Value) -> Vec<u64> {
+        self.b
+            .ty(v)
+            .as_tensor()
+            .map(|t| {
+                t.shape
+                    .iter()
+                    .map(|d| match d {
+                        Dim::Fixed(n) => *n,
+                        Dim::Sym(_) => 1,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    fn tensor_const(&mut self, dtype: DType, dims: &[u64]) -> Result<Value> {
+        let count = dims.iter().product::<u64>() as usize;
+        let mut values = Vec::with_capacity(count);
+        for _ in 0..count {
+            values.push(scalar(self.u, dtype)?);
+        }
+        let t = TensorConst {
+            dtype,
+            dims: dims.to_vec(),
+            values,
+        };
+        Ok(self
+            .b
+            .op(Op::Tensor(Arc::new(t)), &[])
+            .expect("a constant of its own shape"))
+    }
+
+    /// A tensor step: matmul with a constant, transpose, or reshape.
+    fn tensor_step(&mut self) -> Result<Option<Value>> {
+        let a = self.pick()?;
+        let dims = self.fixed_dims(a);
+        let dtype = self.b.dtype(a).expect("pool values are tensors");
+        Ok(match self.u.int_in_range(0..=2u8)? {
+            0 if !dims.is_empty() => {
+                let dtype = if dtype.is_numeric() {
+                    dtype
+                } else {
+                    DType::I32
+                };
+                let a = self.b.cast(a, dtype).expect("casts are valid");
+                let k = *dims.last().expect("rank >= 1");
+                let b_dims = if self.u.ratio(1u8, 4u8)? {
+                    vec![k]
+                } else {
+                    vec![k, self.u.int_in_range(1..=3u64)?]
+                };
+                let b = self.tensor_const(dtype, &b_dims)?;
+                let (x, y) = if self.u.ratio(1u8, 5u8)? && b_dims.len() == 1 {
+                    (b, a)
+                } else {
+                    (a, b)
+                };
+                self.b.op(Op::MatMul, &[x, y]).ok()
+            }
+            1 if dims.len() >= 2 => {
+                let mut perm: Vec<u32> = (0..dims.len() as u32).collect();
+                for i in (1..perm.len()).rev() {
+                    let j = self.u.int_in_range(0..=i)?;
+                    perm.swap(i, j);
+                }
+                self.b.op(Op::Transpose(perm), &[a]).ok()
+            }
+            _ => {
+                let count: u64 = dims.iter().product();
+                let shape: Vec<u64> = match self.u.int_in_range(0..=2u8)? {
+                    0 => vec![count],
+                    1 => vec![1, count],
+                    _ => dims.iter().rev().copied().collect(),
+                };
+                let shape = shape.into_iter().map(Dim::Fixed).collect();
+                self.b.op(Op::Reshape(shape), &[a]).ok()
+            }
+        })
     }
 
     fn column_operand(&mut self) -> Result<Option<Value>> {
@@ -174,6 +273,12 @@ impl Gen<'_, '_> {
     }
 
     fn step(&mut self) -> Result<()> {
+        if self.tensors && self.u.ratio(1u8, 4u8)? {
+            if let Some(v) = self.tensor_step()? {
+                self.pool.push(v);
+            }
+            return Ok(());
+        }
         let value = match self.u.int_in_range(0..=9u8)? {
             0 | 1 => {
                 let a = self.pick()?;
@@ -240,8 +345,10 @@ impl Gen<'_, '_> {
                         return Ok(());
                     };
                     let mask = self.b.cast(col, DType::Bool).expect("casts are valid");
-                    let sel = self.b.filter(mask).expect("a bool column filters");
-                    self.outputs.push(sel);
+                    // A tensor of rank 2 does not filter: skip it.
+                    if let Ok(sel) = self.b.filter(mask) {
+                        self.outputs.push(sel);
+                    }
                     return Ok(());
                 }
                 let a = self.pick()?;
@@ -261,7 +368,8 @@ impl Gen<'_, '_> {
 
 /// A random valid graph with up to `max_ops` operations, and inputs for it.
 pub fn generate(u: &mut Unstructured, max_ops: usize) -> Result<Case> {
-    let columns = u.ratio(2u8, 3u8)?;
+    let tensors = u.ratio(1u8, 4u8)?;
+    let columns = !tensors && u.ratio(2u8, 3u8)?;
     let n_rows = if columns {
         u.int_in_range(0..=9usize)?
     } else {
@@ -272,11 +380,18 @@ pub fn generate(u: &mut Unstructured, max_ops: usize) -> Result<Case> {
         b: Builder::new("fuzz"),
         pool: Vec::new(),
         outputs: Vec::new(),
+        tensors,
     };
     let n_inputs = gen.u.int_in_range(1..=4usize)?;
     for input_idx in 0..n_inputs {
         let dtype = gen.dtype()?;
-        let shape = if columns && gen.u.ratio(3u8, 4u8)? {
+        let shape = if tensors {
+            // Small fixed shapes of rank 0..=3, with 1s that broadcast.
+            let rank = gen.u.int_in_range(0..=3usize)?;
+            (0..rank)
+                .map(|_| gen.u.int_in_range(1..=3u64).map(Dim::Fixed))
+                .collect::<Result<Vec<_>>>()?
+        } else if columns && gen.u.ratio(3u8, 4u8)? {
             vec![Dim::Sym("n".into())]
         } else {
             Vec::new()
@@ -313,11 +428,20 @@ pub fn generate(u: &mut Unstructured, max_ops: usize) -> Result<Case> {
             .as_tensor()
             .expect("inputs are tensors")
             .clone();
+        // A column has `n_rows` elements; a tensor the product of its dims.
+        let len = t
+            .shape
+            .iter()
+            .map(|d| match d {
+                Dim::Fixed(k) => *k as usize,
+                Dim::Sym(_) => n_rows,
+            })
+            .product();
         inputs.push(if t.is_scalar() {
             Data::Scalar(scalar(u, t.dtype)?)
         } else {
-            let mut buf = Buffer::with_capacity(t.dtype, n_rows);
-            for _ in 0..n_rows {
+            let mut buf = Buffer::with_capacity(t.dtype, len);
+            for _ in 0..len {
                 buf.push(scalar(u, t.dtype)?);
             }
             Data::Column(buf)

@@ -475,10 +475,21 @@ impl Lowerer<'_> {
         let sa = self.strides(out, da);
         let sb = self.strides(out, db);
         // Batch strides of each operand against the result's batch axes.
-        let a_batch =
-            self.broadcast_strides(out, &da[..da.len().saturating_sub(2)], &dims[..batch]);
-        let b_batch =
-            self.broadcast_strides(out, &db[..db.len().saturating_sub(2)], &dims[..batch]);
+        // Batch axes step over whole matrices: each operand's own (full)
+        // strides, aligned to the result's batch axes, `None` where it
+        // broadcasts (a missing axis or a 1).
+        let batch_strides = |own: &[Option<Reg>], src: &[Dim]| -> Vec<Option<Reg>> {
+            let n_src = src.len().saturating_sub(2);
+            let lead = batch - n_src;
+            (0..batch)
+                .map(|axis| match axis.checked_sub(lead) {
+                    Some(a) if src[a] != Dim::Fixed(1) => own[a],
+                    _ => None,
+                })
+                .collect()
+        };
+        let a_batch = batch_strides(&sa, da);
+        let b_batch = batch_strides(&sb, db);
         let (a_i, a_k) = (a_mat.then(|| sa[da.len() - 2]).flatten(), sa[da.len() - 1]);
         let (b_k, b_j) = if b_mat {
             (sb[db.len() - 2], sb[db.len() - 1])
