@@ -78,6 +78,16 @@ struct Arg<'a> {
     dims: Vec<usize>,
 }
 
+impl Arg<'_> {
+    fn data_dtype(&self) -> kiln_ir::DType {
+        match self.data {
+            Data::Scalar(s) => s.dtype(),
+            Data::Column(b) => b.dtype(),
+            Data::Selection(_) => kiln_ir::DType::I64,
+        }
+    }
+}
+
 /// The concrete dimensions of a type (a selection has its column's).
 fn dims(ty: &Type, bindings: &DimBindings) -> Vec<usize> {
     let shape: &[Dim] = match ty {
@@ -226,6 +236,32 @@ fn eval_node(node: &NodeData, args: &[Arg<'_>], out_dims: &[usize]) -> EvalResul
             let mut out = Buffer::with_capacity(dtype, out_dims.iter().product());
             for_each_index(out_dims, &[permuted], |offsets| {
                 out.push(element(a.data, offsets[0]));
+                Ok(())
+            })?;
+            Ok(tensor_data(out_dims, out))
+        }
+        Op::ReduceAxes { op, axes, .. } => {
+            let a = &args[0];
+            let own = strides(&a.dims);
+            let reduced: Vec<usize> = axes.iter().map(|&x| x as usize).collect();
+            let kept: Vec<usize> = (0..a.dims.len()).filter(|x| !reduced.contains(x)).collect();
+            let kept_dims: Vec<usize> = kept.iter().map(|&x| a.dims[x]).collect();
+            let red_dims: Vec<usize> = reduced.iter().map(|&x| a.dims[x]).collect();
+            let kept_strides: Vec<usize> = kept.iter().map(|&x| own[x]).collect();
+            let red_strides: Vec<usize> = reduced.iter().map(|&x| own[x]).collect();
+            let in_dtype = args[0].data_dtype();
+            let n: usize = red_dims.iter().product();
+            let mut out = Buffer::with_capacity(dtype.expect("a tensor"), kept_dims.iter().product());
+            // Result elements in row-major order of the kept axes (keepdim's
+            // 1s do not change it); each folds its elements in row-major
+            // order of the reduced axes.
+            for_each_index(&kept_dims, &[kept_strides], |base| {
+                let mut acc = semantics::reduce_identity(*op, in_dtype);
+                for_each_index(&red_dims, std::slice::from_ref(&red_strides), |offsets| {
+                    acc = semantics::reduce_step(*op, acc, element(a.data, base[0] + offsets[0]))?;
+                    Ok(())
+                })?;
+                out.push(semantics::reduce_finish(*op, acc, n as u64)?);
                 Ok(())
             })?;
             Ok(tensor_data(out_dims, out))

@@ -54,6 +54,18 @@ pub enum Op {
     /// `reshape(a)` to the given shape with the same number of elements, in
     /// row-major order (torch `reshape`/`view`, TF `Reshape`).
     Reshape(Shape),
+    /// A reduction of a tensor over some of its axes (torch `sum(x, dim,
+    /// keepdim)`, TF `Sum`): the reduced axes are removed, or kept with extent
+    /// 1 when `keepdim`. Each result element folds its elements in row-major
+    /// order of the reduced axes from the identity, as [`ReduceOp`] says.
+    ReduceAxes {
+        /// The reduction.
+        op: ReduceOp,
+        /// The axes reduced, ascending.
+        axes: Vec<u32>,
+        /// Keep the reduced axes with extent 1.
+        keepdim: bool,
+    },
 }
 
 /// The elements of a constant tensor, row-major, and its shape.
@@ -280,7 +292,8 @@ impl Op {
             | Op::Reduce(_)
             | Op::Filter
             | Op::Transpose(_)
-            | Op::Reshape(_) => 1,
+            | Op::Reshape(_)
+            | Op::ReduceAxes { .. } => 1,
             Op::Binary(_) | Op::Compare(_) | Op::MatMul => 2,
             Op::Select => 3,
         }
@@ -302,6 +315,7 @@ impl Op {
             Op::MatMul => "matmul",
             Op::Transpose(_) => "transpose",
             Op::Reshape(_) => "reshape",
+            Op::ReduceAxes { .. } => "reduce_axes",
         }
     }
 }
@@ -324,6 +338,7 @@ mod tests {
             "matmul",
             "transpose",
             "reshape",
+            "reduce_axes",
         ];
         let names = UnaryOp::ALL
             .iter()

@@ -347,6 +347,27 @@ pub fn result_type(op: &Op, args: &[&Type]) -> TypeResult<Type> {
                 shape: perm.iter().map(|&p| t.shape[p as usize].clone()).collect(),
             }))
         }
+        Op::ReduceAxes { op, axes, keepdim } => {
+            let t = tensors[0];
+            check_class(name, reduce_class(*op), t)?;
+            let ascending = axes.windows(2).all(|w| w[0] < w[1]);
+            if axes.is_empty() || !ascending || axes.iter().any(|&a| a as usize >= t.shape.len()) {
+                return fail(format!(
+                    "`reduce_axes` of {t} needs ascending axes below {}, got {axes:?}",
+                    t.shape.len()
+                ));
+            }
+            let mut shape = Vec::with_capacity(t.shape.len());
+            for (axis, d) in t.shape.iter().enumerate() {
+                if !axes.contains(&(axis as u32)) {
+                    shape.push(d.clone());
+                } else if *keepdim {
+                    shape.push(Dim::Fixed(1));
+                }
+            }
+            let dtype = if *op == ReduceOp::Count { DType::I64 } else { t.dtype };
+            Ok(Type::Tensor(TensorType { dtype, shape }))
+        }
         Op::Reshape(shape) => {
             let t = tensors[0];
             if size_and_symbols(&t.shape) != size_and_symbols(shape) {
@@ -462,6 +483,19 @@ mod tests {
             Op::Reshape(vec![Dim::Fixed(12)]),
             vec![t(&[4, 3])],
             "f32[12]",
+        );
+        let sum = |axes: Vec<u32>, keepdim| Op::ReduceAxes {
+            op: ReduceOp::Sum,
+            axes,
+            keepdim,
+        };
+        check(sum(vec![1], false), vec![t(&[4, 3])], "f32[4]");
+        check(sum(vec![0, 1], false), vec![t(&[4, 3])], "f32");
+        check(sum(vec![1], true), vec![t(&[4, 3])], "f32[4, 1]");
+        check(
+            sum(vec![2], false),
+            vec![t(&[4, 3])],
+            "error: `reduce_axes` of f32[4, 3] needs ascending axes below 2, got [2]",
         );
         check(
             Op::Reshape(vec![Dim::Fixed(5)]),

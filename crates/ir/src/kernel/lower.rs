@@ -234,7 +234,11 @@ impl Lowerer<'_> {
                 }
             }
             Op::Const(c) => Expr::Const(*c),
-            Op::Tensor(_) | Op::MatMul | Op::Transpose(_) | Op::Reshape(_) => {
+            Op::Tensor(_)
+            | Op::MatMul
+            | Op::Transpose(_)
+            | Op::Reshape(_)
+            | Op::ReduceAxes { .. } => {
                 unreachable!("tensor ops are lowered by `tensor_body`, not per element")
             }
             Op::Unary(op) => Expr::Unary(*op, args[0]),

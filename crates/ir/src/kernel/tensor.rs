@@ -32,7 +32,11 @@ pub(super) fn needs_loop_nests(graph: &Graph, info: &GraphInfo) -> bool {
         let rank = node.ty.as_tensor().map_or(0, |t| t.shape.len());
         let tensor_op = matches!(
             node.op,
-            Op::Tensor(_) | Op::MatMul | Op::Transpose(_) | Op::Reshape(_)
+            Op::Tensor(_)
+                | Op::MatMul
+                | Op::Transpose(_)
+                | Op::Reshape(_)
+                | Op::ReduceAxes { .. }
         );
         let elementwise = !matches!(node.op, Op::Reduce(_) | Op::Filter);
         let broadcast = elementwise
@@ -146,6 +150,21 @@ impl Lowerer<'_> {
                     if dims.is_empty() {
                         let zero =
                             self.emit(&mut out, DType::I64, Expr::Const(Scalar::I64(0)), None);
+                        let reg = self.emit(&mut out, dtype, Expr::Load(dest, zero), None);
+                        Some(Loc::Scalar(reg))
+                    } else {
+                        Some(Loc::Buf { param: dest, dims })
+                    }
+                }
+                Op::ReduceAxes { op, axes, keepdim } => {
+                    let Loc::Buf { param, dims: src } = arg(node.args[0]) else {
+                        unreachable!("verified: reduce_axes takes a tensor")
+                    };
+                    let dtype = dtype.expect("a tensor");
+                    let dest = self.dest(value, &dims, &mut claimed);
+                    self.reduce_axes(&mut out, (*op, axes, *keepdim), (param, &src), dest, &dims, dtype);
+                    if dims.is_empty() {
+                        let zero = self.i64_const(&mut out, 0);
                         let reg = self.emit(&mut out, dtype, Expr::Load(dest, zero), None);
                         Some(Loc::Scalar(reg))
                     } else {
@@ -610,6 +629,89 @@ impl Lowerer<'_> {
                 row: k,
                 body: k_body,
             });
+        });
+    }
+
+    /// `dest[kept] = fold over the reduced axes (row-major) from the
+    /// identity`; `mean` divides by the number of elements folded, `count`
+    /// is that number.
+    fn reduce_axes(
+        &mut self,
+        out: &mut Vec<Stmt>,
+        (op, axes, keepdim): (ReduceOp, &[u32], bool),
+        (src, src_dims): (ParamIdx, &Shape),
+        dest: ParamIdx,
+        dims: &Shape,
+        dtype: DType,
+    ) {
+        let src_strides = self.strides(out, src_dims);
+        let out_strides = self.strides(out, dims);
+        let reduced: Vec<usize> = axes.iter().map(|&a| a as usize).collect();
+        let kept: Vec<usize> = (0..src_dims.len()).filter(|a| !reduced.contains(a)).collect();
+        let red_dims: Shape = reduced.iter().map(|&a| src_dims[a].clone()).collect();
+        let in_dtype = self.kernel.params[src as usize].clone();
+        let in_dtype = match in_dtype {
+            Param::ColumnIn { dtype, .. } | Param::Scratch { dtype, .. } | Param::ColumnOut { dtype, .. } => dtype,
+            Param::ConstIn { tensor, .. } => tensor.dtype,
+            Param::BitmapIn { .. } => DType::Bool,
+            _ => dtype,
+        };
+        // Elements folded per result: the product of the reduced extents.
+        let mut folded = self.i64_const(out, 1);
+        for d in &red_dims {
+            let extent = self.extent(d);
+            let n = self.emit(out, DType::I64, Expr::ExtentValue(extent), None);
+            folded = self.emit(out, DType::I64, Expr::Binary(BinaryOp::Mul, folded, n), None);
+        }
+        if op == ReduceOp::Count {
+            self.nest(out, dims, |lw, body, rows| {
+                let to = lw.flat(body, rows, &out_strides);
+                body.push(Stmt::Store(dest, Some(to), folded));
+            });
+            return;
+        }
+        let identity = self.emit(out, in_dtype, Expr::Const(reduce_identity(op, in_dtype)), None);
+        let var = self.new_var(reduce_identity(op, in_dtype));
+        let step = match op {
+            ReduceOp::Sum | ReduceOp::Mean => BinaryOp::Add,
+            ReduceOp::Prod => BinaryOp::Mul,
+            ReduceOp::Min => BinaryOp::Min,
+            ReduceOp::Max => BinaryOp::Max,
+            ReduceOp::Count => unreachable!("handled above"),
+        };
+        let mean_divisor = (op == ReduceOp::Mean)
+            .then(|| self.emit(out, dtype, Expr::Cast(dtype, folded), None));
+        self.nest(out, dims, |lw, body, rows| {
+            body.push(Stmt::Set(var, identity));
+            // The kept axes' indices, from the result's (keepdim adds 1s).
+            let kept_rows: Vec<Reg> = if keepdim {
+                kept.iter().map(|&a| rows[a]).collect()
+            } else {
+                rows.to_vec()
+            };
+            let mut inner = Vec::new();
+            lw.nest(&mut inner, &red_dims, |lw, ib, red_rows| {
+                let mut src_rows = vec![red_rows[0]; src_dims.len()];
+                for (&a, &r) in kept.iter().zip(&kept_rows) {
+                    src_rows[a] = r;
+                }
+                for (&a, &r) in reduced.iter().zip(red_rows) {
+                    src_rows[a] = r;
+                }
+                let from = lw.flat(ib, &src_rows, &src_strides);
+                let load = lw.load(src, from);
+                let x = lw.emit(ib, in_dtype, load, None);
+                let acc = lw.emit(ib, in_dtype, Expr::Var(var), None);
+                let next = lw.emit(ib, in_dtype, Expr::Binary(step, acc, x), None);
+                ib.push(Stmt::Set(var, next));
+            });
+            body.extend(inner);
+            let mut result = lw.emit(body, in_dtype, Expr::Var(var), None);
+            if let Some(n) = mean_divisor {
+                result = lw.emit(body, dtype, Expr::Binary(BinaryOp::Div, result, n), None);
+            }
+            let to = lw.flat(body, rows, &out_strides);
+            body.push(Stmt::Store(dest, Some(to), result));
         });
     }
 }

@@ -349,6 +349,12 @@ impl<'a> Parser<'a> {
                     ),
                     // The permutation follows the argument.
                     "transpose" => Op::Transpose(Vec::new()),
+                    // So do the axes, the reduction and `keepdim`.
+                    "reduce_axes" => Op::ReduceAxes {
+                        op: ReduceOp::Sum,
+                        axes: Vec::new(),
+                        keepdim: false,
+                    },
                     "cast" => Op::Cast(
                         ty.dtype()
                             .ok_or_else(|| line.err(op_at, "cannot cast to a selection"))?,
@@ -363,20 +369,32 @@ impl<'a> Parser<'a> {
                     }
                     args.push(self.value_ref(line)?);
                 }
-                let op = match op {
-                    Op::Transpose(_) => {
-                        line.expect_punct('[')?;
-                        let mut perm = Vec::new();
-                        while !line.eat_punct(']') {
-                            if !perm.is_empty() {
-                                line.expect_punct(',')?;
-                            }
-                            let (at, word) = line.word("an axis")?;
-                            perm.push(word.parse::<u32>().map_err(|_| {
-                                line.err(at, format!("`{word}` is not an axis number"))
-                            })?);
+                let axis_list = |line: &mut Line<'a>| -> ParseResult<Vec<u32>> {
+                    line.expect_punct('[')?;
+                    let mut axes = Vec::new();
+                    while !line.eat_punct(']') {
+                        if !axes.is_empty() {
+                            line.expect_punct(',')?;
                         }
-                        Op::Transpose(perm)
+                        let (at, word) = line.word("an axis")?;
+                        axes.push(word.parse::<u32>().map_err(|_| {
+                            line.err(at, format!("`{word}` is not an axis number"))
+                        })?);
+                    }
+                    Ok(axes)
+                };
+                let op = match op {
+                    Op::Transpose(_) => Op::Transpose(axis_list(line)?),
+                    Op::ReduceAxes { .. } => {
+                        let axes = axis_list(line)?;
+                        let (at, name) = line.word("a reduction")?;
+                        let op = ReduceOp::from_name(name)
+                            .ok_or_else(|| line.err(at, format!("unknown reduction `{name}`")))?;
+                        let keepdim = matches!(line.toks.get(line.pos), Some((_, Tok::Word("keepdim"))));
+                        if keepdim {
+                            line.pos += 1;
+                        }
+                        Op::ReduceAxes { op, axes, keepdim }
                     }
                     op => op,
                 };

@@ -37,8 +37,15 @@ pub fn print(graph: &Graph) -> String {
                     let sep = if arg_idx == 0 { " " } else { ", " };
                     write!(out, "{sep}{arg}").expect("writing to a String");
                 }
-                if let Op::Transpose(perm) = &node.op {
-                    write!(out, " {perm:?}").expect("writing to a String");
+                match &node.op {
+                    Op::Transpose(perm) => write!(out, " {perm:?}").expect("writing to a String"),
+                    Op::ReduceAxes { op, axes, keepdim } => {
+                        write!(out, " {axes:?} {op}").expect("writing to a String");
+                        if *keepdim {
+                            out.push_str(" keepdim");
+                        }
+                    }
+                    _ => {}
                 }
             }
         }
