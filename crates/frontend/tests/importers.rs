@@ -171,14 +171,14 @@ fn fx_reports_every_unsupported_op_at_once() {
     let err = fx_graph(
         "    %x : [num_users=3] = placeholder[target=x]
     %a : [num_users=1] = call_function[target=torch.frobnicate](args = (%x,), kwargs = {})
-    %b : [num_users=1] = call_function[target=torch.sum](args = (%x, 0), kwargs = {})
+    %b : [num_users=1] = call_function[target=torch.cat](args = ([%x, %x],), kwargs = {})
     %c : [num_users=1] = call_method[target=wibble](args = (%x,), kwargs = {})
     return (a, b, c)",
         &[("x", column(DType::F32))],
     )
     .unwrap_err();
     assert!(err.starts_with("3:5: unsupported:"), "{err}");
-    for needle in ["torch.frobnicate", "wibble", "tensor ops `torch.sum`"] {
+    for needle in ["torch.frobnicate", "wibble", "tensor ops `torch.cat`"] {
         assert!(err.contains(needle), "{needle}: {err}");
     }
 }
@@ -283,12 +283,12 @@ node {{ name: "r" op: "{op}" input: "a" input: "b" }}"#
 fn tf_reports_every_unsupported_op_and_bad_graphs() {
     let unknown = format!(
         r#"{PLACEHOLDER_X}
-node {{ name: "m" op: "Softmax" input: "x" }}
+node {{ name: "m" op: "ConcatV2" input: "x" input: "x" }}
 node {{ name: "q" op: "Quux" input: "x" }}
 node {{ name: "z" op: "Zorp" input: "x" }}"#
     );
     let err = tf_graph(&unknown, &[]).unwrap_err();
-    for needle in ["Quux (`q`)", "Zorp (`z`)", "tensor ops Softmax (`m`)"] {
+    for needle in ["Quux (`q`)", "Zorp (`z`)", "tensor ops ConcatV2 (`m`)"] {
         assert!(err.contains(needle), "{needle}: {err}");
     }
     let cases: &[(String, &str)] = &[
@@ -426,4 +426,71 @@ fn fx_gelu_exact_and_tanh() {
             assert!((g - w).abs() <= 1e-12 * w.abs().max(1e-300), "{g} vs {w}");
         }
     }
+}
+
+fn f32_tensor(dims: &[u64]) -> Type {
+    Type::Tensor(TensorType {
+        dtype: DType::F32,
+        shape: dims.iter().map(|&d| Dim::Fixed(d)).collect(),
+    })
+}
+
+fn f32s(v: &[f32]) -> Data {
+    Data::Column(Buffer::F32(v.to_vec()))
+}
+
+#[test]
+fn fx_reductions_and_softmax() {
+    let g = fx_graph(
+        "    %x : [num_users=4] = placeholder[target=x]
+    %s : [num_users=1] = call_function[target=torch.sum](args = (%x, 1), kwargs = {})
+    %m : [num_users=1] = call_function[target=torch.ops.aten.mean.dim](args = (%x, [0], True), kwargs = {})
+    %a : [num_users=1] = call_method[target=amax](args = (%x,), kwargs = {dim: -1})
+    %p : [num_users=1] = call_function[target=torch.softmax](args = (%x,), kwargs = {dim: 1})
+    return (s, m, a, p)",
+        &[("x", f32_tensor(&[2, 2]))],
+    )
+    .unwrap();
+    let out = run(&g, &[f32s(&[1.0, 2.0, 3.0, 3.0])]);
+    assert_eq!(out[0], f32s(&[3.0, 6.0]));
+    assert_eq!(out[1], f32s(&[2.0, 2.5]));
+    assert_eq!(out[2], f32s(&[2.0, 3.0]));
+    // softmax([1, 2]) = [1 / (1 + e), e / (1 + e)] (as f32); equal entries split evenly.
+    let Data::Column(Buffer::F32(p)) = &out[3] else {
+        panic!("a tensor")
+    };
+    let e = std::f32::consts::E;
+    assert!(
+        (p[0] - 1.0 / (1.0 + e)).abs() < 1e-6 && (p[1] - e / (1.0 + e)).abs() < 1e-6,
+        "{p:?}"
+    );
+    assert_eq!(&p[2..], &[0.5, 0.5]);
+    let err = fx_graph(
+        "    %x : [num_users=1] = placeholder[target=x]
+    %s : [num_users=1] = call_function[target=torch.sum](args = (%x, 2), kwargs = {})
+    return s",
+        &[("x", f32_tensor(&[2, 2]))],
+    )
+    .unwrap_err();
+    assert!(err.contains("rank-2"), "{err}");
+}
+
+#[test]
+fn tf_reductions_and_softmax() {
+    let x = r#"node { name: "x" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } } attr { key: "shape" value { shape { dim { size: 2 } dim { size: 2 } } } } }
+node { name: "axis" op: "Const" attr { key: "dtype" value { type: DT_INT32 } } attr { key: "value" value { tensor { dtype: DT_INT32 tensor_shape { dim { size: 1 } } int_val: -1 } } } }
+node { name: "s" op: "Sum" input: "x" input: "axis" attr { key: "keep_dims" value { b: true } } }
+node { name: "mx" op: "Max" input: "x" input: "axis" }
+node { name: "p" op: "Softmax" input: "x" }"#;
+    let g = tf_graph(x, &["s", "mx", "p"]).unwrap();
+    let out = run(&g, &[f32s(&[1.0, 2.0, 3.0, 3.0])]);
+    assert_eq!(out[0], f32s(&[3.0, 6.0]));
+    assert_eq!(out[1], f32s(&[2.0, 3.0]));
+    let Data::Column(Buffer::F32(p)) = &out[2] else {
+        panic!("a tensor")
+    };
+    assert_eq!(&p[2..], &[0.5, 0.5]);
+    let bad = x.replace("int_val: -1", "int_val: 5");
+    let err = tf_graph(&bad, &["s"]).unwrap_err();
+    assert!(err.contains("out of range"), "{err}");
 }

@@ -211,12 +211,32 @@ impl Gen<'_, '_> {
             .expect("a constant of its own shape"))
     }
 
-    /// A tensor step: matmul with a constant, transpose, or reshape.
+    /// A tensor step: matmul with a constant, transpose, reshape, or a
+    /// reduction over axes.
     fn tensor_step(&mut self) -> Result<Option<Value>> {
         let a = self.pick()?;
         let dims = self.fixed_dims(a);
         let dtype = self.b.dtype(a).expect("pool values are tensors");
-        Ok(match self.u.int_in_range(0..=2u8)? {
+        Ok(match self.u.int_in_range(0..=3u8)? {
+            3 if !dims.is_empty() => {
+                // A reduction over a random non-empty set of axes.
+                let mut axes: Vec<u32> = (0..dims.len() as u32)
+                    .filter(|_| self.u.ratio(1u8, 2u8).unwrap_or(false))
+                    .collect();
+                if axes.is_empty() {
+                    axes.push(self.u.int_in_range(0..=dims.len() as u32 - 1)?);
+                }
+                let op = *self.u.choose(ReduceOp::ALL)?;
+                let keepdim = self.u.arbitrary()?;
+                let a = match kiln::ir::typing::reduce_class(op) {
+                    class if class.accepts(dtype) => a,
+                    _ if op == ReduceOp::Mean => {
+                        self.b.cast(a, DType::F64).expect("casts are valid")
+                    }
+                    _ => self.b.cast(a, DType::I64).expect("casts are valid"),
+                };
+                self.b.op(Op::ReduceAxes { op, axes, keepdim }, &[a]).ok()
+            }
             0 if !dims.is_empty() => {
                 let dtype = if dtype.is_numeric() {
                     dtype

@@ -251,7 +251,8 @@ fn eval_node(node: &NodeData, args: &[Arg<'_>], out_dims: &[usize]) -> EvalResul
             let red_strides: Vec<usize> = reduced.iter().map(|&x| own[x]).collect();
             let in_dtype = args[0].data_dtype();
             let n: usize = red_dims.iter().product();
-            let mut out = Buffer::with_capacity(dtype.expect("a tensor"), kept_dims.iter().product());
+            let mut out =
+                Buffer::with_capacity(dtype.expect("a tensor"), kept_dims.iter().product());
             // Result elements in row-major order of the kept axes (keepdim's
             // 1s do not change it); each folds its elements in row-major
             // order of the reduced axes.

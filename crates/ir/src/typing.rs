@@ -365,7 +365,11 @@ pub fn result_type(op: &Op, args: &[&Type]) -> TypeResult<Type> {
                     shape.push(Dim::Fixed(1));
                 }
             }
-            let dtype = if *op == ReduceOp::Count { DType::I64 } else { t.dtype };
+            let dtype = if *op == ReduceOp::Count {
+                DType::I64
+            } else {
+                t.dtype
+            };
             Ok(Type::Tensor(TensorType { dtype, shape }))
         }
         Op::Reshape(shape) => {

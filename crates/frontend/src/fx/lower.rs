@@ -12,8 +12,8 @@ use super::text::{Arg, FxGraph, Node};
 use super::Options;
 use crate::eltwise::{self, konst, EResult};
 use kiln_ir::{
-    BinaryOp, Builder, CmpOp, DType, Dim, Graph, Loc, Op, ParseError, ParseResult, Scalar,
-    SourceMap, TensorConst, TypeError, UnaryOp, Value,
+    BinaryOp, Builder, CmpOp, DType, Dim, Graph, Loc, Op, ParseError, ParseResult, ReduceOp,
+    Scalar, SourceMap, TensorConst, TypeError, UnaryOp, Value,
 };
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -26,17 +26,10 @@ const TENSOR_OPS: &[&str] = &[
     "stack",
     "split",
     "chunk",
-    "sum",
-    "mean",
-    "amax",
-    "amin",
-    "softmax",
-    "log_softmax",
     "expand",
     "broadcast_to",
     "getitem",
     "size",
-    "prod",
     "max_dim",
     "argmax",
     "argmin",
@@ -81,6 +74,13 @@ pub fn op_name(kind: &str, target: &str) -> String {
 }
 
 const SUPPORTED: &[&str] = &[
+    "sum",
+    "mean",
+    "amax",
+    "amin",
+    "prod",
+    "softmax",
+    "log_softmax",
     "matmul",
     "mm",
     "bmm",
@@ -672,6 +672,99 @@ impl Fx<'_> {
         }
     }
 
+    /// The axes a `dim` argument names (an int, a list, or none: every axis),
+    /// ascending.
+    fn dims_arg(&self, node: &Node, idx: usize, rank: usize) -> Result<Vec<u32>, String> {
+        let items: Vec<Arg> = match self.arg(node, idx, "dim") {
+            None | Some(Arg::None) => return Ok((0..rank as u32).collect()),
+            Some(Arg::Seq(items)) => items.clone(),
+            Some(a) => vec![a.clone()],
+        };
+        let mut axes = items
+            .iter()
+            .map(|a| match a {
+                Arg::Int(i) if (-(rank as i64)..rank as i64).contains(i) => {
+                    Ok(i.rem_euclid(rank as i64) as u32)
+                }
+                other => Err(format!(
+                    "`dim` must name axes of a rank-{rank} tensor, got {other:?}"
+                )),
+            })
+            .collect::<Result<Vec<u32>, String>>()?;
+        axes.sort_unstable();
+        axes.dedup();
+        Ok(axes)
+    }
+
+    fn reduce_axes(
+        &mut self,
+        op: ReduceOp,
+        x: Value,
+        axes: Vec<u32>,
+        keepdim: bool,
+    ) -> Result<Value, String> {
+        self.b
+            .op(Op::ReduceAxes { op, axes, keepdim }, &[x])
+            .map_err(te)
+    }
+
+    /// torch's `sum`, `mean`, `amax`, `amin`, `prod` over `dim` (all axes
+    /// without one), `keepdim`. Like torch, `sum`/`prod` of bool or i32 give
+    /// i64, and `mean` wants floats.
+    fn reduction(&mut self, op: &str, node: &Node) -> Result<Value, String> {
+        let x = match self.operand_at(node, 0, "input")? {
+            Operand::Tensor(v) => v,
+            other => return Err(format!("`{op}` takes a tensor, not {other:?}")),
+        };
+        let rank = self.shape_of(x).len();
+        if rank == 0 {
+            return Ok(x);
+        }
+        let axes = self.dims_arg(node, 1, rank)?;
+        let keepdim = matches!(self.arg(node, 2, "keepdim"), Some(Arg::Bool(true)));
+        let dtype = self.b.dtype(x).expect("a tensor");
+        let (rop, to) = match op {
+            "sum" => (ReduceOp::Sum, (!dtype.is_float()).then_some(DType::I64)),
+            "prod" => (ReduceOp::Prod, (!dtype.is_float()).then_some(DType::I64)),
+            "mean" if !dtype.is_float() => {
+                return Err(format!("`mean` of {dtype}: torch wants a float tensor"))
+            }
+            "mean" => (ReduceOp::Mean, None),
+            "amax" => (ReduceOp::Max, None),
+            _ => (ReduceOp::Min, None),
+        };
+        let x = match to {
+            Some(d) => self.b.cast(x, d).map_err(te)?,
+            None => x,
+        };
+        self.reduce_axes(rop, x, axes, keepdim)
+    }
+
+    /// `softmax(x, dim)`: `exp(x - max) / sum(exp(x - max))` along `dim`, the
+    /// max subtracted for range as torch does; `log_softmax` is
+    /// `(x - max) - log(sum(exp(x - max)))`.
+    fn softmax(&mut self, log: bool, node: &Node) -> Result<Value, String> {
+        let x = self.floating(node)?;
+        let rank = self.shape_of(x).len();
+        if rank == 0 {
+            return Err("softmax of a scalar".into());
+        }
+        let axes = match self.arg(node, 1, "dim") {
+            None | Some(Arg::None) => return Err("softmax needs `dim`".into()),
+            Some(_) => self.dims_arg(node, 1, rank)?,
+        };
+        let max = self.reduce_axes(ReduceOp::Max, x, axes.clone(), true)?;
+        let shifted = self.b.binary(BinaryOp::Sub, x, max).map_err(te)?;
+        let e = self.b.unary(UnaryOp::Exp, shifted).map_err(te)?;
+        let total = self.reduce_axes(ReduceOp::Sum, e, axes, true)?;
+        if log {
+            let l = self.b.unary(UnaryOp::Log, total).map_err(te)?;
+            self.b.binary(BinaryOp::Sub, shifted, l).map_err(te)
+        } else {
+            self.b.binary(BinaryOp::Div, e, total).map_err(te)
+        }
+    }
+
     /// The shape `dims` (ints, one of them possibly -1) asks `x` to take.
     fn target_shape(&self, x: Value, dims: &[Arg]) -> Result<Vec<Dim>, String> {
         let total = fixed_product(&self.shape_of(x))?;
@@ -843,6 +936,8 @@ impl Fx<'_> {
             | "permute" | "reshape" | "view" | "flatten" | "unsqueeze" | "squeeze" => {
                 self.tensor_op(op, node)?
             }
+            "sum" | "mean" | "amax" | "amin" | "prod" => self.reduction(op, node)?,
+            "softmax" | "log_softmax" => self.softmax(op == "log_softmax", node)?,
             "add" | "sub" | "subtract" | "rsub" => self.add_sub(op, node)?,
             "mul" | "multiply" => self.binary(node, B::Mul)?,
             "truediv" | "div" | "divide" | "true_divide" => self.divide(node)?,

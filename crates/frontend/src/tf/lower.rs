@@ -13,8 +13,8 @@ use super::proto::{
 use super::Options;
 use crate::eltwise::{self, konst};
 use kiln_ir::{
-    BinaryOp, Builder, CmpOp, DType, Dim, Graph, Loc, Op, ParseError, ParseResult, Scalar,
-    SourceMap, TensorConst, TensorType, Type, TypeError, UnaryOp, Value,
+    BinaryOp, Builder, CmpOp, DType, Dim, Graph, Loc, Op, ParseError, ParseResult, ReduceOp,
+    Scalar, SourceMap, TensorConst, TensorType, Type, TypeError, UnaryOp, Value,
 };
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -32,13 +32,6 @@ const TENSOR_OPS: &[&str] = &[
     "SplitV",
     "Unpack",
     "Pack",
-    "Sum",
-    "Mean",
-    "Max",
-    "Min",
-    "Prod",
-    "Softmax",
-    "LogSoftmax",
     "ExpandDims",
     "Squeeze",
     "Shape",
@@ -51,6 +44,13 @@ const TENSOR_OPS: &[&str] = &[
 ];
 
 const SUPPORTED: &[&str] = &[
+    "Sum",
+    "Mean",
+    "Max",
+    "Min",
+    "Prod",
+    "Softmax",
+    "LogSoftmax",
     "MatMul",
     "BiasAdd",
     "Placeholder",
@@ -435,6 +435,42 @@ fn shape_type(dtype: DType, n: &NodeDef) -> Result<Type, String> {
     Ok(Type::Tensor(TensorType { dtype, shape }))
 }
 
+/// The axes a reduction's second input names: a constant int scalar or
+/// vector, negative counting from the end; ascending, without repeats.
+fn const_axes(b: &Builder, v: Value, rank: usize) -> Result<Vec<u32>, String> {
+    let values: Vec<i64> = match &b.graph().node(v).op {
+        Op::Const(Scalar::I32(k)) => vec![i64::from(*k)],
+        Op::Const(Scalar::I64(k)) => vec![*k],
+        Op::Tensor(t) => t
+            .values
+            .iter()
+            .map(|s| match s {
+                Scalar::I32(k) => Ok(i64::from(*k)),
+                Scalar::I64(k) => Ok(*k),
+                _ => Err("reduction indices must be ints".to_string()),
+            })
+            .collect::<Result<_, _>>()?,
+        _ => return Err("unsupported: reduction indices that are not a constant".into()),
+    };
+    let r = rank as i64;
+    let mut axes = values
+        .into_iter()
+        .map(|k| {
+            let a = if k < 0 { k + r } else { k };
+            if (0..r).contains(&a) {
+                Ok(a as u32)
+            } else {
+                Err(format!(
+                    "reduction index {k} is out of range for rank {rank}"
+                ))
+            }
+        })
+        .collect::<Result<Vec<u32>, String>>()?;
+    axes.sort_unstable();
+    axes.dedup();
+    Ok(axes)
+}
+
 /// A constant: a scalar when it has one element and no dimension above 1,
 /// else a tensor constant of its shape.
 fn constant(b: &mut Builder, t: &TensorProto) -> Result<Value, String> {
@@ -542,7 +578,7 @@ impl Tf<'_> {
         let arity = match op {
             "Placeholder" | "Const" | "NoOp" => 0,
             "Select" | "SelectV2" => 3,
-            "MatMul" | "BiasAdd" => 2,
+            "MatMul" | "BiasAdd" | "Sum" | "Mean" | "Max" | "Min" | "Prod" => 2,
             "Add" | "AddV2" | "Sub" | "Mul" | "RealDiv" | "Div" | "DivNoNan" | "FloorDiv"
             | "FloorMod" | "TruncateDiv" | "TruncateMod" | "Mod" | "Pow" | "Maximum"
             | "Minimum" | "Greater" | "GreaterEqual" | "Less" | "LessEqual" | "Equal"
@@ -585,6 +621,65 @@ impl Tf<'_> {
                     }
                 }
                 b.op(Op::MatMul, &x).map_err(te)?
+            }
+            "Sum" | "Mean" | "Max" | "Min" | "Prod" => {
+                let rank = b.ty(a[0]).as_tensor().map_or(0, |t| t.shape.len());
+                let axes = const_axes(b, a[1], rank)?;
+                let keepdim = matches!(
+                    n.attr.get("keep_dims").and_then(|v| v.value.as_ref()),
+                    Some(AV::B(true))
+                );
+                if axes.is_empty() {
+                    a[0]
+                } else {
+                    let op = match op {
+                        "Sum" => ReduceOp::Sum,
+                        "Mean" if !dt(b, a[0]).is_float() => {
+                            return Err("unsupported: Mean of integers (TF truncates; kiln's mean is for floats)".into())
+                        }
+                        "Mean" => ReduceOp::Mean,
+                        "Max" => ReduceOp::Max,
+                        "Min" => ReduceOp::Min,
+                        _ => ReduceOp::Prod,
+                    };
+                    b.op(Op::ReduceAxes { op, axes, keepdim }, &[a[0]])
+                        .map_err(te)?
+                }
+            }
+            "Softmax" | "LogSoftmax" => {
+                let rank = b.ty(a[0]).as_tensor().map_or(0, |t| t.shape.len());
+                if rank == 0 {
+                    return Err("Softmax of a scalar".into());
+                }
+                let axes = vec![rank as u32 - 1];
+                let max = b
+                    .op(
+                        Op::ReduceAxes {
+                            op: ReduceOp::Max,
+                            axes: axes.clone(),
+                            keepdim: true,
+                        },
+                        &[a[0]],
+                    )
+                    .map_err(te)?;
+                let shifted = b.binary(B::Sub, a[0], max).map_err(te)?;
+                let e = b.unary(UnaryOp::Exp, shifted).map_err(te)?;
+                let total = b
+                    .op(
+                        Op::ReduceAxes {
+                            op: ReduceOp::Sum,
+                            axes,
+                            keepdim: true,
+                        },
+                        &[e],
+                    )
+                    .map_err(te)?;
+                if op == "LogSoftmax" {
+                    let l = b.unary(UnaryOp::Log, total).map_err(te)?;
+                    b.binary(B::Sub, shifted, l).map_err(te)?
+                } else {
+                    b.binary(B::Div, e, total).map_err(te)?
+                }
             }
             "BiasAdd" => {
                 if let Some(AV::S(format)) =

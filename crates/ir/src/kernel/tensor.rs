@@ -32,11 +32,7 @@ pub(super) fn needs_loop_nests(graph: &Graph, info: &GraphInfo) -> bool {
         let rank = node.ty.as_tensor().map_or(0, |t| t.shape.len());
         let tensor_op = matches!(
             node.op,
-            Op::Tensor(_)
-                | Op::MatMul
-                | Op::Transpose(_)
-                | Op::Reshape(_)
-                | Op::ReduceAxes { .. }
+            Op::Tensor(_) | Op::MatMul | Op::Transpose(_) | Op::Reshape(_) | Op::ReduceAxes { .. }
         );
         let elementwise = !matches!(node.op, Op::Reduce(_) | Op::Filter);
         let broadcast = elementwise
@@ -162,7 +158,14 @@ impl Lowerer<'_> {
                     };
                     let dtype = dtype.expect("a tensor");
                     let dest = self.dest(value, &dims, &mut claimed);
-                    self.reduce_axes(&mut out, (*op, axes, *keepdim), (param, &src), dest, &dims, dtype);
+                    self.reduce_axes(
+                        &mut out,
+                        (*op, axes, *keepdim),
+                        (param, &src),
+                        dest,
+                        &dims,
+                        dtype,
+                    );
                     if dims.is_empty() {
                         let zero = self.i64_const(&mut out, 0);
                         let reg = self.emit(&mut out, dtype, Expr::Load(dest, zero), None);
@@ -647,11 +650,15 @@ impl Lowerer<'_> {
         let src_strides = self.strides(out, src_dims);
         let out_strides = self.strides(out, dims);
         let reduced: Vec<usize> = axes.iter().map(|&a| a as usize).collect();
-        let kept: Vec<usize> = (0..src_dims.len()).filter(|a| !reduced.contains(a)).collect();
+        let kept: Vec<usize> = (0..src_dims.len())
+            .filter(|a| !reduced.contains(a))
+            .collect();
         let red_dims: Shape = reduced.iter().map(|&a| src_dims[a].clone()).collect();
         let in_dtype = self.kernel.params[src as usize].clone();
         let in_dtype = match in_dtype {
-            Param::ColumnIn { dtype, .. } | Param::Scratch { dtype, .. } | Param::ColumnOut { dtype, .. } => dtype,
+            Param::ColumnIn { dtype, .. }
+            | Param::Scratch { dtype, .. }
+            | Param::ColumnOut { dtype, .. } => dtype,
             Param::ConstIn { tensor, .. } => tensor.dtype,
             Param::BitmapIn { .. } => DType::Bool,
             _ => dtype,
@@ -661,7 +668,12 @@ impl Lowerer<'_> {
         for d in &red_dims {
             let extent = self.extent(d);
             let n = self.emit(out, DType::I64, Expr::ExtentValue(extent), None);
-            folded = self.emit(out, DType::I64, Expr::Binary(BinaryOp::Mul, folded, n), None);
+            folded = self.emit(
+                out,
+                DType::I64,
+                Expr::Binary(BinaryOp::Mul, folded, n),
+                None,
+            );
         }
         if op == ReduceOp::Count {
             self.nest(out, dims, |lw, body, rows| {
@@ -670,7 +682,12 @@ impl Lowerer<'_> {
             });
             return;
         }
-        let identity = self.emit(out, in_dtype, Expr::Const(reduce_identity(op, in_dtype)), None);
+        let identity = self.emit(
+            out,
+            in_dtype,
+            Expr::Const(reduce_identity(op, in_dtype)),
+            None,
+        );
         let var = self.new_var(reduce_identity(op, in_dtype));
         let step = match op {
             ReduceOp::Sum | ReduceOp::Mean => BinaryOp::Add,
@@ -679,8 +696,8 @@ impl Lowerer<'_> {
             ReduceOp::Max => BinaryOp::Max,
             ReduceOp::Count => unreachable!("handled above"),
         };
-        let mean_divisor = (op == ReduceOp::Mean)
-            .then(|| self.emit(out, dtype, Expr::Cast(dtype, folded), None));
+        let mean_divisor =
+            (op == ReduceOp::Mean).then(|| self.emit(out, dtype, Expr::Cast(dtype, folded), None));
         self.nest(out, dims, |lw, body, rows| {
             body.push(Stmt::Set(var, identity));
             // The kept axes' indices, from the result's (keepdim adds 1s).

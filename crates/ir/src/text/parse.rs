@@ -390,7 +390,8 @@ impl<'a> Parser<'a> {
                         let (at, name) = line.word("a reduction")?;
                         let op = ReduceOp::from_name(name)
                             .ok_or_else(|| line.err(at, format!("unknown reduction `{name}`")))?;
-                        let keepdim = matches!(line.toks.get(line.pos), Some((_, Tok::Word("keepdim"))));
+                        let keepdim =
+                            matches!(line.toks.get(line.pos), Some((_, Tok::Word("keepdim"))));
                         if keepdim {
                             line.pos += 1;
                         }
