@@ -11,6 +11,7 @@ use arrow_array::{
 use arrow_buffer::{BooleanBuffer, Buffer as ArrowBuffer, NullBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use kiln::ir::kernel::{LowerOptions, Param};
+use kiln::jit::{buffer_mut_ptr, scalar_from_bits, zeroed};
 use kiln::{Buffer, DType, Data, Engine, ExecError, GraphInfo, JitProgram, Program, Scalar};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -351,31 +352,6 @@ fn run_jit(
             }
         })
         .collect())
-}
-
-fn zeroed(dtype: DType, len: usize) -> Buffer {
-    match dtype {
-        DType::Bool => Buffer::Bool(vec![false; len]),
-        DType::I32 => Buffer::I32(vec![0; len]),
-        DType::I64 => Buffer::I64(vec![0; len]),
-        DType::F32 => Buffer::F32(vec![0.0; len]),
-        DType::F64 => Buffer::F64(vec![0.0; len]),
-    }
-}
-
-fn buffer_mut_ptr(b: &mut Buffer) -> u64 {
-    match b {
-        Buffer::Bool(v) => v.as_mut_ptr() as u64,
-        Buffer::I32(v) => v.as_mut_ptr() as u64,
-        Buffer::I64(v) => v.as_mut_ptr() as u64,
-        Buffer::F32(v) => v.as_mut_ptr() as u64,
-        Buffer::F64(v) => v.as_mut_ptr() as u64,
-    }
-}
-
-fn scalar_from_bits(dtype: DType, bits: u64) -> Scalar {
-    let bytes = bits.to_le_bytes();
-    Scalar::from_le_bytes(dtype, &bytes[..dtype.size_bytes()]).expect("one element")
 }
 
 /// A compiled filter: evaluates to the ascending indices of the rows where the

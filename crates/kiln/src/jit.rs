@@ -222,7 +222,8 @@ fn scalar_bits(s: Scalar) -> u64 {
     }
 }
 
-fn scalar_from_bits(dtype: DType, bits: u64) -> Scalar {
+/// The scalar a kernel wrote into an 8-byte output cell (low bytes first).
+pub fn scalar_from_bits(dtype: DType, bits: u64) -> Scalar {
     match dtype {
         DType::Bool => Scalar::Bool(bits & 0xff != 0),
         DType::I32 => Scalar::I32(bits as u32 as i32),
@@ -255,7 +256,8 @@ fn buffer_ptr(b: &Buffer) -> u64 {
     }
 }
 
-fn buffer_mut_ptr(b: &mut Buffer) -> u64 {
+/// The address of a buffer's first element, as a kernel slot.
+pub fn buffer_mut_ptr(b: &mut Buffer) -> u64 {
     match b {
         Buffer::Bool(v) => v.as_mut_ptr() as u64,
         Buffer::I32(v) => v.as_mut_ptr() as u64,
@@ -265,7 +267,8 @@ fn buffer_mut_ptr(b: &mut Buffer) -> u64 {
     }
 }
 
-fn zeroed(dtype: DType, len: usize) -> Buffer {
+/// A buffer of `len` zeros (`false`) of `dtype`: room for a kernel output.
+pub fn zeroed(dtype: DType, len: usize) -> Buffer {
     match dtype {
         DType::Bool => Buffer::Bool(vec![false; len]),
         DType::I32 => Buffer::I32(vec![0; len]),

@@ -47,6 +47,18 @@ fn column_dim(ty: &Type) -> Option<&Dim> {
     }
 }
 
+/// The binary op a reduction folds with; `None` for `count`, which folds
+/// nothing.
+pub(super) fn step_op(op: ReduceOp) -> Option<BinaryOp> {
+    Some(match op {
+        ReduceOp::Sum | ReduceOp::Mean => BinaryOp::Add,
+        ReduceOp::Prod => BinaryOp::Mul,
+        ReduceOp::Min => BinaryOp::Min,
+        ReduceOp::Max => BinaryOp::Max,
+        ReduceOp::Count => return None,
+    })
+}
+
 /// Choices of the native signature that do not change what a kernel computes.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct LowerOptions {
@@ -482,13 +494,7 @@ impl Lowerer<'_> {
             let x = arg_reg(self.graph.node(root).args[0], &regs);
             let dtype = self.kernel.reg_type(x);
             let acc = self.emit(&mut body, dtype, Expr::Var(var), None);
-            let step = match op {
-                ReduceOp::Sum | ReduceOp::Mean => BinaryOp::Add,
-                ReduceOp::Prod => BinaryOp::Mul,
-                ReduceOp::Min => BinaryOp::Min,
-                ReduceOp::Max => BinaryOp::Max,
-                ReduceOp::Count => unreachable!("count has no accumulator"),
-            };
+            let step = step_op(op).expect("count has no accumulator");
             let next = self.emit(&mut body, dtype, Expr::Binary(step, acc, x), None);
             body.push(Stmt::Set(var, next));
         }

@@ -11,7 +11,7 @@
 //! in `k` order from the identity (docs/semantics.md). Elementwise chains are
 //! not fused yet: each op makes one pass.
 
-use super::lower::{LowerError, Lowerer};
+use super::lower::{step_op, LowerError, Lowerer};
 use super::{Expr, Param, ParamIdx, Reg, Stmt};
 use crate::entities::Value;
 use crate::graph::Graph;
@@ -438,13 +438,7 @@ impl Lowerer<'_> {
             .dtype()
             .expect("a column");
         let var = self.new_var(reduce_identity(op, dtype));
-        let step = match op {
-            ReduceOp::Sum | ReduceOp::Mean => BinaryOp::Add,
-            ReduceOp::Prod => BinaryOp::Mul,
-            ReduceOp::Min => BinaryOp::Min,
-            ReduceOp::Max => BinaryOp::Max,
-            ReduceOp::Count => unreachable!("handled above"),
-        };
+        let step = step_op(op).expect("count is handled above");
         self.nest(out, col, |lw, body, rows| {
             let load = lw.load(param, rows[0]);
             let x = lw.emit(body, dtype, load, None);
@@ -689,13 +683,7 @@ impl Lowerer<'_> {
             None,
         );
         let var = self.new_var(reduce_identity(op, in_dtype));
-        let step = match op {
-            ReduceOp::Sum | ReduceOp::Mean => BinaryOp::Add,
-            ReduceOp::Prod => BinaryOp::Mul,
-            ReduceOp::Min => BinaryOp::Min,
-            ReduceOp::Max => BinaryOp::Max,
-            ReduceOp::Count => unreachable!("handled above"),
-        };
+        let step = step_op(op).expect("count is handled above");
         let mean_divisor =
             (op == ReduceOp::Mean).then(|| self.emit(out, dtype, Expr::Cast(dtype, folded), None));
         self.nest(out, dims, |lw, body, rows| {
