@@ -48,14 +48,25 @@ fn batch() -> &'static RecordBatch {
 /// A projected column as comparable text: every NaN is "NaN" (payloads are
 /// unspecified), nulls are "null", values keep their sign and bits otherwise.
 fn cells(a: &dyn Array) -> Vec<String> {
-    let opts = arrow_cast::display::FormatOptions::default().with_null("null");
-    let fmt = arrow_cast::display::ArrayFormatter::try_new(a, &opts).expect("a formatter");
-    (0..a.len())
-        .map(|row| {
-            let s = fmt.value(row).to_string();
-            if s.eq_ignore_ascii_case("nan") { "NaN".into() } else { s }
-        })
-        .collect()
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Float32Type, Float64Type, Int32Type, Int64Type};
+    let text = |row: usize| -> String {
+        if a.is_null(row) {
+            return "null".into();
+        }
+        let float = |v: f64| if v.is_nan() { "NaN".to_string() } else { format!("{v:?}") };
+        match a.data_type() {
+            arrow_schema::DataType::Boolean => a.as_boolean().value(row).to_string(),
+            arrow_schema::DataType::Int32 => a.as_primitive::<Int32Type>().value(row).to_string(),
+            arrow_schema::DataType::Int64 => a.as_primitive::<Int64Type>().value(row).to_string(),
+            arrow_schema::DataType::Float32 => {
+                float(f64::from(a.as_primitive::<Float32Type>().value(row)))
+            }
+            arrow_schema::DataType::Float64 => float(a.as_primitive::<Float64Type>().value(row)),
+            other => panic!("a projection of {other}"),
+        }
+    };
+    (0..a.len()).map(text).collect()
 }
 
 fuzz_target!(|data: &[u8]| {

@@ -494,3 +494,30 @@ node { name: "p" op: "Softmax" input: "x" }"#;
     let err = tf_graph(&bad, &["s"]).unwrap_err();
     assert!(err.contains("out of range"), "{err}");
 }
+
+#[test]
+fn tf_layout_ops() {
+    let src = r#"node { name: "x" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } } attr { key: "shape" value { shape { dim { size: 2 } dim { size: 3 } } } } }
+node { name: "shape" op: "Const" attr { key: "dtype" value { type: DT_INT32 } } attr { key: "value" value { tensor { dtype: DT_INT32 tensor_shape { dim { size: 2 } } int_val: 3 int_val: -1 } } } }
+node { name: "perm" op: "Const" attr { key: "dtype" value { type: DT_INT32 } } attr { key: "value" value { tensor { dtype: DT_INT32 tensor_shape { dim { size: 2 } } int_val: 1 int_val: 0 } } } }
+node { name: "axis" op: "Const" attr { key: "dtype" value { type: DT_INT32 } } attr { key: "value" value { tensor { dtype: DT_INT32 tensor_shape { } int_val: 0 } } } }
+node { name: "r" op: "Reshape" input: "x" input: "shape" }
+node { name: "t" op: "Transpose" input: "x" input: "perm" }
+node { name: "e" op: "ExpandDims" input: "x" input: "axis" }
+node { name: "s" op: "Squeeze" input: "e" attr { key: "squeeze_dims" value { list { i: 0 } } } }"#;
+    let g = tf_graph(src, &["r", "t", "e", "s"]).unwrap();
+    let shapes: Vec<String> = g
+        .outputs()
+        .iter()
+        .map(|o| g.ty(o.value).to_string())
+        .collect();
+    assert_eq!(
+        shapes,
+        ["f32[3, 2]", "f32[3, 2]", "f32[1, 2, 3]", "f32[2, 3]"]
+    );
+    let out = run(&g, &[f32s(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0])]);
+    assert_eq!(out[0], f32s(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]));
+    assert_eq!(out[1], f32s(&[1.0, 4.0, 2.0, 5.0, 3.0, 6.0]));
+    let bad = src.replace("int_val: 3 int_val: -1", "int_val: 4 int_val: -1");
+    assert!(tf_graph(&bad, &["r"]).unwrap_err().contains("cannot infer"));
+}

@@ -24,16 +24,12 @@ use std::sync::Arc;
 const TENSOR_OPS: &[&str] = &[
     "BatchMatMul",
     "BatchMatMulV2",
-    "Reshape",
-    "Transpose",
     "ConcatV2",
     "Concat",
     "Split",
     "SplitV",
     "Unpack",
     "Pack",
-    "ExpandDims",
-    "Squeeze",
     "Shape",
     "Fill",
     "Tile",
@@ -44,6 +40,10 @@ const TENSOR_OPS: &[&str] = &[
 ];
 
 const SUPPORTED: &[&str] = &[
+    "Reshape",
+    "Transpose",
+    "ExpandDims",
+    "Squeeze",
     "Sum",
     "Mean",
     "Max",
@@ -435,23 +435,40 @@ fn shape_type(dtype: DType, n: &NodeDef) -> Result<Type, String> {
     Ok(Type::Tensor(TensorType { dtype, shape }))
 }
 
-/// The axes a reduction's second input names: a constant int scalar or
-/// vector, negative counting from the end; ascending, without repeats.
-fn const_axes(b: &Builder, v: Value, rank: usize) -> Result<Vec<u32>, String> {
-    let values: Vec<i64> = match &b.graph().node(v).op {
-        Op::Const(Scalar::I32(k)) => vec![i64::from(*k)],
-        Op::Const(Scalar::I64(k)) => vec![*k],
+/// The integers of a constant int scalar or vector input (shapes, axes).
+fn const_ints(b: &Builder, v: Value) -> Result<Vec<i64>, String> {
+    match &b.graph().node(v).op {
+        Op::Const(Scalar::I32(k)) => Ok(vec![i64::from(*k)]),
+        Op::Const(Scalar::I64(k)) => Ok(vec![*k]),
         Op::Tensor(t) => t
             .values
             .iter()
             .map(|s| match s {
                 Scalar::I32(k) => Ok(i64::from(*k)),
                 Scalar::I64(k) => Ok(*k),
-                _ => Err("reduction indices must be ints".to_string()),
+                _ => Err("expected int constants".to_string()),
             })
-            .collect::<Result<_, _>>()?,
-        _ => return Err("unsupported: reduction indices that are not a constant".into()),
-    };
+            .collect(),
+        _ => Err("unsupported: a shape or axis input that is not a constant".into()),
+    }
+}
+
+/// The number of elements of a shape of fixed dimensions.
+fn fixed_count(shape: &[Dim]) -> Result<u64, String> {
+    shape.iter().try_fold(1u64, |acc, d| match d {
+        Dim::Fixed(n) => acc
+            .checked_mul(*n)
+            .ok_or_else(|| "too many elements".to_string()),
+        Dim::Sym(s) => Err(format!(
+            "unsupported: Reshape along the symbolic dimension `{s}`"
+        )),
+    })
+}
+
+/// The axes a reduction's second input names: a constant int scalar or
+/// vector, negative counting from the end; ascending, without repeats.
+fn const_axes(b: &Builder, v: Value, rank: usize) -> Result<Vec<u32>, String> {
+    let values = const_ints(b, v)?;
     let r = rank as i64;
     let mut axes = values
         .into_iter()
@@ -578,7 +595,8 @@ impl Tf<'_> {
         let arity = match op {
             "Placeholder" | "Const" | "NoOp" => 0,
             "Select" | "SelectV2" => 3,
-            "MatMul" | "BiasAdd" | "Sum" | "Mean" | "Max" | "Min" | "Prod" => 2,
+            "MatMul" | "BiasAdd" | "Sum" | "Mean" | "Max" | "Min" | "Prod" | "Reshape"
+            | "Transpose" | "ExpandDims" => 2,
             "Add" | "AddV2" | "Sub" | "Mul" | "RealDiv" | "Div" | "DivNoNan" | "FloorDiv"
             | "FloorMod" | "TruncateDiv" | "TruncateMod" | "Mod" | "Pow" | "Maximum"
             | "Minimum" | "Greater" | "GreaterEqual" | "Less" | "LessEqual" | "Equal"
@@ -645,6 +663,99 @@ impl Tf<'_> {
                     b.op(Op::ReduceAxes { op, axes, keepdim }, &[a[0]])
                         .map_err(te)?
                 }
+            }
+            "Reshape" => {
+                let shape = b
+                    .ty(a[0])
+                    .as_tensor()
+                    .map(|t| t.shape.clone())
+                    .unwrap_or_default();
+                let total = fixed_count(&shape)?;
+                let wanted = const_ints(b, a[1])?;
+                let mut known: u64 = 1;
+                let mut infer = None;
+                let mut dims = Vec::with_capacity(wanted.len());
+                for (idx, &d) in wanted.iter().enumerate() {
+                    match d {
+                        -1 if infer.is_none() => {
+                            infer = Some(idx);
+                            dims.push(Dim::Fixed(0));
+                        }
+                        d if d >= 0 => {
+                            known = known.saturating_mul(d as u64);
+                            dims.push(Dim::Fixed(d as u64));
+                        }
+                        d => return Err(format!("Reshape to a dimension of {d}")),
+                    }
+                }
+                if let Some(idx) = infer {
+                    if known == 0 || total % known != 0 {
+                        return Err(format!("Reshape cannot infer -1 from {total} elements"));
+                    }
+                    dims[idx] = Dim::Fixed(total / known);
+                }
+                b.op(Op::Reshape(dims), &[a[0]]).map_err(te)?
+            }
+            "Transpose" => {
+                let rank = b.ty(a[0]).as_tensor().map_or(0, |t| t.shape.len()) as i64;
+                let perm = const_ints(b, a[1])?
+                    .into_iter()
+                    .map(|p| {
+                        u32::try_from(if p < 0 { p + rank } else { p })
+                            .map_err(|_| format!("Transpose axis {p} is out of range"))
+                    })
+                    .collect::<Result<Vec<u32>, String>>()?;
+                b.op(Op::Transpose(perm), &[a[0]]).map_err(te)?
+            }
+            "ExpandDims" => {
+                let mut shape = b
+                    .ty(a[0])
+                    .as_tensor()
+                    .map(|t| t.shape.clone())
+                    .unwrap_or_default();
+                let rank = shape.len() as i64 + 1;
+                let axis = match const_ints(b, a[1])?.as_slice() {
+                    [k] if (-rank..rank).contains(k) => k.rem_euclid(rank) as usize,
+                    other => {
+                        return Err(format!("ExpandDims axis {other:?} for rank {}", rank - 1))
+                    }
+                };
+                shape.insert(axis, Dim::Fixed(1));
+                b.op(Op::Reshape(shape), &[a[0]]).map_err(te)?
+            }
+            "Squeeze" => {
+                let shape = b
+                    .ty(a[0])
+                    .as_tensor()
+                    .map(|t| t.shape.clone())
+                    .unwrap_or_default();
+                let rank = shape.len() as i64;
+                let axes: Vec<usize> =
+                    match n.attr.get("squeeze_dims").and_then(|v| v.value.as_ref()) {
+                        Some(AV::List(l)) if !l.i.is_empty() => {
+                            l.i.iter()
+                                .map(|&k| {
+                                    if (-rank..rank).contains(&k) {
+                                        Ok(k.rem_euclid(rank) as usize)
+                                    } else {
+                                        Err(format!("Squeeze axis {k} for rank {rank}"))
+                                    }
+                                })
+                                .collect::<Result<_, String>>()?
+                        }
+                        _ => (0..shape.len())
+                            .filter(|&i| shape[i] == Dim::Fixed(1))
+                            .collect(),
+                    };
+                let mut out = Vec::new();
+                for (i, d) in shape.iter().enumerate() {
+                    if !axes.contains(&i) {
+                        out.push(d.clone());
+                    } else if *d != Dim::Fixed(1) {
+                        return Err(format!("Squeeze of axis {i}, which is {d}, not 1"));
+                    }
+                }
+                b.op(Op::Reshape(out), &[a[0]]).map_err(te)?
             }
             "Softmax" | "LogSoftmax" => {
                 let rank = b.ty(a[0]).as_tensor().map_or(0, |t| t.shape.len());
