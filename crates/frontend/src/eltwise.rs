@@ -129,10 +129,16 @@ pub fn gelu_tanh(b: &mut Builder, x: Value) -> EResult<Value> {
     let c = konst(b, d, (2.0 / std::f64::consts::PI).sqrt());
     let scaled = b.binary(BinaryOp::Mul, c, inner)?;
     let t = b.unary(UnaryOp::Tanh, scaled)?;
+    half_x_one_plus(b, x, t)
+}
+
+/// `(x * 0.5) * (1 + t)`: the tail both GELU forms share.
+fn half_x_one_plus(b: &mut Builder, x: Value, t: Value) -> EResult<Value> {
+    let d = dtype(b, x);
     let one = konst(b, d, 1.0);
     let half = konst(b, d, 0.5);
     let onep = b.binary(BinaryOp::Add, one, t)?;
-    let hx = b.binary(BinaryOp::Mul, half, x)?;
+    let hx = b.binary(BinaryOp::Mul, x, half)?;
     b.binary(BinaryOp::Mul, hx, onep)
 }
 
@@ -142,11 +148,7 @@ pub fn gelu_erf(b: &mut Builder, x: Value) -> EResult<Value> {
     let r = konst(b, d, std::f64::consts::FRAC_1_SQRT_2);
     let scaled = b.binary(BinaryOp::Mul, x, r)?;
     let e = b.unary(UnaryOp::Erf, scaled)?;
-    let one = konst(b, d, 1.0);
-    let half = konst(b, d, 0.5);
-    let onep = b.binary(BinaryOp::Add, one, e)?;
-    let hx = b.binary(BinaryOp::Mul, x, half)?;
-    b.binary(BinaryOp::Mul, hx, onep)
+    half_x_one_plus(b, x, e)
 }
 
 /// `relu6(x + 3) / 6` (hardsigmoid); times `x` for hardswish.

@@ -512,6 +512,19 @@ impl Lowerer<'_> {
         } else {
             (sb[0], None)
         };
+        // Where `a[batch.., i, k]` is: its index registers and their strides
+        // (`rest[0]` is the result's i axis when `a` is a matrix).
+        let a_index = |batch_rows: &[Reg], rest: &[Reg], k: Reg| {
+            let mut rows = batch_rows.to_vec();
+            let mut strides = a_batch.clone();
+            if a_mat {
+                rows.push(rest[0]);
+                strides.push(a_i);
+            }
+            rows.push(k);
+            strides.push(a_k);
+            (rows, strides)
+        };
         let out_strides = self.strides(out, dims);
         let identity = self.emit(
             out,
@@ -528,14 +541,7 @@ impl Lowerer<'_> {
                 body.push(Stmt::Set(var, identity));
                 let k = lw.new_reg(DType::I64, Some("k"));
                 let mut inner = Vec::new();
-                let mut a_rows: Vec<Reg> = batch_rows.to_vec();
-                let mut a_strides = a_batch.clone();
-                if a_mat {
-                    a_rows.push(rest[0]);
-                    a_strides.push(a_i);
-                }
-                a_rows.push(k);
-                a_strides.push(a_k);
+                let (a_rows, a_strides) = a_index(batch_rows, rest, k);
                 let mut b_rows: Vec<Reg> = batch_rows.to_vec();
                 let mut b_strides = b_batch.clone();
                 b_rows.push(k);
@@ -585,14 +591,7 @@ impl Lowerer<'_> {
             });
             let k = lw.new_reg(DType::I64, Some("k"));
             let mut k_body = Vec::new();
-            let mut a_rows: Vec<Reg> = batch_rows.to_vec();
-            let mut a_strides = a_batch.clone();
-            if a_mat {
-                a_rows.push(rest[0]);
-                a_strides.push(a_i);
-            }
-            a_rows.push(k);
-            a_strides.push(a_k);
+            let (a_rows, a_strides) = a_index(batch_rows, rest, k);
             let ia = lw.flat(&mut k_body, &a_rows, &a_strides);
             let x = lw.emit(&mut k_body, dtype, Expr::Load(a, ia), None);
             let j = lw.new_reg(DType::I64, Some("j"));
