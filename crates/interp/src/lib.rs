@@ -273,6 +273,62 @@ fn eval_node(node: &NodeData, args: &[Arg<'_>], out_dims: &[usize]) -> EvalResul
             out_dims,
             dtype.expect("verified: a tensor"),
         ),
+        Op::Concat(axis) => {
+            let axis = *axis as usize;
+            let dtype = dtype.expect("verified: a tensor");
+            let mut out = Buffer::with_capacity(dtype, out_dims.iter().product());
+            // Row-major: for each index of the axes before `axis`, each
+            // argument's slab (its extent along `axis` times the rest).
+            let outer: usize = out_dims[..axis].iter().product();
+            for o in 0..outer {
+                for a in args {
+                    let slab: usize = a.dims[axis..].iter().product();
+                    for offset in o * slab..(o + 1) * slab {
+                        out.push(element(a.data, offset));
+                    }
+                }
+            }
+            Ok(tensor_data(out_dims, out))
+        }
+        Op::Slice(ranges) => {
+            let a = &args[0];
+            let own = strides(&a.dims);
+            let base: usize = ranges
+                .iter()
+                .zip(&own)
+                .map(|(r, s)| r.map_or(0, |r| r.start as usize * s))
+                .sum();
+            let steps: Vec<usize> = ranges
+                .iter()
+                .zip(&own)
+                .map(|(r, s)| r.map_or(*s, |r| r.step as usize * s))
+                .collect();
+            let mut out = Buffer::with_capacity(
+                dtype.expect("verified: a tensor"),
+                out_dims.iter().product(),
+            );
+            for_each_index(out_dims, &[steps], |offsets| {
+                out.push(element(a.data, base + offsets[0]));
+                Ok(())
+            })?;
+            Ok(tensor_data(out_dims, out))
+        }
+        Op::BroadcastTo(_) => {
+            let a = &args[0];
+            let mut out = Buffer::with_capacity(
+                dtype.expect("verified: a tensor"),
+                out_dims.iter().product(),
+            );
+            for_each_index(
+                out_dims,
+                &[broadcast_strides(&a.dims, out_dims)],
+                |offsets| {
+                    out.push(element(a.data, offsets[0]));
+                    Ok(())
+                },
+            )?;
+            Ok(tensor_data(out_dims, out))
+        }
     }
 }
 

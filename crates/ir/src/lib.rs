@@ -51,7 +51,7 @@ pub use diag::{Loc, ParseError, ParseResult, SourceMap};
 pub use entities::Value;
 pub use exec::{ExecError, ExecResult};
 pub use graph::{Graph, Input, NodeData, Output};
-pub use op::{BinaryOp, CmpOp, Op, ReduceOp, TensorConst, UnaryOp};
+pub use op::{BinaryOp, CmpOp, Op, ReduceOp, SliceRange, TensorConst, UnaryOp};
 pub use passes::optimize;
 pub use scalar::Scalar;
 pub use types::{DType, Dim, Shape, TensorType, Type};

@@ -66,6 +66,54 @@ pub enum Op {
         /// Keep the reduced axes with extent 1.
         keepdim: bool,
     },
+    /// `concat(a, b, ...)` along `axis` (torch `cat`, TF `ConcatV2`): one or
+    /// more tensors of one dtype and rank whose dims agree except along
+    /// `axis`; the result's extent there is the sum, its elements the
+    /// arguments' in order. The only variadic op.
+    Concat(u32),
+    /// `a[ranges]`: per axis, the whole axis (`None`) or a Python slice
+    /// `start:stop:step` within a fixed extent (torch slicing and `split`,
+    /// TF `Slice`, `Split`, `Unpack`, `StridedSlice`). At least one element
+    /// is kept per axis.
+    Slice(Vec<Option<SliceRange>>),
+    /// `broadcast_to(a)` the given shape by NumPy's rule (torch `expand`,
+    /// TF `BroadcastTo`): trailing axes aligned, a `1` or a missing axis
+    /// repeats.
+    BroadcastTo(Shape),
+}
+
+/// One axis of a [`Op::Slice`]: the indices `start, start + step, ...` below
+/// `stop`, with `start < stop <= extent` and `step >= 1`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SliceRange {
+    /// The first index kept.
+    pub start: u64,
+    /// One past the last index that may be kept.
+    pub stop: u64,
+    /// The distance between kept indices.
+    pub step: u64,
+}
+
+impl SliceRange {
+    /// How many indices the range keeps.
+    pub fn len(&self) -> u64 {
+        (self.stop - self.start).div_ceil(self.step)
+    }
+
+    /// True if it keeps none (which the verifier rejects).
+    pub fn is_empty(&self) -> bool {
+        self.stop <= self.start
+    }
+}
+
+impl fmt::Display for SliceRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.start, self.stop)?;
+        if self.step != 1 {
+            write!(f, ":{}", self.step)?;
+        }
+        Ok(())
+    }
 }
 
 /// The elements of a constant tensor, row-major, and its shape.
@@ -283,9 +331,11 @@ impl BinaryOp {
 }
 
 impl Op {
-    /// How many arguments the op takes.
-    pub fn arity(&self) -> usize {
-        match self {
+    /// How many arguments the op takes; `None` for `concat`, which takes one
+    /// or more.
+    pub fn arity(&self) -> Option<usize> {
+        Some(match self {
+            Op::Concat(_) => return None,
             Op::Input { .. } | Op::Const(_) | Op::Tensor(_) => 0,
             Op::Unary(_)
             | Op::Cast(_)
@@ -293,10 +343,12 @@ impl Op {
             | Op::Filter
             | Op::Transpose(_)
             | Op::Reshape(_)
-            | Op::ReduceAxes { .. } => 1,
+            | Op::ReduceAxes { .. }
+            | Op::Slice(_)
+            | Op::BroadcastTo(_) => 1,
             Op::Binary(_) | Op::Compare(_) | Op::MatMul => 2,
             Op::Select => 3,
-        }
+        })
     }
 
     /// The mnemonic the text format uses.
@@ -316,6 +368,9 @@ impl Op {
             Op::Transpose(_) => "transpose",
             Op::Reshape(_) => "reshape",
             Op::ReduceAxes { .. } => "reduce_axes",
+            Op::Concat(_) => "concat",
+            Op::Slice(_) => "slice",
+            Op::BroadcastTo(_) => "broadcast_to",
         }
     }
 }
@@ -339,6 +394,9 @@ mod tests {
             "transpose",
             "reshape",
             "reduce_axes",
+            "concat",
+            "slice",
+            "broadcast_to",
         ];
         let names = UnaryOp::ALL
             .iter()

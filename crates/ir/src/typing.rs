@@ -179,6 +179,48 @@ fn matmul_shape(op: &str, a: &TensorType, b: &TensorType) -> TypeResult<Shape> {
 
 /// The number of elements of a shape, when every dimension is fixed, and the
 /// symbolic dimensions it mentions.
+/// `concat` along `axis`: one dtype and rank, the axis fixed in every
+/// argument, every other axis equal.
+fn concat_type(op: &str, axis: u32, args: &[&TensorType]) -> TypeResult<Type> {
+    let first = args[0];
+    let axis = axis as usize;
+    if axis >= first.shape.len() {
+        return fail(format!(
+            "`{op}` of {first} along axis {axis}: it has {} axes",
+            first.shape.len()
+        ));
+    }
+    let mut total: u64 = 0;
+    for t in args {
+        same_dtype(op, first, t)?;
+        let agrees = t.shape.len() == first.shape.len()
+            && t.shape
+                .iter()
+                .zip(&first.shape)
+                .enumerate()
+                .all(|(a, (x, y))| a == axis || x == y);
+        if !agrees {
+            return fail(format!(
+                "`{op}` along axis {axis}: {first} and {t} differ in another axis"
+            ));
+        }
+        let Dim::Fixed(n) = t.shape[axis] else {
+            return fail(format!(
+                "`{op}` along axis {axis}: {t} has a symbolic extent there"
+            ));
+        };
+        total = total.checked_add(n).ok_or_else(|| TypeError {
+            message: format!("`{op}` along axis {axis}: the extents overflow"),
+        })?;
+    }
+    let mut shape = first.shape.clone();
+    shape[axis] = Dim::Fixed(total);
+    Ok(Type::Tensor(TensorType {
+        dtype: first.dtype,
+        shape,
+    }))
+}
+
 fn size_and_symbols(shape: &[Dim]) -> (u128, Vec<&str>) {
     let mut size: u128 = 1;
     let mut syms = Vec::new();
@@ -230,12 +272,17 @@ fn column_dim<'a>(op: &str, t: &'a TensorType) -> TypeResult<&'a Dim> {
 /// `Input` has no rule (its type is declared); it is reported as an error here.
 pub fn result_type(op: &Op, args: &[&Type]) -> TypeResult<Type> {
     let name = op.mnemonic();
-    if args.len() != op.arity() {
-        return fail(format!(
-            "`{name}` takes {} argument(s), got {}",
-            op.arity(),
-            args.len()
-        ));
+    match op.arity() {
+        Some(n) if args.len() != n => {
+            return fail(format!(
+                "`{name}` takes {n} argument(s), got {}",
+                args.len()
+            ));
+        }
+        None if args.is_empty() => {
+            return fail(format!("`{name}` takes one or more arguments, got none"));
+        }
+        _ => {}
     }
     let tensors = args
         .iter()
@@ -372,6 +419,48 @@ pub fn result_type(op: &Op, args: &[&Type]) -> TypeResult<Type> {
             };
             Ok(Type::Tensor(TensorType { dtype, shape }))
         }
+        Op::Concat(axis) => concat_type(name, *axis, &tensors),
+        Op::Slice(ranges) => {
+            let t = tensors[0];
+            if ranges.len() != t.shape.len() {
+                return fail(format!(
+                    "`slice` of {t} needs a range for each of its {} axes, got {}",
+                    t.shape.len(),
+                    ranges.len()
+                ));
+            }
+            let mut shape = Vec::with_capacity(ranges.len());
+            for (axis, (d, range)) in t.shape.iter().zip(ranges).enumerate() {
+                shape.push(match (range, d) {
+                    (None, _) => d.clone(),
+                    (Some(r), Dim::Fixed(n)) if !r.is_empty() && r.step >= 1 && r.stop <= *n => {
+                        Dim::Fixed(r.len())
+                    }
+                    (Some(r), _) => {
+                        return fail(format!(
+                            "`slice` of {t}: {r} on axis {axis} (extent {d}) keeps nothing or reaches past the end; a range needs start < stop <= a fixed extent and step >= 1"
+                        ))
+                    }
+                });
+            }
+            Ok(Type::Tensor(TensorType {
+                dtype: t.dtype,
+                shape,
+            }))
+        }
+        Op::BroadcastTo(shape) => {
+            let t = tensors[0];
+            let to = TensorType {
+                dtype: t.dtype,
+                shape: shape.clone(),
+            };
+            let fits = t.shape.len() <= shape.len()
+                && broadcast_shapes(name, [t, &to]).is_ok_and(|s| s == *shape);
+            if !fits {
+                return fail(format!("`broadcast_to`: {t} does not broadcast to {to}"));
+            }
+            Ok(Type::Tensor(to))
+        }
         Op::Reshape(shape) => {
             let t = tensors[0];
             if size_and_symbols(&t.shape) != size_and_symbols(shape) {
@@ -505,6 +594,49 @@ mod tests {
             Op::Reshape(vec![Dim::Fixed(5)]),
             vec![t(&[4, 3])],
             "error: `reshape` of f32[4, 3] to f32[5]: the number of elements differs",
+        );
+        check(Op::Concat(1), vec![t(&[4, 3]), t(&[4, 2])], "f32[4, 5]");
+        check(
+            Op::Concat(0),
+            vec![t(&[4, 3]), t(&[4, 2])],
+            "error: `concat` along axis 0: f32[4, 3] and f32[4, 2] differ in another axis",
+        );
+        check(
+            Op::Concat(2),
+            vec![t(&[4, 3])],
+            "error: `concat` of f32[4, 3] along axis 2: it has 2 axes",
+        );
+        check(
+            Op::Concat(0),
+            vec![],
+            "error: `concat` takes one or more arguments, got none",
+        );
+        let r = |start, stop, step| Some(crate::op::SliceRange { start, stop, step });
+        check(
+            Op::Slice(vec![None, r(1, 3, 1)]),
+            vec![t(&[4, 3])],
+            "f32[4, 2]",
+        );
+        check(
+            Op::Slice(vec![r(0, 4, 3), None]),
+            vec![t(&[4, 3])],
+            "f32[2, 3]",
+        );
+        check(
+            Op::Slice(vec![None, r(1, 4, 1)]),
+            vec![t(&[4, 3])],
+            "error: `slice` of f32[4, 3]: 1:4 on axis 1 (extent 3) keeps nothing or reaches past the end; a range needs start < stop <= a fixed extent and step >= 1",
+        );
+        let shape = |dims: &[u64]| dims.iter().map(|&d| Dim::Fixed(d)).collect::<Shape>();
+        check(
+            Op::BroadcastTo(shape(&[2, 4, 3])),
+            vec![t(&[4, 1])],
+            "f32[2, 4, 3]",
+        );
+        check(
+            Op::BroadcastTo(shape(&[3])),
+            vec![t(&[4, 3])],
+            "error: `broadcast_to`: f32[4, 3] does not broadcast to f32[3]",
         );
         let sel = Type::Selection(Dim::Sym("n".into()));
         check(Op::Unary(UnaryOp::Neg), vec![sel], "error: `neg` does not take a selection vector (sel[n]); selections can only be outputs");

@@ -250,7 +250,10 @@ impl Lowerer<'_> {
             | Op::MatMul
             | Op::Transpose(_)
             | Op::Reshape(_)
-            | Op::ReduceAxes { .. } => {
+            | Op::ReduceAxes { .. }
+            | Op::Concat(_)
+            | Op::Slice(_)
+            | Op::BroadcastTo(_) => {
                 unreachable!("tensor ops are lowered by `tensor_body`, not per element")
             }
             Op::Unary(op) => Expr::Unary(*op, args[0]),

@@ -32,7 +32,14 @@ pub(super) fn needs_loop_nests(graph: &Graph, info: &GraphInfo) -> bool {
         let rank = node.ty.as_tensor().map_or(0, |t| t.shape.len());
         let tensor_op = matches!(
             node.op,
-            Op::Tensor(_) | Op::MatMul | Op::Transpose(_) | Op::Reshape(_) | Op::ReduceAxes { .. }
+            Op::Tensor(_)
+                | Op::MatMul
+                | Op::Transpose(_)
+                | Op::Reshape(_)
+                | Op::ReduceAxes { .. }
+                | Op::Concat(_)
+                | Op::Slice(_)
+                | Op::BroadcastTo(_)
         );
         let elementwise = !matches!(node.op, Op::Reduce(_) | Op::Filter);
         let broadcast = elementwise
@@ -46,13 +53,109 @@ pub(super) fn needs_loop_nests(graph: &Graph, info: &GraphInfo) -> bool {
     })
 }
 
+/// How deep a chain of fused elementwise nodes may get before one is
+/// stored: reading a fused node recurses through its fused arguments, so the
+/// bound keeps lowering's stack small for any graph.
+const MAX_FUSED_DEPTH: u32 = 32;
+
 /// Where a value lives.
 #[derive(Clone, Debug)]
 enum Loc {
     /// A scalar in a register.
     Scalar(Reg),
-    /// A tensor's elements, row-major, in a parameter's buffer.
-    Buf { param: ParamIdx, dims: Shape },
+    /// A tensor's elements in a parameter's buffer, read through strides.
+    View(View),
+    /// An elementwise node not stored anywhere: computed where its one
+    /// consumer reads it, inside that consumer's loop nest.
+    Fused { value: Value, dims: Shape },
+}
+
+/// Element `rows` of a tensor of `dims` is
+/// `param[offset + Σ rows[a] * strides[a]]`; a `None` stride is an axis the
+/// index does not move along (extent 1, or broadcast).
+#[derive(Clone, Debug)]
+struct View {
+    param: ParamIdx,
+    dims: Shape,
+    offset: Option<Reg>,
+    strides: Vec<Option<Reg>>,
+    /// The buffer as allocated: row-major, contiguous, from element 0 (so a
+    /// `reshape` can alias it).
+    dense: bool,
+}
+
+/// Which elementwise nodes are fused into their consumer: a non-scalar
+/// elementwise node that is not returned, has one use, and whose consumer
+/// reads each of its elements exactly once (an elementwise node of the same
+/// shape, a reduction, a filter, a `concat`), so nothing is computed twice.
+fn fused_nodes(graph: &Graph, info: &GraphInfo) -> Vec<bool> {
+    let mut uses = vec![0u32; graph.len()];
+    let mut user: Vec<Option<Value>> = vec![None; graph.len()];
+    for (value, node) in graph.nodes() {
+        if info.is_live(value) {
+            for a in &node.args {
+                uses[a.index()] += 1;
+                user[a.index()] = Some(value);
+            }
+        }
+    }
+    for o in graph.outputs() {
+        uses[o.value.index()] += 2;
+    }
+    let elementwise = |op: &Op| {
+        matches!(
+            op,
+            Op::Unary(_) | Op::Binary(_) | Op::Compare(_) | Op::Select | Op::Cast(_)
+        )
+    };
+    let mut fused = vec![false; graph.len()];
+    let mut depth = vec![0u32; graph.len()];
+    for (value, node) in graph.nodes() {
+        let (Some(consumer), 1) = (user[value.index()], uses[value.index()]) else {
+            continue;
+        };
+        let rank = node.ty.as_tensor().map_or(0, |t| t.shape.len());
+        if !elementwise(&node.op) || rank == 0 {
+            continue;
+        }
+        let c = graph.node(consumer);
+        let reads_once = match &c.op {
+            op if elementwise(op) => {
+                c.ty.as_tensor().map(|t| &t.shape) == node.ty.as_tensor().map(|t| &t.shape)
+            }
+            Op::Reduce(_) | Op::Filter | Op::ReduceAxes { .. } | Op::Concat(_) => true,
+            _ => false,
+        };
+        let d = 1 + node
+            .args
+            .iter()
+            .filter(|a| fused[a.index()])
+            .map(|a| depth[a.index()])
+            .max()
+            .unwrap_or(0);
+        if reads_once && d <= MAX_FUSED_DEPTH {
+            fused[value.index()] = true;
+            depth[value.index()] = d;
+        }
+    }
+    fused
+}
+
+/// The rows of an argument of `src` dims read at `rows` of a result of
+/// `rows.len()` axes, NumPy-aligned: trailing axes match, an axis of extent
+/// 1 reads index 0 (`None`).
+fn align(src: &[Dim], rows: &[Option<Reg>]) -> Vec<Option<Reg>> {
+    let lead = rows.len() - src.len();
+    src.iter()
+        .enumerate()
+        .map(|(a, d)| {
+            if *d == Dim::Fixed(1) {
+                None
+            } else {
+                rows[a + lead]
+            }
+        })
+        .collect()
 }
 
 impl Lowerer<'_> {
@@ -60,6 +163,7 @@ impl Lowerer<'_> {
     pub(super) fn tensor_body(&mut self) -> Result<(), LowerError> {
         let mut out: Vec<Stmt> = Vec::new();
         let mut loc: Vec<Option<Loc>> = vec![None; self.graph.len()];
+        let fused = fused_nodes(self.graph, self.info);
         // Output parameters already holding a node's result.
         let mut claimed = vec![false; self.graph.outputs().len()];
         for (value, node) in self.graph.nodes() {
@@ -80,7 +184,7 @@ impl Lowerer<'_> {
                         let reg = self.node(&mut out, value, &[], None);
                         Some(Loc::Scalar(reg))
                     } else {
-                        Some(Loc::Buf { param, dims })
+                        Some(Loc::View(self.dense(&mut out, param, dims)))
                     }
                 }
                 Op::Const(_) => Some(Loc::Scalar(self.node(&mut out, value, &[], None))),
@@ -93,128 +197,154 @@ impl Lowerer<'_> {
                         name,
                         tensor: t.clone(),
                     });
-                    if dims.is_empty() {
-                        let zero =
-                            self.emit(&mut out, DType::I64, Expr::Const(Scalar::I64(0)), None);
-                        let reg = self.emit(&mut out, t.dtype, Expr::Load(param, zero), None);
-                        Some(Loc::Scalar(reg))
-                    } else {
-                        Some(Loc::Buf { param, dims })
-                    }
+                    let view = self.dense(&mut out, param, dims);
+                    Some(self.scalar_if_rank0(&mut out, view, t.dtype))
                 }
                 Op::Unary(_) | Op::Binary(_) | Op::Compare(_) | Op::Select | Op::Cast(_) => {
-                    let args: Vec<Loc> = node.args.iter().map(|&a| arg(a)).collect();
                     if dims.is_empty() {
-                        let regs: Vec<Reg> = args
+                        let regs: Vec<Reg> = node
+                            .args
                             .iter()
-                            .map(|l| match l {
-                                Loc::Scalar(r) => *r,
-                                Loc::Buf { .. } => {
-                                    unreachable!("verified: a scalar op has scalar arguments")
-                                }
+                            .map(|&a| match arg(a) {
+                                Loc::Scalar(r) => r,
+                                _ => unreachable!("verified: a scalar op has scalar arguments"),
                             })
                             .collect();
                         Some(Loc::Scalar(self.node(&mut out, value, &regs, None)))
+                    } else if fused[value.index()] {
+                        Some(Loc::Fused { value, dims })
                     } else {
                         let dest = self.dest(value, &dims, &mut claimed);
-                        self.elementwise(&mut out, value, &args, dest, &dims);
-                        Some(Loc::Buf { param: dest, dims })
+                        let view = self.dense(&mut out, dest, dims);
+                        let whole = Loc::Fused {
+                            value,
+                            dims: view.dims.clone(),
+                        };
+                        self.store_all(&mut out, &loc, &whole, &view);
+                        Some(Loc::View(view))
                     }
                 }
                 Op::Reduce(op) => {
-                    let Loc::Buf { param, dims: col } = arg(node.args[0]) else {
-                        unreachable!("verified: a reduction takes a column")
-                    };
-                    Some(Loc::Scalar(self.reduce(&mut out, value, *op, param, &col)))
+                    let col = arg(node.args[0]);
+                    Some(Loc::Scalar(self.reduce(&mut out, &loc, value, *op, &col)))
                 }
                 Op::Filter => {
-                    let Loc::Buf { param, dims: col } = arg(node.args[0]) else {
-                        unreachable!("verified: a filter takes a column")
-                    };
-                    self.filter(&mut out, value, param, &col);
+                    let col = arg(node.args[0]);
+                    self.filter(&mut out, &loc, value, &col);
                     None
                 }
                 Op::MatMul => {
-                    let (Loc::Buf { param: a, dims: da }, Loc::Buf { param: b, dims: db }) =
-                        (arg(node.args[0]), arg(node.args[1]))
-                    else {
-                        unreachable!("verified: matmul takes tensors")
-                    };
                     let dtype = dtype.expect("a tensor");
+                    let a = self.as_view(&mut out, &loc, &arg(node.args[0]), false);
+                    let b = self.as_view(&mut out, &loc, &arg(node.args[1]), true);
                     let dest = self.dest(value, &dims, &mut claimed);
-                    self.matmul(&mut out, (a, &da), (b, &db), dest, &dims, dtype);
-                    if dims.is_empty() {
-                        let zero =
-                            self.emit(&mut out, DType::I64, Expr::Const(Scalar::I64(0)), None);
-                        let reg = self.emit(&mut out, dtype, Expr::Load(dest, zero), None);
-                        Some(Loc::Scalar(reg))
-                    } else {
-                        Some(Loc::Buf { param: dest, dims })
-                    }
+                    let d = self.dense(&mut out, dest, dims);
+                    self.matmul(&mut out, &a, &b, &d, dtype);
+                    Some(self.scalar_if_rank0(&mut out, d, dtype))
                 }
                 Op::ReduceAxes { op, axes, keepdim } => {
-                    let Loc::Buf { param, dims: src } = arg(node.args[0]) else {
-                        unreachable!("verified: reduce_axes takes a tensor")
-                    };
                     let dtype = dtype.expect("a tensor");
+                    let src = arg(node.args[0]);
                     let dest = self.dest(value, &dims, &mut claimed);
-                    self.reduce_axes(
-                        &mut out,
-                        (*op, axes, *keepdim),
-                        (param, &src),
-                        dest,
-                        &dims,
-                        dtype,
-                    );
-                    if dims.is_empty() {
-                        let zero = self.i64_const(&mut out, 0);
-                        let reg = self.emit(&mut out, dtype, Expr::Load(dest, zero), None);
-                        Some(Loc::Scalar(reg))
-                    } else {
-                        Some(Loc::Buf { param: dest, dims })
-                    }
+                    let d = self.dense(&mut out, dest, dims);
+                    self.reduce_axes(&mut out, &loc, (*op, axes, *keepdim), &src, &d, dtype);
+                    Some(self.scalar_if_rank0(&mut out, d, dtype))
                 }
                 Op::Transpose(perm) => {
-                    let Loc::Buf { param, dims: src } = arg(node.args[0]) else {
-                        unreachable!("verified: transpose takes a tensor")
-                    };
-                    let dest = self.dest(value, &dims, &mut claimed);
-                    let strides = self.strides(&mut out, &src);
-                    let permuted: Vec<Option<Reg>> =
-                        perm.iter().map(|&p| strides[p as usize]).collect();
-                    self.copy(
-                        &mut out,
-                        (param, &permuted),
-                        dest,
-                        &dims,
-                        dtype.expect("a tensor"),
-                    );
-                    Some(Loc::Buf { param: dest, dims })
+                    let mut v = self.as_view(&mut out, &loc, &arg(node.args[0]), false);
+                    v.strides = perm.iter().map(|&p| v.strides[p as usize]).collect();
+                    v.dims = dims;
+                    v.dense = v.dense && perm.iter().enumerate().all(|(i, &p)| i == p as usize);
+                    Some(Loc::View(v))
                 }
-                Op::Reshape(_) => match arg(node.args[0]) {
-                    // The elements keep their row-major order: an alias,
-                    // unless the result is returned (copied at the end).
-                    Loc::Buf { param, .. } if !dims.is_empty() => Some(Loc::Buf { param, dims }),
-                    Loc::Buf { param, .. } => {
-                        let zero =
-                            self.emit(&mut out, DType::I64, Expr::Const(Scalar::I64(0)), None);
-                        let d = dtype.expect("a tensor");
-                        Some(Loc::Scalar(self.emit(
-                            &mut out,
-                            d,
-                            self.load(param, zero),
-                            None,
-                        )))
+                Op::Slice(ranges) => {
+                    let mut v = self.as_view(&mut out, &loc, &arg(node.args[0]), false);
+                    let mut offset = v.offset;
+                    for (axis, range) in ranges.iter().enumerate() {
+                        let (Some(r), Some(stride)) = (range, v.strides[axis]) else {
+                            continue;
+                        };
+                        if r.start > 0 {
+                            let start = self.i64_const(&mut out, r.start as i64);
+                            let by = self.mul(&mut out, start, stride);
+                            offset = Some(self.add_opt(&mut out, offset, by));
+                        }
+                        if r.step > 1 {
+                            let step = self.i64_const(&mut out, r.step as i64);
+                            v.strides[axis] = Some(self.mul(&mut out, stride, step));
+                        }
                     }
-                    Loc::Scalar(reg) if dims.is_empty() => Some(Loc::Scalar(reg)),
-                    Loc::Scalar(reg) => {
-                        let dest = self.dest(value, &dims, &mut claimed);
-                        let zero =
-                            self.emit(&mut out, DType::I64, Expr::Const(Scalar::I64(0)), None);
-                        out.push(Stmt::Store(dest, Some(zero), reg));
-                        Some(Loc::Buf { param: dest, dims })
+                    let whole = ranges
+                        .iter()
+                        .zip(&v.dims)
+                        .all(|(r, d)| r.is_none_or(|r| Dim::Fixed(r.len()) == *d));
+                    v.dense = v.dense && whole;
+                    v.offset = offset;
+                    v.dims = dims;
+                    Some(Loc::View(v))
+                }
+                Op::BroadcastTo(_) => {
+                    let v = match arg(node.args[0]) {
+                        // A scalar gets a one-element buffer to repeat.
+                        Loc::Scalar(reg) => {
+                            let d = dtype.expect("a tensor");
+                            let param = self.param(Param::Scratch {
+                                dtype: d,
+                                shape: Vec::new(),
+                            });
+                            let zero = self.i64_const(&mut out, 0);
+                            out.push(Stmt::Store(param, Some(zero), reg));
+                            View {
+                                param,
+                                dims: Vec::new(),
+                                offset: None,
+                                strides: Vec::new(),
+                                dense: true,
+                            }
+                        }
+                        a => self.as_view(&mut out, &loc, &a, false),
+                    };
+                    let lead = dims.len() - v.dims.len();
+                    let strides = (0..dims.len())
+                        .map(|axis| match axis.checked_sub(lead) {
+                            Some(a) if v.dims[a] != Dim::Fixed(1) => v.strides[a],
+                            _ => None,
+                        })
+                        .collect();
+                    Some(Loc::View(View {
+                        dense: v.dense && v.dims == dims,
+                        dims,
+                        strides,
+                        ..v
+                    }))
+                }
+                Op::Concat(axis) => {
+                    let dest = self.dest(value, &dims, &mut claimed);
+                    let d = self.dense(&mut out, dest, dims);
+                    let args: Vec<Loc> = node.args.iter().map(|&a| arg(a)).collect();
+                    self.concat(&mut out, &loc, *axis as usize, &args, &d);
+                    Some(Loc::View(d))
+                }
+                Op::Reshape(_) => {
+                    let d = dtype.expect("a tensor");
+                    match arg(node.args[0]) {
+                        Loc::Scalar(reg) if dims.is_empty() => Some(Loc::Scalar(reg)),
+                        Loc::Scalar(reg) => {
+                            let dest = self.dest(value, &dims, &mut claimed);
+                            let zero = self.i64_const(&mut out, 0);
+                            out.push(Stmt::Store(dest, Some(zero), reg));
+                            Some(Loc::View(self.dense(&mut out, dest, dims)))
+                        }
+                        // The elements keep their row-major order: a dense
+                        // buffer is aliased, anything else stored densely
+                        // first.
+                        a => {
+                            let v = self.as_view(&mut out, &loc, &a, true);
+                            let view = self.dense(&mut out, v.param, dims);
+                            Some(self.scalar_if_rank0(&mut out, view, d))
+                        }
                     }
-                },
+                }
             };
             loc[value.index()] = here;
         }
@@ -224,16 +354,15 @@ impl Lowerer<'_> {
                 Some(Loc::Scalar(reg)) => match self.graph.ty(output.value) {
                     Type::Tensor(t) if t.is_scalar() => out.push(Stmt::Store(param, None, reg)),
                     _ => {
-                        let zero =
-                            self.emit(&mut out, DType::I64, Expr::Const(Scalar::I64(0)), None);
+                        let zero = self.i64_const(&mut out, 0);
                         out.push(Stmt::Store(param, Some(zero), reg));
                     }
                 },
-                Some(Loc::Buf { param: src, dims }) if src != param => {
-                    let dtype = self.graph.ty(output.value).dtype().expect("a tensor");
-                    let strides = self.strides(&mut out, &dims);
-                    self.copy(&mut out, (src, &strides), param, &dims, dtype);
+                Some(Loc::View(v)) if !(v.dense && v.param == param) => {
+                    let dest = self.dense(&mut out, param, v.dims.clone());
+                    self.store_all(&mut out, &loc, &Loc::View(v), &dest);
                 }
+                Some(Loc::Fused { .. }) => unreachable!("returned values are never fused"),
                 // Computed in place, or a selection (stored by its filter).
                 _ => {}
             }
@@ -241,6 +370,194 @@ impl Lowerer<'_> {
         self.kernel.body = out;
         self.kernel.direct = false;
         Ok(())
+    }
+
+    /// A dense view of `param` holding a tensor of `dims`.
+    fn dense(&mut self, out: &mut Vec<Stmt>, param: ParamIdx, dims: Shape) -> View {
+        let strides = self.strides(out, &dims);
+        View {
+            param,
+            dims,
+            offset: None,
+            strides,
+            dense: true,
+        }
+    }
+
+    /// A rank-0 view's element in a register, else the view.
+    fn scalar_if_rank0(&mut self, out: &mut Vec<Stmt>, v: View, dtype: DType) -> Loc {
+        if !v.dims.is_empty() {
+            return Loc::View(v);
+        }
+        let at = match v.offset {
+            Some(o) => o,
+            None => self.i64_const(out, 0),
+        };
+        let load = self.load(v.param, at);
+        Loc::Scalar(self.emit(out, dtype, load, None))
+    }
+
+    /// `loc` as a view; a fused node (or, when `dense` is asked, a strided
+    /// view) is stored in a scratch buffer first.
+    fn as_view(
+        &mut self,
+        out: &mut Vec<Stmt>,
+        locs: &[Option<Loc>],
+        loc: &Loc,
+        dense: bool,
+    ) -> View {
+        let dims = match loc {
+            Loc::View(v) if v.dense || !dense => return v.clone(),
+            Loc::View(v) => v.dims.clone(),
+            Loc::Fused { dims, .. } => dims.clone(),
+            Loc::Scalar(_) => unreachable!("verified: a tensor op takes a tensor"),
+        };
+        let dtype = match loc {
+            Loc::Fused { value, .. } => self.graph.ty(*value).dtype(),
+            Loc::View(v) => self.param_dtype(v.param),
+            Loc::Scalar(_) => None,
+        }
+        .expect("a tensor");
+        let param = self.param(Param::Scratch {
+            dtype,
+            shape: dims.clone(),
+        });
+        let view = self.dense(out, param, dims);
+        self.store_all(out, locs, loc, &view);
+        view
+    }
+
+    /// `dest[rows] = loc[rows]` over all of `dest`'s dims.
+    fn store_all(&mut self, out: &mut Vec<Stmt>, locs: &[Option<Loc>], loc: &Loc, dest: &View) {
+        let dims = dest.dims.clone();
+        self.nest(out, &dims, |lw, body, rows| {
+            let rows: Vec<Option<Reg>> = rows.iter().copied().map(Some).collect();
+            let x = lw.read(body, locs, loc, &rows);
+            let to = lw.view_index(body, dest, &rows);
+            body.push(Stmt::Store(dest.param, Some(to), x));
+        });
+    }
+
+    /// The element of `loc` at `rows` (one per axis of `loc`; `None` is
+    /// index 0), emitted in `body`. A fused node is computed here from its
+    /// arguments, each read at the rows it broadcasts from.
+    fn read(
+        &mut self,
+        body: &mut Vec<Stmt>,
+        locs: &[Option<Loc>],
+        loc: &Loc,
+        rows: &[Option<Reg>],
+    ) -> Reg {
+        match loc {
+            Loc::Scalar(r) => *r,
+            Loc::View(v) => {
+                let at = self.view_index(body, v, rows);
+                let dtype = self.param_dtype(v.param).expect("a tensor buffer");
+                let load = self.load(v.param, at);
+                self.emit(body, dtype, load, None)
+            }
+            Loc::Fused { value, .. } => {
+                let node = self.graph.node(*value);
+                let regs: Vec<Reg> = node
+                    .args
+                    .iter()
+                    .map(|&a| {
+                        let src: Shape = self
+                            .graph
+                            .ty(a)
+                            .as_tensor()
+                            .map(|t| t.shape.clone())
+                            .unwrap_or_default();
+                        let arg = locs[a.index()]
+                            .as_ref()
+                            .expect("arguments are lowered first");
+                        let arg_rows = align(&src, rows);
+                        self.read(body, locs, arg, &arg_rows)
+                    })
+                    .collect();
+                self.node(body, *value, &regs, None)
+            }
+        }
+    }
+
+    /// `offset + Σ rows[a] * strides[a]` of a view, emitted in `body`.
+    fn view_index(&mut self, body: &mut Vec<Stmt>, v: &View, rows: &[Option<Reg>]) -> Reg {
+        let mut acc = v.offset;
+        for (row, stride) in rows.iter().zip(&v.strides) {
+            if let (Some(row), Some(stride)) = (row, stride) {
+                let term = self.mul(body, *row, *stride);
+                acc = Some(self.add_opt(body, acc, term));
+            }
+        }
+        acc.unwrap_or_else(|| self.i64_const(body, 0))
+    }
+
+    fn mul(&mut self, out: &mut Vec<Stmt>, a: Reg, b: Reg) -> Reg {
+        self.emit(out, DType::I64, Expr::Binary(BinaryOp::Mul, a, b), None)
+    }
+
+    /// `acc + term`, or `term` when there is no `acc` yet.
+    fn add_opt(&mut self, out: &mut Vec<Stmt>, acc: Option<Reg>, term: Reg) -> Reg {
+        match acc {
+            None => term,
+            Some(a) => self.emit(out, DType::I64, Expr::Binary(BinaryOp::Add, a, term), None),
+        }
+    }
+
+    /// The element dtype of a buffer parameter.
+    fn param_dtype(&self, param: ParamIdx) -> Option<DType> {
+        match &self.kernel.params[param as usize] {
+            Param::ColumnIn { dtype, .. }
+            | Param::Scratch { dtype, .. }
+            | Param::ColumnOut { dtype, .. }
+            | Param::ScalarIn { dtype, .. }
+            | Param::ScalarOut { dtype, .. } => Some(*dtype),
+            Param::ConstIn { tensor, .. } => Some(tensor.dtype),
+            Param::BitmapIn { .. } => Some(DType::Bool),
+            Param::Extent { .. } | Param::SelectionOut { .. } | Param::SelectionCount { .. } => {
+                None
+            }
+        }
+    }
+
+    /// `dest = concat(args)` along `axis`: each argument copied to its
+    /// place, read once.
+    fn concat(
+        &mut self,
+        out: &mut Vec<Stmt>,
+        locs: &[Option<Loc>],
+        axis: usize,
+        args: &[Loc],
+        dest: &View,
+    ) {
+        let mut start = 0u64;
+        for a in args {
+            let dims = match a {
+                Loc::View(v) => v.dims.clone(),
+                Loc::Fused { dims, .. } => dims.clone(),
+                Loc::Scalar(_) => unreachable!("verified: concat takes tensors"),
+            };
+            let Dim::Fixed(extent) = dims[axis] else {
+                unreachable!("verified: the concat axis is fixed")
+            };
+            let shift = (start > 0).then(|| self.i64_const(out, start as i64));
+            self.nest(out, &dims, |lw, body, rows| {
+                let src: Vec<Option<Reg>> = rows.iter().copied().map(Some).collect();
+                let x = lw.read(body, locs, a, &src);
+                let mut to_rows = src;
+                if let Some(shift) = shift {
+                    to_rows[axis] = Some(lw.emit(
+                        body,
+                        DType::I64,
+                        Expr::Binary(BinaryOp::Add, rows[axis], shift),
+                        None,
+                    ));
+                }
+                let to = lw.view_index(body, dest, &to_rows);
+                body.push(Stmt::Store(dest.param, Some(to), x));
+            });
+            start += extent;
+        }
     }
 
     /// The buffer a node's result is written to: its output parameter when it
@@ -293,39 +610,20 @@ impl Lowerer<'_> {
         strides
     }
 
-    /// Strides reading `src` broadcast to `to` (NumPy: trailing axes aligned,
-    /// a missing axis or a `1` repeats: stride `None`).
-    fn broadcast_strides(
+    /// `offset + Σ rows[a] * strides[a]`, emitted in `body`.
+    fn flat(
         &mut self,
-        out: &mut Vec<Stmt>,
-        src: &[Dim],
-        to: &[Dim],
-    ) -> Vec<Option<Reg>> {
-        let own = self.strides(out, src);
-        let lead = to.len() - src.len();
-        (0..to.len())
-            .map(|axis| match axis.checked_sub(lead) {
-                Some(a) if src[a] != Dim::Fixed(1) => own[a],
-                _ => None,
-            })
-            .collect()
-    }
-
-    /// `Σ rows[a] * strides[a]`, emitted in `body`.
-    fn flat(&mut self, body: &mut Vec<Stmt>, rows: &[Reg], strides: &[Option<Reg>]) -> Reg {
-        let mut acc: Option<Reg> = None;
+        body: &mut Vec<Stmt>,
+        offset: Option<Reg>,
+        rows: &[Reg],
+        strides: &[Option<Reg>],
+    ) -> Reg {
+        let mut acc = offset;
         for (&row, stride) in rows.iter().zip(strides) {
-            let Some(stride) = stride else { continue };
-            let term = self.emit(
-                body,
-                DType::I64,
-                Expr::Binary(BinaryOp::Mul, row, *stride),
-                None,
-            );
-            acc = Some(match acc {
-                None => term,
-                Some(a) => self.emit(body, DType::I64, Expr::Binary(BinaryOp::Add, a, term), None),
-            });
+            if let Some(stride) = stride {
+                let term = self.mul(body, row, *stride);
+                acc = Some(self.add_opt(body, acc, term));
+            }
         }
         acc.unwrap_or_else(|| self.i64_const(body, 0))
     }
@@ -356,92 +654,26 @@ impl Lowerer<'_> {
         out.extend(inner);
     }
 
-    fn elementwise(
-        &mut self,
-        out: &mut Vec<Stmt>,
-        value: Value,
-        args: &[Loc],
-        dest: ParamIdx,
-        dims: &Shape,
-    ) {
-        let arg_strides: Vec<Option<Vec<Option<Reg>>>> = args
-            .iter()
-            .map(|a| match a {
-                Loc::Scalar(_) => None,
-                Loc::Buf { dims: src, .. } => Some(self.broadcast_strides(out, src, dims)),
-            })
-            .collect();
-        let out_strides = self.strides(out, dims);
-        let arg_types: Vec<DType> = self
-            .graph
-            .node(value)
-            .args
-            .iter()
-            .map(|&a| self.graph.ty(a).dtype().expect("tensors"))
-            .collect();
-        self.nest(out, dims, |lw, body, rows| {
-            let regs: Vec<Reg> = args
-                .iter()
-                .zip(&arg_strides)
-                .zip(&arg_types)
-                .map(|((a, strides), &dtype)| match (a, strides) {
-                    (Loc::Scalar(r), _) => *r,
-                    (Loc::Buf { param, .. }, Some(strides)) => {
-                        let idx = lw.flat(body, rows, strides);
-                        let load = lw.load(*param, idx);
-                        lw.emit(body, dtype, load, None)
-                    }
-                    (Loc::Buf { .. }, None) => unreachable!("a buffer has strides"),
-                })
-                .collect();
-            let result = lw.node(body, value, &regs, None);
-            let idx = lw.flat(body, rows, &out_strides);
-            body.push(Stmt::Store(dest, Some(idx), result));
-        });
-    }
-
-    /// `dest[rows] = src[Σ rows * src_strides]` over `dims`.
-    fn copy(
-        &mut self,
-        out: &mut Vec<Stmt>,
-        (src, src_strides): (ParamIdx, &[Option<Reg>]),
-        dest: ParamIdx,
-        dims: &Shape,
-        dtype: DType,
-    ) {
-        let out_strides = self.strides(out, dims);
-        self.nest(out, dims, |lw, body, rows| {
-            let from = lw.flat(body, rows, src_strides);
-            let load = lw.load(src, from);
-            let x = lw.emit(body, dtype, load, None);
-            let to = lw.flat(body, rows, &out_strides);
-            body.push(Stmt::Store(dest, Some(to), x));
-        });
-    }
-
     fn reduce(
         &mut self,
         out: &mut Vec<Stmt>,
+        locs: &[Option<Loc>],
         value: Value,
         op: ReduceOp,
-        param: ParamIdx,
-        col: &Shape,
+        col: &Loc,
     ) -> Reg {
         let name = self.graph.source_name(value);
-        let extent = self.extent(&col[0]);
+        let arg = self.graph.node(value).args[0];
+        let col_ty = self.graph.ty(arg).as_tensor().expect("a column").clone();
+        let extent = self.extent(&col_ty.shape[0]);
         if op == ReduceOp::Count {
             return self.emit(out, DType::I64, Expr::ExtentValue(extent), name);
         }
-        let dtype = self
-            .graph
-            .ty(self.graph.node(value).args[0])
-            .dtype()
-            .expect("a column");
+        let dtype = col_ty.dtype;
         let var = self.new_var(reduce_identity(op, dtype));
         let step = step_op(op).expect("count is handled above");
-        self.nest(out, col, |lw, body, rows| {
-            let load = lw.load(param, rows[0]);
-            let x = lw.emit(body, dtype, load, None);
+        self.nest(out, &col_ty.shape, |lw, body, rows| {
+            let x = lw.read(body, locs, col, &[Some(rows[0])]);
             let acc = lw.emit(body, dtype, Expr::Var(var), None);
             let next = lw.emit(body, dtype, Expr::Binary(step, acc, x), None);
             body.push(Stmt::Set(var, next));
@@ -455,13 +687,20 @@ impl Lowerer<'_> {
         self.emit(out, dtype, Expr::Var(var), name)
     }
 
-    fn filter(&mut self, out: &mut Vec<Stmt>, value: Value, param: ParamIdx, col: &Shape) {
+    fn filter(&mut self, out: &mut Vec<Stmt>, locs: &[Option<Loc>], value: Value, col: &Loc) {
+        let arg = self.graph.node(value).args[0];
+        let shape = self
+            .graph
+            .ty(arg)
+            .as_tensor()
+            .expect("a column")
+            .shape
+            .clone();
         for idx in self.output_indices(value) {
             let sel = self.output_params[idx];
             let count = self.new_var(Scalar::I64(0));
-            self.nest(out, col, |lw, body, rows| {
-                let load = lw.load(param, rows[0]);
-                let mask = lw.emit(body, DType::Bool, load, None);
+            self.nest(out, &shape, |lw, body, rows| {
+                let mask = lw.read(body, locs, col, &[Some(rows[0])]);
                 body.push(Stmt::Select {
                     sel,
                     count,
@@ -476,20 +715,13 @@ impl Lowerer<'_> {
 
     /// `dest = a @ b`: for every result element, a sum over `k` in order from
     /// the identity, `acc = acc + a * b` (docs/semantics.md).
-    fn matmul(
-        &mut self,
-        out: &mut Vec<Stmt>,
-        (a, da): (ParamIdx, &Shape),
-        (b, db): (ParamIdx, &Shape),
-        dest: ParamIdx,
-        dims: &Shape,
-        dtype: DType,
-    ) {
+    fn matmul(&mut self, out: &mut Vec<Stmt>, av: &View, bv: &View, d: &View, dtype: DType) {
+        let (a, da, sa) = (av.param, &av.dims, &av.strides);
+        let (b, db, sb) = (bv.param, &bv.dims, &bv.strides);
+        let (dest, dims) = (d.param, &d.dims);
         let (a_mat, b_mat) = (da.len() >= 2, db.len() >= 2);
         let k_dim = da[da.len() - 1].clone();
         let batch = dims.len() - usize::from(a_mat) - usize::from(b_mat);
-        let sa = self.strides(out, da);
-        let sb = self.strides(out, db);
         // Batch strides of each operand against the result's batch axes.
         // Batch axes step over whole matrices: each operand's own (full)
         // strides, aligned to the result's batch axes, `None` where it
@@ -504,8 +736,8 @@ impl Lowerer<'_> {
                 })
                 .collect()
         };
-        let a_batch = batch_strides(&sa, da);
-        let b_batch = batch_strides(&sb, db);
+        let a_batch = batch_strides(sa, da);
+        let b_batch = batch_strides(sb, db);
         let (a_i, a_k) = (a_mat.then(|| sa[da.len() - 2]).flatten(), sa[da.len() - 1]);
         let (b_k, b_j) = if b_mat {
             (sb[db.len() - 2], sb[db.len() - 1])
@@ -525,7 +757,7 @@ impl Lowerer<'_> {
             strides.push(a_k);
             (rows, strides)
         };
-        let out_strides = self.strides(out, dims);
+        let out_strides = d.strides.clone();
         let identity = self.emit(
             out,
             dtype,
@@ -546,8 +778,8 @@ impl Lowerer<'_> {
                 let mut b_strides = b_batch.clone();
                 b_rows.push(k);
                 b_strides.push(b_k);
-                let ia = lw.flat(&mut inner, &a_rows, &a_strides);
-                let ib = lw.flat(&mut inner, &b_rows, &b_strides);
+                let ia = lw.flat(&mut inner, av.offset, &a_rows, &a_strides);
+                let ib = lw.flat(&mut inner, bv.offset, &b_rows, &b_strides);
                 let x = lw.emit(&mut inner, dtype, Expr::Load(a, ia), None);
                 let y = lw.emit(&mut inner, dtype, Expr::Load(b, ib), None);
                 let p = lw.emit(&mut inner, dtype, Expr::Binary(BinaryOp::Mul, x, y), None);
@@ -561,7 +793,7 @@ impl Lowerer<'_> {
                     body: inner,
                 });
                 let result = lw.emit(body, dtype, Expr::Var(var), None);
-                let to = lw.flat(body, rows, &out_strides);
+                let to = lw.flat(body, None, rows, &out_strides);
                 body.push(Stmt::Store(dest, Some(to), result));
             });
             return;
@@ -582,7 +814,7 @@ impl Lowerer<'_> {
             let mut init = Vec::new();
             let mut d_rows = rows.to_vec();
             d_rows.push(j0);
-            let to = lw.flat(&mut init, &d_rows, &d_strides);
+            let to = lw.flat(&mut init, None, &d_rows, &d_strides);
             init.push(Stmt::Store(dest, Some(to), identity));
             body.push(Stmt::Loop {
                 extent: j_extent,
@@ -592,7 +824,7 @@ impl Lowerer<'_> {
             let k = lw.new_reg(DType::I64, Some("k"));
             let mut k_body = Vec::new();
             let (a_rows, a_strides) = a_index(batch_rows, rest, k);
-            let ia = lw.flat(&mut k_body, &a_rows, &a_strides);
+            let ia = lw.flat(&mut k_body, av.offset, &a_rows, &a_strides);
             let x = lw.emit(&mut k_body, dtype, Expr::Load(a, ia), None);
             let j = lw.new_reg(DType::I64, Some("j"));
             let mut j_body = Vec::new();
@@ -600,11 +832,11 @@ impl Lowerer<'_> {
             let mut b_strides = b_batch.clone();
             b_rows.extend([k, j]);
             b_strides.extend([b_k, b_j]);
-            let ib = lw.flat(&mut j_body, &b_rows, &b_strides);
+            let ib = lw.flat(&mut j_body, bv.offset, &b_rows, &b_strides);
             let y = lw.emit(&mut j_body, dtype, Expr::Load(b, ib), None);
             let mut d_rows = rows.to_vec();
             d_rows.push(j);
-            let to = lw.flat(&mut j_body, &d_rows, &d_strides);
+            let to = lw.flat(&mut j_body, None, &d_rows, &d_strides);
             let acc = lw.emit(&mut j_body, dtype, Expr::Load(dest, to), None);
             let p = lw.emit(&mut j_body, dtype, Expr::Binary(BinaryOp::Mul, x, y), None);
             let next = lw.emit(
@@ -634,28 +866,26 @@ impl Lowerer<'_> {
     fn reduce_axes(
         &mut self,
         out: &mut Vec<Stmt>,
+        locs: &[Option<Loc>],
         (op, axes, keepdim): (ReduceOp, &[u32], bool),
-        (src, src_dims): (ParamIdx, &Shape),
-        dest: ParamIdx,
-        dims: &Shape,
+        src: &Loc,
+        d: &View,
         dtype: DType,
     ) {
-        let src_strides = self.strides(out, src_dims);
-        let out_strides = self.strides(out, dims);
+        let (dest, dims) = (d.param, &d.dims);
+        let (src_dims, in_dtype) = match src {
+            Loc::View(v) => (v.dims.clone(), self.param_dtype(v.param)),
+            Loc::Fused { value, dims } => (dims.clone(), self.graph.ty(*value).dtype()),
+            Loc::Scalar(_) => unreachable!("verified: reduce_axes takes a tensor"),
+        };
+        let in_dtype = in_dtype.expect("a tensor");
+        let src_dims = &src_dims;
+        let out_strides = d.strides.clone();
         let reduced: Vec<usize> = axes.iter().map(|&a| a as usize).collect();
         let kept: Vec<usize> = (0..src_dims.len())
             .filter(|a| !reduced.contains(a))
             .collect();
         let red_dims: Shape = reduced.iter().map(|&a| src_dims[a].clone()).collect();
-        let in_dtype = self.kernel.params[src as usize].clone();
-        let in_dtype = match in_dtype {
-            Param::ColumnIn { dtype, .. }
-            | Param::Scratch { dtype, .. }
-            | Param::ColumnOut { dtype, .. } => dtype,
-            Param::ConstIn { tensor, .. } => tensor.dtype,
-            Param::BitmapIn { .. } => DType::Bool,
-            _ => dtype,
-        };
         // Elements folded per result: the product of the reduced extents.
         let mut folded = self.i64_const(out, 1);
         for d in &red_dims {
@@ -670,7 +900,7 @@ impl Lowerer<'_> {
         }
         if op == ReduceOp::Count {
             self.nest(out, dims, |lw, body, rows| {
-                let to = lw.flat(body, rows, &out_strides);
+                let to = lw.flat(body, None, rows, &out_strides);
                 body.push(Stmt::Store(dest, Some(to), folded));
             });
             return;
@@ -702,9 +932,8 @@ impl Lowerer<'_> {
                 for (&a, &r) in reduced.iter().zip(red_rows) {
                     src_rows[a] = r;
                 }
-                let from = lw.flat(ib, &src_rows, &src_strides);
-                let load = lw.load(src, from);
-                let x = lw.emit(ib, in_dtype, load, None);
+                let src_rows: Vec<Option<Reg>> = src_rows.into_iter().map(Some).collect();
+                let x = lw.read(ib, locs, src, &src_rows);
                 let acc = lw.emit(ib, in_dtype, Expr::Var(var), None);
                 let next = lw.emit(ib, in_dtype, Expr::Binary(step, acc, x), None);
                 ib.push(Stmt::Set(var, next));
@@ -714,7 +943,7 @@ impl Lowerer<'_> {
             if let Some(n) = mean_divisor {
                 result = lw.emit(body, dtype, Expr::Binary(BinaryOp::Div, result, n), None);
             }
-            let to = lw.flat(body, rows, &out_strides);
+            let to = lw.flat(body, None, rows, &out_strides);
             body.push(Stmt::Store(dest, Some(to), result));
         });
     }

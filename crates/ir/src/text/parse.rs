@@ -227,6 +227,36 @@ fn op_from_mnemonic(name: &str) -> Option<Op> {
         })
 }
 
+/// `[:, 1:3, 0:8:2]` after a `slice`'s argument.
+fn slice_ranges(line: &mut Line<'_>) -> ParseResult<Vec<Option<crate::op::SliceRange>>> {
+    line.expect_punct('[')?;
+    let mut ranges = Vec::new();
+    while !line.eat_punct(']') {
+        if !ranges.is_empty() {
+            line.expect_punct(',')?;
+        }
+        if line.eat_punct(':') {
+            ranges.push(None);
+            continue;
+        }
+        let bound = |line: &mut Line<'_>, what: &str| -> ParseResult<u64> {
+            let (at, word) = line.word(what)?;
+            word.parse::<u64>()
+                .map_err(|_| line.err(at, format!("`{word}` is not {what}")))
+        };
+        let start = bound(line, "a slice start")?;
+        line.expect_punct(':')?;
+        let stop = bound(line, "a slice stop")?;
+        let step = if line.eat_punct(':') {
+            bound(line, "a slice step")?
+        } else {
+            1
+        };
+        ranges.push(Some(crate::op::SliceRange { start, stop, step }));
+    }
+    Ok(ranges)
+}
+
 struct Parser<'a> {
     src: &'a str,
     graph: Graph,
@@ -347,8 +377,17 @@ impl<'a> Parser<'a> {
                             .shape
                             .clone(),
                     ),
+                    "broadcast_to" => Op::BroadcastTo(
+                        ty.as_tensor()
+                            .ok_or_else(|| line.err(op_at, "cannot broadcast to a selection"))?
+                            .shape
+                            .clone(),
+                    ),
                     // The permutation follows the argument.
                     "transpose" => Op::Transpose(Vec::new()),
+                    // The axis follows the arguments; the ranges, the argument.
+                    "concat" => Op::Concat(0),
+                    "slice" => Op::Slice(Vec::new()),
                     // So do the axes, the reduction and `keepdim`.
                     "reduce_axes" => Op::ReduceAxes {
                         op: ReduceOp::Sum,
@@ -362,12 +401,23 @@ impl<'a> Parser<'a> {
                     _ => op_from_mnemonic(mnemonic)
                         .ok_or_else(|| line.err(op_at, format!("unknown op `{mnemonic}`")))?,
                 };
-                let mut args = Vec::with_capacity(op.arity());
-                for arg_idx in 0..op.arity() {
-                    if arg_idx > 0 {
-                        line.expect_punct(',')?;
+                let mut args = Vec::new();
+                match op.arity() {
+                    Some(n) => {
+                        for arg_idx in 0..n {
+                            if arg_idx > 0 {
+                                line.expect_punct(',')?;
+                            }
+                            args.push(self.value_ref(line)?);
+                        }
                     }
-                    args.push(self.value_ref(line)?);
+                    // `concat v1, v2 [axis]`: values up to the `[`.
+                    None => loop {
+                        args.push(self.value_ref(line)?);
+                        if !line.eat_punct(',') {
+                            break;
+                        }
+                    },
                 }
                 let axis_list = |line: &mut Line<'a>| -> ParseResult<Vec<u32>> {
                     line.expect_punct('[')?;
@@ -385,6 +435,14 @@ impl<'a> Parser<'a> {
                 };
                 let op = match op {
                     Op::Transpose(_) => Op::Transpose(axis_list(line)?),
+                    Op::Concat(_) => {
+                        let at = line.toks.get(line.pos).map_or(line.end, |t| t.0);
+                        match axis_list(line)?.as_slice() {
+                            [axis] => Op::Concat(*axis),
+                            _ => return Err(line.err(at, "`concat` takes one axis, as `[1]`")),
+                        }
+                    }
+                    Op::Slice(_) => Op::Slice(slice_ranges(line)?),
                     Op::ReduceAxes { .. } => {
                         let axes = axis_list(line)?;
                         let (at, name) = line.word("a reduction")?;

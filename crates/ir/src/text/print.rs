@@ -39,6 +39,20 @@ pub fn print(graph: &Graph) -> String {
                 }
                 match &node.op {
                     Op::Transpose(perm) => write!(out, " {perm:?}").expect("writing to a String"),
+                    Op::Concat(axis) => write!(out, " [{axis}]").expect("writing to a String"),
+                    Op::Slice(ranges) => {
+                        out.push_str(" [");
+                        for (idx, r) in ranges.iter().enumerate() {
+                            if idx > 0 {
+                                out.push_str(", ");
+                            }
+                            match r {
+                                Some(r) => write!(out, "{r}").expect("writing to a String"),
+                                None => out.push(':'),
+                            }
+                        }
+                        out.push(']');
+                    }
                     Op::ReduceAxes { op, axes, keepdim } => {
                         write!(out, " {axes:?} {op}").expect("writing to a String");
                         if *keepdim {
