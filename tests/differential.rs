@@ -90,6 +90,16 @@ fn the_generator_covers_every_op_and_dtype() {
         .chain(kiln::ir::CmpOp::ALL.iter().map(|o| o.name()))
         .chain(kiln::ir::ReduceOp::ALL.iter().map(|o| o.name()))
         .chain(["input", "const", "select", "cast", "filter"])
+        .chain([
+            "tensor",
+            "matmul",
+            "transpose",
+            "reshape",
+            "reduce_axes",
+            "concat",
+            "slice",
+            "broadcast_to",
+        ])
         .collect();
     let missing: Vec<&&str> = all.iter().filter(|m| !mnemonics.contains(**m)).collect();
     assert!(missing.is_empty(), "never generated: {missing:?}");

@@ -10,8 +10,8 @@
 
 use arbitrary::{Result, Unstructured};
 use kiln::ir::{
-    BinaryOp, Builder, CmpOp, DType, Dim, Op, ReduceOp, TensorConst, TensorType, Type, UnaryOp,
-    Value,
+    BinaryOp, Builder, CmpOp, DType, Dim, Op, ReduceOp, SliceRange, TensorConst, TensorType, Type,
+    UnaryOp, Value,
 };
 use kiln::{Buffer, Data, Engine, ExecResult, Graph, Scalar};
 use std::sync::Arc;
@@ -211,13 +211,60 @@ impl Gen<'_, '_> {
             .expect("a constant of its own shape"))
     }
 
-    /// A tensor step: matmul with a constant, transpose, reshape, or a
-    /// reduction over axes.
+    /// A tensor step: matmul with a constant, transpose, reshape, a
+    /// reduction over axes, a slice, a concat or a broadcast_to.
     fn tensor_step(&mut self) -> Result<Option<Value>> {
         let a = self.pick()?;
         let dims = self.fixed_dims(a);
         let dtype = self.b.dtype(a).expect("pool values are tensors");
-        Ok(match self.u.int_in_range(0..=3u8)? {
+        Ok(match self.u.int_in_range(0..=6u8)? {
+            4 if !dims.is_empty() => {
+                // Per axis: whole, or start:stop:step within it.
+                let mut ranges = Vec::with_capacity(dims.len());
+                for &d in &dims {
+                    ranges.push(if self.u.ratio(1u8, 3u8)? {
+                        None
+                    } else {
+                        let start = self.u.int_in_range(0..=d - 1)?;
+                        let stop = self.u.int_in_range(start + 1..=d)?;
+                        let step = self.u.int_in_range(1..=2u64)?;
+                        Some(SliceRange { start, stop, step })
+                    });
+                }
+                self.b.op(Op::Slice(ranges), &[a]).ok()
+            }
+            5 if !dims.is_empty() && dims.iter().product::<u64>() <= 64 => {
+                // `a` with itself, another pool value of its shape, or a
+                // constant differing along the axis.
+                let axis = self.u.int_in_range(0..=dims.len() - 1)?;
+                let mut args = vec![a];
+                for _ in 0..self.u.int_in_range(1..=2u8)? {
+                    let other = self.pick()?;
+                    args.push(
+                        if self.fixed_dims(other) == dims && self.b.dtype(other) == Some(dtype) {
+                            other
+                        } else {
+                            let mut c = dims.clone();
+                            c[axis] = self.u.int_in_range(1..=2u64)?;
+                            self.tensor_const(dtype, &c)?
+                        },
+                    );
+                }
+                self.b.op(Op::Concat(axis as u32), &args).ok()
+            }
+            6 if dims.len() < 4 && dims.iter().product::<u64>() <= 32 => {
+                // A new leading axis, and each 1 possibly widened.
+                let mut shape = vec![self.u.int_in_range(1..=3u64)?];
+                for &d in &dims {
+                    shape.push(if d == 1 {
+                        self.u.int_in_range(1..=3u64)?
+                    } else {
+                        d
+                    });
+                }
+                let shape = shape.into_iter().map(Dim::Fixed).collect();
+                self.b.op(Op::BroadcastTo(shape), &[a]).ok()
+            }
             3 if !dims.is_empty() => {
                 // A reduction over a random non-empty set of axes.
                 let mut axes: Vec<u32> = (0..dims.len() as u32)
