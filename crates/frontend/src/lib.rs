@@ -13,5 +13,6 @@
 
 pub mod eltwise;
 pub mod fx;
+pub mod layout;
 pub mod py;
 pub mod tf;

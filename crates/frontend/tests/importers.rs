@@ -283,12 +283,12 @@ node {{ name: "r" op: "{op}" input: "a" input: "b" }}"#
 fn tf_reports_every_unsupported_op_and_bad_graphs() {
     let unknown = format!(
         r#"{PLACEHOLDER_X}
-node {{ name: "m" op: "ConcatV2" input: "x" input: "x" }}
+node {{ name: "m" op: "Tile" input: "x" input: "x" }}
 node {{ name: "q" op: "Quux" input: "x" }}
 node {{ name: "z" op: "Zorp" input: "x" }}"#
     );
     let err = tf_graph(&unknown, &[]).unwrap_err();
-    for needle in ["Quux (`q`)", "Zorp (`z`)", "tensor ops ConcatV2 (`m`)"] {
+    for needle in ["Quux (`q`)", "Zorp (`z`)", "tensor ops Tile (`m`)"] {
         assert!(err.contains(needle), "{needle}: {err}");
     }
     let cases: &[(String, &str)] = &[
@@ -520,4 +520,112 @@ node { name: "s" op: "Squeeze" input: "e" attr { key: "squeeze_dims" value { lis
     assert_eq!(out[1], f32s(&[1.0, 4.0, 2.0, 5.0, 3.0, 6.0]));
     let bad = src.replace("int_val: 3 int_val: -1", "int_val: 4 int_val: -1");
     assert!(tf_graph(&bad, &["r"]).unwrap_err().contains("cannot infer"));
+}
+
+/// A `Const` node of int32s: a scalar for one value without `dims`.
+fn tf_ints(name: &str, values: &[i64], vector: bool) -> String {
+    let dims = if vector {
+        format!("dim {{ size: {} }}", values.len())
+    } else {
+        String::new()
+    };
+    let vals: String = values.iter().map(|v| format!(" int_val: {v}")).collect();
+    format!(
+        r#"node {{ name: "{name}" op: "Const" attr {{ key: "value" value {{ tensor {{ dtype: DT_INT32 tensor_shape {{ {dims} }}{vals} }} }} }} }}"#
+    )
+}
+
+#[test]
+fn tf_concat_split_pack_unpack_and_slices() {
+    // x = [[1 2 3 4] [5 6 7 8]]; `split:1` and `unpack:1` are second outputs.
+    let src = [
+        r#"node { name: "x" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } } attr { key: "shape" value { shape { dim { size: 2 } dim { size: 4 } } } } }"#.to_string(),
+        tf_ints("one", &[1], false),
+        tf_ints("minus1", &[-1], false),
+        tf_ints("sizes", &[1, -1], true),
+        tf_ints("begin", &[1, 1], true),
+        tf_ints("size", &[1, -1], true),
+        tf_ints("sb", &[0, -1], true),
+        tf_ints("se", &[0, 0], true),
+        tf_ints("ss", &[1, 1], true),
+        tf_ints("st", &[0, 0], true),
+        tf_ints("st_end", &[2, 4], true),
+        tf_ints("st_step", &[1, 2], true),
+        tf_ints("bshape", &[3, 2, 4], true),
+        r#"node { name: "split" op: "Split" input: "one" input: "x" attr { key: "num_split" value { i: 2 } } }"#.into(),
+        r#"node { name: "cat" op: "ConcatV2" input: "split:1" input: "split" input: "minus1" input: "^x" }"#.into(),
+        r#"node { name: "splitv" op: "SplitV" input: "x" input: "sizes" input: "one" attr { key: "num_split" value { i: 2 } } }"#.into(),
+        r#"node { name: "unpack" op: "Unpack" input: "x" attr { key: "num" value { i: 2 } } }"#.into(),
+        r#"node { name: "pack" op: "Pack" input: "unpack:1" input: "unpack" attr { key: "axis" value { i: 1 } } }"#.into(),
+        r#"node { name: "slice" op: "Slice" input: "x" input: "begin" input: "size" }"#.into(),
+        // x[:, -1] (shrink axis 1, begin mask on axis 0)
+        r#"node { name: "last" op: "StridedSlice" input: "x" input: "sb" input: "se" input: "ss" attr { key: "begin_mask" value { i: 1 } } attr { key: "end_mask" value { i: 1 } } attr { key: "shrink_axis_mask" value { i: 2 } } }"#.into(),
+        // x[0:2, 0:4:2]
+        r#"node { name: "every2" op: "StridedSlice" input: "x" input: "st" input: "st_end" input: "st_step" }"#.into(),
+        r#"node { name: "bcast" op: "BroadcastTo" input: "unpack" input: "bshape" }"#.into(),
+    ]
+    .join("\n");
+    let outputs = [
+        "cat", "splitv:1", "unpack:1", "pack", "slice", "last", "every2", "bcast",
+    ];
+    let g = tf_graph(&src, &outputs).unwrap();
+    let shapes: Vec<String> = g
+        .outputs()
+        .iter()
+        .map(|o| g.ty(o.value).to_string())
+        .collect();
+    assert_eq!(
+        shapes,
+        [
+            "f32[2, 4]",
+            "f32[2, 3]",
+            "f32[4]",
+            "f32[4, 2]",
+            "f32[1, 3]",
+            "f32[2]",
+            "f32[2, 2]",
+            "f32[3, 2, 4]"
+        ]
+    );
+    let out = run(&g, &[f32s(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0])]);
+    assert_eq!(out[0], f32s(&[3.0, 4.0, 1.0, 2.0, 7.0, 8.0, 5.0, 6.0]));
+    assert_eq!(out[1], f32s(&[2.0, 3.0, 4.0, 6.0, 7.0, 8.0]));
+    assert_eq!(out[2], f32s(&[5.0, 6.0, 7.0, 8.0]));
+    assert_eq!(out[3], f32s(&[5.0, 1.0, 6.0, 2.0, 7.0, 3.0, 8.0, 4.0]));
+    assert_eq!(out[4], f32s(&[6.0, 7.0, 8.0]));
+    assert_eq!(out[5], f32s(&[4.0, 8.0]));
+    assert_eq!(out[6], f32s(&[1.0, 3.0, 5.0, 7.0]));
+    assert_eq!(out[7], f32s(&[1.0, 2.0, 3.0, 4.0].repeat(6)));
+    // Without --output, every output of an unread node: `split` is read, so
+    // its siblings are not listed, but `splitv` and `splitv:1` are.
+    let all = tf_graph(&src, &[]).unwrap();
+    let names: Vec<&str> = all.outputs().iter().map(|o| o.name.as_str()).collect();
+    assert!(
+        names.contains(&"splitv") && names.contains(&"splitv:1"),
+        "{names:?}"
+    );
+    // Bad references and shapes are errors naming the node.
+    for (bad, want) in [
+        (
+            src.replace("\"split:1\"", "\"split:2\""),
+            "reads output 2 of `split`, which has 2 output(s)",
+        ),
+        (
+            src.replace(
+                "num_split\" value { i: 2 } } }\nnode { name: \"cat",
+                "num_split\" value { i: 3 } } }\nnode { name: \"cat",
+            ),
+            "Split of extent 4 into 3 equal pieces",
+        ),
+        (
+            src.replace(
+                &tf_ints("size", &[1, -1], true),
+                &tf_ints("size", &[1, 9], true),
+            ),
+            "Slice 1..10 of axis 1",
+        ),
+    ] {
+        let err = tf_graph(&bad, &outputs).unwrap_err();
+        assert!(err.contains(want), "{want}: {err}");
+    }
 }

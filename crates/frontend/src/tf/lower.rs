@@ -12,6 +12,7 @@ use super::proto::{
 };
 use super::Options;
 use crate::eltwise::{self, konst};
+use crate::layout;
 use kiln_ir::{
     BinaryOp, Builder, CmpOp, DType, Dim, Graph, Loc, Op, ParseError, ParseResult, ReduceOp,
     Scalar, SourceMap, TensorConst, TensorType, Type, TypeError, UnaryOp, Value,
@@ -19,27 +20,22 @@ use kiln_ir::{
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// Ops that need tensors of rank ≥ 2, layout changes, reductions or several
-/// outputs: they belong to the tensor work.
-const TENSOR_OPS: &[&str] = &[
+/// Tensor ops kiln's IR has no form for (data-dependent shapes, gathers,
+/// convolutions): reported apart, so the message says what kind they are.
+const TENSOR_OPS: &[&str] = &["Shape", "Fill", "Tile", "GatherV2", "Conv2D"];
+
+const SUPPORTED: &[&str] = &[
     "BatchMatMul",
     "BatchMatMulV2",
     "ConcatV2",
     "Concat",
+    "Pack",
     "Split",
     "SplitV",
     "Unpack",
-    "Pack",
-    "Shape",
-    "Fill",
-    "Tile",
     "Slice",
     "StridedSlice",
-    "GatherV2",
-    "Conv2D",
-];
-
-const SUPPORTED: &[&str] = &[
+    "BroadcastTo",
     "Reshape",
     "Transpose",
     "ExpandDims",
@@ -225,7 +221,7 @@ pub fn lower(g: &GraphDef, src: Option<&str>, opts: &Options) -> ParseResult<(Gr
     check_supported(g, src)?;
     let mut lw = Tf {
         b: Builder::new("graph"),
-        values: vec![None; g.node.len()],
+        values: vec![Vec::new(); g.node.len()],
         opts,
     };
     let mut source_map = SourceMap::default();
@@ -233,27 +229,24 @@ pub fn lower(g: &GraphDef, src: Option<&str>, opts: &Options) -> ParseResult<(Gr
         let n = &g.node[i];
         let args: Vec<Value> = data[i]
             .iter()
-            .map(|&(j, k)| {
-                if k != 0 {
-                    return Err(format!(
-                        "reads output {k} of `{}`; multi-output ops are not in kiln's IR yet",
-                        g.node[j].name
-                    ));
-                }
-                lw.values[j]
-                    .ok_or_else(|| format!("reads `{}`, which has no value", g.node[j].name))
-            })
+            .map(|&(j, k)| output_of(&lw.values[j], &g.node[j].name, k))
             .collect::<Result<_, _>>()
             .map_err(|m| fail(src, &n.name, format!("node `{}` ({}): {m}", n.name, n.op)))?;
-        let v = lw
+        let vs = lw
             .node(n, &args)
             .map_err(|m| fail(src, &n.name, format!("node `{}` ({}): {m}", n.name, n.op)))?;
-        if let Some(v) = v {
-            lw.b.set_source_name(v, &n.name);
+        for (k, &v) in vs.iter().enumerate() {
+            let name = match k {
+                0 => n.name.clone(),
+                k => format!("{}:{k}", n.name),
+            };
+            lw.b.set_source_name(v, &name);
             source_map.set(v, locate(src, &n.name));
         }
-        lw.values[i] = v;
+        lw.values[i] = vs;
     }
+    // By default every output of every node nothing reads: `split`,
+    // `split:1`, ... for a node with several.
     let outputs: Vec<String> = if opts.outputs.is_empty() {
         g.node
             .iter()
@@ -261,7 +254,12 @@ pub fn lower(g: &GraphDef, src: Option<&str>, opts: &Options) -> ParseResult<(Gr
             .filter(|(i, n)| {
                 !consumed[*i] && !matches!(n.op.as_str(), "NoOp" | "Const" | "Placeholder")
             })
-            .map(|(_, n)| n.name.clone())
+            .flat_map(|(i, n)| {
+                (0..lw.values[i].len().max(1)).map(move |k| match k {
+                    0 => n.name.clone(),
+                    k => format!("{}:{k}", n.name),
+                })
+            })
             .collect()
     } else {
         opts.outputs.clone()
@@ -284,25 +282,22 @@ pub fn lower(g: &GraphDef, src: Option<&str>, opts: &Options) -> ParseResult<(Gr
                 format!("output `{out}`: there is no node `{name}`"),
             ));
         };
-        match (k, lw.values[j]) {
-            (0, Some(v)) => lw.b.output(out, v),
-            (0, None) => {
-                return Err(fail(
-                    src,
-                    name,
-                    format!("output `{out}`: node `{name}` has no value"),
-                ))
-            }
-            _ => {
-                return Err(fail(
-                    src,
-                    name,
-                    format!("output `{out}`: multi-output ops are not in kiln's IR yet"),
-                ))
-            }
-        }
+        let v = output_of(&lw.values[j], name, k)
+            .map_err(|m| fail(src, name, format!("output `{out}`: {m}")))?;
+        lw.b.output(out, v);
     }
     Ok((lw.b.finish(), source_map))
+}
+
+/// Output `k` of node `name`, whose values are `values`.
+fn output_of(values: &[Value], name: &str, k: usize) -> Result<Value, String> {
+    match (values.get(k), values.len()) {
+        (Some(v), _) => Ok(*v),
+        (None, 0) => Err(format!("reads `{name}`, which has no value")),
+        (None, n) => Err(format!(
+            "reads output {k} of `{name}`, which has {n} output(s)"
+        )),
+    }
 }
 
 /// Kahn's algorithm over all edges; `Err(node)` names a node on a cycle.
@@ -355,7 +350,7 @@ fn check_supported(g: &GraphDef, src: Option<&str>) -> ParseResult<()> {
             message += ";";
         }
         message += &format!(
-            " tensor ops {} (layout ops, axis reductions and multi-output ops are not in kiln's IR yet)",
+            " tensor ops {} (data-dependent shapes, gathers and convolutions have no form in kiln's IR)",
             tensor.join(", ")
         );
     }
@@ -369,7 +364,8 @@ fn check_supported(g: &GraphDef, src: Option<&str>) -> ParseResult<()> {
 
 struct Tf<'a> {
     b: Builder,
-    values: Vec<Option<Value>>,
+    /// Each node's outputs, in order; none for `NoOp`.
+    values: Vec<Vec<Value>>,
     opts: &'a Options,
 }
 
@@ -453,16 +449,12 @@ fn const_ints(b: &Builder, v: Value) -> Result<Vec<i64>, String> {
     }
 }
 
-/// The number of elements of a shape of fixed dimensions.
-fn fixed_count(shape: &[Dim]) -> Result<u64, String> {
-    shape.iter().try_fold(1u64, |acc, d| match d {
-        Dim::Fixed(n) => acc
-            .checked_mul(*n)
-            .ok_or_else(|| "too many elements".to_string()),
-        Dim::Sym(s) => Err(format!(
-            "unsupported: Reshape along the symbolic dimension `{s}`"
-        )),
-    })
+/// One axis from a constant int input (negative from the end).
+fn const_axis(b: &Builder, v: Value, rank: usize) -> Result<usize, String> {
+    match const_ints(b, v)?.as_slice() {
+        [k] => layout::axis(*k, rank),
+        other => Err(format!("an axis input holds {other:?}, not one int")),
+    }
 }
 
 /// The axes a reduction's second input names: a constant int scalar or
@@ -589,14 +581,68 @@ fn const_scalar(t: &TensorProto) -> Result<Scalar, String> {
 }
 
 impl Tf<'_> {
-    fn node(&mut self, n: &NodeDef, a: &[Value]) -> Result<Option<Value>, String> {
+    /// A node's outputs: several for `Split`, `SplitV`, `Unpack`.
+    fn node(&mut self, n: &NodeDef, a: &[Value]) -> Result<Vec<Value>, String> {
+        let b = &mut self.b;
+        let rank = |b: &Builder, v: Value| layout::shape(b, v).len();
+        let int_attr = |key: &str| match n.attr.get(key).and_then(|v| v.value.as_ref()) {
+            Some(AV::I(k)) => Ok(Some(*k)),
+            None => Ok(None),
+            Some(_) => Err(format!("attr `{key}` must be an int")),
+        };
+        let pieces = match (n.op.as_str(), a) {
+            ("Split", [axis, v]) => {
+                let axis = const_axis(b, *axis, rank(b, *v))?;
+                let count = int_attr("num_split")?.ok_or("missing attr `num_split`")?;
+                let extent = layout::fixed_extent(b, *v, axis)?;
+                if count <= 0 || extent % count as u64 != 0 {
+                    return Err(format!(
+                        "Split of extent {extent} into {count} equal pieces"
+                    ));
+                }
+                let sizes = vec![extent / count as u64; count as usize];
+                layout::split(b, *v, axis, &sizes)?
+            }
+            ("SplitV", [v, sizes, axis]) => {
+                let axis = const_axis(b, *axis, rank(b, *v))?;
+                let extent = layout::fixed_extent(b, *v, axis)?;
+                let wanted = const_ints(b, *sizes)?;
+                let known: i64 = wanted.iter().filter(|&&s| s >= 0).sum();
+                let sizes = wanted
+                    .iter()
+                    .map(|&s| match s {
+                        -1 if wanted.iter().filter(|&&x| x == -1).count() == 1 => {
+                            u64::try_from(extent as i64 - known).map_err(|_| {
+                                format!("SplitV sizes {wanted:?} exceed the extent {extent}")
+                            })
+                        }
+                        s => u64::try_from(s).map_err(|_| format!("SplitV size {s}")),
+                    })
+                    .collect::<Result<Vec<u64>, String>>()?;
+                layout::split(b, *v, axis, &sizes)?
+            }
+            ("Unpack", [v]) => {
+                let axis = layout::axis(int_attr("axis")?.unwrap_or(0), rank(b, *v))?;
+                layout::unstack(b, *v, axis)?
+            }
+            ("Split" | "SplitV" | "Unpack", _) => {
+                return Err(format!("takes its data inputs, got {}", a.len()))
+            }
+            _ => return Ok(self.single(n, a)?.into_iter().collect()),
+        };
+        Ok(pieces)
+    }
+
+    fn single(&mut self, n: &NodeDef, a: &[Value]) -> Result<Option<Value>, String> {
         use BinaryOp as B;
         let op = n.op.as_str();
         let arity = match op {
             "Placeholder" | "Const" | "NoOp" => 0,
-            "Select" | "SelectV2" => 3,
-            "MatMul" | "BiasAdd" | "Sum" | "Mean" | "Max" | "Min" | "Prod" | "Reshape"
-            | "Transpose" | "ExpandDims" => 2,
+            "Select" | "SelectV2" | "Slice" => 3,
+            "StridedSlice" => 4,
+            "ConcatV2" | "Concat" | "Pack" => a.len().max(1),
+            "MatMul" | "BatchMatMul" | "BatchMatMulV2" | "BroadcastTo" | "BiasAdd" | "Sum"
+            | "Mean" | "Max" | "Min" | "Prod" | "Reshape" | "Transpose" | "ExpandDims" => 2,
             "Add" | "AddV2" | "Sub" | "Mul" | "RealDiv" | "Div" | "DivNoNan" | "FloorDiv"
             | "FloorMod" | "TruncateDiv" | "TruncateMod" | "Mod" | "Pow" | "Maximum"
             | "Minimum" | "Greater" | "GreaterEqual" | "Less" | "LessEqual" | "Equal"
@@ -626,19 +672,97 @@ impl Tf<'_> {
                 Some(AV::Tensor(t)) => constant(&mut self.b, t)?,
                 _ => return Err("a Const without a tensor `value`".into()),
             },
-            "MatMul" => {
+            "MatMul" | "BatchMatMul" | "BatchMatMulV2" => {
+                let (ta, tb) = match op {
+                    "MatMul" => ("transpose_a", "transpose_b"),
+                    _ => ("adj_x", "adj_y"),
+                };
                 let flag = |name: &str| match n.attr.get(name).and_then(|v| v.value.as_ref()) {
                     Some(AV::B(v)) => Ok(*v),
                     None => Ok(false),
                     Some(_) => Err(format!("attr `{name}` must be a bool")),
                 };
                 let mut x = [a[0], a[1]];
-                for (idx, name) in ["transpose_a", "transpose_b"].iter().enumerate() {
+                for (idx, name) in [ta, tb].iter().enumerate() {
                     if flag(name)? {
-                        x[idx] = b.op(Op::Transpose(vec![1, 0]), &[x[idx]]).map_err(te)?;
+                        // The last two axes swap (real dtypes: adjoint = transpose).
+                        let r = layout::shape(b, x[idx]).len();
+                        if r < 2 {
+                            return Err(format!("`{name}` of a tensor of rank {r}"));
+                        }
+                        let mut perm: Vec<u32> = (0..r as u32).collect();
+                        perm.swap(r - 2, r - 1);
+                        x[idx] = b.op(Op::Transpose(perm), &[x[idx]]).map_err(te)?;
                     }
                 }
                 b.op(Op::MatMul, &x).map_err(te)?
+            }
+            "ConcatV2" | "Concat" | "Pack" => {
+                let (values, axis) = match op {
+                    "ConcatV2" => (&a[..a.len() - 1], Some(a[a.len() - 1])),
+                    "Concat" => (&a[1..], Some(a[0])),
+                    _ => (a, None),
+                };
+                let Some(&first) = values.first() else {
+                    return Err(format!("{op} of no tensors"));
+                };
+                let r = layout::shape(b, first).len();
+                match axis {
+                    Some(axis) => {
+                        let axis = const_axis(b, axis, r)?;
+                        layout::concat(b, values, axis)?
+                    }
+                    None => {
+                        let k = match n.attr.get("axis").and_then(|v| v.value.as_ref()) {
+                            Some(AV::I(k)) => *k,
+                            None => 0,
+                            Some(_) => return Err("attr `axis` must be an int".into()),
+                        };
+                        let axis = layout::axis(k, r + 1)?;
+                        layout::stack(b, values, axis)?
+                    }
+                }
+            }
+            "Slice" => {
+                let begin = const_ints(b, a[1])?;
+                let size = const_ints(b, a[2])?;
+                let shape = layout::shape(b, a[0]);
+                if begin.len() != shape.len() || size.len() != shape.len() {
+                    return Err(format!(
+                        "Slice of rank {} with begin {begin:?} and size {size:?}",
+                        shape.len()
+                    ));
+                }
+                let mut v = a[0];
+                for (axis, (&start, &len)) in begin.iter().zip(&size).enumerate() {
+                    let start = u64::try_from(start).map_err(|_| format!("Slice begin {start}"))?;
+                    let stop = match len {
+                        -1 => u64::MAX,
+                        len => start.saturating_add(
+                            u64::try_from(len).map_err(|_| format!("Slice size {len}"))?,
+                        ),
+                    };
+                    if stop != u64::MAX {
+                        let extent = layout::fixed_extent(b, v, axis)?;
+                        if stop > extent {
+                            return Err(format!(
+                                "Slice {start}..{stop} of axis {axis}, whose extent is {extent}"
+                            ));
+                        }
+                    }
+                    v = layout::slice_axis(b, v, axis, (start, stop, 1))?;
+                }
+                v
+            }
+            "StridedSlice" => self.strided_slice(n, a)?,
+            "BroadcastTo" => {
+                let wanted = const_ints(b, a[1])?;
+                let to = wanted
+                    .iter()
+                    .map(|&d| u64::try_from(d).map(Dim::Fixed))
+                    .collect::<Result<Vec<Dim>, _>>()
+                    .map_err(|_| format!("BroadcastTo shape {wanted:?}"))?;
+                layout::broadcast_to(b, a[0], to)?
             }
             "Sum" | "Mean" | "Max" | "Min" | "Prod" => {
                 let rank = b.ty(a[0]).as_tensor().map_or(0, |t| t.shape.len());
@@ -665,35 +789,8 @@ impl Tf<'_> {
                 }
             }
             "Reshape" => {
-                let shape = b
-                    .ty(a[0])
-                    .as_tensor()
-                    .map(|t| t.shape.clone())
-                    .unwrap_or_default();
-                let total = fixed_count(&shape)?;
                 let wanted = const_ints(b, a[1])?;
-                let mut known: u64 = 1;
-                let mut infer = None;
-                let mut dims = Vec::with_capacity(wanted.len());
-                for (idx, &d) in wanted.iter().enumerate() {
-                    match d {
-                        -1 if infer.is_none() => {
-                            infer = Some(idx);
-                            dims.push(Dim::Fixed(0));
-                        }
-                        d if d >= 0 => {
-                            known = known.saturating_mul(d as u64);
-                            dims.push(Dim::Fixed(d as u64));
-                        }
-                        d => return Err(format!("Reshape to a dimension of {d}")),
-                    }
-                }
-                if let Some(idx) = infer {
-                    if known == 0 || total % known != 0 {
-                        return Err(format!("Reshape cannot infer -1 from {total} elements"));
-                    }
-                    dims[idx] = Dim::Fixed(total / known);
-                }
+                let dims = layout::target_shape(b, a[0], &wanted)?;
                 b.op(Op::Reshape(dims), &[a[0]]).map_err(te)?
             }
             "Transpose" => {
@@ -931,5 +1028,77 @@ impl Tf<'_> {
             }
             other => return Err(format!("unsupported op `{other}`")),
         }))
+    }
+
+    /// TF `StridedSlice` with positive strides and the begin, end and
+    /// shrink-axis masks (no ellipsis or new axes): a `slice` per axis, then
+    /// a `reshape` dropping the shrunk axes.
+    fn strided_slice(&mut self, n: &NodeDef, a: &[Value]) -> Result<Value, String> {
+        let b = &mut self.b;
+        let mask = |key: &str| match n.attr.get(key).and_then(|v| v.value.as_ref()) {
+            Some(AV::I(k)) => Ok(*k),
+            None => Ok(0),
+            Some(_) => Err(format!("attr `{key}` must be an int")),
+        };
+        if mask("ellipsis_mask")? != 0 || mask("new_axis_mask")? != 0 {
+            return Err("unsupported: StridedSlice with ellipsis_mask or new_axis_mask".into());
+        }
+        let (begin_mask, end_mask, shrink) = (
+            mask("begin_mask")?,
+            mask("end_mask")?,
+            mask("shrink_axis_mask")?,
+        );
+        let begin = const_ints(b, a[1])?;
+        let end = const_ints(b, a[2])?;
+        let strides = const_ints(b, a[3])?;
+        let shape = layout::shape(b, a[0]);
+        if begin.len() != end.len() || begin.len() != strides.len() || begin.len() > shape.len() {
+            return Err(format!(
+                "StridedSlice of rank {} with begin {begin:?}, end {end:?}, strides {strides:?}",
+                shape.len()
+            ));
+        }
+        let mut v = a[0];
+        let mut kept = Vec::new();
+        for (axis, d) in shape.iter().enumerate() {
+            let bit = |m: i64| axis < 64 && m >> axis & 1 == 1;
+            if axis >= begin.len() {
+                kept.push(d.clone());
+                continue;
+            }
+            let step = u64::try_from(strides[axis])
+                .ok()
+                .filter(|&s| s > 0)
+                .ok_or_else(|| format!("unsupported: StridedSlice stride {}", strides[axis]))?;
+            if bit(shrink) {
+                let extent = layout::fixed_extent(b, v, axis)?;
+                let i = layout::python_bounds(Some(begin[axis]), None, extent).0;
+                if begin[axis] >= extent as i64 || begin[axis] < -(extent as i64) {
+                    return Err(format!(
+                        "StridedSlice index {} of axis {axis}, whose extent is {extent}",
+                        begin[axis]
+                    ));
+                }
+                v = layout::slice_axis(b, v, axis, (i, i + 1, 1))?;
+                continue;
+            }
+            let whole = (bit(begin_mask) || begin[axis] == 0) && bit(end_mask) && step == 1;
+            if whole {
+                kept.push(d.clone());
+                continue;
+            }
+            let extent = layout::fixed_extent(b, v, axis)?;
+            let (start, stop) = layout::python_bounds(
+                (!bit(begin_mask)).then_some(begin[axis]),
+                (!bit(end_mask)).then_some(end[axis]),
+                extent,
+            );
+            v = layout::slice_axis(b, v, axis, (start, stop, step))?;
+            kept.push(layout::shape(b, v)[axis].clone());
+        }
+        if kept.len() == shape.len() {
+            return Ok(v);
+        }
+        b.op(Op::Reshape(kept), &[v]).map_err(te)
     }
 }
