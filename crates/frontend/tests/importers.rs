@@ -629,3 +629,86 @@ fn tf_concat_split_pack_unpack_and_slices() {
         assert!(err.contains(want), "{want}: {err}");
     }
 }
+
+#[test]
+fn fx_cat_split_chunk_stack_expand_and_indexing() {
+    // x = [[1 2 3 4] [5 6 7 8]]
+    let g = fx_graph(
+        "    %x : [num_users=8] = placeholder[target=x]
+    %split : [num_users=2] = call_method[target=split](args = (%x, 2, 1), kwargs = {})
+    %a : [num_users=1] = call_function[target=operator.getitem](args = (%split, 0), kwargs = {})
+    %b : [num_users=1] = call_function[target=operator.getitem](args = (%split, -1), kwargs = {})
+    %cat : [num_users=1] = call_function[target=torch.cat](args = ([%b, %a],), kwargs = {dim: -1})
+    %chunk : [num_users=1] = call_function[target=torch.chunk](args = (%x, 2), kwargs = {})
+    %c1 : [num_users=1] = call_function[target=operator.getitem](args = (%chunk, 1), kwargs = {})
+    %stack : [num_users=1] = call_function[target=torch.stack](args = ((%c1, %c1),), kwargs = {dim: 0})
+    %col : [num_users=1] = call_function[target=operator.getitem](args = (%x, (slice(None, None, None), 1)), kwargs = {})
+    %every2 : [num_users=1] = call_function[target=operator.getitem](args = (%x, (Ellipsis, slice(1, None, 2))), kwargs = {})
+    %new : [num_users=1] = call_function[target=operator.getitem](args = (%x, (None, -1)), kwargs = {})
+    %exp : [num_users=1] = call_method[target=expand](args = (%new, 3, -1, 4), kwargs = {})
+    %sl : [num_users=1] = call_function[target=torch.ops.aten.slice.Tensor](args = (%x, 1, -3, 9223372036854775807), kwargs = {})
+    %nar : [num_users=1] = call_method[target=narrow](args = (%x, 0, 1, 1), kwargs = {})
+    %sel : [num_users=1] = call_function[target=torch.ops.aten.select.int](args = (%x, 1, 0), kwargs = {})
+    %unbind : [num_users=1] = call_function[target=torch.ops.aten.unbind.int](args = (%x,), kwargs = {})
+    %u0 : [num_users=1] = call_function[target=operator.getitem](args = (%unbind, 0), kwargs = {})
+    return (cat, stack, col, every2, exp, sl, nar, sel, u0)",
+        &[("x", f32_tensor(&[2, 4]))],
+    )
+    .unwrap();
+    let shapes: Vec<String> = g
+        .outputs()
+        .iter()
+        .map(|o| g.ty(o.value).to_string())
+        .collect();
+    assert_eq!(
+        shapes,
+        [
+            "f32[2, 4]",
+            "f32[2, 1, 4]",
+            "f32[2]",
+            "f32[2, 2]",
+            "f32[3, 1, 4]",
+            "f32[2, 3]",
+            "f32[1, 4]",
+            "f32[2]",
+            "f32[4]"
+        ]
+    );
+    let out = run(&g, &[f32s(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0])]);
+    assert_eq!(out[0], f32s(&[3.0, 4.0, 1.0, 2.0, 7.0, 8.0, 5.0, 6.0]));
+    assert_eq!(out[1], f32s(&[5.0, 6.0, 7.0, 8.0, 5.0, 6.0, 7.0, 8.0]));
+    assert_eq!(out[2], f32s(&[2.0, 6.0]));
+    assert_eq!(out[3], f32s(&[2.0, 4.0, 6.0, 8.0]));
+    assert_eq!(out[4], f32s(&[5.0, 6.0, 7.0, 8.0].repeat(3)));
+    assert_eq!(out[5], f32s(&[2.0, 3.0, 4.0, 6.0, 7.0, 8.0]));
+    assert_eq!(out[6], f32s(&[5.0, 6.0, 7.0, 8.0]));
+    assert_eq!(out[7], f32s(&[1.0, 5.0]));
+    assert_eq!(out[8], f32s(&[1.0, 2.0, 3.0, 4.0]));
+    // Bad items, bounds and uses of tuples are errors naming the node.
+    let one = |line: &str, ret: &str| {
+        fx_graph(
+            &format!(
+                "    %x : [num_users=1] = placeholder[target=x]
+    %s : [num_users=1] = call_method[target=split](args = (%x, 2), kwargs = {{}})
+{line}
+    return {ret}"
+            ),
+            &[("x", f32_tensor(&[4]))],
+        )
+        .unwrap_err()
+    };
+    let cases = [
+        ("    %g : [num_users=1] = call_function[target=operator.getitem](args = (%s, 2), kwargs = {})", "g", "item Int(2) of `%s`, a tuple of 2"),
+        ("    %g : [num_users=1] = call_function[target=operator.neg](args = (%s,), kwargs = {})", "g", "`%s` is a tuple"),
+        ("", "s", "returns `s`, a tuple"),
+        ("    %g : [num_users=1] = call_function[target=operator.getitem](args = (%x, 4), kwargs = {})", "g", "index 4 is out of range for extent 4"),
+        ("    %g : [num_users=1] = call_function[target=operator.getitem](args = (%x, slice(3, 1, None)), kwargs = {})", "g", "is empty"),
+        ("    %g : [num_users=1] = call_function[target=operator.getitem](args = (%x, slice(None, None, -1)), kwargs = {})", "g", "slice step"),
+        ("    %g : [num_users=1] = call_function[target=operator.getitem](args = (%x, (0, 0)), kwargs = {})", "g", "2 indices for a tensor of rank 1"),
+        ("    %g : [num_users=1] = call_function[target=torch.cat](args = ([%x, %s],), kwargs = {})", "g", "`%s` is a tuple"),
+    ];
+    for (line, ret, want) in cases {
+        let err = one(line, ret);
+        assert!(err.contains(want), "{want}: {err}");
+    }
+}

@@ -11,6 +11,7 @@
 use super::text::{Arg, FxGraph, Node};
 use super::Options;
 use crate::eltwise::{self, konst, EResult};
+use crate::layout;
 use kiln_ir::{
     BinaryOp, Builder, CmpOp, DType, Dim, Graph, Loc, Op, ParseError, ParseResult, ReduceOp,
     Scalar, SourceMap, TensorConst, TypeError, UnaryOp, Value,
@@ -18,17 +19,9 @@ use kiln_ir::{
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// Ops that need tensors of rank ≥ 2, layout changes or reductions over axes:
-/// they belong to the tensor work, and are reported as such.
+/// Tensor ops kiln does not import (data-dependent shapes, arg-reductions,
+/// convolutions and normalization layers): reported apart, as such.
 const TENSOR_OPS: &[&str] = &[
-    "cat",
-    "concat",
-    "stack",
-    "split",
-    "chunk",
-    "expand",
-    "broadcast_to",
-    "getitem",
     "size",
     "max_dim",
     "argmax",
@@ -73,7 +66,24 @@ pub fn op_name(kind: &str, target: &str) -> String {
     }
 }
 
+/// Ops with several results (a tuple `getitem` takes apart).
+const MULTI_OPS: &[&str] = &["split", "split_with_sizes", "chunk", "unbind"];
+
 const SUPPORTED: &[&str] = &[
+    "split",
+    "split_with_sizes",
+    "chunk",
+    "unbind",
+    "cat",
+    "concat",
+    "concatenate",
+    "stack",
+    "expand",
+    "broadcast_to",
+    "narrow",
+    "slice",
+    "select",
+    "getitem",
     "sum",
     "mean",
     "amax",
@@ -226,6 +236,8 @@ struct Fx<'a> {
     opts: &'a Options,
     b: Builder,
     values: HashMap<String, Value>,
+    /// The results of multi-output nodes, by node name.
+    tuples: HashMap<String, Vec<Value>>,
     source_map: SourceMap,
 }
 
@@ -267,9 +279,22 @@ pub fn lower(src: &str, g: &FxGraph, opts: &Options) -> ParseResult<(Graph, Sour
         opts,
         b: Builder::new("forward"),
         values: HashMap::new(),
+        tuples: HashMap::new(),
         source_map: SourceMap::default(),
     };
     for node in &g.nodes {
+        let op = op_name(&node.kind, &node.target);
+        if node.kind.starts_with("call_") && MULTI_OPS.contains(&op.as_str()) {
+            let values = fx
+                .multi(&op, node)
+                .map_err(|m| ParseError::at(src, node.offset, format!("`%{}`: {m}", node.name)))?;
+            for (k, &v) in values.iter().enumerate() {
+                fx.b.set_source_name(v, &format!("{}[{k}]", node.name));
+                fx.source_map.set(v, Loc::of_offset(src, node.offset));
+            }
+            fx.tuples.insert(node.name.clone(), values);
+            continue;
+        }
         let value = fx
             .node(node)
             .map_err(|m| ParseError::at(src, node.offset, format!("`%{}`: {m}", node.name)))?;
@@ -288,6 +313,13 @@ pub fn lower(src: &str, g: &FxGraph, opts: &Options) -> ParseResult<(Graph, Sour
                 ))
             }
         };
+        if fx.tuples.contains_key(name) {
+            return Err(ParseError::at(
+                src,
+                g.output_offset,
+                format!("the graph returns `{name}`, a tuple; return its items"),
+            ));
+        }
         let Some(&v) = fx.values.get(name) else {
             return Err(ParseError::at(
                 src,
@@ -370,7 +402,7 @@ fn check_supported(src: &str, g: &FxGraph, opts: &Options) -> ParseResult<()> {
             message += ";";
         }
         message += &format!(
-            " tensor ops {} (axis reductions, concatenation and multi-output ops are not in kiln's IR yet)",
+            " tensor ops {} (sizes, arg-reductions, convolutions and normalization layers are not imported)",
             tensor.join(", ")
         );
     }
@@ -672,6 +704,251 @@ impl Fx<'_> {
         }
     }
 
+    /// A tensor argument.
+    fn tensor_at(&self, node: &Node, idx: usize, key: &str) -> Result<Value, String> {
+        match self.operand_at(node, idx, key)? {
+            Operand::Tensor(v) => Ok(v),
+            other => Err(format!("`{key}` must be a tensor, not {other:?}")),
+        }
+    }
+
+    /// An int argument, or `default` when it is absent or `None`.
+    fn int_at(
+        &self,
+        node: &Node,
+        idx: usize,
+        key: &str,
+        default: Option<i64>,
+    ) -> Result<i64, String> {
+        match (self.arg(node, idx, key), default) {
+            (Some(Arg::Int(k)), _) => Ok(*k),
+            (None | Some(Arg::None), Some(d)) => Ok(d),
+            (other, _) => Err(format!("`{key}` must be an int, not {other:?}")),
+        }
+    }
+
+    /// A list of tensors (`cat`, `stack`).
+    fn tensors_at(&self, node: &Node, idx: usize, key: &str) -> Result<Vec<Value>, String> {
+        match self.arg(node, idx, key) {
+            Some(Arg::Seq(items)) => items
+                .iter()
+                .map(|a| match self.operand(a)? {
+                    Operand::Tensor(v) => Ok(v),
+                    other => Err(format!("`{key}` holds {other:?}, not a tensor")),
+                })
+                .collect(),
+            other => Err(format!("`{key}` must be a list of tensors, not {other:?}")),
+        }
+    }
+
+    /// `split`, `split_with_sizes`, `chunk`, `unbind`: a tuple of tensors.
+    fn multi(&mut self, op: &str, node: &Node) -> Result<Vec<Value>, String> {
+        let x = self.tensor_at(node, 0, if op == "chunk" { "input" } else { "self" })?;
+        let rank = self.shape_of(x).len();
+        let axis = layout::axis(self.int_at(node, 2, "dim", Some(0))?, rank)?;
+        if op == "unbind" {
+            let axis = layout::axis(self.int_at(node, 1, "dim", Some(0))?, rank)?;
+            return layout::unstack(&mut self.b, x, axis);
+        }
+        let extent = layout::fixed_extent(&self.b, x, axis)?;
+        let sizes: Vec<u64> = match (op, self.arg(node, 1, "split_size_or_sections")) {
+            ("chunk", _) => {
+                let chunks = self.int_at(node, 1, "chunks", None)?;
+                if chunks <= 0 {
+                    return Err(format!("`chunk` into {chunks} pieces"));
+                }
+                layout::piece_sizes(extent, extent.div_ceil(chunks as u64).max(1))?
+            }
+            (_, Some(Arg::Int(size))) => layout::piece_sizes(
+                extent,
+                u64::try_from(*size).map_err(|_| "a negative split size")?,
+            )?,
+            (_, Some(Arg::Seq(items))) => items
+                .iter()
+                .map(|a| match a {
+                    Arg::Int(k) if *k >= 0 => Ok(*k as u64),
+                    other => Err(format!("split sizes are ints, got {other:?}")),
+                })
+                .collect::<Result<_, String>>()?,
+            (_, other) => return Err(format!("`split` takes a size or sizes, not {other:?}")),
+        };
+        layout::split(&mut self.b, x, axis, &sizes)
+    }
+
+    /// Concatenation, broadcasting, slicing and indexing.
+    fn layout_op(&mut self, op: &str, node: &Node) -> Result<Value, String> {
+        match op {
+            "cat" | "concat" | "concatenate" | "stack" => {
+                let xs = self.tensors_at(node, 0, "tensors")?;
+                let first = *xs.first().ok_or(format!("`{op}` of no tensors"))?;
+                let rank = self.shape_of(first).len() + usize::from(op == "stack");
+                let axis = layout::axis(self.int_at(node, 1, "dim", Some(0))?, rank)?;
+                if op == "stack" {
+                    layout::stack(&mut self.b, &xs, axis)
+                } else {
+                    layout::concat(&mut self.b, &xs, axis)
+                }
+            }
+            "expand" | "broadcast_to" => {
+                let x = self.tensor_at(node, 0, "input")?;
+                let sizes = match self.arg(node, 1, "size") {
+                    Some(Arg::Seq(items)) => items.clone(),
+                    _ => node.args.iter().skip(1).cloned().collect(),
+                };
+                let own = self.shape_of(x);
+                let lead = sizes.len().checked_sub(own.len()).ok_or_else(|| {
+                    format!(
+                        "`{op}` to {} dims of a rank-{} tensor",
+                        sizes.len(),
+                        own.len()
+                    )
+                })?;
+                let to = sizes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| match s {
+                        // -1 keeps the dimension.
+                        Arg::Int(-1) if i >= lead => Ok(own[i - lead].clone()),
+                        Arg::Int(k) if *k >= 0 => Ok(Dim::Fixed(*k as u64)),
+                        other => Err(format!("`{op}` takes sizes, got {other:?}")),
+                    })
+                    .collect::<Result<Vec<Dim>, String>>()?;
+                layout::broadcast_to(&mut self.b, x, to)
+            }
+            "narrow" => {
+                let x = self.tensor_at(node, 0, "input")?;
+                let axis =
+                    layout::axis(self.int_at(node, 1, "dim", None)?, self.shape_of(x).len())?;
+                let extent = layout::fixed_extent(&self.b, x, axis)?;
+                let start = self.int_at(node, 2, "start", None)?;
+                let length = self.int_at(node, 3, "length", None)?;
+                let start = layout::python_bounds(Some(start), None, extent).0;
+                let stop = u64::try_from(length)
+                    .ok()
+                    .and_then(|l| start.checked_add(l))
+                    .filter(|&s| s <= extent)
+                    .ok_or_else(|| {
+                        format!("`narrow` of {length} from {start} past the extent {extent}")
+                    })?;
+                layout::slice_axis(&mut self.b, x, axis, (start, stop, 1))
+            }
+            "slice" => {
+                // aten.slice.Tensor(self, dim=0, start=None, end=None, step=1)
+                let x = self.tensor_at(node, 0, "self")?;
+                let axis = layout::axis(
+                    self.int_at(node, 1, "dim", Some(0))?,
+                    self.shape_of(x).len(),
+                )?;
+                let bound = |fx: &Self, idx, key| match fx.arg(node, idx, key) {
+                    None | Some(Arg::None) => Ok(None),
+                    Some(Arg::Int(k)) => Ok(Some(*k)),
+                    other => Err(format!("`{key}` must be an int, not {other:?}")),
+                };
+                let (start, end) = (bound(self, 2, "start")?, bound(self, 3, "end")?);
+                let step = self.int_at(node, 4, "step", Some(1))?;
+                self.slice_bounds(x, axis, [start, end, Some(step)])
+            }
+            "select" => {
+                // aten.select.int(self, dim, index): the index, without its axis.
+                let x = self.tensor_at(node, 0, "self")?;
+                let axis =
+                    layout::axis(self.int_at(node, 1, "dim", None)?, self.shape_of(x).len())?;
+                let index = self.int_at(node, 2, "index", None)?;
+                self.index(x, axis, index)
+            }
+            "getitem" => {
+                let from = match node.args.first() {
+                    Some(Arg::Node(n)) => n.clone(),
+                    other => return Err(format!("`getitem` of {other:?}")),
+                };
+                let index = node.args.get(1).ok_or("`getitem` without an index")?;
+                if let Some(items) = self.tuples.get(&from) {
+                    let n = items.len() as i64;
+                    return match index {
+                        Arg::Int(k) if (-n..n).contains(k) => Ok(items[k.rem_euclid(n) as usize]),
+                        other => Err(format!("item {other:?} of `%{from}`, a tuple of {n}")),
+                    };
+                }
+                let x = *self.values.get(&from).expect("checked: defined before use");
+                self.tensor_index(x, index)
+            }
+            _ => unreachable!("layout_op is called for layout ops"),
+        }
+    }
+
+    /// `x[start:stop:step]` along `axis` (Python bounds, step ≥ 1).
+    fn slice_bounds(
+        &mut self,
+        x: Value,
+        axis: usize,
+        [start, stop, step]: [Option<i64>; 3],
+    ) -> Result<Value, String> {
+        let step = u64::try_from(step.unwrap_or(1))
+            .ok()
+            .filter(|&s| s > 0)
+            .ok_or_else(|| {
+                format!("unsupported: slice step {step:?} (kiln slices with steps >= 1)")
+            })?;
+        if start.is_none() && stop.is_none() && step == 1 {
+            return Ok(x);
+        }
+        let extent = layout::fixed_extent(&self.b, x, axis)?;
+        let (start, stop) = layout::python_bounds(start, stop, extent);
+        layout::slice_axis(&mut self.b, x, axis, (start, stop, step))
+    }
+
+    /// `x[index]` along `axis`: that element, without the axis.
+    fn index(&mut self, x: Value, axis: usize, index: i64) -> Result<Value, String> {
+        let extent = layout::fixed_extent(&self.b, x, axis)?;
+        if !(-(extent as i64)..extent as i64).contains(&index) {
+            return Err(format!("index {index} is out of range for extent {extent}"));
+        }
+        let i = index.rem_euclid(extent as i64) as u64;
+        let piece = layout::slice_axis(&mut self.b, x, axis, (i, i + 1, 1))?;
+        layout::squeeze(&mut self.b, piece, axis)
+    }
+
+    /// Python indexing of a tensor: ints, `slice(...)`, `None` (a new axis)
+    /// and one `...`, one per axis from the left.
+    fn tensor_index(&mut self, x: Value, index: &Arg) -> Result<Value, String> {
+        let items: Vec<Arg> = match index {
+            Arg::Seq(items) => items.clone(),
+            one => vec![one.clone()],
+        };
+        let rank = self.shape_of(x).len();
+        let used = items
+            .iter()
+            .filter(|a| matches!(a, Arg::Int(_) | Arg::Slice(_)))
+            .count();
+        if used > rank {
+            return Err(format!("{used} indices for a tensor of rank {rank}"));
+        }
+        // Walk the items over the axes of the result as it is built: an int
+        // removes its axis, `None` inserts one, `...` skips the untouched.
+        let mut v = x;
+        let mut axis = 0;
+        let mut ellipsis = false;
+        for item in &items {
+            match item {
+                Arg::Int(k) => v = self.index(v, axis, *k)?,
+                Arg::Slice(bounds) => {
+                    v = self.slice_bounds(v, axis, *bounds)?;
+                    axis += 1;
+                }
+                Arg::None => {
+                    v = layout::unsqueeze(&mut self.b, v, axis)?;
+                    axis += 1;
+                }
+                Arg::Name(n) if n == "Ellipsis" && !ellipsis => {
+                    ellipsis = true;
+                    axis += rank - used;
+                }
+                other => return Err(format!("unsupported index {other:?}")),
+            }
+        }
+        Ok(v)
+    }
+
     /// The axes a `dim` argument names (an int, a list, or none: every axis),
     /// ascending.
     fn dims_arg(&self, node: &Node, idx: usize, rank: usize) -> Result<Vec<u32>, String> {
@@ -767,36 +1044,21 @@ impl Fx<'_> {
 
     /// The shape `dims` (ints, one of them possibly -1) asks `x` to take.
     fn target_shape(&self, x: Value, dims: &[Arg]) -> Result<Vec<Dim>, String> {
-        let total = fixed_product(&self.shape_of(x))?;
-        let mut known: u64 = 1;
-        let mut infer = None;
-        let mut out = Vec::with_capacity(dims.len());
-        for (idx, d) in dims.iter().enumerate() {
-            match d {
-                Arg::Int(-1) if infer.is_none() => {
-                    infer = Some(idx);
-                    out.push(Dim::Fixed(0));
-                }
-                Arg::Int(n) if *n >= 0 => {
-                    known = known.saturating_mul(*n as u64);
-                    out.push(Dim::Fixed(*n as u64));
-                }
-                other => return Err(format!("a shape takes sizes (and one -1), got {other:?}")),
-            }
-        }
-        if let Some(idx) = infer {
-            if known == 0 || total % known != 0 {
-                return Err(format!(
-                    "cannot infer -1 in a shape of {known} for {total} elements"
-                ));
-            }
-            out[idx] = Dim::Fixed(total / known);
-        }
-        Ok(out)
+        let wanted = dims
+            .iter()
+            .map(|d| match d {
+                Arg::Int(n) => Ok(*n),
+                other => Err(format!("a shape takes sizes (and one -1), got {other:?}")),
+            })
+            .collect::<Result<Vec<i64>, String>>()?;
+        layout::target_shape(&self.b, x, &wanted)
     }
 
     fn operand(&self, arg: &Arg) -> Result<Operand, String> {
         match arg {
+            Arg::Node(n) if self.tuples.contains_key(n) => {
+                Err(format!("`%{n}` is a tuple; take an item with getitem"))
+            }
             Arg::Node(n) => Ok(Operand::Tensor(
                 *self.values.get(n).expect("checked: defined before use"),
             )),
@@ -936,6 +1198,8 @@ impl Fx<'_> {
             | "permute" | "reshape" | "view" | "flatten" | "unsqueeze" | "squeeze" => {
                 self.tensor_op(op, node)?
             }
+            "cat" | "concat" | "concatenate" | "stack" | "expand" | "broadcast_to" | "narrow"
+            | "slice" | "select" | "getitem" => self.layout_op(op, node)?,
             "sum" | "mean" | "amax" | "amin" | "prod" => self.reduction(op, node)?,
             "softmax" | "log_softmax" => self.softmax(op == "log_softmax", node)?,
             "add" | "sub" | "subtract" | "rsub" => self.add_sub(op, node)?,

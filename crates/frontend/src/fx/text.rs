@@ -38,6 +38,8 @@ pub enum Arg {
     Name(String),
     /// `(a, b)` or `[a, b]`.
     Seq(Vec<Arg>),
+    /// `slice(start, stop, step)` in an index, each `None` or an int.
+    Slice([Option<i64>; 3]),
 }
 
 /// One node of the graph.
@@ -161,6 +163,28 @@ impl<'a> Cursor<'a> {
                     "None" => Arg::None,
                     "inf" => Arg::Float(f64::INFINITY),
                     "nan" => Arg::Float(f64::NAN),
+                    "slice" if self.eat("(") => {
+                        let at = self.pos;
+                        let mut bounds = [None; 3];
+                        let items = self.seq(")", depth)?;
+                        if items.is_empty() || items.len() > 3 {
+                            self.pos = at;
+                            return self.err("`slice(...)` takes 1 to 3 bounds");
+                        }
+                        // slice(stop) or slice(start, stop[, step]).
+                        let first = usize::from(items.len() == 1);
+                        for (i, item) in items.iter().enumerate() {
+                            bounds[i + first] = match item {
+                                Arg::Int(k) => Some(*k),
+                                Arg::None => None,
+                                _ => {
+                                    self.pos = at;
+                                    return self.err("`slice(...)` bounds are ints or None");
+                                }
+                            };
+                        }
+                        Arg::Slice(bounds)
+                    }
                     _ => Arg::Name(name),
                 })
             }
