@@ -2,10 +2,15 @@
 //! computed by [`crate::semantics`], the same code the interpreter runs. A fold
 //! that fails (integer division by zero) leaves the node alone, so the error
 //! still happens at run time and names the node.
+//!
+//! Layout ops of a constant tensor (`transpose`, `reshape`, `slice`) fold
+//! into a constant tensor of their result: the weights of `nn.Linear`,
+//! `x @ W.T`, are transposed once here, not on every call. `broadcast_to` and
+//! `concat` are left alone (folding would copy elements, not move them).
 
 use super::{Rewrite, Rewriter};
 use crate::graph::{Graph, NodeData};
-use crate::op::Op;
+use crate::op::{Op, TensorConst};
 use crate::scalar::Scalar;
 use crate::semantics::{self, EvalResult};
 use crate::types::Type;
@@ -22,10 +27,90 @@ pub fn eval_const(op: &Op, args: &[Scalar]) -> Option<EvalResult<Scalar>> {
     })
 }
 
+/// `op` (a layout op) applied to a constant tensor: the elements it reads,
+/// in row-major order of the result.
+fn fold_layout(op: &Op, t: &TensorConst) -> Option<TensorConst> {
+    let rank = t.dims.len();
+    let mut own = vec![1u64; rank];
+    for axis in (0..rank.saturating_sub(1)).rev() {
+        own[axis] = own[axis + 1] * t.dims[axis + 1];
+    }
+    // Result dims, the flat offset of its first element, and its strides.
+    let (dims, base, strides): (Vec<u64>, u64, Vec<u64>) = match op {
+        Op::Reshape(shape) => {
+            let dims = shape
+                .iter()
+                .map(|d| match d {
+                    crate::types::Dim::Fixed(n) => Some(*n),
+                    crate::types::Dim::Sym(_) => None,
+                })
+                .collect::<Option<Vec<u64>>>()?;
+            return Some(TensorConst {
+                dtype: t.dtype,
+                dims,
+                values: t.values.clone(),
+            });
+        }
+        Op::Transpose(perm) => (
+            perm.iter().map(|&p| t.dims[p as usize]).collect(),
+            0,
+            perm.iter().map(|&p| own[p as usize]).collect(),
+        ),
+        Op::Slice(ranges) => (
+            ranges
+                .iter()
+                .zip(&t.dims)
+                .map(|(r, &d)| r.map_or(d, |r| r.len()))
+                .collect(),
+            ranges
+                .iter()
+                .zip(&own)
+                .map(|(r, s)| r.map_or(0, |r| r.start * s))
+                .sum(),
+            ranges
+                .iter()
+                .zip(&own)
+                .map(|(r, s)| r.map_or(*s, |r| r.step * s))
+                .collect(),
+        ),
+        _ => return None,
+    };
+    let count: u64 = dims.iter().product();
+    let mut values = Vec::with_capacity(count as usize);
+    let mut index = vec![0u64; dims.len()];
+    for _ in 0..count {
+        let offset = base + index.iter().zip(&strides).map(|(i, s)| i * s).sum::<u64>();
+        values.push(t.values[offset as usize]);
+        for axis in (0..dims.len()).rev() {
+            index[axis] += 1;
+            if index[axis] < dims[axis] {
+                break;
+            }
+            index[axis] = 0;
+        }
+    }
+    Some(TensorConst {
+        dtype: t.dtype,
+        dims,
+        values,
+    })
+}
+
 /// Folds constant subexpressions.
 pub fn run(graph: &Graph) -> Graph {
     Rewriter::run(graph, |rw, _, node| {
-        // Only scalar results fold: a constant is a scalar.
+        if let [arg] = node.args.as_slice() {
+            if let Op::Tensor(t) = &rw.node(*arg).op {
+                if let Some(folded) = fold_layout(&node.op, t) {
+                    return Rewrite::Node(NodeData {
+                        op: Op::Tensor(std::sync::Arc::new(folded)),
+                        args: Vec::new(),
+                        ty: node.ty.clone(),
+                    });
+                }
+            }
+        }
+        // Otherwise only scalar results fold: a constant is a scalar.
         if !matches!(&node.ty, Type::Tensor(t) if t.is_scalar()) || node.args.is_empty() {
             return Rewrite::Keep;
         }
