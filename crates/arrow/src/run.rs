@@ -56,7 +56,10 @@ fn compile(tier: Tier, graph: &kiln::Graph) -> Result<(kiln::Graph, Arc<Code>), 
     if let Some(code) = cache.lock().expect("cache lock").get(&key) {
         return Ok((graph, code.clone()));
     }
-    let packed = LowerOptions { packed_bools: true };
+    let packed = LowerOptions {
+        packed_bools: true,
+        ..LowerOptions::default()
+    };
     let code = Arc::new(match tier {
         Tier::Interpreter => Code::Interp(kiln::Interpreter.compile(&graph, &info)?),
         Tier::Cranelift => Code::Jit(

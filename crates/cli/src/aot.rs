@@ -111,7 +111,12 @@ fn run(cli: &Cli) -> Result<(), Failure> {
     } else {
         kiln::optimize(&src.graph, &src.info).map_err(|e| fail(&e))?
     };
-    let kernel = kiln::jit::lower(&graph, &info).map_err(|e| fail(&e))?;
+    // Cranelift does not vectorize: its matmuls run in register tiles.
+    let options = kiln::ir::kernel::LowerOptions {
+        register_tiles: tier == Tier::Cranelift,
+        ..Default::default()
+    };
+    let kernel = kiln::jit::lower_with(&graph, &info, &options).map_err(|e| fail(&e))?;
     let symbol = cli.name.clone().unwrap_or_else(|| kernel.name.clone());
     if !is_c_identifier(&symbol) {
         return Err(bad(format!(

@@ -335,6 +335,7 @@ impl<M: Module> FunctionCx<'_, M> {
         match extent {
             Extent::Fixed(n) => self.bcx.ins().iconst(types::I64, n as i64),
             Extent::Param(p) => self.arg(p),
+            Extent::Reg(r) => self.reg(r),
         }
     }
 

@@ -291,11 +291,18 @@ impl Gen<'_, '_> {
                     DType::I32
                 };
                 let a = self.b.cast(a, dtype).expect("casts are valid");
+                if dims.len() >= 2 && self.u.ratio(1u8, 3u8)? {
+                    // A constant of up to 9 rows on the left: full register
+                    // tiles (4 × 2) and their remainders.
+                    let rows = self.u.int_in_range(1..=9u64)?;
+                    let c = self.tensor_const(dtype, &[rows, dims[dims.len() - 2]])?;
+                    return Ok(self.b.op(Op::MatMul, &[c, a]).ok());
+                }
                 let k = *dims.last().expect("rank >= 1");
                 let b_dims = if self.u.ratio(1u8, 4u8)? {
                     vec![k]
                 } else {
-                    vec![k, self.u.int_in_range(1..=3u64)?]
+                    vec![k, self.u.int_in_range(1..=5u64)?]
                 };
                 let b = self.tensor_const(dtype, &b_dims)?;
                 let (x, y) = if self.u.ratio(1u8, 5u8)? && b_dims.len() == 1 {

@@ -186,9 +186,13 @@ pub fn compile_many_with(
     graphs: &[(&Graph, &GraphInfo)],
     options: &LowerOptions,
 ) -> CompileResult<Vec<JitProgram>> {
+    let options = LowerOptions {
+        register_tiles: true,
+        ..*options
+    };
     let kernels = graphs
         .iter()
-        .map(|(g, i)| lower_with(g, i, options))
+        .map(|(g, i)| lower_with(g, i, &options))
         .collect::<CompileResult<Vec<_>>>()?;
     let compiled =
         kiln_cranelift::jit(kernels).map_err(|e| CompileError::Codegen(e.to_string()))?;

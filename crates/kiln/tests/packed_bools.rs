@@ -10,7 +10,10 @@ use kiln::{
 const SRC: &str = "def m(p: bool[n], q: bool[n], x: float[n]):
     return filter(p & ~q), where(p | q, x, -x), sum(where(p ^ q, 1, 0)), p == q";
 
-const PACKED: LowerOptions = LowerOptions { packed_bools: true };
+const PACKED: LowerOptions = LowerOptions {
+    packed_bools: true,
+    register_tiles: false,
+};
 
 fn graph() -> (Graph, GraphInfo) {
     let graph = kiln::load(SRC, Format::Py, &PyOptions::default())

@@ -456,6 +456,7 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
         match extent {
             Extent::Fixed(n) => self.cx.i64_type().const_int(n, false),
             Extent::Param(p) => self.arg(p).into_int_value(),
+            Extent::Reg(r) => self.reg(r).into_int_value(),
         }
     }
 

@@ -36,6 +36,8 @@ pub(super) struct Lowerer<'a> {
     pub(super) scalars: SecondaryMap<Value, Option<Reg>>,
     pub(super) input_params: Vec<ParamIdx>,
     pub(super) output_params: Vec<ParamIdx>,
+    /// [`LowerOptions::register_tiles`].
+    pub(super) register_tiles: bool,
 }
 
 /// The extent of a column type, if it is one.
@@ -65,6 +67,12 @@ pub struct LowerOptions {
     /// Pass `bool` column inputs as packed bitmaps ([`Param::BitmapIn`]) rather
     /// than one byte per row: how Arrow stores booleans and validity.
     pub packed_bools: bool,
+    /// Compute `matmul` in 4×2 register tiles (eight accumulators, each
+    /// `a` and `b` element loaded once per tile and `k`) rather than row by
+    /// row in the destination: for a backend that does not vectorize
+    /// (Cranelift). Each element still sums in `k` order, so the bits are
+    /// the same either way.
+    pub register_tiles: bool,
 }
 
 /// Lowers a verified (normally optimized) graph with the default signature.
@@ -95,6 +103,7 @@ pub fn lower_with(
         scalars: SecondaryMap::new(),
         input_params: Vec::new(),
         output_params: Vec::new(),
+        register_tiles: options.register_tiles,
     };
     lw.params(options);
     if tensors {

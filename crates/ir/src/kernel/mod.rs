@@ -119,6 +119,9 @@ pub enum Extent {
     Fixed(u64),
     /// The value of an [`Param::Extent`] parameter.
     Param(ParamIdx),
+    /// The value of an `i64` register defined before the loop (a count of
+    /// register tiles, a remainder); never negative.
+    Reg(Reg),
 }
 
 /// A value computed from registers; its meaning is [`crate::semantics`].

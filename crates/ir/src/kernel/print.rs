@@ -54,6 +54,7 @@ fn extent(e: Extent) -> String {
     match e {
         Extent::Fixed(n) => n.to_string(),
         Extent::Param(p) => format!("p{p}"),
+        Extent::Reg(r) => format!("r{}", r.0),
     }
 }
 

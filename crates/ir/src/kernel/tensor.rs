@@ -12,7 +12,7 @@
 //! not fused yet: each op makes one pass.
 
 use super::lower::{step_op, LowerError, Lowerer};
-use super::{Expr, Param, ParamIdx, Reg, Stmt};
+use super::{Expr, Extent, Param, ParamIdx, Reg, Stmt, Var};
 use crate::entities::Value;
 use crate::graph::Graph;
 use crate::op::{BinaryOp, Op, ReduceOp};
@@ -57,6 +57,13 @@ pub(super) fn needs_loop_nests(graph: &Graph, info: &GraphInfo) -> bool {
 /// stored: reading a fused node recurses through its fused arguments, so the
 /// bound keeps lowering's stack small for any graph.
 const MAX_FUSED_DEPTH: u32 = 32;
+
+/// Rows of a register tile of `matmul` (a power of two).
+const TILE_ROWS: u32 = 4;
+/// Columns of a register tile of `matmul` (a power of two): 4 × 2
+/// accumulators plus the 4 + 2 loaded elements fit x86-64's 16 float
+/// registers.
+const TILE_COLS: u32 = 2;
 
 /// Where a value lives.
 #[derive(Clone, Debug)]
@@ -764,6 +771,11 @@ impl Lowerer<'_> {
             Expr::Const(reduce_identity(ReduceOp::Sum, dtype)),
             None,
         );
+        if a_mat && b_mat && self.register_tiles {
+            let strides = [a_batch, vec![a_i, a_k], b_batch, vec![b_k, b_j]];
+            self.matmul_tiles(out, (av, bv, d), &strides, dtype);
+            return;
+        }
         if !b_mat {
             // `[.., m, k] @ [k]`: each element's sum in a register, k innermost
             // (both operands are read contiguously).
@@ -858,6 +870,188 @@ impl Lowerer<'_> {
                 body: k_body,
             });
         });
+    }
+
+    /// `dest = a @ b` for matrices (with batch axes) in register tiles of
+    /// [`TILE_ROWS`] × [`TILE_COLS`] result elements: per tile and `k`, each
+    /// `a` and `b` element is loaded once into a register and the products
+    /// accumulate in registers, not in memory. Rows and columns that do not
+    /// fill a tile get thinner tiles. Every element still folds in `k` order
+    /// from the identity. `strides` are a's batch strides, a's (i, k), b's
+    /// batch strides, b's (k, j).
+    fn matmul_tiles(
+        &mut self,
+        out: &mut Vec<Stmt>,
+        (a, b, d): (&View, &View, &View),
+        strides: &[Vec<Option<Reg>>; 4],
+        dtype: DType,
+    ) {
+        let dims = d.dims.clone();
+        let batch = dims.len() - 2;
+        let k_dim = a.dims[a.dims.len() - 1].clone();
+        let (m_dim, n_dim) = (dims[batch].clone(), dims[batch + 1].clone());
+        let shr = |lw: &mut Self, body: &mut Vec<Stmt>, x: Reg, by: i64| {
+            let by = lw.i64_const(body, by);
+            lw.emit(
+                body,
+                DType::I64,
+                Expr::Binary(BinaryOp::ShrLogical, x, by),
+                None,
+            )
+        };
+        let shl = |lw: &mut Self, body: &mut Vec<Stmt>, x: Reg, by: i64| {
+            let by = lw.i64_const(body, by);
+            lw.emit(body, DType::I64, Expr::Binary(BinaryOp::Shl, x, by), None)
+        };
+        let add = |lw: &mut Self, body: &mut Vec<Stmt>, x: Reg, y: Reg| {
+            lw.emit(body, DType::I64, Expr::Binary(BinaryOp::Add, x, y), None)
+        };
+        let sub = |lw: &mut Self, body: &mut Vec<Stmt>, x: Reg, y: Reg| {
+            lw.emit(body, DType::I64, Expr::Binary(BinaryOp::Sub, x, y), None)
+        };
+        let (m_log, n_log) = (
+            TILE_ROWS.trailing_zeros() as i64,
+            TILE_COLS.trailing_zeros() as i64,
+        );
+        let outer = dims[..batch].to_vec();
+        self.nest(out, &outer, |lw, body, brows| {
+            let me = lw.extent(&m_dim);
+            let m = lw.emit(body, DType::I64, Expr::ExtentValue(me), None);
+            let ne = lw.extent(&n_dim);
+            let n = lw.emit(body, DType::I64, Expr::ExtentValue(ne), None);
+            let (mb, nb) = (shr(lw, body, m, m_log), shr(lw, body, n, n_log));
+            let (m_full, n_full) = (shl(lw, body, mb, m_log), shl(lw, body, nb, n_log));
+            let (m_rest, n_rest) = (sub(lw, body, m, m_full), sub(lw, body, n, n_full));
+            let tile = |lw: &mut Self, body: &mut Vec<Stmt>, i: &[Reg], j: &[Reg]| {
+                lw.tile(body, (a, b, d), strides, brows, (i, j), &k_dim, dtype);
+            };
+            // Full tiles, then the last columns of their rows.
+            let ib = lw.new_reg(DType::I64, Some("ib"));
+            let mut ib_body = Vec::new();
+            let i0 = shl(lw, &mut ib_body, ib, m_log);
+            let rows: Vec<Reg> = (0..TILE_ROWS as i64)
+                .map(|r| {
+                    let r = lw.i64_const(&mut ib_body, r);
+                    add(lw, &mut ib_body, i0, r)
+                })
+                .collect();
+            let jb = lw.new_reg(DType::I64, Some("jb"));
+            let mut jb_body = Vec::new();
+            let j0 = shl(lw, &mut jb_body, jb, n_log);
+            let cols: Vec<Reg> = (0..TILE_COLS as i64)
+                .map(|c| {
+                    let c = lw.i64_const(&mut jb_body, c);
+                    add(lw, &mut jb_body, j0, c)
+                })
+                .collect();
+            tile(lw, &mut jb_body, &rows, &cols);
+            ib_body.push(Stmt::Loop {
+                extent: Extent::Reg(nb),
+                row: jb,
+                body: jb_body,
+            });
+            let jr = lw.new_reg(DType::I64, Some("j"));
+            let mut jr_body = Vec::new();
+            let j = add(lw, &mut jr_body, n_full, jr);
+            tile(lw, &mut jr_body, &rows, &[j]);
+            ib_body.push(Stmt::Loop {
+                extent: Extent::Reg(n_rest),
+                row: jr,
+                body: jr_body,
+            });
+            body.push(Stmt::Loop {
+                extent: Extent::Reg(mb),
+                row: ib,
+                body: ib_body,
+            });
+            // The last rows, one element at a time.
+            let ir = lw.new_reg(DType::I64, Some("i"));
+            let mut ir_body = Vec::new();
+            let i = add(lw, &mut ir_body, m_full, ir);
+            let jj = lw.new_reg(DType::I64, Some("j"));
+            let mut jj_body = Vec::new();
+            tile(lw, &mut jj_body, &[i], &[jj]);
+            ir_body.push(Stmt::Loop {
+                extent: ne,
+                row: jj,
+                body: jj_body,
+            });
+            body.push(Stmt::Loop {
+                extent: Extent::Reg(m_rest),
+                row: ir,
+                body: ir_body,
+            });
+        });
+    }
+
+    /// One register tile: `d[i, j] = Σ_k a[i, k] * b[k, j]` for every `i`
+    /// of `rows` and `j` of `cols`, accumulators in variables, `k` in order.
+    #[allow(clippy::too_many_arguments)]
+    fn tile(
+        &mut self,
+        body: &mut Vec<Stmt>,
+        (a, b, d): (&View, &View, &View),
+        [a_batch, a_ik, b_batch, b_kj]: &[Vec<Option<Reg>>; 4],
+        brows: &[Reg],
+        (rows, cols): (&[Reg], &[Reg]),
+        k_dim: &Dim,
+        dtype: DType,
+    ) {
+        let identity = reduce_identity(ReduceOp::Sum, dtype);
+        let accs: Vec<Var> = (0..rows.len() * cols.len())
+            .map(|_| self.new_var(identity))
+            .collect();
+        let zero = self.emit(body, dtype, Expr::Const(identity), None);
+        for &acc in &accs {
+            body.push(Stmt::Set(acc, zero));
+        }
+        let k = self.new_reg(DType::I64, Some("k"));
+        let mut kb = Vec::new();
+        let index = |lw: &mut Self,
+                     kb: &mut Vec<Stmt>,
+                     v: &View,
+                     batch: &[Option<Reg>],
+                     own: &[Option<Reg>],
+                     pair: [Reg; 2]| {
+            let mut idx_rows = brows.to_vec();
+            let mut idx_strides = batch.to_vec();
+            idx_rows.extend(pair);
+            idx_strides.extend_from_slice(own);
+            lw.flat(kb, v.offset, &idx_rows, &idx_strides)
+        };
+        let xs: Vec<Reg> = rows
+            .iter()
+            .map(|&i| {
+                let at = index(self, &mut kb, a, a_batch, a_ik, [i, k]);
+                self.emit(&mut kb, dtype, Expr::Load(a.param, at), None)
+            })
+            .collect();
+        for (c, &j) in cols.iter().enumerate() {
+            let at = index(self, &mut kb, b, b_batch, b_kj, [k, j]);
+            let y = self.emit(&mut kb, dtype, Expr::Load(b.param, at), None);
+            for (r, &x) in xs.iter().enumerate() {
+                let acc = accs[r * cols.len() + c];
+                let sum = self.emit(&mut kb, dtype, Expr::Var(acc), None);
+                let p = self.emit(&mut kb, dtype, Expr::Binary(BinaryOp::Mul, x, y), None);
+                let next = self.emit(&mut kb, dtype, Expr::Binary(BinaryOp::Add, sum, p), None);
+                kb.push(Stmt::Set(acc, next));
+            }
+        }
+        let extent = self.extent(k_dim);
+        body.push(Stmt::Loop {
+            extent,
+            row: k,
+            body: kb,
+        });
+        let d_batch: Vec<Option<Reg>> = d.strides[..brows.len()].to_vec();
+        let d_ij = &d.strides[brows.len()..];
+        for (r, &i) in rows.iter().enumerate() {
+            for (c, &j) in cols.iter().enumerate() {
+                let v = self.emit(body, dtype, Expr::Var(accs[r * cols.len() + c]), None);
+                let at = index(self, body, d, &d_batch, d_ij, [i, j]);
+                body.push(Stmt::Store(d.param, Some(at), v));
+            }
+        }
     }
 
     /// `dest[kept] = fold over the reduced axes (row-major) from the
