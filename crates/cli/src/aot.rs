@@ -111,10 +111,9 @@ fn run(cli: &Cli) -> Result<(), Failure> {
     } else {
         kiln::optimize(&src.graph, &src.info).map_err(|e| fail(&e))?
     };
-    // Cranelift does not vectorize: its matmuls run in register tiles.
-    let options = kiln::ir::kernel::LowerOptions {
-        register_tiles: tier == Tier::Cranelift,
-        ..Default::default()
+    let options = match tier {
+        Tier::Cranelift => kiln::ir::kernel::LowerOptions::cranelift(),
+        _ => kiln::ir::kernel::LowerOptions::default(),
     };
     let kernel = kiln::jit::lower_with(&graph, &info, &options).map_err(|e| fail(&e))?;
     let symbol = cli.name.clone().unwrap_or_else(|| kernel.name.clone());

@@ -359,15 +359,15 @@ fn cmd_ir(source: &SourceArgs, opt: bool, emit: Emit) -> Result<(), Failure> {
     } else {
         (src.graph.clone(), src.info.clone())
     };
+    // The kernel as the Cranelift tier (the default) gets it.
+    let cranelift = || {
+        kiln::jit::lower_with(&graph, &info, &kiln::ir::kernel::LowerOptions::cranelift())
+            .map_err(|e| fail(&e))
+    };
     let text = match emit {
         Emit::Kiln => kiln::ir::text::print(&graph),
-        Emit::Kernel => {
-            kiln::ir::kernel::print(&kiln::jit::lower(&graph, &info).map_err(|e| fail(&e))?)
-        }
-        Emit::Clif => {
-            let kernel = kiln::jit::lower(&graph, &info).map_err(|e| fail(&e))?;
-            kiln::cranelift::clif(&kernel).map_err(|e| fail(&e))?
-        }
+        Emit::Kernel => kiln::ir::kernel::print(&cranelift()?),
+        Emit::Clif => kiln::cranelift::clif(&cranelift()?).map_err(|e| fail(&e))?,
         Emit::LlvmIr | Emit::Asm => {
             let kernel = kiln::jit::lower(&graph, &info).map_err(|e| fail(&e))?;
             llvm_dump(&kernel, matches!(emit, Emit::Asm)).map_err(|e| fail(&e))?

@@ -187,7 +187,7 @@ pub fn compile_many_with(
     options: &LowerOptions,
 ) -> CompileResult<Vec<JitProgram>> {
     let options = LowerOptions {
-        register_tiles: true,
+        register_tiles: LowerOptions::cranelift().register_tiles,
         ..*options
     };
     let kernels = graphs

@@ -75,6 +75,17 @@ pub struct LowerOptions {
     pub register_tiles: bool,
 }
 
+impl LowerOptions {
+    /// The default signature with what suits the Cranelift tier, which
+    /// does not vectorize: [`Self::register_tiles`].
+    pub fn cranelift() -> Self {
+        LowerOptions {
+            register_tiles: true,
+            ..LowerOptions::default()
+        }
+    }
+}
+
 /// Lowers a verified (normally optimized) graph with the default signature.
 pub fn lower(graph: &Graph, info: &GraphInfo) -> Result<Kernel, LowerError> {
     lower_with(graph, info, &LowerOptions::default())
