@@ -14,6 +14,7 @@ use std::process::Command;
 
 struct Case {
     src: &'static str,
+    format: Format,
     inputs: Vec<Data>,
     /// Lower with `bool` columns packed as bitmaps (`LowerOptions::packed_bools`).
     packed: bool,
@@ -24,6 +25,7 @@ fn cases() -> Vec<Case> {
     let i64s = |v: &[i64]| Data::Column(Buffer::I64(v.to_vec()));
     vec![
         Case {
+            format: Format::Py,
             src: "def f(x: float, y: float): return sqrt(x) * y + x % y - min(x, y) + x ** 2.0",
             inputs: vec![
                 Data::Scalar(Scalar::F64(2.5)),
@@ -32,21 +34,25 @@ fn cases() -> Vec<Case> {
             packed: false,
         },
         Case {
+            format: Format::Py,
             src: "def g(x: float): return floor(x), x // 0.1, round(x) > 2.0",
             inputs: vec![Data::Scalar(Scalar::F64(2.5))],
             packed: false,
         },
         Case {
+            format: Format::Py,
             src: "def d(a: i64[n], b: i64[n]): return a // b, a % b, sum(a), a >> b",
             inputs: vec![i64s(&[7, -7, i64::MIN, 5]), i64s(&[2, 2, -1, 70])],
             packed: false,
         },
         Case {
+            format: Format::Py,
             src: "def d(a: i64[n], b: i64[n]): return a // b",
             inputs: vec![i64s(&[7, -7]), i64s(&[2, 0])],
             packed: false,
         },
         Case {
+            format: Format::Py,
             src: "def s(x: f32[n], t: f32): return filter(x > t), x * t, mean(x), max(x)",
             inputs: vec![
                 Data::Column(Buffer::F32(vec![0.5, 3.0, -0.0, 7.25, f32::NAN])),
@@ -55,6 +61,7 @@ fn cases() -> Vec<Case> {
             packed: false,
         },
         Case {
+            format: Format::Py,
             src: "def w(p: bool[n], k: i32[n]): return where(p, k << 3, -k), len(k), ~p",
             inputs: vec![
                 Data::Column(Buffer::Bool(vec![true, false, true])),
@@ -63,11 +70,13 @@ fn cases() -> Vec<Case> {
             packed: false,
         },
         Case {
+            format: Format::Py,
             src: "def e(x: float[n]): return x * 2.0, sum(x)",
             inputs: vec![f64s(&[])],
             packed: false,
         },
         Case {
+            format: Format::Py,
             src: "def m(p: bool[n], q: bool[n], x: float[n]): return filter(p & ~q), where(p | q, x, -x)",
             inputs: vec![
                 Data::Column(Buffer::Bool((0..11).map(|i| i % 3 == 0).collect())),
@@ -75,6 +84,32 @@ fn cases() -> Vec<Case> {
                 f64s(&[0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0]),
             ],
             packed: true,
+        },
+        Case {
+            // Loop nests: a matmul wide enough for Cranelift's register tiles
+            // (6 rows, 5 columns: tiles and remainders), a fused bias + ReLU,
+            // transpose and slice as strided views, concat, a reduction over
+            // an axis, and a scratch buffer.
+            format: Format::Kiln,
+            src: "v0: f32[n, 3] = input \"a\"
+v1: f32[3, 5] = tensor 0.5, -1.0, 2.0, 0.25, -3.0, 1.5, 0.0, -0.5, 4.0, 1.0, -2.0, 3.0, 0.75, -1.25, 2.5
+v2: f32[n, 5] = matmul v0, v1
+v3: f32[5] = tensor 0.1, -0.2, 0.3, -0.4, 0.5
+v4: f32[n, 5] = add v2, v3
+v5: f32 = const 0.0
+v6: f32[n, 5] = max v4, v5
+v7: f32[5, n] = transpose v6 [1, 0]
+v8: f32[n] = reduce_axes v6 [1] sum
+v9: f32[n, 2] = slice v6 [:, 1:5:2]
+v10: f32[n, 7] = concat v6, v9 [1]
+output \"t\" = v7
+output \"s\" = v8
+output \"cat\" = v10
+",
+            inputs: vec![Data::Column(Buffer::F32(
+                (0..18).map(|i| (i as f32 - 7.5) * 0.375).collect(),
+            ))],
+            packed: false,
         },
     ]
 }
@@ -100,7 +135,20 @@ fn c_bytes(b: &[u8]) -> String {
 
 /// A C `main` that calls `symbol` on `inputs` and prints the status and each
 /// output's bytes in hex, one line each.
-fn c_main(kernel: &Kernel, symbol: &str, inputs: &[Data], n_rows: usize) -> String {
+/// `out_elems` are the element counts of the graph's outputs (the
+/// interpreter's), when it ran; else each output has `n_rows`.
+fn c_main(
+    kernel: &Kernel,
+    symbol: &str,
+    inputs: &[Data],
+    n_rows: usize,
+    out_elems: Option<&[usize]>,
+) -> String {
+    let mut out_idx = 0;
+    let mut out_len = || {
+        out_idx += 1;
+        out_elems.map_or(n_rows, |e| e[out_idx - 1])
+    };
     let mut decls = String::new();
     let mut args = Vec::new();
     let mut prints = String::new();
@@ -158,25 +206,25 @@ fn c_main(kernel: &Kernel, symbol: &str, inputs: &[Data], n_rows: usize) -> Stri
             }
             Param::Extent { .. } => args.push(format!("(int64_t){n_rows}")),
             Param::ScalarOut { dtype, .. } if kernel.direct && direct_ret.is_none() => {
+                out_len();
                 direct_ret = Some(header::c_type(*dtype));
                 decls += &format!("{} r{idx};\n", header::c_type(*dtype));
                 prints += &format!("dump(&r{idx}, sizeof r{idx});\n");
             }
             Param::ScalarOut { dtype, .. } => {
+                out_len();
                 decls += &format!("{} o{idx};\n", header::c_type(*dtype));
                 args.push(format!("&o{idx}"));
                 prints += &format!("dump(&o{idx}, sizeof o{idx});\n");
             }
             Param::ColumnOut { dtype, .. } => {
-                let size = kiln::DType::size_bytes(*dtype);
-                decls += &format!(
-                    "static _Alignas(8) unsigned char o{idx}[{}];\n",
-                    n_rows * size + 8
-                );
+                let bytes = out_len() * kiln::DType::size_bytes(*dtype);
+                decls += &format!("static _Alignas(8) unsigned char o{idx}[{}];\n", bytes + 8);
                 args.push(format!("({}*)o{idx}", header::c_type(*dtype)));
-                prints += &format!("dump(o{idx}, {});\n", n_rows * size);
+                prints += &format!("dump(o{idx}, {bytes});\n");
             }
             Param::SelectionOut { .. } => {
+                out_len();
                 decls += &format!("static uint32_t o{idx}[{}];\n", n_rows + 1);
                 args.push(format!("o{idx}"));
             }
@@ -294,7 +342,7 @@ fn llvm_object(kernel: &Kernel, target: &str, symbol: &str) -> Vec<u8> {
     emit(kernel, target, symbol, &Options::default(), Emit::Object).expect("object")
 }
 
-fn check_target(target: &str, cc: &str, runner: Option<&str>, object: &ObjectFn) {
+fn check_target(target: &str, cc: &str, runner: Option<&str>, object: &ObjectFn, tiles: bool) {
     for tool in std::iter::once(cc).chain(runner) {
         if !tool_available(tool) {
             assert!(
@@ -313,28 +361,33 @@ fn check_target(target: &str, cc: &str, runner: Option<&str>, object: &ObjectFn)
     ));
     std::fs::create_dir_all(&dir).expect("temp dir");
     for (case_idx, case) in cases().into_iter().enumerate() {
-        let graph = kiln::load(case.src, Format::Py, &PyOptions::default())
+        let graph = kiln::load(case.src, case.format, &PyOptions::default())
             .expect("parses")
             .graph;
         let info = kiln::verify(&graph).expect("verifies");
         let (graph, info) = kiln::optimize(&graph, &info).expect("optimizes");
         let options = kiln::ir::kernel::LowerOptions {
             packed_bools: case.packed,
+            register_tiles: tiles,
         };
         let kernel = kiln::jit::lower_with(&graph, &info, &options).expect("lowers");
         let symbol = format!("kiln_case_{case_idx}");
         let object = object(&kernel, target, &symbol);
-        let n_rows = case
-            .inputs
-            .iter()
-            .find_map(|d| {
-                if let Data::Column(b) = d {
-                    Some(b.len())
-                } else {
-                    None
-                }
-            })
-            .unwrap_or(0);
+        // The extent of `n`, and each output's element count.
+        let n_rows = kiln::ir::exec::bind_inputs(&graph, &info, &case.inputs)
+            .expect("inputs bind")
+            .extent(&kiln::Dim::Sym("n".into()))
+            .unwrap_or(0) as usize;
+        let out_elems: Option<Vec<usize>> = kiln::interp::run(&graph, &info, &case.inputs)
+            .ok()
+            .map(|outs| {
+                outs.iter()
+                    .map(|d| match d {
+                        Data::Column(b) => b.len(),
+                        _ => 1,
+                    })
+                    .collect()
+            });
         let case_dir = dir.join(format!("case{case_idx}"));
         std::fs::create_dir_all(&case_dir).expect("case dir");
         std::fs::write(case_dir.join("kernel.o"), object).expect("write object");
@@ -342,7 +395,7 @@ fn check_target(target: &str, cc: &str, runner: Option<&str>, object: &ObjectFn)
             .expect("write header");
         std::fs::write(
             case_dir.join("main.c"),
-            c_main(&kernel, &symbol, &case.inputs, n_rows),
+            c_main(&kernel, &symbol, &case.inputs, n_rows, out_elems.as_deref()),
         )
         .expect("write main");
         let exe = case_dir.join("main");
@@ -385,7 +438,7 @@ fn run_ok(cmd: &mut Command, dir: &Path) -> String {
 
 #[test]
 fn x86_64_objects_run_natively() {
-    check_target("x86_64", "cc", None, &cranelift_object);
+    check_target("x86_64", "cc", None, &cranelift_object, true);
 }
 
 #[test]
@@ -395,6 +448,7 @@ fn aarch64_objects_run_under_qemu() {
         "aarch64-linux-gnu-gcc",
         Some("qemu-aarch64"),
         &cranelift_object,
+        true,
     );
 }
 
@@ -405,13 +459,14 @@ fn riscv64_objects_run_under_qemu() {
         "riscv64-linux-gnu-gcc",
         Some("qemu-riscv64"),
         &cranelift_object,
+        true,
     );
 }
 
 #[cfg(feature = "llvm")]
 #[test]
 fn llvm_x86_64_objects_run_natively() {
-    check_target("x86_64", "cc", None, &llvm_object);
+    check_target("x86_64", "cc", None, &llvm_object, false);
 }
 
 #[cfg(feature = "llvm")]
@@ -422,6 +477,7 @@ fn llvm_aarch64_objects_run_under_qemu() {
         "aarch64-linux-gnu-gcc",
         Some("qemu-aarch64"),
         &llvm_object,
+        false,
     );
 }
 
@@ -433,6 +489,7 @@ fn llvm_riscv64_objects_run_under_qemu() {
         "riscv64-linux-gnu-gcc",
         Some("qemu-riscv64"),
         &llvm_object,
+        false,
     );
 }
 
