@@ -32,5 +32,5 @@ ci:
 # libFuzzer binaries that replay inputs: `fuzz/target/release/parse_py -runs=0 DIR`.
 # Extra cargo-fuzz flags go last: `just fuzz differential 600 --features llvm` adds the LLVM tier.
 fuzz TARGET SECONDS="60" *FLAGS:
-    mkdir -p fuzz/corpus/{{TARGET}}
-    cd fuzz && cargo +nightly fuzz run {{FLAGS}} {{TARGET}} corpus/{{TARGET}} ../tests/filetests ../docs/examples -- -max_total_time={{SECONDS}} -max_len=4096
+    mkdir -p fuzz/corpus/{{TARGET}} fuzz/seeds/{{TARGET}}
+    cd fuzz && cargo +nightly fuzz run {{FLAGS}} {{TARGET}} corpus/{{TARGET}} seeds/{{TARGET}} ../tests/filetests ../docs/examples -- -max_total_time={{SECONDS}} -max_len=4096

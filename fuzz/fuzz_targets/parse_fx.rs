@@ -1,6 +1,8 @@
 //! Any bytes through the torch.fx importer: an error or a graph, never a panic
-//! or a hang. Every placeholder is typed (as an f64 column) so lowering runs;
-//! a graph that verifies must optimize and run in the interpreter.
+//! or a hang. Every placeholder is typed so lowering runs: an f64 column
+//! `[n]` for inputs of even length, a fixed `f64[2, 3]` tensor (so layout ops
+//! and indexing along fixed axes run) for odd; a graph that verifies must
+//! optimize and run in the interpreter.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -8,11 +10,17 @@ use libfuzzer_sys::fuzz_target;
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };
     let mut opts = kiln::LoadOptions::default();
+    let fixed = data.len() % 2 == 1;
+    let shape = if fixed {
+        vec![kiln::Dim::Fixed(2), kiln::Dim::Fixed(3)]
+    } else {
+        vec![kiln::Dim::Sym("n".into())]
+    };
     if let Ok(g) = kiln::frontend::fx::parse_text(text) {
         for node in g.nodes.iter().filter(|n| n.kind == "placeholder") {
             let ty = kiln::Type::Tensor(kiln::TensorType {
                 dtype: kiln::DType::F64,
-                shape: vec![kiln::Dim::Sym("n".into())],
+                shape: shape.clone(),
             });
             opts.fx.inputs.insert(node.name.clone(), ty);
         }
@@ -23,7 +31,11 @@ fuzz_target!(|data: &[u8]| {
     let inputs: Vec<kiln::Data> = graph
         .inputs()
         .iter()
-        .map(|_| kiln::Data::Column(kiln::Buffer::F64(vec![1.5, -0.0, f64::NAN])))
+        .map(|_| {
+            let row = [1.5, -0.0, f64::NAN];
+            let n = if fixed { 2 } else { 1 };
+            kiln::Data::Column(kiln::Buffer::F64(row.repeat(n)))
+        })
         .collect();
     let _ = kiln::interp::run(&graph, &info, &inputs);
 });
