@@ -253,8 +253,13 @@ impl Gen<'_, '_> {
                 self.b.op(Op::Concat(axis as u32), &args).ok()
             }
             6 if dims.len() < 4 && dims.iter().product::<u64>() <= 32 => {
-                // A new leading axis, and each 1 possibly widened.
-                let mut shape = vec![self.u.int_in_range(1..=3u64)?];
+                // A new leading axis (or, for a scalar, sometimes none),
+                // and each 1 possibly widened.
+                let mut shape = if dims.is_empty() && self.u.ratio(1u8, 4u8)? {
+                    Vec::new()
+                } else {
+                    vec![self.u.int_in_range(1..=3u64)?]
+                };
                 for &d in &dims {
                     shape.push(if d == 1 {
                         self.u.int_in_range(1..=3u64)?
@@ -312,7 +317,7 @@ impl Gen<'_, '_> {
                 };
                 self.b.op(Op::MatMul, &[x, y]).ok()
             }
-            1 if dims.len() >= 2 => {
+            1 if dims.len() != 1 => {
                 let mut perm: Vec<u32> = (0..dims.len() as u32).collect();
                 for i in (1..perm.len()).rev() {
                     let j = self.u.int_in_range(0..=i)?;
