@@ -102,7 +102,7 @@ pub fn piece_sizes(extent: u64, size: u64) -> Result<Vec<u64>, String> {
         return Err("a split size of 0".into());
     }
     let mut sizes = vec![size; (extent / size) as usize];
-    if extent % size != 0 {
+    if !extent.is_multiple_of(size) {
         sizes.push(extent % size);
     }
     Ok(sizes)
