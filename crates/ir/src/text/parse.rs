@@ -568,6 +568,23 @@ mod tests {
             "v0: i32 = const 99999999999",
             "1:17: `99999999999` is not a valid i32 literal",
         );
+        let x = "v0: f32[2, 3] = input \"x\"\n";
+        check_err(
+            &format!("{x}v1: f32[4, 3] = concat v0, v0"),
+            "2:30: expected `[`, found end of line",
+        );
+        check_err(
+            &format!("{x}v1: f32[4, 3] = concat v0, v0 [0, 1]"),
+            "2:31: `concat` takes one axis, as `[1]`",
+        );
+        check_err(
+            &format!("{x}v1: f32[2, 1] = slice v0 [:, 1:x]"),
+            "2:32: `x` is not a slice stop",
+        );
+        check_err(
+            &format!("{x}v1: f32[2, 1] = slice v0 [:, 1]"),
+            "2:31: expected `:`",
+        );
         check_err(
             "\u{1F600}",
             "1:1: expected `graph`, `output` or a value definition, found `\u{1F600}`",
