@@ -712,3 +712,33 @@ fn fx_cat_split_chunk_stack_expand_and_indexing() {
         assert!(err.contains(want), "{want}: {err}");
     }
 }
+
+#[test]
+fn fx_aten_softmax_and_as_shapes() {
+    let g = fx_graph(
+        "    %x : [num_users=3] = placeholder[target=x]
+    %r : [num_users=2] = placeholder[target=r]
+    %s : [num_users=1] = call_function[target=torch.ops.aten._softmax.default](args = (%x, -1, False), kwargs = {})
+    %e : [num_users=1] = call_method[target=expand_as](args = (%r, %x), kwargs = {})
+    %v : [num_users=1] = call_method[target=view_as](args = (%x, %r), kwargs = {})
+    return (s, e, v)",
+        &[("x", f32_tensor(&[2, 2])), ("r", f32_tensor(&[1, 4]))],
+    )
+    .unwrap_err();
+    // `view_as` a [1, 4] is fine, but `expand_as` a [1, 4] to [2, 2] is not.
+    assert!(g.contains("does not broadcast"), "{g}");
+    let g = fx_graph(
+        "    %x : [num_users=2] = placeholder[target=x]
+    %r : [num_users=1] = placeholder[target=r]
+    %s : [num_users=1] = call_function[target=torch.ops.aten._softmax.default](args = (%x, -1, False), kwargs = {})
+    %e : [num_users=1] = call_method[target=expand_as](args = (%r, %x), kwargs = {})
+    %v : [num_users=1] = call_method[target=view_as](args = (%x, %e), kwargs = {})
+    return (s, e, v)",
+        &[("x", f32_tensor(&[2, 2])), ("r", f32_tensor(&[2]))],
+    )
+    .unwrap();
+    let out = run(&g, &[f32s(&[1.0, 1.0, 3.0, 3.0]), f32s(&[7.0, 8.0])]);
+    assert_eq!(out[0], f32s(&[0.5, 0.5, 0.5, 0.5]));
+    assert_eq!(out[1], f32s(&[7.0, 8.0, 7.0, 8.0]));
+    assert_eq!(out[2], f32s(&[1.0, 1.0, 3.0, 3.0]));
+}

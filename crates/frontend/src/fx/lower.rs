@@ -70,6 +70,11 @@ pub fn op_name(kind: &str, target: &str) -> String {
 const MULTI_OPS: &[&str] = &["split", "split_with_sizes", "chunk", "unbind"];
 
 const SUPPORTED: &[&str] = &[
+    "_softmax",
+    "_log_softmax",
+    "expand_as",
+    "view_as",
+    "reshape_as",
     "split",
     "split_with_sizes",
     "chunk",
@@ -1201,7 +1206,19 @@ impl Fx<'_> {
             "cat" | "concat" | "concatenate" | "stack" | "expand" | "broadcast_to" | "narrow"
             | "slice" | "select" | "getitem" => self.layout_op(op, node)?,
             "sum" | "mean" | "amax" | "amin" | "prod" => self.reduction(op, node)?,
-            "softmax" | "log_softmax" => self.softmax(op == "log_softmax", node)?,
+            // ATen's `_softmax(x, dim, half_to_float)` computes the same.
+            "softmax" | "_softmax" => self.softmax(false, node)?,
+            "log_softmax" | "_log_softmax" => self.softmax(true, node)?,
+            "expand_as" | "view_as" | "reshape_as" => {
+                let x = self.tensor_at(node, 0, "input")?;
+                let other = self.tensor_at(node, 1, "other")?;
+                let shape = self.shape_of(other);
+                if op == "expand_as" {
+                    layout::broadcast_to(&mut self.b, x, shape)?
+                } else {
+                    self.reshape(x, shape)?
+                }
+            }
             "add" | "sub" | "subtract" | "rsub" => self.add_sub(op, node)?,
             "mul" | "multiply" => self.binary(node, B::Mul)?,
             "truediv" | "div" | "divide" | "true_divide" => self.divide(node)?,
