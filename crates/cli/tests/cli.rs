@@ -567,26 +567,26 @@ fn importer_errors_exit_2_and_name_every_unsupported_op() {
     let tf = temp_file(
         "ops.pbtxt",
         br#"node { name: "x" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } } attr { key: "shape" value { shape { dim { size: 4 } dim { size: 3 } } } } }
-node { name: "s" op: "ConcatV2" input: "x" input: "x" }
+node { name: "s" op: "Tile" input: "x" input: "x" }
 node { name: "f" op: "Frobnicate" input: "s" }
 "#,
     );
     assert_bad_input(
         &kiln(&["check", &tf]),
-        "ops Frobnicate (`f`); tensor ops ConcatV2 (`s`)",
+        "ops Frobnicate (`f`); tensor ops Tile (`s`)",
     );
     let fx = temp_file(
         "ops.fx",
         b"graph():
     %x : [num_users=1] = placeholder[target=x]
-    %sum : [num_users=1] = call_function[target=torch.ops.aten.cat.default](args = ([%x, %x],), kwargs = {})
+    %sum : [num_users=1] = call_function[target=torch.ops.aten.argmax.default](args = (%x,), kwargs = {})
     %f : [num_users=1] = call_function[target=torch.frob](args = (%sum,), kwargs = {})
     return f
 ",
     );
     assert_bad_input(
         &kiln(&["check", &fx, "--input", "x:f32[4, 3]"]),
-        "`torch.frob` (%f); tensor ops `torch.ops.aten.cat.default` (%sum)",
+        "`torch.frob` (%f); tensor ops `torch.ops.aten.argmax.default` (%sum)",
     );
     // The MLPs import now (tensor ops run on the interpreter); typed as a
     // column the fx one does not multiply, and says so.
