@@ -618,3 +618,47 @@ node { name: "f" op: "Frobnicate" input: "s" }
         "unknown dtype `f99`",
     );
 }
+
+#[test]
+fn tf_split_outputs_by_name_on_every_tier() {
+    // The README's layout example: `split:1` names Split's second output.
+    let tiers: &[&str] = if cfg!(feature = "llvm") {
+        &["interp", "cranelift", "llvm"]
+    } else {
+        &["interp", "cranelift"]
+    };
+    for tier in tiers {
+        let out = kiln(&[
+            "run",
+            &example("split.pbtxt"),
+            "--arg",
+            "x=[1, 2, 3, 4, 5, 6, 7, 8]",
+            "--output",
+            "cat",
+            "--output",
+            "split:1",
+            "--tier",
+            tier,
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{tier}: {}", stderr(&out));
+        assert_eq!(
+            stdout(&out),
+            "cat = [3.0, 4.0, 1.0, 2.0, 7.0, 8.0, 5.0, 6.0]\nsplit:1 = [3.0, 4.0, 7.0, 8.0]\n",
+            "{tier}"
+        );
+    }
+    let out = kiln(&[
+        "run",
+        &example("split.pbtxt"),
+        "--arg",
+        "x=[1, 2, 3, 4, 5, 6, 7, 8]",
+        "--output",
+        "split:2",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("reads output 2 of `split`, which has 2 output(s)"),
+        "{}",
+        stderr(&out)
+    );
+}
