@@ -91,11 +91,20 @@ struct View {
     dense: bool,
 }
 
+/// An elementwise node a matmul computes in its own loop (see
+/// [`Fusion::epilogue`]), with the locations to read its arguments from.
+#[derive(Copy, Clone)]
+struct Epilogue<'l> {
+    locs: &'l [Option<Loc>],
+    value: Value,
+}
+
 /// Which elementwise nodes are fused into their consumer: a non-scalar
 /// elementwise node that is not returned, has one use, and whose consumer
 /// reads each of its elements exactly once (an elementwise node of the same
-/// shape, a reduction, a filter, a `concat`), so nothing is computed twice.
-fn fused_nodes(graph: &Graph, info: &GraphInfo) -> Vec<bool> {
+/// shape, a reduction other than `count`, a filter, a `concat`), so nothing
+/// is computed twice or skipped (a skipped division could not fail).
+fn fused_nodes(graph: &Graph, info: &GraphInfo) -> Fusion {
     let mut uses = vec![0u32; graph.len()];
     let mut user: Vec<Option<Value>> = vec![None; graph.len()];
     for (value, node) in graph.nodes() {
@@ -130,6 +139,12 @@ fn fused_nodes(graph: &Graph, info: &GraphInfo) -> Vec<bool> {
             op if elementwise(op) => {
                 c.ty.as_tensor().map(|t| &t.shape) == node.ty.as_tensor().map(|t| &t.shape)
             }
+            // `count` reads no element: a division there would never run.
+            Op::Reduce(ReduceOp::Count)
+            | Op::ReduceAxes {
+                op: ReduceOp::Count,
+                ..
+            } => false,
             Op::Reduce(_) | Op::Filter | Op::ReduceAxes { .. } | Op::Concat(_) => true,
             _ => false,
         };
@@ -145,7 +160,38 @@ fn fused_nodes(graph: &Graph, info: &GraphInfo) -> Vec<bool> {
             depth[value.index()] = d;
         }
     }
-    fused
+    // A matmul whose one use leads, through fused nodes, to an elementwise
+    // node of its shape and dtype: that node is its epilogue.
+    let mut epilogue = vec![None; graph.len()];
+    for (value, node) in graph.nodes() {
+        let b_mat = node
+            .args
+            .get(1)
+            .and_then(|&b| graph.ty(b).as_tensor())
+            .is_some_and(|t| t.shape.len() >= 2);
+        if node.op != Op::MatMul || !b_mat || uses[value.index()] != 1 {
+            continue;
+        }
+        let mut root = user[value.index()];
+        while let Some(r) = root.filter(|r| fused[r.index()]) {
+            root = user[r.index()];
+        }
+        epilogue[value.index()] = root.filter(|&r| {
+            let e = graph.node(r);
+            elementwise(&e.op) && !fused[r.index()] && e.ty == node.ty
+        });
+    }
+    Fusion { fused, epilogue }
+}
+
+/// What [`fused_nodes`] decides.
+struct Fusion {
+    /// The elementwise nodes computed inside their consumer's loop.
+    fused: Vec<bool>,
+    /// For a matmul, the elementwise node (the root of a fused chain reading
+    /// it) computed in the matmul's own loop, row by row (or tile by tile),
+    /// in place in one buffer: a Linear layer's bias and activation.
+    epilogue: Vec<Option<Value>>,
 }
 
 /// The rows of an argument of `src` dims read at `rows` of a result of
@@ -170,7 +216,10 @@ impl Lowerer<'_> {
     pub(super) fn tensor_body(&mut self) -> Result<(), LowerError> {
         let mut out: Vec<Stmt> = Vec::new();
         let mut loc: Vec<Option<Loc>> = vec![None; self.graph.len()];
-        let fused = fused_nodes(self.graph, self.info);
+        let Fusion { fused, epilogue } = fused_nodes(self.graph, self.info);
+        // Matmuls waiting for their epilogue: its arguments are all lowered
+        // only when it is reached. The matmul's operands and itself.
+        let mut pending: Vec<Option<(View, View, Value)>> = vec![None; self.graph.len()];
         // Output parameters already holding a node's result.
         let mut claimed = vec![false; self.graph.outputs().len()];
         for (value, node) in self.graph.nodes() {
@@ -220,6 +269,16 @@ impl Lowerer<'_> {
                         Some(Loc::Scalar(self.node(&mut out, value, &regs, None)))
                     } else if fused[value.index()] {
                         Some(Loc::Fused { value, dims })
+                    } else if let Some((a, b, mm)) = pending[value.index()].take() {
+                        // The matmul computes this node in its loop, in place
+                        // in this node's buffer.
+                        let dest = self.dest(value, &dims, &mut claimed);
+                        let d = self.dense(&mut out, dest, dims);
+                        loc[mm.index()] = Some(Loc::View(d.clone()));
+                        let epi = Epilogue { locs: &loc, value };
+                        let dtype = dtype.expect("a tensor");
+                        self.matmul(&mut out, (&a, &b, &d), Some(epi), dtype);
+                        Some(Loc::View(d))
                     } else {
                         let dest = self.dest(value, &dims, &mut claimed);
                         let view = self.dense(&mut out, dest, dims);
@@ -244,10 +303,16 @@ impl Lowerer<'_> {
                     let dtype = dtype.expect("a tensor");
                     let a = self.as_view(&mut out, &loc, &arg(node.args[0]), false);
                     let b = self.as_view(&mut out, &loc, &arg(node.args[1]), true);
-                    let dest = self.dest(value, &dims, &mut claimed);
-                    let d = self.dense(&mut out, dest, dims);
-                    self.matmul(&mut out, &a, &b, &d, dtype);
-                    Some(self.scalar_if_rank0(&mut out, d, dtype))
+                    if let Some(e) = epilogue[value.index()] {
+                        // Computed where its epilogue is (below).
+                        pending[e.index()] = Some((a, b, value));
+                        None
+                    } else {
+                        let dest = self.dest(value, &dims, &mut claimed);
+                        let d = self.dense(&mut out, dest, dims);
+                        self.matmul(&mut out, (&a, &b, &d), None, dtype);
+                        Some(self.scalar_if_rank0(&mut out, d, dtype))
+                    }
                 }
                 Op::ReduceAxes { op, axes, keepdim } => {
                     let dtype = dtype.expect("a tensor");
@@ -724,7 +789,13 @@ impl Lowerer<'_> {
 
     /// `dest = a @ b`: for every result element, a sum over `k` in order from
     /// the identity, `acc = acc + a * b` (docs/semantics.md).
-    fn matmul(&mut self, out: &mut Vec<Stmt>, av: &View, bv: &View, d: &View, dtype: DType) {
+    fn matmul(
+        &mut self,
+        out: &mut Vec<Stmt>,
+        (av, bv, d): (&View, &View, &View),
+        epi: Option<Epilogue<'_>>,
+        dtype: DType,
+    ) {
         let (a, da, sa) = (av.param, &av.dims, &av.strides);
         let (b, db, sb) = (bv.param, &bv.dims, &bv.strides);
         let (dest, dims) = (d.param, &d.dims);
@@ -775,9 +846,10 @@ impl Lowerer<'_> {
         );
         if a_mat && b_mat && self.register_tiles {
             let strides = [a_batch, vec![a_i, a_k], b_batch, vec![b_k, b_j]];
-            self.matmul_tiles(out, (av, bv, d), &strides, dtype);
+            self.matmul_tiles(out, (av, bv, d), &strides, epi, dtype);
             return;
         }
+        debug_assert!(epi.is_none() || b_mat, "epilogues need a matrix b");
         if !b_mat {
             // `[.., m, k] @ [k]`: each element's sum in a register, k innermost
             // (both operands are read contiguously).
@@ -871,7 +943,32 @@ impl Lowerer<'_> {
                 row: k,
                 body: k_body,
             });
+            // The row is complete: its epilogue, in place.
+            if let Some(epi) = epi {
+                let j = lw.new_reg(DType::I64, Some("j"));
+                let mut e_body = Vec::new();
+                let mut e_rows = rows.to_vec();
+                e_rows.push(j);
+                lw.epilogue_at(&mut e_body, epi, d, &e_rows);
+                body.push(Stmt::Loop {
+                    extent: j_extent,
+                    row: j,
+                    body: e_body,
+                });
+            }
         });
+    }
+
+    /// `d[rows] = epilogue(...)`, reading the matmul's element there.
+    fn epilogue_at(&mut self, body: &mut Vec<Stmt>, epi: Epilogue<'_>, d: &View, rows: &[Reg]) {
+        let whole = Loc::Fused {
+            value: epi.value,
+            dims: d.dims.clone(),
+        };
+        let rows: Vec<Option<Reg>> = rows.iter().copied().map(Some).collect();
+        let x = self.read(body, epi.locs, &whole, &rows);
+        let at = self.view_index(body, d, &rows);
+        body.push(Stmt::Store(d.param, Some(at), x));
     }
 
     /// `dest = a @ b` for matrices (with batch axes) in register tiles of
@@ -886,6 +983,7 @@ impl Lowerer<'_> {
         out: &mut Vec<Stmt>,
         (a, b, d): (&View, &View, &View),
         strides: &[Vec<Option<Reg>>; 4],
+        epi: Option<Epilogue<'_>>,
         dtype: DType,
     ) {
         let dims = d.dims.clone();
@@ -926,6 +1024,16 @@ impl Lowerer<'_> {
             let (m_rest, n_rest) = (sub(lw, body, m, m_full), sub(lw, body, n, n_full));
             let tile = |lw: &mut Self, body: &mut Vec<Stmt>, i: &[Reg], j: &[Reg]| {
                 lw.tile(body, (a, b, d), strides, brows, (i, j), &k_dim, dtype);
+                // The tile is complete: its epilogue, in place.
+                if let Some(epi) = epi {
+                    for &i in i {
+                        for &j in j {
+                            let mut rows = brows.to_vec();
+                            rows.extend([i, j]);
+                            lw.epilogue_at(body, epi, d, &rows);
+                        }
+                    }
+                }
             };
             // Full tiles, then the last columns of their rows.
             let ib = lw.new_reg(DType::I64, Some("ib"));
