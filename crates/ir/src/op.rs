@@ -351,6 +351,22 @@ impl Op {
         })
     }
 
+    /// True for the ops only tensor lowering (loop nests) handles: tensor
+    /// constants, `matmul`, axis reductions and the layout ops.
+    pub fn is_tensor_op(&self) -> bool {
+        matches!(
+            self,
+            Op::Tensor(_)
+                | Op::MatMul
+                | Op::Transpose(_)
+                | Op::Reshape(_)
+                | Op::ReduceAxes { .. }
+                | Op::Concat(_)
+                | Op::Slice(_)
+                | Op::BroadcastTo(_)
+        )
+    }
+
     /// The mnemonic the text format uses.
     pub fn mnemonic(&self) -> &'static str {
         match self {

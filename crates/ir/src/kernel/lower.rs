@@ -266,6 +266,7 @@ impl Lowerer<'_> {
                 }
             }
             Op::Const(c) => Expr::Const(*c),
+            // Listed, not `is_tensor_op()`, so a new op must be placed here.
             Op::Tensor(_)
             | Op::MatMul
             | Op::Transpose(_)

@@ -30,17 +30,7 @@ pub(super) fn needs_loop_nests(graph: &Graph, info: &GraphInfo) -> bool {
             return false;
         }
         let rank = node.ty.as_tensor().map_or(0, |t| t.shape.len());
-        let tensor_op = matches!(
-            node.op,
-            Op::Tensor(_)
-                | Op::MatMul
-                | Op::Transpose(_)
-                | Op::Reshape(_)
-                | Op::ReduceAxes { .. }
-                | Op::Concat(_)
-                | Op::Slice(_)
-                | Op::BroadcastTo(_)
-        );
+        let tensor_op = node.op.is_tensor_op();
         let elementwise = !matches!(node.op, Op::Reduce(_) | Op::Filter);
         let broadcast = elementwise
             && node.args.iter().any(|&a| match graph.ty(a) {
@@ -1038,22 +1028,20 @@ impl Lowerer<'_> {
             // Full tiles, then the last columns of their rows.
             let ib = lw.new_reg(DType::I64, Some("ib"));
             let mut ib_body = Vec::new();
-            let i0 = shl(lw, &mut ib_body, ib, m_log);
-            let rows: Vec<Reg> = (0..TILE_ROWS as i64)
-                .map(|r| {
-                    let r = lw.i64_const(&mut ib_body, r);
-                    add(lw, &mut ib_body, i0, r)
-                })
-                .collect();
+            // Block `b` of `count`: indices `b * count + 0 .. count`.
+            let block = |lw: &mut Self, body: &mut Vec<Stmt>, b: Reg, count: u32| -> Vec<Reg> {
+                let first = shl(lw, body, b, count.trailing_zeros() as i64);
+                (0..count as i64)
+                    .map(|r| {
+                        let r = lw.i64_const(body, r);
+                        add(lw, body, first, r)
+                    })
+                    .collect()
+            };
+            let rows = block(lw, &mut ib_body, ib, TILE_ROWS);
             let jb = lw.new_reg(DType::I64, Some("jb"));
             let mut jb_body = Vec::new();
-            let j0 = shl(lw, &mut jb_body, jb, n_log);
-            let cols: Vec<Reg> = (0..TILE_COLS as i64)
-                .map(|c| {
-                    let c = lw.i64_const(&mut jb_body, c);
-                    add(lw, &mut jb_body, j0, c)
-                })
-                .collect();
+            let cols = block(lw, &mut jb_body, jb, TILE_COLS);
             tile(lw, &mut jb_body, &rows, &cols);
             ib_body.push(Stmt::Loop {
                 extent: Extent::Reg(nb),
