@@ -15,13 +15,46 @@ fn ty(u: &mut Unstructured) -> Result<Type> {
         0 => Type::Selection(Dim::Sym("n".into())),
         1 => Type::Tensor(TensorType { dtype, shape: vec![Dim::Sym("m".into())] }),
         2 => Type::Tensor(TensorType { dtype, shape: vec![Dim::Fixed(u.int_in_range(0..=3)?)] }),
+        // Tensors of rank 2 and 3, sometimes led by the symbol.
+        5 if u.ratio(1u8, 2u8)? => Type::Tensor(TensorType { dtype, shape: shape(u)? }),
         3 | 4 => Type::Tensor(TensorType { dtype, shape: vec![Dim::Sym("n".into())] }),
         _ => Type::scalar(dtype),
     })
 }
 
+fn shape(u: &mut Unstructured) -> Result<Vec<Dim>> {
+    let mut dims = Vec::new();
+    for axis in 0..u.int_in_range(2..=3usize)? {
+        dims.push(if axis == 0 && u.ratio(1u8, 4u8)? { Dim::Sym("n".into()) } else { Dim::Fixed(u.int_in_range(0..=4)?) });
+    }
+    Ok(dims)
+}
+
+/// Any axis numbers, in range or not.
+fn axes(u: &mut Unstructured) -> Result<Vec<u32>> {
+    (0..u.int_in_range(0..=3usize)?).map(|_| u.int_in_range(0..=3u32)).collect()
+}
+
 fn op(u: &mut Unstructured) -> Result<Op> {
-    Ok(match u.int_in_range(0..=8u8)? {
+    Ok(match u.int_in_range(0..=15u8)? {
+        9 => Op::MatMul,
+        10 => Op::Transpose(axes(u)?),
+        11 => Op::Reshape(shape(u)?),
+        12 => Op::ReduceAxes { op: *u.choose(ReduceOp::ALL)?, axes: axes(u)?, keepdim: u.arbitrary()? },
+        13 => Op::Concat(u.int_in_range(0..=3)?),
+        14 => {
+            let mut ranges = Vec::new();
+            for _ in 0..u.int_in_range(0..=3usize)? {
+                ranges.push(if u.ratio(1u8, 3u8)? {
+                    None
+                } else {
+                    // Sometimes empty, reversed, step 0 or past the end.
+                    Some(kiln::ir::SliceRange { start: u.int_in_range(0..=5)?, stop: u.int_in_range(0..=5)?, step: u.int_in_range(0..=3)? })
+                });
+            }
+            Op::Slice(ranges)
+        }
+        15 => Op::BroadcastTo(shape(u)?),
         0 => {
             let dtype = *u.choose(&DType::ALL)?;
             Op::Const(kiln_fuzzgen::scalar(u, dtype)?)
@@ -46,7 +79,12 @@ fn graph(u: &mut Unstructured) -> Result<Graph> {
     for _ in 0..u.int_in_range(0..=24usize)? {
         let op = op(u)?;
         // Mostly the right arity and earlier arguments, sometimes not.
-        let arity = if u.ratio(9u8, 10u8)? { op.arity() } else { u.int_in_range(0..=4)? };
+        // (`concat` takes one or more: 1 to 3 here.)
+        let arity = match op.arity() {
+            Some(n) if u.ratio(9u8, 10u8)? => n,
+            None if u.ratio(9u8, 10u8)? => u.int_in_range(1..=3)?,
+            _ => u.int_in_range(0..=4)?,
+        };
         let len = g.len() as u32;
         let mut args = Vec::with_capacity(arity);
         for _ in 0..arity {

@@ -312,8 +312,11 @@ impl Lowerer<'_> {
                     self.reduce_axes(&mut out, &loc, (*op, axes, *keepdim), &src, &d, dtype);
                     Some(self.scalar_if_rank0(&mut out, d, dtype))
                 }
-                // Of a scalar (an empty permutation, an empty shape): itself.
-                Op::Transpose(_) | Op::BroadcastTo(_) if dims.is_empty() => Some(arg(node.args[0])),
+                // Of a scalar (an empty permutation, shape or range list):
+                // itself.
+                Op::Transpose(_) | Op::BroadcastTo(_) | Op::Slice(_) if dims.is_empty() => {
+                    Some(arg(node.args[0]))
+                }
                 Op::Transpose(perm) => {
                     let mut v = self.as_view(&mut out, &loc, &arg(node.args[0]), false);
                     v.strides = perm.iter().map(|&p| v.strides[p as usize]).collect();
