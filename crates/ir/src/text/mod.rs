@@ -1,5 +1,5 @@
 //! The `.kiln` text format: one node per line, exact round trip. `docs/ir.md`
-//! specifies it; [`print`] writes it and [`parse`] reads it.
+//! specifies it; [`print()`] writes it and [`parse()`] reads it.
 //!
 //! ```text
 //! graph "fn"

@@ -5,7 +5,7 @@ use crate::graph::Graph;
 use crate::op::Op;
 use std::fmt::Write;
 
-/// The graph in the text format; [`super::parse`] reads it back to an equal graph.
+/// The graph in the text format; [`super::parse()`] reads it back to an equal graph.
 pub fn print(graph: &Graph) -> String {
     let mut out = String::new();
     if !graph.name.is_empty() {

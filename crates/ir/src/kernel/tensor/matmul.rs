@@ -1,0 +1,398 @@
+//! Lowering of `matmul` to loop nests: the i, k, j nest that accumulates
+//! each result row in place (what LLVM vectorizes), and the register-tiled
+//! nest the Cranelift tier asks for ([`crate::kernel::LowerOptions::register_tiles`]).
+//!
+//! Both keep the semantics' order: every result element folds its products
+//! in `k` order from the identity, `acc = acc + a * b`, two roundings and no
+//! FMA (docs/semantics.md). Neither reassociates a sum to go faster.
+
+use super::{Epilogue, Loc, View};
+use crate::kernel::lower::Lowerer;
+use crate::kernel::{Expr, Extent, Reg, Stmt, Var};
+use crate::op::{BinaryOp, ReduceOp};
+use crate::semantics::reduce_identity;
+use crate::types::{DType, Dim};
+
+/// Rows of a register tile of `matmul` (a power of two).
+const TILE_ROWS: u32 = 4;
+/// Columns of a register tile of `matmul` (a power of two): 4 × 2
+/// accumulators plus the 4 + 2 loaded elements fit x86-64's 16 float
+/// registers.
+const TILE_COLS: u32 = 2;
+
+impl Lowerer<'_> {
+    /// `dest = a @ b`: for every result element, a sum over `k` in order from
+    /// the identity, `acc = acc + a * b` (docs/semantics.md).
+    pub(super) fn matmul(
+        &mut self,
+        out: &mut Vec<Stmt>,
+        (av, bv, d): (&View, &View, &View),
+        epi: Option<Epilogue<'_>>,
+        dtype: DType,
+    ) {
+        let (a, da, sa) = (av.param, &av.dims, &av.strides);
+        let (b, db, sb) = (bv.param, &bv.dims, &bv.strides);
+        let (dest, dims) = (d.param, &d.dims);
+        let (a_mat, b_mat) = (da.len() >= 2, db.len() >= 2);
+        let k_dim = da[da.len() - 1].clone();
+        let batch = dims.len() - usize::from(a_mat) - usize::from(b_mat);
+        // Batch strides of each operand against the result's batch axes.
+        // Batch axes step over whole matrices: each operand's own (full)
+        // strides, aligned to the result's batch axes, `None` where it
+        // broadcasts (a missing axis or a 1).
+        let batch_strides = |own: &[Option<Reg>], src: &[Dim]| -> Vec<Option<Reg>> {
+            let n_src = src.len().saturating_sub(2);
+            let lead = batch - n_src;
+            (0..batch)
+                .map(|axis| match axis.checked_sub(lead) {
+                    Some(a) if src[a] != Dim::Fixed(1) => own[a],
+                    _ => None,
+                })
+                .collect()
+        };
+        let a_batch = batch_strides(sa, da);
+        let b_batch = batch_strides(sb, db);
+        let (a_i, a_k) = (a_mat.then(|| sa[da.len() - 2]).flatten(), sa[da.len() - 1]);
+        let (b_k, b_j) = if b_mat {
+            (sb[db.len() - 2], sb[db.len() - 1])
+        } else {
+            (sb[0], None)
+        };
+        // Where `a[batch.., i, k]` is: its index registers and their strides
+        // (`rest[0]` is the result's i axis when `a` is a matrix).
+        let a_index = |batch_rows: &[Reg], rest: &[Reg], k: Reg| {
+            let mut rows = batch_rows.to_vec();
+            let mut strides = a_batch.clone();
+            if a_mat {
+                rows.push(rest[0]);
+                strides.push(a_i);
+            }
+            rows.push(k);
+            strides.push(a_k);
+            (rows, strides)
+        };
+        let out_strides = d.strides.clone();
+        let identity = self.emit(
+            out,
+            dtype,
+            Expr::Const(reduce_identity(ReduceOp::Sum, dtype)),
+            None,
+        );
+        if a_mat && b_mat && self.register_tiles {
+            let strides = [a_batch, vec![a_i, a_k], b_batch, vec![b_k, b_j]];
+            self.matmul_tiles(out, (av, bv, d), &strides, epi, dtype);
+            return;
+        }
+        debug_assert!(epi.is_none() || b_mat, "epilogues need a matrix b");
+        if !b_mat {
+            // `[.., m, k] @ [k]`: each element's sum in a register, k innermost
+            // (both operands are read contiguously).
+            let var = self.new_var(reduce_identity(ReduceOp::Sum, dtype));
+            self.nest(out, dims, |lw, body, rows| {
+                let (batch_rows, rest) = rows.split_at(batch);
+                body.push(Stmt::Set(var, identity));
+                let k = lw.new_reg(DType::I64, Some("k"));
+                let mut inner = Vec::new();
+                let (a_rows, a_strides) = a_index(batch_rows, rest, k);
+                let mut b_rows: Vec<Reg> = batch_rows.to_vec();
+                let mut b_strides = b_batch.clone();
+                b_rows.push(k);
+                b_strides.push(b_k);
+                let ia = lw.flat(&mut inner, av.offset, &a_rows, &a_strides);
+                let ib = lw.flat(&mut inner, bv.offset, &b_rows, &b_strides);
+                let x = lw.emit(&mut inner, dtype, Expr::Load(a, ia), None);
+                let y = lw.emit(&mut inner, dtype, Expr::Load(b, ib), None);
+                let p = lw.emit(&mut inner, dtype, Expr::Binary(BinaryOp::Mul, x, y), None);
+                let acc = lw.emit(&mut inner, dtype, Expr::Var(var), None);
+                let next = lw.emit(&mut inner, dtype, Expr::Binary(BinaryOp::Add, acc, p), None);
+                inner.push(Stmt::Set(var, next));
+                let extent = lw.extent(&k_dim);
+                body.push(Stmt::Loop {
+                    extent,
+                    row: k,
+                    body: inner,
+                });
+                let result = lw.emit(body, dtype, Expr::Var(var), None);
+                let to = lw.flat(body, None, rows, &out_strides);
+                body.push(Stmt::Store(dest, Some(to), result));
+            });
+            return;
+        }
+        // `.. @ [.., k, n]`: i, k, j order, each result row accumulated in
+        // the destination: `dest[i, j] = dest[i, j] + a[i, k] * b[k, j]` for k
+        // in order. Every element still sums in k order from the identity,
+        // and the innermost loop (j) reads b and dest contiguously, so it
+        // vectorizes across j without reassociating anything.
+        let j_dim = dims[dims.len() - 1].clone();
+        let outer = &dims[..dims.len() - 1];
+        let d_strides = out_strides.clone();
+        self.nest(out, outer, |lw, body, rows| {
+            let (batch_rows, rest) = rows.split_at(batch);
+            let j_extent = lw.extent(&j_dim);
+            // dest[.., i, :] = identity
+            let j0 = lw.new_reg(DType::I64, Some("j"));
+            let mut init = Vec::new();
+            let mut d_rows = rows.to_vec();
+            d_rows.push(j0);
+            let to = lw.flat(&mut init, None, &d_rows, &d_strides);
+            init.push(Stmt::Store(dest, Some(to), identity));
+            body.push(Stmt::Loop {
+                extent: j_extent,
+                row: j0,
+                body: init,
+            });
+            let k = lw.new_reg(DType::I64, Some("k"));
+            let mut k_body = Vec::new();
+            let (a_rows, a_strides) = a_index(batch_rows, rest, k);
+            let ia = lw.flat(&mut k_body, av.offset, &a_rows, &a_strides);
+            let x = lw.emit(&mut k_body, dtype, Expr::Load(a, ia), None);
+            let j = lw.new_reg(DType::I64, Some("j"));
+            let mut j_body = Vec::new();
+            let mut b_rows: Vec<Reg> = batch_rows.to_vec();
+            let mut b_strides = b_batch.clone();
+            b_rows.extend([k, j]);
+            b_strides.extend([b_k, b_j]);
+            let ib = lw.flat(&mut j_body, bv.offset, &b_rows, &b_strides);
+            let y = lw.emit(&mut j_body, dtype, Expr::Load(b, ib), None);
+            let mut d_rows = rows.to_vec();
+            d_rows.push(j);
+            let to = lw.flat(&mut j_body, None, &d_rows, &d_strides);
+            let acc = lw.emit(&mut j_body, dtype, Expr::Load(dest, to), None);
+            let p = lw.emit(&mut j_body, dtype, Expr::Binary(BinaryOp::Mul, x, y), None);
+            let next = lw.emit(
+                &mut j_body,
+                dtype,
+                Expr::Binary(BinaryOp::Add, acc, p),
+                None,
+            );
+            j_body.push(Stmt::Store(dest, Some(to), next));
+            k_body.push(Stmt::Loop {
+                extent: j_extent,
+                row: j,
+                body: j_body,
+            });
+            let k_extent = lw.extent(&k_dim);
+            body.push(Stmt::Loop {
+                extent: k_extent,
+                row: k,
+                body: k_body,
+            });
+            // The row is complete: its epilogue, in place.
+            if let Some(epi) = epi {
+                let j = lw.new_reg(DType::I64, Some("j"));
+                let mut e_body = Vec::new();
+                let mut e_rows = rows.to_vec();
+                e_rows.push(j);
+                lw.epilogue_at(&mut e_body, epi, d, &e_rows);
+                body.push(Stmt::Loop {
+                    extent: j_extent,
+                    row: j,
+                    body: e_body,
+                });
+            }
+        });
+    }
+
+    /// `d[rows] = epilogue(...)`, reading the matmul's element there.
+    fn epilogue_at(&mut self, body: &mut Vec<Stmt>, epi: Epilogue<'_>, d: &View, rows: &[Reg]) {
+        let whole = Loc::Fused {
+            value: epi.value,
+            dims: d.dims.clone(),
+        };
+        let rows: Vec<Option<Reg>> = rows.iter().copied().map(Some).collect();
+        let x = self.read(body, epi.locs, &whole, &rows);
+        let at = self.view_index(body, d, &rows);
+        body.push(Stmt::Store(d.param, Some(at), x));
+    }
+
+    /// `dest = a @ b` for matrices (with batch axes) in register tiles of
+    /// [`TILE_ROWS`] × [`TILE_COLS`] result elements: per tile and `k`, each
+    /// `a` and `b` element is loaded once into a register and the products
+    /// accumulate in registers, not in memory. Rows and columns that do not
+    /// fill a tile get thinner tiles. Every element still folds in `k` order
+    /// from the identity. `strides` are a's batch strides, a's (i, k), b's
+    /// batch strides, b's (k, j).
+    fn matmul_tiles(
+        &mut self,
+        out: &mut Vec<Stmt>,
+        (a, b, d): (&View, &View, &View),
+        strides: &[Vec<Option<Reg>>; 4],
+        epi: Option<Epilogue<'_>>,
+        dtype: DType,
+    ) {
+        let dims = d.dims.clone();
+        let batch = dims.len() - 2;
+        let k_dim = a.dims[a.dims.len() - 1].clone();
+        let (m_dim, n_dim) = (dims[batch].clone(), dims[batch + 1].clone());
+        let shr = |lw: &mut Self, body: &mut Vec<Stmt>, x: Reg, by: i64| {
+            let by = lw.i64_const(body, by);
+            lw.emit(
+                body,
+                DType::I64,
+                Expr::Binary(BinaryOp::ShrLogical, x, by),
+                None,
+            )
+        };
+        let shl = |lw: &mut Self, body: &mut Vec<Stmt>, x: Reg, by: i64| {
+            let by = lw.i64_const(body, by);
+            lw.emit(body, DType::I64, Expr::Binary(BinaryOp::Shl, x, by), None)
+        };
+        let add = |lw: &mut Self, body: &mut Vec<Stmt>, x: Reg, y: Reg| {
+            lw.emit(body, DType::I64, Expr::Binary(BinaryOp::Add, x, y), None)
+        };
+        let sub = |lw: &mut Self, body: &mut Vec<Stmt>, x: Reg, y: Reg| {
+            lw.emit(body, DType::I64, Expr::Binary(BinaryOp::Sub, x, y), None)
+        };
+        let (m_log, n_log) = (
+            TILE_ROWS.trailing_zeros() as i64,
+            TILE_COLS.trailing_zeros() as i64,
+        );
+        let outer = dims[..batch].to_vec();
+        self.nest(out, &outer, |lw, body, brows| {
+            let me = lw.extent(&m_dim);
+            let m = lw.emit(body, DType::I64, Expr::ExtentValue(me), None);
+            let ne = lw.extent(&n_dim);
+            let n = lw.emit(body, DType::I64, Expr::ExtentValue(ne), None);
+            let (mb, nb) = (shr(lw, body, m, m_log), shr(lw, body, n, n_log));
+            let (m_full, n_full) = (shl(lw, body, mb, m_log), shl(lw, body, nb, n_log));
+            let (m_rest, n_rest) = (sub(lw, body, m, m_full), sub(lw, body, n, n_full));
+            let tile = |lw: &mut Self, body: &mut Vec<Stmt>, i: &[Reg], j: &[Reg]| {
+                lw.tile(body, (a, b, d), strides, brows, (i, j), &k_dim, dtype);
+                // The tile is complete: its epilogue, in place.
+                if let Some(epi) = epi {
+                    for &i in i {
+                        for &j in j {
+                            let mut rows = brows.to_vec();
+                            rows.extend([i, j]);
+                            lw.epilogue_at(body, epi, d, &rows);
+                        }
+                    }
+                }
+            };
+            // Full tiles, then the last columns of their rows.
+            let ib = lw.new_reg(DType::I64, Some("ib"));
+            let mut ib_body = Vec::new();
+            // Block `b` of `count`: indices `b * count + 0 .. count`.
+            let block = |lw: &mut Self, body: &mut Vec<Stmt>, b: Reg, count: u32| -> Vec<Reg> {
+                let first = shl(lw, body, b, count.trailing_zeros() as i64);
+                (0..count as i64)
+                    .map(|r| {
+                        let r = lw.i64_const(body, r);
+                        add(lw, body, first, r)
+                    })
+                    .collect()
+            };
+            let rows = block(lw, &mut ib_body, ib, TILE_ROWS);
+            let jb = lw.new_reg(DType::I64, Some("jb"));
+            let mut jb_body = Vec::new();
+            let cols = block(lw, &mut jb_body, jb, TILE_COLS);
+            tile(lw, &mut jb_body, &rows, &cols);
+            ib_body.push(Stmt::Loop {
+                extent: Extent::Reg(nb),
+                row: jb,
+                body: jb_body,
+            });
+            let jr = lw.new_reg(DType::I64, Some("j"));
+            let mut jr_body = Vec::new();
+            let j = add(lw, &mut jr_body, n_full, jr);
+            tile(lw, &mut jr_body, &rows, &[j]);
+            ib_body.push(Stmt::Loop {
+                extent: Extent::Reg(n_rest),
+                row: jr,
+                body: jr_body,
+            });
+            body.push(Stmt::Loop {
+                extent: Extent::Reg(mb),
+                row: ib,
+                body: ib_body,
+            });
+            // The last rows, one element at a time.
+            let ir = lw.new_reg(DType::I64, Some("i"));
+            let mut ir_body = Vec::new();
+            let i = add(lw, &mut ir_body, m_full, ir);
+            let jj = lw.new_reg(DType::I64, Some("j"));
+            let mut jj_body = Vec::new();
+            tile(lw, &mut jj_body, &[i], &[jj]);
+            ir_body.push(Stmt::Loop {
+                extent: ne,
+                row: jj,
+                body: jj_body,
+            });
+            body.push(Stmt::Loop {
+                extent: Extent::Reg(m_rest),
+                row: ir,
+                body: ir_body,
+            });
+        });
+    }
+
+    /// One register tile: `d[i, j] = Σ_k a[i, k] * b[k, j]` for every `i`
+    /// of `rows` and `j` of `cols`, accumulators in variables, `k` in order.
+    #[allow(clippy::too_many_arguments)]
+    fn tile(
+        &mut self,
+        body: &mut Vec<Stmt>,
+        (a, b, d): (&View, &View, &View),
+        [a_batch, a_ik, b_batch, b_kj]: &[Vec<Option<Reg>>; 4],
+        brows: &[Reg],
+        (rows, cols): (&[Reg], &[Reg]),
+        k_dim: &Dim,
+        dtype: DType,
+    ) {
+        let identity = reduce_identity(ReduceOp::Sum, dtype);
+        let accs: Vec<Var> = (0..rows.len() * cols.len())
+            .map(|_| self.new_var(identity))
+            .collect();
+        let zero = self.emit(body, dtype, Expr::Const(identity), None);
+        for &acc in &accs {
+            body.push(Stmt::Set(acc, zero));
+        }
+        let k = self.new_reg(DType::I64, Some("k"));
+        let mut kb = Vec::new();
+        let index = |lw: &mut Self,
+                     kb: &mut Vec<Stmt>,
+                     v: &View,
+                     batch: &[Option<Reg>],
+                     own: &[Option<Reg>],
+                     pair: [Reg; 2]| {
+            let mut idx_rows = brows.to_vec();
+            let mut idx_strides = batch.to_vec();
+            idx_rows.extend(pair);
+            idx_strides.extend_from_slice(own);
+            lw.flat(kb, v.offset, &idx_rows, &idx_strides)
+        };
+        let xs: Vec<Reg> = rows
+            .iter()
+            .map(|&i| {
+                let at = index(self, &mut kb, a, a_batch, a_ik, [i, k]);
+                self.emit(&mut kb, dtype, Expr::Load(a.param, at), None)
+            })
+            .collect();
+        for (c, &j) in cols.iter().enumerate() {
+            let at = index(self, &mut kb, b, b_batch, b_kj, [k, j]);
+            let y = self.emit(&mut kb, dtype, Expr::Load(b.param, at), None);
+            for (r, &x) in xs.iter().enumerate() {
+                let acc = accs[r * cols.len() + c];
+                let sum = self.emit(&mut kb, dtype, Expr::Var(acc), None);
+                let p = self.emit(&mut kb, dtype, Expr::Binary(BinaryOp::Mul, x, y), None);
+                let next = self.emit(&mut kb, dtype, Expr::Binary(BinaryOp::Add, sum, p), None);
+                kb.push(Stmt::Set(acc, next));
+            }
+        }
+        let extent = self.extent(k_dim);
+        body.push(Stmt::Loop {
+            extent,
+            row: k,
+            body: kb,
+        });
+        let d_batch: Vec<Option<Reg>> = d.strides[..brows.len()].to_vec();
+        let d_ij = &d.strides[brows.len()..];
+        for (r, &i) in rows.iter().enumerate() {
+            for (c, &j) in cols.iter().enumerate() {
+                let v = self.emit(body, dtype, Expr::Var(accs[r * cols.len() + c]), None);
+                let at = index(self, body, d, &d_batch, d_ij, [i, j]);
+                body.push(Stmt::Store(d.param, Some(at), v));
+            }
+        }
+    }
+}
