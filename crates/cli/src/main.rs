@@ -197,10 +197,12 @@ fn bind(
             let ty = graph.ty(input.value);
             match args.iter().rfind(|(name, _)| name == &input.name) {
                 Some((_, text)) => Data::parse(text, ty).map_err(|e| {
-                    Failure::Input(format!(
-                        "error: --arg {}: {e} (the input is {ty})",
-                        input.name
-                    ))
+                    // A shape error names the type already.
+                    let of = match e {
+                        kiln::ir::DataParseError::Shape { .. } => String::new(),
+                        _ => format!(" (the input is {ty})"),
+                    };
+                    Failure::Input(format!("error: --arg {}: {e}{of}", input.name))
                 }),
                 None => column(&input.name, ty.dtype().expect("inputs are tensors")),
             }
@@ -288,21 +290,23 @@ fn cmd_run(
         }
     })?;
     let outputs = execute(&src, run, &inputs)?;
+    let shapes = kiln::tensors::output_shapes(&src.graph, &inputs, &outputs);
     let mut stdout = std::io::stdout().lock();
     if json {
-        let named: Vec<(&str, &Data)> = src
+        let named: Vec<(&str, &Data, &[u64])> = src
             .graph
             .outputs()
             .iter()
-            .map(|o| o.name.as_str())
             .zip(&outputs)
+            .zip(&shapes)
+            .map(|((o, d), s)| (o.name.as_str(), d, s.as_slice()))
             .collect();
         let _ = writeln!(stdout, "{}", kiln::tensors::outputs_json(&named));
         return Ok(());
     }
-    for (output, data) in src.graph.outputs().iter().zip(&outputs) {
+    for ((output, data), shape) in src.graph.outputs().iter().zip(&outputs).zip(&shapes) {
         // A closed stdout (`| head`) is not an error worth reporting.
-        let _ = writeln!(stdout, "{} = {data}", output.name);
+        let _ = writeln!(stdout, "{} = {}", output.name, data.display_shaped(shape));
     }
     Ok(())
 }

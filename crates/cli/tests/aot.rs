@@ -112,6 +112,24 @@ fn headers_need_no_tier() {
         out.contains("int32_t nnc(const double* x_0, int64_t n_1, double* out_out_2);"),
         "{out}"
     );
+    // Every array parameter's shape, symbolic dims by their extent's name.
+    assert!(
+        out.contains("/* Arrays:\n   x_0: f64[n]\n   out_out_2: f64[n] */\n"),
+        "{out}"
+    );
+    let out = ok(&aot(&[
+        &example("split.pbtxt"),
+        "--emit",
+        "header",
+        "--name",
+        "layout",
+    ]));
+    assert!(out.contains("   x_0: f32[2, 4]\n"), "{out}");
+    assert!(out.contains("   out_cat_"), "{out}");
+    assert!(out.contains(": f32[3, 2, 4]"), "{out}");
+    // A direct scalar signature has no arrays.
+    let out = ok(&aot(&[&example("fn.py"), "--emit", "header"]));
+    assert!(!out.contains("Arrays"), "{out}");
 }
 
 #[test]

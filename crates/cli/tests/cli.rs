@@ -627,25 +627,60 @@ fn tf_split_outputs_by_name_on_every_tier() {
     } else {
         &["interp", "cranelift"]
     };
-    for tier in tiers {
+    // The input as nested lists or flat (row-major); outputs as nested lists.
+    for (tier, x) in tiers.iter().flat_map(|t| {
+        [
+            (t, "x=[[1, 2, 3, 4], [5, 6, 7, 8]]"),
+            (t, "x=[1, 2, 3, 4, 5, 6, 7, 8]"),
+        ]
+    }) {
         let out = kiln(&[
             "run",
             &example("split.pbtxt"),
             "--arg",
-            "x=[1, 2, 3, 4, 5, 6, 7, 8]",
+            x,
             "--output",
             "cat",
             "--output",
             "split:1",
+            "--output",
+            "last",
             "--tier",
             tier,
         ]);
         assert_eq!(out.status.code(), Some(0), "{tier}: {}", stderr(&out));
         assert_eq!(
             stdout(&out),
-            "cat = [3.0, 4.0, 1.0, 2.0, 7.0, 8.0, 5.0, 6.0]\nsplit:1 = [3.0, 4.0, 7.0, 8.0]\n",
+            "cat = [[3.0, 4.0, 1.0, 2.0], [7.0, 8.0, 5.0, 6.0]]\nsplit:1 = [[3.0, 4.0], [7.0, 8.0]]\nlast = [4.0, 8.0]\n",
             "{tier}"
         );
+    }
+    // JSON keeps the elements flat and gives the shape.
+    let out = kiln(&[
+        "run",
+        &example("split.pbtxt"),
+        "--arg",
+        "x=[1, 2, 3, 4, 5, 6, 7, 8]",
+        "--output",
+        "split:1",
+        "--json",
+    ]);
+    assert_eq!(
+        stdout(&out),
+        "[{\"data\":[3.0,4.0,7.0,8.0],\"dtype\":\"float32\",\"name\":\"split:1\",\"shape\":[2,2]}]\n"
+    );
+    // Nested lists that do not fit the input's shape.
+    for (x, why) in [
+        (
+            "x=[[1, 2], [3, 4], [5, 6], [7, 8]]",
+            "nested lists of shape [4, 2] do not fit f32[2, 4]",
+        ),
+        ("x=[[1, 2, 3, 4], [5, 6, 7]]", "(the lists are ragged)"),
+        ("x=[[1, 2, 3, 4], [5, 6, 7, 8]", "unclosed `[`"),
+    ] {
+        let out = kiln(&["run", &example("split.pbtxt"), "--arg", x]);
+        assert_eq!(out.status.code(), Some(2), "{x}");
+        assert!(stderr(&out).contains(why), "{x}: {}", stderr(&out));
     }
     let out = kiln(&[
         "run",

@@ -2,8 +2,36 @@
 //! selection vectors. Shared by every engine so tests and the CLI treat them alike.
 
 use crate::scalar::{parse_scalar, LiteralError, Scalar};
-use crate::types::{DType, Type};
+use crate::types::{DType, Dim, TensorType, Type};
 use std::fmt;
+
+/// Why text did not parse as [`Data`] of a given type.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DataParseError {
+    /// An element is not a literal of the dtype.
+    #[error(transparent)]
+    Literal(#[from] LiteralError),
+    /// The brackets and commas do not make a list, or nested lists no
+    /// deeper than the type's rank.
+    #[error("`{text}` is not {expected}")]
+    Form {
+        /// The text that was read.
+        text: String,
+        /// What was expected there.
+        expected: String,
+    },
+    /// Nested lists that are ragged, or whose extents are not the type's.
+    #[error("nested lists of shape [{found}] do not fit {ty}{ragged}", ragged = if *ragged { " (the lists are ragged)" } else { "" })]
+    Shape {
+        /// The extents read, outermost first (of the first list at each
+        /// depth).
+        found: String,
+        /// The type the data was read as.
+        ty: Type,
+        /// Two lists at one depth have different lengths.
+        ragged: bool,
+    },
+}
 
 /// A typed, contiguous buffer of elements.
 #[derive(Clone, Debug, PartialEq)]
@@ -140,35 +168,172 @@ impl Data {
     }
 
     /// Parses data of type `ty` as [`Data`]'s `Display` writes it: a scalar
-    /// literal, or `[a, b, …]` for a column or selection.
-    pub fn parse(text: &str, ty: &Type) -> Result<Data, LiteralError> {
+    /// literal, or `[a, b, …]` for a column or selection. A tensor of rank
+    /// `r` also takes `r` nested lists, as [`Data::display_shaped`] writes
+    /// it (`[[1, 2, 3], [4, 5, 6]]` for `f32[2, 3]`); their extents must be
+    /// the type's fixed dimensions, and the same at every depth.
+    pub fn parse(text: &str, ty: &Type) -> Result<Data, DataParseError> {
         let t = text.trim();
         match ty {
-            Type::Tensor(tt) if tt.is_scalar() => parse_scalar(t, tt.dtype).map(Data::Scalar),
-            Type::Tensor(tt) => {
-                let mut buf = Buffer::with_capacity(tt.dtype, 0);
-                for item in list_items(t).ok_or_else(|| LiteralError {
-                    text: t.to_string(),
-                    dtype: tt.dtype,
-                })? {
-                    buf.push(parse_scalar(item, tt.dtype)?);
-                }
-                Ok(Data::Column(buf))
-            }
+            Type::Tensor(tt) if tt.is_scalar() => Ok(Data::Scalar(parse_scalar(t, tt.dtype)?)),
+            Type::Tensor(tt) => parse_nested(t, tt, ty).map(Data::Column),
             Type::Selection(_) => {
                 let err = || LiteralError {
                     text: t.to_string(),
                     dtype: DType::I64,
                 };
                 let items = list_items(t).ok_or_else(err)?;
-                items
+                let rows = items
                     .into_iter()
                     .map(|i| i.trim().parse::<u32>().map_err(|_| err()))
-                    .collect::<Result<_, _>>()
-                    .map(Data::Selection)
+                    .collect::<Result<_, _>>()?;
+                Ok(Data::Selection(rows))
             }
         }
     }
+
+    /// The data as nested lists of the given extents (row-major, outermost
+    /// first), which [`Data::parse`] reads back: `[[1.0, 2.0], [3.0, 4.0]]`
+    /// for a column of four elements and `shape` `[2, 2]`. Scalars, empty
+    /// data, rank 0 and 1, and data whose length is not the product of
+    /// `shape` print as `Display` does.
+    pub fn display_shaped(&self, shape: &[u64]) -> String {
+        let Data::Column(b) = self else {
+            return self.to_string();
+        };
+        let n_elems = shape.iter().try_fold(1u64, |n, &d| n.checked_mul(d));
+        if shape.len() < 2 || b.is_empty() || n_elems != Some(b.len() as u64) {
+            return self.to_string();
+        }
+        let mut out = String::new();
+        for (idx, v) in b.iter().enumerate() {
+            // How many lists close before this element and open after it:
+            // as many axes as this index is a multiple of their extents'
+            // products (innermost first).
+            let mut boundary = 0;
+            let mut span = 1u64;
+            for &d in shape.iter().rev() {
+                span *= d;
+                if !(idx as u64).is_multiple_of(span) {
+                    break;
+                }
+                boundary += 1;
+            }
+            if idx > 0 {
+                out.push_str(&"]".repeat(boundary));
+                out.push_str(", ");
+            }
+            out.push_str(&"[".repeat(if idx == 0 { shape.len() } else { boundary }));
+            out.push_str(&v.to_string());
+        }
+        out.push_str(&"]".repeat(shape.len()));
+        out
+    }
+}
+
+/// The elements of `[a, b, …]` (flat, row-major, any rank) or of nested
+/// lists as deep as `tt`'s rank, checked against its fixed dimensions. A
+/// loop over the characters with one counter per depth: no recursion, and
+/// no deeper than the rank.
+fn parse_nested(t: &str, tt: &TensorType, ty: &Type) -> Result<Buffer, DataParseError> {
+    let rank = tt.shape.len();
+    let form = |expected: &str| DataParseError::Form {
+        text: t.to_string(),
+        expected: expected.to_string(),
+    };
+    let mut buf = Buffer::with_capacity(tt.dtype, 0);
+    // Per depth: the length of the first list closed there, and the items
+    // of the list open there now.
+    let mut lens: Vec<Option<u64>> = Vec::new();
+    let mut open: Vec<u64> = Vec::new();
+    // The depth scalars are at (all at one), and whether the last item of
+    // the open list is complete (so a `,` or `]` may follow).
+    let mut leaf_depth: Option<usize> = None;
+    let mut after_item = false;
+    let mut ragged = false;
+    let mut closed = false;
+    let mut rest = t;
+    while let Some(c) = rest.chars().next() {
+        if c.is_whitespace() {
+            rest = &rest[c.len_utf8()..];
+            continue;
+        }
+        if closed {
+            return Err(form("one list (text after its closing `]`)"));
+        }
+        match c {
+            '[' => {
+                if after_item || leaf_depth.is_some_and(|d| open.len() >= d) {
+                    return Err(form("a list (misplaced `[`)"));
+                }
+                if open.len() == rank.max(1) {
+                    return Err(form(&format!("a list nested at most {rank} deep")));
+                }
+                open.push(0);
+                if lens.len() < open.len() {
+                    lens.push(None);
+                }
+                rest = &rest[1..];
+            }
+            ']' | ',' => {
+                let Some(count) = open.last_mut() else {
+                    return Err(form("a list (no opening `[`)"));
+                };
+                if !after_item && (c == ',' || *count > 0) {
+                    return Err(form("a list (an empty item)"));
+                }
+                if after_item {
+                    *count += 1;
+                }
+                after_item = c == ']';
+                if c == ']' {
+                    let depth = open.len() - 1;
+                    let count = open.pop().expect("a list is open");
+                    ragged |= lens[depth].is_some_and(|n| n != count);
+                    lens[depth].get_or_insert(count);
+                    closed = open.is_empty();
+                    // The closed list is an item of its parent.
+                    after_item = !closed;
+                }
+                rest = &rest[1..];
+            }
+            _ => {
+                if after_item || open.is_empty() || leaf_depth.is_some_and(|d| d != open.len()) {
+                    return Err(form("a list (misplaced element)"));
+                }
+                leaf_depth = Some(open.len());
+                let end = rest.find([',', ']', '[']).unwrap_or(rest.len());
+                buf.push(parse_scalar(rest[..end].trim(), tt.dtype)?);
+                after_item = true;
+                rest = &rest[end..];
+            }
+        }
+    }
+    if !closed {
+        return Err(form("a list (unclosed `[`)"));
+    }
+    if lens.len() == 1 {
+        // Flat: row-major elements, whatever the rank.
+        return Ok(buf);
+    }
+    let found: Vec<u64> = lens.iter().map(|n| n.unwrap_or(0)).collect();
+    let fits = found.len() == rank
+        && found
+            .iter()
+            .zip(&tt.shape)
+            .all(|(&n, d)| !matches!(d, Dim::Fixed(f) if *f != n));
+    if ragged || !fits {
+        return Err(DataParseError::Shape {
+            found: found
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
+            ty: ty.clone(),
+            ragged,
+        });
+    }
+    Ok(buf)
 }
 
 /// The items of `[a, b, c]`; `None` if the brackets are missing.
@@ -235,10 +400,98 @@ mod tests {
         );
         assert!(Data::parse("[1.0, x]", &ty).is_err());
         assert!(Data::parse("1.0", &ty).is_err());
-        let sel = Type::Selection(crate::types::Dim::Sym("n".into()));
+        let sel = Type::Selection(Dim::Sym("n".into()));
         assert_eq!(
             Data::parse("[3, 4, 5]", &sel).unwrap(),
             Data::Selection(vec![3, 4, 5])
         );
+    }
+
+    fn tensor(dims: &[Dim]) -> Type {
+        Type::Tensor(TensorType {
+            dtype: DType::I32,
+            shape: dims.to_vec(),
+        })
+    }
+
+    #[test]
+    fn tensors_print_and_parse_as_nested_lists() {
+        let (two, three) = (Dim::Fixed(2), Dim::Fixed(3));
+        let n = Dim::Sym("n".into());
+        let data = Data::Column(Buffer::I32(vec![1, 2, 3, 4, 5, 6]));
+        let cases: [(&[u64], &str); 4] = [
+            (&[2, 3], "[[1, 2, 3], [4, 5, 6]]"),
+            (&[3, 2], "[[1, 2], [3, 4], [5, 6]]"),
+            (&[1, 2, 3], "[[[1, 2, 3], [4, 5, 6]]]"),
+            (&[2, 1, 3], "[[[1, 2, 3]], [[4, 5, 6]]]"),
+        ];
+        for (shape, text) in cases {
+            assert_eq!(data.display_shaped(shape), text);
+            let dims: Vec<Dim> = shape.iter().map(|&d| Dim::Fixed(d)).collect();
+            assert_eq!(Data::parse(text, &tensor(&dims)).unwrap(), data, "{text}");
+        }
+        // Rank 0 and 1, empty data and a shape that does not fit print flat.
+        assert_eq!(data.display_shaped(&[6]), "[1, 2, 3, 4, 5, 6]");
+        assert_eq!(data.display_shaped(&[4, 2]), "[1, 2, 3, 4, 5, 6]");
+        let empty = Data::Column(Buffer::I32(vec![]));
+        assert_eq!(empty.display_shaped(&[0, 3]), "[]");
+        // The flat form still reads any rank; a symbolic dim takes any extent.
+        let t23 = tensor(&[two.clone(), three.clone()]);
+        assert_eq!(Data::parse("[1, 2, 3, 4, 5, 6]", &t23).unwrap(), data);
+        let tn3 = tensor(&[n.clone(), three.clone()]);
+        assert_eq!(Data::parse(" [ [1,2,3] ,[4, 5,6] ] ", &tn3).unwrap(), data);
+        assert_eq!(
+            Data::parse("[[], []]", &tensor(&[two.clone(), Dim::Fixed(0)])).unwrap(),
+            empty
+        );
+    }
+
+    #[test]
+    fn malformed_nested_lists_are_errors() {
+        let t23 = tensor(&[Dim::Fixed(2), Dim::Fixed(3)]);
+        let shape_err = |text: &str, ty: &Type| match Data::parse(text, ty) {
+            Err(e @ DataParseError::Shape { .. }) => e.to_string(),
+            other => panic!("{text}: {other:?}"),
+        };
+        assert_eq!(
+            shape_err("[[1, 2], [3, 4], [5, 6]]", &t23),
+            "nested lists of shape [3, 2] do not fit i32[2, 3]"
+        );
+        assert_eq!(
+            shape_err("[[1, 2, 3], [4, 5]]", &t23),
+            "nested lists of shape [2, 3] do not fit i32[2, 3] (the lists are ragged)"
+        );
+        let t2x = tensor(&[Dim::Fixed(2), Dim::Fixed(1), Dim::Fixed(3)]);
+        assert!(shape_err("[[1, 2, 3], [4, 5, 6]]", &t2x).contains("shape [2, 3]"));
+        for bad in [
+            "[[1, 2, 3], [4, 5, 6]",
+            "[[1, 2, 3], [4, 5, 6]]]",
+            "[[1, 2, 3] [4, 5, 6]]",
+            "[[1, 2, 3], 4]",
+            "[1, [2, 3]]",
+            "[[1, 2, 3],, [4, 5, 6]]",
+            "[[1, 2, 3], [4, 5, 6],]",
+            "[[[1, 2, 3]], [[4, 5, 6]]]",
+            "[[1, 2, 3], [4, 5, 6]] x",
+            "1, 2",
+            "]",
+            "",
+        ] {
+            assert!(
+                matches!(Data::parse(bad, &t23), Err(DataParseError::Form { .. })),
+                "{bad}: {:?}",
+                Data::parse(bad, &t23)
+            );
+        }
+        assert!(matches!(
+            Data::parse("[[1, x, 3], [4, 5, 6]]", &t23),
+            Err(DataParseError::Literal(_))
+        ));
+        // A column is one list deep.
+        let col = Type::column(DType::I32, "n");
+        assert!(Data::parse("[[1], [2]]", &col).is_err());
+        // Deep nesting is refused at the rank, without recursion.
+        let deep = format!("{}1{}", "[".repeat(100_000), "]".repeat(100_000));
+        assert!(Data::parse(&deep, &t23).is_err());
     }
 }

@@ -46,7 +46,7 @@ pub mod verify;
 
 pub use builder::Builder;
 pub use cranelift_entity::{EntityRef, SecondaryMap};
-pub use data::{Buffer, Data};
+pub use data::{Buffer, Data, DataParseError};
 pub use diag::{Loc, ParseError, ParseResult, SourceMap};
 pub use entities::Value;
 pub use exec::{ExecError, ExecResult};

@@ -6,7 +6,7 @@
 //! A 0-d tensor is a scalar, a 1-d tensor a column (`[n]`), higher ranks a
 //! tensor of their shape; kiln data holds the elements in row-major order.
 
-use crate::{Buffer, DType, Data, Dim, Scalar, TensorType, Type};
+use crate::{Buffer, DType, Data, Dim, Graph, Scalar, TensorType, Type};
 use serde_json::{json, Value as Json};
 
 /// A tensor read from a file.
@@ -208,14 +208,45 @@ pub fn dtype_name(d: DType) -> &'static str {
     }
 }
 
-/// Outputs as the fixtures' list: `[{"name", "dtype", "shape", "data"}]`
-/// (a selection is `uint32` row indices).
-pub fn outputs_json(outputs: &[(&str, &Data)]) -> String {
+/// The extents of each output of `graph` run on `inputs`: its type's
+/// dimensions, the symbolic ones bound from the inputs; a selection's is
+/// its length. An output whose extents cannot be bound that way (the graph
+/// does not verify, or the inputs do not fit it) gets its length, one axis.
+pub fn output_shapes(graph: &Graph, inputs: &[Data], outputs: &[Data]) -> Vec<Vec<u64>> {
+    let bindings = crate::verify(graph)
+        .ok()
+        .and_then(|info| kiln_ir::exec::bind_inputs(graph, &info, inputs).ok());
+    graph
+        .outputs()
+        .iter()
+        .zip(outputs)
+        .map(|(output, data)| {
+            let flat = match data {
+                Data::Scalar(_) => Vec::new(),
+                Data::Column(b) => vec![b.len() as u64],
+                Data::Selection(rows) => vec![rows.len() as u64],
+            };
+            let (Some(b), Type::Tensor(t)) = (&bindings, graph.ty(output.value)) else {
+                return flat;
+            };
+            let shape: Option<Vec<u64>> = t.shape.iter().map(|d| b.extent(d)).collect();
+            match shape {
+                Some(s) if s.iter().product::<u64>() == flat.iter().product::<u64>() => s,
+                _ => flat,
+            }
+        })
+        .collect()
+}
+
+/// Outputs as the fixtures' list: `[{"name", "dtype", "shape", "data"}]`,
+/// each with its extents (from [`output_shapes`]) and its elements
+/// row-major (a selection is `uint32` row indices).
+pub fn outputs_json(outputs: &[(&str, &Data, &[u64])]) -> String {
     let items: Vec<Json> = outputs
         .iter()
-        .map(|(name, d)| match d {
+        .map(|&(name, d, shape)| match d {
             Data::Scalar(s) => json!({"name": name, "dtype": dtype_name(s.dtype()), "shape": [], "data": [scalar_json(*s)]}),
-            Data::Column(b) => json!({"name": name, "dtype": dtype_name(b.dtype()), "shape": [b.len()],
+            Data::Column(b) => json!({"name": name, "dtype": dtype_name(b.dtype()), "shape": shape,
                 "data": b.iter().map(scalar_json).collect::<Vec<_>>()}),
             Data::Selection(rows) => json!({"name": name, "dtype": "uint32", "shape": [rows.len()], "data": rows}),
         })

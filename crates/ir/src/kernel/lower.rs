@@ -167,7 +167,11 @@ impl Lowerer<'_> {
             } else if dtype == DType::Bool && options.packed_bools {
                 Param::BitmapIn { name }
             } else {
-                Param::ColumnIn { name, dtype }
+                Param::ColumnIn {
+                    name,
+                    dtype,
+                    shape: t.shape.clone(),
+                }
             });
             self.input_params.push(idx);
         }
@@ -184,6 +188,7 @@ impl Lowerer<'_> {
                 Type::Tensor(t) => self.param(Param::ColumnOut {
                     name,
                     dtype: t.dtype,
+                    shape: t.shape.clone(),
                 }),
                 Type::Selection(_) => {
                     let idx = self.param(Param::SelectionOut { name: name.clone() });

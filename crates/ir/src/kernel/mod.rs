@@ -24,7 +24,7 @@ pub use print::print;
 use crate::entities::Value;
 use crate::op::{BinaryOp, CmpOp, UnaryOp};
 use crate::scalar::Scalar;
-use crate::types::DType;
+use crate::types::{DType, Shape};
 
 /// An SSA register: defined once by [`Stmt::Let`], typed by [`Kernel::regs`].
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -48,12 +48,15 @@ pub enum Param {
         /// Its dtype.
         dtype: DType,
     },
-    /// A column input: a pointer to its first element.
+    /// A column or tensor input: a pointer to its first element (row-major,
+    /// contiguous).
     ColumnIn {
         /// The input's name.
         name: String,
         /// Its element dtype.
         dtype: DType,
+        /// Its dimensions (for the C header and the dump).
+        shape: Shape,
     },
     /// A `bool` column input passed packed, as an Arrow validity bitmap is:
     /// a pointer to bytes where row `i` is bit `i % 8` (least significant
@@ -75,12 +78,15 @@ pub enum Param {
         /// Its dtype.
         dtype: DType,
     },
-    /// A column output: a pointer to room for the column's elements.
+    /// A column or tensor output: a pointer to room for its elements
+    /// (row-major, contiguous).
     ColumnOut {
         /// The output's name.
         name: String,
         /// Its element dtype.
         dtype: DType,
+        /// Its dimensions (for the C header and the dump).
+        shape: Shape,
     },
     /// A selection output: a `uint32_t` pointer with room for one index per row.
     SelectionOut {
@@ -108,7 +114,7 @@ pub enum Param {
         /// The element dtype.
         dtype: DType,
         /// The tensor's shape.
-        shape: crate::types::Shape,
+        shape: Shape,
     },
 }
 

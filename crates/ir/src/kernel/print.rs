@@ -16,24 +16,26 @@ pub fn print(kernel: &Kernel) -> String {
     for (idx, param) in kernel.params.iter().enumerate() {
         let desc = match param {
             Param::ScalarIn { name, dtype } => format!("{dtype} input {name:?}"),
-            Param::ColumnIn { name, dtype } => format!("*const {dtype} input {name:?}"),
+            Param::ColumnIn { name, dtype, shape } => {
+                format!("*const {} input {name:?}", tensor_type(*dtype, shape))
+            }
             Param::BitmapIn { name } => format!("*const bits input {name:?}"),
             Param::ConstIn { name, tensor } => {
+                let dims: Vec<String> = tensor.dims.iter().map(u64::to_string).collect();
                 format!(
-                    "*const {} constant {name:?} {:?}",
-                    tensor.dtype, tensor.dims
+                    "*const {}[{}] constant {name:?}",
+                    tensor.dtype,
+                    dims.join(", ")
                 )
             }
             Param::Scratch { dtype, shape } => {
-                let t = crate::types::TensorType {
-                    dtype: *dtype,
-                    shape: shape.clone(),
-                };
-                format!("*mut {t} scratch")
+                format!("*mut {} scratch", tensor_type(*dtype, shape))
             }
             Param::Extent { dim } => format!("i64 extent {dim}"),
             Param::ScalarOut { name, dtype } => format!("*mut {dtype} output {name:?}"),
-            Param::ColumnOut { name, dtype } => format!("*mut {dtype} output {name:?}"),
+            Param::ColumnOut { name, dtype, shape } => {
+                format!("*mut {} output {name:?}", tensor_type(*dtype, shape))
+            }
             Param::SelectionOut { name } => format!("*mut u32 selection {name:?}"),
             Param::SelectionCount { name } => format!("*mut i64 count of {name:?}"),
         };
@@ -115,5 +117,16 @@ fn block(out: &mut String, kernel: &Kernel, stmts: &[Stmt], depth: usize) {
             Stmt::StoreCount(p, v) => format!("store p{p} = var{}", v.0),
         };
         writeln!(out, "{pad}{line}").expect("writing to a String");
+    }
+}
+
+/// `f32[n, 3]`: the type of a pointer parameter's elements.
+fn tensor_type(
+    dtype: crate::types::DType,
+    shape: &crate::types::Shape,
+) -> crate::types::TensorType {
+    crate::types::TensorType {
+        dtype,
+        shape: shape.clone(),
     }
 }
