@@ -14,11 +14,13 @@ use super::Options;
 use crate::eltwise::{self, konst};
 use crate::layout;
 use kiln_ir::{
-    BinaryOp, Builder, CmpOp, DType, Dim, Graph, Loc, Op, ParseError, ParseResult, ReduceOp,
-    Scalar, SourceMap, TensorConst, TensorType, Type, TypeError, UnaryOp, Value,
+    BinaryOp, Builder, CmpOp, DType, Dim, Graph, Loc, Op, ParseError, ParseResult, Scalar,
+    SourceMap, TensorConst, TensorType, Type, TypeError, UnaryOp, Value,
 };
 use std::collections::HashMap;
 use std::sync::Arc;
+
+mod tensor;
 
 /// Tensor ops kiln's IR has no form for (data-dependent shapes, gathers,
 /// convolutions): reported apart, so the message says what kind they are.
@@ -672,223 +674,17 @@ impl Tf<'_> {
                 Some(AV::Tensor(t)) => constant(&mut self.b, t)?,
                 _ => return Err("a Const without a tensor `value`".into()),
             },
-            "MatMul" | "BatchMatMul" | "BatchMatMulV2" => {
-                let (ta, tb) = match op {
-                    "MatMul" => ("transpose_a", "transpose_b"),
-                    _ => ("adj_x", "adj_y"),
-                };
-                let flag = |name: &str| match n.attr.get(name).and_then(|v| v.value.as_ref()) {
-                    Some(AV::B(v)) => Ok(*v),
-                    None => Ok(false),
-                    Some(_) => Err(format!("attr `{name}` must be a bool")),
-                };
-                let mut x = [a[0], a[1]];
-                for (idx, name) in [ta, tb].iter().enumerate() {
-                    if flag(name)? {
-                        // The last two axes swap (real dtypes: adjoint = transpose).
-                        let r = layout::shape(b, x[idx]).len();
-                        if r < 2 {
-                            return Err(format!("`{name}` of a tensor of rank {r}"));
-                        }
-                        let mut perm: Vec<u32> = (0..r as u32).collect();
-                        perm.swap(r - 2, r - 1);
-                        x[idx] = b.op(Op::Transpose(perm), &[x[idx]]).map_err(te)?;
-                    }
-                }
-                b.op(Op::MatMul, &x).map_err(te)?
-            }
-            "ConcatV2" | "Concat" | "Pack" => {
-                let (values, axis) = match op {
-                    "ConcatV2" => (&a[..a.len() - 1], Some(a[a.len() - 1])),
-                    "Concat" => (&a[1..], Some(a[0])),
-                    _ => (a, None),
-                };
-                let Some(&first) = values.first() else {
-                    return Err(format!("{op} of no tensors"));
-                };
-                let r = layout::shape(b, first).len();
-                match axis {
-                    Some(axis) => {
-                        let axis = const_axis(b, axis, r)?;
-                        layout::concat(b, values, axis)?
-                    }
-                    None => {
-                        let k = match n.attr.get("axis").and_then(|v| v.value.as_ref()) {
-                            Some(AV::I(k)) => *k,
-                            None => 0,
-                            Some(_) => return Err("attr `axis` must be an int".into()),
-                        };
-                        let axis = layout::axis(k, r + 1)?;
-                        layout::stack(b, values, axis)?
-                    }
-                }
-            }
-            "Slice" => {
-                let begin = const_ints(b, a[1])?;
-                let size = const_ints(b, a[2])?;
-                let shape = layout::shape(b, a[0]);
-                if begin.len() != shape.len() || size.len() != shape.len() {
-                    return Err(format!(
-                        "Slice of rank {} with begin {begin:?} and size {size:?}",
-                        shape.len()
-                    ));
-                }
-                let mut v = a[0];
-                for (axis, (&start, &len)) in begin.iter().zip(&size).enumerate() {
-                    let start = u64::try_from(start).map_err(|_| format!("Slice begin {start}"))?;
-                    let stop = match len {
-                        -1 => u64::MAX,
-                        len => start.saturating_add(
-                            u64::try_from(len).map_err(|_| format!("Slice size {len}"))?,
-                        ),
-                    };
-                    if stop != u64::MAX {
-                        let extent = layout::fixed_extent(b, v, axis)?;
-                        if stop > extent {
-                            return Err(format!(
-                                "Slice {start}..{stop} of axis {axis}, whose extent is {extent}"
-                            ));
-                        }
-                    }
-                    v = layout::slice_axis(b, v, axis, (start, stop, 1))?;
-                }
-                v
-            }
+            "MatMul" | "BatchMatMul" | "BatchMatMulV2" => self.matmul(n, a, op)?,
+            "ConcatV2" | "Concat" | "Pack" => self.concat(n, a, op)?,
+            "Slice" => self.slice(a)?,
             "StridedSlice" => self.strided_slice(n, a)?,
-            "BroadcastTo" => {
-                let wanted = const_ints(b, a[1])?;
-                let to = wanted
-                    .iter()
-                    .map(|&d| u64::try_from(d).map(Dim::Fixed))
-                    .collect::<Result<Vec<Dim>, _>>()
-                    .map_err(|_| format!("BroadcastTo shape {wanted:?}"))?;
-                layout::broadcast_to(b, a[0], to)?
-            }
-            "Sum" | "Mean" | "Max" | "Min" | "Prod" => {
-                let rank = b.ty(a[0]).as_tensor().map_or(0, |t| t.shape.len());
-                let axes = const_axes(b, a[1], rank)?;
-                let keepdim = matches!(
-                    n.attr.get("keep_dims").and_then(|v| v.value.as_ref()),
-                    Some(AV::B(true))
-                );
-                if axes.is_empty() {
-                    a[0]
-                } else {
-                    let op = match op {
-                        "Sum" => ReduceOp::Sum,
-                        "Mean" if !dt(b, a[0]).is_float() => {
-                            return Err("unsupported: Mean of integers (TF truncates; kiln's mean is for floats)".into())
-                        }
-                        "Mean" => ReduceOp::Mean,
-                        "Max" => ReduceOp::Max,
-                        "Min" => ReduceOp::Min,
-                        _ => ReduceOp::Prod,
-                    };
-                    b.op(Op::ReduceAxes { op, axes, keepdim }, &[a[0]])
-                        .map_err(te)?
-                }
-            }
-            "Reshape" => {
-                let wanted = const_ints(b, a[1])?;
-                let dims = layout::target_shape(b, a[0], &wanted)?;
-                b.op(Op::Reshape(dims), &[a[0]]).map_err(te)?
-            }
-            "Transpose" => {
-                let rank = b.ty(a[0]).as_tensor().map_or(0, |t| t.shape.len()) as i64;
-                let perm = const_ints(b, a[1])?
-                    .into_iter()
-                    .map(|p| {
-                        u32::try_from(if p < 0 { p + rank } else { p })
-                            .map_err(|_| format!("Transpose axis {p} is out of range"))
-                    })
-                    .collect::<Result<Vec<u32>, String>>()?;
-                b.op(Op::Transpose(perm), &[a[0]]).map_err(te)?
-            }
-            "ExpandDims" => {
-                let mut shape = b
-                    .ty(a[0])
-                    .as_tensor()
-                    .map(|t| t.shape.clone())
-                    .unwrap_or_default();
-                let rank = shape.len() as i64 + 1;
-                let axis = match const_ints(b, a[1])?.as_slice() {
-                    [k] if (-rank..rank).contains(k) => k.rem_euclid(rank) as usize,
-                    other => {
-                        return Err(format!("ExpandDims axis {other:?} for rank {}", rank - 1))
-                    }
-                };
-                shape.insert(axis, Dim::Fixed(1));
-                b.op(Op::Reshape(shape), &[a[0]]).map_err(te)?
-            }
-            "Squeeze" => {
-                let shape = b
-                    .ty(a[0])
-                    .as_tensor()
-                    .map(|t| t.shape.clone())
-                    .unwrap_or_default();
-                let rank = shape.len() as i64;
-                let axes: Vec<usize> =
-                    match n.attr.get("squeeze_dims").and_then(|v| v.value.as_ref()) {
-                        Some(AV::List(l)) if !l.i.is_empty() => {
-                            l.i.iter()
-                                .map(|&k| {
-                                    if (-rank..rank).contains(&k) {
-                                        Ok(k.rem_euclid(rank) as usize)
-                                    } else {
-                                        Err(format!("Squeeze axis {k} for rank {rank}"))
-                                    }
-                                })
-                                .collect::<Result<_, String>>()?
-                        }
-                        _ => (0..shape.len())
-                            .filter(|&i| shape[i] == Dim::Fixed(1))
-                            .collect(),
-                    };
-                let mut out = Vec::new();
-                for (i, d) in shape.iter().enumerate() {
-                    if !axes.contains(&i) {
-                        out.push(d.clone());
-                    } else if *d != Dim::Fixed(1) {
-                        return Err(format!("Squeeze of axis {i}, which is {d}, not 1"));
-                    }
-                }
-                b.op(Op::Reshape(out), &[a[0]]).map_err(te)?
-            }
-            "Softmax" | "LogSoftmax" => {
-                let rank = b.ty(a[0]).as_tensor().map_or(0, |t| t.shape.len());
-                if rank == 0 {
-                    return Err("Softmax of a scalar".into());
-                }
-                let axes = vec![rank as u32 - 1];
-                let max = b
-                    .op(
-                        Op::ReduceAxes {
-                            op: ReduceOp::Max,
-                            axes: axes.clone(),
-                            keepdim: true,
-                        },
-                        &[a[0]],
-                    )
-                    .map_err(te)?;
-                let shifted = b.binary(B::Sub, a[0], max).map_err(te)?;
-                let e = b.unary(UnaryOp::Exp, shifted).map_err(te)?;
-                let total = b
-                    .op(
-                        Op::ReduceAxes {
-                            op: ReduceOp::Sum,
-                            axes,
-                            keepdim: true,
-                        },
-                        &[e],
-                    )
-                    .map_err(te)?;
-                if op == "LogSoftmax" {
-                    let l = b.unary(UnaryOp::Log, total).map_err(te)?;
-                    b.binary(B::Sub, shifted, l).map_err(te)?
-                } else {
-                    b.binary(B::Div, e, total).map_err(te)?
-                }
-            }
+            "BroadcastTo" => self.broadcast_to(a)?,
+            "Sum" | "Mean" | "Max" | "Min" | "Prod" => self.reduction(n, a, op)?,
+            "Reshape" => self.reshape(a)?,
+            "Transpose" => self.transpose(a)?,
+            "ExpandDims" => self.expand_dims(a)?,
+            "Squeeze" => self.squeeze(n, a)?,
+            "Softmax" | "LogSoftmax" => self.softmax(a, op)?,
             "BiasAdd" => {
                 if let Some(AV::S(format)) =
                     n.attr.get("data_format").and_then(|v| v.value.as_ref())
@@ -1028,77 +824,5 @@ impl Tf<'_> {
             }
             other => return Err(format!("unsupported op `{other}`")),
         }))
-    }
-
-    /// TF `StridedSlice` with positive strides and the begin, end and
-    /// shrink-axis masks (no ellipsis or new axes): a `slice` per axis, then
-    /// a `reshape` dropping the shrunk axes.
-    fn strided_slice(&mut self, n: &NodeDef, a: &[Value]) -> Result<Value, String> {
-        let b = &mut self.b;
-        let mask = |key: &str| match n.attr.get(key).and_then(|v| v.value.as_ref()) {
-            Some(AV::I(k)) => Ok(*k),
-            None => Ok(0),
-            Some(_) => Err(format!("attr `{key}` must be an int")),
-        };
-        if mask("ellipsis_mask")? != 0 || mask("new_axis_mask")? != 0 {
-            return Err("unsupported: StridedSlice with ellipsis_mask or new_axis_mask".into());
-        }
-        let (begin_mask, end_mask, shrink) = (
-            mask("begin_mask")?,
-            mask("end_mask")?,
-            mask("shrink_axis_mask")?,
-        );
-        let begin = const_ints(b, a[1])?;
-        let end = const_ints(b, a[2])?;
-        let strides = const_ints(b, a[3])?;
-        let shape = layout::shape(b, a[0]);
-        if begin.len() != end.len() || begin.len() != strides.len() || begin.len() > shape.len() {
-            return Err(format!(
-                "StridedSlice of rank {} with begin {begin:?}, end {end:?}, strides {strides:?}",
-                shape.len()
-            ));
-        }
-        let mut v = a[0];
-        let mut kept = Vec::new();
-        for (axis, d) in shape.iter().enumerate() {
-            let bit = |m: i64| axis < 64 && m >> axis & 1 == 1;
-            if axis >= begin.len() {
-                kept.push(d.clone());
-                continue;
-            }
-            let step = u64::try_from(strides[axis])
-                .ok()
-                .filter(|&s| s > 0)
-                .ok_or_else(|| format!("unsupported: StridedSlice stride {}", strides[axis]))?;
-            if bit(shrink) {
-                let extent = layout::fixed_extent(b, v, axis)?;
-                let i = layout::python_bounds(Some(begin[axis]), None, extent).0;
-                if begin[axis] >= extent as i64 || begin[axis] < -(extent as i64) {
-                    return Err(format!(
-                        "StridedSlice index {} of axis {axis}, whose extent is {extent}",
-                        begin[axis]
-                    ));
-                }
-                v = layout::slice_axis(b, v, axis, (i, i + 1, 1))?;
-                continue;
-            }
-            let whole = (bit(begin_mask) || begin[axis] == 0) && bit(end_mask) && step == 1;
-            if whole {
-                kept.push(d.clone());
-                continue;
-            }
-            let extent = layout::fixed_extent(b, v, axis)?;
-            let (start, stop) = layout::python_bounds(
-                (!bit(begin_mask)).then_some(begin[axis]),
-                (!bit(end_mask)).then_some(end[axis]),
-                extent,
-            );
-            v = layout::slice_axis(b, v, axis, (start, stop, step))?;
-            kept.push(layout::shape(b, v)[axis].clone());
-        }
-        if kept.len() == shape.len() {
-            return Ok(v);
-        }
-        b.op(Op::Reshape(kept), &[v]).map_err(te)
     }
 }
