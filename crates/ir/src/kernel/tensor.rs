@@ -56,6 +56,10 @@ pub(super) fn needs_loop_nests(graph: &Graph, info: &GraphInfo) -> bool {
 /// bound keeps lowering's stack small for any graph.
 const MAX_FUSED_DEPTH: u32 = 32;
 
+/// How many times a root may compute one fused node per element (through
+/// several uses): more, and the node is stored once instead.
+const MAX_RECOMPUTE: u32 = 4;
+
 /// Where a value lives.
 #[derive(Clone, Debug)]
 enum Loc {
@@ -90,89 +94,157 @@ struct Epilogue<'l> {
     value: Value,
 }
 
-/// Which elementwise nodes are fused into their consumer: a non-scalar
-/// elementwise node that is not returned, has one use, and whose consumer
-/// reads each of its elements exactly once (an elementwise node of the same
-/// shape, a reduction other than `count`, a filter, a `concat`), so nothing
-/// is computed twice or skipped (a skipped division could not fail).
+/// Which elementwise nodes are fused into their consumer (computed where it
+/// reads them, not stored), and which matmuls compute an epilogue.
+///
+/// A non-scalar elementwise node that is not returned is fused when:
+/// - it has one use, by a consumer that reads each of its elements exactly
+///   once (an elementwise node of the same shape, a reduction other than
+///   `count`, a filter, a `concat`), so nothing is skipped (a skipped
+///   division could not fail); or
+/// - all its uses are elementwise nodes of its shape that are computed in
+///   one loop (fused into one root, or the root itself), and it is cheap
+///   ([`cheap`]): the root then computes it once per read, as `relu(y)`
+///   reads `y` twice in `select(y < 0, 0, y)`.
+///
+/// A root computes a fused node at most [`MAX_RECOMPUTE`] times per element
+/// (only cheap nodes more than once), and reading it recurses at most
+/// [`MAX_FUSED_DEPTH`] deep. Nodes are decided users first (backwards), so
+/// each node knows the loop its users are computed in.
 fn fused_nodes(graph: &Graph, info: &GraphInfo) -> Fusion {
-    let mut uses = vec![0u32; graph.len()];
-    let mut user: Vec<Option<Value>> = vec![None; graph.len()];
+    let n_nodes = graph.len();
+    // Each use once per argument slot (`mul(x, x)` uses `x` twice).
+    let mut users: Vec<Vec<Value>> = vec![Vec::new(); n_nodes];
     for (value, node) in graph.nodes() {
         if info.is_live(value) {
             for a in &node.args {
-                uses[a.index()] += 1;
-                user[a.index()] = Some(value);
+                users[a.index()].push(value);
             }
         }
     }
+    let mut returned = vec![false; n_nodes];
     for o in graph.outputs() {
-        uses[o.value.index()] += 2;
+        returned[o.value.index()] = true;
     }
-    let elementwise = |op: &Op| {
-        matches!(
-            op,
-            Op::Unary(_) | Op::Binary(_) | Op::Compare(_) | Op::Select | Op::Cast(_)
-        )
-    };
-    let mut fused = vec![false; graph.len()];
-    let mut depth = vec![0u32; graph.len()];
-    for (value, node) in graph.nodes() {
-        let (Some(consumer), 1) = (user[value.index()], uses[value.index()]) else {
-            continue;
-        };
-        let rank = node.ty.as_tensor().map_or(0, |t| t.shape.len());
-        if !elementwise(&node.op) || rank == 0 {
+    let mut fused = vec![false; n_nodes];
+    // For a fused node: the node whose loop computes it, how many times per
+    // element, and how deep below that root it is read.
+    let mut root: Vec<Option<Value>> = vec![None; n_nodes];
+    let mut paths = vec![1u32; n_nodes];
+    let mut depth = vec![0u32; n_nodes];
+    let nodes: Vec<(Value, &crate::graph::NodeData)> = graph.nodes().collect();
+    for &(value, node) in nodes.iter().rev() {
+        let (idx, rank) = (
+            value.index(),
+            node.ty.as_tensor().map_or(0, |t| t.shape.len()),
+        );
+        let uses = &users[idx];
+        if !elementwise(&node.op) || rank == 0 || returned[idx] || uses.is_empty() {
             continue;
         }
-        let c = graph.node(consumer);
-        let reads_once = match &c.op {
-            op if elementwise(op) => {
-                c.ty.as_tensor().map(|t| &t.shape) == node.ty.as_tensor().map(|t| &t.shape)
-            }
-            // `count` reads no element: a division there would never run.
-            Op::Reduce(ReduceOp::Count)
-            | Op::ReduceAxes {
-                op: ReduceOp::Count,
-                ..
-            } => false,
-            Op::Reduce(_) | Op::Filter | Op::ReduceAxes { .. } | Op::Concat(_) => true,
-            _ => false,
+        // The loop each use is computed in, times, depth.
+        let loop_of = |u: Value| {
+            (
+                root[u.index()].unwrap_or(u),
+                paths[u.index()],
+                depth[u.index()],
+            )
         };
-        let d = 1 + node
-            .args
-            .iter()
-            .filter(|a| fused[a.index()])
-            .map(|a| depth[a.index()])
-            .max()
-            .unwrap_or(0);
-        if reads_once && d <= MAX_FUSED_DEPTH {
-            fused[value.index()] = true;
-            depth[value.index()] = d;
+        let same_shape = |u: Value| {
+            graph.node(u).ty.as_tensor().map(|t| &t.shape) == node.ty.as_tensor().map(|t| &t.shape)
+        };
+        let candidate = if let [consumer] = uses.as_slice() {
+            let c = graph.node(*consumer);
+            let reads_once = match &c.op {
+                op if elementwise(op) => same_shape(*consumer),
+                // `count` reads no element: a division there would never run.
+                Op::Reduce(ReduceOp::Count)
+                | Op::ReduceAxes {
+                    op: ReduceOp::Count,
+                    ..
+                } => false,
+                Op::Reduce(_) | Op::Filter | Op::ReduceAxes { .. } | Op::Concat(_) => true,
+                _ => false,
+            };
+            reads_once.then(|| loop_of(*consumer))
+        } else {
+            let all_elementwise = uses
+                .iter()
+                .all(|&u| elementwise(&graph.node(u).op) && same_shape(u));
+            let first = loop_of(uses[0]).0;
+            (all_elementwise && uses.iter().all(|&u| loop_of(u).0 == first)).then(|| {
+                uses.iter()
+                    .map(|&u| loop_of(u))
+                    .fold((first, 0u32, 0u32), |(r, p, d), (_, up, ud)| {
+                        (r, p.saturating_add(up), d.max(ud))
+                    })
+            })
+        };
+        let Some((r, p, d)) = candidate else {
+            continue;
+        };
+        let d = d + 1;
+        if d <= MAX_FUSED_DEPTH && p <= MAX_RECOMPUTE && (p == 1 || cheap(&node.op)) {
+            fused[idx] = true;
+            root[idx] = Some(r);
+            paths[idx] = p;
+            depth[idx] = d;
         }
     }
-    // A matmul whose one use leads, through fused nodes, to an elementwise
-    // node of its shape and dtype: that node is its epilogue.
-    let mut epilogue = vec![None; graph.len()];
-    for (value, node) in graph.nodes() {
+    // A matmul whose one use is computed in the loop of an elementwise node
+    // of its shape and dtype: that node is its epilogue.
+    let mut epilogue = vec![None; n_nodes];
+    for &(value, node) in &nodes {
         let b_mat = node
             .args
             .get(1)
             .and_then(|&b| graph.ty(b).as_tensor())
             .is_some_and(|t| t.shape.len() >= 2);
-        if node.op != Op::MatMul || !b_mat || uses[value.index()] != 1 {
+        let [user] = users[value.index()].as_slice() else {
+            continue;
+        };
+        if node.op != Op::MatMul || !b_mat || returned[value.index()] {
             continue;
         }
-        let mut root = user[value.index()];
-        while let Some(r) = root.filter(|r| fused[r.index()]) {
-            root = user[r.index()];
-        }
-        epilogue[value.index()] = root.filter(|&r| {
-            let e = graph.node(r);
-            elementwise(&e.op) && !fused[r.index()] && e.ty == node.ty
-        });
+        let r = root[user.index()].unwrap_or(*user);
+        let e = graph.node(r);
+        epilogue[value.index()] =
+            (elementwise(&e.op) && !fused[r.index()] && e.ty == node.ty).then_some(r);
     }
     Fusion { fused, epilogue }
+}
+
+/// The ops [`fused_nodes`] fuses.
+fn elementwise(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Unary(_) | Op::Binary(_) | Op::Compare(_) | Op::Select | Op::Cast(_)
+    )
+}
+
+/// Elementwise ops cheap enough to compute more than once per element
+/// rather than store and load: a few instructions, no division, no call.
+fn cheap(op: &Op) -> bool {
+    use crate::op::{BinaryOp as B, UnaryOp as U};
+    match op {
+        Op::Unary(u) => matches!(u, U::Neg | U::Abs | U::Not | U::BNot),
+        Op::Binary(b) => matches!(
+            b,
+            B::Add
+                | B::Sub
+                | B::Mul
+                | B::Min
+                | B::Max
+                | B::And
+                | B::Or
+                | B::Xor
+                | B::BAnd
+                | B::BOr
+                | B::BXor
+        ),
+        Op::Compare(_) | Op::Select | Op::Cast(_) => true,
+        _ => false,
+    }
 }
 
 /// What [`fused_nodes`] decides.
@@ -867,5 +939,87 @@ impl Lowerer<'_> {
             let to = lw.flat(body, None, rows, &out_strides);
             body.push(Stmt::Store(dest, Some(to), result));
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{lower_with, LowerOptions, Param};
+    use crate::types::Dim;
+
+    /// The shapes of the scratch buffers `src` lowers to, with either
+    /// tier's options (they must agree).
+    fn scratch(src: &str) -> Vec<String> {
+        let graph = crate::text::parse(src).expect("the test graph parses");
+        let info = crate::verify(&graph).expect("the test graph verifies");
+        let mut found = Vec::new();
+        for options in [LowerOptions::default(), LowerOptions::cranelift()] {
+            let kernel = lower_with(&graph, &info, &options).expect("lowers");
+            let shapes: Vec<String> = kernel
+                .params
+                .iter()
+                .filter_map(|p| match p {
+                    Param::Scratch { dtype, shape } => {
+                        let dims: Vec<String> = shape.iter().map(Dim::to_string).collect();
+                        Some(format!("{dtype}[{}]", dims.join(", ")))
+                    }
+                    _ => None,
+                })
+                .collect();
+            found.push(shapes);
+        }
+        assert_eq!(
+            found[0], found[1],
+            "both tiers' kernels take the same scratch"
+        );
+        found.remove(0)
+    }
+
+    #[test]
+    fn relu_of_a_linear_layer_is_its_epilogue() {
+        let linear = "v0: f32[4, 3] = input \"x\"\n\
+                      v1: f32[3, 5] = input \"w\"\n\
+                      v2: f32[5] = input \"b\"\n\
+                      v3: f32[4, 5] = matmul v0, v1\n\
+                      v4: f32[4, 5] = add v3, v2\n\
+                      v5: f32 = const 0.0\n\
+                      v6: bool[4, 5] = lt v4, v5\n\
+                      v7: f32[4, 5] = select v6, v5, v4\n\
+                      output \"y\" = v7\n";
+        assert_eq!(scratch(linear), Vec::<String>::new());
+        // A second layer reads the first's activations: one buffer.
+        let mlp = format!(
+            "{}v8: f32[5, 2] = input \"w2\"\nv9: f32[4, 2] = matmul v7, v8\noutput \"z\" = v9\n",
+            linear.replace("output \"y\" = v7\n", "")
+        );
+        assert_eq!(scratch(&mlp), ["f32[4, 5]"]);
+    }
+
+    #[test]
+    fn only_cheap_nodes_are_computed_more_than_once() {
+        let src = "v0: f32[2, 2] = input \"x\"\n\
+                   v1: f32[2, 2] = sqrt v0\n\
+                   v2: f32[2, 2] = add v1, v1\n\
+                   v3: f32 = const 1.0\n\
+                   v4: f32[2, 2] = sub v0, v3\n\
+                   v5: f32[2, 2] = mul v4, v4\n\
+                   v6: i64[n, 2] = input \"k\"\n\
+                   v7: i64[n, 2] = div v6, v6\n\
+                   v8: i64[n, 2] = add v7, v7\n\
+                   output \"roots\" = v2\n\
+                   output \"square\" = v5\n\
+                   output \"ones\" = v8\n";
+        // `sqrt` and the division are stored once; `sub` is read twice.
+        assert_eq!(scratch(src), ["f32[2, 2]", "i64[n, 2]"]);
+        // A cheap node read five times per element is stored too.
+        let mut five = String::from("v0: f32[2, 2] = input \"x\"\nv1: f32[2, 2] = neg v0\n");
+        five.push_str("v2: f32[2, 2] = add v1, v1\n");
+        for idx in 3..6 {
+            five.push_str(&format!("v{idx}: f32[2, 2] = add v{}, v1\n", idx - 1));
+        }
+        five.push_str("output \"y\" = v5\n");
+        assert_eq!(scratch(&five), ["f32[2, 2]"]);
+        let four = five.replace("output \"y\" = v5", "output \"y\" = v4");
+        assert_eq!(scratch(&four), Vec::<String>::new());
     }
 }
