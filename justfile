@@ -16,6 +16,7 @@ example:
 # Formatting and lints, as CI checks them.
 lint:
     cargo fmt --all --check
+    cargo fmt --manifest-path fuzz/Cargo.toml --all --check
     cargo clippy --workspace --all-targets --features llvm --locked -- -D warnings
 
 # Rewrite the expected optimized graphs in tests/filetests/opt/ (review the diff!).

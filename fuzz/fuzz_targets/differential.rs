@@ -8,7 +8,9 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let mut u = arbitrary::Unstructured::new(data);
-    let Ok(case) = kiln_fuzzgen::generate(&mut u, 32) else { return };
+    let Ok(case) = kiln_fuzzgen::generate(&mut u, 32) else {
+        return;
+    };
     if let Err(report) = kiln_fuzzgen::differential(&case) {
         panic!("{report}");
     }

@@ -8,7 +8,9 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
     let mut opts = kiln::LoadOptions::default();
     let fixed = data.len() % 2 == 1;
     let shape = if fixed {
@@ -25,8 +27,12 @@ fuzz_target!(|data: &[u8]| {
             opts.fx.inputs.insert(node.name.clone(), ty);
         }
     }
-    let Ok(loaded) = kiln::load_bytes(data, kiln::Format::Fx, &opts) else { return };
-    let Ok(info) = kiln::verify(&loaded.graph) else { return };
+    let Ok(loaded) = kiln::load_bytes(data, kiln::Format::Fx, &opts) else {
+        return;
+    };
+    let Ok(info) = kiln::verify(&loaded.graph) else {
+        return;
+    };
     let (graph, info) = kiln::optimize(&loaded.graph, &info).expect("verified graphs optimize");
     let inputs: Vec<kiln::Data> = graph
         .inputs()

@@ -5,10 +5,17 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(text) = std::str::from_utf8(data) else { return };
-    let Ok(graph) = kiln::ir::text::parse(text) else { return };
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(graph) = kiln::ir::text::parse(text) else {
+        return;
+    };
     if kiln::verify(&graph).is_ok() {
         let printed = kiln::ir::text::print(&graph);
-        assert_eq!(kiln::ir::text::parse(&printed).expect("printed graphs parse"), graph);
+        assert_eq!(
+            kiln::ir::text::parse(&printed).expect("printed graphs parse"),
+            graph
+        );
     }
 });

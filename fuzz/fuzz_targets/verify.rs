@@ -5,7 +5,9 @@
 #![no_main]
 
 use arbitrary::{Result, Unstructured};
-use kiln::ir::{BinaryOp, CmpOp, DType, Dim, Graph, NodeData, Op, ReduceOp, TensorType, Type, UnaryOp, Value};
+use kiln::ir::{
+    BinaryOp, CmpOp, DType, Dim, Graph, NodeData, Op, ReduceOp, TensorType, Type, UnaryOp, Value,
+};
 use kiln::{Data, Engine};
 use libfuzzer_sys::fuzz_target;
 
@@ -13,11 +15,23 @@ fn ty(u: &mut Unstructured) -> Result<Type> {
     let dtype = *u.choose(&DType::ALL)?;
     Ok(match u.int_in_range(0..=5u8)? {
         0 => Type::Selection(Dim::Sym("n".into())),
-        1 => Type::Tensor(TensorType { dtype, shape: vec![Dim::Sym("m".into())] }),
-        2 => Type::Tensor(TensorType { dtype, shape: vec![Dim::Fixed(u.int_in_range(0..=3)?)] }),
+        1 => Type::Tensor(TensorType {
+            dtype,
+            shape: vec![Dim::Sym("m".into())],
+        }),
+        2 => Type::Tensor(TensorType {
+            dtype,
+            shape: vec![Dim::Fixed(u.int_in_range(0..=3)?)],
+        }),
         // Tensors of rank 2 and 3, sometimes led by the symbol.
-        5 if u.ratio(1u8, 2u8)? => Type::Tensor(TensorType { dtype, shape: shape(u)? }),
-        3 | 4 => Type::Tensor(TensorType { dtype, shape: vec![Dim::Sym("n".into())] }),
+        5 if u.ratio(1u8, 2u8)? => Type::Tensor(TensorType {
+            dtype,
+            shape: shape(u)?,
+        }),
+        3 | 4 => Type::Tensor(TensorType {
+            dtype,
+            shape: vec![Dim::Sym("n".into())],
+        }),
         _ => Type::scalar(dtype),
     })
 }
@@ -25,14 +39,20 @@ fn ty(u: &mut Unstructured) -> Result<Type> {
 fn shape(u: &mut Unstructured) -> Result<Vec<Dim>> {
     let mut dims = Vec::new();
     for axis in 0..u.int_in_range(2..=3usize)? {
-        dims.push(if axis == 0 && u.ratio(1u8, 4u8)? { Dim::Sym("n".into()) } else { Dim::Fixed(u.int_in_range(0..=4)?) });
+        dims.push(if axis == 0 && u.ratio(1u8, 4u8)? {
+            Dim::Sym("n".into())
+        } else {
+            Dim::Fixed(u.int_in_range(0..=4)?)
+        });
     }
     Ok(dims)
 }
 
 /// Any axis numbers, in range or not.
 fn axes(u: &mut Unstructured) -> Result<Vec<u32>> {
-    (0..u.int_in_range(0..=3usize)?).map(|_| u.int_in_range(0..=3u32)).collect()
+    (0..u.int_in_range(0..=3usize)?)
+        .map(|_| u.int_in_range(0..=3u32))
+        .collect()
 }
 
 fn op(u: &mut Unstructured) -> Result<Op> {
@@ -40,7 +60,11 @@ fn op(u: &mut Unstructured) -> Result<Op> {
         9 => Op::MatMul,
         10 => Op::Transpose(axes(u)?),
         11 => Op::Reshape(shape(u)?),
-        12 => Op::ReduceAxes { op: *u.choose(ReduceOp::ALL)?, axes: axes(u)?, keepdim: u.arbitrary()? },
+        12 => Op::ReduceAxes {
+            op: *u.choose(ReduceOp::ALL)?,
+            axes: axes(u)?,
+            keepdim: u.arbitrary()?,
+        },
         13 => Op::Concat(u.int_in_range(0..=3)?),
         14 => {
             let mut ranges = Vec::new();
@@ -49,7 +73,11 @@ fn op(u: &mut Unstructured) -> Result<Op> {
                     None
                 } else {
                     // Sometimes empty, reversed, step 0 or past the end.
-                    Some(kiln::ir::SliceRange { start: u.int_in_range(0..=5)?, stop: u.int_in_range(0..=5)?, step: u.int_in_range(0..=3)? })
+                    Some(kiln::ir::SliceRange {
+                        start: u.int_in_range(0..=5)?,
+                        stop: u.int_in_range(0..=5)?,
+                        step: u.int_in_range(0..=3)?,
+                    })
                 });
             }
             Op::Slice(ranges)
@@ -66,7 +94,9 @@ fn op(u: &mut Unstructured) -> Result<Op> {
         5 => Op::Cast(*u.choose(&DType::ALL)?),
         6 => Op::Reduce(*u.choose(ReduceOp::ALL)?),
         7 => Op::Filter,
-        _ => Op::Input { index: u.int_in_range(0..=3)? },
+        _ => Op::Input {
+            index: u.int_in_range(0..=3)?,
+        },
     })
 }
 
@@ -88,7 +118,11 @@ fn graph(u: &mut Unstructured) -> Result<Graph> {
         let len = g.len() as u32;
         let mut args = Vec::with_capacity(arity);
         for _ in 0..arity {
-            let id = if len > 0 && u.ratio(9u8, 10u8)? { u.int_in_range(0..=len - 1)? } else { u.int_in_range(0..=len + 2)? };
+            let id = if len > 0 && u.ratio(9u8, 10u8)? {
+                u.int_in_range(0..=len - 1)?
+            } else {
+                u.int_in_range(0..=len + 2)?
+            };
             args.push(Value::from_u32(id));
         }
         // Usually the type the op's rule gives, so deep valid graphs happen.
@@ -98,7 +132,11 @@ fn graph(u: &mut Unstructured) -> Result<Graph> {
             Some(t) if u.ratio(7u8, 8u8)? => t,
             _ => ty(u)?,
         };
-        g.push_node(NodeData { op, args, ty: declared });
+        g.push_node(NodeData {
+            op,
+            args,
+            ty: declared,
+        });
     }
     for out_idx in 0..u.int_in_range(0..=3usize)? {
         let id = u.int_in_range(0..=g.len() as u32 + 1)?;
@@ -114,14 +152,22 @@ fuzz_target!(|data: &[u8]| {
     let (optimized, opt_info) = kiln::optimize(&g, &info).expect("a verified graph optimizes");
     let _ = kiln::jit::lower(&optimized, &opt_info);
     let printed = kiln::ir::text::print(&g);
-    assert_eq!(kiln::ir::text::parse(&printed).expect("printed graphs parse"), g);
+    assert_eq!(
+        kiln::ir::text::parse(&printed).expect("printed graphs parse"),
+        g
+    );
     let n_rows = u.int_in_range(0..=4usize).unwrap_or(0);
     let inputs: Vec<Data> = g
         .inputs()
         .iter()
         .map(|i| {
-            let t = g.ty(i.value).as_tensor().expect("verified inputs are tensors");
-            let value = |u: &mut Unstructured| kiln_fuzzgen::scalar(u, t.dtype).unwrap_or(kiln::Scalar::zero(t.dtype));
+            let t = g
+                .ty(i.value)
+                .as_tensor()
+                .expect("verified inputs are tensors");
+            let value = |u: &mut Unstructured| {
+                kiln_fuzzgen::scalar(u, t.dtype).unwrap_or(kiln::Scalar::zero(t.dtype))
+            };
             if t.is_scalar() {
                 Data::Scalar(value(&mut u))
             } else {
@@ -134,5 +180,7 @@ fuzz_target!(|data: &[u8]| {
         })
         .collect();
     // Wrong lengths for fixed dims are input errors, not panics.
-    let _ = kiln::Interpreter.compile_graph(&g, false).map(|p| p.run(&inputs));
+    let _ = kiln::Interpreter
+        .compile_graph(&g, false)
+        .map(|p| p.run(&inputs));
 });
