@@ -2,7 +2,7 @@
 //! tier that writes objects.
 
 use super::{Kernel, Param};
-use crate::types::{DType, Dim};
+use crate::types::{DType, Dim, TensorType};
 
 /// The C type of a dtype (`bool` is a `uint8_t` holding 0 or 1).
 pub fn c_type(dtype: DType) -> &'static str {
@@ -27,12 +27,12 @@ fn c_ident(name: &str) -> String {
     id
 }
 
-/// One C parameter: its type, its name, and the shape of the elements it
-/// points to (none for a scalar or an extent).
+/// One C parameter: its type and name, and the array it points to (none
+/// for a scalar, bitmap, extent or selection).
 struct CParam {
     ty: String,
     name: String,
-    shape: Option<String>,
+    array: Option<TensorType>,
 }
 
 /// The C parameters of `kernel`, and the return type (the first output's
@@ -41,66 +41,51 @@ fn c_params(kernel: &Kernel) -> (String, Vec<CParam>) {
     let mut params = Vec::new();
     let mut ret = "int32_t".to_string();
     let mut returned = false;
-    let shaped = |dtype: DType, shape: &[Dim]| {
-        let dims: Vec<String> = shape.iter().map(Dim::to_string).collect();
-        Some(format!("{dtype}[{}]", dims.join(", ")))
-    };
     for (idx, param) in kernel.params.iter().enumerate() {
-        let (ty, name, shape) = match param {
+        let (ty, name) = match param {
             Param::ScalarIn { name, dtype } if kernel.direct => {
-                (c_type(*dtype).to_string(), name.clone(), None)
+                (c_type(*dtype).to_string(), name.clone())
             }
-            Param::ScalarIn { name, dtype } => {
-                (format!("const {}*", c_type(*dtype)), name.clone(), None)
+            Param::ScalarIn { name, dtype } | Param::ColumnIn { name, dtype, .. } => {
+                (format!("const {}*", c_type(*dtype)), name.clone())
             }
-            Param::ColumnIn { name, dtype, shape } => (
-                format!("const {}*", c_type(*dtype)),
-                name.clone(),
-                shaped(*dtype, shape),
-            ),
-            Param::BitmapIn { name } => ("const uint8_t*".to_string(), name.clone(), None),
+            Param::BitmapIn { name } => ("const uint8_t*".to_string(), name.clone()),
             Param::ConstIn { name, tensor } => {
                 let dims: Vec<Dim> = tensor.dims.iter().map(|&d| Dim::Fixed(d)).collect();
                 (
                     format!("const {}*", c_type(tensor.dtype)),
                     format!("{name}_{}", shape_words(&dims)),
-                    shaped(tensor.dtype, &dims),
                 )
             }
             Param::Scratch { dtype, shape } => (
                 format!("{}*", c_type(*dtype)),
                 format!("scratch_{}", shape_words(shape)),
-                shaped(*dtype, shape),
             ),
-            Param::Extent { dim } => ("int64_t".to_string(), dim.clone(), None),
+            Param::Extent { dim } => ("int64_t".to_string(), dim.clone()),
             Param::ScalarOut { dtype, .. } if kernel.direct && !returned => {
                 returned = true;
                 ret = c_type(*dtype).to_string();
                 continue;
             }
-            Param::ScalarOut { name, dtype } => {
-                (format!("{}*", c_type(*dtype)), format!("out_{name}"), None)
+            Param::ScalarOut { name, dtype } | Param::ColumnOut { name, dtype, .. } => {
+                (format!("{}*", c_type(*dtype)), format!("out_{name}"))
             }
-            Param::ColumnOut { name, dtype, shape } => (
-                format!("{}*", c_type(*dtype)),
-                format!("out_{name}"),
-                shaped(*dtype, shape),
-            ),
-            Param::SelectionOut { name } => ("uint32_t*".to_string(), format!("out_{name}"), None),
-            Param::SelectionCount { name } => {
-                ("int64_t*".to_string(), format!("out_{name}_count"), None)
-            }
+            Param::SelectionOut { name } => ("uint32_t*".to_string(), format!("out_{name}")),
+            Param::SelectionCount { name } => ("int64_t*".to_string(), format!("out_{name}_count")),
         };
         // The index keeps names unique whatever the graph called its values.
         let name = format!("{}_{idx}", c_ident(&name));
-        params.push(CParam { ty, name, shape });
+        params.push(CParam {
+            ty,
+            name,
+            array: param.array_type(),
+        });
     }
     (ret, params)
 }
 
-/// The C prototype of `kernel` exported as `symbol`, without the `;`.
-pub fn prototype(kernel: &Kernel, symbol: &str) -> String {
-    let (ret, params) = c_params(kernel);
+/// The prototype of C parameters `params` returning `ret`, without the `;`.
+fn declare(ret: &str, params: &[CParam], symbol: &str) -> String {
     let params = if params.is_empty() {
         "void".to_string()
     } else {
@@ -113,8 +98,14 @@ pub fn prototype(kernel: &Kernel, symbol: &str) -> String {
     format!("{ret} {}({params})", c_ident(symbol))
 }
 
-/// A complete C header declaring `kernel` as `symbol`, with the shape of
-/// every array parameter in a comment.
+/// The C prototype of `kernel` exported as `symbol`, without the `;`.
+pub fn prototype(kernel: &Kernel, symbol: &str) -> String {
+    let (ret, params) = c_params(kernel);
+    declare(&ret, &params, symbol)
+}
+
+/// A complete C header declaring `kernel` as `symbol`, with the dtype and
+/// shape of every array parameter in a comment.
 pub fn header(kernel: &Kernel, symbol: &str) -> String {
     let guard = format!("KILN_{}_H", c_ident(symbol).to_ascii_uppercase());
     let status = if kernel.direct {
@@ -122,20 +113,20 @@ pub fn header(kernel: &Kernel, symbol: &str) -> String {
     } else {
         "/* Returns 0, or a nonzero status: (status & 0xff) == 1 means integer division by zero\n   (status >> 8 indexes the dividing node). An array holds the product of its dims\n   elements, row-major and contiguous (a column: one per row); a selection output needs\n   room for one index per row and gets its length in *_count. */\n".to_string()
     };
-    let (_, params) = c_params(kernel);
-    let shapes: Vec<String> = params
+    let (ret, params) = c_params(kernel);
+    let arrays: Vec<String> = params
         .iter()
-        .filter_map(|p| Some(format!("   {}: {}", p.name, p.shape.as_ref()?)))
+        .filter_map(|p| Some(format!("   {}: {}", p.name, p.array.as_ref()?)))
         .collect();
-    let shapes = if shapes.is_empty() {
+    let arrays = if arrays.is_empty() {
         String::new()
     } else {
-        format!("/* Arrays:\n{} */\n", shapes.join("\n"))
+        format!("/* Arrays:\n{} */\n", arrays.join("\n"))
     };
     format!(
-        "/* Generated by kiln from graph {:?}. */\n#ifndef {guard}\n#define {guard}\n#include <stdint.h>\n#ifdef __cplusplus\nextern \"C\" {{\n#endif\n{status}{shapes}{};\n#ifdef __cplusplus\n}}\n#endif\n#endif\n",
+        "/* Generated by kiln from graph {:?}. */\n#ifndef {guard}\n#define {guard}\n#include <stdint.h>\n#ifdef __cplusplus\nextern \"C\" {{\n#endif\n{status}{arrays}{};\n#ifdef __cplusplus\n}}\n#endif\n#endif\n",
         kernel.name,
-        prototype(kernel, symbol)
+        declare(&ret, &params, symbol)
     )
 }
 

@@ -24,7 +24,7 @@ pub use print::print;
 use crate::entities::Value;
 use crate::op::{BinaryOp, CmpOp, UnaryOp};
 use crate::scalar::Scalar;
-use crate::types::{DType, Shape};
+use crate::types::{DType, Dim, Shape, TensorType};
 
 /// An SSA register: defined once by [`Stmt::Let`], typed by [`Kernel::regs`].
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -116,6 +116,25 @@ pub enum Param {
         /// The tensor's shape.
         shape: Shape,
     },
+}
+
+impl Param {
+    /// The dtype and shape of the array a pointer parameter points to (an
+    /// input, output, constant or scratch tensor); `None` for scalars,
+    /// bitmaps, extents and selections.
+    pub fn array_type(&self) -> Option<TensorType> {
+        let (dtype, shape) = match self {
+            Param::ColumnIn { dtype, shape, .. }
+            | Param::ColumnOut { dtype, shape, .. }
+            | Param::Scratch { dtype, shape } => (*dtype, shape.clone()),
+            Param::ConstIn { tensor, .. } => (
+                tensor.dtype,
+                tensor.dims.iter().map(|&d| Dim::Fixed(d)).collect(),
+            ),
+            _ => return None,
+        };
+        Some(TensorType { dtype, shape })
+    }
 }
 
 /// A loop extent.

@@ -14,28 +14,20 @@ pub fn print(kernel: &Kernel) -> String {
     };
     writeln!(out, "kernel {:?}{sig}", kernel.name).expect("writing to a String");
     for (idx, param) in kernel.params.iter().enumerate() {
+        // The pointed-to array's type, for the parameters that have one.
+        let array = param
+            .array_type()
+            .map(|t| t.to_string())
+            .unwrap_or_default();
         let desc = match param {
             Param::ScalarIn { name, dtype } => format!("{dtype} input {name:?}"),
-            Param::ColumnIn { name, dtype, shape } => {
-                format!("*const {} input {name:?}", tensor_type(*dtype, shape))
-            }
+            Param::ColumnIn { name, .. } => format!("*const {array} input {name:?}"),
             Param::BitmapIn { name } => format!("*const bits input {name:?}"),
-            Param::ConstIn { name, tensor } => {
-                let dims: Vec<String> = tensor.dims.iter().map(u64::to_string).collect();
-                format!(
-                    "*const {}[{}] constant {name:?}",
-                    tensor.dtype,
-                    dims.join(", ")
-                )
-            }
-            Param::Scratch { dtype, shape } => {
-                format!("*mut {} scratch", tensor_type(*dtype, shape))
-            }
+            Param::ConstIn { name, .. } => format!("*const {array} constant {name:?}"),
+            Param::Scratch { .. } => format!("*mut {array} scratch"),
             Param::Extent { dim } => format!("i64 extent {dim}"),
             Param::ScalarOut { name, dtype } => format!("*mut {dtype} output {name:?}"),
-            Param::ColumnOut { name, dtype, shape } => {
-                format!("*mut {} output {name:?}", tensor_type(*dtype, shape))
-            }
+            Param::ColumnOut { name, .. } => format!("*mut {array} output {name:?}"),
             Param::SelectionOut { name } => format!("*mut u32 selection {name:?}"),
             Param::SelectionCount { name } => format!("*mut i64 count of {name:?}"),
         };
@@ -117,16 +109,5 @@ fn block(out: &mut String, kernel: &Kernel, stmts: &[Stmt], depth: usize) {
             Stmt::StoreCount(p, v) => format!("store p{p} = var{}", v.0),
         };
         writeln!(out, "{pad}{line}").expect("writing to a String");
-    }
-}
-
-/// `f32[n, 3]`: the type of a pointer parameter's elements.
-fn tensor_type(
-    dtype: crate::types::DType,
-    shape: &crate::types::Shape,
-) -> crate::types::TensorType {
-    crate::types::TensorType {
-        dtype,
-        shape: shape.clone(),
     }
 }

@@ -4,10 +4,10 @@
 //! Each live value gets a [`Loc`]: a scalar register (scalars are computed
 //! once, before any loop); a [`View`] of a buffer (a parameter, an offset
 //! and one stride per axis, `None` where the index does not move: extent 1
-//! or broadcast); or *fused*, computed inside its one consumer's loop where
-//! that consumer reads it. A computed tensor's buffer is its output
-//! parameter, else a [`Param::Scratch`] the caller allocates: the kernel
-//! never allocates. `transpose`, `slice`, `broadcast_to` and a `reshape` of
+//! or broadcast); or *fused*, computed inside the loop that reads it, where
+//! it reads it ([`fused_nodes`] says which). A computed tensor's buffer is
+//! its output parameter, else a [`Param::Scratch`] the caller allocates: the
+//! kernel never allocates. `transpose`, `slice`, `broadcast_to` and a `reshape` of
 //! a dense buffer are new views of the same buffer (index arithmetic, no
 //! copy). `matmul` is in [`matmul`]; a matmul whose one use leads to an
 //! elementwise node of its shape computes that node as its epilogue, in
@@ -22,7 +22,7 @@ mod matmul;
 use super::lower::{step_op, LowerError, Lowerer};
 use super::{Expr, Param, ParamIdx, Reg, Stmt};
 use crate::entities::Value;
-use crate::graph::Graph;
+use crate::graph::{Graph, NodeData};
 use crate::op::{BinaryOp, Op, ReduceOp};
 use crate::scalar::Scalar;
 use crate::semantics::reduce_identity;
@@ -132,7 +132,7 @@ fn fused_nodes(graph: &Graph, info: &GraphInfo) -> Fusion {
     let mut root: Vec<Option<Value>> = vec![None; n_nodes];
     let mut paths = vec![1u32; n_nodes];
     let mut depth = vec![0u32; n_nodes];
-    let nodes: Vec<(Value, &crate::graph::NodeData)> = graph.nodes().collect();
+    let nodes: Vec<(Value, &NodeData)> = graph.nodes().collect();
     for &(value, node) in nodes.iter().rev() {
         let (idx, rank) = (
             value.index(),
