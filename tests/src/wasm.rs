@@ -61,14 +61,18 @@ fn linker(engine: &wasmi::Engine) -> Linker<()> {
         acos = libm::acos, atan = libm::atan, sinh = libm::sinh, cosh = libm::cosh,
         tanh = libm::tanh, exp = libm::exp, exp2 = libm::exp2, expm1 = libm::expm1,
         log = libm::log, log2 = libm::log2, log10 = libm::log10, log1p = libm::log1p,
-        cbrt = libm::cbrt, erf = libm::erf, erfc = libm::erfc;
-        binary pow = libm::pow, atan2 = libm::atan2, hypot = libm::hypot, fmod = libm::fmod);
+        cbrt = libm::cbrt, erf = libm::erf, erfc = libm::erfc, asinh = libm::asinh,
+        acosh = libm::acosh, atanh = libm::atanh;
+        binary pow = libm::pow, atan2 = libm::atan2, hypot = libm::hypot, fmod = libm::fmod,
+        nextafter = libm::nextafter);
     math_imports!(l, f32: sinf = libm::sinf, cosf = libm::cosf, tanf = libm::tanf,
         asinf = libm::asinf, acosf = libm::acosf, atanf = libm::atanf, sinhf = libm::sinhf,
         coshf = libm::coshf, tanhf = libm::tanhf, expf = libm::expf, exp2f = libm::exp2f,
         expm1f = libm::expm1f, logf = libm::logf, log2f = libm::log2f, log10f = libm::log10f,
-        log1pf = libm::log1pf, cbrtf = libm::cbrtf, erff = libm::erff, erfcf = libm::erfcf;
-        binary powf = libm::powf, atan2f = libm::atan2f, hypotf = libm::hypotf, fmodf = libm::fmodf);
+        log1pf = libm::log1pf, cbrtf = libm::cbrtf, erff = libm::erff, erfcf = libm::erfcf,
+        asinhf = libm::asinhf, acoshf = libm::acoshf, atanhf = libm::atanhf;
+        binary powf = libm::powf, atan2f = libm::atan2f, hypotf = libm::hypotf, fmodf = libm::fmodf,
+        nextafterf = libm::nextafterf);
     l
 }
 

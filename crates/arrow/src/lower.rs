@@ -375,7 +375,11 @@ impl Lower<'_> {
                 let mut ab = self.promote(vals, e)?;
                 let float_only = matches!(
                     op,
-                    BinaryOp::Pow | BinaryOp::Copysign | BinaryOp::Atan2 | BinaryOp::Hypot
+                    BinaryOp::Pow
+                        | BinaryOp::Copysign
+                        | BinaryOp::Atan2
+                        | BinaryOp::Hypot
+                        | BinaryOp::NextAfter
                 );
                 if float_only && !self.dtype(ab[0]).is_float() {
                     ab = vec![self.cast(ab[0], DType::F64)?, self.cast(ab[1], DType::F64)?];

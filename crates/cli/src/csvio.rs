@@ -96,8 +96,8 @@ pub fn write(out: &mut dyn Write, graph: &Graph, outputs: &[Data]) -> Result<(),
 
 fn cells_of(data: &Data) -> Vec<String> {
     match data {
-        Data::Scalar(s) => vec![s.to_string()],
-        Data::Column(b) => b.iter().map(|s| s.to_string()).collect(),
+        Data::Scalar(s) => vec![s.readable().to_string()],
+        Data::Column(b) => b.iter().map(|s| s.readable().to_string()).collect(),
         Data::Selection(rows) => rows.iter().map(u32::to_string).collect(),
     }
 }

@@ -17,8 +17,14 @@ pub struct SourceArgs {
     /// `graph.txt` (torch.fx), `.pbtxt` or `.pb` (TensorFlow GraphDef).
     #[arg(conflicts_with = "expr")]
     pub file: Option<PathBuf>,
-    /// Source text given inline, for example `-e 'sin(x) * 2.0'`.
-    #[arg(short = 'e', long = "expr", value_name = "EXPR")]
+    /// Source text given inline, for example `-e 'sin(x) * 2.0'`; it may
+    /// start with `-` (`-e '-x * 2'`).
+    #[arg(
+        short = 'e',
+        long = "expr",
+        value_name = "EXPR",
+        allow_hyphen_values = true
+    )]
     pub expr: Option<String>,
     /// Source format, instead of the one the file extension names (`-e` defaults to py).
     #[arg(long, value_enum, value_name = "FORMAT")]

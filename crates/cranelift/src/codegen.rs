@@ -511,7 +511,11 @@ impl<M: Module> FunctionCx<'_, M> {
             BinaryOp::Shl => ins.ishl(a, b),
             BinaryOp::ShrArith => ins.sshr(a, b),
             BinaryOp::ShrLogical => ins.ushr(a, b),
-            BinaryOp::Pow | BinaryOp::Copysign | BinaryOp::Atan2 | BinaryOp::Hypot => {
+            BinaryOp::Pow
+            | BinaryOp::Copysign
+            | BinaryOp::Atan2
+            | BinaryOp::Hypot
+            | BinaryOp::NextAfter => {
                 return Err(CodegenError::Invalid(format!("`{op}` on {dtype}")));
             }
         })

@@ -100,7 +100,15 @@ fn plain_expressions() {
     );
     assert_eq!(
         run("1 << 65, -16 >> 2, 6 & 3, 6 | 3, 6 ^ 3, ~5", &[]),
-        "out0 = 2; out1 = -4; out2 = 2; out3 = 7; out4 = 5; out5 = -6"
+        "out0 = 0; out1 = -4; out2 = 2; out3 = 7; out4 = 5; out5 = -6"
+    );
+    // NumPy's shifts: a count outside [0, 64) shifts every bit out.
+    assert_eq!(
+        run(
+            "1 << 64, 1 << -1, -16 >> 64, 16 >> 64, -16 >> -1, 1 << 63",
+            &[]
+        ),
+        "out0 = 0; out1 = 0; out2 = -1; out3 = 0; out4 = -1; out5 = -9223372036854775808"
     );
     assert_eq!(run("x = 1.5\nx * 2", &[]), "out = 3.0");
 }

@@ -192,18 +192,25 @@ impl Data {
         }
     }
 
-    /// The data as nested lists of the given extents (row-major, outermost
-    /// first), which [`Data::parse`] reads back: `[[1.0, 2.0], [3.0, 4.0]]`
-    /// for a column of four elements and `shape` `[2, 2]`. Scalars, empty
-    /// data, rank 0 and 1, and data whose length is not the product of
-    /// `shape` print as `Display` does.
+    /// The data as a person reads it, as nested lists of the given extents
+    /// (row-major, outermost first), which [`Data::parse`] reads back:
+    /// `[[1.0, 2.0], [3.0, 4.0]]` for a column of four elements and `shape`
+    /// `[2, 2]`. Every NaN prints as `nan` ([`Scalar::readable`]). Scalars,
+    /// empty data, rank 0 and 1, and data whose length is not the product of
+    /// `shape` print flat.
     pub fn display_shaped(&self, shape: &[u64]) -> String {
-        let Data::Column(b) = self else {
-            return self.to_string();
+        let flat = |b: &Buffer| {
+            let items: Vec<String> = b.iter().map(|v| v.readable().to_string()).collect();
+            format!("[{}]", items.join(", "))
+        };
+        let b = match self {
+            Data::Scalar(s) => return s.readable().to_string(),
+            Data::Selection(_) => return self.to_string(),
+            Data::Column(b) => b,
         };
         let n_elems = shape.iter().try_fold(1u64, |n, &d| n.checked_mul(d));
         if shape.len() < 2 || b.is_empty() || n_elems != Some(b.len() as u64) {
-            return self.to_string();
+            return flat(b);
         }
         let mut out = String::new();
         for (idx, v) in b.iter().enumerate() {
@@ -224,7 +231,7 @@ impl Data {
                 out.push_str(", ");
             }
             out.push_str(&"[".repeat(if idx == 0 { shape.len() } else { boundary }));
-            out.push_str(&v.to_string());
+            out.push_str(&v.readable().to_string());
         }
         out.push_str(&"]".repeat(shape.len()));
         out

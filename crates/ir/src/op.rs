@@ -218,6 +218,12 @@ op_names! {
         Log1p = "log1p",
         /// Cube root.
         Cbrt = "cbrt",
+        /// Inverse hyperbolic sine.
+        Asinh = "asinh",
+        /// Inverse hyperbolic cosine (NaN below 1).
+        Acosh = "acosh",
+        /// Inverse hyperbolic tangent (±inf at ±1, NaN beyond).
+        Atanh = "atanh",
         /// The error function.
         Erf = "erf",
         /// The complementary error function, 1 - erf(x) without cancellation.
@@ -254,6 +260,9 @@ op_names! {
         Atan2 = "atan2",
         /// `sqrt(a*a + b*b)` without undue overflow; floats only.
         Hypot = "hypot",
+        /// The next representable value after `a` towards `b` (C `nextafter`:
+        /// `b` if they are equal, NaN if either is); floats only.
+        NextAfter = "nextafter",
         /// Logical and; `bool` only.
         And = "and",
         /// Logical or; `bool` only.

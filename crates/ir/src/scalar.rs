@@ -191,6 +191,30 @@ impl fmt::Display for Scalar {
     }
 }
 
+impl Scalar {
+    /// The value as a person reads it: like `Display`, but every NaN is `nan`
+    /// (its sign and payload are not part of kiln's semantics, so they are
+    /// noise to a reader). The `.kiln` text format keeps them: it needs exact
+    /// round trips.
+    pub fn readable(&self) -> Readable {
+        Readable(*self)
+    }
+}
+
+/// A [`Scalar`] shown as a person reads it ([`Scalar::readable`]).
+#[derive(Copy, Clone, Debug)]
+pub struct Readable(Scalar);
+
+impl fmt::Display for Readable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Scalar::F32(v) if v.is_nan() => f.write_str("nan"),
+            Scalar::F64(v) if v.is_nan() => f.write_str("nan"),
+            s => write!(f, "{s}"),
+        }
+    }
+}
+
 /// Why a literal did not parse as a scalar of a given dtype.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("`{text}` is not a valid {dtype} literal")]

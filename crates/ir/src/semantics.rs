@@ -156,6 +156,9 @@ macro_rules! float_unary_all {
                 log10 / log10f = Log10,
                 log1p / log1pf = Log1p,
                 cbrt / cbrtf = Cbrt,
+                asinh / asinhf = Asinh,
+                acosh / acoshf = Acosh,
+                atanh / atanhf = Atanh,
                 erf / erff = Erf,
                 erfc / erfcf = Erfc
             ]
@@ -232,7 +235,7 @@ macro_rules! int_binary {
 
 macro_rules! float_binary {
     ($op:expr, $a:expr, $b:expr, $t:ident, $m:ident, $min:ident, $max:ident, $divmod:ident,
-     $fmod:ident, $pow:ident, $atan2:ident, $hypot:ident) => {{
+     $fmod:ident, $pow:ident, $atan2:ident, $hypot:ident, $nextafter:ident) => {{
         let (a, b): ($t, $t) = ($a, $b);
         match $op {
             BinaryOp::Add => a + b,
@@ -251,6 +254,7 @@ macro_rules! float_binary {
             BinaryOp::Copysign => a.copysign(b),
             BinaryOp::Atan2 => libm::$atan2(a, b),
             BinaryOp::Hypot => libm::$hypot(a, b),
+            BinaryOp::NextAfter => libm::$nextafter(a, b),
             _ => return bad($op.name(), DType::$m),
         }
     }};
@@ -268,10 +272,11 @@ pub fn binary(op: BinaryOp, a: Scalar, b: Scalar) -> EvalResult<Scalar> {
         (Scalar::I32(a), Scalar::I32(b)) => Scalar::I32(int_binary!(op, a, b, i32, u32, I32)),
         (Scalar::I64(a), Scalar::I64(b)) => Scalar::I64(int_binary!(op, a, b, i64, u64, I64)),
         (Scalar::F32(a), Scalar::F32(b)) => Scalar::F32(float_binary!(
-            op, a, b, f32, F32, min_f32, max_f32, divmod_f32, fmodf, powf, atan2f, hypotf
+            op, a, b, f32, F32, min_f32, max_f32, divmod_f32, fmodf, powf, atan2f, hypotf,
+            nextafterf
         )),
         (Scalar::F64(a), Scalar::F64(b)) => Scalar::F64(float_binary!(
-            op, a, b, f64, F64, min_f64, max_f64, divmod_f64, fmod, pow, atan2, hypot
+            op, a, b, f64, F64, min_f64, max_f64, divmod_f64, fmod, pow, atan2, hypot, nextafter
         )),
         _ => return bad(op.name(), b.dtype()),
     })

@@ -72,7 +72,7 @@ pub fn binary_class(op: BinaryOp) -> DTypeClass {
     use BinaryOp::*;
     match op {
         Add | Sub | Mul | Div | Rem | FloorDiv | Mod | Min | Max => DTypeClass::Numeric,
-        Pow | Copysign | Atan2 | Hypot => DTypeClass::Float,
+        Pow | Copysign | Atan2 | Hypot | NextAfter => DTypeClass::Float,
         And | Or | Xor => DTypeClass::Bool,
         BAnd | BOr | BXor | Shl | ShrArith | ShrLogical => DTypeClass::Int,
     }

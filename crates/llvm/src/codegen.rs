@@ -706,7 +706,11 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
                 }
                 .into()
             }
-            BinaryOp::Pow | BinaryOp::Copysign | BinaryOp::Atan2 | BinaryOp::Hypot => {
+            BinaryOp::Pow
+            | BinaryOp::Copysign
+            | BinaryOp::Atan2
+            | BinaryOp::Hypot
+            | BinaryOp::NextAfter => {
                 return Err(CodegenError::Invalid(format!("`{op}` on {dtype}")));
             }
         })

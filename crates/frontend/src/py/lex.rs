@@ -144,16 +144,24 @@ impl Lexer<'_> {
         if rest.is_empty() || rest.starts_with(['\n', '#', '\r']) {
             return Ok(());
         }
-        let current = *self.indents.last().expect("the indent stack starts with 0");
+        // The first line's indentation is the base, as `textwrap.dedent` or
+        // `eval(" x + 1")` would have it: `-e '  x + 1'` and code pasted
+        // from inside a block parse as written.
+        if self.tokens.is_empty() {
+            self.indents = vec![width];
+        }
+        let current = *self.indents.last().expect("the indent stack has its base");
         if width > current {
             self.indents.push(width);
             self.push(Tok::Indent, start, self.pos);
         }
-        while width < *self.indents.last().expect("the indent stack starts with 0") {
+        while self.indents.len() > 1
+            && width < *self.indents.last().expect("the indent stack has its base")
+        {
             self.indents.pop();
             self.push(Tok::Dedent, self.pos, self.pos);
         }
-        if width != *self.indents.last().expect("the indent stack starts with 0") {
+        if width != *self.indents.last().expect("the indent stack has its base") {
             return self.err(
                 self.pos,
                 "unindent does not match any outer indentation level",
@@ -341,6 +349,21 @@ mod tests {
                 Dedent,
                 Eof
             ]
+        );
+    }
+
+    #[test]
+    fn the_first_line_sets_the_base_indentation() {
+        let toks =
+            |src: &str| -> Vec<Tok> { lex(src).unwrap().into_iter().map(|t| t.tok).collect() };
+        assert_eq!(toks("  x + 1"), toks("x + 1"));
+        assert_eq!(
+            toks("\n  # note\n    def f(x):\n        return x\n"),
+            toks("def f(x):\n    return x\n")
+        );
+        assert_eq!(
+            lex("  a\nb").unwrap_err().to_string(),
+            "2:1: unindent does not match any outer indentation level"
         );
     }
 

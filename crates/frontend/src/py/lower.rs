@@ -5,23 +5,16 @@
 //!
 //! Expressions are lowered in arena order, statement by statement, in one loop.
 
-use super::ast::{Ast, BinOp, ExprId, ExprKind, Stmt, UnOp};
+use super::ast::{Ast, BinOp, ExprId, ExprKind, Stmt};
 use super::funcs;
 use super::Options;
 use kiln_ir::{
-    Builder, DType, Graph, Loc, ParseError, ParseResult, Scalar, SourceMap, TensorType, Type, Value,
+    Builder, DType, Graph, Loc, ParseError, ParseResult, Scalar, SourceMap, TensorType, Type,
 };
 use std::collections::HashMap;
 
-/// A lowered expression value: a graph value and whether it is a literal
-/// ("weak": it takes the dtype of the other operand of its kind).
-#[derive(Copy, Clone, Debug)]
-pub struct PyVal {
-    /// The graph value.
-    pub v: Value,
-    /// True for literals and expressions of literals only.
-    pub weak: bool,
-}
+pub use super::numpy::PyVal;
+use super::numpy::{Np, NpResult};
 
 #[derive(Clone, Debug)]
 enum Lowered {
@@ -41,20 +34,6 @@ pub struct Lower<'a> {
     source_map: SourceMap,
     /// Where the expression being lowered starts (for errors).
     pub at: usize,
-}
-
-/// Category of a dtype for promotion: bool < int < float.
-fn category(d: DType) -> u8 {
-    match d {
-        DType::Bool => 0,
-        DType::I32 | DType::I64 => 1,
-        DType::F32 | DType::F64 => 2,
-    }
-}
-
-/// The default dtype of a category (Python's `bool`, `int`, `float`).
-fn default_of(category: u8) -> DType {
-    [DType::Bool, DType::I64, DType::F64][category as usize]
 }
 
 impl<'a> Lower<'a> {
@@ -139,7 +118,7 @@ impl<'a> Lower<'a> {
                     let current = self.lookup(target)?;
                     let rhs = self.val(*e)?;
                     self.at = span.start;
-                    let v = self.binary(*op, current, rhs)?;
+                    let v = self.np(|np| np.binary(*op, current, rhs))?;
                     self.bind(target, v);
                 }
                 Stmt::Return(e) if is_last => return self.outputs(*e),
@@ -242,7 +221,7 @@ impl<'a> Lower<'a> {
     }
 
     /// A literal constant.
-    pub fn literal(&mut self, c: Scalar) -> PyVal {
+    fn literal(&mut self, c: Scalar) -> PyVal {
         PyVal {
             v: self.b.constant(c),
             weak: true,
@@ -260,24 +239,31 @@ impl<'a> Lower<'a> {
             },
             ExprKind::Float(v) => Lowered::Val(self.literal(Scalar::F64(*v))),
             ExprKind::Bool(v) => Lowered::Val(self.literal(Scalar::Bool(*v))),
-            ExprKind::Unary(op, a) => Lowered::Val(self.unary(*op, self.val(*a)?)?),
+            ExprKind::Unary(op, a) => {
+                let a = self.val(*a)?;
+                Lowered::Val(self.np(|np| np.unary(*op, a))?)
+            }
             ExprKind::Binary(op, a, b) => {
-                Lowered::Val(self.binary(*op, self.val(*a)?, self.val(*b)?)?)
+                let (a, b) = (self.val(*a)?, self.val(*b)?);
+                Lowered::Val(self.np(|np| np.binary(*op, a, b))?)
             }
             ExprKind::Compare(first, rest) => Lowered::Val(self.compare_chain(*first, rest)?),
             ExprKind::IfElse(c, a, b) => {
                 let (c, a, b) = (self.val(*c)?, self.val(*a)?, self.val(*b)?);
-                let c = self.truth(c)?;
-                let (a, b, _) = self.promote(a, b, false)?;
-                let v = self.typed(|b_| b_.select(c.v, a.v, b.v))?;
-                Lowered::Val(PyVal { v, weak: false })
+                let v = self.np(|np| {
+                    let c = np.truth(c)?;
+                    let (a, b, _) = np.promote(a, b, false)?;
+                    np.select(c, a, b)
+                })?;
+                Lowered::Val(PyVal { weak: false, ..v })
             }
             ExprKind::Call(name, args) => {
                 let args = args
                     .iter()
                     .map(|&a| self.val(a))
                     .collect::<ParseResult<Vec<_>>>()?;
-                Lowered::Val(funcs::call(self, name, &args)?)
+                let called = funcs::call(&mut Np { b: &mut self.b }, name, &args);
+                Lowered::Val(called.or_else(|e| self.err(e.message()))?)
             }
             ExprKind::Tuple(items) => Lowered::Tuple(
                 items
@@ -296,153 +282,11 @@ impl<'a> Lower<'a> {
         Ok(())
     }
 
-    /// Runs a builder call, turning a type error into a located parse error.
-    pub fn typed(
-        &mut self,
-        f: impl FnOnce(&mut Builder) -> kiln_ir::TypeResult<Value>,
-    ) -> ParseResult<Value> {
-        f(&mut self.b).or_else(|e| self.err(e.message))
-    }
-
-    /// The dtype of a value.
-    pub fn dtype(&self, v: PyVal) -> DType {
-        self.b.dtype(v.v).expect("frontend values are tensors")
-    }
-
-    /// Converts `v` to `to`. A literal converts at compile time; an int literal
-    /// that does not fit the target int type is an error (as in NumPy 2).
-    pub fn convert(&mut self, v: PyVal, to: DType) -> ParseResult<PyVal> {
-        if self.dtype(v) == to {
-            return Ok(v);
-        }
-        if let kiln_ir::Op::Const(c) = self.b.graph().node(v.v).op {
-            let converted = kiln_ir::semantics::cast(c, to);
-            let round_trips = kiln_ir::semantics::cast(converted, c.dtype()) == c;
-            if c.dtype().is_int() && to.is_int() && !round_trips {
-                return self.err(format!("integer literal {c} is out of range for {to}"));
-            }
-            return Ok(PyVal {
-                v: self.b.constant(converted),
-                weak: v.weak,
-            });
-        }
-        let cast = self.typed(|b| b.cast(v.v, to))?;
-        Ok(PyVal {
-            v: cast,
-            weak: v.weak,
-        })
-    }
-
-    /// Converts two operands to their common dtype (NEP 50 promotion: a literal
-    /// does not widen a value of its own category or a higher one). With
-    /// `arith`, bools become `i64` (`True + True == 2`).
-    pub fn promote(
-        &mut self,
-        a: PyVal,
-        b: PyVal,
-        arith: bool,
-    ) -> ParseResult<(PyVal, PyVal, DType)> {
-        let (da, db) = (self.dtype(a), self.dtype(b));
-        let mut common = match (a.weak, b.weak) {
-            (true, false) if category(da) <= category(db) => db,
-            (false, true) if category(db) <= category(da) => da,
-            (true, false) => default_of(category(da)).max(db),
-            (false, true) => default_of(category(db)).max(da),
-            _ => da.max(db),
-        };
-        if arith && common == DType::Bool {
-            common = DType::I64;
-        }
-        let a = self.convert(a, common)?;
-        let b = self.convert(b, common)?;
-        Ok((a, b, common))
-    }
-
-    /// Python truthiness: `bool(x)`, i.e. `x != 0` (NaN is true).
-    pub fn truth(&mut self, v: PyVal) -> ParseResult<PyVal> {
-        self.convert(v, DType::Bool)
-    }
-
-    /// A float version of `v` (`f64` unless it is already a float).
-    pub fn floating(&mut self, v: PyVal) -> ParseResult<PyVal> {
-        if self.dtype(v).is_float() {
-            Ok(v)
-        } else {
-            self.convert(v, DType::F64)
-        }
-    }
-
-    fn unary(&mut self, op: UnOp, a: PyVal) -> ParseResult<PyVal> {
-        let weak = a.weak;
-        let (ir_op, a) = match op {
-            UnOp::Pos => {
-                return if self.dtype(a) == DType::Bool {
-                    self.convert(a, DType::I64)
-                } else {
-                    Ok(a)
-                }
-            }
-            UnOp::Neg => {
-                let a = if self.dtype(a) == DType::Bool {
-                    self.convert(a, DType::I64)?
-                } else {
-                    a
-                };
-                (kiln_ir::UnaryOp::Neg, a)
-            }
-            UnOp::Not => (kiln_ir::UnaryOp::Not, self.truth(a)?),
-            UnOp::Invert => match self.dtype(a) {
-                DType::Bool => (kiln_ir::UnaryOp::Not, a),
-                d if d.is_int() => (kiln_ir::UnaryOp::BNot, a),
-                d => return self.err(format!("`~` takes bools or ints, got {d}")),
-            },
-        };
-        let v = self.typed(|b| b.unary(ir_op, a.v))?;
-        Ok(PyVal { v, weak })
-    }
-
-    /// Lowers `a op b` with Python's meaning.
-    pub fn binary(&mut self, op: BinOp, a: PyVal, b: PyVal) -> ParseResult<PyVal> {
-        use kiln_ir::BinaryOp as B;
-        let weak = a.weak && b.weak;
-        let (a, b, common) = match op {
-            BinOp::And | BinOp::Or => {
-                let (a, b) = (self.truth(a)?, self.truth(b)?);
-                (a, b, DType::Bool)
-            }
-            BinOp::BitAnd | BinOp::BitOr | BinOp::BitXor => self.promote(a, b, false)?,
-            _ => self.promote(a, b, true)?,
-        };
-        let (a, b, ir_op) = match op {
-            BinOp::Add => (a, b, B::Add),
-            BinOp::Sub => (a, b, B::Sub),
-            BinOp::Mul => (a, b, B::Mul),
-            BinOp::FloorDiv => (a, b, B::FloorDiv),
-            BinOp::Mod => (a, b, B::Mod),
-            BinOp::Div | BinOp::Pow => {
-                let (a, b) = (self.floating(a)?, self.floating(b)?);
-                (a, b, if op == BinOp::Div { B::Div } else { B::Pow })
-            }
-            BinOp::And => (a, b, B::And),
-            BinOp::Or => (a, b, B::Or),
-            BinOp::BitAnd if common == DType::Bool => (a, b, B::And),
-            BinOp::BitOr if common == DType::Bool => (a, b, B::Or),
-            BinOp::BitXor if common == DType::Bool => (a, b, B::Xor),
-            BinOp::BitAnd | BinOp::BitOr | BinOp::BitXor | BinOp::Shl | BinOp::Shr
-                if !common.is_int() =>
-            {
-                return self.err(format!(
-                    "bitwise operators take bools or ints, got {common}"
-                ));
-            }
-            BinOp::BitAnd => (a, b, B::BAnd),
-            BinOp::BitOr => (a, b, B::BOr),
-            BinOp::BitXor => (a, b, B::BXor),
-            BinOp::Shl => (a, b, B::Shl),
-            BinOp::Shr => (a, b, B::ShrArith),
-        };
-        let v = self.typed(|bd| bd.binary(ir_op, a.v, b.v))?;
-        Ok(PyVal { v, weak })
+    /// Runs `f` with NumPy's rules over the graph, locating its error at the
+    /// expression being lowered.
+    pub fn np<T>(&mut self, f: impl FnOnce(&mut Np<'_>) -> NpResult<T>) -> ParseResult<T> {
+        let result = f(&mut Np { b: &mut self.b });
+        result.or_else(|m| self.err(m))
     }
 
     /// Lowers `first op1 x1 op2 x2 …` as `(first op1 x1) and (x1 op2 x2) …`.
@@ -456,14 +300,11 @@ impl<'a> Lower<'a> {
         for &(op, rhs) in rest {
             let rhs = self.val(rhs)?;
             let weak = lhs.weak && rhs.weak;
-            let (a, b, _) = self.promote(lhs, rhs, false)?;
-            let cmp = PyVal {
-                v: self.typed(|bd| bd.compare(op, a.v, b.v))?,
-                weak,
-            };
+            let cmp = self.np(|np| np.compare(op, lhs, rhs))?;
+            let cmp = PyVal { weak, ..cmp };
             result = Some(match result {
                 None => cmp,
-                Some(acc) => self.binary(BinOp::And, acc, cmp)?,
+                Some(acc) => self.np(|np| np.binary(BinOp::And, acc, cmp))?,
             });
             lhs = rhs;
         }

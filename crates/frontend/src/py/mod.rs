@@ -10,9 +10,10 @@
 //! first use; function parameters are inputs in order, `f64` unless annotated.
 
 pub mod ast;
-mod funcs;
+pub mod funcs;
 mod lex;
 mod lower;
+pub mod numpy;
 mod parse;
 
 pub use parse::MAX_DEPTH;

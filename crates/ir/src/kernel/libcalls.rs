@@ -28,6 +28,9 @@ pub fn unary_name(op: UnaryOp, dtype: DType) -> Option<String> {
         Log10 => "log10",
         Log1p => "log1p",
         Cbrt => "cbrt",
+        Asinh => "asinh",
+        Acosh => "acosh",
+        Atanh => "atanh",
         Erf => "erf",
         Erfc => "erfc",
         _ => return None,
@@ -42,6 +45,7 @@ pub fn binary_name(op: BinaryOp, dtype: DType) -> Option<String> {
         BinaryOp::Atan2 => "atan2",
         BinaryOp::Hypot => "hypot",
         BinaryOp::Rem => "fmod",
+        BinaryOp::NextAfter => "nextafter",
         _ => return None,
     };
     Some(suffixed(base, dtype))
@@ -78,16 +82,20 @@ bindings! {
     exp: fn(x: f64) -> f64; exp2: fn(x: f64) -> f64; expm1: fn(x: f64) -> f64;
     log: fn(x: f64) -> f64; log2: fn(x: f64) -> f64; log10: fn(x: f64) -> f64;
     log1p: fn(x: f64) -> f64; cbrt: fn(x: f64) -> f64;
+    asinh: fn(x: f64) -> f64; acosh: fn(x: f64) -> f64; atanh: fn(x: f64) -> f64;
     erf: fn(x: f64) -> f64; erfc: fn(x: f64) -> f64;
     pow: fn(x: f64, y: f64) -> f64; atan2: fn(x: f64, y: f64) -> f64;
     hypot: fn(x: f64, y: f64) -> f64; fmod: fn(x: f64, y: f64) -> f64;
+    nextafter: fn(x: f64, y: f64) -> f64;
     sinf: fn(x: f32) -> f32; cosf: fn(x: f32) -> f32; tanf: fn(x: f32) -> f32;
     asinf: fn(x: f32) -> f32; acosf: fn(x: f32) -> f32; atanf: fn(x: f32) -> f32;
     sinhf: fn(x: f32) -> f32; coshf: fn(x: f32) -> f32; tanhf: fn(x: f32) -> f32;
     expf: fn(x: f32) -> f32; exp2f: fn(x: f32) -> f32; expm1f: fn(x: f32) -> f32;
     logf: fn(x: f32) -> f32; log2f: fn(x: f32) -> f32; log10f: fn(x: f32) -> f32;
     log1pf: fn(x: f32) -> f32; cbrtf: fn(x: f32) -> f32;
+    asinhf: fn(x: f32) -> f32; acoshf: fn(x: f32) -> f32; atanhf: fn(x: f32) -> f32;
     erff: fn(x: f32) -> f32; erfcf: fn(x: f32) -> f32;
     powf: fn(x: f32, y: f32) -> f32; atan2f: fn(x: f32, y: f32) -> f32;
     hypotf: fn(x: f32, y: f32) -> f32; fmodf: fn(x: f32, y: f32) -> f32;
+    nextafterf: fn(x: f32, y: f32) -> f32;
 }
