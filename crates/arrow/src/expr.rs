@@ -64,6 +64,10 @@ pub enum Func {
     If,
     /// Conversion to a dtype (`docs/semantics.md`: float → int saturates).
     Cast(DType),
+    /// An elementwise function of the Python subset's table, by its canonical
+    /// name (`arcsinh`, `clip`, `isinf`, `power`…), with NumPy's meaning
+    /// (`kiln::frontend::py::funcs`); null if any argument is.
+    Numpy(&'static str),
 }
 
 impl Func {
@@ -104,11 +108,20 @@ impl Func {
                 } else if let Some(dtype) = name.strip_prefix("cast_").and_then(DType::from_name) {
                     Func::Cast(dtype)
                 } else {
-                    return None;
+                    Func::numpy(name, 2)?
                 }
             }
         };
         Some(func.normalized())
+    }
+
+    /// The elementwise function of the Python subset's table called `name`,
+    /// for `n_args` arguments (`min(x)` reduces, so it is none).
+    pub fn numpy(name: &str, n_args: usize) -> Option<Func> {
+        use kiln::frontend::py::funcs;
+        funcs::canonical(name)
+            .filter(|_| funcs::is_elementwise(name, n_args))
+            .map(Func::Numpy)
     }
 
     /// Logical and bitwise ops as one function each (`band` is `and`).
@@ -127,6 +140,7 @@ impl Func {
     pub fn arity(self) -> Option<usize> {
         match self {
             Func::And | Func::Or | Func::Coalesce => None,
+            Func::Numpy(name) => kiln::frontend::py::funcs::arity_of(name),
             Func::Unary(_) | Func::Not | Func::IsNull | Func::IsNotNull | Func::Cast(_) => Some(1),
             Func::Binary(_) | Func::TrueDiv | Func::Compare(_) | Func::Xor => Some(2),
             Func::If => Some(3),
@@ -149,6 +163,7 @@ impl Func {
             Func::Coalesce => "coalesce".into(),
             Func::If => "if".into(),
             Func::Cast(d) => format!("cast_{d}"),
+            Func::Numpy(name) => name.to_string(),
         }
     }
 
@@ -161,9 +176,9 @@ impl Func {
             Func::TrueDiv => "/",
             Func::Binary(BinaryOp::FloorDiv) => "//",
             Func::Binary(BinaryOp::Mod) => "%",
-            Func::Binary(BinaryOp::Pow) => "**",
-            Func::Binary(BinaryOp::Shl) => "<<",
-            Func::Binary(BinaryOp::ShrArith) => ">>",
+            Func::Binary(BinaryOp::Pow) | Func::Numpy("power") => "**",
+            Func::Binary(BinaryOp::Shl) | Func::Numpy("left_shift") => "<<",
+            Func::Binary(BinaryOp::ShrArith) | Func::Numpy("right_shift") => ">>",
             Func::Compare(CmpOp::Eq) => "==",
             Func::Compare(CmpOp::Ne) => "!=",
             Func::Compare(CmpOp::Lt) => "<",

@@ -541,7 +541,45 @@ impl Lower<'_> {
                     ..v
                 })
             }
+            Func::Numpy(name) => self.numpy(name, vals, e),
         }
+    }
+
+    /// A function of the Python subset's table, lowered by that table: the
+    /// value is NumPy's, null where any argument is. A null row's integer
+    /// slot holds whatever the buffer has, so it becomes 1 first: no row
+    /// whose result is null can fail the batch with a division by zero.
+    fn numpy(&mut self, name: &'static str, vals: &[Val], e: &Expr) -> Result<Val, Error> {
+        use kiln::frontend::py::funcs;
+        use kiln::frontend::py::numpy::{Np, PyVal};
+        let mut args = Vec::with_capacity(vals.len());
+        let mut valid = None;
+        for &v in vals {
+            let dtype = self.dtype(v);
+            let mut value = v.value;
+            if let (Some(ok), true) = (v.valid, dtype.is_int()) {
+                let one = self.constant(one(dtype));
+                value = self.b.select(ok, value, one).map_err(type_err)?;
+            }
+            valid = self.and_valid(valid, v.valid)?;
+            args.push(PyVal {
+                v: value,
+                weak: v.weak != Weak::No,
+            });
+        }
+        let out = funcs::call(&mut Np { b: &mut self.b }, name, &args)
+            .map_err(|err| Error::Type(format!("{} (in `{e}`)", err.message())))?;
+        let dtype = self.b.dtype(out.v).expect("expression values are tensors");
+        let weak = match (out.weak, dtype) {
+            (true, d) if d.is_float() => Weak::Float,
+            (true, d) if d.is_int() => Weak::Int,
+            _ => Weak::No,
+        };
+        Ok(Val {
+            value: out.v,
+            valid,
+            weak,
+        })
     }
 
     /// Kleene AND / OR of two `bool`s: the value is `a & b` (`a | b`) wherever

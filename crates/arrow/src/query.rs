@@ -12,12 +12,13 @@
 use crate::expr::{Expr, Func, Literal, MAX_DEPTH};
 use crate::Error;
 use kiln::frontend::py::ast::{BinOp, ExprKind, Stmt, UnOp};
+use kiln::frontend::py::{funcs, Syntax};
 use kiln::ir::{BinaryOp, UnaryOp};
 use kiln::{DType, ParseError, Scalar};
 
 /// Parses a query.
 pub fn parse(src: &str) -> Result<Expr, Error> {
-    let ast = kiln::frontend::py::parse_ast(src)?;
+    let ast = kiln::frontend::py::parse_ast(src, Syntax::Pandas)?;
     let root = match (ast.name.as_ref(), ast.body.as_slice()) {
         (None, [(Stmt::Expr(root), _)]) => *root,
         _ => {
@@ -57,7 +58,11 @@ pub fn parse(src: &str) -> Result<Expr, Error> {
         let mut take = |id: usize| built[id].take().expect("each operand has one user");
         let call = |f: Func, args: Vec<Expr>| Expr::Call(f, args);
         let e = match &node.kind {
-            ExprKind::Name(name) => Expr::Field(name.clone()),
+            // `inf`, `nan`, `pi`, `np.pi`, `math.e`: the Python subset's constants.
+            ExprKind::Name(name) => match funcs::constant(name) {
+                Some(c) => Expr::Literal(Literal::Float(c)),
+                None => Expr::Field(name.clone()),
+            },
             ExprKind::Int(v) => match i64::try_from(*v) {
                 Ok(v) => Expr::Literal(Literal::Int(v)),
                 Err(_) => return Err(err(node.span, format!("{v} does not fit in i64"))),
@@ -84,9 +89,11 @@ pub fn parse(src: &str) -> Result<Expr, Error> {
                     BinOp::Div => Func::TrueDiv,
                     BinOp::FloorDiv => Func::Binary(BinaryOp::FloorDiv),
                     BinOp::Mod => Func::Binary(BinaryOp::Mod),
-                    BinOp::Pow => Func::Binary(BinaryOp::Pow),
-                    BinOp::Shl => Func::Binary(BinaryOp::Shl),
-                    BinOp::Shr => Func::Binary(BinaryOp::ShrArith),
+                    // NumPy's `**` and shifts (the exponents it special-cases;
+                    // counts outside [0, width) shift every bit out).
+                    BinOp::Pow => Func::Numpy("power"),
+                    BinOp::Shl => Func::Numpy("left_shift"),
+                    BinOp::Shr => Func::Numpy("right_shift"),
                     BinOp::BitAnd | BinOp::And => Func::And,
                     BinOp::BitOr | BinOp::Or => Func::Or,
                     BinOp::BitXor => Func::Xor,
@@ -122,18 +129,7 @@ pub fn parse(src: &str) -> Result<Expr, Error> {
                 if let Some(col) = receiver {
                     args.push(Expr::Field(col.to_string()));
                 }
-                let func = match name {
-                    "float" | "f64" => Func::Cast(DType::F64),
-                    "f32" => Func::Cast(DType::F32),
-                    "int" | "i64" => Func::Cast(DType::I64),
-                    "i32" => Func::Cast(DType::I32),
-                    "bool" => Func::Cast(DType::Bool),
-                    "min" => Func::Binary(BinaryOp::Min),
-                    "max" => Func::Binary(BinaryOp::Max),
-                    other => Func::from_name(other)
-                        .filter(|f| !matches!(f, Func::Compare(_)))
-                        .ok_or_else(|| err(node.span, format!("unknown function `{other}`")))?,
-                };
+                let func = resolve(name, args.len()).map_err(|m| err(node.span, m))?;
                 if let Some(n) = func.arity() {
                     if args.len() != n {
                         return Err(err(
@@ -155,6 +151,54 @@ pub fn parse(src: &str) -> Result<Expr, Error> {
         .expect("the root is built last and unused"))
 }
 
+/// The null-aware functions and casts only queries have.
+const QUERY_NAMES: &[&str] = &[
+    "isnull",
+    "isna",
+    "notnull",
+    "notna",
+    "isnotnull",
+    "coalesce",
+    "where",
+    "if",
+    "f64",
+    "f32",
+    "i64",
+    "i32",
+];
+
+/// The function a query calls `name` with `n_args` arguments: first the
+/// null-aware ones (`isnull`, `coalesce`, `where`: SQL's rules), then casts,
+/// then the Python subset's table (every elementwise function `kiln eval`
+/// knows, with NumPy's meaning), then Gandiva's names (`less_than`).
+fn resolve(name: &str, n_args: usize) -> Result<Func, String> {
+    let base = name
+        .strip_prefix("np.")
+        .or_else(|| name.strip_prefix("numpy."))
+        .unwrap_or(name);
+    Ok(match base {
+        "isnull" | "isna" | "notnull" | "notna" | "isnotnull" | "coalesce" | "where" | "if" => {
+            Func::from_name(base).expect("a null-aware function")
+        }
+        "float" | "f64" | "float64" => Func::Cast(DType::F64),
+        "f32" | "float32" => Func::Cast(DType::F32),
+        "int" | "i64" | "int64" => Func::Cast(DType::I64),
+        "i32" | "int32" => Func::Cast(DType::I32),
+        "bool" => Func::Cast(DType::Bool),
+        _ => match (Func::numpy(name, n_args), funcs::canonical(name)) {
+            (Some(f), _) => f,
+            (None, Some(_)) => {
+                return Err(format!(
+                    "`{name}` is not elementwise: a query computes one value per row"
+                ))
+            }
+            (None, None) => Func::from_name(name)
+                .filter(|f| !matches!(f, Func::Compare(_)))
+                .ok_or_else(|| funcs::unknown_message(name, QUERY_NAMES))?,
+        },
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -171,9 +215,26 @@ mod tests {
             parse("x.isnull() | ~(y == 1) and not z")
                 .unwrap()
                 .to_string(),
-            "((isnull(x) | ~(y == 1)) & ~z)"
+            // pandas' precedence: `|` is `or`'s level, below `and`.
+            "(isnull(x) | (~(y == 1) & ~z))"
         );
         assert_eq!(parse("-2.5 * x").unwrap().to_string(), "(-2.5 * x)");
+    }
+
+    #[test]
+    fn pandas_precedence_and_the_python_subsets_names() {
+        for (src, parsed) in [
+            ("a < 0 & b > 0", "((a < 0) & (b > 0))"),
+            ("a < 0 | b > 0 & c == 1", "((a < 0) | ((b > 0) & (c == 1)))"),
+            ("~a & b", "(~a & b)"),
+            ("x > -inf", "(x > -inf)"),
+            ("isinf(x) | isnan(x)", "(isinf(x) | isnan(x))"),
+            ("np.arcsinh(x) > 0", "(arcsinh(x) > 0)"),
+            ("clip(x, 0, 1) < pi", "(clip(x, 0, 1) < 3.141592653589793)"),
+            ("x ** 0.5", "(x ** 0.5)"),
+        ] {
+            assert_eq!(parse(src).unwrap().to_string(), parsed, "{src}");
+        }
     }
 
     #[test]
@@ -181,6 +242,10 @@ mod tests {
         for (src, msg) in [
             ("x >", "expected"),
             ("frob(x)", "unknown function `frob`"),
+            ("isnul(x)", "did you mean `isnull`?"),
+            ("arcsinhh(x)", "did you mean `arcsinh`?"),
+            ("sum(x) > 1", "not elementwise"),
+            ("clip(x, 1)", "takes 3"),
             ("sqrt(x, y)", "takes 1"),
             ("(x, y)", "tuple"),
             ("a = 1\na", "one expression"),

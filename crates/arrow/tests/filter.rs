@@ -443,3 +443,105 @@ fn if_then_else_and_coalesce_from_the_builder() {
         );
     }
 }
+
+/// Everything `kiln eval` accepts elementwise, a query accepts with the same
+/// meaning (one function table), with pandas' precedence, and null in, null
+/// out; values by hand from NumPy's definitions.
+#[test]
+fn queries_share_the_python_subsets_functions_and_pandas_precedence() {
+    let x: ArrayRef = Arc::new(Float64Array::from(vec![
+        Some(f64::NEG_INFINITY),
+        Some(-0.0),
+        Some(f64::NAN),
+        Some(4.0),
+        None,
+        Some(f64::INFINITY),
+    ]));
+    let k: ArrayRef = Arc::new(Int32Array::from(vec![
+        Some(1),
+        Some(-8),
+        None,
+        Some(3),
+        Some(0),
+        Some(2),
+    ]));
+    let b = batch(vec![("x", x), ("k", k)]);
+    let f64s = |a: &ArrayRef| -> Vec<Option<u64>> {
+        a.as_primitive::<Float64Type>()
+            .iter()
+            .map(|v| v.map(|v| if v.is_nan() { u64::MAX } else { v.to_bits() }))
+            .collect()
+    };
+    let bits = |v: &[Option<f64>]| -> Vec<Option<u64>> {
+        v.iter()
+            .map(|v| v.map(|v| if v.is_nan() { u64::MAX } else { v.to_bits() }))
+            .collect()
+    };
+    let nan = f64::NAN;
+    for tier in Tier::all() {
+        // `inf`, `nan` and the float tests `kiln eval` knows.
+        assert_eq!(
+            filter(&b, "isinf(x) | isnan(x)", tier),
+            [0, 2, 5],
+            "{tier:?}"
+        );
+        assert_eq!(filter(&b, "isfinite(x)", tier), [1, 3]);
+        assert_eq!(filter(&b, "x == -inf", tier), [0]);
+        assert_eq!(filter(&b, "x != nan", tier), [0, 1, 2, 3, 5]);
+        // pandas binds `&` and `|` looser than comparisons.
+        assert_eq!(filter(&b, "x > 0 & k > 0", tier), [3, 5]);
+        assert_eq!(filter(&b, "x < 0 | k == 3 & x > 0", tier), [0, 3]);
+        // NumPy's `** 0.5` is sqrt: NaN at -inf, -0.0 at -0.0.
+        assert_eq!(
+            f64s(&project(&b, "x ** 0.5", tier)),
+            bits(&[
+                Some(nan),
+                Some(-0.0),
+                Some(nan),
+                Some(2.0),
+                None,
+                Some(f64::INFINITY)
+            ])
+        );
+        assert_eq!(
+            f64s(&project(&b, "np.clip(x, -1.0, 1.0) * sign(x)", tier)),
+            bits(&[Some(1.0), Some(-0.0), Some(nan), Some(1.0), None, Some(1.0)])
+        );
+        assert_eq!(
+            f64s(&project(&b, "fmax(x, 0.5)", tier)),
+            bits(&[
+                Some(0.5),
+                Some(0.5),
+                Some(0.5),
+                Some(4.0),
+                None,
+                Some(f64::INFINITY)
+            ])
+        );
+        // NumPy's shifts: a count of 32 or more (or below 0) shifts every
+        // bit out: 0, or -1 for a negative value shifted right. k << 31 is
+        // MIN for odd k; (3 << 31) >> 48 is -1; -8 >> -128 is 0.
+        let shifted = project(&b, "(k << 31) >> (k * 16)", tier);
+        assert_eq!(
+            shifted
+                .as_primitive::<Int32Type>()
+                .iter()
+                .collect::<Vec<_>>(),
+            [Some(-32768), Some(0), None, Some(-1), Some(0), Some(0)]
+        );
+        assert_eq!(
+            project(&b, "signbit(k) & ~isinf(k)", tier)
+                .as_boolean()
+                .iter()
+                .collect::<Vec<_>>(),
+            [
+                Some(false),
+                Some(true),
+                None,
+                Some(false),
+                Some(false),
+                Some(false)
+            ]
+        );
+    }
+}

@@ -697,3 +697,50 @@ fn tf_split_outputs_by_name_on_every_tier() {
         stderr(&out)
     );
 }
+
+/// Rough edges a new user hits in the first minutes: expressions that start
+/// with `-` or a space, NaN printed for people, on every tier.
+#[test]
+fn expressions_may_start_with_a_minus_or_a_space_and_nan_prints_plainly() {
+    let csv = temp_file(
+        "mom.csv",
+        b"mom,B,theta\n2.0,3.0,0.0\n1.0,-1.0,3.141592653589793\n",
+    );
+    for tier in ["interp", "cranelift", "llvm"] {
+        let out = kiln(&["run", "-e", "-x", "--arg", "x=2", "--tier", tier]);
+        assert_eq!(
+            (stdout(&out).as_str(), out.status.code()),
+            ("out = -2.0\n", Some(0))
+        );
+        let out = kiln(&["run", "--expr", "  x * 2", "--arg", "x=2", "--tier", tier]);
+        assert_eq!(stdout(&out), "out = 4.0\n", "{}", stderr(&out));
+        let out = kiln(&[
+            "eval",
+            "-e",
+            "-mom*B*cos(theta)",
+            "--csv",
+            &csv,
+            "--tier",
+            tier,
+        ]);
+        assert_eq!(stdout(&out), "out\n-6.0\n-1.0\n", "{}", stderr(&out));
+        // A person reads `nan`, never its bits (x86's default NaN is negative).
+        let out = kiln(&["run", "-e", "np.sqrt(-x)", "--arg", "x=2", "--tier", tier]);
+        assert_eq!(stdout(&out), "out = nan\n", "{}", stderr(&out));
+        let out = kiln(&[
+            "run",
+            "-e",
+            "def f(x: float[n]): return np.sqrt(-x)",
+            "--arg",
+            "x=[2.0, -4.0]",
+            "--tier",
+            tier,
+        ]);
+        assert_eq!(stdout(&out), "out = [nan, 2.0]\n", "{}", stderr(&out));
+        let out = kiln(&["eval", "-e", "sqrt(-mom)", "--csv", &csv, "--tier", tier]);
+        assert_eq!(stdout(&out), "out\nnan\nnan\n", "{}", stderr(&out));
+    }
+    // Unknown functions name the nearest known one, located.
+    let out = kiln(&["run", "-e", "arcsinhh(x)", "--arg", "x=1"]);
+    assert_bad_input(&out, "did you mean `arcsinh`?");
+}

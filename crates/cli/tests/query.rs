@@ -168,3 +168,18 @@ fn bad_queries_and_files_exit_2_and_division_by_zero_exits_1() {
         );
     }
 }
+
+/// `kiln query` knows every elementwise name `kiln eval` knows, and pandas'
+/// precedence.
+#[test]
+fn queries_know_inf_nan_and_the_float_tests_with_pandas_precedence() {
+    let csv = temp_csv("inf.csv", "a,b\n-inf,1.0\n1.0,2.0\nnan,-1.0\n3.0,4.0\n");
+    for tier in ["cranelift", "llvm", "interp"] {
+        let out = kiln(&["query", &csv, "isinf(a) | isnan(a)", "--tier", tier]);
+        assert_eq!(ok(&out), "a,b\n-inf,1.0\nNaN,-1.0\n");
+        let out = kiln(&["query", &csv, "a > 0 & b > 2", "--count", "--tier", tier]);
+        assert_eq!(ok(&out), "1\n");
+        let out = kiln(&["query", &csv, "a > -inf", "--count", "--tier", tier]);
+        assert_eq!(ok(&out), "2\n");
+    }
+}

@@ -240,6 +240,24 @@ pub fn canonical(name: &str) -> Option<&'static str> {
     base_name(name).and_then(lookup).map(|(n, _)| n)
 }
 
+/// How many arguments the function called `name` takes, `None` for any
+/// number from one (`min`, `max`) or an unknown name.
+pub fn arity_of(name: &str) -> Option<usize> {
+    use Expansion as S;
+    Some(match base_name(name).and_then(lookup)?.1 {
+        Kind::Binary(..) | Kind::Operator(_) | Kind::Compare(_) => 2,
+        Kind::Expand(S::Min | S::Max) => return None,
+        Kind::Expand(S::Where | S::Clip) => 3,
+        Kind::Expand(S::FMin | S::FMax | S::LogAddExp | S::FloatPower) => 2,
+        Kind::Float(_)
+        | Kind::Round(_)
+        | Kind::Unary(_)
+        | Kind::Reduce(_)
+        | Kind::Cast(_)
+        | Kind::Expand(_) => 1,
+    })
+}
+
 /// True when the function called `name` is computed row by row (not a
 /// reduction nor `filter`) for `n_args` arguments.
 pub fn is_elementwise(name: &str, n_args: usize) -> bool {
@@ -616,5 +634,9 @@ mod tests {
         assert!(!is_elementwise("sum", 1));
         assert!(!is_elementwise("min", 1));
         assert!(is_elementwise("min", 2));
+        assert_eq!(arity_of("np.clip"), Some(3));
+        assert_eq!(arity_of("logaddexp"), Some(2));
+        assert_eq!(arity_of("isinf"), Some(1));
+        assert_eq!(arity_of("max"), None);
     }
 }

@@ -16,7 +16,7 @@ mod lower;
 pub mod numpy;
 mod parse;
 
-pub use parse::MAX_DEPTH;
+pub use parse::{Syntax, MAX_DEPTH};
 
 use kiln_ir::{Graph, ParseResult, Shape, SourceMap};
 use std::collections::HashMap;
@@ -38,10 +38,11 @@ pub fn count_nodes(src: &str) -> ParseResult<usize> {
     Ok(parse::parse(src)?.exprs.len())
 }
 
-/// Parses Python-subset source into its syntax tree, for tools that give the
-/// syntax their own meaning (`kiln-arrow`'s queries).
-pub fn parse_ast(src: &str) -> ParseResult<ast::Ast> {
-    parse::parse(src)
+/// Parses Python-subset source into its syntax tree with the operator
+/// precedence of `syntax`, for tools that give the syntax their own meaning
+/// (`kiln-arrow`'s pandas queries).
+pub fn parse_ast(src: &str, syntax: Syntax) -> ParseResult<ast::Ast> {
+    parse::parse_with(src, syntax)
 }
 
 /// Parses Python-subset source into an unverified graph and the source location

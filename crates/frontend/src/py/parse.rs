@@ -18,16 +18,34 @@ struct Parser<'a> {
     pos: usize,
     depth: usize,
     ast: Ast,
+    syntax: Syntax,
+}
+
+/// Which language's precedence the operators follow.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Syntax {
+    /// Python's: `&` and `|` bind tighter than comparisons.
+    Python,
+    /// pandas' `eval`/`query`: `&` and `|` have the precedence of `and` and
+    /// `or` (pandas rewrites them so), so `a < 0 & b > 0` is
+    /// `(a < 0) & (b > 0)`.
+    Pandas,
 }
 
 /// Parses a program of the Python subset.
 pub fn parse(src: &str) -> ParseResult<Ast> {
+    parse_with(src, Syntax::Python)
+}
+
+/// Parses a program with the operator precedence of `syntax`.
+pub fn parse_with(src: &str, syntax: Syntax) -> ParseResult<Ast> {
     let mut p = Parser {
         src,
         toks: lex(src)?,
         pos: 0,
         depth: 0,
         ast: Ast::default(),
+        syntax,
     };
     p.program()?;
     Ok(p.ast)
@@ -391,7 +409,8 @@ impl Parser<'_> {
         Ok(result)
     }
 
-    /// Left-associative `or` (of `and`s) and `and` (of `not`s).
+    /// Left-associative `or` (of `and`s) and `and` (of `not`s); in pandas'
+    /// syntax `|` and `&` at the same levels.
     fn bool_op(&mut self, kw: &str, op: BinOp) -> ParseResult<ExprId> {
         let start = self.start();
         let operand = |p: &mut Self| {
@@ -401,11 +420,23 @@ impl Parser<'_> {
                 p.not_expr()
             }
         };
+        let (symbol, bit_op) = if kw == "or" {
+            ("|", BinOp::BitOr)
+        } else {
+            ("&", BinOp::BitAnd)
+        };
         let mut lhs = operand(self)?;
-        while self.is_kw(kw) {
+        loop {
+            let this = if self.is_kw(kw) {
+                op
+            } else if self.syntax == Syntax::Pandas && self.is_op(symbol) {
+                bit_op
+            } else {
+                break;
+            };
             self.bump();
             let rhs = operand(self)?;
-            lhs = self.push(ExprKind::Binary(op, lhs, rhs), start);
+            lhs = self.push(ExprKind::Binary(this, lhs, rhs), start);
         }
         Ok(lhs)
     }
@@ -469,6 +500,9 @@ impl Parser<'_> {
             return None;
         };
         let op = BinOp::from_symbol(sym)?;
+        if self.syntax == Syntax::Pandas && matches!(op, BinOp::BitAnd | BinOp::BitOr) {
+            return None;
+        }
         let prec = match op {
             BinOp::BitOr => 0,
             BinOp::BitXor => 1,
