@@ -256,18 +256,34 @@ fn cmd_run(
         Some(path) => read_inputs(path)?,
         None => Vec::new(),
     };
+    // Inputs given with data are typed with the data's exact shape (a vector
+    // of 4 meets a [4, 3] weight), unless --input says otherwise.
     let types = tensors
         .iter()
-        .filter_map(|(n, t)| t.input_type().ok().map(|ty| (n.clone(), ty)))
+        .map(|(n, t)| (n.clone(), t.exact_type()))
         .collect();
-    let src = source.load_typed(&PyOptions::default(), &types, &HashMap::new())?;
+    let args = parse_args(&run.args)?;
+    let shapes: HashMap<String, kiln::ir::Shape> = args
+        .iter()
+        .filter_map(|(name, text)| {
+            let shape = Data::list_shape(text)?;
+            Some((
+                name.clone(),
+                shape.into_iter().map(kiln::Dim::Fixed).collect(),
+            ))
+        })
+        .collect();
+    let py = PyOptions {
+        shapes: shapes.clone(),
+        ..PyOptions::default()
+    };
+    let src = source.load_shaped(&py, &types, &HashMap::new(), &shapes)?;
     // A lone `.npy` feeds a graph of one input, whatever its name.
     if let (Some(p), [(_, t)]) = (inputs_file, tensors.as_slice()) {
         if p.extension().is_some_and(|e| e == "npy") && src.graph.inputs().len() == 1 {
             tensors = vec![(src.graph.inputs()[0].name.clone(), t.clone())];
         }
     }
-    let args = parse_args(&run.args)?;
     let inputs = bind(&src.graph, &args, |name, dtype| {
         match tensors.iter().find(|(n, _)| n == name) {
             Some((_, t)) => {

@@ -29,9 +29,15 @@ pub struct SourceArgs {
     /// Source format, instead of the one the file extension names (`-e` defaults to py).
     #[arg(long, value_enum, value_name = "FORMAT")]
     pub from: Option<FormatArg>,
-    /// torch.fx: the module's state_dict as `.safetensors`, for get_attr and parameters.
+    /// torch.fx: the module's state_dict as `.safetensors`, for get_attr and parameters
+    /// (default: `weights.safetensors` beside the graph file, if there is one).
     #[arg(long, value_name = "FILE.safetensors")]
     pub weights: Option<PathBuf>,
+    /// torch.fx: the text `print(gm)` writes (the module tree, then the code),
+    /// which gives each `call_module` its type and arguments (default:
+    /// `module.txt` beside the graph file, if there is one).
+    #[arg(long, value_name = "FILE")]
+    pub modules: Option<PathBuf>,
     /// torch.fx and TensorFlow: an input's type, such as `x:f32[n]`, `k:i64`
     /// (dtypes bool i32 i64 f32 f64; a shape of `[]` or one dimension).
     #[arg(long = "input", value_name = "NAME:DTYPE[SHAPE]")]
@@ -127,6 +133,18 @@ impl SourceArgs {
         data_types: &HashMap<String, Type>,
         fx_defaults: &HashMap<String, Type>,
     ) -> Result<Source, Failure> {
+        self.load_shaped(py, data_types, fx_defaults, &HashMap::new())
+    }
+
+    /// As [`SourceArgs::load_typed`], with TensorFlow placeholders given the
+    /// shapes of `--arg` lists (`data_shapes`; their dtype is the graph's).
+    pub fn load_shaped(
+        &self,
+        py: &PyOptions,
+        data_types: &HashMap<String, Type>,
+        fx_defaults: &HashMap<String, Type>,
+        data_shapes: &HashMap<String, kiln::ir::Shape>,
+    ) -> Result<Source, Failure> {
         let (name, bytes) = match (&self.file, &self.expr) {
             (_, Some(expr)) => ("<expr>".to_string(), expr.clone().into_bytes()),
             (Some(path), None) => {
@@ -160,13 +178,31 @@ impl SourceArgs {
         opts.fx.inputs = fx_defaults.clone();
         opts.fx.inputs.extend(types.clone());
         opts.tf.inputs = types;
+        opts.tf.shapes = data_shapes.clone();
         opts.tf.outputs = self.outputs.clone();
-        if let Some(path) = &self.weights {
-            let bytes = std::fs::read(path).map_err(|e| {
+        // A torch.fx graph's state_dict: `--weights`, else the
+        // `weights.safetensors` beside it (the layout the fixtures use).
+        let beside = |name: &str| {
+            let path = self.file.as_ref()?.with_file_name(name);
+            (format == Format::Fx && path.is_file()).then_some(path)
+        };
+        if let Some(path) = self
+            .weights
+            .clone()
+            .or_else(|| beside("weights.safetensors"))
+        {
+            let bytes = std::fs::read(&path).map_err(|e| {
                 Failure::Input(format!("{}: error: cannot read: {e}", path.display()))
             })?;
             opts.fx.weights = kiln::frontend::fx::read_weights(&bytes)
                 .map_err(|e| Failure::Input(format!("{}: error: {}", path.display(), e.message)))?;
+        }
+        if let Some(path) = self.modules.clone().or_else(|| beside("module.txt")) {
+            let text = std::fs::read_to_string(&path).map_err(|e| {
+                Failure::Input(format!("{}: error: cannot read: {e}", path.display()))
+            })?;
+            opts.fx.modules = kiln::frontend::fx::modules::parse(&text)
+                .map_err(|e| Failure::Input(e.render(&path.display().to_string(), &text)))?;
         }
         let text = String::from_utf8_lossy(&bytes).into_owned();
         let Loaded { graph, source_map } =

@@ -744,3 +744,83 @@ fn expressions_may_start_with_a_minus_or_a_space_and_nan_prints_plainly() {
     let out = kiln(&["run", "-e", "arcsinhh(x)", "--arg", "x=1"]);
     assert_bad_input(&out, "did you mean `arcsinh`?");
 }
+
+/// Shapes come from the data: inputs given with values are typed with their
+/// exact shapes, and a TF placeholder's fixed size stays fixed; every tier.
+#[test]
+fn shapes_come_from_the_data_given() {
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures");
+    let linear = fixtures.join("fx/linear_module");
+    let case = std::fs::read_to_string(linear.join("case.json")).expect("case.json");
+    let case: serde_json::Value = serde_json::from_str(&case).expect("json");
+    let inputs = temp_file("linear_inputs.json", case["inputs"].to_string().as_bytes());
+    let graph = linear.join("graph.txt").display().to_string();
+    // torch computed [1.4178504943847656, -1.234331727027893, -7.476794242858887].
+    let expected = "add = [1.4178505, -1.2343317, -7.4767942]\n";
+    for tier in ["interp", "cranelift", "llvm"] {
+        // The README's line: --inputs alone (the weights are beside the graph).
+        let out = kiln(&["run", &graph, "--inputs", &inputs, "--tier", tier]);
+        assert_eq!(stdout(&out), expected, "{}", stderr(&out));
+        // A symbolic length cannot meet the weight's fixed 4: the message
+        // says so and how to fix it.
+        let out = kiln(&[
+            "run",
+            &graph,
+            "--inputs",
+            &inputs,
+            "--input",
+            "input_1:f32[n]",
+        ]);
+        assert_bad_input(&out, "the symbolic dimension `n` meets the fixed 4");
+        // A TF Split of a fixed [4] placeholder, and of the data's [6].
+        let split = example("split_vector.pbtxt");
+        let out = kiln(&["run", &split, "--arg", "x=[1, 2, 3, 4]", "--tier", tier]);
+        assert_eq!(stdout(&out), "sum = [7.0, 10.0]\n", "{}", stderr(&out));
+        let out = kiln(&[
+            "run",
+            &split,
+            "--arg",
+            "x=[1, 2, 3, 4, 5, 6]",
+            "--tier",
+            tier,
+        ]);
+        assert_eq!(
+            stdout(&out),
+            "sum = [9.0, 12.0, 15.0]\n",
+            "{}",
+            stderr(&out)
+        );
+        // An unannotated Python input given a nested list takes its shape.
+        let out = kiln(&[
+            "run",
+            "-e",
+            "x * 2",
+            "--arg",
+            "x=[[1, 2], [3, 4]]",
+            "--tier",
+            tier,
+        ]);
+        assert_eq!(
+            stdout(&out),
+            "out = [[2.0, 4.0], [6.0, 8.0]]\n",
+            "{}",
+            stderr(&out)
+        );
+    }
+    // A 2 x 2 input splits along its first axis, as TF would; a ragged list
+    // is an error naming the shapes.
+    let out = kiln(&[
+        "run",
+        &example("split_vector.pbtxt"),
+        "--arg",
+        "x=[[1, 2], [3, 4]]",
+    ]);
+    assert_eq!(stdout(&out), "sum = [[7.0, 10.0]]\n", "{}", stderr(&out));
+    let out = kiln(&[
+        "run",
+        &example("split_vector.pbtxt"),
+        "--arg",
+        "x=[[1, 2], [3]]",
+    ]);
+    assert_bad_input(&out, "error: --arg x");
+}

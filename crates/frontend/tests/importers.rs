@@ -28,7 +28,7 @@ fn fx_graph(body: &str, inputs: &[(&str, Type)]) -> Result<Graph, String> {
             .iter()
             .map(|(n, t)| (n.to_string(), t.clone()))
             .collect(),
-        weights: HashMap::new(),
+        ..fx::Options::default()
     };
     fx::parse(&format!("graph():\n{body}"), &opts)
         .map(|(g, _)| g)
@@ -220,8 +220,8 @@ fn fx_bad_input_is_located() {
 
 fn tf_graph(pbtxt: &str, outputs: &[&str]) -> Result<Graph, String> {
     let opts = tf::Options {
-        inputs: HashMap::new(),
         outputs: outputs.iter().map(|s| s.to_string()).collect(),
+        ..tf::Options::default()
     };
     tf::parse_text(pbtxt, &opts)
         .map(|(g, _)| g)

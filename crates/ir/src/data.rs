@@ -135,6 +135,49 @@ pub enum Data {
 }
 
 impl Data {
+    /// The extents of a nested list as [`Data::parse`] reads it
+    /// (`[[1, 2, 3], [4, 5, 6]]` is `[2, 3]`, `[1.5]` is `[1]`, `[]` is
+    /// `[0]`), read off the first list at each depth (ragged lists are
+    /// `Data::parse`'s to report); `None` for text that is not a list. One
+    /// pass over the characters, no recursion.
+    pub fn list_shape(text: &str) -> Option<Vec<u64>> {
+        let text = text.trim();
+        if !text.starts_with('[') {
+            return None;
+        }
+        // Per depth: items seen in the first list there, and whether that
+        // list has closed.
+        let mut items: Vec<u64> = Vec::new();
+        let mut closed: Vec<bool> = Vec::new();
+        let mut depth = 0usize;
+        for c in text.chars() {
+            match c {
+                '[' => {
+                    if depth > 0 && !closed[depth - 1] && items[depth - 1] == 0 {
+                        items[depth - 1] = 1;
+                    }
+                    depth += 1;
+                    if items.len() < depth {
+                        items.push(0);
+                        closed.push(false);
+                    }
+                }
+                ']' => {
+                    depth = depth.checked_sub(1)?;
+                    closed[depth] = true;
+                }
+                ',' if depth > 0 && !closed[depth - 1] => items[depth - 1] += 1,
+                c if c.is_whitespace() || depth == 0 => {}
+                _ => {
+                    if !closed[depth - 1] && items[depth - 1] == 0 {
+                        items[depth - 1] = 1;
+                    }
+                }
+            }
+        }
+        (depth == 0).then_some(items)
+    }
+
     /// True when both are the same kind, dtype and length and every element is
     /// [`Scalar::same_value`]: bitwise equality with every NaN equal.
     pub fn same_data(&self, other: &Data) -> bool {
@@ -393,6 +436,22 @@ impl From<Scalar> for Data {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn list_shapes() {
+        use super::Data;
+        assert_eq!(Data::list_shape("[1, 2, 3]"), Some(vec![3]));
+        assert_eq!(
+            Data::list_shape(" [[1, 2, 3], [4, 5, 6]] "),
+            Some(vec![2, 3])
+        );
+        assert_eq!(Data::list_shape("[[[1], [2]]]"), Some(vec![1, 2, 1]));
+        assert_eq!(Data::list_shape("[]"), Some(vec![0]));
+        assert_eq!(Data::list_shape("[1.5]"), Some(vec![1]));
+        assert_eq!(Data::list_shape("2.5"), None);
+        assert_eq!(Data::list_shape("[1, 2"), None);
+        assert_eq!(Data::list_shape("[1]]"), None);
+    }
+
     use super::*;
 
     #[test]

@@ -150,6 +150,16 @@ fn matmul_shape(op: &str, a: &TensorType, b: &TensorType) -> TypeResult<Shape> {
         &b.shape[rb - 2]
     };
     if k_a != k_b {
+        if let (Dim::Sym(s), Dim::Fixed(k)) | (Dim::Fixed(k), Dim::Sym(s)) = (k_a, k_b) {
+            // kiln does not unify a symbolic dimension with a fixed one: say
+            // which meets which, and how to make the input's length known.
+            return fail(format!(
+                "`{op}`: {a} and {b} do not multiply: the symbolic dimension `{s}` meets the \
+                 fixed {k}; give the input its exact shape (`{}[{k}]`, as data of that \
+                 shape does on the command line)",
+                a.dtype
+            ));
+        }
         return mismatch();
     }
     let batch_a = &a.shape[..ra.saturating_sub(2)];
@@ -557,6 +567,15 @@ mod tests {
             "error: `add`: shapes of f32[4, 3] and f32[4] do not broadcast",
         );
         check(Op::MatMul, vec![t(&[4, 3]), t(&[3, 5])], "f32[4, 5]");
+        let column = Type::Tensor(TensorType {
+            dtype: DType::F32,
+            shape: vec![Dim::Sym("n".into())],
+        });
+        check(
+            Op::MatMul,
+            vec![column, t(&[4, 3])],
+            "error: `matmul`: f32[n] and f32[4, 3] do not multiply: the symbolic dimension `n` meets the fixed 4; give the input its exact shape (`f32[4]`, as data of that shape does on the command line)",
+        );
         check(Op::MatMul, vec![t(&[4]), t(&[4, 3])], "f32[3]");
         check(Op::MatMul, vec![t(&[4, 3]), t(&[3])], "f32[4]");
         check(Op::MatMul, vec![t(&[3]), t(&[3])], "f32");

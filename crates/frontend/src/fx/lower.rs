@@ -350,6 +350,7 @@ pub fn lower(src: &str, g: &FxGraph, opts: &Options) -> ParseResult<(Graph, Sour
 /// duplicate node names, before anything is built.
 fn check_supported(src: &str, g: &FxGraph, opts: &Options) -> ParseResult<()> {
     let mut unsupported: Vec<String> = Vec::new();
+    let mut untyped: Vec<String> = Vec::new();
     let mut tensor: Vec<String> = Vec::new();
     let mut seen: HashMap<&str, usize> = HashMap::new();
     for node in &g.nodes {
@@ -384,8 +385,15 @@ fn check_supported(src: &str, g: &FxGraph, opts: &Options) -> ParseResult<()> {
             "placeholder" | "get_attr" => continue,
             "call_module" => match module_op(&node.target, opts) {
                 Some(op) => op,
+                None if opts.modules.contains_key(&node.target) => {
+                    unsupported.push(format!(
+                        "`nn.Linear` (%{}) without `{}.weight` in the weights",
+                        node.name, node.target
+                    ));
+                    continue;
+                }
                 None => {
-                    unsupported.push(format!("call_module `{}` (%{}): kiln cannot tell its type; only Linear (with weights) and parameter-free activations named after their type are known", node.target, node.name));
+                    untyped.push(format!("`{}` (%{})", node.target, node.name));
                     continue;
                 }
             },
@@ -397,12 +405,21 @@ fn check_supported(src: &str, g: &FxGraph, opts: &Options) -> ParseResult<()> {
             unsupported.push(format!("`{}` (%{})", node.target, node.name));
         }
     }
-    if unsupported.is_empty() && tensor.is_empty() {
+    if unsupported.is_empty() && tensor.is_empty() && untyped.is_empty() {
         return Ok(());
     }
     let mut message = String::from("unsupported:");
     if !unsupported.is_empty() {
         message += &format!(" ops {}", unsupported.join(", "));
+    }
+    if !untyped.is_empty() {
+        if !unsupported.is_empty() {
+            message += ";";
+        }
+        message += &format!(
+            " call_module {} of unknown type (give the text `print(gm)` writes with --modules FILE; without it, kiln knows Linear by its weights and activations named after their type)",
+            untyped.join(", ")
+        );
     }
     if !tensor.is_empty() {
         if !unsupported.is_empty() {

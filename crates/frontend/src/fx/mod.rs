@@ -8,9 +8,11 @@
 //! `[n]`. `docs/frontends.md` lists the targets and how torch's promotion maps.
 
 mod lower;
+pub mod modules;
 mod text;
 
 pub use lower::{op_name, torch_dtype};
+pub use modules::Module;
 pub use text::{parse as parse_text, Arg, FxGraph, Node, MAX_DEPTH};
 
 use kiln_ir::{DType, Graph, ParseError, ParseResult, Scalar, SourceMap, Type};
@@ -34,12 +36,16 @@ pub struct Options {
     pub inputs: HashMap<String, Type>,
     /// Parameters and buffers, by `state_dict` key.
     pub weights: HashMap<String, Weight>,
+    /// The submodules `print(gm)` lists, by target path ([`modules::parse`]):
+    /// what gives a bare `call_module` node its type and arguments.
+    pub modules: HashMap<String, Module>,
 }
 
 /// Parses fx graph text into an unverified graph and the source line of each
 /// node's value.
 pub fn parse(src: &str, opts: &Options) -> ParseResult<(Graph, SourceMap)> {
-    let g = text::parse(src)?;
+    let mut g = text::parse(src)?;
+    modules::apply(&mut g, &opts.modules);
     lower::lower(src, &g, opts)
 }
 

@@ -420,3 +420,48 @@ fn parse_kwargs(cur: &mut Cursor<'_>) -> ParseResult<Vec<(String, Arg)>> {
         }
     }
 }
+
+/// The arguments of a Python call written `a, b, key=value)` in
+/// `src[start..end]`, up to and including the closing `)`: positional ones,
+/// then keyword ones in order (a module's repr, a line of generated code).
+pub(crate) fn parse_call_args(
+    src: &str,
+    start: usize,
+    end: usize,
+) -> ParseResult<(Vec<Arg>, Vec<(String, Arg)>)> {
+    let mut cur = Cursor {
+        src,
+        pos: start,
+        end,
+    };
+    let (mut args, mut kwargs) = (Vec::new(), Vec::new());
+    loop {
+        if cur.eat(")") {
+            break;
+        }
+        let at = cur.pos;
+        let keyword = match cur.ident() {
+            Ok(key) if cur.eat("=") && !cur.rest().starts_with('=') => Some(key),
+            _ => None,
+        };
+        match keyword {
+            Some(key) => kwargs.push((key, cur.arg(1)?)),
+            None => {
+                cur.pos = at;
+                if !kwargs.is_empty() {
+                    return cur.err("a positional argument after keyword arguments");
+                }
+                args.push(cur.arg(1)?);
+            }
+        }
+        if !cur.eat(",") {
+            cur.expect(")")?;
+            break;
+        }
+    }
+    cur.skip_ws();
+    if cur.pos < end {
+        return cur.err("unexpected text after the arguments");
+    }
+    Ok((args, kwargs))
+}

@@ -413,11 +413,10 @@ fn shape_type(dtype: DType, n: &NodeDef) -> Result<Type, String> {
             )
         }
     };
-    // One dimension is a column of any length; more are a tensor of fixed
-    // dimensions, except a leading -1 (TF's batch dimension), which is `n`.
+    // Fixed sizes stay fixed (a `Split` of a `[4]` placeholder knows its
+    // halves); a leading -1 (TF's batch dimension) is the symbolic `n`.
     let shape = match dims.as_slice() {
         [] => vec![],
-        [_] => vec![Dim::Sym("n".into())],
         dims => dims
             .iter()
             .enumerate()
@@ -664,9 +663,13 @@ impl Tf<'_> {
         Ok(Some(match op {
             "NoOp" => return Ok(None),
             "Placeholder" | "PlaceholderWithDefault" => {
-                let ty = match self.opts.inputs.get(&n.name) {
-                    Some(t) => t.clone(),
-                    None => shape_type(attr_type(n, "dtype")?, n)?,
+                let ty = match (self.opts.inputs.get(&n.name), self.opts.shapes.get(&n.name)) {
+                    (Some(t), _) => t.clone(),
+                    (None, Some(shape)) => Type::Tensor(TensorType {
+                        dtype: attr_type(n, "dtype")?,
+                        shape: shape.clone(),
+                    }),
+                    (None, None) => shape_type(attr_type(n, "dtype")?, n)?,
                 };
                 self.b.input(&n.name, ty)
             }

@@ -6,8 +6,9 @@
 //! crate whose derive needs no `.proto` files or `protoc`; text through
 //! `pbtxt.rs`, since no maintained Rust crate reads the text format without a
 //! descriptor pool. Placeholders are typed by their `dtype` and `shape` attrs
-//! (a scalar for `[]`, a column `[n]` for one dimension of any size), or by
-//! [`Options::inputs`]. Outputs are [`Options::outputs`], else every node no
+//! (fixed sizes stay fixed; a leading `-1` is the symbolic `n`), by
+//! [`Options::shapes`] (the shape of the data given, with the attr's dtype),
+//! or by [`Options::inputs`]. Outputs are [`Options::outputs`], else every node no
 //! other node reads.
 
 mod lower;
@@ -22,6 +23,9 @@ use std::collections::HashMap;
 pub struct Options {
     /// Placeholder types by node name, instead of their attrs.
     pub inputs: HashMap<String, Type>,
+    /// Placeholder shapes by node name (of the data a caller has), with the
+    /// dtype of the `dtype` attr; [`Options::inputs`] wins over these.
+    pub shapes: HashMap<String, kiln_ir::Shape>,
     /// The outputs, as `node` or `node:k`; empty: nodes nobody reads.
     pub outputs: Vec<String>,
 }
