@@ -65,7 +65,7 @@ fn has_subnormal(t: &Tensor) -> bool {
 /// Loads a case's graph, typed by its first run's inputs (fx) or by its
 /// attrs (TF), with the case's outputs.
 fn load(dir: &Path, c: &Json, format: Format) -> Result<kiln::Loaded, kiln::ParseError> {
-    load_typed(dir, c, format, false)
+    load_typed(dir, c, format, false, "graph.txt")
 }
 
 /// [`load`], with fx inputs of their exact shapes when `exact` (a matmul
@@ -75,6 +75,7 @@ fn load_typed(
     c: &Json,
     format: Format,
     exact: bool,
+    fx_file: &str,
 ) -> Result<kiln::Loaded, kiln::ParseError> {
     let mut opts = LoadOptions::default();
     let inputs = c["inputs"].as_object().expect("inputs");
@@ -98,7 +99,7 @@ fn load_typed(
             if let Ok(m) = std::fs::read_to_string(dir.join("module.txt")) {
                 opts.fx.modules = kiln::frontend::fx::modules::parse(&m).expect("module.txt");
             }
-            std::fs::read(dir.join("graph.txt")).expect("graph.txt")
+            std::fs::read(dir.join(fx_file)).expect("the fx file")
         }
         _ => {
             opts.tf.outputs = c["output_names"]
@@ -128,8 +129,20 @@ fn check_case_on(
 ) -> (Vec<String>, usize) {
     let c = case(dir);
     let name = dir.file_name().unwrap().to_string_lossy().to_string();
-    let loaded = load_typed(dir, &c, format, tensors).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let loaded =
+        load_typed(dir, &c, format, tensors, "graph.txt").unwrap_or_else(|e| panic!("{name}: {e}"));
     let mut graphs = vec![loaded.graph.clone()];
+    if format == Format::Fx {
+        // `print(gm)` (the module tree and the generated code) reads into the
+        // same graph as `print(gm.graph)`.
+        let from_code = load_typed(dir, &c, format, tensors, "module.txt")
+            .unwrap_or_else(|e| panic!("{name}/module.txt: {e}"));
+        assert_eq!(
+            kiln::ir::text::print(&from_code.graph),
+            kiln::ir::text::print(&loaded.graph),
+            "{name}: module.txt and graph.txt differ"
+        );
+    }
     if format == Format::Tf {
         // The binary encoding of the same graph gives the same graph.
         let pb = std::fs::read(dir.join("graph.pb")).expect("graph.pb");

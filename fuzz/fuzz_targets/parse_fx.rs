@@ -18,7 +18,8 @@ fuzz_target!(|data: &[u8]| {
     } else {
         vec![kiln::Dim::Sym("n".into())]
     };
-    if let Ok(g) = kiln::frontend::fx::parse_text(text) {
+    // Either form: `print(gm.graph)`, or `print(gm)`'s tree and code.
+    if let Ok((g, _)) = kiln::frontend::fx::parse_nodes(text) {
         for node in g.nodes.iter().filter(|n| n.kind == "placeholder") {
             let ty = kiln::Type::Tensor(kiln::TensorType {
                 dtype: kiln::DType::F64,

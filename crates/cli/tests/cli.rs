@@ -444,9 +444,24 @@ fn torch_fx_and_tensorflow_graphs_from_the_command_line() {
         !ir.contains("truediv") && ir.contains("output \"add\""),
         "{ir}"
     );
-    // TF, text and binary, with int32 wraparound.
+    // TF, text and binary, with int32 wraparound. The placeholder is a
+    // fixed int32[1]; `--input` makes it a column of any length.
     for file in ["tf/seed_int32/graph.pbtxt", "tf/seed_int32/graph.pb"] {
-        let out = kiln(&["run", &fixture(file), "--arg", "input=[10, 2147483600]"]);
+        let out = kiln(&["run", &fixture(file), "--arg", "input=[2147483600]"]);
+        assert_eq!(
+            stdout(&out),
+            "output = [-2147483593]\n",
+            "{file}: {}",
+            stderr(&out)
+        );
+        let out = kiln(&[
+            "run",
+            &fixture(file),
+            "--input",
+            "input:i32[n]",
+            "--arg",
+            "input=[10, 2147483600]",
+        ]);
         assert_eq!(
             stdout(&out),
             "output = [113, -2147483593]\n",
@@ -746,7 +761,8 @@ fn expressions_may_start_with_a_minus_or_a_space_and_nan_prints_plainly() {
 }
 
 /// Shapes come from the data: inputs given with values are typed with their
-/// exact shapes, and a TF placeholder's fixed size stays fixed; every tier.
+/// exact shapes where the graph leaves them open, and a TF placeholder's
+/// fixed size stays fixed; every tier.
 #[test]
 fn shapes_come_from_the_data_given() {
     let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures");
@@ -755,41 +771,16 @@ fn shapes_come_from_the_data_given() {
     let case: serde_json::Value = serde_json::from_str(&case).expect("json");
     let inputs = temp_file("linear_inputs.json", case["inputs"].to_string().as_bytes());
     let graph = linear.join("graph.txt").display().to_string();
+    let split = example("split_vector.pbtxt");
     // torch computed [1.4178504943847656, -1.234331727027893, -7.476794242858887].
     let expected = "add = [1.4178505, -1.2343317, -7.4767942]\n";
     for tier in ["interp", "cranelift", "llvm"] {
         // The README's line: --inputs alone (the weights are beside the graph).
         let out = kiln(&["run", &graph, "--inputs", &inputs, "--tier", tier]);
         assert_eq!(stdout(&out), expected, "{}", stderr(&out));
-        // A symbolic length cannot meet the weight's fixed 4: the message
-        // says so and how to fix it.
-        let out = kiln(&[
-            "run",
-            &graph,
-            "--inputs",
-            &inputs,
-            "--input",
-            "input_1:f32[n]",
-        ]);
-        assert_bad_input(&out, "the symbolic dimension `n` meets the fixed 4");
-        // A TF Split of a fixed [4] placeholder, and of the data's [6].
-        let split = example("split_vector.pbtxt");
+        // A TF Split of a fixed [4] placeholder.
         let out = kiln(&["run", &split, "--arg", "x=[1, 2, 3, 4]", "--tier", tier]);
         assert_eq!(stdout(&out), "sum = [7.0, 10.0]\n", "{}", stderr(&out));
-        let out = kiln(&[
-            "run",
-            &split,
-            "--arg",
-            "x=[1, 2, 3, 4, 5, 6]",
-            "--tier",
-            tier,
-        ]);
-        assert_eq!(
-            stdout(&out),
-            "sum = [9.0, 12.0, 15.0]\n",
-            "{}",
-            stderr(&out)
-        );
         // An unannotated Python input given a nested list takes its shape.
         let out = kiln(&[
             "run",
@@ -807,20 +798,69 @@ fn shapes_come_from_the_data_given() {
             stderr(&out)
         );
     }
-    // A 2 x 2 input splits along its first axis, as TF would; a ragged list
-    // is an error naming the shapes.
+    // A symbolic length cannot meet the weight's fixed 4: the message says so
+    // and how to fix it.
     let out = kiln(&[
         "run",
-        &example("split_vector.pbtxt"),
-        "--arg",
-        "x=[[1, 2], [3, 4]]",
+        &graph,
+        "--inputs",
+        &inputs,
+        "--input",
+        "input_1:f32[n]",
     ]);
-    assert_eq!(stdout(&out), "sum = [[7.0, 10.0]]\n", "{}", stderr(&out));
-    let out = kiln(&[
-        "run",
-        &example("split_vector.pbtxt"),
-        "--arg",
-        "x=[[1, 2], [3]]",
-    ]);
+    assert_bad_input(&out, "the symbolic dimension `n` meets the fixed 4");
+    // As in TF, data that does not fit the declared [4] is refused.
+    let out = kiln(&["run", &split, "--arg", "x=[1, 2, 3, 4, 5, 6]"]);
+    assert_bad_input(&out, "input `x` has 6 rows, but dimension `4` is 4");
+    let out = kiln(&["run", &split, "--arg", "x=[[1, 2], [3, 4]]"]);
     assert_bad_input(&out, "error: --arg x");
+}
+
+/// An nn.Sequential traced by real torch (tests/fixtures/fx_local): its
+/// call_modules are typed by `print(gm)`, read as the source itself, as
+/// `--modules FILE`, or from the module.txt beside graph.txt; every tier.
+#[test]
+fn sequential_models_from_print_gm() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/fx_local/seq_activations");
+    let case = std::fs::read_to_string(dir.join("case.json")).expect("case.json");
+    let case: serde_json::Value = serde_json::from_str(&case).expect("json");
+    let inputs = temp_file("seq_inputs.json", case["inputs"].to_string().as_bytes());
+    let module = dir.join("module.txt").display().to_string();
+    let graph = dir.join("graph.txt").display().to_string();
+    // Elsewhere, without the files beside it: --weights and --modules.
+    let lone = temp_file("lone.fx", &std::fs::read(dir.join("graph.txt")).unwrap());
+    let weights = dir.join("weights.safetensors").display().to_string();
+    let first_row = "_8 = [[0.1887172, 0.27196822, 0.26083386, 0.27848074], ";
+    for tier in ["interp", "cranelift", "llvm"] {
+        for args in [
+            vec!["run", &module, "--inputs", &inputs],
+            vec!["run", &graph, "--inputs", &inputs],
+            vec![
+                "run",
+                &lone,
+                "--inputs",
+                &inputs,
+                "--weights",
+                &weights,
+                "--modules",
+                &module,
+            ],
+        ] {
+            let out = kiln(&[args.as_slice(), &["--tier", tier]].concat());
+            assert!(
+                stdout(&out).starts_with(first_row),
+                "{args:?}: {}",
+                stderr(&out)
+            );
+        }
+    }
+    // Without the module tree, the bare call_modules are reported together.
+    let out = kiln(&["run", &lone, "--inputs", &inputs, "--weights", &weights]);
+    assert_bad_input(&out, "call_module `1` (%_1), `3` (%_3), `4.1` (%_4_1)");
+    assert!(stderr(&out).contains("--modules FILE"), "{}", stderr(&out));
+    // A malformed tree is a located error in that file.
+    let bad = temp_file("bad_module.txt", b"Sequential(\n  (0) Linear()\n)\n");
+    let out = kiln(&["run", &lone, "--inputs", &inputs, "--modules", &bad]);
+    assert_bad_input(&out, "bad_module.txt:2:3: error: expected `(name): Type(");
 }

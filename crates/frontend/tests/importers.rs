@@ -161,7 +161,7 @@ fn fx_modules_from_their_names_and_weights() {
     .unwrap_err()
     .to_string();
     assert!(
-        err.contains("call_module `0`") && err.contains("cannot tell its type"),
+        err.contains("call_module `0` (%m) of unknown type") && err.contains("--modules FILE"),
         "{err}"
     );
 }

@@ -39,17 +39,22 @@ pub enum Format {
     Kiln,
     /// The Python subset (`.py`, and `-e` expressions).
     Py,
-    /// torch.fx graph text, as `print(gm.graph)` writes it (`.fx`, `graph.txt`).
+    /// torch.fx graph text, as `print(gm.graph)` writes it (`.fx`, `graph.txt`),
+    /// or the module tree and code `print(gm)` writes (`module.txt`).
     Fx,
     /// A TensorFlow GraphDef, text (`.pbtxt`) or binary (`.pb`).
     Tf,
 }
 
 impl Format {
-    /// The format a file's name says: `.kiln`, `.py`, `.fx` or `graph.txt`,
-    /// `.pbtxt` or `.pb`.
+    /// The format a file's name says: `.kiln`, `.py`, `.fx`, `graph.txt` or
+    /// `module.txt` (torch.fx: `print(gm.graph)` or `print(gm)`), `.pbtxt` or
+    /// `.pb`.
     pub fn from_path(path: &Path) -> Option<Format> {
-        if path.file_name().and_then(|n| n.to_str()) == Some("graph.txt") {
+        if matches!(
+            path.file_name().and_then(|n| n.to_str()),
+            Some("graph.txt" | "module.txt")
+        ) {
             return Some(Format::Fx);
         }
         match path.extension()?.to_str()? {

@@ -7,6 +7,7 @@
 //! them from `--inputs` data). A 0-d tensor is a scalar; a 1-d tensor a column
 //! `[n]`. `docs/frontends.md` lists the targets and how torch's promotion maps.
 
+mod code;
 mod lower;
 pub mod modules;
 mod text;
@@ -43,10 +44,33 @@ pub struct Options {
 
 /// Parses fx graph text into an unverified graph and the source line of each
 /// node's value.
+///
+/// `src` is either the graph text (`print(gm.graph)`) or what `print(gm)`
+/// writes: the module tree, which types every `call_module`, then the
+/// generated `forward` code, read into the same nodes.
 pub fn parse(src: &str, opts: &Options) -> ParseResult<(Graph, SourceMap)> {
-    let mut g = text::parse(src)?;
-    modules::apply(&mut g, &opts.modules);
-    lower::lower(src, &g, opts)
+    let (g, tree) = parse_nodes(src)?;
+    if tree.is_empty() {
+        return lower::lower(src, &apply(g, &opts.modules), opts);
+    }
+    let mut with_tree = opts.clone();
+    with_tree.modules.extend(tree);
+    lower::lower(src, &apply(g, &with_tree.modules), &with_tree)
+}
+
+/// The nodes of either form of fx text, before lowering, and the module tree
+/// a `print(gm)` text carries (empty for `print(gm.graph)`).
+pub fn parse_nodes(src: &str) -> ParseResult<(FxGraph, HashMap<String, Module>)> {
+    if src.trim_start().starts_with("def forward(self") || modules::looks_like_module_repr(src) {
+        Ok((code::parse(src)?, modules::parse(src)?))
+    } else {
+        Ok((text::parse(src)?, HashMap::new()))
+    }
+}
+
+fn apply(mut g: FxGraph, modules: &HashMap<String, Module>) -> FxGraph {
+    modules::apply(&mut g, modules);
+    g
 }
 
 /// Reads a `.safetensors` file (`torch.save`'s `state_dict` via the

@@ -72,27 +72,27 @@ pub struct FxGraph {
 
 /// A position in one line of the source: nothing reads past `end`, so a
 /// malformed line cannot swallow the next.
-struct Cursor<'a> {
-    src: &'a str,
-    pos: usize,
-    end: usize,
+pub(crate) struct Cursor<'a> {
+    pub(crate) src: &'a str,
+    pub(crate) pos: usize,
+    pub(crate) end: usize,
 }
 
 impl<'a> Cursor<'a> {
-    fn rest(&self) -> &'a str {
+    pub(crate) fn rest(&self) -> &'a str {
         &self.src[self.pos..self.end]
     }
 
-    fn err<T>(&self, message: impl Into<String>) -> ParseResult<T> {
+    pub(crate) fn err<T>(&self, message: impl Into<String>) -> ParseResult<T> {
         Err(ParseError::at(self.src, self.pos, message))
     }
 
-    fn skip_ws(&mut self) {
+    pub(crate) fn skip_ws(&mut self) {
         let trimmed = self.rest().trim_start_matches([' ', '\t']);
         self.pos = self.end - trimmed.len();
     }
 
-    fn eat(&mut self, s: &str) -> bool {
+    pub(crate) fn eat(&mut self, s: &str) -> bool {
         self.skip_ws();
         if self.rest().starts_with(s) {
             self.pos += s.len();
@@ -102,7 +102,7 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    fn expect(&mut self, s: &str) -> ParseResult<()> {
+    pub(crate) fn expect(&mut self, s: &str) -> ParseResult<()> {
         if self.eat(s) {
             Ok(())
         } else {
@@ -112,7 +112,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// An identifier, possibly dotted (`torch.ops.aten.add.Tensor`).
-    fn ident(&mut self) -> ParseResult<String> {
+    pub(crate) fn ident(&mut self) -> ParseResult<String> {
         self.skip_ws();
         let len = self
             .rest()
@@ -137,7 +137,7 @@ impl<'a> Cursor<'a> {
         Ok(s)
     }
 
-    fn arg(&mut self, depth: usize) -> ParseResult<Arg> {
+    pub(crate) fn arg(&mut self, depth: usize) -> ParseResult<Arg> {
         if depth > MAX_DEPTH {
             return self.err(format!("arguments nest deeper than {MAX_DEPTH}"));
         }
@@ -185,6 +185,14 @@ impl<'a> Cursor<'a> {
                         }
                         Arg::Slice(bounds)
                     }
+                    // A call in an argument (`device(type='cpu')`, as
+                    // generated code writes it): kept as an opaque name.
+                    _ if self.rest().starts_with('(') => {
+                        let open = self.pos;
+                        self.pos += 1;
+                        self.seq_or_kwargs(depth)?;
+                        Arg::Name(format!("{name}{}", &self.src[open..self.pos]))
+                    }
                     _ => Arg::Name(name),
                 })
             }
@@ -192,7 +200,24 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    fn seq(&mut self, close: &str, depth: usize) -> ParseResult<Vec<Arg>> {
+    /// Skips `a, key=value)`: the arguments of a call inside an argument.
+    fn seq_or_kwargs(&mut self, depth: usize) -> ParseResult<()> {
+        loop {
+            if self.eat(")") {
+                return Ok(());
+            }
+            let at = self.pos;
+            if !(self.ident().is_ok() && self.eat("=")) {
+                self.pos = at;
+            }
+            self.arg(depth + 1)?;
+            if !self.eat(",") {
+                return self.expect(")");
+            }
+        }
+    }
+
+    pub(crate) fn seq(&mut self, close: &str, depth: usize) -> ParseResult<Vec<Arg>> {
         let mut items = Vec::new();
         loop {
             if self.eat(close) {

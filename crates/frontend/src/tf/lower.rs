@@ -663,13 +663,25 @@ impl Tf<'_> {
         Ok(Some(match op {
             "NoOp" => return Ok(None),
             "Placeholder" | "PlaceholderWithDefault" => {
+                let dtype = attr_type(n, "dtype")?;
                 let ty = match (self.opts.inputs.get(&n.name), self.opts.shapes.get(&n.name)) {
                     (Some(t), _) => t.clone(),
-                    (None, Some(shape)) => Type::Tensor(TensorType {
-                        dtype: attr_type(n, "dtype")?,
-                        shape: shape.clone(),
-                    }),
-                    (None, None) => shape_type(attr_type(n, "dtype")?, n)?,
+                    // The data's shape fills in what the attr leaves open; a
+                    // fully fixed attr stands (the data must fit it).
+                    (None, Some(shape)) => match shape_type(dtype, n) {
+                        Ok(t)
+                            if t.as_tensor().is_some_and(|t| {
+                                t.shape.iter().all(|d| matches!(d, Dim::Fixed(_)))
+                            }) =>
+                        {
+                            t
+                        }
+                        _ => Type::Tensor(TensorType {
+                            dtype,
+                            shape: shape.clone(),
+                        }),
+                    },
+                    (None, None) => shape_type(dtype, n)?,
                 };
                 self.b.input(&n.name, ty)
             }

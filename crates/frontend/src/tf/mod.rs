@@ -24,7 +24,8 @@ pub struct Options {
     /// Placeholder types by node name, instead of their attrs.
     pub inputs: HashMap<String, Type>,
     /// Placeholder shapes by node name (of the data a caller has), with the
-    /// dtype of the `dtype` attr; [`Options::inputs`] wins over these.
+    /// dtype of the `dtype` attr, for placeholders whose `shape` attr leaves a
+    /// dimension open (or is missing); [`Options::inputs`] wins over these.
     pub shapes: HashMap<String, kiln_ir::Shape>,
     /// The outputs, as `node` or `node:k`; empty: nodes nobody reads.
     pub outputs: Vec<String>,
