@@ -4,7 +4,6 @@
 
 use kiln_frontend::{fx, tf};
 use kiln_ir::{Buffer, DType, Data, Dim, Graph, Scalar, TensorType, Type};
-use std::collections::HashMap;
 
 fn scalar(d: DType) -> Type {
     Type::Tensor(TensorType::scalar(d))

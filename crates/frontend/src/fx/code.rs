@@ -20,7 +20,7 @@
 //! Parsing is line by line with the graph text's cursor: only literal nesting
 //! recurses, bounded as there.
 
-use super::text::{parse_call_args, Arg, Cursor, FxGraph, Node};
+use super::text::{parse_call_args, Arg, CallArgs, Cursor, FxGraph, Node};
 use kiln_ir::{ParseError, ParseResult};
 use std::collections::HashSet;
 
@@ -193,7 +193,7 @@ fn node(kind: &str, target: String, args: Vec<Arg>, kwargs: Vec<(String, Arg)>) 
 /// The node one right-hand side makes.
 fn statement(cur: &mut Cursor<'_>, defined: &HashSet<String>) -> ParseResult<Node> {
     let end = cur.end;
-    let convert = |(args, kwargs): (Vec<Arg>, Vec<(String, Arg)>)| {
+    let convert = |(args, kwargs): CallArgs| {
         let args = args.into_iter().map(|a| nodes_in(a, defined)).collect();
         let kwargs = kwargs
             .into_iter()

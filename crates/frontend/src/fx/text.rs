@@ -446,14 +446,13 @@ fn parse_kwargs(cur: &mut Cursor<'_>) -> ParseResult<Vec<(String, Arg)>> {
     }
 }
 
+/// A call's positional and keyword arguments.
+pub(crate) type CallArgs = (Vec<Arg>, Vec<(String, Arg)>);
+
 /// The arguments of a Python call written `a, b, key=value)` in
 /// `src[start..end]`, up to and including the closing `)`: positional ones,
 /// then keyword ones in order (a module's repr, a line of generated code).
-pub(crate) fn parse_call_args(
-    src: &str,
-    start: usize,
-    end: usize,
-) -> ParseResult<(Vec<Arg>, Vec<(String, Arg)>)> {
+pub(crate) fn parse_call_args(src: &str, start: usize, end: usize) -> ParseResult<CallArgs> {
     let mut cur = Cursor {
         src,
         pos: start,

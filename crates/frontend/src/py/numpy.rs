@@ -308,14 +308,14 @@ impl Np<'_> {
         let (a, b, _) = self.promote(a, b, true)?;
         let (a, b) = (self.floating(a)?, self.floating(b)?);
         match exponent {
-            Some(e) if e == 0.5 => self.apply_unary(UnaryOp::Sqrt, a),
-            Some(e) if e == 2.0 => self.apply_binary(BinaryOp::Mul, a, a),
-            Some(e) if e == -1.0 => {
+            Some(0.5) => self.apply_unary(UnaryOp::Sqrt, a),
+            Some(2.0) => self.apply_binary(BinaryOp::Mul, a, a),
+            Some(-1.0) => {
                 let one = self.constant_like(a, 1.0);
                 let v = self.apply_binary(BinaryOp::Div, one, a)?;
                 Ok(PyVal { weak: a.weak, ..v })
             }
-            Some(e) if e == 1.0 => Ok(a),
+            Some(1.0) => Ok(a),
             _ => self.apply_binary(BinaryOp::Pow, a, b),
         }
     }
