@@ -32,7 +32,7 @@ struct Cli {
     /// What to write.
     #[arg(long, value_enum)]
     emit: EmitArg,
-    /// Optimization level (LLVM's default<O0> … default<O3>).
+    /// Optimization level (LLVM's `default<O0>` … `default<O3>`).
     #[arg(short = 'O', default_value_t = 3, value_parser = clap::value_parser!(u8).range(0..=3))]
     opt: u8,
     /// The tier that compiles (default: llvm if this build has it, else cranelift).

@@ -3,8 +3,8 @@
 //! (`math.`, `np.`, `numpy.`, `torch.`, `F.`, `torch.nn.functional.`), and how
 //! each lowers to graph ops with NumPy's meaning ([`super::numpy`]).
 //!
-//! Adding a function is one line in [`functions!`] plus, for an expansion, one
-//! arm in [`expand`].
+//! Adding a function is one line in the `functions!` table plus, for an
+//! expansion, one arm in `expand`.
 
 use super::ast::BinOp;
 use super::numpy::{Np, NpResult, PyVal};
@@ -62,7 +62,7 @@ enum Kind {
     Reduce(ReduceOp),
     /// A conversion.
     Cast(DType),
-    /// An expansion with its own rules ([`expand`]).
+    /// An expansion with its own rules (`expand`).
     Expand(Expansion),
 }
 
