@@ -20,7 +20,7 @@
 //! Parsing is line by line with the graph text's cursor: only literal nesting
 //! recurses, bounded as there.
 
-use super::text::{parse_call_args, Arg, CallArgs, Cursor, FxGraph, Node};
+use super::text::{parse_call_args, text_lines, Arg, CallArgs, Cursor, FxGraph, Node};
 use kiln_ir::{ParseError, ParseResult};
 use std::collections::HashSet;
 
@@ -53,10 +53,7 @@ pub fn parse(src: &str) -> ParseResult<FxGraph> {
     let Some(def_at) = src.find("def forward(self") else {
         return Err(ParseError::at(src, 0, "expected `def forward(self, …):`"));
     };
-    let mut offset = def_at;
-    let mut lines = src[def_at..].split_inclusive('\n');
-    let header = lines.next().unwrap_or("");
-    offset += header.len();
+    let header = src[def_at..].split_inclusive('\n').next().unwrap_or("");
     let params = forward_params(src, def_at, header)?;
     let mut defined: HashSet<String> = params.iter().cloned().collect();
     // A forward argument may be renamed by its first line (`input_1 =
@@ -64,15 +61,7 @@ pub fn parse(src: &str) -> ParseResult<FxGraph> {
     let mut placeholder_names: Vec<String> = params.clone();
     let mut nodes = Vec::new();
     let mut output = None;
-    for line in lines {
-        let at = offset;
-        offset += line.len();
-        let body = line.trim_end();
-        let text = body.trim_start();
-        if text.is_empty() || text.starts_with('#') {
-            continue;
-        }
-        let start = at + (body.len() - text.len());
+    for (start, text) in text_lines(src, def_at + header.len()) {
         let end = start + statement_len(text);
         let mut cur = Cursor {
             src,

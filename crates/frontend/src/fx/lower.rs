@@ -408,28 +408,23 @@ fn check_supported(src: &str, g: &FxGraph, opts: &Options) -> ParseResult<()> {
     if unsupported.is_empty() && tensor.is_empty() && untyped.is_empty() {
         return Ok(());
     }
-    let mut message = String::from("unsupported:");
+    let mut parts = Vec::new();
     if !unsupported.is_empty() {
-        message += &format!(" ops {}", unsupported.join(", "));
+        parts.push(format!("ops {}", unsupported.join(", ")));
     }
     if !untyped.is_empty() {
-        if !unsupported.is_empty() {
-            message += ";";
-        }
-        message += &format!(
-            " call_module {} of unknown type (give the text `print(gm)` writes with --modules FILE; without it, kiln knows Linear by its weights and activations named after their type)",
+        parts.push(format!(
+            "call_module {} of unknown type (give the text `print(gm)` writes with --modules FILE; without it, kiln knows Linear by its weights and activations named after their type)",
             untyped.join(", ")
-        );
+        ));
     }
     if !tensor.is_empty() {
-        if !unsupported.is_empty() {
-            message += ";";
-        }
-        message += &format!(
-            " tensor ops {} (sizes, arg-reductions, convolutions and normalization layers are not imported)",
+        parts.push(format!(
+            "tensor ops {} (sizes, arg-reductions, convolutions and normalization layers are not imported)",
             tensor.join(", ")
-        );
+        ));
     }
+    let message = format!("unsupported: {}", parts.join("; "));
     let at = g
         .nodes
         .iter()

@@ -286,25 +286,31 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// The lines of `src` from byte `from` that hold something, each as the byte
+/// offset of its first non-blank character and its text, trimmed; blank and
+/// comment lines are skipped.
+pub(crate) fn text_lines(src: &str, from: usize) -> impl Iterator<Item = (usize, &str)> {
+    let mut offset = from;
+    src[from..].split_inclusive('\n').filter_map(move |line| {
+        let start = offset;
+        offset += line.len();
+        let body = line.trim_end();
+        let text = body.trim_start();
+        (!text.is_empty() && !text.starts_with('#'))
+            .then(|| (start + body.len() - text.len(), text))
+    })
+}
+
 /// Parses the text of `print(gm.graph)`.
 pub fn parse(src: &str) -> ParseResult<FxGraph> {
     let mut nodes = Vec::new();
     let mut output = None;
-    let mut offset = 0;
     let mut seen_header = false;
-    for line in src.split_inclusive('\n') {
-        let start = offset;
-        offset += line.len();
-        let body = line.trim_end();
-        let trimmed = body.trim_start();
-        if trimmed.is_empty() || trimmed.starts_with('#') {
-            continue;
-        }
-        let at = start + (body.len() - trimmed.len());
+    for (at, trimmed) in text_lines(src, 0) {
         let mut cur = Cursor {
             src,
             pos: at,
-            end: start + body.len(),
+            end: at + trimmed.len(),
         };
         if !seen_header {
             if !trimmed.starts_with("graph(") {
@@ -326,12 +332,12 @@ pub fn parse(src: &str) -> ParseResult<FxGraph> {
             };
             output = Some((items, at));
             cur.skip_ws();
-            if cur.pos < start + body.len() {
+            if cur.pos < at + trimmed.len() {
                 return cur.err("unexpected text after the returned values");
             }
             continue;
         }
-        nodes.push(parse_node(&mut cur, start + body.len())?);
+        nodes.push(parse_node(&mut cur, at + trimmed.len())?);
     }
     if !seen_header {
         return Err(ParseError::at(src, 0, "empty graph: expected `graph():`"));
