@@ -94,6 +94,38 @@ fn tutorial_object_links_and_runs(tier: &str) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `aot -e` takes an expression that starts with `-`; the new math ops are
+/// C calls in the object (`asinh`, `nextafter`), linked with the platform
+/// libm, on every tier this build has.
+#[test]
+fn leading_minus_and_the_new_math_in_an_object() {
+    let tiers: &[&str] = if cfg!(feature = "llvm") {
+        &["cranelift", "llvm"]
+    } else {
+        &["cranelift"]
+    };
+    for tier in tiers {
+        let dir = temp_dir(&format!("minus-{tier}"));
+        let object = dir.join("f.o").display().to_string();
+        let header = dir.join("f.h").display().to_string();
+        let src = "-np.arcsinh(x) + np.nextafter(1.0, 2.0)";
+        for (emit, out) in [("obj", &object), ("header", &header)] {
+            ok(&aot(&[
+                "-e", src, "--name", "f", "--tier", tier, "--emit", emit, "-o", out,
+            ]));
+        }
+        std::fs::write(
+            dir.join("main.c"),
+            "#include <stdio.h>\n#include \"f.h\"\n\
+             int main(void) { printf(\"%.17g\\n\", f(1.0)); return 0; }\n",
+        )
+        .expect("write main.c");
+        // -asinh(1) + (1 + 2^-52), asinh from the platform libm (as Python computes it)
+        assert_eq!(link_and_run(&dir, "f.o"), "0.11862641298045717\n", "{tier}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
 #[test]
 fn cranelift_tutorial_object_links_and_runs() {
     tutorial_object_links_and_runs("cranelift");
