@@ -174,7 +174,7 @@ fn bad_queries_and_files_exit_2_and_division_by_zero_exits_1() {
 #[test]
 fn queries_know_inf_nan_and_the_float_tests_with_pandas_precedence() {
     let csv = temp_csv("inf.csv", "a,b\n-inf,1.0\n1.0,2.0\nnan,-1.0\n3.0,4.0\n");
-    for tier in ["cranelift", "llvm", "interp"] {
+    for tier in tiers() {
         let out = kiln(&["query", &csv, "isinf(a) | isnan(a)", "--tier", tier]);
         assert_eq!(ok(&out), "a,b\n-inf,1.0\nNaN,-1.0\n");
         let out = kiln(&["query", &csv, "a > 0 & b > 2", "--count", "--tier", tier]);
