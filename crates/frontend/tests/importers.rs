@@ -741,3 +741,33 @@ fn fx_aten_softmax_and_as_shapes() {
     assert_eq!(out[1], f32s(&[7.0, 8.0, 7.0, 8.0]));
     assert_eq!(out[2], f32s(&[1.0, 1.0, 3.0, 3.0]));
 }
+
+#[test]
+fn fx_module_types_from_the_tree() {
+    let tree = "Sequential(\n  (0): Linear(in_features=3, out_features=2, bias=True)\n  (1): LeakyReLU(negative_slope=0.5)\n)\n";
+    let mut opts = fx::Options {
+        modules: fx::modules::parse(tree).unwrap(),
+        ..fx::Options::default()
+    };
+    opts.inputs.insert("x".into(), scalar(DType::F64));
+    let graph = "graph():
+    %x : [num_users=1] = placeholder[target=x]
+    %_1 : [num_users=1] = call_module[target=1](args = (%x,), kwargs = {})
+    return _1";
+    let (g, _) = fx::parse(graph, &opts).unwrap();
+    // LeakyReLU(negative_slope=0.5): -4 -> -2.
+    assert_eq!(
+        run(&g, &[Data::Scalar(Scalar::F64(-4.0))]),
+        vec![Data::Scalar(Scalar::F64(-2.0))]
+    );
+    // A Linear the tree names but the weights lack is reported as such.
+    let graph = "graph():
+    %x : [num_users=1] = placeholder[target=x]
+    %_0 : [num_users=1] = call_module[target=0](args = (%x,), kwargs = {})
+    return _0";
+    let err = fx::parse(graph, &opts).unwrap_err().to_string();
+    assert!(
+        err.contains("`nn.Linear` (%_0) without `0.weight` in the weights"),
+        "{err}"
+    );
+}

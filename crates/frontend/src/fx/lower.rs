@@ -434,10 +434,15 @@ fn check_supported(src: &str, g: &FxGraph, opts: &Options) -> ParseResult<()> {
 }
 
 /// The op a `call_module` target stands for: `Linear` when the weights hold
-/// `TARGET.weight`, else an activation named by the target's last component
+/// a matrix `TARGET.weight`, else an activation named by the target's last component
 /// (`relu`, `act.sigmoid`, `2` is unknown).
 fn module_op(target: &str, opts: &Options) -> Option<String> {
-    if opts.weights.contains_key(&format!("{target}.weight")) {
+    // A Linear layer's weight is a matrix; a convolution's (rank 3 to 5) is not.
+    if opts
+        .weights
+        .get(&format!("{target}.weight"))
+        .is_some_and(|w| w.shape.len() == 2)
+    {
         return Some("linear_module".to_string());
     }
     let last = target.rsplit('.').next().unwrap_or(target);
