@@ -10,6 +10,7 @@
 use crate::expr::{Expr, Func, Literal};
 use crate::Error;
 use arrow_schema::{DataType, Schema};
+use kiln::ir::typing::{self, DTypeClass};
 use kiln::ir::{BinaryOp, Builder, CmpOp, ReduceOp, TypeError, UnaryOp, Value};
 use kiln::{DType, Graph, Scalar, Type};
 
@@ -361,7 +362,7 @@ impl Lower<'_> {
         match func {
             Func::Unary(op) => {
                 let mut a = vals[0];
-                let float_only = !matches!(op, UnaryOp::Neg | UnaryOp::Abs);
+                let float_only = typing::unary_class(op) == DTypeClass::Float;
                 if float_only && !self.dtype(a).is_float() {
                     a = self.cast(a, DType::F64)?;
                 }
@@ -373,14 +374,7 @@ impl Lower<'_> {
             }
             Func::Binary(op) => {
                 let mut ab = self.promote(vals, e)?;
-                let float_only = matches!(
-                    op,
-                    BinaryOp::Pow
-                        | BinaryOp::Copysign
-                        | BinaryOp::Atan2
-                        | BinaryOp::Hypot
-                        | BinaryOp::NextAfter
-                );
+                let float_only = typing::binary_class(op) == DTypeClass::Float;
                 if float_only && !self.dtype(ab[0]).is_float() {
                     ab = vec![self.cast(ab[0], DType::F64)?, self.cast(ab[1], DType::F64)?];
                 }

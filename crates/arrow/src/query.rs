@@ -172,10 +172,7 @@ const QUERY_NAMES: &[&str] = &[
 /// then the Python subset's table (every elementwise function `kiln eval`
 /// knows, with NumPy's meaning), then Gandiva's names (`less_than`).
 fn resolve(name: &str, n_args: usize) -> Result<Func, String> {
-    let base = name
-        .strip_prefix("np.")
-        .or_else(|| name.strip_prefix("numpy."))
-        .unwrap_or(name);
+    let base = funcs::base_name(name).unwrap_or(name);
     Ok(match base {
         "isnull" | "isna" | "notnull" | "notna" | "isnotnull" | "coalesce" | "where" | "if" => {
             Func::from_name(base).expect("a null-aware function")

@@ -183,8 +183,10 @@ impl SourceArgs {
         // A torch.fx graph's state_dict: `--weights`, else the
         // `weights.safetensors` beside it (the layout the fixtures use).
         let beside = |name: &str| {
-            let path = self.file.as_ref()?.with_file_name(name);
-            (format == Format::Fx && path.is_file()).then_some(path)
+            let file = self.file.as_ref()?;
+            let path = file.with_file_name(name);
+            // A `module.txt` source carries its own tree.
+            (format == Format::Fx && path.is_file() && path != *file).then_some(path)
         };
         if let Some(path) = self
             .weights

@@ -3,8 +3,9 @@
 //! `"-inf"`), and NumPy's `.npy` and `.npz` files; and outputs written back as
 //! the fixtures' JSON list (`[{"name", "dtype", "shape", "data"}]`).
 //!
-//! A 0-d tensor is a scalar, a 1-d tensor a column (`[n]`), higher ranks a
-//! tensor of their shape; kiln data holds the elements in row-major order.
+//! A tensor types an input with its exact shape ([`Tensor::exact_type`], what
+//! `kiln run --inputs` uses), or with a 1-d tensor as a column `[n]`
+//! ([`Tensor::input_type`]); kiln data holds the elements in row-major order.
 
 use crate::{Buffer, DType, Data, Dim, Graph, Scalar, TensorType, Type};
 use serde_json::{json, Value as Json};

@@ -279,9 +279,15 @@ fn te(e: TypeError) -> String {
     e.message
 }
 
-/// Lowers a parsed graph.
-pub fn lower(src: &str, g: &FxGraph, opts: &Options) -> ParseResult<(Graph, SourceMap)> {
-    check_supported(src, g, opts)?;
+/// Lowers a parsed graph whose `call_module` nodes `modules` (the tree
+/// [`super::modules::apply`] used) has typed.
+pub fn lower(
+    src: &str,
+    g: &FxGraph,
+    opts: &Options,
+    modules: &HashMap<String, super::Module>,
+) -> ParseResult<(Graph, SourceMap)> {
+    check_supported(src, g, opts, modules)?;
     let mut fx = Fx {
         opts,
         b: Builder::new("forward"),
@@ -348,7 +354,12 @@ pub fn lower(src: &str, g: &FxGraph, opts: &Options) -> ParseResult<(Graph, Sour
 
 /// Reports every unsupported op of the graph together, and dangling or
 /// duplicate node names, before anything is built.
-fn check_supported(src: &str, g: &FxGraph, opts: &Options) -> ParseResult<()> {
+fn check_supported(
+    src: &str,
+    g: &FxGraph,
+    opts: &Options,
+    modules: &HashMap<String, super::Module>,
+) -> ParseResult<()> {
     let mut unsupported: Vec<String> = Vec::new();
     let mut untyped: Vec<String> = Vec::new();
     let mut tensor: Vec<String> = Vec::new();
@@ -385,7 +396,7 @@ fn check_supported(src: &str, g: &FxGraph, opts: &Options) -> ParseResult<()> {
             "placeholder" | "get_attr" => continue,
             "call_module" => match module_op(&node.target, opts) {
                 Some(op) => op,
-                None if opts.modules.contains_key(&node.target) => {
+                None if modules.contains_key(&node.target) => {
                     unsupported.push(format!(
                         "`nn.Linear` (%{}) without `{}.weight` in the weights",
                         node.name, node.target

@@ -2,10 +2,14 @@
 //! module's `state_dict()` as a `.safetensors` file for `get_attr` targets and
 //! module parameters.
 //!
+//! The same nodes also come from what `print(gm)` writes (`code.rs`: the
+//! generated `forward`), whose module tree (`modules.rs`, or
+//! [`Options::modules`]) types every `call_module`.
+//!
 //! Placeholders need types, which the graph text does not carry: give them in
 //! [`Options::inputs`] (the CLI takes `--input NAME:DTYPE[SHAPE]` or derives
-//! them from `--inputs` data). A 0-d tensor is a scalar; a 1-d tensor a column
-//! `[n]`. `docs/frontends.md` lists the targets and how torch's promotion maps.
+//! them, with their exact shapes, from `--inputs` data). `docs/frontends.md`
+//! lists the targets and how torch's promotion maps.
 
 mod code;
 mod lower;
@@ -49,13 +53,16 @@ pub struct Options {
 /// writes: the module tree, which types every `call_module`, then the
 /// generated `forward` code, read into the same nodes.
 pub fn parse(src: &str, opts: &Options) -> ParseResult<(Graph, SourceMap)> {
-    let (g, tree) = parse_nodes(src)?;
-    if tree.is_empty() {
-        return lower::lower(src, &apply(g, &opts.modules), opts);
+    let (mut g, mut modules) = parse_nodes(src)?;
+    // The text's own tree, else the caller's; the caller's wins where both
+    // name a target.
+    if modules.is_empty() {
+        modules::apply(&mut g, &opts.modules);
+        return lower::lower(src, &g, opts, &opts.modules);
     }
-    let mut with_tree = opts.clone();
-    with_tree.modules.extend(tree);
-    lower::lower(src, &apply(g, &with_tree.modules), &with_tree)
+    modules.extend(opts.modules.iter().map(|(k, m)| (k.clone(), m.clone())));
+    modules::apply(&mut g, &modules);
+    lower::lower(src, &g, opts, &modules)
 }
 
 /// The nodes of either form of fx text, before lowering, and the module tree
@@ -66,11 +73,6 @@ pub fn parse_nodes(src: &str) -> ParseResult<(FxGraph, HashMap<String, Module>)>
     } else {
         Ok((text::parse(src)?, HashMap::new()))
     }
-}
-
-fn apply(mut g: FxGraph, modules: &HashMap<String, Module>) -> FxGraph {
-    modules::apply(&mut g, modules);
-    g
 }
 
 /// Reads a `.safetensors` file (`torch.save`'s `state_dict` via the

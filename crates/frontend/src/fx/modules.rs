@@ -38,8 +38,9 @@ pub struct Module {
 /// `print(gm.graph)`.
 pub fn looks_like_module_repr(src: &str) -> bool {
     let first = src.lines().map(str::trim).find(|l| !l.is_empty());
-    first.is_some_and(|l| !l.starts_with("graph(") && l.ends_with('(') || l.ends_with("()"))
-        && src.contains("def forward(self")
+    // `Sequential(` opens a tree; `LinearModule()` is a root without children.
+    let opens = |l: &str| !l.starts_with("graph(") && (l.ends_with('(') || l.ends_with("()"));
+    first.is_some_and(opens) && src.contains("def forward(self")
 }
 
 /// Reads the module tree at the start of `src` (up to the generated code),

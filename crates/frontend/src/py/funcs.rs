@@ -21,8 +21,9 @@ const MODULES: &[&str] = &[
     "nn.functional",
 ];
 
-/// Strips a known module prefix; `None` for an unknown module.
-fn base_name(name: &str) -> Option<&str> {
+/// Strips a known module prefix (`np.sin` is `sin`); `None` for an unknown
+/// module.
+pub fn base_name(name: &str) -> Option<&str> {
     match name.rsplit_once('.') {
         None => Some(name),
         Some((module, base)) => MODULES.contains(&module).then_some(base),
