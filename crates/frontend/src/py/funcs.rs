@@ -442,28 +442,23 @@ fn expand(np: &mut Np<'_>, name: &str, s: Expansion, args: &[PyVal]) -> NpResult
             np.binary(BinOp::Div, one, denom)
         }
         S::IsNan | S::IsInf | S::IsFinite => {
-            if !np.dtype(x).is_float() {
-                // No int or bool is NaN or infinite (NumPy gives a bool array).
-                let zero = np.constant_like(x, 0.0);
-                let always = np.compare(CmpOp::Eq, x, x)?;
-                let never = np.compare(CmpOp::Ne, zero, zero)?;
-                return if s == S::IsFinite {
-                    Ok(PyVal {
-                        weak: false,
-                        ..always
-                    })
+            // `x != x` is NaN; an int or bool is never NaN nor infinite, so
+            // for them `x != x` (false) and `x == x` (true) give NumPy's
+            // bool array of x's shape.
+            let v = if s == S::IsNan || !np.dtype(x).is_float() {
+                let op = if s == S::IsFinite {
+                    CmpOp::Eq
                 } else {
-                    let v = np.apply_binary(BinaryOp::And, always, never)?;
-                    Ok(PyVal { weak: false, ..v })
+                    CmpOp::Ne
                 };
-            }
-            if s == S::IsNan {
-                return np.is_nan(x);
-            }
-            let abs = np.apply_unary(UnaryOp::Abs, x)?;
-            let inf = np.constant_like(x, f64::INFINITY);
-            let op = if s == S::IsInf { CmpOp::Eq } else { CmpOp::Lt };
-            np.compare(op, abs, inf)
+                np.compare(op, x, x)?
+            } else {
+                let abs = np.apply_unary(UnaryOp::Abs, x)?;
+                let inf = np.constant_like(x, f64::INFINITY);
+                let op = if s == S::IsInf { CmpOp::Eq } else { CmpOp::Lt };
+                np.compare(op, abs, inf)?
+            };
+            Ok(PyVal { weak: false, ..v })
         }
         S::Sign => sign(np, x),
         S::Signbit => {
