@@ -1,8 +1,7 @@
-//! Kernel → CLIF, statement by statement. Every expression means exactly what
-//! `kiln_ir::semantics` says; where a CLIF instruction's behaviour differs
-//! (integer division traps, `sdiv MIN, -1` traps), this file emits the explicit
-//! code that gives the semantics. Nothing here decides what a graph means: that
-//! was lowering's job.
+//! Kernel → CLIF, statement by statement: each kernel expression is the CLIF
+//! instruction of the same meaning (`kiln_ir::kernel::Expr` states the
+//! preconditions lowering guarantees, such as divisors that cannot trap).
+//! Nothing here decides what a graph means: that was lowering's job.
 
 use crate::{CodegenError, CodegenResult};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
@@ -367,7 +366,10 @@ impl<M: Module> FunctionCx<'_, M> {
 
     fn codegen_expr(&mut self, expr: &Expr, dtype: DType) -> CodegenResult<ir::Value> {
         Ok(match expr {
-            Expr::Input(p) if self.kernel.direct => self.arg(*p),
+            Expr::Input(p) if self.kernel.direct => {
+                let value = self.arg(*p);
+                self.abi_to_reg(value, dtype)
+            }
             Expr::Input(p) => {
                 let addr = self.arg(*p);
                 let value = self.bcx.ins().load(
@@ -376,11 +378,7 @@ impl<M: Module> FunctionCx<'_, M> {
                     addr,
                     0,
                 );
-                if dtype == DType::Bool {
-                    self.bcx.ins().icmp_imm_s(IntCC::NotEqual, value, 0)
-                } else {
-                    value
-                }
+                self.abi_to_reg(value, dtype)
             }
             Expr::Load(p, row) => {
                 let (base, row) = (self.arg(*p), self.reg(*row));
@@ -391,12 +389,7 @@ impl<M: Module> FunctionCx<'_, M> {
                     addr,
                     0,
                 );
-                if dtype == DType::Bool {
-                    // Any nonzero byte is true; normalize to 0/1.
-                    self.bcx.ins().icmp_imm_s(IntCC::NotEqual, value, 0)
-                } else {
-                    value
-                }
+                self.abi_to_reg(value, dtype)
             }
             Expr::LoadBit(p, row) => {
                 // byte = base[row >> 3]; bit = (byte >> (row & 7)) & 1
@@ -436,9 +429,20 @@ impl<M: Module> FunctionCx<'_, M> {
             Expr::Cast(to, a) => {
                 let from = self.kernel.reg_type(*a);
                 let a = self.reg(*a);
-                self.codegen_cast(a, from, *to)
+                self.codegen_cast(a, from, *to)?
             }
         })
+    }
+
+    /// A value as the ABI passes it (an argument, or memory) made a register:
+    /// a `bool` byte is true when it is not zero (`kiln_ir::kernel::abi`),
+    /// so registers hold 0 or 1.
+    fn abi_to_reg(&mut self, value: ir::Value, dtype: DType) -> ir::Value {
+        if dtype == DType::Bool {
+            self.bcx.ins().icmp_imm_s(IntCC::NotEqual, value, 0)
+        } else {
+            value
+        }
     }
 
     fn call_libm(
@@ -470,7 +474,6 @@ impl<M: Module> FunctionCx<'_, M> {
             (UnaryOp::Neg, true) => ins.fneg(a),
             (UnaryOp::Abs, false) => ins.iabs(a),
             (UnaryOp::Abs, true) => ins.fabs(a),
-            (UnaryOp::Not, _) => ins.bxor_imm_s(a, 1),
             (UnaryOp::BNot, _) => ins.bnot(a),
             (UnaryOp::Sqrt, _) => ins.sqrt(a),
             (UnaryOp::Floor, _) => ins.floor(a),
@@ -500,9 +503,9 @@ impl<M: Module> FunctionCx<'_, M> {
             BinaryOp::Add => ins.iadd(a, b),
             BinaryOp::Sub => ins.isub(a, b),
             BinaryOp::Mul => ins.imul(a, b),
-            BinaryOp::Div | BinaryOp::Rem | BinaryOp::FloorDiv | BinaryOp::Mod => {
-                self.codegen_int_division(op, a, b, dtype)
-            }
+            // Lowering replaced 0 and -1 divisors: these do not trap.
+            BinaryOp::Div => ins.sdiv(a, b),
+            BinaryOp::Rem => ins.srem(a, b),
             BinaryOp::Min => ins.smin(a, b),
             BinaryOp::Max => ins.smax(a, b),
             BinaryOp::And | BinaryOp::BAnd => ins.band(a, b),
@@ -511,7 +514,9 @@ impl<M: Module> FunctionCx<'_, M> {
             BinaryOp::Shl => ins.ishl(a, b),
             BinaryOp::ShrArith => ins.sshr(a, b),
             BinaryOp::ShrLogical => ins.ushr(a, b),
-            BinaryOp::Pow
+            BinaryOp::FloorDiv
+            | BinaryOp::Mod
+            | BinaryOp::Pow
             | BinaryOp::Copysign
             | BinaryOp::Atan2
             | BinaryOp::Hypot
@@ -519,48 +524,6 @@ impl<M: Module> FunctionCx<'_, M> {
                 return Err(CodegenError::Invalid(format!("`{op}` on {dtype}")));
             }
         })
-    }
-
-    /// Integer division with a divisor already checked nonzero. `sdiv` and `srem`
-    /// trap on `MIN / -1`, so a divisor of -1 is replaced by 1 and the result
-    /// fixed up: `a / -1 == -a` (wrapping), `a % -1 == 0`.
-    fn codegen_int_division(
-        &mut self,
-        op: BinaryOp,
-        a: ir::Value,
-        b: ir::Value,
-        dtype: DType,
-    ) -> ir::Value {
-        let ty = clif_type(dtype);
-        let ins = &mut self.bcx;
-        let is_minus_one = ins.ins().icmp_imm_s(IntCC::Equal, b, -1);
-        let one = ins.ins().iconst(ty, 1);
-        let safe_b = ins.ins().select(is_minus_one, one, b);
-        let q = ins.ins().sdiv(a, safe_b);
-        let neg_a = ins.ins().ineg(a);
-        let q = ins.ins().select(is_minus_one, neg_a, q);
-        let r = ins.ins().srem(a, safe_b);
-        let zero = ins.ins().iconst(ty, 0);
-        let r = ins.ins().select(is_minus_one, zero, r);
-        match op {
-            BinaryOp::Div => q,
-            BinaryOp::Rem => r,
-            _ => {
-                // Floor: step down when the remainder is nonzero and its sign
-                // differs from the divisor's.
-                let nonzero = ins.ins().icmp_imm_s(IntCC::NotEqual, r, 0);
-                let signs = ins.ins().bxor(r, b);
-                let differ = ins.ins().icmp_imm_s(IntCC::SignedLessThan, signs, 0);
-                let adjust = ins.ins().band(nonzero, differ);
-                if op == BinaryOp::FloorDiv {
-                    let step = ins.ins().uextend(ty, adjust);
-                    ins.ins().isub(q, step)
-                } else {
-                    let r_plus_b = ins.ins().iadd(r, b);
-                    ins.ins().select(adjust, r_plus_b, r)
-                }
-            }
-        }
     }
 
     fn codegen_float_binary(
@@ -578,13 +541,7 @@ impl<M: Module> FunctionCx<'_, M> {
             BinaryOp::Div => ins.fdiv(a, b),
             BinaryOp::Min => ins.fmin(a, b),
             BinaryOp::Max => ins.fmax(a, b),
-            BinaryOp::Copysign => {
-                // copysign(a, NaN) is |a|: a NaN's sign never decides a result.
-                let copied = ins.fcopysign(a, b);
-                let abs = self.bcx.ins().fabs(a);
-                let b_is_nan = self.bcx.ins().fcmp(FloatCC::Unordered, b, b);
-                self.bcx.ins().select(b_is_nan, abs, copied)
-            }
+            BinaryOp::Copysign => ins.fcopysign(a, b),
             _ => {
                 let name = libcalls::binary_name(op, dtype)
                     .ok_or_else(|| CodegenError::Invalid(format!("`{op}` on {dtype}")))?;
@@ -612,38 +569,29 @@ impl<M: Module> FunctionCx<'_, M> {
             };
             return self.bcx.ins().fcmp(cc, a, b);
         }
-        // Bools compare unsigned (false < true), ints signed.
-        let signed = operand != DType::Bool;
-        let cc = match (op, signed) {
-            (CmpOp::Eq, _) => IntCC::Equal,
-            (CmpOp::Ne, _) => IntCC::NotEqual,
-            (CmpOp::Lt, true) => IntCC::SignedLessThan,
-            (CmpOp::Le, true) => IntCC::SignedLessThanOrEqual,
-            (CmpOp::Gt, true) => IntCC::SignedGreaterThan,
-            (CmpOp::Ge, true) => IntCC::SignedGreaterThanOrEqual,
-            (CmpOp::Lt, false) => IntCC::UnsignedLessThan,
-            (CmpOp::Le, false) => IntCC::UnsignedLessThanOrEqual,
-            (CmpOp::Gt, false) => IntCC::UnsignedGreaterThan,
-            (CmpOp::Ge, false) => IntCC::UnsignedGreaterThanOrEqual,
+        // Signed; lowering compares bools for equality only.
+        let cc = match op {
+            CmpOp::Eq => IntCC::Equal,
+            CmpOp::Ne => IntCC::NotEqual,
+            CmpOp::Lt => IntCC::SignedLessThan,
+            CmpOp::Le => IntCC::SignedLessThanOrEqual,
+            CmpOp::Gt => IntCC::SignedGreaterThan,
+            CmpOp::Ge => IntCC::SignedGreaterThanOrEqual,
         };
         self.bcx.ins().icmp(cc, a, b)
     }
 
-    /// Casts as Rust's `as` does (see docs/semantics.md).
-    fn codegen_cast(&mut self, a: ir::Value, from: DType, to: DType) -> ir::Value {
+    /// A conversion: from a 0/1 `bool`, or between numbers as Rust's `as`
+    /// does (float to int saturates, NaN gives 0). Lowering turned
+    /// conversions to `bool` into comparisons.
+    fn codegen_cast(&mut self, a: ir::Value, from: DType, to: DType) -> CodegenResult<ir::Value> {
         let to_ty = clif_type(to);
         let ins = self.bcx.ins();
-        match (from, to) {
+        Ok(match (from, to) {
             _ if from == to => a,
-            (_, DType::Bool) if from.is_float() => {
-                let zero = if from == DType::F32 {
-                    ins.f32const(0.0)
-                } else {
-                    ins.f64const(0.0)
-                };
-                self.bcx.ins().fcmp(FloatCC::NotEqual, a, zero)
+            (_, DType::Bool) => {
+                return Err(CodegenError::Invalid(format!("a cast of {from} to bool")))
             }
-            (_, DType::Bool) => ins.icmp_imm_s(IntCC::NotEqual, a, 0),
             (DType::Bool, _) if to.is_float() => ins.fcvt_from_uint(to_ty, a),
             (DType::Bool, _) => ins.uextend(to_ty, a),
             (DType::F32, DType::F64) => ins.fpromote(to_ty, a),
@@ -652,7 +600,7 @@ impl<M: Module> FunctionCx<'_, M> {
             _ if to.is_float() => ins.fcvt_from_sint(to_ty, a),
             (DType::I64, DType::I32) => ins.ireduce(to_ty, a),
             _ => ins.sextend(to_ty, a),
-        }
+        })
     }
 }
 

@@ -1,9 +1,11 @@
-//! Kernel → LLVM IR, statement by statement. Every expression means exactly what
-//! `kiln_ir::semantics` says. LLVM leaves several of kiln's defined cases
-//! undefined or poison (integer division by zero and `MIN / -1`, shifts by the
-//! width or more, out-of-range float → int conversions), and its `minnum` is not
-//! kiln's `min`: this file emits the explicit code for each, so no UB ever
-//! reaches the optimizer. Nothing here decides what a graph means: lowering did.
+//! Kernel → LLVM IR, statement by statement: each kernel expression is the
+//! LLVM instruction or intrinsic of the same meaning. The cases LLVM leaves
+//! undefined or poison (integer division by 0 or `MIN / -1`, shifts by the
+//! width or more) cannot occur: lowering expanded them (`kiln_ir::kernel::Expr`
+//! states each precondition). What remains here is the choice of instruction:
+//! `llvm.minimum` rather than `minnum`, `fptosi.sat` rather than `fptosi`,
+//! no `nsw`/`nuw` and no fast-math flags. Nothing here decides what a graph
+//! means: lowering did.
 //!
 //! Registers of dtype `bool` are `i1`; in memory and in the direct ABI a bool is
 //! a byte holding 0 or 1 (any nonzero byte reads as true).
@@ -640,7 +642,7 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
                     let no_poison = self.cx.bool_type().const_zero().into();
                     self.intrinsic("llvm.abs", &[a, no_poison], &[ty])?
                 }
-                UnaryOp::Not | UnaryOp::BNot => b.build_not(i, "not")?.into(),
+                UnaryOp::BNot => b.build_not(i, "not")?.into(),
                 _ => return Err(CodegenError::Invalid(format!("`{op}` on {dtype}"))),
             });
         }
@@ -685,80 +687,27 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
             BinaryOp::Add => bx.build_int_add(x, y, "add")?.into(),
             BinaryOp::Sub => bx.build_int_sub(x, y, "sub")?.into(),
             BinaryOp::Mul => bx.build_int_mul(x, y, "mul")?.into(),
-            BinaryOp::Div | BinaryOp::Rem | BinaryOp::FloorDiv | BinaryOp::Mod => {
-                self.codegen_int_division(op, x, y)?.into()
-            }
+            // Lowering replaced 0 and -1 divisors: these are defined.
+            BinaryOp::Div => bx.build_int_signed_div(x, y, "div")?.into(),
+            BinaryOp::Rem => bx.build_int_signed_rem(x, y, "rem")?.into(),
             BinaryOp::Min => self.intrinsic("llvm.smin", &[a, b], &[ty])?,
             BinaryOp::Max => self.intrinsic("llvm.smax", &[a, b], &[ty])?,
             BinaryOp::And | BinaryOp::BAnd => bx.build_and(x, y, "and")?.into(),
             BinaryOp::Or | BinaryOp::BOr => bx.build_or(x, y, "or")?.into(),
             BinaryOp::Xor | BinaryOp::BXor => bx.build_xor(x, y, "xor")?.into(),
-            BinaryOp::Shl | BinaryOp::ShrArith | BinaryOp::ShrLogical => {
-                // The amount is taken modulo the width; LLVM makes a shift by
-                // the width or more poison.
-                let width = u64::from(x.get_type().get_bit_width());
-                let mask = x.get_type().const_int(width - 1, false);
-                let amount = bx.build_and(y, mask, "amount")?;
-                match op {
-                    BinaryOp::Shl => bx.build_left_shift(x, amount, "shl")?,
-                    BinaryOp::ShrArith => bx.build_right_shift(x, amount, true, "sshr")?,
-                    _ => bx.build_right_shift(x, amount, false, "ushr")?,
-                }
-                .into()
-            }
-            BinaryOp::Pow
+            // Lowering masked the amount below the width (LLVM makes a shift
+            // by the width or more poison).
+            BinaryOp::Shl => bx.build_left_shift(x, y, "shl")?.into(),
+            BinaryOp::ShrArith => bx.build_right_shift(x, y, true, "sshr")?.into(),
+            BinaryOp::ShrLogical => bx.build_right_shift(x, y, false, "ushr")?.into(),
+            BinaryOp::FloorDiv
+            | BinaryOp::Mod
+            | BinaryOp::Pow
             | BinaryOp::Copysign
             | BinaryOp::Atan2
             | BinaryOp::Hypot
             | BinaryOp::NextAfter => {
                 return Err(CodegenError::Invalid(format!("`{op}` on {dtype}")));
-            }
-        })
-    }
-
-    /// Integer division with a divisor already checked nonzero. `sdiv` and
-    /// `srem` are UB on `MIN / -1`, so a divisor of -1 is replaced by 1 and the
-    /// result fixed up: `a / -1 == -a` (wrapping), `a % -1 == 0`.
-    fn codegen_int_division(
-        &self,
-        op: BinaryOp,
-        a: IntValue<'ctx>,
-        b: IntValue<'ctx>,
-    ) -> CodegenResult<IntValue<'ctx>> {
-        let bx = &self.builder;
-        let ty = a.get_type();
-        let (zero, one, minus_one) = (ty.const_zero(), ty.const_int(1, false), ty.const_all_ones());
-        let is_minus_one = bx.build_int_compare(IntPredicate::EQ, b, minus_one, "m1")?;
-        let safe_b = bx
-            .build_select(is_minus_one, one, b, "safe_b")?
-            .into_int_value();
-        let q = bx.build_int_signed_div(a, safe_b, "q")?;
-        let neg_a = bx.build_int_neg(a, "neg_a")?;
-        let q = bx
-            .build_select(is_minus_one, neg_a, q, "q")?
-            .into_int_value();
-        let r = bx.build_int_signed_rem(a, safe_b, "r")?;
-        let r = bx
-            .build_select(is_minus_one, zero, r, "r")?
-            .into_int_value();
-        Ok(match op {
-            BinaryOp::Div => q,
-            BinaryOp::Rem => r,
-            _ => {
-                // Floor: step down when the remainder is nonzero and its sign
-                // differs from the divisor's.
-                let nonzero = bx.build_int_compare(IntPredicate::NE, r, zero, "rnz")?;
-                let signs = bx.build_xor(r, b, "signs")?;
-                let differ = bx.build_int_compare(IntPredicate::SLT, signs, zero, "differ")?;
-                let adjust = bx.build_and(nonzero, differ, "adjust")?;
-                if op == BinaryOp::FloorDiv {
-                    let step = bx.build_int_z_extend(adjust, ty, "step")?;
-                    bx.build_int_sub(q, step, "floordiv")?
-                } else {
-                    let r_plus_b = bx.build_int_add(r, b, "r_plus_b")?;
-                    bx.build_select(adjust, r_plus_b, r, "mod")?
-                        .into_int_value()
-                }
             }
         })
     }
@@ -783,13 +732,7 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
             // (`minnum` would not be).
             BinaryOp::Min => self.intrinsic("llvm.minimum", &[a.into(), b.into()], &[ty])?,
             BinaryOp::Max => self.intrinsic("llvm.maximum", &[a.into(), b.into()], &[ty])?,
-            BinaryOp::Copysign => {
-                // copysign(a, NaN) is |a|: a NaN's sign never decides a result.
-                let copied = self.intrinsic("llvm.copysign", &[a.into(), b.into()], &[ty])?;
-                let abs = self.intrinsic("llvm.fabs", &[a.into()], &[ty])?;
-                let b_is_nan = bx.build_float_compare(FloatPredicate::UNO, b, b, "b_nan")?;
-                bx.build_select(b_is_nan, abs, copied, "copysign")?
-            }
+            BinaryOp::Copysign => self.intrinsic("llvm.copysign", &[a.into(), b.into()], &[ty])?,
             _ => {
                 let name = libcalls::binary_name(op, dtype)
                     .ok_or_else(|| CodegenError::Invalid(format!("`{op}` on {dtype}")))?;
@@ -825,19 +768,14 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
                 )?
                 .into());
         }
-        // Bools compare unsigned (false < true), ints signed.
-        let signed = operand != DType::Bool;
-        let predicate = match (op, signed) {
-            (CmpOp::Eq, _) => IntPredicate::EQ,
-            (CmpOp::Ne, _) => IntPredicate::NE,
-            (CmpOp::Lt, true) => IntPredicate::SLT,
-            (CmpOp::Le, true) => IntPredicate::SLE,
-            (CmpOp::Gt, true) => IntPredicate::SGT,
-            (CmpOp::Ge, true) => IntPredicate::SGE,
-            (CmpOp::Lt, false) => IntPredicate::ULT,
-            (CmpOp::Le, false) => IntPredicate::ULE,
-            (CmpOp::Gt, false) => IntPredicate::UGT,
-            (CmpOp::Ge, false) => IntPredicate::UGE,
+        // Signed; lowering compares bools for equality only.
+        let predicate = match op {
+            CmpOp::Eq => IntPredicate::EQ,
+            CmpOp::Ne => IntPredicate::NE,
+            CmpOp::Lt => IntPredicate::SLT,
+            CmpOp::Le => IntPredicate::SLE,
+            CmpOp::Gt => IntPredicate::SGT,
+            CmpOp::Ge => IntPredicate::SGE,
         };
         Ok(self
             .builder
@@ -845,7 +783,9 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
             .into())
     }
 
-    /// Casts as Rust's `as` does (see docs/semantics.md).
+    /// A conversion: from a 0/1 `bool`, or between numbers as Rust's `as`
+    /// does (float to int saturates, NaN gives 0). Lowering turned
+    /// conversions to `bool` into comparisons.
     fn codegen_cast(
         &self,
         a: BasicValueEnum<'ctx>,
@@ -856,16 +796,8 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
         let to_ty = reg_type(self.cx, to);
         Ok(match (from, to) {
             _ if from == to => a,
-            (_, DType::Bool) if from.is_float() => {
-                let f = a.into_float_value();
-                let zero = f.get_type().const_zero();
-                bx.build_float_compare(FloatPredicate::UNE, f, zero, "to_bool")?
-                    .into()
-            }
             (_, DType::Bool) => {
-                let i = a.into_int_value();
-                bx.build_int_compare(IntPredicate::NE, i, i.get_type().const_zero(), "to_bool")?
-                    .into()
+                return Err(CodegenError::Invalid(format!("a cast of {from} to bool")))
             }
             (DType::Bool, _) if to.is_float() => bx
                 .build_unsigned_int_to_float(a.into_int_value(), to_ty.into_float_type(), "b2f")?

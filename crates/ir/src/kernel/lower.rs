@@ -26,6 +26,10 @@ pub enum LowerError {
     /// The graph uses something lowering does not handle yet.
     #[error("lowering does not support {0} yet")]
     Unsupported(String),
+    /// Lowering produced a kernel the verifier rejects (a bug in lowering;
+    /// checked in debug builds).
+    #[error(transparent)]
+    Invalid(#[from] super::KernelError),
 }
 
 pub(super) struct Lowerer<'a> {
@@ -119,36 +123,48 @@ pub fn lower_with(
     lw.params(options);
     if tensors {
         lw.tensor_body()?;
-        return Ok(lw.kernel);
+    } else {
+        lw.elementwise_body();
     }
-    let levels = lw.levels();
-    let max_level = levels.values().copied().max().unwrap_or(0);
-    let mut body = Vec::new();
-    for level in 0..=max_level {
-        lw.scalar_block(&levels, level, &mut body);
-        lw.loops(&levels, level, &mut body);
+    if cfg!(debug_assertions) {
+        super::verify(&lw.kernel)?;
     }
-    for (out_idx, output) in graph.outputs().iter().enumerate() {
-        if graph
-            .ty(output.value)
-            .as_tensor()
-            .is_some_and(|t| t.is_scalar())
-        {
-            let reg = lw.scalars[output.value].expect("scalar outputs are computed by the end");
-            body.push(Stmt::Store(lw.output_params[out_idx], None, reg));
-        }
-    }
-    lw.kernel.body = body;
-    let all_scalar = lw
-        .kernel
-        .params
-        .iter()
-        .all(|p| matches!(p, Param::ScalarIn { .. } | Param::ScalarOut { .. }));
-    lw.kernel.direct = all_scalar && lw.kernel.checks.is_empty() && !graph.outputs().is_empty();
     Ok(lw.kernel)
 }
 
 impl Lowerer<'_> {
+    /// The body of a graph of scalars and columns: level by level, the
+    /// hoisted scalars, then one fused loop per extent.
+    fn elementwise_body(&mut self) {
+        let graph = self.graph;
+        let levels = self.levels();
+        let max_level = levels.values().copied().max().unwrap_or(0);
+        let mut body = Vec::new();
+        for level in 0..=max_level {
+            self.scalar_block(&levels, level, &mut body);
+            self.loops(&levels, level, &mut body);
+        }
+        for (out_idx, output) in graph.outputs().iter().enumerate() {
+            if graph
+                .ty(output.value)
+                .as_tensor()
+                .is_some_and(|t| t.is_scalar())
+            {
+                let reg =
+                    self.scalars[output.value].expect("scalar outputs are computed by the end");
+                body.push(Stmt::Store(self.output_params[out_idx], None, reg));
+            }
+        }
+        self.kernel.body = body;
+        let all_scalar = self
+            .kernel
+            .params
+            .iter()
+            .all(|p| matches!(p, Param::ScalarIn { .. } | Param::ScalarOut { .. }));
+        self.kernel.direct =
+            all_scalar && self.kernel.checks.is_empty() && !graph.outputs().is_empty();
+    }
+
     pub(super) fn param(&mut self, p: Param) -> ParamIdx {
         self.kernel.params.push(p);
         (self.kernel.params.len() - 1) as ParamIdx
@@ -282,10 +298,7 @@ impl Lowerer<'_> {
             | Op::BroadcastTo(_) => {
                 unreachable!("tensor ops are lowered by `tensor_body`, not per element")
             }
-            Op::Unary(op) => Expr::Unary(*op, args[0]),
-            Op::Binary(op @ (BinaryOp::FloorDiv | BinaryOp::Mod)) if dtype.is_float() => {
-                return self.float_divmod(out, *op, args[0], args[1], dtype, name);
-            }
+            Op::Unary(op) => return self.unary(out, *op, args[0], dtype, name),
             Op::Binary(op) => {
                 if op.divides() && dtype.is_int() {
                     self.kernel.checks.push(value);
@@ -294,16 +307,184 @@ impl Lowerer<'_> {
                         (self.kernel.checks.len() - 1) as u32,
                     ));
                 }
-                Expr::Binary(*op, args[0], args[1])
+                return self.binary(out, *op, args[0], args[1], dtype, name);
             }
-            Op::Compare(op) => Expr::Compare(*op, args[0], args[1]),
+            Op::Compare(op) => return self.compare(out, *op, args[0], args[1], name),
             Op::Select => Expr::Select(args[0], args[1], args[2]),
-            Op::Cast(to) => Expr::Cast(*to, args[0]),
+            Op::Cast(to) => return self.cast(out, *to, args[0], name),
             Op::Reduce(_) | Op::Filter => {
                 unreachable!("reductions and filters are lowered by their loop")
             }
         };
         self.emit(out, dtype, expr, name)
+    }
+
+    fn konst(&mut self, out: &mut Vec<Stmt>, dtype: DType, x: i64) -> Reg {
+        let c = match dtype {
+            DType::Bool => Scalar::Bool(x != 0),
+            DType::I32 => Scalar::I32(x as i32),
+            DType::I64 => Scalar::I64(x),
+            DType::F32 => Scalar::F32(x as f32),
+            DType::F64 => Scalar::F64(x as f64),
+        };
+        self.emit(out, dtype, Expr::Const(c), None)
+    }
+
+    /// A unary op of the graph in kernel expressions. Logical `not` is
+    /// `xor true` (registers hold 0 or 1), so no backend chooses between
+    /// `xor 1` and a bitwise not.
+    pub(super) fn unary(
+        &mut self,
+        out: &mut Vec<Stmt>,
+        op: UnaryOp,
+        a: Reg,
+        dtype: DType,
+        name: Option<&str>,
+    ) -> Reg {
+        if op == UnaryOp::Not {
+            let t = self.konst(out, DType::Bool, 1);
+            return self.emit(out, DType::Bool, Expr::Binary(BinaryOp::Xor, a, t), name);
+        }
+        self.emit(out, dtype, Expr::Unary(op, a), name)
+    }
+
+    /// A binary op of the graph in kernel expressions (an integer divisor has
+    /// passed its check): every case where kiln's meaning is not the
+    /// machine's is expanded here, once for every backend.
+    pub(super) fn binary(
+        &mut self,
+        out: &mut Vec<Stmt>,
+        op: BinaryOp,
+        a: Reg,
+        b: Reg,
+        dtype: DType,
+        name: Option<&str>,
+    ) -> Reg {
+        match op {
+            BinaryOp::FloorDiv | BinaryOp::Mod if dtype.is_float() => {
+                self.float_divmod(out, op, a, b, dtype, name)
+            }
+            _ if op.divides() && dtype.is_int() => self.int_division(out, op, a, b, dtype, name),
+            BinaryOp::Shl | BinaryOp::ShrArith | BinaryOp::ShrLogical => {
+                // The amount is taken modulo the width.
+                let width = 8 * dtype.size_bytes() as i64;
+                let mask = self.konst(out, dtype, width - 1);
+                let amount = self.emit(out, dtype, Expr::Binary(BinaryOp::BAnd, b, mask), None);
+                self.emit(out, dtype, Expr::Binary(op, a, amount), name)
+            }
+            BinaryOp::Copysign => {
+                // copysign(a, NaN) is |a|: a NaN's sign never decides a result.
+                let copied = self.emit(out, dtype, Expr::Binary(op, a, b), None);
+                let abs = self.emit(out, dtype, Expr::Unary(UnaryOp::Abs, a), None);
+                let b_nan = self.emit(out, DType::Bool, Expr::Compare(CmpOp::Ne, b, b), None);
+                self.emit(out, dtype, Expr::Select(b_nan, abs, copied), name)
+            }
+            _ => self.emit(out, dtype, Expr::Binary(op, a, b), name),
+        }
+    }
+
+    /// Integer `div`/`rem`/`floordiv`/`mod` with a divisor checked nonzero.
+    /// The machine's truncating division faults (x86) or is undefined (LLVM)
+    /// for `MIN / -1`, so a divisor of -1 becomes 1 and the result is fixed up
+    /// (`a / -1 == -a` wrapping, `a % -1 == 0`); floor division steps the
+    /// quotient down, and `mod` adds the divisor, when the remainder is
+    /// nonzero and its sign differs from the divisor's.
+    fn int_division(
+        &mut self,
+        out: &mut Vec<Stmt>,
+        op: BinaryOp,
+        a: Reg,
+        b: Reg,
+        dtype: DType,
+        name: Option<&str>,
+    ) -> Reg {
+        let minus_one = self.konst(out, dtype, -1);
+        let one = self.konst(out, dtype, 1);
+        let zero = self.konst(out, dtype, 0);
+        let is_minus_one = self.emit(
+            out,
+            DType::Bool,
+            Expr::Compare(CmpOp::Eq, b, minus_one),
+            None,
+        );
+        let safe_b = self.emit(out, dtype, Expr::Select(is_minus_one, one, b), None);
+        let rem = |lw: &mut Self, out: &mut Vec<Stmt>, name| {
+            let r = lw.emit(out, dtype, Expr::Binary(BinaryOp::Rem, a, safe_b), None);
+            lw.emit(out, dtype, Expr::Select(is_minus_one, zero, r), name)
+        };
+        let quot = |lw: &mut Self, out: &mut Vec<Stmt>, name| {
+            let q = lw.emit(out, dtype, Expr::Binary(BinaryOp::Div, a, safe_b), None);
+            let neg_a = lw.emit(out, dtype, Expr::Unary(UnaryOp::Neg, a), None);
+            lw.emit(out, dtype, Expr::Select(is_minus_one, neg_a, q), name)
+        };
+        match op {
+            BinaryOp::Div => return quot(self, out, name),
+            BinaryOp::Rem => return rem(self, out, name),
+            _ => {}
+        }
+        let r = rem(self, out, None);
+        let nonzero = self.emit(out, DType::Bool, Expr::Compare(CmpOp::Ne, r, zero), None);
+        let signs = self.emit(out, dtype, Expr::Binary(BinaryOp::BXor, r, b), None);
+        let differ = self.emit(
+            out,
+            DType::Bool,
+            Expr::Compare(CmpOp::Lt, signs, zero),
+            None,
+        );
+        let adjust = self.emit(
+            out,
+            DType::Bool,
+            Expr::Binary(BinaryOp::And, nonzero, differ),
+            None,
+        );
+        if op == BinaryOp::FloorDiv {
+            let q = quot(self, out, None);
+            let step = self.emit(out, dtype, Expr::Cast(dtype, adjust), None);
+            self.emit(out, dtype, Expr::Binary(BinaryOp::Sub, q, step), name)
+        } else {
+            let r_plus_b = self.emit(out, dtype, Expr::Binary(BinaryOp::Add, r, b), None);
+            self.emit(out, dtype, Expr::Select(adjust, r_plus_b, r), name)
+        }
+    }
+
+    /// A comparison. `bool`s order false < true: they are compared as `i32`s,
+    /// so a backend only ever compares bools for equality.
+    pub(super) fn compare(
+        &mut self,
+        out: &mut Vec<Stmt>,
+        op: CmpOp,
+        a: Reg,
+        b: Reg,
+        name: Option<&str>,
+    ) -> Reg {
+        let ordering = !matches!(op, CmpOp::Eq | CmpOp::Ne);
+        let (a, b) = if ordering && self.kernel.reg_type(a) == DType::Bool {
+            (
+                self.emit(out, DType::I32, Expr::Cast(DType::I32, a), None),
+                self.emit(out, DType::I32, Expr::Cast(DType::I32, b), None),
+            )
+        } else {
+            (a, b)
+        };
+        self.emit(out, DType::Bool, Expr::Compare(op, a, b), name)
+    }
+
+    /// A conversion as Rust's `as` does it (docs/semantics.md). A conversion
+    /// to `bool` is a comparison with zero (NaN is true), so a backend only
+    /// converts from bools (0 or 1) and between numbers.
+    pub(super) fn cast(
+        &mut self,
+        out: &mut Vec<Stmt>,
+        to: DType,
+        a: Reg,
+        name: Option<&str>,
+    ) -> Reg {
+        let from = self.kernel.reg_type(a);
+        if to == DType::Bool && from != DType::Bool {
+            let zero = self.konst(out, from, 0);
+            return self.emit(out, DType::Bool, Expr::Compare(CmpOp::Ne, a, zero), name);
+        }
+        self.emit(out, to, Expr::Cast(to, a), name)
     }
 
     /// Float `floordiv`/`mod` as NumPy's `npy_divmod` (`crate::semantics`),

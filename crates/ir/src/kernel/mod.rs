@@ -4,10 +4,17 @@
 //! extents, outputs), a body of statements (straight-line SSA [`Reg`] definitions,
 //! loops over extents, stores, accumulator updates, division checks), and
 //! nothing else. Lowering ([`lower()`]) makes every semantic decision once:
-//! fusion, hoisting, reduction order, where division can fail. A backend
-//! translates statement by statement, and each [`Expr`] means exactly what
-//! [`crate::semantics`] says, with one precondition: the divisor of an integer
-//! `div`/`rem`/`floordiv`/`mod` has passed a [`Stmt::CheckNonZero`].
+//! fusion, hoisting, reduction order, where division can fail, and every case
+//! where kiln's meaning of an op is not the machine's (integer floor division
+//! and `MIN / -1`, shift amounts, `copysign` of a NaN, conversions to `bool`,
+//! ordering of bools, logical `not`), which it expands into primitives. So a
+//! backend translates statement by statement, each [`Expr`] into the machine
+//! instruction of the same name, and makes no choice of its own; the
+//! [`verify()`] checks the preconditions each expression states.
+//!
+//! Registers of dtype `bool` hold 0 or 1. At the ABI boundary a `bool` is a
+//! byte, and any byte other than 0 is true: reading one ([`Expr::Input`],
+//! [`Expr::Load`]) is the one conversion every backend does.
 //!
 //! Loops nest (a [`Stmt::Loop`] holds statements), so tensor loop nests need no
 //! new constructs.
@@ -17,9 +24,11 @@ pub mod libcalls;
 mod lower;
 mod print;
 mod tensor;
+mod verify;
 
 pub use lower::{lower, lower_with, LowerError, LowerOptions};
 pub use print::print;
+pub use verify::{verify, KernelError};
 
 use crate::entities::Value;
 use crate::op::{BinaryOp, CmpOp, UnaryOp};
@@ -152,9 +161,10 @@ pub enum Extent {
 /// A value computed from registers; its meaning is [`crate::semantics`].
 #[derive(Clone, Debug, PartialEq)]
 pub enum Expr {
-    /// A scalar input parameter's value.
+    /// A scalar input parameter's value (a `bool` byte is true when not 0).
     Input(ParamIdx),
-    /// Element `row` of a column input parameter.
+    /// Element `row` of an array parameter (a `bool` byte is true when not
+    /// 0).
     Load(ParamIdx, Reg),
     /// Bit `row` of a [`Param::BitmapIn`] parameter, as a `bool`.
     LoadBit(ParamIdx, Reg),
@@ -164,16 +174,22 @@ pub enum Expr {
     ExtentValue(Extent),
     /// A variable's current value.
     Var(Var),
-    /// An elementwise unary op.
+    /// An elementwise unary op; never logical `not` (lowered to `xor true`).
     Unary(UnaryOp, Reg),
-    /// A binary op; integer divisions have passed a check. Float `floordiv`
-    /// and `mod` never appear: lowering expands them into primitives.
+    /// A binary op, as the machine computes it, with the preconditions
+    /// lowering guarantees: an integer `div`/`rem` truncates and its divisor
+    /// is neither 0 nor -1; a shift amount is below the width; `copysign`
+    /// copies the sign bit even of a NaN; float `min`/`max` are IEEE
+    /// 754-2019 `minimum`/`maximum`. `floordiv` and `mod` never appear.
     Binary(BinaryOp, Reg, Reg),
-    /// A comparison, giving `bool`.
+    /// A comparison, giving `bool`: integers signed, floats ordered except
+    /// `ne` (true when either is NaN); bools only for `eq`/`ne`.
     Compare(CmpOp, Reg, Reg),
     /// `select(cond, a, b)`.
     Select(Reg, Reg, Reg),
-    /// A conversion.
+    /// A conversion: from a 0/1 `bool`, or between numbers as Rust's `as`
+    /// does (float to int saturates, NaN gives 0); never from a number to
+    /// `bool` (lowered to a comparison with zero).
     Cast(DType, Reg),
 }
 

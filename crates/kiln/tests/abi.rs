@@ -1,0 +1,87 @@
+//! The C ABI's `bool` rule on every compiling tier: a `bool` is a byte, and
+//! any byte that is not zero is true, whether it arrives as a direct argument,
+//! through a pointer or in a column (docs/abi.md). C callers may pass any
+//! byte; every tier must read it the same way.
+
+use kiln::{Format, JitProgram, PyOptions};
+
+fn programs(src: &str) -> Vec<(&'static str, JitProgram)> {
+    let graph = kiln::load(src, Format::Py, &PyOptions::default())
+        .expect("parses")
+        .graph;
+    let info = kiln::verify(&graph).expect("verifies");
+    let mut out = vec![(
+        "cranelift",
+        kiln::compile_many(&[(&graph, &info)])
+            .expect("compiles")
+            .remove(0),
+    )];
+    #[cfg(feature = "llvm")]
+    out.push((
+        "llvm",
+        kiln::Llvm::default()
+            .compile_many(&[(&graph, &info)])
+            .expect("compiles")
+            .remove(0),
+    ));
+    out
+}
+
+const BYTES: [u8; 6] = [0, 1, 2, 0x80, 0xfe, 0xff];
+
+#[test]
+fn direct_bool_arguments_are_true_when_not_zero() {
+    let src = "def f(a: bool, b: bool): return not a, b > a, np.int32(a), a == b";
+    for (tier, p) in programs(src) {
+        assert!(p.kernel().direct, "{tier}: scalars only, nothing can fail");
+        // `bool f(bool a, bool b, bool* gt, int32_t* cast, bool* eq)`.
+        type F = extern "C" fn(u8, u8, *mut u8, *mut i32, *mut u8) -> u8;
+        // SAFETY: a direct kernel of two bool inputs and outputs bool, bool,
+        // i32, bool has this signature (docs/abi.md); `p` keeps it alive.
+        let f = unsafe { std::mem::transmute::<*const u8, F>(p.raw_fn_ptr()) };
+        for a in BYTES {
+            for b in BYTES {
+                let (mut gt, mut cast, mut eq) = (7u8, 7i32, 7u8);
+                let not = f(a, b, &mut gt, &mut cast, &mut eq);
+                let (ta, tb) = (a != 0, b != 0);
+                let got = (not, gt, cast, eq);
+                let want = (
+                    u8::from(!ta),
+                    u8::from(tb & !ta),
+                    i32::from(ta),
+                    u8::from(ta == tb),
+                );
+                assert_eq!(got, want, "{tier}: a = {a:#x}, b = {b:#x}");
+            }
+        }
+    }
+}
+
+#[test]
+fn bool_bytes_in_columns_and_behind_pointers_are_true_when_not_zero() {
+    // Not direct (a column input): `int32_t f(uint8_t* a, uint8_t* k, int64_t n,
+    // int64_t* count, int64_t* all)` through the uniform slots.
+    let src = "def f(a: bool[n], k: bool): return sum(np.int64(a != k)), min(a | k)";
+    for (tier, p) in programs(src) {
+        for k in BYTES {
+            let column = BYTES;
+            let (mut count, mut all) = (0i64, 7i64);
+            let mut slots = [
+                column.as_ptr() as u64,
+                &k as *const u8 as u64,
+                column.len() as u64,
+                &mut count as *mut i64 as u64,
+                &mut all as *mut i64 as u64,
+            ];
+            // SAFETY: one slot per parameter, in order; the column has `n`
+            // bytes; the outputs are two i64 cells (NumPy sums and reduces
+            // bools as integers), not aliased.
+            let status = unsafe { p.call_slots(&mut slots) };
+            assert_eq!(status, 0, "{tier}");
+            let kt = k != 0;
+            let want = column.iter().filter(|&&a| (a != 0) != kt).count() as i64;
+            // `a | k` is true in every row unless k is false (a has a 0 row).
+            assert_eq!((count, all), (want, i64::from(kt)), "{tier}: k = {k:#x}");
+        }
+    }
+}
