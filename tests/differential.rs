@@ -34,7 +34,7 @@ proptest! {
 #[cfg(feature = "llvm")]
 #[test]
 fn wasm_modules_agree_with_the_interpreter() {
-    let engines: Vec<Box<dyn kiln::Engine>> = vec![Box::new(kiln_tests::wasm::Wasm)];
+    let engines: Vec<Box<dyn kiln::DynEngine>> = vec![Box::new(kiln_tests::wasm::Wasm)];
     let mut seed = 0x2545_f491_4f6c_dd1du64;
     let mut n_cases = 0;
     for _ in 0..(cases() / 5).max(50) {

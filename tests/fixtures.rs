@@ -164,8 +164,7 @@ fn check_case_on(
     let mut failures = Vec::new();
     let mut checked = 0;
     for engine in kiln::engines() {
-        let program = engine
-            .compile_graph(&graphs[0], true)
+        let program = kiln_tests::compile(&*engine, &graphs[0], true)
             .unwrap_or_else(|e| panic!("{name} on {}: {e}", engine.name()));
         for (run_idx, run) in c["runs"].as_array().expect("runs").iter().enumerate() {
             let mut inputs = Vec::new();
@@ -261,16 +260,16 @@ fn tensorflow_cases_match_what_tensorflow_computed() {
 fn the_tutorial_graphs() {
     let dir = root().join("fx/seed_scalar");
     let loaded = load(&dir, &case(&dir), Format::Fx).unwrap();
-    let info = kiln::verify(&loaded.graph).unwrap();
-    let (opt, _) = kiln::optimize(&loaded.graph, &info).unwrap();
+    let verified = kiln::verify(loaded.graph.clone()).unwrap();
+    let opt = kiln::optimize(&verified).unwrap();
+    let opt = opt.graph();
     assert!(
         opt.len() < loaded.graph.len() && opt.len() <= 3,
         "{}",
-        kiln::ir::text::print(&opt)
+        kiln::ir::text::print(opt)
     );
     for engine in kiln::engines() {
-        let out = engine
-            .compile_graph(&loaded.graph, true)
+        let out = kiln_tests::compile(&*engine, &loaded.graph, true)
             .unwrap()
             .run(&[Data::Scalar(Scalar::F64(2.0))])
             .unwrap();
@@ -285,7 +284,7 @@ fn the_tutorial_graphs() {
     let loaded = load(&dir, &case(&dir), Format::Tf).unwrap();
     // Its placeholder is a fixed `int32[1]`, as TF declared it.
     for engine in kiln::engines() {
-        let program = engine.compile_graph(&loaded.graph, true).unwrap();
+        let program = kiln_tests::compile(&*engine, &loaded.graph, true).unwrap();
         for (x, want) in [(10, 113), (i32::MAX, i32::MIN + 102), (-7, 96)] {
             let out = program.run(&[Data::Column(Buffer::I32(vec![x]))]).unwrap();
             assert_eq!(

@@ -8,7 +8,7 @@
 //! skipped with a message, except under `CI=true`, where that is a failure.
 
 use kiln::ir::kernel::{header, Kernel, Param};
-use kiln::{Buffer, Data, Format, PyOptions, Scalar};
+use kiln::{Buffer, Data, Format, Scalar};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -178,7 +178,7 @@ fn c_main(
                 input_idx += 1;
                 decls += &format!(
                     "static _Alignas(8) unsigned char in{idx}[] = {{{}}};\n",
-                    c_bytes(&kiln::jit::pack_bits(rows))
+                    c_bytes(&kiln::ir::kernel::abi::pack_bits(rows))
                 );
                 args.push(format!("(const uint8_t*)in{idx}"));
             }
@@ -257,8 +257,8 @@ fn c_main(
 }
 
 /// The interpreter's expected output lines (status, then bytes of each output).
-fn expected(graph: &kiln::Graph, info: &kiln::GraphInfo, inputs: &[Data]) -> Vec<String> {
-    match kiln::interp::run(graph, info, inputs) {
+fn expected(graph: &kiln::Verified, inputs: &[Data]) -> Vec<String> {
+    match kiln::interp::run(graph, inputs) {
         Err(kiln::ExecError::DivisionByZero { .. }) => vec!["division by zero".to_string()],
         Err(e) => panic!("unexpected interpreter error {e}"),
         Ok(outs) => {
@@ -361,26 +361,25 @@ fn check_target(target: &str, cc: &str, runner: Option<&str>, object: &ObjectFn,
     ));
     std::fs::create_dir_all(&dir).expect("temp dir");
     for (case_idx, case) in cases().into_iter().enumerate() {
-        let graph = kiln::load(case.src, case.format, &PyOptions::default())
+        let graph = kiln::load(case.src, case.format, &Default::default())
             .expect("parses")
             .graph;
-        let info = kiln::verify(&graph).expect("verifies");
-        let (graph, info) = kiln::optimize(&graph, &info).expect("optimizes");
+        let graph = kiln::verify(graph).expect("verifies");
+        let graph = kiln::optimize(&graph).expect("optimizes");
         let options = kiln::ir::kernel::LowerOptions {
             packed_bools: case.packed,
             register_tiles: tiles,
         };
-        let kernel = kiln::jit::lower_with(&graph, &info, &options).expect("lowers");
+        let kernel = kiln::ir::kernel::lower(&graph, &options).expect("lowers");
         let symbol = format!("kiln_case_{case_idx}");
         let object = object(&kernel, target, &symbol);
         // The extent of `n`, and each output's element count.
-        let n_rows = kiln::ir::exec::bind_inputs(&graph, &info, &case.inputs)
+        let n_rows = kiln::ir::exec::bind_inputs(&graph, &case.inputs)
             .expect("inputs bind")
             .extent(&kiln::Dim::Sym("n".into()))
             .unwrap_or(0) as usize;
-        let out_elems: Option<Vec<usize>> = kiln::interp::run(&graph, &info, &case.inputs)
-            .ok()
-            .map(|outs| {
+        let out_elems: Option<Vec<usize>> =
+            kiln::interp::run(&graph, &case.inputs).ok().map(|outs| {
                 outs.iter()
                     .map(|d| match d {
                         Data::Column(b) => b.len(),
@@ -413,9 +412,9 @@ fn check_target(target: &str, cc: &str, runner: Option<&str>, object: &ObjectFn,
             None => run_ok(&mut Command::new(&exe), &case_dir),
         };
         let got: Vec<String> = output.lines().map(str::to_string).collect();
-        let want = expected(&graph, &info, &case.inputs);
+        let want = expected(&graph, &case.inputs);
         assert!(
-            same_output(&graph, &want, &got),
+            same_output(graph.graph(), &want, &got),
             "{target}: `{}`\nwant {want:?}\ngot  {got:?}\n(files in {})",
             case.src,
             case_dir.display()
@@ -498,12 +497,12 @@ fn headers_declare_the_native_signature() {
     let graph = kiln::load(
         "def f(x: float[n], k: int): return filter(x > 0.0), x * 2.0, k + 1",
         Format::Py,
-        &PyOptions::default(),
+        &Default::default(),
     )
     .unwrap()
     .graph;
-    let info = kiln::verify(&graph).unwrap();
-    let kernel = kiln::jit::lower(&graph, &info).unwrap();
+    let graph = kiln::verify(graph).unwrap();
+    let kernel = kiln::ir::kernel::lower(&graph, &Default::default()).unwrap();
     assert_eq!(
         header::prototype(&kernel, "f"),
         "int32_t f(const double* x_0, const int64_t* k_1, int64_t n_2, uint32_t* out_out0_3, int64_t* out_out0_count_4, double* out_out1_5, int64_t* out_out2_6)"
@@ -511,12 +510,12 @@ fn headers_declare_the_native_signature() {
     let graph = kiln::load(
         "def g(x: float, y: f32): return x * 2.0, y",
         Format::Py,
-        &PyOptions::default(),
+        &Default::default(),
     )
     .unwrap()
     .graph;
-    let info = kiln::verify(&graph).unwrap();
-    let kernel = kiln::jit::lower(&graph, &info).unwrap();
+    let graph = kiln::verify(graph).unwrap();
+    let kernel = kiln::ir::kernel::lower(&graph, &Default::default()).unwrap();
     assert_eq!(
         header::prototype(&kernel, "g"),
         "double g(double x_0, float y_1, float* out_y_3)"

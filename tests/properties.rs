@@ -5,7 +5,7 @@
 //! Python-subset expressions, so constants, identities and shared
 //! subexpressions appear often enough to exercise every pass.
 
-use kiln::{Buffer, Data, Dim, Engine, Format, PyOptions, Scalar};
+use kiln::{Buffer, Data, Dim, Format, LoadOptions, PyOptions, Scalar};
 use proptest::prelude::*;
 
 const FLOAT_LEAVES: &[&str] = &[
@@ -150,9 +150,12 @@ fn agree(
 /// Runs `src` over columns as written and optimized in the interpreter, and on
 /// the Cranelift tier; all must agree, and the text must round-trip.
 fn check_same(src: &str, columns: Vec<(&str, Buffer)>) -> Result<(), TestCaseError> {
-    let opts = PyOptions {
-        default_shape: vec![Dim::Sym("n".into())],
-        ..PyOptions::default()
+    let opts = LoadOptions {
+        py: PyOptions {
+            default_shape: vec![Dim::Sym("n".into())],
+            ..PyOptions::default()
+        },
+        ..LoadOptions::default()
     };
     let graph = kiln::load(src, Format::Py, &opts)
         .map_err(|e| TestCaseError::fail(format!("{src}: {e}")))?
@@ -171,19 +174,16 @@ fn check_same(src: &str, columns: Vec<(&str, Buffer)>) -> Result<(), TestCaseErr
             )
         })
         .collect();
-    let plain = kiln::Interpreter
-        .compile_graph(&graph, false)
+    let plain = kiln_tests::compile(&kiln::Interpreter, &graph, false)
         .expect("valid")
         .run(&inputs);
-    let optimized = kiln::Interpreter
-        .compile_graph(&graph, true)
+    let optimized = kiln_tests::compile(&kiln::Interpreter, &graph, true)
         .expect("valid")
         .run(&inputs);
     agree(src, "the optimized graph", &plain, &optimized)?;
     // Every compiled tier must agree with the interpreter, optimized or not.
     for optimize in [false, true] {
-        let compiled = kiln::Cranelift
-            .compile_graph(&graph, optimize)
+        let compiled = kiln_tests::compile(&kiln::Cranelift, &graph, optimize)
             .expect("compiles")
             .run(&inputs);
         agree(src, "cranelift", &plain, &compiled)?;

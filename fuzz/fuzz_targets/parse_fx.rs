@@ -31,11 +31,12 @@ fuzz_target!(|data: &[u8]| {
     let Ok(loaded) = kiln::load_bytes(data, kiln::Format::Fx, &opts) else {
         return;
     };
-    let Ok(info) = kiln::verify(&loaded.graph) else {
+    let Ok(verified) = kiln::verify(loaded.graph) else {
         return;
     };
-    let (graph, info) = kiln::optimize(&loaded.graph, &info).expect("verified graphs optimize");
+    let graph = kiln::optimize(&verified).expect("verified graphs optimize");
     let inputs: Vec<kiln::Data> = graph
+        .graph()
         .inputs()
         .iter()
         .map(|_| {
@@ -44,5 +45,5 @@ fuzz_target!(|data: &[u8]| {
             kiln::Data::Column(kiln::Buffer::F64(row.repeat(n)))
         })
         .collect();
-    let _ = kiln::interp::run(&graph, &info, &inputs);
+    let _ = kiln::interp::run(&graph, &inputs);
 });

@@ -11,7 +11,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok(graph) = kiln::ir::text::parse(text) else {
         return;
     };
-    if kiln::verify(&graph).is_ok() {
+    if kiln::verify(graph.clone()).is_ok() {
         let printed = kiln::ir::text::print(&graph);
         assert_eq!(
             kiln::ir::text::parse(&printed).expect("printed graphs parse"),

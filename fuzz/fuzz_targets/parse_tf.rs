@@ -13,8 +13,8 @@ fuzz_target!(|data: &[u8]| {
         .ok()
         .map(|t| kiln::frontend::tf::parse_text(t, &opts.tf));
     for (graph, _) in [Some(binary), text].into_iter().flatten().flatten() {
-        if let Ok(info) = kiln::verify(&graph) {
-            kiln::optimize(&graph, &info).expect("verified graphs optimize");
+        if let Ok(verified) = kiln::verify(graph) {
+            kiln::optimize(&verified).expect("verified graphs optimize");
         }
     }
 });

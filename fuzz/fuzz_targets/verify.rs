@@ -8,7 +8,7 @@ use arbitrary::{Result, Unstructured};
 use kiln::ir::{
     BinaryOp, CmpOp, DType, Dim, Graph, NodeData, Op, ReduceOp, TensorType, Type, UnaryOp, Value,
 };
-use kiln::{Data, Engine};
+use kiln::Data;
 use libfuzzer_sys::fuzz_target;
 
 fn ty(u: &mut Unstructured) -> Result<Type> {
@@ -148,9 +148,11 @@ fn graph(u: &mut Unstructured) -> Result<Graph> {
 fuzz_target!(|data: &[u8]| {
     let mut u = Unstructured::new(data);
     let Ok(g) = graph(&mut u) else { return };
-    let Ok(info) = kiln::verify(&g) else { return };
-    let (optimized, opt_info) = kiln::optimize(&g, &info).expect("a verified graph optimizes");
-    let _ = kiln::jit::lower(&optimized, &opt_info);
+    let Ok(verified) = kiln::verify(g.clone()) else {
+        return;
+    };
+    let optimized = kiln::optimize(&verified).expect("a verified graph optimizes");
+    let _ = kiln::ir::kernel::lower(&optimized, &Default::default());
     let printed = kiln::ir::text::print(&g);
     assert_eq!(
         kiln::ir::text::parse(&printed).expect("printed graphs parse"),
@@ -180,7 +182,5 @@ fuzz_target!(|data: &[u8]| {
         })
         .collect();
     // Wrong lengths for fixed dims are input errors, not panics.
-    let _ = kiln::Interpreter
-        .compile_graph(&g, false)
-        .map(|p| p.run(&inputs));
+    let _ = kiln::interp::run(&verified, &inputs);
 });

@@ -12,7 +12,7 @@
 //! Files under `opt/` also hold the expected optimized graph after a line
 //! `# optimized:`, as `# `-prefixed lines; `KILN_BLESS=1` rewrites them.
 
-use kiln::{Data, Dim, Engine, Format, Graph, PyOptions};
+use kiln::{CompileOptions, Data, Dim, DynEngine, Format, Graph, PyOptions, Verified};
 
 #[cfg(feature = "llvm")]
 pub mod wasm;
@@ -116,6 +116,10 @@ pub fn load(path: &Path) -> Result<FileTest, String> {
             });
         }
     }
+    let opts = kiln::LoadOptions {
+        py: opts,
+        ..kiln::LoadOptions::default()
+    };
     let loaded = kiln::load(&text, format, &opts)
         .map_err(|e| e.render(&path.display().to_string(), &text))?;
     Ok(FileTest {
@@ -181,9 +185,9 @@ fn show(graph: &Graph, outs: &[Data]) -> String {
 
 /// The variants of a graph every filetest runs: as written, optimized, and
 /// printed then parsed back (so every filetest also tests the text round trip).
-pub fn variants(graph: &Graph) -> Result<Vec<(&'static str, Graph)>, String> {
-    let info = kiln::verify(graph).map_err(|e| e.to_string())?;
-    let (optimized, _) = kiln::optimize(graph, &info).map_err(|e| e.to_string())?;
+pub fn variants(graph: &Graph) -> Result<Vec<(&'static str, Verified)>, String> {
+    let verified = kiln::verify(graph.clone()).map_err(|e| e.to_string())?;
+    let optimized = kiln::optimize(&verified).map_err(|e| e.to_string())?;
     let printed = kiln::ir::text::print(graph);
     let reparsed =
         kiln::ir::text::parse(&printed).map_err(|e| format!("reparse: {e}\n{printed}"))?;
@@ -192,15 +196,16 @@ pub fn variants(graph: &Graph) -> Result<Vec<(&'static str, Graph)>, String> {
             "print/parse round trip changed the graph:\n{printed}"
         ));
     }
+    let reparsed = kiln::verify(reparsed).map_err(|e| e.to_string())?;
     Ok(vec![
-        ("as written", graph.clone()),
+        ("as written", verified),
         ("optimized", optimized),
         ("reparsed", reparsed),
     ])
 }
 
 /// Runs every run line of `test` on every engine and variant; returns failures.
-pub fn run_all(path: &Path, test: &FileTest, engines: &[Box<dyn Engine>]) -> Vec<String> {
+pub fn run_all(path: &Path, test: &FileTest, engines: &[Box<dyn DynEngine>]) -> Vec<String> {
     let mut failures = Vec::new();
     let variants = match variants(&test.graph) {
         Ok(v) => v,
@@ -212,7 +217,11 @@ pub fn run_all(path: &Path, test: &FileTest, engines: &[Box<dyn Engine>]) -> Vec
             .as_ref()
             .is_none_or(|names| names.iter().any(|n| n == engine.name()));
         for (variant, graph) in &variants {
-            let program = match engine.compile_graph(graph, false) {
+            let no_opt = CompileOptions {
+                optimize: false,
+                ..CompileOptions::default()
+            };
+            let program = match engine.compile_dyn(graph, &no_opt) {
                 Ok(_) if !runs_here => {
                     failures.push(format!(
                         "{}: {} ({variant}) compiles it: add it to `# engines:`",
@@ -233,7 +242,7 @@ pub fn run_all(path: &Path, test: &FileTest, engines: &[Box<dyn Engine>]) -> Vec
                 }
             };
             for run in &test.runs {
-                if let Err(e) = check_run(graph, program.as_ref(), run) {
+                if let Err(e) = check_run(graph.graph(), program.as_ref(), run) {
                     failures.push(format!(
                         "{}:{}: {} ({variant}): {e}",
                         path.display(),
@@ -245,4 +254,19 @@ pub fn run_all(path: &Path, test: &FileTest, engines: &[Box<dyn Engine>]) -> Vec
         }
     }
     failures
+}
+
+/// Verifies `graph` (a copy) and compiles it on `engine`, optimized or as
+/// written.
+pub fn compile(
+    engine: &dyn DynEngine,
+    graph: &Graph,
+    optimize: bool,
+) -> kiln::CompileResult<Box<dyn kiln::Program>> {
+    let verified = kiln::verify(graph.clone())?;
+    let options = CompileOptions {
+        optimize,
+        ..CompileOptions::default()
+    };
+    engine.compile_dyn(&verified, &options)
 }

@@ -4,12 +4,12 @@
 //! math imports bound to the `libm` crate (so results are bit-exact), place
 //! the buffers at `__heap_base`, call, read the outputs back.
 
-use kiln::ir::kernel::{Kernel, Param};
-use kiln::ir::{Dim, Type};
+use kiln::ir::kernel::abi::{self, Arg};
+use kiln::ir::kernel::{Kernel, LowerOptions};
 use kiln::llvm::Options;
 use kiln::{
-    Buffer, CompileError, CompileResult, DType, Data, Engine, ExecError, ExecResult, Graph,
-    GraphInfo, Program, Scalar,
+    Buffer, CompileError, CompileOptions, CompileResult, DType, Data, Engine, ExecError,
+    ExecResult, Program, Scalar, Verified,
 };
 use wasmi::{Linker, Memory, Module, Store, Val};
 
@@ -18,31 +18,43 @@ use wasmi::{Linker, Memory, Module, Store, Val};
 pub struct Wasm;
 
 impl Engine for Wasm {
+    type Program = WasmProgram;
+
     fn name(&self) -> &'static str {
         "llvm-wasm32"
     }
 
-    fn compile(&self, graph: &Graph, info: &GraphInfo) -> CompileResult<Box<dyn Program>> {
-        let kernel = kiln::jit::lower(graph, info)?;
-        let symbol = "kernel";
-        let bytes = kiln::llvm::wasm(&kernel, "wasm32", symbol, &Options::default())
-            .map_err(|e| CompileError::Codegen(e.to_string()))?;
-        let engine = wasmi::Engine::default();
-        let module = Module::new(&engine, &bytes[..])
-            .map_err(|e| CompileError::Codegen(format!("wasmi rejects the module: {e}")))?;
-        Ok(Box::new(WasmProgram {
-            graph: graph.clone(),
-            info: info.clone(),
-            kernel,
-            engine,
-            module,
-        }))
+    fn compile_batch(
+        &self,
+        graphs: &[Verified],
+        options: &CompileOptions,
+    ) -> CompileResult<Vec<WasmProgram>> {
+        graphs.iter().map(|g| module(g, options)).collect()
     }
 }
 
-struct WasmProgram {
-    graph: Graph,
-    info: GraphInfo,
+/// One graph as a linked module (wasm-ld links one object at a time).
+fn module(graph: &Verified, options: &CompileOptions) -> CompileResult<WasmProgram> {
+    let graph = options.prepare(graph)?;
+    let kernel = kiln::ir::kernel::lower(&graph, &LowerOptions::default())
+        .map_err(|e| CompileError::Unsupported(e.to_string()))?;
+    let symbol = "kernel";
+    let bytes = kiln::llvm::wasm(&kernel, "wasm32", symbol, &Options::default())
+        .map_err(|e| CompileError::Codegen(e.to_string()))?;
+    let engine = wasmi::Engine::default();
+    let module = Module::new(&engine, &bytes[..])
+        .map_err(|e| CompileError::Codegen(format!("wasmi rejects the module: {e}")))?;
+    Ok(WasmProgram {
+        graph,
+        kernel,
+        engine,
+        module,
+    })
+}
+
+/// A graph's wasm module, instantiated afresh for each run.
+pub struct WasmProgram {
+    graph: Verified,
     kernel: Kernel,
     engine: wasmi::Engine,
     module: Module,
@@ -137,15 +149,19 @@ fn buffer_bytes(b: &Buffer) -> Vec<u8> {
 
 /// Where an output lives in linear memory.
 enum Out {
-    Returned,
-    Scalar(DType, i32),
+    Returned(DType),
     Column(DType, i32, usize),
     Selection(i32, i32),
 }
 
 impl Program for WasmProgram {
+    fn verified(&self) -> &Verified {
+        &self.graph
+    }
+
     fn run_refs(&self, inputs: &[&Data]) -> ExecResult<Vec<Data>> {
-        let bindings = kiln::ir::exec::bind_inputs(&self.graph, &self.info, inputs)?;
+        let bindings = kiln::ir::exec::bind_inputs(&self.graph, inputs)?;
+        let extents: Vec<u64> = bindings.extents().collect();
         let mut store = Store::new(&self.engine, ());
         let instance = linker(&self.engine)
             .instantiate_and_start(&mut store, &self.module)
@@ -170,68 +186,43 @@ impl Program for WasmProgram {
             memory,
             next: heap_base,
         };
-        let extent = |d: &Dim| bindings.extent(d).expect("verified: dims are bound") as usize;
         let mut args = Vec::new();
         let mut outs = Vec::new();
-        let mut out_types = self
-            .graph
-            .outputs()
-            .iter()
-            .map(|o| self.graph.ty(o.value).clone());
-        for (idx, param) in self.kernel.params.iter().enumerate() {
-            match param {
-                Param::ScalarIn { .. } | Param::ColumnIn { .. } => match inputs[idx] {
-                    Data::Scalar(s) if self.kernel.direct => args.push(scalar_val(*s)),
+        for arg in abi::args(&self.kernel, &extents) {
+            match arg {
+                Arg::Input { input, by_value } => match inputs[input] {
+                    Data::Scalar(s) if by_value => args.push(scalar_val(*s)),
                     Data::Scalar(s) => args.push(Val::I32(heap.alloc(&s.to_le_bytes()))),
                     Data::Column(b) => args.push(Val::I32(heap.alloc(&buffer_bytes(b)))),
                     Data::Selection(_) => unreachable!("bind_inputs rejects selections"),
                 },
-                Param::BitmapIn { .. } => match inputs[idx] {
+                Arg::Bitmap { input } => match inputs[input] {
                     Data::Column(Buffer::Bool(rows)) => {
-                        args.push(Val::I32(heap.alloc(&kiln::jit::pack_bits(rows))))
+                        args.push(Val::I32(heap.alloc(&abi::pack_bits(rows))))
                     }
                     _ => unreachable!("bind_inputs checked: a packed input is a bool column"),
                 },
-                Param::Extent { dim } => {
-                    args.push(Val::I64(extent(&Dim::Sym(dim.clone())) as i64));
-                }
-                Param::ScalarOut { dtype, .. } => {
-                    out_types.next();
-                    if self.kernel.direct && !outs.iter().any(|o| matches!(o, Out::Returned)) {
-                        outs.push(Out::Returned);
-                    } else {
-                        let addr = heap.alloc(&[0; 8]);
-                        args.push(Val::I32(addr));
-                        outs.push(Out::Scalar(*dtype, addr));
-                    }
-                }
-                Param::ColumnOut { dtype, .. } => {
-                    let Some(Type::Tensor(t)) = out_types.next() else {
-                        panic!("a column output has a tensor type")
-                    };
-                    let n: usize = t.shape.iter().map(extent).product();
-                    let addr = heap.alloc(&vec![0; n * dtype.size_bytes()]);
+                Arg::Extent(n) => args.push(Val::I64(n as i64)),
+                Arg::Returned { dtype, .. } => outs.push(Out::Returned(dtype)),
+                Arg::Output { dtype, len, .. } => {
+                    let addr = heap.alloc(&vec![0; len * dtype.size_bytes()]);
                     args.push(Val::I32(addr));
-                    outs.push(Out::Column(*dtype, addr, n));
+                    outs.push(Out::Column(dtype, addr, len));
                 }
-                Param::SelectionOut { .. } => {
-                    let Some(Type::Selection(d)) = out_types.next() else {
-                        panic!("a selection output has a selection type")
-                    };
-                    let addr = heap.alloc(&vec![0; extent(&d) * 4]);
+                Arg::Selection { len, .. } => {
+                    let addr = heap.alloc(&vec![0; len * 4]);
                     args.push(Val::I32(addr));
                     outs.push(Out::Selection(addr, 0));
                 }
-                Param::ConstIn { tensor, .. } => {
+                Arg::Const(tensor) => {
                     let bytes: Vec<u8> =
                         tensor.values.iter().flat_map(|v| v.to_le_bytes()).collect();
                     args.push(Val::I32(heap.alloc(&bytes)));
                 }
-                Param::Scratch { dtype, shape } => {
-                    let n: usize = shape.iter().map(extent).product();
-                    args.push(Val::I32(heap.alloc(&vec![0; n * dtype.size_bytes()])));
+                Arg::Scratch { dtype, len } => {
+                    args.push(Val::I32(heap.alloc(&vec![0; len * dtype.size_bytes()])));
                 }
-                Param::SelectionCount { .. } => {
+                Arg::Count { .. } => {
                     let addr = heap.alloc(&[0; 8]);
                     args.push(Val::I32(addr));
                     if let Some(Out::Selection(_, count)) = outs.last_mut() {
@@ -245,28 +236,31 @@ impl Program for WasmProgram {
             .map_err(|e| ExecError::Unsupported(format!("wasm trap: {e}")))?;
         let status = match (self.kernel.direct, results.first()) {
             (false, Some(Val::I32(s))) => *s,
-            _ => 0,
+            _ => abi::STATUS_OK,
         };
-        if status != 0 {
-            return Err(kiln::jit::status_error(&self.graph, &self.kernel, status));
+        if status != abi::STATUS_OK {
+            return Err(ExecError::from_status(
+                self.graph.graph(),
+                &self.kernel,
+                status,
+            ));
         }
+        let graph = self.graph.graph();
         Ok(outs
             .into_iter()
-            .map(|o| match o {
-                Out::Returned => {
-                    let dtype = self
-                        .kernel
-                        .params
-                        .iter()
-                        .find_map(|p| match p {
-                            Param::ScalarOut { dtype, .. } => Some(*dtype),
-                            _ => None,
-                        })
-                        .expect("a direct kernel has an output");
-                    Data::Scalar(val_scalar(dtype, &results[0]))
-                }
-                Out::Scalar(dtype, addr) => {
-                    Data::Scalar(scalar_from_bytes(dtype, &heap.read(addr, 8)))
+            .zip(graph.outputs())
+            .map(|(o, output)| match o {
+                Out::Returned(dtype) => Data::Scalar(val_scalar(dtype, &results[0])),
+                Out::Column(dtype, addr, 1)
+                    if graph
+                        .ty(output.value)
+                        .as_tensor()
+                        .is_some_and(|t| t.is_scalar()) =>
+                {
+                    Data::Scalar(scalar_from_bytes(
+                        dtype,
+                        &heap.read(addr, dtype.size_bytes()),
+                    ))
                 }
                 Out::Column(dtype, addr, n) => {
                     let size = dtype.size_bytes();

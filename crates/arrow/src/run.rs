@@ -10,16 +10,18 @@ use arrow_array::{
 };
 use arrow_buffer::{BooleanBuffer, Buffer as ArrowBuffer, NullBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
-use kiln::ir::kernel::{LowerOptions, Param};
-use kiln::jit::{buffer_mut_ptr, scalar_from_bits, zeroed};
-use kiln::{Buffer, DType, Data, Engine, ExecError, GraphInfo, JitProgram, Program, Scalar};
+use kiln::ir::kernel::abi::{self, Arg};
+use kiln::ir::kernel::Param;
+use kiln::{
+    Buffer, CompileOptions, DType, Data, Engine, ExecError, JitProgram, Program, Scalar, Verified,
+};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// Machine code (or an interpreter program) for one graph.
 enum Code {
-    Interp(Box<dyn Program>),
+    Interp(kiln::InterpProgram),
     Jit(JitProgram),
 }
 
@@ -27,7 +29,7 @@ enum Code {
 struct Variant {
     inputs: Vec<Source>,
     outputs: Vec<ProjectedOutput>,
-    graph: kiln::Graph,
+    graph: Verified,
     code: Arc<Code>,
 }
 
@@ -47,33 +49,25 @@ pub fn compilations() -> u64 {
 /// The cache holds at most this many kernels; it starts over when full.
 const CACHE_CAPACITY: usize = 4096;
 
-fn compile(tier: Tier, graph: &kiln::Graph) -> Result<(kiln::Graph, Arc<Code>), Error> {
-    let info = kiln::verify(graph).map_err(kiln::CompileError::from)?;
-    let (graph, info): (kiln::Graph, GraphInfo) =
-        kiln::optimize(graph, &info).map_err(kiln::CompileError::from)?;
-    let key = (tier, kiln::ir::text::print(&graph));
+fn compile(tier: Tier, graph: kiln::Graph) -> Result<(Verified, Arc<Code>), Error> {
+    let graph = kiln::verify(graph).map_err(kiln::CompileError::from)?;
+    let graph = kiln::optimize(&graph).map_err(kiln::CompileError::from)?;
+    let key = (tier, kiln::ir::text::print(graph.graph()));
     let cache = CACHE.get_or_init(Default::default);
     if let Some(code) = cache.lock().expect("cache lock").get(&key) {
         return Ok((graph, code.clone()));
     }
-    let packed = LowerOptions {
+    // Already optimized; Arrow's booleans and validity are bitmaps.
+    let options = CompileOptions {
+        optimize: false,
         packed_bools: true,
-        ..LowerOptions::default()
+        ..CompileOptions::default()
     };
     let code = Arc::new(match tier {
-        Tier::Interpreter => Code::Interp(kiln::Interpreter.compile(&graph, &info)?),
-        Tier::Cranelift => Code::Jit(
-            kiln::jit::compile_many_with(&[(&graph, &info)], &packed)?
-                .pop()
-                .expect("one graph, one program"),
-        ),
+        Tier::Interpreter => Code::Interp(kiln::Interpreter.compile(&graph, &options)?),
+        Tier::Cranelift => Code::Jit(kiln::Cranelift.compile(&graph, &options)?),
         #[cfg(feature = "llvm")]
-        Tier::Llvm => Code::Jit(
-            kiln::Llvm::default()
-                .compile_many_with(&[(&graph, &info)], &packed)?
-                .pop()
-                .expect("one graph, one program"),
-        ),
+        Tier::Llvm => Code::Jit(kiln::Llvm.compile(&graph, &options)?),
     });
     COMPILATIONS.fetch_add(1, Ordering::Relaxed);
     let mut map = cache.lock().expect("cache lock");
@@ -118,7 +112,7 @@ impl Compiled {
             inputs,
             outputs,
         } = lower::lower(&self.schema, &self.exprs, &self.kind, &nulls)?;
-        let (graph, code) = compile(self.tier, &graph)?;
+        let (graph, code) = compile(self.tier, graph)?;
         let variant = Arc::new(Variant {
             inputs,
             outputs,
@@ -181,7 +175,7 @@ impl Compiled {
                     .collect();
                 program
                     .run(&inputs)
-                    .map_err(|e| exec_error(&variant.graph, e))?
+                    .map_err(|e| exec_error(variant.graph.graph(), e))?
             }
             Code::Jit(program) => run_jit(program, &variant, batch, selection)?,
         };
@@ -240,9 +234,11 @@ fn bitmap_ptr(bits: &BooleanBuffer, keep: &mut Vec<ArrowBuffer>) -> u64 {
 
 /// Storage for one kernel output during the call.
 enum Out {
+    /// One element in the low bytes.
     Scalar(DType, u64),
     Column(Buffer),
-    /// Rows are written into the spare capacity (room for every row).
+    /// Rows are written into the spare capacity (room for every row), their
+    /// count into the `i64`.
     Selection(Vec<u32>, i64),
 }
 
@@ -285,61 +281,70 @@ fn run_jit(
         };
         input_ptrs.push(ptr);
     }
-    let mut outs: Vec<Out> = kernel
-        .params
-        .iter()
-        .filter_map(|p| match p {
-            Param::ScalarOut { dtype, .. } => Some(Out::Scalar(*dtype, 0)),
-            Param::ColumnOut { dtype, .. } => Some(Out::Column(zeroed(*dtype, n))),
-            Param::SelectionOut { .. } => {
-                selection.clear();
-                selection.reserve(n);
-                Some(Out::Selection(std::mem::take(&mut selection), 0))
+    // Every symbolic dimension of an Arrow graph is the batch's row count.
+    let extents = vec![n as u64; kernel.params.len()];
+    let args = abi::args(kernel, &extents);
+    let mut outs: Vec<Out> = Vec::new();
+    for (arg, param) in args.iter().zip(&kernel.params) {
+        match *arg {
+            Arg::Output { dtype, .. } if matches!(param, Param::ScalarOut { .. }) => {
+                outs.push(Out::Scalar(dtype, 0))
             }
-            _ => None,
-        })
-        .collect();
-    let mut slots = Vec::with_capacity(kernel.params.len());
-    let mut inputs = input_ptrs.into_iter();
+            Arg::Output { dtype, len, .. } => outs.push(Out::Column(Buffer::zeroed(dtype, len))),
+            Arg::Selection { len, .. } => {
+                selection.clear();
+                selection.reserve(len);
+                outs.push(Out::Selection(std::mem::take(&mut selection), 0));
+            }
+            _ => {}
+        }
+    }
+    let mut slots = Vec::with_capacity(args.len());
     let mut out_iter = outs.iter_mut();
     let mut pending_count: Option<*mut i64> = None;
-    for param in &kernel.params {
-        slots.push(match param {
-            Param::ColumnIn { .. } | Param::BitmapIn { .. } => {
-                inputs.next().expect("one pointer per input")
-            }
-            Param::ScalarIn { .. } => unreachable!("every input of an Arrow graph is a column"),
-            Param::Extent { .. } => n as u64,
-            Param::SelectionCount { .. } => {
+    for arg in &args {
+        slots.push(match *arg {
+            Arg::Input { input, .. } | Arg::Bitmap { input } => input_ptrs[input],
+            Arg::Extent(e) => e,
+            Arg::Count { .. } => {
                 pending_count.take().expect("a count follows its selection") as u64
             }
-            _ => match out_iter.next().expect("one slot per output") {
+            Arg::Output { .. } => match out_iter.next().expect("one room per output") {
                 Out::Scalar(_, cell) => cell as *mut u64 as u64,
-                Out::Column(b) => buffer_mut_ptr(b),
+                Out::Column(b) => b.as_mut_ptr() as u64,
+                Out::Selection(..) => unreachable!("outputs are in order"),
+            },
+            Arg::Selection { .. } => match out_iter.next().expect("one room per output") {
                 Out::Selection(rows, count) => {
                     pending_count = Some(count as *mut i64);
                     rows.spare_capacity_mut().as_mut_ptr() as u64
                 }
+                _ => unreachable!("outputs are in order"),
             },
+            Arg::Returned { .. } | Arg::Const(_) | Arg::Scratch { .. } => {
+                unreachable!("an Arrow graph is columns in, columns or aggregates out")
+            }
         });
     }
-    // SAFETY: one slot per kernel parameter. Input pointers address the
-    // batch's buffers (kept alive by `keep_data` / `keep_buffers`), each with
-    // `n` elements (or `ceil(n / 8)` bitmap bytes) of the dtype lowering chose
-    // from the schema, which `variant_for` checked the batch against; output
-    // buffers were sized for `n` rows and are exclusively borrowed here.
+    // SAFETY: one slot per kernel parameter, as `abi::args` describes it.
+    // Input pointers address the batch's buffers (kept alive by `keep_data` /
+    // `keep_buffers`), each with `n` elements (or `ceil(n / 8)` bitmap bytes)
+    // of the dtype lowering chose from the schema, which `variant_for` checked
+    // the batch against; output buffers were sized by `abi::args` for `n`
+    // rows and are exclusively borrowed here.
     let status = unsafe { program.call_slots(&mut slots) };
     drop((keep_data, keep_buffers));
-    if status != 0 {
+    if status != abi::STATUS_OK {
+        let graph = variant.graph.graph();
         return Err(exec_error(
-            &variant.graph,
-            kiln::jit::status_error(&variant.graph, kernel, status),
+            graph,
+            ExecError::from_status(graph, kernel, status),
         ));
     }
     Ok(outs
         .into_iter()
         .map(|o| match o {
-            Out::Scalar(dtype, bits) => Data::Scalar(scalar_from_bits(dtype, bits)),
+            Out::Scalar(dtype, bits) => Data::Scalar(Scalar::from_bits(dtype, bits)),
             Out::Column(b) => Data::Column(b),
             Out::Selection(mut rows, count) => {
                 let count = usize::try_from(count).expect("a count is not negative");

@@ -106,16 +106,16 @@ fn run(cli: &Cli) -> Result<(), Failure> {
     }
     let src = cli.source.load(&PyOptions::default())?;
     let fail = |e: &dyn std::fmt::Display| Failure::Input(format!("{}: error: {e}", src.name));
-    let (graph, info) = if cli.no_opt {
-        (src.graph.clone(), src.info.clone())
+    let graph = if cli.no_opt {
+        src.verified.clone()
     } else {
-        kiln::optimize(&src.graph, &src.info).map_err(|e| fail(&e))?
+        kiln::optimize(&src.verified).map_err(|e| fail(&e))?
     };
     let options = match tier {
-        Tier::Cranelift => kiln::ir::kernel::LowerOptions::cranelift(),
+        Tier::Cranelift => kiln::cranelift::LOWER_OPTIONS,
         _ => kiln::ir::kernel::LowerOptions::default(),
     };
-    let kernel = kiln::jit::lower_with(&graph, &info, &options).map_err(|e| fail(&e))?;
+    let kernel = kiln::ir::kernel::lower(&graph, &options).map_err(|e| fail(&e))?;
     let symbol = cli.name.clone().unwrap_or_else(|| kernel.name.clone());
     if !is_c_identifier(&symbol) {
         return Err(bad(format!(

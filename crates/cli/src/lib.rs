@@ -51,12 +51,12 @@ pub const NO_LLVM: &str = "this build has no LLVM tier: rebuild with `--features
 
 impl Tier {
     /// The engine for this tier, or an error naming the feature it needs.
-    pub fn engine(self) -> Result<Box<dyn kiln::Engine>, Failure> {
+    pub fn engine(self) -> Result<Box<dyn kiln::DynEngine>, Failure> {
         Ok(match self {
             Tier::Interp => Box::new(kiln::Interpreter),
             Tier::Cranelift => Box::new(kiln::Cranelift),
             #[cfg(feature = "llvm")]
-            Tier::Llvm => Box::new(kiln::Llvm::default()),
+            Tier::Llvm => Box::new(kiln::Llvm),
             #[cfg(not(feature = "llvm"))]
             Tier::Llvm => return Err(Failure::Input(format!("error: --tier llvm: {NO_LLVM}"))),
         })

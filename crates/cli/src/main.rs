@@ -218,7 +218,13 @@ fn execute(
     let program = run
         .tier
         .engine()?
-        .compile_graph(&source.graph, !run.no_opt)
+        .compile_dyn(
+            &source.verified,
+            &kiln::CompileOptions {
+                optimize: !run.no_opt,
+                ..kiln::CompileOptions::default()
+            },
+        )
         .map_err(|e| Failure::Input(format!("{}: error: {e}", source.name)))?;
     program.run(inputs).map_err(|e| match e {
         kiln::ExecError::DivisionByZero { .. } | kiln::ExecError::Unsupported(_) => {
@@ -280,16 +286,16 @@ fn cmd_run(
     let src = source.load_shaped(&py, &types, &HashMap::new(), &shapes)?;
     // A lone `.npy` feeds a graph of one input, whatever its name.
     if let (Some(p), [(_, t)]) = (inputs_file, tensors.as_slice()) {
-        if p.extension().is_some_and(|e| e == "npy") && src.graph.inputs().len() == 1 {
-            tensors = vec![(src.graph.inputs()[0].name.clone(), t.clone())];
+        if p.extension().is_some_and(|e| e == "npy") && src.graph().inputs().len() == 1 {
+            tensors = vec![(src.graph().inputs()[0].name.clone(), t.clone())];
         }
     }
-    let inputs = bind(&src.graph, &args, |name, dtype| {
+    let inputs = bind(src.graph(), &args, |name, dtype| {
         match tensors.iter().find(|(n, _)| n == name) {
             Some((_, t)) => {
-                let input = src.graph.inputs().iter().find(|i| i.name == name);
+                let input = src.graph().inputs().iter().find(|i| i.name == name);
                 let ty = input
-                    .map(|i| src.graph.ty(i.value))
+                    .map(|i| src.graph().ty(i.value))
                     .expect("binding a graph input");
                 t.check_shape(ty)
                     .and_then(|()| t.to_data())
@@ -306,11 +312,11 @@ fn cmd_run(
         }
     })?;
     let outputs = execute(&src, run, &inputs)?;
-    let shapes = kiln::tensors::output_shapes(&src.graph, &inputs, &outputs);
+    let shapes = kiln::tensors::output_shapes(&src.verified, &inputs, &outputs);
     let mut stdout = std::io::stdout().lock();
     if json {
         let named: Vec<(&str, &Data, &[u64])> = src
-            .graph
+            .graph()
             .outputs()
             .iter()
             .zip(&outputs)
@@ -320,7 +326,7 @@ fn cmd_run(
         let _ = writeln!(stdout, "{}", kiln::tensors::outputs_json(&named));
         return Ok(());
     }
-    for ((output, data), shape) in src.graph.outputs().iter().zip(&outputs).zip(&shapes) {
+    for ((output, data), shape) in src.graph().outputs().iter().zip(&outputs).zip(&shapes) {
         // A closed stdout (`| head`) is not an error worth reporting.
         let _ = writeln!(stdout, "{} = {}", output.name, data.display_shaped(shape));
     }
@@ -356,17 +362,17 @@ fn cmd_eval(
         })
         .collect();
     let src = source.load_typed(&py, &HashMap::new(), &column_types)?;
-    let inputs = bind(&src.graph, &args, |name, dtype| {
+    let inputs = bind(src.graph(), &args, |name, dtype| {
         table.column(csv_path, name, dtype)
     })?;
     let outputs = execute(&src, run, &inputs)?;
     match output {
-        None => csvio::write(&mut std::io::stdout().lock(), &src.graph, &outputs),
+        None => csvio::write(&mut std::io::stdout().lock(), src.graph(), &outputs),
         Some(path) => {
             let mut file = std::fs::File::create(path).map_err(|e| {
                 Failure::Input(format!("{}: error: cannot write: {e}", path.display()))
             })?;
-            csvio::write(&mut file, &src.graph, &outputs)
+            csvio::write(&mut file, src.graph(), &outputs)
         }
     }
 }
@@ -374,22 +380,21 @@ fn cmd_eval(
 fn cmd_ir(source: &SourceArgs, opt: bool, emit: Emit) -> Result<(), Failure> {
     let src = source.load(&PyOptions::default())?;
     let fail = |e: &dyn std::fmt::Display| Failure::Input(format!("{}: error: {e}", src.name));
-    let (graph, info) = if opt || !matches!(emit, Emit::Kiln) {
-        kiln::optimize(&src.graph, &src.info).map_err(|e| fail(&e))?
+    let graph = if opt || !matches!(emit, Emit::Kiln) {
+        kiln::optimize(&src.verified).map_err(|e| fail(&e))?
     } else {
-        (src.graph.clone(), src.info.clone())
+        src.verified.clone()
     };
     // The kernel as the Cranelift tier (the default) gets it.
-    let cranelift = || {
-        kiln::jit::lower_with(&graph, &info, &kiln::ir::kernel::LowerOptions::cranelift())
-            .map_err(|e| fail(&e))
-    };
+    let cranelift =
+        || kiln::ir::kernel::lower(&graph, &kiln::cranelift::LOWER_OPTIONS).map_err(|e| fail(&e));
     let text = match emit {
-        Emit::Kiln => kiln::ir::text::print(&graph),
+        Emit::Kiln => kiln::ir::text::print(graph.graph()),
         Emit::Kernel => kiln::ir::kernel::print(&cranelift()?),
         Emit::Clif => kiln::cranelift::clif(&cranelift()?).map_err(|e| fail(&e))?,
         Emit::LlvmIr | Emit::Asm => {
-            let kernel = kiln::jit::lower(&graph, &info).map_err(|e| fail(&e))?;
+            let kernel =
+                kiln::ir::kernel::lower(&graph, &Default::default()).map_err(|e| fail(&e))?;
             llvm_dump(&kernel, matches!(emit, Emit::Asm)).map_err(|e| fail(&e))?
         }
     };
@@ -421,23 +426,23 @@ fn cmd_check(source: &SourceArgs) -> Result<(), Failure> {
             .join(", ")
     };
     let inputs = describe(
-        src.graph
+        src.graph()
             .inputs()
             .iter()
-            .map(|i| (i.name.as_str(), src.graph.ty(i.value).to_string()))
+            .map(|i| (i.name.as_str(), src.graph().ty(i.value).to_string()))
             .collect(),
     );
     let outputs = describe(
-        src.graph
+        src.graph()
             .outputs()
             .iter()
-            .map(|o| (o.name.as_str(), src.graph.ty(o.value).to_string()))
+            .map(|o| (o.name.as_str(), src.graph().ty(o.value).to_string()))
             .collect(),
     );
     println!(
         "{}: ok: {} nodes; inputs ({inputs}); outputs ({outputs})",
         src.name,
-        src.graph.len()
+        src.graph().len()
     );
     Ok(())
 }

@@ -4,7 +4,7 @@
 
 use crate::csvio::Table;
 use kiln::ir::diag::render_located;
-use kiln::{Data, Engine, Format, Program, PyOptions};
+use kiln::{Data, Format, Program, PyOptions};
 use kiln_cli::{Failure, Tier};
 use std::collections::HashMap;
 use std::io::Write;
@@ -24,14 +24,16 @@ pub struct PopulationArgs<'a> {
 struct Member {
     line_no: usize,
     nodes: usize,
-    graph: kiln::Graph,
-    info: kiln::GraphInfo,
+    graph: kiln::Verified,
 }
 
 fn load_members(path: &Path, text: &str) -> Result<Vec<Member>, Failure> {
-    let opts = PyOptions {
-        default_shape: vec![kiln::Dim::Sym("n".to_string())],
-        ..PyOptions::default()
+    let opts = kiln::LoadOptions {
+        py: PyOptions {
+            default_shape: vec![kiln::Dim::Sym("n".to_string())],
+            ..PyOptions::default()
+        },
+        ..kiln::LoadOptions::default()
     };
     let name = path.display().to_string();
     let mut members = Vec::new();
@@ -52,61 +54,29 @@ fn load_members(path: &Path, text: &str) -> Result<Vec<Member>, Failure> {
             ))
         };
         let loaded = kiln::load(line, Format::Py, &opts).map_err(|e| locate(e.loc, &e.message))?;
-        let info = kiln::verify(&loaded.graph)
+        let graph = kiln::verify(loaded.graph)
             .map_err(|e| locate(kiln::ir::Loc { line: 1, col: 1 }, &e.to_string()))?;
         let nodes = kiln::frontend::py::count_nodes(line).map_err(|e| locate(e.loc, &e.message))?;
         members.push(Member {
             line_no: idx + 1,
             nodes,
-            graph: loaded.graph,
-            info,
+            graph,
         });
     }
     Ok(members)
 }
 
 fn compile_chunk(members: &[Member], tier: Tier) -> Result<Vec<Box<dyn Program>>, Failure> {
-    let fail = |e: kiln::CompileError| Failure::Input(format!("error: {e}"));
-    match tier {
-        Tier::Interp => members
-            .iter()
-            .map(|m| kiln::Interpreter.compile(&m.graph, &m.info).map_err(fail))
-            .collect(),
-        Tier::Cranelift | Tier::Llvm => {
-            let optimized: Vec<(kiln::Graph, kiln::GraphInfo)> = members
-                .iter()
-                .map(|m| kiln::optimize(&m.graph, &m.info))
-                .collect::<Result<_, _>>()
-                .map_err(|e| fail(e.into()))?;
-            let refs: Vec<_> = optimized.iter().map(|(g, i)| (g, i)).collect();
-            let programs = if tier == Tier::Cranelift {
-                kiln::compile_many(&refs).map_err(fail)?
-            } else {
-                compile_llvm(&refs)?
-            };
-            Ok(programs
-                .into_iter()
-                .map(|p| Box::new(p) as Box<dyn Program>)
-                .collect())
-        }
-    }
-}
-
-#[cfg(feature = "llvm")]
-fn compile_llvm(
-    graphs: &[(&kiln::Graph, &kiln::GraphInfo)],
-) -> Result<Vec<kiln::JitProgram>, Failure> {
-    kiln::Llvm::default()
-        .compile_many(graphs)
+    let graphs: Vec<kiln::Verified> = members.iter().map(|m| m.graph.clone()).collect();
+    // The interpreter runs each graph as written; the compiling tiers
+    // optimize first and compile the chunk as one module.
+    let options = kiln::CompileOptions {
+        optimize: tier != Tier::Interp,
+        ..kiln::CompileOptions::default()
+    };
+    tier.engine()?
+        .compile_batch_dyn(&graphs, &options)
         .map_err(|e| Failure::Input(format!("error: {e}")))
-}
-
-#[cfg(not(feature = "llvm"))]
-fn compile_llvm(_: &[(&kiln::Graph, &kiln::GraphInfo)]) -> Result<Vec<kiln::JitProgram>, Failure> {
-    Err(Failure::Input(format!(
-        "error: --tier llvm: {}",
-        kiln_cli::NO_LLVM
-    )))
 }
 
 /// Compiles the population on `threads` threads, each its share as one module.
@@ -166,7 +136,7 @@ pub fn run(args: &PopulationArgs<'_>) -> Result<(), Failure> {
     };
     let n_rows = table.n_rows();
     for member in &members {
-        for input in member.graph.inputs() {
+        for input in member.graph.graph().inputs() {
             if !columns.contains_key(&input.name) {
                 let column = table.column(args.csv, &input.name, kiln::DType::F64)?;
                 columns.insert(input.name.clone(), column);
@@ -187,8 +157,13 @@ pub fn run(args: &PopulationArgs<'_>) -> Result<(), Failure> {
                     ms.iter()
                         .zip(ps)
                         .map(|(m, p)| {
-                            let inputs: Vec<&Data> =
-                                m.graph.inputs().iter().map(|i| &columns[&i.name]).collect();
+                            let inputs: Vec<&Data> = m
+                                .graph
+                                .graph()
+                                .inputs()
+                                .iter()
+                                .map(|i| &columns[&i.name])
+                                .collect();
                             p.run_refs(&inputs)
                         })
                         .collect::<Vec<_>>()

@@ -4,9 +4,7 @@
 use crate::Failure;
 use clap::{Args, ValueEnum};
 use kiln::ir::diag::render_located;
-use kiln::{
-    DType, Dim, Format, Graph, GraphInfo, LoadOptions, Loaded, PyOptions, TensorType, Type,
-};
+use kiln::{DType, Dim, Format, Graph, LoadOptions, Loaded, PyOptions, TensorType, Type, Verified};
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -113,9 +111,14 @@ pub struct Source {
     /// The file name messages use (`<expr>` for `-e`).
     pub name: String,
     /// The verified graph.
-    pub graph: Graph,
-    /// Proof of verification.
-    pub info: GraphInfo,
+    pub verified: Verified,
+}
+
+impl Source {
+    /// The graph.
+    pub fn graph(&self) -> &Graph {
+        self.verified.graph()
+    }
 }
 
 impl SourceArgs {
@@ -215,7 +218,7 @@ impl SourceArgs {
                     format!("{name}: error: {}", e.message)
                 })
             })?;
-        let info = kiln::verify(&graph).map_err(|errors| {
+        let verified = kiln::verify(graph).map_err(|errors| {
             let lines: Vec<String> = errors
                 .0
                 .iter()
@@ -226,6 +229,6 @@ impl SourceArgs {
                 .collect();
             Failure::Input(lines.join("\n"))
         })?;
-        Ok(Source { name, graph, info })
+        Ok(Source { name, verified })
     }
 }

@@ -9,7 +9,8 @@ use cranelift_codegen::ir::{self, types, AbiParam, InstBuilder, MemFlagsData, Si
 use cranelift_codegen::isa::CallConv;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use cranelift_module::{Linkage, Module};
-use kiln_ir::kernel::{libcalls, Expr, Extent, Kernel, Param, Reg, Stmt, STATUS_DIVISION_BY_ZERO};
+use kiln_ir::kernel::abi::{self, NativeType, Slot};
+use kiln_ir::kernel::{libcalls, Expr, Extent, Kernel, Reg, Stmt};
 use kiln_ir::{BinaryOp, CmpOp, DType, Scalar, UnaryOp};
 
 /// The CLIF type of a dtype (`bool` is an `i8` holding 0 or 1).
@@ -23,55 +24,31 @@ pub fn clif_type(dtype: DType) -> ir::Type {
     }
 }
 
-/// Where a kernel parameter lives in the native signature.
-#[derive(Copy, Clone, Debug, PartialEq)]
-pub enum Slot {
-    /// The CLIF parameter with this index.
-    Arg(usize),
-    /// The return value (the first output of a direct kernel).
-    Return,
+/// The CLIF type of a native argument.
+fn native_type(ty: NativeType, ptr: ir::Type) -> ir::Type {
+    match ty {
+        NativeType::Pointer => ptr,
+        NativeType::I64 => types::I64,
+        NativeType::Value(dtype) => clif_type(dtype),
+    }
 }
 
-/// The native signature of a kernel and where each kernel parameter goes.
+/// The CLIF signature of `kernel` (`kiln_ir::kernel::abi::signature`).
 pub fn signature(kernel: &Kernel, ptr: ir::Type, call_conv: CallConv) -> (Signature, Vec<Slot>) {
+    let native = abi::signature(kernel);
     let mut sig = Signature::new(call_conv);
-    let mut slots = Vec::with_capacity(kernel.params.len());
-    let mut returned = false;
-    for param in &kernel.params {
-        let ty = match param {
-            // Direct kernels take scalars by value; the others take every
-            // input by pointer, so their signature is pointers and i64s only.
-            Param::ScalarIn { dtype, .. } if kernel.direct => clif_type(*dtype),
-            Param::Extent { .. } => types::I64,
-            Param::ScalarOut { dtype, .. } if kernel.direct && !returned => {
-                returned = true;
-                sig.returns.push(AbiParam::new(clif_type(*dtype)));
-                slots.push(Slot::Return);
-                continue;
-            }
-            _ => ptr,
-        };
-        slots.push(Slot::Arg(sig.params.len()));
-        sig.params.push(AbiParam::new(ty));
+    for &ty in &native.params {
+        sig.params.push(AbiParam::new(native_type(ty, ptr)));
     }
-    if !kernel.direct {
-        sig.returns.push(AbiParam::new(types::I32));
-    }
-    (sig, slots)
-}
-
-/// Kernels with more parameters than this are called through a wrapper.
-pub const MAX_NATIVE_ARGS: usize = 16;
-
-/// True when the Rust side cannot call `kernel` natively (by arity, all
-/// parameters 8-byte integers or pointers) and needs the uniform wrapper.
-pub fn needs_wrapper(kernel: &Kernel) -> bool {
-    kernel.direct || kernel.params.len() > MAX_NATIVE_ARGS
+    let ret = native.returns.map_or(types::I32, |ty| native_type(ty, ptr));
+    sig.returns.push(AbiParam::new(ret));
+    (sig, native.slots)
 }
 
 /// Declares and defines `kernel` (exported under its name) in `module`; with
-/// `wrapper`, and if [`needs_wrapper`], also a local `i32 name__call(u64* slots)`
-/// that loads each parameter from an 8-byte slot and calls it.
+/// `wrapper`, and if `abi::needs_wrapper`, also its local uniform entry
+/// `i32 name__call(u64* slots)`, which loads each parameter from an 8-byte
+/// slot and calls it.
 pub fn define_kernel<M: Module>(
     module: &mut M,
     kernel: &Kernel,
@@ -105,16 +82,15 @@ pub fn define_kernel<M: Module>(
         .define_function(id, &mut ctx)
         .map_err(|e| CodegenError::Cranelift(format!("{symbol}: {e:?}")))?;
     module.clear_context(&mut ctx);
-    if !wrapper || !needs_wrapper(kernel) {
+    if !wrapper || !abi::needs_wrapper(kernel) {
         return Ok((id, None));
     }
-    let wrapper_id = define_wrapper(module, kernel, id, &sig, &slots, &format!("{symbol}__call"))?;
+    let wrapper_id = define_wrapper(module, id, &sig, &slots, &abi::wrapper_symbol(symbol))?;
     Ok((id, Some(wrapper_id)))
 }
 
 fn define_wrapper<M: Module>(
     module: &mut M,
-    kernel: &Kernel,
     callee: cranelift_module::FuncId,
     callee_sig: &Signature,
     slots: &[Slot],
@@ -138,13 +114,12 @@ fn define_wrapper<M: Module>(
         let flags = MemFlagsData::trusted();
         let mut args = Vec::new();
         let mut ret_ptr = None;
-        for (idx, (param, slot)) in kernel.params.iter().zip(slots).enumerate() {
+        for (idx, slot) in slots.iter().enumerate() {
             let offset = (idx * 8) as i32;
             match slot {
                 Slot::Return => ret_ptr = Some(bcx.ins().load(ptr, flags, base, offset)),
                 Slot::Arg(i) => {
                     let ty = callee_sig.params[*i].value_type;
-                    let _ = param;
                     args.push(bcx.ins().load(ty, flags, base, offset));
                 }
             }
@@ -288,10 +263,10 @@ impl<M: Module> FunctionCx<'_, M> {
         self.bcx.ins().brif(divisor, cont, &[], fail, &[]);
         self.bcx.switch_to_block(fail);
         self.bcx.seal_block(fail);
-        let status = self.bcx.ins().iconst(
-            types::I32,
-            i64::from(STATUS_DIVISION_BY_ZERO | ((check as i32) << 8)),
-        );
+        let status = self
+            .bcx
+            .ins()
+            .iconst(types::I32, i64::from(abi::division_by_zero_status(check)));
         self.bcx.ins().return_(&[status]);
         self.bcx.switch_to_block(cont);
         self.bcx.seal_block(cont);

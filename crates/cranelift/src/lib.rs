@@ -3,20 +3,30 @@
 //!
 //! It makes no semantic decisions: lowering (in `kiln-ir`) decided what runs in
 //! which loop and where division can fail; `codegen` translates each kernel
-//! statement into the CLIF that computes exactly `kiln_ir::semantics`.
-//! Transcendentals call C names that the JIT binds to the pure-Rust `libm`
-//! crate (`kiln_ir::kernel::libcalls`), so JIT results match the interpreter bit for bit.
+//! statement into the CLIF instruction of the same meaning, with the native
+//! signature of `kiln_ir::kernel::abi`. Transcendentals call the C names of
+//! `kiln_ir::kernel::libcalls`, bound to whatever the caller of [`jit`] gives
+//! (the facade binds them to the pure-Rust `libm` crate, as the interpreter
+//! uses).
 
 mod codegen;
 
-pub use codegen::{clif_type, needs_wrapper, signature, Slot, MAX_NATIVE_ARGS};
+pub use codegen::{clif_type, signature};
 
 use cranelift_codegen::isa::OwnedTargetIsa;
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::ModuleError;
-use kiln_ir::kernel::Kernel;
+use kiln_ir::kernel::abi::CompiledKernel;
+use kiln_ir::kernel::{Kernel, LowerOptions};
 use std::sync::{Arc, OnceLock};
+
+/// The lowering choices that suit this tier, which does not vectorize:
+/// matmuls in register tiles (`LowerOptions::register_tiles`).
+pub const LOWER_OPTIONS: LowerOptions = LowerOptions {
+    packed_bools: false,
+    register_tiles: true,
+};
 
 /// Why code generation failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -44,13 +54,17 @@ impl From<ModuleError> for CodegenError {
 /// Result of code generation.
 pub type CodegenResult<T> = Result<T, CodegenError>;
 
-fn flags(pic: bool) -> CodegenResult<settings::Flags> {
+fn flags(pic: bool, speed: bool) -> CodegenResult<settings::Flags> {
     let mut builder = settings::builder();
     let set = |b: &mut settings::Builder, k: &str, v: &str| {
         b.set(k, v)
             .map_err(|e| CodegenError::Cranelift(format!("setting {k}: {e}")))
     };
-    set(&mut builder, "opt_level", "speed")?;
+    set(
+        &mut builder,
+        "opt_level",
+        if speed { "speed" } else { "none" },
+    )?;
     // Cranelift's own IR verifier costs about a third of compile time; lowering
     // and codegen are tested with it on (debug builds), releases skip it.
     set(
@@ -67,18 +81,20 @@ fn flags(pic: bool) -> CodegenResult<settings::Flags> {
     Ok(settings::Flags::new(builder))
 }
 
-/// The host ISA, built once per process (building it costs more than compiling
-/// a small kernel).
-fn host_isa() -> CodegenResult<OwnedTargetIsa> {
-    static ISA: OnceLock<Result<OwnedTargetIsa, CodegenError>> = OnceLock::new();
-    ISA.get_or_init(|| {
-        let builder = cranelift_native::builder()
-            .map_err(|e| CodegenError::Unsupported(format!("host ISA: {e}")))?;
-        builder
-            .finish(flags(false)?)
-            .map_err(|e| CodegenError::Cranelift(e.to_string()))
-    })
-    .clone()
+/// The host ISA at Cranelift's `speed` or `none` level, each built once per
+/// process (building one costs more than compiling a small kernel).
+fn host_isa(speed: bool) -> CodegenResult<OwnedTargetIsa> {
+    type Isa = OnceLock<Result<OwnedTargetIsa, CodegenError>>;
+    static ISAS: [Isa; 2] = [OnceLock::new(), OnceLock::new()];
+    ISAS[usize::from(speed)]
+        .get_or_init(|| {
+            let builder = cranelift_native::builder()
+                .map_err(|e| CodegenError::Unsupported(format!("host ISA: {e}")))?;
+            builder
+                .finish(flags(false, speed)?)
+                .map_err(|e| CodegenError::Cranelift(e.to_string()))
+        })
+        .clone()
 }
 
 /// Machine code in memory; freed when dropped.
@@ -104,73 +120,32 @@ unsafe impl Send for JitCode {}
 // SAFETY: as for `Send`: shared access never mutates the module.
 unsafe impl Sync for JitCode {}
 
-/// A kernel compiled in memory. Cheap to clone; the machine code lives until
-/// the last clone of the last kernel of its module is dropped.
-#[derive(Clone)]
-pub struct CompiledKernel {
-    kernel: Arc<Kernel>,
-    /// Held, never read: keeps the machine code alive while this handle is.
-    #[allow(dead_code)]
-    code: Arc<JitCode>,
-    /// The uniform `i32 (u64*)` wrapper, for kernels that need one.
-    wrapper: Option<usize>,
-    /// The kernel itself.
-    native: usize,
+/// Options of the in-process tier.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct JitOptions {
+    /// Cranelift's `opt_level`: `speed` when true, else `none`.
+    pub speed: bool,
 }
 
-impl std::fmt::Debug for CompiledKernel {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CompiledKernel")
-            .field("name", &self.kernel.name)
-            .field("direct", &self.kernel.direct)
-            .finish()
-    }
-}
-
-impl CompiledKernel {
-    /// The kernel this code was compiled from.
-    pub fn kernel(&self) -> &Kernel {
-        &self.kernel
-    }
-
-    /// Calls the kernel: `slots[i]` holds parameter `i` of [`Kernel::params`] in
-    /// 8 bytes: a pointer, or an extent; for a direct kernel, a scalar input's
-    /// bits (zero- or sign-extended), and for its first output a pointer to where
-    /// the result is written. Returns the status (0 = ok).
-    ///
-    /// # Safety
-    /// `slots` must have one entry per parameter, every pointer valid for the
-    /// kernel's reads or writes of as many elements as its extent says.
-    pub unsafe fn call(&self, slots: &mut [u64]) -> i32 {
-        debug_assert_eq!(slots.len(), self.kernel.params.len());
-        match self.wrapper {
-            Some(wrapper) => {
-                // SAFETY: `wrapper` is this kernel's finalized `i32 (u64*)`
-                // wrapper, alive while `self.code` is.
-                let f = unsafe {
-                    std::mem::transmute::<usize, extern "C" fn(*mut u64) -> i32>(wrapper)
-                };
-                f(slots.as_mut_ptr())
-            }
-            // SAFETY: without a wrapper, every parameter is a pointer or an
-            // i64, which every supported C ABI passes like a u64, and there are
-            // at most MAX_NATIVE_ARGS of them.
-            None => unsafe { call_native(self.native, slots) },
-        }
-    }
-
-    /// The address of the kernel itself, with its native signature (see
-    /// `docs/abi.md`). Valid while this handle (or a clone) is alive.
-    pub fn native_ptr(&self) -> *const u8 {
-        self.native as *const u8
+impl Default for JitOptions {
+    fn default() -> Self {
+        JitOptions { speed: true }
     }
 }
 
 /// Compiles kernels into one JIT module with one finalize (a whole GP
-/// population compiles as one unit).
-pub fn jit(kernels: Vec<Kernel>) -> CodegenResult<Vec<CompiledKernel>> {
-    let mut builder = JITBuilder::with_isa(host_isa()?, cranelift_module::default_libcall_names());
-    for (name, ptr) in kiln_ir::kernel::libcalls::jit_symbols() {
+/// population compiles as one unit), binding the C math names kernels call
+/// to `symbols`.
+pub fn jit(
+    kernels: Vec<Kernel>,
+    symbols: &[(&'static str, *const u8)],
+    options: JitOptions,
+) -> CodegenResult<Vec<CompiledKernel>> {
+    let mut builder = JITBuilder::with_isa(
+        host_isa(options.speed)?,
+        cranelift_module::default_libcall_names(),
+    );
+    for &(name, ptr) in symbols {
         builder.symbol(name, ptr);
     }
     let mut module = JITModule::new(builder);
@@ -185,26 +160,27 @@ pub fn jit(kernels: Vec<Kernel>) -> CodegenResult<Vec<CompiledKernel>> {
         )?);
     }
     module.finalize_definitions()?;
-    let addresses: Vec<(Option<usize>, usize)> = ids
+    let addresses: Vec<(*const u8, Option<*const u8>)> = ids
         .iter()
         .map(|&(id, wrapper)| {
             (
-                wrapper.map(|w| module.get_finalized_function(w) as usize),
-                module.get_finalized_function(id) as usize,
+                module.get_finalized_function(id),
+                wrapper.map(|w| module.get_finalized_function(w)),
             )
         })
         .collect();
-    let code = Arc::new(JitCode {
+    let code: Arc<JitCode> = Arc::new(JitCode {
         module: Some(module),
     });
     Ok(kernels
         .into_iter()
         .zip(addresses)
-        .map(|(kernel, (wrapper, native))| CompiledKernel {
-            kernel: Arc::new(kernel),
-            code: Arc::clone(&code),
-            wrapper,
-            native,
+        .map(|(kernel, (native, wrapper))| {
+            // SAFETY: `native` is `kernel` defined by `codegen` with
+            // `abi::signature`, `wrapper` its uniform entry (defined exactly
+            // when `abi::needs_wrapper`), both finalized in `code`'s module,
+            // which lives as long as any handle holding `code`.
+            unsafe { CompiledKernel::new(Arc::new(kernel), code.clone(), native, wrapper) }
         })
         .collect())
 }
@@ -233,7 +209,7 @@ pub fn object(kernel: &Kernel, target: &str, symbol: &str) -> CodegenResult<Vec<
                 "target `{target}` (Cranelift supports x86_64, aarch64, riscv64): {e}"
             ))
         })?
-        .finish(flags(true)?)
+        .finish(flags(true, true)?)
         .map_err(|e| CodegenError::Cranelift(e.to_string()))?;
     let builder = cranelift_object::ObjectBuilder::new(
         isa,
@@ -252,45 +228,8 @@ pub fn object(kernel: &Kernel, target: &str, symbol: &str) -> CodegenResult<Vec<
 /// graph value (source name) each CLIF value holds.
 pub fn clif(kernel: &Kernel) -> CodegenResult<String> {
     let mut module = JITModule::new(JITBuilder::with_isa(
-        host_isa()?,
+        host_isa(true)?,
         cranelift_module::default_libcall_names(),
     ));
     codegen::clif_text(&mut module, kernel)
-}
-
-/// Calls `f(slots[0], …, slots[k-1]) -> i32` for `k = slots.len()`.
-///
-/// # Safety
-/// `f` must be a function taking exactly `slots.len()` (at most
-/// [`MAX_NATIVE_ARGS`]) pointer-sized integer arguments and returning `i32`.
-unsafe fn call_native(f: usize, slots: &[u64]) -> i32 {
-    macro_rules! arity {
-        ($($idx:literal),*) => {{
-            type F = extern "C" fn($(arity!(@u64 $idx)),*) -> i32;
-            // SAFETY: the caller guarantees the signature.
-            let f = unsafe { std::mem::transmute::<usize, F>(f) };
-            f($(slots[$idx]),*)
-        }};
-        (@u64 $idx:literal) => { u64 };
-    }
-    match slots.len() {
-        0 => arity!(),
-        1 => arity!(0),
-        2 => arity!(0, 1),
-        3 => arity!(0, 1, 2),
-        4 => arity!(0, 1, 2, 3),
-        5 => arity!(0, 1, 2, 3, 4),
-        6 => arity!(0, 1, 2, 3, 4, 5),
-        7 => arity!(0, 1, 2, 3, 4, 5, 6),
-        8 => arity!(0, 1, 2, 3, 4, 5, 6, 7),
-        9 => arity!(0, 1, 2, 3, 4, 5, 6, 7, 8),
-        10 => arity!(0, 1, 2, 3, 4, 5, 6, 7, 8, 9),
-        11 => arity!(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10),
-        12 => arity!(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11),
-        13 => arity!(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12),
-        14 => arity!(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13),
-        15 => arity!(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14),
-        16 => arity!(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-        n => unreachable!("kernels with {n} > MAX_NATIVE_ARGS parameters get a wrapper"),
-    }
 }

@@ -17,8 +17,9 @@ fn column(d: DType) -> Type {
 }
 
 fn run(g: &Graph, inputs: &[Data]) -> Vec<Data> {
-    let info = kiln_ir::verify(g).unwrap_or_else(|e| panic!("{e}\n{}", kiln_ir::text::print(g)));
-    kiln_interp::run(g, &info, inputs).expect("runs")
+    let g =
+        kiln_ir::verify(g.clone()).unwrap_or_else(|e| panic!("{e}\n{}", kiln_ir::text::print(g)));
+    kiln_interp::run(&g, inputs).expect("runs")
 }
 
 fn fx_graph(body: &str, inputs: &[(&str, Type)]) -> Result<Graph, String> {

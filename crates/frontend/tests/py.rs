@@ -10,8 +10,8 @@ fn run(src: &str, args: &[(&str, Data)]) -> String {
         Ok(g) => g,
         Err(e) => return format!("error: {e}"),
     };
-    let info = match verify(&graph) {
-        Ok(i) => i,
+    let verified = match verify(graph.clone()) {
+        Ok(v) => v,
         Err(e) => return format!("verify: {e}"),
     };
     let inputs: Vec<Data> = graph
@@ -24,7 +24,7 @@ fn run(src: &str, args: &[(&str, Data)]) -> String {
                 .unwrap_or_else(|| panic!("no arg {}", i.name))
         })
         .collect();
-    match kiln_interp::run(&graph, &info, &inputs) {
+    match kiln_interp::run(&verified, &inputs) {
         Ok(outs) => graph
             .outputs()
             .iter()
@@ -190,9 +190,9 @@ fn columns() {
         ..Options::default()
     };
     let (graph, _) = py::parse("(x > 2.0) & (x < 6.0)", &opts).unwrap();
-    let info = verify(&graph).unwrap();
+    let graph = verify(graph).unwrap();
     let x = Data::from((0..10).map(f64::from).collect::<Vec<_>>());
-    let out = kiln_interp::run(&graph, &info, std::slice::from_ref(&x)).unwrap();
+    let out = kiln_interp::run(&graph, std::slice::from_ref(&x)).unwrap();
     assert_eq!(
         out[0].to_string(),
         "[false, false, false, true, true, true, false, false, false, false]"
@@ -202,8 +202,8 @@ fn columns() {
         &opts,
     )
     .unwrap();
-    let info = verify(&graph).unwrap();
-    let out: Vec<String> = kiln_interp::run(&graph, &info, &[x])
+    let graph = verify(graph).unwrap();
+    let out: Vec<String> = kiln_interp::run(&graph, &[x])
         .unwrap()
         .iter()
         .map(ToString::to_string)

@@ -13,7 +13,7 @@ use kiln::ir::{
     BinaryOp, Builder, CmpOp, DType, Dim, Op, ReduceOp, SliceRange, TensorConst, TensorType, Type,
     UnaryOp, Value,
 };
-use kiln::{Buffer, Data, Engine, ExecResult, Graph, Scalar};
+use kiln::{Buffer, CompileOptions, Data, DynEngine, ExecResult, Graph, Scalar};
 use std::sync::Arc;
 
 /// A generated graph and inputs for it.
@@ -541,10 +541,7 @@ pub fn filetest(case: &Case) -> String {
         .zip(&case.inputs)
         .map(|(i, d)| format!("{}={d}", i.name))
         .collect();
-    let expect = match kiln::Interpreter
-        .compile_graph(&case.graph, false)
-        .map(|p| p.run(&case.inputs))
-    {
+    let expect = match interpret(&case.graph, &case.inputs) {
         Ok(Ok(outs)) => case
             .graph
             .outputs()
@@ -556,8 +553,15 @@ pub fn filetest(case: &Case) -> String {
         Ok(Err(e)) => format!("error: {}", error_kind(&e)),
         Err(e) => format!("error: {e}"),
     };
+
     text.push_str(&format!("# run: {} => {expect}\n", inputs.join(", ")));
     text
+}
+
+/// Runs `graph` as written on the interpreter.
+fn interpret(graph: &Graph, inputs: &[Data]) -> Result<ExecResult<Vec<Data>>, kiln::CompileError> {
+    let graph = kiln::verify(graph.clone())?;
+    Ok(kiln::interp::run(&graph, inputs))
 }
 
 fn error_kind(e: &kiln::ExecError) -> String {
@@ -586,7 +590,7 @@ pub fn differential(case: &Case) -> std::result::Result<(), String> {
 /// such as wasm modules under an interpreter).
 pub fn differential_with(
     case: &Case,
-    engines: &[Box<dyn Engine>],
+    engines: &[Box<dyn DynEngine>],
 ) -> std::result::Result<(), String> {
     let graph = &case.graph;
     let printed = kiln::ir::text::print(graph);
@@ -595,14 +599,17 @@ pub fn differential_with(
         Ok(_) => return Err(format!("print/parse changed the graph:\n{printed}")),
         Err(e) => return Err(format!("printed graph does not parse: {e}\n{printed}")),
     }
-    let oracle = kiln::Interpreter
-        .compile_graph(graph, false)
-        .map_err(|e| format!("generated graph is invalid: {e}\n{printed}"))?
-        .run(&case.inputs);
+    let oracle = interpret(graph, &case.inputs)
+        .map_err(|e| format!("generated graph is invalid: {e}\n{printed}"))?;
+    let verified = kiln::verify(graph.clone()).expect("the interpreter verified it");
     for engine in engines {
         for optimize in [false, true] {
+            let options = CompileOptions {
+                optimize,
+                ..CompileOptions::default()
+            };
             let got = engine
-                .compile_graph(graph, optimize)
+                .compile_dyn(&verified, &options)
                 .map_err(|e| format!("{} cannot compile: {e}\n{}", engine.name(), filetest(case)))?
                 .run(&case.inputs);
             if !same(&oracle, &got) {

@@ -12,20 +12,15 @@
 
 use kiln_ir::exec::{bind_inputs, DimBindings, ExecError, ExecResult};
 use kiln_ir::semantics::{self, EvalResult};
-use kiln_ir::{
-    BinaryOp, Buffer, Data, Dim, EntityRef, Graph, GraphInfo, NodeData, Op, Scalar, Type,
-};
+use kiln_ir::{BinaryOp, Buffer, Data, Dim, EntityRef, NodeData, Op, Scalar, Type, Verified};
 use std::borrow::Borrow;
 
 /// Runs `graph` on `inputs` (in signature order; owned or borrowed) and returns
 /// its outputs in signature order. A tensor of rank 1 or more is its
 /// elements in row-major order (`Data::Column`), its shape its type's.
-pub fn run<D: Borrow<Data>>(
-    graph: &Graph,
-    info: &GraphInfo,
-    inputs: &[D],
-) -> ExecResult<Vec<Data>> {
-    let bindings = bind_inputs(graph, info, inputs)?;
+pub fn run<D: Borrow<Data>>(verified: &Verified, inputs: &[D]) -> ExecResult<Vec<Data>> {
+    let (graph, info) = (verified.graph(), verified.info());
+    let bindings = bind_inputs(verified, inputs)?;
     let mut values: Vec<Option<Data>> = vec![None; graph.len()];
     for (value, node) in graph.nodes() {
         if !info.is_live(value) {
@@ -430,8 +425,7 @@ mod tests {
 
     fn run_text(src: &str, inputs: &[Data]) -> ExecResult<Vec<Data>> {
         let graph = text::parse(src).expect("parses");
-        let info = verify(&graph).expect("verifies");
-        run(&graph, &info, inputs)
+        run(&verify(graph).expect("verifies"), inputs)
     }
 
     const DIV: &str = "v0: i64[n] = input \"a\"\nv1: i64[n] = input \"b\"\nv2 \"q\": i64[n] = floordiv v0, v1\noutput \"q\" = v2\n";

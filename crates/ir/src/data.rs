@@ -72,6 +72,37 @@ impl Buffer {
         }
     }
 
+    /// `len` zeros (`false`) of `dtype`: room for a kernel's output.
+    pub fn zeroed(dtype: DType, len: usize) -> Buffer {
+        match dtype {
+            DType::Bool => Buffer::Bool(vec![false; len]),
+            DType::I32 => Buffer::I32(vec![0; len]),
+            DType::I64 => Buffer::I64(vec![0; len]),
+            DType::F32 => Buffer::F32(vec![0.0; len]),
+            DType::F64 => Buffer::F64(vec![0.0; len]),
+        }
+    }
+
+    /// The elements of `values`, which must all be of `dtype` (others are
+    /// skipped).
+    pub fn from_scalars(dtype: DType, values: &[Scalar]) -> Buffer {
+        let mut b = Buffer::with_capacity(dtype, values.len());
+        for &v in values {
+            b.push(v);
+        }
+        b
+    }
+
+    /// The address of the first element (as a kernel argument).
+    pub fn as_ptr(&self) -> *const u8 {
+        each_buffer!(self, v => v.as_ptr().cast())
+    }
+
+    /// The address of the first element, for a kernel to write.
+    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+        each_buffer!(self, v => v.as_mut_ptr().cast())
+    }
+
     /// The element dtype.
     pub fn dtype(&self) -> DType {
         match self {

@@ -5,9 +5,10 @@
 use crate::data::Data;
 use crate::entities::Value;
 use crate::graph::Graph;
+use crate::kernel::Kernel;
 use crate::semantics::EvalError;
-use crate::types::{Dim, Type};
-use crate::verify::GraphInfo;
+use crate::types::{DType, Dim, Type};
+use crate::verify::Verified;
 use std::borrow::Borrow;
 
 /// Why a run of a graph failed.
@@ -51,6 +52,16 @@ pub enum ExecError {
         /// Its source name, if any.
         name: Option<String>,
     },
+    /// Room for an output of the wrong dtype or length.
+    #[error("output `{name}` needs {expected}, got {got}")]
+    Output {
+        /// The output's name.
+        name: String,
+        /// What it needs (`f64[12]`, `room for 8 rows`).
+        expected: String,
+        /// What was given.
+        got: String,
+    },
     /// An engine met something it cannot run (a bug or an unsupported feature).
     #[error("{0}")]
     Unsupported(String),
@@ -77,9 +88,22 @@ impl ExecError {
             other => ExecError::Unsupported(format!("{node}: {other}")),
         }
     }
+
+    /// The error a kernel's nonzero status stands for (`kernel::abi`): a
+    /// division by zero at the node of `graph` the status names, else an
+    /// unknown status.
+    pub fn from_status(graph: &Graph, kernel: &Kernel, status: i32) -> ExecError {
+        match kernel.failed_check(status) {
+            Some(node) => ExecError::DivisionByZero {
+                node,
+                name: graph.source_name(node).map(str::to_string),
+            },
+            None => ExecError::Unsupported(format!("kernel returned status {status}")),
+        }
+    }
 }
 
-/// The extents of the symbolic dimensions, in [`GraphInfo::symbols`] order.
+/// The extents of the symbolic dimensions, in [`crate::GraphInfo::symbols`] order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DimBindings {
     extents: Vec<(String, u64)>,
@@ -98,19 +122,50 @@ impl DimBindings {
         }
     }
 
-    /// The extents in [`GraphInfo::symbols`] order: the length arguments of a kernel.
+    /// The extents in [`crate::GraphInfo::symbols`] order: the length arguments of a kernel.
     pub fn extents(&self) -> impl Iterator<Item = u64> + '_ {
         self.extents.iter().map(|&(_, n)| n)
     }
 }
 
+/// What binding sees of one input: a scalar, or the elements of an array
+/// (row-major), each of a dtype; `Other` is neither (a selection).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum InputShape {
+    /// A scalar of this dtype.
+    Scalar(DType),
+    /// This many elements of this dtype.
+    Array(DType, u64),
+    /// Something no input can be.
+    Other,
+}
+
+impl InputShape {
+    /// What binding sees of `data`.
+    pub fn of(data: &Data) -> InputShape {
+        match data {
+            Data::Scalar(s) => InputShape::Scalar(s.dtype()),
+            Data::Column(b) => InputShape::Array(b.dtype(), b.len() as u64),
+            Data::Selection(_) => InputShape::Other,
+        }
+    }
+}
+
 /// Checks `inputs` against the signature of a verified graph and binds its
 /// symbolic dimensions. Takes owned or borrowed data (`&[Data]`, `&[&Data]`).
-pub fn bind_inputs<D: Borrow<Data>>(
-    graph: &Graph,
-    info: &GraphInfo,
-    inputs: &[D],
+pub fn bind_inputs<D: Borrow<Data>>(verified: &Verified, inputs: &[D]) -> ExecResult<DimBindings> {
+    let shapes: Vec<InputShape> = inputs.iter().map(|d| InputShape::of(d.borrow())).collect();
+    bind_shapes(verified, &shapes, |idx| inputs[idx].borrow().describe())
+}
+
+/// [`bind_inputs`] for inputs seen only by their [`InputShape`]s;
+/// `describe(i)` names input `i` in errors (`f64[3]`).
+pub fn bind_shapes(
+    verified: &Verified,
+    inputs: &[InputShape],
+    describe: impl Fn(usize) -> String,
 ) -> ExecResult<DimBindings> {
+    let (graph, info) = (verified.graph(), verified.info());
     if inputs.len() != graph.inputs().len() {
         return Err(ExecError::InputCount {
             expected: graph.inputs().len(),
@@ -118,17 +173,17 @@ pub fn bind_inputs<D: Borrow<Data>>(
         });
     }
     let mut extents: Vec<(String, u64)> = Vec::with_capacity(info.symbols().len());
-    for (input, data) in graph.inputs().iter().zip(inputs.iter().map(Borrow::borrow)) {
+    for (idx, (input, shape)) in graph.inputs().iter().zip(inputs).enumerate() {
         let ty = graph.ty(input.value);
         let tensor = ty.as_tensor().expect("verified inputs are tensors");
         let type_error = || ExecError::InputType {
             name: input.name.clone(),
             expected: ty.clone(),
-            got: data.describe(),
+            got: describe(idx),
         };
-        let len = match (data, tensor.shape.as_slice()) {
-            (Data::Scalar(s), []) if s.dtype() == tensor.dtype => continue,
-            (Data::Column(b), [_, ..]) if b.dtype() == tensor.dtype => b.len() as u64,
+        let len = match (*shape, tensor.shape.as_slice()) {
+            (InputShape::Scalar(d), []) if d == tensor.dtype => continue,
+            (InputShape::Array(d, len), [_, ..]) if d == tensor.dtype => len,
             _ => return Err(type_error()),
         };
         // A tensor's length is the product of its dimensions; one unbound

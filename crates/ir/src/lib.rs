@@ -23,8 +23,8 @@
 //!
 //! # Invariants
 //!
-//! - Only [`verify()`] makes a [`GraphInfo`]; passes, the interpreter and lowering
-//!   take one as proof the graph is valid.
+//! - Only [`verify()`] makes a [`Verified`] graph; passes, the interpreter and
+//!   lowering take one as proof the graph is valid.
 //! - Nothing here knows about Cranelift, LLVM or any frontend language.
 //! - Nothing here recurses over user input: deep graphs cannot overflow the stack.
 
@@ -56,4 +56,4 @@ pub use passes::optimize;
 pub use scalar::Scalar;
 pub use types::{DType, Dim, Shape, TensorType, Type};
 pub use typing::{TypeError, TypeResult};
-pub use verify::{verify, GraphInfo, VerifierError, VerifierErrors, VerifyResult};
+pub use verify::{verify, GraphInfo, Verified, VerifierError, VerifierErrors, VerifyResult};

@@ -83,14 +83,20 @@ impl Scalar {
         }
         let mut raw = [0u8; 8];
         raw[..bytes.len()].copy_from_slice(bytes);
-        let bits = u64::from_le_bytes(raw);
-        Some(match dtype {
-            DType::Bool => Scalar::Bool(bits != 0),
+        Some(Scalar::from_bits(dtype, u64::from_le_bytes(raw)))
+    }
+
+    /// The `dtype` value whose bits are the low bytes of `bits` (the inverse
+    /// of [`Self::bits`]; any nonzero low byte is a true `bool`, as the ABI
+    /// reads one): how a kernel's 8-byte output cell is read.
+    pub fn from_bits(dtype: DType, bits: u64) -> Scalar {
+        match dtype {
+            DType::Bool => Scalar::Bool(bits & 0xff != 0),
             DType::I32 => Scalar::I32(bits as u32 as i32),
             DType::I64 => Scalar::I64(bits as i64),
             DType::F32 => Scalar::F32(f32::from_bits(bits as u32)),
             DType::F64 => Scalar::F64(f64::from_bits(bits)),
-        })
+        }
     }
 
     /// True when both have the same dtype and value, every NaN being equal to every

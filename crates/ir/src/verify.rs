@@ -1,5 +1,5 @@
-//! The verifier: the only way to obtain a [`GraphInfo`], the proof that a graph
-//! is well formed that passes, the interpreter and lowering demand.
+//! The verifier: the only way to obtain a [`Verified`] graph, the proof that a
+//! graph is well formed that passes, the interpreter and lowering demand.
 //!
 //! It checks, for every node, in this order: the ordering invariant (a node uses
 //! only earlier nodes, so everything after this check may index without bounds
@@ -15,6 +15,7 @@ use crate::typing::result_type;
 use cranelift_entity::SecondaryMap;
 use std::collections::HashSet;
 use std::fmt;
+use std::sync::Arc;
 
 /// One problem the verifier found.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -53,7 +54,33 @@ impl fmt::Display for VerifierErrors {
 /// Result of verification.
 pub type VerifyResult<T> = Result<T, VerifierErrors>;
 
-/// Facts about a verified graph; holding one proves the graph was verified.
+/// A graph the verifier accepted, with the facts it found. Only [`verify`]
+/// makes one, so a graph and its proof cannot be mismatched; it cannot be
+/// changed afterwards. Cheap to clone (the graph is shared).
+#[derive(Clone, Debug)]
+pub struct Verified {
+    graph: Arc<Graph>,
+    info: Arc<GraphInfo>,
+}
+
+impl Verified {
+    /// The graph.
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    /// What the verifier found: live values, symbolic dimensions.
+    pub fn info(&self) -> &GraphInfo {
+        &self.info
+    }
+
+    /// The graph, to change it (and verify it again).
+    pub fn into_graph(self) -> Graph {
+        Arc::unwrap_or_clone(self.graph)
+    }
+}
+
+/// Facts about a verified graph, part of [`Verified`].
 #[derive(Clone, Debug)]
 pub struct GraphInfo {
     live: SecondaryMap<Value, bool>,
@@ -204,7 +231,15 @@ impl Verifier<'_> {
 }
 
 /// Verifies `graph`, reporting every problem found.
-pub fn verify(graph: &Graph) -> VerifyResult<GraphInfo> {
+pub fn verify(graph: Graph) -> VerifyResult<Verified> {
+    let info = check(&graph)?;
+    Ok(Verified {
+        graph: Arc::new(graph),
+        info: Arc::new(info),
+    })
+}
+
+pub(crate) fn check(graph: &Graph) -> VerifyResult<GraphInfo> {
     let mut verifier = Verifier {
         graph,
         errors: Vec::new(),
@@ -256,7 +291,7 @@ mod tests {
         let v3 = g.push_node(unbound);
         g.push_output("y", v3);
         g.push_output("y", Value::from_u32(77));
-        let errors = verify(&g).expect_err("invalid graph").to_string();
+        let errors = verify(g).expect_err("invalid graph").to_string();
         assert_eq!(
             errors,
             "v1: uses v5, which does not exist\n\

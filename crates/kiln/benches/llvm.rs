@@ -12,13 +12,13 @@
 //! Medians of several repetitions; this machine is noisy, so compare ratios
 //! within one run.
 
-use kiln::llvm::OptLevel;
-use kiln::{compile_many, Data, Format, JitProgram, Llvm, Program, PyOptions};
+use kiln::{
+    CompileOptions, Cranelift, Data, Engine, Format, JitProgram, Llvm, LoadOptions, OptLevel,
+    Program, PyOptions, Verified,
+};
 use std::hint::black_box;
 use std::path::Path;
 use std::time::{Duration, Instant};
-
-type Verified = (kiln::Graph, kiln::GraphInfo);
 
 fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
@@ -26,9 +26,13 @@ fn median(mut samples: Vec<Duration>) -> Duration {
 }
 
 fn verified(src: &str, opts: &PyOptions) -> Verified {
-    let graph = kiln::load(src, Format::Py, opts).expect("parses").graph;
-    let info = kiln::verify(&graph).expect("verifies");
-    kiln::optimize(&graph, &info).expect("optimizes")
+    let opts = LoadOptions {
+        py: opts.clone(),
+        ..LoadOptions::default()
+    };
+    let graph = kiln::load(src, Format::Py, &opts).expect("parses").graph;
+    let graph = kiln::verify(graph).expect("verifies");
+    kiln::optimize(&graph).expect("optimizes")
 }
 
 fn columns() -> PyOptions {
@@ -39,11 +43,17 @@ fn columns() -> PyOptions {
 }
 
 fn compile(graphs: &[Verified], tier: Option<OptLevel>) -> Vec<JitProgram> {
-    let refs: Vec<_> = graphs.iter().map(|(g, i)| (g, i)).collect();
+    // The graphs are optimized already.
+    let options = CompileOptions {
+        optimize: false,
+        opt_level: tier.unwrap_or_default(),
+        ..CompileOptions::default()
+    };
     match tier {
-        None => compile_many(&refs).expect("compiles"),
-        Some(opt) => Llvm { opt }.compile_many(&refs).expect("compiles"),
+        None => Cranelift.compile_batch(graphs, &options),
+        Some(_) => Llvm.compile_batch(graphs, &options),
     }
+    .expect("compiles")
 }
 
 fn tier_name(tier: Option<OptLevel>) -> String {
@@ -104,6 +114,7 @@ fn evaluate(programs: &[JitProgram], dir: &Path) -> Duration {
             for p in programs {
                 // Inputs by name: x0..x4 in the order the graph declares them.
                 let inputs: Vec<&Data> = p
+                    .verified()
                     .graph()
                     .inputs()
                     .iter()
@@ -158,7 +169,7 @@ fn c_reference(mode: &str, n: usize, reps: usize) -> Option<f64> {
 
 /// True when LLVM's host assembly of the kernel has packed double instructions.
 fn vectorized(graph: &Verified) -> String {
-    let kernel = kiln::jit::lower(&graph.0, &graph.1).expect("lowers");
+    let kernel = kiln::ir::kernel::lower(graph, &Default::default()).expect("lowers");
     let asm = kiln::llvm::emit(
         &kernel,
         "native",

@@ -7,7 +7,10 @@
 //! `cargo bench -p kiln --features llvm --bench tensor`
 
 use kiln::ir::{Builder, CmpOp, Op, TensorConst};
-use kiln::{Buffer, DType, Data, Dim, Graph, JitProgram, Program, Scalar, TensorType, Type};
+use kiln::{
+    Buffer, CompileOptions, DType, Data, Dim, Engine, Graph, JitProgram, Program, Scalar,
+    TensorType, Type,
+};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
@@ -96,11 +99,11 @@ fn c_run(tool: &Path, args: &[&str]) -> Option<f64> {
 }
 
 fn compile(graph: &Graph) -> Vec<(&'static str, JitProgram)> {
-    let info = kiln::verify(graph).unwrap();
-    let (graph, info) = kiln::optimize(graph, &info).unwrap();
+    let graph = kiln::verify(graph.clone()).unwrap();
+    let options = CompileOptions::default();
     let mut tiers = Vec::new();
     let t0 = Instant::now();
-    let cl = kiln::compile_many(&[(&graph, &info)]).unwrap().remove(0);
+    let cl = kiln::Cranelift.compile(&graph, &options).unwrap();
     println!(
         "  compile cranelift {:8.2} ms",
         t0.elapsed().as_secs_f64() * 1e3
@@ -109,10 +112,7 @@ fn compile(graph: &Graph) -> Vec<(&'static str, JitProgram)> {
     #[cfg(feature = "llvm")]
     {
         let t0 = Instant::now();
-        let ll = kiln::Llvm::default()
-            .compile_many(&[(&graph, &info)])
-            .unwrap()
-            .remove(0);
+        let ll = kiln::Llvm.compile(&graph, &options).unwrap();
         println!(
             "  compile llvm O3   {:8.2} ms",
             t0.elapsed().as_secs_f64() * 1e3

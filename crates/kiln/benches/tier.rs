@@ -1,6 +1,6 @@
 //! Figures for docs/performance.md: `cargo bench -p kiln --bench tier`.
 //!
-//! - typed call: a compiled `f(x: f64) -> f64` through `ScalarFn`, ns per call;
+//! - typed call: a compiled `f(x: f64) -> f64` through `TypedFunc`, ns per call;
 //! - NNC kernel: `d + f` with `a = x*x; b = sin(a); c = cos(b); d = c*c; f = d*d`
 //!   over 10,000,000 f64, ns per element;
 //! - arithmetic: a 15-node pure-arithmetic expression over 1,000,000-row columns,
@@ -10,20 +10,18 @@
 //! Each figure is the median of several repetitions; this machine is noisy, so
 //! compare ratios within one run (and run ../shared/peers/run.sh alongside).
 
-use kiln::{compile_many, Data, Format, Program, PyOptions};
+use kiln::{CompileOptions, Cranelift, Data, Engine, Format, Program};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 fn program(src: &str) -> kiln::JitProgram {
-    let graph = kiln::load(src, Format::Py, &PyOptions::default())
+    let graph = kiln::load(src, Format::Py, &Default::default())
         .expect("parses")
         .graph;
-    let info = kiln::verify(&graph).expect("verifies");
-    let (graph, info) = kiln::optimize(&graph, &info).expect("optimizes");
-    compile_many(&[(&graph, &info)])
+    let graph = kiln::verify(graph).expect("verifies");
+    Cranelift
+        .compile(&graph, &CompileOptions::default())
         .expect("compiles")
-        .pop()
-        .expect("one program")
 }
 
 fn median(mut samples: Vec<Duration>) -> Duration {
@@ -33,7 +31,7 @@ fn median(mut samples: Vec<Duration>) -> Duration {
 
 fn typed_call() {
     let f = program("x * 2.0 + 1.0")
-        .scalar_fn::<(f64,), f64>()
+        .typed::<(f64,), f64>()
         .expect("f64 -> f64");
     let n = 100_000_000u32;
     let samples = (0..5)

@@ -10,8 +10,11 @@ fn main() {
         .nth(1)
         .unwrap_or_else(|| "../shared/fixtures/gp/gp_population.txt".to_string());
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    let opts = kiln::PyOptions {
-        default_shape: vec![kiln::Dim::Sym("n".into())],
+    let opts = kiln::LoadOptions {
+        py: kiln::PyOptions {
+            default_shape: vec![kiln::Dim::Sym("n".into())],
+            ..Default::default()
+        },
         ..Default::default()
     };
     let kernels: Vec<_> = text
@@ -21,9 +24,9 @@ fn main() {
             let graph = kiln::load(l, kiln::Format::Py, &opts)
                 .expect("parses")
                 .graph;
-            let info = kiln::verify(&graph).expect("verifies");
-            let (graph, info) = kiln::optimize(&graph, &info).expect("optimizes");
-            kiln::jit::lower(&graph, &info).expect("lowers")
+            let graph = kiln::verify(graph).expect("verifies");
+            let graph = kiln::optimize(&graph).expect("optimizes");
+            kiln::ir::kernel::lower(&graph, &Default::default()).expect("lowers")
         })
         .collect();
     for opt in [OptLevel::O0, OptLevel::O1, OptLevel::O2, OptLevel::O3] {

@@ -8,8 +8,11 @@ fn main() {
         .nth(1)
         .unwrap_or_else(|| "../shared/fixtures/gp/gp_population.txt".to_string());
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    let opts = kiln::PyOptions {
-        default_shape: vec![kiln::Dim::Sym("n".into())],
+    let opts = kiln::LoadOptions {
+        py: kiln::PyOptions {
+            default_shape: vec![kiln::Dim::Sym("n".into())],
+            ..Default::default()
+        },
         ..Default::default()
     };
     let t = Instant::now();
@@ -23,26 +26,26 @@ fn main() {
         .collect();
     let t_parse = t.elapsed();
     let t = Instant::now();
-    let infos: Vec<_> = graphs
-        .iter()
+    let verified: Vec<_> = graphs
+        .into_iter()
         .map(|g| kiln::verify(g).expect("verifies"))
         .collect();
     let t_verify = t.elapsed();
     let t = Instant::now();
-    let optimized: Vec<_> = graphs
+    let optimized: Vec<_> = verified
         .iter()
-        .zip(&infos)
-        .map(|(g, i)| kiln::optimize(g, i).expect("optimizes"))
+        .map(|g| kiln::optimize(g).expect("optimizes"))
         .collect();
     let t_opt = t.elapsed();
     let t = Instant::now();
     let kernels: Vec<_> = optimized
         .iter()
-        .map(|(g, i)| kiln::jit::lower(g, i).expect("lowers"))
+        .map(|g| kiln::ir::kernel::lower(g, &kiln::cranelift::LOWER_OPTIONS).expect("lowers"))
         .collect();
     let t_lower = t.elapsed();
     let t = Instant::now();
-    let compiled = kiln::cranelift::jit(kernels).expect("compiles");
+    let symbols = kiln::runtime::libm_symbols();
+    let compiled = kiln::cranelift::jit(kernels, &symbols, Default::default()).expect("compiles");
     let t_jit = t.elapsed();
     println!("{} graphs: parse {t_parse:?}, verify {t_verify:?}, optimize {t_opt:?}, lower {t_lower:?}, jit {t_jit:?}", compiled.len());
 }

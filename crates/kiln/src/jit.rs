@@ -1,128 +1,154 @@
 //! The compiling tiers as [`Engine`]s: graph → kernel (lowering in `kiln-ir`)
 //! → machine code (`kiln-cranelift`, or `kiln-llvm` with the `llvm` feature),
 //! and safe ways to call the result. Both tiers produce a [`JitProgram`]: the
-//! calling convention (8-byte slots, `docs/abi.md`) is the same.
+//! calling convention is `kiln_ir::kernel::abi`'s.
 
-use crate::{CompileError, CompileResult, Engine, Program};
-use kiln_ir::exec::{bind_inputs, ExecError, ExecResult};
+use crate::{runtime, CompileError, CompileOptions, CompileResult, Engine, OptLevel, Program};
+use kiln_ir::exec::{bind_inputs, bind_shapes, ExecError, ExecResult, InputShape};
+use kiln_ir::kernel::abi::{self, Arg, CompiledKernel};
 use kiln_ir::kernel::{self, Kernel, LowerOptions, Param};
-use kiln_ir::{Buffer, DType, Data, Graph, GraphInfo, Scalar, Type};
+use kiln_ir::{Buffer, DType, Data, Scalar, Verified};
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-#[cfg(not(target_endian = "little"))]
-compile_error!("the JIT's uniform entry passes narrow scalars in the low bytes of 8-byte slots: little-endian hosts only");
-
-/// The Cranelift JIT tier.
+/// The Cranelift JIT tier: compiles in microseconds.
 #[derive(Copy, Clone, Debug, Default)]
 pub struct Cranelift;
 
 impl Engine for Cranelift {
+    type Program = JitProgram;
+
     fn name(&self) -> &'static str {
         "cranelift"
     }
 
-    fn compile(&self, graph: &Graph, info: &GraphInfo) -> CompileResult<Box<dyn Program>> {
-        Ok(Box::new(
-            compile_many(&[(graph, info)])?
-                .pop()
-                .expect("one graph in, one program out"),
-        ))
+    fn compile_batch(
+        &self,
+        graphs: &[Verified],
+        options: &CompileOptions,
+    ) -> CompileResult<Vec<JitProgram>> {
+        let lower = LowerOptions {
+            packed_bools: options.packed_bools,
+            ..kiln_cranelift::LOWER_OPTIONS
+        };
+        let (graphs, kernels) = lower_all(graphs, options, &lower)?;
+        let jit = kiln_cranelift::JitOptions {
+            speed: options.opt_level != OptLevel::O0,
+        };
+        let code = kiln_cranelift::jit(kernels, &runtime::libm_symbols(), jit)
+            .map_err(|e| CompileError::Codegen(e.to_string()))?;
+        Ok(programs(graphs, code))
     }
 }
 
-/// Machine code from one of the tiers.
-#[derive(Clone, Debug)]
-enum Code {
-    Cranelift(kiln_cranelift::CompiledKernel),
-    #[cfg(feature = "llvm")]
-    Llvm(kiln_llvm::CompiledKernel),
-}
-
-impl Code {
-    fn kernel(&self) -> &Kernel {
-        match self {
-            Code::Cranelift(c) => c.kernel(),
-            #[cfg(feature = "llvm")]
-            Code::Llvm(c) => c.kernel(),
-        }
-    }
-
-    fn native_ptr(&self) -> *const u8 {
-        match self {
-            Code::Cranelift(c) => c.native_ptr(),
-            #[cfg(feature = "llvm")]
-            Code::Llvm(c) => c.native_ptr(),
-        }
-    }
-
-    /// # Safety
-    /// As for the tiers' `CompiledKernel::call`.
-    unsafe fn call(&self, slots: &mut [u64]) -> i32 {
-        match self {
-            // SAFETY: the caller's guarantee is the tier's precondition.
-            Code::Cranelift(c) => unsafe { c.call(slots) },
-            #[cfg(feature = "llvm")]
-            // SAFETY: as above.
-            Code::Llvm(c) => unsafe { c.call(slots) },
-        }
-    }
-}
-
-/// The LLVM tier (O3 by default), JIT-compiled in process with MCJIT.
+/// The LLVM tier (O3 by default), JIT-compiled in process with MCJIT for the
+/// host CPU.
 #[cfg(feature = "llvm")]
 #[derive(Copy, Clone, Debug, Default)]
-pub struct Llvm {
-    /// The optimization pipeline the JIT runs.
-    pub opt: kiln_llvm::OptLevel,
-}
+pub struct Llvm;
 
 #[cfg(feature = "llvm")]
 impl Engine for Llvm {
+    type Program = JitProgram;
+
     fn name(&self) -> &'static str {
         "llvm"
     }
 
-    fn compile(&self, graph: &Graph, info: &GraphInfo) -> CompileResult<Box<dyn Program>> {
-        Ok(Box::new(
-            self.compile_many(&[(graph, info)])?
-                .pop()
-                .expect("one graph in, one program out"),
-        ))
-    }
-}
-
-#[cfg(feature = "llvm")]
-impl Llvm {
-    /// Compiles verified graphs into one LLVM module (one optimization run, one
-    /// execution engine).
-    pub fn compile_many(&self, graphs: &[(&Graph, &GraphInfo)]) -> CompileResult<Vec<JitProgram>> {
-        self.compile_many_with(graphs, &LowerOptions::default())
-    }
-
-    /// [`Self::compile_many`] with a choice of native signature.
-    pub fn compile_many_with(
+    fn compile_batch(
         &self,
-        graphs: &[(&Graph, &GraphInfo)],
-        options: &LowerOptions,
+        graphs: &[Verified],
+        options: &CompileOptions,
     ) -> CompileResult<Vec<JitProgram>> {
-        let kernels = graphs
-            .iter()
-            .map(|(g, i)| lower_with(g, i, options))
-            .collect::<CompileResult<Vec<_>>>()?;
-        let compiled = kiln_llvm::jit(kernels, self.opt).map_err(|e| match e {
+        let lower = LowerOptions {
+            packed_bools: options.packed_bools,
+            ..LowerOptions::default()
+        };
+        let (graphs, kernels) = lower_all(graphs, options, &lower)?;
+        let opt = match options.opt_level {
+            OptLevel::O0 => kiln_llvm::OptLevel::O0,
+            OptLevel::O1 => kiln_llvm::OptLevel::O1,
+            OptLevel::O2 => kiln_llvm::OptLevel::O2,
+            OptLevel::O3 => kiln_llvm::OptLevel::O3,
+        };
+        let code = kiln_llvm::jit(kernels, opt, &runtime::libm_symbols()).map_err(|e| match e {
             kiln_llvm::CodegenError::Unsupported(m) => CompileError::Unsupported(m),
             e => CompileError::Codegen(e.to_string()),
         })?;
-        Ok(programs(graphs, compiled.into_iter().map(Code::Llvm)))
+        Ok(programs(graphs, code))
     }
 }
 
-fn programs(graphs: &[(&Graph, &GraphInfo)], code: impl Iterator<Item = Code>) -> Vec<JitProgram> {
+/// A compiling tier chosen at run time: both return a [`JitProgram`], so
+/// code that wants typed handles or borrowed-array calls on any tier (tests,
+/// bindings) picks one of [`JitTier::all`].
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum JitTier {
+    /// [`Cranelift`].
+    Cranelift,
+    /// [`Llvm`].
+    #[cfg(feature = "llvm")]
+    Llvm,
+}
+
+impl JitTier {
+    /// Every compiling tier of this build.
+    pub fn all() -> &'static [JitTier] {
+        &[
+            JitTier::Cranelift,
+            #[cfg(feature = "llvm")]
+            JitTier::Llvm,
+        ]
+    }
+}
+
+impl Engine for JitTier {
+    type Program = JitProgram;
+
+    fn name(&self) -> &'static str {
+        match self {
+            JitTier::Cranelift => Cranelift.name(),
+            #[cfg(feature = "llvm")]
+            JitTier::Llvm => Llvm.name(),
+        }
+    }
+
+    fn compile_batch(
+        &self,
+        graphs: &[Verified],
+        options: &CompileOptions,
+    ) -> CompileResult<Vec<JitProgram>> {
+        match self {
+            JitTier::Cranelift => Cranelift.compile_batch(graphs, options),
+            #[cfg(feature = "llvm")]
+            JitTier::Llvm => Llvm.compile_batch(graphs, options),
+        }
+    }
+}
+
+/// Each graph prepared as `options` say and lowered with `lower`.
+fn lower_all(
+    graphs: &[Verified],
+    options: &CompileOptions,
+    lower: &LowerOptions,
+) -> CompileResult<(Vec<Verified>, Vec<Kernel>)> {
+    let mut prepared = Vec::with_capacity(graphs.len());
+    let mut kernels = Vec::with_capacity(graphs.len());
+    for graph in graphs {
+        let graph = options.prepare(graph)?;
+        kernels.push(
+            kernel::lower(&graph, lower).map_err(|e| CompileError::Unsupported(e.to_string()))?,
+        );
+        prepared.push(graph);
+    }
+    Ok((prepared, kernels))
+}
+
+fn programs(graphs: Vec<Verified>, code: Vec<CompiledKernel>) -> Vec<JitProgram> {
     graphs
-        .iter()
+        .into_iter()
         .zip(code)
-        .map(|((graph, info), code)| {
+        .map(|(graph, code)| {
             // Tensor constants as the typed buffers the kernel reads, once.
             let consts = code
                 .kernel()
@@ -130,18 +156,13 @@ fn programs(graphs: &[(&Graph, &GraphInfo)], code: impl Iterator<Item = Code>) -
                 .iter()
                 .map(|p| match p {
                     Param::ConstIn { tensor, .. } => {
-                        let mut b = Buffer::with_capacity(tensor.dtype, tensor.values.len());
-                        for v in &tensor.values {
-                            b.push(*v);
-                        }
-                        Some(b)
+                        Some(Buffer::from_scalars(tensor.dtype, &tensor.values))
                     }
                     _ => None,
                 })
                 .collect();
             JitProgram {
-                graph: Arc::new((*graph).clone()),
-                info: Arc::new((*info).clone()),
+                graph,
                 consts: Arc::new(consts),
                 code,
             }
@@ -149,136 +170,134 @@ fn programs(graphs: &[(&Graph, &GraphInfo)], code: impl Iterator<Item = Code>) -
         .collect()
 }
 
-/// The error a nonzero kernel status stands for (`docs/abi.md`): a division
-/// by zero at the graph node the status names, else an unknown status.
-pub fn status_error(graph: &Graph, kernel: &Kernel, status: i32) -> ExecError {
-    match kernel.failed_check(status) {
-        Some(node) => ExecError::DivisionByZero {
-            node,
-            name: graph.source_name(node).map(str::to_string),
-        },
-        None => ExecError::Unsupported(format!("kernel returned status {status}")),
-    }
-}
-
-/// Lowers a verified graph to its kernel.
-pub fn lower(graph: &Graph, info: &GraphInfo) -> CompileResult<Kernel> {
-    lower_with(graph, info, &LowerOptions::default())
-}
-
-/// Lowers a verified graph to its kernel with a choice of native signature.
-pub fn lower_with(
-    graph: &Graph,
-    info: &GraphInfo,
-    options: &LowerOptions,
-) -> CompileResult<Kernel> {
-    kernel::lower_with(graph, info, options).map_err(|e| CompileError::Unsupported(e.to_string()))
-}
-
-/// Compiles verified graphs into one JIT module with one finalize: the way to
-/// compile a GP population. Each program keeps the shared code alive.
-pub fn compile_many(graphs: &[(&Graph, &GraphInfo)]) -> CompileResult<Vec<JitProgram>> {
-    compile_many_with(graphs, &LowerOptions::default())
-}
-
-/// [`compile_many`] with a choice of native signature (packed `bool` columns).
-pub fn compile_many_with(
-    graphs: &[(&Graph, &GraphInfo)],
-    options: &LowerOptions,
-) -> CompileResult<Vec<JitProgram>> {
-    let options = LowerOptions {
-        register_tiles: LowerOptions::cranelift().register_tiles,
-        ..*options
-    };
-    let kernels = graphs
-        .iter()
-        .map(|(g, i)| lower_with(g, i, &options))
-        .collect::<CompileResult<Vec<_>>>()?;
-    let compiled =
-        kiln_cranelift::jit(kernels).map_err(|e| CompileError::Codegen(e.to_string()))?;
-    Ok(programs(graphs, compiled.into_iter().map(Code::Cranelift)))
-}
-
-/// A graph compiled to machine code. `Send + Sync`: call it from many threads.
+/// A graph compiled to machine code by either tier. Cheap to clone;
+/// `Send + Sync`: call it from many threads.
 #[derive(Clone, Debug)]
 pub struct JitProgram {
-    graph: Arc<Graph>,
-    info: Arc<GraphInfo>,
+    graph: Verified,
     /// For each kernel parameter that is a tensor constant, its elements.
     consts: Arc<Vec<Option<Buffer>>>,
-    code: Code,
+    code: CompiledKernel,
 }
 
-/// Storage for one output while the kernel runs.
-enum OutSlot {
-    Scalar(DType, u64),
-    Column(Buffer),
-    Selection(Vec<u32>, i64),
+/// A borrowed input: a scalar, or an array's elements in row-major order (its
+/// shape is the graph input's).
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum ArrayRef<'a> {
+    /// A scalar.
+    Scalar(Scalar),
+    /// `bool` elements.
+    Bool(&'a [bool]),
+    /// `i32` elements.
+    I32(&'a [i32]),
+    /// `i64` elements.
+    I64(&'a [i64]),
+    /// `f32` elements.
+    F32(&'a [f32]),
+    /// `f64` elements.
+    F64(&'a [f64]),
 }
 
-fn scalar_bits(s: Scalar) -> u64 {
-    match s {
-        Scalar::Bool(b) => u64::from(b),
-        Scalar::I32(v) => u64::from(v as u32),
-        Scalar::I64(v) => v as u64,
-        Scalar::F32(v) => u64::from(v.to_bits()),
-        Scalar::F64(v) => v.to_bits(),
-    }
+/// Room for an output, borrowed: its elements in row-major order (a scalar
+/// output is one element), or a selection's row indices.
+#[derive(Debug, PartialEq)]
+pub enum ArrayMut<'a> {
+    /// `bool` elements.
+    Bool(&'a mut [bool]),
+    /// `i32` elements.
+    I32(&'a mut [i32]),
+    /// `i64` elements.
+    I64(&'a mut [i64]),
+    /// `f32` elements.
+    F32(&'a mut [f32]),
+    /// `f64` elements.
+    F64(&'a mut [f64]),
+    /// A selection: room for at least one index per row; the first
+    /// `count` (returned by the call) are written.
+    Selection(&'a mut [u32]),
 }
 
-/// The scalar a kernel wrote into an 8-byte output cell (low bytes first).
-pub fn scalar_from_bits(dtype: DType, bits: u64) -> Scalar {
-    match dtype {
-        DType::Bool => Scalar::Bool(bits & 0xff != 0),
-        DType::I32 => Scalar::I32(bits as u32 as i32),
-        DType::I64 => Scalar::I64(bits as i64),
-        DType::F32 => Scalar::F32(f32::from_bits(bits as u32)),
-        DType::F64 => Scalar::F64(f64::from_bits(bits)),
-    }
+macro_rules! each_array {
+    ($a:expr, $v:ident => $body:expr, $scalar:pat => $other:expr) => {
+        match $a {
+            ArrayRef::Bool($v) => $body,
+            ArrayRef::I32($v) => $body,
+            ArrayRef::I64($v) => $body,
+            ArrayRef::F32($v) => $body,
+            ArrayRef::F64($v) => $body,
+            $scalar => $other,
+        }
+    };
 }
 
-/// Packs one `bool` per row into bytes, row `i` at bit `i % 8` of byte `i / 8`
-/// (Arrow's bitmap layout, [`Param::BitmapIn`]).
-pub fn pack_bits(rows: &[bool]) -> Vec<u8> {
-    rows.chunks(8)
-        .map(|chunk| {
-            chunk
-                .iter()
-                .enumerate()
-                .fold(0u8, |byte, (bit, &set)| byte | (u8::from(set) << bit))
+impl<'a> ArrayRef<'a> {
+    /// `data` borrowed (a selection is not an input: `None`).
+    pub fn of(data: &'a Data) -> Option<ArrayRef<'a>> {
+        Some(match data {
+            Data::Scalar(s) => ArrayRef::Scalar(*s),
+            Data::Column(Buffer::Bool(v)) => ArrayRef::Bool(v),
+            Data::Column(Buffer::I32(v)) => ArrayRef::I32(v),
+            Data::Column(Buffer::I64(v)) => ArrayRef::I64(v),
+            Data::Column(Buffer::F32(v)) => ArrayRef::F32(v),
+            Data::Column(Buffer::F64(v)) => ArrayRef::F64(v),
+            Data::Selection(_) => return None,
         })
-        .collect()
-}
+    }
 
-fn buffer_ptr(b: &Buffer) -> u64 {
-    match b {
-        Buffer::Bool(v) => v.as_ptr() as u64,
-        Buffer::I32(v) => v.as_ptr() as u64,
-        Buffer::I64(v) => v.as_ptr() as u64,
-        Buffer::F32(v) => v.as_ptr() as u64,
-        Buffer::F64(v) => v.as_ptr() as u64,
+    fn shape(&self) -> InputShape {
+        let dtype = match self {
+            ArrayRef::Scalar(s) => return InputShape::Scalar(s.dtype()),
+            ArrayRef::Bool(_) => DType::Bool,
+            ArrayRef::I32(_) => DType::I32,
+            ArrayRef::I64(_) => DType::I64,
+            ArrayRef::F32(_) => DType::F32,
+            ArrayRef::F64(_) => DType::F64,
+        };
+        InputShape::Array(
+            dtype,
+            each_array!(self, v => v.len(), ArrayRef::Scalar(_) => 1) as u64,
+        )
+    }
+
+    fn describe(&self) -> String {
+        match self.shape() {
+            InputShape::Scalar(d) => format!("a {d} scalar"),
+            InputShape::Array(d, n) => format!("{d}[{n}]"),
+            InputShape::Other => "nothing".into(),
+        }
     }
 }
 
-/// The address of a buffer's first element, as a kernel slot.
-pub fn buffer_mut_ptr(b: &mut Buffer) -> u64 {
-    match b {
-        Buffer::Bool(v) => v.as_mut_ptr() as u64,
-        Buffer::I32(v) => v.as_mut_ptr() as u64,
-        Buffer::I64(v) => v.as_mut_ptr() as u64,
-        Buffer::F32(v) => v.as_mut_ptr() as u64,
-        Buffer::F64(v) => v.as_mut_ptr() as u64,
+impl ArrayMut<'_> {
+    /// The element dtype and length (`None` for a selection).
+    fn array(&self) -> Option<(DType, usize)> {
+        Some(match self {
+            ArrayMut::Bool(v) => (DType::Bool, v.len()),
+            ArrayMut::I32(v) => (DType::I32, v.len()),
+            ArrayMut::I64(v) => (DType::I64, v.len()),
+            ArrayMut::F32(v) => (DType::F32, v.len()),
+            ArrayMut::F64(v) => (DType::F64, v.len()),
+            ArrayMut::Selection(_) => return None,
+        })
     }
-}
 
-/// A buffer of `len` zeros (`false`) of `dtype`: room for a kernel output.
-pub fn zeroed(dtype: DType, len: usize) -> Buffer {
-    match dtype {
-        DType::Bool => Buffer::Bool(vec![false; len]),
-        DType::I32 => Buffer::I32(vec![0; len]),
-        DType::I64 => Buffer::I64(vec![0; len]),
-        DType::F32 => Buffer::F32(vec![0.0; len]),
-        DType::F64 => Buffer::F64(vec![0.0; len]),
+    fn as_mut_ptr(&mut self) -> *mut u8 {
+        match self {
+            ArrayMut::Bool(v) => v.as_mut_ptr().cast(),
+            ArrayMut::I32(v) => v.as_mut_ptr().cast(),
+            ArrayMut::I64(v) => v.as_mut_ptr().cast(),
+            ArrayMut::F32(v) => v.as_mut_ptr().cast(),
+            ArrayMut::F64(v) => v.as_mut_ptr().cast(),
+            ArrayMut::Selection(v) => v.as_mut_ptr().cast(),
+        }
+    }
+
+    fn describe(&self) -> String {
+        match (self.array(), self) {
+            (Some((d, n)), _) => format!("{d}[{n}]"),
+            (None, ArrayMut::Selection(v)) => format!("room for {} rows", v.len()),
+            (None, _) => unreachable!("only a selection is not an array"),
+        }
     }
 }
 
@@ -286,11 +305,6 @@ impl JitProgram {
     /// The kernel this program runs.
     pub fn kernel(&self) -> &Kernel {
         self.code.kernel()
-    }
-
-    /// The graph this program was compiled from.
-    pub fn graph(&self) -> &Graph {
-        &self.graph
     }
 
     /// The kernel's address with its native signature (`docs/abi.md`), for
@@ -303,22 +317,21 @@ impl JitProgram {
     }
 
     /// Calls the kernel through its uniform entry: one 8-byte slot per
-    /// parameter of [`Self::kernel`], in order (`docs/abi.md`). Returns the
-    /// kernel's status.
+    /// parameter of [`Self::kernel`], in order, as `kiln_ir::kernel::abi::args`
+    /// describes them. Returns the kernel's status.
     ///
     /// # Safety
-    /// `slots` holds exactly one slot per parameter; every pointer slot points
-    /// at a live buffer of the dtype and length the parameter and the extents
-    /// in `slots` require; output buffers are writable and not aliased.
+    /// As for `kiln_ir::kernel::abi::CompiledKernel::call`.
     pub unsafe fn call_slots(&self, slots: &mut [u64]) -> i32 {
-        // SAFETY: the caller's guarantee is the tier's precondition.
+        // SAFETY: the caller's guarantee is the callee's precondition.
         unsafe { self.code.call(slots) }
     }
 
     /// A typed handle for a graph of scalars with one output, checked once:
-    /// `program.scalar_fn::<(f64,), f64>()?.call((2.0,))`.
-    pub fn scalar_fn<A: ScalarArgs, R: NativeType>(&self) -> CompileResult<ScalarFn<A, R>> {
+    /// `program.typed::<(f64,), f64>()?.call((2.0,))`.
+    pub fn typed<A: ScalarArgs, R: NativeType>(&self) -> CompileResult<TypedFunc<A, R>> {
         let kernel = self.kernel();
+        let graph = self.graph.graph();
         let want: Vec<DType> = A::dtypes();
         let got: Vec<DType> = kernel
             .params
@@ -328,16 +341,12 @@ impl JitProgram {
                 _ => None,
             })
             .collect();
-        let outs: Vec<DType> = self
-            .graph
+        let outs: Vec<DType> = graph
             .outputs()
             .iter()
-            .filter_map(|o| self.graph.ty(o.value).dtype())
+            .filter_map(|o| graph.ty(o.value).dtype())
             .collect();
-        if !kernel.direct
-            || want != got
-            || outs != [R::DTYPE]
-            || got.len() != self.graph.inputs().len()
+        if !kernel.direct || want != got || outs != [R::DTYPE] || got.len() != graph.inputs().len()
         {
             return Err(CompileError::Signature(format!(
                 "the graph is ({}) -> ({}){}, not ({}) -> {}",
@@ -352,117 +361,186 @@ impl JitProgram {
                 R::DTYPE
             )));
         }
-        Ok(ScalarFn {
+        Ok(TypedFunc {
             code: self.code.clone(),
-            ptr: self.code.native_ptr(),
             _sig: PhantomData,
         })
+    }
+
+    /// Runs on borrowed inputs (in signature order) and writes each output
+    /// into the caller's room (in signature order: a scalar output is one
+    /// element, an array output exactly its elements, a selection at least
+    /// one index per row): no copies. Returns how many elements each output
+    /// got (a selection's length). Inputs and outputs cannot overlap: Rust's
+    /// borrows guarantee it.
+    pub fn run_arrays(
+        &self,
+        inputs: &[ArrayRef<'_>],
+        outputs: &mut [ArrayMut<'_>],
+    ) -> ExecResult<Vec<usize>> {
+        let shapes: Vec<InputShape> = inputs.iter().map(ArrayRef::shape).collect();
+        let bindings = bind_shapes(&self.graph, &shapes, |idx| inputs[idx].describe())?;
+        let extents: Vec<u64> = bindings.extents().collect();
+        self.invoke(&extents, inputs, outputs)
+    }
+
+    /// Calls the kernel on bound inputs: checks the room for each output,
+    /// fills the slots as `abi::args` says, calls, and reads the counts.
+    fn invoke(
+        &self,
+        extents: &[u64],
+        inputs: &[ArrayRef<'_>],
+        outputs: &mut [ArrayMut<'_>],
+    ) -> ExecResult<Vec<usize>> {
+        let kernel = self.kernel();
+        let graph = self.graph.graph();
+        if outputs.len() != graph.outputs().len() {
+            return Err(ExecError::Output {
+                name: "*".into(),
+                expected: format!("{} outputs", graph.outputs().len()),
+                got: format!("room for {}", outputs.len()),
+            });
+        }
+        let args = abi::args(kernel, extents);
+        let mut written: Vec<usize> = vec![0; outputs.len()];
+        // Cells behind the pointers of scalar inputs and selection counts.
+        let mut cells: Vec<u64> = vec![0; args.len()];
+        // Packed bitmaps and scratch tensors, alive until the call returns; a
+        // Vec's heap data does not move when the Vec of them grows.
+        let mut bitmaps: Vec<Vec<u8>> = Vec::new();
+        let mut scratch: Vec<Buffer> = Vec::new();
+        let mut slots: Vec<u64> = Vec::with_capacity(args.len());
+        for (idx, arg) in args.iter().enumerate() {
+            let cell = &mut cells[idx] as *mut u64 as u64;
+            slots.push(match *arg {
+                Arg::Input { input, by_value } => match inputs[input] {
+                    ArrayRef::Scalar(s) if by_value => s.bits(),
+                    ArrayRef::Scalar(s) => {
+                        cells[idx] = s.bits();
+                        cell
+                    }
+                    a => each_array!(a, v => v.as_ptr() as u64, ArrayRef::Scalar(_) => 0),
+                },
+                Arg::Bitmap { input } => match inputs[input] {
+                    ArrayRef::Bool(rows) => {
+                        bitmaps.push(abi::pack_bits(rows));
+                        bitmaps.last().expect("just pushed").as_ptr() as u64
+                    }
+                    _ => unreachable!("binding checked: a packed input is a bool array"),
+                },
+                Arg::Const(_) => self.consts[idx]
+                    .as_ref()
+                    .expect("every constant parameter has its buffer")
+                    .as_ptr() as u64,
+                Arg::Scratch { dtype, len } => {
+                    scratch.push(Buffer::zeroed(dtype, len));
+                    scratch.last_mut().expect("just pushed").as_mut_ptr() as u64
+                }
+                Arg::Extent(n) => n,
+                Arg::Returned { output, dtype } | Arg::Output { output, dtype, .. } => {
+                    let len = match *arg {
+                        Arg::Output { len, .. } => len,
+                        _ => 1,
+                    };
+                    let room = &mut outputs[output];
+                    if room.array() != Some((dtype, len)) {
+                        return Err(ExecError::Output {
+                            name: graph.outputs()[output].name.clone(),
+                            expected: format!("{dtype}[{len}]"),
+                            got: room.describe(),
+                        });
+                    }
+                    written[output] = len;
+                    room.as_mut_ptr() as u64
+                }
+                Arg::Selection { output, len } => match &mut outputs[output] {
+                    ArrayMut::Selection(rows) if rows.len() >= len => rows.as_mut_ptr() as u64,
+                    room => {
+                        return Err(ExecError::Output {
+                            name: graph.outputs()[output].name.clone(),
+                            expected: format!("room for {len} rows"),
+                            got: room.describe(),
+                        })
+                    }
+                },
+                Arg::Count { .. } => cell,
+            });
+        }
+        // SAFETY: one slot per parameter, as `abi::args` describes it. Input
+        // arrays were checked against the signature and the bound extents by
+        // `bind_shapes`; each output's room was checked above to have the
+        // dtype and length the kernel writes; scratch and bitmaps were sized
+        // from the same extents; all outlive the call. Outputs are distinct
+        // `&mut` borrows, so nothing the kernel writes overlaps anything else.
+        let status = unsafe { self.code.call(&mut slots) };
+        if status != abi::STATUS_OK {
+            return Err(ExecError::from_status(graph, kernel, status));
+        }
+        for (idx, arg) in args.iter().enumerate() {
+            if let Arg::Count { output } = *arg {
+                written[output] = cells[idx] as usize;
+            }
+        }
+        Ok(written)
     }
 }
 
 impl Program for JitProgram {
+    fn verified(&self) -> &Verified {
+        &self.graph
+    }
+
     fn run_refs(&self, inputs: &[&Data]) -> ExecResult<Vec<Data>> {
-        let bindings = bind_inputs(&self.graph, &self.info, inputs)?;
-        let kernel = self.kernel();
-        // Elements of a value: the product of its bound dimensions.
-        let count = |shape: &[kiln_ir::Dim]| -> usize {
-            shape
-                .iter()
-                .map(|d| bindings.extent(d).expect("verified: dims are bound") as usize)
-                .product()
-        };
-        let extent = |ty: &Type| -> usize {
-            match ty {
-                Type::Tensor(t) => count(&t.shape),
-                Type::Selection(d) => count(std::slice::from_ref(d)),
+        let bindings = bind_inputs(&self.graph, inputs)?;
+        let extents: Vec<u64> = bindings.extents().collect();
+        let arrays: Vec<ArrayRef<'_>> = inputs
+            .iter()
+            .map(|d| ArrayRef::of(d).expect("binding rejects selections as inputs"))
+            .collect();
+        // Room for each output, as the kernel's parameters say.
+        let mut outs: Vec<Data> = Vec::with_capacity(self.graph.graph().outputs().len());
+        for arg in abi::args(self.kernel(), &extents) {
+            match arg {
+                Arg::Returned { dtype, .. } => outs.push(Data::Column(Buffer::zeroed(dtype, 1))),
+                Arg::Output { dtype, len, .. } => {
+                    outs.push(Data::Column(Buffer::zeroed(dtype, len)))
+                }
+                Arg::Selection { len, .. } => outs.push(Data::Selection(vec![0; len])),
+                _ => {}
             }
-        };
-        let mut outs: Vec<OutSlot> = self
-            .graph
-            .outputs()
-            .iter()
-            .map(|o| match self.graph.ty(o.value) {
-                Type::Tensor(t) if t.is_scalar() => OutSlot::Scalar(t.dtype, 0),
-                ty @ Type::Tensor(t) => OutSlot::Column(zeroed(t.dtype, extent(ty))),
-                ty @ Type::Selection(_) => OutSlot::Selection(vec![0; extent(ty)], 0),
-            })
-            .collect();
-        // Packed `bool` columns (`Param::BitmapIn`) are passed as these bitmaps.
-        let bitmaps: Vec<Vec<u8>> = kernel
-            .params
-            .iter()
-            .zip(inputs)
-            .map(|(p, d)| match (p, d) {
-                (Param::BitmapIn { .. }, Data::Column(Buffer::Bool(rows))) => pack_bits(rows),
-                _ => Vec::new(),
-            })
-            .collect();
-        // Scalar inputs of a non-direct kernel are passed by pointer to these.
-        let scalar_cells: Vec<u64> = inputs
-            .iter()
+        }
+        let mut rooms: Vec<ArrayMut<'_>> = outs
+            .iter_mut()
             .map(|d| match d {
-                Data::Scalar(s) => scalar_bits(*s),
-                _ => 0,
+                Data::Column(Buffer::Bool(v)) => ArrayMut::Bool(v),
+                Data::Column(Buffer::I32(v)) => ArrayMut::I32(v),
+                Data::Column(Buffer::I64(v)) => ArrayMut::I64(v),
+                Data::Column(Buffer::F32(v)) => ArrayMut::F32(v),
+                Data::Column(Buffer::F64(v)) => ArrayMut::F64(v),
+                Data::Selection(rows) => ArrayMut::Selection(rows),
+                Data::Scalar(_) => unreachable!("room is an array"),
             })
             .collect();
-        let mut slots: Vec<u64> = Vec::with_capacity(kernel.params.len());
-        // Room for intermediate tensors; a Vec's heap data does not move when
-        // the Vec of them grows.
-        let mut scratch: Vec<Buffer> = Vec::new();
-        let mut out_iter = outs.iter_mut();
-        let mut pending_count: Option<*mut i64> = None;
-        for (param_idx, param) in kernel.params.iter().enumerate() {
-            let slot = match param {
-                Param::ScalarIn { .. } | Param::ColumnIn { .. } => match inputs[param_idx] {
-                    Data::Scalar(s) if kernel.direct => scalar_bits(*s),
-                    Data::Scalar(_) => &scalar_cells[param_idx] as *const u64 as u64,
-                    Data::Column(b) => buffer_ptr(b),
-                    Data::Selection(_) => unreachable!("bind_inputs rejects selections as inputs"),
-                },
-                Param::BitmapIn { .. } => bitmaps[param_idx].as_ptr() as u64,
-                Param::ConstIn { .. } => buffer_ptr(
-                    self.consts[param_idx]
-                        .as_ref()
-                        .expect("every constant parameter has its buffer"),
-                ),
-                Param::Scratch { dtype, shape } => {
-                    scratch.push(zeroed(*dtype, count(shape)));
-                    buffer_mut_ptr(scratch.last_mut().expect("just pushed"))
-                }
-                Param::Extent { dim } => bindings
-                    .extent(&kiln_ir::Dim::Sym(dim.clone()))
-                    .expect("every symbol is bound"),
-                Param::SelectionCount { .. } => {
-                    pending_count.take().expect("a count follows its selection") as u64
-                }
-                Param::ScalarOut { .. } | Param::ColumnOut { .. } | Param::SelectionOut { .. } => {
-                    match out_iter.next().expect("one slot per output") {
-                        OutSlot::Scalar(_, cell) => cell as *mut u64 as u64,
-                        OutSlot::Column(b) => buffer_mut_ptr(b),
-                        OutSlot::Selection(rows, count) => {
-                            pending_count = Some(count as *mut i64);
-                            rows.as_mut_ptr() as u64
-                        }
-                    }
-                }
-            };
-            slots.push(slot);
-        }
-        // SAFETY: one slot per parameter; input buffers were checked against the
-        // signature and bound extents by `bind_inputs`; output buffers were sized
-        // from the same extents; all outlive the call.
-        let status = unsafe { self.code.call(&mut slots) };
-        if status != 0 {
-            return Err(status_error(&self.graph, kernel, status));
-        }
+        let written = self.invoke(&extents, &arrays, &mut rooms)?;
+        let graph = self.graph.graph();
         Ok(outs
             .into_iter()
-            .map(|o| match o {
-                OutSlot::Scalar(dtype, bits) => Data::Scalar(scalar_from_bits(dtype, bits)),
-                OutSlot::Column(b) => Data::Column(b),
-                OutSlot::Selection(mut rows, count) => {
-                    rows.truncate(count as usize);
-                    Data::Selection(rows)
+            .zip(written)
+            .zip(graph.outputs())
+            .map(|((data, count), out)| {
+                let scalar = graph
+                    .ty(out.value)
+                    .as_tensor()
+                    .is_some_and(|t| t.is_scalar());
+                match data {
+                    Data::Column(b) if scalar => {
+                        Data::Scalar(b.get(0).expect("a scalar output has one element"))
+                    }
+                    Data::Selection(mut rows) => {
+                        rows.truncate(count);
+                        Data::Selection(rows)
+                    }
+                    d => d,
                 }
             })
             .collect())
@@ -491,7 +569,7 @@ impl NativeType for f64 {
     const DTYPE: DType = DType::F64;
 }
 
-/// Argument tuples of a [`ScalarFn`]: `()`, `(f64,)`, `(f64, i64)`, …
+/// Argument tuples of a [`TypedFunc`]: `()`, `(f64,)`, `(f64, i64)`, …
 pub trait ScalarArgs: Copy {
     /// The dtypes, in order.
     fn dtypes() -> Vec<DType>;
@@ -529,28 +607,21 @@ scalar_args!(A0, A1, A2, A3);
 scalar_args!(A0, A1, A2, A3, A4);
 scalar_args!(A0, A1, A2, A3, A4, A5);
 
-/// A compiled scalar function with its signature checked once; a call is one
-/// indirect call. Keeps its machine code alive.
-#[derive(Clone)]
-pub struct ScalarFn<A, R> {
-    code: Code,
-    ptr: *const u8,
+/// A compiled scalar function with its signature checked once
+/// ([`JitProgram::typed`]); a call is one indirect call. Keeps its machine
+/// code alive.
+#[derive(Clone, Debug)]
+pub struct TypedFunc<A, R> {
+    code: CompiledKernel,
     _sig: PhantomData<fn(A) -> R>,
 }
 
-// SAFETY: the pointer is to immutable machine code kept alive by `code`, which
-// is itself `Send + Sync`; calling it shares no mutable state.
-unsafe impl<A, R> Send for ScalarFn<A, R> {}
-// SAFETY: as for `Send`.
-unsafe impl<A, R> Sync for ScalarFn<A, R> {}
-
-impl<A: ScalarArgs, R: NativeType> ScalarFn<A, R> {
+impl<A: ScalarArgs, R: NativeType> TypedFunc<A, R> {
     /// Calls the function.
     #[inline]
     pub fn call(&self, args: A) -> R {
-        let _ = &self.code;
-        // SAFETY: `scalar_fn` checked the native signature against `A` and `R`,
+        // SAFETY: `typed` checked the native signature against `A` and `R`,
         // and `self.code` keeps the code alive.
-        unsafe { args.call(self.ptr) }
+        unsafe { args.call(self.code.native_ptr()) }
     }
 }

@@ -1,23 +1,34 @@
 //! kiln compiles computation graphs to native code. This is the crate users
-//! depend on: it loads sources into graphs, optimizes them, and runs them on an
-//! [`Engine`]: the reference interpreter, the Cranelift JIT, and (with the
-//! `llvm` feature) the LLVM JIT all implement the same trait, so tests and the
-//! CLI treat every tier alike.
+//! depend on: it loads sources into graphs ([`load`]), verifies them
+//! ([`verify`], the only way to get a [`Verified`] graph), and compiles them
+//! on an [`Engine`]: the reference [`Interpreter`], the [`Cranelift`] JIT and
+//! (with the `llvm` feature) the [`Llvm`] JIT take the same
+//! [`CompileOptions`], compile one graph or a batch into one module, and
+//! return programs that run [`Data`] ([`Program::run`]), borrowed arrays
+//! ([`JitProgram::run_arrays`]), or typed scalar calls
+//! ([`JitProgram::typed`]).
 //!
 //! ```
-//! use kiln::{Data, Engine, Format, Scalar};
+//! use kiln::{CompileOptions, Cranelift, Data, Engine, Format, Program, Scalar};
 //! let graph = kiln::load("x * 2.0 + 1.0", Format::Py, &Default::default()).unwrap();
-//! let program = kiln::Interpreter.compile_graph(&graph.graph, true).unwrap();
+//! let graph = kiln::verify(graph.graph).unwrap();
+//! let program = Cranelift.compile(&graph, &CompileOptions::default()).unwrap();
 //! let out = program.run(&[Data::Scalar(Scalar::F64(20.0))]).unwrap();
 //! assert_eq!(out, vec![Data::Scalar(Scalar::F64(41.0))]);
+//! let f = program.typed::<(f64,), f64>().unwrap();
+//! assert_eq!(f.call((20.0,)), 41.0);
 //! ```
 
-pub mod jit;
+mod jit;
+pub mod runtime;
+#[cfg(feature = "formats")]
 pub mod tensors;
 
 #[cfg(feature = "llvm")]
 pub use jit::Llvm;
-pub use jit::{compile_many, Cranelift, JitProgram, NativeType, ScalarArgs, ScalarFn};
+pub use jit::{
+    ArrayMut, ArrayRef, Cranelift, JitProgram, JitTier, NativeType, ScalarArgs, TypedFunc,
+};
 pub use kiln_cranelift as cranelift;
 pub use kiln_frontend as frontend;
 pub use kiln_frontend::py::Options as PyOptions;
@@ -25,7 +36,7 @@ pub use kiln_interp as interp;
 pub use kiln_ir as ir;
 pub use kiln_ir::{
     optimize, verify, Buffer, DType, Data, Dim, ExecError, ExecResult, Graph, GraphInfo,
-    ParseError, Scalar, SourceMap, TensorType, Type, VerifierErrors,
+    ParseError, Scalar, SourceMap, TensorType, Type, Verified, VerifierErrors,
 };
 #[cfg(feature = "llvm")]
 pub use kiln_llvm as llvm;
@@ -90,17 +101,17 @@ pub struct LoadOptions {
 }
 
 /// Reads `text` in `format` into an unverified graph.
-pub fn load(text: &str, format: Format, py: &PyOptions) -> Result<Loaded, ParseError> {
-    let opts = LoadOptions {
-        py: py.clone(),
-        ..LoadOptions::default()
-    };
-    load_bytes(text.as_bytes(), format, &opts)
+pub fn load(text: &str, format: Format, options: &LoadOptions) -> Result<Loaded, ParseError> {
+    load_bytes(text.as_bytes(), format, options)
 }
 
 /// Reads a source in `format` (binary for a `.pb` GraphDef, UTF-8 text for
 /// every other format) into an unverified graph.
-pub fn load_bytes(bytes: &[u8], format: Format, opts: &LoadOptions) -> Result<Loaded, ParseError> {
+pub fn load_bytes(
+    bytes: &[u8],
+    format: Format,
+    options: &LoadOptions,
+) -> Result<Loaded, ParseError> {
     let text = || {
         std::str::from_utf8(bytes).map_err(|e| {
             let loc = kiln_ir::Loc::of_offset(
@@ -115,10 +126,12 @@ pub fn load_bytes(bytes: &[u8], format: Format, opts: &LoadOptions) -> Result<Lo
     };
     let (graph, source_map) = match format {
         Format::Kiln => kiln_ir::text::parse_with_source_map(text()?)?,
-        Format::Py => kiln_frontend::py::parse(text()?, &opts.py)?,
-        Format::Fx => kiln_frontend::fx::parse(text()?, &opts.fx)?,
-        Format::Tf if looks_like_pbtxt(bytes) => kiln_frontend::tf::parse_text(text()?, &opts.tf)?,
-        Format::Tf => kiln_frontend::tf::parse_binary(bytes, &opts.tf)?,
+        Format::Py => kiln_frontend::py::parse(text()?, &options.py)?,
+        Format::Fx => kiln_frontend::fx::parse(text()?, &options.fx)?,
+        Format::Tf if looks_like_pbtxt(bytes) => {
+            kiln_frontend::tf::parse_text(text()?, &options.tf)?
+        }
+        Format::Tf => kiln_frontend::tf::parse_binary(bytes, &options.tf)?,
     };
     Ok(Loaded { graph, source_map })
 }
@@ -151,8 +164,74 @@ pub enum CompileError {
 /// Result of compiling a graph.
 pub type CompileResult<T> = Result<T, CompileError>;
 
-/// A graph made ready to run by an engine.
+/// How hard a compiling tier works on the code.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum OptLevel {
+    /// No backend optimization (Cranelift `none`, LLVM `-O0`).
+    O0,
+    /// LLVM `-O1` (Cranelift `speed`).
+    O1,
+    /// LLVM `-O2`, with loop and SLP vectorization (Cranelift `speed`).
+    O2,
+    /// LLVM `-O3` (Cranelift `speed`): the default.
+    #[default]
+    O3,
+}
+
+impl OptLevel {
+    /// The level for `-O n`, if `n` is 0 to 3.
+    pub fn from_number(n: u8) -> Option<OptLevel> {
+        Some(match n {
+            0 => OptLevel::O0,
+            1 => OptLevel::O1,
+            2 => OptLevel::O2,
+            3 => OptLevel::O3,
+            _ => return None,
+        })
+    }
+}
+
+/// How to compile a graph; every engine takes the same options (the
+/// interpreter uses only [`Self::optimize`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct CompileOptions {
+    /// Run kiln's graph passes (fold, simplify, CSE, DCE) first. Default on.
+    pub optimize: bool,
+    /// The backend's optimization level.
+    pub opt_level: OptLevel,
+    /// Pass `bool` column inputs as packed bitmaps (Arrow's layout, see
+    /// `kiln_ir::kernel::LowerOptions::packed_bools`) in calls through
+    /// [`JitProgram::call_slots`]; [`Program::run`] packs them itself.
+    pub packed_bools: bool,
+}
+
+impl Default for CompileOptions {
+    fn default() -> Self {
+        CompileOptions {
+            optimize: true,
+            opt_level: OptLevel::default(),
+            packed_bools: false,
+        }
+    }
+}
+
+impl CompileOptions {
+    /// The graph an engine compiles: `graph` optimized if asked.
+    pub fn prepare(&self, graph: &Verified) -> CompileResult<Verified> {
+        if self.optimize {
+            Ok(optimize(graph)?)
+        } else {
+            Ok(graph.clone())
+        }
+    }
+}
+
+/// A graph made ready to run by an engine. `Send + Sync`: call it from many
+/// threads.
 pub trait Program: Send + Sync {
+    /// The graph this program runs (optimized, if the options said so).
+    fn verified(&self) -> &Verified;
+
     /// Runs on borrowed `inputs`, in signature order, and returns the outputs
     /// in order.
     fn run_refs(&self, inputs: &[&Data]) -> ExecResult<Vec<Data>>;
@@ -164,23 +243,76 @@ pub trait Program: Send + Sync {
     }
 }
 
-/// Something that runs graphs: the interpreter, or a compiling tier.
+/// Something that runs graphs: the interpreter, or a compiling tier. Each
+/// returns its own program type ([`JitProgram`] for both compiling tiers);
+/// [`engines()`] lists them behind [`DynEngine`] for code that treats every
+/// tier alike.
 pub trait Engine: Send + Sync {
+    /// What [`Self::compile`] returns.
+    type Program: Program + 'static;
+
     /// The name the CLI's `--tier` uses.
     fn name(&self) -> &'static str;
 
-    /// Makes a verified graph ready to run.
-    fn compile(&self, graph: &Graph, info: &GraphInfo) -> CompileResult<Box<dyn Program>>;
+    /// Compiles verified graphs together: for a compiling tier, into one
+    /// module with one finalize (a GP population). One program per graph, in
+    /// order; each keeps the shared code alive.
+    fn compile_batch(
+        &self,
+        graphs: &[Verified],
+        options: &CompileOptions,
+    ) -> CompileResult<Vec<Self::Program>>;
 
-    /// Verifies `graph`, optimizes it if asked, and compiles it.
-    fn compile_graph(&self, graph: &Graph, optimize: bool) -> CompileResult<Box<dyn Program>> {
-        let info = verify(graph)?;
-        if optimize {
-            let (graph, info) = kiln_ir::optimize(graph, &info)?;
-            self.compile(&graph, &info)
-        } else {
-            self.compile(graph, &info)
-        }
+    /// Compiles one verified graph.
+    fn compile(&self, graph: &Verified, options: &CompileOptions) -> CompileResult<Self::Program> {
+        let mut programs = self.compile_batch(std::slice::from_ref(graph), options)?;
+        Ok(programs.pop().expect("one graph in, one program out"))
+    }
+}
+
+/// An [`Engine`] with its program type erased, so engines fit in one list.
+pub trait DynEngine: Send + Sync {
+    /// The name the CLI's `--tier` uses.
+    fn name(&self) -> &'static str;
+
+    /// [`Engine::compile`], boxed.
+    fn compile_dyn(
+        &self,
+        graph: &Verified,
+        options: &CompileOptions,
+    ) -> CompileResult<Box<dyn Program>>;
+
+    /// [`Engine::compile_batch`], boxed.
+    fn compile_batch_dyn(
+        &self,
+        graphs: &[Verified],
+        options: &CompileOptions,
+    ) -> CompileResult<Vec<Box<dyn Program>>>;
+}
+
+impl<E: Engine> DynEngine for E {
+    fn name(&self) -> &'static str {
+        Engine::name(self)
+    }
+
+    fn compile_dyn(
+        &self,
+        graph: &Verified,
+        options: &CompileOptions,
+    ) -> CompileResult<Box<dyn Program>> {
+        Ok(Box::new(self.compile(graph, options)?))
+    }
+
+    fn compile_batch_dyn(
+        &self,
+        graphs: &[Verified],
+        options: &CompileOptions,
+    ) -> CompileResult<Vec<Box<dyn Program>>> {
+        let programs = self.compile_batch(graphs, options)?;
+        Ok(programs
+            .into_iter()
+            .map(|p| Box::new(p) as Box<dyn Program>)
+            .collect())
     }
 }
 
@@ -188,37 +320,52 @@ pub trait Engine: Send + Sync {
 #[derive(Copy, Clone, Debug, Default)]
 pub struct Interpreter;
 
-struct InterpProgram {
-    graph: Graph,
-    info: GraphInfo,
+/// A graph the interpreter runs.
+#[derive(Clone, Debug)]
+pub struct InterpProgram {
+    graph: Verified,
 }
 
 impl Program for InterpProgram {
+    fn verified(&self) -> &Verified {
+        &self.graph
+    }
+
     fn run_refs(&self, inputs: &[&Data]) -> ExecResult<Vec<Data>> {
-        kiln_interp::run(&self.graph, &self.info, inputs)
+        kiln_interp::run(&self.graph, inputs)
     }
 }
 
 impl Engine for Interpreter {
+    type Program = InterpProgram;
+
     fn name(&self) -> &'static str {
         "interp"
     }
 
-    fn compile(&self, graph: &Graph, info: &GraphInfo) -> CompileResult<Box<dyn Program>> {
-        Ok(Box::new(InterpProgram {
-            graph: graph.clone(),
-            info: info.clone(),
-        }))
+    fn compile_batch(
+        &self,
+        graphs: &[Verified],
+        options: &CompileOptions,
+    ) -> CompileResult<Vec<InterpProgram>> {
+        graphs
+            .iter()
+            .map(|g| {
+                Ok(InterpProgram {
+                    graph: options.prepare(g)?,
+                })
+            })
+            .collect()
     }
 }
 
 /// Every engine this build has, the interpreter (the oracle) first.
-pub fn engines() -> Vec<Box<dyn Engine>> {
+pub fn engines() -> Vec<Box<dyn DynEngine>> {
     vec![
         Box::new(Interpreter),
         Box::new(Cranelift),
         #[cfg(feature = "llvm")]
-        Box::new(Llvm::default()),
+        Box::new(Llvm),
     ]
 }
 

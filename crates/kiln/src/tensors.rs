@@ -7,7 +7,7 @@
 //! `kiln run --inputs` uses), or with a 1-d tensor as a column `[n]`
 //! ([`Tensor::input_type`]); kiln data holds the elements in row-major order.
 
-use crate::{Buffer, DType, Data, Dim, Graph, Scalar, TensorType, Type};
+use crate::{Buffer, DType, Data, Dim, Scalar, TensorType, Type, Verified};
 use serde_json::{json, Value as Json};
 
 /// A tensor read from a file.
@@ -211,12 +211,11 @@ pub fn dtype_name(d: DType) -> &'static str {
 
 /// The extents of each output of `graph` run on `inputs`: its type's
 /// dimensions, the symbolic ones bound from the inputs; a selection's is
-/// its length. An output whose extents cannot be bound that way (the graph
-/// does not verify, or the inputs do not fit it) gets its length, one axis.
-pub fn output_shapes(graph: &Graph, inputs: &[Data], outputs: &[Data]) -> Vec<Vec<u64>> {
-    let bindings = crate::verify(graph)
-        .ok()
-        .and_then(|info| kiln_ir::exec::bind_inputs(graph, &info, inputs).ok());
+/// its length. An output whose extents cannot be bound that way (the inputs
+/// do not fit the graph) gets its length, one axis.
+pub fn output_shapes(verified: &Verified, inputs: &[Data], outputs: &[Data]) -> Vec<Vec<u64>> {
+    let bindings = kiln_ir::exec::bind_inputs(verified, inputs).ok();
+    let graph = verified.graph();
     graph
         .outputs()
         .iter()

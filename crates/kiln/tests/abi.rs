@@ -3,28 +3,20 @@
 //! through a pointer or in a column (docs/abi.md). C callers may pass any
 //! byte; every tier must read it the same way.
 
-use kiln::{Format, JitProgram, PyOptions};
+use kiln::{CompileOptions, Engine, Format, JitProgram, JitTier};
 
 fn programs(src: &str) -> Vec<(&'static str, JitProgram)> {
-    let graph = kiln::load(src, Format::Py, &PyOptions::default())
+    let graph = kiln::load(src, Format::Py, &Default::default())
         .expect("parses")
         .graph;
-    let info = kiln::verify(&graph).expect("verifies");
-    let mut out = vec![(
-        "cranelift",
-        kiln::compile_many(&[(&graph, &info)])
-            .expect("compiles")
-            .remove(0),
-    )];
-    #[cfg(feature = "llvm")]
-    out.push((
-        "llvm",
-        kiln::Llvm::default()
-            .compile_many(&[(&graph, &info)])
-            .expect("compiles")
-            .remove(0),
-    ));
-    out
+    let graph = kiln::verify(graph).expect("verifies");
+    JitTier::all()
+        .iter()
+        .map(|tier| {
+            let p = tier.compile(&graph, &CompileOptions::default());
+            (tier.name(), p.expect("compiles"))
+        })
+        .collect()
 }
 
 const BYTES: [u8; 6] = [0, 1, 2, 0x80, 0xfe, 0xff];

@@ -2,43 +2,24 @@
 //! layout of Arrow booleans and validity): every compiling tier against the
 //! interpreter, for every row count around the byte boundaries.
 
+use kiln::ir::kernel::abi::pack_bits;
 use kiln::ir::kernel::{LowerOptions, Param};
-use kiln::{
-    Buffer, Data, Engine, Format, Graph, GraphInfo, Interpreter, JitProgram, Program, PyOptions,
-};
+use kiln::{Buffer, CompileOptions, Data, Engine, Format, JitTier, Program, Verified};
 
 const SRC: &str = "def m(p: bool[n], q: bool[n], x: float[n]):
     return filter(p & ~q), where(p | q, x, -x), sum(where(p ^ q, 1, 0)), p == q";
 
-const PACKED: LowerOptions = LowerOptions {
+const PACKED: CompileOptions = CompileOptions {
+    optimize: true,
+    opt_level: kiln::OptLevel::O3,
     packed_bools: true,
-    register_tiles: false,
 };
 
-fn graph() -> (Graph, GraphInfo) {
-    let graph = kiln::load(SRC, Format::Py, &PyOptions::default())
+fn graph() -> Verified {
+    let graph = kiln::load(SRC, Format::Py, &Default::default())
         .expect("parses")
         .graph;
-    let info = kiln::verify(&graph).expect("verifies");
-    kiln::optimize(&graph, &info).expect("optimizes")
-}
-
-fn tiers(graph: &Graph, info: &GraphInfo) -> Vec<(&'static str, JitProgram)> {
-    let mut tiers = vec![(
-        "cranelift",
-        kiln::jit::compile_many_with(&[(graph, info)], &PACKED)
-            .expect("compiles")
-            .remove(0),
-    )];
-    #[cfg(feature = "llvm")]
-    tiers.push((
-        "llvm",
-        kiln::Llvm::default()
-            .compile_many_with(&[(graph, info)], &PACKED)
-            .expect("compiles")
-            .remove(0),
-    ));
-    tiers
+    kiln::verify(graph).expect("verifies")
 }
 
 /// A deterministic bit pattern that is not periodic in 8.
@@ -56,8 +37,11 @@ fn bits(n: usize, seed: u64) -> Vec<bool> {
 
 #[test]
 fn the_kernel_takes_bitmaps() {
-    let (graph, info) = graph();
-    let kernel = kiln::jit::lower_with(&graph, &info, &PACKED).expect("lowers");
+    let options = LowerOptions {
+        packed_bools: true,
+        ..LowerOptions::default()
+    };
+    let kernel = kiln::ir::kernel::lower(&graph(), &options).expect("lowers");
     let packed = kernel
         .params
         .iter()
@@ -70,19 +54,19 @@ fn the_kernel_takes_bitmaps() {
 
 #[test]
 fn packed_columns_match_the_interpreter_at_every_length() {
-    let (graph, info) = graph();
-    let tiers = tiers(&graph, &info);
+    let graph = graph();
+    let interp = kiln::Interpreter.compile(&graph, &PACKED).unwrap();
+    let tiers: Vec<_> = JitTier::all()
+        .iter()
+        .map(|t| (t.name(), t.compile(&graph, &PACKED).expect("compiles")))
+        .collect();
     for n in 0..=70 {
         let inputs = [
             Data::Column(Buffer::Bool(bits(n, 1 + n as u64))),
             Data::Column(Buffer::Bool(bits(n, 1000 + n as u64))),
             Data::Column(Buffer::F64((0..n).map(|i| i as f64 + 0.5).collect())),
         ];
-        let want = Interpreter
-            .compile(&graph, &info)
-            .unwrap()
-            .run(&inputs)
-            .unwrap();
+        let want = interp.run(&inputs).unwrap();
         for (name, program) in &tiers {
             let got = program.run(&inputs).expect("runs");
             assert_eq!(got, want, "{name}, {n} rows");
@@ -93,6 +77,6 @@ fn packed_columns_match_the_interpreter_at_every_length() {
 #[test]
 fn pack_bits_is_lsb_first() {
     let rows = [true, false, false, true, false, false, false, false, true];
-    assert_eq!(kiln::jit::pack_bits(&rows), vec![0b0000_1001, 0b1]);
-    assert!(kiln::jit::pack_bits(&[]).is_empty());
+    assert_eq!(pack_bits(&rows), vec![0b0000_1001, 0b1]);
+    assert!(pack_bits(&[]).is_empty());
 }

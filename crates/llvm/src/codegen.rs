@@ -23,24 +23,14 @@ use inkwell::values::{
     PointerValue,
 };
 use inkwell::{AddressSpace, FloatPredicate, IntPredicate};
-use kiln_ir::kernel::{
-    libcalls, Expr, Extent, Kernel, Param, Reg, Stmt, Var, STATUS_DIVISION_BY_ZERO,
-};
+use kiln_ir::kernel::abi::{self, NativeType, Slot};
+use kiln_ir::kernel::{libcalls, Expr, Extent, Kernel, Param, Reg, Stmt, Var};
 use kiln_ir::{BinaryOp, CmpOp, DType, Scalar, UnaryOp};
 
 impl From<BuilderError> for CodegenError {
     fn from(e: BuilderError) -> Self {
         CodegenError::Invalid(format!("LLVM builder: {e}"))
     }
-}
-
-/// Where a kernel parameter lives in the native signature.
-#[derive(Copy, Clone, Debug, PartialEq)]
-enum Slot {
-    /// The LLVM parameter with this index.
-    Arg(u32),
-    /// The return value (the first output of a direct kernel).
-    Return,
 }
 
 /// The register type of a dtype (`bool` is `i1`).
@@ -70,33 +60,23 @@ fn declare_kernel<'ctx>(
     kernel: &Kernel,
     symbol: &str,
 ) -> (FunctionValue<'ctx>, Vec<Slot>) {
-    let ptr = cx.ptr_type(AddressSpace::default());
-    let mut params: Vec<BasicMetadataTypeEnum> = Vec::new();
-    let mut slots = Vec::with_capacity(kernel.params.len());
-    let mut ret: Option<BasicTypeEnum> = None;
-    for param in &kernel.params {
-        let ty: BasicTypeEnum = match param {
-            Param::ScalarIn { dtype, .. } if kernel.direct => mem_type(cx, *dtype),
-            Param::Extent { .. } => cx.i64_type().into(),
-            Param::ScalarOut { dtype, .. } if kernel.direct && ret.is_none() => {
-                ret = Some(mem_type(cx, *dtype));
-                slots.push(Slot::Return);
-                continue;
-            }
-            _ => ptr.into(),
-        };
-        slots.push(Slot::Arg(params.len() as u32));
-        params.push(ty.into());
-    }
-    let fn_type = match ret {
-        Some(r) => r.fn_type(&params, false),
-        None if kernel.direct => cx.void_type().fn_type(&params, false),
-        None => cx.i32_type().fn_type(&params, false),
+    let native = abi::signature(kernel);
+    let ty = |t: NativeType| -> BasicTypeEnum<'ctx> {
+        match t {
+            NativeType::Pointer => cx.ptr_type(AddressSpace::default()).into(),
+            NativeType::I64 => cx.i64_type().into(),
+            NativeType::Value(dtype) => mem_type(cx, dtype),
+        }
     };
+    let params: Vec<BasicMetadataTypeEnum> = native.params.iter().map(|&t| ty(t).into()).collect();
+    let ret = native.returns.map(ty);
+    let fn_type = ret.unwrap_or(cx.i32_type().into()).fn_type(&params, false);
+    let slots = native.slots;
     let function = module.add_function(symbol, fn_type, Some(Linkage::External));
     function.add_attribute(AttributeLoc::Function, enum_attr(cx, "nounwind"));
     for (param, slot) in kernel.params.iter().zip(&slots) {
         let Slot::Arg(idx) = *slot else { continue };
+        let idx = idx as u32;
         if let Some(value) = function.get_nth_param(idx) {
             value.set_name(param_name(param));
         }
@@ -133,7 +113,7 @@ fn param_name(param: &Param) -> &str {
         | Param::ConstIn { name, .. }
         | Param::ScalarOut { name, .. }
         | Param::ColumnOut { name, .. }
-        | Param::SelectionOut { name }
+        | Param::SelectionOut { name, .. }
         | Param::SelectionCount { name } => name,
         Param::Extent { dim } => dim,
         Param::Scratch { .. } => "scratch",
@@ -144,9 +124,9 @@ fn enum_attr(cx: &Context, name: &str) -> Attribute {
     cx.create_enum_attribute(Attribute::get_named_enum_kind_id(name), 0)
 }
 
-/// Defines `kernel` in `module` as `symbol`, exported; with `wrapper`, also
-/// `i32 symbol__call(u64* slots)`, which loads each parameter from an 8-byte
-/// slot (as the Cranelift tier's wrapper does) so Rust can call any kernel.
+/// Defines `kernel` in `module` as `symbol`, exported; with `wrapper`, and if
+/// `abi::needs_wrapper`, also its uniform entry `i32 symbol__call(u64*
+/// slots)`, which loads each parameter from an 8-byte slot.
 pub fn define_kernel<'ctx>(
     cx: &'ctx Context,
     module: &Module<'ctx>,
@@ -169,8 +149,8 @@ pub fn define_kernel<'ctx>(
         vars: Vec::new(),
     };
     fx.codegen_body()?;
-    if wrapper {
-        define_wrapper(cx, module, function, &slots, &format!("{symbol}__call"))?;
+    if wrapper && abi::needs_wrapper(kernel) {
+        define_wrapper(cx, module, function, &slots, &abi::wrapper_symbol(symbol))?;
     }
     Ok(function)
 }
@@ -207,7 +187,7 @@ fn define_wrapper<'ctx>(
         match slot {
             Slot::Return => ret_ptr = Some(builder.build_load(ptr, addr, "ret")?),
             Slot::Arg(i) => {
-                let ty = BasicTypeEnum::try_from(param_types[*i as usize])
+                let ty = BasicTypeEnum::try_from(param_types[*i])
                     .map_err(|()| CodegenError::Invalid("non-basic parameter type".into()))?;
                 args.push(builder.build_load(ty, addr, "arg")?.into());
             }
@@ -273,7 +253,7 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
         match self.slots[param as usize] {
             Slot::Arg(i) => self
                 .function
-                .get_nth_param(i)
+                .get_nth_param(i as u32)
                 .expect("one LLVM parameter per argument slot"),
             Slot::Return => unreachable!("the return slot is only stored to"),
         }
@@ -411,7 +391,7 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
         let cont = self.cx.append_basic_block(self.function, "checked");
         self.builder.build_conditional_branch(is_zero, fail, cont)?;
         self.builder.position_at_end(fail);
-        let status = i64::from(STATUS_DIVISION_BY_ZERO | ((check as i32) << 8));
+        let status = i64::from(abi::division_by_zero_status(check));
         self.builder
             .build_return(Some(&self.cx.i32_type().const_int(status as u64, true)))?;
         self.builder.position_at_end(cont);

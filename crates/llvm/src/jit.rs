@@ -1,13 +1,14 @@
 //! The in-process LLVM JIT (MCJIT): kernels optimized for the host CPU, math
-//! functions bound to the pure-Rust `libm` crate, one context, module and
-//! execution engine per call, freed when the last [`CompiledKernel`] drops.
+//! functions bound to the addresses the caller gives, one context, module and
+//! execution engine per call, freed when the last `CompiledKernel` drops.
 
 use crate::{codegen, optimize, resolve_target, CodegenError, CodegenResult, OptLevel, Options};
 use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::context::Context;
 use inkwell::execution_engine::ExecutionEngine;
 use inkwell::module::Module;
-use kiln_ir::kernel::{libcalls, Kernel};
+use kiln_ir::kernel::abi::{self, CompiledKernel};
+use kiln_ir::kernel::Kernel;
 use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
@@ -43,62 +44,14 @@ unsafe impl Send for JitCode {}
 // SAFETY: as for `Send`: shared access never touches the LLVM objects.
 unsafe impl Sync for JitCode {}
 
-/// A kernel compiled in memory by LLVM. Cheap to clone; the machine code lives
-/// until the last clone of the last kernel of its module is dropped.
-#[derive(Clone)]
-pub struct CompiledKernel {
-    kernel: Arc<Kernel>,
-    /// Held, never read: keeps the machine code alive while this handle is.
-    #[allow(dead_code)]
-    code: Arc<JitCode>,
-    /// `i32 (u64* slots)`: loads every parameter from an 8-byte slot.
-    wrapper: usize,
-    /// The kernel itself, with its native signature.
-    native: usize,
-}
-
-impl std::fmt::Debug for CompiledKernel {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CompiledKernel")
-            .field("name", &self.kernel.name)
-            .field("direct", &self.kernel.direct)
-            .finish()
-    }
-}
-
-impl CompiledKernel {
-    /// The kernel this code was compiled from.
-    pub fn kernel(&self) -> &Kernel {
-        &self.kernel
-    }
-
-    /// Calls the kernel through its wrapper: `slots[i]` holds parameter `i`
-    /// of [`Kernel::params`] in 8 bytes, exactly as for the Cranelift tier's
-    /// `CompiledKernel::call`. Returns the status (0 = ok).
-    ///
-    /// # Safety
-    /// `slots` must have one entry per parameter, every pointer valid for the
-    /// kernel's reads or writes of as many elements as its extent says, and
-    /// no output buffer may overlap another buffer.
-    pub unsafe fn call(&self, slots: &mut [u64]) -> i32 {
-        debug_assert_eq!(slots.len(), self.kernel.params.len());
-        // SAFETY: `wrapper` is this kernel's finalized `i32 (u64*)` wrapper,
-        // alive while `self.code` is; the caller guarantees the slots.
-        let f =
-            unsafe { std::mem::transmute::<usize, extern "C" fn(*mut u64) -> i32>(self.wrapper) };
-        f(slots.as_mut_ptr())
-    }
-
-    /// The address of the kernel itself, with its native signature (see
-    /// `docs/abi.md`). Valid while this handle (or a clone) is alive.
-    pub fn native_ptr(&self) -> *const u8 {
-        self.native as *const u8
-    }
-}
-
 /// Compiles kernels into one LLVM module, optimized at `opt` for the host CPU
-/// and its features, with one execution engine.
-pub fn jit(kernels: Vec<Kernel>, opt: OptLevel) -> CodegenResult<Vec<CompiledKernel>> {
+/// and its features, with one execution engine, binding the C math names
+/// kernels call to `symbols`.
+pub fn jit(
+    kernels: Vec<Kernel>,
+    opt: OptLevel,
+    symbols: &[(&'static str, *const u8)],
+) -> CodegenResult<Vec<CompiledKernel>> {
     let spec = resolve_target("native", &Options::default())?;
     let machine = spec.machine(opt)?;
     let context: &'static Context = Box::leak(Box::new(Context::create()));
@@ -115,10 +68,11 @@ pub fn jit(kernels: Vec<Kernel>, opt: OptLevel) -> CodegenResult<Vec<CompiledKer
             codegen::define_kernel(context, &module, kernel, &symbol, true)?;
             // MCJIT builds its own target machine for the generic host CPU;
             // these attributes make its code generator use the real one.
-            for name in [symbol.clone(), format!("{symbol}__call")] {
-                let f = module.get_function(&name).expect("just defined");
-                f.add_attribute(AttributeLoc::Function, cpu);
-                f.add_attribute(AttributeLoc::Function, features);
+            for name in [symbol.clone(), abi::wrapper_symbol(&symbol)] {
+                if let Some(f) = module.get_function(&name) {
+                    f.add_attribute(AttributeLoc::Function, cpu);
+                    f.add_attribute(AttributeLoc::Function, features);
+                }
             }
             // The kernel stays exported (typed handles call it directly), so
             // inlining it into its wrapper would only compile it twice.
@@ -136,20 +90,24 @@ pub fn jit(kernels: Vec<Kernel>, opt: OptLevel) -> CodegenResult<Vec<CompiledKer
         let engine = module
             .create_jit_execution_engine(opt.codegen())
             .map_err(|e| CodegenError::Llvm(e.to_string()))?;
-        for (name, address) in libcalls::jit_symbols() {
+        for &(name, address) in symbols {
             if let Some(f) = module.get_function(name) {
                 engine.add_global_mapping(&f, address as usize);
             }
         }
         let mut addresses = Vec::with_capacity(kernels.len());
-        for idx in 0..kernels.len() {
+        for (idx, kernel) in kernels.iter().enumerate() {
             let symbol = format!("__kiln_kernel_{idx}");
             let lookup = |name: &str| {
                 engine
                     .get_function_address(name)
+                    .map(|a| a as *const u8)
                     .map_err(|e| CodegenError::Llvm(format!("{name}: {e}")))
             };
-            addresses.push((lookup(&format!("{symbol}__call"))?, lookup(&symbol)?));
+            let wrapper = abi::needs_wrapper(kernel)
+                .then(|| lookup(&abi::wrapper_symbol(&symbol)))
+                .transpose()?;
+            addresses.push((lookup(&symbol)?, wrapper));
         }
         Ok((module, engine, addresses))
     })();
@@ -170,11 +128,12 @@ pub fn jit(kernels: Vec<Kernel>, opt: OptLevel) -> CodegenResult<Vec<CompiledKer
     Ok(kernels
         .into_iter()
         .zip(addresses)
-        .map(|(kernel, (wrapper, native))| CompiledKernel {
-            kernel: Arc::new(kernel),
-            code: Arc::clone(&code),
-            wrapper,
-            native,
+        .map(|(kernel, (native, wrapper))| {
+            // SAFETY: `native` is `kernel` defined by `codegen` with
+            // `abi::signature`, `wrapper` its uniform entry (defined exactly
+            // when `abi::needs_wrapper`), both in `code`'s execution engine,
+            // which lives as long as any handle holding `code`.
+            unsafe { CompiledKernel::new(Arc::new(kernel), code.clone(), native, wrapper) }
         })
         .collect())
 }

@@ -6,11 +6,12 @@
 //!
 //! It makes no semantic decisions: lowering (in `kiln-ir`) decided what runs in
 //! which loop and where division can fail, and `codegen` emits the LLVM IR that
-//! computes exactly `kiln_ir::semantics`, with explicit code wherever LLVM
-//! would leave the result undefined. Transcendentals are calls to the C names of
+//! computes exactly `kiln_ir::semantics`: lowering already expanded every case
+//! LLVM would leave undefined. Transcendentals are calls to the C names of
 //! `kiln_ir::kernel::libcalls`, marked `nobuiltin` so LLVM never folds or
-//! rewrites them; the JIT binds them to the pure-Rust `libm` crate, so the
-//! in-process tier matches the interpreter bit for bit.
+//! rewrites them; the JIT binds them to the addresses its caller gives (the
+//! facade's are the pure-Rust `libm` crate's, so the in-process tier matches
+//! the interpreter bit for bit).
 //!
 //! Every call builds a fresh LLVM context and module: a module optimized or
 //! emitted for one target is never reused for another.
@@ -19,7 +20,7 @@ mod codegen;
 mod jit;
 mod target;
 
-pub use jit::{jit, CompiledKernel};
+pub use jit::jit;
 pub use target::{resolve_target, TargetSpec, TARGETS};
 
 use inkwell::context::Context;

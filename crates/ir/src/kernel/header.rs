@@ -70,7 +70,7 @@ fn c_params(kernel: &Kernel) -> (String, Vec<CParam>) {
             Param::ScalarOut { name, dtype } | Param::ColumnOut { name, dtype, .. } => {
                 (format!("{}*", c_type(*dtype)), format!("out_{name}"))
             }
-            Param::SelectionOut { name } => ("uint32_t*".to_string(), format!("out_{name}")),
+            Param::SelectionOut { name, .. } => ("uint32_t*".to_string(), format!("out_{name}")),
             Param::SelectionCount { name } => ("int64_t*".to_string(), format!("out_{name}_count")),
         };
         // The index keeps names unique whatever the graph called its values.

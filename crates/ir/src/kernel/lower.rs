@@ -17,7 +17,7 @@ use crate::op::{BinaryOp, CmpOp, Op, ReduceOp, UnaryOp};
 use crate::scalar::Scalar;
 use crate::semantics::reduce_identity;
 use crate::types::{DType, Dim, Type};
-use crate::verify::GraphInfo;
+use crate::verify::{GraphInfo, Verified};
 use cranelift_entity::SecondaryMap;
 
 /// Why a graph cannot be lowered.
@@ -79,28 +79,9 @@ pub struct LowerOptions {
     pub register_tiles: bool,
 }
 
-impl LowerOptions {
-    /// The default signature with what suits the Cranelift tier, which
-    /// does not vectorize: [`Self::register_tiles`].
-    pub fn cranelift() -> Self {
-        LowerOptions {
-            register_tiles: true,
-            ..LowerOptions::default()
-        }
-    }
-}
-
-/// Lowers a verified (normally optimized) graph with the default signature.
-pub fn lower(graph: &Graph, info: &GraphInfo) -> Result<Kernel, LowerError> {
-    lower_with(graph, info, &LowerOptions::default())
-}
-
 /// Lowers a verified (normally optimized) graph.
-pub fn lower_with(
-    graph: &Graph,
-    info: &GraphInfo,
-    options: &LowerOptions,
-) -> Result<Kernel, LowerError> {
+pub fn lower(verified: &Verified, options: &LowerOptions) -> Result<Kernel, LowerError> {
+    let (graph, info) = (verified.graph(), verified.info());
     let tensors = super::tensor::needs_loop_nests(graph, info);
     let mut lw = Lowerer {
         graph,
@@ -206,8 +187,11 @@ impl Lowerer<'_> {
                     dtype: t.dtype,
                     shape: t.shape.clone(),
                 }),
-                Type::Selection(_) => {
-                    let idx = self.param(Param::SelectionOut { name: name.clone() });
+                Type::Selection(dim) => {
+                    let idx = self.param(Param::SelectionOut {
+                        name: name.clone(),
+                        dim: dim.clone(),
+                    });
                     self.param(Param::SelectionCount { name });
                     idx
                 }

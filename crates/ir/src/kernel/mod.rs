@@ -19,6 +19,7 @@
 //! Loops nest (a [`Stmt::Loop`] holds statements), so tensor loop nests need no
 //! new constructs.
 
+pub mod abi;
 pub mod header;
 pub mod libcalls;
 mod lower;
@@ -26,7 +27,7 @@ mod print;
 mod tensor;
 mod verify;
 
-pub use lower::{lower, lower_with, LowerError, LowerOptions};
+pub use lower::{lower, LowerError, LowerOptions};
 pub use print::print;
 pub use verify::{verify, KernelError};
 
@@ -101,6 +102,8 @@ pub enum Param {
     SelectionOut {
         /// The output's name.
         name: String,
+        /// The dimension of the rows it selects from (its capacity).
+        dim: Dim,
     },
     /// Where a selection's length is written: an `int64_t` pointer.
     SelectionCount {
@@ -254,14 +257,10 @@ pub struct Kernel {
     pub reg_names: Vec<Option<String>>,
 }
 
-/// Status a kernel returns when an integer division by zero happened: the low
-/// byte is this code, the rest the index into [`Kernel::checks`].
-pub const STATUS_DIVISION_BY_ZERO: i32 = 1;
-
 impl Kernel {
     /// The node a nonzero status refers to, if it is a division by zero.
     pub fn failed_check(&self, status: i32) -> Option<Value> {
-        if status & 0xff != STATUS_DIVISION_BY_ZERO {
+        if status & 0xff != abi::STATUS_DIVISION_BY_ZERO {
             return None;
         }
         self.checks.get((status >> 8) as usize).copied()

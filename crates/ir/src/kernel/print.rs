@@ -28,7 +28,7 @@ pub fn print(kernel: &Kernel) -> String {
             Param::Extent { dim } => format!("i64 extent {dim}"),
             Param::ScalarOut { name, dtype } => format!("*mut {dtype} output {name:?}"),
             Param::ColumnOut { name, .. } => format!("*mut {array} output {name:?}"),
-            Param::SelectionOut { name } => format!("*mut u32 selection {name:?}"),
+            Param::SelectionOut { name, .. } => format!("*mut u32 selection {name:?}"),
             Param::SelectionCount { name } => format!("*mut i64 count of {name:?}"),
         };
         writeln!(out, "  p{idx}: {desc}").expect("writing to a String");

@@ -944,17 +944,21 @@ impl Lowerer<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{lower_with, LowerOptions, Param};
+    use super::super::{lower, LowerOptions, Param};
     use crate::types::Dim;
 
     /// The shapes of the scratch buffers `src` lowers to, with either
     /// tier's options (they must agree).
     fn scratch(src: &str) -> Vec<String> {
         let graph = crate::text::parse(src).expect("the test graph parses");
-        let info = crate::verify(&graph).expect("the test graph verifies");
+        let graph = crate::verify(graph).expect("the test graph verifies");
         let mut found = Vec::new();
-        for options in [LowerOptions::default(), LowerOptions::cranelift()] {
-            let kernel = lower_with(&graph, &info, &options).expect("lowers");
+        let tiles = LowerOptions {
+            register_tiles: true,
+            ..LowerOptions::default()
+        };
+        for options in [LowerOptions::default(), tiles] {
+            let kernel = lower(&graph, &options).expect("lowers");
             let shapes: Vec<String> = kernel
                 .params
                 .iter()

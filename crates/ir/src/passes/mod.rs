@@ -14,16 +14,15 @@ pub mod simplify;
 use crate::entities::Value;
 use crate::graph::{Graph, NodeData};
 use crate::op::Op;
-use crate::verify::{verify, GraphInfo, VerifyResult};
+use crate::verify::{verify, Verified, VerifyResult};
 use cranelift_entity::SecondaryMap;
 
 /// A pass: a rebuild of the graph.
 type Pass = fn(&Graph) -> Graph;
 
-/// Runs the standard pipeline: fold, simplify, fold, CSE, DCE. Takes the
-/// [`GraphInfo`] as proof the input is valid and returns the optimized graph with
-/// its own.
-pub fn optimize(graph: &Graph, _info: &GraphInfo) -> VerifyResult<(Graph, GraphInfo)> {
+/// Runs the standard pipeline: fold, simplify, fold, CSE, DCE, on a verified
+/// graph, and returns the optimized graph verified.
+pub fn optimize(input: &Verified) -> VerifyResult<Verified> {
     let passes: [(&str, Pass); 5] = [
         ("fold", fold::run),
         ("simplify", simplify::run),
@@ -31,20 +30,20 @@ pub fn optimize(graph: &Graph, _info: &GraphInfo) -> VerifyResult<(Graph, GraphI
         ("cse", cse::run),
         ("dce", dce::run),
     ];
-    let mut graph = graph.clone();
+    let mut graph: Option<Graph> = None;
     for (name, pass) in passes {
-        graph = pass(&graph);
+        let next = pass(graph.as_ref().unwrap_or(input.graph()));
         if cfg!(debug_assertions) {
-            if let Err(errors) = verify(&graph) {
+            if let Err(errors) = crate::verify::check(&next) {
                 panic!(
                     "pass `{name}` produced an invalid graph:\n{errors}\n{}",
-                    crate::text::print(&graph)
+                    crate::text::print(&next)
                 );
             }
         }
+        graph = Some(next);
     }
-    let info = verify(&graph)?;
-    Ok((graph, info))
+    verify(graph.expect("the pipeline has passes"))
 }
 
 /// Rebuilds a graph node by node into a new one, mapping old values to new.

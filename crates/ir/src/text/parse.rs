@@ -523,7 +523,7 @@ mod tests {
         let graph = parse(FN).expect("parses");
         assert_eq!(print(&graph), FN);
         assert_eq!(parse(&print(&graph)).expect("parses again"), graph);
-        crate::verify(&graph).expect("valid");
+        crate::verify(graph).expect("valid");
     }
 
     fn check_err(src: &str, expect: &str) {

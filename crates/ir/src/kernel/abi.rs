@@ -1,0 +1,397 @@
+//! The kernel ABI, in one place (docs/abi.md describes it for C callers):
+//!
+//! - how a kernel's parameters become native arguments ([`signature`]): both
+//!   backends build their function types from it;
+//! - what a kernel's status means ([`division_by_zero_status`],
+//!   [`Kernel::failed_check`]);
+//! - what a caller passes for each parameter ([`args`]): the in-process JIT,
+//!   kiln-arrow and the wasm host fill their calls from it, each in its own
+//!   memory;
+//! - the uniform entry every compiled kernel is called through from Rust
+//!   ([`CompiledKernel::call`]: one 8-byte slot per parameter).
+
+use super::{Kernel, Param};
+use crate::op::TensorConst;
+use crate::types::{DType, Dim};
+use std::any::Any;
+use std::sync::Arc;
+
+#[cfg(not(target_endian = "little"))]
+compile_error!("the uniform entry passes narrow scalars in the low bytes of 8-byte slots: little-endian hosts only");
+
+/// How one native argument (or the return value) is passed.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum NativeType {
+    /// An address: `T*`.
+    Pointer,
+    /// An `int64_t`: an extent.
+    I64,
+    /// A scalar by value in its C type (`bool` as `uint8_t`): the inputs and
+    /// return value of a direct kernel.
+    Value(DType),
+}
+
+/// Where a kernel parameter goes in the native signature.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Slot {
+    /// The native argument with this index.
+    Arg(usize),
+    /// The return value (the first output of a direct kernel).
+    Return,
+}
+
+/// A kernel's native function type.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NativeSignature {
+    /// The native arguments, in order.
+    pub params: Vec<NativeType>,
+    /// The return value: the first output of a direct kernel
+    /// ([`NativeType::Value`]), else the `int32_t` status (`None`).
+    pub returns: Option<NativeType>,
+    /// For each parameter of [`Kernel::params`], where it goes.
+    pub slots: Vec<Slot>,
+}
+
+/// The native signature of `kernel`: a direct kernel takes its scalar inputs
+/// by value and returns its first output; every other kernel takes pointers
+/// and `int64_t` extents and returns an `int32_t` status.
+pub fn signature(kernel: &Kernel) -> NativeSignature {
+    let mut sig = NativeSignature {
+        params: Vec::with_capacity(kernel.params.len()),
+        returns: None,
+        slots: Vec::with_capacity(kernel.params.len()),
+    };
+    for param in &kernel.params {
+        let ty = match param {
+            Param::ScalarIn { dtype, .. } if kernel.direct => NativeType::Value(*dtype),
+            Param::Extent { .. } => NativeType::I64,
+            Param::ScalarOut { dtype, .. } if kernel.direct && sig.returns.is_none() => {
+                sig.returns = Some(NativeType::Value(*dtype));
+                sig.slots.push(Slot::Return);
+                continue;
+            }
+            _ => NativeType::Pointer,
+        };
+        sig.slots.push(Slot::Arg(sig.params.len()));
+        sig.params.push(ty);
+    }
+    sig
+}
+
+/// The status of a successful call.
+pub const STATUS_OK: i32 = 0;
+
+/// The low byte of the status of a call that divided an integer by zero; the
+/// rest is the index into [`Kernel::checks`].
+pub const STATUS_DIVISION_BY_ZERO: i32 = 1;
+
+/// The status a kernel returns when division check `check` fails.
+pub fn division_by_zero_status(check: u32) -> i32 {
+    STATUS_DIVISION_BY_ZERO | ((check as i32) << 8)
+}
+
+/// Kernels with more parameters than this are called through their uniform
+/// entry rather than by arity.
+pub const MAX_NATIVE_ARGS: usize = 16;
+
+/// True when Rust cannot call `kernel` by arity (every parameter an 8-byte
+/// integer or pointer, at most [`MAX_NATIVE_ARGS`]) and a backend must also
+/// define its uniform entry, `int32_t SYMBOL__call(uint64_t* slots)`, which
+/// loads each parameter from an 8-byte slot (a scalar in the low bytes; for
+/// the returned output, a pointer to where it is written) and calls it.
+pub fn needs_wrapper(kernel: &Kernel) -> bool {
+    kernel.direct || kernel.params.len() > MAX_NATIVE_ARGS
+}
+
+/// The symbol of the uniform entry of the kernel exported as `symbol`.
+pub fn wrapper_symbol(symbol: &str) -> String {
+    format!("{symbol}__call")
+}
+
+/// What a caller passes for one kernel parameter ([`args`]).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Arg<'k> {
+    /// Graph input `input`: by value for a direct kernel, else a pointer to
+    /// its element (a scalar) or elements (row-major).
+    Input {
+        /// The input's position in the graph's signature.
+        input: usize,
+        /// Passed by value (a direct kernel's scalar).
+        by_value: bool,
+    },
+    /// Graph input `input`, a `bool` column, as a pointer to a packed bitmap
+    /// ([`pack_bits`]).
+    Bitmap {
+        /// The input's position in the graph's signature.
+        input: usize,
+    },
+    /// A pointer to a constant tensor's elements.
+    Const(&'k TensorConst),
+    /// A pointer to room for `len` elements of `dtype`, which the kernel
+    /// uses as scratch.
+    Scratch {
+        /// The element dtype.
+        dtype: DType,
+        /// How many elements.
+        len: usize,
+    },
+    /// The extent of a symbolic dimension.
+    Extent(u64),
+    /// Graph output `output` is the return value (a direct kernel's first
+    /// output): nothing is passed.
+    Returned {
+        /// The output's position in the graph's signature.
+        output: usize,
+        /// Its dtype.
+        dtype: DType,
+    },
+    /// Graph output `output`: a pointer to room for `len` elements (1 for a
+    /// scalar).
+    Output {
+        /// The output's position in the graph's signature.
+        output: usize,
+        /// The element dtype.
+        dtype: DType,
+        /// How many elements.
+        len: usize,
+    },
+    /// Graph output `output`, a selection: a pointer to room for `len`
+    /// `uint32_t` row indices (one per row).
+    Selection {
+        /// The output's position in the graph's signature.
+        output: usize,
+        /// Room for this many indices.
+        len: usize,
+    },
+    /// A pointer to the `int64_t` where the kernel writes how many rows the
+    /// selection of output `output` (the previous argument) kept.
+    Count {
+        /// The output's position in the graph's signature.
+        output: usize,
+    },
+}
+
+/// What to pass for each parameter of `kernel`, in order, given the extent of
+/// each symbolic dimension (in [`Param::Extent`] order, which is
+/// `GraphInfo::symbols` order).
+///
+/// # Panics
+/// If `extents` has fewer entries than the kernel has extent parameters.
+pub fn args<'k>(kernel: &'k Kernel, extents: &[u64]) -> Vec<Arg<'k>> {
+    let extent_names: Vec<&str> = kernel
+        .params
+        .iter()
+        .filter_map(|p| match p {
+            Param::Extent { dim } => Some(dim.as_str()),
+            _ => None,
+        })
+        .collect();
+    let extent = |d: &Dim| match d {
+        Dim::Fixed(n) => *n,
+        Dim::Sym(s) => {
+            let idx = extent_names.iter().position(|n| n == s);
+            extents[idx.expect("lowering gives every symbol an extent parameter")]
+        }
+    };
+    let elements = |shape: &[Dim]| -> usize { shape.iter().map(|d| extent(d) as usize).product() };
+    let (mut inputs, mut outputs, mut extents_seen) = (0, 0, 0);
+    let mut returned = false;
+    let mut args = Vec::with_capacity(kernel.params.len());
+    for param in &kernel.params {
+        args.push(match param {
+            Param::ScalarIn { .. } | Param::ColumnIn { .. } => {
+                inputs += 1;
+                Arg::Input {
+                    input: inputs - 1,
+                    by_value: kernel.direct,
+                }
+            }
+            Param::BitmapIn { .. } => {
+                inputs += 1;
+                Arg::Bitmap { input: inputs - 1 }
+            }
+            Param::ConstIn { tensor, .. } => Arg::Const(tensor),
+            Param::Scratch { dtype, shape } => Arg::Scratch {
+                dtype: *dtype,
+                len: elements(shape),
+            },
+            Param::Extent { .. } => {
+                extents_seen += 1;
+                Arg::Extent(extents[extents_seen - 1])
+            }
+            Param::ScalarOut { dtype, .. } => {
+                outputs += 1;
+                if kernel.direct && !returned {
+                    returned = true;
+                    Arg::Returned {
+                        output: outputs - 1,
+                        dtype: *dtype,
+                    }
+                } else {
+                    Arg::Output {
+                        output: outputs - 1,
+                        dtype: *dtype,
+                        len: 1,
+                    }
+                }
+            }
+            Param::ColumnOut { dtype, shape, .. } => {
+                outputs += 1;
+                Arg::Output {
+                    output: outputs - 1,
+                    dtype: *dtype,
+                    len: elements(shape),
+                }
+            }
+            Param::SelectionOut { dim, .. } => {
+                outputs += 1;
+                Arg::Selection {
+                    output: outputs - 1,
+                    len: extent(dim) as usize,
+                }
+            }
+            Param::SelectionCount { .. } => Arg::Count {
+                output: outputs - 1,
+            },
+        });
+    }
+    args
+}
+
+/// Packs one `bool` per row into bytes, row `i` at bit `i % 8` of byte `i / 8`
+/// (Arrow's bitmap layout, [`Param::BitmapIn`]).
+pub fn pack_bits(rows: &[bool]) -> Vec<u8> {
+    rows.chunks(8)
+        .map(|chunk| {
+            chunk
+                .iter()
+                .enumerate()
+                .fold(0u8, |byte, (bit, &set)| byte | (u8::from(set) << bit))
+        })
+        .collect()
+}
+
+/// A kernel compiled to machine code in memory, by either tier. Cheap to
+/// clone; the code lives until the last clone of the last kernel compiled
+/// with it drops.
+#[derive(Clone)]
+pub struct CompiledKernel {
+    kernel: Arc<Kernel>,
+    /// Held, never read: owns the machine code.
+    #[allow(dead_code)]
+    code: Arc<dyn Any + Send + Sync>,
+    native: usize,
+    wrapper: Option<usize>,
+}
+
+impl std::fmt::Debug for CompiledKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompiledKernel")
+            .field("name", &self.kernel.name)
+            .field("direct", &self.kernel.direct)
+            .finish()
+    }
+}
+
+impl CompiledKernel {
+    /// Wraps machine code a backend compiled.
+    ///
+    /// # Safety
+    /// `native` is `kernel` compiled with [`signature`]`(&kernel)`; `wrapper`
+    /// is its uniform entry, present when [`needs_wrapper`] says so; both stay
+    /// valid and executable while `code` is alive.
+    pub unsafe fn new(
+        kernel: Arc<Kernel>,
+        code: Arc<dyn Any + Send + Sync>,
+        native: *const u8,
+        wrapper: Option<*const u8>,
+    ) -> CompiledKernel {
+        debug_assert_eq!(wrapper.is_some(), needs_wrapper(&kernel));
+        CompiledKernel {
+            kernel,
+            code,
+            native: native as usize,
+            wrapper: wrapper.map(|w| w as usize),
+        }
+    }
+
+    /// The kernel this code was compiled from.
+    pub fn kernel(&self) -> &Kernel {
+        &self.kernel
+    }
+
+    /// The address of the kernel with its native signature ([`signature`]),
+    /// valid while this handle (or a clone) is alive.
+    pub fn native_ptr(&self) -> *const u8 {
+        self.native as *const u8
+    }
+
+    /// Calls the kernel: `slots[i]` holds parameter `i` of [`Kernel::params`]
+    /// in 8 bytes, as [`args`] describes it: a pointer, an extent, a direct
+    /// kernel's scalar input (`Scalar::to_bits`: low bytes, zero above), and for
+    /// its returned output a pointer to 8 bytes where it is written. Returns
+    /// the status ([`STATUS_OK`] or [`division_by_zero_status`]).
+    ///
+    /// # Safety
+    /// `slots` has one entry per parameter, every pointer valid for the
+    /// kernel's reads or writes of as many elements as [`args`] says, and no
+    /// output or scratch buffer overlaps another buffer.
+    pub unsafe fn call(&self, slots: &mut [u64]) -> i32 {
+        assert_eq!(
+            slots.len(),
+            self.kernel.params.len(),
+            "one slot per parameter"
+        );
+        match self.wrapper {
+            Some(wrapper) => {
+                // SAFETY: `wrapper` is this kernel's `int32_t (uint64_t*)`
+                // entry, alive while `self.code` is (`new`'s contract).
+                let f = unsafe {
+                    std::mem::transmute::<usize, extern "C" fn(*mut u64) -> i32>(wrapper)
+                };
+                f(slots.as_mut_ptr())
+            }
+            // SAFETY: without a wrapper, every parameter is a pointer or an
+            // `int64_t`, which every supported C ABI passes like a `u64`, and
+            // there are at most MAX_NATIVE_ARGS of them (`needs_wrapper`).
+            None => unsafe { call_by_arity(self.native, slots) },
+        }
+    }
+}
+
+/// Calls `f(slots[0], …, slots[k-1]) -> i32` for `k = slots.len()`.
+///
+/// # Safety
+/// `f` must be a function taking exactly `slots.len()` (at most
+/// [`MAX_NATIVE_ARGS`]) pointer-sized integer arguments and returning `i32`.
+unsafe fn call_by_arity(f: usize, slots: &[u64]) -> i32 {
+    macro_rules! arity {
+        ($($idx:literal),*) => {{
+            type F = extern "C" fn($(arity!(@u64 $idx)),*) -> i32;
+            // SAFETY: the caller guarantees the signature.
+            let f = unsafe { std::mem::transmute::<usize, F>(f) };
+            f($(slots[$idx]),*)
+        }};
+        (@u64 $idx:literal) => { u64 };
+    }
+    match slots.len() {
+        0 => arity!(),
+        1 => arity!(0),
+        2 => arity!(0, 1),
+        3 => arity!(0, 1, 2),
+        4 => arity!(0, 1, 2, 3),
+        5 => arity!(0, 1, 2, 3, 4),
+        6 => arity!(0, 1, 2, 3, 4, 5),
+        7 => arity!(0, 1, 2, 3, 4, 5, 6),
+        8 => arity!(0, 1, 2, 3, 4, 5, 6, 7),
+        9 => arity!(0, 1, 2, 3, 4, 5, 6, 7, 8),
+        10 => arity!(0, 1, 2, 3, 4, 5, 6, 7, 8, 9),
+        11 => arity!(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10),
+        12 => arity!(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11),
+        13 => arity!(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12),
+        14 => arity!(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13),
+        15 => arity!(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14),
+        16 => arity!(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+        n => unreachable!("kernels with {n} > MAX_NATIVE_ARGS parameters have a wrapper"),
+    }
+}

@@ -1,0 +1,263 @@
+//! Every compiling tier through the facade, each test written once and run on
+//! each tier of this build ([`JitTier::all`]): typed calls, borrowed arrays,
+//! threads, populations in one module, division errors, and code memory that
+//! is returned when the last handle drops.
+
+use kiln::{
+    ArrayMut, ArrayRef, CompileError, CompileOptions, Data, Engine, ExecError, Format, JitProgram,
+    JitTier, Program, Scalar, TypedFunc, Verified,
+};
+
+fn verified(src: &str) -> Verified {
+    let graph = kiln::load(src, Format::Py, &Default::default())
+        .expect("parses")
+        .graph;
+    kiln::verify(graph).expect("verifies")
+}
+
+fn program(tier: JitTier, src: &str) -> JitProgram {
+    tier.compile(&verified(src), &CompileOptions::default())
+        .expect("compiles")
+}
+
+#[test]
+fn typed_scalar_calls() {
+    for &tier in JitTier::all() {
+        let f = program(tier, "x * 2.0 + 1.0")
+            .typed::<(f64,), f64>()
+            .expect("f64 -> f64");
+        assert_eq!(f.call((20.0,)), 41.0);
+        let g = program(
+            tier,
+            "def g(a: int, b: f32, c: bool): return float(a) * 2.0 if c else 0.5",
+        )
+        .typed::<(i64, f32, bool), f64>()
+        .unwrap();
+        assert_eq!(
+            (g.call((3, 1.0, true)), g.call((3, 1.0, false))),
+            (6.0, 0.5)
+        );
+        let h = program(tier, "def h(k: i32): return k < 0")
+            .typed::<(i32,), bool>()
+            .unwrap();
+        assert!(h.call((-5,)) && !h.call((5,)), "{tier:?}");
+        // Transcendentals are the libm crate's, as in the interpreter.
+        let s = program(tier, "sin(x)").typed::<(f64,), f64>().unwrap();
+        assert_eq!(s.call((1e22,)).to_bits(), libm::sin(1e22).to_bits());
+    }
+}
+
+#[test]
+fn typed_handles_check_the_signature() {
+    for &tier in JitTier::all() {
+        let p = program(tier, "x * 2.0");
+        let err = |r: Result<TypedFunc<(f32,), f64>, CompileError>| {
+            r.expect_err("mismatch").to_string()
+        };
+        assert_eq!(
+            err(p.typed::<(f32,), f64>()),
+            "signature mismatch: the graph is (f64) -> (f64), not (f32) -> f64"
+        );
+        // Integer division can fail, so it has a status and no direct signature.
+        let q = program(tier, "def q(a: int, b: int): return a // b");
+        assert!(q.typed::<(i64, i64), i64>().is_err());
+        let two = program(tier, "x, x + 1.0");
+        assert!(two.typed::<(f64,), f64>().is_err());
+    }
+}
+
+#[test]
+fn borrowed_arrays_in_and_out_without_copies() {
+    let src = "def f(x: float[n], k: int): return filter(x > 0.0), x * 2.0, k + 1, sum(x)";
+    for &tier in JitTier::all() {
+        let p = program(tier, src);
+        let x = [1.5, -2.0, 3.0, 0.0];
+        let (mut sel, mut doubled, mut k1, mut total) = ([9u32; 4], [0.0; 4], [0i64], [0.0]);
+        let written = p
+            .run_arrays(
+                &[ArrayRef::F64(&x), ArrayRef::Scalar(Scalar::I64(41))],
+                &mut [
+                    ArrayMut::Selection(&mut sel),
+                    ArrayMut::F64(&mut doubled),
+                    ArrayMut::I64(&mut k1),
+                    ArrayMut::F64(&mut total),
+                ],
+            )
+            .unwrap();
+        assert_eq!(written, [2, 4, 1, 1], "{tier:?}");
+        assert_eq!(&sel[..2], [0, 2]);
+        assert_eq!((doubled, k1, total), ([3.0, -4.0, 6.0, 0.0], [42], [2.5]));
+        // Room of the wrong dtype or length is an error, not a write past it.
+        let mut short = [0.0; 3];
+        let err = p
+            .run_arrays(
+                &[ArrayRef::F64(&x), ArrayRef::Scalar(Scalar::I64(1))],
+                &mut [
+                    ArrayMut::Selection(&mut sel),
+                    ArrayMut::F64(&mut short),
+                    ArrayMut::I64(&mut k1),
+                    ArrayMut::F64(&mut total),
+                ],
+            )
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "output `out1` needs f64[4], got f64[3]",
+            "{tier:?}"
+        );
+        let err = p
+            .run_arrays(
+                &[ArrayRef::I64(&[1, 2]), ArrayRef::Scalar(Scalar::I64(1))],
+                &mut [],
+            )
+            .unwrap_err();
+        assert!(matches!(err, ExecError::InputType { .. }), "{err}");
+        // A direct kernel's returned value lands in the caller's room too.
+        let d = program(tier, "x * 3.0");
+        let mut y = [0.0];
+        d.run_arrays(
+            &[ArrayRef::Scalar(Scalar::F64(2.0))],
+            &mut [ArrayMut::F64(&mut y)],
+        )
+        .unwrap();
+        assert_eq!(y, [6.0]);
+    }
+}
+
+#[test]
+fn programs_are_shared_across_threads() {
+    for &tier in JitTier::all() {
+        let f = program(tier, "sqrt(x) + 1.0")
+            .typed::<(f64,), f64>()
+            .unwrap();
+        let p = program(tier, "def f(x: float[n]): return x * 3.0, sum(x)");
+        std::thread::scope(|s| {
+            for t in 0..4 {
+                let (f, p) = (f.clone(), &p);
+                s.spawn(move || {
+                    for i in 0..1000 {
+                        assert_eq!(f.call((f64::from(i * i),)), f64::from(i) + 1.0);
+                        let out = p.run(&[Data::from(vec![f64::from(t); 3])]).unwrap();
+                        assert_eq!(out[1], Data::Scalar(Scalar::F64(f64::from(t) * 3.0)));
+                    }
+                });
+            }
+        });
+    }
+}
+
+#[test]
+fn compiles_on_several_threads_at_once() {
+    for &tier in JitTier::all() {
+        std::thread::scope(|s| {
+            for t in 0..4 {
+                s.spawn(move || {
+                    for i in 0..20 {
+                        let p = program(tier, &format!("x * {}.0 + {t}.0", i + 1));
+                        let f = p.typed::<(f64,), f64>().unwrap();
+                        assert_eq!(f.call((2.0,)), f64::from(2 * (i + 1) + t));
+                    }
+                });
+            }
+        });
+    }
+}
+
+#[test]
+fn a_population_compiles_as_one_module() {
+    let sources = ["x0 + x1", "sin(x0) * x1", "max(x0, x1) - 1.0", "x0 / x1"];
+    let graphs: Vec<Verified> = sources.iter().map(|s| verified(s)).collect();
+    let args = [
+        Data::Scalar(Scalar::F64(0.5)),
+        Data::Scalar(Scalar::F64(-2.0)),
+    ];
+    for &tier in JitTier::all() {
+        let programs = tier
+            .compile_batch(&graphs, &CompileOptions::default())
+            .unwrap();
+        for (graph, program) in graphs.iter().zip(&programs) {
+            let want = kiln::interp::run(graph, &args).unwrap();
+            assert!(
+                program.run(&args).unwrap()[0].same_data(&want[0]),
+                "{tier:?}: {}",
+                graph.graph().name
+            );
+        }
+        // The code outlives the list: a program kept alone still runs.
+        let last = programs.into_iter().last().unwrap();
+        assert_eq!(
+            last.run(&args).unwrap()[0],
+            Data::Scalar(Scalar::F64(-0.25))
+        );
+    }
+}
+
+#[test]
+fn division_by_zero_is_an_error_not_a_crash() {
+    let src = "def f(a: i32[n], b: i32[n]):\n    q = a % b\n    return q";
+    let col = |v: Vec<i32>| Data::Column(kiln::Buffer::I32(v));
+    for &tier in JitTier::all() {
+        let p = program(tier, src);
+        let err = p
+            .run(&[col(vec![1, 2, i32::MIN]), col(vec![1, 0, -1])])
+            .unwrap_err();
+        assert_eq!(err.to_string(), "integer division by zero in v2 (`q`)");
+        assert_eq!(
+            p.run(&[col(vec![7, i32::MIN]), col(vec![-2, -1])]).unwrap(),
+            vec![col(vec![-1, 0])]
+        );
+    }
+}
+
+fn rss_bytes() -> usize {
+    let statm = std::fs::read_to_string("/proc/self/statm").expect("linux");
+    let pages: usize = statm
+        .split_whitespace()
+        .nth(1)
+        .expect("resident field")
+        .parse()
+        .expect("number");
+    pages * 4096
+}
+
+#[test]
+fn compiling_and_dropping_many_graphs_returns_the_memory() {
+    let graph = kiln::optimize(&verified("sin(x) * y + 2.0 * x")).unwrap();
+    let options = CompileOptions {
+        optimize: false,
+        ..CompileOptions::default()
+    };
+    for &tier in JitTier::all() {
+        // (compiles, the compile after which RSS is the baseline, allowed growth)
+        let (n_graphs, warm, allowed) = match tier {
+            JitTier::Cranelift => (100_000, 10_000, 32 << 20),
+            #[cfg(feature = "llvm")]
+            JitTier::Llvm => (1_500, 300, 16 << 20),
+        };
+        let mut baseline = 0;
+        let start = std::time::Instant::now();
+        for i in 0..n_graphs {
+            let f = tier
+                .compile(&graph, &options)
+                .unwrap()
+                .typed::<(f64, f64), f64>()
+                .unwrap();
+            assert_eq!(f.call((1.0, 0.0)), 2.0);
+            drop(f);
+            if i == warm {
+                baseline = rss_bytes();
+            }
+        }
+        let grown = rss_bytes().saturating_sub(baseline);
+        eprintln!(
+            "{tier:?}: {n_graphs} compile+drop: {:?}, RSS grew {} KiB after the first {warm}",
+            start.elapsed(),
+            grown / 1024
+        );
+        assert!(
+            grown < allowed,
+            "{tier:?}: RSS grew by {} MiB between {warm} and {n_graphs} compiles",
+            grown >> 20
+        );
+    }
+}
