@@ -259,30 +259,7 @@ fn population_mode_compiles_every_line_and_agrees_with_the_interpreter() {
         b"x * 2.0\n\n# a comment\nsin(x) + 1.0\n3.0 - 1.5\n",
     );
     let csv = example("x.csv");
-    let cranelift = kiln(&[
-        "eval",
-        "--population",
-        &pop,
-        "--csv",
-        &csv,
-        "--target-column",
-        "x",
-        "--stats",
-        "--threads",
-        "2",
-    ]);
-    assert_eq!(cranelift.status.code(), Some(0), "{}", stderr(&cranelift));
-    let lines: Vec<String> = stdout(&cranelift).lines().map(str::to_string).collect();
-    // MSE of 2x against x over 0..9 is mean(x^2) = 28.5; of 1.5 it is mean((1.5 - x)^2).
-    assert_eq!(lines.len(), 3);
-    assert_eq!(lines[0], "28.5");
-    assert_eq!(lines[2], "17.25");
-    assert!(
-        stderr(&cranelift).contains("node-evaluations"),
-        "{}",
-        stderr(&cranelift)
-    );
-    let interp = kiln(&[
+    let interp = stdout(&kiln(&[
         "eval",
         "--population",
         &pop,
@@ -292,8 +269,39 @@ fn population_mode_compiles_every_line_and_agrees_with_the_interpreter() {
         "x",
         "--tier",
         "interp",
-    ]);
-    assert_eq!(stdout(&interp), stdout(&cranelift));
+    ]));
+    for tier in tiers() {
+        let out = kiln(&[
+            "eval",
+            "--population",
+            &pop,
+            "--csv",
+            &csv,
+            "--target-column",
+            "x",
+            "--stats",
+            "--threads",
+            "2",
+            "--tier",
+            tier,
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{tier}: {}", stderr(&out));
+        let lines: Vec<String> = stdout(&out).lines().map(str::to_string).collect();
+        // MSE of 2x against x over 0..9 is mean(x^2) = 28.5; of 1.5 it is
+        // mean((1.5 - x)^2). sin is the libm crate's on every tier.
+        assert_eq!(lines.len(), 3, "{tier}");
+        assert_eq!(
+            (lines[0].as_str(), lines[2].as_str()),
+            ("28.5", "17.25"),
+            "{tier}"
+        );
+        assert!(
+            stderr(&out).contains("node-evaluations"),
+            "{}",
+            stderr(&out)
+        );
+        assert_eq!(stdout(&out), interp, "{tier}");
+    }
     let first = kiln(&["eval", "--population", &pop, "--csv", &csv]);
     assert_eq!(stdout(&first).lines().next(), Some("0.0,2.0,4.0,6.0,8.0"));
     let bad = temp_file("bad_pop.txt", b"x + 1.0\nx +* 2\n");
@@ -320,95 +328,63 @@ fn ir_emits_kernels_and_clif() {
 }
 
 #[test]
-fn compiled_division_by_zero_exits_1() {
-    let out = kiln(&[
-        "run",
-        "-e",
-        "def f(a: int, b: int):\n    q = a // b\n    return q",
-        "--arg",
-        "a=1",
-        "--arg",
-        "b=0",
-        "--tier",
-        "cranelift",
-    ]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("integer division by zero in v2 (`q`)"),
-        "{}",
-        stderr(&out)
-    );
+fn division_by_zero_exits_1_on_every_tier() {
+    for tier in tiers() {
+        let out = kiln(&[
+            "run",
+            "-e",
+            "def f(a: int, b: int):\n    q = a // b\n    return q",
+            "--arg",
+            "a=1",
+            "--arg",
+            "b=0",
+            "--tier",
+            tier,
+        ]);
+        assert_eq!(out.status.code(), Some(1), "{tier}");
+        assert!(
+            stderr(&out).contains("integer division by zero in v2 (`q`)"),
+            "{tier}: {}",
+            stderr(&out)
+        );
+    }
 }
 
 #[test]
-fn the_nnc_kernel_runs_fused_on_both_tiers() {
+fn the_nnc_kernel_runs_fused_on_every_tier() {
     let kernel = stdout(&kiln(&["ir", &example("nnc.py"), "--emit", "kernel"]));
     assert_eq!(kernel.matches("loop ").count(), 1, "{kernel}");
-    let cranelift = kiln(&["eval", &example("nnc.py"), "--csv", &example("x.csv")]);
-    let interp = kiln(&[
-        "eval",
-        &example("nnc.py"),
-        "--csv",
-        &example("x.csv"),
-        "--tier",
-        "interp",
-    ]);
-    assert_eq!(cranelift.status.code(), Some(0), "{}", stderr(&cranelift));
-    assert_eq!(stdout(&cranelift), stdout(&interp));
+    let eval = |tier| {
+        let csv = example("x.csv");
+        let out = kiln(&["eval", &example("nnc.py"), "--csv", &csv, "--tier", tier]);
+        assert_eq!(out.status.code(), Some(0), "{tier}: {}", stderr(&out));
+        stdout(&out)
+    };
+    let interp = eval("interp");
     // x = 0: a = 0, b = 0, c = 1, d = 1, f = 1, so d + f = 2.
-    assert_eq!(stdout(&cranelift).lines().nth(1), Some("2.0"));
+    assert_eq!(interp.lines().nth(1), Some("2.0"));
+    for tier in tiers() {
+        assert_eq!(eval(tier), interp, "{tier}");
+    }
 }
 
-/// `--tier llvm` runs, evaluates populations and reports division by zero like
-/// the other tiers; without the feature it is refused with the feature's name.
+/// The LLVM tier's dumps; without the feature, every LLVM request is refused
+/// with the feature's name.
 #[test]
-fn the_llvm_tier_from_the_command_line() {
-    let csv = example("x.csv");
+fn the_llvm_tier_dumps_ir_and_assembly_or_is_refused() {
     let nnc = example("nnc.py");
-    let llvm = kiln(&["eval", &nnc, "--csv", &csv, "--tier", "llvm"]);
     if cfg!(not(feature = "llvm")) {
-        assert_bad_input(&llvm, "--features llvm");
+        let csv = example("x.csv");
+        assert_bad_input(
+            &kiln(&["eval", &nnc, "--csv", &csv, "--tier", "llvm"]),
+            "--features llvm",
+        );
         assert_bad_input(
             &kiln(&["ir", &example("fn.py"), "--emit", "llvm-ir"]),
             "--features llvm",
         );
         return;
     }
-    let interp = kiln(&["eval", &nnc, "--csv", &csv, "--tier", "interp"]);
-    assert_eq!(llvm.status.code(), Some(0), "{}", stderr(&llvm));
-    assert_eq!(stdout(&llvm), stdout(&interp));
-    let pop = temp_file("pop_llvm.txt", b"x * 2.0\nsin(x) + 1.0\n3.0 - 1.5\n");
-    let population = |tier: &str| {
-        stdout(&kiln(&[
-            "eval",
-            "--population",
-            &pop,
-            "--csv",
-            &csv,
-            "--target-column",
-            "x",
-            "--tier",
-            tier,
-        ]))
-    };
-    assert_eq!(population("llvm"), population("interp"));
-    let out = kiln(&[
-        "run",
-        "-e",
-        "def f(a: int, b: int):\n    q = a // b\n    return q",
-        "--arg",
-        "a=1",
-        "--arg",
-        "b=0",
-        "--tier",
-        "llvm",
-    ]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("integer division by zero in v2 (`q`)"),
-        "{}",
-        stderr(&out)
-    );
     let ir = stdout(&kiln(&["ir", &example("fn.py"), "--emit", "llvm-ir"]));
     assert!(ir.contains("%a = fadd double %x, 2.0"), "{ir}");
     let asm = stdout(&kiln(&["ir", &nnc, "--emit", "asm"]));

@@ -61,23 +61,7 @@ pub fn define_kernel<M: Module>(
     let id = module.declare_function(symbol, Linkage::Export, &sig)?;
     let mut ctx = module.make_context();
     ctx.func.signature = sig.clone();
-    let mut fbc = FunctionBuilderContext::new();
-    {
-        let bcx = FunctionBuilder::new(&mut ctx.func, &mut fbc);
-        let mut fx = FunctionCx {
-            module: &mut *module,
-            bcx,
-            kernel,
-            slots: &slots,
-            regs: vec![None; kernel.regs.len()],
-            vars: Vec::new(),
-            args: Vec::new(),
-            ptr,
-        };
-        fx.codegen_body()?;
-        let config = fx.module.target_config();
-        fx.bcx.finalize(config);
-    }
+    build_function(module, &mut ctx.func, kernel, &slots)?;
     module
         .define_function(id, &mut ctx)
         .map_err(|e| CodegenError::Cranelift(format!("{symbol}: {e:?}")))?;
@@ -489,15 +473,8 @@ impl<M: Module> FunctionCx<'_, M> {
             BinaryOp::Shl => ins.ishl(a, b),
             BinaryOp::ShrArith => ins.sshr(a, b),
             BinaryOp::ShrLogical => ins.ushr(a, b),
-            BinaryOp::FloorDiv
-            | BinaryOp::Mod
-            | BinaryOp::Pow
-            | BinaryOp::Copysign
-            | BinaryOp::Atan2
-            | BinaryOp::Hypot
-            | BinaryOp::NextAfter => {
-                return Err(CodegenError::Invalid(format!("`{op}` on {dtype}")));
-            }
+            // Float-only ops, and ops lowering expands.
+            _ => return Err(CodegenError::Invalid(format!("`{op}` on {dtype}"))),
         })
     }
 
@@ -579,34 +556,45 @@ impl<M: Module> FunctionCx<'_, M> {
     }
 }
 
+/// Translates `kernel` into `func` (whose signature is set), and returns the
+/// CLIF value each register got.
+fn build_function<M: Module>(
+    module: &mut M,
+    func: &mut ir::Function,
+    kernel: &Kernel,
+    slots: &[Slot],
+) -> CodegenResult<Vec<Option<ir::Value>>> {
+    let mut fbc = FunctionBuilderContext::new();
+    let mut fx = FunctionCx {
+        ptr: module.target_config().pointer_type(),
+        module,
+        bcx: FunctionBuilder::new(func, &mut fbc),
+        kernel,
+        slots,
+        regs: vec![None; kernel.regs.len()],
+        vars: Vec::new(),
+        args: Vec::new(),
+    };
+    fx.codegen_body()?;
+    let config = fx.module.target_config();
+    fx.bcx.finalize(config);
+    Ok(fx.regs)
+}
+
 /// The CLIF text of `kernel` before compilation, as `kiln ir --emit clif` shows it.
 pub fn clif_text<M: Module>(module: &mut M, kernel: &Kernel) -> CodegenResult<String> {
     let ptr = module.target_config().pointer_type();
     let (sig, slots) = signature(kernel, ptr, module.target_config().default_call_conv);
     let mut func =
         ir::Function::with_name_signature(ir::UserFuncName::testcase(kernel.name.as_bytes()), sig);
-    let mut fbc = FunctionBuilderContext::new();
-    let bcx = FunctionBuilder::new(&mut func, &mut fbc);
-    let mut fx = FunctionCx {
-        module: &mut *module,
-        bcx,
-        kernel,
-        slots: &slots,
-        regs: vec![None; kernel.regs.len()],
-        vars: Vec::new(),
-        args: Vec::new(),
-        ptr,
-    };
-    fx.codegen_body()?;
+    let regs = build_function(module, &mut func, kernel, &slots)?;
     // Source names as comments: which CLIF value holds which graph value.
     let mut text = String::new();
-    for (reg_idx, name) in kernel.reg_names.iter().enumerate() {
-        if let (Some(name), Some(value)) = (name, fx.regs[reg_idx]) {
+    for (name, value) in kernel.reg_names.iter().zip(&regs) {
+        if let (Some(name), Some(value)) = (name, value) {
             text.push_str(&format!("; {value} = {name}\n"));
         }
     }
-    let config = fx.module.target_config();
-    fx.bcx.finalize(config);
     text.push_str(&func.display().to_string());
     Ok(text)
 }

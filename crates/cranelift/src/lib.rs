@@ -18,7 +18,7 @@ use cranelift_codegen::settings::{self, Configurable};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::ModuleError;
 use kiln_ir::kernel::abi::CompiledKernel;
-use kiln_ir::kernel::{Kernel, LowerOptions};
+use kiln_ir::kernel::{Kernel, LowerOptions, OptLevel};
 use std::sync::{Arc, OnceLock};
 
 /// The lowering choices that suit this tier, which does not vectorize:
@@ -120,29 +120,17 @@ unsafe impl Send for JitCode {}
 // SAFETY: as for `Send`: shared access never mutates the module.
 unsafe impl Sync for JitCode {}
 
-/// Options of the in-process tier.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct JitOptions {
-    /// Cranelift's `opt_level`: `speed` when true, else `none`.
-    pub speed: bool,
-}
-
-impl Default for JitOptions {
-    fn default() -> Self {
-        JitOptions { speed: true }
-    }
-}
-
 /// Compiles kernels into one JIT module with one finalize (a whole GP
 /// population compiles as one unit), binding the C math names kernels call
-/// to `symbols`.
+/// to `symbols`. Cranelift has two levels: `O0` is its `none`, every other
+/// level its `speed`.
 pub fn jit(
     kernels: Vec<Kernel>,
     symbols: &[(&'static str, *const u8)],
-    options: JitOptions,
+    opt: OptLevel,
 ) -> CodegenResult<Vec<CompiledKernel>> {
     let mut builder = JITBuilder::with_isa(
-        host_isa(options.speed)?,
+        host_isa(opt != OptLevel::O0)?,
         cranelift_module::default_libcall_names(),
     );
     for &(name, ptr) in symbols {
@@ -169,20 +157,14 @@ pub fn jit(
             )
         })
         .collect();
-    let code: Arc<JitCode> = Arc::new(JitCode {
+    let code = Arc::new(JitCode {
         module: Some(module),
     });
-    Ok(kernels
-        .into_iter()
-        .zip(addresses)
-        .map(|(kernel, (native, wrapper))| {
-            // SAFETY: `native` is `kernel` defined by `codegen` with
-            // `abi::signature`, `wrapper` its uniform entry (defined exactly
-            // when `abi::needs_wrapper`), both finalized in `code`'s module,
-            // which lives as long as any handle holding `code`.
-            unsafe { CompiledKernel::new(Arc::new(kernel), code.clone(), native, wrapper) }
-        })
-        .collect())
+    // SAFETY: each address is its kernel defined by `codegen` with
+    // `abi::signature`, and its uniform entry (defined exactly when
+    // `abi::needs_wrapper`), finalized in `code`'s module, which lives as long
+    // as any handle holding `code`.
+    Ok(unsafe { CompiledKernel::for_module(kernels, code, addresses) })
 }
 
 /// The targets [`object`] writes: short names and their triples.

@@ -3,7 +3,7 @@
 //! and safe ways to call the result. Both tiers produce a [`JitProgram`]: the
 //! calling convention is `kiln_ir::kernel::abi`'s.
 
-use crate::{runtime, CompileError, CompileOptions, CompileResult, Engine, OptLevel, Program};
+use crate::{runtime, CompileError, CompileOptions, CompileResult, Engine, Program};
 use kiln_ir::exec::{bind_inputs, bind_shapes, ExecError, ExecResult, InputShape};
 use kiln_ir::kernel::abi::{self, Arg, CompiledKernel};
 use kiln_ir::kernel::{self, Kernel, LowerOptions, Param};
@@ -27,17 +27,15 @@ impl Engine for Cranelift {
         graphs: &[Verified],
         options: &CompileOptions,
     ) -> CompileResult<Vec<JitProgram>> {
-        let lower = LowerOptions {
-            packed_bools: options.packed_bools,
-            ..kiln_cranelift::LOWER_OPTIONS
-        };
-        let (graphs, kernels) = lower_all(graphs, options, &lower)?;
-        let jit = kiln_cranelift::JitOptions {
-            speed: options.opt_level != OptLevel::O0,
-        };
-        let code = kiln_cranelift::jit(kernels, &runtime::libm_symbols(), jit)
-            .map_err(|e| CompileError::Codegen(e.to_string()))?;
-        Ok(programs(graphs, code))
+        compile_with(
+            graphs,
+            options,
+            kiln_cranelift::LOWER_OPTIONS,
+            |kernels, symbols| {
+                kiln_cranelift::jit(kernels, symbols, options.opt_level)
+                    .map_err(|e| CompileError::Codegen(e.to_string()))
+            },
+        )
     }
 }
 
@@ -60,22 +58,17 @@ impl Engine for Llvm {
         graphs: &[Verified],
         options: &CompileOptions,
     ) -> CompileResult<Vec<JitProgram>> {
-        let lower = LowerOptions {
-            packed_bools: options.packed_bools,
-            ..LowerOptions::default()
-        };
-        let (graphs, kernels) = lower_all(graphs, options, &lower)?;
-        let opt = match options.opt_level {
-            OptLevel::O0 => kiln_llvm::OptLevel::O0,
-            OptLevel::O1 => kiln_llvm::OptLevel::O1,
-            OptLevel::O2 => kiln_llvm::OptLevel::O2,
-            OptLevel::O3 => kiln_llvm::OptLevel::O3,
-        };
-        let code = kiln_llvm::jit(kernels, opt, &runtime::libm_symbols()).map_err(|e| match e {
-            kiln_llvm::CodegenError::Unsupported(m) => CompileError::Unsupported(m),
-            e => CompileError::Codegen(e.to_string()),
-        })?;
-        Ok(programs(graphs, code))
+        compile_with(
+            graphs,
+            options,
+            LowerOptions::default(),
+            |kernels, symbols| {
+                kiln_llvm::jit(kernels, options.opt_level, symbols).map_err(|e| match e {
+                    kiln_llvm::CodegenError::Unsupported(m) => CompileError::Unsupported(m),
+                    e => CompileError::Codegen(e.to_string()),
+                })
+            },
+        )
     }
 }
 
@@ -126,26 +119,32 @@ impl Engine for JitTier {
     }
 }
 
-/// Each graph prepared as `options` say and lowered with `lower`.
-fn lower_all(
+/// What every compiling tier does around its backend: prepares each graph as
+/// `options` say, lowers it with the tier's choices (and the caller's
+/// `packed_bools`), has `jit` compile the kernels as one module with the math
+/// names bound to the `libm` crate, and pairs each program with its graph and
+/// constant buffers.
+fn compile_with(
     graphs: &[Verified],
     options: &CompileOptions,
-    lower: &LowerOptions,
-) -> CompileResult<(Vec<Verified>, Vec<Kernel>)> {
+    tier: LowerOptions,
+    jit: impl FnOnce(Vec<Kernel>, &[(&'static str, *const u8)]) -> CompileResult<Vec<CompiledKernel>>,
+) -> CompileResult<Vec<JitProgram>> {
+    let lower = LowerOptions {
+        packed_bools: options.packed_bools,
+        ..tier
+    };
     let mut prepared = Vec::with_capacity(graphs.len());
     let mut kernels = Vec::with_capacity(graphs.len());
     for graph in graphs {
         let graph = options.prepare(graph)?;
         kernels.push(
-            kernel::lower(&graph, lower).map_err(|e| CompileError::Unsupported(e.to_string()))?,
+            kernel::lower(&graph, &lower).map_err(|e| CompileError::Unsupported(e.to_string()))?,
         );
         prepared.push(graph);
     }
-    Ok((prepared, kernels))
-}
-
-fn programs(graphs: Vec<Verified>, code: Vec<CompiledKernel>) -> Vec<JitProgram> {
-    graphs
+    let code = jit(kernels, &runtime::libm_symbols())?;
+    Ok(prepared
         .into_iter()
         .zip(code)
         .map(|(graph, code)| {
@@ -167,7 +166,7 @@ fn programs(graphs: Vec<Verified>, code: Vec<CompiledKernel>) -> Vec<JitProgram>
                 code,
             }
         })
-        .collect()
+        .collect())
 }
 
 /// A graph compiled to machine code by either tier. Cheap to clone;

@@ -34,6 +34,7 @@ pub use kiln_frontend as frontend;
 pub use kiln_frontend::py::Options as PyOptions;
 pub use kiln_interp as interp;
 pub use kiln_ir as ir;
+pub use kiln_ir::kernel::OptLevel;
 pub use kiln_ir::{
     optimize, verify, Buffer, DType, Data, Dim, ExecError, ExecResult, Graph, GraphInfo,
     ParseError, Scalar, SourceMap, TensorType, Type, Verified, VerifierErrors,
@@ -163,33 +164,6 @@ pub enum CompileError {
 
 /// Result of compiling a graph.
 pub type CompileResult<T> = Result<T, CompileError>;
-
-/// How hard a compiling tier works on the code.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub enum OptLevel {
-    /// No backend optimization (Cranelift `none`, LLVM `-O0`).
-    O0,
-    /// LLVM `-O1` (Cranelift `speed`).
-    O1,
-    /// LLVM `-O2`, with loop and SLP vectorization (Cranelift `speed`).
-    O2,
-    /// LLVM `-O3` (Cranelift `speed`): the default.
-    #[default]
-    O3,
-}
-
-impl OptLevel {
-    /// The level for `-O n`, if `n` is 0 to 3.
-    pub fn from_number(n: u8) -> Option<OptLevel> {
-        Some(match n {
-            0 => OptLevel::O0,
-            1 => OptLevel::O1,
-            2 => OptLevel::O2,
-            3 => OptLevel::O3,
-            _ => return None,
-        })
-    }
-}
 
 /// How to compile a graph; every engine takes the same options (the
 /// interpreter uses only [`Self::optimize`]).

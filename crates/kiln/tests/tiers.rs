@@ -51,9 +51,8 @@ fn typed_scalar_calls() {
 fn typed_handles_check_the_signature() {
     for &tier in JitTier::all() {
         let p = program(tier, "x * 2.0");
-        let err = |r: Result<TypedFunc<(f32,), f64>, CompileError>| {
-            r.expect_err("mismatch").to_string()
-        };
+        let err =
+            |r: Result<TypedFunc<(f32,), f64>, CompileError>| r.expect_err("mismatch").to_string();
         assert_eq!(
             err(p.typed::<(f32,), f64>()),
             "signature mismatch: the graph is (f64) -> (f64), not (f32) -> f64"

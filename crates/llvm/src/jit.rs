@@ -88,7 +88,7 @@ pub fn jit(
             .map_err(|e| CodegenError::Invalid(format!("LLVM verifier: {e}")))?;
         optimize(&module, &machine, opt)?;
         let engine = module
-            .create_jit_execution_engine(opt.codegen())
+            .create_jit_execution_engine(crate::codegen_level(opt))
             .map_err(|e| CodegenError::Llvm(e.to_string()))?;
         for &(name, address) in symbols {
             if let Some(f) = module.get_function(name) {
@@ -125,15 +125,9 @@ pub fn jit(
         engine: ManuallyDrop::new(engine),
         context: context_ptr,
     });
-    Ok(kernels
-        .into_iter()
-        .zip(addresses)
-        .map(|(kernel, (native, wrapper))| {
-            // SAFETY: `native` is `kernel` defined by `codegen` with
-            // `abi::signature`, `wrapper` its uniform entry (defined exactly
-            // when `abi::needs_wrapper`), both in `code`'s execution engine,
-            // which lives as long as any handle holding `code`.
-            unsafe { CompiledKernel::new(Arc::new(kernel), code.clone(), native, wrapper) }
-        })
-        .collect())
+    // SAFETY: each address is its kernel defined by `codegen` with
+    // `abi::signature`, and its uniform entry (defined exactly when
+    // `abi::needs_wrapper`), in `code`'s execution engine, which lives as long
+    // as any handle holding `code`.
+    Ok(unsafe { CompiledKernel::for_module(kernels, code, addresses) })
 }

@@ -49,48 +49,25 @@ pub enum CodegenError {
 /// Result of code generation.
 pub type CodegenResult<T> = Result<T, CodegenError>;
 
-/// An optimization level: `-O0` to `-O3`.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
-pub enum OptLevel {
-    /// No optimization.
-    O0,
-    /// `default<O1>`.
-    O1,
-    /// `default<O2>`.
-    O2,
-    /// `default<O3>`, the tier's default.
-    #[default]
-    O3,
+pub use kiln_ir::kernel::OptLevel;
+
+/// The new pass manager's pipeline for a level.
+fn pipeline(opt: OptLevel) -> &'static str {
+    match opt {
+        OptLevel::O0 => "default<O0>",
+        OptLevel::O1 => "default<O1>",
+        OptLevel::O2 => "default<O2>",
+        OptLevel::O3 => "default<O3>",
+    }
 }
 
-impl OptLevel {
-    /// The level for `-O n`, if `n` is 0 to 3.
-    pub fn from_number(n: u8) -> Option<OptLevel> {
-        Some(match n {
-            0 => OptLevel::O0,
-            1 => OptLevel::O1,
-            2 => OptLevel::O2,
-            3 => OptLevel::O3,
-            _ => return None,
-        })
-    }
-
-    fn pipeline(self) -> &'static str {
-        match self {
-            OptLevel::O0 => "default<O0>",
-            OptLevel::O1 => "default<O1>",
-            OptLevel::O2 => "default<O2>",
-            OptLevel::O3 => "default<O3>",
-        }
-    }
-
-    fn codegen(self) -> inkwell::OptimizationLevel {
-        match self {
-            OptLevel::O0 => inkwell::OptimizationLevel::None,
-            OptLevel::O1 => inkwell::OptimizationLevel::Less,
-            OptLevel::O2 => inkwell::OptimizationLevel::Default,
-            OptLevel::O3 => inkwell::OptimizationLevel::Aggressive,
-        }
+/// The code generator's level for a level.
+fn codegen_level(opt: OptLevel) -> inkwell::OptimizationLevel {
+    match opt {
+        OptLevel::O0 => inkwell::OptimizationLevel::None,
+        OptLevel::O1 => inkwell::OptimizationLevel::Less,
+        OptLevel::O2 => inkwell::OptimizationLevel::Default,
+        OptLevel::O3 => inkwell::OptimizationLevel::Aggressive,
     }
 }
 
@@ -130,7 +107,7 @@ fn optimize(module: &Module, machine: &TargetMachine, opt: OptLevel) -> CodegenR
     options.set_loop_interleaving(vectorize);
     options.set_loop_unrolling(opt != OptLevel::O0);
     module
-        .run_passes(opt.pipeline(), machine, options)
+        .run_passes(pipeline(opt), machine, options)
         .map_err(|e| CodegenError::Llvm(e.to_string()))
 }
 

@@ -111,7 +111,7 @@ impl TargetSpec {
         let mut options = TargetMachineOptions::default()
             .set_cpu(&self.cpu)
             .set_features(&self.features)
-            .set_level(opt.codegen())
+            .set_level(crate::codegen_level(opt))
             .set_reloc_mode(RelocMode::PIC)
             .set_code_model(CodeModel::Default);
         if let Some(abi) = &self.abi {

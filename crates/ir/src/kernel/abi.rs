@@ -315,6 +315,27 @@ impl CompiledKernel {
         }
     }
 
+    /// The handles of kernels compiled together into the module `code` owns,
+    /// from each kernel's native address and uniform entry.
+    ///
+    /// # Safety
+    /// As for [`Self::new`], for each kernel and its addresses.
+    pub unsafe fn for_module(
+        kernels: Vec<Kernel>,
+        code: Arc<dyn Any + Send + Sync>,
+        addresses: Vec<(*const u8, Option<*const u8>)>,
+    ) -> Vec<CompiledKernel> {
+        assert_eq!(kernels.len(), addresses.len(), "one address per kernel");
+        kernels
+            .into_iter()
+            .zip(addresses)
+            .map(|(kernel, (native, wrapper))| {
+                // SAFETY: the caller's guarantee, kernel by kernel.
+                unsafe { CompiledKernel::new(Arc::new(kernel), code.clone(), native, wrapper) }
+            })
+            .collect()
+    }
+
     /// The kernel this code was compiled from.
     pub fn kernel(&self) -> &Kernel {
         &self.kernel

@@ -36,6 +36,34 @@ use crate::op::{BinaryOp, CmpOp, UnaryOp};
 use crate::scalar::Scalar;
 use crate::types::{DType, Dim, Shape, TensorType};
 
+/// How hard a backend works on a kernel; every backend and the facade take
+/// this one type. What a kernel computes never depends on it.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum OptLevel {
+    /// No backend optimization (Cranelift `none`, LLVM `default<O0>`).
+    O0,
+    /// LLVM `default<O1>` (Cranelift `speed`).
+    O1,
+    /// LLVM `default<O2>`, with loop and SLP vectorization (Cranelift `speed`).
+    O2,
+    /// LLVM `default<O3>` (Cranelift `speed`): the default.
+    #[default]
+    O3,
+}
+
+impl OptLevel {
+    /// The level for `-O n`, if `n` is 0 to 3.
+    pub fn from_number(n: u8) -> Option<OptLevel> {
+        Some(match n {
+            0 => OptLevel::O0,
+            1 => OptLevel::O1,
+            2 => OptLevel::O2,
+            3 => OptLevel::O3,
+            _ => return None,
+        })
+    }
+}
+
 /// An SSA register: defined once by [`Stmt::Let`], typed by [`Kernel::regs`].
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Reg(pub u32);
