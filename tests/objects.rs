@@ -156,7 +156,7 @@ fn c_main(
     let mut input_idx = 0;
     for (idx, param) in kernel.params.iter().enumerate() {
         match param {
-            Param::ScalarIn { dtype, .. } | Param::ColumnIn { dtype, .. } => {
+            Param::ScalarIn { dtype, .. } | Param::ArrayIn { dtype, .. } => {
                 let b = bytes(&inputs[input_idx]);
                 input_idx += 1;
                 decls += &format!(
@@ -217,7 +217,7 @@ fn c_main(
                 args.push(format!("&o{idx}"));
                 prints += &format!("dump(&o{idx}, sizeof o{idx});\n");
             }
-            Param::ColumnOut { dtype, .. } => {
+            Param::ArrayOut { dtype, .. } => {
                 let bytes = out_len() * kiln::DType::size_bytes(*dtype);
                 decls += &format!("static _Alignas(8) unsigned char o{idx}[{}];\n", bytes + 8);
                 args.push(format!("({}*)o{idx}", header::c_type(*dtype)));

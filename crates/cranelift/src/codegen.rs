@@ -10,8 +10,8 @@ use cranelift_codegen::isa::CallConv;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use cranelift_module::{Linkage, Module};
 use kiln_ir::kernel::abi::{self, NativeType, Slot};
-use kiln_ir::kernel::{libcalls, Expr, Extent, Kernel, Reg, Stmt};
-use kiln_ir::{BinaryOp, CmpOp, DType, Scalar, UnaryOp};
+use kiln_ir::kernel::{libcalls, Expr, Extent, Kernel, ParamIdx, Reg, Stmt};
+use kiln_ir::{BinaryOp, CmpOp, DType, EntityRef, Scalar, UnaryOp};
 
 /// The CLIF type of a dtype (`bool` is an `i8` holding 0 or 1).
 pub fn clif_type(dtype: DType) -> ir::Type {
@@ -168,15 +168,15 @@ impl<M: Module> FunctionCx<'_, M> {
         Ok(())
     }
 
-    fn arg(&self, param: u32) -> ir::Value {
-        match self.slots[param as usize] {
+    fn arg(&self, param: ParamIdx) -> ir::Value {
+        match self.slots[param.index()] {
             Slot::Arg(i) => self.args[i],
             Slot::Return => unreachable!("the return slot is only stored to"),
         }
     }
 
     fn reg(&self, reg: Reg) -> ir::Value {
-        self.regs[reg.0 as usize].expect("lowering defines registers before their uses")
+        self.regs[reg.index()].expect("lowering defines registers before their uses")
     }
 
     fn codegen_block(&mut self, stmts: &[Stmt], ret: &mut Option<ir::Value>) -> CodegenResult<()> {
@@ -184,17 +184,17 @@ impl<M: Module> FunctionCx<'_, M> {
             match stmt {
                 Stmt::Let(reg, expr) => {
                     let value = self.codegen_expr(expr, self.kernel.reg_type(*reg))?;
-                    self.regs[reg.0 as usize] = Some(value);
+                    self.regs[reg.index()] = Some(value);
                 }
                 Stmt::CheckNonZero(reg, check) => self.codegen_check(*reg, *check),
                 Stmt::Loop { extent, row, body } => self.codegen_loop(*extent, *row, body, ret)?,
                 Stmt::Set(var, reg) => {
                     let value = self.reg(*reg);
-                    self.bcx.def_var(self.vars[var.0 as usize], value);
+                    self.bcx.def_var(self.vars[var.index()], value);
                 }
                 Stmt::Store(param, row, reg) => {
                     let value = self.reg(*reg);
-                    if self.slots[*param as usize] == Slot::Return {
+                    if self.slots[param.index()] == Slot::Return {
                         *ret = Some(value);
                         continue;
                     }
@@ -210,14 +210,14 @@ impl<M: Module> FunctionCx<'_, M> {
                         .ins()
                         .store(MemFlagsData::trusted(), value, addr, 0);
                 }
-                Stmt::Select {
+                Stmt::KeepRow {
                     sel,
                     count,
                     row,
                     mask,
                 } => self.codegen_select_push(*sel, *count, *row, *mask),
                 Stmt::StoreCount(param, var) => {
-                    let value = self.bcx.use_var(self.vars[var.0 as usize]);
+                    let value = self.bcx.use_var(self.vars[var.index()]);
                     let base = self.arg(*param);
                     self.bcx
                         .ins()
@@ -276,7 +276,7 @@ impl<M: Module> FunctionCx<'_, M> {
             .brif(any, body_block, &[ir::BlockArg::Value(zero)], exit, &[]);
         self.bcx.switch_to_block(body_block);
         let row_value = self.bcx.block_params(body_block)[0];
-        self.regs[row.0 as usize] = Some(row_value);
+        self.regs[row.index()] = Some(row_value);
         self.codegen_block(body, ret)?;
         let next = self.bcx.ins().iadd_imm_s(row_value, 1);
         let more = self.bcx.ins().icmp(IntCC::SignedLessThan, next, n);
@@ -298,8 +298,14 @@ impl<M: Module> FunctionCx<'_, M> {
     }
 
     /// `sel[count] = row; count += mask`, without a branch.
-    fn codegen_select_push(&mut self, sel: u32, count: kiln_ir::kernel::Var, row: Reg, mask: Reg) {
-        let var = self.vars[count.0 as usize];
+    fn codegen_select_push(
+        &mut self,
+        sel: ParamIdx,
+        count: kiln_ir::kernel::Var,
+        row: Reg,
+        mask: Reg,
+    ) {
+        let var = self.vars[count.index()];
         let n_kept = self.bcx.use_var(var);
         let base = self.arg(sel);
         let addr = self.element_addr(base, n_kept, DType::I32);
@@ -367,7 +373,7 @@ impl<M: Module> FunctionCx<'_, M> {
             }
             Expr::Const(c) => self.codegen_const(*c),
             Expr::ExtentValue(e) => self.codegen_extent(*e),
-            Expr::Var(v) => self.bcx.use_var(self.vars[v.0 as usize]),
+            Expr::Var(v) => self.bcx.use_var(self.vars[v.index()]),
             Expr::Unary(op, a) => {
                 let a = self.reg(*a);
                 self.codegen_unary(*op, a, dtype)?

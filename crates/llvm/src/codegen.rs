@@ -24,8 +24,8 @@ use inkwell::values::{
 };
 use inkwell::{AddressSpace, FloatPredicate, IntPredicate};
 use kiln_ir::kernel::abi::{self, NativeType, Slot};
-use kiln_ir::kernel::{libcalls, Expr, Extent, Kernel, Param, Reg, Stmt, Var};
-use kiln_ir::{BinaryOp, CmpOp, DType, Scalar, UnaryOp};
+use kiln_ir::kernel::{libcalls, Expr, Extent, Kernel, Param, ParamIdx, Reg, Stmt, Var};
+use kiln_ir::{BinaryOp, CmpOp, DType, EntityRef, Scalar, UnaryOp};
 
 impl From<BuilderError> for CodegenError {
     fn from(e: BuilderError) -> Self {
@@ -108,11 +108,11 @@ fn declare_kernel<'ctx>(
 fn param_name(param: &Param) -> &str {
     match param {
         Param::ScalarIn { name, .. }
-        | Param::ColumnIn { name, .. }
+        | Param::ArrayIn { name, .. }
         | Param::BitmapIn { name }
         | Param::ConstIn { name, .. }
         | Param::ScalarOut { name, .. }
-        | Param::ColumnOut { name, .. }
+        | Param::ArrayOut { name, .. }
         | Param::SelectionOut { name, .. }
         | Param::SelectionCount { name } => name,
         Param::Extent { dim } => dim,
@@ -249,8 +249,8 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
         Ok(())
     }
 
-    fn arg(&self, param: u32) -> BasicValueEnum<'ctx> {
-        match self.slots[param as usize] {
+    fn arg(&self, param: ParamIdx) -> BasicValueEnum<'ctx> {
+        match self.slots[param.index()] {
             Slot::Arg(i) => self
                 .function
                 .get_nth_param(i as u32)
@@ -260,7 +260,7 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
     }
 
     fn reg(&self, reg: Reg) -> BasicValueEnum<'ctx> {
-        self.regs[reg.0 as usize].expect("lowering defines registers before their uses")
+        self.regs[reg.index()].expect("lowering defines registers before their uses")
     }
 
     fn int(&self, reg: Reg) -> IntValue<'ctx> {
@@ -307,22 +307,22 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
                 Stmt::Let(reg, expr) => {
                     let value = self.codegen_expr(expr, self.kernel.reg_type(*reg))?;
                     // Source names as value names: `%a = fadd double …` in dumps.
-                    if let Some(Some(name)) = self.kernel.reg_names.get(reg.0 as usize) {
+                    if let Some(Some(name)) = self.kernel.reg_names.get(reg.index()) {
                         if value.as_instruction_value().is_some() {
                             value.set_name(name);
                         }
                     }
-                    self.regs[reg.0 as usize] = Some(value);
+                    self.regs[reg.index()] = Some(value);
                 }
                 Stmt::CheckNonZero(reg, check) => self.codegen_check(*reg, *check)?,
                 Stmt::Loop { extent, row, body } => self.codegen_loop(*extent, *row, body, ret)?,
                 Stmt::Set(var, reg) => {
-                    let (slot, _) = self.vars[var.0 as usize];
+                    let (slot, _) = self.vars[var.index()];
                     self.builder.build_store(slot, self.reg(*reg))?;
                 }
                 Stmt::Store(param, row, reg) => {
                     let value = self.reg(*reg);
-                    if self.slots[*param as usize] == Slot::Return {
+                    if self.slots[param.index()] == Slot::Return {
                         *ret = Some(value);
                         continue;
                     }
@@ -337,7 +337,7 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
                         .set_alignment(dtype.size_bytes() as u32)
                         .map_err(|e| CodegenError::Invalid(e.to_string()))?;
                 }
-                Stmt::Select {
+                Stmt::KeepRow {
                     sel,
                     count,
                     row,
@@ -354,7 +354,7 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
     }
 
     fn use_var(&self, var: Var) -> CodegenResult<BasicValueEnum<'ctx>> {
-        let (slot, ty) = self.vars[var.0 as usize];
+        let (slot, ty) = self.vars[var.index()];
         Ok(self.builder.build_load(ty, slot, "v")?)
     }
 
@@ -421,7 +421,7 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
         self.builder
             .build_conditional_branch(more, body_block, exit)?;
         self.builder.position_at_end(body_block);
-        self.regs[row.0 as usize] = Some(row_value.into());
+        self.regs[row.index()] = Some(row_value.into());
         self.codegen_block(body, ret)?;
         // `row < n <= i64::MAX`, so the increment cannot wrap.
         let next = self
@@ -445,7 +445,7 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
     /// `sel[count] = row; count += mask`, without a branch.
     fn codegen_select_push(
         &mut self,
-        sel: u32,
+        sel: ParamIdx,
         count: Var,
         row: Reg,
         mask: Reg,
@@ -461,7 +461,7 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
             .builder
             .build_int_z_extend(self.int(mask), self.cx.i64_type(), "keep")?;
         let next = self.builder.build_int_add(n_kept, keep, "kept")?;
-        let (slot, _) = self.vars[count.0 as usize];
+        let (slot, _) = self.vars[count.index()];
         self.builder.build_store(slot, next)?;
         Ok(())
     }

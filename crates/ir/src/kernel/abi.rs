@@ -199,7 +199,7 @@ pub fn args<'k>(kernel: &'k Kernel, extents: &[u64]) -> Vec<Arg<'k>> {
     let mut args = Vec::with_capacity(kernel.params.len());
     for param in &kernel.params {
         args.push(match param {
-            Param::ScalarIn { .. } | Param::ColumnIn { .. } => {
+            Param::ScalarIn { .. } | Param::ArrayIn { .. } => {
                 inputs += 1;
                 Arg::Input {
                     input: inputs - 1,
@@ -235,7 +235,7 @@ pub fn args<'k>(kernel: &'k Kernel, extents: &[u64]) -> Vec<Arg<'k>> {
                     }
                 }
             }
-            Param::ColumnOut { dtype, shape, .. } => {
+            Param::ArrayOut { dtype, shape, .. } => {
                 outputs += 1;
                 Arg::Output {
                     output: outputs - 1,

@@ -46,7 +46,7 @@ fn c_params(kernel: &Kernel) -> (String, Vec<CParam>) {
             Param::ScalarIn { name, dtype } if kernel.direct => {
                 (c_type(*dtype).to_string(), name.clone())
             }
-            Param::ScalarIn { name, dtype } | Param::ColumnIn { name, dtype, .. } => {
+            Param::ScalarIn { name, dtype } | Param::ArrayIn { name, dtype, .. } => {
                 (format!("const {}*", c_type(*dtype)), name.clone())
             }
             Param::BitmapIn { name } => ("const uint8_t*".to_string(), name.clone()),
@@ -67,7 +67,7 @@ fn c_params(kernel: &Kernel) -> (String, Vec<CParam>) {
                 ret = c_type(*dtype).to_string();
                 continue;
             }
-            Param::ScalarOut { name, dtype } | Param::ColumnOut { name, dtype, .. } => {
+            Param::ScalarOut { name, dtype } | Param::ArrayOut { name, dtype, .. } => {
                 (format!("{}*", c_type(*dtype)), format!("out_{name}"))
             }
             Param::SelectionOut { name, .. } => ("uint32_t*".to_string(), format!("out_{name}")),

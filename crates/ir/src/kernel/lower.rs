@@ -18,7 +18,7 @@ use crate::scalar::Scalar;
 use crate::semantics::reduce_identity;
 use crate::types::{DType, Dim, Type};
 use crate::verify::{GraphInfo, Verified};
-use cranelift_entity::SecondaryMap;
+use cranelift_entity::{EntityRef, SecondaryMap};
 
 /// Why a graph cannot be lowered.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -148,7 +148,7 @@ impl Lowerer<'_> {
 
     pub(super) fn param(&mut self, p: Param) -> ParamIdx {
         self.kernel.params.push(p);
-        (self.kernel.params.len() - 1) as ParamIdx
+        ParamIdx::new(self.kernel.params.len() - 1)
     }
 
     fn params(&mut self, options: &LowerOptions) {
@@ -164,7 +164,7 @@ impl Lowerer<'_> {
             } else if dtype == DType::Bool && options.packed_bools {
                 Param::BitmapIn { name }
             } else {
-                Param::ColumnIn {
+                Param::ArrayIn {
                     name,
                     dtype,
                     shape: t.shape.clone(),
@@ -182,7 +182,7 @@ impl Lowerer<'_> {
                     name,
                     dtype: t.dtype,
                 }),
-                Type::Tensor(t) => self.param(Param::ColumnOut {
+                Type::Tensor(t) => self.param(Param::ArrayOut {
                     name,
                     dtype: t.dtype,
                     shape: t.shape.clone(),
@@ -209,7 +209,9 @@ impl Lowerer<'_> {
                     .params
                     .iter()
                     .position(|p| matches!(p, Param::Extent { dim } if dim == s));
-                Extent::Param(idx.expect("verified: every symbol is an input's") as ParamIdx)
+                Extent::Param(ParamIdx::new(
+                    idx.expect("verified: every symbol is an input's"),
+                ))
             }
         }
     }
@@ -264,8 +266,8 @@ impl Lowerer<'_> {
         let expr = match &node.op {
             Op::Input { index } => {
                 let param = self.input_params[*index as usize];
-                match (row, &self.kernel.params[param as usize]) {
-                    (Some(r), Param::ColumnIn { .. }) => Expr::Load(param, r),
+                match (row, &self.kernel.params[param.index()]) {
+                    (Some(r), Param::ArrayIn { .. }) => Expr::Load(param, r),
                     (Some(r), Param::BitmapIn { .. }) => Expr::LoadBit(param, r),
                     _ => Expr::Input(param),
                 }
@@ -694,7 +696,7 @@ impl Lowerer<'_> {
         }
         for &(root, idx, count) in &filters {
             let mask = arg_reg(self.graph.node(root).args[0], &regs);
-            body.push(Stmt::Select {
+            body.push(Stmt::KeepRow {
                 sel: self.output_params[idx],
                 count,
                 row,
@@ -707,14 +709,14 @@ impl Lowerer<'_> {
             let reg = match (op, var) {
                 (ReduceOp::Count, _) => self.emit(out, DType::I64, Expr::ExtentValue(extent), name),
                 (ReduceOp::Mean, Some(var)) => {
-                    let dtype = self.kernel.vars[var.0 as usize].dtype();
+                    let dtype = self.kernel.vars[var.index()].dtype();
                     let sum = self.emit(out, dtype, Expr::Var(var), None);
                     let n = self.emit(out, DType::I64, Expr::ExtentValue(extent), None);
                     let n = self.emit(out, dtype, Expr::Cast(dtype, n), None);
                     self.emit(out, dtype, Expr::Binary(BinaryOp::Div, sum, n), name)
                 }
                 (_, Some(var)) => {
-                    let dtype = self.kernel.vars[var.0 as usize].dtype();
+                    let dtype = self.kernel.vars[var.index()].dtype();
                     self.emit(out, dtype, Expr::Var(var), name)
                 }
                 (_, None) => unreachable!("only count has no accumulator"),
@@ -723,7 +725,7 @@ impl Lowerer<'_> {
         }
         for (_, idx, count) in filters {
             // The count parameter directly follows the selection's.
-            out.push(Stmt::StoreCount(self.output_params[idx] + 1, count));
+            out.push(Stmt::StoreCount(self.output_params[idx].next(), count));
         }
     }
 }

@@ -32,6 +32,8 @@ pub use print::print;
 pub use verify::{verify, KernelError};
 
 use crate::entities::Value;
+use cranelift_entity::EntityRef;
+
 use crate::op::{BinaryOp, CmpOp, UnaryOp};
 use crate::scalar::Scalar;
 use crate::types::{DType, Dim, Shape, TensorType};
@@ -64,16 +66,29 @@ impl OptLevel {
     }
 }
 
-/// An SSA register: defined once by [`Stmt::Let`], typed by [`Kernel::regs`].
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Reg(pub u32);
+/// An SSA register (`r3`): defined once by [`Stmt::Let`], typed by
+/// [`Kernel::regs`].
+#[derive(Copy, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Reg(u32);
+cranelift_entity::entity_impl!(Reg, "r");
 
-/// A mutable variable (accumulators, counters), typed by [`Kernel::vars`].
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Var(pub u32);
+/// A mutable variable (`var1`: accumulators, counters), typed by
+/// [`Kernel::vars`].
+#[derive(Copy, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Var(u32);
+cranelift_entity::entity_impl!(Var, "var");
 
-/// Index of a parameter in [`Kernel::params`].
-pub type ParamIdx = u32;
+/// A parameter (`p2`): an index into [`Kernel::params`].
+#[derive(Copy, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ParamIdx(u32);
+cranelift_entity::entity_impl!(ParamIdx, "p");
+
+impl ParamIdx {
+    /// The parameter after this one (a selection's count follows it).
+    pub fn next(self) -> ParamIdx {
+        ParamIdx(self.0 + 1)
+    }
+}
 
 /// One parameter of the kernel's native signature, in order.
 #[derive(Clone, Debug, PartialEq)]
@@ -88,7 +103,7 @@ pub enum Param {
     },
     /// A column or tensor input: a pointer to its first element (row-major,
     /// contiguous).
-    ColumnIn {
+    ArrayIn {
         /// The input's name.
         name: String,
         /// Its element dtype.
@@ -118,7 +133,7 @@ pub enum Param {
     },
     /// A column or tensor output: a pointer to room for its elements
     /// (row-major, contiguous).
-    ColumnOut {
+    ArrayOut {
         /// The output's name.
         name: String,
         /// Its element dtype.
@@ -164,8 +179,8 @@ impl Param {
     /// bitmaps, extents and selections.
     pub fn array_type(&self) -> Option<TensorType> {
         let (dtype, shape) = match self {
-            Param::ColumnIn { dtype, shape, .. }
-            | Param::ColumnOut { dtype, shape, .. }
+            Param::ArrayIn { dtype, shape, .. }
+            | Param::ArrayOut { dtype, shape, .. }
             | Param::Scratch { dtype, shape } => (*dtype, shape.clone()),
             Param::ConstIn { tensor, .. } => (
                 tensor.dtype,
@@ -246,9 +261,9 @@ pub enum Stmt {
     /// Writes a register to an output parameter: element `row` of a column, or
     /// the scalar when `row` is `None`.
     Store(ParamIdx, Option<Reg>, Reg),
-    /// Appends `row` to a selection if `mask` is true: `sel[count] = row; count
+    /// Keeps `row` in a selection if `mask` is true: `sel[count] = row; count
     /// += mask` (the store is unconditional; the buffer has room for every row).
-    Select {
+    KeepRow {
         /// The [`Param::SelectionOut`] parameter.
         sel: ParamIdx,
         /// The `i64` variable counting the rows kept so far.
@@ -296,6 +311,6 @@ impl Kernel {
 
     /// The dtype of a register.
     pub fn reg_type(&self, reg: Reg) -> DType {
-        self.regs[reg.0 as usize]
+        self.regs[reg.index()]
     }
 }

@@ -2,6 +2,7 @@
 //! comments.
 
 use super::{Expr, Extent, Kernel, Param, Reg, Stmt};
+use cranelift_entity::EntityRef;
 use std::fmt::Write;
 
 /// The kernel as text.
@@ -21,13 +22,13 @@ pub fn print(kernel: &Kernel) -> String {
             .unwrap_or_default();
         let desc = match param {
             Param::ScalarIn { name, dtype } => format!("{dtype} input {name:?}"),
-            Param::ColumnIn { name, .. } => format!("*const {array} input {name:?}"),
+            Param::ArrayIn { name, .. } => format!("*const {array} input {name:?}"),
             Param::BitmapIn { name } => format!("*const bits input {name:?}"),
             Param::ConstIn { name, .. } => format!("*const {array} constant {name:?}"),
             Param::Scratch { .. } => format!("*mut {array} scratch"),
             Param::Extent { dim } => format!("i64 extent {dim}"),
             Param::ScalarOut { name, dtype } => format!("*mut {dtype} output {name:?}"),
-            Param::ColumnOut { name, .. } => format!("*mut {array} output {name:?}"),
+            Param::ArrayOut { name, .. } => format!("*mut {array} output {name:?}"),
             Param::SelectionOut { name, .. } => format!("*mut u32 selection {name:?}"),
             Param::SelectionCount { name } => format!("*mut i64 count of {name:?}"),
         };
@@ -75,7 +76,7 @@ fn block(out: &mut String, kernel: &Kernel, stmts: &[Stmt], depth: usize) {
         let line = match stmt {
             Stmt::Let(r, e) => {
                 let mut line = format!("r{}: {} = {}", r.0, kernel.reg_type(*r), expr(e));
-                if let Some(name) = &kernel.reg_names[r.0 as usize] {
+                if let Some(name) = &kernel.reg_names[r.index()] {
                     write!(line, "  # {name}").expect("writing to a String");
                 }
                 line
@@ -97,7 +98,7 @@ fn block(out: &mut String, kernel: &Kernel, stmts: &[Stmt], depth: usize) {
             Stmt::Set(v, r) => format!("var{} = r{}", v.0, r.0),
             Stmt::Store(p, Some(row), r) => format!("store p{p}[r{}] = r{}", row.0, r.0),
             Stmt::Store(p, None, r) => format!("store p{p} = r{}", r.0),
-            Stmt::Select {
+            Stmt::KeepRow {
                 sel,
                 count,
                 row,

@@ -646,10 +646,10 @@ impl Lowerer<'_> {
 
     /// The element dtype of a buffer parameter.
     fn param_dtype(&self, param: ParamIdx) -> Option<DType> {
-        match &self.kernel.params[param as usize] {
-            Param::ColumnIn { dtype, .. }
+        match &self.kernel.params[param.index()] {
+            Param::ArrayIn { dtype, .. }
             | Param::Scratch { dtype, .. }
-            | Param::ColumnOut { dtype, .. }
+            | Param::ArrayOut { dtype, .. }
             | Param::ScalarIn { dtype, .. }
             | Param::ScalarOut { dtype, .. } => Some(*dtype),
             Param::ConstIn { tensor, .. } => Some(tensor.dtype),
@@ -717,7 +717,7 @@ impl Lowerer<'_> {
     }
 
     fn load(&self, param: ParamIdx, index: Reg) -> Expr {
-        match self.kernel.params[param as usize] {
+        match self.kernel.params[param.index()] {
             Param::BitmapIn { .. } => Expr::LoadBit(param, index),
             _ => Expr::Load(param, index),
         }
@@ -841,7 +841,7 @@ impl Lowerer<'_> {
             let count = self.new_var(Scalar::I64(0));
             self.nest(out, &shape, |lw, body, rows| {
                 let mask = lw.read(body, locs, col, &[Some(rows[0])]);
-                body.push(Stmt::Select {
+                body.push(Stmt::KeepRow {
                     sel,
                     count,
                     row: rows[0],
@@ -849,7 +849,7 @@ impl Lowerer<'_> {
                 });
             });
             // The count parameter directly follows the selection's.
-            out.push(Stmt::StoreCount(sel + 1, count));
+            out.push(Stmt::StoreCount(sel.next(), count));
         }
     }
 

@@ -15,6 +15,7 @@
 use super::{Expr, Extent, Kernel, Param, ParamIdx, Reg, Stmt, Var};
 use crate::op::{BinaryOp, CmpOp, UnaryOp};
 use crate::types::DType;
+use cranelift_entity::EntityRef;
 
 /// Why a kernel is invalid: a bug in lowering.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -82,7 +83,7 @@ impl Verifier<'_> {
             let Some(stmt) = stmts.next() else {
                 let (_, depth) = stack.pop().expect("the loop saw a frame");
                 for reg in self.scope.drain(depth..) {
-                    self.defined[reg.0 as usize] = false;
+                    self.defined[reg.index()] = false;
                 }
                 continue;
             };
@@ -102,9 +103,9 @@ impl Verifier<'_> {
         let ty = self
             .kernel
             .regs
-            .get(reg.0 as usize)
+            .get(reg.index())
             .ok_or_else(|| format!("r{} is not a register", reg.0))?;
-        ensure(self.defined[reg.0 as usize], || {
+        ensure(self.defined[reg.index()], || {
             format!("r{} is used where it is not defined", reg.0)
         })?;
         Ok(*ty)
@@ -121,15 +122,15 @@ impl Verifier<'_> {
         let got = *self
             .kernel
             .regs
-            .get(reg.0 as usize)
+            .get(reg.index())
             .ok_or_else(|| format!("r{} is not a register", reg.0))?;
         ensure(got == want, || {
             format!("r{} is declared {got} but holds {want}", reg.0)
         })?;
-        ensure(!self.defined[reg.0 as usize], || {
+        ensure(!self.defined[reg.index()], || {
             format!("r{} is defined twice", reg.0)
         })?;
-        self.defined[reg.0 as usize] = true;
+        self.defined[reg.index()] = true;
         self.scope.push(reg);
         Ok(())
     }
@@ -137,14 +138,14 @@ impl Verifier<'_> {
     fn param(&self, p: ParamIdx) -> Result<&Param, String> {
         self.kernel
             .params
-            .get(p as usize)
+            .get(p.index())
             .ok_or_else(|| format!("p{p} is not a parameter"))
     }
 
     fn var(&self, var: Var) -> Result<DType, String> {
         self.kernel
             .vars
-            .get(var.0 as usize)
+            .get(var.index())
             .map(|init| init.dtype())
             .ok_or_else(|| format!("var{} is not a variable", var.0))
     }
@@ -163,10 +164,10 @@ impl Verifier<'_> {
     fn readable(&self, p: ParamIdx) -> Result<DType, String> {
         let param = self.param(p)?;
         match param {
-            Param::ColumnIn { .. }
+            Param::ArrayIn { .. }
             | Param::ConstIn { .. }
             | Param::Scratch { .. }
-            | Param::ColumnOut { .. } => Ok(param.array_type().expect("an array").dtype),
+            | Param::ArrayOut { .. } => Ok(param.array_type().expect("an array").dtype),
             // A scalar passed by pointer is a one-element array.
             Param::ScalarIn { dtype, .. } | Param::ScalarOut { dtype, .. }
                 if !self.kernel.direct =>
@@ -180,7 +181,7 @@ impl Verifier<'_> {
     fn stmt(&mut self, stmt: &Stmt) -> Check {
         match stmt {
             Stmt::Let(reg, expr) => {
-                let ty = self.kernel.regs.get(reg.0 as usize).copied();
+                let ty = self.kernel.regs.get(reg.index()).copied();
                 let ty = ty.ok_or_else(|| format!("r{} is not a register", reg.0))?;
                 self.expr(expr, ty)
                     .map_err(|m| format!("r{} = {expr:?}: {m}", reg.0))?;
@@ -203,7 +204,7 @@ impl Verifier<'_> {
                 let param = self.param(*p)?;
                 let want = match (param, row) {
                     (Param::ScalarOut { dtype, .. }, None) => *dtype,
-                    (Param::ColumnOut { .. } | Param::Scratch { .. }, Some(row)) => {
+                    (Param::ArrayOut { .. } | Param::Scratch { .. }, Some(row)) => {
                         self.typed(*row, DType::I64, "the row")?;
                         param.array_type().expect("an array").dtype
                     }
@@ -223,7 +224,7 @@ impl Verifier<'_> {
                     format!("{ty} r{} stored to a {want} p{p}", reg.0)
                 })
             }
-            Stmt::Select {
+            Stmt::KeepRow {
                 sel,
                 count,
                 row,
@@ -331,13 +332,13 @@ mod tests {
         let mut k = Kernel {
             name: "f".into(),
             params: vec![
-                Param::ColumnIn {
+                Param::ArrayIn {
                     name: "x".into(),
                     dtype: DType::F64,
                     shape: vec![crate::types::Dim::Sym("n".into())],
                 },
                 Param::Extent { dim: "n".into() },
-                Param::ColumnOut {
+                Param::ArrayOut {
                     name: "y".into(),
                     dtype: DType::F64,
                     shape: vec![crate::types::Dim::Sym("n".into())],
@@ -346,13 +347,13 @@ mod tests {
             regs: vec![DType::I64, DType::F64, DType::F64, DType::F64],
             vars: Vec::new(),
             body: vec![Stmt::Loop {
-                extent: Extent::Param(1),
+                extent: Extent::Param(ParamIdx(1)),
                 row,
                 body: vec![
-                    Stmt::Let(x, Expr::Load(0, row)),
+                    Stmt::Let(x, Expr::Load(ParamIdx(0), row)),
                     Stmt::Let(one, Expr::Const(Scalar::F64(1.0))),
                     Stmt::Let(sum, Expr::Binary(BinaryOp::Add, x, one)),
-                    Stmt::Store(2, Some(row), sum),
+                    Stmt::Store(ParamIdx(2), Some(row), sum),
                 ],
             }],
             checks: Vec::new(),
@@ -392,16 +393,16 @@ mod tests {
                 "r3 is used where it is not defined",
             ),
             (
-                Box::new(|k| body(k).push(Stmt::Let(Reg(1), Expr::Load(0, Reg(0))))),
+                Box::new(|k| body(k).push(Stmt::Let(Reg(1), Expr::Load(ParamIdx(0), Reg(0))))),
                 "r1 is defined twice",
             ),
             (Box::new(|k| k.regs[2] = DType::F32), "the constant is f64"),
             (
-                Box::new(|k| body(k)[0] = Stmt::Let(Reg(1), Expr::Input(0))),
+                Box::new(|k| body(k)[0] = Stmt::Let(Reg(1), Expr::Input(ParamIdx(0)))),
                 "p0 is not a scalar input",
             ),
             (
-                Box::new(|k| body(k)[3] = Stmt::Store(0, Some(Reg(0)), Reg(3))),
+                Box::new(|k| body(k)[3] = Stmt::Store(ParamIdx(0), Some(Reg(0)), Reg(3))),
                 "p0 is stored to but is not an output",
             ),
             (
@@ -413,7 +414,7 @@ mod tests {
             (
                 Box::new(|k| {
                     k.body[0] = Stmt::Loop {
-                        extent: Extent::Param(0),
+                        extent: Extent::Param(ParamIdx(0)),
                         row: Reg(0),
                         body: Vec::new(),
                     }
