@@ -16,3 +16,4 @@ pub mod fx;
 pub mod layout;
 pub mod py;
 pub mod tf;
+mod unsupported;

@@ -12,6 +12,7 @@ use super::text::{Arg, FxGraph, Node};
 use super::Options;
 use crate::eltwise::{self, konst, EResult};
 use crate::layout;
+use crate::unsupported::Kind;
 use kiln_ir::{
     BinaryOp, Builder, CmpOp, DType, Dim, Graph, Loc, Op, ParseError, ParseResult, Scalar,
     SourceMap, TensorConst, TypeError, UnaryOp, Value,
@@ -71,172 +72,430 @@ pub fn op_name(kind: &str, target: &str) -> String {
 /// Ops with several results (a tuple `getitem` takes apart).
 const MULTI_OPS: &[&str] = &["split", "split_with_sizes", "chunk", "unbind"];
 
-const SUPPORTED: &[&str] = &[
-    "_softmax",
-    "_log_softmax",
-    "expand_as",
-    "view_as",
-    "reshape_as",
-    "split",
-    "split_with_sizes",
-    "chunk",
-    "unbind",
-    "cat",
-    "concat",
-    "concatenate",
-    "stack",
-    "expand",
-    "broadcast_to",
-    "narrow",
-    "slice",
-    "select",
-    "getitem",
-    "sum",
-    "mean",
-    "amax",
-    "amin",
-    "prod",
-    "softmax",
-    "log_softmax",
-    "matmul",
-    "mm",
-    "bmm",
-    "addmm",
-    "linear",
-    "linear_module",
-    "t",
-    "transpose",
-    "permute",
-    "reshape",
-    "view",
-    "flatten",
-    "unsqueeze",
-    "squeeze",
-    "add",
-    "sub",
-    "subtract",
-    "rsub",
-    "mul",
-    "multiply",
-    "truediv",
-    "div",
-    "divide",
-    "true_divide",
-    "floordiv",
-    "floor_divide",
-    "mod",
-    "remainder",
-    "fmod",
-    "pow",
-    "neg",
-    "negative",
-    "pos",
-    "positive",
-    "abs",
-    "absolute",
-    "gt",
-    "lt",
-    "ge",
-    "le",
-    "eq",
-    "ne",
-    "greater",
-    "less",
-    "greater_equal",
-    "less_equal",
-    "equal",
-    "not_equal",
-    "and_",
-    "or_",
-    "xor_",
-    "not_",
-    "invert",
-    "logical_and",
-    "logical_or",
-    "logical_xor",
-    "logical_not",
-    "bitwise_and",
-    "bitwise_or",
-    "bitwise_xor",
-    "bitwise_not",
-    "lshift",
-    "rshift",
-    "bitwise_left_shift",
-    "bitwise_right_shift",
-    "sin",
-    "cos",
-    "tan",
-    "asin",
-    "acos",
-    "atan",
-    "arcsin",
-    "arccos",
-    "arctan",
-    "sinh",
-    "cosh",
-    "tanh",
-    "exp",
-    "exp2",
-    "expm1",
-    "log",
-    "log2",
-    "log10",
-    "log1p",
-    "sqrt",
-    "rsqrt",
-    "floor",
-    "ceil",
-    "trunc",
-    "fix",
-    "round",
-    "reciprocal",
-    "square",
-    "sigmoid",
-    "atan2",
-    "arctan2",
-    "hypot",
-    "copysign",
-    "relu",
-    "relu6",
-    "hardtanh",
-    "clamp",
-    "clip",
-    "clamp_min",
-    "clamp_max",
-    "leaky_relu",
-    "silu",
-    "gelu",
-    "softplus",
-    "elu",
-    "selu",
-    "celu",
-    "mish",
-    "erf",
-    "erfc",
-    "logsigmoid",
-    "hardsigmoid",
-    "hardswish",
-    "softsign",
-    "tanhshrink",
-    "maximum",
-    "minimum",
-    "max",
-    "min",
-    "where",
-    "to",
-    "type",
-    "float",
-    "double",
-    "int",
-    "long",
-    "bool",
-    "alias",
-    "clone",
-    "contiguous",
-    "detach",
-    "identity",
-    "dropout_eval",
+/// How an op is built: from the lowering, the op's name (one builder serves
+/// several spellings) and the node.
+type Build = fn(&mut Fx<'_>, &str, &Node) -> Result<Value, String>;
+
+/// Every op the importer builds, by its names (after [`op_name`]), and how:
+/// adding an op is one line here plus its builder. The unsupported-op report
+/// and `Fx::call` both read this table, so they cannot disagree.
+/// (Ops with several results, [`MULTI_OPS`], are taken apart by `getitem`.)
+const OPS: &[(&[&str], Build)] = &[
+    (
+        &[
+            "matmul",
+            "mm",
+            "bmm",
+            "addmm",
+            "linear",
+            "linear_module",
+            "t",
+            "transpose",
+            "permute",
+            "reshape",
+            "view",
+            "flatten",
+            "unsqueeze",
+            "squeeze",
+        ],
+        |this, op, node| this.tensor_op(op, node),
+    ),
+    (
+        &[
+            "cat",
+            "concat",
+            "concatenate",
+            "stack",
+            "expand",
+            "broadcast_to",
+            "narrow",
+            "slice",
+            "select",
+            "getitem",
+        ],
+        |this, op, node| this.layout_op(op, node),
+    ),
+    (
+        &["sum", "mean", "amax", "amin", "prod"],
+        |this, op, node| this.reduction(op, node),
+    ),
+    // ATen's `_softmax(x, dim, half_to_float)` computes the same.
+    (&["softmax", "_softmax"], |this, _, node| {
+        this.softmax(false, node)
+    }),
+    (&["log_softmax", "_log_softmax"], |this, _, node| {
+        this.softmax(true, node)
+    }),
+    (&["expand_as", "view_as", "reshape_as"], |this, op, node| {
+        Ok({
+            let x = this.tensor_at(node, 0, "input")?;
+            let other = this.tensor_at(node, 1, "other")?;
+            let shape = this.shape_of(other);
+            if op == "expand_as" {
+                layout::broadcast_to(&mut this.b, x, shape)?
+            } else {
+                this.reshape(x, shape)?
+            }
+        })
+    }),
+    (&["add", "sub", "subtract", "rsub"], |this, op, node| {
+        this.add_sub(op, node)
+    }),
+    (&["mul", "multiply"], |this, _, node| {
+        this.binary(node, BinaryOp::Mul)
+    }),
+    (
+        &["truediv", "div", "divide", "true_divide"],
+        |this, _, node| this.divide(node),
+    ),
+    (&["floordiv", "floor_divide"], |this, _, node| {
+        this.binary(node, BinaryOp::FloorDiv)
+    }),
+    (&["mod", "remainder"], |this, _, node| {
+        this.binary(node, BinaryOp::Mod)
+    }),
+    (&["fmod"], |this, _, node| this.binary(node, BinaryOp::Rem)),
+    (&["pow"], |this, _, node| this.pow(node)),
+    (&["neg", "negative"], |this, _, node| {
+        Ok({
+            let x = this.operand_at(node, 0, "input")?;
+            let d = this.result_type(&[x]);
+            let x = this.tensor(x, d)?;
+            this.b.unary(UnaryOp::Neg, x).map_err(te)?
+        })
+    }),
+    (
+        &[
+            "pos",
+            "positive",
+            "alias",
+            "clone",
+            "contiguous",
+            "detach",
+            "identity",
+            "dropout_eval",
+        ],
+        |this, _, node| {
+            Ok({
+                let x = this.operand_at(node, 0, "input")?;
+                let d = this.result_type(&[x]);
+                this.tensor(x, d)?
+            })
+        },
+    ),
+    (&["abs", "absolute"], |this, _, node| {
+        Ok({
+            let x = this.operand_at(node, 0, "input")?;
+            let d = this.result_type(&[x]);
+            let x = this.tensor(x, d)?;
+            this.b.unary(UnaryOp::Abs, x).map_err(te)?
+        })
+    }),
+    (&["gt", "greater"], |this, _, node| {
+        this.compare(node, CmpOp::Gt)
+    }),
+    (&["lt", "less"], |this, _, node| {
+        this.compare(node, CmpOp::Lt)
+    }),
+    (&["ge", "greater_equal"], |this, _, node| {
+        this.compare(node, CmpOp::Ge)
+    }),
+    (&["le", "less_equal"], |this, _, node| {
+        this.compare(node, CmpOp::Le)
+    }),
+    (&["eq", "equal"], |this, _, node| {
+        this.compare(node, CmpOp::Eq)
+    }),
+    (&["ne", "not_equal"], |this, _, node| {
+        this.compare(node, CmpOp::Ne)
+    }),
+    (
+        &[
+            "and_",
+            "or_",
+            "xor_",
+            "bitwise_and",
+            "bitwise_or",
+            "bitwise_xor",
+        ],
+        |this, op, node| {
+            Ok({
+                let (v, d) = this.promoted(node, 2)?;
+                let op = match (op, d == DType::Bool) {
+                    ("and_" | "bitwise_and", true) => BinaryOp::And,
+                    ("or_" | "bitwise_or", true) => BinaryOp::Or,
+                    (_, true) => BinaryOp::Xor,
+                    ("and_" | "bitwise_and", false) => BinaryOp::BAnd,
+                    ("or_" | "bitwise_or", false) => BinaryOp::BOr,
+                    _ => BinaryOp::BXor,
+                };
+                this.b.binary(op, v[0], v[1]).map_err(te)?
+            })
+        },
+    ),
+    (
+        &["logical_and", "logical_or", "logical_xor"],
+        |this, op, node| {
+            Ok({
+                let a = this.truth(node, 0)?;
+                let c = this.truth(node, 1)?;
+                let op = [BinaryOp::And, BinaryOp::Or, BinaryOp::Xor][[
+                    "logical_and",
+                    "logical_or",
+                    "logical_xor",
+                ]
+                .iter()
+                .position(|n| *n == op)
+                .expect("matched above")];
+                this.b.binary(op, a, c).map_err(te)?
+            })
+        },
+    ),
+    (&["logical_not", "not_"], |this, _, node| {
+        Ok({
+            let a = this.truth(node, 0)?;
+            this.b.unary(UnaryOp::Not, a).map_err(te)?
+        })
+    }),
+    (&["invert", "bitwise_not"], |this, _, node| {
+        Ok({
+            let x = this.operand_at(node, 0, "input")?;
+            let d = this.result_type(&[x]);
+            let x = this.tensor(x, d)?;
+            let op = if d == DType::Bool {
+                UnaryOp::Not
+            } else {
+                UnaryOp::BNot
+            };
+            this.b.unary(op, x).map_err(te)?
+        })
+    }),
+    (
+        &[
+            "lshift",
+            "rshift",
+            "bitwise_left_shift",
+            "bitwise_right_shift",
+        ],
+        |this, op, node| this.shift(node, op.starts_with('l') || op.contains("left")),
+    ),
+    (&["sin"], |this, _, node| {
+        this.unary_float(node, UnaryOp::Sin)
+    }),
+    (&["cos"], |this, _, node| {
+        this.unary_float(node, UnaryOp::Cos)
+    }),
+    (&["tan"], |this, _, node| {
+        this.unary_float(node, UnaryOp::Tan)
+    }),
+    (&["asin", "arcsin"], |this, _, node| {
+        this.unary_float(node, UnaryOp::Asin)
+    }),
+    (&["acos", "arccos"], |this, _, node| {
+        this.unary_float(node, UnaryOp::Acos)
+    }),
+    (&["atan", "arctan"], |this, _, node| {
+        this.unary_float(node, UnaryOp::Atan)
+    }),
+    (&["sinh"], |this, _, node| {
+        this.unary_float(node, UnaryOp::Sinh)
+    }),
+    (&["cosh"], |this, _, node| {
+        this.unary_float(node, UnaryOp::Cosh)
+    }),
+    (&["tanh"], |this, _, node| {
+        this.unary_float(node, UnaryOp::Tanh)
+    }),
+    (&["exp"], |this, _, node| {
+        this.unary_float(node, UnaryOp::Exp)
+    }),
+    (&["exp2"], |this, _, node| {
+        this.unary_float(node, UnaryOp::Exp2)
+    }),
+    (&["expm1"], |this, _, node| {
+        this.unary_float(node, UnaryOp::Expm1)
+    }),
+    (&["log"], |this, _, node| {
+        this.unary_float(node, UnaryOp::Log)
+    }),
+    (&["log2"], |this, _, node| {
+        this.unary_float(node, UnaryOp::Log2)
+    }),
+    (&["log10"], |this, _, node| {
+        this.unary_float(node, UnaryOp::Log10)
+    }),
+    (&["log1p"], |this, _, node| {
+        this.unary_float(node, UnaryOp::Log1p)
+    }),
+    (&["sqrt"], |this, _, node| {
+        this.unary_float(node, UnaryOp::Sqrt)
+    }),
+    (
+        &["floor", "ceil", "trunc", "fix", "round"],
+        |this, op, node| this.rounding(op, node),
+    ),
+    (&["rsqrt"], |this, _, node| {
+        this.with_float(node, eltwise::rsqrt)
+    }),
+    (&["reciprocal"], |this, _, node| {
+        this.with_float(node, eltwise::reciprocal)
+    }),
+    (&["square"], |this, _, node| {
+        Ok({
+            let x = this.operand_at(node, 0, "input")?;
+            let d = this.result_type(&[x]);
+            let x = this.tensor(x, d)?;
+            eltwise::square(&mut this.b, x).map_err(te)?
+        })
+    }),
+    (&["sigmoid"], |this, _, node| {
+        this.with_float(node, eltwise::sigmoid)
+    }),
+    (
+        &["atan2", "arctan2", "hypot", "copysign"],
+        |this, op, node| {
+            Ok({
+                let (v, d) = this.promoted(node, 2)?;
+                let d2 = if d.is_float() { d } else { DType::F32 };
+                let (a, c) = (
+                    this.tensor(Operand::Tensor(v[0]), d2)?,
+                    this.tensor(Operand::Tensor(v[1]), d2)?,
+                );
+                let op = match op {
+                    "hypot" => BinaryOp::Hypot,
+                    "copysign" => BinaryOp::Copysign,
+                    _ => BinaryOp::Atan2,
+                };
+                this.b.binary(op, a, c).map_err(te)?
+            })
+        },
+    ),
+    (
+        &[
+            "relu",
+            "relu6",
+            "hardtanh",
+            "clamp",
+            "clip",
+            "clamp_min",
+            "clamp_max",
+        ],
+        |this, op, node| this.clamp(op, node),
+    ),
+    (&["leaky_relu"], |this, _, node| {
+        Ok({
+            let slope = this.number_at(node, 1, "negative_slope", 0.01)?;
+            this.with_float(node, |b, x| eltwise::leaky_relu(b, x, slope))?
+        })
+    }),
+    (&["silu"], |this, _, node| {
+        this.with_float(node, |b, x| {
+            let s = eltwise::sigmoid(b, x)?;
+            b.binary(BinaryOp::Mul, x, s)
+        })
+    }),
+    (&["gelu"], |this, _, node| {
+        Ok(match this.arg(node, 1, "approximate") {
+            Some(Arg::Str(s)) if s == "tanh" => this.with_float(node, eltwise::gelu_tanh)?,
+            None | Some(Arg::Str(_)) => this.with_float(node, eltwise::gelu_erf)?,
+            Some(other) => return Err(format!("unknown approximate {other:?}")),
+        })
+    }),
+    (&["erf"], |this, _, node| {
+        this.unary_float(node, UnaryOp::Erf)
+    }),
+    (&["erfc"], |this, _, node| {
+        this.unary_float(node, UnaryOp::Erfc)
+    }),
+    (&["softplus"], |this, _, node| {
+        Ok({
+            let beta = this.number_at(node, 1, "beta", 1.0)?;
+            let threshold = this.number_at(node, 2, "threshold", 20.0)?;
+            this.with_float(node, |b, x| eltwise::softplus(b, x, beta, threshold))?
+        })
+    }),
+    (&["elu", "celu"], |this, op, node| {
+        Ok({
+            let alpha = this.number_at(node, 1, "alpha", 1.0)?;
+            if op == "celu" && alpha != 1.0 {
+                return Err("unsupported: celu with alpha != 1".into());
+            }
+            this.with_float(node, |b, x| eltwise::elu(b, x, alpha, 1.0))?
+        })
+    }),
+    (&["selu"], |this, _, node| {
+        this.with_float(node, |b, x| {
+            eltwise::elu(b, x, 1.673_263_242_354_377_3, 1.050_700_987_355_480_5)
+        })
+    }),
+    (&["mish"], |this, _, node| {
+        this.with_float(node, |b, x| {
+            let sp = eltwise::softplus(b, x, 1.0, 20.0)?;
+            let t = b.unary(UnaryOp::Tanh, sp)?;
+            b.binary(BinaryOp::Mul, x, t)
+        })
+    }),
+    (&["logsigmoid"], |this, _, node| {
+        this.with_float(node, |b, x| {
+            let nx = b.unary(UnaryOp::Neg, x)?;
+            let sp = eltwise::softplus(b, nx, 1.0, 20.0)?;
+            b.unary(UnaryOp::Neg, sp)
+        })
+    }),
+    (&["hardsigmoid"], |this, _, node| {
+        this.with_float(node, eltwise::hardsigmoid)
+    }),
+    (&["hardswish"], |this, _, node| {
+        this.with_float(node, |b, x| {
+            let h = eltwise::hardsigmoid(b, x)?;
+            b.binary(BinaryOp::Mul, x, h)
+        })
+    }),
+    (&["softsign"], |this, _, node| {
+        this.with_float(node, |b, x| {
+            let a = b.unary(UnaryOp::Abs, x)?;
+            let one = konst(b, eltwise::dtype(b, x), 1.0);
+            let den = b.binary(BinaryOp::Add, one, a)?;
+            b.binary(BinaryOp::Div, x, den)
+        })
+    }),
+    (&["tanhshrink"], |this, _, node| {
+        this.with_float(node, |b, x| {
+            let t = b.unary(UnaryOp::Tanh, x)?;
+            b.binary(BinaryOp::Sub, x, t)
+        })
+    }),
+    (&["maximum", "max", "minimum", "min"], |this, op, node| {
+        Ok({
+            if node.args.len() + node.kwargs.len() < 2 {
+                return Err(format!("unsupported: `{op}` over a tensor's elements (a reduction; tensor ops are not in kiln's IR yet)"));
+            }
+            let is_max = op.starts_with("max");
+            this.binary(node, if is_max { BinaryOp::Max } else { BinaryOp::Min })?
+        })
+    }),
+    (&["where"], |this, _, node| {
+        Ok({
+            let c = this.truth(node, 0)?;
+            let a = this.operand_at(node, 1, "input")?;
+            let e = this.operand_at(node, 2, "other")?;
+            let d = this.result_type(&[a, e]);
+            let (a, e) = (this.tensor(a, d)?, this.tensor(e, d)?);
+            this.b.select(c, a, e).map_err(te)?
+        })
+    }),
+    (
+        &["to", "type", "float", "double", "int", "long", "bool"],
+        |this, op, node| this.convert(op, node),
+    ),
 ];
+
+/// The builder of op `name`.
+fn builder(name: &str) -> Option<Build> {
+    OPS.iter()
+        .find(|(names, _)| names.contains(&name))
+        .map(|&(_, build)| build)
+}
 
 /// Lowering state: `fx.b` is the graph builder.
 struct Fx<'a> {
@@ -412,30 +671,29 @@ fn check_supported(
         };
         if TENSOR_OPS.contains(&name.as_str()) {
             tensor.push(format!("`{}` (%{})", node.target, node.name));
-        } else if !SUPPORTED.contains(&name.as_str()) {
+        } else if builder(&name).is_none() && !MULTI_OPS.contains(&name.as_str()) {
             unsupported.push(format!("`{}` (%{})", node.target, node.name));
         }
     }
-    if unsupported.is_empty() && tensor.is_empty() && untyped.is_empty() {
+    let Some(message) = crate::unsupported::message(&[
+        Kind {
+            label: "ops",
+            ops: unsupported,
+            note: "",
+        },
+        Kind {
+            label: "call_module",
+            ops: untyped,
+            note: "of unknown type (give the text `print(gm)` writes with --modules FILE; without it, kiln knows Linear by its weights and activations named after their type)",
+        },
+        Kind {
+            label: "tensor ops",
+            ops: tensor,
+            note: "(sizes, arg-reductions, convolutions and normalization layers are not imported)",
+        },
+    ]) else {
         return Ok(());
-    }
-    let mut parts = Vec::new();
-    if !unsupported.is_empty() {
-        parts.push(format!("ops {}", unsupported.join(", ")));
-    }
-    if !untyped.is_empty() {
-        parts.push(format!(
-            "call_module {} of unknown type (give the text `print(gm)` writes with --modules FILE; without it, kiln knows Linear by its weights and activations named after their type)",
-            untyped.join(", ")
-        ));
-    }
-    if !tensor.is_empty() {
-        parts.push(format!(
-            "tensor ops {} (sizes, arg-reductions, convolutions and normalization layers are not imported)",
-            tensor.join(", ")
-        ));
-    }
-    let message = format!("unsupported: {}", parts.join("; "));
+    };
     let at = g
         .nodes
         .iter()
@@ -678,217 +936,8 @@ impl Fx<'_> {
     }
 
     fn call(&mut self, op: &str, node: &Node) -> Result<Value, String> {
-        use BinaryOp as B;
-        Ok(match op {
-            "matmul" | "mm" | "bmm" | "addmm" | "linear" | "linear_module" | "t" | "transpose"
-            | "permute" | "reshape" | "view" | "flatten" | "unsqueeze" | "squeeze" => {
-                self.tensor_op(op, node)?
-            }
-            "cat" | "concat" | "concatenate" | "stack" | "expand" | "broadcast_to" | "narrow"
-            | "slice" | "select" | "getitem" => self.layout_op(op, node)?,
-            "sum" | "mean" | "amax" | "amin" | "prod" => self.reduction(op, node)?,
-            // ATen's `_softmax(x, dim, half_to_float)` computes the same.
-            "softmax" | "_softmax" => self.softmax(false, node)?,
-            "log_softmax" | "_log_softmax" => self.softmax(true, node)?,
-            "expand_as" | "view_as" | "reshape_as" => {
-                let x = self.tensor_at(node, 0, "input")?;
-                let other = self.tensor_at(node, 1, "other")?;
-                let shape = self.shape_of(other);
-                if op == "expand_as" {
-                    layout::broadcast_to(&mut self.b, x, shape)?
-                } else {
-                    self.reshape(x, shape)?
-                }
-            }
-            "add" | "sub" | "subtract" | "rsub" => self.add_sub(op, node)?,
-            "mul" | "multiply" => self.binary(node, B::Mul)?,
-            "truediv" | "div" | "divide" | "true_divide" => self.divide(node)?,
-            "floordiv" | "floor_divide" => self.binary(node, B::FloorDiv)?,
-            "mod" | "remainder" => self.binary(node, B::Mod)?,
-            "fmod" => self.binary(node, B::Rem)?,
-            "pow" => self.pow(node)?,
-            "neg" | "negative" => {
-                let x = self.operand_at(node, 0, "input")?;
-                let d = self.result_type(&[x]);
-                let x = self.tensor(x, d)?;
-                self.b.unary(UnaryOp::Neg, x).map_err(te)?
-            }
-            "pos" | "positive" | "alias" | "clone" | "contiguous" | "detach" | "identity"
-            | "dropout_eval" => {
-                let x = self.operand_at(node, 0, "input")?;
-                let d = self.result_type(&[x]);
-                self.tensor(x, d)?
-            }
-            "abs" | "absolute" => {
-                let x = self.operand_at(node, 0, "input")?;
-                let d = self.result_type(&[x]);
-                let x = self.tensor(x, d)?;
-                self.b.unary(UnaryOp::Abs, x).map_err(te)?
-            }
-            "gt" | "greater" => self.compare(node, CmpOp::Gt)?,
-            "lt" | "less" => self.compare(node, CmpOp::Lt)?,
-            "ge" | "greater_equal" => self.compare(node, CmpOp::Ge)?,
-            "le" | "less_equal" => self.compare(node, CmpOp::Le)?,
-            "eq" | "equal" => self.compare(node, CmpOp::Eq)?,
-            "ne" | "not_equal" => self.compare(node, CmpOp::Ne)?,
-            "and_" | "or_" | "xor_" | "bitwise_and" | "bitwise_or" | "bitwise_xor" => {
-                let (v, d) = self.promoted(node, 2)?;
-                let op = match (op, d == DType::Bool) {
-                    ("and_" | "bitwise_and", true) => B::And,
-                    ("or_" | "bitwise_or", true) => B::Or,
-                    (_, true) => B::Xor,
-                    ("and_" | "bitwise_and", false) => B::BAnd,
-                    ("or_" | "bitwise_or", false) => B::BOr,
-                    _ => B::BXor,
-                };
-                self.b.binary(op, v[0], v[1]).map_err(te)?
-            }
-            "logical_and" | "logical_or" | "logical_xor" => {
-                let a = self.truth(node, 0)?;
-                let c = self.truth(node, 1)?;
-                let op = [B::And, B::Or, B::Xor][["logical_and", "logical_or", "logical_xor"]
-                    .iter()
-                    .position(|n| *n == op)
-                    .expect("matched above")];
-                self.b.binary(op, a, c).map_err(te)?
-            }
-            "logical_not" | "not_" => {
-                let a = self.truth(node, 0)?;
-                self.b.unary(UnaryOp::Not, a).map_err(te)?
-            }
-            "invert" | "bitwise_not" => {
-                let x = self.operand_at(node, 0, "input")?;
-                let d = self.result_type(&[x]);
-                let x = self.tensor(x, d)?;
-                let op = if d == DType::Bool {
-                    UnaryOp::Not
-                } else {
-                    UnaryOp::BNot
-                };
-                self.b.unary(op, x).map_err(te)?
-            }
-            "lshift" | "rshift" | "bitwise_left_shift" | "bitwise_right_shift" => {
-                self.shift(node, op.starts_with('l') || op.contains("left"))?
-            }
-            "sin" => self.unary_float(node, UnaryOp::Sin)?,
-            "cos" => self.unary_float(node, UnaryOp::Cos)?,
-            "tan" => self.unary_float(node, UnaryOp::Tan)?,
-            "asin" | "arcsin" => self.unary_float(node, UnaryOp::Asin)?,
-            "acos" | "arccos" => self.unary_float(node, UnaryOp::Acos)?,
-            "atan" | "arctan" => self.unary_float(node, UnaryOp::Atan)?,
-            "sinh" => self.unary_float(node, UnaryOp::Sinh)?,
-            "cosh" => self.unary_float(node, UnaryOp::Cosh)?,
-            "tanh" => self.unary_float(node, UnaryOp::Tanh)?,
-            "exp" => self.unary_float(node, UnaryOp::Exp)?,
-            "exp2" => self.unary_float(node, UnaryOp::Exp2)?,
-            "expm1" => self.unary_float(node, UnaryOp::Expm1)?,
-            "log" => self.unary_float(node, UnaryOp::Log)?,
-            "log2" => self.unary_float(node, UnaryOp::Log2)?,
-            "log10" => self.unary_float(node, UnaryOp::Log10)?,
-            "log1p" => self.unary_float(node, UnaryOp::Log1p)?,
-            "sqrt" => self.unary_float(node, UnaryOp::Sqrt)?,
-            "floor" | "ceil" | "trunc" | "fix" | "round" => self.rounding(op, node)?,
-            "rsqrt" => self.with_float(node, eltwise::rsqrt)?,
-            "reciprocal" => self.with_float(node, eltwise::reciprocal)?,
-            "square" => {
-                let x = self.operand_at(node, 0, "input")?;
-                let d = self.result_type(&[x]);
-                let x = self.tensor(x, d)?;
-                eltwise::square(&mut self.b, x).map_err(te)?
-            }
-            "sigmoid" => self.with_float(node, eltwise::sigmoid)?,
-            "atan2" | "arctan2" | "hypot" | "copysign" => {
-                let (v, d) = self.promoted(node, 2)?;
-                let d2 = if d.is_float() { d } else { DType::F32 };
-                let (a, c) = (
-                    self.tensor(Operand::Tensor(v[0]), d2)?,
-                    self.tensor(Operand::Tensor(v[1]), d2)?,
-                );
-                let op = match op {
-                    "hypot" => B::Hypot,
-                    "copysign" => B::Copysign,
-                    _ => B::Atan2,
-                };
-                self.b.binary(op, a, c).map_err(te)?
-            }
-            "relu" | "relu6" | "hardtanh" | "clamp" | "clip" | "clamp_min" | "clamp_max" => {
-                self.clamp(op, node)?
-            }
-            "leaky_relu" => {
-                let slope = self.number_at(node, 1, "negative_slope", 0.01)?;
-                self.with_float(node, |b, x| eltwise::leaky_relu(b, x, slope))?
-            }
-            "silu" => self.with_float(node, |b, x| {
-                let s = eltwise::sigmoid(b, x)?;
-                b.binary(B::Mul, x, s)
-            })?,
-            "gelu" => match self.arg(node, 1, "approximate") {
-                Some(Arg::Str(s)) if s == "tanh" => self.with_float(node, eltwise::gelu_tanh)?,
-                None | Some(Arg::Str(_)) => self.with_float(node, eltwise::gelu_erf)?,
-                Some(other) => return Err(format!("unknown approximate {other:?}")),
-            },
-            "erf" => self.unary_float(node, UnaryOp::Erf)?,
-            "erfc" => self.unary_float(node, UnaryOp::Erfc)?,
-            "softplus" => {
-                let beta = self.number_at(node, 1, "beta", 1.0)?;
-                let threshold = self.number_at(node, 2, "threshold", 20.0)?;
-                self.with_float(node, |b, x| eltwise::softplus(b, x, beta, threshold))?
-            }
-            "elu" | "celu" => {
-                let alpha = self.number_at(node, 1, "alpha", 1.0)?;
-                if op == "celu" && alpha != 1.0 {
-                    return Err("unsupported: celu with alpha != 1".into());
-                }
-                self.with_float(node, |b, x| eltwise::elu(b, x, alpha, 1.0))?
-            }
-            "selu" => self.with_float(node, |b, x| {
-                eltwise::elu(b, x, 1.673_263_242_354_377_3, 1.050_700_987_355_480_5)
-            })?,
-            "mish" => self.with_float(node, |b, x| {
-                let sp = eltwise::softplus(b, x, 1.0, 20.0)?;
-                let t = b.unary(UnaryOp::Tanh, sp)?;
-                b.binary(B::Mul, x, t)
-            })?,
-            "logsigmoid" => self.with_float(node, |b, x| {
-                let nx = b.unary(UnaryOp::Neg, x)?;
-                let sp = eltwise::softplus(b, nx, 1.0, 20.0)?;
-                b.unary(UnaryOp::Neg, sp)
-            })?,
-            "hardsigmoid" => self.with_float(node, eltwise::hardsigmoid)?,
-            "hardswish" => self.with_float(node, |b, x| {
-                let h = eltwise::hardsigmoid(b, x)?;
-                b.binary(B::Mul, x, h)
-            })?,
-            "softsign" => self.with_float(node, |b, x| {
-                let a = b.unary(UnaryOp::Abs, x)?;
-                let one = konst(b, eltwise::dtype(b, x), 1.0);
-                let den = b.binary(B::Add, one, a)?;
-                b.binary(B::Div, x, den)
-            })?,
-            "tanhshrink" => self.with_float(node, |b, x| {
-                let t = b.unary(UnaryOp::Tanh, x)?;
-                b.binary(B::Sub, x, t)
-            })?,
-            "maximum" | "max" | "minimum" | "min" => {
-                if node.args.len() + node.kwargs.len() < 2 {
-                    return Err(format!("unsupported: `{op}` over a tensor's elements (a reduction; tensor ops are not in kiln's IR yet)"));
-                }
-                let is_max = op.starts_with("max");
-                self.binary(node, if is_max { B::Max } else { B::Min })?
-            }
-            "where" => {
-                let c = self.truth(node, 0)?;
-                let a = self.operand_at(node, 1, "input")?;
-                let e = self.operand_at(node, 2, "other")?;
-                let d = self.result_type(&[a, e]);
-                let (a, e) = (self.tensor(a, d)?, self.tensor(e, d)?);
-                self.b.select(c, a, e).map_err(te)?
-            }
-            "to" | "type" | "float" | "double" | "int" | "long" | "bool" => {
-                self.convert(op, node)?
-            }
-            other => return Err(format!("unsupported op `{other}`")),
-        })
+        let build = builder(op).ok_or_else(|| format!("unsupported op `{op}`"))?;
+        build(self, op, node)
     }
 
     fn truth(&mut self, node: &Node, idx: usize) -> Result<Value, String> {

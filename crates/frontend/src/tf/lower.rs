@@ -13,6 +13,7 @@ use super::proto::{
 use super::Options;
 use crate::eltwise::{self, konst};
 use crate::layout;
+use crate::unsupported::Kind;
 use kiln_ir::{
     BinaryOp, Builder, CmpOp, DType, Dim, Graph, Loc, Op, ParseError, ParseResult, Scalar,
     SourceMap, TensorConst, TensorType, Type, TypeError, UnaryOp, Value,
@@ -26,109 +27,487 @@ mod tensor;
 /// convolutions): reported apart, so the message says what kind they are.
 const TENSOR_OPS: &[&str] = &["Shape", "Fill", "Tile", "GatherV2", "Conv2D"];
 
-const SUPPORTED: &[&str] = &[
-    "BatchMatMul",
-    "BatchMatMulV2",
-    "ConcatV2",
-    "Concat",
-    "Pack",
-    "Split",
-    "SplitV",
-    "Unpack",
-    "Slice",
-    "StridedSlice",
-    "BroadcastTo",
-    "Reshape",
-    "Transpose",
-    "ExpandDims",
-    "Squeeze",
-    "Sum",
-    "Mean",
-    "Max",
-    "Min",
-    "Prod",
-    "Softmax",
-    "LogSoftmax",
-    "MatMul",
-    "BiasAdd",
-    "Placeholder",
-    "PlaceholderWithDefault",
-    "Const",
-    "Identity",
-    "StopGradient",
-    "NoOp",
-    "Add",
-    "AddV2",
-    "Sub",
-    "Mul",
-    "RealDiv",
-    "Div",
-    "DivNoNan",
-    "FloorDiv",
-    "FloorMod",
-    "TruncateDiv",
-    "TruncateMod",
-    "Mod",
-    "Neg",
-    "Abs",
-    "Square",
-    "Sqrt",
-    "Rsqrt",
-    "Reciprocal",
-    "Inv",
-    "Exp",
-    "Expm1",
-    "Log",
-    "Log1p",
-    "Sin",
-    "Cos",
-    "Tan",
-    "Asin",
-    "Acos",
-    "Atan",
-    "Atan2",
-    "Sinh",
-    "Cosh",
-    "Tanh",
-    "Sigmoid",
-    "Relu",
-    "Relu6",
-    "Elu",
-    "Selu",
-    "Softplus",
-    "Softsign",
-    "LeakyRelu",
-    "Pow",
-    "Maximum",
-    "Minimum",
-    "Greater",
-    "GreaterEqual",
-    "Less",
-    "LessEqual",
-    "Equal",
-    "NotEqual",
-    "LogicalAnd",
-    "LogicalOr",
-    "LogicalNot",
-    "Select",
-    "SelectV2",
-    "Cast",
-    "BitwiseAnd",
-    "BitwiseOr",
-    "BitwiseXor",
-    "Invert",
-    "LeftShift",
-    "RightShift",
-    "Floor",
-    "Ceil",
-    "Round",
-    "Rint",
-    "Sign",
-    "SquaredDifference",
-    "AddN",
-    "Erf",
-    "Erfc",
+/// How many data inputs an op takes (control inputs aside).
+#[derive(Copy, Clone, Debug)]
+enum Arity {
+    /// Exactly this many.
+    Exactly(usize),
+    /// One or more (`ConcatV2`, `Pack`, `AddN`).
+    Variadic,
+    /// Any: a placeholder's default input is not read.
+    Placeholder,
+}
+
+/// How an op is built from its node and its data inputs; `None` for an op
+/// without a result (`NoOp`).
+type Build = fn(&mut Tf<'_>, &NodeDef, &[Value]) -> Result<Option<Value>, String>;
+
+/// Every single-result op the importer builds: its names, its arity and how.
+/// Adding an op is one line here plus its builder; the unsupported-op report
+/// and `Tf::single` both read this table. (The ops with several results are
+/// [`MULTI_OPS`].)
+const OPS: &[(&[&str], Arity, Build)] = &[
+    (&["NoOp"], Arity::Exactly(0), |_, _, _| Ok(None)),
+    (
+        &["Placeholder", "PlaceholderWithDefault"],
+        Arity::Placeholder,
+        |tf, n, _| {
+            Ok(Some({
+                let dtype = attr_type(n, "dtype")?;
+                let ty = match (tf.opts.inputs.get(&n.name), tf.opts.shapes.get(&n.name)) {
+                    (Some(t), _) => t.clone(),
+                    // The data's shape fills in what the attr leaves open; a
+                    // fully fixed attr stands (the data must fit it).
+                    (None, Some(shape)) => match shape_type(dtype, n) {
+                        Ok(t)
+                            if t.as_tensor().is_some_and(|t| {
+                                t.shape.iter().all(|d| matches!(d, Dim::Fixed(_)))
+                            }) =>
+                        {
+                            t
+                        }
+                        _ => Type::Tensor(TensorType {
+                            dtype,
+                            shape: shape.clone(),
+                        }),
+                    },
+                    (None, None) => shape_type(dtype, n)?,
+                };
+                tf.b.input(&n.name, ty)
+            }))
+        },
+    ),
+    (&["Const"], Arity::Exactly(0), |tf, n, _| {
+        Ok(Some(
+            match n.attr.get("value").and_then(|v| v.value.as_ref()) {
+                Some(AV::Tensor(t)) => constant(&mut tf.b, t)?,
+                _ => return Err("a Const without a tensor `value`".into()),
+            },
+        ))
+    }),
+    (
+        &["MatMul", "BatchMatMul", "BatchMatMulV2"],
+        Arity::Exactly(2),
+        |tf, n, a| Ok(Some(tf.matmul(n, a, n.op.as_str())?)),
+    ),
+    (
+        &["ConcatV2", "Concat", "Pack"],
+        Arity::Variadic,
+        |tf, n, a| Ok(Some(tf.concat(n, a, n.op.as_str())?)),
+    ),
+    (&["Slice"], Arity::Exactly(3), |tf, _, a| {
+        Ok(Some(tf.slice(a)?))
+    }),
+    (&["StridedSlice"], Arity::Exactly(4), |tf, n, a| {
+        Ok(Some(tf.strided_slice(n, a)?))
+    }),
+    (&["BroadcastTo"], Arity::Exactly(2), |tf, _, a| {
+        Ok(Some(tf.broadcast_to(a)?))
+    }),
+    (
+        &["Sum", "Mean", "Max", "Min", "Prod"],
+        Arity::Exactly(2),
+        |tf, n, a| Ok(Some(tf.reduction(n, a, n.op.as_str())?)),
+    ),
+    (&["Reshape"], Arity::Exactly(2), |tf, _, a| {
+        Ok(Some(tf.reshape(a)?))
+    }),
+    (&["Transpose"], Arity::Exactly(2), |tf, _, a| {
+        Ok(Some(tf.transpose(a)?))
+    }),
+    (&["ExpandDims"], Arity::Exactly(2), |tf, _, a| {
+        Ok(Some(tf.expand_dims(a)?))
+    }),
+    (&["Squeeze"], Arity::Exactly(1), |tf, n, a| {
+        Ok(Some(tf.squeeze(n, a)?))
+    }),
+    (&["Softmax", "LogSoftmax"], Arity::Exactly(1), |tf, n, a| {
+        Ok(Some(tf.softmax(a, n.op.as_str())?))
+    }),
+    (&["BiasAdd"], Arity::Exactly(2), |tf, n, a| {
+        let b = &mut tf.b;
+        Ok(Some({
+            if let Some(AV::S(format)) = n.attr.get("data_format").and_then(|v| v.value.as_ref()) {
+                if format.as_slice() != b"NHWC" {
+                    return Err("unsupported: BiasAdd with data_format other than NHWC".into());
+                }
+            }
+            bin(b, a, BinaryOp::Add)?
+        }))
+    }),
+    (
+        &["Identity", "StopGradient"],
+        Arity::Exactly(1),
+        |_, _, a| Ok(Some(a[0])),
+    ),
+    (&["Add", "AddV2"], Arity::Exactly(2), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(bin(b, a, BinaryOp::Add)?))
+    }),
+    (&["AddN"], Arity::Variadic, |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some({
+            let mut acc = a[0];
+            for &x in &a[1..] {
+                acc = b.binary(BinaryOp::Add, acc, x).map_err(te)?;
+            }
+            acc
+        }))
+    }),
+    (&["Sub"], Arity::Exactly(2), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(bin(b, a, BinaryOp::Sub)?))
+    }),
+    (&["Mul"], Arity::Exactly(2), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(bin(b, a, BinaryOp::Mul)?))
+    }),
+    (&["RealDiv", "Div"], Arity::Exactly(2), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(bin(b, a, BinaryOp::Div)?))
+    }),
+    (&["DivNoNan"], Arity::Exactly(2), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some({
+            let q = bin(b, a, BinaryOp::Div)?;
+            let zero = konst(b, dt(b, a[1]), 0.0);
+            let is_zero = b.compare(CmpOp::Eq, a[1], zero).map_err(te)?;
+            b.select(is_zero, zero, q).map_err(te)?
+        }))
+    }),
+    // TF floors float division as floor(x / y), not Python's divmod.
+    (&["FloorDiv"], Arity::Exactly(2), |tf, _, a| {
+        let b = &mut tf.b;
+        if dt(b, a[0]).is_float() {
+            Ok(Some({
+                let q = bin(b, a, BinaryOp::Div)?;
+                b.unary(UnaryOp::Floor, q).map_err(te)?
+            }))
+        } else {
+            Ok(Some(bin(b, a, BinaryOp::FloorDiv)?))
+        }
+    }),
+    (&["FloorMod"], Arity::Exactly(2), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(bin(b, a, BinaryOp::Mod)?))
+    }),
+    (&["TruncateDiv"], Arity::Exactly(2), |tf, _, a| {
+        let b = &mut tf.b;
+        if dt(b, a[0]).is_float() {
+            Ok(Some({
+                let q = bin(b, a, BinaryOp::Div)?;
+                b.unary(UnaryOp::Trunc, q).map_err(te)?
+            }))
+        } else {
+            Ok(Some(bin(b, a, BinaryOp::Div)?))
+        }
+    }),
+    (&["TruncateMod", "Mod"], Arity::Exactly(2), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(bin(b, a, BinaryOp::Rem)?))
+    }),
+    (&["Neg"], Arity::Exactly(1), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(un(b, a, UnaryOp::Neg)?))
+    }),
+    (&["Abs"], Arity::Exactly(1), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(un(b, a, UnaryOp::Abs)?))
+    }),
+    (&["Square"], Arity::Exactly(1), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(eltwise::square(b, a[0]).map_err(te)?))
+    }),
+    (&["SquaredDifference"], Arity::Exactly(2), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some({
+            let d = bin(b, a, BinaryOp::Sub)?;
+            eltwise::square(b, d).map_err(te)?
+        }))
+    }),
+    (&["Sqrt"], Arity::Exactly(1), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(un(b, a, UnaryOp::Sqrt)?))
+    }),
+    (&["Rsqrt"], Arity::Exactly(1), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(eltwise::rsqrt(b, a[0]).map_err(te)?))
+    }),
+    (&["Reciprocal", "Inv"], Arity::Exactly(1), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(eltwise::reciprocal(b, a[0]).map_err(te)?))
+    }),
+    (&["Exp"], Arity::Exactly(1), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(un(b, a, UnaryOp::Exp)?))
+    }),
+    (&["Expm1"], Arity::Exactly(1), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(un(b, a, UnaryOp::Expm1)?))
+    }),
+    (&["Log"], Arity::Exactly(1), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(un(b, a, UnaryOp::Log)?))
+    }),
+    (&["Log1p"], Arity::Exactly(1), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(un(b, a, UnaryOp::Log1p)?))
+    }),
+    (&["Sin"], Arity::Exactly(1), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(un(b, a, UnaryOp::Sin)?))
+    }),
+    (&["Cos"], Arity::Exactly(1), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(un(b, a, UnaryOp::Cos)?))
+    }),
+    (&["Tan"], Arity::Exactly(1), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(un(b, a, UnaryOp::Tan)?))
+    }),
+    (&["Asin"], Arity::Exactly(1), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(un(b, a, UnaryOp::Asin)?))
+    }),
+    (&["Acos"], Arity::Exactly(1), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(un(b, a, UnaryOp::Acos)?))
+    }),
+    (&["Atan"], Arity::Exactly(1), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(un(b, a, UnaryOp::Atan)?))
+    }),
+    (&["Atan2"], Arity::Exactly(2), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(bin(b, a, BinaryOp::Atan2)?))
+    }),
+    (&["Sinh"], Arity::Exactly(1), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(un(b, a, UnaryOp::Sinh)?))
+    }),
+    (&["Cosh"], Arity::Exactly(1), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(un(b, a, UnaryOp::Cosh)?))
+    }),
+    (&["Tanh"], Arity::Exactly(1), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(un(b, a, UnaryOp::Tanh)?))
+    }),
+    (&["Erf"], Arity::Exactly(1), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(un(b, a, UnaryOp::Erf)?))
+    }),
+    (&["Erfc"], Arity::Exactly(1), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(un(b, a, UnaryOp::Erfc)?))
+    }),
+    (&["Floor"], Arity::Exactly(1), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(un(b, a, UnaryOp::Floor)?))
+    }),
+    (&["Ceil"], Arity::Exactly(1), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(un(b, a, UnaryOp::Ceil)?))
+    }),
+    (&["Round", "Rint"], Arity::Exactly(1), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(un(b, a, UnaryOp::Round)?))
+    }),
+    (&["Sign"], Arity::Exactly(1), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some({
+            let d = dt(b, a[0]);
+            let zero = konst(b, d, 0.0);
+            let one = konst(b, d, 1.0);
+            let minus = konst(b, d, -1.0);
+            let pos = b.compare(CmpOp::Gt, a[0], zero).map_err(te)?;
+            let neg = b.compare(CmpOp::Lt, a[0], zero).map_err(te)?;
+            let s = b.select(neg, minus, a[0]).map_err(te)?;
+            // Zero and NaN stay themselves.
+            b.select(pos, one, s).map_err(te)?
+        }))
+    }),
+    (&["Sigmoid"], Arity::Exactly(1), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(eltwise::sigmoid(b, a[0]).map_err(te)?))
+    }),
+    (&["Relu"], Arity::Exactly(1), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(eltwise::relu(b, a[0]).map_err(te)?))
+    }),
+    (&["Relu6"], Arity::Exactly(1), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(
+            eltwise::clamp(b, a[0], Some(0.0), Some(6.0)).map_err(te)?,
+        ))
+    }),
+    (&["Elu"], Arity::Exactly(1), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(eltwise::elu(b, a[0], 1.0, 1.0).map_err(te)?))
+    }),
+    (&["Selu"], Arity::Exactly(1), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(
+            eltwise::elu(b, a[0], 1.673_263_242_354_377_3, 1.050_700_987_355_480_5).map_err(te)?,
+        ))
+    }),
+    (&["Softplus"], Arity::Exactly(1), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(
+            eltwise::softplus(b, a[0], 1.0, f64::INFINITY).map_err(te)?,
+        ))
+    }),
+    (&["Softsign"], Arity::Exactly(1), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some({
+            let abs = b.unary(UnaryOp::Abs, a[0]).map_err(te)?;
+            let one = konst(b, dt(b, a[0]), 1.0);
+            let den = b.binary(BinaryOp::Add, one, abs).map_err(te)?;
+            b.binary(BinaryOp::Div, a[0], den).map_err(te)?
+        }))
+    }),
+    (&["LeakyRelu"], Arity::Exactly(1), |tf, n, a| {
+        let b = &mut tf.b;
+        Ok(Some({
+            let alpha = attr_float(n, "alpha", 0.2)?;
+            eltwise::leaky_relu(b, a[0], alpha).map_err(te)?
+        }))
+    }),
+    (&["Pow"], Arity::Exactly(2), |tf, _, a| {
+        let b = &mut tf.b;
+        if dt(b, a[0]).is_float() {
+            Ok(Some(bin(b, a, BinaryOp::Pow)?))
+        } else {
+            Err("unsupported: integer Pow".into())
+        }
+    }),
+    (&["Maximum"], Arity::Exactly(2), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(bin(b, a, BinaryOp::Max)?))
+    }),
+    (&["Minimum"], Arity::Exactly(2), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(bin(b, a, BinaryOp::Min)?))
+    }),
+    (&["Greater"], Arity::Exactly(2), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(cmp(b, a, CmpOp::Gt)?))
+    }),
+    (&["GreaterEqual"], Arity::Exactly(2), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(cmp(b, a, CmpOp::Ge)?))
+    }),
+    (&["Less"], Arity::Exactly(2), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(cmp(b, a, CmpOp::Lt)?))
+    }),
+    (&["LessEqual"], Arity::Exactly(2), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(cmp(b, a, CmpOp::Le)?))
+    }),
+    (&["Equal"], Arity::Exactly(2), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(cmp(b, a, CmpOp::Eq)?))
+    }),
+    (&["NotEqual"], Arity::Exactly(2), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(cmp(b, a, CmpOp::Ne)?))
+    }),
+    (&["LogicalAnd"], Arity::Exactly(2), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(bin(b, a, BinaryOp::And)?))
+    }),
+    (&["LogicalOr"], Arity::Exactly(2), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(bin(b, a, BinaryOp::Or)?))
+    }),
+    (&["LogicalNot"], Arity::Exactly(1), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(un(b, a, UnaryOp::Not)?))
+    }),
+    (&["Select", "SelectV2"], Arity::Exactly(3), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(b.select(a[0], a[1], a[2]).map_err(te)?))
+    }),
+    (&["Cast"], Arity::Exactly(1), |tf, n, a| {
+        let b = &mut tf.b;
+        Ok(Some({
+            let to = attr_type(n, "DstT")?;
+            if dt(b, a[0]) == to {
+                a[0]
+            } else {
+                b.cast(a[0], to).map_err(te)?
+            }
+        }))
+    }),
+    (&["BitwiseAnd"], Arity::Exactly(2), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(bin(b, a, BinaryOp::BAnd)?))
+    }),
+    (&["BitwiseOr"], Arity::Exactly(2), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(bin(b, a, BinaryOp::BOr)?))
+    }),
+    (&["BitwiseXor"], Arity::Exactly(2), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(bin(b, a, BinaryOp::BXor)?))
+    }),
+    (&["Invert"], Arity::Exactly(1), |tf, _, a| {
+        let b = &mut tf.b;
+        Ok(Some(un(b, a, UnaryOp::BNot)?))
+    }),
+    (
+        &["LeftShift", "RightShift"],
+        Arity::Exactly(2),
+        |tf, n, a| {
+            let b = &mut tf.b;
+            Ok(Some({
+                // TF clamps the amount to [0, width - 1]; kiln's shifts take
+                // it modulo the width, so clamp first.
+                let d = dt(b, a[0]);
+                let bits = (d.size_bytes() * 8) as f64;
+                let amount = eltwise::clamp(b, a[1], Some(0.0), Some(bits - 1.0)).map_err(te)?;
+                let o = if n.op.as_str() == "LeftShift" {
+                    BinaryOp::Shl
+                } else {
+                    BinaryOp::ShrArith
+                };
+                b.binary(o, a[0], amount).map_err(te)?
+            }))
+        },
+    ),
 ];
+
+/// Ops with several results, taken apart by `name:k` references.
+const MULTI_OPS: &[&str] = &["Split", "SplitV", "Unpack"];
+
+/// The arity and builder of op `name`.
+fn op_entry(name: &str) -> Option<(Arity, Build)> {
+    OPS.iter()
+        .find(|(names, ..)| names.contains(&name))
+        .map(|&(_, arity, build)| (arity, build))
+}
+
+/// True when the importer builds op `name`.
+fn supported(name: &str) -> bool {
+    op_entry(name).is_some() || MULTI_OPS.contains(&name)
+}
+
+fn dt(b: &Builder, v: Value) -> DType {
+    eltwise::dtype(b, v)
+}
+
+fn bin(b: &mut Builder, a: &[Value], o: BinaryOp) -> Result<Value, String> {
+    b.binary(o, a[0], a[1]).map_err(te)
+}
+
+fn cmp(b: &mut Builder, a: &[Value], o: CmpOp) -> Result<Value, String> {
+    b.compare(o, a[0], a[1]).map_err(te)
+}
+
+fn un(b: &mut Builder, a: &[Value], o: UnaryOp) -> Result<Value, String> {
+    b.unary(o, a[0]).map_err(te)
+}
 
 /// Where a node is in the source, for messages: the `name: "…"` line of a
 /// `.pbtxt`, or nowhere for a binary `.pb`.
@@ -336,30 +715,28 @@ fn check_supported(g: &GraphDef, src: Option<&str>) -> ParseResult<()> {
     for n in &g.node {
         if TENSOR_OPS.contains(&n.op.as_str()) {
             tensor.push(format!("{} (`{}`)", n.op, n.name));
-        } else if !SUPPORTED.contains(&n.op.as_str()) {
+        } else if !supported(&n.op) {
             unknown.push(format!("{} (`{}`)", n.op, n.name));
         }
     }
-    if unknown.is_empty() && tensor.is_empty() {
+    let Some(message) = crate::unsupported::message(&[
+        Kind {
+            label: "ops",
+            ops: unknown,
+            note: "",
+        },
+        Kind {
+            label: "tensor ops",
+            ops: tensor,
+            note: "(data-dependent shapes, gathers and convolutions have no form in kiln's IR)",
+        },
+    ]) else {
         return Ok(());
-    }
-    let mut message = String::from("unsupported:");
-    if !unknown.is_empty() {
-        message += &format!(" ops {}", unknown.join(", "));
-    }
-    if !tensor.is_empty() {
-        if !unknown.is_empty() {
-            message += ";";
-        }
-        message += &format!(
-            " tensor ops {} (data-dependent shapes, gathers and convolutions have no form in kiln's IR)",
-            tensor.join(", ")
-        );
-    }
+    };
     let first = g
         .node
         .iter()
-        .find(|n| !SUPPORTED.contains(&n.op.as_str()))
+        .find(|n| !supported(&n.op))
         .map_or("", |n| n.name.as_str());
     Err(fail(src, first, message))
 }
@@ -635,209 +1012,15 @@ impl Tf<'_> {
     }
 
     fn single(&mut self, n: &NodeDef, a: &[Value]) -> Result<Option<Value>, String> {
-        use BinaryOp as B;
-        let op = n.op.as_str();
-        let arity = match op {
-            "Placeholder" | "Const" | "NoOp" => 0,
-            "Select" | "SelectV2" | "Slice" => 3,
-            "StridedSlice" => 4,
-            "ConcatV2" | "Concat" | "Pack" => a.len().max(1),
-            "MatMul" | "BatchMatMul" | "BatchMatMulV2" | "BroadcastTo" | "BiasAdd" | "Sum"
-            | "Mean" | "Max" | "Min" | "Prod" | "Reshape" | "Transpose" | "ExpandDims" => 2,
-            "Add" | "AddV2" | "Sub" | "Mul" | "RealDiv" | "Div" | "DivNoNan" | "FloorDiv"
-            | "FloorMod" | "TruncateDiv" | "TruncateMod" | "Mod" | "Pow" | "Maximum"
-            | "Minimum" | "Greater" | "GreaterEqual" | "Less" | "LessEqual" | "Equal"
-            | "NotEqual" | "LogicalAnd" | "LogicalOr" | "BitwiseAnd" | "BitwiseOr"
-            | "BitwiseXor" | "LeftShift" | "RightShift" | "Atan2" | "SquaredDifference" => 2,
-            "AddN" => a.len().max(1),
-            _ => 1,
+        let (arity, build) = op_entry(&n.op).ok_or_else(|| format!("unsupported op `{}`", n.op))?;
+        let want = match arity {
+            Arity::Exactly(k) => k,
+            Arity::Variadic => a.len().max(1),
+            Arity::Placeholder => a.len(),
         };
-        if op != "PlaceholderWithDefault" && a.len() != arity {
-            return Err(format!("takes {arity} data input(s), got {}", a.len()));
+        if a.len() != want {
+            return Err(format!("takes {want} data input(s), got {}", a.len()));
         }
-        let b = &mut self.b;
-        let dt = |b: &Builder, v: Value| eltwise::dtype(b, v);
-        let bin = |b: &mut Builder, o: B| b.binary(o, a[0], a[1]).map_err(te);
-        let cmp = |b: &mut Builder, o: CmpOp| b.compare(o, a[0], a[1]).map_err(te);
-        let un = |b: &mut Builder, o: UnaryOp| b.unary(o, a[0]).map_err(te);
-        Ok(Some(match op {
-            "NoOp" => return Ok(None),
-            "Placeholder" | "PlaceholderWithDefault" => {
-                let dtype = attr_type(n, "dtype")?;
-                let ty = match (self.opts.inputs.get(&n.name), self.opts.shapes.get(&n.name)) {
-                    (Some(t), _) => t.clone(),
-                    // The data's shape fills in what the attr leaves open; a
-                    // fully fixed attr stands (the data must fit it).
-                    (None, Some(shape)) => match shape_type(dtype, n) {
-                        Ok(t)
-                            if t.as_tensor().is_some_and(|t| {
-                                t.shape.iter().all(|d| matches!(d, Dim::Fixed(_)))
-                            }) =>
-                        {
-                            t
-                        }
-                        _ => Type::Tensor(TensorType {
-                            dtype,
-                            shape: shape.clone(),
-                        }),
-                    },
-                    (None, None) => shape_type(dtype, n)?,
-                };
-                self.b.input(&n.name, ty)
-            }
-            "Const" => match n.attr.get("value").and_then(|v| v.value.as_ref()) {
-                Some(AV::Tensor(t)) => constant(&mut self.b, t)?,
-                _ => return Err("a Const without a tensor `value`".into()),
-            },
-            "MatMul" | "BatchMatMul" | "BatchMatMulV2" => self.matmul(n, a, op)?,
-            "ConcatV2" | "Concat" | "Pack" => self.concat(n, a, op)?,
-            "Slice" => self.slice(a)?,
-            "StridedSlice" => self.strided_slice(n, a)?,
-            "BroadcastTo" => self.broadcast_to(a)?,
-            "Sum" | "Mean" | "Max" | "Min" | "Prod" => self.reduction(n, a, op)?,
-            "Reshape" => self.reshape(a)?,
-            "Transpose" => self.transpose(a)?,
-            "ExpandDims" => self.expand_dims(a)?,
-            "Squeeze" => self.squeeze(n, a)?,
-            "Softmax" | "LogSoftmax" => self.softmax(a, op)?,
-            "BiasAdd" => {
-                if let Some(AV::S(format)) =
-                    n.attr.get("data_format").and_then(|v| v.value.as_ref())
-                {
-                    if format.as_slice() != b"NHWC" {
-                        return Err("unsupported: BiasAdd with data_format other than NHWC".into());
-                    }
-                }
-                bin(b, B::Add)?
-            }
-            "Identity" | "StopGradient" => a[0],
-            "Add" | "AddV2" => bin(b, B::Add)?,
-            "AddN" => {
-                let mut acc = a[0];
-                for &x in &a[1..] {
-                    acc = b.binary(B::Add, acc, x).map_err(te)?;
-                }
-                acc
-            }
-            "Sub" => bin(b, B::Sub)?,
-            "Mul" => bin(b, B::Mul)?,
-            "RealDiv" | "Div" => bin(b, B::Div)?,
-            "DivNoNan" => {
-                let q = bin(b, B::Div)?;
-                let zero = konst(b, dt(b, a[1]), 0.0);
-                let is_zero = b.compare(CmpOp::Eq, a[1], zero).map_err(te)?;
-                b.select(is_zero, zero, q).map_err(te)?
-            }
-            // TF floors float division as floor(x / y), not Python's divmod.
-            "FloorDiv" if dt(b, a[0]).is_float() => {
-                let q = bin(b, B::Div)?;
-                b.unary(UnaryOp::Floor, q).map_err(te)?
-            }
-            "FloorDiv" => bin(b, B::FloorDiv)?,
-            "FloorMod" => bin(b, B::Mod)?,
-            "TruncateDiv" if dt(b, a[0]).is_float() => {
-                let q = bin(b, B::Div)?;
-                b.unary(UnaryOp::Trunc, q).map_err(te)?
-            }
-            "TruncateDiv" => bin(b, B::Div)?,
-            "TruncateMod" | "Mod" => bin(b, B::Rem)?,
-            "Neg" => un(b, UnaryOp::Neg)?,
-            "Abs" => un(b, UnaryOp::Abs)?,
-            "Square" => eltwise::square(b, a[0]).map_err(te)?,
-            "SquaredDifference" => {
-                let d = bin(b, B::Sub)?;
-                eltwise::square(b, d).map_err(te)?
-            }
-            "Sqrt" => un(b, UnaryOp::Sqrt)?,
-            "Rsqrt" => eltwise::rsqrt(b, a[0]).map_err(te)?,
-            "Reciprocal" | "Inv" => eltwise::reciprocal(b, a[0]).map_err(te)?,
-            "Exp" => un(b, UnaryOp::Exp)?,
-            "Expm1" => un(b, UnaryOp::Expm1)?,
-            "Log" => un(b, UnaryOp::Log)?,
-            "Log1p" => un(b, UnaryOp::Log1p)?,
-            "Sin" => un(b, UnaryOp::Sin)?,
-            "Cos" => un(b, UnaryOp::Cos)?,
-            "Tan" => un(b, UnaryOp::Tan)?,
-            "Asin" => un(b, UnaryOp::Asin)?,
-            "Acos" => un(b, UnaryOp::Acos)?,
-            "Atan" => un(b, UnaryOp::Atan)?,
-            "Atan2" => bin(b, B::Atan2)?,
-            "Sinh" => un(b, UnaryOp::Sinh)?,
-            "Cosh" => un(b, UnaryOp::Cosh)?,
-            "Tanh" => un(b, UnaryOp::Tanh)?,
-            "Erf" => un(b, UnaryOp::Erf)?,
-            "Erfc" => un(b, UnaryOp::Erfc)?,
-            "Floor" => un(b, UnaryOp::Floor)?,
-            "Ceil" => un(b, UnaryOp::Ceil)?,
-            "Round" | "Rint" => un(b, UnaryOp::Round)?,
-            "Sign" => {
-                let d = dt(b, a[0]);
-                let zero = konst(b, d, 0.0);
-                let one = konst(b, d, 1.0);
-                let minus = konst(b, d, -1.0);
-                let pos = b.compare(CmpOp::Gt, a[0], zero).map_err(te)?;
-                let neg = b.compare(CmpOp::Lt, a[0], zero).map_err(te)?;
-                let s = b.select(neg, minus, a[0]).map_err(te)?;
-                // Zero and NaN stay themselves.
-                b.select(pos, one, s).map_err(te)?
-            }
-            "Sigmoid" => eltwise::sigmoid(b, a[0]).map_err(te)?,
-            "Relu" => eltwise::relu(b, a[0]).map_err(te)?,
-            "Relu6" => eltwise::clamp(b, a[0], Some(0.0), Some(6.0)).map_err(te)?,
-            "Elu" => eltwise::elu(b, a[0], 1.0, 1.0).map_err(te)?,
-            "Selu" => eltwise::elu(b, a[0], 1.673_263_242_354_377_3, 1.050_700_987_355_480_5)
-                .map_err(te)?,
-            "Softplus" => eltwise::softplus(b, a[0], 1.0, f64::INFINITY).map_err(te)?,
-            "Softsign" => {
-                let abs = b.unary(UnaryOp::Abs, a[0]).map_err(te)?;
-                let one = konst(b, dt(b, a[0]), 1.0);
-                let den = b.binary(B::Add, one, abs).map_err(te)?;
-                b.binary(B::Div, a[0], den).map_err(te)?
-            }
-            "LeakyRelu" => {
-                let alpha = attr_float(n, "alpha", 0.2)?;
-                eltwise::leaky_relu(b, a[0], alpha).map_err(te)?
-            }
-            "Pow" if dt(b, a[0]).is_float() => bin(b, B::Pow)?,
-            "Pow" => return Err("unsupported: integer Pow".into()),
-            "Maximum" => bin(b, B::Max)?,
-            "Minimum" => bin(b, B::Min)?,
-            "Greater" => cmp(b, CmpOp::Gt)?,
-            "GreaterEqual" => cmp(b, CmpOp::Ge)?,
-            "Less" => cmp(b, CmpOp::Lt)?,
-            "LessEqual" => cmp(b, CmpOp::Le)?,
-            "Equal" => cmp(b, CmpOp::Eq)?,
-            "NotEqual" => cmp(b, CmpOp::Ne)?,
-            "LogicalAnd" => bin(b, B::And)?,
-            "LogicalOr" => bin(b, B::Or)?,
-            "LogicalNot" => un(b, UnaryOp::Not)?,
-            "Select" | "SelectV2" => b.select(a[0], a[1], a[2]).map_err(te)?,
-            "Cast" => {
-                let to = attr_type(n, "DstT")?;
-                if dt(b, a[0]) == to {
-                    a[0]
-                } else {
-                    b.cast(a[0], to).map_err(te)?
-                }
-            }
-            "BitwiseAnd" => bin(b, B::BAnd)?,
-            "BitwiseOr" => bin(b, B::BOr)?,
-            "BitwiseXor" => bin(b, B::BXor)?,
-            "Invert" => un(b, UnaryOp::BNot)?,
-            "LeftShift" | "RightShift" => {
-                // TF clamps the amount to [0, width - 1]; kiln's shifts take
-                // it modulo the width, so clamp first.
-                let d = dt(b, a[0]);
-                let bits = (d.size_bytes() * 8) as f64;
-                let amount = eltwise::clamp(b, a[1], Some(0.0), Some(bits - 1.0)).map_err(te)?;
-                let o = if op == "LeftShift" {
-                    B::Shl
-                } else {
-                    B::ShrArith
-                };
-                b.binary(o, a[0], amount).map_err(te)?
-            }
-            other => return Err(format!("unsupported op `{other}`")),
-        }))
+        build(self, n, a)
     }
 }
