@@ -1,0 +1,181 @@
+//! Which elementwise nodes of a tensor graph are fused into their consumer
+//! (computed where it reads them, never stored), and which matmuls compute
+//! an elementwise epilogue in their own loop.
+
+use crate::entities::Value;
+use crate::graph::{Graph, NodeData};
+use crate::op::{Op, ReduceOp};
+use crate::verify::GraphInfo;
+use cranelift_entity::EntityRef;
+
+/// How deep a chain of fused elementwise nodes may get before one is
+/// stored: reading a fused node recurses through its fused arguments, so the
+/// bound keeps lowering's stack small for any graph.
+const MAX_FUSED_DEPTH: u32 = 32;
+
+/// How many times a root may compute one fused node per element (through
+/// several uses): more, and the node is stored once instead.
+const MAX_RECOMPUTE: u32 = 4;
+
+/// Which elementwise nodes are fused into their consumer (computed where it
+/// reads them, not stored), and which matmuls compute an epilogue.
+///
+/// A non-scalar elementwise node that is not returned is fused when:
+/// - it has one use, by a consumer that reads each of its elements exactly
+///   once (an elementwise node of the same shape, a reduction other than
+///   `count`, a filter, a `concat`), so nothing is skipped (a skipped
+///   division could not fail); or
+/// - all its uses are elementwise nodes of its shape that are computed in
+///   one loop (fused into one root, or the root itself), and it is cheap
+///   ([`cheap`]): the root then computes it once per read, as `relu(y)`
+///   reads `y` twice in `select(y < 0, 0, y)`.
+///
+/// A root computes a fused node at most [`MAX_RECOMPUTE`] times per element
+/// (only cheap nodes more than once), and reading it recurses at most
+/// [`MAX_FUSED_DEPTH`] deep. Nodes are decided users first (backwards), so
+/// each node knows the loop its users are computed in.
+pub(super) fn fused_nodes(graph: &Graph, info: &GraphInfo) -> Fusion {
+    let n_nodes = graph.len();
+    // Each use once per argument slot (`mul(x, x)` uses `x` twice).
+    let mut users: Vec<Vec<Value>> = vec![Vec::new(); n_nodes];
+    for (value, node) in graph.nodes() {
+        if info.is_live(value) {
+            for a in &node.args {
+                users[a.index()].push(value);
+            }
+        }
+    }
+    let mut returned = vec![false; n_nodes];
+    for o in graph.outputs() {
+        returned[o.value.index()] = true;
+    }
+    let mut fused = vec![false; n_nodes];
+    // For a fused node: the node whose loop computes it, how many times per
+    // element, and how deep below that root it is read.
+    let mut root: Vec<Option<Value>> = vec![None; n_nodes];
+    let mut paths = vec![1u32; n_nodes];
+    let mut depth = vec![0u32; n_nodes];
+    let nodes: Vec<(Value, &NodeData)> = graph.nodes().collect();
+    for &(value, node) in nodes.iter().rev() {
+        let (idx, rank) = (
+            value.index(),
+            node.ty.as_tensor().map_or(0, |t| t.shape.len()),
+        );
+        let uses = &users[idx];
+        if !elementwise(&node.op) || rank == 0 || returned[idx] || uses.is_empty() {
+            continue;
+        }
+        // The loop each use is computed in, times, depth.
+        let loop_of = |u: Value| {
+            (
+                root[u.index()].unwrap_or(u),
+                paths[u.index()],
+                depth[u.index()],
+            )
+        };
+        let same_shape = |u: Value| {
+            graph.node(u).ty.as_tensor().map(|t| &t.shape) == node.ty.as_tensor().map(|t| &t.shape)
+        };
+        let candidate = if let [consumer] = uses.as_slice() {
+            let c = graph.node(*consumer);
+            let reads_once = match &c.op {
+                op if elementwise(op) => same_shape(*consumer),
+                // `count` reads no element: a division there would never run.
+                Op::Reduce(ReduceOp::Count)
+                | Op::ReduceAxes {
+                    op: ReduceOp::Count,
+                    ..
+                } => false,
+                Op::Reduce(_) | Op::Filter | Op::ReduceAxes { .. } | Op::Concat(_) => true,
+                _ => false,
+            };
+            reads_once.then(|| loop_of(*consumer))
+        } else {
+            let all_elementwise = uses
+                .iter()
+                .all(|&u| elementwise(&graph.node(u).op) && same_shape(u));
+            let first = loop_of(uses[0]).0;
+            (all_elementwise && uses.iter().all(|&u| loop_of(u).0 == first)).then(|| {
+                uses.iter()
+                    .map(|&u| loop_of(u))
+                    .fold((first, 0u32, 0u32), |(r, p, d), (_, up, ud)| {
+                        (r, p.saturating_add(up), d.max(ud))
+                    })
+            })
+        };
+        let Some((r, p, d)) = candidate else {
+            continue;
+        };
+        let d = d + 1;
+        if d <= MAX_FUSED_DEPTH && p <= MAX_RECOMPUTE && (p == 1 || cheap(&node.op)) {
+            fused[idx] = true;
+            root[idx] = Some(r);
+            paths[idx] = p;
+            depth[idx] = d;
+        }
+    }
+    // A matmul whose one use is computed in the loop of an elementwise node
+    // of its shape and dtype: that node is its epilogue.
+    let mut epilogue = vec![None; n_nodes];
+    for &(value, node) in &nodes {
+        let b_mat = node
+            .args
+            .get(1)
+            .and_then(|&b| graph.ty(b).as_tensor())
+            .is_some_and(|t| t.shape.len() >= 2);
+        let [user] = users[value.index()].as_slice() else {
+            continue;
+        };
+        if node.op != Op::MatMul || !b_mat || returned[value.index()] {
+            continue;
+        }
+        let r = root[user.index()].unwrap_or(*user);
+        let e = graph.node(r);
+        epilogue[value.index()] =
+            (elementwise(&e.op) && !fused[r.index()] && e.ty == node.ty).then_some(r);
+    }
+    Fusion { fused, epilogue }
+}
+
+/// The ops [`fused_nodes`] fuses.
+fn elementwise(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Unary(_) | Op::Binary(_) | Op::Compare(_) | Op::Select | Op::Cast(_)
+    )
+}
+
+/// Elementwise ops cheap enough to compute more than once per element
+/// rather than store and load: a few instructions, no division, no call.
+fn cheap(op: &Op) -> bool {
+    use crate::op::{BinaryOp as B, UnaryOp as U};
+    match op {
+        Op::Unary(u) => matches!(u, U::Neg | U::Abs | U::Not | U::BNot),
+        Op::Binary(b) => matches!(
+            b,
+            B::Add
+                | B::Sub
+                | B::Mul
+                | B::Min
+                | B::Max
+                | B::And
+                | B::Or
+                | B::Xor
+                | B::BAnd
+                | B::BOr
+                | B::BXor
+        ),
+        Op::Compare(_) | Op::Select | Op::Cast(_) => true,
+        _ => false,
+    }
+}
+
+/// What [`fused_nodes`] decides.
+pub(super) struct Fusion {
+    /// The elementwise nodes computed inside their consumer's loop.
+    pub(super) fused: Vec<bool>,
+    /// For a matmul, the elementwise node (the root of a fused chain reading
+    /// it) computed in the matmul's own loop, row by row (or tile by tile),
+    /// in place in one buffer: a Linear layer's bias and activation.
+    pub(super) epilogue: Vec<Option<Value>>,
+}

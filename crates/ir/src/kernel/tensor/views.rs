@@ -1,0 +1,284 @@
+//! Views of buffers: where a tensor's element is (an offset and one stride
+//! per axis), reading an element of any [`Loc`] (computing a fused node where
+//! it is read), writing a whole tensor, and loop nests over a shape.
+
+use super::{Loc, View};
+use crate::entities::Value;
+use crate::kernel::lower::Lowerer;
+use crate::kernel::{Expr, Param, ParamIdx, Reg, Stmt};
+use crate::op::BinaryOp;
+use crate::scalar::Scalar;
+use crate::types::{DType, Dim, Shape};
+use cranelift_entity::EntityRef;
+
+/// The rows of an argument of `src` dims read at `rows` of a result of
+/// `rows.len()` axes, NumPy-aligned: trailing axes match, an axis of extent
+/// 1 reads index 0 (`None`).
+pub(super) fn align(src: &[Dim], rows: &[Option<Reg>]) -> Vec<Option<Reg>> {
+    let lead = rows.len() - src.len();
+    src.iter()
+        .enumerate()
+        .map(|(a, d)| {
+            if *d == Dim::Fixed(1) {
+                None
+            } else {
+                rows[a + lead]
+            }
+        })
+        .collect()
+}
+
+impl Lowerer<'_> {
+    /// A dense view of `param` holding a tensor of `dims`.
+    pub(super) fn dense(&mut self, out: &mut Vec<Stmt>, param: ParamIdx, dims: Shape) -> View {
+        let strides = self.strides(out, &dims);
+        View {
+            param,
+            dims,
+            offset: None,
+            strides,
+            dense: true,
+        }
+    }
+
+    /// A rank-0 view's element in a register, else the view.
+    pub(super) fn scalar_if_rank0(&mut self, out: &mut Vec<Stmt>, v: View, dtype: DType) -> Loc {
+        if !v.dims.is_empty() {
+            return Loc::View(v);
+        }
+        let at = match v.offset {
+            Some(o) => o,
+            None => self.i64_const(out, 0),
+        };
+        let load = self.load(v.param, at);
+        Loc::Scalar(self.emit(out, dtype, load, None))
+    }
+
+    /// `loc` as a view; a fused node (or, when `dense` is asked, a strided
+    /// view) is stored in a scratch buffer first.
+    pub(super) fn as_view(
+        &mut self,
+        out: &mut Vec<Stmt>,
+        locs: &[Option<Loc>],
+        loc: &Loc,
+        dense: bool,
+    ) -> View {
+        let dims = match loc {
+            Loc::View(v) if v.dense || !dense => return v.clone(),
+            Loc::View(v) => v.dims.clone(),
+            Loc::Fused { dims, .. } => dims.clone(),
+            Loc::Scalar(_) => unreachable!("verified: a tensor op takes a tensor"),
+        };
+        let dtype = match loc {
+            Loc::Fused { value, .. } => self.graph.ty(*value).dtype(),
+            Loc::View(v) => self.param_dtype(v.param),
+            Loc::Scalar(_) => None,
+        }
+        .expect("a tensor");
+        let param = self.param(Param::Scratch {
+            dtype,
+            shape: dims.clone(),
+        });
+        let view = self.dense(out, param, dims);
+        self.store_all(out, locs, loc, &view);
+        view
+    }
+
+    /// `dest[rows] = loc[rows]` over all of `dest`'s dims.
+    pub(super) fn store_all(
+        &mut self,
+        out: &mut Vec<Stmt>,
+        locs: &[Option<Loc>],
+        loc: &Loc,
+        dest: &View,
+    ) {
+        let dims = dest.dims.clone();
+        self.nest(out, &dims, |lw, body, rows| {
+            let rows: Vec<Option<Reg>> = rows.iter().copied().map(Some).collect();
+            let x = lw.read(body, locs, loc, &rows);
+            let to = lw.view_index(body, dest, &rows);
+            body.push(Stmt::Store(dest.param, Some(to), x));
+        });
+    }
+
+    /// The element of `loc` at `rows` (one per axis of `loc`; `None` is
+    /// index 0), emitted in `body`. A fused node is computed here from its
+    /// arguments, each read at the rows it broadcasts from.
+    pub(super) fn read(
+        &mut self,
+        body: &mut Vec<Stmt>,
+        locs: &[Option<Loc>],
+        loc: &Loc,
+        rows: &[Option<Reg>],
+    ) -> Reg {
+        match loc {
+            Loc::Scalar(r) => *r,
+            Loc::View(v) => {
+                let at = self.view_index(body, v, rows);
+                let dtype = self.param_dtype(v.param).expect("a tensor buffer");
+                let load = self.load(v.param, at);
+                self.emit(body, dtype, load, None)
+            }
+            Loc::Fused { value, .. } => {
+                let node = self.graph.node(*value);
+                let regs: Vec<Reg> = node
+                    .args
+                    .iter()
+                    .map(|&a| {
+                        let src: Shape = self
+                            .graph
+                            .ty(a)
+                            .as_tensor()
+                            .map(|t| t.shape.clone())
+                            .unwrap_or_default();
+                        let arg = locs[a.index()]
+                            .as_ref()
+                            .expect("arguments are lowered first");
+                        let arg_rows = align(&src, rows);
+                        self.read(body, locs, arg, &arg_rows)
+                    })
+                    .collect();
+                self.node(body, *value, &regs, None)
+            }
+        }
+    }
+
+    /// `offset + Σ rows[a] * strides[a]` of a view, emitted in `body`.
+    pub(super) fn view_index(
+        &mut self,
+        body: &mut Vec<Stmt>,
+        v: &View,
+        rows: &[Option<Reg>],
+    ) -> Reg {
+        let mut acc = v.offset;
+        for (row, stride) in rows.iter().zip(&v.strides) {
+            if let (Some(row), Some(stride)) = (row, stride) {
+                let term = self.mul(body, *row, *stride);
+                acc = Some(self.add_opt(body, acc, term));
+            }
+        }
+        acc.unwrap_or_else(|| self.i64_const(body, 0))
+    }
+
+    pub(super) fn mul(&mut self, out: &mut Vec<Stmt>, a: Reg, b: Reg) -> Reg {
+        self.emit(out, DType::I64, Expr::Binary(BinaryOp::Mul, a, b), None)
+    }
+
+    /// `acc + term`, or `term` when there is no `acc` yet.
+    pub(super) fn add_opt(&mut self, out: &mut Vec<Stmt>, acc: Option<Reg>, term: Reg) -> Reg {
+        match acc {
+            None => term,
+            Some(a) => self.emit(out, DType::I64, Expr::Binary(BinaryOp::Add, a, term), None),
+        }
+    }
+
+    /// The element dtype of a buffer parameter.
+    pub(super) fn param_dtype(&self, param: ParamIdx) -> Option<DType> {
+        match &self.kernel.params[param.index()] {
+            Param::ArrayIn { dtype, .. }
+            | Param::Scratch { dtype, .. }
+            | Param::ArrayOut { dtype, .. }
+            | Param::ScalarIn { dtype, .. }
+            | Param::ScalarOut { dtype, .. } => Some(*dtype),
+            Param::ConstIn { tensor, .. } => Some(tensor.dtype),
+            Param::BitmapIn { .. } => Some(DType::Bool),
+            Param::Extent { .. } | Param::SelectionOut { .. } | Param::SelectionCount { .. } => {
+                None
+            }
+        }
+    }
+
+    /// The buffer a node's result is written to: its output parameter when it
+    /// is returned (the first time), else a new scratch buffer.
+    pub(super) fn dest(&mut self, value: Value, dims: &Shape, claimed: &mut [bool]) -> ParamIdx {
+        for idx in self.output_indices(value) {
+            if !claimed[idx] {
+                claimed[idx] = true;
+                return self.output_params[idx];
+            }
+        }
+        let dtype = self.graph.ty(value).dtype().expect("a tensor");
+        self.param(Param::Scratch {
+            dtype,
+            shape: dims.clone(),
+        })
+    }
+
+    pub(super) fn load(&self, param: ParamIdx, index: Reg) -> Expr {
+        match self.kernel.params[param.index()] {
+            Param::BitmapIn { .. } => Expr::LoadBit(param, index),
+            _ => Expr::Load(param, index),
+        }
+    }
+
+    pub(super) fn i64_const(&mut self, out: &mut Vec<Stmt>, v: i64) -> Reg {
+        self.emit(out, DType::I64, Expr::Const(Scalar::I64(v)), None)
+    }
+
+    /// Row-major strides of `dims` as `i64` registers; `None` for an axis of
+    /// extent 1 (stride irrelevant: its index is always 0).
+    pub(super) fn strides(&mut self, out: &mut Vec<Stmt>, dims: &[Dim]) -> Vec<Option<Reg>> {
+        let mut strides = vec![None; dims.len()];
+        let mut step: Option<Reg> = None;
+        for axis in (0..dims.len()).rev() {
+            let stride = match step {
+                Some(r) => r,
+                None => self.i64_const(out, 1),
+            };
+            strides[axis] = (dims[axis] != Dim::Fixed(1)).then_some(stride);
+            let extent = self.extent(&dims[axis]);
+            let n = self.emit(out, DType::I64, Expr::ExtentValue(extent), None);
+            step = Some(self.emit(
+                out,
+                DType::I64,
+                Expr::Binary(BinaryOp::Mul, stride, n),
+                None,
+            ));
+        }
+        strides
+    }
+
+    /// `offset + Σ rows[a] * strides[a]`, emitted in `body`.
+    pub(super) fn flat(
+        &mut self,
+        body: &mut Vec<Stmt>,
+        offset: Option<Reg>,
+        rows: &[Reg],
+        strides: &[Option<Reg>],
+    ) -> Reg {
+        let mut acc = offset;
+        for (&row, stride) in rows.iter().zip(strides) {
+            if let Some(stride) = stride {
+                let term = self.mul(body, row, *stride);
+                acc = Some(self.add_opt(body, acc, term));
+            }
+        }
+        acc.unwrap_or_else(|| self.i64_const(body, 0))
+    }
+
+    /// A loop nest over `dims`; `body` gets the index registers and returns
+    /// the innermost statements.
+    pub(super) fn nest(
+        &mut self,
+        out: &mut Vec<Stmt>,
+        dims: &[Dim],
+        body: impl FnOnce(&mut Self, &mut Vec<Stmt>, &[Reg]),
+    ) {
+        let rows: Vec<Reg> = dims
+            .iter()
+            .enumerate()
+            .map(|(axis, _)| self.new_reg(DType::I64, Some(&format!("i{axis}"))))
+            .collect();
+        let mut inner = Vec::new();
+        body(self, &mut inner, &rows);
+        for (axis, dim) in dims.iter().enumerate().rev() {
+            let extent = self.extent(dim);
+            inner = vec![Stmt::Loop {
+                extent,
+                row: rows[axis],
+                body: inner,
+            }];
+        }
+        out.extend(inner);
+    }
+}
