@@ -1,4 +1,4 @@
-//! The reference interpreter: runs a verified [`Graph`] directly, node by node,
+//! The reference interpreter: runs a [`Verified`] graph directly, node by node,
 //! row by row, calling [`kiln_ir::semantics`] for every element.
 //!
 //! It is the oracle the compiled tiers are checked against, so it stays obvious:

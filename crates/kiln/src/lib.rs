@@ -1,6 +1,6 @@
 //! kiln compiles computation graphs to native code. This is the crate users
 //! depend on: it loads sources into graphs ([`load`]), verifies them
-//! ([`verify`], the only way to get a [`Verified`] graph), and compiles them
+//! ([`verify()`], the only way to get a [`Verified`] graph), and compiles them
 //! on an [`Engine`]: the reference [`Interpreter`], the [`Cranelift`] JIT and
 //! (with the `llvm` feature) the [`Llvm`] JIT take the same
 //! [`CompileOptions`], compile one graph or a batch into one module, and
