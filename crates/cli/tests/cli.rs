@@ -148,25 +148,6 @@ fn eval_over_csv() {
 }
 
 #[test]
-fn run_time_errors_exit_1() {
-    let out = kiln(&[
-        "run",
-        "-e",
-        "def f(a: int, b: int): return a // b",
-        "--arg",
-        "a=1",
-        "--arg",
-        "b=0",
-    ]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("integer division by zero"),
-        "{}",
-        stderr(&out)
-    );
-}
-
-#[test]
 fn bad_input_exits_2_with_a_location() {
     assert_bad_input(
         &kiln(&["run", "-e", "(x + "]),

@@ -337,24 +337,12 @@ impl<M: Module> FunctionCx<'_, M> {
             }
             Expr::Input(p) => {
                 let addr = self.arg(*p);
-                let value = self.bcx.ins().load(
-                    clif_type(dtype),
-                    MemFlagsData::trusted().with_readonly(),
-                    addr,
-                    0,
-                );
-                self.abi_to_reg(value, dtype)
+                self.load(addr, dtype)
             }
             Expr::Load(p, row) => {
                 let (base, row) = (self.arg(*p), self.reg(*row));
                 let addr = self.element_addr(base, row, dtype);
-                let value = self.bcx.ins().load(
-                    clif_type(dtype),
-                    MemFlagsData::trusted().with_readonly(),
-                    addr,
-                    0,
-                );
-                self.abi_to_reg(value, dtype)
+                self.load(addr, dtype)
             }
             Expr::LoadBit(p, row) => {
                 // byte = base[row >> 3]; bit = (byte >> (row & 7)) & 1
@@ -397,6 +385,13 @@ impl<M: Module> FunctionCx<'_, M> {
                 self.codegen_cast(a, from, *to)?
             }
         })
+    }
+
+    /// An element of `dtype` read from `addr` (inputs are never written).
+    fn load(&mut self, addr: ir::Value, dtype: DType) -> ir::Value {
+        let flags = MemFlagsData::trusted().with_readonly();
+        let value = self.bcx.ins().load(clif_type(dtype), flags, addr, 0);
+        self.abi_to_reg(value, dtype)
     }
 
     /// A value as the ABI passes it (an argument, or memory) made a register:

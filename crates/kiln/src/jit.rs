@@ -11,75 +11,16 @@ use kiln_ir::{Buffer, DType, Data, Scalar, Verified};
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-/// The Cranelift JIT tier: compiles in microseconds.
-#[derive(Copy, Clone, Debug, Default)]
-pub struct Cranelift;
-
-impl Engine for Cranelift {
-    type Program = JitProgram;
-
-    fn name(&self) -> &'static str {
-        "cranelift"
-    }
-
-    fn compile_batch(
-        &self,
-        graphs: &[Verified],
-        options: &CompileOptions,
-    ) -> CompileResult<Vec<JitProgram>> {
-        compile_with(
-            graphs,
-            options,
-            kiln_cranelift::LOWER_OPTIONS,
-            |kernels, symbols| {
-                kiln_cranelift::jit(kernels, symbols, options.opt_level)
-                    .map_err(|e| CompileError::Codegen(e.to_string()))
-            },
-        )
-    }
-}
-
-/// The LLVM tier (O3 by default), JIT-compiled in process with MCJIT for the
-/// host CPU.
-#[cfg(feature = "llvm")]
-#[derive(Copy, Clone, Debug, Default)]
-pub struct Llvm;
-
-#[cfg(feature = "llvm")]
-impl Engine for Llvm {
-    type Program = JitProgram;
-
-    fn name(&self) -> &'static str {
-        "llvm"
-    }
-
-    fn compile_batch(
-        &self,
-        graphs: &[Verified],
-        options: &CompileOptions,
-    ) -> CompileResult<Vec<JitProgram>> {
-        compile_with(
-            graphs,
-            options,
-            LowerOptions::default(),
-            |kernels, symbols| {
-                kiln_llvm::jit(kernels, options.opt_level, symbols).map_err(|e| match e {
-                    kiln_llvm::CodegenError::Unsupported(m) => CompileError::Unsupported(m),
-                    e => CompileError::Codegen(e.to_string()),
-                })
-            },
-        )
-    }
-}
-
-/// A compiling tier chosen at run time: both return a [`JitProgram`], so
-/// code that wants typed handles or borrowed-array calls on any tier (tests,
-/// bindings) picks one of [`JitTier::all`].
+/// A compiling tier: both return a [`JitProgram`]. The crate root exports
+/// each variant by name (`kiln::Cranelift.compile(…)`), and
+/// [`JitTier::all`] lists this build's, so code that wants typed handles or
+/// borrowed-array calls on any tier picks one at run time.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum JitTier {
-    /// [`Cranelift`].
+    /// The Cranelift JIT: compiles in microseconds.
     Cranelift,
-    /// [`Llvm`].
+    /// The LLVM tier (O3 by default), JIT-compiled in process with MCJIT for
+    /// the host CPU.
     #[cfg(feature = "llvm")]
     Llvm,
 }
@@ -100,9 +41,9 @@ impl Engine for JitTier {
 
     fn name(&self) -> &'static str {
         match self {
-            JitTier::Cranelift => Cranelift.name(),
+            JitTier::Cranelift => "cranelift",
             #[cfg(feature = "llvm")]
-            JitTier::Llvm => Llvm.name(),
+            JitTier::Llvm => "llvm",
         }
     }
 
@@ -112,9 +53,23 @@ impl Engine for JitTier {
         options: &CompileOptions,
     ) -> CompileResult<Vec<JitProgram>> {
         match self {
-            JitTier::Cranelift => Cranelift.compile_batch(graphs, options),
+            JitTier::Cranelift => {
+                let lower = kiln_cranelift::LOWER_OPTIONS;
+                compile_with(graphs, options, lower, |kernels, symbols| {
+                    kiln_cranelift::jit(kernels, symbols, options.opt_level)
+                        .map_err(|e| CompileError::Codegen(e.to_string()))
+                })
+            }
             #[cfg(feature = "llvm")]
-            JitTier::Llvm => Llvm.compile_batch(graphs, options),
+            JitTier::Llvm => {
+                let lower = LowerOptions::default();
+                compile_with(graphs, options, lower, |kernels, symbols| {
+                    kiln_llvm::jit(kernels, options.opt_level, symbols).map_err(|e| match e {
+                        kiln_llvm::CodegenError::Unsupported(m) => CompileError::Unsupported(m),
+                        e => CompileError::Codegen(e.to_string()),
+                    })
+                })
+            }
         }
     }
 }

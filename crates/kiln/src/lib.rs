@@ -24,11 +24,10 @@ pub mod runtime;
 #[cfg(feature = "formats")]
 pub mod tensors;
 
+pub use jit::JitTier::Cranelift;
 #[cfg(feature = "llvm")]
-pub use jit::Llvm;
-pub use jit::{
-    ArrayMut, ArrayRef, Cranelift, JitProgram, JitTier, NativeType, ScalarArgs, TypedFunc,
-};
+pub use jit::JitTier::Llvm;
+pub use jit::{ArrayMut, ArrayRef, JitProgram, JitTier, NativeType, ScalarArgs, TypedFunc};
 pub use kiln_cranelift as cranelift;
 pub use kiln_frontend as frontend;
 pub use kiln_frontend::py::Options as PyOptions;
