@@ -52,6 +52,14 @@ pub enum ExecError {
         /// Its source name, if any.
         name: Option<String>,
     },
+    /// Room for the wrong number of outputs.
+    #[error("the graph has {expected} output(s), got room for {got}")]
+    OutputCount {
+        /// Outputs in the signature.
+        expected: usize,
+        /// Rooms given.
+        got: usize,
+    },
     /// Room for an output of the wrong dtype or length.
     #[error("output `{name}` needs {expected}, got {got}")]
     Output {

@@ -349,10 +349,9 @@ impl JitProgram {
         let kernel = self.kernel();
         let graph = self.graph.graph();
         if outputs.len() != graph.outputs().len() {
-            return Err(ExecError::Output {
-                name: "*".into(),
-                expected: format!("{} outputs", graph.outputs().len()),
-                got: format!("room for {}", outputs.len()),
+            return Err(ExecError::OutputCount {
+                expected: graph.outputs().len(),
+                got: outputs.len(),
             });
         }
         let args = abi::args(kernel, extents);

@@ -111,6 +111,30 @@ fn borrowed_arrays_in_and_out_without_copies() {
             )
             .unwrap_err();
         assert!(matches!(err, ExecError::InputType { .. }), "{err}");
+        let err = p
+            .run_arrays(
+                &[ArrayRef::F64(&x), ArrayRef::Scalar(Scalar::I64(1))],
+                &mut [ArrayMut::Selection(&mut sel)],
+            )
+            .unwrap_err();
+        assert_eq!(err.to_string(), "the graph has 4 output(s), got room for 1");
+        // A selection needs room for every row.
+        let mut few = [0u32; 3];
+        let err = p
+            .run_arrays(
+                &[ArrayRef::F64(&x), ArrayRef::Scalar(Scalar::I64(1))],
+                &mut [
+                    ArrayMut::Selection(&mut few),
+                    ArrayMut::F64(&mut doubled),
+                    ArrayMut::I64(&mut k1),
+                    ArrayMut::F64(&mut total),
+                ],
+            )
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "output `out0` needs room for 4 rows, got room for 3 rows"
+        );
         // A direct kernel's returned value lands in the caller's room too.
         let d = program(tier, "x * 3.0");
         let mut y = [0.0];
