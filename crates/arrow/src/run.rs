@@ -287,6 +287,10 @@ fn run_jit(
     let mut outs: Vec<Out> = Vec::new();
     for (arg, param) in args.iter().zip(&kernel.params) {
         match *arg {
+            // A query with no column in it (`0`, `2 > 1`) lowers to a direct
+            // kernel that returns its one scalar: the uniform entry writes
+            // it where the slot points, like any scalar output.
+            Arg::Returned { dtype, .. } => outs.push(Out::Scalar(dtype, 0)),
             Arg::Output { dtype, .. } if matches!(param, Param::ScalarOut { .. }) => {
                 outs.push(Out::Scalar(dtype, 0))
             }
@@ -309,11 +313,13 @@ fn run_jit(
             Arg::Count { .. } => {
                 pending_count.take().expect("a count follows its selection") as u64
             }
-            Arg::Output { .. } => match out_iter.next().expect("one room per output") {
-                Out::Scalar(_, cell) => cell as *mut u64 as u64,
-                Out::Column(b) => b.as_mut_ptr() as u64,
-                Out::Selection(..) => unreachable!("outputs are in order"),
-            },
+            Arg::Output { .. } | Arg::Returned { .. } => {
+                match out_iter.next().expect("one room per output") {
+                    Out::Scalar(_, cell) => cell as *mut u64 as u64,
+                    Out::Column(b) => b.as_mut_ptr() as u64,
+                    Out::Selection(..) => unreachable!("outputs are in order"),
+                }
+            }
             Arg::Selection { .. } => match out_iter.next().expect("one room per output") {
                 Out::Selection(rows, count) => {
                     pending_count = Some(count as *mut i64);
@@ -321,7 +327,7 @@ fn run_jit(
                 }
                 _ => unreachable!("outputs are in order"),
             },
-            Arg::Returned { .. } | Arg::Const(_) | Arg::Scratch { .. } => {
+            Arg::Const(_) | Arg::Scratch { .. } => {
                 unreachable!("an Arrow graph is columns in, columns or aggregates out")
             }
         });

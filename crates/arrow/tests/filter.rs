@@ -2,7 +2,7 @@
 //! kernels, on every tier.
 
 use arrow_array::cast::AsArray;
-use arrow_array::types::{Float64Type, Int32Type};
+use arrow_array::types::{Float64Type, Int32Type, Int64Type};
 use arrow_array::{
     Array, ArrayRef, BooleanArray, Date32Array, Float32Array, Float64Array, Int32Array, Int64Array,
     RecordBatch, StringArray, UInt32Array,
@@ -543,5 +543,30 @@ fn queries_share_the_python_subsets_functions_and_pandas_precedence() {
                 Some(false)
             ]
         );
+    }
+}
+
+/// A query that reads no column (the arrow_query fuzzer's `0`) compiles to
+/// a kernel that returns its scalar: a projection repeats it on every row, a
+/// filter is a typed error.
+#[test]
+fn queries_without_a_column_are_constants_on_every_row() {
+    let x: ArrayRef = Arc::new(Float64Array::from(vec![Some(1.0), None, Some(3.0)]));
+    let b = batch(vec![("x", x)]);
+    for tier in Tier::all() {
+        let zero = project(&b, "0", tier);
+        assert_eq!(zero.as_primitive::<Int64Type>().values(), &[0, 0, 0]);
+        assert_eq!(zero.null_count(), 0, "{tier:?}");
+        let product = project(&b, "1.5 * 3", tier);
+        assert_eq!(product.as_primitive::<Float64Type>().values(), &[4.5; 3]);
+        let truth = project(&b, "2 > 1", tier);
+        assert_eq!(bools(&truth), [Some(true); 3], "{tier:?}");
+        for (q, message) in [
+            ("2 > 1", "the filter condition `(2 > 1)` reads no column"),
+            ("2", "a filter condition must be bool, but `2` is i64"),
+        ] {
+            let e = Filter::make_with(b.schema(), &query::parse(q).unwrap(), tier).unwrap_err();
+            assert_eq!(e.to_string(), format!("type error: {message}"), "{tier:?}");
+        }
     }
 }
