@@ -1,13 +1,14 @@
 # kiln's everyday commands. `just` is optional: each recipe is one cargo
 # command you can paste. Install it with `cargo install just` if you like.
 
-# Install the Debian packages the tests need (LLVM 19, lld, qemu, cross gcc), if missing.
+# Install the Debian packages the tests need (LLVM 19, lld, qemu, cross gcc), if
+# missing, and make the project's Python environment (.venv).
 setup:
     bash .ci/run --setup-only
 
-# Run every test (the README's test command, and what CI runs).
+# Run every Rust and every Python test (the README's test command, and what CI runs).
 test:
-    cargo test --workspace --features llvm --locked
+    bash .ci/test
 
 # Run the main job on a bundled example: O3 AArch64 assembly of the torch.fx tutorial function.
 example:

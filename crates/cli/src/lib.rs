@@ -45,9 +45,7 @@ pub enum Tier {
     Llvm,
 }
 
-/// The message for a request that needs the LLVM tier in a build without it.
-pub const NO_LLVM: &str = "this build has no LLVM tier: rebuild with `--features llvm` \
-     (needs LLVM 19: apt-get install llvm-19-dev libpolly-19-dev lld-19)";
+pub use kiln::aot::NO_LLVM;
 
 impl Tier {
     /// The engine for this tier, or an error naming the feature it needs.

@@ -347,6 +347,7 @@ fn cmd_eval(
             .iter()
             .map(|(name, _)| (name.clone(), Vec::new()))
             .collect(),
+        ..Default::default()
     };
     let table = csvio::read(csv_path)?;
     // torch.fx placeholders named after CSV columns default to f64 columns.

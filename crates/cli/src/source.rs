@@ -4,7 +4,7 @@
 use crate::Failure;
 use clap::{Args, ValueEnum};
 use kiln::ir::diag::render_located;
-use kiln::{DType, Dim, Format, Graph, LoadOptions, Loaded, PyOptions, TensorType, Type, Verified};
+use kiln::{Format, Graph, LoadOptions, Loaded, PyOptions, Type, Verified};
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -50,36 +50,8 @@ pub fn parse_input_type(spec: &str) -> Result<(String, Type), String> {
     let (name, ty) = spec
         .split_once(':')
         .ok_or_else(|| format!("--input `{spec}` is not NAME:DTYPE[SHAPE]"))?;
-    let (dtype, shape) = match ty.split_once('[') {
-        Some((d, rest)) => (
-            d,
-            rest.strip_suffix(']')
-                .ok_or_else(|| format!("--input `{spec}`: unclosed `[`"))?,
-        ),
-        None => (ty, ""),
-    };
-    let dtype = match dtype.trim() {
-        "float32" | "float" => DType::F32,
-        "float64" | "double" => DType::F64,
-        "int32" => DType::I32,
-        "int64" | "int" | "long" => DType::I64,
-        d => DType::from_name(d).ok_or_else(|| {
-            format!("--input `{spec}`: unknown dtype `{d}` (bool i32 i64 f32 f64)")
-        })?,
-    };
-    let dims: Vec<Dim> = shape
-        .split(',')
-        .map(str::trim)
-        .filter(|d| !d.is_empty())
-        .map(|d| match d.parse::<u64>() {
-            Ok(k) => Dim::Fixed(k),
-            Err(_) => Dim::Sym(d.to_string()),
-        })
-        .collect();
-    Ok((
-        name.trim().to_string(),
-        Type::Tensor(TensorType { dtype, shape: dims }),
-    ))
+    let ty = kiln::parse_type(ty).map_err(|e| format!("--input `{spec}`: {e}"))?;
+    Ok((name.trim().to_string(), ty))
 }
 
 /// `--from` values.

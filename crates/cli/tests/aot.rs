@@ -190,7 +190,7 @@ fn bad_requests_exit_2() {
     assert_refused(&wasm_on_cranelift, "need the LLVM tier");
     assert_refused(
         &aot(&[&fn_py, "--emit", "asm", "--tier", "cranelift"]),
-        "--emit asm needs the LLVM tier",
+        "`asm` needs the LLVM tier",
     );
     assert_refused(
         &aot(&[&fn_py, "--emit", "header", "--tier", "interp"]),

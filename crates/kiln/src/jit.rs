@@ -3,11 +3,12 @@
 //! and safe ways to call the result. Both tiers produce a [`JitProgram`]: the
 //! calling convention is `kiln_ir::kernel::abi`'s.
 
+use crate::arrays::{each_array, ArrayMut, ArrayRef};
 use crate::{runtime, CompileError, CompileOptions, CompileResult, Engine, Program};
 use kiln_ir::exec::{bind_inputs, bind_shapes, ExecError, ExecResult, InputShape};
 use kiln_ir::kernel::abi::{self, Arg, CompiledKernel};
 use kiln_ir::kernel::{self, Kernel, LowerOptions, Param};
-use kiln_ir::{Buffer, DType, Data, Scalar, Verified};
+use kiln_ir::{Buffer, DType, Data, Verified};
 use std::marker::PhantomData;
 use std::sync::Arc;
 
@@ -134,127 +135,6 @@ pub struct JitProgram {
     code: CompiledKernel,
 }
 
-/// A borrowed input: a scalar, or an array's elements in row-major order (its
-/// shape is the graph input's).
-#[derive(Copy, Clone, Debug, PartialEq)]
-pub enum ArrayRef<'a> {
-    /// A scalar.
-    Scalar(Scalar),
-    /// `bool` elements.
-    Bool(&'a [bool]),
-    /// `i32` elements.
-    I32(&'a [i32]),
-    /// `i64` elements.
-    I64(&'a [i64]),
-    /// `f32` elements.
-    F32(&'a [f32]),
-    /// `f64` elements.
-    F64(&'a [f64]),
-}
-
-/// Room for an output, borrowed: its elements in row-major order (a scalar
-/// output is one element), or a selection's row indices.
-#[derive(Debug, PartialEq)]
-pub enum ArrayMut<'a> {
-    /// `bool` elements.
-    Bool(&'a mut [bool]),
-    /// `i32` elements.
-    I32(&'a mut [i32]),
-    /// `i64` elements.
-    I64(&'a mut [i64]),
-    /// `f32` elements.
-    F32(&'a mut [f32]),
-    /// `f64` elements.
-    F64(&'a mut [f64]),
-    /// A selection: room for at least one index per row; the first
-    /// `count` (returned by the call) are written.
-    Selection(&'a mut [u32]),
-}
-
-macro_rules! each_array {
-    ($a:expr, $v:ident => $body:expr, $scalar:pat => $other:expr) => {
-        match $a {
-            ArrayRef::Bool($v) => $body,
-            ArrayRef::I32($v) => $body,
-            ArrayRef::I64($v) => $body,
-            ArrayRef::F32($v) => $body,
-            ArrayRef::F64($v) => $body,
-            $scalar => $other,
-        }
-    };
-}
-
-impl<'a> ArrayRef<'a> {
-    /// `data` borrowed (a selection is not an input: `None`).
-    pub fn of(data: &'a Data) -> Option<ArrayRef<'a>> {
-        Some(match data {
-            Data::Scalar(s) => ArrayRef::Scalar(*s),
-            Data::Column(Buffer::Bool(v)) => ArrayRef::Bool(v),
-            Data::Column(Buffer::I32(v)) => ArrayRef::I32(v),
-            Data::Column(Buffer::I64(v)) => ArrayRef::I64(v),
-            Data::Column(Buffer::F32(v)) => ArrayRef::F32(v),
-            Data::Column(Buffer::F64(v)) => ArrayRef::F64(v),
-            Data::Selection(_) => return None,
-        })
-    }
-
-    fn shape(&self) -> InputShape {
-        let dtype = match self {
-            ArrayRef::Scalar(s) => return InputShape::Scalar(s.dtype()),
-            ArrayRef::Bool(_) => DType::Bool,
-            ArrayRef::I32(_) => DType::I32,
-            ArrayRef::I64(_) => DType::I64,
-            ArrayRef::F32(_) => DType::F32,
-            ArrayRef::F64(_) => DType::F64,
-        };
-        InputShape::Array(
-            dtype,
-            each_array!(self, v => v.len(), ArrayRef::Scalar(_) => 1) as u64,
-        )
-    }
-
-    fn describe(&self) -> String {
-        match self.shape() {
-            InputShape::Scalar(d) => format!("a {d} scalar"),
-            InputShape::Array(d, n) => format!("{d}[{n}]"),
-            InputShape::Other => "nothing".into(),
-        }
-    }
-}
-
-impl ArrayMut<'_> {
-    /// The element dtype and length (`None` for a selection).
-    fn array(&self) -> Option<(DType, usize)> {
-        Some(match self {
-            ArrayMut::Bool(v) => (DType::Bool, v.len()),
-            ArrayMut::I32(v) => (DType::I32, v.len()),
-            ArrayMut::I64(v) => (DType::I64, v.len()),
-            ArrayMut::F32(v) => (DType::F32, v.len()),
-            ArrayMut::F64(v) => (DType::F64, v.len()),
-            ArrayMut::Selection(_) => return None,
-        })
-    }
-
-    fn as_mut_ptr(&mut self) -> *mut u8 {
-        match self {
-            ArrayMut::Bool(v) => v.as_mut_ptr().cast(),
-            ArrayMut::I32(v) => v.as_mut_ptr().cast(),
-            ArrayMut::I64(v) => v.as_mut_ptr().cast(),
-            ArrayMut::F32(v) => v.as_mut_ptr().cast(),
-            ArrayMut::F64(v) => v.as_mut_ptr().cast(),
-            ArrayMut::Selection(v) => v.as_mut_ptr().cast(),
-        }
-    }
-
-    fn describe(&self) -> String {
-        match (self.array(), self) {
-            (Some((d, n)), _) => format!("{d}[{n}]"),
-            (None, ArrayMut::Selection(v)) => format!("room for {} rows", v.len()),
-            (None, _) => unreachable!("only a selection is not an array"),
-        }
-    }
-}
-
 impl JitProgram {
     /// The kernel this program runs.
     pub fn kernel(&self) -> &Kernel {
@@ -319,23 +199,6 @@ impl JitProgram {
             code: self.code.clone(),
             _sig: PhantomData,
         })
-    }
-
-    /// Runs on borrowed inputs (in signature order) and writes each output
-    /// into the caller's room (in signature order: a scalar output is one
-    /// element, an array output exactly its elements, a selection at least
-    /// one index per row): no copies. Returns how many elements each output
-    /// got (a selection's length). Inputs and outputs cannot overlap: Rust's
-    /// borrows guarantee it.
-    pub fn run_arrays(
-        &self,
-        inputs: &[ArrayRef<'_>],
-        outputs: &mut [ArrayMut<'_>],
-    ) -> ExecResult<Vec<usize>> {
-        let shapes: Vec<InputShape> = inputs.iter().map(ArrayRef::shape).collect();
-        let bindings = bind_shapes(&self.graph, &shapes, |idx| inputs[idx].describe())?;
-        let extents: Vec<u64> = bindings.extents().collect();
-        self.invoke(&extents, inputs, outputs)
     }
 
     /// Calls the kernel on bound inputs: checks the room for each output,
@@ -441,6 +304,19 @@ impl JitProgram {
 impl Program for JitProgram {
     fn verified(&self) -> &Verified {
         &self.graph
+    }
+
+    /// Zero-copy: the kernel reads the caller's arrays and writes into the
+    /// caller's room.
+    fn run_arrays(
+        &self,
+        inputs: &[ArrayRef<'_>],
+        outputs: &mut [ArrayMut<'_>],
+    ) -> ExecResult<Vec<usize>> {
+        let shapes: Vec<InputShape> = inputs.iter().map(ArrayRef::shape).collect();
+        let bindings = bind_shapes(&self.graph, &shapes, |idx| inputs[idx].describe())?;
+        let extents: Vec<u64> = bindings.extents().collect();
+        self.invoke(&extents, inputs, outputs)
     }
 
     fn run_refs(&self, inputs: &[&Data]) -> ExecResult<Vec<Data>> {

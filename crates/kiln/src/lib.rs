@@ -19,15 +19,18 @@
 //! assert_eq!(f.call((20.0,)), 41.0);
 //! ```
 
+pub mod aot;
+mod arrays;
 mod jit;
 pub mod runtime;
 #[cfg(feature = "formats")]
 pub mod tensors;
 
+pub use arrays::{ArrayMut, ArrayRef};
 pub use jit::JitTier::Cranelift;
 #[cfg(feature = "llvm")]
 pub use jit::JitTier::Llvm;
-pub use jit::{ArrayMut, ArrayRef, JitProgram, JitTier, NativeType, ScalarArgs, TypedFunc};
+pub use jit::{JitProgram, JitTier, NativeType, ScalarArgs, TypedFunc};
 pub use kiln_cranelift as cranelift;
 pub use kiln_frontend as frontend;
 pub use kiln_frontend::py::Options as PyOptions;
@@ -144,6 +147,45 @@ fn looks_like_pbtxt(bytes: &[u8]) -> bool {
         && first.is_none_or(|b| b.is_ascii_alphabetic() || *b == b'#')
 }
 
+/// Parses a type as the CLI's `--input` and the Python package's `inputs=`
+/// write it: a dtype (`f64`, or NumPy's and C's names: `float64`, `double`,
+/// `float32`, `float`, `int64`, `int`, `long`, `int32`, `bool`) and an
+/// optional shape in brackets whose dimensions are numbers or symbols:
+/// `f64`, `f32[n]`, `i64[n, 3]`.
+pub fn parse_type(text: &str) -> Result<Type, String> {
+    let (dtype, shape) = match text.split_once('[') {
+        Some((d, rest)) => (
+            d,
+            rest.trim_end()
+                .strip_suffix(']')
+                .ok_or_else(|| format!("type `{text}`: unclosed `[`"))?,
+        ),
+        None => (text, ""),
+    };
+    let dtype = match dtype.trim() {
+        "float32" | "float" => DType::F32,
+        "float64" | "double" => DType::F64,
+        "int32" => DType::I32,
+        "int64" | "int" | "long" => DType::I64,
+        d => DType::from_name(d)
+            .ok_or_else(|| format!("type `{text}`: unknown dtype `{d}` (bool i32 i64 f32 f64)"))?,
+    };
+    let mut dims = Vec::new();
+    for d in shape.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        dims.push(match d.parse::<u64>() {
+            Ok(k) => Dim::Fixed(k),
+            Err(_)
+                if d.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                    && !d.starts_with(|c: char| c.is_ascii_digit()) =>
+            {
+                Dim::Sym(d.to_string())
+            }
+            Err(_) => return Err(format!("type `{text}`: `{d}` is not a dimension")),
+        });
+    }
+    Ok(Type::Tensor(TensorType { dtype, shape: dims }))
+}
+
 /// Why a graph could not be compiled.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum CompileError {
@@ -213,6 +255,64 @@ pub trait Program: Send + Sync {
     fn run(&self, inputs: &[Data]) -> ExecResult<Vec<Data>> {
         let refs: Vec<&Data> = inputs.iter().collect();
         self.run_refs(&refs)
+    }
+
+    /// Runs on borrowed inputs (in signature order) and writes each output
+    /// into the caller's room (in signature order: a scalar output is one
+    /// element, an array output exactly its elements, a selection at least
+    /// one index per row). Returns how many elements each output got (a
+    /// selection's length). A compiling tier reads and writes the caller's
+    /// memory directly ([`JitProgram`]); the interpreter copies. Inputs and
+    /// outputs cannot overlap: Rust's borrows guarantee it.
+    fn run_arrays(
+        &self,
+        inputs: &[ArrayRef<'_>],
+        outputs: &mut [ArrayMut<'_>],
+    ) -> ExecResult<Vec<usize>> {
+        // Check the inputs and the room before running, in the order a
+        // compiled kernel must.
+        let graph = self.verified().graph();
+        let shapes: Vec<ir::exec::InputShape> = inputs.iter().map(ArrayRef::shape).collect();
+        let bindings = ir::exec::bind_shapes(self.verified(), &shapes, |i| inputs[i].describe())?;
+        if outputs.len() != graph.outputs().len() {
+            return Err(ExecError::OutputCount {
+                expected: graph.outputs().len(),
+                got: outputs.len(),
+            });
+        }
+        for (room, out) in outputs.iter().zip(graph.outputs()) {
+            let elements = |dims: &[Dim]| -> u64 {
+                dims.iter()
+                    .map(|d| bindings.extent(d).expect("binding bound every symbol"))
+                    .product()
+            };
+            let ok = match graph.ty(out.value) {
+                Type::Tensor(t) => room.array() == Some((t.dtype, elements(&t.shape) as usize)),
+                Type::Selection(dim) => matches!(room, ArrayMut::Selection(rows)
+                    if rows.len() as u64 >= elements(std::slice::from_ref(dim))),
+            };
+            if !ok {
+                let expected = match graph.ty(out.value) {
+                    Type::Tensor(t) => format!("{}[{}]", t.dtype, elements(&t.shape)),
+                    Type::Selection(dim) => {
+                        format!("room for {} rows", elements(std::slice::from_ref(dim)))
+                    }
+                };
+                return Err(ExecError::Output {
+                    name: out.name.clone(),
+                    expected,
+                    got: room.describe(),
+                });
+            }
+        }
+        let data: Vec<Data> = inputs.iter().map(|a| a.to_data()).collect();
+        let results = self.run(&data)?;
+        results
+            .into_iter()
+            .zip(outputs.iter_mut())
+            .zip(graph.outputs())
+            .map(|((data, room), out)| room.fill(&out.name, data))
+            .collect()
     }
 }
 

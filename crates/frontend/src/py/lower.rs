@@ -60,6 +60,12 @@ impl<'a> Lower<'a> {
         Err(ParseError::at(self.src, self.at, message))
     }
 
+    /// The dtype of input `name` without an annotation: the options', else
+    /// `f64`.
+    fn input_dtype(&self, name: &str) -> DType {
+        self.opts.dtypes.get(name).copied().unwrap_or(DType::F64)
+    }
+
     /// The type of input `name`: the annotation's shape, else the options'.
     fn input_type(&self, name: &str, dtype: DType, annotated: Option<&kiln_ir::Shape>) -> Type {
         let shape = annotated
@@ -73,7 +79,7 @@ impl<'a> Lower<'a> {
         for param in &self.ast.params {
             self.at = param.span.start;
             let dtype = match param.annotation.as_deref() {
-                None => DType::F64,
+                None => self.input_dtype(&param.name),
                 Some(ann) => match annotation_dtype(ann) {
                     Some(d) => d,
                     None => {
@@ -197,7 +203,7 @@ impl<'a> Lower<'a> {
             return self.err(format!("name `{name}` is not defined"));
         }
         // A free name of a script is an input, in order of first use.
-        let ty = self.input_type(name, DType::F64, None);
+        let ty = self.input_type(name, self.input_dtype(name), None);
         let v = self.b.input(name, ty);
         self.b.set_source_name(v, name);
         let val = PyVal { v, weak: false };

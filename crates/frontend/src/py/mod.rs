@@ -18,7 +18,7 @@ mod parse;
 
 pub use parse::{Syntax, MAX_DEPTH};
 
-use kiln_ir::{Graph, ParseResult, Shape, SourceMap};
+use kiln_ir::{DType, Graph, ParseResult, Shape, SourceMap};
 use std::collections::HashMap;
 
 /// How inputs are typed.
@@ -29,6 +29,9 @@ pub struct Options {
     pub default_shape: Shape,
     /// Shapes of particular inputs, by name.
     pub shapes: HashMap<String, Shape>,
+    /// Dtypes of particular inputs without an annotation, by name (default
+    /// `f64`).
+    pub dtypes: HashMap<String, DType>,
 }
 
 /// The number of expression nodes in `src` as written: names, literals, calls

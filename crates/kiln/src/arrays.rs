@@ -1,0 +1,189 @@
+//! Borrowed inputs and output room for [`Program::run_arrays`](crate::Program::run_arrays):
+//! a caller's arrays (a NumPy array's buffer, a `Vec`) passed without copies.
+
+use kiln_ir::exec::{ExecError, ExecResult, InputShape};
+use kiln_ir::{Buffer, DType, Data, Scalar};
+
+/// A borrowed input: a scalar, or an array's elements in row-major order (its
+/// shape is the graph input's).
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum ArrayRef<'a> {
+    /// A scalar.
+    Scalar(Scalar),
+    /// `bool` elements.
+    Bool(&'a [bool]),
+    /// `i32` elements.
+    I32(&'a [i32]),
+    /// `i64` elements.
+    I64(&'a [i64]),
+    /// `f32` elements.
+    F32(&'a [f32]),
+    /// `f64` elements.
+    F64(&'a [f64]),
+}
+
+/// Room for an output, borrowed: its elements in row-major order (a scalar
+/// output is one element), or a selection's row indices.
+#[derive(Debug, PartialEq)]
+pub enum ArrayMut<'a> {
+    /// `bool` elements.
+    Bool(&'a mut [bool]),
+    /// `i32` elements.
+    I32(&'a mut [i32]),
+    /// `i64` elements.
+    I64(&'a mut [i64]),
+    /// `f32` elements.
+    F32(&'a mut [f32]),
+    /// `f64` elements.
+    F64(&'a mut [f64]),
+    /// A selection: room for at least one index per row; the first
+    /// `count` (returned by the call) are written.
+    Selection(&'a mut [u32]),
+}
+
+macro_rules! each_array {
+    ($a:expr, $v:ident => $body:expr, $scalar:pat => $other:expr) => {
+        match $a {
+            ArrayRef::Bool($v) => $body,
+            ArrayRef::I32($v) => $body,
+            ArrayRef::I64($v) => $body,
+            ArrayRef::F32($v) => $body,
+            ArrayRef::F64($v) => $body,
+            $scalar => $other,
+        }
+    };
+}
+
+impl<'a> ArrayRef<'a> {
+    /// `data` borrowed (a selection is not an input: `None`).
+    pub fn of(data: &'a Data) -> Option<ArrayRef<'a>> {
+        Some(match data {
+            Data::Scalar(s) => ArrayRef::Scalar(*s),
+            Data::Column(Buffer::Bool(v)) => ArrayRef::Bool(v),
+            Data::Column(Buffer::I32(v)) => ArrayRef::I32(v),
+            Data::Column(Buffer::I64(v)) => ArrayRef::I64(v),
+            Data::Column(Buffer::F32(v)) => ArrayRef::F32(v),
+            Data::Column(Buffer::F64(v)) => ArrayRef::F64(v),
+            Data::Selection(_) => return None,
+        })
+    }
+
+    pub(crate) fn shape(&self) -> InputShape {
+        let dtype = match self {
+            ArrayRef::Scalar(s) => return InputShape::Scalar(s.dtype()),
+            ArrayRef::Bool(_) => DType::Bool,
+            ArrayRef::I32(_) => DType::I32,
+            ArrayRef::I64(_) => DType::I64,
+            ArrayRef::F32(_) => DType::F32,
+            ArrayRef::F64(_) => DType::F64,
+        };
+        InputShape::Array(
+            dtype,
+            each_array!(self, v => v.len(), ArrayRef::Scalar(_) => 1) as u64,
+        )
+    }
+
+    pub(crate) fn describe(&self) -> String {
+        match self.shape() {
+            InputShape::Scalar(d) => format!("a {d} scalar"),
+            InputShape::Array(d, n) => format!("{d}[{n}]"),
+            InputShape::Other => "nothing".into(),
+        }
+    }
+}
+
+impl ArrayMut<'_> {
+    /// The element dtype and length (`None` for a selection).
+    pub fn array(&self) -> Option<(DType, usize)> {
+        Some(match self {
+            ArrayMut::Bool(v) => (DType::Bool, v.len()),
+            ArrayMut::I32(v) => (DType::I32, v.len()),
+            ArrayMut::I64(v) => (DType::I64, v.len()),
+            ArrayMut::F32(v) => (DType::F32, v.len()),
+            ArrayMut::F64(v) => (DType::F64, v.len()),
+            ArrayMut::Selection(_) => return None,
+        })
+    }
+
+    pub(crate) fn as_mut_ptr(&mut self) -> *mut u8 {
+        match self {
+            ArrayMut::Bool(v) => v.as_mut_ptr().cast(),
+            ArrayMut::I32(v) => v.as_mut_ptr().cast(),
+            ArrayMut::I64(v) => v.as_mut_ptr().cast(),
+            ArrayMut::F32(v) => v.as_mut_ptr().cast(),
+            ArrayMut::F64(v) => v.as_mut_ptr().cast(),
+            ArrayMut::Selection(v) => v.as_mut_ptr().cast(),
+        }
+    }
+
+    pub(crate) fn describe(&self) -> String {
+        match (self.array(), self) {
+            (Some((d, n)), _) => format!("{d}[{n}]"),
+            (None, ArrayMut::Selection(v)) => format!("room for {} rows", v.len()),
+            (None, _) => unreachable!("only a selection is not an array"),
+        }
+    }
+}
+
+pub(crate) use each_array;
+
+impl ArrayMut<'_> {
+    /// Copies `data`, an output the program computed, into this room:
+    /// what [`Program::run_arrays`](crate::Program::run_arrays) does for
+    /// programs that compute into their own buffers. Returns the elements
+    /// written (a selection's length).
+    pub(crate) fn fill(&mut self, name: &str, data: Data) -> ExecResult<usize> {
+        let wrong = |room: &ArrayMut<'_>, expected: String| ExecError::Output {
+            name: name.to_string(),
+            expected,
+            got: room.describe(),
+        };
+        let buffer = match data {
+            Data::Scalar(s) => Buffer::from_scalars(s.dtype(), &[s]),
+            Data::Column(b) => b,
+            Data::Selection(rows) => {
+                return match self {
+                    ArrayMut::Selection(room) if room.len() >= rows.len() => {
+                        room[..rows.len()].copy_from_slice(&rows);
+                        Ok(rows.len())
+                    }
+                    room => Err(wrong(room, format!("room for {} rows", rows.len()))),
+                };
+            }
+        };
+        let expected = format!("{}[{}]", buffer.dtype(), buffer.len());
+        match (&mut *self, buffer) {
+            (ArrayMut::Bool(room), Buffer::Bool(v)) if room.len() == v.len() => {
+                room.copy_from_slice(&v)
+            }
+            (ArrayMut::I32(room), Buffer::I32(v)) if room.len() == v.len() => {
+                room.copy_from_slice(&v)
+            }
+            (ArrayMut::I64(room), Buffer::I64(v)) if room.len() == v.len() => {
+                room.copy_from_slice(&v)
+            }
+            (ArrayMut::F32(room), Buffer::F32(v)) if room.len() == v.len() => {
+                room.copy_from_slice(&v)
+            }
+            (ArrayMut::F64(room), Buffer::F64(v)) if room.len() == v.len() => {
+                room.copy_from_slice(&v)
+            }
+            (room, _) => return Err(wrong(room, expected)),
+        }
+        Ok(self.array().map_or(0, |(_, n)| n))
+    }
+}
+
+impl ArrayRef<'_> {
+    /// The input as owned data (a copy), for programs that run on [`Data`].
+    pub(crate) fn to_data(self) -> Data {
+        match self {
+            ArrayRef::Scalar(s) => Data::Scalar(s),
+            ArrayRef::Bool(v) => Data::Column(Buffer::Bool(v.to_vec())),
+            ArrayRef::I32(v) => Data::Column(Buffer::I32(v.to_vec())),
+            ArrayRef::I64(v) => Data::Column(Buffer::I64(v.to_vec())),
+            ArrayRef::F32(v) => Data::Column(Buffer::F32(v.to_vec())),
+            ArrayRef::F64(v) => Data::Column(Buffer::F64(v.to_vec())),
+        }
+    }
+}

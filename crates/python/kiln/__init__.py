@@ -1,0 +1,184 @@
+"""kiln compiles computation graphs to native code.
+
+``kiln.compile`` turns the Python subset (or a ``.kiln``, torch.fx or
+TensorFlow file) into a callable; ``kiln.aot`` writes objects, assembly, LLVM IR
+and wasm modules. See docs/python.md.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Mapping, Optional, Sequence, Union
+
+from . import _kiln
+from ._errors import (
+    CompileError,
+    DivisionByZeroError,
+    ExecError,
+    KilnError,
+    ParseError,
+)
+from ._kiln import Function
+
+__version__ = _kiln.__version__
+
+__all__ = [
+    "Function",
+    "KilnError",
+    "ParseError",
+    "CompileError",
+    "ExecError",
+    "DivisionByZeroError",
+    "compile",
+    "aot",
+    "tiers",
+]
+
+Source = Union[str, bytes, "os.PathLike[str]"]
+
+_FORMATS = ("py", "kiln", "fx", "tf")
+
+
+def tiers() -> list[str]:
+    """The tiers this build compiles with: ``['cranelift', 'llvm', 'interp']``."""
+    return list(_kiln.tiers())
+
+
+def _format_of(path: Path) -> Optional[str]:
+    if path.name in ("graph.txt", "module.txt"):
+        return "fx"
+    return {
+        ".kiln": "kiln",
+        ".py": "py",
+        ".fx": "fx",
+        ".pbtxt": "tf",
+        ".pb": "tf",
+    }.get(path.suffix)
+
+
+def _spec(
+    source: Source,
+    format: Optional[str],
+    inputs: Optional[Mapping[str, str]],
+    weights: Union[None, bytes, "os.PathLike[str]"],
+    outputs: Optional[Sequence[str]],
+) -> dict:
+    """What the native module needs to read a source: its bytes, format and
+    name, and the frontends' options."""
+    if format is not None and format not in _FORMATS:
+        raise ValueError(f"format must be one of {', '.join(_FORMATS)}, not {format!r}")
+    modules = None
+    if isinstance(source, os.PathLike):
+        path = Path(source)
+        fmt = format or _format_of(path)
+        if fmt is None:
+            raise ValueError(
+                f"{path}: cannot tell the format from the file name; pass format='py'|'kiln'|'fx'|'tf'"
+            )
+        data = path.read_bytes()
+        name = str(path)
+        if fmt == "fx":
+            # The layout of a saved torch.fx graph: the state_dict and the
+            # module tree beside the graph text.
+            beside = path.with_name("weights.safetensors")
+            if weights is None and beside.is_file():
+                weights = beside
+            tree = path.with_name("module.txt")
+            if tree.is_file() and tree != path:
+                modules = tree.read_text()
+    elif isinstance(source, str):
+        data, name, fmt = source.encode(), "<source>", format or "py"
+    elif isinstance(source, (bytes, bytearray)):
+        data, name, fmt = bytes(source), "<source>", format or "py"
+    else:
+        raise TypeError(
+            f"source must be a str, bytes or a path (os.PathLike), not {type(source).__name__}"
+        )
+    if isinstance(weights, os.PathLike):
+        weights = Path(weights).read_bytes()
+    if inputs is not None and not isinstance(inputs, Mapping):
+        raise TypeError("inputs must be a mapping of input names to types such as 'f64[n]'")
+    return {
+        "data": data,
+        "format": fmt,
+        "name": name,
+        "inputs": {str(k): str(v) for k, v in (inputs or {}).items()},
+        "weights": weights,
+        "modules": modules,
+        "outputs": [str(o) for o in (outputs or [])],
+    }
+
+
+def compile(
+    source: Source,
+    *,
+    tier: str = "cranelift",
+    inputs: Optional[Mapping[str, str]] = None,
+    format: Optional[str] = None,
+    optimize: bool = True,
+    weights: Union[None, bytes, "os.PathLike[str]"] = None,
+    outputs: Optional[Sequence[str]] = None,
+) -> Function:
+    """Compiles a source into a callable :class:`kiln.Function`.
+
+    ``source`` is Python-subset text (an expression such as ``"x * 2.0 + 1.0"``
+    or a ``def``), or a path (``pathlib.Path``) to a ``.py``, ``.kiln``,
+    torch.fx (``.fx``, ``graph.txt``, ``module.txt``) or TensorFlow
+    (``.pbtxt``, ``.pb``) file. ``tier`` is ``"cranelift"`` (compiles in
+    microseconds), ``"llvm"`` (O3) or ``"interp"`` (the reference
+    interpreter). ``inputs`` gives input types by name, such as
+    ``{"x": "f64[n]", "k": "i64"}``: free names of an expression are ``f64``
+    scalars otherwise.
+    """
+    spec = _spec(source, format, inputs, weights, outputs)
+    recipe = ("compile", spec, tier, optimize)
+    return _kiln.compile(spec, tier, bool(optimize), recipe)
+
+
+def aot(
+    source: Source,
+    *,
+    target: str = "native",
+    emit: str = "obj",
+    tier: Optional[str] = None,
+    opt_level: int = 3,
+    cpu: Optional[str] = None,
+    features: Optional[str] = None,
+    name: Optional[str] = None,
+    optimize: bool = True,
+    inputs: Optional[Mapping[str, str]] = None,
+    format: Optional[str] = None,
+    weights: Union[None, bytes, "os.PathLike[str]"] = None,
+    outputs: Optional[Sequence[str]] = None,
+) -> Union[str, bytes]:
+    """Compiles a source ahead of time, as the ``aot`` command does.
+
+    ``emit`` is ``"obj"``, ``"asm"``, ``"llvm-ir"``, ``"bc"``, ``"wasm"`` (a
+    linked wasm32 module; ``target="wasm32"``) or ``"header"`` (the C header
+    of the function's ABI). Text outputs are returned as ``str``, binary ones
+    as ``bytes``. ``target`` is ``"x86_64"``, ``"aarch64"``, ``"riscv64"``,
+    ``"wasm32"``, ``"native"`` or any LLVM triple; ``tier`` defaults to
+    ``"llvm"``.
+    """
+    spec = _spec(source, format, inputs, weights, outputs)
+    return _kiln.aot(
+        spec, str(target), str(emit), tier, int(opt_level), cpu, features, name, bool(optimize)
+    )
+
+
+_CACHE: dict = {}
+
+
+def _rebuild(recipe):
+    """Unpickles what kiln pickled: compiles it again, once per process."""
+    key = repr(recipe)
+    hit = _CACHE.get(key)
+    if hit is None:
+        kind, *rest = recipe
+        if kind != "compile":
+            raise ValueError(f"unknown kiln pickle {kind!r}")
+        spec, tier, optimize = rest
+        hit = _kiln.compile(spec, tier, optimize, recipe)
+        _CACHE[key] = hit
+    return hit

@@ -1,0 +1,483 @@
+//! `kiln.Function`: a compiled program called like a Python function.
+
+use crate::errors::exec_error;
+use crate::values::{self, Held, Room};
+use kiln::ir::kernel::abi::{self, Arg};
+use kiln::{
+    ArrayRef, CompileOptions, CompileResult, DType, Dim, Engine, ExecError, InterpProgram,
+    JitProgram, JitTier, Program, Scalar, Type, Verified,
+};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple};
+use std::collections::HashMap;
+
+/// The tiers a [`Function`] can run on.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Tier {
+    /// The reference interpreter.
+    Interp,
+    /// A compiling tier.
+    Jit(JitTier),
+}
+
+impl Tier {
+    /// Every tier of this build, the default (Cranelift) first.
+    pub const ALL: &'static [Tier] = &[
+        Tier::Jit(JitTier::Cranelift),
+        Tier::Jit(JitTier::Llvm),
+        Tier::Interp,
+    ];
+
+    /// The tier called `name`.
+    pub fn from_name(name: &str) -> PyResult<Tier> {
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|t| t.name() == name)
+            .ok_or_else(|| {
+                PyValueError::new_err(format!(
+                    "tier must be 'cranelift', 'llvm' or 'interp', not {name:?}"
+                ))
+            })
+    }
+
+    /// The tier's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Tier::Interp => "interp",
+            Tier::Jit(t) => t.name(),
+        }
+    }
+}
+
+enum Compiled {
+    Interp(InterpProgram),
+    Jit(JitProgram),
+}
+
+impl Compiled {
+    fn program(&self) -> &dyn Program {
+        match self {
+            Compiled::Interp(p) => p,
+            Compiled::Jit(p) => p,
+        }
+    }
+}
+
+/// Where a direct kernel's slot comes from: a scalar argument, or a cell the
+/// kernel writes an output to.
+#[derive(Copy, Clone)]
+enum Slot {
+    Input(usize, DType),
+    Output(usize),
+}
+
+/// The most slots a scalar call passes on the stack.
+const MAX_DIRECT_SLOTS: usize = 16;
+
+/// A compiled graph, called like a Python function: `f(x, y)` with scalars
+/// or arrays, `f(x, out=buffer)` to write into the caller's array. Scalars
+/// in, scalars out; arrays in, NumPy arrays out; several outputs are a tuple.
+#[pyclass(module = "kiln", name = "Function", frozen)]
+pub struct Function {
+    compiled: Compiled,
+    tier: Tier,
+    /// Input names and types, in signature order.
+    inputs: Vec<(String, Type)>,
+    /// Output names and types, in order.
+    outputs: Vec<(String, Type)>,
+    /// A scalar kernel's slots, for the fast path that neither allocates
+    /// nor releases the GIL.
+    direct: Option<Vec<Slot>>,
+    /// What `kiln._rebuild` needs to compile this function again (pickling).
+    recipe: Option<Py<PyAny>>,
+}
+
+impl Function {
+    /// Compiles `graph` on `tier` (with the GIL released by the caller).
+    pub fn compile(tier: Tier, graph: &Verified, options: &CompileOptions) -> CompileResult<Self> {
+        let compiled = match tier {
+            Tier::Interp => Compiled::Interp(kiln::Interpreter.compile(graph, options)?),
+            Tier::Jit(t) => Compiled::Jit(t.compile(graph, options)?),
+        };
+        let g = compiled.program().verified().graph();
+        let named = |name: &str, v| (name.to_string(), g.ty(v).clone());
+        let inputs = g.inputs().iter().map(|i| named(&i.name, i.value)).collect();
+        let outputs = g
+            .outputs()
+            .iter()
+            .map(|o| named(&o.name, o.value))
+            .collect();
+        let direct = match &compiled {
+            Compiled::Jit(p) if p.kernel().direct => {
+                let slots: Vec<Slot> = abi::args(p.kernel(), &[])
+                    .iter()
+                    .map(|a| match *a {
+                        Arg::Input { input, .. } => Slot::Input(
+                            input,
+                            g.ty(g.inputs()[input].value)
+                                .dtype()
+                                .expect("scalar inputs"),
+                        ),
+                        Arg::Returned { output, .. } | Arg::Output { output, .. } => {
+                            Slot::Output(output)
+                        }
+                        _ => unreachable!("a direct kernel has scalars in and out only"),
+                    })
+                    .collect();
+                (slots.len() <= MAX_DIRECT_SLOTS).then_some(slots)
+            }
+            _ => None,
+        };
+        Ok(Function {
+            compiled,
+            tier,
+            inputs,
+            outputs,
+            direct,
+            recipe: None,
+        })
+    }
+
+    /// Attaches what pickling needs.
+    pub fn with_recipe(mut self, recipe: Py<PyAny>) -> PyResult<Self> {
+        self.recipe = Some(recipe);
+        Ok(self)
+    }
+
+    fn program(&self) -> &dyn Program {
+        self.compiled.program()
+    }
+
+    /// The scalar fast path: one indirect call through the kernel's uniform
+    /// entry, arguments and results in stack cells.
+    fn call_direct<'py>(
+        &self,
+        py: Python<'py>,
+        program: &JitProgram,
+        slots: &[Slot],
+        args: &Bound<'py, PyTuple>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let mut raw = [0u64; MAX_DIRECT_SLOTS];
+        let mut cells = [0u64; MAX_DIRECT_SLOTS];
+        for (k, slot) in slots.iter().enumerate() {
+            raw[k] = match *slot {
+                Slot::Input(i, dtype) => {
+                    let arg = args.get_item(i)?;
+                    values::scalar(&arg, dtype, &self.inputs[i].0)?.bits()
+                }
+                Slot::Output(o) => &mut cells[o] as *mut u64 as u64,
+            };
+        }
+        // SAFETY: `slots` is `abi::args` of this direct kernel, one per
+        // parameter in order: scalar inputs by value (converted to the
+        // parameter's dtype), outputs as pointers to 8-byte cells that outlive
+        // the call.
+        let status = unsafe { program.call_slots(&mut raw[..slots.len()]) };
+        if status != abi::STATUS_OK {
+            let graph = program.verified().graph();
+            return Err(exec_error(ExecError::from_status(
+                graph,
+                program.kernel(),
+                status,
+            )));
+        }
+        let value = |o: usize| {
+            let dtype = self.outputs[o].1.dtype().expect("scalar outputs");
+            values::scalar_to_py(py, Scalar::from_bits(dtype, cells[o]))
+        };
+        match self.outputs.len() {
+            1 => value(0),
+            n => {
+                let items = (0..n).map(value).collect::<PyResult<Vec<_>>>()?;
+                Ok(PyTuple::new(py, items)?.into_any())
+            }
+        }
+    }
+
+    /// The general path: arrays borrowed (or converted), outputs allocated or
+    /// taken from `out`, the call made with the GIL released.
+    fn call_arrays<'py>(
+        &self,
+        py: Python<'py>,
+        args: &Bound<'py, PyTuple>,
+        out: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let mut dims: HashMap<String, u64> = HashMap::new();
+        let mut held: Vec<Option<Held<'py>>> = Vec::with_capacity(self.inputs.len());
+        let mut scalars: Vec<Option<Scalar>> = Vec::with_capacity(self.inputs.len());
+        for (i, (name, ty)) in self.inputs.iter().enumerate() {
+            let arg = args.get_item(i)?;
+            let tensor = ty.as_tensor().expect("inputs are tensors");
+            if tensor.is_scalar() {
+                scalars.push(Some(values::scalar(&arg, tensor.dtype, name)?));
+                held.push(None);
+            } else {
+                held.push(Some(values::array(
+                    &arg,
+                    tensor.dtype,
+                    &tensor.shape,
+                    name,
+                    &mut dims,
+                )?));
+                scalars.push(None);
+            }
+        }
+        let outs = self.out_arguments(out)?;
+        let extent = |d: &Dim| -> PyResult<usize> {
+            match d {
+                Dim::Fixed(n) => Ok(*n as usize),
+                Dim::Sym(s) => dims.get(s).map(|&n| n as usize).ok_or_else(|| {
+                    PyValueError::new_err(format!("dimension `{s}` is bound by no input"))
+                }),
+            }
+        };
+        let mut rooms: Vec<Room<'py>> = Vec::with_capacity(self.outputs.len());
+        for ((name, ty), out) in self.outputs.iter().zip(outs) {
+            rooms.push(match ty {
+                Type::Tensor(t) if t.is_scalar() => {
+                    if out.is_some() {
+                        return Err(PyTypeError::new_err(format!(
+                            "output `{name}` is a scalar: give None for it in out"
+                        )));
+                    }
+                    Room::Scalar(kiln::Buffer::zeroed(t.dtype, 1))
+                }
+                Type::Tensor(t) => {
+                    let shape = t.shape.iter().map(extent).collect::<PyResult<Vec<_>>>()?;
+                    Room::array(py, out.as_ref(), t.dtype, &shape, name)?
+                }
+                Type::Selection(dim) => {
+                    if out.is_some() {
+                        return Err(PyTypeError::new_err(format!(
+                            "output `{name}` is a selection: give None for it in out"
+                        )));
+                    }
+                    Room::selection(py, extent(dim)?, name)?
+                }
+            });
+        }
+        let refs: Vec<ArrayRef<'_>> = held
+            .iter()
+            .zip(&scalars)
+            .map(|(h, s)| match (h, s) {
+                (Some(h), _) => h.as_ref(),
+                (None, Some(s)) => Ok(ArrayRef::Scalar(*s)),
+                (None, None) => unreachable!("each input is a scalar or an array"),
+            })
+            .collect::<PyResult<_>>()?;
+        let mut muts: Vec<kiln::ArrayMut<'_>> = rooms
+            .iter_mut()
+            .map(Room::as_mut)
+            .collect::<PyResult<_>>()?;
+        let program = self.program();
+        let written = py
+            .detach(|| program.run_arrays(&refs, &mut muts))
+            .map_err(exec_error)?;
+        drop((muts, refs));
+        drop(held);
+        let mut results = Vec::with_capacity(rooms.len());
+        for (room, count) in rooms.into_iter().zip(written) {
+            results.push(room.into_py(py, count)?);
+        }
+        match results.len() {
+            1 => Ok(results.pop().expect("one result")),
+            _ => Ok(PyTuple::new(py, results)?.into_any()),
+        }
+    }
+
+    /// `out=`: one array for a one-output function, else a tuple with an
+    /// array or `None` per output.
+    fn out_arguments<'py>(
+        &self,
+        out: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Vec<Option<Bound<'py, PyAny>>>> {
+        let n = self.outputs.len();
+        match out {
+            None => Ok(vec![None; n]),
+            Some(o) if o.is_none() => Ok(vec![None; n]),
+            Some(o) if n == 1 && !o.is_instance_of::<PyTuple>() => Ok(vec![Some(o.clone())]),
+            Some(o) => {
+                let tuple = o.cast::<PyTuple>().map_err(|_| {
+                    PyTypeError::new_err(format!(
+                        "out must be a tuple of {n} arrays (or None), one per output"
+                    ))
+                })?;
+                if tuple.len() != n {
+                    return Err(PyValueError::new_err(format!(
+                        "out has {} entries, the function has {n} outputs",
+                        tuple.len()
+                    )));
+                }
+                Ok(tuple
+                    .iter()
+                    .map(|item| (!item.is_none()).then_some(item))
+                    .collect())
+            }
+        }
+    }
+
+    /// The arguments in signature order, from positional ones and keywords
+    /// named after inputs.
+    fn by_name<'py>(
+        &self,
+        py: Python<'py>,
+        args: &Bound<'py, PyTuple>,
+        kwargs: &Bound<'py, PyDict>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let mut all: Vec<Option<Bound<'py, PyAny>>> = vec![None; self.inputs.len()];
+        if args.len() > all.len() {
+            return Err(PyTypeError::new_err(format!(
+                "{}() takes {} argument(s), got {} positional",
+                self.name(),
+                all.len(),
+                args.len()
+            )));
+        }
+        for (i, a) in args.iter().enumerate() {
+            all[i] = Some(a);
+        }
+        for (key, value) in kwargs.iter() {
+            let key: String = key.extract()?;
+            let i = self
+                .inputs
+                .iter()
+                .position(|(n, _)| *n == key)
+                .ok_or_else(|| {
+                    PyTypeError::new_err(format!(
+                        "{}() has no input `{key}` (its inputs: {})",
+                        self.name(),
+                        self.describe(&self.inputs)
+                    ))
+                })?;
+            if all[i].replace(value).is_some() {
+                return Err(PyTypeError::new_err(format!(
+                    "{}() got input `{key}` twice",
+                    self.name()
+                )));
+            }
+        }
+        let missing: Vec<&str> = self
+            .inputs
+            .iter()
+            .zip(&all)
+            .filter(|(_, a)| a.is_none())
+            .map(|((n, _), _)| n.as_str())
+            .collect();
+        if !missing.is_empty() {
+            return Err(PyTypeError::new_err(format!(
+                "{}() is missing input(s) {}",
+                self.name(),
+                missing.join(", ")
+            )));
+        }
+        PyTuple::new(py, all.into_iter().flatten().collect::<Vec<_>>())
+    }
+
+    fn describe(&self, items: &[(String, Type)]) -> String {
+        items
+            .iter()
+            .map(|(n, t)| format!("{n}: {t}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+#[pymethods]
+impl Function {
+    /// Calls the function: arguments in signature order or by input name,
+    /// and `out=` (an array, or a tuple with an array or None per output) to
+    /// write into the caller's arrays.
+    #[pyo3(signature = (*args, out=None, **kwargs))]
+    fn __call__<'py>(
+        &self,
+        py: Python<'py>,
+        args: &Bound<'py, PyTuple>,
+        out: Option<&Bound<'py, PyAny>>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let named;
+        let args = match kwargs {
+            Some(k) if !k.is_empty() => {
+                named = self.by_name(py, args, k)?;
+                &named
+            }
+            _ => args,
+        };
+        if args.len() != self.inputs.len() {
+            return Err(PyTypeError::new_err(format!(
+                "{}() takes {} argument(s) ({}), got {}",
+                self.name(),
+                self.inputs.len(),
+                self.describe(&self.inputs),
+                args.len()
+            )));
+        }
+        match (&self.compiled, &self.direct, out) {
+            (Compiled::Jit(p), Some(slots), None) => self.call_direct(py, p, slots, args),
+            _ => self.call_arrays(py, args, out),
+        }
+    }
+
+    /// The graph's name.
+    #[getter]
+    fn name(&self) -> String {
+        self.program().verified().graph().name.clone()
+    }
+
+    /// The tier it runs on: `cranelift`, `llvm` or `interp`.
+    #[getter]
+    fn tier(&self) -> &'static str {
+        self.tier.name()
+    }
+
+    /// The inputs, as `{name: type}` in signature order (`{"x": "f64[n]"}`).
+    #[getter]
+    fn inputs<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        signature_dict(py, &self.inputs)
+    }
+
+    /// The outputs, as `{name: type}` in order.
+    #[getter]
+    fn outputs<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        signature_dict(py, &self.outputs)
+    }
+
+    /// The graph it runs, in kiln's text format (optimized, if it was).
+    #[getter]
+    fn ir(&self) -> String {
+        kiln::ir::text::print(self.program().verified().graph())
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<kiln.Function {}({}) -> ({}) on {}>",
+            self.name(),
+            self.describe(&self.inputs),
+            self.describe(&self.outputs),
+            self.tier.name()
+        )
+    }
+
+    /// Pickles as the source and options; loading compiles again (with an
+    /// in-process cache, `kiln._rebuild`).
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let recipe = self.recipe.as_ref().ok_or_else(|| {
+            PyTypeError::new_err("this function was not made by kiln.compile and cannot be pickled")
+        })?;
+        let rebuild = py.import("kiln")?.getattr("_rebuild")?;
+        PyTuple::new(
+            py,
+            [rebuild, PyTuple::new(py, [recipe.bind(py)])?.into_any()],
+        )
+    }
+}
+
+fn signature_dict<'py>(py: Python<'py>, items: &[(String, Type)]) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    for (n, t) in items {
+        d.set_item(n, t.to_string())?;
+    }
+    Ok(d)
+}

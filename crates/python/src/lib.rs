@@ -1,0 +1,199 @@
+//! The native half of kiln's Python package (`kiln._kiln`): loading and
+//! compiling sources, calling compiled programs on Python scalars and NumPy
+//! arrays, and ahead-of-time compilation. The Python half (`kiln/`) adds file
+//! handling, the exception classes and pickling; docs/python.md is the user's
+//! guide.
+
+mod errors;
+mod function;
+mod values;
+
+use errors::{compile_error, parse_error};
+use function::Function;
+use kiln::aot::{AotError, AotOptions, AotTier, Emit};
+use kiln::{Format, LoadOptions, OptLevel, Type, Verified};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyString};
+use std::collections::HashMap;
+
+/// What a source is and how to read it, as `kiln.compile` and `kiln.aot` pass
+/// it down.
+#[derive(FromPyObject)]
+struct SourceSpec {
+    /// The source: UTF-8 text, or a binary GraphDef.
+    #[pyo3(item)]
+    data: Vec<u8>,
+    /// `py`, `kiln`, `fx` or `tf`.
+    #[pyo3(item)]
+    format: String,
+    /// The name messages give the source (a file name, or `<source>`).
+    #[pyo3(item)]
+    name: String,
+    /// Input types by name, in `kiln::parse_type`'s syntax (`f64[n]`).
+    #[pyo3(item)]
+    inputs: HashMap<String, String>,
+    /// torch.fx: a `.safetensors` state_dict.
+    #[pyo3(item)]
+    weights: Option<Vec<u8>>,
+    /// torch.fx: the text `print(gm)` writes.
+    #[pyo3(item)]
+    modules: Option<String>,
+    /// TensorFlow: the outputs (`node` or `node:k`).
+    #[pyo3(item)]
+    outputs: Vec<String>,
+}
+
+/// Reads and verifies a source; errors are located Python exceptions.
+fn load(spec: &SourceSpec) -> PyResult<Verified> {
+    let format = match spec.format.as_str() {
+        "py" => Format::Py,
+        "kiln" => Format::Kiln,
+        "fx" => Format::Fx,
+        "tf" => Format::Tf,
+        f => {
+            return Err(PyValueError::new_err(format!(
+                "format must be 'py', 'kiln', 'fx' or 'tf', not {f:?}"
+            )))
+        }
+    };
+    let mut options = LoadOptions::default();
+    for (name, text) in &spec.inputs {
+        let ty = kiln::parse_type(text).map_err(PyValueError::new_err)?;
+        let Type::Tensor(tensor) = &ty else {
+            unreachable!("parse_type returns tensor types")
+        };
+        options.py.shapes.insert(name.clone(), tensor.shape.clone());
+        options.py.dtypes.insert(name.clone(), tensor.dtype);
+        options.fx.inputs.insert(name.clone(), ty.clone());
+        options.tf.inputs.insert(name.clone(), ty);
+    }
+    if let Some(bytes) = &spec.weights {
+        options.fx.weights = kiln::frontend::fx::read_weights(bytes)
+            .map_err(|e| PyValueError::new_err(format!("weights: {}", e.message)))?;
+    }
+    if let Some(text) = &spec.modules {
+        options.fx.modules = kiln::frontend::fx::modules::parse(text)
+            .map_err(|e| parse_error(&e.render("<modules>", text), "<modules>", text, e.loc))?;
+    }
+    options.tf.outputs = spec.outputs.clone();
+    let text = String::from_utf8_lossy(&spec.data);
+    let loaded = kiln::load_bytes(&spec.data, format, &options)
+        .map_err(|e| parse_error(&e.render(&spec.name, &text), &spec.name, &text, e.loc))?;
+    kiln::verify(loaded.graph).map_err(|errors| {
+        let lines: Vec<String> = errors
+            .0
+            .iter()
+            .map(
+                |e| match e.location.and_then(|v| loaded.source_map.get(v)) {
+                    Some(loc) => {
+                        kiln::ir::diag::render_located(&spec.name, &text, loc, &e.to_string())
+                    }
+                    None => format!("{}: error: {e}", spec.name),
+                },
+            )
+            .collect();
+        compile_error(lines.join("\n"))
+    })
+}
+
+/// Compiles a source into a callable [`Function`] (`kiln.compile` is the
+/// documented front door; it builds `spec`).
+#[pyfunction]
+#[pyo3(signature = (spec, tier, optimize, recipe))]
+fn compile(
+    py: Python<'_>,
+    spec: SourceSpec,
+    tier: &str,
+    optimize: bool,
+    recipe: Py<PyAny>,
+) -> PyResult<Function> {
+    let tier = function::Tier::from_name(tier)?;
+    let graph = load(&spec)?;
+    let options = kiln::CompileOptions {
+        optimize,
+        ..Default::default()
+    };
+    py.detach(|| Function::compile(tier, &graph, &options))
+        .map_err(|e| compile_error(format!("{}: {e}", spec.name)))?
+        .with_recipe(recipe)
+}
+
+/// Compiles a source ahead of time: `bytes` for objects, bitcode and wasm,
+/// `str` for assembly, LLVM IR and headers.
+#[pyfunction]
+#[pyo3(signature = (spec, target, emit, tier, opt_level, cpu, features, name, optimize))]
+#[allow(clippy::too_many_arguments)]
+fn aot(
+    py: Python<'_>,
+    spec: SourceSpec,
+    target: String,
+    emit: &str,
+    tier: Option<&str>,
+    opt_level: u8,
+    cpu: Option<String>,
+    features: Option<String>,
+    name: Option<String>,
+    optimize: bool,
+) -> PyResult<Py<PyAny>> {
+    let emit = Emit::from_name(emit).ok_or_else(|| {
+        let names: Vec<&str> = Emit::NAMES.iter().map(|(n, _)| *n).collect();
+        PyValueError::new_err(format!(
+            "emit must be one of {}, not {emit:?}",
+            names.join(", ")
+        ))
+    })?;
+    let tier = match tier {
+        None => AotTier::default(),
+        Some("llvm") => AotTier::Llvm,
+        Some("cranelift") => AotTier::Cranelift,
+        Some(t) => {
+            return Err(PyValueError::new_err(format!(
+                "tier must be 'llvm' or 'cranelift' ahead of time, not {t:?}"
+            )))
+        }
+    };
+    let opt_level = OptLevel::from_number(opt_level).ok_or_else(|| {
+        PyValueError::new_err(format!("opt_level must be 0 to 3, not {opt_level}"))
+    })?;
+    let graph = load(&spec)?;
+    let options = AotOptions {
+        target,
+        emit,
+        tier,
+        opt_level,
+        cpu,
+        features,
+        symbol: name,
+        optimize,
+    };
+    let bytes = py
+        .detach(|| kiln::aot::compile(&graph, &options))
+        .map_err(|e| match e {
+            AotError::Compile(e) => compile_error(format!("{}: {e}", spec.name)),
+            AotError::Request(m) => PyValueError::new_err(m),
+        })?;
+    Ok(if emit.is_text() {
+        let text = String::from_utf8(bytes)
+            .map_err(|_| PyTypeError::new_err("the backend wrote text that is not UTF-8"))?;
+        PyString::new(py, &text).into_any().unbind()
+    } else {
+        PyBytes::new(py, &bytes).into_any().unbind()
+    })
+}
+
+/// The tiers this build can compile with.
+#[pyfunction]
+fn tiers() -> Vec<&'static str> {
+    function::Tier::ALL.iter().map(|t| t.name()).collect()
+}
+
+#[pymodule]
+fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<Function>()?;
+    m.add_function(wrap_pyfunction!(compile, m)?)?;
+    m.add_function(wrap_pyfunction!(aot, m)?)?;
+    m.add_function(wrap_pyfunction!(tiers, m)?)?;
+    Ok(())
+}

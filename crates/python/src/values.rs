@@ -1,0 +1,407 @@
+//! Python values to kiln's inputs and kiln's outputs to Python values.
+//!
+//! The rule (docs/python.md): a NumPy array of the input's dtype that is
+//! C-contiguous and aligned is read in place; any other array, list or tuple
+//! is converted with `numpy.ascontiguousarray(x, dtype)` if NumPy's
+//! `same_kind` casting rule allows it (`int64` → `float64`, `float64` →
+//! `float32`), else it is a `TypeError` (`float64` → `int64`, strings,
+//! objects). Scalars follow the same rule: a `float` input takes a `float`,
+//! `int`, `bool` or NumPy number; an `int` input an `int`, `bool` or NumPy
+//! integer; a `bool` input a `bool` or `numpy.bool_`.
+
+use kiln::{ArrayMut, ArrayRef, Buffer, DType, Dim, Scalar};
+use numpy::{
+    dtype, Element, PyArrayDescrMethods, PyArrayDyn, PyArrayMethods, PyReadonlyArrayDyn,
+    PyReadwriteArrayDyn, PyUntypedArray, PyUntypedArrayMethods,
+};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBool, PyFloat, PyInt};
+use std::collections::HashMap;
+
+/// The `numpy` module, imported once.
+pub fn numpy(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
+    static NUMPY: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+    NUMPY
+        .get_or_try_init(py, || Ok(py.import("numpy")?.unbind()))
+        .map(|m| m.bind(py))
+}
+
+/// The NumPy dtype of a kiln dtype.
+fn np_dtype(py: Python<'_>, d: DType) -> Bound<'_, numpy::PyArrayDescr> {
+    match d {
+        DType::Bool => dtype::<bool>(py),
+        DType::I32 => dtype::<i32>(py),
+        DType::I64 => dtype::<i64>(py),
+        DType::F32 => dtype::<f32>(py),
+        DType::F64 => dtype::<f64>(py),
+    }
+}
+
+/// A Python scalar as input `name` of `dtype`.
+pub fn scalar(obj: &Bound<'_, PyAny>, dtype: DType, name: &str) -> PyResult<Scalar> {
+    // The common cases first: exact Python floats, ints and bools.
+    if let Ok(f) = obj.cast_exact::<PyFloat>() {
+        return match dtype {
+            DType::F64 => Ok(Scalar::F64(f.value())),
+            DType::F32 => Ok(Scalar::F32(f.value() as f32)),
+            _ => Err(wrong_scalar(obj, dtype, name)),
+        };
+    }
+    if obj.is_exact_instance_of::<PyBool>() {
+        let b = obj.is_truthy()?;
+        return Ok(match dtype {
+            DType::Bool => Scalar::Bool(b),
+            DType::I32 => Scalar::I32(b.into()),
+            DType::I64 => Scalar::I64(b.into()),
+            DType::F32 => Scalar::F32(u8::from(b).into()),
+            DType::F64 => Scalar::F64(u8::from(b).into()),
+        });
+    }
+    if obj.is_exact_instance_of::<PyInt>() {
+        return Ok(match dtype {
+            DType::I64 => Scalar::I64(obj.extract()?),
+            DType::I32 => Scalar::I32(obj.extract()?),
+            DType::F64 => Scalar::F64(obj.extract()?),
+            DType::F32 => Scalar::F32(obj.extract::<f64>()? as f32),
+            DType::Bool => return Err(wrong_scalar(obj, dtype, name)),
+        });
+    }
+    // Anything else goes through NumPy: numpy scalars, 0-d arrays, subclasses.
+    let np = numpy(obj.py())?;
+    let array = np.call_method1("asarray", (obj,))?;
+    let array = array.cast_into::<PyUntypedArray>()?;
+    if array.ndim() != 0 {
+        return Err(PyTypeError::new_err(format!(
+            "input `{name}` is a {dtype} scalar, got an array of shape {:?}",
+            array.shape()
+        )));
+    }
+    let target = np_dtype(obj.py(), dtype);
+    if !can_cast(np, &array, &target)? {
+        return Err(wrong_scalar(obj, dtype, name));
+    }
+    let value = array
+        .call_method1("astype", (target,))?
+        .call_method0("item")?;
+    Ok(match dtype {
+        DType::Bool => Scalar::Bool(value.extract()?),
+        DType::I32 => Scalar::I32(value.extract()?),
+        DType::I64 => Scalar::I64(value.extract()?),
+        DType::F32 => Scalar::F32(value.extract::<f64>()? as f32),
+        DType::F64 => Scalar::F64(value.extract()?),
+    })
+}
+
+fn wrong_scalar(obj: &Bound<'_, PyAny>, dtype: DType, name: &str) -> PyErr {
+    let got = obj
+        .get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "?".into());
+    PyTypeError::new_err(format!(
+        "input `{name}` is a {dtype} scalar, got {got} (NumPy's 'same_kind' casting rule applies)"
+    ))
+}
+
+fn can_cast(
+    np: &Bound<'_, PyModule>,
+    array: &Bound<'_, PyUntypedArray>,
+    target: &Bound<'_, numpy::PyArrayDescr>,
+) -> PyResult<bool> {
+    np.call_method1("can_cast", (array.dtype(), target, "same_kind"))?
+        .extract()
+}
+
+/// An input array, borrowed for the length of a call.
+pub enum Held<'py> {
+    /// `bool` elements.
+    Bool(PyReadonlyArrayDyn<'py, bool>),
+    /// `i32` elements.
+    I32(PyReadonlyArrayDyn<'py, i32>),
+    /// `i64` elements.
+    I64(PyReadonlyArrayDyn<'py, i64>),
+    /// `f32` elements.
+    F32(PyReadonlyArrayDyn<'py, f32>),
+    /// `f64` elements.
+    F64(PyReadonlyArrayDyn<'py, f64>),
+}
+
+impl Held<'_> {
+    /// The elements, as kiln borrows them. [`array`] made the array
+    /// C-contiguous and aligned; should NumPy disagree, the call is a
+    /// `ValueError`, never a read through a bad slice.
+    pub fn as_ref(&self) -> PyResult<ArrayRef<'_>> {
+        let e = |e: numpy::AsSliceError| {
+            PyValueError::new_err(format!("an input array cannot be read in place: {e}"))
+        };
+        Ok(match self {
+            Held::Bool(a) => ArrayRef::Bool(a.as_slice().map_err(e)?),
+            Held::I32(a) => ArrayRef::I32(a.as_slice().map_err(e)?),
+            Held::I64(a) => ArrayRef::I64(a.as_slice().map_err(e)?),
+            Held::F32(a) => ArrayRef::F32(a.as_slice().map_err(e)?),
+            Held::F64(a) => ArrayRef::F64(a.as_slice().map_err(e)?),
+        })
+    }
+}
+
+/// Whether `array` can be read in place as elements of `T`.
+fn in_place<T: Element>(array: &Bound<'_, PyUntypedArray>) -> bool {
+    if !array.dtype().is_equiv_to(&dtype::<T>(array.py())) || !array.is_c_contiguous() {
+        return false;
+    }
+    let Ok(typed) = array.cast::<PyArrayDyn<T>>() else {
+        return false;
+    };
+    typed.data().is_aligned()
+}
+
+fn borrow<'py, T: Element>(
+    array: Bound<'py, PyUntypedArray>,
+    name: &str,
+) -> PyResult<PyReadonlyArrayDyn<'py, T>> {
+    let typed = array.cast_into::<PyArrayDyn<T>>()?;
+    typed.try_readonly().map_err(|e| {
+        PyValueError::new_err(format!(
+            "input `{name}` cannot be read: {e} (is it also an output of this call?)"
+        ))
+    })
+}
+
+/// Input `name` of `dtype` and `dims` from any array-like `obj`, by the rule
+/// at the top of this module, with its symbolic dimensions bound in `dims_seen`.
+pub fn array<'py>(
+    obj: &Bound<'py, PyAny>,
+    dtype: DType,
+    dims: &[Dim],
+    name: &str,
+    dims_seen: &mut HashMap<String, u64>,
+) -> PyResult<Held<'py>> {
+    let py = obj.py();
+    let np = numpy(py)?;
+    let mut array = match obj.cast::<PyUntypedArray>() {
+        Ok(a) => a.clone(),
+        Err(_) => np
+            .call_method1("asarray", (obj,))
+            .map_err(|e| PyValueError::new_err(format!("input `{name}` is not an array: {e}")))?
+            .cast_into::<PyUntypedArray>()?,
+    };
+    let target = np_dtype(py, dtype);
+    let fits = match dtype {
+        DType::Bool => in_place::<bool>(&array),
+        DType::I32 => in_place::<i32>(&array),
+        DType::I64 => in_place::<i64>(&array),
+        DType::F32 => in_place::<f32>(&array),
+        DType::F64 => in_place::<f64>(&array),
+    };
+    if !fits {
+        if !can_cast(np, &array, &target)? {
+            return Err(PyTypeError::new_err(format!(
+                "input `{name}` is {dtype}, got an array of {} (NumPy's 'same_kind' casting rule applies)",
+                array.dtype()
+            )));
+        }
+        // `require` with C order and alignment: `ascontiguousarray` keeps an
+        // array that is contiguous but misaligned (from a byte buffer) as is.
+        array = np
+            .call_method1("require", (&array, &target, ("C", "A")))?
+            .cast_into::<PyUntypedArray>()?;
+    }
+    check_shape(name, array.shape(), dims, dims_seen)?;
+    Ok(match dtype {
+        DType::Bool => Held::Bool(borrow(array, name)?),
+        DType::I32 => Held::I32(borrow(array, name)?),
+        DType::I64 => Held::I64(borrow(array, name)?),
+        DType::F32 => Held::F32(borrow(array, name)?),
+        DType::F64 => Held::F64(borrow(array, name)?),
+    })
+}
+
+/// Checks an array's shape against an input's dimensions, binding symbols.
+pub fn check_shape(
+    name: &str,
+    shape: &[usize],
+    dims: &[Dim],
+    dims_seen: &mut HashMap<String, u64>,
+) -> PyResult<()> {
+    let wrong = || {
+        let want: Vec<String> = dims.iter().map(|d| d.to_string()).collect();
+        PyValueError::new_err(format!(
+            "input `{name}` has shape [{}], got {:?}",
+            want.join(", "),
+            shape
+        ))
+    };
+    if shape.len() != dims.len() {
+        return Err(wrong());
+    }
+    for (&got, dim) in shape.iter().zip(dims) {
+        let got = got as u64;
+        match dim {
+            Dim::Fixed(n) if *n != got => return Err(wrong()),
+            Dim::Fixed(_) => {}
+            Dim::Sym(s) => match dims_seen.get(s) {
+                Some(&n) if n != got => {
+                    return Err(PyValueError::new_err(format!(
+                    "input `{name}` has {got} for dimension `{s}`, which an earlier input made {n}"
+                )))
+                }
+                Some(_) => {}
+                None => {
+                    dims_seen.insert(s.clone(), got);
+                }
+            },
+        }
+    }
+    Ok(())
+}
+
+/// Room for an output: a new NumPy array, the caller's `out=` array, a
+/// scalar cell, or a selection's row indices.
+pub enum Room<'py> {
+    /// An array the call writes (`out=`, or new).
+    Array(Bound<'py, PyUntypedArray>, Writable<'py>),
+    /// A scalar output's one element.
+    Scalar(Buffer),
+    /// Row indices: the array, of which the first `count` are kept.
+    Selection(Bound<'py, PyUntypedArray>, PyReadwriteArrayDyn<'py, u32>),
+}
+
+/// A writable borrow of an output array.
+pub enum Writable<'py> {
+    /// `bool` elements.
+    Bool(PyReadwriteArrayDyn<'py, bool>),
+    /// `i32` elements.
+    I32(PyReadwriteArrayDyn<'py, i32>),
+    /// `i64` elements.
+    I64(PyReadwriteArrayDyn<'py, i64>),
+    /// `f32` elements.
+    F32(PyReadwriteArrayDyn<'py, f32>),
+    /// `f64` elements.
+    F64(PyReadwriteArrayDyn<'py, f64>),
+}
+
+fn writable<'py, T: Element>(
+    array: &Bound<'py, PyUntypedArray>,
+    name: &str,
+) -> PyResult<PyReadwriteArrayDyn<'py, T>> {
+    let typed = array.clone().cast_into::<PyArrayDyn<T>>()?;
+    typed.try_readwrite().map_err(|e| {
+        PyValueError::new_err(format!(
+            "out for `{name}` cannot be written: {e} (is it also an input of this call?)"
+        ))
+    })
+}
+
+impl<'py> Room<'py> {
+    /// A new array of `dtype` and `shape`, or the caller's `out`, which must
+    /// be exactly that: a NumPy array of the dtype and shape, C-contiguous,
+    /// aligned and writeable (a copy would lose what the call writes).
+    pub fn array(
+        py: Python<'py>,
+        out: Option<&Bound<'py, PyAny>>,
+        dtype: DType,
+        shape: &[usize],
+        name: &str,
+    ) -> PyResult<Room<'py>> {
+        let array = match out {
+            None => numpy(py)?
+                .call_method1("empty", (shape.to_vec(), np_dtype(py, dtype)))?
+                .cast_into::<PyUntypedArray>()?,
+            Some(obj) => {
+                let array = obj.cast::<PyUntypedArray>().map_err(|_| {
+                    PyTypeError::new_err(format!("out for `{name}` must be a NumPy array"))
+                })?;
+                let fits = match dtype {
+                    DType::Bool => in_place::<bool>(array),
+                    DType::I32 => in_place::<i32>(array),
+                    DType::I64 => in_place::<i64>(array),
+                    DType::F32 => in_place::<f32>(array),
+                    DType::F64 => in_place::<f64>(array),
+                };
+                if !fits {
+                    return Err(PyTypeError::new_err(format!(
+                        "out for `{name}` must be a C-contiguous, aligned array of {dtype}, got {} ({})",
+                        array.dtype(),
+                        if array.is_c_contiguous() { "contiguous" } else { "not contiguous" }
+                    )));
+                }
+                if array.shape() != shape {
+                    return Err(PyValueError::new_err(format!(
+                        "out for `{name}` must have shape {shape:?}, got {:?}",
+                        array.shape()
+                    )));
+                }
+                array.clone()
+            }
+        };
+        let w = match dtype {
+            DType::Bool => Writable::Bool(writable(&array, name)?),
+            DType::I32 => Writable::I32(writable(&array, name)?),
+            DType::I64 => Writable::I64(writable(&array, name)?),
+            DType::F32 => Writable::F32(writable(&array, name)?),
+            DType::F64 => Writable::F64(writable(&array, name)?),
+        };
+        Ok(Room::Array(array, w))
+    }
+
+    /// Room for a selection of at most `rows` row indices.
+    pub fn selection(py: Python<'py>, rows: usize, name: &str) -> PyResult<Room<'py>> {
+        let array = numpy(py)?
+            .call_method1("empty", (rows, dtype::<u32>(py)))?
+            .cast_into::<PyUntypedArray>()?;
+        let w = writable::<u32>(&array, name)?;
+        Ok(Room::Selection(array, w))
+    }
+
+    /// The room, as kiln borrows it (C-contiguous and aligned, as
+    /// [`Room::array`] checked; else a `ValueError`).
+    pub fn as_mut(&mut self) -> PyResult<ArrayMut<'_>> {
+        let e = |e: numpy::AsSliceError| {
+            PyValueError::new_err(format!("an output array cannot be written in place: {e}"))
+        };
+        Ok(match self {
+            Room::Array(_, Writable::Bool(a)) => ArrayMut::Bool(a.as_slice_mut().map_err(e)?),
+            Room::Array(_, Writable::I32(a)) => ArrayMut::I32(a.as_slice_mut().map_err(e)?),
+            Room::Array(_, Writable::I64(a)) => ArrayMut::I64(a.as_slice_mut().map_err(e)?),
+            Room::Array(_, Writable::F32(a)) => ArrayMut::F32(a.as_slice_mut().map_err(e)?),
+            Room::Array(_, Writable::F64(a)) => ArrayMut::F64(a.as_slice_mut().map_err(e)?),
+            Room::Scalar(b) => match b {
+                Buffer::Bool(v) => ArrayMut::Bool(v),
+                Buffer::I32(v) => ArrayMut::I32(v),
+                Buffer::I64(v) => ArrayMut::I64(v),
+                Buffer::F32(v) => ArrayMut::F32(v),
+                Buffer::F64(v) => ArrayMut::F64(v),
+            },
+            Room::Selection(_, rows) => ArrayMut::Selection(rows.as_slice_mut().map_err(e)?),
+        })
+    }
+
+    /// The output as a Python value, `count` elements written.
+    pub fn into_py(self, py: Python<'py>, count: usize) -> PyResult<Bound<'py, PyAny>> {
+        match self {
+            Room::Array(array, w) => {
+                drop(w);
+                Ok(array.into_any())
+            }
+            Room::Scalar(b) => scalar_to_py(py, b.get(0).expect("one element")),
+            Room::Selection(array, w) => {
+                drop(w);
+                let slice = pyo3::types::PySlice::new(py, 0, count as isize, 1);
+                array.get_item(slice)
+            }
+        }
+    }
+}
+
+/// A kiln scalar as a Python `float`, `int` or `bool`.
+pub fn scalar_to_py(py: Python<'_>, s: Scalar) -> PyResult<Bound<'_, PyAny>> {
+    Ok(match s {
+        Scalar::Bool(b) => PyBool::new(py, b).to_owned().into_any(),
+        Scalar::I32(v) => v.into_pyobject(py)?.into_any(),
+        Scalar::I64(v) => v.into_pyobject(py)?.into_any(),
+        Scalar::F32(v) => PyFloat::new(py, v.into()).into_any(),
+        Scalar::F64(v) => PyFloat::new(py, v).into_any(),
+    })
+}

@@ -1,0 +1,54 @@
+"""kiln.aot: text as str, binaries as bytes, on each target."""
+
+import pytest
+
+import kiln
+from conftest import EXAMPLES
+
+FN = EXAMPLES / "fn.py"
+
+
+def test_assembly_for_aarch64_is_one_fadd():
+    asm = kiln.aot(FN, target="aarch64", emit="asm", name="forward")
+    assert isinstance(asm, str)
+    body = asm.split("forward:")[1].split("ret")[0]
+    ops = [l.split()[0] for l in body.strip().splitlines() if not l.strip().startswith(".")]
+    # x + 2.0, and nothing of the dead code: the constant and one fadd.
+    assert ops == ["fmov", "fadd"]
+
+
+@pytest.mark.parametrize(
+    "target,magic",
+    [("x86_64", b"\x7fELF"), ("aarch64", b"\x7fELF"), ("riscv64", b"\x7fELF")],
+)
+def test_objects_on_both_tiers(target, magic):
+    for tier in ("llvm", "cranelift"):
+        obj = kiln.aot(FN, target=target, emit="obj", tier=tier)
+        assert isinstance(obj, bytes) and obj.startswith(magic)
+
+
+def test_llvm_ir_bitcode_wasm_and_header():
+    ir = kiln.aot("x * 2.0", emit="llvm-ir", name="twice")
+    assert "define" in ir and "@twice" in ir and "fmul" in ir
+    assert kiln.aot("x * 2.0", emit="bc").startswith(b"BC\xc0\xde")
+    wasm = kiln.aot("x * 2.0", target="wasm32", emit="wasm")
+    assert wasm.startswith(b"\0asm")
+    header = kiln.aot("def f(x: float[n]): return x * 2.0", emit="header")
+    assert "#include <stdint.h>" in header and "f(" in header
+
+
+def test_bad_requests_are_value_errors():
+    with pytest.raises(ValueError, match="emit must be one of obj, asm"):
+        kiln.aot(FN, emit="exe")
+    with pytest.raises(ValueError, match="`asm` needs the LLVM tier"):
+        kiln.aot(FN, emit="asm", tier="cranelift")
+    with pytest.raises(ValueError, match="not a C identifier"):
+        kiln.aot(FN, emit="header", name="not a symbol")
+    with pytest.raises(ValueError, match="opt_level must be 0 to 3"):
+        kiln.aot(FN, opt_level=7)
+    with pytest.raises(ValueError, match="tier must be 'llvm' or 'cranelift'"):
+        kiln.aot(FN, tier="interp")
+    with pytest.raises(ValueError):
+        kiln.aot(FN, target="notatarget", emit="obj")
+    with pytest.raises(kiln.ParseError):
+        kiln.aot("x +", emit="header")
