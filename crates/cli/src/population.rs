@@ -1,12 +1,11 @@
 //! `kiln eval --population POP.txt --csv DATA.csv`: a GP population, one
-//! Python-subset expression a line, compiled together (one JIT module) and
-//! evaluated over the CSV's columns.
+//! Python-subset expression a line, compiled and evaluated over the CSV's
+//! columns by `kiln::Population` (one JIT module per thread).
 
 use crate::csvio::Table;
 use kiln::ir::diag::render_located;
-use kiln::{Data, Format, Program, PyOptions};
+use kiln::{Data, MemberError, Population, PopulationOptions};
 use kiln_cli::{Failure, Tier};
-use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
 use std::time::Instant;
@@ -21,101 +20,6 @@ pub struct PopulationArgs<'a> {
     pub threads: usize,
 }
 
-struct Member {
-    line_no: usize,
-    nodes: usize,
-    graph: kiln::Verified,
-}
-
-fn load_members(path: &Path, text: &str) -> Result<Vec<Member>, Failure> {
-    let opts = kiln::LoadOptions {
-        py: PyOptions {
-            default_shape: vec![kiln::Dim::Sym("n".to_string())],
-            ..PyOptions::default()
-        },
-        ..kiln::LoadOptions::default()
-    };
-    let name = path.display().to_string();
-    let mut members = Vec::new();
-    for (idx, line) in text.lines().enumerate() {
-        if line.trim().is_empty() || line.trim_start().starts_with('#') {
-            continue;
-        }
-        let locate = |loc: kiln::ir::Loc, msg: &str| {
-            // Errors point into POP.txt: the expression's line, its column.
-            Failure::Input(render_located(
-                &name,
-                text,
-                kiln::ir::Loc {
-                    line: idx as u32 + 1,
-                    col: loc.col,
-                },
-                msg,
-            ))
-        };
-        let loaded = kiln::load(line, Format::Py, &opts).map_err(|e| locate(e.loc, &e.message))?;
-        let graph = kiln::verify(loaded.graph)
-            .map_err(|e| locate(kiln::ir::Loc { line: 1, col: 1 }, &e.to_string()))?;
-        let nodes = kiln::frontend::py::count_nodes(line).map_err(|e| locate(e.loc, &e.message))?;
-        members.push(Member {
-            line_no: idx + 1,
-            nodes,
-            graph,
-        });
-    }
-    Ok(members)
-}
-
-fn compile_chunk(members: &[Member], tier: Tier) -> Result<Vec<Box<dyn Program>>, Failure> {
-    let graphs: Vec<kiln::Verified> = members.iter().map(|m| m.graph.clone()).collect();
-    // The interpreter runs each graph as written; the compiling tiers
-    // optimize first and compile the chunk as one module.
-    let options = kiln::CompileOptions {
-        optimize: tier != Tier::Interp,
-        ..kiln::CompileOptions::default()
-    };
-    tier.engine()?
-        .compile_batch_dyn(&graphs, &options)
-        .map_err(|e| Failure::Input(format!("error: {e}")))
-}
-
-/// Compiles the population on `threads` threads, each its share as one module.
-fn compile(
-    members: &[Member],
-    tier: Tier,
-    threads: usize,
-) -> Result<Vec<Box<dyn Program>>, Failure> {
-    let chunk = members.len().div_ceil(threads.max(1)).max(1);
-    let results: Vec<_> = std::thread::scope(|s| {
-        let handles: Vec<_> = members
-            .chunks(chunk)
-            .map(|part| s.spawn(move || compile_chunk(part, tier)))
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("compile threads do not panic"))
-            .collect()
-    });
-    let mut programs = Vec::with_capacity(members.len());
-    for part in results {
-        programs.extend(part?);
-    }
-    Ok(programs)
-}
-
-/// The first output as f64 values, one per row (a scalar repeats).
-fn as_f64(data: &Data, n_rows: usize) -> Option<Vec<f64>> {
-    let value = |s: kiln::Scalar| match kiln::ir::semantics::cast(s, kiln::DType::F64) {
-        kiln::Scalar::F64(v) => v,
-        _ => unreachable!("cast to f64 gives f64"),
-    };
-    match data {
-        Data::Scalar(s) => Some(vec![value(*s); n_rows]),
-        Data::Column(b) => Some(b.iter().map(value).collect()),
-        Data::Selection(_) => None,
-    }
-}
-
 /// Runs the population mode.
 pub fn run(args: &PopulationArgs<'_>) -> Result<(), Failure> {
     let text = std::fs::read_to_string(args.population).map_err(|e| {
@@ -125,87 +29,106 @@ pub fn run(args: &PopulationArgs<'_>) -> Result<(), Failure> {
         ))
     })?;
     let table = crate::csvio::read(args.csv)?;
-    let start = Instant::now();
-    let members = load_members(args.population, &text)?;
-    let programs = compile(&members, args.tier, args.threads)?;
-    let compile_time = start.elapsed();
-    let mut columns: HashMap<String, Data> = HashMap::new();
+    let lines: Vec<(usize, &str)> = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+        .collect();
+    let exprs: Vec<&str> = lines.iter().map(|&(_, l)| l).collect();
+    let variables = kiln::population::variables_of(&exprs);
+    let columns: Vec<Vec<f64>> = variables
+        .iter()
+        .map(|name| column_f64(&table, args.csv, name))
+        .collect::<Result<_, _>>()?;
     let target = match args.target {
         Some(name) => Some(column_f64(&table, args.csv, name)?),
         None => None,
     };
     let n_rows = table.n_rows();
-    for member in &members {
-        for input in member.graph.graph().inputs() {
-            if !columns.contains_key(&input.name) {
-                let column = table.column(args.csv, &input.name, kiln::DType::F64)?;
-                columns.insert(input.name.clone(), column);
-            }
-        }
+    let start = Instant::now();
+    let options = PopulationOptions {
+        threads: args.threads,
+        // The interpreter runs each graph as written; the compiling tiers
+        // optimize first.
+        compile: kiln::CompileOptions {
+            optimize: args.tier != Tier::Interp,
+            ..kiln::CompileOptions::default()
+        },
+    };
+    let population = Population::compile(&exprs, &variables, &*args.tier.engine()?, &options);
+    let compile_time = start.elapsed();
+    // An expression that does not parse or compile is bad input: report each
+    // at its line of POP.txt.
+    let name = args.population.display().to_string();
+    let bad: Vec<String> = population
+        .compile_errors()
+        .into_iter()
+        .map(|(i, e)| {
+            let line = lines[i].0 as u32 + 1;
+            let col = match e {
+                MemberError::Parse(p) => p.loc.col,
+                _ => 1,
+            };
+            let message = match e {
+                MemberError::Parse(p) => p.message.clone(),
+                e => e.to_string(),
+            };
+            render_located(&name, &text, kiln::ir::Loc { line, col }, &message)
+        })
+        .collect();
+    if !bad.is_empty() {
+        return Err(Failure::Input(bad.join("\n")));
     }
-    let node_evals: u128 = members.iter().map(|m| (m.nodes * n_rows) as u128).sum();
-    // Evaluate on `threads` threads, each a contiguous share of the expressions.
+    let refs: Vec<&[f64]> = columns.iter().map(Vec::as_slice).collect();
+    let node_evals: u128 = population
+        .nodes()
+        .iter()
+        .map(|&n| (n * n_rows) as u128)
+        .sum();
     let t0 = Instant::now();
-    let chunk = members.len().div_ceil(args.threads.max(1)).max(1);
-    let results: Vec<kiln::ExecResult<Vec<Data>>> = std::thread::scope(|s| {
-        let handles: Vec<_> = members
-            .chunks(chunk)
-            .zip(programs.chunks(chunk))
-            .map(|(ms, ps)| {
-                let columns = &columns;
-                s.spawn(move || {
-                    ms.iter()
-                        .zip(ps)
-                        .map(|(m, p)| {
-                            let inputs: Vec<&Data> = m
-                                .graph
-                                .graph()
-                                .inputs()
-                                .iter()
-                                .map(|i| &columns[&i.name])
-                                .collect();
-                            p.run_refs(&inputs)
-                        })
+    let (values, errors) = match &target {
+        Some(y) => {
+            let (mse, errors) = population.mse(&refs, y);
+            (
+                mse.iter().map(|m| format!("{m:?}")).collect::<Vec<_>>(),
+                errors,
+            )
+        }
+        None => {
+            let mut out = vec![0.0; population.len() * n_rows];
+            let errors = population.evaluate(&refs, n_rows, &mut out);
+            let firsts = (0..population.len())
+                .map(|i| {
+                    out[i * n_rows..(i + 1) * n_rows]
+                        .iter()
+                        .take(5)
+                        .map(|v| format!("{v:?}"))
                         .collect::<Vec<_>>()
+                        .join(",")
                 })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().expect("eval threads do not panic"))
-            .collect()
-    });
+                .collect();
+            (firsts, errors)
+        }
+    };
     let eval_time = t0.elapsed();
     let mut failed = false;
     let mut stdout = std::io::stdout().lock();
-    for (member, result) in members.iter().zip(results) {
-        let line = match result.map(|outs| as_f64(&outs[0], n_rows)) {
-            Err(e) => {
+    for ((value, error), (line_idx, _)) in values.iter().zip(&errors).zip(&lines) {
+        let line = match error {
+            Some(e) => {
                 failed = true;
-                format!("error: line {}: {e}", member.line_no)
+                format!("error: line {}: {e}", line_idx + 1)
             }
-            Ok(None) => "error: the first output is a selection".to_string(),
-            Ok(Some(values)) => match &target {
-                Some(y) => {
-                    let sum: f64 = values.iter().zip(y).map(|(v, t)| (v - t) * (v - t)).sum();
-                    format!("{:?}", sum / n_rows as f64)
-                }
-                None => values
-                    .iter()
-                    .take(5)
-                    .map(|v| format!("{v:?}"))
-                    .collect::<Vec<_>>()
-                    .join(","),
-            },
+            None => value.clone(),
         };
         let _ = writeln!(stdout, "{line}");
     }
     if args.stats {
-        let n = members.len().max(1);
+        let n = population.len().max(1);
         let secs = eval_time.as_secs_f64();
         eprintln!(
             "population: {} expressions x {n_rows} rows, tier {:?}, {} thread(s)\ncompile: {:.3} ms total, {:.1} us per expression (parse, verify, optimize, lower, codegen)\neval: {:.3} ms, {} node-evaluations, {:.0} M node-evaluations/s\ntotal: {:.3} ms",
-            members.len(),
+            population.len(),
             args.tier,
             args.threads,
             compile_time.as_secs_f64() * 1e3,

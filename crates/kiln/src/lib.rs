@@ -22,6 +22,7 @@
 pub mod aot;
 mod arrays;
 mod jit;
+pub mod population;
 pub mod runtime;
 #[cfg(feature = "formats")]
 pub mod tensors;
@@ -43,6 +44,7 @@ pub use kiln_ir::{
 };
 #[cfg(feature = "llvm")]
 pub use kiln_llvm as llvm;
+pub use population::{MemberError, Population, PopulationOptions};
 
 use std::path::Path;
 

@@ -19,12 +19,13 @@ from ._errors import (
     KilnError,
     ParseError,
 )
-from ._kiln import Function
+from ._kiln import Function, Population
 
 __version__ = _kiln.__version__
 
 __all__ = [
     "Function",
+    "Population",
     "KilnError",
     "ParseError",
     "CompileError",
@@ -182,3 +183,8 @@ def _rebuild(recipe):
         hit = _kiln.compile(spec, tier, optimize, recipe)
         _CACHE[key] = hit
     return hit
+
+
+def _population(exprs, variables, tier, threads):
+    """Unpickles a kiln.Population: compiles it again."""
+    return Population(exprs, variables, tier=tier, threads=threads or None)

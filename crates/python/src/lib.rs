@@ -6,6 +6,7 @@
 
 mod errors;
 mod function;
+mod population;
 mod values;
 
 use errors::{compile_error, parse_error};
@@ -192,6 +193,7 @@ fn tiers() -> Vec<&'static str> {
 fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<Function>()?;
+    m.add_class::<population::Population>()?;
     m.add_function(wrap_pyfunction!(compile, m)?)?;
     m.add_function(wrap_pyfunction!(aot, m)?)?;
     m.add_function(wrap_pyfunction!(tiers, m)?)?;

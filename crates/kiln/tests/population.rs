@@ -1,0 +1,119 @@
+//! `kiln::Population` on every engine: results against hand-computed values
+//! and the interpreter, errors per expression, and memory that stays flat
+//! when populations are compiled and dropped in a loop.
+
+use kiln::{MemberError, Population, PopulationOptions};
+
+fn vars(names: &[&str]) -> Vec<String> {
+    names.iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn rows_and_errors_per_expression_on_every_engine() {
+    let exprs = [
+        "x0 * 2.0 + x1",
+        "sin(x0) ** 2 + cos(x0) ** 2",
+        "1.5",
+        "x1 > x0",
+        "float(int(x0) // int(x1))",
+        "x0 +",
+        "x9 * 2.0",
+    ];
+    let x0 = [1.0, 2.0, 3.0, -4.0];
+    let x1 = [0.5, 1.0, 0.0, 2.0];
+    let target = [2.0, 5.0, 6.0, -6.0];
+    let mut reference: Option<Vec<f64>> = None;
+    for engine in kiln::engines() {
+        for threads in [1, 3] {
+            let options = PopulationOptions {
+                threads,
+                ..Default::default()
+            };
+            let p = Population::compile(&exprs, &vars(&["x0", "x1"]), &*engine, &options);
+            assert_eq!(p.len(), 7);
+            let compile_errors: Vec<usize> = p.compile_errors().iter().map(|(i, _)| *i).collect();
+            assert_eq!(compile_errors, [5, 6], "{}", engine.name());
+            assert!(matches!(p.compile_errors()[0].1, MemberError::Parse(_)));
+            assert_eq!(p.compile_errors()[1].1.to_string(), "unknown variable `x9`");
+            let mut out = vec![0.0; 7 * 4];
+            let errors = p.evaluate(&[&x0, &x1], 4, &mut out);
+            assert_eq!(&out[0..4], [2.5, 5.0, 6.0, -6.0]);
+            assert!(out[4..8].iter().all(|v| (v - 1.0).abs() < 1e-15));
+            assert_eq!(&out[8..12], [1.5; 4]);
+            assert_eq!(
+                &out[12..16],
+                [0.0, 0.0, 0.0, 1.0],
+                "bools become 0.0 and 1.0"
+            );
+            // Integer division by zero (row 2) fails that expression only.
+            assert!(
+                matches!(
+                    errors[4],
+                    Some(MemberError::Exec(kiln::ExecError::DivisionByZero { .. }))
+                ),
+                "{:?}",
+                errors[4]
+            );
+            assert!(out[16..20].iter().all(|v| v.is_nan()));
+            assert!(errors[..4].iter().all(Option::is_none));
+            assert!(matches!(errors[5], Some(MemberError::Parse(_))));
+            match &reference {
+                None => reference = Some(out.clone()),
+                Some(r) => assert_eq!(
+                    r.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    out.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    "{} bit-identical to the interpreter",
+                    engine.name()
+                ),
+            }
+            let (mse, errors) = p.mse(&[&x0, &x1], &target);
+            assert_eq!(mse[0], 0.25 * 0.25);
+            assert_eq!(mse[2], (0.25 + 3.5 * 3.5 + 4.5 * 4.5 + 7.5 * 7.5) / 4.0);
+            assert!(mse[4].is_nan() && errors[4].is_some() && errors[0].is_none());
+        }
+    }
+}
+
+#[test]
+fn variables_are_named_by_first_appearance() {
+    assert_eq!(
+        kiln::population::variables_of(&["b + a", "c * a", "oops +"]),
+        ["b", "a", "c"]
+    );
+    let empty: [&str; 0] = [];
+    let p = Population::compile(&empty, &[], &kiln::Cranelift, &Default::default());
+    assert!(p.is_empty());
+    assert!(p.evaluate(&[], 10, &mut []).is_empty());
+}
+
+/// Resident memory in KiB, from /proc.
+fn rss_kib() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").expect("Linux");
+    let pages: u64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
+    pages * 4
+}
+
+#[test]
+fn compiling_and_dropping_populations_keeps_memory_flat() {
+    // 200 distinct expressions, so nothing is shared between rounds.
+    let exprs: Vec<String> = (0..200)
+        .map(|i| format!("sin(x0 * {i}.5) + x1 * exp(-x0) - {i}.0 / (x1 + 3.0)"))
+        .collect();
+    let variables = vars(&["x0", "x1"]);
+    let x0: Vec<f64> = (0..100).map(|i| i as f64 / 10.0).collect();
+    let x1: Vec<f64> = (0..100).map(|i| 1.0 - i as f64 / 50.0).collect();
+    let round = || {
+        let p = Population::compile(&exprs, &variables, &kiln::Cranelift, &Default::default());
+        let (mse, _) = p.mse(&[&x0, &x1], &x0);
+        assert_eq!(mse.len(), exprs.len());
+    };
+    for _ in 0..10 {
+        round();
+    }
+    let settled = rss_kib();
+    for _ in 0..60 {
+        round();
+    }
+    let grown = rss_kib().saturating_sub(settled);
+    assert!(grown < 8 * 1024, "RSS grew {grown} KiB over 60 populations");
+}

@@ -1,0 +1,310 @@
+//! `kiln.Population`: a GP population compiled in batches and evaluated on
+//! every core, over the columns of a 2-D array, a dict or a DataFrame.
+
+use crate::function::Tier;
+use kiln::{CompileOptions, MemberError, Population as Inner, PopulationOptions};
+use numpy::{PyArray1, PyArray2, PyArrayMethods, PyUntypedArrayMethods};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple};
+
+/// A population of Python-subset expressions over `f64` columns named by
+/// `variables`, compiled when made.
+#[pyclass(module = "kiln", name = "Population", frozen)]
+pub struct Population {
+    inner: Inner,
+    tier: Tier,
+    /// The expressions that did not compile and why, by index.
+    compile_errors: Vec<(usize, String)>,
+    recipe: Option<Py<PyAny>>,
+}
+
+fn engine_compile(exprs: &[String], variables: &[String], tier: Tier, threads: usize) -> Inner {
+    let options = PopulationOptions {
+        threads,
+        compile: CompileOptions::default(),
+    };
+    match tier {
+        Tier::Interp => Inner::compile(exprs, variables, &kiln::Interpreter, &options),
+        Tier::Jit(t) => Inner::compile(exprs, variables, &t, &options),
+    }
+}
+
+fn describe(e: &MemberError, expr: &str) -> String {
+    match e {
+        MemberError::Parse(p) => p.render("<expr>", expr),
+        e => e.to_string(),
+    }
+}
+
+impl Population {
+    /// Reads the columns `x` holds for each variable, as contiguous `f64`
+    /// arrays (copies where needed), all of one length.
+    fn columns<'py>(
+        &self,
+        py: Python<'py>,
+        x: &Bound<'py, PyAny>,
+    ) -> PyResult<(Vec<Bound<'py, PyArray1<f64>>>, usize)> {
+        let np = crate::values::numpy(py)?;
+        let vars = self.inner.variables();
+        let mut cols: Vec<Bound<'py, PyArray1<f64>>> = Vec::with_capacity(vars.len());
+        let as_column =
+            |obj: Bound<'py, PyAny>, what: &str| -> PyResult<Bound<'py, PyArray1<f64>>> {
+                // `to_numpy` first, for pandas Series (nullable dtypes included).
+                let obj = match obj.getattr("to_numpy") {
+                    Ok(f) => f.call0()?,
+                    Err(_) => obj,
+                };
+                let arr = np.call_method1("asarray", (obj,))?;
+                let ok: bool = np
+                    .call_method1("can_cast", (arr.getattr("dtype")?, "float64", "same_kind"))?
+                    .extract()?;
+                if !ok {
+                    return Err(PyTypeError::new_err(format!(
+                        "{what} must be numbers (castable to float64), got {}",
+                        arr.getattr("dtype")?
+                    )));
+                }
+                np.call_method1("require", (arr, "float64", ("C", "A")))?
+                    .cast_into::<PyArray1<f64>>()
+                    .map_err(|_| PyValueError::new_err(format!("{what} must be one-dimensional")))
+            };
+        let two_d = x
+            .cast::<numpy::PyUntypedArray>()
+            .is_ok_and(|a| a.ndim() == 2);
+        if two_d {
+            let arr = x.cast::<numpy::PyUntypedArray>()?;
+            if arr.shape()[1] != vars.len() {
+                return Err(PyValueError::new_err(format!(
+                    "X has {} columns, the population has {} variables ({})",
+                    arr.shape()[1],
+                    vars.len(),
+                    vars.join(", ")
+                )));
+            }
+            for (j, v) in vars.iter().enumerate() {
+                let column = x.get_item((pyo3::types::PySlice::full(py), j))?;
+                cols.push(as_column(column, &format!("column {j} ({v})"))?);
+            }
+        } else if x.hasattr("keys")? {
+            for v in vars {
+                let column = x
+                    .get_item(v)
+                    .map_err(|_| PyValueError::new_err(format!("X has no column `{v}`")))?;
+                cols.push(as_column(column, &format!("column `{v}`"))?);
+            }
+        } else {
+            return Err(PyTypeError::new_err(
+                "X must be a 2-D array (rows × variables), a dict of columns or a DataFrame",
+            ));
+        }
+        let n = match cols.first() {
+            Some(c) => c.len(),
+            None if two_d => x.cast::<numpy::PyUntypedArray>()?.shape()[0],
+            None => 0,
+        };
+        if let Some((v, c)) = vars.iter().zip(&cols).find(|(_, c)| c.len() != n) {
+            return Err(PyValueError::new_err(format!(
+                "column `{v}` has {} rows, others {n}",
+                c.len()
+            )));
+        }
+        Ok((cols, n))
+    }
+
+    fn errors_dict<'py>(
+        &self,
+        py: Python<'py>,
+        errors: &[Option<MemberError>],
+        exprs_text: &[String],
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        for (i, e) in errors.iter().enumerate() {
+            if let Some(e) = e {
+                d.set_item(i, describe(e, &exprs_text[i]))?;
+            }
+        }
+        Ok(d)
+    }
+}
+
+#[pymethods]
+impl Population {
+    #[new]
+    #[pyo3(signature = (exprs, variables=None, *, tier="cranelift", threads=None))]
+    fn new(
+        py: Python<'_>,
+        exprs: Vec<String>,
+        variables: Option<Vec<String>>,
+        tier: &str,
+        threads: Option<usize>,
+    ) -> PyResult<Self> {
+        let tier = Tier::from_name(tier)?;
+        if threads == Some(0) {
+            return Err(PyValueError::new_err("threads must be at least 1"));
+        }
+        let variables = variables.unwrap_or_else(|| kiln::population::variables_of(&exprs));
+        let mut seen = std::collections::HashSet::new();
+        if let Some(v) = variables.iter().find(|v| !seen.insert(v.as_str())) {
+            return Err(PyValueError::new_err(format!(
+                "variable `{v}` is named twice"
+            )));
+        }
+        let threads = threads.unwrap_or(0);
+        let inner = py.detach(|| engine_compile(&exprs, &variables, tier, threads));
+        let compile_errors = inner
+            .compile_errors()
+            .into_iter()
+            .map(|(i, e)| (i, describe(e, &exprs[i])))
+            .collect();
+        let recipe = PyTuple::new(
+            py,
+            [
+                exprs.into_pyobject(py)?.into_any(),
+                variables.into_pyobject(py)?.into_any(),
+                tier.name().into_pyobject(py)?.into_any(),
+                threads.into_pyobject(py)?.into_any(),
+            ],
+        )?;
+        Ok(Population {
+            inner,
+            tier,
+            compile_errors,
+            recipe: Some(recipe.into_any().unbind()),
+        })
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+
+    /// The variables, in the order the columns of a 2-D `X` give them.
+    #[getter]
+    fn variables(&self) -> Vec<String> {
+        self.inner.variables().to_vec()
+    }
+
+    /// The tier it runs on.
+    #[getter]
+    fn tier(&self) -> &'static str {
+        self.tier.name()
+    }
+
+    /// The expressions that did not compile, `{index: reason}`; the errors
+    /// of the last `evaluate`/`mse` are in their results' `errors`.
+    #[getter]
+    fn errors<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        for (i, e) in &self.compile_errors {
+            d.set_item(i, e)?;
+        }
+        Ok(d)
+    }
+
+    /// Every expression over `X` (a 2-D array of rows × variables, a dict of
+    /// columns or a DataFrame): an `(expressions, rows)` float64 array. A row
+    /// of NaN marks an expression that failed; `errors=True` also returns
+    /// `{index: reason}` for them.
+    #[pyo3(signature = (x, *, errors=false))]
+    fn evaluate<'py>(
+        &self,
+        py: Python<'py>,
+        x: &Bound<'py, PyAny>,
+        errors: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (cols, n) = self.columns(py, x)?;
+        let m = self.inner.len();
+        let out = PyArray2::<f64>::zeros(py, [m, n], false);
+        let failures = {
+            let readonly: Vec<_> = cols.iter().map(|c| c.readonly()).collect();
+            let slices: Vec<&[f64]> = readonly
+                .iter()
+                .map(|c| c.as_slice().expect("required C-contiguous"))
+                .collect();
+            let mut rw = out.readwrite();
+            let out_slice = rw.as_slice_mut().expect("a new array is contiguous");
+            py.detach(|| self.inner.evaluate(&slices, n, out_slice))
+        };
+        if errors {
+            let exprs = self.exprs(py)?;
+            let d = self.errors_dict(py, &failures, &exprs)?;
+            Ok(PyTuple::new(py, [out.into_any(), d.into_any()])?.into_any())
+        } else {
+            Ok(out.into_any())
+        }
+    }
+
+    /// Each expression's mean squared error against `y` over `X`: a float64
+    /// array, NaN where an expression failed (`errors=True` also returns
+    /// `{index: reason}`).
+    #[pyo3(signature = (x, y, *, errors=false))]
+    fn mse<'py>(
+        &self,
+        py: Python<'py>,
+        x: &Bound<'py, PyAny>,
+        y: &Bound<'py, PyAny>,
+        errors: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (cols, n) = self.columns(py, x)?;
+        let np = crate::values::numpy(py)?;
+        let y = match y.getattr("to_numpy") {
+            Ok(f) => f.call0()?,
+            Err(_) => y.clone(),
+        };
+        let y = np
+            .call_method1(
+                "require",
+                (np.call_method1("asarray", (y,))?, "float64", ("C", "A")),
+            )?
+            .cast_into::<PyArray1<f64>>()
+            .map_err(|_| PyValueError::new_err("y must be one-dimensional"))?;
+        if y.len() != n {
+            return Err(PyValueError::new_err(format!(
+                "y has {} rows, X has {n}",
+                y.len()
+            )));
+        }
+        let (mse, failures) = {
+            let readonly: Vec<_> = cols.iter().map(|c| c.readonly()).collect();
+            let slices: Vec<&[f64]> = readonly
+                .iter()
+                .map(|c| c.as_slice().expect("required C-contiguous"))
+                .collect();
+            let y = y.readonly();
+            let target = y.as_slice().expect("required C-contiguous");
+            py.detach(|| self.inner.mse(&slices, target))
+        };
+        let out = PyArray1::from_vec(py, mse).into_any();
+        if errors {
+            let exprs = self.exprs(py)?;
+            let d = self.errors_dict(py, &failures, &exprs)?;
+            Ok(PyTuple::new(py, [out, d.into_any()])?.into_any())
+        } else {
+            Ok(out)
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<kiln.Population of {} expressions over ({}) on {}, {} failed to compile>",
+            self.inner.len(),
+            self.inner.variables().join(", "),
+            self.tier.name(),
+            self.compile_errors.len()
+        )
+    }
+
+    /// Pickles as the expressions and options; loading compiles again.
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let recipe = self.recipe.as_ref().expect("made by __new__").bind(py);
+        let rebuild = py.import("kiln")?.getattr("_population")?;
+        PyTuple::new(py, [rebuild, recipe.clone()])
+    }
+}
+
+impl Population {
+    fn exprs(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        let recipe = self.recipe.as_ref().expect("made by __new__").bind(py);
+        recipe.get_item(0)?.extract()
+    }
+}

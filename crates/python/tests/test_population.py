@@ -1,0 +1,127 @@
+"""kiln.Population against numpy, the interpreter and the GP fixture."""
+
+import pathlib
+import pickle
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import kiln
+from conftest import ROOT
+
+GP = ROOT / "tests" / "fixtures" / "gp"
+
+
+def test_rows_mse_and_errors(tier):
+    exprs = ["x0 * 2.0 + x1", "sin(x0) ** 2 + cos(x0) ** 2", "1.5", "x1 > x0",
+             "float(int(x0) // int(x1))", "x0 +", "x9 * 2.0"]
+    X = np.array([[1.0, 0.5], [2.0, 1.0], [3.0, 0.0], [-4.0, 2.0]])
+    p = kiln.Population(exprs, variables=["x0", "x1"], tier=tier)
+    assert len(p) == 7 and p.variables == ["x0", "x1"] and p.tier == tier
+    assert sorted(p.errors) == [5, 6]
+    assert "<expr>:1:5: error: expected an expression" in p.errors[5]
+    assert p.errors[6] == "unknown variable `x9`"
+    out, errors = p.evaluate(X, errors=True)
+    assert out.shape == (7, 4) and out.dtype == np.float64
+    np.testing.assert_array_equal(out[0], X[:, 0] * 2 + X[:, 1])
+    np.testing.assert_allclose(out[1], 1.0, rtol=1e-15)
+    np.testing.assert_array_equal(out[2], 1.5)
+    np.testing.assert_array_equal(out[3], [0.0, 0.0, 0.0, 1.0])
+    assert np.isnan(out[4]).all() and np.isnan(out[5]).all()
+    assert sorted(errors) == [4, 5, 6] and "integer division by zero" in errors[4]
+    y = np.array([2.0, 5.0, 6.0, -6.0])
+    mse = p.mse(X, y)
+    np.testing.assert_array_equal(mse[[0, 2]], [((out[0] - y) ** 2).mean(), ((1.5 - y) ** 2).mean()])
+    assert np.isnan(mse[4])
+    # A dict of columns and a DataFrame are the same X.
+    np.testing.assert_array_equal(p.evaluate({"x0": X[:, 0], "x1": X[:, 1]}), out)
+    np.testing.assert_array_equal(p.evaluate(pd.DataFrame(X, columns=["x0", "x1"])), out)
+
+
+def test_bad_inputs():
+    p = kiln.Population(["a + b"])
+    assert p.variables == ["a", "b"]
+    with pytest.raises(ValueError, match="X has 3 columns, the population has 2 variables"):
+        p.evaluate(np.zeros((4, 3)))
+    with pytest.raises(ValueError, match="X has no column `b`"):
+        p.evaluate({"a": np.zeros(3)})
+    with pytest.raises(ValueError, match="column `b` has 2 rows, others 3"):
+        p.evaluate({"a": np.zeros(3), "b": np.zeros(2)})
+    with pytest.raises(TypeError, match="must be numbers"):
+        p.evaluate({"a": np.array(["x"]), "b": np.zeros(1)})
+    with pytest.raises(TypeError, match="X must be a 2-D array"):
+        p.evaluate(3.0)
+    with pytest.raises(ValueError, match="y has 2 rows, X has 3"):
+        p.mse(np.zeros((3, 2)), np.zeros(2))
+    with pytest.raises(ValueError, match="named twice"):
+        kiln.Population(["a"], variables=["a", "a"])
+    with pytest.raises(ValueError, match="threads must be at least 1"):
+        kiln.Population(["a"], threads=0)
+    with pytest.raises(TypeError):
+        kiln.Population("a + b")  # a str is not a list of expressions
+    assert kiln.Population([]).evaluate(np.zeros((5, 0))).shape == (0, 5)
+
+
+def _gp():
+    exprs = (GP / "gp_population.txt").read_text().splitlines()
+    data = pd.read_csv(GP / "gp_data.csv")
+    return exprs, data
+
+
+def test_the_gp_fixture_matches_the_interpreter_bit_for_bit():
+    exprs, data = _gp()
+    exprs = exprs[:200]
+    data = data.iloc[:500]
+    outs = [kiln.Population(exprs, tier=t, threads=2).evaluate(data) for t in kiln.tiers()]
+    for o in outs[1:]:
+        assert o.tobytes() == outs[0].tobytes()
+
+
+def test_gp_matches_numpy_eval():
+    """kiln means what numpy means by each expression. kiln's transcendentals
+    are the libm crate's and numpy's are its own SIMD ones: they differ in the
+    last bit now and then, and chaotic expressions (sin of exp of a large
+    value, a division by sin(cos(exp(x))) near 0) turn that into any
+    difference at all on a few rows. A semantic slip (precedence, a sign, a
+    wrong function) moves most rows, so: at least 90 % of each expression's
+    rows agree to 1e-6 (exp(exp(x)) under a cos is chaotic on 4 % of them),
+    and 99.5 % of all rows."""
+    exprs, data = _gp()
+    exprs = exprs[:300]
+    out = kiln.Population(exprs).evaluate(data)
+    cols = {c: data[c].to_numpy() for c in data.columns}
+    funcs = {"sin": np.sin, "cos": np.cos, "exp": np.exp, "log": np.log,
+             "sqrt": np.sqrt, "tanh": np.tanh, "abs": np.abs}
+    agree = total = 0
+    with np.errstate(all="ignore"):
+        for i, e in enumerate(exprs):
+            want = np.broadcast_to(eval(e, {**funcs, **cols}), out[i].shape)
+            same = np.isclose(out[i], want, rtol=1e-6, atol=1e-9, equal_nan=True)
+            assert same.mean() >= 0.9, f"{e}: {same.mean():.4f} of rows agree"
+            agree += same.sum()
+            total += same.size
+    assert agree >= 0.995 * total, f"{agree} of {total} rows agree"
+
+
+def test_populations_pickle():
+    p = kiln.Population(["a * 2.0", "a + b"], tier="llvm")
+    q = pickle.loads(pickle.dumps(p))
+    assert q.tier == "llvm" and q.variables == ["a", "b"]
+    X = np.arange(6.0).reshape(3, 2)
+    np.testing.assert_array_equal(q.evaluate(X), p.evaluate(X))
+
+
+def test_compile_evaluate_and_drop_keeps_memory_flat():
+    exprs, data = _gp()
+    X = data.iloc[:1000]
+
+    def rss_mb():
+        return int(pathlib.Path("/proc/self/statm").read_text().split()[1]) * 4096 / 2**20
+
+    for _ in range(3):
+        kiln.Population(exprs).mse(X, X[data.columns[0]])
+    settled = rss_mb()
+    for _ in range(20):
+        kiln.Population(exprs).mse(X, X[data.columns[0]])
+    assert rss_mb() - settled < 16, f"RSS grew {rss_mb() - settled:.1f} MiB over 20 populations"
