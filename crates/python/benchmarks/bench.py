@@ -1,0 +1,94 @@
+"""kiln from Python, measured as ../shared/peers measures its peers (run
+`../shared/peers/run.sh w2 w4` in the same session: only ratios from one run
+mean anything on a noisy machine).
+
+  .venv/bin/python crates/python/benchmarks/bench.py [scalar] [population]
+
+- scalar: `f(1.0)` for f(x) = x + 2.0, 1M calls from a Python loop (W4's
+  method: median of 7 interleaved repeats), with the empty loop and a Python
+  function as baselines.
+- population: kiln.Population over ../shared/fixtures/gp (1000 expressions ×
+  10,000 rows), compile + MSE against x0, 1 and 2 threads, best of 3.
+
+Build the release wheel first (docs/performance.md has the commands).
+"""
+
+import json
+import pathlib
+import statistics
+import sys
+import time
+
+import numpy as np
+
+import kiln
+
+CALLS = 1_000_000
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+GP = ROOT.parent / "shared" / "fixtures" / "gp"
+
+
+def emit(**row):
+    print(json.dumps(row), flush=True)
+
+
+def interleaved(loops, repeats=7):
+    times = [[] for _ in loops]
+    for _ in range(repeats):
+        for i, loop in enumerate(loops):
+            t0 = time.perf_counter()
+            loop()
+            times[i].append(time.perf_counter() - t0)
+    return times
+
+
+def scalar():
+    def call_loop(f):
+        def run():
+            for _ in range(CALLS):
+                f(1.0)
+        return run
+
+    def empty():
+        for _ in range(CALLS):
+            pass
+
+    peers = [("baseline-empty-python-loop", None), ("baseline-python-function", lambda x: x + 2.0)]
+    for tier in ("cranelift", "llvm"):
+        t0 = time.perf_counter()
+        f = kiln.compile("x + 2.0", tier=tier)
+        compile_ms = (time.perf_counter() - t0) * 1e3
+        assert f(1.0) == 3.0
+        peers.append((f"kiln-{tier}", f, compile_ms))
+    loops = [empty if p[1] is None else call_loop(p[1]) for p in peers]
+    for peer, ts in zip(peers, interleaved(loops)):
+        emit(workload="scalar-call", peer=peer[0], ns_per_call=statistics.median(ts) / CALLS * 1e9,
+             min_ns_per_call=min(ts) / CALLS * 1e9,
+             **({"compile_ms": peer[2]} if len(peer) > 2 else {}))
+
+
+def population():
+    exprs = (GP / "gp_population.txt").read_text().splitlines()
+    data = np.loadtxt(GP / "gp_data.csv", delimiter=",", skiprows=1)
+    X = {f"x{j}": np.ascontiguousarray(data[:, j]) for j in range(data.shape[1])}
+    y = X["x0"]
+    for threads in (1, 2):
+        best = None
+        for _ in range(3):
+            t0 = time.perf_counter()
+            pop = kiln.Population(exprs, variables=list(X), threads=threads)
+            t1 = time.perf_counter()
+            mse = pop.mse(X, y)
+            t2 = time.perf_counter()
+            if best is None or t2 - t0 < best[0]:
+                best = (t2 - t0, t1 - t0, t2 - t1)
+            del pop
+        emit(workload="gp-population", peer="kiln-python-cranelift", threads=threads,
+             total_s=best[0], compile_s=best[1], compile_us_per_expr=best[1] / len(exprs) * 1e6,
+             eval_s=best[2], finite_mse=int(np.isfinite(mse).sum()))
+
+
+if __name__ == "__main__":
+    which = sys.argv[1:] or ["scalar", "population"]
+    for w in which:
+        {"scalar": scalar, "population": population}[w]()
