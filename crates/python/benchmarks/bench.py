@@ -2,13 +2,16 @@
 `../shared/peers/run.sh w2 w4` in the same session: only ratios from one run
 mean anything on a noisy machine).
 
-  .venv/bin/python crates/python/benchmarks/bench.py [scalar] [population]
+  .venv/bin/python crates/python/benchmarks/bench.py [scalar] [population] [query]
 
 - scalar: `f(1.0)` for f(x) = x + 2.0, 1M calls from a Python loop (W4's
   method: median of 7 interleaved repeats), with the empty loop and a Python
   function as baselines.
 - population: kiln.Population over ../shared/fixtures/gp (1000 expressions ×
   10,000 rows), compile + MSE against x0, 1 and 2 threads, best of 3.
+- query: the seed query `(x > 2.0) & (x < 6.0)` over 10M rows of a
+  DataFrame: df.kiln.query against df.query (numexpr engine) and a NumPy
+  boolean mask (median of 7 interleaved repeats).
 
 Build the release wheel first (docs/performance.md has the commands).
 """
@@ -88,7 +91,28 @@ def population():
              eval_s=best[2], finite_mse=int(np.isfinite(mse).sum()))
 
 
+def query():
+    import pandas as pd
+
+    n = 10_000_000
+    rng = np.random.default_rng(42)
+    df = pd.DataFrame({"x": rng.uniform(0.0, 10.0, n)})
+    q = "(x > 2.0) & (x < 6.0)"
+    x = df["x"].to_numpy()
+    runs = [
+        ("pandas-query-numexpr", lambda: df.query(q, engine="numexpr")),
+        ("numpy-bool-mask", lambda: df[(x > 2.0) & (x < 6.0)]),
+        ("kiln-df.kiln.query", lambda: df.kiln.query(q)),
+        ("kiln-df.kiln.indices", lambda: df.kiln.indices(q)),
+    ]
+    assert df.kiln.query(q).equals(df.query(q))
+    times = interleaved([f for _, f in runs], repeats=7)
+    for (peer, _), ts in zip(runs, times):
+        emit(workload="df-query-10M", peer=peer, median_ms=statistics.median(ts) * 1e3,
+             min_ms=min(ts) * 1e3)
+
+
 if __name__ == "__main__":
-    which = sys.argv[1:] or ["scalar", "population"]
+    which = sys.argv[1:] or ["scalar", "population", "query"]
     for w in which:
-        {"scalar": scalar, "population": population}[w]()
+        {"scalar": scalar, "population": population, "query": query}[w]()

@@ -23,6 +23,11 @@ from ._kiln import Function, Population
 
 __version__ = _kiln.__version__
 
+try:  # `df.kiln` and `kiln.arrow` when pandas and pyarrow are installed.
+    from . import arrow, pandas  # noqa: F401
+except ImportError:  # pragma: no cover - the optional extras are absent
+    pass
+
 __all__ = [
     "Function",
     "Population",

@@ -52,3 +52,8 @@ pub fn exec_error(e: ExecError) -> PyErr {
         ExecError::Unsupported(_) => exec::ExecError::new_err(message),
     }
 }
+
+/// A `kiln.DivisionByZeroError` with `message`.
+pub fn division_by_zero(message: String) -> PyErr {
+    DivisionByZeroError::new_err(message)
+}

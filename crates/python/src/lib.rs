@@ -4,6 +4,7 @@
 //! handling, the exception classes and pickling; docs/python.md is the user's
 //! guide.
 
+mod arrow;
 mod errors;
 mod function;
 mod population;
@@ -194,6 +195,8 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<Function>()?;
     m.add_class::<population::Population>()?;
+    m.add_class::<arrow::ArrowFilter>()?;
+    m.add_class::<arrow::ArrowProjector>()?;
     m.add_function(wrap_pyfunction!(compile, m)?)?;
     m.add_function(wrap_pyfunction!(aot, m)?)?;
     m.add_function(wrap_pyfunction!(tiers, m)?)?;

@@ -20,6 +20,34 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyFloat, PyInt};
 use std::collections::HashMap;
 
+/// `$body` with `$t` the Rust element type of kiln dtype `$dtype`.
+macro_rules! with_elem {
+    ($dtype:expr, $t:ident => $body:expr) => {
+        match $dtype {
+            DType::Bool => {
+                type $t = bool;
+                $body
+            }
+            DType::I32 => {
+                type $t = i32;
+                $body
+            }
+            DType::I64 => {
+                type $t = i64;
+                $body
+            }
+            DType::F32 => {
+                type $t = f32;
+                $body
+            }
+            DType::F64 => {
+                type $t = f64;
+                $body
+            }
+        }
+    };
+}
+
 /// The `numpy` module, imported once.
 pub fn numpy(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
     static NUMPY: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
@@ -30,13 +58,7 @@ pub fn numpy(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
 
 /// The NumPy dtype of a kiln dtype.
 fn np_dtype(py: Python<'_>, d: DType) -> Bound<'_, numpy::PyArrayDescr> {
-    match d {
-        DType::Bool => dtype::<bool>(py),
-        DType::I32 => dtype::<i32>(py),
-        DType::I64 => dtype::<i64>(py),
-        DType::F32 => dtype::<f32>(py),
-        DType::F64 => dtype::<f64>(py),
-    }
+    with_elem!(d, T => dtype::<T>(py))
 }
 
 /// A Python scalar as input `name` of `dtype`.
@@ -188,13 +210,7 @@ pub fn array<'py>(
             .cast_into::<PyUntypedArray>()?,
     };
     let target = np_dtype(py, dtype);
-    let fits = match dtype {
-        DType::Bool => in_place::<bool>(&array),
-        DType::I32 => in_place::<i32>(&array),
-        DType::I64 => in_place::<i64>(&array),
-        DType::F32 => in_place::<f32>(&array),
-        DType::F64 => in_place::<f64>(&array),
-    };
+    let fits = with_elem!(dtype, T => in_place::<T>(&array));
     if !fits {
         if !can_cast(np, &array, &target)? {
             return Err(PyTypeError::new_err(format!(
@@ -313,13 +329,7 @@ impl<'py> Room<'py> {
                 let array = obj.cast::<PyUntypedArray>().map_err(|_| {
                     PyTypeError::new_err(format!("out for `{name}` must be a NumPy array"))
                 })?;
-                let fits = match dtype {
-                    DType::Bool => in_place::<bool>(array),
-                    DType::I32 => in_place::<i32>(array),
-                    DType::I64 => in_place::<i64>(array),
-                    DType::F32 => in_place::<f32>(array),
-                    DType::F64 => in_place::<f64>(array),
-                };
+                let fits = with_elem!(dtype, T => in_place::<T>(array));
                 if !fits {
                     return Err(PyTypeError::new_err(format!(
                         "out for `{name}` must be a C-contiguous, aligned array of {dtype}, got {} ({})",
