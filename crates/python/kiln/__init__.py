@@ -39,6 +39,7 @@ __all__ = [
     "compile",
     "aot",
     "tiers",
+    "jit",
 ]
 
 Source = Union[str, bytes, "os.PathLike[str]"]
@@ -193,3 +194,6 @@ def _rebuild(recipe):
 def _population(exprs, variables, tier, threads):
     """Unpickles a kiln.Population: compiles it again."""
     return Population(exprs, variables, tier=tier, threads=threads or None)
+
+
+from ._jit import jit  # noqa: E402  (needs _spec above)

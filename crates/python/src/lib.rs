@@ -184,6 +184,16 @@ fn aot(
     })
 }
 
+/// Checks that `text` parses as the Python subset (no types yet: `@kiln.jit`
+/// calls this at decoration, and compiles on the first call); a
+/// `kiln.ParseError` if not.
+#[pyfunction]
+fn check_syntax(text: &str, name: &str) -> PyResult<()> {
+    kiln::frontend::py::parse_ast(text, kiln::frontend::py::Syntax::Python)
+        .map(|_| ())
+        .map_err(|e| parse_error(&e.render(name, text), name, text, e.loc))
+}
+
 /// The tiers this build can compile with.
 #[pyfunction]
 fn tiers() -> Vec<&'static str> {
@@ -200,5 +210,6 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(compile, m)?)?;
     m.add_function(wrap_pyfunction!(aot, m)?)?;
     m.add_function(wrap_pyfunction!(tiers, m)?)?;
+    m.add_function(wrap_pyfunction!(check_syntax, m)?)?;
     Ok(())
 }
