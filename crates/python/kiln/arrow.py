@@ -47,6 +47,17 @@ class Filter:
             return parts[0]
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint32)
 
+    def positions(self, data: Batch) -> np.ndarray:
+        """The selection as NumPy ``int64`` positions (what pandas' ``iloc``
+        takes without converting)."""
+        parts, offset = [], 0
+        for batch in _batches(data):
+            parts.append(self._inner.positions(batch) + offset)
+            offset += batch.num_rows
+        if len(parts) == 1:
+            return parts[0]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
     def evaluate(self, data: Batch) -> pa.UInt32Array:
         """The ascending indices of the rows where the condition is true
         (a null condition keeps no row, as in SQL)."""

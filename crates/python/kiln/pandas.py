@@ -88,7 +88,9 @@ class KilnAccessor:
     def query(self, expr: str, *, tier: str = "cranelift") -> pd.DataFrame:
         """The rows where `expr` is true, index kept: what ``df.query``
         returns."""
-        return self._df.iloc[self.indices(expr, tier=tier)]
+        batch, _ = _batch(self._df, expr)
+        positions = _compiled("filter", batch.schema, expr, tier).positions(batch)
+        return self._df.iloc[positions]
 
     def eval(self, expr: str, *, tier: str = "cranelift") -> pd.Series:
         """`expr` over every row, as a Series on the frame's index. Nullable

@@ -123,15 +123,37 @@ impl ArrowFilter {
     }
 
     /// The ascending indices of the rows where the condition is true, as a
-    /// NumPy `uint32` array (the Python layer wraps it for pyarrow).
+    /// NumPy `uint32` array (the Python layer wraps it for pyarrow): the
+    /// kernel's own buffer, handed over without a copy.
     fn indices<'py>(
         &self,
         py: Python<'py>,
         batch: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyArray1<u32>>> {
         let batch = import_batch(batch)?;
-        let rows = py.detach(|| self.inner.evaluate(&batch)).map_err(error)?;
-        Ok(PyArray1::from_vec(py, rows.values().to_vec()))
+        let mut rows = Vec::new();
+        py.detach(|| self.inner.evaluate_into(&batch, &mut rows))
+            .map_err(error)?;
+        Ok(PyArray1::from_vec(py, rows))
+    }
+
+    /// The same indices as NumPy `int64` positions, what pandas' `iloc`
+    /// takes without converting them again.
+    fn positions<'py>(
+        &self,
+        py: Python<'py>,
+        batch: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyArray1<i64>>> {
+        let batch = import_batch(batch)?;
+        let mut rows = Vec::new();
+        let wide = py
+            .detach(|| {
+                self.inner
+                    .evaluate_into(&batch, &mut rows)
+                    .map(|_| rows.iter().map(|&r| i64::from(r)).collect::<Vec<i64>>())
+            })
+            .map_err(error)?;
+        Ok(PyArray1::from_vec(py, wide))
     }
 
     /// How many rows the condition keeps.
