@@ -476,6 +476,45 @@ fn fx_reductions_and_softmax() {
 }
 
 #[test]
+fn fx_max_of_one_tensor_reduces_and_max_dim_is_refused() {
+    let g = fx_graph(
+        "    %x : [num_users=2] = placeholder[target=x]
+    %a : [num_users=1] = call_function[target=torch.max](args = (%x,), kwargs = {})
+    %b : [num_users=1] = call_method[target=min](args = (%x,), kwargs = {})
+    return (a, b)",
+        &[("x", f32_tensor(&[2, 2]))],
+    )
+    .unwrap();
+    let out = run(&g, &[f32s(&[1.0, -2.0, 3.0, 0.5])]);
+    assert_eq!(out[0], Data::Scalar(Scalar::F32(3.0)));
+    assert_eq!(out[1], Data::Scalar(Scalar::F32(-2.0)));
+    // `max(x, 1)` is values and indices along axis 1, not max(x, 1.0).
+    for call in [
+        "call_function[target=torch.max](args = (%x, 1), kwargs = {})",
+        "call_method[target=max](args = (%x,), kwargs = {dim: 0})",
+        "call_function[target=torch.ops.aten.min.dim](args = (%x, 1, True), kwargs = {})",
+    ] {
+        let err = fx_graph(
+            &format!("    %x : [num_users=1] = placeholder[target=x]\n    %m : [num_users=1] = {call}\n    return m"),
+            &[("x", f32_tensor(&[2, 2]))],
+        )
+        .unwrap_err();
+        assert!(err.contains("values and indices"), "{err}");
+    }
+    assert!(fx::supports("call_function", "torch.ops.aten.max.other"));
+    assert!(fx::supports(
+        "call_function",
+        "torch.ops.aten.addmm.default"
+    ));
+    assert!(!fx::supports("call_function", "torch.ops.aten.max.dim"));
+    assert!(!fx::supports(
+        "call_function",
+        "torch.ops.aten.sort.default"
+    ));
+    assert!(!fx::supports("call_module", "fc1"));
+}
+
+#[test]
 fn tf_reductions_and_softmax() {
     let x = r#"node { name: "x" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } } attr { key: "shape" value { shape { dim { size: 2 } dim { size: 2 } } } } }
 node { name: "axis" op: "Const" attr { key: "dtype" value { type: DT_INT32 } } attr { key: "value" value { tensor { dtype: DT_INT32 tensor_shape { dim { size: 1 } } int_val: -1 } } } }

@@ -2,7 +2,7 @@
 `../shared/peers/run.sh w2 w4` in the same session: only ratios from one run
 mean anything on a noisy machine).
 
-  .venv/bin/python crates/python/benchmarks/bench.py [scalar] [population] [query]
+  .venv/bin/python crates/python/benchmarks/bench.py [scalar] [population] [query] [torch]
 
 - scalar: `f(1.0)` for f(x) = x + 2.0, 1M calls from a Python loop (W4's
   method: median of 7 interleaved repeats), with the empty loop and a Python
@@ -12,6 +12,10 @@ mean anything on a noisy machine).
 - query: the seed query `(x > 2.0) & (x < 6.0)` over 10M rows of a
   DataFrame: df.kiln.query against df.query (numexpr engine) and a NumPy
   boolean mask (median of 7 interleaved repeats).
+- torch: the batch-64 784→256→10 MLP (Linear, ReLU, Linear) under
+  torch.no_grad: eager, torch.compile's default backend (inductor) and
+  torch.compile(backend="kiln") on both JIT tiers, with torch on 1 and 2
+  threads; median of 7 interleaved repeats of 1000 calls, after warm-up.
 
 Build the release wheel first (docs/performance.md has the commands).
 """
@@ -112,7 +116,43 @@ def query():
              min_ms=min(ts) * 1e3)
 
 
+def torch_mlp():
+    import torch
+    import torch._dynamo
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10)
+    ).eval()
+    x = torch.randn(64, 784)
+    calls = 1000
+    for threads in (1, 2):
+        torch.set_num_threads(threads)
+        torch._dynamo.reset()
+        runs = [
+            ("torch-eager", model),
+            ("torch.compile-inductor", torch.compile(model)),
+            ("kiln-cranelift", torch.compile(model, backend="kiln")),
+            ("kiln-llvm", torch.compile(model, backend="kiln", options={"tier": "llvm"})),
+        ]
+        with torch.no_grad():
+            want = model(x)
+            for _, f in runs:
+                torch.testing.assert_close(f(x), want, rtol=1e-5, atol=1e-6)
+
+            def loop(f):
+                def run():
+                    for _ in range(calls):
+                        f(x)
+                return run
+
+            times = interleaved([loop(f) for _, f in runs], repeats=7)
+        for (peer, _), ts in zip(runs, times):
+            emit(workload="mlp-784-256-10-batch64", peer=peer, threads=threads,
+                 median_us=statistics.median(ts) / calls * 1e6, min_us=min(ts) / calls * 1e6)
+
+
 if __name__ == "__main__":
-    which = sys.argv[1:] or ["scalar", "population", "query"]
+    which = sys.argv[1:] or ["scalar", "population", "query", "torch"]
     for w in which:
-        {"scalar": scalar, "population": population, "query": query}[w]()
+        {"scalar": scalar, "population": population, "query": query, "torch": torch_mlp}[w]()

@@ -7,6 +7,7 @@
 mod arrow;
 mod errors;
 mod function;
+mod fx;
 mod population;
 mod values;
 
@@ -82,18 +83,25 @@ fn load(spec: &SourceSpec) -> PyResult<Verified> {
     let text = String::from_utf8_lossy(&spec.data);
     let loaded = kiln::load_bytes(&spec.data, format, &options)
         .map_err(|e| parse_error(&e.render(&spec.name, &text), &spec.name, &text, e.loc))?;
-    kiln::verify(loaded.graph).map_err(|errors| {
+    verify_located(loaded.graph, &loaded.source_map, &spec.name, &text)
+}
+
+/// Verifies a graph; its errors are one `kiln.CompileError`, each located in
+/// `text` (named `name`) where the source map knows the value.
+fn verify_located(
+    graph: kiln::ir::Graph,
+    source_map: &kiln::ir::SourceMap,
+    name: &str,
+    text: &str,
+) -> PyResult<Verified> {
+    kiln::verify(graph).map_err(|errors| {
         let lines: Vec<String> = errors
             .0
             .iter()
-            .map(
-                |e| match e.location.and_then(|v| loaded.source_map.get(v)) {
-                    Some(loc) => {
-                        kiln::ir::diag::render_located(&spec.name, &text, loc, &e.to_string())
-                    }
-                    None => format!("{}: error: {e}", spec.name),
-                },
-            )
+            .map(|e| match e.location.and_then(|v| source_map.get(v)) {
+                Some(loc) => kiln::ir::diag::render_located(name, text, loc, &e.to_string()),
+                None => format!("{name}: error: {e}"),
+            })
             .collect();
         compile_error(lines.join("\n"))
     })
@@ -211,5 +219,7 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(aot, m)?)?;
     m.add_function(wrap_pyfunction!(tiers, m)?)?;
     m.add_function(wrap_pyfunction!(check_syntax, m)?)?;
+    m.add_function(wrap_pyfunction!(fx::compile_fx, m)?)?;
+    m.add_function(wrap_pyfunction!(fx::fx_supports, m)?)?;
     Ok(())
 }

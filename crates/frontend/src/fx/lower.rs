@@ -467,10 +467,20 @@ const OPS: &[(&[&str], Build)] = &[
     }),
     (&["maximum", "max", "minimum", "min"], |this, op, node| {
         Ok({
-            if node.args.len() + node.kwargs.len() < 2 {
-                return Err(format!("unsupported: `{op}` over a tensor's elements (a reduction; tensor ops are not in kiln's IR yet)"));
-            }
             let is_max = op.starts_with("max");
+            // torch's `max(x, dim)` (ATen's `max.dim`) is an arg-reduction:
+            // values and indices.
+            let dim_form = matches!(node.args.get(1), Some(Arg::Int(_)))
+                || node.kwargs.iter().any(|(k, _)| k == "dim");
+            if dim_form && (op == "max" || op == "min") {
+                return Err(format!(
+                    "unsupported: `{op}(x, dim)` returns values and indices (an arg-reduction)"
+                ));
+            }
+            if node.args.len() + node.kwargs.len() < 2 {
+                // `max(x)`: every element.
+                return this.reduction(if is_max { "amax" } else { "amin" }, node);
+            }
             this.binary(node, if is_max { BinaryOp::Max } else { BinaryOp::Min })?
         })
     }),
@@ -489,6 +499,36 @@ const OPS: &[(&[&str], Build)] = &[
         |this, op, node| this.convert(op, node),
     ),
 ];
+
+/// ATen overloads whose op name the importer knows but whose meaning it does
+/// not build (its builders refuse them too): `max.dim` returns values and
+/// indices.
+const REFUSED_OVERLOADS: &[(&str, &str)] = &[
+    ("max", "dim"),
+    ("min", "dim"),
+    ("max", "names_dim"),
+    ("min", "names_dim"),
+];
+
+/// Whether the importer builds a node of kind `kind` (`call_function`,
+/// `call_method`) with `target`, as [`op_name`] normalizes it. The op's
+/// arguments may still be refused when it is lowered (an integer `pow` whose
+/// exponent is a tensor, say); `call_module` nodes depend on the module tree
+/// and are not answered here.
+pub fn supports(kind: &str, target: &str) -> bool {
+    if !kind.starts_with("call_") || kind == "call_module" {
+        return false;
+    }
+    if let Some(aten) = target.strip_prefix("torch.ops.aten.") {
+        if let Some((op, overload)) = aten.split_once('.') {
+            if REFUSED_OVERLOADS.contains(&(op, overload)) {
+                return false;
+            }
+        }
+    }
+    let name = op_name(kind, target);
+    builder(&name).is_some() || MULTI_OPS.contains(&name.as_str())
+}
 
 /// The builder of op `name`.
 fn builder(name: &str) -> Option<Build> {

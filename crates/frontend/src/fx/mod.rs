@@ -16,7 +16,7 @@ mod lower;
 pub mod modules;
 mod text;
 
-pub use lower::{op_name, torch_dtype};
+pub use lower::{op_name, supports, torch_dtype};
 pub use modules::Module;
 pub use text::{parse as parse_text, Arg, FxGraph, Node, MAX_DEPTH};
 
@@ -63,6 +63,17 @@ pub fn parse(src: &str, opts: &Options) -> ParseResult<(Graph, SourceMap)> {
     modules.extend(opts.modules.iter().map(|(k, m)| (k.clone(), m.clone())));
     modules::apply(&mut g, &modules);
     lower::lower(src, &g, opts, &modules)
+}
+
+/// Lowers nodes a caller built itself (kiln's Python package passes a
+/// `torch.fx.Graph`'s nodes, as `torch.compile` hands them over, without
+/// printing and re-parsing them). `src` is the text errors point into: each
+/// node's [`Node::offset`] is the start of its line there, and
+/// [`FxGraph::output_offset`] that of the `return` line. Nodes are
+/// `placeholder`, `get_attr` (read from [`Options::weights`]) and
+/// `call_function`/`call_method`; there is no module tree.
+pub fn lower_nodes(src: &str, g: &FxGraph, opts: &Options) -> ParseResult<(Graph, SourceMap)> {
+    lower::lower(src, g, opts, &HashMap::new())
 }
 
 /// The nodes of either form of fx text, before lowering, and the module tree

@@ -1,0 +1,471 @@
+"""``torch.compile(model, backend="kiln")``: kiln as a TorchDynamo backend.
+
+The backend is registered through the ``torch_dynamo_backends`` entry point,
+so ``backend="kiln"`` works without importing kiln first. Dynamo hands it an
+FX graph whose parameters are placeholders; ``aot_autograd`` lowers it to ATen
+(functionalized, with the decompositions below); kiln's own fx importer, in
+Rust, receives the node list (no text is printed and parsed again).
+
+Ops kiln cannot compile never make ``torch.compile`` fail: torch's
+``CapabilityBasedPartitioner`` splits the graph, kiln runs the partitions it
+supports and eager PyTorch runs the rest. A partition is compiled for the
+shapes it is called with, once per shape (Dynamo's symbolic sizes are
+specialized at call time), so a new batch size compiles again and is then
+cached. Inference only: when a model needs gradients the forward pass runs on
+kiln and the backward pass in eager PyTorch, with a warning the first time.
+
+``kiln.torch.explain(model, *inputs)`` reports which nodes ran where.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+import threading
+import warnings
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+import torch
+from torch._dynamo.backends.common import aot_autograd
+from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+from torch.fx.passes.operator_support import OperatorSupport
+
+from . import _kiln
+from ._errors import KilnError
+
+__all__ = ["backend", "explain", "Explanation", "NodeReport"]
+
+# torch's dtypes kiln computes with, and their kiln names.
+_DTYPES = {
+    torch.float32: "f32",
+    torch.float64: "f64",
+    torch.int32: "i32",
+    torch.int64: "i64",
+    torch.bool: "bool",
+}
+
+_TIERS = ("cranelift", "llvm", "interp")
+_OPTIONS = ("tier", "optimize")
+
+
+def _decompositions():
+    """ATen ops kiln's importer does not build, decomposed into ones it does
+    (activations it builds itself, such as `silu` and `gelu`, are not)."""
+    aten = torch.ops.aten
+    from torch._decomp import get_decompositions
+
+    return get_decompositions(
+        [
+            aten.native_layer_norm,
+            aten.addcmul,
+            aten.addcdiv,
+            aten.lerp,
+            aten.linalg_vector_norm,
+            aten.logsumexp,
+            aten.baddbmm,
+        ]
+    )
+
+
+class _Fallback(Exception):
+    """A graph or an argument kiln does not take; eager PyTorch runs it."""
+
+
+def _target_name(node: torch.fx.Node) -> str:
+    """The target as kiln's importer reads it: `torch.ops.aten.addmm.default`,
+    `operator.getitem`."""
+    t = node.target
+    if isinstance(t, str):
+        return t
+    if isinstance(t, torch._ops.OpOverload):
+        return f"torch.ops.{t}"
+    if isinstance(t, torch._ops.OpOverloadPacket):
+        return f"torch.ops.{t._qualified_op_name.replace('::', '.')}"
+    return f"{getattr(t, '__module__', None) or '_'}.{getattr(t, '__name__', repr(t))}"
+
+
+def _tensor_meta(value) -> Optional[tuple]:
+    """(dtype, shape) of a tensor's fake value, None for anything else."""
+    if isinstance(value, torch.Tensor):
+        return value.dtype, tuple(value.shape)
+    return None
+
+
+def _is_sym(node) -> bool:
+    return isinstance(node, torch.fx.Node) and isinstance(
+        node.meta.get("val"), (torch.SymInt, torch.SymFloat, torch.SymBool)
+    )
+
+
+class _Support(OperatorSupport):
+    """The nodes kiln compiles: calls its importer builds, on CPU tensors of
+    the dtypes it has; a `getitem` of such a call."""
+
+    def is_node_supported(self, submodules, node: torch.fx.Node) -> bool:
+        return _why_not(node) is None
+
+
+def _why_not(node: torch.fx.Node) -> Optional[str]:
+    """Why kiln does not compile `node`, or None if it does."""
+    if node.op not in ("call_function", "call_method"):
+        return f"{node.op} nodes run in torch"
+    if node.target is operator.getitem:
+        source = node.args[0]
+        if isinstance(source, torch.fx.Node) and _why_not(source) is None:
+            return None
+        return "a getitem of a node kiln does not compile"
+    target = _target_name(node)
+    if not _kiln.fx_supports(node.op, target):
+        return f"kiln has no `{target}`"
+    val = node.meta.get("val")
+    if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool, int, float, bool)):
+        return "a size computation"
+    values = list(val) if isinstance(val, (list, tuple)) else [val]
+    values += [a.meta.get("val") for a in node.all_input_nodes]
+    for v in values:
+        if isinstance(v, torch.Tensor):
+            if v.dtype not in _DTYPES:
+                return f"dtype {v.dtype}"
+            if v.device.type != "cpu":
+                return f"a tensor on {v.device}"
+        elif isinstance(v, (torch.SymFloat, torch.SymBool)):
+            return "a symbolic float or bool"
+    return None
+
+
+def _tag(a, sizes: dict) -> tuple:
+    """One argument in the tagged form `kiln._kiln.compile_fx` decodes;
+    `sizes` gives the values of symbolic-size nodes at this call."""
+    if isinstance(a, torch.fx.Node):
+        if a.name in sizes:
+            return ("i", sizes[a.name])
+        return ("n", a.name)
+    if isinstance(a, bool):
+        return ("b", a)
+    if isinstance(a, int):
+        return ("i", a)
+    if isinstance(a, float):
+        return ("f", a)
+    if a is None:
+        return ("none",)
+    if isinstance(a, str):
+        return ("s", a)
+    if isinstance(a, (list, tuple)):
+        return ("seq", [_tag(x, sizes) for x in a])
+    if isinstance(a, slice):
+        parts = (a.start, a.stop, a.step)
+        if not all(p is None or isinstance(p, int) for p in parts):
+            raise _Fallback(f"slice {a!r}")
+        return ("slice", *parts)
+    if isinstance(a, (torch.dtype, torch.device, torch.memory_format, torch.layout)):
+        return ("name", str(a))
+    raise _Fallback(f"argument {a!r} of type {type(a).__name__}")
+
+
+def _kiln_type(dtype: torch.dtype, shape: Sequence[int]) -> str:
+    name = _DTYPES.get(dtype)
+    if name is None:
+        raise _Fallback(f"dtype {dtype}")
+    return f"{name}[{', '.join(str(int(d)) for d in shape)}]" if len(shape) else name
+
+
+class _Stats:
+    """What a backend instance saw, for `explain`."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.nodes: dict = {}
+        self.graphs = 0
+        self.compiles = 0
+        self.fallbacks: list = []
+
+    def record(self, node: torch.fx.Node, where: str, reason: Optional[str]):
+        with self.lock:
+            key = (self.graphs, node.name)
+            self.nodes[key] = NodeReport(node.name, _target_name(node), where, reason)
+
+
+class _KilnGraph(torch.nn.Module):
+    """One partition: an fx graph kiln compiles, once per input signature
+    (shapes, and the values of symbolic sizes), and runs on NumPy views of the
+    tensors. If kiln refuses it at its first compile, eager PyTorch runs it
+    from then on."""
+
+    def __init__(self, gm: torch.fx.GraphModule, tier: str, optimize: bool, stats, name: str):
+        super().__init__()
+        self.gm = gm
+        self.tier = tier
+        self.optimize = optimize
+        self.stats = stats
+        self.label = name
+        self.lock = threading.Lock()
+        self.cache: dict = {}
+        self.eager_reason: Optional[str] = None
+        graph = gm.graph
+        self.placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+        self.attrs = [n for n in graph.nodes if n.op == "get_attr"]
+        (out_node,) = [n for n in graph.nodes if n.op == "output"]
+        outs = out_node.args[0]
+        self.out_tuple = isinstance(outs, (list, tuple))
+        self.outs = list(outs) if self.out_tuple else [outs]
+        # The outputs kiln computes, each once; inputs and constants that are
+        # also outputs are passed through here.
+        self.computed: list = []
+        for o in self.outs:
+            if not isinstance(o, torch.fx.Node) or o.op in ("placeholder", "get_attr"):
+                continue
+            if not isinstance(o.meta.get("val", torch.empty(0)), torch.Tensor):
+                self.eager_reason = f"output {o.name} is not a tensor"
+            elif o not in self.computed:
+                self.computed.append(o)
+        if not self.computed:
+            self.eager_reason = "nothing to compute"
+        if self.eager_reason is not None:
+            for n in graph.nodes:
+                if n.op in ("call_function", "call_method"):
+                    stats.record(n, "eager", self.eager_reason)
+
+    def _source(self, sizes: dict):
+        """The nodes kiln compiles, tagged, and the text errors point into:
+        the graph as torch prints it, a line a node."""
+        lines, nodes, pos = [], [], 0
+        for n in self.gm.graph.nodes:
+            if n.op == "output" or n.name in sizes:
+                continue
+            if n.op in ("placeholder", "get_attr"):
+                kind, target, args, kwargs = "placeholder", n.name, [], []
+            else:
+                kind, target = n.op, _target_name(n)
+                args = [_tag(a, sizes) for a in n.args]
+                kwargs = [(k, _tag(v, sizes)) for k, v in n.kwargs.items()]
+            line = "    " + (n.format_node() or n.name)
+            nodes.append((n.name, kind, target, args, kwargs, pos))
+            lines.append(line)
+            pos += len(line) + 1
+        lines.append("    return " + ", ".join(n.name for n in self.computed))
+        return nodes, "\n".join(lines) + "\n", pos
+
+    def _inputs(self, args):
+        """The tensors kiln reads, by name, with their types, and the values
+        of the symbolic sizes."""
+        if len(args) != len(self.placeholders):
+            raise _Fallback(f"{len(args)} arguments for {len(self.placeholders)} inputs")
+        tensors, types, sizes = {}, {}, {}
+        for n, a in zip(self.placeholders, args):
+            if isinstance(a, torch.Tensor):
+                tensors[n.name] = a
+            elif isinstance(a, (int, torch.SymInt)) and not isinstance(a, bool):
+                sizes[n.name] = int(a)
+            else:
+                raise _Fallback(f"input {n.name} is a {type(a).__name__}")
+        for n in self.attrs:
+            value = operator.attrgetter(n.target)(self.gm)
+            if not isinstance(value, torch.Tensor):
+                raise _Fallback(f"attribute {n.target} is not a tensor")
+            tensors[n.name] = value
+        for name, t in tensors.items():
+            if t.device.type != "cpu":
+                raise _Fallback(f"{name} is on {t.device}")
+            types[name] = _kiln_type(t.dtype, t.shape)
+        return tensors, types, sizes
+
+    def _compile(self, types: dict, sizes: dict):
+        nodes, source, out_offset = self._source(sizes)
+        output = [("n", n.name) for n in self.computed]
+        return _kiln.compile_fx(
+            nodes, output, out_offset, source, f"<{self.label}>", types, self.tier, self.optimize
+        )
+
+    def _eager(self, reason: str):
+        self.eager_reason = reason
+        warnings.warn(
+            f"kiln: {self.label} runs in eager PyTorch: {reason}", RuntimeWarning, stacklevel=3
+        )
+        for n in self.gm.graph.nodes:
+            if n.op in ("call_function", "call_method"):
+                self.stats.record(n, "eager", reason)
+
+    def forward(self, *args):
+        if self.eager_reason is None:
+            try:
+                tensors, types, sizes = self._inputs(args)
+                key = tuple(types.items()) + tuple(sizes.items())
+                with self.lock:
+                    fn = self.cache.get(key)
+                    if fn is None:
+                        fn = self._compile(types, sizes)
+                        self.cache[key] = fn
+                        self.stats.compiles += 1
+            except (_Fallback, KilnError) as e:
+                self._eager(str(e).splitlines()[0] if str(e) else type(e).__name__)
+            else:
+                return self._run(fn, tensors, args)
+        return self.gm(*args)
+
+    def _run(self, fn, tensors, args):
+        results = fn(**{name: t.detach().numpy() for name, t in tensors.items()})
+        if len(self.computed) == 1:
+            results = (results,)
+        env = dict(zip(self.placeholders, args))
+        for node, r in zip(self.computed, results):
+            r = np.asarray(r)
+            if r.ndim:
+                env[node] = torch.from_numpy(r)
+            else:  # a 0-d result comes back as a Python scalar
+                meta = node.meta.get("val")
+                dtype = meta.dtype if isinstance(meta, torch.Tensor) else None
+                env[node] = torch.tensor(r.item(), dtype=dtype)
+        out = []
+        for o in self.outs:
+            if not isinstance(o, torch.fx.Node):
+                out.append(o)
+            elif o.op == "get_attr":
+                out.append(operator.attrgetter(o.target)(self.gm))
+            else:
+                out.append(env[o])
+        return tuple(out) if self.out_tuple else out[0]
+
+
+def _compile_graph(gm: torch.fx.GraphModule, tier: str, optimize: bool, stats: _Stats):
+    """Partitions an ATen graph: kiln runs what it supports, eager the rest."""
+    stats.graphs += 1
+    calls = [n for n in gm.graph.nodes if n.op in ("call_function", "call_method")]
+    unsupported = {n: _why_not(n) for n in calls}
+    unsupported = {n: r for n, r in unsupported.items() if r is not None}
+    if not unsupported and calls:
+        for n in calls:
+            stats.record(n, "kiln", None)
+        return _KilnGraph(gm, tier, optimize, stats, f"graph {stats.graphs}")
+    if len(unsupported) == len(calls):
+        for n in calls:
+            stats.record(n, "eager", unsupported[n])
+        return gm
+    partitioner = CapabilityBasedPartitioner(gm, _Support(), allows_single_node_partition=True)
+    partitions = partitioner.propose_partitions()
+    in_kiln = {n for p in partitions for n in p.nodes}
+    for n in calls:
+        if n in in_kiln:
+            stats.record(n, "kiln", None)
+        else:
+            stats.record(n, "eager", unsupported.get(n, "left outside kiln's partitions"))
+    fused = partitioner.fuse_partitions(partitions, prefix="kiln_")
+    for name, sub in list(fused.named_children()):
+        if name.startswith("kiln_") and isinstance(sub, torch.fx.GraphModule):
+            label = f"graph {stats.graphs} {name}"
+            setattr(fused, name, _KilnGraph(sub, tier, optimize, stats, label))
+    fused.recompile()
+    return fused
+
+
+_BACKWARD_WARNED = False
+
+
+def _backward(gm: torch.fx.GraphModule, example_inputs):
+    """The backward pass runs in eager PyTorch (kiln compiles inference)."""
+    global _BACKWARD_WARNED
+    if not _BACKWARD_WARNED:
+        _BACKWARD_WARNED = True
+        warnings.warn(
+            "kiln compiles inference only: the backward pass runs in eager PyTorch",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    from functorch.compile import make_boxed_func
+
+    return make_boxed_func(gm.forward)
+
+
+def _make_backend(tier: str, optimize: bool, stats: _Stats):
+    from functorch.compile import make_boxed_func
+
+    def forward(gm: torch.fx.GraphModule, example_inputs):
+        compiled = _compile_graph(gm, tier, optimize, stats)
+        return make_boxed_func(compiled.forward if isinstance(compiled, torch.nn.Module) else compiled)
+
+    return aot_autograd(
+        fw_compiler=forward,
+        bw_compiler=_backward,
+        decompositions=_decompositions(),
+    )
+
+
+def _check_options(options: Optional[dict]) -> tuple:
+    options = dict(options or {})
+    unknown = sorted(set(options) - set(_OPTIONS))
+    if unknown:
+        raise ValueError(f"unknown kiln backend options {unknown}: the options are {list(_OPTIONS)}")
+    tier = options.get("tier", "cranelift")
+    if tier not in _TIERS:
+        raise ValueError(f"tier must be one of {', '.join(_TIERS)}, not {tier!r}")
+    optimize = options.get("optimize", True)
+    if not isinstance(optimize, bool):
+        raise TypeError(f"optimize must be a bool, not {type(optimize).__name__}")
+    return tier, optimize
+
+
+def backend(gm: torch.fx.GraphModule, example_inputs, options: Optional[dict] = None, **kwargs):
+    """The TorchDynamo backend: ``torch.compile(model, backend="kiln",
+    options={"tier": "llvm"})``. Options: ``tier`` (``"cranelift"``, the
+    default, ``"llvm"`` or ``"interp"``) and ``optimize`` (kiln's graph
+    optimizations, on by default)."""
+    if kwargs.get("mode") not in (None, "default"):
+        raise ValueError(f"the kiln backend has no mode {kwargs['mode']!r}")
+    tier, optimize = _check_options(options)
+    return _make_backend(tier, optimize, _Stats())(gm, example_inputs)
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeReport:
+    """Where one ATen node ran."""
+
+    name: str
+    target: str
+    #: ``"kiln"`` or ``"eager"``.
+    ran_on: str
+    #: Why eager PyTorch ran it (None on kiln).
+    reason: Optional[str]
+
+
+@dataclasses.dataclass
+class Explanation:
+    """What ``torch.compile(backend="kiln")`` did with a model."""
+
+    #: Every ATen node of every graph Dynamo handed over, in order.
+    nodes: list
+    #: How many graphs Dynamo handed over (graph breaks add graphs).
+    graphs: int
+    #: How many kiln programs were compiled.
+    compiles: int
+
+    @property
+    def kiln_nodes(self) -> list:
+        return [n for n in self.nodes if n.ran_on == "kiln"]
+
+    @property
+    def eager_nodes(self) -> list:
+        return [n for n in self.nodes if n.ran_on == "eager"]
+
+    def __str__(self) -> str:
+        lines = [
+            f"{len(self.kiln_nodes)} of {len(self.nodes)} ATen nodes ran on kiln "
+            f"({self.graphs} graph(s), {self.compiles} kiln program(s))"
+        ]
+        width = max((len(n.name) for n in self.nodes), default=0)
+        for n in self.nodes:
+            why = f"  ({n.reason})" if n.reason else ""
+            lines.append(f"  {n.name:<{width}}  {n.ran_on:<5}  {n.target}{why}")
+        return "\n".join(lines)
+
+
+def explain(model: Callable, *inputs: Any, tier: str = "cranelift", optimize: bool = True) -> Explanation:
+    """Compiles ``model`` with the kiln backend, runs it once on ``inputs``
+    (without gradients), and reports which ATen nodes kiln ran and which
+    eager PyTorch ran, and why."""
+    tier, optimize = _check_options({"tier": tier, "optimize": optimize})
+    stats = _Stats()
+    compiled = torch.compile(model, backend=_make_backend(tier, optimize, stats), dynamic=False)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        compiled(*inputs)
+    return Explanation(list(stats.nodes.values()), stats.graphs, stats.compiles)

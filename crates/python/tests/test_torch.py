@@ -1,0 +1,236 @@
+"""torch.compile(backend="kiln") against eager PyTorch (real torch, CPU)."""
+
+import subprocess
+import sys
+import warnings
+
+import pytest
+import torch
+import torch._dynamo
+from torch import nn
+
+import kiln
+import kiln.torch as kt
+
+TIERS = kiln.tiers()
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def close(got, want, rtol=1e-6, atol=1e-7):
+    """f32 results within 1e-6 relative of eager (and 1e-7 absolute near 0)."""
+    assert got.dtype == want.dtype and got.shape == want.shape
+    torch.testing.assert_close(got, want, rtol=rtol, atol=atol, equal_nan=True)
+
+
+def compiled(model, tier, **kw):
+    return torch.compile(model, backend="kiln", options={"tier": tier}, **kw)
+
+
+def nnc(x):
+    """The fused function of the fx tutorial's NNC example."""
+    a = x * x
+    b = torch.sin(a)
+    c = torch.cos(b)
+    d = c * c
+    return d + d * d
+
+
+def mlp():
+    torch.manual_seed(0)
+    return nn.Sequential(
+        nn.Linear(16, 32),
+        nn.ReLU(),
+        nn.Linear(32, 32),
+        nn.GELU(),
+        nn.Linear(32, 8),
+        nn.Sigmoid(),
+        nn.Linear(8, 4),
+        nn.Softmax(dim=-1),
+    ).eval()
+
+
+def test_backend_registered_by_entry_point():
+    # A fresh interpreter that never imports kiln itself.
+    code = (
+        "import sys, torch\n"
+        "f = torch.compile(lambda x: torch.sin(x) * 2, backend='kiln')\n"
+        "r = f(torch.tensor([0.5, 1.0]))\n"
+        "assert 'kiln' in sys.modules\n"
+        "print(r.tolist())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    got = eval(out.stdout.strip().splitlines()[-1])
+    want = (torch.sin(torch.tensor([0.5, 1.0])) * 2).tolist()
+    assert got == want
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_nnc_function(tier):
+    g = torch.Generator().manual_seed(42)
+    x = torch.randn(1000, generator=g)
+    edges = torch.tensor([0.0, -0.0, 1e-30, 3.0, -7.5, 1e4, float("inf"), float("nan")])
+    f = compiled(nnc, tier)
+    for inp in (x, edges):
+        close(f(inp), nnc(inp))
+    assert kt.explain(nnc, x, tier=tier).eager_nodes == []
+
+
+def test_nnc_identical_bits_across_tiers():
+    x = torch.randn(4096, generator=torch.Generator().manual_seed(1))
+    results = []
+    for tier in TIERS:
+        torch._dynamo.reset()
+        results.append(compiled(nnc, tier)(x))
+    for r in results[1:]:
+        assert torch.equal(r.view(torch.int32), results[0].view(torch.int32))
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_linear(tier):
+    torch.manual_seed(3)
+    layer = nn.Linear(20, 7)
+    x = torch.randn(5, 20)
+    with torch.no_grad():
+        close(compiled(layer, tier)(x), layer(x))
+    report = kt.explain(layer, x, tier=tier)
+    assert report.eager_nodes == [] and report.compiles == 1
+    assert {"addmm", "t"} <= {n.target.split(".")[3] for n in report.kiln_nodes}
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_mlp_two_batch_sizes(tier):
+    model = mlp()
+    f = compiled(model, tier)
+    g = torch.Generator().manual_seed(7)
+    with torch.no_grad():
+        for batch in (64, 3, 64, 17):
+            x = torch.randn(batch, 16, generator=g)
+            close(f(x), model(x))
+
+
+def test_mlp_identical_bits_across_tiers():
+    model = mlp()
+    x = torch.randn(9, 16, generator=torch.Generator().manual_seed(8))
+    results = []
+    with torch.no_grad():
+        for tier in TIERS:
+            torch._dynamo.reset()
+            results.append(compiled(model, tier)(x))
+    for r in results[1:]:
+        assert torch.equal(r.view(torch.int32), results[0].view(torch.int32))
+
+
+def test_softmax_and_log_softmax_f64():
+    def f(x):
+        return torch.softmax(x, dim=1), torch.log_softmax(x * 3, dim=0).sum(dim=1)
+
+    x = torch.randn(6, 5, dtype=torch.float64)
+    for got, want in zip(compiled(f, "cranelift")(x), f(x)):
+        close(got, want, rtol=1e-12, atol=1e-15)
+
+
+class WithSort(nn.Module):
+    def forward(self, x):
+        y = torch.sin(x) * 2
+        v, i = torch.sort(y, dim=1)
+        return v + 1, i * 2
+
+
+def test_unsupported_op_falls_back_to_eager():
+    model = WithSort()
+    x = torch.randn(4, 6)
+    got = compiled(model, "cranelift")(x)
+    want = model(x)
+    close(got[0], want[0])
+    assert torch.equal(got[1], want[1])
+    report = kt.explain(model, x)
+    where = {n.name: n.ran_on for n in report.nodes}
+    assert where["sort"] == "eager" and where["sin"] == "kiln" and where["add"] == "kiln"
+    assert "aten.sort" in next(n.reason for n in report.nodes if n.name == "sort")
+    assert "sort" in str(report) and "kiln" in str(report)
+
+
+def test_max_along_a_dim_runs_eager_and_max_of_all_on_kiln():
+    def f(x):
+        return x.max(dim=1).values * 2, torch.max(x) + 1, torch.maximum(x, x * -1)
+
+    x = torch.randn(5, 3)
+    for got, want in zip(compiled(f, "cranelift")(x), f(x)):
+        close(got, want)
+    where = {n.target: n.ran_on for n in kt.explain(f, x).nodes}
+    assert where["torch.ops.aten.max.dim"] == "eager"
+    assert where["torch.ops.aten.max.default"] == "kiln"
+    assert where["torch.ops.aten.maximum.default"] == "kiln"
+
+
+def test_unsupported_dtype_runs_eager():
+    def f(x):
+        return torch.sin(x) + 1
+
+    x = torch.randn(8).to(torch.float16)
+    assert torch.equal(compiled(f, "cranelift")(x), f(x))
+    report = kt.explain(f, x)
+    assert report.kiln_nodes == [] and "float16" in report.nodes[0].reason
+
+
+def test_arguments_kiln_refuses_fall_back_with_warning():
+    # An integer power with a tensor exponent: the importer refuses it when
+    # it compiles, so that partition runs in eager PyTorch.
+    def f(a, b):
+        return (a**b) + 1
+
+    a = torch.tensor([2, 3, 4])
+    b = torch.tensor([3, 2, 1])
+    with pytest.warns(RuntimeWarning, match="runs in eager PyTorch"):
+        got = compiled(f, "cranelift")(a, b)
+    assert torch.equal(got, f(a, b))
+
+
+def test_integer_division_by_zero_is_an_exception():
+    def f(a, b):
+        return torch.floor_divide(a, b) + 1
+
+    a = torch.tensor([7, -7, 5], dtype=torch.int64)
+    ok = torch.tensor([2, 2, -3], dtype=torch.int64)
+    fn = compiled(f, "cranelift")
+    assert torch.equal(fn(a, ok), f(a, ok))
+    with pytest.raises(ZeroDivisionError):
+        fn(a, torch.tensor([2, 0, 1], dtype=torch.int64))
+
+
+def test_training_runs_backward_in_eager_with_one_warning():
+    torch.manual_seed(5)
+    model = nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 1))
+    twin = nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 1))
+    twin.load_state_dict(model.state_dict())
+    x = torch.randn(4, 6)
+    kt._BACKWARD_WARNED = False
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        f = compiled(model, "cranelift")
+        f(x).sum().backward()
+        f(x).sum().backward()
+    backward = [w for w in caught if "backward pass runs in eager" in str(w.message)]
+    assert len(backward) == 1
+    twin(x).sum().backward()
+    twin(x).sum().backward()
+    for p, q in zip(model.parameters(), twin.parameters()):
+        close(p.grad, q.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_bad_options():
+    gm = torch.fx.symbolic_trace(nnc)
+    with pytest.raises(ValueError, match="tier must be one of"):
+        kt.backend(gm, [torch.ones(2)], options={"tier": "gpu"})
+    with pytest.raises(ValueError, match="unknown kiln backend options"):
+        kt.backend(gm, [torch.ones(2)], options={"fast": True})
+    with pytest.raises(TypeError, match="optimize must be a bool"):
+        kt.backend(gm, [torch.ones(2)], options={"optimize": "yes"})
+    with pytest.raises(Exception, match="tier must be one of"):
+        compiled(nnc, "gpu")(torch.ones(2))
