@@ -44,7 +44,7 @@ pub fn parse(src: &str) -> Result<Expr, Error> {
                 .chain(rest.iter().map(|r| r.1))
                 .collect(),
             ExprKind::IfElse(c, a, b) => vec![*c, *a, *b],
-            ExprKind::Call(_, args) | ExprKind::Tuple(args) => args.clone(),
+            ExprKind::Call(_, args, _) | ExprKind::Tuple(args) => args.clone(),
             _ => Vec::new(),
         };
         let d = 1 + children.iter().map(|&c| depth[c]).max().unwrap_or(0);
@@ -97,6 +97,9 @@ pub fn parse(src: &str) -> Result<Expr, Error> {
                     BinOp::BitAnd | BinOp::And => Func::And,
                     BinOp::BitOr | BinOp::Or => Func::Or,
                     BinOp::BitXor => Func::Xor,
+                    BinOp::MatMul => {
+                        return Err(err(node.span, "`@` is not a query operator".to_string()));
+                    }
                 };
                 call(func, vec![a, b])
             }
@@ -119,7 +122,7 @@ pub fn parse(src: &str) -> Result<Expr, Error> {
                 let (c, a, b) = (take(*c), take(*a), take(*b));
                 call(Func::If, vec![c, a, b])
             }
-            ExprKind::Call(name, args) => {
+            ExprKind::Call(name, args, _) => {
                 let mut args: Vec<Expr> = args.iter().map(|&a| take(a)).collect();
                 // `x.isnull()` and friends: a method of a column.
                 let (name, receiver) = match name.rsplit_once('.') {
@@ -143,6 +146,17 @@ pub fn parse(src: &str) -> Result<Expr, Error> {
                 call(func, args)
             }
             ExprKind::Tuple(_) => return Err(err(node.span, "a query is not a tuple".into())),
+            ExprKind::List(_)
+            | ExprKind::None
+            | ExprKind::Attr(..)
+            | ExprKind::Method(..)
+            | ExprKind::Subscript(..) => {
+                return Err(err(
+                    node.span,
+                    "lists, `None`, attributes, methods of expressions and indexing are not query syntax"
+                        .into(),
+                ))
+            }
         };
         built.push(Some(e));
     }

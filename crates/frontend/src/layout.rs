@@ -48,6 +48,86 @@ pub fn python_bounds(start: Option<i64>, stop: Option<i64>, extent: u64) -> (u64
     (start.map_or(0, clamp), stop.map_or(extent, clamp))
 }
 
+/// One item of a Python index (`x[1, 2:5, None, ...]`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Index {
+    /// An int: that element, without its axis (negatives from the end).
+    At(i64),
+    /// `start:stop:step`, each optional (`step >= 1`).
+    Slice([Option<i64>; 3]),
+    /// `None` / `np.newaxis`: a new axis of extent 1.
+    NewAxis,
+    /// `...`: as many whole axes as the other items leave.
+    Ellipsis,
+}
+
+/// Python's basic indexing (NumPy's and torch's): the items apply to the
+/// axes from the left, an int removes its axis, `None` inserts one, one
+/// `...` skips the axes the others do not name.
+pub fn index(b: &mut Builder, x: Value, items: &[Index]) -> Result<Value, String> {
+    let rank = shape(b, x).len();
+    let used = items
+        .iter()
+        .filter(|a| matches!(a, Index::At(_) | Index::Slice(_)))
+        .count();
+    if used > rank {
+        return Err(format!("{used} indices for a tensor of rank {rank}"));
+    }
+    let mut v = x;
+    let mut axis = 0;
+    let mut ellipsis = false;
+    for item in items {
+        match *item {
+            Index::At(k) => v = index_axis(b, v, axis, k)?,
+            Index::Slice(bounds) => {
+                v = slice_python(b, v, axis, bounds)?;
+                axis += 1;
+            }
+            Index::NewAxis => {
+                v = unsqueeze(b, v, axis)?;
+                axis += 1;
+            }
+            Index::Ellipsis if !ellipsis => {
+                ellipsis = true;
+                axis += rank - used;
+            }
+            Index::Ellipsis => return Err("an index can only have one `...`".into()),
+        }
+    }
+    Ok(v)
+}
+
+/// `x[start:stop:step]` along `axis` (Python bounds; kiln slices with steps
+/// of 1 or more).
+pub fn slice_python(
+    b: &mut Builder,
+    x: Value,
+    axis: usize,
+    [start, stop, step]: [Option<i64>; 3],
+) -> Result<Value, String> {
+    let step = u64::try_from(step.unwrap_or(1))
+        .ok()
+        .filter(|&s| s > 0)
+        .ok_or_else(|| format!("unsupported: slice step {step:?} (kiln slices with steps >= 1)"))?;
+    if start.is_none() && stop.is_none() && step == 1 {
+        return Ok(x);
+    }
+    let extent = fixed_extent(b, x, axis)?;
+    let (start, stop) = python_bounds(start, stop, extent);
+    slice_axis(b, x, axis, (start, stop, step))
+}
+
+/// `x[index]` along `axis`: that element, without the axis.
+pub fn index_axis(b: &mut Builder, x: Value, axis: usize, index: i64) -> Result<Value, String> {
+    let extent = fixed_extent(b, x, axis)?;
+    if !(-(extent as i64)..extent as i64).contains(&index) {
+        return Err(format!("index {index} is out of range for extent {extent}"));
+    }
+    let i = index.rem_euclid(extent as i64) as u64;
+    let piece = slice_axis(b, x, axis, (i, i + 1, 1))?;
+    squeeze(b, piece, axis)
+}
+
 /// `v[start:stop:step]` along `axis`, the other axes whole; `stop` is
 /// clamped to the extent (`u64::MAX`: to the end). The whole axis is `v`
 /// itself (so a symbolic axis passes through whole); an empty range is an

@@ -86,7 +86,11 @@ class JitFunction:
     def compiled(self, *args):
         """The :class:`kiln.Function` for these arguments (compiling it if
         needed)."""
-        key = tuple(_type_of(a, n, self._dynamic) for a, n in zip(args, self._params))
+        dyn = self._dynamic
+        key = tuple(
+            _type_of(a, n, dyn is True or (not isinstance(dyn, bool) and n in dyn))
+            for a, n in zip(args, self._params)
+        )
         hit = self._compiled.get(key)
         if hit is None:
             with self._lock:
@@ -144,10 +148,16 @@ def jit(fn=None, *, tier="cranelift", dynamic=False, optimize=True):
 
     Each distinct signature (argument dtypes and shapes) compiles once;
     shapes are exact unless ``dynamic=True``, which makes the leading
-    dimension symbolic. The function must be in kiln's Python subset: a
+    dimension of every array argument symbolic, or ``dynamic=("x", ...)``,
+    which makes only those parameters' leading dimension symbolic (the
+    batch of ``x @ w`` but not the rows of ``w``). The function must be in kiln's Python subset: a
     function outside it raises ``kiln.ParseError`` at decoration (syntax) or
     at the first call (types), located in its file.
     """
+    if not isinstance(dynamic, bool):
+        if isinstance(dynamic, str) or not all(isinstance(n, str) for n in dynamic):
+            raise TypeError("dynamic must be True, False or a tuple of parameter names")
+        dynamic = tuple(dynamic)
     if fn is None:
         return functools.partial(jit, tier=tier, dynamic=dynamic, optimize=optimize)
     return JitFunction(fn, tier=tier, dynamic=dynamic, optimize=optimize)

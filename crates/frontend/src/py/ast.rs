@@ -60,6 +60,8 @@ pub enum BinOp {
     And,
     /// `or`
     Or,
+    /// `@`: NumPy's matrix product.
+    MatMul,
 }
 
 impl BinOp {
@@ -83,6 +85,7 @@ impl BinOp {
             "&" => BinOp::BitAnd,
             "|" => BinOp::BitOr,
             "^" => BinOp::BitXor,
+            "@" => BinOp::MatMul,
             _ => return None,
         })
     }
@@ -107,10 +110,33 @@ pub enum ExprKind {
     Compare(ExprId, Vec<(kiln_ir::CmpOp, ExprId)>),
     /// `a if cond else b`: (cond, a, b).
     IfElse(ExprId, ExprId, ExprId),
-    /// A call of a (dotted) function name.
-    Call(String, Vec<ExprId>),
+    /// A call of a (dotted) name: `np.sum(x, axis=0)`, or a method of a
+    /// variable (`x.reshape(2, 3)`, resolved when lowered): positional and
+    /// keyword arguments.
+    Call(String, Vec<ExprId>, Vec<(String, ExprId)>),
     /// A tuple `(a, b)`.
     Tuple(Vec<ExprId>),
+    /// A list `[a, b]`.
+    List(Vec<ExprId>),
+    /// `None`.
+    None,
+    /// `e.name` of an expression that is not a (dotted) name: `(a @ b).T`.
+    Attr(ExprId, String),
+    /// `e.name(args, kw=…)` of an expression that is not a (dotted) name.
+    Method(ExprId, String, Vec<ExprId>, Vec<(String, ExprId)>),
+    /// `e[index, …]`: basic indexing.
+    Subscript(ExprId, Vec<Index>),
+}
+
+/// One item of a subscript.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Index {
+    /// An expression: an int, or `None` / `np.newaxis` for a new axis.
+    At(ExprId),
+    /// `start:stop:step`, each optional.
+    Slice(Option<ExprId>, Option<ExprId>, Option<ExprId>),
+    /// `...`.
+    Ellipsis,
 }
 
 /// An expression and its source span.

@@ -7,6 +7,7 @@
 
 use super::ast::{Ast, BinOp, ExprId, ExprKind, Stmt};
 use super::funcs;
+use super::tensor;
 use super::Options;
 use kiln_ir::{
     Builder, DType, Graph, Loc, ParseError, ParseResult, Scalar, SourceMap, TensorType, Type,
@@ -16,16 +17,20 @@ use std::collections::HashMap;
 pub use super::numpy::PyVal;
 use super::numpy::{Np, NpResult};
 
+/// What an expression lowered to.
 #[derive(Clone, Debug)]
-enum Lowered {
+pub(super) enum Lowered {
     Val(PyVal),
+    /// A tuple or list.
     Tuple(Vec<PyVal>),
+    /// `None`: an argument (`axis=None`) or a new axis in an index.
+    None,
 }
 
 /// Lowering state.
 pub struct Lower<'a> {
     src: &'a str,
-    ast: &'a Ast,
+    pub(super) ast: &'a Ast,
     opts: &'a Options,
     /// The graph being built.
     pub b: Builder,
@@ -221,9 +226,43 @@ impl<'a> Lower<'a> {
             Lowered::Tuple(_) => Err(ParseError::at(
                 self.src,
                 self.ast.exprs[e].span.start,
-                "a tuple can only be returned or assigned",
+                "a tuple or list can only be returned, assigned or passed to a function",
+            )),
+            Lowered::None => Err(ParseError::at(
+                self.src,
+                self.ast.exprs[e].span.start,
+                "`None` is not a value here (it is an argument or a new axis in an index)",
             )),
         }
+    }
+
+    /// What an already lowered expression is.
+    pub(super) fn lowered(&self, e: ExprId) -> Option<&Lowered> {
+        self.values[e].as_ref()
+    }
+
+    /// A dotted name whose first component is a variable (`x.T`,
+    /// `x.reshape`): the variable and the attributes after it. Names with a
+    /// module prefix (`np.pi`, `math.sin`) are not.
+    fn receiver_of<'n>(&mut self, name: &'n str) -> ParseResult<Option<(PyVal, Vec<&'n str>)>> {
+        let Some((first, rest)) = name.split_once('.') else {
+            return Ok(None);
+        };
+        if !self.env.contains_key(first)
+            && (funcs::base_name(name).is_some() || funcs::constant(name).is_some())
+        {
+            return Ok(None);
+        }
+        let x = self.lookup(first)?;
+        Ok(Some((x, rest.split('.').collect())))
+    }
+
+    /// `x.a.b`: attributes one after another.
+    fn attributes(&mut self, mut x: PyVal, attrs: &[&str]) -> ParseResult<PyVal> {
+        for a in attrs {
+            x = self.attribute(x, a)?;
+        }
+        Ok(x)
     }
 
     /// A literal constant.
@@ -238,7 +277,10 @@ impl<'a> Lower<'a> {
         let expr = &self.ast.exprs[e];
         self.at = expr.span.start;
         let lowered = match &expr.kind {
-            ExprKind::Name(n) => Lowered::Val(self.lookup(n)?),
+            ExprKind::Name(n) => match self.receiver_of(n)? {
+                Some((x, attrs)) => Lowered::Val(self.attributes(x, &attrs)?),
+                None => Lowered::Val(self.lookup(n)?),
+            },
             ExprKind::Int(v) => match i64::try_from(*v) {
                 Ok(v) => Lowered::Val(self.literal(Scalar::I64(v))),
                 Err(_) => return self.err("integer literal out of range for int64"),
@@ -263,14 +305,56 @@ impl<'a> Lower<'a> {
                 })?;
                 Lowered::Val(PyVal { weak: false, ..v })
             }
-            ExprKind::Call(name, args) => {
-                let args = args
-                    .iter()
-                    .map(|&a| self.val(a))
-                    .collect::<ParseResult<Vec<_>>>()?;
-                let called = funcs::call(&mut Np { b: &mut self.b }, name, &args);
-                Lowered::Val(called.or_else(|e| self.err(e.message()))?)
+            ExprKind::Call(name, args, kwargs) => {
+                let args = tensor::Args {
+                    pos: args,
+                    kw: kwargs,
+                };
+                if let Some((x, attrs)) = self.receiver_of(name)? {
+                    let (method, attrs) = attrs.split_last().expect("a dotted name");
+                    let x = self.attributes(x, attrs)?;
+                    self.at = expr.span.start;
+                    Lowered::Val(self.method(x, method, &args)?)
+                } else if let Some(base) = funcs::base_name(name)
+                    .filter(|b| Self::is_tensor_function(b, name.contains('.')))
+                {
+                    Lowered::Val(self.tensor_function(base, None, &args)?)
+                } else {
+                    if let Some((k, _)) = args.kw.first() {
+                        return self.err(format!("`{name}` takes no keyword arguments (`{k}=`)"));
+                    }
+                    let args = args
+                        .pos
+                        .iter()
+                        .map(|&a| self.val(a))
+                        .collect::<ParseResult<Vec<_>>>()?;
+                    let called = funcs::call(&mut Np { b: &mut self.b }, name, &args);
+                    Lowered::Val(called.or_else(|e| self.err(e.message()))?)
+                }
             }
+            ExprKind::Method(x, method, args, kwargs) => {
+                let x = self.val(*x)?;
+                let args = tensor::Args {
+                    pos: args,
+                    kw: kwargs,
+                };
+                Lowered::Val(self.method(x, method, &args)?)
+            }
+            ExprKind::Attr(x, attr) => {
+                let x = self.val(*x)?;
+                Lowered::Val(self.attribute(x, attr)?)
+            }
+            ExprKind::Subscript(x, items) => {
+                let x = self.val(*x)?;
+                Lowered::Val(self.subscript(x, items)?)
+            }
+            ExprKind::None => Lowered::None,
+            ExprKind::List(items) => Lowered::Tuple(
+                items
+                    .iter()
+                    .map(|&i| self.val(i))
+                    .collect::<ParseResult<_>>()?,
+            ),
             ExprKind::Tuple(items) => Lowered::Tuple(
                 items
                     .iter()

@@ -15,6 +15,7 @@ mod lex;
 mod lower;
 pub mod numpy;
 mod parse;
+mod tensor;
 
 pub use parse::{Syntax, MAX_DEPTH};
 

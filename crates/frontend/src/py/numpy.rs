@@ -124,6 +124,10 @@ impl Np<'_> {
             (false, true) if category(db) <= category(da) => da,
             (true, false) => default_of(category(da)).max(db),
             (false, true) => default_of(category(db)).max(da),
+            // NumPy's `result_type`: an i32 or i64 array meets an f32 one in
+            // f64 (f32 cannot hold their values).
+            (false, false) if da.is_int() && db == DType::F32 => DType::F64,
+            (false, false) if db.is_int() && da == DType::F32 => DType::F64,
             _ => da.max(db),
         };
         if arith && common == DType::Bool {
@@ -231,6 +235,11 @@ impl Np<'_> {
             }
             BinOp::BitAnd | BinOp::BitOr | BinOp::BitXor => self.promote(a, b, false)?,
             BinOp::Pow => return self.power(a, b),
+            BinOp::MatMul => {
+                let (a, b, _) = self.promote(a, b, true)?;
+                let v = self.typed(|g| g.op(Op::MatMul, &[a.v, b.v]))?;
+                return Ok(PyVal { v, weak: false });
+            }
             _ => self.promote(a, b, true)?,
         };
         let ir_op = match op {
@@ -259,7 +268,7 @@ impl Np<'_> {
             BinOp::BitOr => B::BOr,
             BinOp::BitXor => B::BXor,
             BinOp::Shl | BinOp::Shr => return self.shift(op == BinOp::Shl, a, b),
-            BinOp::Pow => unreachable!("handled above"),
+            BinOp::Pow | BinOp::MatMul => unreachable!("handled above"),
         };
         self.apply_binary(ir_op, a, b)
     }

@@ -5,7 +5,7 @@
 //! [`MAX_DEPTH`], so deeply nested input gets an error, not a stack overflow.
 //! Long flat chains (`a + b + c + …`) are parsed by loops.
 
-use super::ast::{Ast, BinOp, Expr, ExprId, ExprKind, Param, Span, Stmt, UnOp};
+use super::ast::{Ast, BinOp, Expr, ExprId, ExprKind, Index, Param, Span, Stmt, UnOp};
 use super::lex::{lex, Tok, Token};
 use kiln_ir::{CmpOp, ParseError, ParseResult};
 
@@ -500,7 +500,9 @@ impl Parser<'_> {
             return None;
         };
         let op = BinOp::from_symbol(sym)?;
-        if self.syntax == Syntax::Pandas && matches!(op, BinOp::BitAnd | BinOp::BitOr) {
+        if self.syntax == Syntax::Pandas
+            && matches!(op, BinOp::BitAnd | BinOp::BitOr | BinOp::MatMul)
+        {
             return None;
         }
         let prec = match op {
@@ -509,7 +511,7 @@ impl Parser<'_> {
             BinOp::BitAnd => 2,
             BinOp::Shl | BinOp::Shr => 3,
             BinOp::Add | BinOp::Sub => 4,
-            BinOp::Mul | BinOp::Div | BinOp::FloorDiv | BinOp::Mod => 5,
+            BinOp::Mul | BinOp::Div | BinOp::FloorDiv | BinOp::Mod | BinOp::MatMul => 5,
             BinOp::Pow | BinOp::And | BinOp::Or => return None,
         };
         Some((op, prec))
@@ -546,7 +548,7 @@ impl Parser<'_> {
     /// unary minus on its left: `-2**2 == -4`).
     fn power(&mut self) -> ParseResult<ExprId> {
         let start = self.start();
-        let base = self.primary()?;
+        let base = self.postfix()?;
         if !self.eat_op("**") {
             return Ok(base);
         }
@@ -556,44 +558,168 @@ impl Parser<'_> {
         Ok(self.push(ExprKind::Binary(BinOp::Pow, base, exponent), start))
     }
 
+    /// A primary followed by attributes, method calls and subscripts:
+    /// `(a @ b).T`, `x.reshape(2, 3).sum(axis=0)`, `x[:, 1:3]`.
+    fn postfix(&mut self) -> ParseResult<ExprId> {
+        let start = self.start();
+        let mut e = self.primary()?;
+        let mut depth = 0;
+        loop {
+            if self.is_op(".") {
+                self.bump();
+                let (name, _) = self.name("an attribute name")?;
+                e = if self.eat_op("(") {
+                    let (args, kwargs) = self.call_args()?;
+                    self.push(ExprKind::Method(e, name, args, kwargs), start)
+                } else {
+                    self.push(ExprKind::Attr(e, name), start)
+                };
+            } else if self.is_op("[") && self.syntax == Syntax::Python {
+                self.bump();
+                let items = self.subscript()?;
+                e = self.push(ExprKind::Subscript(e, items), start);
+            } else if self.is_op("(") && !matches!(self.ast.exprs[e].kind, ExprKind::Call(..)) {
+                return self.err("only named functions and methods can be called");
+            } else {
+                break;
+            }
+            depth += 1;
+            if depth > MAX_DEPTH {
+                return self.err(format!("expressions nest more than {MAX_DEPTH} levels"));
+            }
+        }
+        Ok(e)
+    }
+
+    /// The items of `[…]` after the `[`, through the `]`.
+    fn subscript(&mut self) -> ParseResult<Vec<Index>> {
+        let mut items = Vec::new();
+        while !self.is_op("]") {
+            if self.is_op(".") && self.next_is_op(".") {
+                for _ in 0..3 {
+                    self.expect_op(".")?;
+                }
+                items.push(Index::Ellipsis);
+            } else {
+                let bound = |p: &mut Self| -> ParseResult<Option<ExprId>> {
+                    if p.is_op(":") || p.is_op(",") || p.is_op("]") {
+                        Ok(None)
+                    } else {
+                        p.expr().map(Some)
+                    }
+                };
+                let first = bound(self)?;
+                if self.eat_op(":") {
+                    let stop = bound(self)?;
+                    let step = if self.eat_op(":") { bound(self)? } else { None };
+                    items.push(Index::Slice(first, stop, step));
+                } else {
+                    match first {
+                        Some(e) => items.push(Index::At(e)),
+                        None => return self.err("expected an index"),
+                    }
+                }
+            }
+            if !self.eat_op(",") {
+                break;
+            }
+        }
+        self.expect_op("]")?;
+        if items.is_empty() {
+            return self.err("an empty index");
+        }
+        Ok(items)
+    }
+
+    fn next_is_op(&self, op: &str) -> bool {
+        matches!(self.toks.get(self.pos + 1).map(|t| &t.tok), Some(Tok::Op(o)) if *o == op)
+    }
+
+    /// Call arguments after the `(`, through the `)`: positional, then
+    /// `name=value`.
+    #[allow(clippy::type_complexity)]
+    fn call_args(&mut self) -> ParseResult<(Vec<ExprId>, Vec<(String, ExprId)>)> {
+        let mut args = Vec::new();
+        let mut kwargs: Vec<(String, ExprId)> = Vec::new();
+        while !self.is_op(")") {
+            if let (Tok::Name(_), Some(Tok::Op("="))) =
+                (self.tok(), self.toks.get(self.pos + 1).map(|t| &t.tok))
+            {
+                if self.syntax == Syntax::Pandas {
+                    return self.err("keyword arguments are not supported");
+                }
+                let (key, _) = self.name("a keyword")?;
+                if kwargs.iter().any(|(k, _)| *k == key) {
+                    return self.err(format!("keyword argument `{key}` repeated"));
+                }
+                self.expect_op("=")?;
+                kwargs.push((key, self.expr()?));
+            } else if !kwargs.is_empty() {
+                return self.err("a positional argument follows a keyword argument");
+            } else {
+                args.push(self.expr()?);
+            }
+            if !self.eat_op(",") {
+                break;
+            }
+        }
+        self.expect_op(")")?;
+        Ok((args, kwargs))
+    }
+
     fn primary(&mut self) -> ParseResult<ExprId> {
         let start = self.start();
         let kind = match self.tok().clone() {
             Tok::Int(v) => ExprKind::Int(i128::try_from(v).unwrap_or(i128::MAX)),
             Tok::Float(v) => ExprKind::Float(v),
             Tok::Name(n) if n == "True" || n == "False" => ExprKind::Bool(n == "True"),
+            Tok::Name(n) if n == "None" && self.syntax == Syntax::Python => ExprKind::None,
             Tok::Name(n) if !is_keyword(&n) => return self.name_or_call(),
             Tok::Op("(") => return self.parenthesized(),
+            Tok::Op("[") if self.syntax == Syntax::Python => return self.list(),
             _ => return self.err(format!("expected an expression, found {}", self.describe())),
         };
         self.bump();
         Ok(self.push(kind, start))
     }
 
+    /// `[a, b, …]`.
+    fn list(&mut self) -> ParseResult<ExprId> {
+        let start = self.start();
+        self.expect_op("[")?;
+        self.enter()?;
+        let mut items = Vec::new();
+        while !self.is_op("]") {
+            items.push(self.expr()?);
+            if !self.eat_op(",") {
+                break;
+            }
+        }
+        self.expect_op("]")?;
+        self.depth -= 1;
+        Ok(self.push(ExprKind::List(items), start))
+    }
+
     fn name_or_call(&mut self) -> ParseResult<ExprId> {
         let start = self.start();
         let (mut name, _) = self.name("a name")?;
-        while self.eat_op(".") {
+        while self.is_op(".")
+            && matches!(
+                self.toks.get(self.pos + 1).map(|t| &t.tok),
+                Some(Tok::Name(_))
+            )
+        {
+            self.bump();
             name.push('.');
             name.push_str(&self.name("an attribute name")?.0);
         }
         if !self.eat_op("(") {
             return Ok(self.push(ExprKind::Name(name), start));
         }
-        let mut args = Vec::new();
-        while !self.is_op(")") {
-            if let (Tok::Name(_), Some(Tok::Op("="))) =
-                (self.tok(), self.toks.get(self.pos + 1).map(|t| &t.tok))
-            {
-                return self.err("keyword arguments are not supported");
-            }
-            args.push(self.expr()?);
-            if !self.eat_op(",") {
-                break;
-            }
-        }
-        self.expect_op(")")?;
-        Ok(self.push(ExprKind::Call(name, args), start))
+        self.enter()?;
+        let (args, kwargs) = self.call_args()?;
+        self.depth -= 1;
+        Ok(self.push(ExprKind::Call(name, args, kwargs), start))
     }
 
     fn parenthesized(&mut self) -> ParseResult<ExprId> {

@@ -384,77 +384,36 @@ impl Fx<'_> {
         }
     }
 
-    /// `x[start:stop:step]` along `axis` (Python bounds, step ≥ 1).
     fn slice_bounds(
         &mut self,
         x: Value,
         axis: usize,
-        [start, stop, step]: [Option<i64>; 3],
+        bounds: [Option<i64>; 3],
     ) -> Result<Value, String> {
-        let step = u64::try_from(step.unwrap_or(1))
-            .ok()
-            .filter(|&s| s > 0)
-            .ok_or_else(|| {
-                format!("unsupported: slice step {step:?} (kiln slices with steps >= 1)")
-            })?;
-        if start.is_none() && stop.is_none() && step == 1 {
-            return Ok(x);
-        }
-        let extent = layout::fixed_extent(&self.b, x, axis)?;
-        let (start, stop) = layout::python_bounds(start, stop, extent);
-        layout::slice_axis(&mut self.b, x, axis, (start, stop, step))
+        layout::slice_python(&mut self.b, x, axis, bounds)
     }
 
-    /// `x[index]` along `axis`: that element, without the axis.
     fn index(&mut self, x: Value, axis: usize, index: i64) -> Result<Value, String> {
-        let extent = layout::fixed_extent(&self.b, x, axis)?;
-        if !(-(extent as i64)..extent as i64).contains(&index) {
-            return Err(format!("index {index} is out of range for extent {extent}"));
-        }
-        let i = index.rem_euclid(extent as i64) as u64;
-        let piece = layout::slice_axis(&mut self.b, x, axis, (i, i + 1, 1))?;
-        layout::squeeze(&mut self.b, piece, axis)
+        layout::index_axis(&mut self.b, x, axis, index)
     }
 
-    /// Python indexing of a tensor: ints, `slice(...)`, `None` (a new axis)
-    /// and one `...`, one per axis from the left.
+    /// Python indexing of a tensor (`layout::index`).
     fn tensor_index(&mut self, x: Value, index: &Arg) -> Result<Value, String> {
         let items: Vec<Arg> = match index {
             Arg::Seq(items) => items.clone(),
             one => vec![one.clone()],
         };
-        let rank = self.shape_of(x).len();
-        let used = items
+        let items = items
             .iter()
-            .filter(|a| matches!(a, Arg::Int(_) | Arg::Slice(_)))
-            .count();
-        if used > rank {
-            return Err(format!("{used} indices for a tensor of rank {rank}"));
-        }
-        // Walk the items over the axes of the result as it is built: an int
-        // removes its axis, `None` inserts one, `...` skips the untouched.
-        let mut v = x;
-        let mut axis = 0;
-        let mut ellipsis = false;
-        for item in &items {
-            match item {
-                Arg::Int(k) => v = self.index(v, axis, *k)?,
-                Arg::Slice(bounds) => {
-                    v = self.slice_bounds(v, axis, *bounds)?;
-                    axis += 1;
-                }
-                Arg::None => {
-                    v = layout::unsqueeze(&mut self.b, v, axis)?;
-                    axis += 1;
-                }
-                Arg::Name(n) if n == "Ellipsis" && !ellipsis => {
-                    ellipsis = true;
-                    axis += rank - used;
-                }
-                other => return Err(format!("unsupported index {other:?}")),
-            }
-        }
-        Ok(v)
+            .map(|item| match item {
+                Arg::Int(k) => Ok(layout::Index::At(*k)),
+                Arg::Slice(bounds) => Ok(layout::Index::Slice(*bounds)),
+                Arg::None => Ok(layout::Index::NewAxis),
+                Arg::Name(n) if n == "Ellipsis" => Ok(layout::Index::Ellipsis),
+                other => Err(format!("unsupported index {other:?}")),
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        layout::index(&mut self.b, x, &items)
     }
 
     /// The axes a `dim` argument names (an int, a list, or none: every axis),
