@@ -285,7 +285,7 @@ fn bad_input_is_located() {
     assert_eq!(err("a, b = 1"), "error: 1:1: cannot unpack into 2 names");
     assert_eq!(
         err("f(x=1)"),
-        "error: 1:3: keyword arguments are not supported"
+        "error: 1:1: `f` takes no keyword arguments (`x=`)"
     );
     assert_eq!(err("\u{0}"), "error: 1:1: unexpected character `\u{0}`");
     assert_eq!(err(""), "error: 1:1: expected an expression to compute");

@@ -248,8 +248,14 @@ impl<'a> Lower<'a> {
         let Some((first, rest)) = name.split_once('.') else {
             return Ok(None);
         };
+        // An unbound first name is a (script's) input only when what follows
+        // is an array's attribute or method; `os.system` stays an unknown
+        // module.
+        let member = rest.split('.').next().unwrap_or(rest);
         if !self.env.contains_key(first)
-            && (funcs::base_name(name).is_some() || funcs::constant(name).is_some())
+            && (funcs::base_name(name).is_some()
+                || funcs::constant(name).is_some()
+                || !tensor::is_member(member))
         {
             return Ok(None);
         }

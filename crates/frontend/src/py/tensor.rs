@@ -46,6 +46,11 @@ const METHODS: &[&str] = &[
     "ravel",
 ];
 
+/// Whether `name` is an array attribute (`T`) or method.
+pub(super) fn is_member(name: &str) -> bool {
+    name == "T" || METHODS.contains(&name)
+}
+
 /// Arguments as written: positional and keyword expressions.
 pub(super) struct Args<'e> {
     pub pos: &'e [ExprId],
