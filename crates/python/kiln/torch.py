@@ -92,12 +92,6 @@ def _tensor_meta(value) -> Optional[tuple]:
     return None
 
 
-def _is_sym(node) -> bool:
-    return isinstance(node, torch.fx.Node) and isinstance(
-        node.meta.get("val"), (torch.SymInt, torch.SymFloat, torch.SymBool)
-    )
-
-
 class _Support(OperatorSupport):
     """The nodes kiln compiles: calls its importer builds, on CPU tensors of
     the dtypes it has; a `getitem` of such a call."""
@@ -296,7 +290,8 @@ class _KilnGraph(torch.nn.Module):
                     if fn is None:
                         fn = self._compile(types, sizes)
                         self.cache[key] = fn
-                        self.stats.compiles += 1
+                        with self.stats.lock:
+                            self.stats.compiles += 1
             except (_Fallback, KilnError) as e:
                 self._eager(str(e).splitlines()[0] if str(e) else type(e).__name__)
             else:
