@@ -76,7 +76,7 @@ fn op(u: &mut Unstructured) -> Result<Op> {
                     Some(kiln::ir::SliceRange {
                         start: u.int_in_range(0..=5)?,
                         stop: u.int_in_range(0..=5)?,
-                        step: u.int_in_range(0..=3)?,
+                        step: u.int_in_range(-3..=3)?,
                     })
                 });
             }

@@ -37,8 +37,9 @@ pub fn fixed_extent(b: &Builder, v: Value, axis: usize) -> Result<u64, String> {
     }
 }
 
-/// Python's slice `start:stop:step` (each optional, negatives from the end,
-/// clamped) of an axis of extent `extent`, as `(start, stop)`; `step >= 1`.
+/// Python's slice `start:stop` (each optional, negatives from the end,
+/// clamped) of an axis of extent `extent`, as `(start, stop)`, for a step of
+/// 1 or more.
 pub fn python_bounds(start: Option<i64>, stop: Option<i64>, extent: u64) -> (u64, u64) {
     let n = extent as i64;
     let clamp = |k: i64| {
@@ -53,7 +54,7 @@ pub fn python_bounds(start: Option<i64>, stop: Option<i64>, extent: u64) -> (u64
 pub enum Index {
     /// An int: that element, without its axis (negatives from the end).
     At(i64),
-    /// `start:stop:step`, each optional (`step >= 1`).
+    /// `start:stop:step`, each optional (a negative step: backwards).
     Slice([Option<i64>; 3]),
     /// `None` / `np.newaxis`: a new axis of extent 1.
     NewAxis,
@@ -97,24 +98,31 @@ pub fn index(b: &mut Builder, x: Value, items: &[Index]) -> Result<Value, String
     Ok(v)
 }
 
-/// `x[start:stop:step]` along `axis` (Python bounds; kiln slices with steps
-/// of 1 or more).
+/// `x[start:stop:step]` along `axis` with Python's bounds and steps (a
+/// negative step reads backwards: `x[::-1]`, `x[5:1:-2]`).
 pub fn slice_python(
     b: &mut Builder,
     x: Value,
     axis: usize,
     [start, stop, step]: [Option<i64>; 3],
 ) -> Result<Value, String> {
-    let step = u64::try_from(step.unwrap_or(1))
-        .ok()
-        .filter(|&s| s > 0)
-        .ok_or_else(|| format!("unsupported: slice step {step:?} (kiln slices with steps >= 1)"))?;
+    let step = step.unwrap_or(1);
+    if step == 0 {
+        return Err("slice step cannot be zero".into());
+    }
     if start.is_none() && stop.is_none() && step == 1 {
         return Ok(x);
     }
     let extent = fixed_extent(b, x, axis)?;
-    let (start, stop) = python_bounds(start, stop, extent);
-    slice_axis(b, x, axis, (start, stop, step))
+    let range = SliceRange::python(start, stop, step, extent).ok_or_else(|| {
+        let bound = |k: Option<i64>| k.map(|k| k.to_string()).unwrap_or_default();
+        format!(
+            "the slice {}:{}:{step} of axis {axis} (extent {extent}) is empty; kiln has no empty tensors",
+            bound(start),
+            bound(stop)
+        )
+    })?;
+    slice_range(b, x, axis, range)
 }
 
 /// `x[index]` along `axis`: that element, without the axis.
@@ -124,37 +132,52 @@ pub fn index_axis(b: &mut Builder, x: Value, axis: usize, index: i64) -> Result<
         return Err(format!("index {index} is out of range for extent {extent}"));
     }
     let i = index.rem_euclid(extent as i64) as u64;
-    let piece = slice_axis(b, x, axis, (i, i + 1, 1))?;
+    let piece = slice_axis(b, x, axis, (i, i + 1))?;
     squeeze(b, piece, axis)
 }
 
-/// `v[start:stop:step]` along `axis`, the other axes whole; `stop` is
-/// clamped to the extent (`u64::MAX`: to the end). The whole axis is `v`
-/// itself (so a symbolic axis passes through whole); an empty range is an
-/// error (kiln has no empty tensors).
+/// `v[start:stop]` along `axis`, the other axes whole; `stop` is clamped to
+/// the extent (`u64::MAX`: to the end). The whole axis is `v` itself (so a
+/// symbolic axis passes through whole); an empty range is an error (kiln
+/// has no empty tensors).
 pub fn slice_axis(
     b: &mut Builder,
     v: Value,
     axis: usize,
-    (start, stop, step): (u64, u64, u64),
+    (start, stop): (u64, u64),
 ) -> Result<Value, String> {
-    let rank = shape(b, v).len();
     let extent = match &shape(b, v)[axis] {
         // Only the whole of a symbolic axis can be taken.
-        Dim::Sym(_) if start == 0 && step == 1 && stop == u64::MAX => return Ok(v),
+        Dim::Sym(_) if start == 0 && stop == u64::MAX => return Ok(v),
         _ => fixed_extent(b, v, axis)?,
     };
     let stop = stop.min(extent);
-    if start == 0 && stop == extent && step == 1 {
-        return Ok(v);
-    }
     if start >= stop {
         return Err(format!(
             "the slice {start}:{stop} of axis {axis} (extent {extent}) is empty; kiln has no empty tensors"
         ));
     }
+    slice_range(
+        b,
+        v,
+        axis,
+        SliceRange {
+            start,
+            stop,
+            step: 1,
+        },
+    )
+}
+
+/// `v` along `axis` by a non-empty `range` within its fixed extent, the
+/// other axes whole; the whole axis in order is `v` itself.
+fn slice_range(b: &mut Builder, v: Value, axis: usize, range: SliceRange) -> Result<Value, String> {
+    let rank = shape(b, v).len();
+    if range.start == 0 && range.step == 1 && Dim::Fixed(range.stop) == shape(b, v)[axis] {
+        return Ok(v);
+    }
     let mut ranges = vec![None; rank];
-    ranges[axis] = Some(SliceRange { start, stop, step });
+    ranges[axis] = Some(range);
     b.op(Op::Slice(ranges), &[v]).map_err(te)
 }
 
@@ -169,7 +192,7 @@ pub fn split(b: &mut Builder, v: Value, axis: usize, sizes: &[u64]) -> Result<Ve
     let mut start = 0;
     let mut pieces = Vec::with_capacity(sizes.len());
     for &size in sizes {
-        pieces.push(slice_axis(b, v, axis, (start, start + size, 1))?);
+        pieces.push(slice_axis(b, v, axis, (start, start + size))?);
         start += size;
     }
     Ok(pieces)
@@ -228,7 +251,7 @@ pub fn unstack(b: &mut Builder, v: Value, axis: usize) -> Result<Vec<Value>, Str
     let extent = fixed_extent(b, v, axis)?;
     (0..extent)
         .map(|i| {
-            let piece = slice_axis(b, v, axis, (i, i + 1, 1))?;
+            let piece = slice_axis(b, v, axis, (i, i + 1))?;
             squeeze(b, piece, axis)
         })
         .collect()

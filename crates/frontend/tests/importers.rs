@@ -591,6 +591,9 @@ fn tf_concat_split_pack_unpack_and_slices() {
         tf_ints("st_end", &[2, 4], true),
         tf_ints("st_step", &[1, 2], true),
         tf_ints("bshape", &[3, 2, 4], true),
+        tf_ints("rb", &[0, 3], true),
+        tf_ints("re", &[0, 0], true),
+        tf_ints("rs", &[-1, -2], true),
         r#"node { name: "split" op: "Split" input: "one" input: "x" attr { key: "num_split" value { i: 2 } } }"#.into(),
         r#"node { name: "cat" op: "ConcatV2" input: "split:1" input: "split" input: "minus1" input: "^x" }"#.into(),
         r#"node { name: "splitv" op: "SplitV" input: "x" input: "sizes" input: "one" attr { key: "num_split" value { i: 2 } } }"#.into(),
@@ -602,10 +605,12 @@ fn tf_concat_split_pack_unpack_and_slices() {
         // x[0:2, 0:4:2]
         r#"node { name: "every2" op: "StridedSlice" input: "x" input: "st" input: "st_end" input: "st_step" }"#.into(),
         r#"node { name: "bcast" op: "BroadcastTo" input: "unpack" input: "bshape" }"#.into(),
+        // x[::-1, 3:0:-2]
+        r#"node { name: "back" op: "StridedSlice" input: "x" input: "rb" input: "re" input: "rs" attr { key: "begin_mask" value { i: 1 } } attr { key: "end_mask" value { i: 1 } } }"#.into(),
     ]
     .join("\n");
     let outputs = [
-        "cat", "splitv:1", "unpack:1", "pack", "slice", "last", "every2", "bcast",
+        "cat", "splitv:1", "unpack:1", "pack", "slice", "last", "every2", "bcast", "back",
     ];
     let g = tf_graph(&src, &outputs).unwrap();
     let shapes: Vec<String> = g
@@ -623,7 +628,8 @@ fn tf_concat_split_pack_unpack_and_slices() {
             "f32[1, 3]",
             "f32[2]",
             "f32[2, 2]",
-            "f32[3, 2, 4]"
+            "f32[3, 2, 4]",
+            "f32[2, 2]"
         ]
     );
     let out = run(&g, &[f32s(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0])]);
@@ -635,6 +641,7 @@ fn tf_concat_split_pack_unpack_and_slices() {
     assert_eq!(out[5], f32s(&[4.0, 8.0]));
     assert_eq!(out[6], f32s(&[1.0, 3.0, 5.0, 7.0]));
     assert_eq!(out[7], f32s(&[1.0, 2.0, 3.0, 4.0].repeat(6)));
+    assert_eq!(out[8], f32s(&[8.0, 6.0, 4.0, 2.0]));
     // Without --output, every output of an unread node: `split` is read, so
     // its siblings are not listed, but `splitv` and `splitv:1` are.
     let all = tf_graph(&src, &[]).unwrap();

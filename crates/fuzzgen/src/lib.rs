@@ -227,7 +227,7 @@ impl Gen<'_, '_> {
                     } else {
                         let start = self.u.int_in_range(0..=d - 1)?;
                         let stop = self.u.int_in_range(start + 1..=d)?;
-                        let step = self.u.int_in_range(1..=2u64)?;
+                        let step = *self.u.choose(&[1i64, 2, -1, -2])?;
                         Some(SliceRange { start, stop, step })
                     });
                 }

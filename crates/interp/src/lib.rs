@@ -288,24 +288,32 @@ fn eval_node(node: &NodeData, args: &[Arg<'_>], out_dims: &[usize]) -> EvalResul
         Op::Slice(ranges) => {
             let a = &args[0];
             let own = strides(&a.dims);
-            let base: usize = ranges
+            // Per axis, the flat offset of each index kept, in order.
+            let kept: Vec<Vec<usize>> = ranges
                 .iter()
                 .zip(&own)
-                .map(|(r, s)| r.map_or(0, |r| r.start as usize * s))
-                .sum();
-            let steps: Vec<usize> = ranges
-                .iter()
-                .zip(&own)
-                .map(|(r, s)| r.map_or(*s, |r| r.step as usize * s))
+                .zip(&a.dims)
+                .map(|((r, &s), &d)| match r {
+                    None => (0..d).map(|i| i * s).collect(),
+                    Some(r) => r.indices().map(|i| i as usize * s).collect(),
+                })
                 .collect();
             let mut out = Buffer::with_capacity(
                 dtype.expect("verified: a tensor"),
                 out_dims.iter().product(),
             );
-            for_each_index(out_dims, &[steps], |offsets| {
-                out.push(element(a.data, base + offsets[0]));
-                Ok(())
-            })?;
+            let mut index = vec![0usize; out_dims.len()];
+            for _ in 0..out_dims.iter().product::<usize>() {
+                let offset: usize = index.iter().zip(&kept).map(|(&i, k)| k[i]).sum();
+                out.push(element(a.data, offset));
+                for axis in (0..out_dims.len()).rev() {
+                    index[axis] += 1;
+                    if index[axis] < out_dims[axis] {
+                        break;
+                    }
+                    index[axis] = 0;
+                }
+            }
             Ok(tensor_data(out_dims, out))
         }
         Op::BroadcastTo(_) => {

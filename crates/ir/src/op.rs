@@ -82,27 +82,96 @@ pub enum Op {
     BroadcastTo(Shape),
 }
 
-/// One axis of a [`Op::Slice`]: the indices `start, start + step, ...` below
-/// `stop`, with `start < stop <= extent` and `step >= 1`.
+/// One axis of a [`Op::Slice`]: the indices `start, start + |step|, ...`
+/// below `stop`, with `start < stop <= extent` and `step != 0`; in that order
+/// for a positive `step`, last first for a negative one (`0:4:-1` is
+/// `3, 2, 1, 0`). The bounds always name the ascending progression, which is
+/// not Python's reading of a negative step's bounds: importers normalize
+/// (see [`SliceRange::python`]).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct SliceRange {
-    /// The first index kept.
+    /// The lowest index that may be kept.
     pub start: u64,
-    /// One past the last index that may be kept.
+    /// One past the highest index that may be kept.
     pub stop: u64,
-    /// The distance between kept indices.
-    pub step: u64,
+    /// The distance between kept indices; negative: in descending order.
+    pub step: i64,
 }
 
 impl SliceRange {
     /// How many indices the range keeps.
     pub fn len(&self) -> u64 {
-        (self.stop - self.start).div_ceil(self.step)
+        self.stop
+            .saturating_sub(self.start)
+            .div_ceil(self.step.unsigned_abs().max(1))
     }
 
     /// True if it keeps none (which the verifier rejects).
     pub fn is_empty(&self) -> bool {
         self.stop <= self.start
+    }
+
+    /// The indices kept, in order.
+    pub fn indices(&self) -> impl Iterator<Item = u64> {
+        let (first, len, by) = (self.first(), self.len(), self.step);
+        (0..len).map(move |k| first.wrapping_add_signed(k as i64 * by))
+    }
+
+    /// The index the range keeps first (its highest for a negative step).
+    pub fn first(&self) -> u64 {
+        if self.step < 0 {
+            self.start + (self.len() - 1) * self.step.unsigned_abs()
+        } else {
+            self.start
+        }
+    }
+
+    /// Python's slice `start:stop:step` of an axis of `extent` (each bound
+    /// optional, negatives counted from the end, clamped) as a range, or
+    /// `None` when it keeps nothing or `step` is 0. `x[::-1]` is
+    /// `0:extent:-1`; `x[5:1:-2]` keeps 5 and 3, `3:6:-2`.
+    pub fn python(
+        start: Option<i64>,
+        stop: Option<i64>,
+        step: i64,
+        extent: u64,
+    ) -> Option<SliceRange> {
+        if step == 0 {
+            return None;
+        }
+        let n = i64::try_from(extent).unwrap_or(i64::MAX);
+        // CPython's `PySlice_AdjustIndices`.
+        let (lower, upper) = if step < 0 { (-1, n - 1) } else { (0, n) };
+        let bound = |k: Option<i64>, default: i64| match k {
+            None => default,
+            Some(k) if k < 0 => k.saturating_add(n).max(lower),
+            Some(k) => k.min(upper),
+        };
+        let (first, end) = if step < 0 {
+            (bound(start, upper), bound(stop, lower))
+        } else {
+            (bound(start, lower), bound(stop, upper))
+        };
+        let span = if step < 0 { first - end } else { end - first };
+        if span <= 0 {
+            return None;
+        }
+        let by = step.unsigned_abs();
+        let len = (span as u64).div_ceil(by);
+        Some(if step < 0 {
+            let low = first as u64 - (len - 1) * by;
+            SliceRange {
+                start: low,
+                stop: first as u64 + 1,
+                step,
+            }
+        } else {
+            SliceRange {
+                start: first as u64,
+                stop: end as u64,
+                step,
+            }
+        })
     }
 }
 
@@ -436,5 +505,32 @@ mod tests {
         for op in BinaryOp::ALL {
             assert_eq!(BinaryOp::from_name(op.name()), Some(*op));
         }
+    }
+
+    /// `SliceRange::python` keeps what `list(range(n))[start:stop:step]`
+    /// keeps; the expectations are CPython's.
+    #[test]
+    fn python_slices_keep_what_python_keeps() {
+        let kept = |start, stop, step, n| {
+            SliceRange::python(start, stop, step, n).map(|r| r.indices().collect::<Vec<u64>>())
+        };
+        assert_eq!(kept(None, None, -1, 4), Some(vec![3, 2, 1, 0]));
+        assert_eq!(kept(Some(5), Some(1), -2, 10), Some(vec![5, 3]));
+        assert_eq!(kept(Some(-1), Some(-5), -1, 6), Some(vec![5, 4, 3, 2]));
+        assert_eq!(kept(Some(100), Some(-100), -3, 7), Some(vec![6, 3, 0]));
+        assert_eq!(kept(None, None, -3, 4), Some(vec![3, 0]));
+        assert_eq!(kept(Some(1), None, 2, 6), Some(vec![1, 3, 5]));
+        assert_eq!(kept(Some(-2), None, 1, 6), Some(vec![4, 5]));
+        assert_eq!(kept(Some(0), Some(2), -1, 4), None);
+        assert_eq!(kept(Some(2), Some(2), 1, 4), None);
+        assert_eq!(kept(None, None, 0, 4), None);
+        assert_eq!(
+            SliceRange::python(Some(5), Some(1), -2, 10),
+            Some(SliceRange {
+                start: 3,
+                stop: 6,
+                step: -2
+            })
+        );
     }
 }

@@ -443,12 +443,12 @@ pub fn result_type(op: &Op, args: &[&Type]) -> TypeResult<Type> {
             for (axis, (d, range)) in t.shape.iter().zip(ranges).enumerate() {
                 shape.push(match (range, d) {
                     (None, _) => d.clone(),
-                    (Some(r), Dim::Fixed(n)) if !r.is_empty() && r.step >= 1 && r.stop <= *n => {
+                    (Some(r), Dim::Fixed(n)) if !r.is_empty() && r.step != 0 && r.stop <= *n => {
                         Dim::Fixed(r.len())
                     }
                     (Some(r), _) => {
                         return fail(format!(
-                            "`slice` of {t}: {r} on axis {axis} (extent {d}) keeps nothing or reaches past the end; a range needs start < stop <= a fixed extent and step >= 1"
+                            "`slice` of {t}: {r} on axis {axis} (extent {d}) keeps nothing or reaches past the end; a range needs start < stop <= a fixed extent and a step other than 0"
                         ))
                     }
                 });
@@ -642,9 +642,19 @@ mod tests {
             "f32[2, 3]",
         );
         check(
+            Op::Slice(vec![r(0, 4, -3), r(0, 3, -1)]),
+            vec![t(&[4, 3])],
+            "f32[2, 3]",
+        );
+        check(
+            Op::Slice(vec![r(0, 4, 0), None]),
+            vec![t(&[4, 3])],
+            "error: `slice` of f32[4, 3]: 0:4:0 on axis 0 (extent 4) keeps nothing or reaches past the end; a range needs start < stop <= a fixed extent and a step other than 0",
+        );
+        check(
             Op::Slice(vec![None, r(1, 4, 1)]),
             vec![t(&[4, 3])],
-            "error: `slice` of f32[4, 3]: 1:4 on axis 1 (extent 3) keeps nothing or reaches past the end; a range needs start < stop <= a fixed extent and step >= 1",
+            "error: `slice` of f32[4, 3]: 1:4 on axis 1 (extent 3) keeps nothing or reaches past the end; a range needs start < stop <= a fixed extent and a step other than 0",
         );
         let shape = |dims: &[u64]| dims.iter().map(|&d| Dim::Fixed(d)).collect::<Shape>();
         check(

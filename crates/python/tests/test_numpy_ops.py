@@ -19,6 +19,21 @@ def layout(x):
     return x.T, x.reshape(-1)[2:7], x.reshape((3, 4)).T[::2], x[1], x[:, 1:3], x[None, ..., 0], x.flatten()
 
 
+def backwards(x, v):
+    return (
+        x[::-1],
+        x[:, ::-1],
+        x[::-2, 1:],
+        x[4:0:-2, ::-3],
+        x[-1:-5:-1, -2],
+        x[::-1].T,
+        x[::-1] @ x.T[:, ::-1],
+        np.sum(x[::-1, ::2] * 2.0, axis=0),
+        v[::-1] + v,
+        v[100:-100:-3],
+    )
+
+
 def reductions(x):
     return (
         np.sum(x, axis=0),
@@ -49,6 +64,7 @@ def products(a, m, v):
 CASES = [
     (linear_relu, lambda: (RNG.standard_normal((5, 4)), RNG.standard_normal((4, 3)), RNG.standard_normal(3))),
     (layout, lambda: (RNG.standard_normal((4, 3)),)),
+    (backwards, lambda: (RNG.standard_normal((6, 4)), RNG.standard_normal(7))),
     (reductions, lambda: (RNG.standard_normal((4, 3)),)),
     (joins, lambda: (RNG.standard_normal((2, 3)), RNG.standard_normal((2, 3)))),
     (products, lambda: (RNG.standard_normal((2, 3)), RNG.standard_normal((3, 3)), RNG.standard_normal(3))),
@@ -111,7 +127,9 @@ def test_symbolic_leading_dim():
 @pytest.mark.parametrize(
     "body,message",
     [
-        ("return x[::-1]", "slice step"),
+        ("return x[::0]", "slice step cannot be zero"),
+        ("return x[1:1]", "is empty"),
+        ("return x[0:2:-1]", "is empty"),
         ("return x[x > 0]", "integer literals or slices"),
         ("return x.sum(axis=n)", "`axis` must be integer literals"),
         ("return x.reshape(5, 5)", "reshape"),

@@ -35,8 +35,9 @@ fn fold_layout(op: &Op, t: &TensorConst) -> Option<TensorConst> {
     for axis in (0..rank.saturating_sub(1)).rev() {
         own[axis] = own[axis + 1] * t.dims[axis + 1];
     }
-    // Result dims, the flat offset of its first element, and its strides.
-    let (dims, base, strides): (Vec<u64>, u64, Vec<u64>) = match op {
+    // Result dims, the flat offset of its first element, and its strides
+    // (negative for a reversed slice).
+    let (dims, base, strides): (Vec<u64>, u64, Vec<i64>) = match op {
         Op::Reshape(shape) => {
             let dims = shape
                 .iter()
@@ -54,7 +55,7 @@ fn fold_layout(op: &Op, t: &TensorConst) -> Option<TensorConst> {
         Op::Transpose(perm) => (
             perm.iter().map(|&p| t.dims[p as usize]).collect(),
             0,
-            perm.iter().map(|&p| own[p as usize]).collect(),
+            perm.iter().map(|&p| own[p as usize] as i64).collect(),
         ),
         Op::Slice(ranges) => (
             ranges
@@ -65,12 +66,12 @@ fn fold_layout(op: &Op, t: &TensorConst) -> Option<TensorConst> {
             ranges
                 .iter()
                 .zip(&own)
-                .map(|(r, s)| r.map_or(0, |r| r.start * s))
+                .map(|(r, s)| r.map_or(0, |r| r.first() * s))
                 .sum(),
             ranges
                 .iter()
                 .zip(&own)
-                .map(|(r, s)| r.map_or(*s, |r| r.step * s))
+                .map(|(r, &s)| r.map_or(s as i64, |r| r.step * s as i64))
                 .collect(),
         ),
         _ => return None,
@@ -79,7 +80,12 @@ fn fold_layout(op: &Op, t: &TensorConst) -> Option<TensorConst> {
     let mut values = Vec::with_capacity(count as usize);
     let mut index = vec![0u64; dims.len()];
     for _ in 0..count {
-        let offset = base + index.iter().zip(&strides).map(|(i, s)| i * s).sum::<u64>();
+        let offset = base as i64
+            + index
+                .iter()
+                .zip(&strides)
+                .map(|(&i, s)| i as i64 * s)
+                .sum::<i64>();
         values.push(t.values[offset as usize]);
         for axis in (0..dims.len()).rev() {
             index[axis] += 1;

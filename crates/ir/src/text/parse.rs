@@ -248,7 +248,9 @@ fn slice_ranges(line: &mut Line<'_>) -> ParseResult<Vec<Option<crate::op::SliceR
         line.expect_punct(':')?;
         let stop = bound(line, "a slice stop")?;
         let step = if line.eat_punct(':') {
-            bound(line, "a slice step")?
+            let (at, word) = line.word("a slice step")?;
+            word.parse::<i64>()
+                .map_err(|_| line.err(at, format!("`{word}` is not a slice step")))?
         } else {
             1
         };

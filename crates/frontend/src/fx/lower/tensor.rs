@@ -338,7 +338,7 @@ impl Fx<'_> {
                     .ok_or_else(|| {
                         format!("`narrow` of {length} from {start} past the extent {extent}")
                     })?;
-                layout::slice_axis(&mut self.b, x, axis, (start, stop, 1))
+                layout::slice_axis(&mut self.b, x, axis, (start, stop))
             }
             "slice" => {
                 // aten.slice.Tensor(self, dim=0, start=None, end=None, step=1)
@@ -390,6 +390,7 @@ impl Fx<'_> {
         axis: usize,
         bounds: [Option<i64>; 3],
     ) -> Result<Value, String> {
+        torch_step(bounds)?;
         layout::slice_python(&mut self.b, x, axis, bounds)
     }
 
@@ -407,7 +408,7 @@ impl Fx<'_> {
             .iter()
             .map(|item| match item {
                 Arg::Int(k) => Ok(layout::Index::At(*k)),
-                Arg::Slice(bounds) => Ok(layout::Index::Slice(*bounds)),
+                Arg::Slice(bounds) => torch_step(*bounds).map(|()| layout::Index::Slice(*bounds)),
                 Arg::None => Ok(layout::Index::NewAxis),
                 Arg::Name(n) if n == "Ellipsis" => Ok(layout::Index::Ellipsis),
                 other => Err(format!("unsupported index {other:?}")),
@@ -519,5 +520,13 @@ impl Fx<'_> {
             })
             .collect::<Result<Vec<i64>, String>>()?;
         layout::target_shape(&self.b, x, &wanted)
+    }
+}
+
+/// torch slices only forwards (`x[::-1]` is torch's error, `flip` its way).
+fn torch_step([_, _, step]: [Option<i64>; 3]) -> Result<(), String> {
+    match step {
+        Some(s) if s <= 0 => Err(format!("slice step must be positive (torch), got {s}")),
+        _ => Ok(()),
     }
 }

@@ -98,7 +98,7 @@ impl Tf<'_> {
                     ));
                 }
             }
-            v = layout::slice_axis(b, v, axis, (start, stop, 1))?;
+            v = layout::slice_axis(b, v, axis, (start, stop))?;
         }
         Ok(v)
     }
@@ -266,7 +266,7 @@ impl Tf<'_> {
         }
     }
 
-    /// TF `StridedSlice` with positive strides and the begin, end and
+    /// TF `StridedSlice` with any nonzero strides and the begin, end and
     /// shrink-axis masks (no ellipsis or new axes): a `slice` per axis, then
     /// a `reshape` dropping the shrunk axes.
     pub(super) fn strided_slice(&mut self, n: &NodeDef, a: &[Value]) -> Result<Value, String> {
@@ -302,10 +302,10 @@ impl Tf<'_> {
                 kept.push(d.clone());
                 continue;
             }
-            let step = u64::try_from(strides[axis])
-                .ok()
-                .filter(|&s| s > 0)
-                .ok_or_else(|| format!("unsupported: StridedSlice stride {}", strides[axis]))?;
+            let step = strides[axis];
+            if step == 0 {
+                return Err(format!("StridedSlice stride 0 on axis {axis}"));
+            }
             if bit(shrink) {
                 let extent = layout::fixed_extent(b, v, axis)?;
                 let i = layout::python_bounds(Some(begin[axis]), None, extent).0;
@@ -315,7 +315,7 @@ impl Tf<'_> {
                         begin[axis]
                     ));
                 }
-                v = layout::slice_axis(b, v, axis, (i, i + 1, 1))?;
+                v = layout::slice_axis(b, v, axis, (i, i + 1))?;
                 continue;
             }
             let whole = (bit(begin_mask) || begin[axis] == 0) && bit(end_mask) && step == 1;
@@ -323,13 +323,16 @@ impl Tf<'_> {
                 kept.push(d.clone());
                 continue;
             }
-            let extent = layout::fixed_extent(b, v, axis)?;
-            let (start, stop) = layout::python_bounds(
-                (!bit(begin_mask)).then_some(begin[axis]),
-                (!bit(end_mask)).then_some(end[axis]),
-                extent,
-            );
-            v = layout::slice_axis(b, v, axis, (start, stop, step))?;
+            v = layout::slice_python(
+                b,
+                v,
+                axis,
+                [
+                    (!bit(begin_mask)).then_some(begin[axis]),
+                    (!bit(end_mask)).then_some(end[axis]),
+                    Some(step),
+                ],
+            )?;
             kept.push(layout::shape(b, v)[axis].clone());
         }
         if kept.len() == shape.len() {

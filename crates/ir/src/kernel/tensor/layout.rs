@@ -19,7 +19,7 @@ impl Lowerer<'_> {
     }
 
     /// `slice(x, ranges)`: the same buffer from the first element kept, each
-    /// stride times its step.
+    /// stride times its step (negative: read backwards).
     pub(super) fn slice(
         &mut self,
         out: &mut Vec<Stmt>,
@@ -32,12 +32,12 @@ impl Lowerer<'_> {
             let (Some(r), Some(stride)) = (range, v.strides[axis]) else {
                 continue;
             };
-            if r.start > 0 {
-                let start = self.i64_const(out, r.start as i64);
+            if r.first() > 0 {
+                let start = self.i64_const(out, r.first() as i64);
                 let by = self.mul(out, start, stride);
                 offset = Some(self.add_opt(out, offset, by));
             }
-            if r.step > 1 {
+            if r.step != 1 {
                 let step = self.i64_const(out, r.step as i64);
                 v.strides[axis] = Some(self.mul(out, stride, step));
             }
@@ -45,7 +45,7 @@ impl Lowerer<'_> {
         let whole = ranges
             .iter()
             .zip(&v.dims)
-            .all(|(r, d)| r.is_none_or(|r| Dim::Fixed(r.len()) == *d));
+            .all(|(r, d)| r.is_none_or(|r| r.step > 0 && Dim::Fixed(r.len()) == *d));
         v.dense = v.dense && whole;
         v.offset = offset;
         v.dims = dims;
