@@ -435,6 +435,35 @@ impl Filter {
         Ok(selection.len())
     }
 
+    /// Evaluates the condition over `rows` of `batch` in slices of `chunk`
+    /// rows (zero-copy `RecordBatch::slice`s) and hands each slice's
+    /// selection, relative to the slice, to `f` with the slice's first row;
+    /// returns how many rows were kept. A consumer that gathers the kept rows
+    /// of other columns (a `take`) reads them while the slice is still in
+    /// cache, and the selection buffer is reused, so it never page-faults.
+    /// `rows` must lie within the batch; `chunk` is at least 1.
+    pub fn evaluate_chunks(
+        &self,
+        batch: &RecordBatch,
+        rows: std::ops::Range<usize>,
+        chunk: usize,
+        mut f: impl FnMut(usize, &[u32]),
+    ) -> Result<usize, Error> {
+        let end = rows.end.min(batch.num_rows());
+        let chunk = chunk.max(1);
+        let mut selection = Vec::new();
+        let mut kept = 0;
+        let mut start = rows.start;
+        while start < end {
+            let len = chunk.min(end - start);
+            self.evaluate_into(&batch.slice(start, len), &mut selection)?;
+            f(start, &selection);
+            kept += selection.len();
+            start += len;
+        }
+        Ok(kept)
+    }
+
     /// How many rows of `batch` the condition keeps, without writing a
     /// selection (a kernel that sums the condition instead).
     pub fn count(&self, batch: &RecordBatch) -> Result<usize, Error> {

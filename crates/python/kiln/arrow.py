@@ -41,7 +41,8 @@ class Filter:
         numbered on from one another)."""
         parts, offset = [], 0
         for batch in _batches(data):
-            parts.append(self._inner.indices(batch) + np.uint32(offset))
+            part = self._inner.indices(batch)
+            parts.append(part + np.uint32(offset) if offset else part)
             offset += batch.num_rows
         if len(parts) == 1:
             return parts[0]
@@ -52,7 +53,8 @@ class Filter:
         takes without converting)."""
         parts, offset = [], 0
         for batch in _batches(data):
-            parts.append(self._inner.positions(batch) + offset)
+            part = self._inner.positions(batch)
+            parts.append(part + offset if offset else part)
             offset += batch.num_rows
         if len(parts) == 1:
             return parts[0]

@@ -40,6 +40,11 @@ def _column(series: pd.Series) -> tuple[pa.Array, bool]:
     return pa.array(series, from_pandas=True), False
 
 
+def _gatherable(dtype) -> bool:
+    """A NumPy dtype of 1, 2, 4 or 8 bytes kiln can gather as raw bits."""
+    return isinstance(dtype, np.dtype) and dtype.kind in "biufmM" and dtype.itemsize in (1, 2, 4, 8)
+
+
 def _batch(df: pd.DataFrame, expr: str):
     """The columns `expr` names, as one record batch."""
     names = [n for n in dict.fromkeys(_NAME.findall(expr)) if n in df.columns]
@@ -85,12 +90,38 @@ class KilnAccessor:
         m[self.indices(expr, tier=tier)] = True
         return m
 
-    def query(self, expr: str, *, tier: str = "cranelift") -> pd.DataFrame:
+    def query(self, expr: str, *, tier: str = "cranelift", threads: int | None = None) -> pd.DataFrame:
         """The rows where `expr` is true, index kept: what ``df.query``
-        returns."""
-        batch, _ = _batch(self._df, expr)
-        positions = _compiled("filter", batch.schema, expr, tier).positions(batch)
-        return self._df.iloc[positions]
+        returns.
+
+        NumPy-backed columns of a fixed width (numbers, bools, datetimes) are
+        gathered by kiln while it filters, slice by slice, on ``threads``
+        threads (default: the cores, one per million rows at most); other
+        columns (objects, extension arrays) and the index are taken by
+        pandas at the positions kiln found."""
+        df = self._df
+        batch, _ = _batch(df, expr)
+        compiled = _compiled("filter", batch.schema, expr, tier)
+        if not df.columns.is_unique:
+            return df.iloc[compiled.positions(batch)]
+        names = list(df.columns)
+        series = [df[n] for n in names]
+        fast = [i for i, s in enumerate(series) if _gatherable(s.dtype)]
+        views = [np.ascontiguousarray(series[i].to_numpy()).view(f"u{series[i].dtype.itemsize}") for i in fast]
+        positions, taken = compiled._inner.take(batch, views, threads)
+        arrays = dict(zip(fast, (t.view(series[i].dtype) for i, t in zip(fast, taken))))
+        for i, s in enumerate(series):
+            if i not in arrays:
+                arrays[i] = s.array.take(positions)
+        index = df.index
+        if isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1:
+            # The positions are the labels: one buffer for both.
+            index = pd.Index(positions, name=index.name, copy=False)
+        else:
+            index = index.take(positions)
+        out = pd.DataFrame({i: arrays[i] for i in range(len(names))}, index=index, copy=False)
+        out.columns = df.columns
+        return out.__finalize__(df)
 
     def eval(self, expr: str, *, tier: str = "cranelift") -> pd.Series:
         """`expr` over every row, as a Series on the frame's index. Nullable

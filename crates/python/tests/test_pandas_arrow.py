@@ -43,6 +43,73 @@ def test_query_matches_pandas(frame, q, tier):
     assert frame.kiln.indices(q, tier=tier).dtype == np.uint32
 
 
+def mixed_frame(n, index=None):
+    rng = np.random.default_rng(3)
+    x = rng.uniform(0.0, 10.0, n)
+    x[::13] = np.nan
+    return pd.DataFrame(
+        {
+            "x": x,
+            "f32": rng.standard_normal(n).astype(np.float32),
+            "i8": rng.integers(-100, 100, n).astype(np.int8),
+            "i16": rng.integers(-1000, 1000, n).astype(np.int16),
+            "u32": rng.integers(0, 2**32 - 1, n, dtype=np.uint32),
+            "c128": rng.standard_normal(n) + 1j,
+            "flag": rng.random(n) > 0.3,
+            "when": pd.Timestamp("2024-01-01") + pd.to_timedelta(rng.integers(0, 10**6, n), unit="s"),
+            "gap": pd.to_timedelta(rng.integers(0, 100, n), unit="D"),
+            "tz": pd.date_range("2024-01-01", periods=n, freq="min", tz="Europe/Paris"),
+            "word": np.array(["a", "bb", "ccc", None], dtype=object)[rng.integers(0, 4, n)],
+            "cat": pd.Categorical(rng.choice(["lo", "hi"], n)),
+            "nullable": pd.array(np.where(rng.random(n) > 0.2, rng.integers(0, 9, n), None), dtype="Int64"),
+        },
+        index=index,
+    )
+
+
+@pytest.mark.parametrize(
+    "index,threads",
+    [(None, None), (None, 1), (None, 2), (None, 3), ("named", None), ("labels", 2), ("stepped", 1)],
+)
+def test_query_gathers_every_column_kind(index, threads):
+    n = 140_003  # three 64K-row slices, uneven thread parts
+    idx = {
+        None: None,
+        "named": pd.RangeIndex(n, name="row"),
+        "labels": pd.Index([f"r{i}" for i in range(n)], name="label"),
+        "stepped": pd.RangeIndex(7, 7 + 3 * n, 3),
+    }[index]
+    df = mixed_frame(n, idx)
+    queries = ["(x > 2.0) & (x < 6.0)", "x != x", "x > 100.0"]
+    if index is None and threads is None:
+        queries += ["(x == x) | (x != x)", "flag & (f32 < 0)"]
+    for q in queries:
+        got = df.kiln.query(q, threads=threads)
+        pd.testing.assert_frame_equal(got, df.query(q))
+
+
+def test_query_with_repeated_column_names_takes_pandas_path():
+    df = pd.DataFrame(np.arange(12.0).reshape(4, 3), columns=["x", "y", "y"])
+    pd.testing.assert_frame_equal(df.kiln.query("x > 2.0"), df[df["x"] > 2.0])
+
+
+def test_take_rejects_bad_columns_and_threads():
+    df = pd.DataFrame({"x": np.arange(10.0)})
+    batch = pa.RecordBatch.from_pandas(df, preserve_index=False)
+    inner = kiln.arrow.Filter(batch.schema, "x > 2.0")._inner
+    with pytest.raises(ValueError, match="threads must be at least 1"):
+        inner.take(batch, [], 0)
+    with pytest.raises(ValueError, match="9 elements for a batch of 10 rows"):
+        inner.take(batch, [np.zeros(9, dtype=np.uint64)], None)
+    with pytest.raises(ValueError, match="contiguous"):
+        inner.take(batch, [np.zeros(20, dtype=np.uint64)[::2]], None)
+    with pytest.raises(TypeError):
+        inner.take(batch, [np.zeros(10, dtype=np.float64)], None)
+    positions, (taken,) = inner.take(batch, [np.arange(10, dtype=np.uint64) * 3], 2)
+    assert positions.tolist() == [3, 4, 5, 6, 7, 8, 9]
+    assert taken.tolist() == [9, 12, 15, 18, 21, 24, 27]
+
+
 def test_bool_columns_and_eval(frame, tier):
     pd.testing.assert_frame_equal(frame.kiln.query("flag & (k > 0)", tier=tier), frame.query("flag & (k > 0)"))
     for e in ["x + k * 2", "x / 3.0 - k", "k * k - 7", "sqrt(abs(x))"]:

@@ -38,7 +38,7 @@ impl Lowerer<'_> {
                 offset = Some(self.add_opt(out, offset, by));
             }
             if r.step != 1 {
-                let step = self.i64_const(out, r.step as i64);
+                let step = self.i64_const(out, r.step);
                 v.strides[axis] = Some(self.mul(out, stride, step));
             }
         }
