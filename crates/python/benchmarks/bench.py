@@ -6,7 +6,8 @@ mean anything on a noisy machine).
 
 - scalar: `f(1.0)` for f(x) = x + 2.0, 1M calls from a Python loop (W4's
   method: median of 7 interleaved repeats), with the empty loop and a Python
-  function as baselines.
+  function as baselines, and numba's `@njit` dispatcher interleaved with them
+  when numba is installed.
 - population: kiln.Population over ../shared/fixtures/gp (1000 expressions ×
   10,000 rows), compile + MSE against x0, 1 and 2 threads, best of 3.
 - query: the seed query `(x > 2.0) & (x < 6.0)` over 10M rows of a
@@ -61,6 +62,17 @@ def scalar():
             pass
 
     peers = [("baseline-empty-python-loop", None), ("baseline-python-function", lambda x: x + 2.0)]
+    try:
+        # Not a test dependency: `pip install numba==0.68.1` (the peers'
+        # version) to time its dispatcher interleaved with kiln's calls.
+        import numba
+    except ImportError:
+        numba = None
+    if numba is not None:
+        t0 = time.perf_counter()
+        g = numba.njit(lambda x: x + 2.0)
+        assert g(1.0) == 3.0
+        peers.append(("numba-njit-dispatcher", g, (time.perf_counter() - t0) * 1e3))
     for tier in ("cranelift", "llvm"):
         t0 = time.perf_counter()
         f = kiln.compile("x + 2.0", tier=tier)
