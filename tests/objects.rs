@@ -69,6 +69,28 @@ fn cases() -> Vec<Case> {
             ],
             packed: false,
         },
+        // Inline math (`kernel::math`): no call to the platform's libm, so
+        // the bits are the `libm` crate's on every ISA, rare paths included.
+        Case {
+            format: Format::Py,
+            src: "def t(x: float[n]): return exp(x), exp(-x) * 2.0",
+            inputs: vec![f64s(&[
+                0.3,
+                -2.5,
+                1.0,
+                100.0,
+                -745.5,
+                -740.0,
+                709.9,
+                709.7,
+                1e-300,
+                -0.0,
+                f64::INFINITY,
+                f64::NAN,
+                0.34657359027997264,
+            ])],
+            packed: false,
+        },
         Case {
             format: Format::Py,
             src: "def e(x: float[n]): return x * 2.0, sum(x)",
@@ -369,6 +391,8 @@ fn check_target(target: &str, cc: &str, runner: Option<&str>, object: &ObjectFn,
         let options = kiln::ir::kernel::LowerOptions {
             packed_bools: case.packed,
             register_tiles: tiles,
+            // Objects carry kiln's inline math, as `kiln::aot` makes them.
+            libm_calls: false,
         };
         let kernel = kiln::ir::kernel::lower(&graph, &options).expect("lowers");
         let symbol = format!("kiln_case_{case_idx}");

@@ -384,6 +384,12 @@ impl<M: Module> FunctionCx<'_, M> {
                 let a = self.reg(*a);
                 self.codegen_cast(a, from, *to)?
             }
+            Expr::Bitcast(to, a) => {
+                let a = self.reg(*a);
+                self.bcx
+                    .ins()
+                    .bitcast(clif_type(*to), MemFlagsData::new(), a)
+            }
         })
     }
 

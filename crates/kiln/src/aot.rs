@@ -144,7 +144,7 @@ pub fn compile(graph: &Verified, options: &AotOptions) -> Result<Vec<u8>, AotErr
         graph.clone()
     };
     let lower_options = match options.tier {
-        AotTier::Cranelift => kiln_cranelift::LOWER_OPTIONS,
+        AotTier::Cranelift => kiln_cranelift::OBJECT_LOWER_OPTIONS,
         AotTier::Llvm => LowerOptions::default(),
     };
     let kernel =

@@ -88,6 +88,7 @@ fn compile_with(
 ) -> CompileResult<Vec<JitProgram>> {
     let lower = LowerOptions {
         packed_bools: options.packed_bools,
+        libm_calls: options.libm_calls.unwrap_or(tier.libm_calls),
         ..tier
     };
     let mut prepared = Vec::with_capacity(graphs.len());

@@ -220,6 +220,11 @@ pub struct CompileOptions {
     /// `kiln_ir::kernel::LowerOptions::packed_bools`) in calls through
     /// [`JitProgram::call_slots`]; [`Program::run`] packs them itself.
     pub packed_bools: bool,
+    /// Transcendentals as calls into the `libm` crate (`Some(true)`) or as
+    /// inline math (`Some(false)`, see `kiln_ir::kernel::LowerOptions::libm_calls`);
+    /// `None`, the default: the tier's choice (Cranelift calls, LLVM inlines
+    /// and vectorizes). The bits are the same either way.
+    pub libm_calls: Option<bool>,
 }
 
 impl Default for CompileOptions {
@@ -228,6 +233,7 @@ impl Default for CompileOptions {
             optimize: true,
             opt_level: OptLevel::default(),
             packed_bools: false,
+            libm_calls: None,
         }
     }
 }

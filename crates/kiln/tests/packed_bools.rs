@@ -13,6 +13,7 @@ const PACKED: CompileOptions = CompileOptions {
     optimize: true,
     opt_level: kiln::OptLevel::O3,
     packed_bools: true,
+    libm_calls: None,
 };
 
 fn graph() -> Verified {

@@ -550,6 +550,10 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
                 let from = self.kernel.reg_type(*a);
                 self.codegen_cast(self.reg(*a), from, *to)?
             }
+            Expr::Bitcast(to, a) => {
+                self.builder
+                    .build_bit_cast(self.reg(*a), reg_type(self.cx, *to), "bits")?
+            }
         })
     }
 

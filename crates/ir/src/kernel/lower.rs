@@ -42,6 +42,8 @@ pub(super) struct Lowerer<'a> {
     pub(super) output_params: Vec<ParamIdx>,
     /// [`LowerOptions::register_tiles`].
     pub(super) register_tiles: bool,
+    /// [`LowerOptions::libm_calls`].
+    pub(super) libm_calls: bool,
 }
 
 /// The extent of a column type, if it is one.
@@ -77,6 +79,13 @@ pub struct LowerOptions {
     /// (Cranelift). Each element still sums in `k` order, so the bits are
     /// the same either way.
     pub register_tiles: bool,
+    /// Keep transcendentals as calls by their C names ([`super::libcalls`])
+    /// instead of inline math ([`super::math`]): for an in-process JIT that
+    /// binds the names to the `libm` crate and does not vectorize, where one
+    /// call is faster than the expanded scalar code. Objects and wasm modules
+    /// never ask for it: their calls would reach the platform's libm, whose
+    /// bits may differ.
+    pub libm_calls: bool,
 }
 
 /// Lowers a verified (normally optimized) graph.
@@ -100,6 +109,7 @@ pub fn lower(verified: &Verified, options: &LowerOptions) -> Result<Kernel, Lowe
         input_params: Vec::new(),
         output_params: Vec::new(),
         register_tiles: options.register_tiles,
+        libm_calls: options.libm_calls,
     };
     lw.params(options);
     if tensors {
@@ -318,7 +328,9 @@ impl Lowerer<'_> {
 
     /// A unary op of the graph in kernel expressions. Logical `not` is
     /// `xor true` (registers hold 0 or 1), so no backend chooses between
-    /// `xor 1` and a bitwise not.
+    /// `xor 1` and a bitwise not; transcendentals with an inline port of the
+    /// `libm` crate's algorithm (`kernel::math`) are expanded here, the rest
+    /// stay calls.
     pub(super) fn unary(
         &mut self,
         out: &mut Vec<Stmt>,
@@ -330,6 +342,9 @@ impl Lowerer<'_> {
         if op == UnaryOp::Not {
             let t = self.konst(out, DType::Bool, 1);
             return self.emit(out, DType::Bool, Expr::Binary(BinaryOp::Xor, a, t), name);
+        }
+        if !self.libm_calls && op == UnaryOp::Exp && dtype == DType::F64 {
+            return super::math::exp_f64(self, out, a);
         }
         self.emit(out, dtype, Expr::Unary(op, a), name)
     }

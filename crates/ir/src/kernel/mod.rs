@@ -23,6 +23,7 @@ pub mod abi;
 pub mod header;
 pub mod libcalls;
 mod lower;
+mod math;
 mod print;
 mod tensor;
 mod verify;
@@ -237,6 +238,10 @@ pub enum Expr {
     /// does (float to int saturates, NaN gives 0); never from a number to
     /// `bool` (lowered to a comparison with zero).
     Cast(DType, Reg),
+    /// The same bits as another dtype of the same width (`f64` and `i64`,
+    /// `f32` and `i32`): Rust's `to_bits`/`from_bits`. Inline math
+    /// (`kernel::math`) takes floats apart with it.
+    Bitcast(DType, Reg),
 }
 
 /// A statement.

@@ -67,6 +67,7 @@ fn expr(e: &Expr) -> String {
         Expr::Compare(op, a, b) => format!("{op} {}, {}", r(*a), r(*b)),
         Expr::Select(c, a, b) => format!("select {}, {}, {}", r(*c), r(*a), r(*b)),
         Expr::Cast(to, a) => format!("cast.{to} {}", r(*a)),
+        Expr::Bitcast(to, a) => format!("bitcast.{to} {}", r(*a)),
     }
 }
 

@@ -310,6 +310,16 @@ impl Verifier<'_> {
                 same(*a)?;
                 same(*b)
             }
+            Expr::Bitcast(to, a) => {
+                ensure(*to == ty, || format!("a bitcast to {to}"))?;
+                let from = self.reg(*a)?;
+                ensure(
+                    from != DType::Bool
+                        && *to != DType::Bool
+                        && from.size_bytes() == to.size_bytes(),
+                    || format!("a bitcast of {from} to {to}: numbers of one width only"),
+                )
+            }
             Expr::Cast(to, a) => {
                 ensure(*to == ty, || format!("a cast to {to}"))?;
                 let from = self.reg(*a)?;

@@ -1,0 +1,242 @@
+//! Inline math: transcendentals expanded into kernel expressions that
+//! compute, operation for operation, what the `libm` crate computes (the
+//! interpreter's oracle), so every lane of every tier returns its bits.
+//!
+//! Each function is a port of the `libm` crate's algorithm with its
+//! constants and its order of operations, no FMA contraction, and its
+//! branches turned into `select`s: every path is computed and the one the
+//! scalar code would take is kept. A row loop of such code has no calls and
+//! no branches, so LLVM vectorizes it; objects and wasm modules carry it
+//! instead of depending on the platform's libm. The bit-exactness tests
+//! (`tests/math.rs`) compare every tier with the `libm` crate at special
+//! values, at the boundaries of every branch and at random inputs.
+
+// The constants are the `libm` crate's, digit for digit, so a reader can
+// check them against its source; they parse to the same `f64`s.
+#![allow(clippy::excessive_precision, clippy::approx_constant)]
+
+use super::lower::Lowerer;
+use super::{Expr, Reg, Stmt};
+use crate::op::{BinaryOp, CmpOp, UnaryOp};
+use crate::scalar::Scalar;
+use crate::types::DType;
+
+/// Emits kernel expressions into one statement list.
+struct Emit<'l, 'g> {
+    lw: &'l mut Lowerer<'g>,
+    out: &'l mut Vec<Stmt>,
+}
+
+impl Emit<'_, '_> {
+    fn let_(&mut self, dtype: DType, expr: Expr) -> Reg {
+        self.lw.emit(self.out, dtype, expr, None)
+    }
+
+    fn ty(&self, r: Reg) -> DType {
+        self.lw.kernel.reg_type(r)
+    }
+
+    fn f64(&mut self, v: f64) -> Reg {
+        self.let_(DType::F64, Expr::Const(Scalar::F64(v)))
+    }
+
+    fn i32(&mut self, v: i32) -> Reg {
+        self.let_(DType::I32, Expr::Const(Scalar::I32(v)))
+    }
+
+    fn i64(&mut self, v: i64) -> Reg {
+        self.let_(DType::I64, Expr::Const(Scalar::I64(v)))
+    }
+
+    fn bin(&mut self, op: BinaryOp, a: Reg, b: Reg) -> Reg {
+        let dtype = self.ty(a);
+        self.let_(dtype, Expr::Binary(op, a, b))
+    }
+
+    fn add(&mut self, a: Reg, b: Reg) -> Reg {
+        self.bin(BinaryOp::Add, a, b)
+    }
+
+    fn sub(&mut self, a: Reg, b: Reg) -> Reg {
+        self.bin(BinaryOp::Sub, a, b)
+    }
+
+    fn mul(&mut self, a: Reg, b: Reg) -> Reg {
+        self.bin(BinaryOp::Mul, a, b)
+    }
+
+    fn div(&mut self, a: Reg, b: Reg) -> Reg {
+        self.bin(BinaryOp::Div, a, b)
+    }
+
+    fn cmp(&mut self, op: CmpOp, a: Reg, b: Reg) -> Reg {
+        self.let_(DType::Bool, Expr::Compare(op, a, b))
+    }
+
+    fn select(&mut self, c: Reg, a: Reg, b: Reg) -> Reg {
+        let dtype = self.ty(a);
+        self.let_(dtype, Expr::Select(c, a, b))
+    }
+
+    /// Rust's `as` between numbers.
+    fn cast(&mut self, to: DType, a: Reg) -> Reg {
+        self.let_(to, Expr::Cast(to, a))
+    }
+
+    fn bitcast(&mut self, to: DType, a: Reg) -> Reg {
+        self.let_(to, Expr::Bitcast(to, a))
+    }
+
+    /// `f64::from_bits(((0x3ff + n) as u64) << 52)`: 2^n for an `i32` `n`
+    /// in the normal range.
+    fn pow2(&mut self, n: Reg) -> Reg {
+        let bias = self.i32(0x3ff);
+        let e = self.add(n, bias);
+        let e = self.cast(DType::I64, e);
+        let at = self.i64(52);
+        let bits = self.bin(BinaryOp::Shl, e, at);
+        self.bitcast(DType::F64, bits)
+    }
+
+    /// `scalbn(y, n)` (the `libm` crate's generic one, f64) for an `n` that
+    /// needs at most one pre-scaling step, which holds wherever exp calls
+    /// it (`-1075 <= n <= 1024`).
+    fn scalbn_once(&mut self, y: Reg, n: Reg) -> Reg {
+        let (max, min) = (self.i32(1023), self.i32(-1022));
+        let big = self.cmp(CmpOp::Gt, n, max);
+        let small = self.cmp(CmpOp::Lt, n, min);
+        // n > 1023: y *= 2^1023, n -= 1023.
+        let up = self.f64(f64::from_bits(0x7fe0_0000_0000_0000));
+        let y_big = self.mul(y, up);
+        let n_big = self.sub(n, max);
+        // n < -1022: y *= 2^-1022 * 2^53, n += 1022 - 53.
+        let down =
+            self.f64(f64::from_bits(0x0010_0000_0000_0000) * f64::from_bits(0x4340_0000_0000_0000));
+        let y_small = self.mul(y, down);
+        let add = self.i32(1022 - 53);
+        let n_small = self.add(n, add);
+        let y1 = self.select(small, y_small, y);
+        let y1 = self.select(big, y_big, y1);
+        let n1 = self.select(small, n_small, n);
+        let n1 = self.select(big, n_big, n1);
+        let scale = self.pow2(n1);
+        self.mul(y1, scale)
+    }
+}
+
+/// The `libm` crate's `exp` (f64; FreeBSD's `e_exp.c`), branch-free.
+pub(super) fn exp_f64(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg {
+    const HALF: f64 = 0.5;
+    const LN2HI: f64 = 6.93147180369123816490e-01;
+    const LN2LO: f64 = 1.90821492927058770002e-10;
+    const INVLN2: f64 = 1.44269504088896338700e+00;
+    const P1: f64 = 1.66666666666666019037e-01;
+    const P2: f64 = -2.77777777770155933842e-03;
+    const P3: f64 = 6.61375632143793436117e-05;
+    const P4: f64 = -1.65339022054652515390e-06;
+    const P5: f64 = 4.13813679705723846039e-08;
+    let mut m = Emit { lw, out };
+    // hx: the high word of |x|; sign: its sign bit.
+    let bits = m.bitcast(DType::I64, x);
+    let c32 = m.i64(32);
+    let high = m.bin(BinaryOp::ShrLogical, bits, c32);
+    let c31 = m.i64(31);
+    let sign = m.bin(BinaryOp::ShrLogical, high, c31);
+    let mask = m.i64(0x7fff_ffff);
+    let hx = m.bin(BinaryOp::BAnd, high, mask);
+    let negative = {
+        let one = m.i64(1);
+        m.cmp(CmpOp::Eq, sign, one)
+    };
+    // Argument reduction: x = k*ln2 + r, |r| <= 0.5*ln2; k = 0 when
+    // |x| <= 0.5*ln2. The scalar code's `(INVLN2*x ± 0.5) as i32` is
+    // `trunc` wherever the result is used (|k| <= 1076; other lanes are
+    // NaN, infinite or overflow, and selected away below), and `k as f64`
+    // is that float itself: no float-to-int conversion, which would not
+    // vectorize on x86-64 (Rust's `as` saturates).
+    let kf = {
+        let invln2 = m.f64(INVLN2);
+        let scaled = m.mul(invln2, x);
+        let (plus, minus) = (m.f64(HALF), m.f64(-HALF));
+        let half = m.select(negative, minus, plus);
+        let t = m.add(scaled, half);
+        let k_far = m.let_(DType::F64, Expr::Unary(UnaryOp::Trunc, t));
+        // 1 - sign - sign, exact in floats.
+        let s = m.cast(DType::F64, sign);
+        let one = m.f64(1.0);
+        let k_near = m.sub(one, s);
+        let k_near = m.sub(k_near, s);
+        let far = {
+            let at = m.i64(0x3ff0_a2b2);
+            m.cmp(CmpOp::Ge, hx, at)
+        };
+        let k = m.select(far, k_far, k_near);
+        let reduce = {
+            let at = m.i64(0x3fd6_2e42);
+            m.cmp(CmpOp::Gt, hx, at)
+        };
+        let zero = m.f64(0.0);
+        m.select(reduce, k, zero)
+    };
+    // k as an integer: the low bits of kf + 1.5 * 2^52, whose unit in the
+    // last place is 1.
+    let k = {
+        let magic = m.f64(f64::from_bits(0x4338_0000_0000_0000));
+        let shifted = m.add(kf, magic);
+        let bits = m.bitcast(DType::I64, shifted);
+        let base = m.i64(0x4338_0000_0000_0000);
+        let k = m.sub(bits, base);
+        m.cast(DType::I32, k)
+    };
+    // hi = x - k*LN2HI (exact), lo = k*LN2LO, r = hi - lo; with k = 0 these
+    // are x, 0 and x, as the scalar code's middle branch has them.
+    let ln2hi = m.f64(LN2HI);
+    let khi = m.mul(kf, ln2hi);
+    let hi = m.sub(x, khi);
+    let ln2lo = m.f64(LN2LO);
+    let lo = m.mul(kf, ln2lo);
+    let r = m.sub(hi, lo);
+    // c = r - rr*(P1 + rr*(P2 + rr*(P3 + rr*(P4 + rr*P5))))
+    let rr = m.mul(r, r);
+    let mut poly = m.f64(P5);
+    for p in [P4, P3, P2, P1] {
+        let t = m.mul(rr, poly);
+        let p = m.f64(p);
+        poly = m.add(p, t);
+    }
+    let t = m.mul(rr, poly);
+    let c = m.sub(r, t);
+    // y = 1 + (r*c/(2 - c) - lo + hi)
+    let rc = m.mul(r, c);
+    let two = m.f64(2.0);
+    let den = m.sub(two, c);
+    let q = m.div(rc, den);
+    let q = m.sub(q, lo);
+    let q = m.add(q, hi);
+    let one = m.f64(1.0);
+    let y = m.add(one, q);
+    let mut result = m.scalbn_once(y, k);
+    // |x| <= 2^-28: 1 + x.
+    let tiny = {
+        let at = m.i64(0x3e30_0000);
+        m.cmp(CmpOp::Le, hx, at)
+    };
+    let near_one = m.add(one, x);
+    result = m.select(tiny, near_one, result);
+    // x < -745.13...: 0; x > 709.78...: x * 2^1023 (inf); NaN: x.
+    let under = {
+        let at = m.f64(-745.13321910194110842);
+        m.cmp(CmpOp::Lt, x, at)
+    };
+    let zero = m.f64(0.0);
+    result = m.select(under, zero, result);
+    let over = {
+        let at = m.f64(709.782712893383973096);
+        m.cmp(CmpOp::Gt, x, at)
+    };
+    let up = m.f64(f64::from_bits(0x7fe0_0000_0000_0000));
+    let inf = m.mul(x, up);
+    result = m.select(over, inf, result);
+    let nan = m.cmp(CmpOp::Ne, x, x);
+    m.select(nan, x, result)
+}

@@ -1,0 +1,109 @@
+//! Transcendentals per element, for docs/performance.md:
+//! `cargo bench -p kiln --features llvm --bench math` (`ROWS=...`, default
+//! 1,000,000 f64). Each function as a one-op column kernel on the Cranelift
+//! tier (calls, its JIT's default, and inline math, as in its objects) and
+//! the LLVM tier (O3, inline math), against the `libm` crate's scalar function
+//! (the interpreter's oracle, and what compiled kernels called before inline
+//! math) and glibc's scalar function (`f64::exp` in std) in a Rust loop.
+//! Medians of 15 repetitions; compare ratios within one run.
+
+use kiln::{ArrayMut, ArrayRef, CompileOptions, Cranelift, Engine, Llvm, OptLevel, Program};
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn time(mut f: impl FnMut()) -> Duration {
+    f();
+    median(
+        (0..15)
+            .map(|_| {
+                let t = Instant::now();
+                f();
+                t.elapsed()
+            })
+            .collect(),
+    )
+}
+
+fn per_element(d: Duration, rows: usize) -> f64 {
+    d.as_secs_f64() * 1e9 / rows as f64
+}
+
+fn main() {
+    let rows: usize = std::env::var("ROWS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000);
+    // Inputs where GP and NNC kernels live, away from the rare paths.
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let xs: Vec<f64> = (0..rows)
+        .map(|_| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed >> 11) as f64 / (1u64 << 53) as f64 * 20.0 - 10.0
+        })
+        .collect();
+    let mut out = vec![0.0f64; rows];
+    type Scalar = fn(f64) -> f64;
+    let functions: [(&str, Scalar, Scalar); 1] = [("exp", libm::exp, f64::exp)];
+    println!("function,contender,ns_per_element ({rows} f64)");
+    for (name, libm_fn, std_fn) in functions {
+        let text = format!(
+            "graph \"{name}\"\nv0: f64[n] = input \"x\"\nv1: f64[n] = {name} v0\noutput \"y\" = v1\n"
+        );
+        let graph = kiln::verify(kiln::ir::text::parse(&text).expect("parses")).expect("verifies");
+        let options = |opt_level, libm_calls| CompileOptions {
+            opt_level,
+            libm_calls,
+            ..CompileOptions::default()
+        };
+        let programs: [(&str, Box<dyn Program>); 3] = [
+            (
+                "kiln-cranelift (libm crate calls, its default)",
+                Box::new(
+                    Cranelift
+                        .compile(&graph, &options(OptLevel::O3, None))
+                        .expect("compiles"),
+                ),
+            ),
+            (
+                "kiln-cranelift-inline (as its objects)",
+                Box::new(
+                    Cranelift
+                        .compile(&graph, &options(OptLevel::O3, Some(false)))
+                        .expect("compiles"),
+                ),
+            ),
+            (
+                "kiln-llvm-O3 (inline, vectorized)",
+                Box::new(
+                    Llvm.compile(&graph, &options(OptLevel::O3, None))
+                        .expect("compiles"),
+                ),
+            ),
+        ];
+        for (label, program) in &programs {
+            let d = time(|| {
+                program
+                    .run_arrays(&[ArrayRef::F64(&xs)], &mut [ArrayMut::F64(&mut out)])
+                    .expect("runs");
+                black_box(&out);
+            });
+            println!("{name},{label},{:.3}", per_element(d, rows));
+        }
+        for (label, f) in [("libm-crate-scalar", libm_fn), ("glibc-scalar", std_fn)] {
+            let d = time(|| {
+                for (o, &x) in out.iter_mut().zip(&xs) {
+                    *o = f(black_box(x));
+                }
+                black_box(&out);
+            });
+            println!("{name},{label},{:.3}", per_element(d, rows));
+        }
+    }
+}

@@ -1,0 +1,241 @@
+//! Inline math (`kiln_ir::kernel::math`) against the `libm` crate, bit for
+//! bit (every NaN equal), on every compiling engine and in wasm modules:
+//! special values, both sides of every threshold the scalar algorithm
+//! branches on, every point where its reduction's `k` changes, and random
+//! inputs (uniform bit patterns and uniform values over the interesting
+//! range). `MATH_CASES` sets the random count (default 10^6; the long run's
+//! figures are in docs/testing.md).
+
+// Thresholds are written as the `libm` crate writes them.
+#![allow(clippy::excessive_precision)]
+
+use kiln::ir::{Buffer, Data};
+use kiln::DynEngine;
+
+fn cases() -> usize {
+    std::env::var("MATH_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000)
+}
+
+/// xorshift64: reproducible inputs without a dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// Uniform in `[lo, hi)`.
+    fn uniform(&mut self, lo: f64, hi: f64) -> f64 {
+        lo + (self.next() >> 11) as f64 / (1u64 << 53) as f64 * (hi - lo)
+    }
+}
+
+/// `x` and its neighbours a few ulps away on each side.
+fn around(x: f64, out: &mut Vec<f64>) {
+    let mut up = x;
+    let mut down = x;
+    out.push(x);
+    for _ in 0..3 {
+        up = up.next_up();
+        down = down.next_down();
+        out.push(up);
+        out.push(down);
+    }
+}
+
+/// Values every f64 function is tested at.
+fn special_f64(out: &mut Vec<f64>) {
+    for x in [
+        0.0,
+        -0.0,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        -f64::NAN,
+        f64::from_bits(0x7ff0_0000_0000_0001), // a signalling NaN
+        f64::from_bits(0x7ff8_dead_beef_0001), // a NaN with a payload
+        f64::MIN_POSITIVE,
+        -f64::MIN_POSITIVE,
+        f64::from_bits(1), // the smallest subnormal
+        -f64::from_bits(1),
+        f64::from_bits(0x000f_ffff_ffff_ffff), // the largest subnormal
+        f64::MAX,
+        f64::MIN,
+        f64::EPSILON,
+        1.0,
+        -1.0,
+        0.5,
+        2.0,
+        std::f64::consts::E,
+        std::f64::consts::LN_2,
+        std::f64::consts::PI,
+    ] {
+        around(x, out);
+    }
+}
+
+/// A high word with the low word 0 and all ones, both signs: the scalar
+/// code compares `|x|`'s high word with thresholds.
+fn around_high_word(hx: u32, out: &mut Vec<f64>) {
+    for sign in [0u64, 1 << 63] {
+        for low in [0u64, 0xffff_ffff] {
+            for h in [hx - 1, hx, hx + 1] {
+                out.push(f64::from_bits(sign | u64::from(h) << 32 | low));
+            }
+        }
+    }
+}
+
+/// The inputs for `exp` (f64): its thresholds and the reduction's steps.
+fn exp_inputs() -> Vec<f64> {
+    let mut v = Vec::new();
+    special_f64(&mut v);
+    for hx in [0x4086_232b, 0x3fd6_2e42, 0x3ff0_a2b2, 0x3e30_0000] {
+        around_high_word(hx, &mut v);
+    }
+    for x in [
+        709.782712893383973096,
+        -708.39641853226410622,
+        -745.13321910194110842,
+        0.5 * std::f64::consts::LN_2,
+        1.5 * std::f64::consts::LN_2,
+    ] {
+        around(x, &mut v);
+        around(-x, &mut v);
+    }
+    // Where k = trunc(x / ln2 ± 1/2) changes, over the whole range (k from
+    // -1075 to 1024, scalbn's three paths).
+    for j in -1076..=1025 {
+        around((f64::from(j) - 0.5) * std::f64::consts::LN_2, &mut v);
+    }
+    v
+}
+
+/// `n` random inputs for `exp`, a million at a time: uniform bit patterns,
+/// and uniform values over its whole range, near 0 and where GP data lives.
+fn exp_random(n: usize, mut check: impl FnMut(&[f64])) {
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut done = 0;
+    while done < n {
+        let chunk: Vec<f64> = (0..(n - done).min(1 << 20))
+            .map(|i| match i % 4 {
+                0 => f64::from_bits(rng.next()),
+                1 => rng.uniform(-750.0, 750.0),
+                2 => rng.uniform(-1.0, 1.0),
+                _ => rng.uniform(-40.0, 40.0),
+            })
+            .collect();
+        check(&chunk);
+        done += chunk.len();
+    }
+}
+
+fn same(a: f64, b: f64) -> bool {
+    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
+}
+
+/// `op` of one f64 argument compiled on `engine`, with its transcendentals
+/// inline (`libm_calls: Some(false)`) or as the tier chooses (`None`).
+fn unary_f64(engine: &dyn DynEngine, op: &str, libm_calls: Option<bool>) -> Box<dyn kiln::Program> {
+    let text = format!(
+        "graph \"{op}\"\nv0: f64[n] = input \"x\"\nv1: f64[n] = {op} v0\noutput \"y\" = v1\n"
+    );
+    let graph = kiln::verify(kiln::ir::text::parse(&text).unwrap()).unwrap();
+    let options = kiln::CompileOptions {
+        optimize: false,
+        libm_calls,
+        ..kiln::CompileOptions::default()
+    };
+    engine.compile_dyn(&graph, &options).unwrap()
+}
+
+/// Runs `program` (`op` of one f64 argument) over `xs` and compares with
+/// `want`; the first few disagreements are the error.
+fn check_unary_f64(
+    program: &dyn kiln::Program,
+    op: &str,
+    xs: &[f64],
+    want: impl Fn(f64) -> f64,
+) -> Result<(), String> {
+    let outs = program
+        .run(&[Data::Column(Buffer::F64(xs.to_vec()))])
+        .map_err(|e| e.to_string())?;
+    let Some(Data::Column(Buffer::F64(got))) = outs.first() else {
+        return Err(format!("{op} returned {outs:?}"));
+    };
+    let bad: Vec<String> = xs
+        .iter()
+        .zip(got)
+        .filter(|(&x, &y)| !same(y, want(x)))
+        .take(5)
+        .map(|(&x, &y)| {
+            format!(
+                "{op}({x:e} = {:#018x}) = {y:e} ({:#018x}), libm {:e} ({:#018x})",
+                x.to_bits(),
+                y.to_bits(),
+                want(x),
+                want(x).to_bits()
+            )
+        })
+        .collect();
+    if bad.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("{op}:\n{}", bad.join("\n")))
+    }
+}
+
+fn compiling_engines() -> Vec<Box<dyn DynEngine>> {
+    kiln::engines()
+        .into_iter()
+        .filter(|e| e.name() != "interp")
+        .collect()
+}
+
+#[test]
+fn exp_f64_is_libms_on_every_engine() {
+    // Every compiling tier with inline math (Cranelift's JIT calls the
+    // `libm` crate by default; its objects inline), then as each tier
+    // chooses, and the interpreter, the oracle: it is the `libm` crate.
+    let mut runs: Vec<(Box<dyn DynEngine>, Option<bool>)> = compiling_engines()
+        .into_iter()
+        .map(|e| (e, Some(false)))
+        .collect();
+    runs.extend(compiling_engines().into_iter().map(|e| (e, None)));
+    runs.push((Box::new(kiln::Interpreter), None));
+    for (engine, libm_calls) in runs {
+        let program = unary_f64(engine.as_ref(), "exp", libm_calls);
+        let on = |e: String| format!("on {} (libm_calls {libm_calls:?}): {e}", engine.name());
+        check_unary_f64(program.as_ref(), "exp", &exp_inputs(), libm::exp)
+            .map_err(on)
+            .unwrap();
+        let n = if engine.name() == "interp" {
+            10_000
+        } else {
+            cases()
+        };
+        exp_random(n, |xs| {
+            check_unary_f64(program.as_ref(), "exp", xs, libm::exp)
+                .map_err(on)
+                .unwrap()
+        });
+    }
+}
+
+/// wasm modules carry kiln's `exp` (no import from `env`): fewer random
+/// inputs, since they run under an interpreter (wasmi).
+#[cfg(feature = "llvm")]
+#[test]
+fn exp_f64_is_libms_in_wasm() {
+    let program = unary_f64(&kiln_tests::wasm::Wasm, "exp", None);
+    check_unary_f64(program.as_ref(), "exp", &exp_inputs(), libm::exp).unwrap();
+    exp_random(cases() / 50, |xs| {
+        check_unary_f64(program.as_ref(), "exp", xs, libm::exp).unwrap()
+    });
+}
