@@ -117,24 +117,80 @@ fn exp_inputs() -> Vec<f64> {
     v
 }
 
-/// `n` random inputs for `exp`, a million at a time: uniform bit patterns,
-/// and uniform values over its whole range, near 0 and where GP data lives.
-fn exp_random(n: usize, mut check: impl FnMut(&[f64])) {
+/// The inputs for `log` (f64): its thresholds (subnormals, the reduction's
+/// boundary at the high word 0x3fe6a09e in every binade, 1, infinities).
+fn log_inputs() -> Vec<f64> {
+    let mut v = Vec::new();
+    special_f64(&mut v);
+    for hx in [0x0010_0000, 0x7ff0_0000, 0x3ff0_0000, 0x3fe6_a09e] {
+        around_high_word(hx, &mut v);
+    }
+    for e in 0..0x7ffu64 {
+        let boundary = e << 52 | 0x6_a09e_u64 << 32;
+        for bits in [boundary - 1, boundary, boundary + 1] {
+            v.push(f64::from_bits(bits));
+        }
+    }
+    for x in [
+        std::f64::consts::SQRT_2,
+        std::f64::consts::FRAC_1_SQRT_2,
+        1e-310,
+        4.9e-324,
+    ] {
+        around(x, &mut v);
+    }
+    v
+}
+
+/// `n` random inputs a million at a time, from `pick(rng, i)`.
+fn random(n: usize, mut pick: impl FnMut(&mut Rng, usize) -> f64, mut check: impl FnMut(&[f64])) {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let mut done = 0;
     while done < n {
         let chunk: Vec<f64> = (0..(n - done).min(1 << 20))
-            .map(|i| match i % 4 {
-                0 => f64::from_bits(rng.next()),
-                1 => rng.uniform(-750.0, 750.0),
-                2 => rng.uniform(-1.0, 1.0),
-                _ => rng.uniform(-40.0, 40.0),
-            })
+            .map(|i| pick(&mut rng, i))
             .collect();
         check(&chunk);
         done += chunk.len();
     }
 }
+
+/// Random `exp` inputs: uniform bit patterns, and uniform values over its
+/// whole range, near 0 and where GP data lives.
+fn exp_pick(rng: &mut Rng, i: usize) -> f64 {
+    match i % 4 {
+        0 => f64::from_bits(rng.next()),
+        1 => rng.uniform(-750.0, 750.0),
+        2 => rng.uniform(-1.0, 1.0),
+        _ => rng.uniform(-40.0, 40.0),
+    }
+}
+
+/// Random `log` inputs: uniform bit patterns (a quarter are negative or
+/// special), positive ones of every exponent, subnormals, and values near 1
+/// and where GP data lives.
+fn log_pick(rng: &mut Rng, i: usize) -> f64 {
+    match i % 5 {
+        0 => f64::from_bits(rng.next()),
+        1 => f64::from_bits(rng.next() >> 1),
+        2 => f64::from_bits(rng.next() >> 12),
+        3 => rng.uniform(0.5, 2.0),
+        _ => rng.uniform(0.0, 100.0),
+    }
+}
+
+type Oracle = fn(f64) -> f64;
+/// A function's chosen inputs.
+type Chosen = fn() -> Vec<f64>;
+/// A function's random input `i`.
+type Pick = fn(&mut Rng, usize) -> f64;
+
+/// Each inline f64 function: its name, the `libm` crate's function, its
+/// chosen inputs and its random inputs.
+const F64_FUNCTIONS: [(&str, Oracle, Chosen, Pick); 2] = [
+    ("exp", libm::exp, exp_inputs, exp_pick),
+    ("log", libm::log, log_inputs, log_pick),
+];
 
 fn same(a: f64, b: f64) -> bool {
     a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
@@ -199,7 +255,7 @@ fn compiling_engines() -> Vec<Box<dyn DynEngine>> {
 }
 
 #[test]
-fn exp_f64_is_libms_on_every_engine() {
+fn f64_functions_are_libms_on_every_engine() {
     // Every compiling tier with inline math (Cranelift's JIT calls the
     // `libm` crate by default; its objects inline), then as each tier
     // chooses, and the interpreter, the oracle: it is the `libm` crate.
@@ -210,32 +266,36 @@ fn exp_f64_is_libms_on_every_engine() {
     runs.extend(compiling_engines().into_iter().map(|e| (e, None)));
     runs.push((Box::new(kiln::Interpreter), None));
     for (engine, libm_calls) in runs {
-        let program = unary_f64(engine.as_ref(), "exp", libm_calls);
-        let on = |e: String| format!("on {} (libm_calls {libm_calls:?}): {e}", engine.name());
-        check_unary_f64(program.as_ref(), "exp", &exp_inputs(), libm::exp)
-            .map_err(on)
-            .unwrap();
-        let n = if engine.name() == "interp" {
-            10_000
-        } else {
-            cases()
-        };
-        exp_random(n, |xs| {
-            check_unary_f64(program.as_ref(), "exp", xs, libm::exp)
+        for (op, oracle, chosen, pick) in F64_FUNCTIONS {
+            let program = unary_f64(engine.as_ref(), op, libm_calls);
+            let on = |e: String| format!("on {} (libm_calls {libm_calls:?}): {e}", engine.name());
+            check_unary_f64(program.as_ref(), op, &chosen(), oracle)
                 .map_err(on)
-                .unwrap()
-        });
+                .unwrap();
+            let n = if engine.name() == "interp" {
+                10_000
+            } else {
+                cases()
+            };
+            random(n, pick, |xs| {
+                check_unary_f64(program.as_ref(), op, xs, oracle)
+                    .map_err(on)
+                    .unwrap()
+            });
+        }
     }
 }
 
-/// wasm modules carry kiln's `exp` (no import from `env`): fewer random
-/// inputs, since they run under an interpreter (wasmi).
+/// wasm modules carry kiln's inline math (no import from `env`): fewer
+/// random inputs, since they run under an interpreter (wasmi).
 #[cfg(feature = "llvm")]
 #[test]
-fn exp_f64_is_libms_in_wasm() {
-    let program = unary_f64(&kiln_tests::wasm::Wasm, "exp", None);
-    check_unary_f64(program.as_ref(), "exp", &exp_inputs(), libm::exp).unwrap();
-    exp_random(cases() / 50, |xs| {
-        check_unary_f64(program.as_ref(), "exp", xs, libm::exp).unwrap()
-    });
+fn f64_functions_are_libms_in_wasm() {
+    for (op, oracle, chosen, pick) in F64_FUNCTIONS {
+        let program = unary_f64(&kiln_tests::wasm::Wasm, op, None);
+        check_unary_f64(program.as_ref(), op, &chosen(), oracle).unwrap();
+        random(cases() / 50, pick, |xs| {
+            check_unary_f64(program.as_ref(), op, xs, oracle).unwrap()
+        });
+    }
 }

@@ -73,7 +73,7 @@ fn cases() -> Vec<Case> {
         // the bits are the `libm` crate's on every ISA, rare paths included.
         Case {
             format: Format::Py,
-            src: "def t(x: float[n]): return exp(x), exp(-x) * 2.0",
+            src: "def t(x: float[n]): return exp(x), exp(-x) * 2.0, log(x), log(x * 1e-310)",
             inputs: vec![f64s(&[
                 0.3,
                 -2.5,

@@ -50,9 +50,15 @@ fn main() {
         .collect();
     let mut out = vec![0.0f64; rows];
     type Scalar = fn(f64) -> f64;
-    let functions: [(&str, Scalar, Scalar); 1] = [("exp", libm::exp, f64::exp)];
+    // (name, the libm crate, glibc, the input domain)
+    let functions: [(&str, Scalar, Scalar, Scalar); 2] = [
+        ("exp", libm::exp, f64::exp, |x| x),
+        // log of positive inputs: |x| + 0.001 over (0.001, 10].
+        ("log", libm::log, f64::ln, |x| x.abs() + 0.001),
+    ];
     println!("function,contender,ns_per_element ({rows} f64)");
-    for (name, libm_fn, std_fn) in functions {
+    for (name, libm_fn, std_fn, domain) in functions {
+        let xs: Vec<f64> = xs.iter().map(|&x| domain(x)).collect();
         let text = format!(
             "graph \"{name}\"\nv0: f64[n] = input \"x\"\nv1: f64[n] = {name} v0\noutput \"y\" = v1\n"
         );

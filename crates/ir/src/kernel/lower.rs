@@ -343,8 +343,12 @@ impl Lowerer<'_> {
             let t = self.konst(out, DType::Bool, 1);
             return self.emit(out, DType::Bool, Expr::Binary(BinaryOp::Xor, a, t), name);
         }
-        if !self.libm_calls && op == UnaryOp::Exp && dtype == DType::F64 {
-            return super::math::exp_f64(self, out, a);
+        if !self.libm_calls && dtype == DType::F64 {
+            match op {
+                UnaryOp::Exp => return super::math::exp_f64(self, out, a),
+                UnaryOp::Log => return super::math::log_f64(self, out, a),
+                _ => {}
+            }
         }
         self.emit(out, dtype, Expr::Unary(op, a), name)
     }

@@ -240,3 +240,140 @@ pub(super) fn exp_f64(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg 
     let nan = m.cmp(CmpOp::Ne, x, x);
     m.select(nan, x, result)
 }
+
+/// The `libm` crate's `log` (f64; FreeBSD's `e_log.c`), branch-free.
+pub(super) fn log_f64(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg {
+    const LN2_HI: f64 = 6.93147180369123816490e-01;
+    const LN2_LO: f64 = 1.90821492927058770002e-10;
+    const LG1: f64 = 6.666666666666735130e-01;
+    const LG2: f64 = 3.999999999940941908e-01;
+    const LG3: f64 = 2.857142874366239149e-01;
+    const LG4: f64 = 2.222219843214978396e-01;
+    const LG5: f64 = 1.818357216161805012e-01;
+    const LG6: f64 = 1.531383769920937332e-01;
+    const LG7: f64 = 1.479819860511658591e-01;
+    let mut m = Emit { lw, out };
+    let c32 = m.i64(32);
+    let high = |m: &mut Emit<'_, '_>, v: Reg| {
+        let bits = m.bitcast(DType::I64, v);
+        (bits, m.bin(BinaryOp::ShrLogical, bits, c32))
+    };
+    let (ui, hx) = high(&mut m, x);
+    // x < 2^-1022 or negative: ±0, negatives and subnormals; a subnormal is
+    // scaled by 2^54 first (k = -54).
+    let low_or_negative = {
+        let normal = m.i64(0x0010_0000);
+        let below = m.cmp(CmpOp::Lt, hx, normal);
+        let sign = m.i64(0x8000_0000);
+        let negative = m.cmp(CmpOp::Ge, hx, sign);
+        m.bin(BinaryOp::Or, below, negative)
+    };
+    let up = m.f64(f64::from_bits(0x4350_0000_0000_0000));
+    let scaled = m.mul(x, up);
+    let x1 = m.select(low_or_negative, scaled, x);
+    let k0 = {
+        let (minus54, zero) = (m.i64(-54), m.i64(0));
+        m.select(low_or_negative, minus54, zero)
+    };
+    let (ui1, hx1) = high(&mut m, x1);
+    // Reduce x into [sqrt(2)/2, sqrt(2)]: k from the exponent of the high
+    // word moved by 1 - sqrt(2)/2, the high word rebuilt around 0x3fe6a09e.
+    let moved = {
+        let by = m.i64(0x3ff0_0000 - 0x3fe6_a09e);
+        m.add(hx1, by)
+    };
+    let k = {
+        let c20 = m.i64(20);
+        let e = m.bin(BinaryOp::ShrLogical, moved, c20);
+        let bias = m.i64(0x3ff);
+        let e = m.sub(e, bias);
+        m.add(k0, e)
+    };
+    let reduced = {
+        let mask = m.i64(0x000f_ffff);
+        let frac = m.bin(BinaryOp::BAnd, moved, mask);
+        let base = m.i64(0x3fe6_a09e);
+        let hx2 = m.add(frac, base);
+        let hi = m.bin(BinaryOp::Shl, hx2, c32);
+        let low_mask = m.i64(0xffff_ffff);
+        let lo = m.bin(BinaryOp::BAnd, ui1, low_mask);
+        let bits = m.bin(BinaryOp::BOr, hi, lo);
+        m.bitcast(DType::F64, bits)
+    };
+    let one = m.f64(1.0);
+    let f = m.sub(reduced, one);
+    let half = m.f64(0.5);
+    let hf = m.mul(half, f);
+    let hfsq = m.mul(hf, f);
+    let two = m.f64(2.0);
+    let den = m.add(two, f);
+    let s = m.div(f, den);
+    let z = m.mul(s, s);
+    let w = m.mul(z, z);
+    // t1 = w*(LG2 + w*(LG4 + w*LG6)); t2 = z*(LG1 + w*(LG3 + w*(LG5 + w*LG7)))
+    let horner = |m: &mut Emit<'_, '_>, coefficients: &[f64]| {
+        let (last, rest) = coefficients.split_last().expect("coefficients");
+        let mut acc = m.f64(*last);
+        for &c in rest.iter().rev() {
+            let t = m.mul(w, acc);
+            let c = m.f64(c);
+            acc = m.add(c, t);
+        }
+        acc
+    };
+    let p1 = horner(&mut m, &[LG2, LG4, LG6]);
+    let t1 = m.mul(w, p1);
+    let p2 = horner(&mut m, &[LG1, LG3, LG5, LG7]);
+    let t2 = m.mul(z, p2);
+    let r = m.add(t2, t1);
+    // k as f64 through i32, which converts packed on x86-64 (|k| < 1100).
+    let k32 = m.cast(DType::I32, k);
+    let dk = m.cast(DType::F64, k32);
+    // s*(hfsq + r) + dk*LN2_LO - hfsq + f + dk*LN2_HI
+    let sum = m.add(hfsq, r);
+    let acc = m.mul(s, sum);
+    let ln2lo = m.f64(LN2_LO);
+    let klo = m.mul(dk, ln2lo);
+    let acc = m.add(acc, klo);
+    let acc = m.sub(acc, hfsq);
+    let acc = m.add(acc, f);
+    let ln2hi = m.f64(LN2_HI);
+    let khi = m.mul(dk, ln2hi);
+    let mut result = m.add(acc, khi);
+    // Exactly 1: 0.
+    let is_one = {
+        let at = m.i64(0x3ff0_0000_0000_0000);
+        m.cmp(CmpOp::Eq, ui, at)
+    };
+    let zero = m.f64(0.0);
+    result = m.select(is_one, zero, result);
+    // +inf and NaN (a positive high word from 0x7ff00000): x.
+    let special = {
+        let at = m.i64(0x7ff0_0000);
+        m.cmp(CmpOp::Ge, hx, at)
+    };
+    result = m.select(special, x, result);
+    // Negative: (x - x) / 0 (NaN).
+    let negative = {
+        let sign = m.i64(0x8000_0000);
+        m.cmp(CmpOp::Ge, hx, sign)
+    };
+    let nan = {
+        let d = m.sub(x, x);
+        m.div(d, zero)
+    };
+    result = m.select(negative, nan, result);
+    // ±0: -1 / (x*x) (-inf).
+    let is_zero = {
+        let c1 = m.i64(1);
+        let twice = m.bin(BinaryOp::Shl, ui, c1);
+        let z = m.i64(0);
+        m.cmp(CmpOp::Eq, twice, z)
+    };
+    let minus_inf = {
+        let minus_one = m.f64(-1.0);
+        let xx = m.mul(x, x);
+        m.div(minus_one, xx)
+    };
+    m.select(is_zero, minus_inf, result)
+}
