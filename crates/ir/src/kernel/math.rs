@@ -87,6 +87,19 @@ impl Emit<'_, '_> {
         self.let_(to, Expr::Bitcast(to, a))
     }
 
+    /// `c[0] + x*(c[1] + x*(c[2] + ...))`, innermost first, as the scalar
+    /// code writes its polynomials.
+    fn horner(&mut self, x: Reg, coefficients: &[f64]) -> Reg {
+        let (last, rest) = coefficients.split_last().expect("a polynomial");
+        let mut acc = self.f64(*last);
+        for &c in rest.iter().rev() {
+            let t = self.mul(x, acc);
+            let c = self.f64(c);
+            acc = self.add(c, t);
+        }
+        acc
+    }
+
     /// `f64::from_bits(((0x3ff + n) as u64) << 52)`: 2^n for an `i32` `n`
     /// in the normal range.
     fn pow2(&mut self, n: Reg) -> Reg {
@@ -198,12 +211,7 @@ pub(super) fn exp_f64(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg 
     let r = m.sub(hi, lo);
     // c = r - rr*(P1 + rr*(P2 + rr*(P3 + rr*(P4 + rr*P5))))
     let rr = m.mul(r, r);
-    let mut poly = m.f64(P5);
-    for p in [P4, P3, P2, P1] {
-        let t = m.mul(rr, poly);
-        let p = m.f64(p);
-        poly = m.add(p, t);
-    }
+    let poly = m.horner(rr, &[P1, P2, P3, P4, P5]);
     let t = m.mul(rr, poly);
     let c = m.sub(r, t);
     // y = 1 + (r*c/(2 - c) - lo + hi)
@@ -311,19 +319,9 @@ pub(super) fn log_f64(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg 
     let z = m.mul(s, s);
     let w = m.mul(z, z);
     // t1 = w*(LG2 + w*(LG4 + w*LG6)); t2 = z*(LG1 + w*(LG3 + w*(LG5 + w*LG7)))
-    let horner = |m: &mut Emit<'_, '_>, coefficients: &[f64]| {
-        let (last, rest) = coefficients.split_last().expect("coefficients");
-        let mut acc = m.f64(*last);
-        for &c in rest.iter().rev() {
-            let t = m.mul(w, acc);
-            let c = m.f64(c);
-            acc = m.add(c, t);
-        }
-        acc
-    };
-    let p1 = horner(&mut m, &[LG2, LG4, LG6]);
+    let p1 = m.horner(w, &[LG2, LG4, LG6]);
     let t1 = m.mul(w, p1);
-    let p2 = horner(&mut m, &[LG1, LG3, LG5, LG7]);
+    let p2 = m.horner(w, &[LG1, LG3, LG5, LG7]);
     let t2 = m.mul(z, p2);
     let r = m.add(t2, t1);
     // k as f64 through i32, which converts packed on x86-64 (|k| < 1100).
