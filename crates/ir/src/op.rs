@@ -120,7 +120,7 @@ impl SliceRange {
     /// The index the range keeps first (its highest for a negative step).
     pub fn first(&self) -> u64 {
         if self.step < 0 {
-            self.start + (self.len() - 1) * self.step.unsigned_abs()
+            self.start + self.len().saturating_sub(1) * self.step.unsigned_abs()
         } else {
             self.start
         }
