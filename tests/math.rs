@@ -143,11 +143,11 @@ fn log_inputs() -> Vec<f64> {
 }
 
 /// `n` random inputs a million at a time, from `pick(rng, i)`.
-fn random(n: usize, mut pick: impl FnMut(&mut Rng, usize) -> f64, mut check: impl FnMut(&[f64])) {
+fn random<T>(n: usize, mut pick: impl FnMut(&mut Rng, usize) -> T, mut check: impl FnMut(&[T])) {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let mut done = 0;
     while done < n {
-        let chunk: Vec<f64> = (0..(n - done).min(1 << 20))
+        let chunk: Vec<T> = (0..(n - done).min(1 << 20))
             .map(|i| pick(&mut rng, i))
             .collect();
         check(&chunk);
@@ -192,15 +192,67 @@ const F64_FUNCTIONS: [(&str, Oracle, Chosen, Pick); 2] = [
     ("log", libm::log, log_inputs, log_pick),
 ];
 
-fn same(a: f64, b: f64) -> bool {
-    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
+/// What the checks need of `f32` and `f64`.
+trait Float: Copy + std::fmt::LowerExp {
+    const DTYPE: &'static str;
+    fn bits(self) -> u64;
+    fn nan(self) -> bool;
+    fn column(xs: &[Self]) -> Buffer;
+    fn values(b: &Buffer) -> Option<&[Self]>;
 }
 
-/// `op` of one f64 argument compiled on `engine`, with its transcendentals
+impl Float for f64 {
+    const DTYPE: &'static str = "f64";
+    fn bits(self) -> u64 {
+        self.to_bits()
+    }
+    fn nan(self) -> bool {
+        self.is_nan()
+    }
+    fn column(xs: &[f64]) -> Buffer {
+        Buffer::F64(xs.to_vec())
+    }
+    fn values(b: &Buffer) -> Option<&[f64]> {
+        match b {
+            Buffer::F64(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+impl Float for f32 {
+    const DTYPE: &'static str = "f32";
+    fn bits(self) -> u64 {
+        self.to_bits().into()
+    }
+    fn nan(self) -> bool {
+        self.is_nan()
+    }
+    fn column(xs: &[f32]) -> Buffer {
+        Buffer::F32(xs.to_vec())
+    }
+    fn values(b: &Buffer) -> Option<&[f32]> {
+        match b {
+            Buffer::F32(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+fn same<T: Float>(a: T, b: T) -> bool {
+    a.bits() == b.bits() || (a.nan() && b.nan())
+}
+
+/// `op` of one `T` argument compiled on `engine`, with its transcendentals
 /// inline (`libm_calls: Some(false)`) or as the tier chooses (`None`).
-fn unary_f64(engine: &dyn DynEngine, op: &str, libm_calls: Option<bool>) -> Box<dyn kiln::Program> {
+fn unary<T: Float>(
+    engine: &dyn DynEngine,
+    op: &str,
+    libm_calls: Option<bool>,
+) -> Box<dyn kiln::Program> {
+    let t = T::DTYPE;
     let text = format!(
-        "graph \"{op}\"\nv0: f64[n] = input \"x\"\nv1: f64[n] = {op} v0\noutput \"y\" = v1\n"
+        "graph \"{op}\"\nv0: {t}[n] = input \"x\"\nv1: {t}[n] = {op} v0\noutput \"y\" = v1\n"
     );
     let graph = kiln::verify(kiln::ir::text::parse(&text).unwrap()).unwrap();
     let options = kiln::CompileOptions {
@@ -211,18 +263,21 @@ fn unary_f64(engine: &dyn DynEngine, op: &str, libm_calls: Option<bool>) -> Box<
     engine.compile_dyn(&graph, &options).unwrap()
 }
 
-/// Runs `program` (`op` of one f64 argument) over `xs` and compares with
+/// Runs `program` (`op` of one `T` argument) over `xs` and compares with
 /// `want`; the first few disagreements are the error.
-fn check_unary_f64(
+fn check_unary<T: Float>(
     program: &dyn kiln::Program,
     op: &str,
-    xs: &[f64],
-    want: impl Fn(f64) -> f64,
+    xs: &[T],
+    want: impl Fn(T) -> T,
 ) -> Result<(), String> {
     let outs = program
-        .run(&[Data::Column(Buffer::F64(xs.to_vec()))])
+        .run(&[Data::Column(T::column(xs))])
         .map_err(|e| e.to_string())?;
-    let Some(Data::Column(Buffer::F64(got))) = outs.first() else {
+    let Some(got) = outs.first().and_then(|d| match d {
+        Data::Column(b) => T::values(b),
+        _ => None,
+    }) else {
         return Err(format!("{op} returned {outs:?}"));
     };
     let bad: Vec<String> = xs
@@ -232,11 +287,11 @@ fn check_unary_f64(
         .take(5)
         .map(|(&x, &y)| {
             format!(
-                "{op}({x:e} = {:#018x}) = {y:e} ({:#018x}), libm {:e} ({:#018x})",
-                x.to_bits(),
-                y.to_bits(),
+                "{op}({x:e} = {:#x}) = {y:e} ({:#x}), libm {:e} ({:#x})",
+                x.bits(),
+                y.bits(),
                 want(x),
-                want(x).to_bits()
+                want(x).bits()
             )
         })
         .collect();
@@ -245,6 +300,19 @@ fn check_unary_f64(
     } else {
         Err(format!("{op}:\n{}", bad.join("\n")))
     }
+}
+
+/// Every compiling tier with inline math (Cranelift's JIT calls the `libm`
+/// crate by default; its objects inline), then as each tier chooses, and
+/// the interpreter, the oracle: it is the `libm` crate.
+fn runs() -> Vec<(Box<dyn DynEngine>, Option<bool>)> {
+    let mut runs: Vec<(Box<dyn DynEngine>, Option<bool>)> = compiling_engines()
+        .into_iter()
+        .map(|e| (e, Some(false)))
+        .collect();
+    runs.extend(compiling_engines().into_iter().map(|e| (e, None)));
+    runs.push((Box::new(kiln::Interpreter), None));
+    runs
 }
 
 fn compiling_engines() -> Vec<Box<dyn DynEngine>> {
@@ -256,20 +324,11 @@ fn compiling_engines() -> Vec<Box<dyn DynEngine>> {
 
 #[test]
 fn f64_functions_are_libms_on_every_engine() {
-    // Every compiling tier with inline math (Cranelift's JIT calls the
-    // `libm` crate by default; its objects inline), then as each tier
-    // chooses, and the interpreter, the oracle: it is the `libm` crate.
-    let mut runs: Vec<(Box<dyn DynEngine>, Option<bool>)> = compiling_engines()
-        .into_iter()
-        .map(|e| (e, Some(false)))
-        .collect();
-    runs.extend(compiling_engines().into_iter().map(|e| (e, None)));
-    runs.push((Box::new(kiln::Interpreter), None));
-    for (engine, libm_calls) in runs {
+    for (engine, libm_calls) in runs() {
         for (op, oracle, chosen, pick) in F64_FUNCTIONS {
-            let program = unary_f64(engine.as_ref(), op, libm_calls);
+            let program = unary::<f64>(engine.as_ref(), op, libm_calls);
             let on = |e: String| format!("on {} (libm_calls {libm_calls:?}): {e}", engine.name());
-            check_unary_f64(program.as_ref(), op, &chosen(), oracle)
+            check_unary(program.as_ref(), op, &chosen(), oracle)
                 .map_err(on)
                 .unwrap();
             let n = if engine.name() == "interp" {
@@ -278,7 +337,7 @@ fn f64_functions_are_libms_on_every_engine() {
                 cases()
             };
             random(n, pick, |xs| {
-                check_unary_f64(program.as_ref(), op, xs, oracle)
+                check_unary(program.as_ref(), op, xs, oracle)
                     .map_err(on)
                     .unwrap()
             });
@@ -290,12 +349,136 @@ fn f64_functions_are_libms_on_every_engine() {
 /// random inputs, since they run under an interpreter (wasmi).
 #[cfg(feature = "llvm")]
 #[test]
-fn f64_functions_are_libms_in_wasm() {
+fn functions_are_libms_in_wasm() {
     for (op, oracle, chosen, pick) in F64_FUNCTIONS {
-        let program = unary_f64(&kiln_tests::wasm::Wasm, op, None);
-        check_unary_f64(program.as_ref(), op, &chosen(), oracle).unwrap();
+        let program = unary::<f64>(&kiln_tests::wasm::Wasm, op, None);
+        check_unary(program.as_ref(), op, &chosen(), oracle).unwrap();
         random(cases() / 50, pick, |xs| {
-            check_unary_f64(program.as_ref(), op, xs, oracle).unwrap()
+            check_unary(program.as_ref(), op, xs, oracle).unwrap()
         });
+    }
+    for (op, oracle) in F32_FUNCTIONS {
+        let program = unary::<f32>(&kiln_tests::wasm::Wasm, op, None);
+        check_unary(program.as_ref(), op, &special_f32(), oracle).unwrap();
+        random(cases() / 50, f32_pick, |xs| {
+            check_unary(program.as_ref(), op, xs, oracle).unwrap()
+        });
+    }
+}
+
+/// Values every f32 function is tested at, with neighbours.
+fn special_f32() -> Vec<f32> {
+    let mut v = Vec::new();
+    for x in [
+        0.0f32,
+        -0.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        -f32::NAN,
+        f32::from_bits(0x7f80_0001),
+        f32::MIN_POSITIVE,
+        f32::from_bits(1),
+        f32::from_bits(0x007f_ffff),
+        f32::MAX,
+        f32::MIN,
+        1.0,
+        -1.0,
+        0.5,
+        2.0,
+    ] {
+        let (mut up, mut down) = (x, x);
+        v.push(x);
+        for _ in 0..3 {
+            up = up.next_up();
+            down = down.next_down();
+            v.push(up);
+            v.push(down);
+        }
+    }
+    // Both sides of every threshold `expf` and `logf` test, both signs.
+    for hx in [
+        0x42ae_ac50u32,
+        0x42b1_7218,
+        0x42cf_f1b5,
+        0x3eb1_7218,
+        0x3f85_1592,
+        0x3900_0000,
+        0x0080_0000,
+        0x7f80_0000,
+        0x3f80_0000,
+    ] {
+        for sign in [0, 1 << 31] {
+            for h in [hx - 1, hx, hx + 1] {
+                v.push(f32::from_bits(sign | h));
+            }
+        }
+    }
+    // Every binade's `logf` reduction boundary, and every `expf` k step.
+    for e in 0..0xffu32 {
+        let boundary = e << 23 | 0x35_04f3;
+        v.extend([boundary - 1, boundary, boundary + 1].map(f32::from_bits));
+    }
+    for j in -152..=130 {
+        let x = (j as f32 - 0.5) * std::f32::consts::LN_2;
+        v.extend([x.next_down(), x, x.next_up()]);
+    }
+    v
+}
+
+/// Random f32 inputs: uniform bit patterns and values over both functions'
+/// ranges.
+fn f32_pick(rng: &mut Rng, i: usize) -> f32 {
+    match i % 4 {
+        0 => f32::from_bits(rng.next() as u32),
+        1 => rng.uniform(-110.0, 110.0) as f32,
+        2 => rng.uniform(0.0, 2.0) as f32,
+        _ => rng.uniform(-10.0, 10.0) as f32,
+    }
+}
+
+type OracleF32 = fn(f32) -> f32;
+
+/// Each inline f32 function and the `libm` crate's.
+const F32_FUNCTIONS: [(&str, OracleF32); 2] = [("exp", libm::expf), ("log", libm::logf)];
+
+/// The f32 functions at their chosen inputs and `MATH_CASES` random ones on
+/// every configuration; with `MATH_F32_EXHAUSTIVE=1`, at every one of the
+/// 2^32 inputs instead of the random ones (the long run).
+#[test]
+fn f32_functions_are_libms_on_every_engine() {
+    let exhaustive = std::env::var("MATH_F32_EXHAUSTIVE").is_ok_and(|v| v == "1");
+    for (engine, libm_calls) in runs() {
+        for (op, oracle) in F32_FUNCTIONS {
+            let program = unary::<f32>(engine.as_ref(), op, libm_calls);
+            let on = |e: String| format!("on {} (libm_calls {libm_calls:?}): {e}", engine.name());
+            check_unary(program.as_ref(), op, &special_f32(), oracle)
+                .map_err(on)
+                .unwrap();
+            if engine.name() == "interp" {
+                random(10_000, f32_pick, |xs| {
+                    check_unary(program.as_ref(), op, xs, oracle)
+                        .map_err(on)
+                        .unwrap()
+                });
+            } else if exhaustive {
+                let mut next = 0u64;
+                let every = |_: &mut Rng, _| {
+                    next += 1;
+                    f32::from_bits((next - 1) as u32)
+                };
+                random(1 << 32, every, |xs| {
+                    check_unary(program.as_ref(), op, xs, oracle)
+                        .map_err(on)
+                        .unwrap()
+                });
+            } else {
+                random(cases(), f32_pick, |xs| {
+                    check_unary(program.as_ref(), op, xs, oracle)
+                        .map_err(on)
+                        .unwrap()
+                });
+            }
+        }
     }
 }

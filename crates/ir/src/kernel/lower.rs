@@ -343,10 +343,13 @@ impl Lowerer<'_> {
             let t = self.konst(out, DType::Bool, 1);
             return self.emit(out, DType::Bool, Expr::Binary(BinaryOp::Xor, a, t), name);
         }
-        if !self.libm_calls && dtype == DType::F64 {
-            match op {
-                UnaryOp::Exp => return super::math::exp_f64(self, out, a),
-                UnaryOp::Log => return super::math::log_f64(self, out, a),
+        if !self.libm_calls {
+            use super::math;
+            match (op, dtype) {
+                (UnaryOp::Exp, DType::F64) => return math::exp_f64(self, out, a),
+                (UnaryOp::Log, DType::F64) => return math::log_f64(self, out, a),
+                (UnaryOp::Exp, DType::F32) => return math::exp_f32(self, out, a),
+                (UnaryOp::Log, DType::F32) => return math::log_f32(self, out, a),
                 _ => {}
             }
         }

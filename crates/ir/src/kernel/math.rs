@@ -40,6 +40,19 @@ impl Emit<'_, '_> {
         self.let_(DType::F64, Expr::Const(Scalar::F64(v)))
     }
 
+    fn f32(&mut self, v: f32) -> Reg {
+        self.let_(DType::F32, Expr::Const(Scalar::F32(v)))
+    }
+
+    /// A float constant of `dtype` (an `f32` constant is given exactly).
+    fn float(&mut self, dtype: DType, v: f64) -> Reg {
+        if dtype == DType::F32 {
+            self.f32(v as f32)
+        } else {
+            self.f64(v)
+        }
+    }
+
     fn i32(&mut self, v: i32) -> Reg {
         self.let_(DType::I32, Expr::Const(Scalar::I32(v)))
     }
@@ -88,16 +101,47 @@ impl Emit<'_, '_> {
     }
 
     /// `c[0] + x*(c[1] + x*(c[2] + ...))`, innermost first, as the scalar
-    /// code writes its polynomials.
+    /// code writes its polynomials (in `x`'s dtype; `f32` coefficients are
+    /// given exactly).
     fn horner(&mut self, x: Reg, coefficients: &[f64]) -> Reg {
+        let dtype = self.ty(x);
         let (last, rest) = coefficients.split_last().expect("a polynomial");
-        let mut acc = self.f64(*last);
+        let mut acc = self.float(dtype, *last);
         for &c in rest.iter().rev() {
             let t = self.mul(x, acc);
-            let c = self.f64(c);
+            let c = self.float(dtype, c);
             acc = self.add(c, t);
         }
         acc
+    }
+
+    /// `scalbnf(y, n)` (the `libm` crate's generic one, f32) for an `i32`
+    /// `n` that needs at most one pre-scaling step (`-150 <= n <= 128`, as
+    /// `expf` calls it).
+    fn scalbnf_once(&mut self, y: Reg, n: Reg) -> Reg {
+        let (max, min) = (self.i32(127), self.i32(-126));
+        let big = self.cmp(CmpOp::Gt, n, max);
+        let small = self.cmp(CmpOp::Lt, n, min);
+        // n > 127: y *= 2^127, n -= 127.
+        let up = self.f32(f32::from_bits(0x7f00_0000));
+        let y_big = self.mul(y, up);
+        let n_big = self.sub(n, max);
+        // n < -126: y *= 2^-126 * 2^24, n += 126 - 24.
+        let down = self.f32(f32::from_bits(0x0080_0000) * f32::from_bits(0x4b80_0000));
+        let y_small = self.mul(y, down);
+        let add = self.i32(126 - 24);
+        let n_small = self.add(n, add);
+        let y1 = self.select(small, y_small, y);
+        let y1 = self.select(big, y_big, y1);
+        let n1 = self.select(small, n_small, n);
+        let n1 = self.select(big, n_big, n1);
+        // f32::from_bits(((0x7f + n) as u32) << 23)
+        let bias = self.i32(0x7f);
+        let e = self.add(n1, bias);
+        let at = self.i32(23);
+        let bits = self.bin(BinaryOp::Shl, e, at);
+        let scale = self.bitcast(DType::F32, bits);
+        self.mul(y1, scale)
     }
 
     /// `f64::from_bits(((0x3ff + n) as u64) << 52)`: 2^n for an `i32` `n`
@@ -370,6 +414,214 @@ pub(super) fn log_f64(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg 
     };
     let minus_inf = {
         let minus_one = m.f64(-1.0);
+        let xx = m.mul(x, x);
+        m.div(minus_one, xx)
+    };
+    m.select(is_zero, minus_inf, result)
+}
+
+/// The `libm` crate's `expf` (FreeBSD's `e_expf.c`), branch-free, as
+/// [`exp_f64`].
+pub(super) fn exp_f32(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg {
+    const LN2_HI: f32 = 6.9314575195e-01;
+    const LN2_LO: f32 = 1.4286067653e-06;
+    const INV_LN2: f32 = 1.4426950216e+00;
+    const P1: f32 = 1.6666625440e-1;
+    const P2: f32 = -2.7667332906e-3;
+    let mut m = Emit { lw, out };
+    let bits = m.bitcast(DType::I32, x);
+    let c31 = m.i32(31);
+    let sign = m.bin(BinaryOp::ShrLogical, bits, c31);
+    let mask = m.i32(0x7fff_ffff);
+    let hx = m.bin(BinaryOp::BAnd, bits, mask);
+    let negative = {
+        let one = m.i32(1);
+        m.cmp(CmpOp::Eq, sign, one)
+    };
+    let above = |m: &mut Emit<'_, '_>, at: i32| {
+        let at = m.i32(at);
+        m.cmp(CmpOp::Gt, hx, at)
+    };
+    // k = trunc(INV_LN2*x ± 0.5) (|x| > 1.5 ln2), 1 - 2*sign (> 0.5 ln2), 0.
+    let kf = {
+        let inv = m.f32(INV_LN2);
+        let scaled = m.mul(inv, x);
+        let (plus, minus) = (m.f32(0.5), m.f32(-0.5));
+        let half = m.select(negative, minus, plus);
+        let t = m.add(scaled, half);
+        let k_far = m.let_(DType::F32, Expr::Unary(UnaryOp::Trunc, t));
+        let s = m.cast(DType::F32, sign);
+        let one = m.f32(1.0);
+        let k_near = m.sub(one, s);
+        let k_near = m.sub(k_near, s);
+        let far = above(&mut m, 0x3f85_1592);
+        let k = m.select(far, k_far, k_near);
+        let reduce = above(&mut m, 0x3eb1_7218);
+        let zero = m.f32(0.0);
+        m.select(reduce, k, zero)
+    };
+    // k as an integer: the low bits of kf + 1.5 * 2^23.
+    let k = {
+        let magic = m.f32(f32::from_bits(0x4b40_0000));
+        let shifted = m.add(kf, magic);
+        let bits = m.bitcast(DType::I32, shifted);
+        let base = m.i32(0x4b40_0000);
+        m.sub(bits, base)
+    };
+    let ln2hi = m.f32(LN2_HI);
+    let khi = m.mul(kf, ln2hi);
+    let hi = m.sub(x, khi);
+    let ln2lo = m.f32(LN2_LO);
+    let lo = m.mul(kf, ln2lo);
+    let r = m.sub(hi, lo);
+    // c = r - rr*(P1 + rr*P2); y = 1 + (r*c/(2 - c) - lo + hi)
+    let rr = m.mul(r, r);
+    let poly = m.horner(rr, &[f64::from(P1), f64::from(P2)]);
+    let t = m.mul(rr, poly);
+    let c = m.sub(r, t);
+    let rc = m.mul(r, c);
+    let two = m.f32(2.0);
+    let den = m.sub(two, c);
+    let q = m.div(rc, den);
+    let q = m.sub(q, lo);
+    let q = m.add(q, hi);
+    let one = m.f32(1.0);
+    let y = m.add(one, q);
+    let mut result = m.scalbnf_once(y, k);
+    // |x| <= 2^-14: 1 + x.
+    let tiny = {
+        let at = m.i32(0x3900_0000);
+        m.cmp(CmpOp::Le, hx, at)
+    };
+    let near_one = m.add(one, x);
+    result = m.select(tiny, near_one, result);
+    // x <= -103.97...: 0.
+    let under = {
+        let at = m.i32(0x42cf_f1b5);
+        let far = m.cmp(CmpOp::Ge, hx, at);
+        m.bin(BinaryOp::And, negative, far)
+    };
+    let zero = m.f32(0.0);
+    result = m.select(under, zero, result);
+    // x >= 88.72...: x * 2^127 (inf).
+    let over = {
+        let at = m.i32(0x42b1_7218);
+        let far = m.cmp(CmpOp::Ge, hx, at);
+        let t = m.let_(DType::Bool, Expr::Const(Scalar::Bool(true)));
+        let positive = m.bin(BinaryOp::Xor, negative, t);
+        m.bin(BinaryOp::And, positive, far)
+    };
+    let up = m.f32(f32::from_bits(0x7f00_0000));
+    let inf = m.mul(x, up);
+    result = m.select(over, inf, result);
+    // NaN: x.
+    let nan = above(&mut m, 0x7f80_0000);
+    m.select(nan, x, result)
+}
+
+/// The `libm` crate's `logf` (FreeBSD's `e_logf.c`), branch-free, as
+/// [`log_f64`].
+pub(super) fn log_f32(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg {
+    const LN2_HI: f32 = 6.9313812256e-01;
+    const LN2_LO: f32 = 9.0580006145e-06;
+    const LG1: f32 = 0.66666662693;
+    const LG2: f32 = 0.40000972152;
+    const LG3: f32 = 0.28498786688;
+    const LG4: f32 = 0.24279078841;
+    let mut m = Emit { lw, out };
+    // The bits as a signed i32: negatives (the sign bit) are below 0.
+    let ix = m.bitcast(DType::I32, x);
+    let low_or_negative = {
+        let normal = m.i32(0x0080_0000);
+        m.cmp(CmpOp::Lt, ix, normal)
+    };
+    let up = m.f32(f32::from_bits(0x4c00_0000));
+    let scaled = m.mul(x, up);
+    let x1 = m.select(low_or_negative, scaled, x);
+    let k0 = {
+        let (minus25, zero) = (m.i32(-25), m.i32(0));
+        m.select(low_or_negative, minus25, zero)
+    };
+    let ix1 = m.bitcast(DType::I32, x1);
+    // Reduce x into [sqrt(2)/2, sqrt(2)].
+    let moved = {
+        let by = m.i32(0x3f80_0000 - 0x3f35_04f3);
+        m.add(ix1, by)
+    };
+    let k = {
+        let c23 = m.i32(23);
+        let e = m.bin(BinaryOp::ShrLogical, moved, c23);
+        let bias = m.i32(0x7f);
+        let e = m.sub(e, bias);
+        m.add(k0, e)
+    };
+    let reduced = {
+        let mask = m.i32(0x007f_ffff);
+        let frac = m.bin(BinaryOp::BAnd, moved, mask);
+        let base = m.i32(0x3f35_04f3);
+        let bits = m.add(frac, base);
+        m.bitcast(DType::F32, bits)
+    };
+    let one = m.f32(1.0);
+    let f = m.sub(reduced, one);
+    let two = m.f32(2.0);
+    let den = m.add(two, f);
+    let s = m.div(f, den);
+    let z = m.mul(s, s);
+    let w = m.mul(z, z);
+    // t1 = w*(LG2 + w*LG4); t2 = z*(LG1 + w*LG3)
+    let p1 = m.horner(w, &[f64::from(LG2), f64::from(LG4)]);
+    let t1 = m.mul(w, p1);
+    let p2 = m.horner(w, &[f64::from(LG1), f64::from(LG3)]);
+    let t2 = m.mul(z, p2);
+    let r = m.add(t2, t1);
+    let half = m.f32(0.5);
+    let hf = m.mul(half, f);
+    let hfsq = m.mul(hf, f);
+    let dk = m.cast(DType::F32, k);
+    // s*(hfsq + r) + dk*LN2_LO - hfsq + f + dk*LN2_HI
+    let sum = m.add(hfsq, r);
+    let acc = m.mul(s, sum);
+    let ln2lo = m.f32(LN2_LO);
+    let klo = m.mul(dk, ln2lo);
+    let acc = m.add(acc, klo);
+    let acc = m.sub(acc, hfsq);
+    let acc = m.add(acc, f);
+    let ln2hi = m.f32(LN2_HI);
+    let khi = m.mul(dk, ln2hi);
+    let mut result = m.add(acc, khi);
+    // Exactly 1: 0.
+    let is_one = {
+        let at = m.i32(0x3f80_0000);
+        m.cmp(CmpOp::Eq, ix, at)
+    };
+    let zero = m.f32(0.0);
+    result = m.select(is_one, zero, result);
+    // +inf and positive NaNs: x.
+    let special = {
+        let at = m.i32(0x7f80_0000);
+        m.cmp(CmpOp::Ge, ix, at)
+    };
+    result = m.select(special, x, result);
+    // Negative: (x - x) / 0 (NaN).
+    let negative = {
+        let z = m.i32(0);
+        m.cmp(CmpOp::Lt, ix, z)
+    };
+    let nan = {
+        let d = m.sub(x, x);
+        m.div(d, zero)
+    };
+    result = m.select(negative, nan, result);
+    // ±0: -1 / (x*x) (-inf).
+    let is_zero = {
+        let c1 = m.i32(1);
+        let twice = m.bin(BinaryOp::Shl, ix, c1);
+        let z = m.i32(0);
+        m.cmp(CmpOp::Eq, twice, z)
+    };
+    let minus_inf = {
+        let minus_one = m.f32(-1.0);
         let xx = m.mul(x, x);
         m.div(minus_one, xx)
     };
