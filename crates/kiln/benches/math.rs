@@ -1,10 +1,11 @@
 //! Transcendentals per element, for docs/performance.md:
 //! `cargo bench -p kiln --features llvm --bench math` (`ROWS=...`, default
-//! 1,000,000 f64). Each function as a one-op column kernel on the Cranelift
+//! 1,000,000 elements; f64, then f32). Each function as a one-op column kernel on the Cranelift
 //! tier (calls, its JIT's default, and inline math, as in its objects) and
 //! the LLVM tier (O3, inline math), against the `libm` crate's scalar function
 //! (the interpreter's oracle, and what compiled kernels called before inline
-//! math) and glibc's scalar function (`f64::exp` in std) in a Rust loop.
+//! math) and glibc's scalar function (`f64::exp`, `f32::exp` in std) in a
+//! Rust loop.
 //! Medians of 15 repetitions; compare ratios within one run.
 
 use kiln::{ArrayMut, ArrayRef, CompileOptions, Cranelift, Engine, Llvm, OptLevel, Program};
@@ -33,6 +34,41 @@ fn per_element(d: Duration, rows: usize) -> f64 {
     d.as_secs_f64() * 1e9 / rows as f64
 }
 
+/// `name` over a `dtype` column on Cranelift (calls, its JIT's default;
+/// inline, as its objects) and LLVM O3 (inline).
+fn compiled(name: &str, dtype: &str) -> [(&'static str, Box<dyn Program>); 3] {
+    let text = format!(
+        "graph \"{name}\"\nv0: {dtype}[n] = input \"x\"\nv1: {dtype}[n] = {name} v0\noutput \"y\" = v1\n"
+    );
+    let graph = kiln::verify(kiln::ir::text::parse(&text).expect("parses")).expect("verifies");
+    let options = |libm_calls| CompileOptions {
+        opt_level: OptLevel::O3,
+        libm_calls,
+        ..CompileOptions::default()
+    };
+    let cranelift = |libm_calls| -> Box<dyn Program> {
+        Box::new(
+            Cranelift
+                .compile(&graph, &options(libm_calls))
+                .expect("compiles"),
+        )
+    };
+    [
+        (
+            "kiln-cranelift (libm crate calls, its default)",
+            cranelift(None),
+        ),
+        (
+            "kiln-cranelift-inline (as its objects)",
+            cranelift(Some(false)),
+        ),
+        (
+            "kiln-llvm-O3 (inline, vectorized)",
+            Box::new(Llvm.compile(&graph, &options(None)).expect("compiles")),
+        ),
+    ]
+}
+
 fn main() {
     let rows: usize = std::env::var("ROWS")
         .ok()
@@ -56,43 +92,10 @@ fn main() {
         // log of positive inputs: |x| + 0.001 over (0.001, 10].
         ("log", libm::log, f64::ln, |x| x.abs() + 0.001),
     ];
-    println!("function,contender,ns_per_element ({rows} f64)");
+    println!("function,contender,ns_per_element ({rows} elements)");
     for (name, libm_fn, std_fn, domain) in functions {
         let xs: Vec<f64> = xs.iter().map(|&x| domain(x)).collect();
-        let text = format!(
-            "graph \"{name}\"\nv0: f64[n] = input \"x\"\nv1: f64[n] = {name} v0\noutput \"y\" = v1\n"
-        );
-        let graph = kiln::verify(kiln::ir::text::parse(&text).expect("parses")).expect("verifies");
-        let options = |opt_level, libm_calls| CompileOptions {
-            opt_level,
-            libm_calls,
-            ..CompileOptions::default()
-        };
-        let programs: [(&str, Box<dyn Program>); 3] = [
-            (
-                "kiln-cranelift (libm crate calls, its default)",
-                Box::new(
-                    Cranelift
-                        .compile(&graph, &options(OptLevel::O3, None))
-                        .expect("compiles"),
-                ),
-            ),
-            (
-                "kiln-cranelift-inline (as its objects)",
-                Box::new(
-                    Cranelift
-                        .compile(&graph, &options(OptLevel::O3, Some(false)))
-                        .expect("compiles"),
-                ),
-            ),
-            (
-                "kiln-llvm-O3 (inline, vectorized)",
-                Box::new(
-                    Llvm.compile(&graph, &options(OptLevel::O3, None))
-                        .expect("compiles"),
-                ),
-            ),
-        ];
+        let programs = compiled(name, "f64");
         for (label, program) in &programs {
             let d = time(|| {
                 program
@@ -110,6 +113,35 @@ fn main() {
                 black_box(&out);
             });
             println!("{name},{label},{:.3}", per_element(d, rows));
+        }
+    }
+    // The same for f32, against the `libm` crate's `expf`/`logf` and glibc's.
+    let xs32: Vec<f32> = xs.iter().map(|&x| x as f32).collect();
+    let mut out32 = vec![0.0f32; rows];
+    type Scalar32 = fn(f32) -> f32;
+    let functions32: [(&str, Scalar32, Scalar32, Scalar32); 2] = [
+        ("exp", libm::expf, f32::exp, |x| x),
+        ("log", libm::logf, f32::ln, |x| x.abs() + 0.001),
+    ];
+    for (name, libm_fn, std_fn, domain) in functions32 {
+        let xs: Vec<f32> = xs32.iter().map(|&x| domain(x)).collect();
+        for (label, program) in &compiled(name, "f32") {
+            let d = time(|| {
+                program
+                    .run_arrays(&[ArrayRef::F32(&xs)], &mut [ArrayMut::F32(&mut out32)])
+                    .expect("runs");
+                black_box(&out32);
+            });
+            println!("{name}f,{label},{:.3}", per_element(d, rows));
+        }
+        for (label, f) in [("libm-crate-scalar", libm_fn), ("glibc-scalar", std_fn)] {
+            let d = time(|| {
+                for (o, &x) in out32.iter_mut().zip(&xs) {
+                    *o = f(black_box(x));
+                }
+                black_box(&out32);
+            });
+            println!("{name}f,{label},{:.3}", per_element(d, rows));
         }
     }
 }
