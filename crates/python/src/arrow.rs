@@ -426,7 +426,8 @@ fn take(
     threads: usize,
 ) -> Result<(Vec<i64>, Vec<Taken>), Error> {
     let rows = batch.num_rows();
-    let threads = threads.clamp(1, rows.max(1));
+    // At least one 64K-row slice per thread: a huge request is that many.
+    let threads = threads.clamp(1, rows.div_ceil(1 << 16).max(1));
     let ranges: Vec<std::ops::Range<usize>> = (0..threads)
         .map(|t| rows * t / threads..rows * (t + 1) / threads)
         .collect();

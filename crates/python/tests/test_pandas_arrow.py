@@ -105,9 +105,10 @@ def test_take_rejects_bad_columns_and_threads():
         inner.take(batch, [np.zeros(20, dtype=np.uint64)[::2]], None)
     with pytest.raises(TypeError):
         inner.take(batch, [np.zeros(10, dtype=np.float64)], None)
-    positions, (taken,) = inner.take(batch, [np.arange(10, dtype=np.uint64) * 3], 2)
-    assert positions.tolist() == [3, 4, 5, 6, 7, 8, 9]
-    assert taken.tolist() == [9, 12, 15, 18, 21, 24, 27]
+    for threads in (2, 10**9):  # a huge request is one thread per 64K rows
+        positions, (taken,) = inner.take(batch, [np.arange(10, dtype=np.uint64) * 3], threads)
+        assert positions.tolist() == [3, 4, 5, 6, 7, 8, 9]
+        assert taken.tolist() == [9, 12, 15, 18, 21, 24, 27]
 
 
 def test_bool_columns_and_eval(frame, tier):
