@@ -192,9 +192,8 @@ const F64_FUNCTIONS: [(&str, Oracle, Chosen, Pick); 2] = [
     ("log", libm::log, log_inputs, log_pick),
 ];
 
-/// What the checks need of `f32` and `f64`.
-trait Float: Copy + std::fmt::LowerExp {
-    const DTYPE: &'static str;
+/// What the checks need of `f32` and `f64` beyond their dtype.
+trait Float: kiln::NativeType + std::fmt::LowerExp {
     fn bits(self) -> u64;
     fn nan(self) -> bool;
     fn column(xs: &[Self]) -> Buffer;
@@ -202,7 +201,6 @@ trait Float: Copy + std::fmt::LowerExp {
 }
 
 impl Float for f64 {
-    const DTYPE: &'static str = "f64";
     fn bits(self) -> u64 {
         self.to_bits()
     }
@@ -221,7 +219,6 @@ impl Float for f64 {
 }
 
 impl Float for f32 {
-    const DTYPE: &'static str = "f32";
     fn bits(self) -> u64 {
         self.to_bits().into()
     }

@@ -84,7 +84,6 @@ fn main() {
             (seed >> 11) as f64 / (1u64 << 53) as f64 * 20.0 - 10.0
         })
         .collect();
-    let mut out = vec![0.0f64; rows];
     type Scalar = fn(f64) -> f64;
     // (name, the libm crate, glibc, the input domain)
     let functions: [(&str, Scalar, Scalar, Scalar); 2] = [
@@ -95,53 +94,57 @@ fn main() {
     println!("function,contender,ns_per_element ({rows} elements)");
     for (name, libm_fn, std_fn, domain) in functions {
         let xs: Vec<f64> = xs.iter().map(|&x| domain(x)).collect();
-        let programs = compiled(name, "f64");
-        for (label, program) in &programs {
-            let d = time(|| {
-                program
-                    .run_arrays(&[ArrayRef::F64(&xs)], &mut [ArrayMut::F64(&mut out)])
-                    .expect("runs");
-                black_box(&out);
-            });
-            println!("{name},{label},{:.3}", per_element(d, rows));
-        }
-        for (label, f) in [("libm-crate-scalar", libm_fn), ("glibc-scalar", std_fn)] {
-            let d = time(|| {
-                for (o, &x) in out.iter_mut().zip(&xs) {
-                    *o = f(black_box(x));
-                }
-                black_box(&out);
-            });
-            println!("{name},{label},{:.3}", per_element(d, rows));
-        }
+        let run: Run<f64> = |p, xs, out| {
+            p.run_arrays(&[ArrayRef::F64(xs)], &mut [ArrayMut::F64(out)])
+                .expect("runs");
+        };
+        measure(name, "f64", &xs, run, [libm_fn, std_fn]);
     }
     // The same for f32, against the `libm` crate's `expf`/`logf` and glibc's.
-    let xs32: Vec<f32> = xs.iter().map(|&x| x as f32).collect();
-    let mut out32 = vec![0.0f32; rows];
     type Scalar32 = fn(f32) -> f32;
     let functions32: [(&str, Scalar32, Scalar32, Scalar32); 2] = [
         ("exp", libm::expf, f32::exp, |x| x),
         ("log", libm::logf, f32::ln, |x| x.abs() + 0.001),
     ];
     for (name, libm_fn, std_fn, domain) in functions32 {
-        let xs: Vec<f32> = xs32.iter().map(|&x| domain(x)).collect();
-        for (label, program) in &compiled(name, "f32") {
-            let d = time(|| {
-                program
-                    .run_arrays(&[ArrayRef::F32(&xs)], &mut [ArrayMut::F32(&mut out32)])
-                    .expect("runs");
-                black_box(&out32);
-            });
-            println!("{name}f,{label},{:.3}", per_element(d, rows));
-        }
-        for (label, f) in [("libm-crate-scalar", libm_fn), ("glibc-scalar", std_fn)] {
-            let d = time(|| {
-                for (o, &x) in out32.iter_mut().zip(&xs) {
-                    *o = f(black_box(x));
-                }
-                black_box(&out32);
-            });
-            println!("{name}f,{label},{:.3}", per_element(d, rows));
-        }
+        let xs: Vec<f32> = xs.iter().map(|&x| domain(x as f32)).collect();
+        let run: Run<f32> = |p, xs, out| {
+            p.run_arrays(&[ArrayRef::F32(xs)], &mut [ArrayMut::F32(out)])
+                .expect("runs");
+        };
+        measure(name, "f32", &xs, run, [libm_fn, std_fn]);
+    }
+}
+
+/// Runs a compiled one-op kernel over a column into another.
+type Run<T> = fn(&dyn Program, &[T], &mut [T]);
+
+/// Prints `name` over `xs` on each tier (`compiled`), then the `libm`
+/// crate's and glibc's scalar functions in a Rust loop.
+fn measure<T: Copy + Default>(
+    name: &str,
+    dtype: &str,
+    xs: &[T],
+    run: Run<T>,
+    [libm_fn, std_fn]: [fn(T) -> T; 2],
+) {
+    let rows = xs.len();
+    let mut out = vec![T::default(); rows];
+    let suffix = if dtype == "f32" { "f" } else { "" };
+    for (label, program) in &compiled(name, dtype) {
+        let d = time(|| {
+            run(program.as_ref(), xs, &mut out);
+            black_box(&out);
+        });
+        println!("{name}{suffix},{label},{:.3}", per_element(d, rows));
+    }
+    for (label, f) in [("libm-crate-scalar", libm_fn), ("glibc-scalar", std_fn)] {
+        let d = time(|| {
+            for (o, &x) in out.iter_mut().zip(xs) {
+                *o = f(black_box(x));
+            }
+            black_box(&out);
+        });
+        println!("{name}{suffix},{label},{:.3}", per_element(d, rows));
     }
 }

@@ -45,7 +45,6 @@ _DTYPES = {
     torch.bool: "bool",
 }
 
-_TIERS = ("cranelift", "llvm", "interp")
 _OPTIONS = ("tier", "optimize")
 
 
@@ -391,8 +390,9 @@ def _check_options(options: Optional[dict]) -> tuple:
     if unknown:
         raise ValueError(f"unknown kiln backend options {unknown}: the options are {list(_OPTIONS)}")
     tier = options.get("tier", "cranelift")
-    if tier not in _TIERS:
-        raise ValueError(f"tier must be one of {', '.join(_TIERS)}, not {tier!r}")
+    tiers = _kiln.tiers()
+    if tier not in tiers:
+        raise ValueError(f"tier must be one of {', '.join(tiers)}, not {tier!r}")
     optimize = options.get("optimize", True)
     if not isinstance(optimize, bool):
         raise TypeError(f"optimize must be a bool, not {type(optimize).__name__}")

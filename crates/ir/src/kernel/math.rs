@@ -115,69 +115,165 @@ impl Emit<'_, '_> {
         acc
     }
 
-    /// `scalbnf(y, n)` (the `libm` crate's generic one, f32) for an `i32`
-    /// `n` that needs at most one pre-scaling step (`-150 <= n <= 128`, as
-    /// `expf` calls it).
-    fn scalbnf_once(&mut self, y: Reg, n: Reg) -> Reg {
-        let (max, min) = (self.i32(127), self.i32(-126));
-        let big = self.cmp(CmpOp::Gt, n, max);
-        let small = self.cmp(CmpOp::Lt, n, min);
-        // n > 127: y *= 2^127, n -= 127.
-        let up = self.f32(f32::from_bits(0x7f00_0000));
-        let y_big = self.mul(y, up);
-        let n_big = self.sub(n, max);
-        // n < -126: y *= 2^-126 * 2^24, n += 126 - 24.
-        let down = self.f32(f32::from_bits(0x0080_0000) * f32::from_bits(0x4b80_0000));
-        let y_small = self.mul(y, down);
-        let add = self.i32(126 - 24);
-        let n_small = self.add(n, add);
-        let y1 = self.select(small, y_small, y);
-        let y1 = self.select(big, y_big, y1);
-        let n1 = self.select(small, n_small, n);
-        let n1 = self.select(big, n_big, n1);
-        // f32::from_bits(((0x7f + n) as u32) << 23)
-        let bias = self.i32(0x7f);
-        let e = self.add(n1, bias);
-        let at = self.i32(23);
-        let bits = self.bin(BinaryOp::Shl, e, at);
-        let scale = self.bitcast(DType::F32, bits);
-        self.mul(y1, scale)
-    }
-
-    /// `f64::from_bits(((0x3ff + n) as u64) << 52)`: 2^n for an `i32` `n`
-    /// in the normal range.
-    fn pow2(&mut self, n: Reg) -> Reg {
-        let bias = self.i32(0x3ff);
-        let e = self.add(n, bias);
-        let e = self.cast(DType::I64, e);
-        let at = self.i64(52);
-        let bits = self.bin(BinaryOp::Shl, e, at);
-        self.bitcast(DType::F64, bits)
-    }
-
-    /// `scalbn(y, n)` (the `libm` crate's generic one, f64) for an `n` that
-    /// needs at most one pre-scaling step, which holds wherever exp calls
-    /// it (`-1075 <= n <= 1024`).
+    /// `scalbn(y, n)` / `scalbnf(y, n)` (the `libm` crate's generic one) in
+    /// `y`'s dtype, for an `i32` `n` that needs at most one pre-scaling step,
+    /// which holds wherever exp calls it (f64: `-1075 <= n <= 1024`; f32:
+    /// `-150 <= n <= 128`).
     fn scalbn_once(&mut self, y: Reg, n: Reg) -> Reg {
-        let (max, min) = (self.i32(1023), self.i32(-1022));
+        let dtype = self.ty(y);
+        // The largest and smallest normal exponents, 2^max, 2^min * 2^digits
+        // and min + digits, and where the exponent field starts.
+        let (max_n, min_n, up, down, shift) = match dtype {
+            DType::F32 => (
+                127,
+                -126,
+                f64::from(f32::from_bits(0x7f00_0000)),
+                f64::from(f32::from_bits(0x0080_0000) * f32::from_bits(0x4b80_0000)),
+                23,
+            ),
+            _ => (
+                1023,
+                -1022,
+                f64::from_bits(0x7fe0_0000_0000_0000),
+                f64::from_bits(0x0010_0000_0000_0000) * f64::from_bits(0x4340_0000_0000_0000),
+                52,
+            ),
+        };
+        let digits = shift + 1;
+        let (max, min) = (self.i32(max_n), self.i32(min_n));
         let big = self.cmp(CmpOp::Gt, n, max);
         let small = self.cmp(CmpOp::Lt, n, min);
-        // n > 1023: y *= 2^1023, n -= 1023.
-        let up = self.f64(f64::from_bits(0x7fe0_0000_0000_0000));
+        // n > max: y *= 2^max, n -= max.
+        let up = self.float(dtype, up);
         let y_big = self.mul(y, up);
         let n_big = self.sub(n, max);
-        // n < -1022: y *= 2^-1022 * 2^53, n += 1022 - 53.
-        let down =
-            self.f64(f64::from_bits(0x0010_0000_0000_0000) * f64::from_bits(0x4340_0000_0000_0000));
+        // n < min: y *= 2^min * 2^digits, n += -min - digits.
+        let down = self.float(dtype, down);
         let y_small = self.mul(y, down);
-        let add = self.i32(1022 - 53);
+        let add = self.i32(-min_n - digits);
         let n_small = self.add(n, add);
         let y1 = self.select(small, y_small, y);
         let y1 = self.select(big, y_big, y1);
         let n1 = self.select(small, n_small, n);
         let n1 = self.select(big, n_big, n1);
-        let scale = self.pow2(n1);
+        // from_bits(((bias + n) as uN) << shift), the bias being max.
+        let e = self.add(n1, max);
+        let (e, at) = if dtype == DType::F32 {
+            (e, self.i32(shift))
+        } else {
+            (self.cast(DType::I64, e), self.i64(shift.into()))
+        };
+        let bits = self.bin(BinaryOp::Shl, e, at);
+        let scale = self.bitcast(dtype, bits);
         self.mul(y1, scale)
+    }
+
+    /// `k` (a float holding an integer, `|k| < 2^22`) as an `i32`: the low
+    /// bits of `k + 1.5 * 2^52` (f64) or `k + 1.5 * 2^23` (f32), whose unit
+    /// in the last place is 1. No float-to-int conversion, which would not
+    /// vectorize on x86-64 (Rust's `as` saturates).
+    fn integer_of(&mut self, kf: Reg) -> Reg {
+        if self.ty(kf) == DType::F32 {
+            let magic = self.f32(f32::from_bits(0x4b40_0000));
+            let shifted = self.add(kf, magic);
+            let bits = self.bitcast(DType::I32, shifted);
+            let base = self.i32(0x4b40_0000);
+            self.sub(bits, base)
+        } else {
+            let magic = self.f64(f64::from_bits(0x4338_0000_0000_0000));
+            let shifted = self.add(kf, magic);
+            let bits = self.bitcast(DType::I64, shifted);
+            let base = self.i64(0x4338_0000_0000_0000);
+            let k = self.sub(bits, base);
+            self.cast(DType::I32, k)
+        }
+    }
+
+    /// exp's core, given its reduction's `k` as a float: `hi = x - k*ln2hi`
+    /// (exact), `lo = k*ln2lo`, `r = hi - lo`, `c = r - r²·P(r²)`, and
+    /// `1 + (r*c/(2 - c) - lo + hi)`. With `k = 0` the first three are `x`,
+    /// 0 and `x`, as the scalar code's middle branch has them.
+    fn exp_core(&mut self, x: Reg, kf: Reg, [ln2hi, ln2lo]: [f64; 2], p: &[f64]) -> Reg {
+        let dtype = self.ty(x);
+        let ln2hi = self.float(dtype, ln2hi);
+        let khi = self.mul(kf, ln2hi);
+        let hi = self.sub(x, khi);
+        let ln2lo = self.float(dtype, ln2lo);
+        let lo = self.mul(kf, ln2lo);
+        let r = self.sub(hi, lo);
+        let rr = self.mul(r, r);
+        let poly = self.horner(rr, p);
+        let t = self.mul(rr, poly);
+        let c = self.sub(r, t);
+        let rc = self.mul(r, c);
+        let two = self.float(dtype, 2.0);
+        let den = self.sub(two, c);
+        let q = self.div(rc, den);
+        let q = self.sub(q, lo);
+        let q = self.add(q, hi);
+        let one = self.float(dtype, 1.0);
+        self.add(one, q)
+    }
+
+    /// log's core over the argument reduced into [sqrt(2)/2, sqrt(2)] and
+    /// `k` as a float: `f = x - 1`, `s = f/(2 + f)`, `z = s²`, `w = z²`,
+    /// `r = z·odd(w) + w·even(w)`, and
+    /// `s*(hfsq + r) + k*ln2lo - hfsq + f + k*ln2hi` with `hfsq = 0.5*f*f`.
+    fn log_core(
+        &mut self,
+        reduced: Reg,
+        dk: Reg,
+        (even, odd): (&[f64], &[f64]),
+        [ln2hi, ln2lo]: [f64; 2],
+    ) -> Reg {
+        let dtype = self.ty(reduced);
+        let one = self.float(dtype, 1.0);
+        let f = self.sub(reduced, one);
+        let half = self.float(dtype, 0.5);
+        let hf = self.mul(half, f);
+        let hfsq = self.mul(hf, f);
+        let two = self.float(dtype, 2.0);
+        let den = self.add(two, f);
+        let s = self.div(f, den);
+        let z = self.mul(s, s);
+        let w = self.mul(z, z);
+        let p1 = self.horner(w, even);
+        let t1 = self.mul(w, p1);
+        let p2 = self.horner(w, odd);
+        let t2 = self.mul(z, p2);
+        let r = self.add(t2, t1);
+        let sum = self.add(hfsq, r);
+        let acc = self.mul(s, sum);
+        let ln2lo = self.float(dtype, ln2lo);
+        let klo = self.mul(dk, ln2lo);
+        let acc = self.add(acc, klo);
+        let acc = self.sub(acc, hfsq);
+        let acc = self.add(acc, f);
+        let ln2hi = self.float(dtype, ln2hi);
+        let khi = self.mul(dk, ln2hi);
+        self.add(acc, khi)
+    }
+
+    /// log's special cases over its `result`, the later ones first in the
+    /// scalar code: exactly 1 is 0; +inf and positive NaNs are `x`;
+    /// negatives `(x - x) / 0` (NaN); ±0 `-1 / (x*x)` (-inf).
+    fn log_specials(
+        &mut self,
+        x: Reg,
+        result: Reg,
+        [one, special, negative, zero]: [Reg; 4],
+    ) -> Reg {
+        let dtype = self.ty(x);
+        let z = self.float(dtype, 0.0);
+        let result = self.select(one, z, result);
+        let result = self.select(special, x, result);
+        let d = self.sub(x, x);
+        let nan = self.div(d, z);
+        let result = self.select(negative, nan, result);
+        let minus_one = self.float(dtype, -1.0);
+        let xx = self.mul(x, x);
+        let minus_inf = self.div(minus_one, xx);
+        self.select(zero, minus_inf, result)
     }
 }
 
@@ -235,40 +331,11 @@ pub(super) fn exp_f64(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg 
         let zero = m.f64(0.0);
         m.select(reduce, k, zero)
     };
-    // k as an integer: the low bits of kf + 1.5 * 2^52, whose unit in the
-    // last place is 1.
-    let k = {
-        let magic = m.f64(f64::from_bits(0x4338_0000_0000_0000));
-        let shifted = m.add(kf, magic);
-        let bits = m.bitcast(DType::I64, shifted);
-        let base = m.i64(0x4338_0000_0000_0000);
-        let k = m.sub(bits, base);
-        m.cast(DType::I32, k)
-    };
-    // hi = x - k*LN2HI (exact), lo = k*LN2LO, r = hi - lo; with k = 0 these
-    // are x, 0 and x, as the scalar code's middle branch has them.
-    let ln2hi = m.f64(LN2HI);
-    let khi = m.mul(kf, ln2hi);
-    let hi = m.sub(x, khi);
-    let ln2lo = m.f64(LN2LO);
-    let lo = m.mul(kf, ln2lo);
-    let r = m.sub(hi, lo);
-    // c = r - rr*(P1 + rr*(P2 + rr*(P3 + rr*(P4 + rr*P5))))
-    let rr = m.mul(r, r);
-    let poly = m.horner(rr, &[P1, P2, P3, P4, P5]);
-    let t = m.mul(rr, poly);
-    let c = m.sub(r, t);
-    // y = 1 + (r*c/(2 - c) - lo + hi)
-    let rc = m.mul(r, c);
-    let two = m.f64(2.0);
-    let den = m.sub(two, c);
-    let q = m.div(rc, den);
-    let q = m.sub(q, lo);
-    let q = m.add(q, hi);
-    let one = m.f64(1.0);
-    let y = m.add(one, q);
+    let k = m.integer_of(kf);
+    let y = m.exp_core(x, kf, [LN2HI, LN2LO], &[P1, P2, P3, P4, P5]);
     let mut result = m.scalbn_once(y, k);
     // |x| <= 2^-28: 1 + x.
+    let one = m.f64(1.0);
     let tiny = {
         let at = m.i64(0x3e30_0000);
         m.cmp(CmpOp::Le, hx, at)
@@ -352,72 +419,36 @@ pub(super) fn log_f64(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg 
         let bits = m.bin(BinaryOp::BOr, hi, lo);
         m.bitcast(DType::F64, bits)
     };
-    let one = m.f64(1.0);
-    let f = m.sub(reduced, one);
-    let half = m.f64(0.5);
-    let hf = m.mul(half, f);
-    let hfsq = m.mul(hf, f);
-    let two = m.f64(2.0);
-    let den = m.add(two, f);
-    let s = m.div(f, den);
-    let z = m.mul(s, s);
-    let w = m.mul(z, z);
-    // t1 = w*(LG2 + w*(LG4 + w*LG6)); t2 = z*(LG1 + w*(LG3 + w*(LG5 + w*LG7)))
-    let p1 = m.horner(w, &[LG2, LG4, LG6]);
-    let t1 = m.mul(w, p1);
-    let p2 = m.horner(w, &[LG1, LG3, LG5, LG7]);
-    let t2 = m.mul(z, p2);
-    let r = m.add(t2, t1);
     // k as f64 through i32, which converts packed on x86-64 (|k| < 1100).
     let k32 = m.cast(DType::I32, k);
     let dk = m.cast(DType::F64, k32);
-    // s*(hfsq + r) + dk*LN2_LO - hfsq + f + dk*LN2_HI
-    let sum = m.add(hfsq, r);
-    let acc = m.mul(s, sum);
-    let ln2lo = m.f64(LN2_LO);
-    let klo = m.mul(dk, ln2lo);
-    let acc = m.add(acc, klo);
-    let acc = m.sub(acc, hfsq);
-    let acc = m.add(acc, f);
-    let ln2hi = m.f64(LN2_HI);
-    let khi = m.mul(dk, ln2hi);
-    let mut result = m.add(acc, khi);
-    // Exactly 1: 0.
+    let result = m.log_core(
+        reduced,
+        dk,
+        (&[LG2, LG4, LG6], &[LG1, LG3, LG5, LG7]),
+        [LN2_HI, LN2_LO],
+    );
+    // Exactly 1; +inf and NaN (a positive high word from 0x7ff00000);
+    // negatives (a high word from the sign bit); ±0.
     let is_one = {
         let at = m.i64(0x3ff0_0000_0000_0000);
         m.cmp(CmpOp::Eq, ui, at)
     };
-    let zero = m.f64(0.0);
-    result = m.select(is_one, zero, result);
-    // +inf and NaN (a positive high word from 0x7ff00000): x.
     let special = {
         let at = m.i64(0x7ff0_0000);
         m.cmp(CmpOp::Ge, hx, at)
     };
-    result = m.select(special, x, result);
-    // Negative: (x - x) / 0 (NaN).
     let negative = {
         let sign = m.i64(0x8000_0000);
         m.cmp(CmpOp::Ge, hx, sign)
     };
-    let nan = {
-        let d = m.sub(x, x);
-        m.div(d, zero)
-    };
-    result = m.select(negative, nan, result);
-    // ±0: -1 / (x*x) (-inf).
     let is_zero = {
         let c1 = m.i64(1);
         let twice = m.bin(BinaryOp::Shl, ui, c1);
         let z = m.i64(0);
         m.cmp(CmpOp::Eq, twice, z)
     };
-    let minus_inf = {
-        let minus_one = m.f64(-1.0);
-        let xx = m.mul(x, x);
-        m.div(minus_one, xx)
-    };
-    m.select(is_zero, minus_inf, result)
+    m.log_specials(x, result, [is_one, special, negative, is_zero])
 }
 
 /// The `libm` crate's `expf` (FreeBSD's `e_expf.c`), branch-free, as
@@ -460,35 +491,16 @@ pub(super) fn exp_f32(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg 
         let zero = m.f32(0.0);
         m.select(reduce, k, zero)
     };
-    // k as an integer: the low bits of kf + 1.5 * 2^23.
-    let k = {
-        let magic = m.f32(f32::from_bits(0x4b40_0000));
-        let shifted = m.add(kf, magic);
-        let bits = m.bitcast(DType::I32, shifted);
-        let base = m.i32(0x4b40_0000);
-        m.sub(bits, base)
-    };
-    let ln2hi = m.f32(LN2_HI);
-    let khi = m.mul(kf, ln2hi);
-    let hi = m.sub(x, khi);
-    let ln2lo = m.f32(LN2_LO);
-    let lo = m.mul(kf, ln2lo);
-    let r = m.sub(hi, lo);
-    // c = r - rr*(P1 + rr*P2); y = 1 + (r*c/(2 - c) - lo + hi)
-    let rr = m.mul(r, r);
-    let poly = m.horner(rr, &[f64::from(P1), f64::from(P2)]);
-    let t = m.mul(rr, poly);
-    let c = m.sub(r, t);
-    let rc = m.mul(r, c);
-    let two = m.f32(2.0);
-    let den = m.sub(two, c);
-    let q = m.div(rc, den);
-    let q = m.sub(q, lo);
-    let q = m.add(q, hi);
-    let one = m.f32(1.0);
-    let y = m.add(one, q);
-    let mut result = m.scalbnf_once(y, k);
+    let k = m.integer_of(kf);
+    let y = m.exp_core(
+        x,
+        kf,
+        [f64::from(LN2_HI), f64::from(LN2_LO)],
+        &[f64::from(P1), f64::from(P2)],
+    );
+    let mut result = m.scalbn_once(y, k);
     // |x| <= 2^-14: 1 + x.
+    let one = m.f32(1.0);
     let tiny = {
         let at = m.i32(0x3900_0000);
         m.cmp(CmpOp::Le, hx, at)
@@ -562,68 +574,34 @@ pub(super) fn log_f32(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg 
         let bits = m.add(frac, base);
         m.bitcast(DType::F32, bits)
     };
-    let one = m.f32(1.0);
-    let f = m.sub(reduced, one);
-    let two = m.f32(2.0);
-    let den = m.add(two, f);
-    let s = m.div(f, den);
-    let z = m.mul(s, s);
-    let w = m.mul(z, z);
-    // t1 = w*(LG2 + w*LG4); t2 = z*(LG1 + w*LG3)
-    let p1 = m.horner(w, &[f64::from(LG2), f64::from(LG4)]);
-    let t1 = m.mul(w, p1);
-    let p2 = m.horner(w, &[f64::from(LG1), f64::from(LG3)]);
-    let t2 = m.mul(z, p2);
-    let r = m.add(t2, t1);
-    let half = m.f32(0.5);
-    let hf = m.mul(half, f);
-    let hfsq = m.mul(hf, f);
     let dk = m.cast(DType::F32, k);
-    // s*(hfsq + r) + dk*LN2_LO - hfsq + f + dk*LN2_HI
-    let sum = m.add(hfsq, r);
-    let acc = m.mul(s, sum);
-    let ln2lo = m.f32(LN2_LO);
-    let klo = m.mul(dk, ln2lo);
-    let acc = m.add(acc, klo);
-    let acc = m.sub(acc, hfsq);
-    let acc = m.add(acc, f);
-    let ln2hi = m.f32(LN2_HI);
-    let khi = m.mul(dk, ln2hi);
-    let mut result = m.add(acc, khi);
-    // Exactly 1: 0.
+    let result = m.log_core(
+        reduced,
+        dk,
+        (
+            &[f64::from(LG2), f64::from(LG4)],
+            &[f64::from(LG1), f64::from(LG3)],
+        ),
+        [f64::from(LN2_HI), f64::from(LN2_LO)],
+    );
+    // Exactly 1; +inf and positive NaNs; negatives (below 0 as an i32); ±0.
     let is_one = {
         let at = m.i32(0x3f80_0000);
         m.cmp(CmpOp::Eq, ix, at)
     };
-    let zero = m.f32(0.0);
-    result = m.select(is_one, zero, result);
-    // +inf and positive NaNs: x.
     let special = {
         let at = m.i32(0x7f80_0000);
         m.cmp(CmpOp::Ge, ix, at)
     };
-    result = m.select(special, x, result);
-    // Negative: (x - x) / 0 (NaN).
     let negative = {
         let z = m.i32(0);
         m.cmp(CmpOp::Lt, ix, z)
     };
-    let nan = {
-        let d = m.sub(x, x);
-        m.div(d, zero)
-    };
-    result = m.select(negative, nan, result);
-    // ±0: -1 / (x*x) (-inf).
     let is_zero = {
         let c1 = m.i32(1);
         let twice = m.bin(BinaryOp::Shl, ix, c1);
         let z = m.i32(0);
         m.cmp(CmpOp::Eq, twice, z)
     };
-    let minus_inf = {
-        let minus_one = m.f32(-1.0);
-        let xx = m.mul(x, x);
-        m.div(minus_one, xx)
-    };
-    m.select(is_zero, minus_inf, result)
+    m.log_specials(x, result, [is_one, special, negative, is_zero])
 }
