@@ -142,6 +142,69 @@ fn log_inputs() -> Vec<f64> {
     v
 }
 
+/// The inputs for `sin` and `cos` (f64): the thresholds of both functions and
+/// of `rem_pio2` (the fixed multiples of pi/2 below 9pi/4 and the ones that
+/// cancel, 2^20·pi/2 where the `libm` function takes over), the doubles
+/// nearest to multiples of pi/2 (where the reduction takes its second and
+/// third rounds) and the midpoints where its `n` changes.
+fn trig_inputs() -> Vec<f64> {
+    use std::f64::consts::FRAC_PI_2;
+    let mut v = Vec::new();
+    special_f64(&mut v);
+    for hx in [
+        0x3e46_a09e,
+        0x3e50_0000,
+        0x3fe9_21fb,
+        0x3ff9_21fb,
+        0x4002_d97c,
+        0x4009_21fb,
+        0x400f_6a7a,
+        0x4012_d97c,
+        0x4015_fdbc,
+        0x4019_21fb,
+        0x401c_463b,
+        0x4139_21fb,
+        0x7ff0_0000,
+    ] {
+        around_high_word(hx, &mut v);
+    }
+    let mut multiples: Vec<f64> = (1..=2000).map(f64::from).collect();
+    multiples.extend((11..=21).map(|e| f64::from(1u32 << e)));
+    multiples.extend([3.0e5, 6.67e5, 1.048575e6, 1.048577e6]);
+    for k in multiples {
+        for x in [k * FRAC_PI_2, (k - 0.5) * FRAC_PI_2] {
+            around(x, &mut v);
+            around(-x, &mut v);
+        }
+    }
+    for x in [
+        1e6,
+        1.6e6,
+        1.7e6,
+        1e7,
+        1e22,
+        1e300,
+        6381956970095103.0 * 2f64.powi(797),
+    ] {
+        around(x, &mut v);
+        around(-x, &mut v);
+    }
+    v
+}
+
+/// Random `sin`/`cos` inputs: uniform bit patterns (most of them huge, for
+/// the `libm` function), values where GP data lives, over the reduction's
+/// whole range and across its end at 2^20·pi/2.
+fn trig_pick(rng: &mut Rng, i: usize) -> f64 {
+    match i % 5 {
+        0 => f64::from_bits(rng.next()),
+        1 => rng.uniform(-10.0, 10.0),
+        2 => rng.uniform(-1e3, 1e3),
+        3 => rng.uniform(-1.7e6, 1.7e6),
+        _ => f64::from_bits(rng.next() >> 2),
+    }
+}
+
 /// `n` random inputs a million at a time, from `pick(rng, i)`.
 fn random<T>(n: usize, mut pick: impl FnMut(&mut Rng, usize) -> T, mut check: impl FnMut(&[T])) {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
@@ -187,9 +250,11 @@ type Pick = fn(&mut Rng, usize) -> f64;
 
 /// Each inline f64 function: its name, the `libm` crate's function, its
 /// chosen inputs and its random inputs.
-const F64_FUNCTIONS: [(&str, Oracle, Chosen, Pick); 2] = [
+const F64_FUNCTIONS: [(&str, Oracle, Chosen, Pick); 4] = [
     ("exp", libm::exp, exp_inputs, exp_pick),
     ("log", libm::log, log_inputs, log_pick),
+    ("sin", libm::sin, trig_inputs, trig_pick),
+    ("cos", libm::cos, trig_inputs, trig_pick),
 ];
 
 /// What the checks need of `f32` and `f64` beyond their dtype.
@@ -393,7 +458,7 @@ fn special_f32() -> Vec<f32> {
             v.push(down);
         }
     }
-    // Both sides of every threshold `expf` and `logf` test, both signs.
+    // Both sides of every threshold the functions test, both signs.
     for hx in [
         0x42ae_ac50u32,
         0x42b1_7218,
@@ -404,6 +469,14 @@ fn special_f32() -> Vec<f32> {
         0x0080_0000,
         0x7f80_0000,
         0x3f80_0000,
+        // sinf, cosf and rem_pio2f.
+        0x3980_0000,
+        0x3f49_0fda,
+        0x4016_cbe3,
+        0x407b_53d1,
+        0x40af_eddf,
+        0x40e2_31d5,
+        0x4dc9_0fdb,
     ] {
         for sign in [0, 1 << 31] {
             for h in [hx - 1, hx, hx + 1] {
@@ -420,24 +493,40 @@ fn special_f32() -> Vec<f32> {
         let x = (j as f32 - 0.5) * std::f32::consts::LN_2;
         v.extend([x.next_down(), x, x.next_up()]);
     }
+    // Near multiples of pi/2 and the midpoints where rem_pio2f's n changes.
+    for k in (1..=2000).chain((11..=28).map(|e| 1 << e)) {
+        for m in [k as f64, k as f64 - 0.5] {
+            let x = (m * std::f64::consts::FRAC_PI_2) as f32;
+            for x in [x, -x] {
+                v.extend([x.next_down(), x, x.next_up()]);
+            }
+        }
+    }
     v
 }
 
-/// Random f32 inputs: uniform bit patterns and values over both functions'
+/// Random f32 inputs: uniform bit patterns and values over the functions'
 /// ranges.
 fn f32_pick(rng: &mut Rng, i: usize) -> f32 {
-    match i % 4 {
+    match i % 5 {
         0 => f32::from_bits(rng.next() as u32),
         1 => rng.uniform(-110.0, 110.0) as f32,
         2 => rng.uniform(0.0, 2.0) as f32,
-        _ => rng.uniform(-10.0, 10.0) as f32,
+        3 => rng.uniform(-10.0, 10.0) as f32,
+        // Across rem_pio2f's range and its end at 2^28·pi/2.
+        _ => rng.uniform(-4.5e8, 4.5e8) as f32,
     }
 }
 
 type OracleF32 = fn(f32) -> f32;
 
 /// Each inline f32 function and the `libm` crate's.
-const F32_FUNCTIONS: [(&str, OracleF32); 2] = [("exp", libm::expf), ("log", libm::logf)];
+const F32_FUNCTIONS: [(&str, OracleF32); 4] = [
+    ("exp", libm::expf),
+    ("log", libm::logf),
+    ("sin", libm::sinf),
+    ("cos", libm::cosf),
+];
 
 /// The f32 functions at their chosen inputs and `MATH_CASES` random ones on
 /// every configuration; with `MATH_F32_EXHAUSTIVE=1`, at every one of the

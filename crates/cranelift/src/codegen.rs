@@ -390,6 +390,12 @@ impl<M: Module> FunctionCx<'_, M> {
                     .ins()
                     .bitcast(clif_type(*to), MemFlagsData::new(), a)
             }
+            Expr::Fallback {
+                op,
+                arg,
+                rare,
+                value,
+            } => self.codegen_fallback(*op, *arg, *rare, *value, dtype)?,
         })
     }
 
@@ -426,6 +432,36 @@ impl<M: Module> FunctionCx<'_, M> {
         let fref = self.module.declare_func_in_func(id, self.bcx.func);
         let call = self.bcx.ins().call(fref, args);
         Ok(self.bcx.inst_results(call)[0])
+    }
+
+    /// `if rare { op(arg) } else { value }`: the call in a cold block, so
+    /// rows on the common path pay one branch.
+    fn codegen_fallback(
+        &mut self,
+        op: UnaryOp,
+        arg: Reg,
+        rare: Reg,
+        value: Reg,
+        dtype: DType,
+    ) -> CodegenResult<ir::Value> {
+        let (arg, rare, value) = (self.reg(arg), self.reg(rare), self.reg(value));
+        let ty = clif_type(dtype);
+        let slow = self.bcx.create_block();
+        let join = self.bcx.create_block();
+        self.bcx.set_cold_block(slow);
+        let result = self.bcx.append_block_param(join, ty);
+        self.bcx
+            .ins()
+            .brif(rare, slow, &[], join, &[ir::BlockArg::Value(value)]);
+        self.bcx.switch_to_block(slow);
+        self.bcx.seal_block(slow);
+        let name = libcalls::unary_name(op, dtype)
+            .ok_or_else(|| CodegenError::Invalid(format!("`{op}` on {dtype}")))?;
+        let called = self.call_libm(&name, &[arg], ty)?;
+        self.bcx.ins().jump(join, &[ir::BlockArg::Value(called)]);
+        self.bcx.switch_to_block(join);
+        self.bcx.seal_block(join);
+        Ok(result)
     }
 
     fn codegen_unary(

@@ -86,10 +86,12 @@ fn main() {
         .collect();
     type Scalar = fn(f64) -> f64;
     // (name, the libm crate, glibc, the input domain)
-    let functions: [(&str, Scalar, Scalar, Scalar); 2] = [
+    let functions: [(&str, Scalar, Scalar, Scalar); 4] = [
         ("exp", libm::exp, f64::exp, |x| x),
         // log of positive inputs: |x| + 0.001 over (0.001, 10].
         ("log", libm::log, f64::ln, |x| x.abs() + 0.001),
+        ("sin", libm::sin, f64::sin, |x| x),
+        ("cos", libm::cos, f64::cos, |x| x),
     ];
     println!("function,contender,ns_per_element ({rows} elements)");
     for (name, libm_fn, std_fn, domain) in functions {
@@ -100,11 +102,13 @@ fn main() {
         };
         measure(name, "f64", &xs, run, [libm_fn, std_fn]);
     }
-    // The same for f32, against the `libm` crate's `expf`/`logf` and glibc's.
+    // The same for f32, against the `libm` crate's `expf`… and glibc's.
     type Scalar32 = fn(f32) -> f32;
-    let functions32: [(&str, Scalar32, Scalar32, Scalar32); 2] = [
+    let functions32: [(&str, Scalar32, Scalar32, Scalar32); 4] = [
         ("exp", libm::expf, f32::exp, |x| x),
         ("log", libm::logf, f32::ln, |x| x.abs() + 0.001),
+        ("sin", libm::sinf, f32::sin, |x| x),
+        ("cos", libm::cosf, f32::cos, |x| x),
     ];
     for (name, libm_fn, std_fn, domain) in functions32 {
         let xs: Vec<f32> = xs.iter().map(|&x| domain(x as f32)).collect();

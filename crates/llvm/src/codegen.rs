@@ -120,7 +120,43 @@ fn param_name(param: &Param) -> &str {
     }
 }
 
-fn enum_attr(cx: &Context, name: &str) -> Attribute {
+/// Calls the C math function `name` (declared on first use) on `args` of
+/// one float type. The declaration is `nobuiltin`, so LLVM never folds or
+/// rewrites it with another library's results (the in-process tier binds it
+/// to the `libm` crate, as the interpreter uses); `memory(none)` lets LLVM
+/// hoist, share and drop calls like any pure op.
+pub(crate) fn build_libm_call<'ctx>(
+    cx: &'ctx Context,
+    module: &Module<'ctx>,
+    builder: &Builder<'ctx>,
+    name: &str,
+    args: &[BasicValueEnum<'ctx>],
+) -> CodegenResult<BasicValueEnum<'ctx>> {
+    let ty = args[0].get_type();
+    let function = module.get_function(name).unwrap_or_else(|| {
+        let params: Vec<BasicMetadataTypeEnum> = args.iter().map(|_| ty.into()).collect();
+        let f = module.add_function(name, ty.fn_type(&params, false), Some(Linkage::External));
+        for attr in ["nobuiltin", "nounwind", "willreturn"] {
+            f.add_attribute(AttributeLoc::Function, enum_attr(cx, attr));
+        }
+        f.add_attribute(AttributeLoc::Function, memory_none(cx));
+        f
+    });
+    let args: Vec<BasicMetadataValueEnum> = args.iter().map(|&a| a.into()).collect();
+    let call = builder.build_call(function, &args, name)?;
+    // The call site too: `nobuiltin` on a call is what the optimizer checks.
+    call.add_attribute(AttributeLoc::Function, enum_attr(cx, "nobuiltin"));
+    call.try_as_basic_value()
+        .basic()
+        .ok_or_else(|| CodegenError::Invalid(format!("`{name}` returns nothing")))
+}
+
+/// `memory(none)`: the function neither reads nor writes memory.
+pub(crate) fn memory_none(cx: &Context) -> Attribute {
+    cx.create_enum_attribute(Attribute::get_named_enum_kind_id("memory"), 0)
+}
+
+pub(crate) fn enum_attr(cx: &Context, name: &str) -> Attribute {
     cx.create_enum_attribute(Attribute::get_named_enum_kind_id(name), 0)
 }
 
@@ -554,6 +590,16 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
                 self.builder
                     .build_bit_cast(self.reg(*a), reg_type(self.cx, *to), "bits")?
             }
+            Expr::Fallback {
+                op,
+                arg,
+                rare,
+                value,
+            } => self.codegen_fallback(
+                *op,
+                [self.reg(*arg), self.reg(*rare), self.reg(*value)],
+                dtype,
+            )?,
         })
     }
 
@@ -575,38 +621,37 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
             .ok_or_else(|| CodegenError::Invalid(format!("`{name}` returns nothing")))
     }
 
-    /// Calls a C math function by name. The declaration is `nobuiltin`, so LLVM
-    /// never folds or rewrites it with another library's results (the
-    /// in-process tier binds it to the `libm` crate, as the interpreter uses);
-    /// `memory(none)` lets LLVM hoist, share and drop calls like any pure op.
+    /// Calls a C math function by name ([`build_libm_call`]).
     fn call_libm(
         &self,
         name: &str,
         args: &[BasicValueEnum<'ctx>],
     ) -> CodegenResult<BasicValueEnum<'ctx>> {
-        let ty = args[0].get_type();
-        let function = self.module.get_function(name).unwrap_or_else(|| {
-            let params: Vec<BasicMetadataTypeEnum> = args.iter().map(|_| ty.into()).collect();
-            let f =
-                self.module
-                    .add_function(name, ty.fn_type(&params, false), Some(Linkage::External));
-            for attr in ["nobuiltin", "nounwind", "willreturn"] {
-                f.add_attribute(AttributeLoc::Function, enum_attr(self.cx, attr));
-            }
-            let memory = Attribute::get_named_enum_kind_id("memory");
-            f.add_attribute(
-                AttributeLoc::Function,
-                self.cx.create_enum_attribute(memory, 0),
-            );
-            f
-        });
-        let args: Vec<BasicMetadataValueEnum> = args.iter().map(|&a| a.into()).collect();
-        let call = self.builder.build_call(function, &args, name)?;
-        // The call site too: `nobuiltin` on a call is what the optimizer checks.
-        call.add_attribute(AttributeLoc::Function, enum_attr(self.cx, "nobuiltin"));
-        call.try_as_basic_value()
+        build_libm_call(self.cx, self.module, &self.builder, name, args)
+    }
+
+    /// `if rare { op(arg) } else { value }`: a call to this module's helper
+    /// for the function (`crate::fallback`), which the loop vectorizer
+    /// replaces with its vector variant.
+    fn codegen_fallback(
+        &self,
+        op: UnaryOp,
+        [arg, rare, value]: [BasicValueEnum<'ctx>; 3],
+        dtype: DType,
+    ) -> CodegenResult<BasicValueEnum<'ctx>> {
+        let name = libcalls::unary_name(op, dtype)
+            .ok_or_else(|| CodegenError::Invalid(format!("`{op}` on {dtype}")))?;
+        let ty = arg.get_type().into_float_type();
+        let helper = crate::fallback::helper(self.cx, self.module, &name, ty)?;
+        let flag = crate::fallback::flag_type(self.cx, ty);
+        let rare = self
+            .builder
+            .build_int_z_extend(rare.into_int_value(), flag, "rare")?;
+        self.builder
+            .build_call(helper, &[arg.into(), rare.into(), value.into()], "fallback")?
+            .try_as_basic_value()
             .basic()
-            .ok_or_else(|| CodegenError::Invalid(format!("`{name}` returns nothing")))
+            .ok_or_else(|| CodegenError::Invalid("a fallback returns nothing".into()))
     }
 
     fn codegen_unary(

@@ -66,14 +66,6 @@ pub fn jit(
         for (idx, kernel) in kernels.iter().enumerate() {
             let symbol = format!("__kiln_kernel_{idx}");
             codegen::define_kernel(context, &module, kernel, &symbol, true)?;
-            // MCJIT builds its own target machine for the generic host CPU;
-            // these attributes make its code generator use the real one.
-            for name in [symbol.clone(), abi::wrapper_symbol(&symbol)] {
-                if let Some(f) = module.get_function(&name) {
-                    f.add_attribute(AttributeLoc::Function, cpu);
-                    f.add_attribute(AttributeLoc::Function, features);
-                }
-            }
             // The kernel stays exported (typed handles call it directly), so
             // inlining it into its wrapper would only compile it twice.
             let kernel_fn = module.get_function(&symbol).expect("just defined");
@@ -82,6 +74,17 @@ pub fn jit(
                 AttributeLoc::Function,
                 context.create_enum_attribute(noinline, 0),
             );
+        }
+        // MCJIT builds its own target machine for the generic host CPU;
+        // these attributes make its code generator use the real one, for
+        // every function defined here (kernels, wrappers, math helpers, whose
+        // vector arguments must be passed alike on both sides of a call).
+        for f in module
+            .get_functions()
+            .filter(|f| f.count_basic_blocks() > 0)
+        {
+            f.add_attribute(AttributeLoc::Function, cpu);
+            f.add_attribute(AttributeLoc::Function, features);
         }
         module
             .verify()

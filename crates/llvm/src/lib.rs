@@ -17,6 +17,7 @@
 //! emitted for one target is never reused for another.
 
 mod codegen;
+mod fallback;
 mod jit;
 mod target;
 
@@ -106,9 +107,16 @@ fn optimize(module: &Module, machine: &TargetMachine, opt: OptLevel) -> CodegenR
     options.set_loop_slp_vectorization(vectorize);
     options.set_loop_interleaving(vectorize);
     options.set_loop_unrolling(opt != OptLevel::O0);
+    fallback::keep_variants(module);
     module
         .run_passes(pipeline(opt), machine, options)
-        .map_err(|e| CodegenError::Llvm(e.to_string()))
+        .map_err(|e| CodegenError::Llvm(e.to_string()))?;
+    if fallback::release_variants(module) {
+        module
+            .run_passes("globaldce", machine, PassBuilderOptions::create())
+            .map_err(|e| CodegenError::Llvm(e.to_string()))?;
+    }
+    Ok(())
 }
 
 /// Builds `kernel` into a fresh module for `spec`, verified and optimized.

@@ -350,6 +350,10 @@ impl Lowerer<'_> {
                 (UnaryOp::Log, DType::F64) => return math::log_f64(self, out, a),
                 (UnaryOp::Exp, DType::F32) => return math::exp_f32(self, out, a),
                 (UnaryOp::Log, DType::F32) => return math::log_f32(self, out, a),
+                (UnaryOp::Sin, DType::F64) => return math::sin_f64(self, out, a),
+                (UnaryOp::Cos, DType::F64) => return math::cos_f64(self, out, a),
+                (UnaryOp::Sin, DType::F32) => return math::sin_f32(self, out, a),
+                (UnaryOp::Cos, DType::F32) => return math::cos_f32(self, out, a),
                 _ => {}
             }
         }

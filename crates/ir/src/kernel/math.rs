@@ -82,6 +82,56 @@ impl Emit<'_, '_> {
         self.bin(BinaryOp::Div, a, b)
     }
 
+    fn neg(&mut self, a: Reg) -> Reg {
+        let dtype = self.ty(a);
+        self.let_(dtype, Expr::Unary(UnaryOp::Neg, a))
+    }
+
+    fn and(&mut self, a: Reg, b: Reg) -> Reg {
+        self.bin(BinaryOp::And, a, b)
+    }
+
+    fn or(&mut self, a: Reg, b: Reg) -> Reg {
+        self.bin(BinaryOp::Or, a, b)
+    }
+
+    fn not(&mut self, a: Reg) -> Reg {
+        let t = self.let_(DType::Bool, Expr::Const(Scalar::Bool(true)));
+        self.bin(BinaryOp::Xor, a, t)
+    }
+
+    /// `a op k` for an integer constant `k` of `a`'s dtype.
+    fn cmp_k(&mut self, op: CmpOp, a: Reg, k: i64) -> Reg {
+        let k = match self.ty(a) {
+            DType::I32 => self.i32(k as i32),
+            _ => self.i64(k),
+        };
+        self.cmp(op, a, k)
+    }
+
+    /// `a & k` for an integer constant `k` of `a`'s dtype.
+    fn band_k(&mut self, a: Reg, k: i64) -> Reg {
+        let k = match self.ty(a) {
+            DType::I32 => self.i32(k as i32),
+            _ => self.i64(k),
+        };
+        self.bin(BinaryOp::BAnd, a, k)
+    }
+
+    /// `op(arg)` by the `libm` function where `rare`, else `value`.
+    fn fallback(&mut self, op: UnaryOp, arg: Reg, rare: Reg, value: Reg) -> Reg {
+        let dtype = self.ty(arg);
+        self.let_(
+            dtype,
+            Expr::Fallback {
+                op,
+                arg,
+                rare,
+                value,
+            },
+        )
+    }
+
     fn cmp(&mut self, op: CmpOp, a: Reg, b: Reg) -> Reg {
         self.let_(DType::Bool, Expr::Compare(op, a, b))
     }
@@ -604,4 +654,518 @@ pub(super) fn log_f32(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg 
         m.cmp(CmpOp::Eq, twice, z)
     };
     m.log_specials(x, result, [is_one, special, negative, is_zero])
+}
+
+/// The high word of an `f64`'s bits without the sign, as an `i64`, and
+/// whether the sign bit is set.
+fn high_word(m: &mut Emit<'_, '_>, x: Reg) -> (Reg, Reg) {
+    let bits = m.bitcast(DType::I64, x);
+    let c32 = m.i64(32);
+    let high = m.bin(BinaryOp::ShrLogical, bits, c32);
+    let ix = m.band_k(high, 0x7fff_ffff);
+    let negative = m.cmp_k(CmpOp::Lt, bits, 0);
+    (ix, negative)
+}
+
+/// The biased exponent of an `f64` (`(bits >> 52) & 0x7ff`).
+fn exponent_f64(m: &mut Emit<'_, '_>, y: Reg) -> Reg {
+    let bits = m.bitcast(DType::I64, y);
+    let c52 = m.i64(52);
+    let e = m.bin(BinaryOp::ShrLogical, bits, c52);
+    m.band_k(e, 0x7ff)
+}
+
+/// The `libm` crate's `rem_pio2` (FreeBSD's `e_rem_pio2.c`) for `|x|`
+/// above pi/4 and below 2^20·pi/2 (`ix`: the high word of `|x|`):
+/// `x = n·pi/2 + y0 + y1`, as `(n & 3, y0, y1)`. Below 9pi/4 the scalar code subtracts a
+/// fixed multiple of pi/2 once (except next to multiples of pi/2, where it
+/// cancels and the general path runs); that is the general path's first
+/// round with `n` given instead of rounded, so both share one computation
+/// and only the general path takes further rounds.
+fn rem_pio2(m: &mut Emit<'_, '_>, x: Reg, ix: Reg, negative: Reg) -> (Reg, Reg, Reg) {
+    const TO_INT: f64 = 1.5 / f64::EPSILON;
+    const INV_PIO2: f64 = 6.36619772367581382433e-01;
+    const PIO2_1: f64 = 1.57079632673412561417e+00;
+    const PIO2_1T: f64 = 6.07710050650619224932e-11;
+    const PIO2_2: f64 = 6.07710050630396597660e-11;
+    const PIO2_2T: f64 = 2.02226624879595063154e-21;
+    const PIO2_3: f64 = 2.02226624871116645580e-21;
+    const PIO2_3T: f64 = 8.47842766036889956997e-32;
+    // The fixed multiple below 9pi/4: 1 to 3pi/4, 2 to 5pi/4, 3 to 7pi/4,
+    // else 4, with x's sign.
+    let fixed = {
+        let mut j = m.f64(4.0);
+        for (at, k) in [(0x4015_fdbc, 3.0), (0x400f_6a7a, 2.0), (0x4002_d97c, 1.0)] {
+            let below = m.cmp_k(CmpOp::Le, ix, at);
+            let k = m.f64(k);
+            j = m.select(below, k, j);
+        }
+        let minus = m.neg(j);
+        m.select(negative, minus, j)
+    };
+    let small = {
+        let below = m.cmp_k(CmpOp::Le, ix, 0x401c_463b);
+        // |x| ~= pi/2, pi (the low 20 bits of the high word, below 5pi/4),
+        // 3pi/2 and 2pi take the general path.
+        let low = m.band_k(ix, 0xfffff);
+        let near = m.cmp_k(CmpOp::Eq, low, 0x921fb);
+        let first = m.cmp_k(CmpOp::Le, ix, 0x400f_6a7a);
+        let mut cancels = m.and(near, first);
+        for at in [0x4012_d97c, 0x4019_21fb] {
+            let hit = m.cmp_k(CmpOp::Eq, ix, at);
+            cancels = m.or(cancels, hit);
+        }
+        let general = m.not(cancels);
+        m.and(below, general)
+    };
+    // rint(x/(pi/2)), to nearest through the 1.5·2^52 shift.
+    let rounded = {
+        let inv = m.f64(INV_PIO2);
+        let scaled = m.mul(x, inv);
+        let to_int = m.f64(TO_INT);
+        let shifted = m.add(scaled, to_int);
+        m.sub(shifted, to_int)
+    };
+    let f_n = m.select(small, fixed, rounded);
+    // One round of `r = t - f_n*c`, `w = f_n*ct - ((t - r) - f_n*c)`,
+    // `y0 = r - w` (the first round has `w = f_n*ct`).
+    let round = |m: &mut Emit<'_, '_>, t: Reg, [c, ct]: [f64; 2], first: bool| {
+        let c = m.f64(c);
+        let fc = m.mul(f_n, c);
+        let r = m.sub(t, fc);
+        let ct = m.f64(ct);
+        let fct = m.mul(f_n, ct);
+        let w = if first {
+            fct
+        } else {
+            let d = m.sub(t, r);
+            let d = m.sub(d, fc);
+            m.sub(fct, d)
+        };
+        let y0 = m.sub(r, w);
+        (r, w, y0)
+    };
+    let (r1, w1, y01) = round(m, x, [PIO2_1, PIO2_1T], true);
+    let (r2, w2, y02) = round(m, r1, [PIO2_2, PIO2_2T], false);
+    let (r3, w3, y03) = round(m, r2, [PIO2_3, PIO2_3T], false);
+    // Another round while the result lost more than 16 (then 49) bits to
+    // cancellation: `ex - ey` with `ex` the high word's exponent field.
+    let c20 = m.i64(20);
+    let ex = m.bin(BinaryOp::ShrLogical, ix, c20);
+    let lost = |m: &mut Emit<'_, '_>, y0: Reg, bits: i64| {
+        let ey = exponent_f64(m, y0);
+        let d = m.sub(ex, ey);
+        m.cmp_k(CmpOp::Gt, d, bits)
+    };
+    let second = {
+        let general = m.not(small);
+        let lost = lost(m, y01, 16);
+        m.and(general, lost)
+    };
+    let third = {
+        let lost = lost(m, y02, 49);
+        m.and(second, lost)
+    };
+    let pick = |m: &mut Emit<'_, '_>, [a, b, c]: [Reg; 3]| {
+        let v = m.select(second, b, a);
+        m.select(third, c, v)
+    };
+    let r = pick(m, [r1, r2, r3]);
+    let w = pick(m, [w1, w2, w3]);
+    let y0 = pick(m, [y01, y02, y03]);
+    let d = m.sub(r, y0);
+    let y1 = m.sub(d, w);
+    let n = m.integer_of(f_n);
+    let q = m.band_k(n, 3);
+    (q, y0, y1)
+}
+
+/// The `libm` crate's `k_sin` on `x + y` (|x| <= pi/4), both forms: the
+/// first (`iy = 0`) for an unreduced `x`, the second for a reduced one.
+fn k_sin(m: &mut Emit<'_, '_>, x: Reg, y: Reg) -> (Reg, Reg) {
+    const S1: f64 = -1.66666666666666324348e-01;
+    const S2: f64 = 8.33333333332248946124e-03;
+    const S3: f64 = -1.98412698298579493134e-04;
+    const S4: f64 = 2.75573137070700676789e-06;
+    const S5: f64 = -2.50507602534068634195e-08;
+    const S6: f64 = 1.58969099521155010221e-10;
+    let z = m.mul(x, x);
+    let w = m.mul(z, z);
+    let p = m.horner(z, &[S2, S3, S4]);
+    let zw = m.mul(z, w);
+    let q = m.horner(z, &[S5, S6]);
+    let t = m.mul(zw, q);
+    let r = m.add(p, t);
+    let v = m.mul(z, x);
+    let s1 = m.f64(S1);
+    // x + v*(S1 + z*r)
+    let unreduced = {
+        let zr = m.mul(z, r);
+        let t = m.add(s1, zr);
+        let t = m.mul(v, t);
+        m.add(x, t)
+    };
+    // x - ((z*(0.5*y - v*r) - y) - v*S1)
+    let reduced = {
+        let half = m.f64(0.5);
+        let hy = m.mul(half, y);
+        let vr = m.mul(v, r);
+        let t = m.sub(hy, vr);
+        let t = m.mul(z, t);
+        let t = m.sub(t, y);
+        let vs = m.mul(v, s1);
+        let t = m.sub(t, vs);
+        m.sub(x, t)
+    };
+    (unreduced, reduced)
+}
+
+/// The `libm` crate's `k_cos` on `x + y` (|x| <= pi/4).
+fn k_cos(m: &mut Emit<'_, '_>, x: Reg, y: Reg) -> Reg {
+    const C1: f64 = 4.16666666666666019037e-02;
+    const C2: f64 = -1.38888888888741095749e-03;
+    const C3: f64 = 2.48015872894767294178e-05;
+    const C4: f64 = -2.75573143513906633035e-07;
+    const C5: f64 = 2.08757232129817482790e-09;
+    const C6: f64 = -1.13596475577881948265e-11;
+    let z = m.mul(x, x);
+    let w = m.mul(z, z);
+    let p = m.horner(z, &[C1, C2, C3]);
+    let a = m.mul(z, p);
+    let ww = m.mul(w, w);
+    let q = m.horner(z, &[C4, C5, C6]);
+    let b = m.mul(ww, q);
+    let r = m.add(a, b);
+    let half = m.f64(0.5);
+    let hz = m.mul(half, z);
+    let one = m.f64(1.0);
+    let w = m.sub(one, hz);
+    // w + (((1 - w) - hz) + (z*r - x*y))
+    let t = m.sub(one, w);
+    let t = m.sub(t, hz);
+    let zr = m.mul(z, r);
+    let xy = m.mul(x, y);
+    let u = m.sub(zr, xy);
+    let t = m.add(t, u);
+    m.add(w, t)
+}
+
+/// What `sin` and `cos` (f64) share: `|x| <= pi/4` (no reduction), the
+/// reduction's quadrant, `k_sin`'s two forms and `k_cos` of the reduced
+/// argument (of `x` itself below pi/4), and the masks for NaN/inf and for the
+/// huge arguments left to the `libm` function.
+struct Trig {
+    direct: Reg,
+    quadrant: Reg,
+    sin_unreduced: Reg,
+    sin: Reg,
+    cos: Reg,
+    ix: Reg,
+    special: Reg,
+    rare: Reg,
+}
+
+fn trig_f64(m: &mut Emit<'_, '_>, x: Reg) -> Trig {
+    let (ix, negative) = high_word(m, x);
+    let direct = m.cmp_k(CmpOp::Le, ix, 0x3fe9_21fb);
+    let (q, y0, y1) = rem_pio2(m, x, ix, negative);
+    let y0 = m.select(direct, x, y0);
+    let zero = m.f64(0.0);
+    let y1 = m.select(direct, zero, y1);
+    let zero_q = m.i32(0);
+    let quadrant = m.select(direct, zero_q, q);
+    let (sin_unreduced, sin) = k_sin(m, y0, y1);
+    let cos = k_cos(m, y0, y1);
+    let special = m.cmp_k(CmpOp::Ge, ix, 0x7ff0_0000);
+    let rare = {
+        let huge = m.cmp_k(CmpOp::Ge, ix, 0x4139_21fb);
+        let finite = m.not(special);
+        m.and(huge, finite)
+    };
+    Trig {
+        direct,
+        quadrant,
+        sin_unreduced,
+        sin,
+        cos,
+        ix,
+        special,
+        rare,
+    }
+}
+
+/// `value`, or `-value` where `negate`.
+fn negate_if(m: &mut Emit<'_, '_>, negate: Reg, value: Reg) -> Reg {
+    let minus = m.neg(value);
+    m.select(negate, minus, value)
+}
+
+/// The bits `bit` of the quadrant, as a `bool`.
+fn quadrant_bit(m: &mut Emit<'_, '_>, q: Reg, bit: i64) -> Reg {
+    let b = m.band_k(q, bit);
+    m.cmp_k(CmpOp::Ne, b, 0)
+}
+
+/// The `libm` crate's `sin` (f64; FreeBSD's `s_sin.c`), branch-free but for
+/// arguments from 2^20·pi/2 on, which the `libm` function reduces.
+pub(super) fn sin_f64(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg {
+    let mut m = Emit { lw, out };
+    let t = trig_f64(&mut m, x);
+    // Quadrants 0..3: sin, cos, -sin, -cos of the reduced argument.
+    let odd = quadrant_bit(&mut m, t.quadrant, 1);
+    let k = m.select(odd, t.cos, t.sin);
+    let negate = quadrant_bit(&mut m, t.quadrant, 2);
+    let reduced = negate_if(&mut m, negate, k);
+    // Below pi/4: x itself below 2^-26, else k_sin's first form.
+    let tiny = m.cmp_k(CmpOp::Lt, t.ix, 0x3e50_0000);
+    let direct = m.select(tiny, x, t.sin_unreduced);
+    let result = m.select(t.direct, direct, reduced);
+    let nan = m.sub(x, x);
+    let result = m.select(t.special, nan, result);
+    m.fallback(UnaryOp::Sin, x, t.rare, result)
+}
+
+/// The `libm` crate's `cos` (f64; FreeBSD's `s_cos.c`), as [`sin_f64`].
+pub(super) fn cos_f64(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg {
+    let mut m = Emit { lw, out };
+    let t = trig_f64(&mut m, x);
+    // Quadrants 0..3: cos, -sin, -cos, sin; below pi/4 quadrant 0.
+    let odd = quadrant_bit(&mut m, t.quadrant, 1);
+    let k = m.select(odd, t.sin, t.cos);
+    let negate = {
+        let one = m.i32(1);
+        let next = m.add(t.quadrant, one);
+        quadrant_bit(&mut m, next, 2)
+    };
+    let result = negate_if(&mut m, negate, k);
+    // Below 2^-27·sqrt(2): 1.
+    let tiny = m.cmp_k(CmpOp::Lt, t.ix, 0x3e46_a09e);
+    let one = m.f64(1.0);
+    let result = m.select(tiny, one, result);
+    let nan = m.sub(x, x);
+    let result = m.select(t.special, nan, result);
+    m.fallback(UnaryOp::Cos, x, t.rare, result)
+}
+
+/// The `libm` crate's `k_sinf` and `k_cosf` (f64 arithmetic, `f32` results).
+fn k_sinf_cosf(m: &mut Emit<'_, '_>, x: Reg) -> (Reg, Reg) {
+    const S1: f64 = -0.166666666416265235595;
+    const S2: f64 = 0.0083333293858894631756;
+    const S3: f64 = -0.000198393348360966317347;
+    const S4: f64 = 0.0000027183114939898219064;
+    const C0: f64 = -0.499999997251031003120;
+    const C1: f64 = 0.0416666233237390631894;
+    const C2: f64 = -0.00138867637746099294692;
+    const C3: f64 = 0.0000243904487962774090654;
+    let z = m.mul(x, x);
+    let w = m.mul(z, z);
+    // ((x + s*(S1 + z*S2)) + s*w*r), r = S3 + z*S4, s = z*x
+    let sin = {
+        let r = m.horner(z, &[S3, S4]);
+        let s = m.mul(z, x);
+        let p = m.horner(z, &[S1, S2]);
+        let t = m.mul(s, p);
+        let a = m.add(x, t);
+        let sw = m.mul(s, w);
+        let b = m.mul(sw, r);
+        m.add(a, b)
+    };
+    // (((1 + z*C0) + w*C1) + (w*z)*r), r = C2 + z*C3
+    let cos = {
+        let r = m.horner(z, &[C2, C3]);
+        let a = m.horner(z, &[1.0, C0]);
+        let c1 = m.f64(C1);
+        let wc = m.mul(w, c1);
+        let a = m.add(a, wc);
+        let wz = m.mul(w, z);
+        let b = m.mul(wz, r);
+        m.add(a, b)
+    };
+    (m.cast(DType::F32, sin), m.cast(DType::F32, cos))
+}
+
+/// Which kernel (`k_cosf` or `k_sinf`) and sign `sinf` or `cosf` takes on
+/// each range of `|x|` (the scalar code's branches), and the kernel's
+/// argument: below 9pi/4 `x` minus a multiple of pi/2 held in one `f64`,
+/// beyond it the `rem_pio2f` reduction.
+struct TrigF {
+    /// `|x| <= pi/4`.
+    direct: Reg,
+    /// `|x|` below 9pi/4 and above pi/4, by quarter: `(<= 3pi/4, <= 5pi/4,
+    /// <= 7pi/4, above)`.
+    quarter: [Reg; 4],
+    negative: Reg,
+    /// `rem_pio2f`'s `n & 3` (beyond 9pi/4).
+    quadrant: Reg,
+    sin: Reg,
+    cos: Reg,
+    ix: Reg,
+    special: Reg,
+    rare: Reg,
+}
+
+fn trig_f32(m: &mut Emit<'_, '_>, x: Reg) -> TrigF {
+    use std::f64::consts::FRAC_PI_2;
+    const TOINT: f64 = 1.5 / f64::EPSILON;
+    const INV_PIO2: f64 = 6.36619772367581382433e-01;
+    const PIO2_1: f64 = 1.57079631090164184570e+00;
+    const PIO2_1T: f64 = 1.58932547735281966916e-08;
+    let x64 = m.cast(DType::F64, x);
+    let bits = m.bitcast(DType::I32, x);
+    let negative = m.cmp_k(CmpOp::Lt, bits, 0);
+    let ix = m.band_k(bits, 0x7fff_ffff);
+    let direct = m.cmp_k(CmpOp::Le, ix, 0x3f49_0fda);
+    let fixed_range = m.cmp_k(CmpOp::Le, ix, 0x40e2_31d5);
+    // The quarters' upper ends: 3pi/4, 5pi/4, 7pi/4.
+    let le = [0x4016_cbe3, 0x407b_53d1, 0x40af_eddf].map(|at| m.cmp_k(CmpOp::Le, ix, at));
+    let quarter = [
+        le[0],
+        {
+            let above = m.not(le[0]);
+            m.and(above, le[1])
+        },
+        {
+            let above = m.not(le[1]);
+            m.and(above, le[2])
+        },
+        m.not(le[2]),
+    ];
+    // x - k·pi/2 (k = 1..4, with x's sign) below 9pi/4.
+    let shifted = {
+        let mut c = m.f64(4.0 * FRAC_PI_2);
+        for (i, k) in [(2, 3.0), (1, 2.0), (0, 1.0)] {
+            let v = m.f64(k * FRAC_PI_2);
+            c = m.select(le[i], v, c);
+        }
+        let minus = m.neg(c);
+        let c = m.select(negative, minus, c);
+        m.sub(x64, c)
+    };
+    // rem_pio2f: n = rint(x·2/pi), y = x - n·pio2_1 - n·pio2_1t.
+    let f_n = {
+        let inv = m.f64(INV_PIO2);
+        let scaled = m.mul(x64, inv);
+        let to_int = m.f64(TOINT);
+        let t = m.add(scaled, to_int);
+        m.sub(t, to_int)
+    };
+    let reduced = {
+        let c = m.f64(PIO2_1);
+        let t = m.mul(f_n, c);
+        let y = m.sub(x64, t);
+        let ct = m.f64(PIO2_1T);
+        let t = m.mul(f_n, ct);
+        m.sub(y, t)
+    };
+    let n = m.integer_of(f_n);
+    let quadrant = m.band_k(n, 3);
+    let arg = m.select(fixed_range, shifted, reduced);
+    let arg = m.select(direct, x64, arg);
+    let (sin, cos) = k_sinf_cosf(m, arg);
+    let special = m.cmp_k(CmpOp::Ge, ix, 0x7f80_0000);
+    let rare = {
+        let huge = m.cmp_k(CmpOp::Ge, ix, 0x4dc9_0fdb);
+        let finite = m.not(special);
+        m.and(huge, finite)
+    };
+    // Below 9pi/4 the quarters decide, not the quadrant.
+    let in_quarters = {
+        let reduced_range = m.not(direct);
+        m.and(fixed_range, reduced_range)
+    };
+    let quarter = quarter.map(|q| m.and(q, in_quarters));
+    TrigF {
+        direct,
+        quarter,
+        negative,
+        quadrant,
+        sin,
+        cos,
+        ix,
+        special,
+        rare,
+    }
+}
+
+/// Picks `k_cosf` where `use_cos`, else `k_sinf`, negated where `negate`.
+fn pick_f32(m: &mut Emit<'_, '_>, t: &TrigF, use_cos: Reg, negate: Reg) -> Reg {
+    let k = m.select(use_cos, t.cos, t.sin);
+    negate_if(m, negate, k)
+}
+
+/// The `libm` crate's `sinf` (FreeBSD's `s_sinf.c`), branch-free but for
+/// arguments from 2^28·pi/2 on, which the `libm` function reduces.
+pub(super) fn sin_f32(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg {
+    let mut m = Emit { lw, out };
+    let t = trig_f32(&mut m, x);
+    let [q1, q2, q3, q4] = t.quarter;
+    let positive = m.not(t.negative);
+    // Beyond 9pi/4 quadrants 0..3: sin, cos, -sin, -cos.
+    let mut use_cos = quadrant_bit(&mut m, t.quadrant, 1);
+    let mut negate = quadrant_bit(&mut m, t.quadrant, 2);
+    // To 3pi/4: ∓cos; to 5pi/4: -sin; to 7pi/4: ±cos; to 9pi/4: sin.
+    let (yes, no) = (
+        m.let_(DType::Bool, Expr::Const(Scalar::Bool(true))),
+        m.let_(DType::Bool, Expr::Const(Scalar::Bool(false))),
+    );
+    for (q, cos, neg) in [
+        (q1, yes, t.negative),
+        (q2, no, yes),
+        (q3, yes, positive),
+        (q4, no, no),
+    ] {
+        use_cos = m.select(q, cos, use_cos);
+        negate = m.select(q, neg, negate);
+    }
+    // Below pi/4: k_sinf of x (quadrant 0), x itself below 2^-12.
+    use_cos = m.select(t.direct, no, use_cos);
+    negate = m.select(t.direct, no, negate);
+    let result = pick_f32(&mut m, &t, use_cos, negate);
+    let tiny = m.cmp_k(CmpOp::Lt, t.ix, 0x3980_0000);
+    let result = m.select(tiny, x, result);
+    let nan = m.sub(x, x);
+    let result = m.select(t.special, nan, result);
+    m.fallback(UnaryOp::Sin, x, t.rare, result)
+}
+
+/// The `libm` crate's `cosf` (FreeBSD's `s_cosf.c`), as [`sin_f32`].
+pub(super) fn cos_f32(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg {
+    let mut m = Emit { lw, out };
+    let t = trig_f32(&mut m, x);
+    let [q1, q2, q3, q4] = t.quarter;
+    let positive = m.not(t.negative);
+    // Beyond 9pi/4 quadrants 0..3: cos, -sin, -cos, sin.
+    let mut use_cos = {
+        let odd = quadrant_bit(&mut m, t.quadrant, 1);
+        m.not(odd)
+    };
+    let mut negate = {
+        let one = m.i32(1);
+        let next = m.add(t.quadrant, one);
+        quadrant_bit(&mut m, next, 2)
+    };
+    // To 3pi/4: ±sin; to 5pi/4: -cos; to 7pi/4: ∓sin; to 9pi/4: cos.
+    let (yes, no) = (
+        m.let_(DType::Bool, Expr::Const(Scalar::Bool(true))),
+        m.let_(DType::Bool, Expr::Const(Scalar::Bool(false))),
+    );
+    for (q, cos, neg) in [
+        (q1, no, positive),
+        (q2, yes, yes),
+        (q3, no, t.negative),
+        (q4, yes, no),
+    ] {
+        use_cos = m.select(q, cos, use_cos);
+        negate = m.select(q, neg, negate);
+    }
+    // Below pi/4: k_cosf of x, 1 below 2^-12.
+    use_cos = m.select(t.direct, yes, use_cos);
+    negate = m.select(t.direct, no, negate);
+    let result = pick_f32(&mut m, &t, use_cos, negate);
+    let tiny = m.cmp_k(CmpOp::Lt, t.ix, 0x3980_0000);
+    let one = m.f32(1.0);
+    let result = m.select(tiny, one, result);
+    let nan = m.sub(x, x);
+    let result = m.select(t.special, nan, result);
+    m.fallback(UnaryOp::Cos, x, t.rare, result)
 }

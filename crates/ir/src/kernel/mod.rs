@@ -242,6 +242,22 @@ pub enum Expr {
     /// `f32` and `i32`): Rust's `to_bits`/`from_bits`. Inline math
     /// (`kernel::math`) takes floats apart with it.
     Bitcast(DType, Reg),
+    /// `op(arg)` by the scalar math function (the call [`Expr::Unary`] makes)
+    /// where the `bool` `rare` is true, `value` elsewhere. Inline math
+    /// (`kernel::math`) computes a function's common path itself and leaves
+    /// a rare path it does not port (the Payne–Hanek reduction of huge
+    /// `sin`/`cos` arguments) to the `libm` function; backends call it only
+    /// for the rows that need it, so the common path stays call-free.
+    Fallback {
+        /// The math function (one [`libcalls::unary_name`] names).
+        op: UnaryOp,
+        /// Its argument.
+        arg: Reg,
+        /// Where the function must be called.
+        rare: Reg,
+        /// The result everywhere else.
+        value: Reg,
+    },
 }
 
 /// A statement.

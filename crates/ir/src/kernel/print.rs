@@ -68,6 +68,17 @@ fn expr(e: &Expr) -> String {
         Expr::Select(c, a, b) => format!("select {}, {}, {}", r(*c), r(*a), r(*b)),
         Expr::Cast(to, a) => format!("cast.{to} {}", r(*a)),
         Expr::Bitcast(to, a) => format!("bitcast.{to} {}", r(*a)),
+        Expr::Fallback {
+            op,
+            arg,
+            rare,
+            value,
+        } => format!(
+            "fallback {op} {} if {}, else {}",
+            r(*arg),
+            r(*rare),
+            r(*value)
+        ),
     }
 }
 

@@ -320,6 +320,20 @@ impl Verifier<'_> {
                     || format!("a bitcast of {from} to {to}: numbers of one width only"),
                 )
             }
+            Expr::Fallback {
+                op,
+                arg,
+                rare,
+                value,
+            } => {
+                ensure(
+                    ty.is_float() && super::libcalls::unary_name(*op, ty).is_some(),
+                    || format!("no math function `{op}` on {ty} to fall back to"),
+                )?;
+                same(*arg)?;
+                self.typed(*rare, DType::Bool, "the condition")?;
+                same(*value)
+            }
             Expr::Cast(to, a) => {
                 ensure(*to == ty, || format!("a cast to {to}"))?;
                 let from = self.reg(*a)?;
