@@ -4,13 +4,20 @@
 //! branches on, every point where its reduction's `k` changes, and random
 //! inputs (uniform bit patterns and uniform values over the interesting
 //! range). `MATH_CASES` sets the random count (default 10^6; the long run's
-//! figures are in docs/testing.md).
+//! figures are in docs/testing.md); `MATH_ONLY=sin,cos` limits the run to
+//! those functions.
 
 // Thresholds are written as the `libm` crate writes them.
 #![allow(clippy::excessive_precision)]
 
 use kiln::ir::{Buffer, Data};
 use kiln::DynEngine;
+
+/// Whether `op` is to be tested: all functions, or those `MATH_ONLY` lists
+/// (`MATH_ONLY=sin,cos`, for a long run of new functions only).
+fn selected(op: &str) -> bool {
+    std::env::var("MATH_ONLY").map_or(true, |only| only.split(',').any(|o| o == op))
+}
 
 fn cases() -> usize {
     std::env::var("MATH_CASES")
@@ -387,7 +394,7 @@ fn compiling_engines() -> Vec<Box<dyn DynEngine>> {
 #[test]
 fn f64_functions_are_libms_on_every_engine() {
     for (engine, libm_calls) in runs() {
-        for (op, oracle, chosen, pick) in F64_FUNCTIONS {
+        for (op, oracle, chosen, pick) in F64_FUNCTIONS.into_iter().filter(|f| selected(f.0)) {
             let program = unary::<f64>(engine.as_ref(), op, libm_calls);
             let on = |e: String| format!("on {} (libm_calls {libm_calls:?}): {e}", engine.name());
             check_unary(program.as_ref(), op, &chosen(), oracle)
@@ -412,14 +419,14 @@ fn f64_functions_are_libms_on_every_engine() {
 #[cfg(feature = "llvm")]
 #[test]
 fn functions_are_libms_in_wasm() {
-    for (op, oracle, chosen, pick) in F64_FUNCTIONS {
+    for (op, oracle, chosen, pick) in F64_FUNCTIONS.into_iter().filter(|f| selected(f.0)) {
         let program = unary::<f64>(&kiln_tests::wasm::Wasm, op, None);
         check_unary(program.as_ref(), op, &chosen(), oracle).unwrap();
         random(cases() / 50, pick, |xs| {
             check_unary(program.as_ref(), op, xs, oracle).unwrap()
         });
     }
-    for (op, oracle) in F32_FUNCTIONS {
+    for (op, oracle) in F32_FUNCTIONS.into_iter().filter(|f| selected(f.0)) {
         let program = unary::<f32>(&kiln_tests::wasm::Wasm, op, None);
         check_unary(program.as_ref(), op, &special_f32(), oracle).unwrap();
         random(cases() / 50, f32_pick, |xs| {
@@ -535,7 +542,7 @@ const F32_FUNCTIONS: [(&str, OracleF32); 4] = [
 fn f32_functions_are_libms_on_every_engine() {
     let exhaustive = std::env::var("MATH_F32_EXHAUSTIVE").is_ok_and(|v| v == "1");
     for (engine, libm_calls) in runs() {
-        for (op, oracle) in F32_FUNCTIONS {
+        for (op, oracle) in F32_FUNCTIONS.into_iter().filter(|f| selected(f.0)) {
             let program = unary::<f32>(engine.as_ref(), op, libm_calls);
             let on = |e: String| format!("on {} (libm_calls {libm_calls:?}): {e}", engine.name());
             check_unary(program.as_ref(), op, &special_f32(), oracle)

@@ -1087,10 +1087,54 @@ fn trig_f32(m: &mut Emit<'_, '_>, x: Reg) -> TrigF {
     }
 }
 
-/// Picks `k_cosf` where `use_cos`, else `k_sinf`, negated where `negate`.
-fn pick_f32(m: &mut Emit<'_, '_>, t: &TrigF, use_cos: Reg, negate: Reg) -> Reg {
+/// Where a quarter below 9pi/4 negates its kernel's result.
+#[derive(Clone, Copy)]
+enum Negate {
+    Never,
+    Always,
+    IfNegative,
+    IfPositive,
+}
+
+/// What `sinf` and `cosf` do with [`TrigF`]: beyond 9pi/4 the kernel and
+/// sign the quadrant gives (`beyond`), below it the kernel (`k_cosf` when
+/// true) and sign of each quarter, below pi/4 the function's own kernel of
+/// `x` (its value itself, or 1, below 2^-12); NaN for NaN and infinities; the
+/// `libm` function for huge arguments.
+fn finish_f32(
+    m: &mut Emit<'_, '_>,
+    op: UnaryOp,
+    x: Reg,
+    t: &TrigF,
+    beyond: (Reg, Reg),
+    quarters: [(bool, Negate); 4],
+) -> Reg {
+    let yes = m.let_(DType::Bool, Expr::Const(Scalar::Bool(true)));
+    let no = m.let_(DType::Bool, Expr::Const(Scalar::Bool(false)));
+    let positive = m.not(t.negative);
+    let (mut use_cos, mut negate) = beyond;
+    for (q, (cos, neg)) in t.quarter.into_iter().zip(quarters) {
+        let cos = if cos { yes } else { no };
+        let neg = match neg {
+            Negate::Never => no,
+            Negate::Always => yes,
+            Negate::IfNegative => t.negative,
+            Negate::IfPositive => positive,
+        };
+        use_cos = m.select(q, cos, use_cos);
+        negate = m.select(q, neg, negate);
+    }
+    let is_cos = op == UnaryOp::Cos;
+    use_cos = m.select(t.direct, if is_cos { yes } else { no }, use_cos);
+    negate = m.select(t.direct, no, negate);
     let k = m.select(use_cos, t.cos, t.sin);
-    negate_if(m, negate, k)
+    let result = negate_if(m, negate, k);
+    let tiny = m.cmp_k(CmpOp::Lt, t.ix, 0x3980_0000);
+    let small = if is_cos { m.f32(1.0) } else { x };
+    let result = m.select(tiny, small, result);
+    let nan = m.sub(x, x);
+    let result = m.select(t.special, nan, result);
+    m.fallback(op, x, t.rare, result)
 }
 
 /// The `libm` crate's `sinf` (FreeBSD's `s_sinf.c`), branch-free but for
@@ -1098,74 +1142,39 @@ fn pick_f32(m: &mut Emit<'_, '_>, t: &TrigF, use_cos: Reg, negate: Reg) -> Reg {
 pub(super) fn sin_f32(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg {
     let mut m = Emit { lw, out };
     let t = trig_f32(&mut m, x);
-    let [q1, q2, q3, q4] = t.quarter;
-    let positive = m.not(t.negative);
     // Beyond 9pi/4 quadrants 0..3: sin, cos, -sin, -cos.
-    let mut use_cos = quadrant_bit(&mut m, t.quadrant, 1);
-    let mut negate = quadrant_bit(&mut m, t.quadrant, 2);
+    let use_cos = quadrant_bit(&mut m, t.quadrant, 1);
+    let negate = quadrant_bit(&mut m, t.quadrant, 2);
     // To 3pi/4: ∓cos; to 5pi/4: -sin; to 7pi/4: ±cos; to 9pi/4: sin.
-    let (yes, no) = (
-        m.let_(DType::Bool, Expr::Const(Scalar::Bool(true))),
-        m.let_(DType::Bool, Expr::Const(Scalar::Bool(false))),
-    );
-    for (q, cos, neg) in [
-        (q1, yes, t.negative),
-        (q2, no, yes),
-        (q3, yes, positive),
-        (q4, no, no),
-    ] {
-        use_cos = m.select(q, cos, use_cos);
-        negate = m.select(q, neg, negate);
-    }
-    // Below pi/4: k_sinf of x (quadrant 0), x itself below 2^-12.
-    use_cos = m.select(t.direct, no, use_cos);
-    negate = m.select(t.direct, no, negate);
-    let result = pick_f32(&mut m, &t, use_cos, negate);
-    let tiny = m.cmp_k(CmpOp::Lt, t.ix, 0x3980_0000);
-    let result = m.select(tiny, x, result);
-    let nan = m.sub(x, x);
-    let result = m.select(t.special, nan, result);
-    m.fallback(UnaryOp::Sin, x, t.rare, result)
+    let quarters = [
+        (true, Negate::IfNegative),
+        (false, Negate::Always),
+        (true, Negate::IfPositive),
+        (false, Negate::Never),
+    ];
+    finish_f32(&mut m, UnaryOp::Sin, x, &t, (use_cos, negate), quarters)
 }
 
 /// The `libm` crate's `cosf` (FreeBSD's `s_cosf.c`), as [`sin_f32`].
 pub(super) fn cos_f32(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg {
     let mut m = Emit { lw, out };
     let t = trig_f32(&mut m, x);
-    let [q1, q2, q3, q4] = t.quarter;
-    let positive = m.not(t.negative);
     // Beyond 9pi/4 quadrants 0..3: cos, -sin, -cos, sin.
-    let mut use_cos = {
+    let use_cos = {
         let odd = quadrant_bit(&mut m, t.quadrant, 1);
         m.not(odd)
     };
-    let mut negate = {
+    let negate = {
         let one = m.i32(1);
         let next = m.add(t.quadrant, one);
         quadrant_bit(&mut m, next, 2)
     };
     // To 3pi/4: ±sin; to 5pi/4: -cos; to 7pi/4: ∓sin; to 9pi/4: cos.
-    let (yes, no) = (
-        m.let_(DType::Bool, Expr::Const(Scalar::Bool(true))),
-        m.let_(DType::Bool, Expr::Const(Scalar::Bool(false))),
-    );
-    for (q, cos, neg) in [
-        (q1, no, positive),
-        (q2, yes, yes),
-        (q3, no, t.negative),
-        (q4, yes, no),
-    ] {
-        use_cos = m.select(q, cos, use_cos);
-        negate = m.select(q, neg, negate);
-    }
-    // Below pi/4: k_cosf of x, 1 below 2^-12.
-    use_cos = m.select(t.direct, yes, use_cos);
-    negate = m.select(t.direct, no, negate);
-    let result = pick_f32(&mut m, &t, use_cos, negate);
-    let tiny = m.cmp_k(CmpOp::Lt, t.ix, 0x3980_0000);
-    let one = m.f32(1.0);
-    let result = m.select(tiny, one, result);
-    let nan = m.sub(x, x);
-    let result = m.select(t.special, nan, result);
-    m.fallback(UnaryOp::Cos, x, t.rare, result)
+    let quarters = [
+        (false, Negate::IfPositive),
+        (true, Negate::Always),
+        (false, Negate::IfNegative),
+        (true, Negate::Never),
+    ];
+    finish_f32(&mut m, UnaryOp::Cos, x, &t, (use_cos, negate), quarters)
 }
