@@ -218,6 +218,18 @@ impl Emit<'_, '_> {
         self.mul(y1, scale)
     }
 
+    /// `rint(x·2/pi)` for an `f64` `x`, to nearest through the `1.5·2^52`
+    /// shift, as `rem_pio2` and `rem_pio2f` compute it.
+    fn rint_by_pio2(&mut self, x: Reg) -> Reg {
+        const TO_INT: f64 = 1.5 / f64::EPSILON;
+        const INV_PIO2: f64 = 6.36619772367581382433e-01;
+        let inv = self.f64(INV_PIO2);
+        let scaled = self.mul(x, inv);
+        let to_int = self.f64(TO_INT);
+        let shifted = self.add(scaled, to_int);
+        self.sub(shifted, to_int)
+    }
+
     /// `k` (a float holding an integer, `|k| < 2^22`) as an `i32`: the low
     /// bits of `k + 1.5 * 2^52` (f64) or `k + 1.5 * 2^23` (f32), whose unit
     /// in the last place is 1. No float-to-int conversion, which would not
@@ -683,8 +695,6 @@ fn exponent_f64(m: &mut Emit<'_, '_>, y: Reg) -> Reg {
 /// round with `n` given instead of rounded, so both share one computation
 /// and only the general path takes further rounds.
 fn rem_pio2(m: &mut Emit<'_, '_>, x: Reg, ix: Reg, negative: Reg) -> (Reg, Reg, Reg) {
-    const TO_INT: f64 = 1.5 / f64::EPSILON;
-    const INV_PIO2: f64 = 6.36619772367581382433e-01;
     const PIO2_1: f64 = 1.57079632673412561417e+00;
     const PIO2_1T: f64 = 6.07710050650619224932e-11;
     const PIO2_2: f64 = 6.07710050630396597660e-11;
@@ -700,8 +710,7 @@ fn rem_pio2(m: &mut Emit<'_, '_>, x: Reg, ix: Reg, negative: Reg) -> (Reg, Reg, 
             let k = m.f64(k);
             j = m.select(below, k, j);
         }
-        let minus = m.neg(j);
-        m.select(negative, minus, j)
+        negate_if(m, negative, j)
     };
     let small = {
         let below = m.cmp_k(CmpOp::Le, ix, 0x401c_463b);
@@ -718,14 +727,7 @@ fn rem_pio2(m: &mut Emit<'_, '_>, x: Reg, ix: Reg, negative: Reg) -> (Reg, Reg, 
         let general = m.not(cancels);
         m.and(below, general)
     };
-    // rint(x/(pi/2)), to nearest through the 1.5·2^52 shift.
-    let rounded = {
-        let inv = m.f64(INV_PIO2);
-        let scaled = m.mul(x, inv);
-        let to_int = m.f64(TO_INT);
-        let shifted = m.add(scaled, to_int);
-        m.sub(shifted, to_int)
-    };
+    let rounded = m.rint_by_pio2(x);
     let f_n = m.select(small, fixed, rounded);
     // One round of `r = t - f_n*c`, `w = f_n*ct - ((t - r) - f_n*c)`,
     // `y0 = r - w` (the first round has `w = f_n*ct`).
@@ -900,10 +902,38 @@ fn negate_if(m: &mut Emit<'_, '_>, negate: Reg, value: Reg) -> Reg {
     m.select(negate, minus, value)
 }
 
-/// The bits `bit` of the quadrant, as a `bool`.
+/// Whether `q & bit` is set, as a `bool`.
 fn quadrant_bit(m: &mut Emit<'_, '_>, q: Reg, bit: i64) -> Reg {
     let b = m.band_k(q, bit);
     m.cmp_k(CmpOp::Ne, b, 0)
+}
+
+/// The kernel (`cos` when true) and sign of the reduced argument's result in
+/// quadrant `q` (`n & 3`): sin, cos, -sin, -cos for `sin`; cos, -sin, -cos,
+/// sin for `cos`.
+fn quadrant_choice(m: &mut Emit<'_, '_>, op: UnaryOp, q: Reg) -> (Reg, Reg) {
+    let odd = quadrant_bit(m, q, 1);
+    if op == UnaryOp::Sin {
+        (odd, quadrant_bit(m, q, 2))
+    } else {
+        let one = m.i32(1);
+        let next = m.add(q, one);
+        (m.not(odd), quadrant_bit(m, next, 2))
+    }
+}
+
+/// What every `sin`/`cos` ends with: NaN (`x - x`) for NaN and infinities,
+/// and the `libm` function for the huge arguments it reduces.
+fn trig_tail(
+    m: &mut Emit<'_, '_>,
+    op: UnaryOp,
+    x: Reg,
+    [special, rare]: [Reg; 2],
+    result: Reg,
+) -> Reg {
+    let nan = m.sub(x, x);
+    let result = m.select(special, nan, result);
+    m.fallback(op, x, rare, result)
 }
 
 /// The `libm` crate's `sin` (f64; FreeBSD's `s_sin.c`), branch-free but for
@@ -911,40 +941,29 @@ fn quadrant_bit(m: &mut Emit<'_, '_>, q: Reg, bit: i64) -> Reg {
 pub(super) fn sin_f64(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg {
     let mut m = Emit { lw, out };
     let t = trig_f64(&mut m, x);
-    // Quadrants 0..3: sin, cos, -sin, -cos of the reduced argument.
-    let odd = quadrant_bit(&mut m, t.quadrant, 1);
-    let k = m.select(odd, t.cos, t.sin);
-    let negate = quadrant_bit(&mut m, t.quadrant, 2);
+    let (use_cos, negate) = quadrant_choice(&mut m, UnaryOp::Sin, t.quadrant);
+    let k = m.select(use_cos, t.cos, t.sin);
     let reduced = negate_if(&mut m, negate, k);
     // Below pi/4: x itself below 2^-26, else k_sin's first form.
     let tiny = m.cmp_k(CmpOp::Lt, t.ix, 0x3e50_0000);
     let direct = m.select(tiny, x, t.sin_unreduced);
     let result = m.select(t.direct, direct, reduced);
-    let nan = m.sub(x, x);
-    let result = m.select(t.special, nan, result);
-    m.fallback(UnaryOp::Sin, x, t.rare, result)
+    trig_tail(&mut m, UnaryOp::Sin, x, [t.special, t.rare], result)
 }
 
 /// The `libm` crate's `cos` (f64; FreeBSD's `s_cos.c`), as [`sin_f64`].
 pub(super) fn cos_f64(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg {
     let mut m = Emit { lw, out };
     let t = trig_f64(&mut m, x);
-    // Quadrants 0..3: cos, -sin, -cos, sin; below pi/4 quadrant 0.
-    let odd = quadrant_bit(&mut m, t.quadrant, 1);
-    let k = m.select(odd, t.sin, t.cos);
-    let negate = {
-        let one = m.i32(1);
-        let next = m.add(t.quadrant, one);
-        quadrant_bit(&mut m, next, 2)
-    };
+    // Below pi/4 the quadrant is 0: k_cos of x.
+    let (use_cos, negate) = quadrant_choice(&mut m, UnaryOp::Cos, t.quadrant);
+    let k = m.select(use_cos, t.cos, t.sin);
     let result = negate_if(&mut m, negate, k);
     // Below 2^-27·sqrt(2): 1.
     let tiny = m.cmp_k(CmpOp::Lt, t.ix, 0x3e46_a09e);
     let one = m.f64(1.0);
     let result = m.select(tiny, one, result);
-    let nan = m.sub(x, x);
-    let result = m.select(t.special, nan, result);
-    m.fallback(UnaryOp::Cos, x, t.rare, result)
+    trig_tail(&mut m, UnaryOp::Cos, x, [t.special, t.rare], result)
 }
 
 /// The `libm` crate's `k_sinf` and `k_cosf` (f64 arithmetic, `f32` results).
@@ -1006,8 +1025,6 @@ struct TrigF {
 
 fn trig_f32(m: &mut Emit<'_, '_>, x: Reg) -> TrigF {
     use std::f64::consts::FRAC_PI_2;
-    const TOINT: f64 = 1.5 / f64::EPSILON;
-    const INV_PIO2: f64 = 6.36619772367581382433e-01;
     const PIO2_1: f64 = 1.57079631090164184570e+00;
     const PIO2_1T: f64 = 1.58932547735281966916e-08;
     let x64 = m.cast(DType::F64, x);
@@ -1037,18 +1054,11 @@ fn trig_f32(m: &mut Emit<'_, '_>, x: Reg) -> TrigF {
             let v = m.f64(k * FRAC_PI_2);
             c = m.select(le[i], v, c);
         }
-        let minus = m.neg(c);
-        let c = m.select(negative, minus, c);
+        let c = negate_if(m, negative, c);
         m.sub(x64, c)
     };
     // rem_pio2f: n = rint(x·2/pi), y = x - n·pio2_1 - n·pio2_1t.
-    let f_n = {
-        let inv = m.f64(INV_PIO2);
-        let scaled = m.mul(x64, inv);
-        let to_int = m.f64(TOINT);
-        let t = m.add(scaled, to_int);
-        m.sub(t, to_int)
-    };
+    let f_n = m.rint_by_pio2(x64);
     let reduced = {
         let c = m.f64(PIO2_1);
         let t = m.mul(f_n, c);
@@ -1097,7 +1107,7 @@ enum Negate {
 }
 
 /// What `sinf` and `cosf` do with [`TrigF`]: beyond 9pi/4 the kernel and
-/// sign the quadrant gives (`beyond`), below it the kernel (`k_cosf` when
+/// sign the quadrant gives ([`quadrant_choice`]), below it the kernel (`k_cosf` when
 /// true) and sign of each quarter, below pi/4 the function's own kernel of
 /// `x` (its value itself, or 1, below 2^-12); NaN for NaN and infinities; the
 /// `libm` function for huge arguments.
@@ -1106,13 +1116,12 @@ fn finish_f32(
     op: UnaryOp,
     x: Reg,
     t: &TrigF,
-    beyond: (Reg, Reg),
     quarters: [(bool, Negate); 4],
 ) -> Reg {
     let yes = m.let_(DType::Bool, Expr::Const(Scalar::Bool(true)));
     let no = m.let_(DType::Bool, Expr::Const(Scalar::Bool(false)));
     let positive = m.not(t.negative);
-    let (mut use_cos, mut negate) = beyond;
+    let (mut use_cos, mut negate) = quadrant_choice(m, op, t.quadrant);
     for (q, (cos, neg)) in t.quarter.into_iter().zip(quarters) {
         let cos = if cos { yes } else { no };
         let neg = match neg {
@@ -1132,9 +1141,7 @@ fn finish_f32(
     let tiny = m.cmp_k(CmpOp::Lt, t.ix, 0x3980_0000);
     let small = if is_cos { m.f32(1.0) } else { x };
     let result = m.select(tiny, small, result);
-    let nan = m.sub(x, x);
-    let result = m.select(t.special, nan, result);
-    m.fallback(op, x, t.rare, result)
+    trig_tail(m, op, x, [t.special, t.rare], result)
 }
 
 /// The `libm` crate's `sinf` (FreeBSD's `s_sinf.c`), branch-free but for
@@ -1142,9 +1149,6 @@ fn finish_f32(
 pub(super) fn sin_f32(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg {
     let mut m = Emit { lw, out };
     let t = trig_f32(&mut m, x);
-    // Beyond 9pi/4 quadrants 0..3: sin, cos, -sin, -cos.
-    let use_cos = quadrant_bit(&mut m, t.quadrant, 1);
-    let negate = quadrant_bit(&mut m, t.quadrant, 2);
     // To 3pi/4: ∓cos; to 5pi/4: -sin; to 7pi/4: ±cos; to 9pi/4: sin.
     let quarters = [
         (true, Negate::IfNegative),
@@ -1152,23 +1156,13 @@ pub(super) fn sin_f32(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg 
         (true, Negate::IfPositive),
         (false, Negate::Never),
     ];
-    finish_f32(&mut m, UnaryOp::Sin, x, &t, (use_cos, negate), quarters)
+    finish_f32(&mut m, UnaryOp::Sin, x, &t, quarters)
 }
 
 /// The `libm` crate's `cosf` (FreeBSD's `s_cosf.c`), as [`sin_f32`].
 pub(super) fn cos_f32(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg {
     let mut m = Emit { lw, out };
     let t = trig_f32(&mut m, x);
-    // Beyond 9pi/4 quadrants 0..3: cos, -sin, -cos, sin.
-    let use_cos = {
-        let odd = quadrant_bit(&mut m, t.quadrant, 1);
-        m.not(odd)
-    };
-    let negate = {
-        let one = m.i32(1);
-        let next = m.add(t.quadrant, one);
-        quadrant_bit(&mut m, next, 2)
-    };
     // To 3pi/4: ±sin; to 5pi/4: -cos; to 7pi/4: ∓sin; to 9pi/4: cos.
     let quarters = [
         (false, Negate::IfPositive),
@@ -1176,5 +1170,5 @@ pub(super) fn cos_f32(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg 
         (false, Negate::IfNegative),
         (true, Negate::Never),
     ];
-    finish_f32(&mut m, UnaryOp::Cos, x, &t, (use_cos, negate), quarters)
+    finish_f32(&mut m, UnaryOp::Cos, x, &t, quarters)
 }
