@@ -3,6 +3,7 @@
 //! preconditions lowering guarantees, such as divisors that cannot trap).
 //! Nothing here decides what a graph means: that was lowering's job.
 
+use crate::vector::{self, Routines};
 use crate::{CodegenError, CodegenResult};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{self, types, AbiParam, InstBuilder, MemFlagsData, Signature};
@@ -12,6 +13,7 @@ use cranelift_module::{Linkage, Module};
 use kiln_ir::kernel::abi::{self, NativeType, Slot};
 use kiln_ir::kernel::{libcalls, Expr, Extent, Kernel, ParamIdx, Reg, Stmt};
 use kiln_ir::{BinaryOp, CmpOp, DType, EntityRef, Scalar, UnaryOp};
+use std::collections::HashMap;
 
 /// The CLIF type of a dtype (`bool` is an `i8` holding 0 or 1).
 pub fn clif_type(dtype: DType) -> ir::Type {
@@ -48,12 +50,14 @@ pub fn signature(kernel: &Kernel, ptr: ir::Type, call_conv: CallConv) -> (Signat
 /// Declares and defines `kernel` (exported under its name) in `module`; with
 /// `wrapper`, and if `abi::needs_wrapper`, also its local uniform entry
 /// `i32 name__call(u64* slots)`, which loads each parameter from an 8-byte
-/// slot and calls it.
+/// slot and calls it. With `vectorize`, row loops the vectorizer takes run
+/// in vectors ([`crate::vector`]), calling those vector math routines.
 pub fn define_kernel<M: Module>(
     module: &mut M,
     kernel: &Kernel,
     symbol: &str,
     wrapper: bool,
+    vectorize: Option<&Routines>,
 ) -> CodegenResult<(cranelift_module::FuncId, Option<cranelift_module::FuncId>)> {
     let ptr = module.target_config().pointer_type();
     let call_conv = module.target_config().default_call_conv;
@@ -61,7 +65,7 @@ pub fn define_kernel<M: Module>(
     let id = module.declare_function(symbol, Linkage::Export, &sig)?;
     let mut ctx = module.make_context();
     ctx.func.signature = sig.clone();
-    build_function(module, &mut ctx.func, kernel, &slots)?;
+    build_function(module, &mut ctx.func, kernel, &slots, vectorize)?;
     module
         .define_function(id, &mut ctx)
         .map_err(|e| CodegenError::Cranelift(format!("{symbol}: {e:?}")))?;
@@ -129,18 +133,58 @@ fn define_wrapper<M: Module>(
 }
 
 /// The function being built: `fx`, with `fx.bcx` the Cranelift builder.
-struct FunctionCx<'a, M: Module> {
-    module: &'a mut M,
-    bcx: FunctionBuilder<'a>,
-    kernel: &'a Kernel,
+pub(crate) struct FunctionCx<'a, M: Module> {
+    pub(crate) module: &'a mut M,
+    pub(crate) bcx: FunctionBuilder<'a>,
+    pub(crate) kernel: &'a Kernel,
     slots: &'a [Slot],
-    regs: Vec<Option<ir::Value>>,
+    /// Each register's scalar value (in a vector loop: the loop-invariant
+    /// ones).
+    pub(crate) regs: Vec<Option<ir::Value>>,
     vars: Vec<Variable>,
     args: Vec<ir::Value>,
     ptr: ir::Type,
+    /// The vector math routines vector loops call, if this function
+    /// vectorizes.
+    pub(crate) vectorize: Option<&'a Routines>,
+    /// The lanes of the vector loop being translated; 0 outside one.
+    pub(crate) lanes: u8,
+    /// In a vector loop: each register's vector.
+    pub(crate) vregs: HashMap<Reg, ir::Value>,
+    /// In a vector loop: the registers holding `row + offset`, by the
+    /// scalar value of their first lane.
+    pub(crate) unit: HashMap<Reg, ir::Value>,
+    /// In a vector loop: loop-invariant registers spread over the lanes.
+    pub(crate) splats: HashMap<Reg, ir::Value>,
+    /// The constants among the loop-invariant registers.
+    pub(crate) consts: HashMap<Reg, Scalar>,
 }
 
-impl<M: Module> FunctionCx<'_, M> {
+impl<'a, M: Module> FunctionCx<'a, M> {
+    fn new(
+        module: &'a mut M,
+        bcx: FunctionBuilder<'a>,
+        kernel: &'a Kernel,
+        slots: &'a [Slot],
+    ) -> Self {
+        FunctionCx {
+            ptr: module.target_config().pointer_type(),
+            module,
+            bcx,
+            kernel,
+            slots,
+            regs: vec![None; kernel.regs.len()],
+            vars: Vec::new(),
+            args: Vec::new(),
+            vectorize: None,
+            lanes: 0,
+            vregs: HashMap::new(),
+            unit: HashMap::new(),
+            splats: HashMap::new(),
+            consts: HashMap::new(),
+        }
+    }
+
     fn codegen_body(&mut self) -> CodegenResult<()> {
         let entry = self.bcx.create_block();
         self.bcx.append_block_params_for_function_params(entry);
@@ -168,14 +212,14 @@ impl<M: Module> FunctionCx<'_, M> {
         Ok(())
     }
 
-    fn arg(&self, param: ParamIdx) -> ir::Value {
+    pub(crate) fn arg(&self, param: ParamIdx) -> ir::Value {
         match self.slots[param.index()] {
             Slot::Arg(i) => self.args[i],
             Slot::Return => unreachable!("the return slot is only stored to"),
         }
     }
 
-    fn reg(&self, reg: Reg) -> ir::Value {
+    pub(crate) fn reg(&self, reg: Reg) -> ir::Value {
         self.regs[reg.index()].expect("lowering defines registers before their uses")
     }
 
@@ -228,7 +272,12 @@ impl<M: Module> FunctionCx<'_, M> {
         Ok(())
     }
 
-    fn element_addr(&mut self, base: ir::Value, row: ir::Value, dtype: DType) -> ir::Value {
+    pub(crate) fn element_addr(
+        &mut self,
+        base: ir::Value,
+        row: ir::Value,
+        dtype: DType,
+    ) -> ir::Value {
         let offset = self.bcx.ins().imul_imm_s(row, dtype.size_bytes() as i64);
         let offset = if self.ptr == types::I64 {
             offset
@@ -263,17 +312,24 @@ impl<M: Module> FunctionCx<'_, M> {
         body: &[Stmt],
         ret: &mut Option<ir::Value>,
     ) -> CodegenResult<()> {
+        let n = self.codegen_extent(extent);
+        let lanes = self
+            .vectorize
+            .and_then(|routines| vector::plan(self.kernel, row, body, routines));
+        let start = match lanes {
+            // Vectors first; the scalar loop runs the last `n % lanes` rows.
+            Some(lanes) => self.codegen_vector_loop(n, row, body, lanes)?,
+            None => self.bcx.ins().iconst(types::I64, 0),
+        };
         // Rotated: one guard before the loop, then a body that ends in the
         // test (one branch per iteration instead of a test and a jump).
-        let n = self.codegen_extent(extent);
         let body_block = self.bcx.create_block();
         let exit = self.bcx.create_block();
         self.bcx.append_block_param(body_block, types::I64);
-        let zero = self.bcx.ins().iconst(types::I64, 0);
-        let any = self.bcx.ins().icmp(IntCC::SignedLessThan, zero, n);
+        let any = self.bcx.ins().icmp(IntCC::SignedLessThan, start, n);
         self.bcx
             .ins()
-            .brif(any, body_block, &[ir::BlockArg::Value(zero)], exit, &[]);
+            .brif(any, body_block, &[ir::BlockArg::Value(start)], exit, &[]);
         self.bcx.switch_to_block(body_block);
         let row_value = self.bcx.block_params(body_block)[0];
         self.regs[row.index()] = Some(row_value);
@@ -319,7 +375,7 @@ impl<M: Module> FunctionCx<'_, M> {
         self.bcx.def_var(var, next);
     }
 
-    fn codegen_const(&mut self, c: Scalar) -> ir::Value {
+    pub(crate) fn codegen_const(&mut self, c: Scalar) -> ir::Value {
         match c {
             Scalar::Bool(b) => self.bcx.ins().iconst(types::I8, i64::from(b)),
             Scalar::I32(v) => self.bcx.ins().iconst(types::I32, i64::from(v)),
@@ -329,7 +385,7 @@ impl<M: Module> FunctionCx<'_, M> {
         }
     }
 
-    fn codegen_expr(&mut self, expr: &Expr, dtype: DType) -> CodegenResult<ir::Value> {
+    pub(crate) fn codegen_expr(&mut self, expr: &Expr, dtype: DType) -> CodegenResult<ir::Value> {
         Ok(match expr {
             Expr::Input(p) if self.kernel.direct => {
                 let value = self.arg(*p);
@@ -417,7 +473,7 @@ impl<M: Module> FunctionCx<'_, M> {
         }
     }
 
-    fn call_libm(
+    pub(crate) fn call_libm(
         &mut self,
         name: &str,
         args: &[ir::Value],
@@ -606,31 +662,74 @@ fn build_function<M: Module>(
     func: &mut ir::Function,
     kernel: &Kernel,
     slots: &[Slot],
+    vectorize: Option<&Routines>,
 ) -> CodegenResult<Vec<Option<ir::Value>>> {
     let mut fbc = FunctionBuilderContext::new();
-    let mut fx = FunctionCx {
-        ptr: module.target_config().pointer_type(),
-        module,
-        bcx: FunctionBuilder::new(func, &mut fbc),
-        kernel,
-        slots,
-        regs: vec![None; kernel.regs.len()],
-        vars: Vec::new(),
-        args: Vec::new(),
-    };
+    let mut fx = FunctionCx::new(module, FunctionBuilder::new(func, &mut fbc), kernel, slots);
+    fx.vectorize = vectorize;
     fx.codegen_body()?;
     let config = fx.module.target_config();
     fx.bcx.finalize(config);
     Ok(fx.regs)
 }
 
-/// The CLIF text of `kernel` before compilation, as `kiln ir --emit clif` shows it.
-pub fn clif_text<M: Module>(module: &mut M, kernel: &Kernel) -> CodegenResult<String> {
+/// Defines `name(v) -> v`, the vector math routine computing the direct
+/// math kernel `kernel` (`kiln_ir::kernel::math_kernel`) on the first
+/// `lanes` lanes of its dtype's 128-bit vector.
+pub(crate) fn define_routine<M: Module>(
+    module: &mut M,
+    kernel: &Kernel,
+    name: &str,
+    lanes: u8,
+) -> CodegenResult<cranelift_module::FuncId> {
+    let dtype = match kernel.params.first() {
+        Some(kiln_ir::kernel::Param::ScalarIn { dtype, .. }) => *dtype,
+        _ => return Err(CodegenError::Invalid(format!("{name}: not a math kernel"))),
+    };
+    let ty = vector::vector_of(dtype);
+    let mut sig = Signature::new(module.target_config().default_call_conv);
+    sig.params.push(AbiParam::new(ty));
+    sig.returns.push(AbiParam::new(ty));
+    let id = module.declare_function(name, Linkage::Export, &sig)?;
+    let mut ctx = module.make_context();
+    ctx.func.signature = sig;
+    let mut fbc = FunctionBuilderContext::new();
+    {
+        let mut fx = FunctionCx::new(
+            module,
+            FunctionBuilder::new(&mut ctx.func, &mut fbc),
+            kernel,
+            &[],
+        );
+        let entry = fx.bcx.create_block();
+        fx.bcx.append_block_params_for_function_params(entry);
+        fx.bcx.switch_to_block(entry);
+        fx.bcx.seal_block(entry);
+        let arg = fx.bcx.block_params(entry)[0];
+        let result = fx.codegen_routine_body(arg, lanes)?;
+        fx.bcx.ins().return_(&[result]);
+        let config = fx.module.target_config();
+        fx.bcx.finalize(config);
+    }
+    module
+        .define_function(id, &mut ctx)
+        .map_err(|e| CodegenError::Cranelift(format!("{name}: {e:?}")))?;
+    module.clear_context(&mut ctx);
+    Ok(id)
+}
+
+/// The CLIF text of `kernel` before compilation, as `kiln ir --emit clif`
+/// shows it (with `vectorize`, as the JIT vectorizes it).
+pub fn clif_text<M: Module>(
+    module: &mut M,
+    kernel: &Kernel,
+    vectorize: Option<&Routines>,
+) -> CodegenResult<String> {
     let ptr = module.target_config().pointer_type();
     let (sig, slots) = signature(kernel, ptr, module.target_config().default_call_conv);
     let mut func =
         ir::Function::with_name_signature(ir::UserFuncName::testcase(kernel.name.as_bytes()), sig);
-    let regs = build_function(module, &mut func, kernel, &slots)?;
+    let regs = build_function(module, &mut func, kernel, &slots, vectorize)?;
     // Source names as comments: which CLIF value holds which graph value.
     let mut text = String::new();
     for (name, value) in kernel.reg_names.iter().zip(&regs) {

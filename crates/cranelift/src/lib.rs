@@ -10,6 +10,8 @@
 //! uses).
 
 mod codegen;
+mod vector;
+mod vmath;
 
 pub use codegen::{clif_type, signature};
 
@@ -21,11 +23,13 @@ use kiln_ir::kernel::abi::CompiledKernel;
 use kiln_ir::kernel::{Kernel, LowerOptions, OptLevel};
 use std::sync::{Arc, OnceLock};
 
-/// The lowering choices that suit this tier's JIT, which does not
-/// vectorize: matmuls in register tiles (`LowerOptions::register_tiles`),
-/// and transcendentals as calls into the `libm` crate
-/// (`LowerOptions::libm_calls`: one call measured 2× faster than the
-/// inline math's scalar code here).
+/// The lowering choices that suit this tier's JIT: matmuls in register
+/// tiles (`LowerOptions::register_tiles`), and transcendentals as calls
+/// (`LowerOptions::libm_calls`), which a vector loop makes to kiln's vector
+/// math routines ([`vmath`]: the inline math, compiled once per process)
+/// and a scalar loop to the `libm` crate (one call measured faster than the
+/// inline math's scalar code here). Kernels stay small either way, which
+/// keeps compiling a population fast.
 pub const LOWER_OPTIONS: LowerOptions = LowerOptions {
     packed_bools: false,
     register_tiles: true,
@@ -140,12 +144,18 @@ pub fn jit(
     symbols: &[(&'static str, *const u8)],
     opt: OptLevel,
 ) -> CodegenResult<Vec<CompiledKernel>> {
-    let mut builder = JITBuilder::with_isa(
-        host_isa(opt != OptLevel::O0)?,
-        cranelift_module::default_libcall_names(),
-    );
+    let isa = host_isa(opt != OptLevel::O0)?;
+    let vector = if vmath::vectorizes(&*isa) {
+        Some(vmath::routines_for(&kernels, symbols)?)
+    } else {
+        None
+    };
+    let mut builder = JITBuilder::with_isa(isa, cranelift_module::default_libcall_names());
     for &(name, ptr) in symbols {
         builder.symbol(name, ptr);
+    }
+    for (name, ptr) in vector.iter().flat_map(|v| &v.1) {
+        builder.symbol(name.clone(), *ptr);
     }
     let mut module = JITModule::new(builder);
     let mut ids = Vec::with_capacity(kernels.len());
@@ -156,6 +166,7 @@ pub fn jit(
             kernel,
             &format!("__kiln_kernel_{idx}"),
             true,
+            vector.as_ref().map(|v| &v.0),
         )?);
     }
     module.finalize_definitions()?;
@@ -210,19 +221,28 @@ pub fn object(kernel: &Kernel, target: &str, symbol: &str) -> CodegenResult<Vec<
         cranelift_module::default_libcall_names(),
     )?;
     let mut module = cranelift_object::ObjectModule::new(builder);
-    codegen::define_kernel(&mut module, kernel, symbol, false)?;
+    // Objects stay scalar: the vectorizer is tested on this machine's JIT
+    // only (and RISC-V's Cranelift has no vectors without its V extension).
+    codegen::define_kernel(&mut module, kernel, symbol, false, None)?;
     let product = module.finish();
     product
         .emit()
         .map_err(|e| CodegenError::Cranelift(e.to_string()))
 }
 
-/// The CLIF of `kernel` as Cranelift prints it, after comment lines naming the
-/// graph value (source name) each CLIF value holds.
+/// The CLIF of `kernel` as Cranelift prints it (vectorized as the JIT
+/// would), after comment lines naming the graph value (source name) each
+/// CLIF value holds.
 pub fn clif(kernel: &Kernel) -> CodegenResult<String> {
+    let isa = host_isa(true)?;
+    let vector = if vmath::vectorizes(&*isa) {
+        Some(vmath::describe(kernel))
+    } else {
+        None
+    };
     let mut module = JITModule::new(JITBuilder::with_isa(
-        host_isa(true)?,
+        isa,
         cranelift_module::default_libcall_names(),
     ));
-    codegen::clif_text(&mut module, kernel)
+    codegen::clif_text(&mut module, kernel, vector.as_ref())
 }

@@ -88,6 +88,24 @@ pub struct LowerOptions {
     pub libm_calls: bool,
 }
 
+/// The direct kernel `dtype f(dtype x)` computing `op` by inline math
+/// ([`super::math`]), if kiln has an inline port of it: what a backend that
+/// vectorizes math functions on their own (the Cranelift JIT's vector math
+/// routines) compiles, so every tier's bits still come from one expansion.
+pub fn math_kernel(op: UnaryOp, dtype: DType) -> Option<Kernel> {
+    super::math::inline(op, dtype)?;
+    let mut b = crate::Builder::new(&format!("kiln_math_{op}_{dtype}"));
+    let x = b.input("x", Type::scalar(dtype));
+    let y = b.unary(op, x).ok()?;
+    b.output("y", y);
+    let verified = crate::verify(b.finish()).ok()?;
+    let options = LowerOptions {
+        libm_calls: false,
+        ..LowerOptions::default()
+    };
+    lower(&verified, &options).ok()
+}
+
 /// Lowers a verified (normally optimized) graph.
 pub fn lower(verified: &Verified, options: &LowerOptions) -> Result<Kernel, LowerError> {
     let (graph, info) = (verified.graph(), verified.info());
@@ -296,7 +314,11 @@ impl Lowerer<'_> {
             }
             Op::Unary(op) => return self.unary(out, *op, args[0], dtype, name),
             Op::Binary(op) => {
-                if op.divides() && dtype.is_int() {
+                // A constant divisor other than 0 needs no check (and its
+                // loop stays free of exits).
+                let divisor = self.graph.node(value).args[1];
+                let nonzero = matches!(self.graph.node(divisor).op, Op::Const(c) if c.bits() != 0);
+                if op.divides() && dtype.is_int() && !nonzero {
                     self.kernel.checks.push(value);
                     out.push(Stmt::CheckNonZero(
                         args[1],
@@ -344,17 +366,8 @@ impl Lowerer<'_> {
             return self.emit(out, DType::Bool, Expr::Binary(BinaryOp::Xor, a, t), name);
         }
         if !self.libm_calls {
-            use super::math;
-            match (op, dtype) {
-                (UnaryOp::Exp, DType::F64) => return math::exp_f64(self, out, a),
-                (UnaryOp::Log, DType::F64) => return math::log_f64(self, out, a),
-                (UnaryOp::Exp, DType::F32) => return math::exp_f32(self, out, a),
-                (UnaryOp::Log, DType::F32) => return math::log_f32(self, out, a),
-                (UnaryOp::Sin, DType::F64) => return math::sin_f64(self, out, a),
-                (UnaryOp::Cos, DType::F64) => return math::cos_f64(self, out, a),
-                (UnaryOp::Sin, DType::F32) => return math::sin_f32(self, out, a),
-                (UnaryOp::Cos, DType::F32) => return math::cos_f32(self, out, a),
-                _ => {}
+            if let Some(expand) = super::math::inline(op, dtype) {
+                return expand(self, out, a);
             }
         }
         self.emit(out, dtype, Expr::Unary(op, a), name)

@@ -21,6 +21,26 @@ use crate::op::{BinaryOp, CmpOp, UnaryOp};
 use crate::scalar::Scalar;
 use crate::types::DType;
 
+/// An inline expansion: the statements computing a function of `x`, and
+/// the register of its result.
+pub(super) type Expansion = fn(&mut Lowerer<'_>, &mut Vec<Stmt>, Reg) -> Reg;
+
+/// The inline port of `op` on `dtype`, if kiln has one (the rest stay
+/// calls).
+pub(super) fn inline(op: UnaryOp, dtype: DType) -> Option<Expansion> {
+    Some(match (op, dtype) {
+        (UnaryOp::Exp, DType::F64) => exp_f64,
+        (UnaryOp::Log, DType::F64) => log_f64,
+        (UnaryOp::Exp, DType::F32) => exp_f32,
+        (UnaryOp::Log, DType::F32) => log_f32,
+        (UnaryOp::Sin, DType::F64) => sin_f64,
+        (UnaryOp::Cos, DType::F64) => cos_f64,
+        (UnaryOp::Sin, DType::F32) => sin_f32,
+        (UnaryOp::Cos, DType::F32) => cos_f32,
+        _ => return None,
+    })
+}
+
 /// Emits kernel expressions into one statement list.
 struct Emit<'l, 'g> {
     lw: &'l mut Lowerer<'g>,

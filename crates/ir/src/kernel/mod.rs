@@ -28,7 +28,7 @@ mod print;
 mod tensor;
 mod verify;
 
-pub use lower::{lower, LowerError, LowerOptions};
+pub use lower::{lower, math_kernel, LowerError, LowerOptions};
 pub use print::print;
 pub use verify::{verify, KernelError};
 

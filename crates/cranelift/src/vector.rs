@@ -1,0 +1,798 @@
+//! The kernel-level vectorizer: a row loop whose rows are independent runs
+//! `lanes` rows at a time in Cranelift's 128-bit vectors (`f64x2`, `f32x4`),
+//! then the last `n % lanes` rows in the scalar loop.
+//!
+//! It changes how a loop runs, never what it computes: every vector
+//! instruction is the scalar one applied lane by lane (the same IEEE
+//! operation, the same comparison, the same bit operation), and an
+//! expression without a vector form here is computed lane by lane by the
+//! scalar translation itself (`FunctionCx::codegen_expr`), so the two can
+//! not disagree. Transcendentals call the vector math routines
+//! ([`crate::vmath`]): kiln's inline math, compiled once per process by
+//! this same translator.
+//!
+//! A register of dtype `d` lives in the 128-bit vector of `d`'s lanes, of
+//! which the loop uses the first `lanes` (an `f32` in a loop that also
+//! holds `f64`s uses two of `f32x4`'s four). A `bool` is a lane mask (all
+//! ones or zero) as wide as the loop's lanes: `i64x2` in two-lane loops,
+//! `i32x4` in four-lane ones.
+//!
+//! Which loops ([`plan`]): straight-line bodies of `let`s and stores, where
+//! every store writes element `row` (plus a loop-invariant offset) of a
+//! buffer the loop does not read and stores nothing else there. Rows are
+//! then independent, whatever order their lanes run in. Loops with
+//! accumulators, selections, division checks or nested loops stay scalar.
+
+use crate::codegen::{clif_type, FunctionCx};
+use crate::{CodegenError, CodegenResult};
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::{
+    self, types, AbiParam, ConstantData, Endianness, InstBuilder, MemFlagsData, Signature,
+};
+use cranelift_module::{Linkage, Module};
+use kiln_ir::kernel::{libcalls, Expr, Kernel, ParamIdx, Reg, Stmt};
+use kiln_ir::{BinaryOp, CmpOp, DType, EntityRef, Scalar, UnaryOp};
+use std::collections::{HashMap, HashSet};
+
+/// The vector math routines a kernel may call: for each function and dtype,
+/// the imported symbol and the lanes it computes (it takes and returns the
+/// dtype's 128-bit vector).
+#[derive(Clone, Debug, Default)]
+pub struct Routines {
+    pub(crate) map: HashMap<(UnaryOp, DType), (String, u8)>,
+}
+
+impl Routines {
+    fn lanes(&self, op: UnaryOp, dtype: DType) -> Option<u8> {
+        self.map.get(&(op, dtype)).map(|r| r.1)
+    }
+}
+
+/// The 128-bit vector of `dtype`'s lanes; `bool` has none of its own.
+pub(crate) fn vector_of(dtype: DType) -> ir::Type {
+    match dtype {
+        DType::F64 => types::F64X2,
+        DType::F32 => types::F32X4,
+        DType::I64 => types::I64X2,
+        DType::I32 => types::I32X4,
+        DType::Bool => unreachable!("bools are lane masks"),
+    }
+}
+
+/// The lanes of a 128-bit vector of `dtype`: the most a loop holding it
+/// can run.
+fn max_lanes(dtype: DType) -> u8 {
+    (16 / dtype.size_bytes()) as u8
+}
+
+/// The registers an expression reads.
+fn operands(expr: &Expr) -> Vec<Reg> {
+    match *expr {
+        Expr::Input(_) | Expr::Const(_) | Expr::ExtentValue(_) | Expr::Var(_) => Vec::new(),
+        Expr::Load(_, r) | Expr::LoadBit(_, r) => vec![r],
+        Expr::Unary(_, a) | Expr::Cast(_, a) | Expr::Bitcast(_, a) => vec![a],
+        Expr::Binary(_, a, b) | Expr::Compare(_, a, b) => vec![a, b],
+        Expr::Select(c, a, b) => vec![c, a, b],
+        Expr::Fallback {
+            arg, rare, value, ..
+        } => vec![arg, rare, value],
+    }
+}
+
+/// What the vectorizer knows of a loop body's registers.
+pub(crate) struct Shape {
+    /// Those that hold `row` (times a constant 1) plus a loop-invariant
+    /// `i64`: element `row` of a buffer, shifted, which a contiguous vector
+    /// load or store addresses. They stay scalars (the first lane's value).
+    pub(crate) unit: HashSet<Reg>,
+    /// Those computed in the body from loop-invariant values only (no
+    /// loads): the same in every lane, so they stay scalars.
+    pub(crate) invariant: HashSet<Reg>,
+}
+
+/// The registers defined anywhere in `stmts` as the `i64` constant 1 (the
+/// stride of a tensor's last dimension).
+fn ones(stmts: &[Stmt], out: &mut HashSet<Reg>) {
+    for stmt in stmts {
+        match stmt {
+            Stmt::Let(r, Expr::Const(Scalar::I64(1))) => {
+                out.insert(*r);
+            }
+            Stmt::Loop { body, .. } => ones(body, out),
+            _ => {}
+        }
+    }
+}
+
+pub(crate) fn shape(kernel: &Kernel, row: Reg, body: &[Stmt]) -> Shape {
+    let mut one = HashSet::new();
+    ones(&kernel.body, &mut one);
+    let defined: HashSet<Reg> = body
+        .iter()
+        .filter_map(|s| match s {
+            Stmt::Let(r, _) => Some(*r),
+            _ => None,
+        })
+        .collect();
+    let mut shape = Shape {
+        unit: HashSet::from([row]),
+        invariant: HashSet::new(),
+    };
+    for stmt in body {
+        let Stmt::Let(r, expr) = stmt else { continue };
+        let invariant =
+            |x: &Reg| (*x != row && !defined.contains(x)) || shape.invariant.contains(x);
+        let unit = |x: &Reg| shape.unit.contains(x);
+        let (is_unit, is_invariant) = match expr {
+            Expr::Binary(BinaryOp::Add, a, b) => (
+                (unit(a) && invariant(b)) || (unit(b) && invariant(a)),
+                invariant(a) && invariant(b),
+            ),
+            Expr::Binary(BinaryOp::Mul, a, b) => (
+                (unit(a) && one.contains(b)) || (unit(b) && one.contains(a)),
+                invariant(a) && invariant(b),
+            ),
+            Expr::Load(..) | Expr::LoadBit(..) | Expr::Var(_) | Expr::Fallback { .. } => {
+                (false, false)
+            }
+            _ => (false, operands(expr).iter().all(invariant)),
+        };
+        if is_unit {
+            shape.unit.insert(*r);
+        } else if is_invariant {
+            shape.invariant.insert(*r);
+        }
+    }
+    shape
+}
+
+/// The lanes a loop over `row` runs in, if the vectorizer takes it (see the
+/// module's doc): the fewest any of its dtypes (or vector math routines)
+/// allows.
+pub(crate) fn plan(kernel: &Kernel, row: Reg, body: &[Stmt], routines: &Routines) -> Option<u8> {
+    let Shape { unit, invariant } = shape(kernel, row, body);
+    let mut lanes = u8::MAX;
+    let (mut loaded, mut stored) = (HashSet::new(), HashSet::new());
+    let mut contiguous = false;
+    for stmt in body {
+        match stmt {
+            Stmt::Let(reg, expr) => {
+                let dtype = kernel.reg_type(*reg);
+                if dtype != DType::Bool && !unit.contains(reg) && !invariant.contains(reg) {
+                    lanes = lanes.min(max_lanes(dtype));
+                }
+                match expr {
+                    Expr::Var(_) => return None,
+                    Expr::Load(p, idx) | Expr::LoadBit(p, idx) => {
+                        loaded.insert(*p);
+                        contiguous |= unit.contains(idx);
+                    }
+                    Expr::Unary(op, _) => {
+                        if let Some(l) = routines.lanes(*op, dtype) {
+                            lanes = lanes.min(l);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            Stmt::Store(p, Some(idx), _) if unit.contains(idx) => {
+                if !stored.insert(*p) {
+                    return None;
+                }
+                contiguous = true;
+            }
+            _ => return None,
+        }
+    }
+    // A row index used as a value (not only to address) is an `i64x2`.
+    let addressing = |stmt: &Stmt, r: Reg| match stmt {
+        Stmt::Let(_, Expr::Load(_, idx) | Expr::LoadBit(_, idx)) => *idx == r,
+        Stmt::Let(reg, Expr::Binary(BinaryOp::Add | BinaryOp::Mul, ..)) => unit.contains(reg),
+        Stmt::Store(_, Some(idx), value) => *idx == r && *value != r,
+        _ => false,
+    };
+    let index_as_value = body.iter().any(|stmt| {
+        let regs = match stmt {
+            Stmt::Let(_, expr) => operands(expr),
+            Stmt::Store(_, _, value) => vec![*value],
+            _ => Vec::new(),
+        };
+        regs.into_iter()
+            .any(|r| unit.contains(&r) && !addressing(stmt, r))
+    });
+    if index_as_value {
+        lanes = lanes.min(2);
+    }
+    let independent = loaded.is_disjoint(&stored);
+    (independent && contiguous && (2..=4).contains(&lanes)).then_some(lanes)
+}
+
+/// A vector access: cannot trap, but buffers are aligned to their
+/// elements, not to 16 bytes (`trusted` would claim the vector's
+/// alignment).
+const UNALIGNED: MemFlagsData = MemFlagsData::new().with_notrap();
+
+/// A `u128` constant's bytes, little-endian, as CLIF's `vconst` and
+/// `shuffle` take them.
+fn constant(bytes: [u8; 16]) -> ConstantData {
+    ConstantData::from(bytes.to_vec())
+}
+
+impl<M: Module> FunctionCx<'_, M> {
+    /// The mask type of the current loop: one lane per row, as wide as the
+    /// lane.
+    fn mask_type(&self) -> ir::Type {
+        if self.lanes == 2 {
+            types::I64X2
+        } else {
+            types::I32X4
+        }
+    }
+
+    /// Runs `body` over rows `0..n - n % lanes` in vectors; returns the
+    /// first row the scalar loop must still run.
+    pub(crate) fn codegen_vector_loop(
+        &mut self,
+        n: ir::Value,
+        row: Reg,
+        body: &[Stmt],
+        lanes: u8,
+    ) -> CodegenResult<ir::Value> {
+        let end = self.bcx.ins().band_imm_s(n, -i64::from(lanes));
+        let body_block = self.bcx.create_block();
+        let exit = self.bcx.create_block();
+        self.bcx.append_block_param(body_block, types::I64);
+        let zero = self.bcx.ins().iconst(types::I64, 0);
+        let any = self.bcx.ins().icmp(IntCC::SignedLessThan, zero, end);
+        self.bcx
+            .ins()
+            .brif(any, body_block, &[ir::BlockArg::Value(zero)], exit, &[]);
+        self.bcx.switch_to_block(body_block);
+        let first = self.bcx.block_params(body_block)[0];
+        self.lanes = lanes;
+        self.unit.insert(row, first);
+        let shape = shape(self.kernel, row, body);
+        for stmt in body {
+            match stmt {
+                Stmt::Let(reg, expr) => self.vector_let(*reg, expr, &shape)?,
+                Stmt::Store(p, Some(idx), value) => self.vector_store(*p, *idx, *value)?,
+                _ => return Err(CodegenError::Invalid("a statement the plan refuses".into())),
+            }
+        }
+        self.lanes = 0;
+        self.unit.clear();
+        self.vregs.clear();
+        self.splats.clear();
+        self.consts.clear();
+        let next = self.bcx.ins().iadd_imm_s(first, i64::from(lanes));
+        let more = self.bcx.ins().icmp(IntCC::SignedLessThan, next, end);
+        self.bcx
+            .ins()
+            .brif(more, body_block, &[ir::BlockArg::Value(next)], exit, &[]);
+        self.bcx.seal_block(body_block);
+        self.bcx.switch_to_block(exit);
+        self.bcx.seal_block(exit);
+        Ok(end)
+    }
+
+    fn vector_let(&mut self, reg: Reg, expr: &Expr, shape: &Shape) -> CodegenResult<()> {
+        let dtype = self.kernel.reg_type(reg);
+        if shape.unit.contains(&reg) {
+            // row + offset, or row * 1: kept as its first lane's scalar.
+            let first = match *expr {
+                Expr::Binary(BinaryOp::Add, a, b) => {
+                    let (a, b) = (self.lane(a, 0), self.lane(b, 0));
+                    self.bcx.ins().iadd(a, b)
+                }
+                Expr::Binary(BinaryOp::Mul, a, _) if self.unit.contains_key(&a) => self.lane(a, 0),
+                Expr::Binary(BinaryOp::Mul, _, b) => self.lane(b, 0),
+                _ => return Err(CodegenError::Invalid("a unit-stride index".into())),
+            };
+            self.unit.insert(reg, first);
+            return Ok(());
+        }
+        let uniform = matches!(expr, Expr::Input(_) | Expr::Const(_) | Expr::ExtentValue(_));
+        if uniform || shape.invariant.contains(&reg) {
+            // The same in every lane: kept scalar (a shift amount, an
+            // operand `vreg` spreads where a vector needs it).
+            let scalar = self.codegen_expr(expr, dtype)?;
+            self.regs[reg.index()] = Some(scalar);
+            if let Expr::Const(c) = expr {
+                self.consts.insert(reg, *c);
+            }
+            return Ok(());
+        }
+        let value = self.vector_expr(expr, dtype)?;
+        self.vregs.insert(reg, value);
+        Ok(())
+    }
+
+    /// The body of a vector math routine: `kernel` (a direct kernel of one
+    /// input) on the vector `arg`, `lanes` of it; returns the result vector.
+    pub(crate) fn codegen_routine_body(
+        &mut self,
+        arg: ir::Value,
+        lanes: u8,
+    ) -> CodegenResult<ir::Value> {
+        self.lanes = lanes;
+        for stmt in &self.kernel.body {
+            match stmt {
+                Stmt::Let(reg, Expr::Input(_)) => {
+                    self.vregs.insert(*reg, arg);
+                }
+                Stmt::Let(reg, expr) => {
+                    let shape = Shape {
+                        unit: HashSet::new(),
+                        invariant: HashSet::new(),
+                    };
+                    self.vector_let(*reg, expr, &shape)?
+                }
+                Stmt::Store(_, None, value) => return Ok(self.vreg(*value)),
+                _ => break,
+            }
+        }
+        Err(CodegenError::Invalid(
+            "a math routine is a direct kernel of lets and one store".into(),
+        ))
+    }
+
+    /// The vector of a register: its own, or a loop-invariant scalar (or
+    /// `row + offset`) spread over the lanes.
+    fn vreg(&mut self, reg: Reg) -> ir::Value {
+        if let Some(&v) = self.vregs.get(&reg) {
+            return v;
+        }
+        if let Some(&v) = self.splats.get(&reg) {
+            return v;
+        }
+        let dtype = self.kernel.reg_type(reg);
+        let value = match self.unit.get(&reg).copied() {
+            Some(first) => {
+                // first + [0, 1, ...]
+                let ty = vector_of(dtype);
+                let spread = self.bcx.ins().splat(ty, first);
+                let mut iota = [0u8; 16];
+                for lane in 0..2u8 {
+                    iota[usize::from(lane) * 8] = lane;
+                }
+                let iota = self.bcx.func.dfg.constants.insert(constant(iota));
+                let iota = self.bcx.ins().vconst(ty, iota);
+                self.bcx.ins().iadd(spread, iota)
+            }
+            None => match self.consts.get(&reg).copied() {
+                // A constant vector from the constant pool, which an x86
+                // instruction can take as its memory operand.
+                Some(c) => {
+                    let (ty, lane) = match c {
+                        Scalar::Bool(b) => {
+                            let ty = self.mask_type();
+                            let ones = if b { u64::MAX } else { 0 };
+                            (
+                                ty,
+                                ones.to_le_bytes()[..ty.lane_bits() as usize / 8].to_vec(),
+                            )
+                        }
+                        _ => (vector_of(dtype), c.to_le_bytes()),
+                    };
+                    let bytes: Vec<u8> = lane.iter().cycle().take(16).copied().collect();
+                    let pool = self
+                        .bcx
+                        .func
+                        .dfg
+                        .constants
+                        .insert(ConstantData::from(bytes));
+                    self.bcx.ins().vconst(ty, pool)
+                }
+                None => {
+                    let scalar = self.reg(reg);
+                    self.splat(scalar, dtype)
+                }
+            },
+        };
+        self.splats.insert(reg, value);
+        value
+    }
+
+    /// A scalar register value in every lane (a `bool` as a mask).
+    fn splat(&mut self, scalar: ir::Value, dtype: DType) -> ir::Value {
+        if dtype == DType::Bool {
+            let lane = self.mask_type().lane_type();
+            let wide = self.bcx.ins().uextend(lane, scalar);
+            let mask = self.bcx.ins().ineg(wide);
+            let ty = self.mask_type();
+            return self.bcx.ins().splat(ty, mask);
+        }
+        self.bcx.ins().splat(vector_of(dtype), scalar)
+    }
+
+    /// Lane `k` of a register as the scalar translation holds it (a `bool`
+    /// as 0 or 1).
+    fn lane(&mut self, reg: Reg, k: u8) -> ir::Value {
+        if let Some(first) = self.unit.get(&reg).copied() {
+            return self.bcx.ins().iadd_imm_s(first, i64::from(k));
+        }
+        let Some(&v) = self.vregs.get(&reg) else {
+            return self.reg(reg);
+        };
+        let lane = self.bcx.ins().extractlane(v, k);
+        if self.kernel.reg_type(reg) == DType::Bool {
+            self.bcx.ins().icmp_imm_s(IntCC::NotEqual, lane, 0)
+        } else {
+            lane
+        }
+    }
+
+    /// A vector of `dtype` from one scalar per lane.
+    fn gather(&mut self, scalars: &[ir::Value], dtype: DType) -> ir::Value {
+        let mut v = self.splat(scalars[0], dtype);
+        for (k, &s) in scalars.iter().enumerate().skip(1) {
+            let s = if dtype == DType::Bool {
+                let lane = self.mask_type().lane_type();
+                let wide = self.bcx.ins().uextend(lane, s);
+                self.bcx.ins().ineg(wide)
+            } else {
+                s
+            };
+            v = self.bcx.ins().insertlane(v, s, k as u8);
+        }
+        v
+    }
+
+    /// `expr` computed lane by lane by the scalar translation.
+    fn scalarize(&mut self, expr: &Expr, dtype: DType) -> CodegenResult<ir::Value> {
+        let regs = operands(expr);
+        let mut results = Vec::with_capacity(usize::from(self.lanes));
+        for k in 0..self.lanes {
+            let saved: Vec<Option<ir::Value>> = regs.iter().map(|r| self.regs[r.index()]).collect();
+            for &r in &regs {
+                let lane = self.lane(r, k);
+                self.regs[r.index()] = Some(lane);
+            }
+            let result = self.codegen_expr(expr, dtype);
+            for (&r, old) in regs.iter().zip(saved) {
+                self.regs[r.index()] = old;
+            }
+            results.push(result?);
+        }
+        Ok(self.gather(&results, dtype))
+    }
+
+    fn vector_expr(&mut self, expr: &Expr, dtype: DType) -> CodegenResult<ir::Value> {
+        Ok(match *expr {
+            Expr::Input(_) | Expr::Const(_) | Expr::ExtentValue(_) => {
+                let scalar = self.codegen_expr(expr, dtype)?;
+                self.splat(scalar, dtype)
+            }
+            Expr::Load(p, idx) if dtype != DType::Bool && max_lanes(dtype) == self.lanes => {
+                match self.unit.get(&idx).copied() {
+                    Some(first) => {
+                        let base = self.arg(p);
+                        let addr = self.element_addr(base, first, dtype);
+                        let flags = UNALIGNED.with_readonly();
+                        self.bcx.ins().load(vector_of(dtype), flags, addr, 0)
+                    }
+                    None => self.scalarize(expr, dtype)?,
+                }
+            }
+            Expr::Unary(op, a) => self.vector_unary(expr, op, a, dtype)?,
+            Expr::Binary(op, a, b) => self.vector_binary(expr, op, a, b, dtype)?,
+            Expr::Compare(op, a, b) => self.vector_compare(op, a, b),
+            Expr::Select(c, a, b) => {
+                let mask = self.vreg(c);
+                let mask = self.mask_as(mask, dtype);
+                let (a, b) = (self.vreg(a), self.vreg(b));
+                self.bcx.ins().bitselect(mask, a, b)
+            }
+            Expr::Cast(to, a) => self.vector_cast(expr, a, to)?,
+            Expr::Bitcast(to, a) => {
+                let a = self.vreg(a);
+                let flags = MemFlagsData::new().with_endianness(Endianness::Little);
+                self.bcx.ins().bitcast(vector_of(to), flags, a)
+            }
+            Expr::Fallback {
+                op,
+                arg,
+                rare,
+                value,
+            } => self.vector_fallback(op, arg, rare, value, dtype)?,
+            Expr::Load(..) | Expr::LoadBit(..) | Expr::Var(_) => self.scalarize(expr, dtype)?,
+        })
+    }
+
+    /// A loop mask made the mask of values of `dtype`, in `dtype`'s vector
+    /// type (`bitselect` takes all three operands of one type).
+    fn mask_as(&mut self, mask: ir::Value, dtype: DType) -> ir::Value {
+        if dtype == DType::Bool {
+            return mask;
+        }
+        let mask = if self.lanes == 2 && dtype.size_bytes() == 4 {
+            // i64x2 -> i32x4: the low half of each lane into lanes 0 and 1.
+            let bytes = self.bcx.ins().bitcast(
+                types::I8X16,
+                MemFlagsData::new().with_endianness(Endianness::Little),
+                mask,
+            );
+            let order = [0, 1, 2, 3, 8, 9, 10, 11, 0, 1, 2, 3, 8, 9, 10, 11];
+            let order = self.bcx.func.dfg.immediates.push(constant(order));
+            let narrow = self.bcx.ins().shuffle(bytes, bytes, order);
+            self.bcx.ins().bitcast(
+                types::I32X4,
+                MemFlagsData::new().with_endianness(Endianness::Little),
+                narrow,
+            )
+        } else {
+            mask
+        };
+        let ty = vector_of(dtype);
+        if self.bcx.func.dfg.value_type(mask) == ty {
+            mask
+        } else {
+            self.bcx.ins().bitcast(
+                ty,
+                MemFlagsData::new().with_endianness(Endianness::Little),
+                mask,
+            )
+        }
+    }
+
+    /// The comparison mask of values of `dtype` made the loop's mask.
+    fn loop_mask(&mut self, mask: ir::Value, dtype: DType) -> ir::Value {
+        if self.lanes == 2 && dtype.size_bytes() == 4 {
+            self.bcx.ins().swiden_low(mask)
+        } else {
+            mask
+        }
+    }
+
+    fn vector_compare(&mut self, op: CmpOp, a: Reg, b: Reg) -> ir::Value {
+        let operand = self.kernel.reg_type(a);
+        let (a, b) = (self.vreg(a), self.vreg(b));
+        if operand.is_float() {
+            let cc = match op {
+                CmpOp::Eq => FloatCC::Equal,
+                CmpOp::Ne => FloatCC::NotEqual,
+                CmpOp::Lt => FloatCC::LessThan,
+                CmpOp::Le => FloatCC::LessThanOrEqual,
+                CmpOp::Gt => FloatCC::GreaterThan,
+                CmpOp::Ge => FloatCC::GreaterThanOrEqual,
+            };
+            let mask = self.bcx.ins().fcmp(cc, a, b);
+            return self.loop_mask(mask, operand);
+        }
+        let cc = match op {
+            CmpOp::Eq => IntCC::Equal,
+            CmpOp::Ne => IntCC::NotEqual,
+            CmpOp::Lt => IntCC::SignedLessThan,
+            CmpOp::Le => IntCC::SignedLessThanOrEqual,
+            CmpOp::Gt => IntCC::SignedGreaterThan,
+            CmpOp::Ge => IntCC::SignedGreaterThanOrEqual,
+        };
+        let mask = self.bcx.ins().icmp(cc, a, b);
+        if operand == DType::Bool {
+            mask
+        } else {
+            self.loop_mask(mask, operand)
+        }
+    }
+
+    fn vector_unary(
+        &mut self,
+        expr: &Expr,
+        op: UnaryOp,
+        a: Reg,
+        dtype: DType,
+    ) -> CodegenResult<ir::Value> {
+        if dtype.is_float() {
+            let simple = matches!(
+                op,
+                UnaryOp::Neg
+                    | UnaryOp::Abs
+                    | UnaryOp::Sqrt
+                    | UnaryOp::Floor
+                    | UnaryOp::Ceil
+                    | UnaryOp::Trunc
+                    | UnaryOp::Round
+            );
+            if simple {
+                let a = self.vreg(a);
+                let ins = self.bcx.ins();
+                return Ok(match op {
+                    UnaryOp::Neg => ins.fneg(a),
+                    UnaryOp::Abs => ins.fabs(a),
+                    UnaryOp::Sqrt => ins.sqrt(a),
+                    UnaryOp::Floor => ins.floor(a),
+                    UnaryOp::Ceil => ins.ceil(a),
+                    UnaryOp::Trunc => ins.trunc(a),
+                    _ => ins.nearest(a),
+                });
+            }
+            let routine = self.vectorize.and_then(|r| r.map.get(&(op, dtype)));
+            if let Some((symbol, _)) = routine.cloned() {
+                let a = self.vreg(a);
+                return self.call_routine(&symbol, a);
+            }
+        } else if matches!(op, UnaryOp::Neg | UnaryOp::BNot) {
+            let a = self.vreg(a);
+            return Ok(match op {
+                UnaryOp::Neg => self.bcx.ins().ineg(a),
+                _ => self.bcx.ins().bnot(a),
+            });
+        }
+        self.scalarize(expr, dtype)
+    }
+
+    fn call_routine(&mut self, symbol: &str, arg: ir::Value) -> CodegenResult<ir::Value> {
+        let ty = self.bcx.func.dfg.value_type(arg);
+        let mut sig = Signature::new(self.module.target_config().default_call_conv);
+        sig.params.push(AbiParam::new(ty));
+        sig.returns.push(AbiParam::new(ty));
+        let id = self
+            .module
+            .declare_function(symbol, Linkage::Import, &sig)?;
+        let fref = self.module.declare_func_in_func(id, self.bcx.func);
+        let call = self.bcx.ins().call(fref, &[arg]);
+        Ok(self.bcx.inst_results(call)[0])
+    }
+
+    fn vector_binary(
+        &mut self,
+        expr: &Expr,
+        op: BinaryOp,
+        a: Reg,
+        b: Reg,
+        dtype: DType,
+    ) -> CodegenResult<ir::Value> {
+        use BinaryOp::*;
+        if matches!(op, Shl | ShrArith | ShrLogical) {
+            // Vector shifts take one amount for every lane.
+            if self.vregs.contains_key(&b) || self.unit.contains_key(&b) {
+                return self.scalarize(expr, dtype);
+            }
+            let (a, amount) = (self.vreg(a), self.reg(b));
+            let ins = self.bcx.ins();
+            return Ok(match op {
+                Shl => ins.ishl(a, amount),
+                ShrArith => ins.sshr(a, amount),
+                _ => ins.ushr(a, amount),
+            });
+        }
+        let vector = match op {
+            Add | Sub | Mul => true,
+            Div | Min | Max | Copysign => dtype.is_float(),
+            And | Or | Xor | BAnd | BOr | BXor => true,
+            _ => false,
+        };
+        if !vector {
+            return self.scalarize(expr, dtype);
+        }
+        let (x, y) = (self.vreg(a), self.vreg(b));
+        if op == Copysign {
+            return Ok(self.vector_copysign(x, y, dtype));
+        }
+        let float = dtype.is_float();
+        let ins = self.bcx.ins();
+        Ok(match op {
+            Add if float => ins.fadd(x, y),
+            Sub if float => ins.fsub(x, y),
+            Mul if float => ins.fmul(x, y),
+            Add => ins.iadd(x, y),
+            Sub => ins.isub(x, y),
+            Mul => ins.imul(x, y),
+            Div => ins.fdiv(x, y),
+            Min => ins.fmin(x, y),
+            Max => ins.fmax(x, y),
+            And | BAnd => ins.band(x, y),
+            Or | BOr => ins.bor(x, y),
+            _ => ins.bxor(x, y),
+        })
+    }
+
+    /// `copysign` by bits: the magnitude of `x`, the sign bit of `y` (even a
+    /// NaN's), as the scalar instruction.
+    fn vector_copysign(&mut self, x: ir::Value, y: ir::Value, dtype: DType) -> ir::Value {
+        let ty = vector_of(dtype);
+        let sign = match dtype {
+            DType::F64 => self.bcx.ins().f64const(-0.0),
+            _ => self.bcx.ins().f32const(-0.0),
+        };
+        let sign = self.bcx.ins().splat(ty, sign);
+        let magnitude = self.bcx.ins().band_not(x, sign);
+        let sign = self.bcx.ins().band(y, sign);
+        self.bcx.ins().bor(magnitude, sign)
+    }
+
+    fn vector_cast(&mut self, expr: &Expr, a: Reg, to: DType) -> CodegenResult<ir::Value> {
+        let from = self.kernel.reg_type(a);
+        if from == to {
+            return Ok(self.vreg(a));
+        }
+        let v = self.vreg(a);
+        Ok(match (from, to) {
+            (DType::Bool, _) => {
+                let (one, zero) = (Scalar::one(to), Scalar::zero(to));
+                let (one, zero) = (self.codegen_const(one), self.codegen_const(zero));
+                let (one, zero) = (self.splat(one, to), self.splat(zero, to));
+                let mask = self.mask_as(v, to);
+                self.bcx.ins().bitselect(mask, one, zero)
+            }
+            (DType::F32, DType::F64) => self.bcx.ins().fvpromote_low(v),
+            (DType::F64, DType::F32) => self.bcx.ins().fvdemote(v),
+            (DType::I32, DType::F64) => {
+                let wide = self.bcx.ins().swiden_low(v);
+                self.bcx.ins().fcvt_from_sint(types::F64X2, wide)
+            }
+            (DType::I32, DType::F32) => self.bcx.ins().fcvt_from_sint(types::F32X4, v),
+            (DType::F32, DType::I32) => self.bcx.ins().fcvt_to_sint_sat(types::I32X4, v),
+            (DType::F64, DType::I32) => {
+                // Saturating to i64, then to i32 (x86's `cvttpd2dq`): the
+                // same as saturating to i32 at once.
+                let wide = self.bcx.ins().fcvt_to_sint_sat(types::I64X2, v);
+                let zero = self.bcx.func.dfg.constants.insert(constant([0; 16]));
+                let zero = self.bcx.ins().vconst(types::I64X2, zero);
+                self.bcx.ins().snarrow(wide, zero)
+            }
+            (DType::I32, DType::I64) => self.bcx.ins().swiden_low(v),
+            _ => self.scalarize(expr, to)?,
+        })
+    }
+
+    /// [`Expr::Fallback`] on vectors: one test of "any lane rare?", and the
+    /// scalar function for each lane in a cold block.
+    fn vector_fallback(
+        &mut self,
+        op: UnaryOp,
+        arg: Reg,
+        rare: Reg,
+        value: Reg,
+        dtype: DType,
+    ) -> CodegenResult<ir::Value> {
+        let ty = vector_of(dtype);
+        let (rare_mask, common) = (self.vreg(rare), self.vreg(value));
+        let any = self.bcx.ins().vany_true(rare_mask);
+        let slow = self.bcx.create_block();
+        let join = self.bcx.create_block();
+        self.bcx.set_cold_block(slow);
+        let result = self.bcx.append_block_param(join, ty);
+        self.bcx
+            .ins()
+            .brif(any, slow, &[], join, &[ir::BlockArg::Value(common)]);
+        self.bcx.switch_to_block(slow);
+        self.bcx.seal_block(slow);
+        let name = libcalls::unary_name(op, dtype)
+            .ok_or_else(|| CodegenError::Invalid(format!("`{op}` on {dtype}")))?;
+        let mut lanes = Vec::with_capacity(usize::from(self.lanes));
+        for k in 0..self.lanes {
+            let (x, is_rare, common) = (self.lane(arg, k), self.lane(rare, k), self.lane(value, k));
+            let called = self.call_libm(&name, &[x], clif_type(dtype))?;
+            lanes.push(self.bcx.ins().select(is_rare, called, common));
+        }
+        let merged = self.gather(&lanes, dtype);
+        self.bcx.ins().jump(join, &[ir::BlockArg::Value(merged)]);
+        self.bcx.switch_to_block(join);
+        self.bcx.seal_block(join);
+        Ok(result)
+    }
+
+    fn vector_store(&mut self, p: ParamIdx, idx: Reg, value: Reg) -> CodegenResult<()> {
+        let dtype = self.kernel.reg_type(value);
+        let first = self
+            .unit
+            .get(&idx)
+            .copied()
+            .ok_or_else(|| CodegenError::Invalid("a vector store at a strided row".into()))?;
+        let base = self.arg(p);
+        let addr = self.element_addr(base, first, dtype);
+        if dtype != DType::Bool && max_lanes(dtype) == self.lanes {
+            let v = self.vreg(value);
+            self.bcx.ins().store(UNALIGNED, v, addr, 0);
+            return Ok(());
+        }
+        let flags = MemFlagsData::trusted();
+        for k in 0..self.lanes {
+            let lane = self.lane(value, k);
+            let offset = i32::from(k) * dtype.size_bytes() as i32;
+            self.bcx.ins().store(flags, lane, addr, offset);
+        }
+        Ok(())
+    }
+}

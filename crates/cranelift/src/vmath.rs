@@ -1,0 +1,158 @@
+//! Vector math routines: kiln's inline math for one function and dtype
+//! (`kiln_ir::kernel::math_kernel`, the expansion every tier computes),
+//! translated by the vectorizer into `v -> v` on a 128-bit vector and
+//! compiled once per process. The JIT's vector loops call them, one call
+//! per vector of rows: their kernels stay as small (and as fast to compile)
+//! as with scalar `libm` calls, and the math runs in vectors with the
+//! interpreter's bits. Scalar loops keep calling the `libm` crate.
+
+use crate::codegen;
+use crate::vector::{vector_of, Routines};
+use crate::{host_isa, CodegenError, CodegenResult};
+use cranelift_codegen::isa::TargetIsa;
+use cranelift_jit::{JITBuilder, JITModule};
+use kiln_ir::kernel::{math_kernel, Expr, Kernel, Stmt};
+use kiln_ir::{DType, UnaryOp};
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
+/// Whether the vectorizer runs on `isa`: x86-64 with SSE4.2 (its 64-bit
+/// lane comparisons) and SSSE3 (byte shuffles), where it is tested.
+/// AArch64's NEON would do, but no machine here runs its JIT.
+pub(crate) fn vectorizes(isa: &dyn TargetIsa) -> bool {
+    if isa.triple().architecture != target_lexicon::Architecture::X86_64 {
+        return false;
+    }
+    let flags = isa.isa_flags();
+    ["has_ssse3", "has_sse41", "has_sse42"].iter().all(|want| {
+        flags
+            .iter()
+            .any(|f| f.name == *want && f.as_bool() == Some(true))
+    })
+}
+
+/// A compiled routine: its symbol, lanes and address.
+#[derive(Clone)]
+struct Compiled {
+    symbol: String,
+    lanes: u8,
+    address: usize,
+}
+
+/// Every routine compiled so far (`None`: kiln has no inline port of that
+/// function), for the life of the process: a few dozen at most.
+type Cache = Mutex<HashMap<(UnaryOp, DType), Option<Compiled>>>;
+
+fn cache() -> &'static Cache {
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    CACHE.get_or_init(Default::default)
+}
+
+/// The float math functions `stmts` calls.
+fn calls(kernel: &Kernel, stmts: &[Stmt], out: &mut Vec<(UnaryOp, DType)>) {
+    for stmt in stmts {
+        match stmt {
+            Stmt::Let(reg, Expr::Unary(op, _)) if kernel.reg_type(*reg).is_float() => {
+                out.push((*op, kernel.reg_type(*reg)));
+            }
+            Stmt::Loop { body, .. } => calls(kernel, body, out),
+            _ => {}
+        }
+    }
+}
+
+/// The routines `kernels` may call, compiled if not yet, and the symbols to
+/// bind them by. `symbols` binds the routines' own calls (the `libm`
+/// functions of their rare paths), as for kernels.
+pub(crate) fn routines_for(
+    kernels: &[Kernel],
+    symbols: &[(&'static str, *const u8)],
+) -> CodegenResult<(Routines, Vec<(String, *const u8)>)> {
+    let mut wanted = Vec::new();
+    for kernel in kernels {
+        calls(kernel, &kernel.body, &mut wanted);
+    }
+    wanted.sort_by_key(|(op, dtype)| (op.to_string(), *dtype));
+    wanted.dedup();
+    let mut routines = Routines::default();
+    let mut bound = Vec::new();
+    let mut cache = cache().lock().unwrap_or_else(|e| e.into_inner());
+    for key in wanted {
+        let compiled = match cache.get(&key) {
+            Some(done) => done.clone(),
+            None => {
+                let done = compile(key.0, key.1, symbols)?;
+                cache.insert(key, done.clone());
+                done
+            }
+        };
+        if let Some(c) = compiled {
+            routines.map.insert(key, (c.symbol.clone(), c.lanes));
+            bound.push((c.symbol, c.address as *const u8));
+        }
+    }
+    Ok((routines, bound))
+}
+
+/// The routines `kernel` would call, described but not compiled (for
+/// `kiln ir --emit clif`).
+pub(crate) fn describe(kernel: &Kernel) -> Routines {
+    let mut wanted = Vec::new();
+    calls(kernel, &kernel.body, &mut wanted);
+    let mut routines = Routines::default();
+    for (op, dtype) in wanted {
+        if let Some(math) = math_kernel(op, dtype) {
+            routines
+                .map
+                .insert((op, dtype), (symbol(op, dtype), lanes(&math)));
+        }
+    }
+    routines
+}
+
+fn symbol(op: UnaryOp, dtype: DType) -> String {
+    format!("__kiln_vmath_{op}_{dtype}x{}", 16 / dtype.size_bytes())
+}
+
+/// The lanes a math kernel runs in: as many as its widest dtype allows.
+fn lanes(kernel: &Kernel) -> u8 {
+    kernel
+        .regs
+        .iter()
+        .filter(|&&d| d != DType::Bool)
+        .map(|d| (16 / d.size_bytes()) as u8)
+        .min()
+        .unwrap_or(2)
+}
+
+fn compile(
+    op: UnaryOp,
+    dtype: DType,
+    symbols: &[(&'static str, *const u8)],
+) -> CodegenResult<Option<Compiled>> {
+    let Some(kernel) = math_kernel(op, dtype) else {
+        return Ok(None);
+    };
+    let lanes = lanes(&kernel);
+    let symbol = symbol(op, dtype);
+    debug_assert_eq!(vector_of(dtype).bits(), 128);
+    let mut builder =
+        JITBuilder::with_isa(host_isa(true)?, cranelift_module::default_libcall_names());
+    for &(name, ptr) in symbols {
+        builder.symbol(name, ptr);
+    }
+    let mut module = JITModule::new(builder);
+    let id = codegen::define_routine(&mut module, &kernel, &symbol, lanes)?;
+    module
+        .finalize_definitions()
+        .map_err(|e| CodegenError::Module(e.to_string()))?;
+    let address = module.get_finalized_function(id) as usize;
+    // The code lives as long as the process: the cache hands its address to
+    // every later JIT module.
+    std::mem::forget(module);
+    Ok(Some(Compiled {
+        symbol,
+        lanes,
+        address,
+    }))
+}
