@@ -127,6 +127,75 @@ fn exp_inputs() -> Vec<f64> {
     v
 }
 
+/// The inputs for `expm1` (f64): its thresholds, every step of its
+/// reduction's `k` (including k = ±1, the k = 20 and k = 56 switches and k
+/// = 1024), and where its k = 1 branch turns at a reduced -0.25.
+fn expm1_inputs() -> Vec<f64> {
+    let mut v = Vec::new();
+    special_f64(&mut v);
+    for hx in [
+        0x4043_687a,
+        0x3fd6_2e42,
+        0x3ff0_a2b2,
+        0x3c90_0000,
+        0x0010_0000,
+    ] {
+        around_high_word(hx, &mut v);
+    }
+    for x in [
+        7.09782712893383973096e+02,
+        56.0 * std::f64::consts::LN_2,
+        0.5 * std::f64::consts::LN_2,
+        1.5 * std::f64::consts::LN_2,
+        std::f64::consts::LN_2 - 0.25,
+        2.0f64.powi(-54),
+    ] {
+        around(x, &mut v);
+        around(-x, &mut v);
+    }
+    for j in -60..=1025 {
+        around((f64::from(j) - 0.5) * std::f64::consts::LN_2, &mut v);
+    }
+    v
+}
+
+/// Random `expm1` inputs: uniform bit patterns, and uniform values over its
+/// range, near 0 and around the k = ±1 reduction.
+fn expm1_pick(rng: &mut Rng, i: usize) -> f64 {
+    match i % 4 {
+        0 => f64::from_bits(rng.next()),
+        1 => rng.uniform(-60.0, 720.0),
+        2 => rng.uniform(-1.2, 1.2),
+        _ => rng.uniform(-1e-3, 1e-3),
+    }
+}
+
+/// The inputs for `tanh` (f64): its thresholds (|x| of log(5/3)/2,
+/// log(3)/2, 20, the smallest normal), each from both sides, and `expm1`'s
+/// at twice the argument.
+fn tanh_inputs() -> Vec<f64> {
+    let mut v = Vec::new();
+    special_f64(&mut v);
+    for hx in [0x3fd0_58ae, 0x3fe1_93ea, 0x4034_0000, 0x0010_0000] {
+        around_high_word(hx, &mut v);
+    }
+    for x in expm1_inputs() {
+        v.push(x / 2.0);
+    }
+    v
+}
+
+/// Random `tanh` inputs: uniform bit patterns, and uniform values where it
+/// is not ±1, near 0 and across every branch.
+fn tanh_pick(rng: &mut Rng, i: usize) -> f64 {
+    match i % 4 {
+        0 => f64::from_bits(rng.next()),
+        1 => rng.uniform(-25.0, 25.0),
+        2 => rng.uniform(-0.6, 0.6),
+        _ => rng.uniform(-1e-3, 1e-3),
+    }
+}
+
 /// The inputs for `log` (f64): its thresholds (subnormals, the reduction's
 /// boundary at the high word 0x3fe6a09e in every binade, 1, infinities).
 fn log_inputs() -> Vec<f64> {
@@ -260,11 +329,13 @@ type Pick = fn(&mut Rng, usize) -> f64;
 
 /// Each inline f64 function: its name, the `libm` crate's function, its
 /// chosen inputs and its random inputs.
-const F64_FUNCTIONS: [(&str, Oracle, Chosen, Pick); 4] = [
+const F64_FUNCTIONS: [(&str, Oracle, Chosen, Pick); 6] = [
     ("exp", libm::exp, exp_inputs, exp_pick),
     ("log", libm::log, log_inputs, log_pick),
     ("sin", libm::sin, trig_inputs, trig_pick),
     ("cos", libm::cos, trig_inputs, trig_pick),
+    ("expm1", libm::expm1, expm1_inputs, expm1_pick),
+    ("tanh", libm::tanh, tanh_inputs, tanh_pick),
 ];
 
 /// What the checks need of `f32` and `f64` beyond their dtype.

@@ -16,7 +16,7 @@ const PROGRAMS: &[(&str, &str, &str)] = &[
     (
         "f64 arithmetic, rounding, min/max, copysign, and the math routines",
         "def f(x: f64[n], y: f64[n]):
-    return exp(x) * sin(y) + cos(x) / log(abs(y)), minimum(x, y), maximum(x, y), \
+    return exp(x) * sin(y) + cos(x) / log(abs(y)), expm1(x) - tanh(y), minimum(x, y), maximum(x, y), \
 copysign(x, y), floor(x), ceil(y), around(x), fix(y), sqrt(abs(x)), -x, x / y",
         "f64x2",
     ),

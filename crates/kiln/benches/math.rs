@@ -1,7 +1,8 @@
 //! Transcendentals per element, for docs/performance.md:
 //! `cargo bench -p kiln --features llvm --bench math` (`ROWS=...`, default
 //! 1,000,000 elements; f64, then f32). Each function as a one-op column kernel on the Cranelift
-//! tier (calls, its JIT's default, and inline math, as in its objects) and
+//! tier (its JIT's default: a vector loop calling the vector math routine;
+//! and inline math vectorized in the loop) and
 //! the LLVM tier (O3, inline math), against the `libm` crate's scalar function
 //! (the interpreter's oracle, and what compiled kernels called before inline
 //! math) and glibc's scalar function (`f64::exp`, `f32::exp` in std) in a
@@ -34,8 +35,9 @@ fn per_element(d: Duration, rows: usize) -> f64 {
     d.as_secs_f64() * 1e9 / rows as f64
 }
 
-/// `name` over a `dtype` column on Cranelift (calls, its JIT's default;
-/// inline, as its objects) and LLVM O3 (inline).
+/// `name` over a `dtype` column on Cranelift (its JIT's default: calls,
+/// which a vector loop makes to the vector math routine; inline math in the
+/// vector loop itself) and LLVM O3 (inline).
 fn compiled(name: &str, dtype: &str) -> [(&'static str, Box<dyn Program>); 3] {
     let text = format!(
         "graph \"{name}\"\nv0: {dtype}[n] = input \"x\"\nv1: {dtype}[n] = {name} v0\noutput \"y\" = v1\n"
@@ -55,11 +57,11 @@ fn compiled(name: &str, dtype: &str) -> [(&'static str, Box<dyn Program>); 3] {
     };
     [
         (
-            "kiln-cranelift (libm crate calls, its default)",
+            "kiln-cranelift (vector loop, vector math routine: its default)",
             cranelift(None),
         ),
         (
-            "kiln-cranelift-inline (as its objects)",
+            "kiln-cranelift-inline (vector loop, inline math)",
             cranelift(Some(false)),
         ),
         (
@@ -86,12 +88,15 @@ fn main() {
         .collect();
     type Scalar = fn(f64) -> f64;
     // (name, the libm crate, glibc, the input domain)
-    let functions: [(&str, Scalar, Scalar, Scalar); 4] = [
+    let functions: [(&str, Scalar, Scalar, Scalar); 6] = [
         ("exp", libm::exp, f64::exp, |x| x),
         // log of positive inputs: |x| + 0.001 over (0.001, 10].
         ("log", libm::log, f64::ln, |x| x.abs() + 0.001),
         ("sin", libm::sin, f64::sin, |x| x),
         ("cos", libm::cos, f64::cos, |x| x),
+        ("expm1", libm::expm1, f64::exp_m1, |x| x),
+        // tanh where it is not ±1: [-5, 5).
+        ("tanh", libm::tanh, f64::tanh, |x| x * 0.5),
     ];
     println!("function,contender,ns_per_element ({rows} elements)");
     for (name, libm_fn, std_fn, domain) in functions {
