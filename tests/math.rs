@@ -558,6 +558,13 @@ fn special_f32() -> Vec<f32> {
         0x40af_eddf,
         0x40e2_31d5,
         0x4dc9_0fdb,
+        // expm1f and tanhf.
+        0x4195_b844,
+        0x3300_0000,
+        0x42b1_7217,
+        0x3e82_c578,
+        0x3f0c_9f54,
+        0x4120_0000,
     ] {
         for sign in [0, 1 << 31] {
             for h in [hx - 1, hx, hx + 1] {
@@ -573,7 +580,12 @@ fn special_f32() -> Vec<f32> {
     for j in -152..=130 {
         let x = (j as f32 - 0.5) * std::f32::consts::LN_2;
         v.extend([x.next_down(), x, x.next_up()]);
+        // tanhf's expm1f is of twice the argument.
+        v.extend([x.next_down(), x, x.next_up()].map(|x| x / 2.0));
     }
+    // expm1f's k = 1 branch turns at a reduced -0.25.
+    let x = std::f32::consts::LN_2 - 0.25;
+    v.extend([x.next_down(), x, x.next_up(), -x]);
     // Near multiples of pi/2 and the midpoints where rem_pio2f's n changes.
     for k in (1..=2000).chain((11..=28).map(|e| 1 << e)) {
         for m in [k as f64, k as f64 - 0.5] {
@@ -602,11 +614,13 @@ fn f32_pick(rng: &mut Rng, i: usize) -> f32 {
 type OracleF32 = fn(f32) -> f32;
 
 /// Each inline f32 function and the `libm` crate's.
-const F32_FUNCTIONS: [(&str, OracleF32); 4] = [
+const F32_FUNCTIONS: [(&str, OracleF32); 6] = [
     ("exp", libm::expf),
     ("log", libm::logf),
     ("sin", libm::sinf),
     ("cos", libm::cosf),
+    ("expm1", libm::expm1f),
+    ("tanh", libm::tanhf),
 ];
 
 /// The f32 functions at their chosen inputs and `MATH_CASES` random ones on

@@ -96,7 +96,7 @@ fn cases() -> Vec<Case> {
         },
         Case {
             format: Format::Py,
-            src: "def u(x: f32[n]): return exp(x), log(x), exp(x * -3.0), sin(x), cos(x * 3.0)",
+            src: "def u(x: f32[n]): return exp(x), log(x), exp(x * -3.0), sin(x), cos(x * 3.0), expm1(x), tanh(x), tanh(x * 0.1)",
             inputs: vec![Data::Column(Buffer::F32(vec![
                 0.3,
                 -2.5,

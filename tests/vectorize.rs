@@ -23,7 +23,7 @@ copysign(x, y), floor(x), ceil(y), around(x), fix(y), sqrt(abs(x)), -x, x / y",
     (
         "f32 math, which computes in f64 (two lanes of f32x4), and expf/logf (four)",
         "def f(x: f32[n], y: f32[n]):
-    return sin(x), cos(y), exp(x), log(y), x * y - 1.5, minimum(x, y)",
+    return sin(x), cos(y), exp(x), log(y), expm1(x), tanh(y), x * y - 1.5, minimum(x, y)",
         "f32x4",
     ),
     (
@@ -115,54 +115,63 @@ fn load(source: &str) -> kiln::Graph {
         .graph
 }
 
-#[test]
-fn vector_loops_agree_with_the_interpreter_at_every_row_count() {
-    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-    for (what, source, _) in PROGRAMS {
+/// Whether two runs gave the same bits (or errors of the same kind).
+fn same(want: &kiln::ExecResult<Vec<Data>>, got: &kiln::ExecResult<Vec<Data>>) -> bool {
+    match (want, got) {
+        (Ok(w), Ok(g)) => w.len() == g.len() && w.iter().zip(g).all(|(a, b)| a.same_data(b)),
+        (Err(w), Err(g)) => w.to_string() == g.to_string(),
+        _ => false,
+    }
+}
+
+/// Each program compiled once per engine and option set, run at every row
+/// count (four input sets each) against the interpreter.
+fn agree(options: &kiln::CompileOptions, programs: &[(&str, &str, &str)], mut seed: u64) {
+    for (what, source, _) in programs {
         let graph = load(source);
-        for &n in ROWS {
-            for round in 0..4 {
-                let case = kiln_fuzzgen::Case {
-                    inputs: inputs(&graph, &mut seed, n),
-                    graph: graph.clone(),
+        let verified = kiln::verify(graph.clone()).unwrap();
+        let oracle = kiln::Interpreter.compile_dyn(&verified, options).unwrap();
+        for engine in kiln::engines() {
+            for optimize in [false, true] {
+                let options = kiln::CompileOptions {
+                    optimize,
+                    ..options.clone()
                 };
-                if let Err(report) = kiln_fuzzgen::differential(&case) {
-                    panic!("{what}, {n} rows (round {round}):\n{report}");
+                let program = engine.compile_dyn(&verified, &options).unwrap();
+                for &n in ROWS {
+                    for _ in 0..4 {
+                        let inputs = inputs(&graph, &mut seed, n);
+                        let (want, got) = (oracle.run(&inputs), program.run(&inputs));
+                        assert!(
+                            same(&want, &got),
+                            "{what}: {} (optimize {optimize}) at {n} rows\ninputs {inputs:?}\nwant {want:?}\ngot {got:?}",
+                            engine.name()
+                        );
+                    }
                 }
             }
         }
     }
 }
 
+#[test]
+fn vector_loops_agree_with_the_interpreter_at_every_row_count() {
+    agree(
+        &kiln::CompileOptions::default(),
+        PROGRAMS,
+        0x9e37_79b9_7f4a_7c15,
+    );
+}
+
 /// Inline math (`libm_calls: Some(false)`, as objects compile it) vectorized
 /// in the loop itself rather than through the routines.
 #[test]
 fn inline_math_in_vector_loops_agrees_with_the_interpreter() {
-    let mut seed = 0x2545_f491_4f6c_dd1du64;
-    let graph = load(PROGRAMS[0].1);
-    let graph32 = load(PROGRAMS[1].1);
     let options = kiln::CompileOptions {
         libm_calls: Some(false),
         ..kiln::CompileOptions::default()
     };
-    for graph in [graph, graph32] {
-        let verified = kiln::verify(graph.clone()).unwrap();
-        let oracle = kiln::Interpreter.compile_dyn(&verified, &options).unwrap();
-        for engine in kiln::engines() {
-            let program = engine.compile_dyn(&verified, &options).unwrap();
-            for &n in ROWS {
-                let inputs = inputs(&graph, &mut seed, n);
-                let (want, got) = (oracle.run(&inputs), program.run(&inputs));
-                let same = match (&want, &got) {
-                    (Ok(w), Ok(g)) => {
-                        w.len() == g.len() && w.iter().zip(g).all(|(a, b)| a.same_data(b))
-                    }
-                    _ => false,
-                };
-                assert!(same, "{} at {n} rows:\n{want:?}\n{got:?}", engine.name());
-            }
-        }
-    }
+    agree(&options, &PROGRAMS[..2], 0x2545_f491_4f6c_dd1d);
 }
 
 /// Each program's loop runs in the vectors it should: the vectorizer does

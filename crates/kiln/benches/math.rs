@@ -109,11 +109,13 @@ fn main() {
     }
     // The same for f32, against the `libm` crate's `expf`… and glibc's.
     type Scalar32 = fn(f32) -> f32;
-    let functions32: [(&str, Scalar32, Scalar32, Scalar32); 4] = [
+    let functions32: [(&str, Scalar32, Scalar32, Scalar32); 6] = [
         ("exp", libm::expf, f32::exp, |x| x),
         ("log", libm::logf, f32::ln, |x| x.abs() + 0.001),
         ("sin", libm::sinf, f32::sin, |x| x),
         ("cos", libm::cosf, f32::cos, |x| x),
+        ("expm1", libm::expm1f, f32::exp_m1, |x| x),
+        ("tanh", libm::tanhf, f32::tanh, |x| x * 0.5),
     ];
     for (name, libm_fn, std_fn, domain) in functions32 {
         let xs: Vec<f32> = xs.iter().map(|&x| domain(x as f32)).collect();

@@ -39,6 +39,8 @@ pub(super) fn inline(op: UnaryOp, dtype: DType) -> Option<Expansion> {
         (UnaryOp::Cos, DType::F32) => cos_f32,
         (UnaryOp::Expm1, DType::F64) => expm1_f64,
         (UnaryOp::Tanh, DType::F64) => tanh_f64,
+        (UnaryOp::Expm1, DType::F32) => expm1_f32,
+        (UnaryOp::Tanh, DType::F32) => tanh_f32,
         _ => return None,
     })
 }
@@ -444,71 +446,146 @@ pub(super) fn exp_f64(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg 
     m.select(nan, x, result)
 }
 
-/// The `libm` crate's `expm1` (f64; FreeBSD's `s_expm1.c`), branch-free.
-pub(super) fn expm1_f64(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg {
-    let mut m = Emit { lw, out };
-    expm1_core(&mut m, x)
+/// What `expm1` (f64) and `expm1f` differ in: constants and thresholds.
+struct Expm1 {
+    ln2: [f64; 2],
+    inv_ln2: f64,
+    /// `1` and the polynomial in `hxs`.
+    q: &'static [f64],
+    /// High word (f64) or bits (f32) of |x|: the huge-argument filter, the
+    /// reduction's start, where k = ±1 ends, and the tiny arguments.
+    huge: i64,
+    reduce: i64,
+    near: i64,
+    tiny: i64,
+    /// Above it, `x·2^top` (overflow): a float (f64) or `|x|`'s bits (f32).
+    over: Over,
+    /// The exponent bias and field shift, the largest k, and where the
+    /// middle branch switches its order (k < 20 or k < 23).
+    bias: i32,
+    shift: i64,
+    top_k: i64,
+    switch: i64,
 }
 
-fn expm1_core(m: &mut Emit<'_, '_>, x: Reg) -> Reg {
-    const O_THRESHOLD: f64 = 7.09782712893383973096e+02;
-    const LN2_HI: f64 = 6.93147180369123816490e-01;
-    const LN2_LO: f64 = 1.90821492927058770002e-10;
-    const INVLN2: f64 = 1.44269504088896338700e+00;
-    const Q: [f64; 6] = [
+enum Over {
+    Value(f64),
+    Bits(i64),
+}
+
+const EXPM1_F64: Expm1 = Expm1 {
+    ln2: [6.93147180369123816490e-01, 1.90821492927058770002e-10],
+    inv_ln2: 1.44269504088896338700e+00,
+    q: &[
         1.0,
         -3.33333333333331316428e-02,
         1.58730158725481460165e-03,
         -7.93650757867487942473e-05,
         4.00821782732936239552e-06,
         -2.01099218183624371326e-07,
-    ];
-    let (hx, negative) = high_word(m, x);
+    ],
+    huge: 0x4043_687a,
+    reduce: 0x3fd6_2e42,
+    near: 0x3ff0_a2b2,
+    tiny: 0x3c90_0000,
+    over: Over::Value(7.09782712893383973096e+02),
+    bias: 0x3ff,
+    shift: 52,
+    top_k: 1024,
+    switch: 20,
+};
+
+const EXPM1_F32: Expm1 = Expm1 {
+    ln2: [6.9313812256e-01_f32 as f64, 9.0580006145e-06_f32 as f64],
+    inv_ln2: 1.4426950216e+00_f32 as f64,
+    q: &[1.0, -3.3333212137e-2_f32 as f64, 1.5807170421e-3_f32 as f64],
+    huge: 0x4195_b844,
+    reduce: 0x3eb1_7218,
+    near: 0x3f85_1592,
+    tiny: 0x3300_0000,
+    over: Over::Bits(0x42b1_7217),
+    bias: 0x7f,
+    shift: 23,
+    top_k: 128,
+    switch: 23,
+};
+
+/// The `libm` crate's `expm1` (f64; FreeBSD's `s_expm1.c`), branch-free.
+pub(super) fn expm1_f64(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg {
+    let mut m = Emit { lw, out };
+    expm1_core(&mut m, x)
+}
+
+/// The `libm` crate's `expm1f` (FreeBSD's `s_expm1f.c`), branch-free.
+pub(super) fn expm1_f32(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg {
+    let mut m = Emit { lw, out };
+    expm1_core(&mut m, x)
+}
+
+/// |x|'s high word (f64) or bits (f32), and x's sign.
+fn magnitude_word(m: &mut Emit<'_, '_>, x: Reg) -> (Reg, Reg) {
+    if m.ty(x) == DType::F32 {
+        let bits = m.bitcast(DType::I32, x);
+        let negative = m.cmp_k(CmpOp::Lt, bits, 0);
+        (m.band_k(bits, 0x7fff_ffff), negative)
+    } else {
+        high_word(m, x)
+    }
+}
+
+fn expm1_core(m: &mut Emit<'_, '_>, x: Reg) -> Reg {
+    let dtype = m.ty(x);
+    let c = if dtype == DType::F32 {
+        &EXPM1_F32
+    } else {
+        &EXPM1_F64
+    };
+    let (hx, negative) = magnitude_word(m, x);
     // Argument reduction, as exp's: k = ±1 for 0.5·ln2 < |x| < 1.5·ln2
     // (where `x ∓ ln2_hi` and `±ln2_lo` are `x - k·ln2_hi` and `k·ln2_lo`,
-    // bit for bit), `(INVLN2·x ± 0.5) as i32` (a `trunc`, as in `exp_f64`)
+    // bit for bit), `(INV_LN2·x ± 0.5) as i32` (a `trunc`, as in `exp_f64`)
     // above, and 0 below with c = 0.
-    let reduce = m.cmp_k(CmpOp::Gt, hx, 0x3fd6_2e42);
+    let reduce = m.cmp_k(CmpOp::Gt, hx, c.reduce);
     let kf = {
-        let invln2 = m.f64(INVLN2);
-        let scaled = m.mul(invln2, x);
-        let (plus, minus) = (m.f64(0.5), m.f64(-0.5));
+        let inv_ln2 = m.float(dtype, c.inv_ln2);
+        let scaled = m.mul(inv_ln2, x);
+        let (plus, minus) = (m.float(dtype, 0.5), m.float(dtype, -0.5));
         let half = m.select(negative, minus, plus);
         let t = m.add(scaled, half);
-        let k_far = m.let_(DType::F64, Expr::Unary(UnaryOp::Trunc, t));
-        let (one, minus_one) = (m.f64(1.0), m.f64(-1.0));
+        let k_far = m.let_(dtype, Expr::Unary(UnaryOp::Trunc, t));
+        let (one, minus_one) = (m.float(dtype, 1.0), m.float(dtype, -1.0));
         let k_near = m.select(negative, minus_one, one);
-        let near = m.cmp_k(CmpOp::Lt, hx, 0x3ff0_a2b2);
+        let near = m.cmp_k(CmpOp::Lt, hx, c.near);
         let k = m.select(near, k_near, k_far);
-        let zero = m.f64(0.0);
+        let zero = m.float(dtype, 0.0);
         m.select(reduce, k, zero)
     };
-    let (xr, c) = {
-        let ln2hi = m.f64(LN2_HI);
+    let (xr, cr) = {
+        let ln2hi = m.float(dtype, c.ln2[0]);
         let khi = m.mul(kf, ln2hi);
         let hi = m.sub(x, khi);
-        let ln2lo = m.f64(LN2_LO);
+        let ln2lo = m.float(dtype, c.ln2[1]);
         let lo = m.mul(kf, ln2lo);
         let reduced = m.sub(hi, lo);
         let d = m.sub(hi, reduced);
-        let c = m.sub(d, lo);
-        let zero = m.f64(0.0);
-        (m.select(reduce, reduced, x), m.select(reduce, c, zero))
+        let cr = m.sub(d, lo);
+        let zero = m.float(dtype, 0.0);
+        (m.select(reduce, reduced, x), m.select(reduce, cr, zero))
     };
     let k = m.integer_of(kf);
     // x is now in the primary range.
-    let half = m.f64(0.5);
+    let half = m.float(dtype, 0.5);
     let hfx = m.mul(half, xr);
     let hxs = m.mul(xr, hfx);
-    let r1 = m.horner(hxs, &Q);
+    let r1 = m.horner(hxs, c.q);
     let t = {
-        let three = m.f64(3.0);
+        let three = m.float(dtype, 3.0);
         let r1h = m.mul(r1, hfx);
         m.sub(three, r1h)
     };
     let e = {
         let num = m.sub(r1, t);
-        let six = m.f64(6.0);
+        let six = m.float(dtype, 6.0);
         let xt = m.mul(xr, t);
         let den = m.sub(six, xt);
         let q = m.div(num, den);
@@ -521,13 +598,13 @@ fn expm1_core(m: &mut Emit<'_, '_>, x: Reg) -> Reg {
         m.sub(xr, d)
     };
     let e = {
-        let ec = m.sub(e, c);
+        let ec = m.sub(e, cr);
         let xec = m.mul(xr, ec);
-        let e = m.sub(xec, c);
+        let e = m.sub(xec, cr);
         m.sub(e, hxs)
     };
     let xe = m.sub(xr, e);
-    let one = m.f64(1.0);
+    let one = m.float(dtype, 1.0);
     // k == -1: 0.5*(x - e) - 0.5.
     let k_minus_1 = {
         let h = m.mul(half, xe);
@@ -535,43 +612,59 @@ fn expm1_core(m: &mut Emit<'_, '_>, x: Reg) -> Reg {
     };
     // k == 1: -2*(e - (x + 0.5)) below x = -0.25, else 1 + 2*(x - e).
     let k_1 = {
-        let two = m.f64(2.0);
-        let minus_two = m.f64(-2.0);
+        let two = m.float(dtype, 2.0);
+        let minus_two = m.float(dtype, -2.0);
         let xh = m.add(xr, half);
         let exh = m.sub(e, xh);
         let low = m.mul(minus_two, exh);
         let txe = m.mul(two, xe);
         let high = m.add(one, txe);
-        let quarter = m.f64(-0.25);
+        let quarter = m.float(dtype, -0.25);
         let below = m.cmp(CmpOp::Lt, xr, quarter);
         m.select(below, low, high)
     };
     // 2^k and 2^-k from their bits (each used only where k makes them
     // normal numbers).
     let power = |m: &mut Emit<'_, '_>, e: Reg| {
-        let wide = m.cast(DType::I64, e);
-        let c52 = m.i64(52);
-        let bits = m.bin(BinaryOp::Shl, wide, c52);
-        m.bitcast(DType::F64, bits)
+        if dtype == DType::F32 {
+            let at = m.i32(c.shift as i32);
+            let bits = m.bin(BinaryOp::Shl, e, at);
+            m.bitcast(DType::F32, bits)
+        } else {
+            let wide = m.cast(DType::I64, e);
+            let at = m.i64(c.shift);
+            let bits = m.bin(BinaryOp::Shl, wide, at);
+            m.bitcast(DType::F64, bits)
+        }
     };
-    let bias = m.i32(0x3ff);
+    let bias = m.i32(c.bias);
     let twopk = {
         let e = m.add(bias, k);
         power(m, e)
     };
-    // k < 0 or k > 56: (x - e + 1) scaled, minus 1 (by 2·2^1023 at k = 1024).
+    let top = {
+        let top_exp = (c.top_k - 1) as i32;
+        let bits = (i64::from(top_exp + c.bias)) << c.shift;
+        let value = if dtype == DType::F32 {
+            f64::from(f32::from_bits(bits as u32))
+        } else {
+            f64::from_bits(bits as u64)
+        };
+        m.float(dtype, value)
+    };
+    // k < 0 or k > 56: (x - e + 1) scaled, minus 1 (by 2·2^(top-1) at the
+    // top k).
     let far = {
         let y = m.add(xe, one);
-        let two = m.f64(2.0);
-        let top = m.f64(f64::from_bits(0x7fe0_0000_0000_0000));
+        let two = m.float(dtype, 2.0);
         let y2 = m.mul(y, two);
         let y_top = m.mul(y2, top);
         let y_k = m.mul(y, twopk);
-        let at_top = m.cmp_k(CmpOp::Eq, k, 1024);
+        let at_top = m.cmp_k(CmpOp::Eq, k, c.top_k);
         let y = m.select(at_top, y_top, y_k);
         m.sub(y, one)
     };
-    // 2 <= k <= 56: below 20 (x - e + (1 - 2^-k))·2^k, else
+    // 2 <= k <= 56: below the switch (x - e + (1 - 2^-k))·2^k, else
     // (x - (e + 2^-k) + 1)·2^k.
     let mid = {
         let uf = {
@@ -585,7 +678,7 @@ fn expm1_core(m: &mut Emit<'_, '_>, x: Reg) -> Reg {
         let high = m.sub(xr, euf);
         let high = m.add(high, one);
         let high = m.mul(high, twopk);
-        let small = m.cmp_k(CmpOp::Lt, k, 20);
+        let small = m.cmp_k(CmpOp::Lt, k, c.switch);
         m.select(small, low, high)
     };
     let mut result = mid;
@@ -599,73 +692,95 @@ fn expm1_core(m: &mut Emit<'_, '_>, x: Reg) -> Reg {
         let is = m.cmp_k(CmpOp::Eq, k, at);
         result = m.select(is, value, result);
     }
-    // |x| < 2^-54: x.
-    let tiny = m.cmp_k(CmpOp::Lt, hx, 0x3c90_0000);
+    // Tiny |x|: x.
+    let tiny = m.cmp_k(CmpOp::Lt, hx, c.tiny);
     result = m.select(tiny, x, result);
-    // |x| >= 56·ln2: -1 if negative, x·2^1023 above O_THRESHOLD; NaN: x.
-    let huge = m.cmp_k(CmpOp::Ge, hx, 0x4043_687a);
-    let minus_one = m.f64(-1.0);
+    // Huge |x|: -1 if negative, x·2^top past the overflow threshold; NaN: x.
+    let huge = m.cmp_k(CmpOp::Ge, hx, c.huge);
+    let minus_one = m.float(dtype, -1.0);
     let to_minus_one = m.and(huge, negative);
     result = m.select(to_minus_one, minus_one, result);
-    let over = {
-        let at = m.f64(O_THRESHOLD);
-        m.cmp(CmpOp::Gt, x, at)
+    let over = match c.over {
+        Over::Value(at) => {
+            let at = m.float(dtype, at);
+            m.cmp(CmpOp::Gt, x, at)
+        }
+        Over::Bits(at) => {
+            let above = m.cmp_k(CmpOp::Gt, hx, at);
+            let positive = m.not(negative);
+            m.and(above, positive)
+        }
     };
-    let up = m.f64(f64::from_bits(0x7fe0_0000_0000_0000));
-    let inf = m.mul(x, up);
+    let inf = m.mul(x, top);
     result = m.select(over, inf, result);
     let nan = m.cmp(CmpOp::Ne, x, x);
     m.select(nan, x, result)
 }
 
-/// The `libm` crate's `tanh` (f64; musl's), branch-free: one `expm1`, of
-/// `2|x|` or `-2|x|` as the scalar code's branch would take it.
-pub(super) fn tanh_f64(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg {
-    let mut m = Emit { lw, out };
-    let bits = m.bitcast(DType::I64, x);
-    let negative = m.cmp_k(CmpOp::Lt, bits, 0);
-    let abs_bits = m.band_k(bits, i64::MAX);
-    let a = m.bitcast(DType::F64, abs_bits);
-    let c32 = m.i64(32);
-    let w = m.bin(BinaryOp::ShrLogical, abs_bits, c32);
-    let above = |m: &mut Emit<'_, '_>, k: i64| m.cmp_k(CmpOp::Gt, w, k);
-    let mid = above(&mut m, 0x3fd0_58ae);
+/// The `libm` crate's `tanh` (f64) and `tanhf` (musl's), branch-free: one
+/// `expm1`, of `2|x|` or `-2|x|` as the scalar code's branch would take it.
+fn tanh_core(m: &mut Emit<'_, '_>, x: Reg) -> Reg {
+    let dtype = m.ty(x);
+    let f32 = dtype == DType::F32;
+    // log(5/3)/2, log(3)/2, 20 (f64) or 10 (f32), the smallest normal.
+    let [mid_at, big_at, far_at, normal_at] = if f32 {
+        [0x3e82_c578, 0x3f0c_9f54, 0x4120_0000, 0x0080_0000]
+    } else {
+        [0x3fd0_58ae, 0x3fe1_93ea, 0x4034_0000, 0x0010_0000]
+    };
+    let (w, negative) = magnitude_word(m, x);
+    let a = m.let_(dtype, Expr::Unary(UnaryOp::Abs, x));
+    let mid = m.cmp_k(CmpOp::Gt, w, mid_at);
     let arg = {
-        let (two, minus_two) = (m.f64(2.0), m.f64(-2.0));
+        let (two, minus_two) = (m.float(dtype, 2.0), m.float(dtype, -2.0));
         let up = m.mul(two, a);
         let down = m.mul(minus_two, a);
         m.select(mid, up, down)
     };
-    let t = expm1_core(&mut m, arg);
-    let two = m.f64(2.0);
+    let t = expm1_core(m, arg);
+    let two = m.float(dtype, 2.0);
     let t2 = m.add(t, two);
-    let one = m.f64(1.0);
-    // |x| > 20 or NaN: 1 - 0/|x|.
+    let one = m.float(dtype, 1.0);
+    // Far (|x| > 20 or 10) or NaN: 1 - 0/|x| (f64), 1 + 0/|x| (f32).
     let far = {
-        let zero = m.f64(0.0);
+        let zero = m.float(dtype, 0.0);
         let z = m.div(zero, a);
-        m.sub(one, z)
+        if f32 {
+            m.add(one, z)
+        } else {
+            m.sub(one, z)
+        }
     };
     // |x| > log(3)/2: 1 - 2/(t + 2).
     let big = {
         let q = m.div(two, t2);
         m.sub(one, q)
     };
-    // |x| > log(5/3)/2: t/(t + 2); from 2^-1022: -t/(t + 2).
+    // |x| > log(5/3)/2: t/(t + 2); normal: -t/(t + 2); subnormal: |x|.
     let middle = m.div(t, t2);
     let small = {
         let nt = m.neg(t);
         m.div(nt, t2)
     };
-    let normal = m.cmp_k(CmpOp::Ge, w, 0x0010_0000);
+    let normal = m.cmp_k(CmpOp::Ge, w, normal_at);
     let mut result = m.select(normal, small, a);
     result = m.select(mid, middle, result);
-    let is_big = above(&mut m, 0x3fe1_93ea);
+    let is_big = m.cmp_k(CmpOp::Gt, w, big_at);
     result = m.select(is_big, big, result);
-    let is_far = above(&mut m, 0x4034_0000);
+    let is_far = m.cmp_k(CmpOp::Gt, w, far_at);
     result = m.select(is_far, far, result);
     let flipped = m.neg(result);
     m.select(negative, flipped, result)
+}
+
+/// The `libm` crate's `tanh` (f64).
+pub(super) fn tanh_f64(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg {
+    tanh_core(&mut Emit { lw, out }, x)
+}
+
+/// The `libm` crate's `tanhf`.
+pub(super) fn tanh_f32(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg {
+    tanh_core(&mut Emit { lw, out }, x)
 }
 
 /// The `libm` crate's `log` (f64; FreeBSD's `e_log.c`), branch-free.
