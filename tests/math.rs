@@ -196,6 +196,44 @@ fn tanh_pick(rng: &mut Rng, i: usize) -> f64 {
     }
 }
 
+/// The inputs for `erf` and `erfc` (f64): their thresholds (0.84375, the
+/// tiny arguments of each, 1/4, 1.25, 1/0.35, 6, 28, infinity) from both
+/// sides, and values across each polynomial's range.
+fn erf_inputs() -> Vec<f64> {
+    let mut v = Vec::new();
+    special_f64(&mut v);
+    for hx in [
+        0x7ff0_0000,
+        0x3feb_0000,
+        0x3e30_0000,
+        0x3c70_0000,
+        0x3fd0_0000,
+        0x3ff4_0000,
+        0x4006_db6d,
+        0x4018_0000,
+        0x403c_0000,
+    ] {
+        around_high_word(hx, &mut v);
+    }
+    for i in 0..=3000 {
+        let x = f64::from(i) / 100.0;
+        around(x, &mut v);
+        around(-x, &mut v);
+    }
+    v
+}
+
+/// Random `erf`/`erfc` inputs: uniform bit patterns, and uniform values
+/// where they are not constant, near 0 and where erfc underflows.
+fn erf_pick(rng: &mut Rng, i: usize) -> f64 {
+    match i % 4 {
+        0 => f64::from_bits(rng.next()),
+        1 => rng.uniform(-7.0, 7.0),
+        2 => rng.uniform(-1.3, 1.3),
+        _ => rng.uniform(-30.0, 30.0),
+    }
+}
+
 /// The inputs for `log` (f64): its thresholds (subnormals, the reduction's
 /// boundary at the high word 0x3fe6a09e in every binade, 1, infinities).
 fn log_inputs() -> Vec<f64> {
@@ -329,13 +367,15 @@ type Pick = fn(&mut Rng, usize) -> f64;
 
 /// Each inline f64 function: its name, the `libm` crate's function, its
 /// chosen inputs and its random inputs.
-const F64_FUNCTIONS: [(&str, Oracle, Chosen, Pick); 6] = [
+const F64_FUNCTIONS: [(&str, Oracle, Chosen, Pick); 8] = [
     ("exp", libm::exp, exp_inputs, exp_pick),
     ("log", libm::log, log_inputs, log_pick),
     ("sin", libm::sin, trig_inputs, trig_pick),
     ("cos", libm::cos, trig_inputs, trig_pick),
     ("expm1", libm::expm1, expm1_inputs, expm1_pick),
     ("tanh", libm::tanh, tanh_inputs, tanh_pick),
+    ("erf", libm::erf, erf_inputs, erf_pick),
+    ("erfc", libm::erfc, erf_inputs, erf_pick),
 ];
 
 /// What the checks need of `f32` and `f64` beyond their dtype.
@@ -558,6 +598,15 @@ fn special_f32() -> Vec<f32> {
         0x40af_eddf,
         0x40e2_31d5,
         0x4dc9_0fdb,
+        // erff and erfcf.
+        0x3f58_0000,
+        0x3180_0000,
+        0x2380_0000,
+        0x3e80_0000,
+        0x3fa0_0000,
+        0x4036_db6d,
+        0x40c0_0000,
+        0x41e0_0000,
         // expm1f and tanhf.
         0x4195_b844,
         0x3300_0000,
@@ -614,13 +663,15 @@ fn f32_pick(rng: &mut Rng, i: usize) -> f32 {
 type OracleF32 = fn(f32) -> f32;
 
 /// Each inline f32 function and the `libm` crate's.
-const F32_FUNCTIONS: [(&str, OracleF32); 6] = [
+const F32_FUNCTIONS: [(&str, OracleF32); 8] = [
     ("exp", libm::expf),
     ("log", libm::logf),
     ("sin", libm::sinf),
     ("cos", libm::cosf),
     ("expm1", libm::expm1f),
     ("tanh", libm::tanhf),
+    ("erf", libm::erff),
+    ("erfc", libm::erfcf),
 ];
 
 /// The f32 functions at their chosen inputs and `MATH_CASES` random ones on

@@ -13,6 +13,33 @@ use kiln::{ArrayMut, ArrayRef, CompileOptions, Cranelift, Engine, Llvm, OptLevel
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+/// glibc's `erf` family, which std does not wrap.
+mod glibc {
+    extern "C" {
+        #[link_name = "erf"]
+        fn c_erf(x: f64) -> f64;
+        #[link_name = "erfc"]
+        fn c_erfc(x: f64) -> f64;
+        #[link_name = "erff"]
+        fn c_erff(x: f32) -> f32;
+        #[link_name = "erfcf"]
+        fn c_erfcf(x: f32) -> f32;
+    }
+    // SAFETY (all four): pure C functions of one float.
+    pub fn erf(x: f64) -> f64 {
+        unsafe { c_erf(x) }
+    }
+    pub fn erfc(x: f64) -> f64 {
+        unsafe { c_erfc(x) }
+    }
+    pub fn erff(x: f32) -> f32 {
+        unsafe { c_erff(x) }
+    }
+    pub fn erfcf(x: f32) -> f32 {
+        unsafe { c_erfcf(x) }
+    }
+}
+
 fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
     samples[samples.len() / 2]
@@ -88,7 +115,7 @@ fn main() {
         .collect();
     type Scalar = fn(f64) -> f64;
     // (name, the libm crate, glibc, the input domain)
-    let functions: [(&str, Scalar, Scalar, Scalar); 6] = [
+    let functions: [(&str, Scalar, Scalar, Scalar); 8] = [
         ("exp", libm::exp, f64::exp, |x| x),
         // log of positive inputs: |x| + 0.001 over (0.001, 10].
         ("log", libm::log, f64::ln, |x| x.abs() + 0.001),
@@ -97,6 +124,9 @@ fn main() {
         ("expm1", libm::expm1, f64::exp_m1, |x| x),
         // tanh where it is not ±1: [-5, 5).
         ("tanh", libm::tanh, f64::tanh, |x| x * 0.5),
+        // erf and erfc where they are not constant: [-3, 3).
+        ("erf", libm::erf, glibc::erf, |x| x * 0.3),
+        ("erfc", libm::erfc, glibc::erfc, |x| x * 0.3),
     ];
     println!("function,contender,ns_per_element ({rows} elements)");
     for (name, libm_fn, std_fn, domain) in functions {
@@ -109,13 +139,15 @@ fn main() {
     }
     // The same for f32, against the `libm` crate's `expf`… and glibc's.
     type Scalar32 = fn(f32) -> f32;
-    let functions32: [(&str, Scalar32, Scalar32, Scalar32); 6] = [
+    let functions32: [(&str, Scalar32, Scalar32, Scalar32); 8] = [
         ("exp", libm::expf, f32::exp, |x| x),
         ("log", libm::logf, f32::ln, |x| x.abs() + 0.001),
         ("sin", libm::sinf, f32::sin, |x| x),
         ("cos", libm::cosf, f32::cos, |x| x),
         ("expm1", libm::expm1f, f32::exp_m1, |x| x),
         ("tanh", libm::tanhf, f32::tanh, |x| x * 0.5),
+        ("erf", libm::erff, glibc::erff, |x| x * 0.3),
+        ("erfc", libm::erfcf, glibc::erfcf, |x| x * 0.3),
     ];
     for (name, libm_fn, std_fn, domain) in functions32 {
         let xs: Vec<f32> = xs.iter().map(|&x| domain(x as f32)).collect();
