@@ -234,6 +234,32 @@ fn erf_pick(rng: &mut Rng, i: usize) -> f64 {
     }
 }
 
+/// The inputs for `sinh` and `cosh` (f64): their thresholds (log(DBL_MAX),
+/// 1, log(2), 2^-26) from both sides, where they overflow, and `expm1`'s
+/// steps.
+fn hyperbolic_inputs() -> Vec<f64> {
+    let mut v = expm1_inputs();
+    for hx in [0x4086_2e42, 0x3ff0_0000, 0x3fe6_2e42, 0x3e50_0000] {
+        around_high_word(hx, &mut v);
+    }
+    for x in [709.782712893384, 710.4758600739439, 711.0] {
+        around(x, &mut v);
+        around(-x, &mut v);
+    }
+    v
+}
+
+/// Random `sinh`/`cosh` inputs: uniform bit patterns, and uniform values
+/// up to overflow, near 0 and below 1.
+fn hyperbolic_pick(rng: &mut Rng, i: usize) -> f64 {
+    match i % 4 {
+        0 => f64::from_bits(rng.next()),
+        1 => rng.uniform(-715.0, 715.0),
+        2 => rng.uniform(-1.5, 1.5),
+        _ => rng.uniform(-30.0, 30.0),
+    }
+}
+
 /// The inputs for `log` (f64): its thresholds (subnormals, the reduction's
 /// boundary at the high word 0x3fe6a09e in every binade, 1, infinities).
 fn log_inputs() -> Vec<f64> {
@@ -367,7 +393,7 @@ type Pick = fn(&mut Rng, usize) -> f64;
 
 /// Each inline f64 function: its name, the `libm` crate's function, its
 /// chosen inputs and its random inputs.
-const F64_FUNCTIONS: [(&str, Oracle, Chosen, Pick); 8] = [
+const F64_FUNCTIONS: [(&str, Oracle, Chosen, Pick); 10] = [
     ("exp", libm::exp, exp_inputs, exp_pick),
     ("log", libm::log, log_inputs, log_pick),
     ("sin", libm::sin, trig_inputs, trig_pick),
@@ -376,6 +402,8 @@ const F64_FUNCTIONS: [(&str, Oracle, Chosen, Pick); 8] = [
     ("tanh", libm::tanh, tanh_inputs, tanh_pick),
     ("erf", libm::erf, erf_inputs, erf_pick),
     ("erfc", libm::erfc, erf_inputs, erf_pick),
+    ("sinh", libm::sinh, hyperbolic_inputs, hyperbolic_pick),
+    ("cosh", libm::cosh, hyperbolic_inputs, hyperbolic_pick),
 ];
 
 /// What the checks need of `f32` and `f64` beyond their dtype.
@@ -598,6 +626,11 @@ fn special_f32() -> Vec<f32> {
         0x40af_eddf,
         0x40e2_31d5,
         0x4dc9_0fdb,
+        // sinhf and coshf.
+        0x42b1_7217,
+        0x3f31_7217,
+        0x3980_0000,
+        0x42b2_d4fc,
         // erff and erfcf.
         0x3f58_0000,
         0x3180_0000,
@@ -663,7 +696,7 @@ fn f32_pick(rng: &mut Rng, i: usize) -> f32 {
 type OracleF32 = fn(f32) -> f32;
 
 /// Each inline f32 function and the `libm` crate's.
-const F32_FUNCTIONS: [(&str, OracleF32); 8] = [
+const F32_FUNCTIONS: [(&str, OracleF32); 10] = [
     ("exp", libm::expf),
     ("log", libm::logf),
     ("sin", libm::sinf),
@@ -672,6 +705,8 @@ const F32_FUNCTIONS: [(&str, OracleF32); 8] = [
     ("tanh", libm::tanhf),
     ("erf", libm::erff),
     ("erfc", libm::erfcf),
+    ("sinh", libm::sinhf),
+    ("cosh", libm::coshf),
 ];
 
 /// The f32 functions at their chosen inputs and `MATH_CASES` random ones on

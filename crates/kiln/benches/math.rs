@@ -115,7 +115,7 @@ fn main() {
         .collect();
     type Scalar = fn(f64) -> f64;
     // (name, the libm crate, glibc, the input domain)
-    let functions: [(&str, Scalar, Scalar, Scalar); 8] = [
+    let functions: [(&str, Scalar, Scalar, Scalar); 10] = [
         ("exp", libm::exp, f64::exp, |x| x),
         // log of positive inputs: |x| + 0.001 over (0.001, 10].
         ("log", libm::log, f64::ln, |x| x.abs() + 0.001),
@@ -127,6 +127,8 @@ fn main() {
         // erf and erfc where they are not constant: [-3, 3).
         ("erf", libm::erf, glibc::erf, |x| x * 0.3),
         ("erfc", libm::erfc, glibc::erfc, |x| x * 0.3),
+        ("sinh", libm::sinh, f64::sinh, |x| x),
+        ("cosh", libm::cosh, f64::cosh, |x| x),
     ];
     println!("function,contender,ns_per_element ({rows} elements)");
     for (name, libm_fn, std_fn, domain) in functions {
@@ -139,7 +141,7 @@ fn main() {
     }
     // The same for f32, against the `libm` crate's `expf`… and glibc's.
     type Scalar32 = fn(f32) -> f32;
-    let functions32: [(&str, Scalar32, Scalar32, Scalar32); 8] = [
+    let functions32: [(&str, Scalar32, Scalar32, Scalar32); 10] = [
         ("exp", libm::expf, f32::exp, |x| x),
         ("log", libm::logf, f32::ln, |x| x.abs() + 0.001),
         ("sin", libm::sinf, f32::sin, |x| x),
@@ -148,6 +150,8 @@ fn main() {
         ("tanh", libm::tanhf, f32::tanh, |x| x * 0.5),
         ("erf", libm::erff, glibc::erff, |x| x * 0.3),
         ("erfc", libm::erfcf, glibc::erfcf, |x| x * 0.3),
+        ("sinh", libm::sinhf, f32::sinh, |x| x),
+        ("cosh", libm::coshf, f32::cosh, |x| x),
     ];
     for (name, libm_fn, std_fn, domain) in functions32 {
         let xs: Vec<f32> = xs.iter().map(|&x| domain(x as f32)).collect();

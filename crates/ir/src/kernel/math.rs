@@ -43,6 +43,8 @@ pub(super) fn inline(op: UnaryOp, dtype: DType) -> Option<Expansion> {
         (UnaryOp::Tanh, DType::F32) => tanh_f32,
         (UnaryOp::Erf, DType::F64 | DType::F32) => erf,
         (UnaryOp::Erfc, DType::F64 | DType::F32) => erfc,
+        (UnaryOp::Sinh, DType::F64 | DType::F32) => sinh,
+        (UnaryOp::Cosh, DType::F64 | DType::F32) => cosh,
         _ => return None,
     })
 }
@@ -1203,6 +1205,118 @@ pub(super) fn erf(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg {
 /// The `libm` crate's `erfc` (f64) and `erfcf`.
 pub(super) fn erfc(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg {
     erfc_core(&mut Emit { lw, out }, x)
+}
+
+/// `sinh` and `cosh` (f64) and `sinhf` and `coshf`: musl's, branch-free,
+/// through `expm1` and one `exp` (of `|x|` or, past log(MAX), of
+/// `|x| - k·ln2` for `k_expo2`'s scaling by `2^(k-1)` in two steps).
+fn hyperbolic(m: &mut Emit<'_, '_>, x: Reg, op: UnaryOp) -> Reg {
+    let dtype = m.ty(x);
+    let f32 = dtype == DType::F32;
+    // |x|'s word at log(MAX), 1, log(2) and the tiny arguments; k·ln2 and
+    // 2^((k-1)/2) of k_expo2.
+    let (log_max, one_at, log2_at, tiny_at, k_ln2, scale) = if f32 {
+        (
+            0x42b1_7217,
+            0x3f80_0000,
+            0x3f31_7217,
+            0x3f80_0000 - (12 << 23),
+            f64::from(f32::from_bits(0x4322_e3bc)),
+            f64::from(f32::from_bits((0x7f + 235 / 2) << 23)),
+        )
+    } else {
+        (
+            0x4086_2e42,
+            0x3ff0_0000,
+            0x3fe6_2e42,
+            0x3ff0_0000 - (26 << 20),
+            f64::from_bits(0x4096_2066_151a_dd8b),
+            f64::from_bits((0x3ff + 2043 / 2) << 52),
+        )
+    };
+    let (w, negative) = magnitude_word(m, x);
+    let a = m.let_(dtype, Expr::Unary(UnaryOp::Abs, x));
+    let below_max = m.cmp_k(CmpOp::Lt, w, log_max);
+    let tiny = m.cmp_k(CmpOp::Lt, w, tiny_at);
+    let t = expm1_core(m, a);
+    // One exp: of |x| (cosh below log(MAX)), else of |x| - k·ln2.
+    let e = {
+        let kl = m.float(dtype, k_ln2);
+        let shifted = m.sub(a, kl);
+        let arg = if op == UnaryOp::Cosh {
+            m.select(below_max, a, shifted)
+        } else {
+            shifted
+        };
+        let exp = if f32 { exp_f32 } else { exp_f64 };
+        exp(m.lw, m.out, arg)
+    };
+    // k_expo2: exp(|x| - k·ln2)·2^((k-1)/2)·2^((k-1)/2).
+    let expo2 = {
+        let scale = m.float(dtype, scale);
+        let once = m.mul(e, scale);
+        m.mul(once, scale)
+    };
+    let one = m.float(dtype, 1.0);
+    let two = m.float(dtype, 2.0);
+    let t1 = m.add(t, one);
+    if op == UnaryOp::Cosh {
+        // Below log(2): 1 + t²/(2(1 + t)), or 1 when tiny; below log(MAX):
+        // 0.5(e + 1/e); beyond (and NaN): k_expo2.
+        let near = {
+            let tt = m.mul(t, t);
+            let one_t = m.add(one, t);
+            let den = m.mul(two, one_t);
+            let q = m.div(tt, den);
+            let v = m.add(one, q);
+            m.select(tiny, one, v)
+        };
+        let mid = {
+            let inv = m.div(one, e);
+            let sum = m.add(e, inv);
+            let half = m.float(dtype, 0.5);
+            m.mul(half, sum)
+        };
+        let is_near = m.cmp_k(CmpOp::Lt, w, log2_at);
+        let value = m.select(is_near, near, mid);
+        return m.select(below_max, value, expo2);
+    }
+    // sinh, with h = ±0.5: below 1, h(2t - t²/(t + 1)) (x when tiny); below
+    // log(MAX), h(t + t/(t + 1)); beyond (and NaN), 2h·k_expo2.
+    let h = {
+        let (plus, minus) = (m.float(dtype, 0.5), m.float(dtype, -0.5));
+        m.select(negative, minus, plus)
+    };
+    let below_one = {
+        let tt = m.mul(t, t);
+        let q = m.div(tt, t1);
+        let t2 = m.mul(two, t);
+        let d = m.sub(t2, q);
+        let v = m.mul(h, d);
+        m.select(tiny, x, v)
+    };
+    let above_one = {
+        let q = m.div(t, t1);
+        let s = m.add(t, q);
+        m.mul(h, s)
+    };
+    let far = {
+        let h2 = m.mul(two, h);
+        m.mul(h2, expo2)
+    };
+    let is_below_one = m.cmp_k(CmpOp::Lt, w, one_at);
+    let value = m.select(is_below_one, below_one, above_one);
+    m.select(below_max, value, far)
+}
+
+/// The `libm` crate's `sinh` (f64) and `sinhf`.
+pub(super) fn sinh(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg {
+    hyperbolic(&mut Emit { lw, out }, x, UnaryOp::Sinh)
+}
+
+/// The `libm` crate's `cosh` (f64) and `coshf`.
+pub(super) fn cosh(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg {
+    hyperbolic(&mut Emit { lw, out }, x, UnaryOp::Cosh)
 }
 
 /// The `libm` crate's `log` (f64; FreeBSD's `e_log.c`), branch-free.
