@@ -260,6 +260,42 @@ fn hyperbolic_pick(rng: &mut Rng, i: usize) -> f64 {
     }
 }
 
+/// The inputs for `log1p` (f64): its thresholds from both sides (both
+/// signs), around -1, and `log`'s inputs minus 1 (every binade's reduction
+/// boundary of 1 + x, so every k, including k = 2 and k = 54 where its
+/// correction term changes).
+fn log1p_inputs() -> Vec<f64> {
+    let mut v = Vec::new();
+    special_f64(&mut v);
+    for hx in [
+        0x3fda_827a,
+        0x3ff0_0000,
+        0x3ca0_0000,
+        0x3fd2_bec4,
+        0x7ff0_0000,
+    ] {
+        around_high_word(hx, &mut v);
+    }
+    around(-1.0, &mut v);
+    for y in log_inputs() {
+        v.push(y - 1.0);
+    }
+    for e in 0..60 {
+        around(2f64.powi(e) - 1.0, &mut v);
+    }
+    v
+}
+
+/// Random `log1p` inputs: uniform bit patterns, values above -1 and near 0.
+fn log1p_pick(rng: &mut Rng, i: usize) -> f64 {
+    match i % 4 {
+        0 => f64::from_bits(rng.next()),
+        1 => rng.uniform(-1.0, 10.0),
+        2 => rng.uniform(-0.4, 0.5),
+        _ => rng.uniform(-1e-6, 1e-6),
+    }
+}
+
 /// The inputs for `log` (f64): its thresholds (subnormals, the reduction's
 /// boundary at the high word 0x3fe6a09e in every binade, 1, infinities).
 fn log_inputs() -> Vec<f64> {
@@ -393,7 +429,7 @@ type Pick = fn(&mut Rng, usize) -> f64;
 
 /// Each inline f64 function: its name, the `libm` crate's function, its
 /// chosen inputs and its random inputs.
-const F64_FUNCTIONS: [(&str, Oracle, Chosen, Pick); 10] = [
+const F64_FUNCTIONS: [(&str, Oracle, Chosen, Pick); 11] = [
     ("exp", libm::exp, exp_inputs, exp_pick),
     ("log", libm::log, log_inputs, log_pick),
     ("sin", libm::sin, trig_inputs, trig_pick),
@@ -404,6 +440,7 @@ const F64_FUNCTIONS: [(&str, Oracle, Chosen, Pick); 10] = [
     ("erfc", libm::erfc, erf_inputs, erf_pick),
     ("sinh", libm::sinh, hyperbolic_inputs, hyperbolic_pick),
     ("cosh", libm::cosh, hyperbolic_inputs, hyperbolic_pick),
+    ("log1p", libm::log1p, log1p_inputs, log1p_pick),
 ];
 
 /// What the checks need of `f32` and `f64` beyond their dtype.
@@ -626,6 +663,10 @@ fn special_f32() -> Vec<f32> {
         0x40af_eddf,
         0x40e2_31d5,
         0x4dc9_0fdb,
+        // log1pf.
+        0x3ed4_13d0,
+        0x3380_0000,
+        0x3e95_f619,
         // sinhf and coshf.
         0x42b1_7217,
         0x3f31_7217,
@@ -665,6 +706,11 @@ fn special_f32() -> Vec<f32> {
         // tanhf's expm1f is of twice the argument.
         v.extend([x.next_down(), x, x.next_up()].map(|x| x / 2.0));
     }
+    // log1pf at every binade's reduction boundary of 1 + x.
+    for e in 0..0xffu32 {
+        let boundary = f32::from_bits(e << 23 | 0x35_04f3);
+        v.extend([boundary.next_down(), boundary, boundary.next_up()].map(|b| b - 1.0));
+    }
     // expm1f's k = 1 branch turns at a reduced -0.25.
     let x = std::f32::consts::LN_2 - 0.25;
     v.extend([x.next_down(), x, x.next_up(), -x]);
@@ -696,7 +742,7 @@ fn f32_pick(rng: &mut Rng, i: usize) -> f32 {
 type OracleF32 = fn(f32) -> f32;
 
 /// Each inline f32 function and the `libm` crate's.
-const F32_FUNCTIONS: [(&str, OracleF32); 10] = [
+const F32_FUNCTIONS: [(&str, OracleF32); 11] = [
     ("exp", libm::expf),
     ("log", libm::logf),
     ("sin", libm::sinf),
@@ -707,6 +753,7 @@ const F32_FUNCTIONS: [(&str, OracleF32); 10] = [
     ("erfc", libm::erfcf),
     ("sinh", libm::sinhf),
     ("cosh", libm::coshf),
+    ("log1p", libm::log1pf),
 ];
 
 /// The f32 functions at their chosen inputs and `MATH_CASES` random ones on

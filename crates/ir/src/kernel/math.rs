@@ -45,6 +45,7 @@ pub(super) fn inline(op: UnaryOp, dtype: DType) -> Option<Expansion> {
         (UnaryOp::Erfc, DType::F64 | DType::F32) => erfc,
         (UnaryOp::Sinh, DType::F64 | DType::F32) => sinh,
         (UnaryOp::Cosh, DType::F64 | DType::F32) => cosh,
+        (UnaryOp::Log1p, DType::F64 | DType::F32) => log1p,
         _ => return None,
     })
 }
@@ -1317,6 +1318,174 @@ pub(super) fn sinh(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg {
 /// The `libm` crate's `cosh` (f64) and `coshf`.
 pub(super) fn cosh(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg {
     hyperbolic(&mut Emit { lw, out }, x, UnaryOp::Cosh)
+}
+
+/// The `libm` crate's `log1p` (f64) and `log1pf` (FreeBSD's `s_log1p.c`,
+/// `s_log1pf.c`), branch-free. The scalar code compares the unsigned word
+/// of `x`; here the word of |x| and the sign say the same.
+fn log1p_core(m: &mut Emit<'_, '_>, x: Reg) -> Reg {
+    let dtype = m.ty(x);
+    let f32 = dtype == DType::F32;
+    // Thresholds on |x|'s word: 1 + x < sqrt(2); -1; the tiny arguments;
+    // k = 0 for negatives from sqrt(2)/2 - 1; infinity.
+    let (small_at, one_at, tiny_at, k0_at, inf_at) = if f32 {
+        (
+            0x3ed4_13d0,
+            0x3f80_0000,
+            0x3380_0000,
+            0x3e95_f619,
+            0x7f80_0000,
+        )
+    } else {
+        (
+            0x3fda_827a,
+            0x3ff0_0000,
+            0x3ca0_0000,
+            0x3fd2_bec4,
+            0x7ff0_0000,
+        )
+    };
+    let (ln2, even, odd): ([f64; 2], &[f64], &[f64]) = if f32 {
+        (
+            [6.9313812256e-01_f32 as f64, 9.0580006145e-06_f32 as f64],
+            &[0.40000972152_f32 as f64, 0.24279078841_f32 as f64],
+            &[0.66666662693_f32 as f64, 0.28498786688_f32 as f64],
+        )
+    } else {
+        (
+            [6.93147180369123816490e-01, 1.90821492927058770002e-10],
+            &[
+                3.999999999940941908e-01,
+                2.222219843214978396e-01,
+                1.531383769920937332e-01,
+            ],
+            &[
+                6.666666666666735130e-01,
+                2.857142874366239149e-01,
+                1.818357216161805012e-01,
+                1.479819860511658591e-01,
+            ],
+        )
+    };
+    let (ax, negative) = magnitude_word(m, x);
+    let below = m.cmp_k(CmpOp::Lt, ax, small_at);
+    let small = m.or(negative, below);
+    let positive = m.not(negative);
+    let near = m.cmp_k(CmpOp::Le, ax, k0_at);
+    let k0 = {
+        let either = m.or(positive, near);
+        m.and(small, either)
+    };
+    // k > 0: u = 1 + x, reduced into [sqrt(2)/2, sqrt(2)] by its word moved
+    // by 1 - sqrt(2)/2, with the correction c = (log(1+x) - log(u))·u.
+    let one = m.float(dtype, 1.0);
+    let u = m.add(one, x);
+    let (k, f) = if f32 {
+        let bits = m.bitcast(DType::I32, u);
+        let moved = {
+            let by = m.i32(0x3f80_0000 - 0x3f35_04f3);
+            m.add(bits, by)
+        };
+        let c23 = m.i32(23);
+        let e = m.bin(BinaryOp::ShrLogical, moved, c23);
+        let bias = m.i32(0x7f);
+        let k = m.sub(e, bias);
+        let frac = m.band_k(moved, 0x007f_ffff);
+        let base = m.i32(0x3f35_04f3);
+        let reduced = m.add(frac, base);
+        let reduced = m.bitcast(DType::F32, reduced);
+        (k, m.sub(reduced, one))
+    } else {
+        let bits = m.bitcast(DType::I64, u);
+        let c32 = m.i64(32);
+        let high = m.bin(BinaryOp::ShrLogical, bits, c32);
+        let moved = {
+            let by = m.i64(0x3ff0_0000 - 0x3fe6_a09e);
+            m.add(high, by)
+        };
+        let c20 = m.i64(20);
+        let e = m.bin(BinaryOp::ShrLogical, moved, c20);
+        let bias = m.i64(0x3ff);
+        let k = m.sub(e, bias);
+        // |k| < 1100: through i32, which converts packed on x86-64.
+        let k = m.cast(DType::I32, k);
+        let frac = m.band_k(moved, 0x000f_ffff);
+        let base = m.i64(0x3fe6_a09e);
+        let hu = m.add(frac, base);
+        let hi = m.bin(BinaryOp::Shl, hu, c32);
+        let lo = m.band_k(bits, 0xffff_ffff);
+        let reduced = m.bin(BinaryOp::BOr, hi, lo);
+        let reduced = m.bitcast(DType::F64, reduced);
+        (k, m.sub(reduced, one))
+    };
+    let c = {
+        let ux = m.sub(u, x);
+        let high = m.sub(one, ux);
+        let u1 = m.sub(u, one);
+        let low = m.sub(x, u1);
+        let two_up = m.cmp_k(CmpOp::Ge, k, 2);
+        let c = m.select(two_up, high, low);
+        let c = m.div(c, u);
+        let limit = m.cmp_k(CmpOp::Lt, k, if f32 { 25 } else { 54 });
+        let zero = m.float(dtype, 0.0);
+        let c = m.select(limit, c, zero);
+        m.select(k0, zero, c)
+    };
+    let f = m.select(k0, x, f);
+    let k = {
+        let zero = m.i32(0);
+        m.select(k0, zero, k)
+    };
+    let dk = m.cast(dtype, k);
+    // s(hfsq + R) + (k·ln2_lo + c) - hfsq + f + k·ln2_hi.
+    let result = {
+        let two = m.float(dtype, 2.0);
+        let den = m.add(two, f);
+        let s = m.div(f, den);
+        let z = m.mul(s, s);
+        let w = m.mul(z, z);
+        let p1 = m.horner(w, even);
+        let t1 = m.mul(w, p1);
+        let p2 = m.horner(w, odd);
+        let t2 = m.mul(z, p2);
+        let r = m.add(t2, t1);
+        let half = m.float(dtype, 0.5);
+        let hf = m.mul(half, f);
+        let hfsq = m.mul(hf, f);
+        let sum = m.add(hfsq, r);
+        let acc = m.mul(s, sum);
+        let ln2lo = m.float(dtype, ln2[1]);
+        let klo = m.mul(dk, ln2lo);
+        let klo_c = m.add(klo, c);
+        let acc = m.add(acc, klo_c);
+        let acc = m.sub(acc, hfsq);
+        let acc = m.add(acc, f);
+        let ln2hi = m.float(dtype, ln2[0]);
+        let khi = m.mul(dk, ln2hi);
+        m.add(acc, khi)
+    };
+    // +inf and positive NaNs: x; tiny: x; -1: -inf; below -1 (and negative
+    // NaNs): NaN.
+    let inf = m.cmp_k(CmpOp::Ge, ax, inf_at);
+    let special = m.and(positive, inf);
+    let result = m.select(special, x, result);
+    let tiny = m.cmp_k(CmpOp::Lt, ax, tiny_at);
+    let result = m.select(tiny, x, result);
+    let zero = m.float(dtype, 0.0);
+    let minus_inf = m.div(x, zero);
+    let d = m.sub(x, x);
+    let nan = m.div(d, zero);
+    let minus_one = m.float(dtype, -1.0);
+    let is_minus_one = m.cmp(CmpOp::Eq, x, minus_one);
+    let below_value = m.select(is_minus_one, minus_inf, nan);
+    let at_or_below = m.cmp_k(CmpOp::Ge, ax, one_at);
+    let below = m.and(negative, at_or_below);
+    m.select(below, below_value, result)
+}
+
+/// The `libm` crate's `log1p` (f64) and `log1pf`.
+pub(super) fn log1p(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg {
+    log1p_core(&mut Emit { lw, out }, x)
 }
 
 /// The `libm` crate's `log` (f64; FreeBSD's `e_log.c`), branch-free.
