@@ -296,6 +296,19 @@ fn log1p_pick(rng: &mut Rng, i: usize) -> f64 {
     }
 }
 
+/// The inputs for `log2` and `log10` (f64): `log`'s, and the powers of 2
+/// and 10 with their neighbours.
+fn log2_log10_inputs() -> Vec<f64> {
+    let mut v = log_inputs();
+    for e in -1074..=1023 {
+        around(2f64.powi(e), &mut v);
+    }
+    for e in -323..=308 {
+        around(format!("1e{e}").parse().expect("a power of ten"), &mut v);
+    }
+    v
+}
+
 /// The inputs for `log` (f64): its thresholds (subnormals, the reduction's
 /// boundary at the high word 0x3fe6a09e in every binade, 1, infinities).
 fn log_inputs() -> Vec<f64> {
@@ -429,7 +442,7 @@ type Pick = fn(&mut Rng, usize) -> f64;
 
 /// Each inline f64 function: its name, the `libm` crate's function, its
 /// chosen inputs and its random inputs.
-const F64_FUNCTIONS: [(&str, Oracle, Chosen, Pick); 11] = [
+const F64_FUNCTIONS: [(&str, Oracle, Chosen, Pick); 13] = [
     ("exp", libm::exp, exp_inputs, exp_pick),
     ("log", libm::log, log_inputs, log_pick),
     ("sin", libm::sin, trig_inputs, trig_pick),
@@ -441,6 +454,8 @@ const F64_FUNCTIONS: [(&str, Oracle, Chosen, Pick); 11] = [
     ("sinh", libm::sinh, hyperbolic_inputs, hyperbolic_pick),
     ("cosh", libm::cosh, hyperbolic_inputs, hyperbolic_pick),
     ("log1p", libm::log1p, log1p_inputs, log1p_pick),
+    ("log2", libm::log2, log2_log10_inputs, log_pick),
+    ("log10", libm::log10, log2_log10_inputs, log_pick),
 ];
 
 /// What the checks need of `f32` and `f64` beyond their dtype.
@@ -706,6 +721,14 @@ fn special_f32() -> Vec<f32> {
         // tanhf's expm1f is of twice the argument.
         v.extend([x.next_down(), x, x.next_up()].map(|x| x / 2.0));
     }
+    // Powers of 2 and 10 (log2f, log10f).
+    for e in -149..=127 {
+        v.push(2f32.powi(e));
+    }
+    for e in -45..=38 {
+        let p: f32 = format!("1e{e}").parse().expect("a power of ten");
+        v.extend([p.next_down(), p, p.next_up()]);
+    }
     // log1pf at every binade's reduction boundary of 1 + x.
     for e in 0..0xffu32 {
         let boundary = f32::from_bits(e << 23 | 0x35_04f3);
@@ -742,7 +765,7 @@ fn f32_pick(rng: &mut Rng, i: usize) -> f32 {
 type OracleF32 = fn(f32) -> f32;
 
 /// Each inline f32 function and the `libm` crate's.
-const F32_FUNCTIONS: [(&str, OracleF32); 11] = [
+const F32_FUNCTIONS: [(&str, OracleF32); 13] = [
     ("exp", libm::expf),
     ("log", libm::logf),
     ("sin", libm::sinf),
@@ -754,6 +777,8 @@ const F32_FUNCTIONS: [(&str, OracleF32); 11] = [
     ("sinh", libm::sinhf),
     ("cosh", libm::coshf),
     ("log1p", libm::log1pf),
+    ("log2", libm::log2f),
+    ("log10", libm::log10f),
 ];
 
 /// The f32 functions at their chosen inputs and `MATH_CASES` random ones on

@@ -115,7 +115,7 @@ fn main() {
         .collect();
     type Scalar = fn(f64) -> f64;
     // (name, the libm crate, glibc, the input domain)
-    let functions: [(&str, Scalar, Scalar, Scalar); 11] = [
+    let functions: [(&str, Scalar, Scalar, Scalar); 13] = [
         ("exp", libm::exp, f64::exp, |x| x),
         // log of positive inputs: |x| + 0.001 over (0.001, 10].
         ("log", libm::log, f64::ln, |x| x.abs() + 0.001),
@@ -131,6 +131,8 @@ fn main() {
         ("cosh", libm::cosh, f64::cosh, |x| x),
         // log1p over (-0.999, 9]: |x| - 0.999.
         ("log1p", libm::log1p, f64::ln_1p, |x| x.abs() - 0.999),
+        ("log2", libm::log2, f64::log2, |x| x.abs() + 0.001),
+        ("log10", libm::log10, f64::log10, |x| x.abs() + 0.001),
     ];
     println!("function,contender,ns_per_element ({rows} elements)");
     for (name, libm_fn, std_fn, domain) in functions {
@@ -143,7 +145,7 @@ fn main() {
     }
     // The same for f32, against the `libm` crate's `expf`… and glibc's.
     type Scalar32 = fn(f32) -> f32;
-    let functions32: [(&str, Scalar32, Scalar32, Scalar32); 11] = [
+    let functions32: [(&str, Scalar32, Scalar32, Scalar32); 13] = [
         ("exp", libm::expf, f32::exp, |x| x),
         ("log", libm::logf, f32::ln, |x| x.abs() + 0.001),
         ("sin", libm::sinf, f32::sin, |x| x),
@@ -155,6 +157,8 @@ fn main() {
         ("sinh", libm::sinhf, f32::sinh, |x| x),
         ("cosh", libm::coshf, f32::cosh, |x| x),
         ("log1p", libm::log1pf, f32::ln_1p, |x| x.abs() - 0.999),
+        ("log2", libm::log2f, f32::log2, |x| x.abs() + 0.001),
+        ("log10", libm::log10f, f32::log10, |x| x.abs() + 0.001),
     ];
     for (name, libm_fn, std_fn, domain) in functions32 {
         let xs: Vec<f32> = xs.iter().map(|&x| domain(x as f32)).collect();

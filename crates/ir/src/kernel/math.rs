@@ -46,6 +46,8 @@ pub(super) fn inline(op: UnaryOp, dtype: DType) -> Option<Expansion> {
         (UnaryOp::Sinh, DType::F64 | DType::F32) => sinh,
         (UnaryOp::Cosh, DType::F64 | DType::F32) => cosh,
         (UnaryOp::Log1p, DType::F64 | DType::F32) => log1p,
+        (UnaryOp::Log2, DType::F64 | DType::F32) => log2,
+        (UnaryOp::Log10, DType::F64 | DType::F32) => log10,
         _ => return None,
     })
 }
@@ -1488,6 +1490,147 @@ pub(super) fn log1p(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg {
     log1p_core(&mut Emit { lw, out }, x)
 }
 
+/// The `libm` crate's `log2` and `log10`, f64 and f32 (FreeBSD's
+/// `e_log2.c`, `e_log10.c` and their `f` forms), branch-free: `log`'s
+/// reduction and special cases, then `log(1 + f)` as `hi + lo` (hi with its
+/// low bits cleared) scaled by 1/ln 2 or 1/ln 10 in two parts, plus `k` (or
+/// `k·log10(2)` in two parts), in each function's order.
+fn log2_log10(m: &mut Emit<'_, '_>, x: Reg, op: UnaryOp) -> Reg {
+    let dtype = m.ty(x);
+    let f32 = dtype == DType::F32;
+    let (reduced, dk, flags) = if f32 {
+        log_parts_f32(m, x)
+    } else {
+        log_parts_f64(m, x)
+    };
+    let (even, odd, hi_mask): (&[f64], &[f64], i64) = if f32 {
+        (
+            &[0.40000972152_f32 as f64, 0.24279078841_f32 as f64],
+            &[0.66666662693_f32 as f64, 0.28498786688_f32 as f64],
+            0xffff_f000u32 as i32 as i64,
+        )
+    } else {
+        (
+            &[
+                3.999999999940941908e-01,
+                2.222219843214978396e-01,
+                1.531383769920937332e-01,
+            ],
+            &[
+                6.666666666666735130e-01,
+                2.857142874366239149e-01,
+                1.818357216161805012e-01,
+                1.479819860511658591e-01,
+            ],
+            !0xffff_ffff,
+        )
+    };
+    let one = m.float(dtype, 1.0);
+    let f = m.sub(reduced, one);
+    let half = m.float(dtype, 0.5);
+    let hf = m.mul(half, f);
+    let hfsq = m.mul(hf, f);
+    let two = m.float(dtype, 2.0);
+    let den = m.add(two, f);
+    let s = m.div(f, den);
+    let z = m.mul(s, s);
+    let w = m.mul(z, z);
+    let p1 = m.horner(w, even);
+    let t1 = m.mul(w, p1);
+    let p2 = m.horner(w, odd);
+    let t2 = m.mul(z, p2);
+    let r = m.add(t2, t1);
+    // hi = f - hfsq, low bits cleared; lo = f - hi - hfsq + s*(hfsq + r).
+    let hi = {
+        let h = m.sub(f, hfsq);
+        let int = if f32 { DType::I32 } else { DType::I64 };
+        let bits = m.bitcast(int, h);
+        let cut = m.band_k(bits, hi_mask);
+        m.bitcast(dtype, cut)
+    };
+    let lo = {
+        let a = m.sub(f, hi);
+        let a = m.sub(a, hfsq);
+        let b = m.add(hfsq, r);
+        let b = m.mul(s, b);
+        m.add(a, b)
+    };
+    let lo_hi = m.add(lo, hi);
+    let result = match (op, f32) {
+        (UnaryOp::Log2, false) => {
+            let (ivln2hi, ivln2lo) = (
+                m.f64(1.44269504072144627571e+00),
+                m.f64(1.67517131648865118353e-10),
+            );
+            let val_hi = m.mul(hi, ivln2hi);
+            let a = m.mul(lo_hi, ivln2lo);
+            let b = m.mul(lo, ivln2hi);
+            let val_lo = m.add(a, b);
+            spadd(m, dk, val_hi, val_lo)
+        }
+        (_, false) => {
+            let ivln10hi = m.f64(4.34294481878168880939e-01);
+            let ivln10lo = m.f64(2.50829467116452752298e-11);
+            let log10_2hi = m.f64(3.01029995663611771306e-01);
+            let log10_2lo = m.f64(3.69423907715893078616e-13);
+            let val_hi = m.mul(hi, ivln10hi);
+            let y = m.mul(dk, log10_2hi);
+            let a = m.mul(dk, log10_2lo);
+            let b = m.mul(lo_hi, ivln10lo);
+            let c = m.mul(lo, ivln10hi);
+            let val_lo = m.add(a, b);
+            let val_lo = m.add(val_lo, c);
+            spadd(m, y, val_hi, val_lo)
+        }
+        (UnaryOp::Log2, true) => {
+            let ivln2hi = m.f32(1.4428710938e+00);
+            let ivln2lo = m.f32(-1.7605285393e-04);
+            let a = m.mul(lo_hi, ivln2lo);
+            let b = m.mul(lo, ivln2hi);
+            let c = m.mul(hi, ivln2hi);
+            let acc = m.add(a, b);
+            let acc = m.add(acc, c);
+            m.add(acc, dk)
+        }
+        (_, true) => {
+            let ivln10hi = m.f32(4.3432617188e-01);
+            let ivln10lo = m.f32(-3.1689971365e-05);
+            let log10_2hi = m.f32(3.0102920532e-01);
+            let log10_2lo = m.f32(7.9034151668e-07);
+            let a = m.mul(dk, log10_2lo);
+            let b = m.mul(lo_hi, ivln10lo);
+            let c = m.mul(lo, ivln10hi);
+            let d = m.mul(hi, ivln10hi);
+            let e = m.mul(dk, log10_2hi);
+            let acc = m.add(a, b);
+            let acc = m.add(acc, c);
+            let acc = m.add(acc, d);
+            m.add(acc, e)
+        }
+    };
+    m.log_specials(x, result, flags)
+}
+
+/// `spadd(val_hi, val_lo, y)` of `e_log2.c`: `w = y + val_hi`, `val_lo +=
+/// (y - w) + val_hi`, then `val_lo + w`.
+fn spadd(m: &mut Emit<'_, '_>, y: Reg, val_hi: Reg, val_lo: Reg) -> Reg {
+    let w = m.add(y, val_hi);
+    let d = m.sub(y, w);
+    let d = m.add(d, val_hi);
+    let val_lo = m.add(val_lo, d);
+    m.add(val_lo, w)
+}
+
+/// The `libm` crate's `log2` (f64) and `log2f`.
+pub(super) fn log2(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg {
+    log2_log10(&mut Emit { lw, out }, x, UnaryOp::Log2)
+}
+
+/// The `libm` crate's `log10` (f64) and `log10f`.
+pub(super) fn log10(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg {
+    log2_log10(&mut Emit { lw, out }, x, UnaryOp::Log10)
+}
+
 /// The `libm` crate's `log` (f64; FreeBSD's `e_log.c`), branch-free.
 pub(super) fn log_f64(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg {
     const LN2_HI: f64 = 6.93147180369123816490e-01;
@@ -1500,12 +1643,26 @@ pub(super) fn log_f64(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg 
     const LG6: f64 = 1.531383769920937332e-01;
     const LG7: f64 = 1.479819860511658591e-01;
     let mut m = Emit { lw, out };
+    let (reduced, dk, flags) = log_parts_f64(&mut m, x);
+    let result = m.log_core(
+        reduced,
+        dk,
+        (&[LG2, LG4, LG6], &[LG1, LG3, LG5, LG7]),
+        [LN2_HI, LN2_LO],
+    );
+    m.log_specials(x, result, flags)
+}
+
+/// `log`'s reduction (f64) of `x` into [sqrt(2)/2, sqrt(2)] and its `k` as
+/// an f64, with the special cases' conditions for `log_specials`, which
+/// `log2` and `log10` share.
+fn log_parts_f64(m: &mut Emit<'_, '_>, x: Reg) -> (Reg, Reg, [Reg; 4]) {
     let c32 = m.i64(32);
     let high = |m: &mut Emit<'_, '_>, v: Reg| {
         let bits = m.bitcast(DType::I64, v);
         (bits, m.bin(BinaryOp::ShrLogical, bits, c32))
     };
-    let (ui, hx) = high(&mut m, x);
+    let (ui, hx) = high(m, x);
     // x < 2^-1022 or negative: ±0, negatives and subnormals; a subnormal is
     // scaled by 2^54 first (k = -54).
     let low_or_negative = {
@@ -1522,7 +1679,7 @@ pub(super) fn log_f64(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg 
         let (minus54, zero) = (m.i64(-54), m.i64(0));
         m.select(low_or_negative, minus54, zero)
     };
-    let (ui1, hx1) = high(&mut m, x1);
+    let (ui1, hx1) = high(m, x1);
     // Reduce x into [sqrt(2)/2, sqrt(2)]: k from the exponent of the high
     // word moved by 1 - sqrt(2)/2, the high word rebuilt around 0x3fe6a09e.
     let moved = {
@@ -1550,12 +1707,6 @@ pub(super) fn log_f64(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg 
     // k as f64 through i32, which converts packed on x86-64 (|k| < 1100).
     let k32 = m.cast(DType::I32, k);
     let dk = m.cast(DType::F64, k32);
-    let result = m.log_core(
-        reduced,
-        dk,
-        (&[LG2, LG4, LG6], &[LG1, LG3, LG5, LG7]),
-        [LN2_HI, LN2_LO],
-    );
     // Exactly 1; +inf and NaN (a positive high word from 0x7ff00000);
     // negatives (a high word from the sign bit); ±0.
     let is_one = {
@@ -1576,7 +1727,7 @@ pub(super) fn log_f64(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg 
         let z = m.i64(0);
         m.cmp(CmpOp::Eq, twice, z)
     };
-    m.log_specials(x, result, [is_one, special, negative, is_zero])
+    (reduced, dk, [is_one, special, negative, is_zero])
 }
 
 /// The `libm` crate's `expf` (FreeBSD's `e_expf.c`), branch-free, as
@@ -1669,6 +1820,23 @@ pub(super) fn log_f32(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg 
     const LG3: f32 = 0.28498786688;
     const LG4: f32 = 0.24279078841;
     let mut m = Emit { lw, out };
+    let (reduced, dk, flags) = log_parts_f32(&mut m, x);
+    let result = m.log_core(
+        reduced,
+        dk,
+        (
+            &[f64::from(LG2), f64::from(LG4)],
+            &[f64::from(LG1), f64::from(LG3)],
+        ),
+        [f64::from(LN2_HI), f64::from(LN2_LO)],
+    );
+    m.log_specials(x, result, flags)
+}
+
+/// `logf`'s reduction of `x` into [sqrt(2)/2, sqrt(2)] and its `k` as an
+/// f32, with the special cases' conditions, which `log2f` and `log10f`
+/// share.
+fn log_parts_f32(m: &mut Emit<'_, '_>, x: Reg) -> (Reg, Reg, [Reg; 4]) {
     // The bits as a signed i32: negatives (the sign bit) are below 0.
     let ix = m.bitcast(DType::I32, x);
     let low_or_negative = {
@@ -1703,15 +1871,6 @@ pub(super) fn log_f32(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg 
         m.bitcast(DType::F32, bits)
     };
     let dk = m.cast(DType::F32, k);
-    let result = m.log_core(
-        reduced,
-        dk,
-        (
-            &[f64::from(LG2), f64::from(LG4)],
-            &[f64::from(LG1), f64::from(LG3)],
-        ),
-        [f64::from(LN2_HI), f64::from(LN2_LO)],
-    );
     // Exactly 1; +inf and positive NaNs; negatives (below 0 as an i32); ±0.
     let is_one = {
         let at = m.i32(0x3f80_0000);
@@ -1731,7 +1890,7 @@ pub(super) fn log_f32(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg 
         let z = m.i32(0);
         m.cmp(CmpOp::Eq, twice, z)
     };
-    m.log_specials(x, result, [is_one, special, negative, is_zero])
+    (reduced, dk, [is_one, special, negative, is_zero])
 }
 
 /// The high word of an `f64`'s bits without the sign, as an `i64`, and
