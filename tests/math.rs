@@ -309,6 +309,22 @@ fn log2_log10_inputs() -> Vec<f64> {
     v
 }
 
+/// The inputs for `tan` (f64): `sin`'s and `cos`'s (every reduction
+/// threshold and multiple of pi/2), and `k_tan`'s |x| of 0.6744 and 2^-27.
+fn tan_inputs() -> Vec<f64> {
+    let mut v = trig_inputs();
+    for hx in [0x3fe5_9428, 0x3e40_0000] {
+        around_high_word(hx, &mut v);
+    }
+    // Where the reduced argument crosses 0.6744 in every quadrant.
+    for k in 0..200 {
+        for d in [0.6744, -0.6744] {
+            around(f64::from(k) * std::f64::consts::FRAC_PI_2 + d, &mut v);
+        }
+    }
+    v
+}
+
 /// The inputs for `log` (f64): its thresholds (subnormals, the reduction's
 /// boundary at the high word 0x3fe6a09e in every binade, 1, infinities).
 fn log_inputs() -> Vec<f64> {
@@ -442,7 +458,7 @@ type Pick = fn(&mut Rng, usize) -> f64;
 
 /// Each inline f64 function: its name, the `libm` crate's function, its
 /// chosen inputs and its random inputs.
-const F64_FUNCTIONS: [(&str, Oracle, Chosen, Pick); 13] = [
+const F64_FUNCTIONS: [(&str, Oracle, Chosen, Pick); 14] = [
     ("exp", libm::exp, exp_inputs, exp_pick),
     ("log", libm::log, log_inputs, log_pick),
     ("sin", libm::sin, trig_inputs, trig_pick),
@@ -456,6 +472,7 @@ const F64_FUNCTIONS: [(&str, Oracle, Chosen, Pick); 13] = [
     ("log1p", libm::log1p, log1p_inputs, log1p_pick),
     ("log2", libm::log2, log2_log10_inputs, log_pick),
     ("log10", libm::log10, log2_log10_inputs, log_pick),
+    ("tan", libm::tan, tan_inputs, trig_pick),
 ];
 
 /// What the checks need of `f32` and `f64` beyond their dtype.
@@ -765,7 +782,7 @@ fn f32_pick(rng: &mut Rng, i: usize) -> f32 {
 type OracleF32 = fn(f32) -> f32;
 
 /// Each inline f32 function and the `libm` crate's.
-const F32_FUNCTIONS: [(&str, OracleF32); 13] = [
+const F32_FUNCTIONS: [(&str, OracleF32); 14] = [
     ("exp", libm::expf),
     ("log", libm::logf),
     ("sin", libm::sinf),
@@ -779,6 +796,7 @@ const F32_FUNCTIONS: [(&str, OracleF32); 13] = [
     ("log1p", libm::log1pf),
     ("log2", libm::log2f),
     ("log10", libm::log10f),
+    ("tan", libm::tanf),
 ];
 
 /// The f32 functions at their chosen inputs and `MATH_CASES` random ones on

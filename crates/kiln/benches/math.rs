@@ -115,7 +115,7 @@ fn main() {
         .collect();
     type Scalar = fn(f64) -> f64;
     // (name, the libm crate, glibc, the input domain)
-    let functions: [(&str, Scalar, Scalar, Scalar); 13] = [
+    let functions: [(&str, Scalar, Scalar, Scalar); 14] = [
         ("exp", libm::exp, f64::exp, |x| x),
         // log of positive inputs: |x| + 0.001 over (0.001, 10].
         ("log", libm::log, f64::ln, |x| x.abs() + 0.001),
@@ -133,6 +133,7 @@ fn main() {
         ("log1p", libm::log1p, f64::ln_1p, |x| x.abs() - 0.999),
         ("log2", libm::log2, f64::log2, |x| x.abs() + 0.001),
         ("log10", libm::log10, f64::log10, |x| x.abs() + 0.001),
+        ("tan", libm::tan, f64::tan, |x| x),
     ];
     println!("function,contender,ns_per_element ({rows} elements)");
     for (name, libm_fn, std_fn, domain) in functions {
@@ -145,7 +146,7 @@ fn main() {
     }
     // The same for f32, against the `libm` crate's `expf`… and glibc's.
     type Scalar32 = fn(f32) -> f32;
-    let functions32: [(&str, Scalar32, Scalar32, Scalar32); 13] = [
+    let functions32: [(&str, Scalar32, Scalar32, Scalar32); 14] = [
         ("exp", libm::expf, f32::exp, |x| x),
         ("log", libm::logf, f32::ln, |x| x.abs() + 0.001),
         ("sin", libm::sinf, f32::sin, |x| x),
@@ -159,6 +160,7 @@ fn main() {
         ("log1p", libm::log1pf, f32::ln_1p, |x| x.abs() - 0.999),
         ("log2", libm::log2f, f32::log2, |x| x.abs() + 0.001),
         ("log10", libm::log10f, f32::log10, |x| x.abs() + 0.001),
+        ("tan", libm::tanf, f32::tan, |x| x),
     ];
     for (name, libm_fn, std_fn, domain) in functions32 {
         let xs: Vec<f32> = xs.iter().map(|&x| domain(x as f32)).collect();

@@ -48,6 +48,7 @@ pub(super) fn inline(op: UnaryOp, dtype: DType) -> Option<Expansion> {
         (UnaryOp::Log1p, DType::F64 | DType::F32) => log1p,
         (UnaryOp::Log2, DType::F64 | DType::F32) => log2,
         (UnaryOp::Log10, DType::F64 | DType::F32) => log10,
+        (UnaryOp::Tan, DType::F64 | DType::F32) => tan,
         _ => return None,
     })
 }
@@ -1631,6 +1632,194 @@ pub(super) fn log10(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg {
     log2_log10(&mut Emit { lw, out }, x, UnaryOp::Log10)
 }
 
+/// `k_tan` (f64, FreeBSD's `k_tan.c`): tan(x + y) for |x| <= pi/4, or
+/// -1/tan(x + y) where `odd`, branch-free.
+fn k_tan(m: &mut Emit<'_, '_>, x: Reg, y: Reg, odd: Reg) -> Reg {
+    const T: [f64; 13] = [
+        3.33333333333334091986e-01,
+        1.33333333333201242699e-01,
+        5.39682539762260521377e-02,
+        2.18694882948595424599e-02,
+        8.86323982359930005737e-03,
+        3.59207910759131235356e-03,
+        1.45620945432529025516e-03,
+        5.88041240820264096874e-04,
+        2.46463134818469906812e-04,
+        7.81794442939557092300e-05,
+        7.14072491382608190305e-05,
+        -1.85586374855275456654e-05,
+        2.59073051863633712884e-05,
+    ];
+    const PIO4: f64 = 7.85398163397448278999e-01;
+    const PIO4_LO: f64 = 3.06161699786838301793e-17;
+    let (ix, negative) = high_word(m, x);
+    // |x| >= 0.6744: x = (pi/4 - |x|) + (pi/4_lo - ±y), y = 0.
+    let big = m.cmp_k(CmpOp::Ge, ix, 0x3fe5_9428);
+    let (x, y) = {
+        let ax = negate_if(m, negative, x);
+        let ay = negate_if(m, negative, y);
+        let pio4 = m.f64(PIO4);
+        let pio4_lo = m.f64(PIO4_LO);
+        let a = m.sub(pio4, ax);
+        let b = m.sub(pio4_lo, ay);
+        let xb = m.add(a, b);
+        let zero = m.f64(0.0);
+        (m.select(big, xb, x), m.select(big, zero, y))
+    };
+    let z = m.mul(x, x);
+    let w = m.mul(z, z);
+    let r = m.horner(w, &[T[1], T[3], T[5], T[7], T[9], T[11]]);
+    let v = {
+        let p = m.horner(w, &[T[2], T[4], T[6], T[8], T[10], T[12]]);
+        m.mul(z, p)
+    };
+    let s = m.mul(z, x);
+    // r = y + z*(s*(r + v) + y) + s*T0; w = x + r.
+    let r = {
+        let rv = m.add(r, v);
+        let srv = m.mul(s, rv);
+        let inner = m.add(srv, y);
+        let zi = m.mul(z, inner);
+        let acc = m.add(y, zi);
+        let t0 = m.f64(T[0]);
+        let st = m.mul(s, t0);
+        m.add(acc, st)
+    };
+    let w = m.add(x, r);
+    let one = m.f64(1.0);
+    let two = m.f64(2.0);
+    // big: ±(s1 - 2(x + (r - w²/(w + s1)))) with s1 = 1 - 2·odd.
+    let big_value = {
+        let (plus, minus) = (m.f64(1.0), m.f64(-1.0));
+        let s1 = m.select(odd, minus, plus);
+        let ww = m.mul(w, w);
+        let ws = m.add(w, s1);
+        let q = m.div(ww, ws);
+        let d = m.sub(r, q);
+        let d = m.add(x, d);
+        let d = m.mul(two, d);
+        let v = m.sub(s1, d);
+        negate_if(m, negative, v)
+    };
+    // odd: -1/(x + r) accurately: a0 + a(1 + a0·w0 + a0·v), w0 and a0 with
+    // their low words cleared.
+    let odd_value = {
+        let zero_low = |m: &mut Emit<'_, '_>, v: Reg| {
+            let bits = m.bitcast(DType::I64, v);
+            let cut = m.band_k(bits, !0xffff_ffff);
+            m.bitcast(DType::F64, cut)
+        };
+        let w0 = zero_low(m, w);
+        let d = m.sub(w0, x);
+        let v = m.sub(r, d);
+        let minus_one = m.f64(-1.0);
+        let a = m.div(minus_one, w);
+        let a0 = zero_low(m, a);
+        let aw = m.mul(a0, w0);
+        let t = m.add(one, aw);
+        let av = m.mul(a0, v);
+        let t = m.add(t, av);
+        let t = m.mul(a, t);
+        m.add(a0, t)
+    };
+    let small_value = m.select(odd, odd_value, w);
+    m.select(big, big_value, small_value)
+}
+
+/// `k_tanf`: tan(x) (or -1/tan(x) where `odd`) of an f64 argument, as f32.
+fn k_tanf(m: &mut Emit<'_, '_>, x: Reg, odd: Reg) -> Reg {
+    const T: [f64; 6] = [
+        0.333331395030791399758,
+        0.133392002712976742718,
+        0.0533812378445670393523,
+        0.0245283181166547278873,
+        0.00297435743359967304927,
+        0.00946564784943673166728,
+    ];
+    let z = m.mul(x, x);
+    let t = |m: &mut Emit<'_, '_>, i: usize| m.f64(T[i]);
+    // r = T4 + z·T5; t = T2 + z·T3; u = T0 + z·T1;
+    // r = (x + s·u) + (s·w)·(t + w·r).
+    let r = {
+        let (a, b) = (t(m, 4), t(m, 5));
+        let zb = m.mul(z, b);
+        m.add(a, zb)
+    };
+    let tt = {
+        let (a, b) = (t(m, 2), t(m, 3));
+        let zb = m.mul(z, b);
+        m.add(a, zb)
+    };
+    let w = m.mul(z, z);
+    let s = m.mul(z, x);
+    let u = {
+        let (a, b) = (t(m, 0), t(m, 1));
+        let zb = m.mul(z, b);
+        m.add(a, zb)
+    };
+    let r = {
+        let su = m.mul(s, u);
+        let left = m.add(x, su);
+        let sw = m.mul(s, w);
+        let wr = m.mul(w, r);
+        let twr = m.add(tt, wr);
+        let right = m.mul(sw, twr);
+        m.add(left, right)
+    };
+    let minus_one = m.f64(-1.0);
+    let inv = m.div(minus_one, r);
+    let r = m.select(odd, inv, r);
+    m.cast(DType::F32, r)
+}
+
+/// The `libm` crate's `tan` (f64; FreeBSD's `s_tan.c`) and `tanf`,
+/// branch-free over `sin`'s and `sinf`'s reductions; huge arguments take
+/// the `libm` fallback as theirs do.
+pub(super) fn tan(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg {
+    let mut m = Emit { lw, out };
+    if m.ty(x) == DType::F32 {
+        let r = reduce_f32(&mut m, x);
+        // Below 9pi/4 the quarters' parity (odd to 3pi/4 and to 7pi/4),
+        // beyond it n's.
+        let odd = {
+            let n_odd = m.band_k(r.quadrant, 1);
+            let n_odd = m.cmp_k(CmpOp::Ne, n_odd, 0);
+            let fixed = m.or(r.quarter[0], r.quarter[2]);
+            let in_quarters = m.or(fixed, r.quarter[1]);
+            let in_quarters = m.or(in_quarters, r.quarter[3]);
+            let odd = m.select(in_quarters, fixed, n_odd);
+            let f = m.let_(DType::Bool, Expr::Const(Scalar::Bool(false)));
+            m.select(r.direct, f, odd)
+        };
+        let value = k_tanf(&mut m, r.arg, odd);
+        let tiny = m.cmp_k(CmpOp::Lt, r.ix, 0x3980_0000);
+        let value = m.select(tiny, x, value);
+        return trig_tail(&mut m, UnaryOp::Tan, x, [r.special, r.rare], value);
+    }
+    let (ix, negative) = high_word(&mut m, x);
+    let direct = m.cmp_k(CmpOp::Le, ix, 0x3fe9_21fb);
+    let (q, y0, y1) = rem_pio2(&mut m, x, ix, negative);
+    let y0 = m.select(direct, x, y0);
+    let zero = m.f64(0.0);
+    let y1 = m.select(direct, zero, y1);
+    let odd = {
+        let bit = m.band_k(q, 1);
+        let odd = m.cmp_k(CmpOp::Ne, bit, 0);
+        let f = m.let_(DType::Bool, Expr::Const(Scalar::Bool(false)));
+        m.select(direct, f, odd)
+    };
+    let value = k_tan(&mut m, y0, y1, odd);
+    let tiny = m.cmp_k(CmpOp::Lt, ix, 0x3e40_0000);
+    let value = m.select(tiny, x, value);
+    let special = m.cmp_k(CmpOp::Ge, ix, 0x7ff0_0000);
+    let rare = {
+        let huge = m.cmp_k(CmpOp::Ge, ix, 0x4139_21fb);
+        let finite = m.not(special);
+        m.and(huge, finite)
+    };
+    trig_tail(&mut m, UnaryOp::Tan, x, [special, rare], value)
+}
+
 /// The `libm` crate's `log` (f64; FreeBSD's `e_log.c`), branch-free.
 pub(super) fn log_f64(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg {
     const LN2_HI: f64 = 6.93147180369123816490e-01;
@@ -2248,7 +2437,21 @@ struct TrigF {
     rare: Reg,
 }
 
-fn trig_f32(m: &mut Emit<'_, '_>, x: Reg) -> TrigF {
+/// `sinf`/`cosf`/`tanf`'s argument reduction: the f64 argument of their
+/// kernels (x, x ∓ k·pi/2 below 9pi/4, rem_pio2f's y beyond) and the
+/// conditions that choose among them.
+struct ReducedF {
+    arg: Reg,
+    direct: Reg,
+    quarter: [Reg; 4],
+    negative: Reg,
+    quadrant: Reg,
+    ix: Reg,
+    special: Reg,
+    rare: Reg,
+}
+
+fn reduce_f32(m: &mut Emit<'_, '_>, x: Reg) -> ReducedF {
     use std::f64::consts::FRAC_PI_2;
     const PIO2_1: f64 = 1.57079631090164184570e+00;
     const PIO2_1T: f64 = 1.58932547735281966916e-08;
@@ -2296,7 +2499,6 @@ fn trig_f32(m: &mut Emit<'_, '_>, x: Reg) -> TrigF {
     let quadrant = m.band_k(n, 3);
     let arg = m.select(fixed_range, shifted, reduced);
     let arg = m.select(direct, x64, arg);
-    let (sin, cos) = k_sinf_cosf(m, arg);
     let special = m.cmp_k(CmpOp::Ge, ix, 0x7f80_0000);
     let rare = {
         let huge = m.cmp_k(CmpOp::Ge, ix, 0x4dc9_0fdb);
@@ -2309,16 +2511,31 @@ fn trig_f32(m: &mut Emit<'_, '_>, x: Reg) -> TrigF {
         m.and(fixed_range, reduced_range)
     };
     let quarter = quarter.map(|q| m.and(q, in_quarters));
-    TrigF {
+    ReducedF {
+        arg,
         direct,
         quarter,
         negative,
         quadrant,
-        sin,
-        cos,
         ix,
         special,
         rare,
+    }
+}
+
+fn trig_f32(m: &mut Emit<'_, '_>, x: Reg) -> TrigF {
+    let r = reduce_f32(m, x);
+    let (sin, cos) = k_sinf_cosf(m, r.arg);
+    TrigF {
+        direct: r.direct,
+        quarter: r.quarter,
+        negative: r.negative,
+        quadrant: r.quadrant,
+        sin,
+        cos,
+        ix: r.ix,
+        special: r.special,
+        rare: r.rare,
     }
 }
 
