@@ -325,6 +325,40 @@ fn tan_inputs() -> Vec<f64> {
     v
 }
 
+/// The inputs for `atan` (f64): its thresholds (2^66, 7/16, 2^-27, 11/16,
+/// 19/16, 39/16) from both sides, and a sweep.
+fn atan_inputs() -> Vec<f64> {
+    let mut v = Vec::new();
+    special_f64(&mut v);
+    for hx in [
+        0x4410_0000,
+        0x3fdc_0000,
+        0x3e40_0000,
+        0x3ff3_0000,
+        0x3fe6_0000,
+        0x4003_8000,
+    ] {
+        around_high_word(hx, &mut v);
+    }
+    for i in 0..=4000 {
+        let x = f64::from(i) / 1000.0;
+        around(x, &mut v);
+        around(-x, &mut v);
+    }
+    v
+}
+
+/// Random `atan` inputs: uniform bit patterns, and values across its
+/// reductions.
+fn atan_pick(rng: &mut Rng, i: usize) -> f64 {
+    match i % 4 {
+        0 => f64::from_bits(rng.next()),
+        1 => rng.uniform(-4.0, 4.0),
+        2 => rng.uniform(-1e3, 1e3),
+        _ => rng.uniform(-0.5, 0.5),
+    }
+}
+
 /// The inputs for `log` (f64): its thresholds (subnormals, the reduction's
 /// boundary at the high word 0x3fe6a09e in every binade, 1, infinities).
 fn log_inputs() -> Vec<f64> {
@@ -458,7 +492,7 @@ type Pick = fn(&mut Rng, usize) -> f64;
 
 /// Each inline f64 function: its name, the `libm` crate's function, its
 /// chosen inputs and its random inputs.
-const F64_FUNCTIONS: [(&str, Oracle, Chosen, Pick); 14] = [
+const F64_FUNCTIONS: [(&str, Oracle, Chosen, Pick); 15] = [
     ("exp", libm::exp, exp_inputs, exp_pick),
     ("log", libm::log, log_inputs, log_pick),
     ("sin", libm::sin, trig_inputs, trig_pick),
@@ -473,6 +507,7 @@ const F64_FUNCTIONS: [(&str, Oracle, Chosen, Pick); 14] = [
     ("log2", libm::log2, log2_log10_inputs, log_pick),
     ("log10", libm::log10, log2_log10_inputs, log_pick),
     ("tan", libm::tan, tan_inputs, trig_pick),
+    ("atan", libm::atan, atan_inputs, atan_pick),
 ];
 
 /// What the checks need of `f32` and `f64` beyond their dtype.
@@ -695,6 +730,12 @@ fn special_f32() -> Vec<f32> {
         0x40af_eddf,
         0x40e2_31d5,
         0x4dc9_0fdb,
+        // atanf.
+        0x4c80_0000,
+        0x3ee0_0000,
+        0x3f98_0000,
+        0x3f30_0000,
+        0x401c_0000,
         // log1pf.
         0x3ed4_13d0,
         0x3380_0000,
@@ -782,7 +823,7 @@ fn f32_pick(rng: &mut Rng, i: usize) -> f32 {
 type OracleF32 = fn(f32) -> f32;
 
 /// Each inline f32 function and the `libm` crate's.
-const F32_FUNCTIONS: [(&str, OracleF32); 14] = [
+const F32_FUNCTIONS: [(&str, OracleF32); 15] = [
     ("exp", libm::expf),
     ("log", libm::logf),
     ("sin", libm::sinf),
@@ -797,6 +838,7 @@ const F32_FUNCTIONS: [(&str, OracleF32); 14] = [
     ("log2", libm::log2f),
     ("log10", libm::log10f),
     ("tan", libm::tanf),
+    ("atan", libm::atanf),
 ];
 
 /// The f32 functions at their chosen inputs and `MATH_CASES` random ones on

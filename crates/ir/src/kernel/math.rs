@@ -49,6 +49,7 @@ pub(super) fn inline(op: UnaryOp, dtype: DType) -> Option<Expansion> {
         (UnaryOp::Log2, DType::F64 | DType::F32) => log2,
         (UnaryOp::Log10, DType::F64 | DType::F32) => log10,
         (UnaryOp::Tan, DType::F64 | DType::F32) => tan,
+        (UnaryOp::Atan, DType::F64 | DType::F32) => atan,
         _ => return None,
     })
 }
@@ -1818,6 +1819,172 @@ pub(super) fn tan(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg {
         m.and(huge, finite)
     };
     trig_tail(&mut m, UnaryOp::Tan, x, [special, rare], value)
+}
+
+/// The `libm` crate's `atan` (f64; FreeBSD's `s_atan.c`) and `atanf`,
+/// branch-free: the four reductions (of 7/16, 11/16, 19/16 and 39/16 and
+/// up) computed and the one of |x|'s interval kept, with its atan(hi, lo).
+fn atan_core(m: &mut Emit<'_, '_>, x: Reg) -> Reg {
+    let dtype = m.ty(x);
+    let f32 = dtype == DType::F32;
+    let (hi, lo, at, huge_tiny): ([f64; 4], [f64; 4], &[f64], f64) = if f32 {
+        (
+            [
+                4.6364760399e-01_f32,
+                7.8539812565e-01,
+                9.8279368877e-01,
+                1.5707962513e+00,
+            ]
+            .map(f64::from),
+            [
+                5.0121582440e-09_f32,
+                3.7748947079e-08,
+                3.4473217170e-08,
+                7.5497894159e-08,
+            ]
+            .map(f64::from),
+            &[
+                3.3333328366e-01_f32 as f64,
+                -1.9999158382e-01_f32 as f64,
+                1.4253635705e-01_f32 as f64,
+                -1.0648017377e-01_f32 as f64,
+                6.1687607318e-02_f32 as f64,
+            ],
+            f64::from(f32::from_bits(0x0380_0000)),
+        )
+    } else {
+        (
+            [
+                4.63647609000806093515e-01,
+                7.85398163397448278999e-01,
+                9.82793723247329054082e-01,
+                1.57079632679489655800e+00,
+            ],
+            [
+                2.26987774529616870924e-17,
+                3.06161699786838301793e-17,
+                1.39033110312309984516e-17,
+                6.12323399573676603587e-17,
+            ],
+            &[
+                3.33333333333329318027e-01,
+                -1.99999999998764832476e-01,
+                1.42857142725034663711e-01,
+                -1.11111104054623557880e-01,
+                9.09088713343650656196e-02,
+                -7.69187620504482999495e-02,
+                6.66107313738753120669e-02,
+                -5.83357013379057348645e-02,
+                4.97687799461593236017e-02,
+                -3.65315727442169155270e-02,
+                1.62858201153657823623e-02,
+            ],
+            f64::from_bits(0x0380_0000),
+        )
+    };
+    // |x|'s word at 2^66 (2^26), 7/16, 2^-27 (2^-12), 19/16, 11/16, 39/16.
+    let [huge_at, small_at, tiny_at, one_at, mid_at, far_at] = if f32 {
+        [
+            0x4c80_0000,
+            0x3ee0_0000,
+            0x3980_0000,
+            0x3f98_0000,
+            0x3f30_0000,
+            0x401c_0000,
+        ]
+    } else {
+        [
+            0x4410_0000,
+            0x3fdc_0000,
+            0x3e40_0000,
+            0x3ff3_0000,
+            0x3fe6_0000,
+            0x4003_8000,
+        ]
+    };
+    let (ix, negative) = magnitude_word(m, x);
+    let a = m.let_(dtype, Expr::Unary(UnaryOp::Abs, x));
+    let one = m.float(dtype, 1.0);
+    let two = m.float(dtype, 2.0);
+    let one_half = m.float(dtype, 1.5);
+    // id 0: (2|x| - 1)/(2 + |x|); 1: (|x| - 1)/(|x| + 1);
+    // 2: (|x| - 1.5)/(1 + 1.5|x|); 3: -1/|x|.
+    let reduced = [
+        {
+            let t = m.mul(two, a);
+            let n = m.sub(t, one);
+            let d = m.add(two, a);
+            m.div(n, d)
+        },
+        {
+            let n = m.sub(a, one);
+            let d = m.add(a, one);
+            m.div(n, d)
+        },
+        {
+            let n = m.sub(a, one_half);
+            let t = m.mul(one_half, a);
+            let d = m.add(one, t);
+            m.div(n, d)
+        },
+        {
+            let minus_one = m.float(dtype, -1.0);
+            m.div(minus_one, a)
+        },
+    ];
+    let below = [mid_at, one_at, far_at].map(|at| m.cmp_k(CmpOp::Lt, ix, at));
+    let pick = |m: &mut Emit<'_, '_>, v: [Reg; 4]| {
+        let r = m.select(below[2], v[2], v[3]);
+        let r = m.select(below[1], v[1], r);
+        m.select(below[0], v[0], r)
+    };
+    let small = m.cmp_k(CmpOp::Lt, ix, small_at);
+    let xr = pick(m, reduced);
+    let xr = m.select(small, x, xr);
+    let z = m.mul(xr, xr);
+    let w = m.mul(z, z);
+    let even: Vec<f64> = at.iter().step_by(2).copied().collect();
+    let odd: Vec<f64> = at.iter().skip(1).step_by(2).copied().collect();
+    let s1 = {
+        let p = m.horner(w, &even);
+        m.mul(z, p)
+    };
+    let s2 = {
+        let p = m.horner(w, &odd);
+        m.mul(w, p)
+    };
+    let sum = m.add(s1, s2);
+    let xs = m.mul(xr, sum);
+    let small_value = m.sub(xr, xs);
+    let reduced_value = {
+        let his = hi.map(|v| m.float(dtype, v));
+        let los = lo.map(|v| m.float(dtype, v));
+        let h = pick(m, his);
+        let l = pick(m, los);
+        let d = m.sub(xs, l);
+        let d = m.sub(d, xr);
+        let v = m.sub(h, d);
+        negate_if(m, negative, v)
+    };
+    let result = m.select(small, small_value, reduced_value);
+    let tiny = m.cmp_k(CmpOp::Lt, ix, tiny_at);
+    let result = m.select(tiny, x, result);
+    // |x| from 2^66 (2^26): ±(atan(inf)hi + tiny); NaN: x.
+    let huge = {
+        let h = m.float(dtype, hi[3]);
+        let t = m.float(dtype, huge_tiny);
+        let v = m.add(h, t);
+        negate_if(m, negative, v)
+    };
+    let is_huge = m.cmp_k(CmpOp::Ge, ix, huge_at);
+    let result = m.select(is_huge, huge, result);
+    let nan = m.cmp(CmpOp::Ne, x, x);
+    m.select(nan, x, result)
+}
+
+/// The `libm` crate's `atan` (f64) and `atanf`.
+pub(super) fn atan(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg {
+    atan_core(&mut Emit { lw, out }, x)
 }
 
 /// The `libm` crate's `log` (f64; FreeBSD's `e_log.c`), branch-free.
