@@ -359,6 +359,41 @@ fn atan_pick(rng: &mut Rng, i: usize) -> f64 {
     }
 }
 
+/// The inputs for `asin` and `acos` (f64): their thresholds (1, 0.5, 2^-26
+/// and 2^-57, 0.975, the smallest normal) from both sides, and every
+/// thousandth of [-1, 1].
+fn asin_inputs() -> Vec<f64> {
+    let mut v = Vec::new();
+    special_f64(&mut v);
+    for hx in [
+        0x3ff0_0000,
+        0x3fe0_0000,
+        0x3e50_0000,
+        0x3c60_0000,
+        0x3fef_3333,
+        0x0010_0000,
+    ] {
+        around_high_word(hx, &mut v);
+    }
+    for i in 0..=1000 {
+        let x = f64::from(i) / 1000.0;
+        around(x, &mut v);
+        around(-x, &mut v);
+    }
+    v
+}
+
+/// Random `asin`/`acos` inputs: uniform bit patterns, values in [-1, 1]
+/// and near its ends.
+fn asin_pick(rng: &mut Rng, i: usize) -> f64 {
+    match i % 4 {
+        0 => f64::from_bits(rng.next()),
+        1 => rng.uniform(-1.0, 1.0),
+        2 => rng.uniform(0.97, 1.0),
+        _ => rng.uniform(-1.0, -0.97),
+    }
+}
+
 /// The inputs for `log` (f64): its thresholds (subnormals, the reduction's
 /// boundary at the high word 0x3fe6a09e in every binade, 1, infinities).
 fn log_inputs() -> Vec<f64> {
@@ -492,7 +527,7 @@ type Pick = fn(&mut Rng, usize) -> f64;
 
 /// Each inline f64 function: its name, the `libm` crate's function, its
 /// chosen inputs and its random inputs.
-const F64_FUNCTIONS: [(&str, Oracle, Chosen, Pick); 15] = [
+const F64_FUNCTIONS: [(&str, Oracle, Chosen, Pick); 17] = [
     ("exp", libm::exp, exp_inputs, exp_pick),
     ("log", libm::log, log_inputs, log_pick),
     ("sin", libm::sin, trig_inputs, trig_pick),
@@ -508,6 +543,8 @@ const F64_FUNCTIONS: [(&str, Oracle, Chosen, Pick); 15] = [
     ("log10", libm::log10, log2_log10_inputs, log_pick),
     ("tan", libm::tan, tan_inputs, trig_pick),
     ("atan", libm::atan, atan_inputs, atan_pick),
+    ("asin", libm::asin, asin_inputs, asin_pick),
+    ("acos", libm::acos, asin_inputs, asin_pick),
 ];
 
 /// What the checks need of `f32` and `f64` beyond their dtype.
@@ -730,6 +767,9 @@ fn special_f32() -> Vec<f32> {
         0x40af_eddf,
         0x40e2_31d5,
         0x4dc9_0fdb,
+        // asinf and acosf.
+        0x3f00_0000,
+        0x3280_0000,
         // atanf.
         0x4c80_0000,
         0x3ee0_0000,
@@ -823,7 +863,7 @@ fn f32_pick(rng: &mut Rng, i: usize) -> f32 {
 type OracleF32 = fn(f32) -> f32;
 
 /// Each inline f32 function and the `libm` crate's.
-const F32_FUNCTIONS: [(&str, OracleF32); 15] = [
+const F32_FUNCTIONS: [(&str, OracleF32); 17] = [
     ("exp", libm::expf),
     ("log", libm::logf),
     ("sin", libm::sinf),
@@ -839,6 +879,8 @@ const F32_FUNCTIONS: [(&str, OracleF32); 15] = [
     ("log10", libm::log10f),
     ("tan", libm::tanf),
     ("atan", libm::atanf),
+    ("asin", libm::asinf),
+    ("acos", libm::acosf),
 ];
 
 /// The f32 functions at their chosen inputs and `MATH_CASES` random ones on

@@ -115,7 +115,7 @@ fn main() {
         .collect();
     type Scalar = fn(f64) -> f64;
     // (name, the libm crate, glibc, the input domain)
-    let functions: [(&str, Scalar, Scalar, Scalar); 15] = [
+    let functions: [(&str, Scalar, Scalar, Scalar); 17] = [
         ("exp", libm::exp, f64::exp, |x| x),
         // log of positive inputs: |x| + 0.001 over (0.001, 10].
         ("log", libm::log, f64::ln, |x| x.abs() + 0.001),
@@ -135,6 +135,9 @@ fn main() {
         ("log10", libm::log10, f64::log10, |x| x.abs() + 0.001),
         ("tan", libm::tan, f64::tan, |x| x),
         ("atan", libm::atan, f64::atan, |x| x),
+        // asin and acos over [-1, 1).
+        ("asin", libm::asin, f64::asin, |x| x * 0.1),
+        ("acos", libm::acos, f64::acos, |x| x * 0.1),
     ];
     println!("function,contender,ns_per_element ({rows} elements)");
     for (name, libm_fn, std_fn, domain) in functions {
@@ -147,7 +150,7 @@ fn main() {
     }
     // The same for f32, against the `libm` crate's `expf`… and glibc's.
     type Scalar32 = fn(f32) -> f32;
-    let functions32: [(&str, Scalar32, Scalar32, Scalar32); 15] = [
+    let functions32: [(&str, Scalar32, Scalar32, Scalar32); 17] = [
         ("exp", libm::expf, f32::exp, |x| x),
         ("log", libm::logf, f32::ln, |x| x.abs() + 0.001),
         ("sin", libm::sinf, f32::sin, |x| x),
@@ -163,6 +166,8 @@ fn main() {
         ("log10", libm::log10f, f32::log10, |x| x.abs() + 0.001),
         ("tan", libm::tanf, f32::tan, |x| x),
         ("atan", libm::atanf, f32::atan, |x| x),
+        ("asin", libm::asinf, f32::asin, |x| x * 0.1),
+        ("acos", libm::acosf, f32::acos, |x| x * 0.1),
     ];
     for (name, libm_fn, std_fn, domain) in functions32 {
         let xs: Vec<f32> = xs.iter().map(|&x| domain(x as f32)).collect();
