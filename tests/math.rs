@@ -394,6 +394,40 @@ fn asin_pick(rng: &mut Rng, i: usize) -> f64 {
     }
 }
 
+/// The inputs for `asinh`, `acosh` and `atanh` (f64): their thresholds
+/// (2^26, 2, 2^-26, 0.5, 2^-32, 1) from both sides, and sweeps.
+fn inverse_hyperbolic_inputs() -> Vec<f64> {
+    let mut v = Vec::new();
+    special_f64(&mut v);
+    for hx in [
+        0x4190_0000,
+        0x4000_0000,
+        0x3e50_0000,
+        0x3fe0_0000,
+        0x3df0_0000,
+        0x3ff0_0000,
+    ] {
+        around_high_word(hx, &mut v);
+    }
+    for i in 0..=3000 {
+        let x = f64::from(i) / 1000.0;
+        around(x, &mut v);
+        around(-x, &mut v);
+    }
+    v
+}
+
+/// Random inverse-hyperbolic inputs: uniform bit patterns, and values
+/// across their ranges.
+fn inverse_hyperbolic_pick(rng: &mut Rng, i: usize) -> f64 {
+    match i % 4 {
+        0 => f64::from_bits(rng.next()),
+        1 => rng.uniform(-1.0, 1.0),
+        2 => rng.uniform(-10.0, 10.0),
+        _ => rng.uniform(-1e9, 1e9),
+    }
+}
+
 /// The inputs for `log` (f64): its thresholds (subnormals, the reduction's
 /// boundary at the high word 0x3fe6a09e in every binade, 1, infinities).
 fn log_inputs() -> Vec<f64> {
@@ -527,7 +561,7 @@ type Pick = fn(&mut Rng, usize) -> f64;
 
 /// Each inline f64 function: its name, the `libm` crate's function, its
 /// chosen inputs and its random inputs.
-const F64_FUNCTIONS: [(&str, Oracle, Chosen, Pick); 17] = [
+const F64_FUNCTIONS: [(&str, Oracle, Chosen, Pick); 20] = [
     ("exp", libm::exp, exp_inputs, exp_pick),
     ("log", libm::log, log_inputs, log_pick),
     ("sin", libm::sin, trig_inputs, trig_pick),
@@ -545,6 +579,24 @@ const F64_FUNCTIONS: [(&str, Oracle, Chosen, Pick); 17] = [
     ("atan", libm::atan, atan_inputs, atan_pick),
     ("asin", libm::asin, asin_inputs, asin_pick),
     ("acos", libm::acos, asin_inputs, asin_pick),
+    (
+        "asinh",
+        libm::asinh,
+        inverse_hyperbolic_inputs,
+        inverse_hyperbolic_pick,
+    ),
+    (
+        "acosh",
+        libm::acosh,
+        inverse_hyperbolic_inputs,
+        inverse_hyperbolic_pick,
+    ),
+    (
+        "atanh",
+        libm::atanh,
+        inverse_hyperbolic_inputs,
+        inverse_hyperbolic_pick,
+    ),
 ];
 
 /// What the checks need of `f32` and `f64` beyond their dtype.
@@ -767,6 +819,10 @@ fn special_f32() -> Vec<f32> {
         0x40af_eddf,
         0x40e2_31d5,
         0x4dc9_0fdb,
+        // asinhf, acoshf and atanhf.
+        0x4580_0000,
+        0x4000_0000,
+        0x2f80_0000,
         // asinf and acosf.
         0x3f00_0000,
         0x3280_0000,
@@ -863,7 +919,7 @@ fn f32_pick(rng: &mut Rng, i: usize) -> f32 {
 type OracleF32 = fn(f32) -> f32;
 
 /// Each inline f32 function and the `libm` crate's.
-const F32_FUNCTIONS: [(&str, OracleF32); 17] = [
+const F32_FUNCTIONS: [(&str, OracleF32); 20] = [
     ("exp", libm::expf),
     ("log", libm::logf),
     ("sin", libm::sinf),
@@ -881,6 +937,9 @@ const F32_FUNCTIONS: [(&str, OracleF32); 17] = [
     ("atan", libm::atanf),
     ("asin", libm::asinf),
     ("acos", libm::acosf),
+    ("asinh", libm::asinhf),
+    ("acosh", libm::acoshf),
+    ("atanh", libm::atanhf),
 ];
 
 /// The f32 functions at their chosen inputs and `MATH_CASES` random ones on

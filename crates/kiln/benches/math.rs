@@ -115,7 +115,7 @@ fn main() {
         .collect();
     type Scalar = fn(f64) -> f64;
     // (name, the libm crate, glibc, the input domain)
-    let functions: [(&str, Scalar, Scalar, Scalar); 17] = [
+    let functions: [(&str, Scalar, Scalar, Scalar); 20] = [
         ("exp", libm::exp, f64::exp, |x| x),
         // log of positive inputs: |x| + 0.001 over (0.001, 10].
         ("log", libm::log, f64::ln, |x| x.abs() + 0.001),
@@ -138,6 +138,10 @@ fn main() {
         // asin and acos over [-1, 1).
         ("asin", libm::asin, f64::asin, |x| x * 0.1),
         ("acos", libm::acos, f64::acos, |x| x * 0.1),
+        ("asinh", libm::asinh, f64::asinh, |x| x),
+        // acosh over [1, 11), atanh over (-1, 1).
+        ("acosh", libm::acosh, f64::acosh, |x| x.abs() + 1.0),
+        ("atanh", libm::atanh, f64::atanh, |x| x * 0.099),
     ];
     println!("function,contender,ns_per_element ({rows} elements)");
     for (name, libm_fn, std_fn, domain) in functions {
@@ -150,7 +154,7 @@ fn main() {
     }
     // The same for f32, against the `libm` crate's `expf`… and glibc's.
     type Scalar32 = fn(f32) -> f32;
-    let functions32: [(&str, Scalar32, Scalar32, Scalar32); 17] = [
+    let functions32: [(&str, Scalar32, Scalar32, Scalar32); 20] = [
         ("exp", libm::expf, f32::exp, |x| x),
         ("log", libm::logf, f32::ln, |x| x.abs() + 0.001),
         ("sin", libm::sinf, f32::sin, |x| x),
@@ -168,6 +172,9 @@ fn main() {
         ("atan", libm::atanf, f32::atan, |x| x),
         ("asin", libm::asinf, f32::asin, |x| x * 0.1),
         ("acos", libm::acosf, f32::acos, |x| x * 0.1),
+        ("asinh", libm::asinhf, f32::asinh, |x| x),
+        ("acosh", libm::acoshf, f32::acosh, |x| x.abs() + 1.0),
+        ("atanh", libm::atanhf, f32::atanh, |x| x * 0.099),
     ];
     for (name, libm_fn, std_fn, domain) in functions32 {
         let xs: Vec<f32> = xs.iter().map(|&x| domain(x as f32)).collect();

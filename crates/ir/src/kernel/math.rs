@@ -52,6 +52,9 @@ pub(super) fn inline(op: UnaryOp, dtype: DType) -> Option<Expansion> {
         (UnaryOp::Atan, DType::F64 | DType::F32) => atan,
         (UnaryOp::Asin, DType::F64 | DType::F32) => asin,
         (UnaryOp::Acos, DType::F64 | DType::F32) => acos,
+        (UnaryOp::Asinh, DType::F64 | DType::F32) => asinh,
+        (UnaryOp::Acosh, DType::F64 | DType::F32) => acosh,
+        (UnaryOp::Atanh, DType::F64 | DType::F32) => atanh,
         _ => return None,
     })
 }
@@ -2245,6 +2248,148 @@ pub(super) fn acos(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg {
     let beyond = m.select(is_unit, unit, outside);
     let ge_one = m.cmp_k(CmpOp::Ge, ix, one_at);
     m.select(ge_one, beyond, result)
+}
+
+/// The `libm` crate's `asinh`, `acosh` and `atanh` (musl's), f64 and f32,
+/// branch-free over inline `log`, `log1p` and `sqrt`: one `log` (of the
+/// argument |x|'s range takes) and one `log1p` each.
+fn inverse_hyperbolic(m: &mut Emit<'_, '_>, x: Reg, op: UnaryOp) -> Reg {
+    let dtype = m.ty(x);
+    let f32 = dtype == DType::F32;
+    // |x|'s word at 2^26 (2^12), 2, 2^-26 (2^-12); 0.5 and 2^-32 (atanh).
+    let [huge_at, two_at, small_at, half_at, tiny_at] = if f32 {
+        [
+            0x4580_0000,
+            0x4000_0000,
+            0x3980_0000,
+            0x3f00_0000,
+            0x2f80_0000,
+        ]
+    } else {
+        [
+            0x4190_0000,
+            0x4000_0000,
+            0x3e50_0000,
+            0x3fe0_0000,
+            0x3df0_0000,
+        ]
+    };
+    let ln2 = if f32 {
+        f64::from(std::f32::consts::LN_2)
+    } else {
+        std::f64::consts::LN_2
+    };
+    let (ix, negative) = magnitude_word(m, x);
+    let a = m.let_(dtype, Expr::Unary(UnaryOp::Abs, x));
+    let one = m.float(dtype, 1.0);
+    let two = m.float(dtype, 2.0);
+    let log = |m: &mut Emit<'_, '_>, v: Reg| {
+        if f32 {
+            log_f32(m.lw, m.out, v)
+        } else {
+            log_f64(m.lw, m.out, v)
+        }
+    };
+    let huge = m.cmp_k(CmpOp::Ge, ix, huge_at);
+    let ln2 = m.float(dtype, ln2);
+    match op {
+        UnaryOp::Asinh => {
+            let aa = m.mul(a, a);
+            let aa1 = m.add(aa, one);
+            let root = m.let_(dtype, Expr::Unary(UnaryOp::Sqrt, aa1));
+            // From 2: log(2|x| + 1/(sqrt(x² + 1) + |x|)); from 2^26:
+            // log(|x|) + ln 2.
+            let wide = {
+                let d = m.add(root, a);
+                let inv = m.div(one, d);
+                let t = m.mul(two, a);
+                let arg = m.add(t, inv);
+                let arg = m.select(huge, a, arg);
+                let l = log(m, arg);
+                let shifted = m.add(l, ln2);
+                m.select(huge, shifted, l)
+            };
+            // From 2^-26: log1p(|x| + x²/(sqrt(x² + 1) + 1)); below: |x|.
+            let narrow = {
+                let d = m.add(root, one);
+                let q = m.div(aa, d);
+                let arg = m.add(a, q);
+                let l = log1p_core(m, arg);
+                let small = m.cmp_k(CmpOp::Lt, ix, small_at);
+                m.select(small, a, l)
+            };
+            let is_wide = m.cmp_k(CmpOp::Ge, ix, two_at);
+            let v = m.select(is_wide, wide, narrow);
+            negate_if(m, negative, v)
+        }
+        UnaryOp::Acosh => {
+            // Below 2: log1p(x - 1 + sqrt((x - 1)² + 2(x - 1))).
+            let near = {
+                let xm = m.sub(x, one);
+                let sq = m.mul(xm, xm);
+                let t = m.mul(two, xm);
+                let s = m.add(sq, t);
+                let root = m.let_(dtype, Expr::Unary(UnaryOp::Sqrt, s));
+                let arg = m.add(xm, root);
+                log1p_core(m, arg)
+            };
+            // Below 2^26: log(2x - 1/(x + sqrt(x² - 1))); beyond:
+            // log(x) + ln 2.
+            let far = {
+                let xx = m.mul(x, x);
+                let s = m.sub(xx, one);
+                let root = m.let_(dtype, Expr::Unary(UnaryOp::Sqrt, s));
+                let d = m.add(x, root);
+                let inv = m.div(one, d);
+                let t = m.mul(two, x);
+                let arg = m.sub(t, inv);
+                let arg = m.select(huge, x, arg);
+                let l = log(m, arg);
+                let shifted = m.add(l, ln2);
+                m.select(huge, shifted, l)
+            };
+            let is_near = m.cmp_k(CmpOp::Lt, ix, two_at);
+            m.select(is_near, near, far)
+        }
+        _ => {
+            // Below 0.5: log1p(2|x| + 2x²/(1 - |x|)) / 2 (|x| itself below
+            // 2^-32); else log1p(2(|x|/(1 - |x|))) / 2.
+            let d = m.sub(one, a);
+            let t2 = m.mul(two, a);
+            let below = {
+                let t = m.mul(t2, a);
+                let q = m.div(t, d);
+                m.add(t2, q)
+            };
+            let above = {
+                let q = m.div(a, d);
+                m.mul(two, q)
+            };
+            let is_below = m.cmp_k(CmpOp::Lt, ix, half_at);
+            let arg = m.select(is_below, below, above);
+            let l = log1p_core(m, arg);
+            let half = m.float(dtype, 0.5);
+            let v = m.mul(half, l);
+            let tiny = m.cmp_k(CmpOp::Lt, ix, tiny_at);
+            let v = m.select(tiny, a, v);
+            negate_if(m, negative, v)
+        }
+    }
+}
+
+/// The `libm` crate's `asinh`, `acosh`, `atanh` and their `f` forms.
+pub(super) fn asinh(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg {
+    inverse_hyperbolic(&mut Emit { lw, out }, x, UnaryOp::Asinh)
+}
+
+/// See [`asinh`].
+pub(super) fn acosh(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg {
+    inverse_hyperbolic(&mut Emit { lw, out }, x, UnaryOp::Acosh)
+}
+
+/// See [`asinh`].
+pub(super) fn atanh(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg {
+    inverse_hyperbolic(&mut Emit { lw, out }, x, UnaryOp::Atanh)
 }
 
 /// The `libm` crate's `log` (f64; FreeBSD's `e_log.c`), branch-free.
