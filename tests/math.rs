@@ -919,7 +919,7 @@ fn f32_pick(rng: &mut Rng, i: usize) -> f32 {
 type OracleF32 = fn(f32) -> f32;
 
 /// Each inline f32 function and the `libm` crate's.
-const F32_FUNCTIONS: [(&str, OracleF32); 20] = [
+const F32_FUNCTIONS: [(&str, OracleF32); 21] = [
     ("exp", libm::expf),
     ("log", libm::logf),
     ("sin", libm::sinf),
@@ -940,6 +940,7 @@ const F32_FUNCTIONS: [(&str, OracleF32); 20] = [
     ("asinh", libm::asinhf),
     ("acosh", libm::acoshf),
     ("atanh", libm::atanhf),
+    ("cbrt", libm::cbrtf),
 ];
 
 /// The f32 functions at their chosen inputs and `MATH_CASES` random ones on

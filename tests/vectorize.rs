@@ -23,7 +23,7 @@ copysign(x, y), floor(x), ceil(y), around(x), fix(y), sqrt(abs(x)), -x, x / y",
     (
         "f32 math, which computes in f64 (two lanes of f32x4), and expf/logf (four)",
         "def f(x: f32[n], y: f32[n]):
-    return sin(x), cos(y), exp(x), log(y), expm1(x), tanh(y), erf(x), erfc(y), sinh(x), cosh(y), log1p(x), log2(x), log10(y), tan(x), arctan(y), arcsin(x), arccos(y), arcsinh(x), arccosh(y), arctanh(x), x * y - 1.5, minimum(x, y)",
+    return sin(x), cos(y), exp(x), log(y), expm1(x), tanh(y), erf(x), erfc(y), sinh(x), cosh(y), log1p(x), log2(x), log10(y), tan(x), arctan(y), arcsin(x), arccos(y), arcsinh(x), arccosh(y), arctanh(x), cbrt(y), x * y - 1.5, minimum(x, y)",
         "f32x4",
     ),
     (

@@ -154,7 +154,7 @@ fn main() {
     }
     // The same for f32, against the `libm` crate's `expf`… and glibc's.
     type Scalar32 = fn(f32) -> f32;
-    let functions32: [(&str, Scalar32, Scalar32, Scalar32); 20] = [
+    let functions32: [(&str, Scalar32, Scalar32, Scalar32); 21] = [
         ("exp", libm::expf, f32::exp, |x| x),
         ("log", libm::logf, f32::ln, |x| x.abs() + 0.001),
         ("sin", libm::sinf, f32::sin, |x| x),
@@ -175,6 +175,7 @@ fn main() {
         ("asinh", libm::asinhf, f32::asinh, |x| x),
         ("acosh", libm::acoshf, f32::acosh, |x| x.abs() + 1.0),
         ("atanh", libm::atanhf, f32::atanh, |x| x * 0.099),
+        ("cbrt", libm::cbrtf, f32::cbrt, |x| x),
     ];
     for (name, libm_fn, std_fn, domain) in functions32 {
         let xs: Vec<f32> = xs.iter().map(|&x| domain(x as f32)).collect();

@@ -55,6 +55,7 @@ pub(super) fn inline(op: UnaryOp, dtype: DType) -> Option<Expansion> {
         (UnaryOp::Asinh, DType::F64 | DType::F32) => asinh,
         (UnaryOp::Acosh, DType::F64 | DType::F32) => acosh,
         (UnaryOp::Atanh, DType::F64 | DType::F32) => atanh,
+        (UnaryOp::Cbrt, DType::F32) => cbrt_f32,
         _ => return None,
     })
 }
@@ -2390,6 +2391,54 @@ pub(super) fn acosh(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg {
 /// See [`asinh`].
 pub(super) fn atanh(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg {
     inverse_hyperbolic(&mut Emit { lw, out }, x, UnaryOp::Atanh)
+}
+
+/// The `libm` crate's `cbrtf` (FreeBSD's `s_cbrtf.c`), branch-free: a
+/// rough root from the bits (|x|'s word / 3 plus a bias; subnormals scaled
+/// by 2^24 first), then two Newton steps in f64.
+pub(super) fn cbrt_f32(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg {
+    const B1: i64 = 709_958_130;
+    const B2: i64 = 642_849_266;
+    let mut m = Emit { lw, out };
+    let m = &mut m;
+    let bits = m.bitcast(DType::I32, x);
+    let hx = m.band_k(bits, 0x7fff_ffff);
+    let subnormal = m.cmp_k(CmpOp::Lt, hx, 0x0080_0000);
+    let up = m.f32(f32::from_bits(0x4b80_0000));
+    let scaled = m.mul(x, up);
+    let scaled_bits = m.bitcast(DType::I32, scaled);
+    let ui = m.select(subnormal, scaled_bits, bits);
+    let word = m.band_k(ui, 0x7fff_ffff);
+    let three = m.i32(3);
+    let third = m.bin(BinaryOp::Div, word, three);
+    let bias = {
+        let (b1, b2) = (m.i32(B1 as i32), m.i32(B2 as i32));
+        m.select(subnormal, b2, b1)
+    };
+    let word = m.add(third, bias);
+    let sign = m.band_k(ui, i64::from(i32::MIN));
+    let ui = m.bin(BinaryOp::BOr, sign, word);
+    let t = m.bitcast(DType::F32, ui);
+    let mut t = m.cast(DType::F64, t);
+    let x64 = m.cast(DType::F64, x);
+    // Twice: t = t·(x + x + t³)/(x + t³ + t³).
+    for _ in 0..2 {
+        let tt = m.mul(t, t);
+        let r = m.mul(tt, t);
+        let xx = m.add(x64, x64);
+        let num = m.add(xx, r);
+        let num = m.mul(t, num);
+        let den = m.add(x64, r);
+        let den = m.add(den, r);
+        t = m.div(num, den);
+    }
+    let result = m.cast(DType::F32, t);
+    // ±0: x; inf and NaN: x + x.
+    let zero = m.cmp_k(CmpOp::Eq, hx, 0);
+    let result = m.select(zero, x, result);
+    let special = m.cmp_k(CmpOp::Ge, hx, 0x7f80_0000);
+    let doubled = m.add(x, x);
+    m.select(special, doubled, result)
 }
 
 /// The `libm` crate's `log` (f64; FreeBSD's `e_log.c`), branch-free.
