@@ -143,7 +143,7 @@ pub(crate) struct FunctionCx<'a, M: Module> {
     pub(crate) regs: Vec<Option<ir::Value>>,
     vars: Vec<Variable>,
     args: Vec<ir::Value>,
-    ptr: ir::Type,
+    pub(crate) ptr: ir::Type,
     /// The vector math routines vector loops call, if this function
     /// vectorizes.
     pub(crate) vectorize: Option<&'a Routines>,
@@ -158,6 +158,9 @@ pub(crate) struct FunctionCx<'a, M: Module> {
     pub(crate) splats: HashMap<Reg, ir::Value>,
     /// The constants among the loop-invariant registers.
     pub(crate) consts: HashMap<Reg, Scalar>,
+    /// In a vector loop: where its buffers are read and written, when not
+    /// at the parameters themselves (a short column's copies on the stack).
+    pub(crate) bases: HashMap<ParamIdx, ir::Value>,
 }
 
 impl<'a, M: Module> FunctionCx<'a, M> {
@@ -182,6 +185,7 @@ impl<'a, M: Module> FunctionCx<'a, M> {
             unit: HashMap::new(),
             splats: HashMap::new(),
             consts: HashMap::new(),
+            bases: HashMap::new(),
         }
     }
 
@@ -213,6 +217,9 @@ impl<'a, M: Module> FunctionCx<'a, M> {
     }
 
     pub(crate) fn arg(&self, param: ParamIdx) -> ir::Value {
+        if let Some(&base) = self.bases.get(&param) {
+            return base;
+        }
         match self.slots[param.index()] {
             Slot::Arg(i) => self.args[i],
             Slot::Return => unreachable!("the return slot is only stored to"),
@@ -317,8 +324,12 @@ impl<'a, M: Module> FunctionCx<'a, M> {
             .vectorize
             .and_then(|routines| vector::plan(self.kernel, row, body, routines));
         let start = match lanes {
-            // Vectors first; the scalar loop runs the last `n % lanes` rows.
-            Some(lanes) => self.codegen_vector_loop(n, row, body, lanes)?,
+            // Vectors first; the scalar loop runs what they leave (the last
+            // `n % lanes` rows), if anything.
+            Some(lanes) => match self.codegen_vector_loop(n, row, body, lanes)? {
+                Some(end) => end,
+                None => return Ok(()),
+            },
             None => self.bcx.ins().iconst(types::I64, 0),
         };
         // Rotated: one guard before the loop, then a body that ends in the

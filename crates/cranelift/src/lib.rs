@@ -138,14 +138,16 @@ unsafe impl Sync for JitCode {}
 /// Compiles kernels into one JIT module with one finalize (a whole GP
 /// population compiles as one unit), binding the C math names kernels call
 /// to `symbols`. Cranelift has two levels: `O0` is its `none`, every other
-/// level its `speed`.
+/// level its `speed`. With `vectorize`, row loops the vectorizer takes run
+/// in vectors where the host allows ([`vector`]).
 pub fn jit(
     kernels: Vec<Kernel>,
     symbols: &[(&'static str, *const u8)],
     opt: OptLevel,
+    vectorize: bool,
 ) -> CodegenResult<Vec<CompiledKernel>> {
     let isa = host_isa(opt != OptLevel::O0)?;
-    let vector = if vmath::vectorizes(&*isa) {
+    let vector = if vectorize && vmath::vectorizes(&*isa) {
         Some(vmath::routines_for(&kernels, symbols)?)
     } else {
         None

@@ -207,6 +207,27 @@ pub(crate) fn plan(kernel: &Kernel, row: Reg, body: &[Stmt], routines: &Routines
     (independent && contiguous && (2..=4).contains(&lanes)).then_some(lanes)
 }
 
+/// The buffers of a loop whose every load and store is at `row` itself (no
+/// offset, no bitmap), each with its element dtype and whether it is read
+/// (else written): the loops [`FunctionCx::codegen_overlapped_loop`] runs
+/// with no scalar loop. `None` for any other loop.
+fn whole_rows(kernel: &Kernel, row: Reg, body: &[Stmt]) -> Option<Vec<(ParamIdx, DType, bool)>> {
+    let mut buffers: Vec<(ParamIdx, DType, bool)> = Vec::new();
+    for stmt in body {
+        let (param, dtype, loaded) = match stmt {
+            Stmt::Let(reg, Expr::Load(p, idx)) if *idx == row => (*p, kernel.reg_type(*reg), true),
+            Stmt::Let(_, Expr::Load(..) | Expr::LoadBit(..)) => return None,
+            Stmt::Store(p, Some(idx), value) if *idx == row => (*p, kernel.reg_type(*value), false),
+            Stmt::Store(..) => return None,
+            _ => continue,
+        };
+        if !buffers.iter().any(|b| b.0 == param) {
+            buffers.push((param, dtype, loaded));
+        }
+    }
+    Some(buffers)
+}
+
 /// A vector access: cannot trap, but buffers are aligned to their
 /// elements, not to 16 bytes (`trusted` would claim the vector's
 /// alignment).
@@ -229,15 +250,22 @@ impl<M: Module> FunctionCx<'_, M> {
         }
     }
 
-    /// Runs `body` over rows `0..n - n % lanes` in vectors; returns the
-    /// first row the scalar loop must still run.
+    /// Runs `body` in vectors: every row when each access is at `row`
+    /// itself ([`whole_rows`]: the last vector overlaps the one before it, a
+    /// column shorter than a vector runs from copies on the stack), else
+    /// rows `0..n - n % lanes`, returning the first row the scalar loop must
+    /// still run.
     pub(crate) fn codegen_vector_loop(
         &mut self,
         n: ir::Value,
         row: Reg,
         body: &[Stmt],
         lanes: u8,
-    ) -> CodegenResult<ir::Value> {
+    ) -> CodegenResult<Option<ir::Value>> {
+        if let Some(buffers) = whole_rows(self.kernel, row, body) {
+            self.codegen_overlapped_loop(n, row, body, lanes, &buffers)?;
+            return Ok(None);
+        }
         let end = self.bcx.ins().band_imm_s(n, -i64::from(lanes));
         let body_block = self.bcx.create_block();
         let exit = self.bcx.create_block();
@@ -249,6 +277,38 @@ impl<M: Module> FunctionCx<'_, M> {
             .brif(any, body_block, &[ir::BlockArg::Value(zero)], exit, &[]);
         self.bcx.switch_to_block(body_block);
         let first = self.bcx.block_params(body_block)[0];
+        self.vector_body(row, body, lanes, first)?;
+        let next = self.bcx.ins().iadd_imm_s(first, i64::from(lanes));
+        let more = self.bcx.ins().icmp(IntCC::SignedLessThan, next, end);
+        self.bcx
+            .ins()
+            .brif(more, body_block, &[ir::BlockArg::Value(next)], exit, &[]);
+        self.bcx.seal_block(body_block);
+        self.bcx.switch_to_block(exit);
+        self.bcx.seal_block(exit);
+        Ok(Some(end))
+    }
+
+    /// For each lane k of a column of `n < lanes` rows, the row it copies:
+    /// min(k, n - 1).
+    fn short_rows(&mut self, n: ir::Value, width: i64) -> Vec<ir::Value> {
+        let last = self.bcx.ins().iadd_imm_s(n, -1);
+        (0..width)
+            .map(|k| {
+                let k = self.bcx.ins().iconst(types::I64, k);
+                self.bcx.ins().smin(k, last)
+            })
+            .collect()
+    }
+
+    /// The body once, on the `lanes` rows from `first`.
+    fn vector_body(
+        &mut self,
+        row: Reg,
+        body: &[Stmt],
+        lanes: u8,
+        first: ir::Value,
+    ) -> CodegenResult<()> {
         self.lanes = lanes;
         self.unit.insert(row, first);
         let shape = shape(self.kernel, row, body);
@@ -264,15 +324,136 @@ impl<M: Module> FunctionCx<'_, M> {
         self.vregs.clear();
         self.splats.clear();
         self.consts.clear();
-        let next = self.bcx.ins().iadd_imm_s(first, i64::from(lanes));
-        let more = self.bcx.ins().icmp(IntCC::SignedLessThan, next, end);
+        Ok(())
+    }
+
+    /// Every row in vectors, with no scalar loop (which would double the
+    /// code to compile): vectors from row 0 by `lanes`, the last one moved
+    /// back to end at row `n` (rows it repeats are computed and stored again
+    /// with the same bits: the loop reads no buffer it writes). A column
+    /// shorter than a vector is copied to `lanes`-element buffers on the
+    /// stack (its last element repeated), run once there, and its outputs'
+    /// first `n` elements copied back.
+    fn codegen_overlapped_loop(
+        &mut self,
+        n: ir::Value,
+        row: Reg,
+        body: &[Stmt],
+        lanes: u8,
+        buffers: &[(ParamIdx, DType, bool)],
+    ) -> CodegenResult<()> {
+        let width = i64::from(lanes);
+        let body_block = self.bcx.create_block();
+        let short_check = self.bcx.create_block();
+        let short = self.bcx.create_block();
+        let latch = self.bcx.create_block();
+        let advance = self.bcx.create_block();
+        let copy_out = self.bcx.create_block();
+        let exit = self.bcx.create_block();
+        self.bcx.append_block_param(body_block, types::I64);
+        for _ in buffers {
+            self.bcx.append_block_param(body_block, self.ptr);
+        }
+        self.bcx.append_block_param(body_block, types::I8);
+        let real: Vec<ir::Value> = buffers.iter().map(|b| self.arg(b.0)).collect();
+        let jump_args = |start: ir::Value, bases: &[ir::Value], tail: ir::Value| {
+            let mut args = vec![ir::BlockArg::Value(start)];
+            args.extend(bases.iter().map(|&b| ir::BlockArg::Value(b)));
+            args.push(ir::BlockArg::Value(tail));
+            args
+        };
+        // n >= lanes: vectors over the buffers themselves.
+        let zero = self.bcx.ins().iconst(types::I64, 0);
+        let no = self.bcx.ins().iconst(types::I8, 0);
+        let full = self
+            .bcx
+            .ins()
+            .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, n, width);
+        let args = jump_args(zero, &real, no);
         self.bcx
             .ins()
-            .brif(more, body_block, &[ir::BlockArg::Value(next)], exit, &[]);
+            .brif(full, body_block, &args, short_check, &[]);
+        self.bcx.switch_to_block(short_check);
+        self.bcx.seal_block(short_check);
+        let any = self.bcx.ins().icmp_imm_s(IntCC::SignedGreaterThan, n, 0);
+        self.bcx.ins().brif(any, short, &[], exit, &[]);
+        // 0 < n < lanes: element min(k, n - 1) of each input into lane k of
+        // a copy on the stack.
+        self.bcx.switch_to_block(short);
+        self.bcx.seal_block(short);
+        let sources = self.short_rows(n, width);
+        let mut slots = Vec::with_capacity(buffers.len());
+        let mut copies = Vec::with_capacity(buffers.len());
+        for (&(_, dtype, loaded), &base) in buffers.iter().zip(&real) {
+            let slot = self.bcx.create_sized_stack_slot(ir::StackSlotData::new(
+                ir::StackSlotKind::ExplicitSlot,
+                16,
+                4,
+            ));
+            slots.push(slot);
+            let copy = self.bcx.ins().stack_addr(self.ptr, slot, 0);
+            if loaded {
+                let ty = clif_type(dtype);
+                for (k, &from) in sources.iter().enumerate() {
+                    let addr = self.element_addr(base, from, dtype);
+                    let v = self.bcx.ins().load(ty, MemFlagsData::trusted(), addr, 0);
+                    let offset = k as i32 * dtype.size_bytes() as i32;
+                    self.bcx
+                        .ins()
+                        .store(MemFlagsData::trusted(), v, copy, offset);
+                }
+            }
+            copies.push(copy);
+        }
+        let yes = self.bcx.ins().iconst(types::I8, 1);
+        let args = jump_args(zero, &copies, yes);
+        self.bcx.ins().jump(body_block, &args);
+        // The body, on the buffers its parameters name.
+        self.bcx.switch_to_block(body_block);
+        let params = self.bcx.block_params(body_block).to_vec();
+        let (first, tail) = (params[0], params[params.len() - 1]);
+        let bases = &params[1..params.len() - 1];
+        for (b, &base) in buffers.iter().zip(bases) {
+            self.bases.insert(b.0, base);
+        }
+        self.vector_body(row, body, lanes, first)?;
+        self.bases.clear();
+        self.bcx.ins().brif(tail, copy_out, &[], latch, &[]);
+        // Next vector: from first + lanes, moved back to end at n.
+        self.bcx.switch_to_block(latch);
+        self.bcx.seal_block(latch);
+        let next = self.bcx.ins().iadd_imm_s(first, width);
+        let more = self.bcx.ins().icmp(IntCC::SignedLessThan, next, n);
+        self.bcx.ins().brif(more, advance, &[], exit, &[]);
+        self.bcx.switch_to_block(advance);
+        self.bcx.seal_block(advance);
+        let back = self.bcx.ins().iadd_imm_s(n, -width);
+        let start = self.bcx.ins().smin(next, back);
+        let args = jump_args(start, &real, no);
+        self.bcx.ins().jump(body_block, &args);
         self.bcx.seal_block(body_block);
+        // Outputs of a short column: their first n elements back.
+        self.bcx.switch_to_block(copy_out);
+        self.bcx.seal_block(copy_out);
+        // (Values of `short` do not dominate this block: made again.)
+        let sources = self.short_rows(n, width);
+        for ((&(_, dtype, loaded), &base), &slot) in buffers.iter().zip(&real).zip(&slots) {
+            if loaded {
+                continue;
+            }
+            let copy = self.bcx.ins().stack_addr(self.ptr, slot, 0);
+            let ty = clif_type(dtype);
+            for &k in &sources {
+                let from = self.element_addr(copy, k, dtype);
+                let v = self.bcx.ins().load(ty, MemFlagsData::trusted(), from, 0);
+                let to = self.element_addr(base, k, dtype);
+                self.bcx.ins().store(MemFlagsData::trusted(), v, to, 0);
+            }
+        }
+        self.bcx.ins().jump(exit, &[]);
         self.bcx.switch_to_block(exit);
         self.bcx.seal_block(exit);
-        Ok(end)
+        Ok(())
     }
 
     fn vector_let(&mut self, reg: Reg, expr: &Expr, shape: &Shape) -> CodegenResult<()> {

@@ -45,7 +45,8 @@ fn main() {
     let t_lower = t.elapsed();
     let t = Instant::now();
     let symbols = kiln::runtime::libm_symbols();
-    let compiled = kiln::cranelift::jit(kernels, &symbols, Default::default()).expect("compiles");
+    let compiled =
+        kiln::cranelift::jit(kernels, &symbols, Default::default(), true).expect("compiles");
     let t_jit = t.elapsed();
     println!("{} graphs: parse {t_parse:?}, verify {t_verify:?}, optimize {t_opt:?}, lower {t_lower:?}, jit {t_jit:?}", compiled.len());
 }

@@ -57,7 +57,8 @@ impl Engine for JitTier {
             JitTier::Cranelift => {
                 let lower = kiln_cranelift::LOWER_OPTIONS;
                 compile_with(graphs, options, lower, |kernels, symbols| {
-                    kiln_cranelift::jit(kernels, symbols, options.opt_level)
+                    let vectorize = options.vectorize.unwrap_or(true);
+                    kiln_cranelift::jit(kernels, symbols, options.opt_level, vectorize)
                         .map_err(|e| CompileError::Codegen(e.to_string()))
                 })
             }

@@ -36,7 +36,10 @@ pub enum MemberError {
 pub struct PopulationOptions {
     /// Threads to compile and evaluate on; 0 means every core.
     pub threads: usize,
-    /// How to compile each expression.
+    /// How to compile each expression. Its `vectorize` left at `None` means
+    /// off here: a population is many small kernels, whose vector loops cost
+    /// more compile time than they save below about 32,768 rows
+    /// (docs/performance.md); `Some(true)` turns them on.
     pub compile: CompileOptions,
 }
 
@@ -157,13 +160,18 @@ impl Population {
     ) -> Population {
         let threads = options.threads();
         let chunk = exprs.len().div_ceil(threads).max(1);
+        let compile = CompileOptions {
+            vectorize: Some(options.compile.vectorize.unwrap_or(false)),
+            ..options.compile.clone()
+        };
+        let compile = &compile;
         let members: Vec<Result<Member, MemberError>> = std::thread::scope(|s| {
             let handles: Vec<_> = exprs
                 .chunks(chunk)
                 .map(|part| {
                     s.spawn(move || {
                         let loaded = part.iter().map(|e| load(e.as_ref(), variables)).collect();
-                        compile_part(loaded, engine, &options.compile)
+                        compile_part(loaded, engine, compile)
                     })
                 })
                 .collect();

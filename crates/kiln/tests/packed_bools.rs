@@ -14,6 +14,7 @@ const PACKED: CompileOptions = CompileOptions {
     opt_level: kiln::OptLevel::O3,
     packed_bools: true,
     libm_calls: None,
+    vectorize: None,
 };
 
 fn graph() -> Verified {
