@@ -2,7 +2,8 @@
 //! (`kiln_ir::kernel::math_kernel`, the expansion every tier computes),
 //! translated by the vectorizer into `v -> v` on a 128-bit vector and
 //! compiled once per process. The JIT's vector loops call them, one call
-//! per vector of rows: their kernels stay as small (and as fast to compile)
+//! per vector of rows, where that is faster than a call per lane
+//! ([`profitable`]): their kernels stay as small (and as fast to compile)
 //! as with scalar `libm` calls, and the math runs in vectors with the
 //! interpreter's bits. Scalar loops keep calling the `libm` crate.
 
@@ -29,6 +30,19 @@ pub(crate) fn vectorizes(isa: &dyn TargetIsa) -> bool {
             .iter()
             .any(|f| f.name == *want && f.as_bool() == Some(true))
     })
+}
+
+/// Whether a vector loop calls the routine for `op` on `dtype` rather than
+/// the `libm` function once per lane, by measurement
+/// (`cargo bench -p kiln --features llvm --bench math`, docs/performance.md).
+/// A routine computes every path of the algorithm for every lane, where the
+/// scalar function takes one branch: with four `f32` lanes it wins for
+/// almost every function (1.2–4×), with two `f64` lanes it is within ±40 %
+/// of the call and slower on easy inputs (`cos` of |x| < pi/4, as in the
+/// NNC kernel) and for the composed functions (`erf`, `sinh`, `asinh`: up
+/// to 2×), so `f64` loops keep the calls. The `f32` exceptions lose too.
+fn profitable(op: UnaryOp, dtype: DType) -> bool {
+    dtype == DType::F32 && !matches!(op, UnaryOp::Sinh | UnaryOp::Cosh | UnaryOp::Cbrt)
 }
 
 /// A compiled routine: its symbol, lanes and address.
@@ -72,6 +86,7 @@ pub(crate) fn routines_for(
     for kernel in kernels {
         calls(kernel, &kernel.body, &mut wanted);
     }
+    wanted.retain(|&(op, dtype)| profitable(op, dtype));
     wanted.sort_by_key(|(op, dtype)| (op.to_string(), *dtype));
     wanted.dedup();
     let mut routines = Routines::default();
@@ -100,7 +115,7 @@ pub(crate) fn describe(kernel: &Kernel) -> Routines {
     let mut wanted = Vec::new();
     calls(kernel, &kernel.body, &mut wanted);
     let mut routines = Routines::default();
-    for (op, dtype) in wanted {
+    for (op, dtype) in wanted.into_iter().filter(|&(op, d)| profitable(op, d)) {
         if let Some(math) = math_kernel(op, dtype) {
             routines
                 .map
