@@ -513,18 +513,38 @@ impl<'a, M: Module> FunctionCx<'a, M> {
     ) -> CodegenResult<ir::Value> {
         let (arg, rare, value) = (self.reg(arg), self.reg(rare), self.reg(value));
         let ty = clif_type(dtype);
-        let slow = self.bcx.create_block();
+        self.cold_path(
+            rare,
+            value,
+            |fx, name| fx.call_libm(name, &[arg], ty),
+            op,
+            dtype,
+        )
+    }
+
+    /// `if taken { slow(libm name of op) } else { common }`, with the slow
+    /// side in a cold block: the one shape of every `Expr::Fallback`.
+    pub(crate) fn cold_path(
+        &mut self,
+        taken: ir::Value,
+        common: ir::Value,
+        slow: impl FnOnce(&mut Self, &str) -> CodegenResult<ir::Value>,
+        op: UnaryOp,
+        dtype: DType,
+    ) -> CodegenResult<ir::Value> {
+        let ty = self.bcx.func.dfg.value_type(common);
+        let slow_block = self.bcx.create_block();
         let join = self.bcx.create_block();
-        self.bcx.set_cold_block(slow);
+        self.bcx.set_cold_block(slow_block);
         let result = self.bcx.append_block_param(join, ty);
         self.bcx
             .ins()
-            .brif(rare, slow, &[], join, &[ir::BlockArg::Value(value)]);
-        self.bcx.switch_to_block(slow);
-        self.bcx.seal_block(slow);
+            .brif(taken, slow_block, &[], join, &[ir::BlockArg::Value(common)]);
+        self.bcx.switch_to_block(slow_block);
+        self.bcx.seal_block(slow_block);
         let name = libcalls::unary_name(op, dtype)
             .ok_or_else(|| CodegenError::Invalid(format!("`{op}` on {dtype}")))?;
-        let called = self.call_libm(&name, &[arg], ty)?;
+        let called = slow(self, &name)?;
         self.bcx.ins().jump(join, &[ir::BlockArg::Value(called)]);
         self.bcx.switch_to_block(join);
         self.bcx.seal_block(join);

@@ -30,7 +30,7 @@ use cranelift_codegen::ir::{
     self, types, AbiParam, ConstantData, Endianness, InstBuilder, MemFlagsData, Signature,
 };
 use cranelift_module::{Linkage, Module};
-use kiln_ir::kernel::{libcalls, Expr, Kernel, ParamIdx, Reg, Stmt};
+use kiln_ir::kernel::{Expr, Kernel, ParamIdx, Reg, Stmt};
 use kiln_ir::{BinaryOp, CmpOp, DType, EntityRef, Scalar, UnaryOp};
 use std::collections::{HashMap, HashSet};
 
@@ -927,31 +927,25 @@ impl<M: Module> FunctionCx<'_, M> {
         value: Reg,
         dtype: DType,
     ) -> CodegenResult<ir::Value> {
-        let ty = vector_of(dtype);
         let (rare_mask, common) = (self.vreg(rare), self.vreg(value));
         let any = self.bcx.ins().vany_true(rare_mask);
-        let slow = self.bcx.create_block();
-        let join = self.bcx.create_block();
-        self.bcx.set_cold_block(slow);
-        let result = self.bcx.append_block_param(join, ty);
-        self.bcx
-            .ins()
-            .brif(any, slow, &[], join, &[ir::BlockArg::Value(common)]);
-        self.bcx.switch_to_block(slow);
-        self.bcx.seal_block(slow);
-        let name = libcalls::unary_name(op, dtype)
-            .ok_or_else(|| CodegenError::Invalid(format!("`{op}` on {dtype}")))?;
-        let mut lanes = Vec::with_capacity(usize::from(self.lanes));
-        for k in 0..self.lanes {
-            let (x, is_rare, common) = (self.lane(arg, k), self.lane(rare, k), self.lane(value, k));
-            let called = self.call_libm(&name, &[x], clif_type(dtype))?;
-            lanes.push(self.bcx.ins().select(is_rare, called, common));
-        }
-        let merged = self.gather(&lanes, dtype);
-        self.bcx.ins().jump(join, &[ir::BlockArg::Value(merged)]);
-        self.bcx.switch_to_block(join);
-        self.bcx.seal_block(join);
-        Ok(result)
+        let lanes = self.lanes;
+        self.cold_path(
+            any,
+            common,
+            |fx, name| {
+                let mut results = Vec::with_capacity(usize::from(lanes));
+                for k in 0..lanes {
+                    let (x, is_rare, common) =
+                        (fx.lane(arg, k), fx.lane(rare, k), fx.lane(value, k));
+                    let called = fx.call_libm(name, &[x], clif_type(dtype))?;
+                    results.push(fx.bcx.ins().select(is_rare, called, common));
+                }
+                Ok(fx.gather(&results, dtype))
+            },
+            op,
+            dtype,
+        )
     }
 
     fn vector_store(&mut self, p: ParamIdx, idx: Reg, value: Reg) -> CodegenResult<()> {
