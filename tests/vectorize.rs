@@ -115,15 +115,6 @@ fn load(source: &str) -> kiln::Graph {
         .graph
 }
 
-/// Whether two runs gave the same bits (or errors of the same kind).
-fn same(want: &kiln::ExecResult<Vec<Data>>, got: &kiln::ExecResult<Vec<Data>>) -> bool {
-    match (want, got) {
-        (Ok(w), Ok(g)) => w.len() == g.len() && w.iter().zip(g).all(|(a, b)| a.same_data(b)),
-        (Err(w), Err(g)) => w.to_string() == g.to_string(),
-        _ => false,
-    }
-}
-
 /// Each program compiled once per engine and option set, run at every row
 /// count (four input sets each) against the interpreter.
 fn agree(options: &kiln::CompileOptions, programs: &[(&str, &str, &str)], mut seed: u64) {
@@ -143,7 +134,7 @@ fn agree(options: &kiln::CompileOptions, programs: &[(&str, &str, &str)], mut se
                         let inputs = inputs(&graph, &mut seed, n);
                         let (want, got) = (oracle.run(&inputs), program.run(&inputs));
                         assert!(
-                            same(&want, &got),
+                            kiln_fuzzgen::same(&want, &got),
                             "{what}: {} (optimize {optimize}) at {n} rows\ninputs {inputs:?}\nwant {want:?}\ngot {got:?}",
                             engine.name()
                         );

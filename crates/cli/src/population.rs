@@ -45,8 +45,8 @@ pub fn run(args: &PopulationArgs<'_>) -> Result<(), Failure> {
         None => None,
     };
     let n_rows = table.n_rows();
-    /// Rows from which the Cranelift JIT's vector loops pay back their
-    /// compile time on a population (docs/performance.md).
+    /// Rows from which vector loops are used on a population: the measured
+    /// break-even (15,000–20,000 rows, docs/performance.md) with a margin.
     const VECTOR_ROWS: usize = 32_768;
     let start = Instant::now();
     let options = PopulationOptions {
@@ -55,8 +55,6 @@ pub fn run(args: &PopulationArgs<'_>) -> Result<(), Failure> {
         // optimize first.
         compile: kiln::CompileOptions {
             optimize: args.tier != Tier::Interp,
-            // Vector loops pay back their compile time from about 32,768
-            // rows (docs/performance.md): not on shorter columns.
             vectorize: Some(n_rows >= VECTOR_ROWS),
             ..kiln::CompileOptions::default()
         },

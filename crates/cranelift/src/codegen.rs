@@ -13,7 +13,7 @@ use cranelift_module::{Linkage, Module};
 use kiln_ir::kernel::abi::{self, NativeType, Slot};
 use kiln_ir::kernel::{libcalls, Expr, Extent, Kernel, ParamIdx, Reg, Stmt};
 use kiln_ir::{BinaryOp, CmpOp, DType, EntityRef, Scalar, UnaryOp};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// The CLIF type of a dtype (`bool` is an `i8` holding 0 or 1).
 pub fn clif_type(dtype: DType) -> ir::Type {
@@ -161,6 +161,9 @@ pub(crate) struct FunctionCx<'a, M: Module> {
     /// In a vector loop: where its buffers are read and written, when not
     /// at the parameters themselves (a short column's copies on the stack).
     pub(crate) bases: HashMap<ParamIdx, ir::Value>,
+    /// The kernel's registers of the constant 1 (`vector::ones`), found at
+    /// the first loop the vectorizer looks at.
+    ones: Option<HashSet<Reg>>,
 }
 
 impl<'a, M: Module> FunctionCx<'a, M> {
@@ -186,6 +189,7 @@ impl<'a, M: Module> FunctionCx<'a, M> {
             splats: HashMap::new(),
             consts: HashMap::new(),
             bases: HashMap::new(),
+            ones: None,
         }
     }
 
@@ -320,13 +324,22 @@ impl<'a, M: Module> FunctionCx<'a, M> {
         ret: &mut Option<ir::Value>,
     ) -> CodegenResult<()> {
         let n = self.codegen_extent(extent);
-        let lanes = self
-            .vectorize
-            .and_then(|routines| vector::plan(self.kernel, row, body, routines));
-        let start = match lanes {
+        let plan = match self.vectorize {
+            Some(routines) => {
+                let kernel = self.kernel;
+                let one = self.ones.get_or_insert_with(|| {
+                    let mut one = HashSet::new();
+                    vector::ones(&kernel.body, &mut one);
+                    one
+                });
+                vector::plan(kernel, row, body, routines, one)
+            }
+            None => None,
+        };
+        let start = match plan {
             // Vectors first; the scalar loop runs what they leave (the last
             // `n % lanes` rows), if anything.
-            Some(lanes) => match self.codegen_vector_loop(n, row, body, lanes)? {
+            Some(plan) => match self.codegen_vector_loop(n, row, body, &plan)? {
                 Some(end) => end,
                 None => return Ok(()),
             },
@@ -632,7 +645,7 @@ impl<'a, M: Module> FunctionCx<'a, M> {
         })
     }
 
-    fn codegen_compare(
+    pub(crate) fn codegen_compare(
         &mut self,
         op: CmpOp,
         a: ir::Value,

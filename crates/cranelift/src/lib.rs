@@ -26,8 +26,9 @@ use std::sync::{Arc, OnceLock};
 /// The lowering choices that suit this tier's JIT: matmuls in register
 /// tiles (`LowerOptions::register_tiles`), and transcendentals as calls
 /// (`LowerOptions::libm_calls`), which a vector loop makes to kiln's vector
-/// math routines ([`vmath`]: the inline math, compiled once per process)
-/// and a scalar loop to the `libm` crate (one call measured faster than the
+/// math routines where they are faster ([`vmath`]: the inline math,
+/// compiled once per process; `f32` functions) and otherwise to the `libm`
+/// crate (one call measured faster than the
 /// inline math's scalar code here). Kernels stay small either way, which
 /// keeps compiling a population fast.
 pub const LOWER_OPTIONS: LowerOptions = LowerOptions {

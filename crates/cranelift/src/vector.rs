@@ -1,6 +1,8 @@
 //! The kernel-level vectorizer: a row loop whose rows are independent runs
 //! `lanes` rows at a time in Cranelift's 128-bit vectors (`f64x2`, `f32x4`),
-//! then the last `n % lanes` rows in the scalar loop.
+//! all of them when every access is at `row` itself (the last vector moved
+//! back to end at `n`), else leaving the last `n % lanes` rows to the
+//! scalar loop.
 //!
 //! It changes how a loop runs, never what it computes: every vector
 //! instruction is the scalar one applied lane by lane (the same IEEE
@@ -8,8 +10,8 @@
 //! expression without a vector form here is computed lane by lane by the
 //! scalar translation itself (`FunctionCx::codegen_expr`), so the two can
 //! not disagree. Transcendentals call the vector math routines
-//! ([`crate::vmath`]): kiln's inline math, compiled once per process by
-//! this same translator.
+//! ([`crate::vmath`]: kiln's inline math, compiled once per process by
+//! this same translator) where they beat a `libm` call per lane.
 //!
 //! A register of dtype `d` lives in the 128-bit vector of `d`'s lanes, of
 //! which the loop uses the first `lanes` (an `f32` in a loop that also
@@ -25,7 +27,7 @@
 
 use crate::codegen::{clif_type, FunctionCx};
 use crate::{CodegenError, CodegenResult};
-use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{
     self, types, AbiParam, ConstantData, Endianness, InstBuilder, MemFlagsData, Signature,
 };
@@ -61,7 +63,7 @@ pub(crate) fn vector_of(dtype: DType) -> ir::Type {
 
 /// The lanes of a 128-bit vector of `dtype`: the most a loop holding it
 /// can run.
-fn max_lanes(dtype: DType) -> u8 {
+pub(crate) fn max_lanes(dtype: DType) -> u8 {
     (16 / dtype.size_bytes()) as u8
 }
 
@@ -91,8 +93,8 @@ pub(crate) struct Shape {
 }
 
 /// The registers defined anywhere in `stmts` as the `i64` constant 1 (the
-/// stride of a tensor's last dimension).
-fn ones(stmts: &[Stmt], out: &mut HashSet<Reg>) {
+/// stride of a tensor's last dimension): found once per kernel.
+pub(crate) fn ones(stmts: &[Stmt], out: &mut HashSet<Reg>) {
     for stmt in stmts {
         match stmt {
             Stmt::Let(r, Expr::Const(Scalar::I64(1))) => {
@@ -104,9 +106,13 @@ fn ones(stmts: &[Stmt], out: &mut HashSet<Reg>) {
     }
 }
 
-pub(crate) fn shape(kernel: &Kernel, row: Reg, body: &[Stmt]) -> Shape {
-    let mut one = HashSet::new();
-    ones(&kernel.body, &mut one);
+/// A loop the vectorizer takes: its lanes and its registers' [`Shape`].
+pub(crate) struct Plan {
+    pub(crate) lanes: u8,
+    shape: Shape,
+}
+
+fn shape(row: Reg, body: &[Stmt], one: &HashSet<Reg>) -> Shape {
     let defined: HashSet<Reg> = body
         .iter()
         .filter_map(|s| match s {
@@ -146,11 +152,19 @@ pub(crate) fn shape(kernel: &Kernel, row: Reg, body: &[Stmt]) -> Shape {
     shape
 }
 
-/// The lanes a loop over `row` runs in, if the vectorizer takes it (see the
-/// module's doc): the fewest any of its dtypes (or vector math routines)
-/// allows.
-pub(crate) fn plan(kernel: &Kernel, row: Reg, body: &[Stmt], routines: &Routines) -> Option<u8> {
-    let Shape { unit, invariant } = shape(kernel, row, body);
+/// How a loop over `row` runs in vectors, if the vectorizer takes it (see
+/// the module's doc): in the fewest lanes any of its dtypes (or vector math
+/// routines) allows. `one` holds the kernel's registers of the constant 1
+/// ([`ones`]).
+pub(crate) fn plan(
+    kernel: &Kernel,
+    row: Reg,
+    body: &[Stmt],
+    routines: &Routines,
+    one: &HashSet<Reg>,
+) -> Option<Plan> {
+    let shape = shape(row, body, one);
+    let Shape { unit, invariant } = &shape;
     let mut lanes = u8::MAX;
     let (mut loaded, mut stored) = (HashSet::new(), HashSet::new());
     let mut contiguous = false;
@@ -204,7 +218,7 @@ pub(crate) fn plan(kernel: &Kernel, row: Reg, body: &[Stmt], routines: &Routines
         lanes = lanes.min(2);
     }
     let independent = loaded.is_disjoint(&stored);
-    (independent && contiguous && (2..=4).contains(&lanes)).then_some(lanes)
+    (independent && contiguous && (2..=4).contains(&lanes)).then_some(Plan { lanes, shape })
 }
 
 /// The buffers of a loop whose every load and store is at `row` itself (no
@@ -260,10 +274,11 @@ impl<M: Module> FunctionCx<'_, M> {
         n: ir::Value,
         row: Reg,
         body: &[Stmt],
-        lanes: u8,
+        plan: &Plan,
     ) -> CodegenResult<Option<ir::Value>> {
+        let lanes = plan.lanes;
         if let Some(buffers) = whole_rows(self.kernel, row, body) {
-            self.codegen_overlapped_loop(n, row, body, lanes, &buffers)?;
+            self.codegen_overlapped_loop(n, row, body, plan, &buffers)?;
             return Ok(None);
         }
         let end = self.bcx.ins().band_imm_s(n, -i64::from(lanes));
@@ -277,7 +292,7 @@ impl<M: Module> FunctionCx<'_, M> {
             .brif(any, body_block, &[ir::BlockArg::Value(zero)], exit, &[]);
         self.bcx.switch_to_block(body_block);
         let first = self.bcx.block_params(body_block)[0];
-        self.vector_body(row, body, lanes, first)?;
+        self.vector_body(row, body, plan, first)?;
         let next = self.bcx.ins().iadd_imm_s(first, i64::from(lanes));
         let more = self.bcx.ins().icmp(IntCC::SignedLessThan, next, end);
         self.bcx
@@ -306,15 +321,14 @@ impl<M: Module> FunctionCx<'_, M> {
         &mut self,
         row: Reg,
         body: &[Stmt],
-        lanes: u8,
+        plan: &Plan,
         first: ir::Value,
     ) -> CodegenResult<()> {
-        self.lanes = lanes;
+        self.lanes = plan.lanes;
         self.unit.insert(row, first);
-        let shape = shape(self.kernel, row, body);
         for stmt in body {
             match stmt {
-                Stmt::Let(reg, expr) => self.vector_let(*reg, expr, &shape)?,
+                Stmt::Let(reg, expr) => self.vector_let(*reg, expr, &plan.shape)?,
                 Stmt::Store(p, Some(idx), value) => self.vector_store(*p, *idx, *value)?,
                 _ => return Err(CodegenError::Invalid("a statement the plan refuses".into())),
             }
@@ -339,10 +353,10 @@ impl<M: Module> FunctionCx<'_, M> {
         n: ir::Value,
         row: Reg,
         body: &[Stmt],
-        lanes: u8,
+        plan: &Plan,
         buffers: &[(ParamIdx, DType, bool)],
     ) -> CodegenResult<()> {
-        let width = i64::from(lanes);
+        let width = i64::from(plan.lanes);
         let body_block = self.bcx.create_block();
         let short_check = self.bcx.create_block();
         let short = self.bcx.create_block();
@@ -416,7 +430,7 @@ impl<M: Module> FunctionCx<'_, M> {
         for (b, &base) in buffers.iter().zip(bases) {
             self.bases.insert(b.0, base);
         }
-        self.vector_body(row, body, lanes, first)?;
+        self.vector_body(row, body, plan, first)?;
         self.bases.clear();
         self.bcx.ins().brif(tail, copy_out, &[], latch, &[]);
         // Next vector: from first + lanes, moved back to end at n.
@@ -725,30 +739,12 @@ impl<M: Module> FunctionCx<'_, M> {
         }
     }
 
+    /// A comparison by the scalar translation's own condition codes (CLIF
+    /// compares vectors lane by lane), its mask made the loop's.
     fn vector_compare(&mut self, op: CmpOp, a: Reg, b: Reg) -> ir::Value {
         let operand = self.kernel.reg_type(a);
         let (a, b) = (self.vreg(a), self.vreg(b));
-        if operand.is_float() {
-            let cc = match op {
-                CmpOp::Eq => FloatCC::Equal,
-                CmpOp::Ne => FloatCC::NotEqual,
-                CmpOp::Lt => FloatCC::LessThan,
-                CmpOp::Le => FloatCC::LessThanOrEqual,
-                CmpOp::Gt => FloatCC::GreaterThan,
-                CmpOp::Ge => FloatCC::GreaterThanOrEqual,
-            };
-            let mask = self.bcx.ins().fcmp(cc, a, b);
-            return self.loop_mask(mask, operand);
-        }
-        let cc = match op {
-            CmpOp::Eq => IntCC::Equal,
-            CmpOp::Ne => IntCC::NotEqual,
-            CmpOp::Lt => IntCC::SignedLessThan,
-            CmpOp::Le => IntCC::SignedLessThanOrEqual,
-            CmpOp::Gt => IntCC::SignedGreaterThan,
-            CmpOp::Ge => IntCC::SignedGreaterThanOrEqual,
-        };
-        let mask = self.bcx.ins().icmp(cc, a, b);
+        let mask = self.codegen_compare(op, a, b, operand);
         if operand == DType::Bool {
             mask
         } else {

@@ -8,7 +8,7 @@
 //! interpreter's bits. Scalar loops keep calling the `libm` crate.
 
 use crate::codegen;
-use crate::vector::{vector_of, Routines};
+use crate::vector::{max_lanes, Routines};
 use crate::{host_isa, CodegenError, CodegenResult};
 use cranelift_codegen::isa::TargetIsa;
 use cranelift_jit::{JITBuilder, JITModule};
@@ -75,13 +75,9 @@ fn calls(kernel: &Kernel, stmts: &[Stmt], out: &mut Vec<(UnaryOp, DType)>) {
     }
 }
 
-/// The routines `kernels` may call, compiled if not yet, and the symbols to
-/// bind them by. `symbols` binds the routines' own calls (the `libm`
-/// functions of their rare paths), as for kernels.
-pub(crate) fn routines_for(
-    kernels: &[Kernel],
-    symbols: &[(&'static str, *const u8)],
-) -> CodegenResult<(Routines, Vec<(String, *const u8)>)> {
+/// The functions `kernels` call that have a routine worth calling
+/// ([`profitable`]), each once.
+fn wanted(kernels: &[Kernel]) -> Vec<(UnaryOp, DType)> {
     let mut wanted = Vec::new();
     for kernel in kernels {
         calls(kernel, &kernel.body, &mut wanted);
@@ -89,10 +85,20 @@ pub(crate) fn routines_for(
     wanted.retain(|&(op, dtype)| profitable(op, dtype));
     wanted.sort_by_key(|(op, dtype)| (op.to_string(), *dtype));
     wanted.dedup();
+    wanted
+}
+
+/// The routines `kernels` may call, compiled if not yet, and the symbols to
+/// bind them by. `symbols` binds the routines' own calls (the `libm`
+/// functions of their rare paths), as for kernels.
+pub(crate) fn routines_for(
+    kernels: &[Kernel],
+    symbols: &[(&'static str, *const u8)],
+) -> CodegenResult<(Routines, Vec<(String, *const u8)>)> {
     let mut routines = Routines::default();
     let mut bound = Vec::new();
     let mut cache = cache().lock().unwrap_or_else(|e| e.into_inner());
-    for key in wanted {
+    for key in wanted(kernels) {
         let compiled = match cache.get(&key) {
             Some(done) => done.clone(),
             None => {
@@ -112,10 +118,8 @@ pub(crate) fn routines_for(
 /// The routines `kernel` would call, described but not compiled (for
 /// `kiln ir --emit clif`).
 pub(crate) fn describe(kernel: &Kernel) -> Routines {
-    let mut wanted = Vec::new();
-    calls(kernel, &kernel.body, &mut wanted);
     let mut routines = Routines::default();
-    for (op, dtype) in wanted.into_iter().filter(|&(op, d)| profitable(op, d)) {
+    for (op, dtype) in wanted(std::slice::from_ref(kernel)) {
         if let Some(math) = math_kernel(op, dtype) {
             routines
                 .map
@@ -126,7 +130,7 @@ pub(crate) fn describe(kernel: &Kernel) -> Routines {
 }
 
 fn symbol(op: UnaryOp, dtype: DType) -> String {
-    format!("__kiln_vmath_{op}_{dtype}x{}", 16 / dtype.size_bytes())
+    format!("__kiln_vmath_{op}_{dtype}x{}", max_lanes(dtype))
 }
 
 /// The lanes a math kernel runs in: as many as its widest dtype allows.
@@ -135,7 +139,7 @@ fn lanes(kernel: &Kernel) -> u8 {
         .regs
         .iter()
         .filter(|&&d| d != DType::Bool)
-        .map(|d| (16 / d.size_bytes()) as u8)
+        .map(|&d| max_lanes(d))
         .min()
         .unwrap_or(2)
 }
@@ -150,7 +154,6 @@ fn compile(
     };
     let lanes = lanes(&kernel);
     let symbol = symbol(op, dtype);
-    debug_assert_eq!(vector_of(dtype).bits(), 128);
     let mut builder =
         JITBuilder::with_isa(host_isa(true)?, cranelift_module::default_libcall_names());
     for &(name, ptr) in symbols {

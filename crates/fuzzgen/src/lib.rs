@@ -571,7 +571,10 @@ fn error_kind(e: &kiln::ExecError) -> String {
     }
 }
 
-fn same(a: &ExecResult<Vec<Data>>, b: &ExecResult<Vec<Data>>) -> bool {
+/// Whether two runs agree as the differential test requires: the same bits
+/// (every NaN equal), or errors of the same kind (which division by zero a
+/// fused loop reports first is unspecified).
+pub fn same(a: &ExecResult<Vec<Data>>, b: &ExecResult<Vec<Data>>) -> bool {
     match (a, b) {
         (Ok(x), Ok(y)) => x.len() == y.len() && x.iter().zip(y).all(|(p, q)| p.same_data(q)),
         (Err(x), Err(y)) => error_kind(x) == error_kind(y),

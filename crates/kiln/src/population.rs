@@ -38,8 +38,8 @@ pub struct PopulationOptions {
     pub threads: usize,
     /// How to compile each expression. Its `vectorize` left at `None` means
     /// off here: a population is many small kernels, whose vector loops cost
-    /// more compile time than they save below about 32,768 rows
-    /// (docs/performance.md); `Some(true)` turns them on.
+    /// more compile time than they save on short columns (break-even near
+    /// 15,000–20,000 rows, docs/performance.md); `Some(true)` turns them on.
     pub compile: CompileOptions,
 }
 

@@ -189,6 +189,20 @@ impl Emit<'_, '_> {
         self.let_(to, Expr::Bitcast(to, a))
     }
 
+    /// `v` with the bits `mask` clears cleared (an f64's low word, an f32's
+    /// low bits): how the scalar code splits a value into hi and lo.
+    fn cut_bits(&mut self, v: Reg, mask: i64) -> Reg {
+        let dtype = self.ty(v);
+        let int = if dtype == DType::F32 {
+            DType::I32
+        } else {
+            DType::I64
+        };
+        let bits = self.bitcast(int, v);
+        let cut = self.band_k(bits, mask);
+        self.bitcast(dtype, cut)
+    }
+
     /// `c[0] + x*(c[1] + x*(c[2] + ...))`, innermost first, as the scalar
     /// code writes its polynomials (in `x`'s dtype; `f32` coefficients are
     /// given exactly).
@@ -1059,14 +1073,7 @@ fn erf_parts(m: &mut Emit<'_, '_>, x: Reg) -> ErfParts {
         let below = m.cmp_k(CmpOp::Lt, hx, c.split);
         let r = m.select(below, ra, rb);
         let big_s = m.select(below, sa, sb);
-        let int = if dtype == DType::F32 {
-            DType::I32
-        } else {
-            DType::I64
-        };
-        let bits = m.bitcast(int, a);
-        let cut = m.band_k(bits, c.z_mask);
-        let z = m.bitcast(dtype, cut);
+        let z = m.cut_bits(a, c.z_mask);
         let nz = m.neg(z);
         let zz = m.mul(nz, z);
         let k = m.float(dtype, 0.5625);
@@ -1270,7 +1277,6 @@ fn hyperbolic(m: &mut Emit<'_, '_>, x: Reg, op: UnaryOp) -> Reg {
     };
     let one = m.float(dtype, 1.0);
     let two = m.float(dtype, 2.0);
-    let t1 = m.add(t, one);
     if op == UnaryOp::Cosh {
         // Below log(2): 1 + t²/(2(1 + t)), or 1 when tiny; below log(MAX):
         // 0.5(e + 1/e); beyond (and NaN): k_expo2.
@@ -1298,6 +1304,7 @@ fn hyperbolic(m: &mut Emit<'_, '_>, x: Reg, op: UnaryOp) -> Reg {
         let (plus, minus) = (m.float(dtype, 0.5), m.float(dtype, -0.5));
         m.select(negative, minus, plus)
     };
+    let t1 = m.add(t, one);
     let below_one = {
         let tt = m.mul(t, t);
         let q = m.div(tt, t1);
@@ -1551,10 +1558,7 @@ fn log2_log10(m: &mut Emit<'_, '_>, x: Reg, op: UnaryOp) -> Reg {
     // hi = f - hfsq, low bits cleared; lo = f - hi - hfsq + s*(hfsq + r).
     let hi = {
         let h = m.sub(f, hfsq);
-        let int = if f32 { DType::I32 } else { DType::I64 };
-        let bits = m.bitcast(int, h);
-        let cut = m.band_k(bits, hi_mask);
-        m.bitcast(dtype, cut)
+        m.cut_bits(h, hi_mask)
     };
     let lo = {
         let a = m.sub(f, hi);
@@ -1711,17 +1715,12 @@ fn k_tan(m: &mut Emit<'_, '_>, x: Reg, y: Reg, odd: Reg) -> Reg {
     // odd: -1/(x + r) accurately: a0 + a(1 + a0·w0 + a0·v), w0 and a0 with
     // their low words cleared.
     let odd_value = {
-        let zero_low = |m: &mut Emit<'_, '_>, v: Reg| {
-            let bits = m.bitcast(DType::I64, v);
-            let cut = m.band_k(bits, !0xffff_ffff);
-            m.bitcast(DType::F64, cut)
-        };
-        let w0 = zero_low(m, w);
+        let w0 = m.cut_bits(w, !0xffff_ffff);
         let d = m.sub(w0, x);
         let v = m.sub(r, d);
         let minus_one = m.f64(-1.0);
         let a = m.div(minus_one, w);
-        let a0 = zero_low(m, a);
+        let a0 = m.cut_bits(a, !0xffff_ffff);
         let aw = m.mul(a0, w0);
         let t = m.add(one, aw);
         let av = m.mul(a0, v);
@@ -2029,19 +2028,6 @@ fn asin_r(m: &mut Emit<'_, '_>, z: Reg) -> Reg {
     m.div(pz, qz)
 }
 
-/// `v` with the low bits that `mask` clears cleared (f64: its low word).
-fn cut_bits(m: &mut Emit<'_, '_>, v: Reg, mask: i64) -> Reg {
-    let dtype = m.ty(v);
-    let int = if dtype == DType::F32 {
-        DType::I32
-    } else {
-        DType::I64
-    };
-    let bits = m.bitcast(int, v);
-    let cut = m.band_k(bits, mask);
-    m.bitcast(dtype, cut)
-}
-
 /// The `libm` crate's `asin` (f64; FreeBSD's `e_asin.c`) and `asinf`,
 /// branch-free.
 pub(super) fn asin(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg {
@@ -2110,7 +2096,7 @@ pub(super) fn asin(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg {
         // Else with f + c = s (f its high word): 0.5·pio2_hi -
         // (2s·r - (pio2_lo - 2c) - (0.5·pio2_hi - 2f)).
         let far = {
-            let f = cut_bits(m, s, !0xffff_ffff);
+            let f = m.cut_bits(s, !0xffff_ffff);
             let ff = m.mul(f, f);
             let zf = m.sub(z, ff);
             let sf = m.add(s, f);
@@ -2221,7 +2207,7 @@ pub(super) fn acos(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg {
     };
     // x > 0.5: 2(df + (R·s + c)), df = s rounded down, c = (z - df²)/(s + df).
     let above = {
-        let df = cut_bits(m, s, f_mask);
+        let df = m.cut_bits(s, f_mask);
         let dd = m.mul(df, df);
         let zd = m.sub(z, dd);
         let sd = m.add(s, df);
@@ -2291,8 +2277,15 @@ fn inverse_hyperbolic(m: &mut Emit<'_, '_>, x: Reg, op: UnaryOp) -> Reg {
             log_f64(m.lw, m.out, v)
         }
     };
-    let huge = m.cmp_k(CmpOp::Ge, ix, huge_at);
-    let ln2 = m.float(dtype, ln2);
+    // log(arg), or log(at_huge) + ln 2 from 2^26 (2^12) on.
+    let wide_log = |m: &mut Emit<'_, '_>, at_huge: Reg, arg: Reg| {
+        let huge = m.cmp_k(CmpOp::Ge, ix, huge_at);
+        let arg = m.select(huge, at_huge, arg);
+        let l = log(m, arg);
+        let ln2 = m.float(dtype, ln2);
+        let shifted = m.add(l, ln2);
+        m.select(huge, shifted, l)
+    };
     match op {
         UnaryOp::Asinh => {
             let aa = m.mul(a, a);
@@ -2305,10 +2298,7 @@ fn inverse_hyperbolic(m: &mut Emit<'_, '_>, x: Reg, op: UnaryOp) -> Reg {
                 let inv = m.div(one, d);
                 let t = m.mul(two, a);
                 let arg = m.add(t, inv);
-                let arg = m.select(huge, a, arg);
-                let l = log(m, arg);
-                let shifted = m.add(l, ln2);
-                m.select(huge, shifted, l)
+                wide_log(m, a, arg)
             };
             // From 2^-26: log1p(|x| + x²/(sqrt(x² + 1) + 1)); below: |x|.
             let narrow = {
@@ -2344,10 +2334,7 @@ fn inverse_hyperbolic(m: &mut Emit<'_, '_>, x: Reg, op: UnaryOp) -> Reg {
                 let inv = m.div(one, d);
                 let t = m.mul(two, x);
                 let arg = m.sub(t, inv);
-                let arg = m.select(huge, x, arg);
-                let l = log(m, arg);
-                let shifted = m.add(l, ln2);
-                m.select(huge, shifted, l)
+                wide_log(m, x, arg)
             };
             let is_near = m.cmp_k(CmpOp::Lt, ix, two_at);
             m.select(is_near, near, far)
