@@ -21,11 +21,13 @@ lint:
     cargo clippy --workspace --all-targets --features llvm --locked -- -D warnings
 
 # The long bit-exactness run of inline math (docs/testing.md): 10^9 random
-# inputs per f64 function, then all 2^32 inputs of every f32 function, on every
-# tier; `just math-long sin,cos` runs only those functions. Hours on 2 cores.
+# inputs per f64 function, then all 2^32 inputs of every f32 function, then
+# 10^9 random pairs per binary function (f64 and f32), on every tier;
+# `just math-long sin,cos` runs only those functions. Hours on 2 cores.
 math-long ONLY="":
     MATH_ONLY={{ONLY}} MATH_CASES=1000000000 cargo test --locked --release -p kiln-tests --features llvm --test math f64_functions
     MATH_ONLY={{ONLY}} MATH_F32_EXHAUSTIVE=1 cargo test --locked --release -p kiln-tests --features llvm --test math f32_functions
+    MATH_ONLY={{ONLY}} MATH_CASES=1000000000 cargo test --locked --release -p kiln-tests --features llvm --test math binary_functions_are_libms_on_every_engine
 
 # Rewrite the expected optimized graphs in tests/filetests/opt/ (review the diff!).
 bless:

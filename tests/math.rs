@@ -127,6 +127,86 @@ fn exp_inputs() -> Vec<f64> {
     v
 }
 
+/// The inputs for `exp2` (f64): its thresholds, every integer from -1076
+/// to 1025 and the half-way points between them (where `k` changes), and
+/// every table step i/256 (and the midpoints) over [-4, 4].
+fn exp2_inputs() -> Vec<f64> {
+    let mut v = Vec::new();
+    special_f64(&mut v);
+    for hx in [0x408f_f000, 0x4090_0000, 0x3c90_0000, 0x7ff0_0000] {
+        around_high_word(hx, &mut v);
+    }
+    for j in -1076..=1025 {
+        around(f64::from(j), &mut v);
+        around(f64::from(j) - 0.5, &mut v);
+    }
+    for i in -2048..=2048 {
+        around(f64::from(i) / 256.0, &mut v);
+        around((f64::from(i) - 0.5) / 256.0, &mut v);
+    }
+    v
+}
+
+fn exp2_pick(rng: &mut Rng, i: usize) -> f64 {
+    match i % 4 {
+        0 => f64::from_bits(rng.next()),
+        1 => rng.uniform(-1080.0, 1030.0),
+        2 => rng.uniform(-1.0, 1.0),
+        _ => rng.uniform(-60.0, 60.0),
+    }
+}
+
+/// The inputs for the f64 `cbrt`: powers of two of every exponent (each
+/// residue of the exponent mod 3) and the binades' ends, subnormals, exact
+/// cubes and their neighbours (the scalar code's near-exact check), and the
+/// arguments CORE-MATH lists as its hard cases.
+fn cbrt_inputs() -> Vec<f64> {
+    let mut v = Vec::new();
+    special_f64(&mut v);
+    for e in -1074..=1023 {
+        let p = 2f64.powi(e);
+        for x in [p, p * 1.5, p * 1.9999999999999998] {
+            around(x, &mut v);
+            around(-x, &mut v);
+        }
+    }
+    for k in (1..=3000).chain((12..=17).map(|e| (1 << e) - 1)) {
+        let cube = f64::from(k) * f64::from(k) * f64::from(k);
+        for s in [1.0, 2f64.powi(-300), 2f64.powi(300), -1.0] {
+            around(cube * s, &mut v);
+        }
+    }
+    for bits in [
+        0x4009_b782_23aa_307c_u64,
+        0x401a_202b_fc89_ddff,
+        0x3ff3_a9cc_d7f0_22db,
+        0x3ff7_845d_2faa_c6fe,
+        0x3ffd_1ef8_1cbb_be71,
+        0x4000_a201_4f62_987c,
+        0x400f_e18a_044a_5501,
+        0x401a_6bb8_c803_147b,
+        0x401a_c853_8a03_1cbd,
+        0xf7f7_92b2_8f60_0000,
+    ] {
+        around(f64::from_bits(bits), &mut v);
+    }
+    v
+}
+
+fn cbrt_pick(rng: &mut Rng, i: usize) -> f64 {
+    match i % 4 {
+        0 => f64::from_bits(rng.next()),
+        1 => rng.uniform(-1000.0, 1000.0),
+        2 => f64::from_bits(rng.next() >> 12),
+        _ => {
+            // An exact cube, or a few ulps from one.
+            let k = (rng.next() % 200_000) as f64 - 100_000.0;
+            let cube = k * k * k;
+            f64::from_bits(cube.to_bits().wrapping_add(rng.next() % 5).wrapping_sub(2))
+        }
+    }
+}
+
 /// The inputs for `expm1` (f64): its thresholds, every step of its
 /// reduction's `k` (including k = ±1, the k = 20 and k = 56 switches and k
 /// = 1024), and where its k = 1 branch turns at a reduced -0.25.
@@ -561,8 +641,10 @@ type Pick = fn(&mut Rng, usize) -> f64;
 
 /// Each inline f64 function: its name, the `libm` crate's function, its
 /// chosen inputs and its random inputs.
-const F64_FUNCTIONS: [(&str, Oracle, Chosen, Pick); 20] = [
+const F64_FUNCTIONS: [(&str, Oracle, Chosen, Pick); 22] = [
     ("exp", libm::exp, exp_inputs, exp_pick),
+    ("exp2", libm::exp2, exp2_inputs, exp2_pick),
+    ("cbrt", libm::cbrt, cbrt_inputs, cbrt_pick),
     ("log", libm::log, log_inputs, log_pick),
     ("sin", libm::sin, trig_inputs, trig_pick),
     ("cos", libm::cos, trig_inputs, trig_pick),
@@ -857,6 +939,11 @@ fn special_f32() -> Vec<f32> {
         0x3e82_c578,
         0x3f0c_9f54,
         0x4120_0000,
+        // exp2f.
+        0x42fc_0000,
+        0x4300_0000,
+        0x4316_0000,
+        0x3300_0000,
     ] {
         for sign in [0, 1 << 31] {
             for h in [hx - 1, hx, hx + 1] {
@@ -874,6 +961,11 @@ fn special_f32() -> Vec<f32> {
         v.extend([x.next_down(), x, x.next_up()]);
         // tanhf's expm1f is of twice the argument.
         v.extend([x.next_down(), x, x.next_up()].map(|x| x / 2.0));
+    }
+    // exp2f's every k and table step, and the midpoints.
+    for i in -151 * 32..=129 * 32 {
+        let x = i as f32 / 32.0;
+        v.extend([x.next_down(), x, x.next_up()]);
     }
     // Powers of 2 and 10 (log2f, log10f).
     for e in -149..=127 {
@@ -919,8 +1011,9 @@ fn f32_pick(rng: &mut Rng, i: usize) -> f32 {
 type OracleF32 = fn(f32) -> f32;
 
 /// Each inline f32 function and the `libm` crate's.
-const F32_FUNCTIONS: [(&str, OracleF32); 21] = [
+const F32_FUNCTIONS: [(&str, OracleF32); 22] = [
     ("exp", libm::expf),
+    ("exp2", libm::exp2f),
     ("log", libm::logf),
     ("sin", libm::sinf),
     ("cos", libm::cosf),
@@ -981,5 +1074,355 @@ fn f32_functions_are_libms_on_every_engine() {
                 });
             }
         }
+    }
+}
+
+// ---- Binary functions: pow, atan2, hypot ----
+
+/// `op` of two `T` arguments compiled on `engine` (as [`unary`]).
+fn binary<T: Float>(
+    engine: &dyn DynEngine,
+    op: &str,
+    libm_calls: Option<bool>,
+) -> Box<dyn kiln::Program> {
+    let t = T::DTYPE;
+    let text = format!(
+        "graph \"{op}\"\nv0: {t}[n] = input \"x\"\nv1: {t}[n] = input \"y\"\n\
+         v2: {t}[n] = {op} v0, v1\noutput \"z\" = v2\n"
+    );
+    let graph = kiln::verify(kiln::ir::text::parse(&text).unwrap()).unwrap();
+    let options = kiln::CompileOptions {
+        optimize: false,
+        libm_calls,
+        ..kiln::CompileOptions::default()
+    };
+    engine.compile_dyn(&graph, &options).unwrap()
+}
+
+/// Runs `program` (`op` of two `T` arguments) over `pairs` and compares with
+/// `want`; the first few disagreements are the error.
+fn check_binary<T: Float>(
+    program: &dyn kiln::Program,
+    op: &str,
+    pairs: &[(T, T)],
+    want: fn(T, T) -> T,
+) -> Result<(), String> {
+    let xs: Vec<T> = pairs.iter().map(|p| p.0).collect();
+    let ys: Vec<T> = pairs.iter().map(|p| p.1).collect();
+    let outs = program
+        .run(&[Data::Column(T::column(&xs)), Data::Column(T::column(&ys))])
+        .map_err(|e| e.to_string())?;
+    let Some(got) = outs.first().and_then(|d| match d {
+        Data::Column(b) => T::values(b),
+        _ => None,
+    }) else {
+        return Err(format!("{op} returned {outs:?}"));
+    };
+    let bad: Vec<String> = pairs
+        .iter()
+        .zip(got)
+        .filter(|(&(x, y), &z)| !same(z, want(x, y)))
+        .take(5)
+        .map(|(&(x, y), &z)| {
+            let w = want(x, y);
+            format!(
+                "{op}({x:e} = {:#x}, {y:e} = {:#x}) = {z:e} ({:#x}), libm {w:e} ({:#x})",
+                x.bits(),
+                y.bits(),
+                z.bits(),
+                w.bits()
+            )
+        })
+        .collect();
+    if bad.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("{op}:\n{}", bad.join("\n")))
+    }
+}
+
+/// Every pair of `xs` and `ys`.
+fn pairs(xs: &[f64], ys: &[f64]) -> Vec<(f64, f64)> {
+    xs.iter()
+        .flat_map(|&x| ys.iter().map(move |&y| (x, y)))
+        .collect()
+}
+
+/// Values for either argument: the specials with neighbours, and values of
+/// every order of magnitude, both signs.
+fn binary_specials() -> Vec<f64> {
+    let mut v = Vec::new();
+    special_f64(&mut v);
+    for e in (-1074..=1023).step_by(37) {
+        let p = 2f64.powi(e);
+        v.extend([p, -p, p * 1.37, -p * 1.37]);
+    }
+    for x in [3.0, -3.0, 0.3, 10.0, -7.5, 100.5, 1e10, 1e-10] {
+        around(x, &mut v);
+    }
+    v
+}
+
+/// `pow`'s chosen inputs: exponents it treats specially (0, ±1, 2, 0.5,
+/// ±inf, integers odd and even, huge ones around 2^31 and 2^64) against
+/// every special base; both sides of its reduction's bounds; and results
+/// at the edges of overflow, underflow and the subnormals.
+fn pow_inputs() -> Vec<(f64, f64)> {
+    let mut ys = vec![
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        2.0,
+        -2.0,
+        0.5,
+        -0.5,
+        3.0,
+        -3.0,
+        4.0,
+        5.0,
+        0.25,
+        1.5,
+        -7.0,
+        1023.0,
+        1024.0,
+        -1074.0,
+        -1075.0,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        2f64.powi(31),
+        2f64.powi(31) + 1.0,
+        2f64.powi(52) + 1.0,
+        2f64.powi(53),
+        2f64.powi(64),
+        -(2f64.powi(31)) - 1.0,
+    ];
+    for hy in [0x41e0_0000u32, 0x43f0_0000, 0x4340_0000, 0x3ff0_0000] {
+        around_high_word(hy, &mut ys);
+    }
+    let mut xs = binary_specials();
+    for hx in [
+        0x3ff3_988eu32,
+        0x3ffb_b67a,
+        0x3fef_ffff,
+        0x3ff0_0000,
+        0x0010_0000,
+    ] {
+        around_high_word(hx, &mut xs);
+    }
+    for x in [
+        1.0 + 2f64.powi(-20),
+        1.0 - 2f64.powi(-21),
+        -2.0,
+        -0.5,
+        -10.0,
+    ] {
+        around(x, &mut xs);
+    }
+    let mut v = pairs(&xs, &ys);
+    // z = y·log2(x) next to 1024, -1022, -1074 and -1075.
+    for x in [2.0, 0.5, 3.0, 1.1, -2.0, 10.0] {
+        let l = libm::log2(f64::abs(x));
+        for z in [
+            1024.0, 1023.5, -1022.0, -1074.0, -1075.0, -1076.0, 0.5, -0.5,
+        ] {
+            let mut around_y = Vec::new();
+            around(z / l, &mut around_y);
+            v.extend(around_y.into_iter().map(|y| (x, y)));
+        }
+    }
+    v
+}
+
+fn pow_pick(rng: &mut Rng, i: usize) -> (f64, f64) {
+    match i % 6 {
+        0 => (f64::from_bits(rng.next()), f64::from_bits(rng.next())),
+        1 => (rng.uniform(0.0, 100.0), rng.uniform(-10.0, 10.0)),
+        2 => (rng.uniform(0.5, 2.0), rng.uniform(-1100.0, 1100.0)),
+        // Negative bases to integer powers, odd and even.
+        3 => (rng.uniform(-50.0, 50.0), (rng.next() % 41) as f64 - 20.0),
+        4 => (
+            f64::from_bits(rng.next() >> 1),
+            rng.uniform(-3.0, 3.0) * 2f64.powi((rng.next() % 12) as i32),
+        ),
+        _ => (rng.uniform(-2.0, 2.0), rng.uniform(-40.0, 40.0)),
+    }
+}
+
+/// `atan2`'s and `hypot`'s chosen inputs: every pair of the specials and
+/// values of every magnitude (quotients across 2^±64 and 2^±26, scalings
+/// at 2^±700 and 2^±90, exponent gaps across 64 and 25).
+fn two_argument_inputs() -> Vec<(f64, f64)> {
+    let xs = binary_specials();
+    let mut v = pairs(&xs, &xs);
+    for (e, d) in [(0, 64), (0, 26), (511, 0), (-450, 0), (0, 25), (60, -60)] {
+        let a = 2f64.powi(e);
+        let b = a * 2f64.powi(d);
+        let (mut aa, mut bb) = (Vec::new(), Vec::new());
+        around(a, &mut aa);
+        around(b, &mut bb);
+        for (x, y) in pairs(&aa, &bb) {
+            v.extend([(x, y), (y, x), (-x, y), (x, -y), (-y, -x)]);
+        }
+    }
+    v
+}
+
+fn two_argument_pick(rng: &mut Rng, i: usize) -> (f64, f64) {
+    match i % 4 {
+        0 => (f64::from_bits(rng.next()), f64::from_bits(rng.next())),
+        1 => (rng.uniform(-10.0, 10.0), rng.uniform(-10.0, 10.0)),
+        2 => (rng.uniform(-1e6, 1e6), rng.uniform(-1.0, 1.0)),
+        _ => (
+            f64::from_bits(rng.next() >> 2),
+            -f64::from_bits(rng.next() >> 2),
+        ),
+    }
+}
+
+type Oracle2 = fn(f64, f64) -> f64;
+type Oracle2F32 = fn(f32, f32) -> f32;
+type Chosen2 = fn() -> Vec<(f64, f64)>;
+type Pick2 = fn(&mut Rng, usize) -> (f64, f64);
+
+/// Each binary function: its name, the `libm` crate's f64 and f32
+/// functions, its chosen inputs and its random ones (made `f32` for
+/// `f32`).
+const BINARY_FUNCTIONS: [(&str, Oracle2, Oracle2F32, Chosen2, Pick2); 3] = [
+    ("pow", libm::pow, libm::powf, pow_inputs, pow_pick),
+    (
+        "atan2",
+        libm::atan2,
+        libm::atan2f,
+        two_argument_inputs,
+        two_argument_pick,
+    ),
+    (
+        "hypot",
+        libm::hypot,
+        libm::hypotf,
+        two_argument_inputs,
+        two_argument_pick,
+    ),
+];
+
+/// f32 inputs from f64 ones: rounded, and with the f32 thresholds (the
+/// f32 functions test their bits where the f64 ones test high words).
+fn as_f32(pairs: &[(f64, f64)]) -> Vec<(f32, f32)> {
+    let mut v: Vec<(f32, f32)> = pairs.iter().map(|&(x, y)| (x as f32, y as f32)).collect();
+    let mut specials = Vec::new();
+    for x in [
+        0.0f32,
+        f32::INFINITY,
+        f32::NAN,
+        f32::MIN_POSITIVE,
+        f32::from_bits(1),
+        f32::from_bits(0x007f_ffff),
+        f32::MAX,
+        1.0,
+        0.5,
+        2.0,
+        3.0,
+    ] {
+        for x in [x, x.next_up(), x.next_down()] {
+            specials.extend([x, -x]);
+        }
+    }
+    for &x in &specials {
+        for &y in &specials {
+            v.push((x, y));
+        }
+    }
+    // powf's reduction bounds and huge exponents; hypotf's and atan2f's
+    // gaps and scalings.
+    for bits in [
+        0x3f9c_c471u32,
+        0x3fdd_b3d7,
+        0x4d00_0000,
+        0x4b80_0000,
+        0x3f7f_fff8,
+    ] {
+        for b in bits - 2..=bits + 2 {
+            let a = f32::from_bits(b);
+            v.extend([(a, 3.0), (a, -2.5), (2.0, a), (-2.0, a), (a, 1e-3)]);
+        }
+    }
+    for (e, d) in [(0, 26), (0, 25), (61, 0), (-61, 0), (127, -1), (-126, 24)] {
+        let a = 2f32.powi(e);
+        let b = a * 2f32.powi(d);
+        v.extend([(a, b), (b, a), (-a, b), (a.next_up(), b.next_down())]);
+    }
+    // z = y·log2(x) next to 128, -126, -149 and -150.
+    for x in [2.0f32, 0.5, 3.0, 1.1, -2.0] {
+        for z in [128.0f32, 127.5, -126.0, -149.0, -150.0, -151.0] {
+            let y = z / libm::log2f(x.abs());
+            let (mut up, mut down) = (y, y);
+            v.push((x, y));
+            for _ in 0..3 {
+                up = up.next_up();
+                down = down.next_down();
+                v.extend([(x, up), (x, down)]);
+            }
+        }
+    }
+    v
+}
+
+/// The binary functions at their chosen inputs and `MATH_CASES` random
+/// pairs on every configuration, f64 and f32.
+#[test]
+fn binary_functions_are_libms_on_every_engine() {
+    for (engine, libm_calls) in runs() {
+        let on = |e: String| format!("on {} (libm_calls {libm_calls:?}): {e}", engine.name());
+        let n = if engine.name() == "interp" {
+            10_000
+        } else {
+            cases()
+        };
+        for (op, oracle, oracle_f32, chosen, pick) in
+            BINARY_FUNCTIONS.into_iter().filter(|f| selected(f.0))
+        {
+            let program = binary::<f64>(engine.as_ref(), op, libm_calls);
+            check_binary(program.as_ref(), op, &chosen(), oracle)
+                .map_err(on)
+                .unwrap();
+            random(n, pick, |xs| {
+                check_binary(program.as_ref(), op, xs, oracle)
+                    .map_err(on)
+                    .unwrap()
+            });
+            let program = binary::<f32>(engine.as_ref(), op, libm_calls);
+            check_binary(program.as_ref(), op, &as_f32(&chosen()), oracle_f32)
+                .map_err(on)
+                .unwrap();
+            let pick_f32 = |rng: &mut Rng, i| {
+                let (x, y) = pick(rng, i);
+                (x as f32, y as f32)
+            };
+            random(n, pick_f32, |xs| {
+                check_binary(program.as_ref(), op, xs, oracle_f32)
+                    .map_err(on)
+                    .unwrap()
+            });
+        }
+    }
+}
+
+/// The binary functions in wasm modules (fewer random pairs: wasmi
+/// interprets).
+#[cfg(feature = "llvm")]
+#[test]
+fn binary_functions_are_libms_in_wasm() {
+    for (op, oracle, oracle_f32, chosen, pick) in
+        BINARY_FUNCTIONS.into_iter().filter(|f| selected(f.0))
+    {
+        let program = binary::<f64>(&kiln_tests::wasm::Wasm, op, None);
+        check_binary(program.as_ref(), op, &chosen(), oracle).unwrap();
+        random(cases() / 50, pick, |xs| {
+            check_binary(program.as_ref(), op, xs, oracle).unwrap()
+        });
+        let program = binary::<f32>(&kiln_tests::wasm::Wasm, op, None);
+        check_binary(program.as_ref(), op, &as_f32(&chosen()), oracle_f32).unwrap();
     }
 }

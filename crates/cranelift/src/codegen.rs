@@ -9,9 +9,9 @@ use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{self, types, AbiParam, InstBuilder, MemFlagsData, Signature};
 use cranelift_codegen::isa::CallConv;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
-use cranelift_module::{Linkage, Module};
+use cranelift_module::{DataDescription, FuncOrDataId, Linkage, Module};
 use kiln_ir::kernel::abi::{self, NativeType, Slot};
-use kiln_ir::kernel::{libcalls, Expr, Extent, Kernel, ParamIdx, Reg, Stmt};
+use kiln_ir::kernel::{libcalls, Expr, Extent, Kernel, MathCall, ParamIdx, Reg, Stmt, Table};
 use kiln_ir::{BinaryOp, CmpOp, DType, EntityRef, Scalar, UnaryOp};
 use std::collections::{HashMap, HashSet};
 
@@ -470,12 +470,16 @@ impl<'a, M: Module> FunctionCx<'a, M> {
                     .ins()
                     .bitcast(clif_type(*to), MemFlagsData::new(), a)
             }
-            Expr::Fallback {
-                op,
-                arg,
-                rare,
-                value,
-            } => self.codegen_fallback(*op, *arg, *rare, *value, dtype)?,
+            Expr::Table(table, index) => {
+                let index = self.reg(*index);
+                let base = self.table_address(table)?;
+                let addr = self.element_addr(base, index, table.dtype);
+                let flags = MemFlagsData::trusted().with_readonly();
+                self.bcx.ins().load(clif_type(dtype), flags, addr, 0)
+            }
+            Expr::Fallback { call, rare, value } => {
+                self.codegen_fallback(*call, *rare, *value, dtype)?
+            }
         })
     }
 
@@ -514,35 +518,61 @@ impl<'a, M: Module> FunctionCx<'a, M> {
         Ok(self.bcx.inst_results(call)[0])
     }
 
-    /// `if rare { op(arg) } else { value }`: the call in a cold block, so
-    /// rows on the common path pay one branch.
+    /// The address of a constant table, defined in the module (read-only
+    /// data, local to it) by the first function that reads it.
+    fn table_address(&mut self, table: &'static Table) -> CodegenResult<ir::Value> {
+        let id = match self.module.get_name(table.name) {
+            Some(FuncOrDataId::Data(id)) => id,
+            Some(FuncOrDataId::Func(_)) => {
+                return Err(CodegenError::Invalid(format!(
+                    "table `{}` is named like a function",
+                    table.name
+                )))
+            }
+            None => {
+                let id = self
+                    .module
+                    .declare_data(table.name, Linkage::Local, false, false)?;
+                let mut data = DataDescription::new();
+                data.define(table.bytes().into_boxed_slice());
+                data.set_align(table.dtype.size_bytes() as u64);
+                self.module.define_data(id, &data)?;
+                id
+            }
+        };
+        let global = self.module.declare_data_in_func(id, self.bcx.func);
+        Ok(self.bcx.ins().symbol_value(self.ptr, global))
+    }
+
+    /// `if rare { call } else { value }`: the call in a cold block, so rows
+    /// on the common path pay one branch.
     fn codegen_fallback(
         &mut self,
-        op: UnaryOp,
-        arg: Reg,
+        call: MathCall,
         rare: Reg,
         value: Reg,
         dtype: DType,
     ) -> CodegenResult<ir::Value> {
-        let (arg, rare, value) = (self.reg(arg), self.reg(rare), self.reg(value));
+        let args: Vec<ir::Value> = call.args().into_iter().map(|a| self.reg(a)).collect();
+        let (rare, value) = (self.reg(rare), self.reg(value));
         let ty = clif_type(dtype);
         self.cold_path(
             rare,
             value,
-            |fx, name| fx.call_libm(name, &[arg], ty),
-            op,
+            |fx, name| fx.call_libm(name, &args, ty),
+            call,
             dtype,
         )
     }
 
-    /// `if taken { slow(libm name of op) } else { common }`, with the slow
+    /// `if taken { slow(libm name of call) } else { common }`, with the slow
     /// side in a cold block: the one shape of every `Expr::Fallback`.
     pub(crate) fn cold_path(
         &mut self,
         taken: ir::Value,
         common: ir::Value,
         slow: impl FnOnce(&mut Self, &str) -> CodegenResult<ir::Value>,
-        op: UnaryOp,
+        call: MathCall,
         dtype: DType,
     ) -> CodegenResult<ir::Value> {
         let ty = self.bcx.func.dfg.value_type(common);
@@ -555,8 +585,9 @@ impl<'a, M: Module> FunctionCx<'a, M> {
             .brif(taken, slow_block, &[], join, &[ir::BlockArg::Value(common)]);
         self.bcx.switch_to_block(slow_block);
         self.bcx.seal_block(slow_block);
-        let name = libcalls::unary_name(op, dtype)
-            .ok_or_else(|| CodegenError::Invalid(format!("`{op}` on {dtype}")))?;
+        let name = call
+            .name(dtype)
+            .ok_or_else(|| CodegenError::Invalid(format!("{call:?} on {dtype}")))?;
         let called = slow(self, &name)?;
         self.bcx.ins().jump(join, &[ir::BlockArg::Value(called)]);
         self.bcx.switch_to_block(join);

@@ -32,7 +32,7 @@ use cranelift_codegen::ir::{
     self, types, AbiParam, ConstantData, Endianness, InstBuilder, MemFlagsData, Signature,
 };
 use cranelift_module::{Linkage, Module};
-use kiln_ir::kernel::{Expr, Kernel, ParamIdx, Reg, Stmt};
+use kiln_ir::kernel::{Expr, Kernel, MathCall, ParamIdx, Reg, Stmt};
 use kiln_ir::{BinaryOp, CmpOp, DType, EntityRef, Scalar, UnaryOp};
 use std::collections::{HashMap, HashSet};
 
@@ -72,12 +72,16 @@ fn operands(expr: &Expr) -> Vec<Reg> {
     match *expr {
         Expr::Input(_) | Expr::Const(_) | Expr::ExtentValue(_) | Expr::Var(_) => Vec::new(),
         Expr::Load(_, r) | Expr::LoadBit(_, r) => vec![r],
-        Expr::Unary(_, a) | Expr::Cast(_, a) | Expr::Bitcast(_, a) => vec![a],
+        Expr::Unary(_, a) | Expr::Cast(_, a) | Expr::Bitcast(_, a) | Expr::Table(_, a) => {
+            vec![a]
+        }
         Expr::Binary(_, a, b) | Expr::Compare(_, a, b) => vec![a, b],
         Expr::Select(c, a, b) => vec![c, a, b],
-        Expr::Fallback {
-            arg, rare, value, ..
-        } => vec![arg, rare, value],
+        Expr::Fallback { call, rare, value } => {
+            let mut regs = call.args();
+            regs.extend([rare, value]);
+            regs
+        }
     }
 }
 
@@ -684,13 +688,12 @@ impl<M: Module> FunctionCx<'_, M> {
                 let flags = MemFlagsData::new().with_endianness(Endianness::Little);
                 self.bcx.ins().bitcast(vector_of(to), flags, a)
             }
-            Expr::Fallback {
-                op,
-                arg,
-                rare,
-                value,
-            } => self.vector_fallback(op, arg, rare, value, dtype)?,
-            Expr::Load(..) | Expr::LoadBit(..) | Expr::Var(_) => self.scalarize(expr, dtype)?,
+            Expr::Fallback { call, rare, value } => {
+                self.vector_fallback(call, rare, value, dtype)?
+            }
+            Expr::Load(..) | Expr::LoadBit(..) | Expr::Var(_) | Expr::Table(..) => {
+                self.scalarize(expr, dtype)?
+            }
         })
     }
 
@@ -917,8 +920,7 @@ impl<M: Module> FunctionCx<'_, M> {
     /// scalar function for each lane in a cold block.
     fn vector_fallback(
         &mut self,
-        op: UnaryOp,
-        arg: Reg,
+        call: MathCall,
         rare: Reg,
         value: Reg,
         dtype: DType,
@@ -932,14 +934,15 @@ impl<M: Module> FunctionCx<'_, M> {
             |fx, name| {
                 let mut results = Vec::with_capacity(usize::from(lanes));
                 for k in 0..lanes {
-                    let (x, is_rare, common) =
-                        (fx.lane(arg, k), fx.lane(rare, k), fx.lane(value, k));
-                    let called = fx.call_libm(name, &[x], clif_type(dtype))?;
+                    let args: Vec<ir::Value> =
+                        call.args().into_iter().map(|a| fx.lane(a, k)).collect();
+                    let (is_rare, common) = (fx.lane(rare, k), fx.lane(value, k));
+                    let called = fx.call_libm(name, &args, clif_type(dtype))?;
                     results.push(fx.bcx.ins().select(is_rare, called, common));
                 }
                 Ok(fx.gather(&results, dtype))
             },
-            op,
+            call,
             dtype,
         )
     }

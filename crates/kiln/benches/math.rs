@@ -65,10 +65,17 @@ fn per_element(d: Duration, rows: usize) -> f64 {
 /// `name` over a `dtype` column on Cranelift (its JIT's default: calls,
 /// which a vector loop makes to the vector math routine; inline math in the
 /// vector loop itself) and LLVM O3 (inline).
-fn compiled(name: &str, dtype: &str) -> [(&'static str, Box<dyn Program>); 3] {
-    let text = format!(
-        "graph \"{name}\"\nv0: {dtype}[n] = input \"x\"\nv1: {dtype}[n] = {name} v0\noutput \"y\" = v1\n"
-    );
+fn compiled(name: &str, dtype: &str, arity: usize) -> [(&'static str, Box<dyn Program>); 3] {
+    let text = if arity == 1 {
+        format!(
+            "graph \"{name}\"\nv0: {dtype}[n] = input \"x\"\nv1: {dtype}[n] = {name} v0\noutput \"y\" = v1\n"
+        )
+    } else {
+        format!(
+            "graph \"{name}\"\nv0: {dtype}[n] = input \"x\"\nv1: {dtype}[n] = input \"y\"\n\
+             v2: {dtype}[n] = {name} v0, v1\noutput \"z\" = v2\n"
+        )
+    };
     let graph = kiln::verify(kiln::ir::text::parse(&text).expect("parses")).expect("verifies");
     let options = |libm_calls| CompileOptions {
         opt_level: OptLevel::O3,
@@ -115,8 +122,10 @@ fn main() {
         .collect();
     type Scalar = fn(f64) -> f64;
     // (name, the libm crate, glibc, the input domain)
-    let functions: [(&str, Scalar, Scalar, Scalar); 20] = [
+    let functions: [(&str, Scalar, Scalar, Scalar); 22] = [
         ("exp", libm::exp, f64::exp, |x| x),
+        ("exp2", libm::exp2, f64::exp2, |x| x),
+        ("cbrt", libm::cbrt, f64::cbrt, |x| x),
         // log of positive inputs: |x| + 0.001 over (0.001, 10].
         ("log", libm::log, f64::ln, |x| x.abs() + 0.001),
         ("sin", libm::sin, f64::sin, |x| x),
@@ -154,8 +163,9 @@ fn main() {
     }
     // The same for f32, against the `libm` crate's `expf`… and glibc's.
     type Scalar32 = fn(f32) -> f32;
-    let functions32: [(&str, Scalar32, Scalar32, Scalar32); 21] = [
+    let functions32: [(&str, Scalar32, Scalar32, Scalar32); 22] = [
         ("exp", libm::expf, f32::exp, |x| x),
+        ("exp2", libm::exp2f, f32::exp2, |x| x),
         ("log", libm::logf, f32::ln, |x| x.abs() + 0.001),
         ("sin", libm::sinf, f32::sin, |x| x),
         ("cos", libm::cosf, f32::cos, |x| x),
@@ -185,6 +195,83 @@ fn main() {
         };
         measure(name, "f32", &xs, run, [libm_fn, std_fn]);
     }
+    // The binary functions: pow of (0.001, 10] to [-3, 3), atan2 and hypot
+    // of [-10, 10)².
+    let ys: Vec<f64> = xs.iter().rev().copied().collect();
+    type Scalar2 = fn(f64, f64) -> f64;
+    type Scalar2F32 = fn(f32, f32) -> f32;
+    type Domain = fn(f64, f64) -> (f64, f64);
+    let binary: [(&str, [Scalar2; 2], [Scalar2F32; 2], Domain); 3] = [
+        (
+            "pow",
+            [libm::pow, f64::powf],
+            [libm::powf, f32::powf],
+            |x, y| (x.abs() + 0.001, y * 0.3),
+        ),
+        (
+            "atan2",
+            [libm::atan2, f64::atan2],
+            [libm::atan2f, f32::atan2],
+            |x, y| (x, y),
+        ),
+        (
+            "hypot",
+            [libm::hypot, f64::hypot],
+            [libm::hypotf, f32::hypot],
+            |x, y| (x, y),
+        ),
+    ];
+    for (name, scalar, scalar32, domain) in binary {
+        let (a, b): (Vec<f64>, Vec<f64>) = xs.iter().zip(&ys).map(|(&x, &y)| domain(x, y)).unzip();
+        measure2(name, "f64", [&a, &b], scalar, |p, [a, b], out| {
+            p.run_arrays(
+                &[ArrayRef::F64(a), ArrayRef::F64(b)],
+                &mut [ArrayMut::F64(out)],
+            )
+            .expect("runs");
+        });
+        let a: Vec<f32> = a.iter().map(|&v| v as f32).collect();
+        let b: Vec<f32> = b.iter().map(|&v| v as f32).collect();
+        measure2(name, "f32", [&a, &b], scalar32, |p, [a, b], out| {
+            p.run_arrays(
+                &[ArrayRef::F32(a), ArrayRef::F32(b)],
+                &mut [ArrayMut::F32(out)],
+            )
+            .expect("runs");
+        });
+    }
+}
+
+/// [`measure`] for a function of two columns.
+fn measure2<T: Copy + Default>(
+    name: &str,
+    dtype: &str,
+    args: [&[T]; 2],
+    scalar: [fn(T, T) -> T; 2],
+    run: fn(&dyn Program, [&[T]; 2], &mut [T]),
+) {
+    let rows = args[0].len();
+    let mut out = vec![T::default(); rows];
+    let suffix = if dtype == "f32" { "f" } else { "" };
+    for (label, program) in &compiled(name, dtype, 2) {
+        let d = time(|| {
+            run(program.as_ref(), args, &mut out);
+            black_box(&out);
+        });
+        println!("{name}{suffix},{label},{:.3}", per_element(d, rows));
+    }
+    for (label, f) in ["libm-crate-scalar", "glibc-scalar"]
+        .into_iter()
+        .zip(scalar)
+    {
+        let d = time(|| {
+            for ((o, &x), &y) in out.iter_mut().zip(args[0]).zip(args[1]) {
+                *o = f(black_box(x), black_box(y));
+            }
+            black_box(&out);
+        });
+        println!("{name}{suffix},{label},{:.3}", per_element(d, rows));
+    }
 }
 
 /// Runs a compiled one-op kernel over a column into another.
@@ -202,7 +289,7 @@ fn measure<T: Copy + Default>(
     let rows = xs.len();
     let mut out = vec![T::default(); rows];
     let suffix = if dtype == "f32" { "f" } else { "" };
-    for (label, program) in &compiled(name, dtype) {
+    for (label, program) in &compiled(name, dtype, 1) {
         let d = time(|| {
             run(program.as_ref(), xs, &mut out);
             black_box(&out);

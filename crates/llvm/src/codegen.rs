@@ -24,7 +24,9 @@ use inkwell::values::{
 };
 use inkwell::{AddressSpace, FloatPredicate, IntPredicate};
 use kiln_ir::kernel::abi::{self, NativeType, Slot};
-use kiln_ir::kernel::{libcalls, Expr, Extent, Kernel, Param, ParamIdx, Reg, Stmt, Var};
+use kiln_ir::kernel::{
+    libcalls, Expr, Extent, Kernel, MathCall, Param, ParamIdx, Reg, Stmt, Table, Var,
+};
 use kiln_ir::{BinaryOp, CmpOp, DType, EntityRef, Scalar, UnaryOp};
 
 impl From<BuilderError> for CodegenError {
@@ -408,6 +410,38 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
         })
     }
 
+    /// A constant table, a private constant global of the module defined
+    /// by the first function that reads it.
+    fn table(&self, table: &'static Table) -> PointerValue<'ctx> {
+        if let Some(global) = self.module.get_global(table.name) {
+            return global.as_pointer_value();
+        }
+        let values: Vec<FloatValue<'ctx>> = match table.dtype {
+            DType::F32 => table
+                .bits
+                .iter()
+                .map(|&b| {
+                    let v = f32::from_bits(b as u32);
+                    self.cx.f32_type().const_float(f64::from(v))
+                })
+                .collect(),
+            _ => table
+                .bits
+                .iter()
+                .map(|&b| self.cx.f64_type().const_float(f64::from_bits(b)))
+                .collect(),
+        };
+        let ty = mem_type(self.cx, table.dtype).into_float_type();
+        let array = ty.const_array(&values);
+        let global = self.module.add_global(array.get_type(), None, table.name);
+        global.set_initializer(&array);
+        global.set_constant(true);
+        global.set_linkage(Linkage::Private);
+        global.set_unnamed_addr(true);
+        global.set_alignment(table.dtype.size_bytes() as u32);
+        global.as_pointer_value()
+    }
+
     fn current_block(&self) -> BasicBlock<'ctx> {
         self.builder
             .get_insert_block()
@@ -590,16 +624,22 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
                 self.builder
                     .build_bit_cast(self.reg(*a), reg_type(self.cx, *to), "bits")?
             }
-            Expr::Fallback {
-                op,
-                arg,
-                rare,
-                value,
-            } => self.codegen_fallback(
-                *op,
-                [self.reg(*arg), self.reg(*rare), self.reg(*value)],
-                dtype,
-            )?,
+            Expr::Table(table, index) => {
+                let base = self.table(table);
+                let addr = self.element_addr(base, self.int(*index), dtype)?;
+                let value = self
+                    .builder
+                    .build_load(mem_type(self.cx, dtype), addr, "entry")?;
+                value
+                    .as_instruction_value()
+                    .expect("a load is an instruction")
+                    .set_alignment(dtype.size_bytes() as u32)
+                    .map_err(|e| CodegenError::Invalid(e.to_string()))?;
+                value
+            }
+            Expr::Fallback { call, rare, value } => {
+                self.codegen_fallback(*call, self.reg(*rare), self.reg(*value), dtype)?
+            }
         })
     }
 
@@ -630,25 +670,31 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
         build_libm_call(self.cx, self.module, &self.builder, name, args)
     }
 
-    /// `if rare { op(arg) } else { value }`: a call to this module's helper
+    /// `if rare { call } else { value }`: a call to this module's helper
     /// for the function (`crate::fallback`), which the loop vectorizer
     /// replaces with its vector variant.
     fn codegen_fallback(
         &self,
-        op: UnaryOp,
-        [arg, rare, value]: [BasicValueEnum<'ctx>; 3],
+        call: MathCall,
+        rare: BasicValueEnum<'ctx>,
+        value: BasicValueEnum<'ctx>,
         dtype: DType,
     ) -> CodegenResult<BasicValueEnum<'ctx>> {
-        let name = libcalls::unary_name(op, dtype)
-            .ok_or_else(|| CodegenError::Invalid(format!("`{op}` on {dtype}")))?;
-        let ty = arg.get_type().into_float_type();
-        let helper = crate::fallback::helper(self.cx, self.module, &name, ty)?;
+        let name = call
+            .name(dtype)
+            .ok_or_else(|| CodegenError::Invalid(format!("{call:?} on {dtype}")))?;
+        let args = call.args();
+        let ty = value.get_type().into_float_type();
+        let helper = crate::fallback::helper(self.cx, self.module, &name, args.len(), ty)?;
         let flag = crate::fallback::flag_type(self.cx, ty);
         let rare = self
             .builder
             .build_int_z_extend(rare.into_int_value(), flag, "rare")?;
+        let mut operands: Vec<BasicMetadataValueEnum> =
+            args.into_iter().map(|a| self.reg(a).into()).collect();
+        operands.extend::<[BasicMetadataValueEnum; 2]>([rare.into(), value.into()]);
         self.builder
-            .build_call(helper, &[arg.into(), rare.into(), value.into()], "fallback")?
+            .build_call(helper, &operands, "fallback")?
             .try_as_basic_value()
             .basic()
             .ok_or_else(|| CodegenError::Invalid("a fallback returns nothing".into()))

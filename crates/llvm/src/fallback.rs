@@ -1,5 +1,5 @@
 //! [`Expr::Fallback`](kiln_ir::kernel::Expr::Fallback) for the loop
-//! vectorizer: `if rare { op(arg) } else { value }` is a call to a helper
+//! vectorizer: `if rare { op(args) } else { value }` is a call to a helper
 //! that LLVM keeps out of line (`noinline`) and that declares vector
 //! variants (the vector function ABI's `vector-function-abi-variant`), so a
 //! vectorized loop calls the variant of its width once per vector. A variant
@@ -35,12 +35,14 @@ fn variant_name(helper: &str, width: u32) -> String {
     format!("{helper}_v{width}")
 }
 
-/// The helper for the C math function `libm` on `ty`, defined in `module` on
-/// first use with its vector variants.
+/// The helper for the C math function `libm` of `arity` arguments on `ty`,
+/// defined in `module` on first use with its vector variants. It takes the
+/// arguments, then `rare` and `value`.
 pub(crate) fn helper<'ctx>(
     cx: &'ctx Context,
     module: &Module<'ctx>,
     libm: &str,
+    arity: usize,
     ty: FloatType<'ctx>,
 ) -> CodegenResult<FunctionValue<'ctx>> {
     let name = format!("{PREFIX}{libm}");
@@ -48,10 +50,18 @@ pub(crate) fn helper<'ctx>(
         return Ok(f);
     }
     let builder = cx.create_builder();
-    let scalar = define_scalar(cx, module, &builder, &name, libm, ty)?;
+    let helper = Helper { libm, arity, ty };
+    let scalar = define_scalar(cx, module, &builder, &name, &helper)?;
+    // One `v` (a vector parameter) per argument, then `rare` and `value`.
+    let parameters = "v".repeat(arity + 2);
     let abi: Vec<String> = WIDTHS
         .iter()
-        .map(|&w| format!("_ZGV_LLVM_N{w}vvv_{name}({})", variant_name(&name, w)))
+        .map(|&w| {
+            format!(
+                "_ZGV_LLVM_N{w}{parameters}_{name}({})",
+                variant_name(&name, w)
+            )
+        })
         .collect();
     scalar.add_attribute(
         AttributeLoc::Function,
@@ -60,23 +70,31 @@ pub(crate) fn helper<'ctx>(
     // The variants call a twin without vector variants: calls to the helper
     // itself, side by side, are what the SLP vectorizer would turn back into
     // a call to the variant, which would then call itself.
-    let lane = define_scalar(cx, module, &builder, &format!("{name}_lane"), libm, ty)?;
+    let lane = define_scalar(cx, module, &builder, &format!("{name}_lane"), &helper)?;
     for width in WIDTHS {
-        define_variant(cx, module, &builder, (&name, lane), ty, width)?;
+        define_variant(cx, module, &builder, (&name, lane), &helper, width)?;
     }
     Ok(scalar)
 }
 
-/// `if rare { libm(x) } else { value }`, kept out of line.
+/// What a helper calls: the C function, its number of arguments, and the
+/// float type of its arguments and result.
+struct Helper<'a, 'ctx> {
+    libm: &'a str,
+    arity: usize,
+    ty: FloatType<'ctx>,
+}
+
+/// `if rare { libm(args) } else { value }`, kept out of line.
 fn define_scalar<'ctx>(
     cx: &'ctx Context,
     module: &Module<'ctx>,
     builder: &Builder<'ctx>,
     name: &str,
-    libm: &str,
-    ty: FloatType<'ctx>,
+    &Helper { libm, arity, ty }: &Helper<'_, 'ctx>,
 ) -> CodegenResult<FunctionValue<'ctx>> {
-    let params: [BasicMetadataTypeEnum; 3] = [ty.into(), flag_type(cx, ty).into(), ty.into()];
+    let mut params: Vec<BasicMetadataTypeEnum> = vec![ty.into(); arity];
+    params.extend::<[BasicMetadataTypeEnum; 2]>([flag_type(cx, ty).into(), ty.into()]);
     let f = module.add_function(name, ty.fn_type(&params, false), Some(Linkage::Internal));
     for attr in ["noinline", "nounwind", "willreturn"] {
         f.add_attribute(AttributeLoc::Function, enum_attr(cx, attr));
@@ -85,14 +103,14 @@ fn define_scalar<'ctx>(
     let entry = cx.append_basic_block(f, "entry");
     let slow = cx.append_basic_block(f, "rare");
     let done = cx.append_basic_block(f, "done");
-    let [x, rare, value] = params_of(f);
+    let (args, rare, value) = params_of(f, arity);
     builder.position_at_end(entry);
     let rare = rare.into_int_value();
     let rare =
         builder.build_int_compare(IntPredicate::NE, rare, rare.get_type().const_zero(), "rare")?;
     builder.build_conditional_branch(rare, slow, done)?;
     builder.position_at_end(slow);
-    let called = build_libm_call(cx, module, builder, libm, &[x])?;
+    let called = build_libm_call(cx, module, builder, libm, &args)?;
     builder.build_unconditional_branch(done)?;
     builder.position_at_end(done);
     let phi = builder.build_phi(ty, "result")?;
@@ -101,11 +119,20 @@ fn define_scalar<'ctx>(
     Ok(f)
 }
 
-fn params_of(f: FunctionValue<'_>) -> [BasicValueEnum<'_>; 3] {
-    [0, 1, 2].map(|i| {
-        f.get_nth_param(i)
-            .expect("a fallback takes three parameters")
-    })
+/// A helper's or variant's parameters: the arguments, `rare` and `value`.
+fn params_of(
+    f: FunctionValue<'_>,
+    arity: usize,
+) -> (
+    Vec<BasicValueEnum<'_>>,
+    BasicValueEnum<'_>,
+    BasicValueEnum<'_>,
+) {
+    let mut params = f.get_params();
+    assert_eq!(params.len(), arity + 2, "a fallback's parameters");
+    let value = params.pop().expect("value");
+    let rare = params.pop().expect("rare");
+    (params, rare, value)
 }
 
 /// The integer the helpers take `rare` as (0 or 1): as wide as the float, so
@@ -119,19 +146,20 @@ pub(crate) fn flag_type<'ctx>(cx: &'ctx Context, ty: FloatType<'ctx>) -> IntType
     }
 }
 
-/// `any(rare) ? [lane(x[i], rare[i], value[i]) for each lane] : value`.
+/// `any(rare) ? [lane(args[i], rare[i], value[i]) for each lane] : value`.
 fn define_variant<'ctx>(
     cx: &'ctx Context,
     module: &Module<'ctx>,
     builder: &Builder<'ctx>,
     (helper, lane): (&str, FunctionValue<'ctx>),
-    ty: FloatType<'ctx>,
+    &Helper { arity, ty, .. }: &Helper<'_, 'ctx>,
     width: u32,
 ) -> CodegenResult<()> {
     let name = variant_name(helper, width);
     let vector = ty.vec_type(width);
     let flags = flag_type(cx, ty).vec_type(width);
-    let params: [BasicMetadataTypeEnum; 3] = [vector.into(), flags.into(), vector.into()];
+    let mut params: Vec<BasicMetadataTypeEnum> = vec![vector.into(); arity];
+    params.extend::<[BasicMetadataTypeEnum; 2]>([flags.into(), vector.into()]);
     let f = module.add_function(
         &name,
         vector.fn_type(&params, false),
@@ -141,7 +169,7 @@ fn define_variant<'ctx>(
         f.add_attribute(AttributeLoc::Function, enum_attr(cx, attr));
     }
     f.add_attribute(AttributeLoc::Function, memory_none(cx));
-    let [x, rare, value] = params_of(f);
+    let (args, rare, value) = params_of(f, arity);
     let entry = cx.append_basic_block(f, "entry");
     let slow = cx.append_basic_block(f, "rare");
     let done = cx.append_basic_block(f, "done");
@@ -168,13 +196,12 @@ fn define_variant<'ctx>(
         let lane_of = |v: BasicValueEnum<'ctx>| {
             builder.build_extract_element(v.into_vector_value(), i, "lane")
         };
-        let args = [
-            lane_of(x)?.into(),
-            lane_of(rare)?.into(),
-            lane_of(value)?.into(),
-        ];
+        let mut operands = Vec::with_capacity(arity + 2);
+        for &v in args.iter().chain([&rare, &value]) {
+            operands.push(lane_of(v)?.into());
+        }
         let r = builder
-            .build_call(lane, &args, "r")?
+            .build_call(lane, &operands, "r")?
             .try_as_basic_value()
             .basic()
             .expect("the helper returns a value");

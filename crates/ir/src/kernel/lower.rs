@@ -385,6 +385,11 @@ impl Lowerer<'_> {
         dtype: DType,
         name: Option<&str>,
     ) -> Reg {
+        if !self.libm_calls {
+            if let Some(expand) = super::math::inline_binary(op, dtype) {
+                return expand(self, out, a, b);
+            }
+        }
         match op {
             BinaryOp::FloorDiv | BinaryOp::Mod if dtype.is_float() => {
                 self.float_divmod(out, op, a, b, dtype, name)

@@ -242,22 +242,77 @@ pub enum Expr {
     /// `f32` and `i32`): Rust's `to_bits`/`from_bits`. Inline math
     /// (`kernel::math`) takes floats apart with it.
     Bitcast(DType, Reg),
-    /// `op(arg)` by the scalar math function (the call [`Expr::Unary`] makes)
-    /// where the `bool` `rare` is true, `value` elsewhere. Inline math
+    /// Element `index` (an `i64` register, `0 <= index < len`, which the
+    /// lowering guarantees by masking) of a constant table: `exp2`'s values
+    /// of 2^(i/256). A backend emits each table once per module, under its
+    /// name.
+    Table(&'static Table, Reg),
+    /// `op(args)` by the scalar math function (the call [`Expr::Unary`] or
+    /// [`Expr::Binary`] makes) where the `bool` `rare` is true, `value`
+    /// elsewhere. Inline math
     /// (`kernel::math`) computes a function's common path itself and leaves
     /// a rare path it does not port (the Payne–Hanek reduction of huge
     /// `sin`/`cos` arguments) to the `libm` function; backends call it only
     /// for the rows that need it, so the common path stays call-free.
     Fallback {
-        /// The math function (one [`libcalls::unary_name`] names).
-        op: UnaryOp,
-        /// Its argument.
-        arg: Reg,
+        /// The math function and its arguments.
+        call: MathCall,
         /// Where the function must be called.
         rare: Reg,
         /// The result everywhere else.
         value: Reg,
     },
+}
+
+/// A constant table of inline math ([`Expr::Table`]): its symbol (unique,
+/// so every kernel of a module shares one copy), dtype and values' bits.
+#[derive(Debug, PartialEq)]
+pub struct Table {
+    /// The symbol the backends define it under (local to the module).
+    pub name: &'static str,
+    /// A float dtype.
+    pub dtype: DType,
+    /// The values, as their bits (`f64::to_bits`, `f32::to_bits` widened).
+    pub bits: &'static [u64],
+}
+
+impl Table {
+    /// The table's bytes in memory: little-endian values of its dtype.
+    pub fn bytes(&self) -> Vec<u8> {
+        let width = self.dtype.size_bytes();
+        self.bits
+            .iter()
+            .flat_map(|b| b.to_le_bytes().into_iter().take(width))
+            .collect()
+    }
+}
+
+/// A call of a math function of the IR, as [`Expr::Unary`] or
+/// [`Expr::Binary`] makes it: what an [`Expr::Fallback`] calls.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum MathCall {
+    /// `op(a)` (`sin`, `sinf`, …).
+    Unary(UnaryOp, Reg),
+    /// `op(a, b)` (`pow`, `atan2f`, …).
+    Binary(BinaryOp, Reg, Reg),
+}
+
+impl MathCall {
+    /// The function's C name for `dtype` ([`libcalls`]), if it has one.
+    pub fn name(self, dtype: DType) -> Option<String> {
+        match self {
+            MathCall::Unary(op, _) => libcalls::unary_name(op, dtype),
+            MathCall::Binary(op, ..) => libcalls::binary_name(op, dtype),
+        }
+    }
+
+    /// The arguments, in order.
+    pub fn args(self) -> Vec<Reg> {
+        match self {
+            MathCall::Unary(_, a) => vec![a],
+            MathCall::Binary(_, a, b) => vec![a, b],
+        }
+    }
 }
 
 /// A statement.

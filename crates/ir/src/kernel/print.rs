@@ -1,7 +1,7 @@
 //! Printing a kernel for humans (`kiln ir --emit kernel`), with source names as
 //! comments.
 
-use super::{Expr, Extent, Kernel, Param, Reg, Stmt};
+use super::{Expr, Extent, Kernel, MathCall, Param, Reg, Stmt};
 use cranelift_entity::EntityRef;
 use std::fmt::Write;
 
@@ -68,17 +68,14 @@ fn expr(e: &Expr) -> String {
         Expr::Select(c, a, b) => format!("select {}, {}, {}", r(*c), r(*a), r(*b)),
         Expr::Cast(to, a) => format!("cast.{to} {}", r(*a)),
         Expr::Bitcast(to, a) => format!("bitcast.{to} {}", r(*a)),
-        Expr::Fallback {
-            op,
-            arg,
-            rare,
-            value,
-        } => format!(
-            "fallback {op} {} if {}, else {}",
-            r(*arg),
-            r(*rare),
-            r(*value)
-        ),
+        Expr::Table(table, index) => format!("table {}[{}]", table.name, r(*index)),
+        Expr::Fallback { call, rare, value } => {
+            let call = match *call {
+                MathCall::Unary(op, a) => format!("{op} {}", r(a)),
+                MathCall::Binary(op, a, b) => format!("{op} {}, {}", r(a), r(b)),
+            };
+            format!("fallback {call} if {}, else {}", r(*rare), r(*value))
+        }
     }
 }
 

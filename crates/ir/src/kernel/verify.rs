@@ -320,17 +320,19 @@ impl Verifier<'_> {
                     || format!("a bitcast of {from} to {to}: numbers of one width only"),
                 )
             }
-            Expr::Fallback {
-                op,
-                arg,
-                rare,
-                value,
-            } => {
-                ensure(
-                    ty.is_float() && super::libcalls::unary_name(*op, ty).is_some(),
-                    || format!("no math function `{op}` on {ty} to fall back to"),
-                )?;
-                same(*arg)?;
+            Expr::Table(table, index) => {
+                ensure(table.dtype == ty && ty.is_float(), || {
+                    format!("table `{}` of {} read as {ty}", table.name, table.dtype)
+                })?;
+                self.typed(*index, DType::I64, "a table index")
+            }
+            Expr::Fallback { call, rare, value } => {
+                ensure(ty.is_float() && call.name(ty).is_some(), || {
+                    format!("no math function {call:?} on {ty} to fall back to")
+                })?;
+                for arg in call.args() {
+                    same(arg)?;
+                }
                 self.typed(*rare, DType::Bool, "the condition")?;
                 same(*value)
             }

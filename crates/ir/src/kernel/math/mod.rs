@@ -16,7 +16,7 @@
 #![allow(clippy::excessive_precision, clippy::approx_constant)]
 
 use super::lower::Lowerer;
-use super::{Expr, Reg, Stmt};
+use super::{Expr, MathCall, Reg, Stmt};
 use crate::op::{BinaryOp, CmpOp, UnaryOp};
 use crate::scalar::Scalar;
 use crate::types::DType;
@@ -24,6 +24,15 @@ use crate::types::DType;
 /// An inline expansion: the statements computing a function of `x`, and
 /// the register of its result.
 pub(super) type Expansion = fn(&mut Lowerer<'_>, &mut Vec<Stmt>, Reg) -> Reg;
+
+/// An inline expansion of a binary function: the statements computing
+/// `f(a, b)`, and the register of its result.
+pub(super) type Expansion2 = fn(&mut Lowerer<'_>, &mut Vec<Stmt>, Reg, Reg) -> Reg;
+
+mod binary;
+mod cbrt;
+mod exp2;
+pub(super) use binary::inline as inline_binary;
 
 /// The inline port of `op` on `dtype`, if kiln has one (the rest stay
 /// calls).
@@ -56,6 +65,9 @@ pub(super) fn inline(op: UnaryOp, dtype: DType) -> Option<Expansion> {
         (UnaryOp::Acosh, DType::F64 | DType::F32) => acosh,
         (UnaryOp::Atanh, DType::F64 | DType::F32) => atanh,
         (UnaryOp::Cbrt, DType::F32) => cbrt_f32,
+        (UnaryOp::Cbrt, DType::F64) => |lw, out, x| cbrt::cbrt_f64(&mut Emit { lw, out }, x),
+        (UnaryOp::Exp2, DType::F64) => |lw, out, x| exp2::exp2_f64(&mut Emit { lw, out }, x),
+        (UnaryOp::Exp2, DType::F32) => |lw, out, x| exp2::exp2_f32(&mut Emit { lw, out }, x),
         _ => return None,
     })
 }
@@ -159,16 +171,13 @@ impl Emit<'_, '_> {
 
     /// `op(arg)` by the `libm` function where `rare`, else `value`.
     fn fallback(&mut self, op: UnaryOp, arg: Reg, rare: Reg, value: Reg) -> Reg {
-        let dtype = self.ty(arg);
-        self.let_(
-            dtype,
-            Expr::Fallback {
-                op,
-                arg,
-                rare,
-                value,
-            },
-        )
+        self.call_where(MathCall::Unary(op, arg), rare, value)
+    }
+
+    /// `call` by the `libm` function where `rare`, else `value`.
+    fn call_where(&mut self, call: MathCall, rare: Reg, value: Reg) -> Reg {
+        let dtype = self.ty(value);
+        self.let_(dtype, Expr::Fallback { call, rare, value })
     }
 
     fn cmp(&mut self, op: CmpOp, a: Reg, b: Reg) -> Reg {

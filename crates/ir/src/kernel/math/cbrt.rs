@@ -1,0 +1,183 @@
+//! The f64 `cbrt`: the `libm` crate's, which is CORE-MATH's correctly
+//! rounded one (Alexei Sibidanov; MIT): a cubic approximation of `z^(1/3)`
+//! on [1, 2), one cubic Newton step, a scaling by 2^(it/3), then a linear
+//! Newton step on `y³` computed in double-double.
+//!
+//! The scalar code forms `y·y - y²` and `y·y² - y³` with FMA. Both are the
+//! exact rounding errors of a product, representable and far from
+//! underflow here (`y` is in [1, 2^(2/3)·2)), so Dekker's product, which
+//! computes the same exact value with plain multiplications, gives the same
+//! bits on every target, FMA or not. Subnormal arguments are normalized
+//! through an exact scaling by 2^54 (the scalar code shifts by their
+//! leading zeros). The rare rows whose rounding the scalar code checks again
+//! (a correction within 2^-75 of a rounding boundary, or a result the final
+//! test finds nearly exact) go to the `libm` function.
+
+use super::Emit;
+use crate::kernel::Reg;
+use crate::op::{BinaryOp, CmpOp, UnaryOp};
+use crate::types::DType;
+
+/// `a·b - p` exactly, for `p = a·b` rounded, by Dekker's product (Veltkamp's
+/// split into 26-bit halves), where nothing overflows or underflows.
+fn product_error(m: &mut Emit<'_, '_>, a: Reg, b: Reg, p: Reg) -> Reg {
+    let (ah, al) = split(m, a);
+    let (bh, bl) = split(m, b);
+    let hh = m.mul(ah, bh);
+    let e = m.sub(hh, p);
+    let hl = m.mul(ah, bl);
+    let e = m.add(e, hl);
+    let lh = m.mul(al, bh);
+    let e = m.add(e, lh);
+    let ll = m.mul(al, bl);
+    m.add(e, ll)
+}
+
+fn split(m: &mut Emit<'_, '_>, a: Reg) -> (Reg, Reg) {
+    let factor = m.f64(134217729.0);
+    let c = m.mul(a, factor);
+    let d = m.sub(c, a);
+    let high = m.sub(c, d);
+    let low = m.sub(a, high);
+    (high, low)
+}
+
+pub(super) fn cbrt_f64(m: &mut Emit<'_, '_>, x: Reg) -> Reg {
+    let [e1, e2] = [0x3ff4_28a2_f98d_728b_u64, 0x3ff9_65fe_a53d_6e3d].map(f64::from_bits);
+    let c = [
+        0x3fe1_b0ba_bccf_ef9c_u64,
+        0x3fe2_c9a3_e94d_1da5,
+        0xbfc4_dc30_b1a1_ddba,
+        0x3f97_a8d3_e4ec_9b07,
+    ]
+    .map(f64::from_bits);
+    let u0 = f64::from_bits(0x3fd5_5555_5555_5555);
+    let u1 = f64::from_bits(0x3fcc_71c7_1c71_c71c);
+
+    let hx = m.bitcast(DType::I64, x);
+    let mant = m.band_k(hx, (1 << 52) - 1);
+    let negative = m.cmp_k(CmpOp::Lt, hx, 0);
+    let c52 = m.i64(52);
+    let e = m.bin(BinaryOp::ShrLogical, hx, c52);
+    let e = m.band_k(e, 0x7ff);
+    // Zeros, infinities and NaNs return x + x.
+    let zero = m.f64(0.0);
+    let x_zero = m.cmp(CmpOp::Eq, x, zero);
+    let max_e = m.cmp_k(CmpOp::Eq, e, 0x7ff);
+    let special = m.or(x_zero, max_e);
+    // A subnormal's mantissa normalized and its exponent extended below 1,
+    // as the scalar code's shift by its leading zeros makes them: those of
+    // x·2^54, exact, less 54.
+    let subnormal = m.cmp_k(CmpOp::Eq, e, 0);
+    let up = m.f64(f64::from_bits(0x4350_0000_0000_0000)); // 2^54
+    let scaled = m.mul(x, up);
+    let scaled = m.bitcast(DType::I64, scaled);
+    let mant_s = m.band_k(scaled, (1 << 52) - 1);
+    let e_s = m.bin(BinaryOp::ShrLogical, scaled, c52);
+    let e_s = m.band_k(e_s, 0x7ff);
+    let less = m.i64(54);
+    let e_s = m.sub(e_s, less);
+    let mant = m.select(subnormal, mant_s, mant);
+    let e = m.select(subnormal, e_s, e);
+    // e + 3072 = 3·et + it, et by a multiplication (exact for e < 2^17).
+    let bias = m.i64(3072);
+    let e = m.add(e, bias);
+    let third = m.i64(43691);
+    let et = m.mul(e, third);
+    let c17 = m.i64(17);
+    let et = m.bin(BinaryOp::ShrArith, et, c17);
+    let three = m.i64(3);
+    let thrice = m.mul(et, three);
+    let it = m.sub(e, thrice);
+    // z = 1.mant in [1, 2); zz = ±z·2^it.
+    let one_bits = m.i64(0x3ff << 52);
+    let cvt1 = m.bin(BinaryOp::BOr, mant, one_bits);
+    let z = m.bitcast(DType::F64, cvt1);
+    let it52 = m.bin(BinaryOp::Shl, it, c52);
+    let cvt5 = m.add(cvt1, it52);
+    let sign = m.band_k(hx, i64::MIN);
+    let cvt5 = m.bin(BinaryOp::BOr, cvt5, sign);
+    let zz = m.bitcast(DType::F64, cvt5);
+    let it1 = m.cmp_k(CmpOp::Eq, it, 1);
+    let it2 = m.cmp_k(CmpOp::Eq, it, 2);
+    let signed = |m: &mut Emit<'_, '_>, [k0, k1, k2]: [f64; 3]| {
+        let (k0, k1, k2) = (m.f64(k0), m.f64(k1), m.f64(k2));
+        let v = m.select(it1, k1, k0);
+        let v = m.select(it2, k2, v);
+        let minus = m.neg(v);
+        m.select(negative, minus, v)
+    };
+    let scale = signed(m, [1.0, e1, e2]);
+    let one = m.f64(1.0);
+    let r = m.div(one, z);
+    let rs = signed(m, [1.0, 0.5, 0.25]);
+    let rr = m.mul(r, rs);
+    // y ≈ z^(1/3), then a cubic Newton step.
+    let z2 = m.mul(z, z);
+    let [c0, c1, c2, c3] = c.map(|k| m.f64(k));
+    let t = m.mul(z, c1);
+    let c0 = m.add(c0, t);
+    let t = m.mul(z, c3);
+    let c2 = m.add(c2, t);
+    let t = m.mul(z2, c2);
+    let y = m.add(c0, t);
+    let y2 = m.mul(y, y);
+    let yr = m.mul(y, r);
+    let h = m.mul(y2, yr);
+    let h = m.sub(h, one);
+    let hy = m.mul(h, y);
+    let (u0r, u1r) = (m.f64(u0), m.f64(u1));
+    let t = m.mul(u1r, h);
+    let t = m.sub(u0r, t);
+    let t = m.mul(hy, t);
+    let y = m.sub(y, t);
+    let y = m.mul(y, scale);
+    // A linear Newton step on y³ in double-double.
+    let y2 = m.mul(y, y);
+    let y2l = product_error(m, y, y, y2);
+    let y3 = m.mul(y2, y);
+    let y3l = product_error(m, y, y2, y3);
+    let t = m.mul(y, y2l);
+    let y3l = m.add(y3l, t);
+    let d = m.sub(y3, zz);
+    let d = m.add(d, y3l);
+    let h = m.mul(d, rr);
+    let yu = m.mul(y, u0r);
+    let dy = m.mul(h, yu);
+    let y1 = m.sub(y, dy);
+    let t = m.sub(y, y1);
+    let dy = m.sub(t, dy);
+    let ady = m.let_(DType::F64, crate::kernel::Expr::Unary(UnaryOp::Abs, dy));
+    let close = |m: &mut Emit<'_, '_>, to: f64| {
+        let to = m.f64(to);
+        let d = m.sub(ady, to);
+        let d = m.let_(DType::F64, crate::kernel::Expr::Unary(UnaryOp::Abs, d));
+        let bound = m.f64(f64::from_bits(0x3b40_0000_0000_0000)); // 2^-75
+        m.cmp(CmpOp::Lt, d, bound)
+    };
+    let half_ulp = f64::from_bits(0x3ca0_0000_0000_0000); // 2^-53
+    let near_half = close(m, half_ulp);
+    let near_three_halves = close(m, f64::from_bits(0x3cb0_0000_0000_0000) + half_ulp);
+    // The exponent: y1·2^(et - 1365).
+    let bits = m.bitcast(DType::I64, y1);
+    let off = m.i64(342 + 1023);
+    let shift = m.sub(et, off);
+    let shift = m.bin(BinaryOp::Shl, shift, c52);
+    let cvt3 = m.add(bits, shift);
+    let value = m.bitcast(DType::F64, cvt3);
+    // (cvt3 << 30) ^ its top bit at most 2^30 (unsigned): nearly exact.
+    let c30 = m.i64(30);
+    let m0 = m.bin(BinaryOp::Shl, cvt3, c30);
+    let c63 = m.i64(63);
+    let m1 = m.bin(BinaryOp::ShrLogical, m0, c63);
+    let v = m.bin(BinaryOp::BXor, m0, m1);
+    let non_negative = m.cmp_k(CmpOp::Ge, v, 0);
+    let small = m.cmp_k(CmpOp::Le, v, 1 << 30);
+    let exactish = m.and(non_negative, small);
+    let twice = m.add(x, x);
+    let value = m.select(special, twice, value);
+    let rare = m.any(&[near_half, near_three_halves, exactish]);
+    let not_special = m.not(special);
+    let rare = m.and(rare, not_special);
+    m.fallback(UnaryOp::Cbrt, x, rare, value)
+}
