@@ -596,13 +596,14 @@ fn trig_pick(rng: &mut Rng, i: usize) -> f64 {
     }
 }
 
-/// `n` random inputs a million at a time, from `pick(rng, i)`.
+/// `n` random inputs a million at a time, from `pick(rng, i)` for the `i`th
+/// input.
 fn random<T>(n: usize, mut pick: impl FnMut(&mut Rng, usize) -> T, mut check: impl FnMut(&[T])) {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let mut done = 0;
     while done < n {
         let chunk: Vec<T> = (0..(n - done).min(1 << 20))
-            .map(|i| pick(&mut rng, i))
+            .map(|i| pick(&mut rng, done + i))
             .collect();
         check(&chunk);
         done += chunk.len();
@@ -755,7 +756,19 @@ fn check_unary<T: Float>(
     program: &dyn kiln::Program,
     op: &str,
     xs: &[T],
-    want: impl Fn(T) -> T,
+    oracle: impl Fn(T) -> T,
+) -> Result<(), String> {
+    let want: Vec<T> = xs.iter().map(|&x| oracle(x)).collect();
+    check_unary_against(program, op, xs, &want)
+}
+
+/// [`check_unary`] with the oracle's results given (computed once for every
+/// configuration).
+fn check_unary_against<T: Float>(
+    program: &dyn kiln::Program,
+    op: &str,
+    xs: &[T],
+    want: &[T],
 ) -> Result<(), String> {
     let outs = program
         .run(&[Data::Column(T::column(xs))])
@@ -769,15 +782,15 @@ fn check_unary<T: Float>(
     let bad: Vec<String> = xs
         .iter()
         .zip(got)
-        .filter(|(&x, &y)| !same(y, want(x)))
+        .zip(want)
+        .filter(|((_, &y), &w)| !same(y, w))
         .take(5)
-        .map(|(&x, &y)| {
+        .map(|((&x, &y), &w)| {
             format!(
-                "{op}({x:e} = {:#x}) = {y:e} ({:#x}), libm {:e} ({:#x})",
+                "{op}({x:e} = {:#x}) = {y:e} ({:#x}), libm {w:e} ({:#x})",
                 x.bits(),
                 y.bits(),
-                want(x),
-                want(x).bits()
+                w.bits()
             )
         })
         .collect();
@@ -808,26 +821,57 @@ fn compiling_engines() -> Vec<Box<dyn DynEngine>> {
         .collect()
 }
 
+/// `op` compiled for every configuration ([`runs`]), each with its label.
+fn programs<T: Float>(op: &str) -> Vec<(String, Box<dyn kiln::Program>, bool)> {
+    runs()
+        .into_iter()
+        .map(|(engine, libm_calls)| {
+            let label = format!("on {} (libm_calls {libm_calls:?})", engine.name());
+            let interp = engine.name() == "interp";
+            (label, unary::<T>(engine.as_ref(), op, libm_calls), interp)
+        })
+        .collect()
+}
+
+/// `op` on every configuration at `chosen`, then at `n` inputs from `pick`
+/// (the interpreter, which is the oracle, at the first 10,000), each chunk's
+/// oracle results computed once for all configurations.
+fn check_everywhere<T: Float>(
+    op: &str,
+    oracle: fn(T) -> T,
+    chosen: &[T],
+    n: usize,
+    pick: impl FnMut(&mut Rng, usize) -> T,
+) {
+    let programs = programs::<T>(op);
+    // The interpreter checks this many of the inputs.
+    let check = |xs: &[T], interp_limit: usize| {
+        let want: Vec<T> = xs.iter().map(|&x| oracle(x)).collect();
+        for (label, program, interp) in &programs {
+            let k = if *interp {
+                xs.len().min(interp_limit)
+            } else {
+                xs.len()
+            };
+            if k > 0 {
+                check_unary_against(program.as_ref(), op, &xs[..k], &want[..k])
+                    .map_err(|e| format!("{label}: {e}"))
+                    .unwrap();
+            }
+        }
+    };
+    check(chosen, usize::MAX);
+    let mut interp_limit = 10_000;
+    random(n, pick, |xs| {
+        check(xs, interp_limit);
+        interp_limit = 0;
+    });
+}
+
 #[test]
 fn f64_functions_are_libms_on_every_engine() {
-    for (engine, libm_calls) in runs() {
-        for (op, oracle, chosen, pick) in F64_FUNCTIONS.into_iter().filter(|f| selected(f.0)) {
-            let program = unary::<f64>(engine.as_ref(), op, libm_calls);
-            let on = |e: String| format!("on {} (libm_calls {libm_calls:?}): {e}", engine.name());
-            check_unary(program.as_ref(), op, &chosen(), oracle)
-                .map_err(on)
-                .unwrap();
-            let n = if engine.name() == "interp" {
-                10_000
-            } else {
-                cases()
-            };
-            random(n, pick, |xs| {
-                check_unary(program.as_ref(), op, xs, oracle)
-                    .map_err(on)
-                    .unwrap()
-            });
-        }
+    for (op, oracle, chosen, pick) in F64_FUNCTIONS.into_iter().filter(|f| selected(f.0)) {
+        check_everywhere(op, oracle, &chosen(), cases(), pick);
     }
 }
 
@@ -1042,37 +1086,13 @@ const F32_FUNCTIONS: [(&str, OracleF32); 22] = [
 #[test]
 fn f32_functions_are_libms_on_every_engine() {
     let exhaustive = std::env::var("MATH_F32_EXHAUSTIVE").is_ok_and(|v| v == "1");
-    for (engine, libm_calls) in runs() {
-        for (op, oracle) in F32_FUNCTIONS.into_iter().filter(|f| selected(f.0)) {
-            let program = unary::<f32>(engine.as_ref(), op, libm_calls);
-            let on = |e: String| format!("on {} (libm_calls {libm_calls:?}): {e}", engine.name());
-            check_unary(program.as_ref(), op, &special_f32(), oracle)
-                .map_err(on)
-                .unwrap();
-            if engine.name() == "interp" {
-                random(10_000, f32_pick, |xs| {
-                    check_unary(program.as_ref(), op, xs, oracle)
-                        .map_err(on)
-                        .unwrap()
-                });
-            } else if exhaustive {
-                let mut next = 0u64;
-                let every = |_: &mut Rng, _| {
-                    next += 1;
-                    f32::from_bits((next - 1) as u32)
-                };
-                random(1 << 32, every, |xs| {
-                    check_unary(program.as_ref(), op, xs, oracle)
-                        .map_err(on)
-                        .unwrap()
-                });
-            } else {
-                random(cases(), f32_pick, |xs| {
-                    check_unary(program.as_ref(), op, xs, oracle)
-                        .map_err(on)
-                        .unwrap()
-                });
-            }
+    let specials = special_f32();
+    for (op, oracle) in F32_FUNCTIONS.into_iter().filter(|f| selected(f.0)) {
+        if exhaustive {
+            let every = |_: &mut Rng, i: usize| f32::from_bits(i as u32);
+            check_everywhere(op, oracle, &specials, 1 << 32, every);
+        } else {
+            check_everywhere(op, oracle, &specials, cases(), f32_pick);
         }
     }
 }
@@ -1105,7 +1125,18 @@ fn check_binary<T: Float>(
     program: &dyn kiln::Program,
     op: &str,
     pairs: &[(T, T)],
-    want: fn(T, T) -> T,
+    oracle: fn(T, T) -> T,
+) -> Result<(), String> {
+    let want: Vec<T> = pairs.iter().map(|&(x, y)| oracle(x, y)).collect();
+    check_binary_against(program, op, pairs, &want)
+}
+
+/// [`check_binary`] with the oracle's results given.
+fn check_binary_against<T: Float>(
+    program: &dyn kiln::Program,
+    op: &str,
+    pairs: &[(T, T)],
+    want: &[T],
 ) -> Result<(), String> {
     let xs: Vec<T> = pairs.iter().map(|p| p.0).collect();
     let ys: Vec<T> = pairs.iter().map(|p| p.1).collect();
@@ -1121,10 +1152,10 @@ fn check_binary<T: Float>(
     let bad: Vec<String> = pairs
         .iter()
         .zip(got)
-        .filter(|(&(x, y), &z)| !same(z, want(x, y)))
+        .zip(want)
+        .filter(|((_, &z), &w)| !same(z, w))
         .take(5)
-        .map(|(&(x, y), &z)| {
-            let w = want(x, y);
+        .map(|((&(x, y), &z), &w)| {
             format!(
                 "{op}({x:e} = {:#x}, {y:e} = {:#x}) = {z:e} ({:#x}), libm {w:e} ({:#x})",
                 x.bits(),
@@ -1369,43 +1400,57 @@ fn as_f32(pairs: &[(f64, f64)]) -> Vec<(f32, f32)> {
     v
 }
 
+/// [`check_everywhere`] for a binary function.
+fn check_binary_everywhere<T: Float>(
+    op: &str,
+    oracle: fn(T, T) -> T,
+    chosen: &[(T, T)],
+    pick: impl FnMut(&mut Rng, usize) -> (T, T),
+) {
+    let programs: Vec<(String, Box<dyn kiln::Program>, bool)> = runs()
+        .into_iter()
+        .map(|(engine, libm_calls)| {
+            let label = format!("on {} (libm_calls {libm_calls:?})", engine.name());
+            let interp = engine.name() == "interp";
+            (label, binary::<T>(engine.as_ref(), op, libm_calls), interp)
+        })
+        .collect();
+    let check = |pairs: &[(T, T)], interp_limit: usize| {
+        let want: Vec<T> = pairs.iter().map(|&(x, y)| oracle(x, y)).collect();
+        for (label, program, interp) in &programs {
+            let k = if *interp {
+                pairs.len().min(interp_limit)
+            } else {
+                pairs.len()
+            };
+            if k > 0 {
+                check_binary_against(program.as_ref(), op, &pairs[..k], &want[..k])
+                    .map_err(|e| format!("{label}: {e}"))
+                    .unwrap();
+            }
+        }
+    };
+    check(chosen, usize::MAX);
+    let mut interp_limit = 10_000;
+    random(cases(), pick, |pairs| {
+        check(pairs, interp_limit);
+        interp_limit = 0;
+    });
+}
+
 /// The binary functions at their chosen inputs and `MATH_CASES` random
 /// pairs on every configuration, f64 and f32.
 #[test]
 fn binary_functions_are_libms_on_every_engine() {
-    for (engine, libm_calls) in runs() {
-        let on = |e: String| format!("on {} (libm_calls {libm_calls:?}): {e}", engine.name());
-        let n = if engine.name() == "interp" {
-            10_000
-        } else {
-            cases()
+    for (op, oracle, oracle_f32, chosen, pick) in
+        BINARY_FUNCTIONS.into_iter().filter(|f| selected(f.0))
+    {
+        check_binary_everywhere(op, oracle, &chosen(), pick);
+        let pick_f32 = |rng: &mut Rng, i| {
+            let (x, y) = pick(rng, i);
+            (x as f32, y as f32)
         };
-        for (op, oracle, oracle_f32, chosen, pick) in
-            BINARY_FUNCTIONS.into_iter().filter(|f| selected(f.0))
-        {
-            let program = binary::<f64>(engine.as_ref(), op, libm_calls);
-            check_binary(program.as_ref(), op, &chosen(), oracle)
-                .map_err(on)
-                .unwrap();
-            random(n, pick, |xs| {
-                check_binary(program.as_ref(), op, xs, oracle)
-                    .map_err(on)
-                    .unwrap()
-            });
-            let program = binary::<f32>(engine.as_ref(), op, libm_calls);
-            check_binary(program.as_ref(), op, &as_f32(&chosen()), oracle_f32)
-                .map_err(on)
-                .unwrap();
-            let pick_f32 = |rng: &mut Rng, i| {
-                let (x, y) = pick(rng, i);
-                (x as f32, y as f32)
-            };
-            random(n, pick_f32, |xs| {
-                check_binary(program.as_ref(), op, xs, oracle_f32)
-                    .map_err(on)
-                    .unwrap()
-            });
-        }
+        check_binary_everywhere(op, oracle_f32, &as_f32(&chosen()), pick_f32);
     }
 }
 
