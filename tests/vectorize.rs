@@ -17,13 +17,19 @@ const PROGRAMS: &[(&str, &str, &str)] = &[
         "f64 arithmetic, rounding, min/max, copysign, and the math routines",
         "def f(x: f64[n], y: f64[n]):
     return exp(x) * sin(y) + cos(x) / log(abs(y)), expm1(x) - tanh(y), erf(x) + erfc(y), sinh(x) / cosh(y), log1p(y), log2(x) - log10(y), tan(x), arctan(y), arcsin(x) + arccos(y), arcsinh(x) - arccosh(y) + arctanh(x), minimum(x, y), maximum(x, y), \
-copysign(x, y), floor(x), ceil(y), around(x), fix(y), sqrt(abs(x)), -x, x / y",
+copysign(x, y), floor(x), ceil(y), around(x), fix(y), sqrt(abs(x)), -x, x / y, exp2(x), cbrt(y)",
         "f64x2",
+    ),
+    (
+        "the binary math routines, which take two vectors",
+        "def f(x: f64[n], y: f64[n], u: f32[n], v: f32[n]):
+    return power(abs(x), y), arctan2(x, y), hypot(x, y), power(abs(u), v), arctan2(u, v), hypot(u, v)",
+        "(f64x2, f64x2) -> f64x2",
     ),
     (
         "f32 math, which computes in f64 (two lanes of f32x4), and expf/logf (four)",
         "def f(x: f32[n], y: f32[n]):
-    return sin(x), cos(y), exp(x), log(y), expm1(x), tanh(y), erf(x), erfc(y), sinh(x), cosh(y), log1p(x), log2(x), log10(y), tan(x), arctan(y), arcsin(x), arccos(y), arcsinh(x), arccosh(y), arctanh(x), cbrt(y), x * y - 1.5, minimum(x, y)",
+    return sin(x), cos(y), exp(x), log(y), expm1(x), tanh(y), erf(x), erfc(y), sinh(x), cosh(y), log1p(x), log2(x), log10(y), tan(x), arctan(y), arcsin(x), arccos(y), arcsinh(x), arccosh(y), arctanh(x), cbrt(y), exp2(x), x * y - 1.5, minimum(x, y)",
         "f32x4",
     ),
     (

@@ -762,8 +762,15 @@ pub(crate) fn define_routine<M: Module>(
         _ => return Err(CodegenError::Invalid(format!("{name}: not a math kernel"))),
     };
     let ty = vector::vector_of(dtype);
+    let arity = kernel
+        .params
+        .iter()
+        .filter(|p| matches!(p, kiln_ir::kernel::Param::ScalarIn { .. }))
+        .count();
     let mut sig = Signature::new(module.target_config().default_call_conv);
-    sig.params.push(AbiParam::new(ty));
+    for _ in 0..arity {
+        sig.params.push(AbiParam::new(ty));
+    }
     sig.returns.push(AbiParam::new(ty));
     let id = module.declare_function(name, Linkage::Export, &sig)?;
     let mut ctx = module.make_context();
@@ -780,8 +787,8 @@ pub(crate) fn define_routine<M: Module>(
         fx.bcx.append_block_params_for_function_params(entry);
         fx.bcx.switch_to_block(entry);
         fx.bcx.seal_block(entry);
-        let arg = fx.bcx.block_params(entry)[0];
-        let result = fx.codegen_routine_body(arg, lanes)?;
+        let args = fx.bcx.block_params(entry).to_vec();
+        let result = fx.codegen_routine_body(&args, lanes)?;
         fx.bcx.ins().return_(&[result]);
         let config = fx.module.target_config();
         fx.bcx.finalize(config);

@@ -32,21 +32,21 @@ use cranelift_codegen::ir::{
     self, types, AbiParam, ConstantData, Endianness, InstBuilder, MemFlagsData, Signature,
 };
 use cranelift_module::{Linkage, Module};
-use kiln_ir::kernel::{Expr, Kernel, MathCall, ParamIdx, Reg, Stmt};
+use kiln_ir::kernel::{Expr, Kernel, MathCall, MathFn, ParamIdx, Reg, Stmt};
 use kiln_ir::{BinaryOp, CmpOp, DType, EntityRef, Scalar, UnaryOp};
 use std::collections::{HashMap, HashSet};
 
 /// The vector math routines a kernel may call: for each function and dtype,
 /// the imported symbol and the lanes it computes (it takes and returns the
-/// dtype's 128-bit vector).
+/// dtype's 128-bit vectors).
 #[derive(Clone, Debug, Default)]
 pub struct Routines {
-    pub(crate) map: HashMap<(UnaryOp, DType), (String, u8)>,
+    pub(crate) map: HashMap<(MathFn, DType), (String, u8)>,
 }
 
 impl Routines {
-    fn lanes(&self, op: UnaryOp, dtype: DType) -> Option<u8> {
-        self.map.get(&(op, dtype)).map(|r| r.1)
+    fn lanes(&self, f: MathFn, dtype: DType) -> Option<u8> {
+        self.map.get(&(f, dtype)).map(|r| r.1)
     }
 }
 
@@ -186,7 +186,12 @@ pub(crate) fn plan(
                         contiguous |= unit.contains(idx);
                     }
                     Expr::Unary(op, _) => {
-                        if let Some(l) = routines.lanes(*op, dtype) {
+                        if let Some(l) = routines.lanes(MathFn::Unary(*op), dtype) {
+                            lanes = lanes.min(l);
+                        }
+                    }
+                    Expr::Binary(op, ..) => {
+                        if let Some(l) = routines.lanes(MathFn::Binary(*op), dtype) {
                             lanes = lanes.min(l);
                         }
                     }
@@ -510,13 +515,16 @@ impl<M: Module> FunctionCx<'_, M> {
     /// input) on the vector `arg`, `lanes` of it; returns the result vector.
     pub(crate) fn codegen_routine_body(
         &mut self,
-        arg: ir::Value,
+        args: &[ir::Value],
         lanes: u8,
     ) -> CodegenResult<ir::Value> {
         self.lanes = lanes;
         for stmt in &self.kernel.body {
             match stmt {
-                Stmt::Let(reg, Expr::Input(_)) => {
+                Stmt::Let(reg, Expr::Input(p)) => {
+                    let arg = args.get(p.index()).copied().ok_or_else(|| {
+                        CodegenError::Invalid("a math routine's input out of range".into())
+                    })?;
                     self.vregs.insert(*reg, arg);
                 }
                 Stmt::Let(reg, expr) => {
@@ -786,10 +794,12 @@ impl<M: Module> FunctionCx<'_, M> {
                     _ => ins.nearest(a),
                 });
             }
-            let routine = self.vectorize.and_then(|r| r.map.get(&(op, dtype)));
+            let routine = self
+                .vectorize
+                .and_then(|r| r.map.get(&(MathFn::Unary(op), dtype)));
             if let Some((symbol, _)) = routine.cloned() {
                 let a = self.vreg(a);
-                return self.call_routine(&symbol, a);
+                return self.call_routine(&symbol, &[a]);
             }
         } else if matches!(op, UnaryOp::Neg | UnaryOp::BNot) {
             let a = self.vreg(a);
@@ -801,16 +811,18 @@ impl<M: Module> FunctionCx<'_, M> {
         self.scalarize(expr, dtype)
     }
 
-    fn call_routine(&mut self, symbol: &str, arg: ir::Value) -> CodegenResult<ir::Value> {
-        let ty = self.bcx.func.dfg.value_type(arg);
+    fn call_routine(&mut self, symbol: &str, args: &[ir::Value]) -> CodegenResult<ir::Value> {
+        let ty = self.bcx.func.dfg.value_type(args[0]);
         let mut sig = Signature::new(self.module.target_config().default_call_conv);
-        sig.params.push(AbiParam::new(ty));
+        for _ in args {
+            sig.params.push(AbiParam::new(ty));
+        }
         sig.returns.push(AbiParam::new(ty));
         let id = self
             .module
             .declare_function(symbol, Linkage::Import, &sig)?;
         let fref = self.module.declare_func_in_func(id, self.bcx.func);
-        let call = self.bcx.ins().call(fref, &[arg]);
+        let call = self.bcx.ins().call(fref, args);
         Ok(self.bcx.inst_results(call)[0])
     }
 
@@ -823,6 +835,13 @@ impl<M: Module> FunctionCx<'_, M> {
         dtype: DType,
     ) -> CodegenResult<ir::Value> {
         use BinaryOp::*;
+        let routine = self
+            .vectorize
+            .and_then(|r| r.map.get(&(MathFn::Binary(op), dtype)));
+        if let Some((symbol, _)) = routine.cloned() {
+            let (a, b) = (self.vreg(a), self.vreg(b));
+            return self.call_routine(&symbol, &[a, b]);
+        }
         if matches!(op, Shl | ShrArith | ShrLogical) {
             // Vector shifts take one amount for every lane.
             if self.vregs.contains_key(&b) || self.unit.contains_key(&b) {

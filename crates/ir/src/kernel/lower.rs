@@ -10,7 +10,7 @@
 //!
 //! Every walk over the graph is a loop over the arena, never recursion.
 
-use super::{Expr, Extent, Kernel, Param, ParamIdx, Reg, Stmt, Var};
+use super::{Expr, Extent, Kernel, MathFn, Param, ParamIdx, Reg, Stmt, Var};
 use crate::entities::Value;
 use crate::graph::Graph;
 use crate::op::{BinaryOp, CmpOp, Op, ReduceOp, UnaryOp};
@@ -88,16 +88,26 @@ pub struct LowerOptions {
     pub libm_calls: bool,
 }
 
-/// The direct kernel `dtype f(dtype x)` computing `op` by inline math
-/// ([`super::math`]), if kiln has an inline port of it: what a backend that
-/// vectorizes math functions on their own (the Cranelift JIT's vector math
-/// routines) compiles, so every tier's bits still come from one expansion.
-pub fn math_kernel(op: UnaryOp, dtype: DType) -> Option<Kernel> {
-    super::math::inline(op, dtype)?;
-    let mut b = crate::Builder::new(&format!("kiln_math_{op}_{dtype}"));
+/// The direct kernel `dtype f(dtype x)` (or `f(dtype x, dtype y)`)
+/// computing `f` by inline math ([`super::math`]), if kiln has an inline
+/// port of it: what a backend that vectorizes math functions on their own
+/// (the Cranelift JIT's vector math routines) compiles, so every tier's bits
+/// still come from one expansion.
+pub fn math_kernel(f: MathFn, dtype: DType) -> Option<Kernel> {
+    let mut b = crate::Builder::new(&format!("kiln_math_{f}_{dtype}"));
     let x = b.input("x", Type::scalar(dtype));
-    let y = b.unary(op, x).ok()?;
-    b.output("y", y);
+    let y = match f {
+        MathFn::Unary(op) => {
+            super::math::inline(op, dtype)?;
+            b.unary(op, x).ok()?
+        }
+        MathFn::Binary(op) => {
+            super::math::inline_binary(op, dtype)?;
+            let y = b.input("y", Type::scalar(dtype));
+            b.binary(op, x, y).ok()?
+        }
+    };
+    b.output("z", y);
     let verified = crate::verify(b.finish()).ok()?;
     let options = LowerOptions {
         libm_calls: false,

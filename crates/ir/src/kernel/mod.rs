@@ -287,6 +287,35 @@ impl Table {
     }
 }
 
+/// A math function of the IR that inline math may compute: a unary or a
+/// binary op.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MathFn {
+    /// `sin`, `exp`, …
+    Unary(UnaryOp),
+    /// `pow`, `atan2`, `hypot`.
+    Binary(BinaryOp),
+}
+
+impl MathFn {
+    /// How many arguments it takes.
+    pub fn arity(self) -> usize {
+        match self {
+            MathFn::Unary(_) => 1,
+            MathFn::Binary(_) => 2,
+        }
+    }
+}
+
+impl std::fmt::Display for MathFn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MathFn::Unary(op) => write!(f, "{op}"),
+            MathFn::Binary(op) => write!(f, "{op}"),
+        }
+    }
+}
+
 /// A call of a math function of the IR, as [`Expr::Unary`] or
 /// [`Expr::Binary`] makes it: what an [`Expr::Fallback`] calls.
 #[derive(Clone, Copy, Debug, PartialEq)]
