@@ -191,9 +191,10 @@ def _rebuild(recipe):
     return hit
 
 
-def _population(exprs, variables, tier, threads):
-    """Unpickles a kiln.Population: compiles it again."""
-    return Population(exprs, variables, tier=tier, threads=threads or None)
+def _population(exprs, variables, tier, threads, vectorize=None):
+    """Unpickles a kiln.Population: compiles it again (pickles made before
+    `vectorize` existed have four fields)."""
+    return Population(exprs, variables, tier=tier, threads=threads or None, vectorize=vectorize)
 
 
 from ._jit import jit  # noqa: E402  (needs _spec above)

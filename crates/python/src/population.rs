@@ -14,15 +14,26 @@ use pyo3::types::{PyDict, PyTuple};
 pub struct Population {
     inner: Inner,
     tier: Tier,
+    /// Vector loops as asked (`None`: the default, off for populations).
+    vectorize: Option<bool>,
     /// The expressions that did not compile and why, by index.
     compile_errors: Vec<(usize, String)>,
     recipe: Option<Py<PyAny>>,
 }
 
-fn engine_compile(exprs: &[String], variables: &[String], tier: Tier, threads: usize) -> Inner {
+fn engine_compile(
+    exprs: &[String],
+    variables: &[String],
+    tier: Tier,
+    threads: usize,
+    vectorize: Option<bool>,
+) -> Inner {
     let options = PopulationOptions {
         threads,
-        compile: CompileOptions::default(),
+        compile: CompileOptions {
+            vectorize,
+            ..CompileOptions::default()
+        },
     };
     match tier {
         Tier::Interp => Inner::compile(exprs, variables, &kiln::Interpreter, &options),
@@ -131,13 +142,14 @@ impl Population {
 #[pymethods]
 impl Population {
     #[new]
-    #[pyo3(signature = (exprs, variables=None, *, tier="cranelift", threads=None))]
+    #[pyo3(signature = (exprs, variables=None, *, tier="cranelift", threads=None, vectorize=None))]
     fn new(
         py: Python<'_>,
         exprs: Vec<String>,
         variables: Option<Vec<String>>,
         tier: &str,
         threads: Option<usize>,
+        vectorize: Option<bool>,
     ) -> PyResult<Self> {
         let tier = Tier::from_name(tier)?;
         if threads == Some(0) {
@@ -151,7 +163,7 @@ impl Population {
             )));
         }
         let threads = threads.unwrap_or(0);
-        let inner = py.detach(|| engine_compile(&exprs, &variables, tier, threads));
+        let inner = py.detach(|| engine_compile(&exprs, &variables, tier, threads, vectorize));
         let compile_errors = inner
             .compile_errors()
             .into_iter()
@@ -164,11 +176,13 @@ impl Population {
                 variables.into_pyobject(py)?.into_any(),
                 tier.name().into_pyobject(py)?.into_any(),
                 threads.into_pyobject(py)?.into_any(),
+                vectorize.into_pyobject(py)?.into_any(),
             ],
         )?;
         Ok(Population {
             inner,
             tier,
+            vectorize,
             compile_errors,
             recipe: Some(recipe.into_any().unbind()),
         })
@@ -188,6 +202,15 @@ impl Population {
     #[getter]
     fn tier(&self) -> &'static str {
         self.tier.name()
+    }
+
+    /// Whether its row loops were asked to run in vectors: `None` (the
+    /// default: off, since a population's many small kernels pay more to
+    /// compile vector loops than they save below some 15,000–20,000 rows),
+    /// `True` or `False`.
+    #[getter]
+    fn vectorize(&self) -> Option<bool> {
+        self.vectorize
     }
 
     /// The expressions that did not compile, `{index: reason}`; the errors

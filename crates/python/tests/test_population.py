@@ -112,6 +112,30 @@ def test_populations_pickle():
     np.testing.assert_array_equal(q.evaluate(X), p.evaluate(X))
 
 
+def test_vector_loops_are_an_option_and_change_no_bits():
+    exprs, data = _gp()
+    exprs = exprs[:150]
+    X = pd.concat([data] * 4, ignore_index=True)  # 40,000 rows: vector loops pay here
+    scalar = kiln.Population(exprs)
+    vector = kiln.Population(exprs, vectorize=True)
+    oracle = kiln.Population(exprs, tier="interp")
+    assert scalar.vectorize is None and vector.vectorize is True
+    want = oracle.evaluate(X)
+    np.testing.assert_array_equal(vector.evaluate(X), want)
+    np.testing.assert_array_equal(scalar.evaluate(X), want)
+    for tier in ("llvm", "cranelift"):
+        off = kiln.Population(exprs[:20], tier=tier, vectorize=False)
+        np.testing.assert_array_equal(off.evaluate(X), want[:20])
+    q = pickle.loads(pickle.dumps(vector))
+    assert q.vectorize is True
+    np.testing.assert_array_equal(q.evaluate(X), want)
+    # A pickle made before `vectorize` existed (four fields) still loads.
+    old = kiln._population(["a * 2.0"], ["a"], "cranelift", 0)
+    assert old.vectorize is None
+    with pytest.raises(TypeError):
+        kiln.Population(["a"], vectorize="yes")
+
+
 def test_compile_evaluate_and_drop_keeps_memory_flat():
     exprs, data = _gp()
     X = data.iloc[:1000]
