@@ -5,12 +5,23 @@
 //! time, such as an integer division by zero) has its error recorded and does
 //! not stop the others. The `kiln eval --population` command and Python's
 //! `kiln.Population` are thin layers over this.
+//!
+//! Elementwise expressions with one `f64` column out (every GP expression)
+//! are compiled in groups of up to [`GROUP`]: one graph whose outputs are the
+//! group's expressions, so one kernel makes one pass over the rows, loads
+//! each column once and computes a subtree the expressions share once (the
+//! optimizer's CSE). That cuts the compile time per expression by two
+//! thirds and evaluation by a third (docs/performance.md). Expressions that
+//! can fail at run time (integer division) compile alone; should a group
+//! fail anyway, it runs its expressions one by one on the interpreter,
+//! which gives the same bits, so the error lands on the expression that
+//! caused it.
 
 use crate::{
     ArrayMut, ArrayRef, CompileOptions, Data, DynEngine, ExecError, Format, LoadOptions, Program,
     PyOptions, Scalar, Type, Verified,
 };
-use kiln_ir::{Dim, ParseError};
+use kiln_ir::{Dim, EntityRef, ParseError};
 
 /// Why one expression has no results.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -52,16 +63,53 @@ impl PopulationOptions {
     }
 }
 
+/// The most expressions compiled as one graph (one kernel). On the GP
+/// population (`cargo bench -p kiln --bench compile`), groups of 16, 64
+/// and 250 compile in 0.36, 0.30 and 0.28 of the time per expression of
+/// one kernel each, and evaluate in 0.87, 0.78 and 0.67 of its time. A
+/// compile thread's share of the expressions bounds a group too, so every
+/// thread still gets groups. `mse`'s scratch is a group's block of rows per
+/// thread (8 MiB).
+pub const GROUP: usize = 256;
+
+/// Rows per block when [`Population::mse`] runs a group into scratch.
+const BLOCK: usize = 4096;
+
 struct Member {
     /// Each input's position in the population's variables.
     columns: Vec<usize>,
     program: Box<dyn Program>,
 }
 
+/// How an expression runs.
+enum Slot {
+    /// Its own program.
+    Alone(Member),
+    /// Output `output` of group `group`; `fallback` runs it alone on the
+    /// interpreter when the group fails.
+    Grouped {
+        group: usize,
+        output: usize,
+        fallback: Member,
+    },
+}
+
+/// Expressions compiled as the outputs of one graph, whose inputs are every
+/// variable in order.
+struct Group {
+    program: Box<dyn Program>,
+    /// The expressions, in output order.
+    members: Vec<usize>,
+    /// Whether each output is a scalar (a constant expression: one value
+    /// for every row).
+    scalar: Vec<bool>,
+}
+
 /// A compiled population ([`Population::compile`]).
 pub struct Population {
     variables: Vec<String>,
-    members: Vec<Result<Member, MemberError>>,
+    members: Vec<Result<Slot, MemberError>>,
+    groups: Vec<Group>,
     nodes: Vec<usize>,
     threads: usize,
 }
@@ -116,36 +164,195 @@ fn load(expr: &str, variables: &[String]) -> Result<(Verified, Vec<usize>), Memb
     }
 }
 
-/// Compiles `part` on `engine` as one batch; if the batch fails, each graph
-/// alone, so the error lands on the expression that caused it.
+/// Whether `graph` can join a group: one `f64` column or scalar out (a
+/// constant expression), every node elementwise (so a group may also run
+/// over a block of the rows), and no integer division, the one thing that
+/// fails at run time (an expression that can fail runs alone, so its
+/// failure costs no other expression its compiled kernel).
+fn groupable(graph: &Verified) -> bool {
+    use kiln_ir::op::Op;
+    let g = graph.graph();
+    let f64_out = g.outputs().len() == 1
+        && matches!(g.ty(g.outputs()[0].value),
+            Type::Tensor(t) if t.dtype == kiln_ir::DType::F64 && t.shape.len() <= 1);
+    f64_out
+        && g.nodes().all(|(_, n)| match n.op {
+            Op::Binary(op) => {
+                !(op.divides() && matches!(&n.ty, Type::Tensor(t) if t.dtype.is_int()))
+            }
+            Op::Input { .. }
+            | Op::Const(_)
+            | Op::Unary(_)
+            | Op::Compare(_)
+            | Op::Select
+            | Op::Cast(_) => true,
+            _ => false,
+        })
+}
+
+/// One graph computing `members` (each a verified graph and its inputs'
+/// positions in `variables`) as its outputs, in order, over every variable.
+fn merge(
+    members: &[&(Verified, Vec<usize>)],
+    variables: &[String],
+) -> Result<Verified, MemberError> {
+    use kiln_ir::graph::{Graph, NodeData};
+    use kiln_ir::op::Op;
+    let mut merged = Graph::new("population");
+    // Every variable is a column like the members' inputs.
+    let column = members
+        .iter()
+        .find_map(|(g, _)| {
+            g.graph()
+                .inputs()
+                .first()
+                .map(|i| g.graph().ty(i.value).clone())
+        })
+        .unwrap_or_else(|| {
+            Type::Tensor(kiln_ir::TensorType {
+                dtype: kiln_ir::DType::F64,
+                shape: vec![Dim::Sym("n".to_string())],
+            })
+        });
+    let inputs: Vec<kiln_ir::Value> = variables
+        .iter()
+        .map(|v| merged.push_input(v, column.clone()))
+        .collect();
+    for (k, (graph, columns)) in members.iter().enumerate() {
+        let g = graph.graph();
+        // The merged value of each of the member's values, by index (nodes
+        // come in order, arguments first).
+        let mut map: Vec<kiln_ir::Value> = Vec::with_capacity(g.len());
+        for (value, node) in g.nodes() {
+            debug_assert_eq!(value.index(), map.len());
+            let mapped = match node.op {
+                Op::Input { index } => inputs[columns[index as usize]],
+                _ => merged.push_node(NodeData {
+                    op: node.op.clone(),
+                    args: node.args.iter().map(|a| map[a.index()]).collect(),
+                    ty: node.ty.clone(),
+                }),
+            };
+            map.push(mapped);
+        }
+        merged.push_output(&format!("e{k}"), map[g.outputs()[0].value.index()]);
+    }
+    crate::verify(merged).map_err(|e| MemberError::Compile(e.to_string()))
+}
+
+/// A compile thread's expressions (as slots) and groups.
+type Part = (Vec<Result<Slot, MemberError>>, Vec<Group>);
+
+/// Compiles `part` (expressions with their first indices at `first`) on
+/// `engine` as one batch: the groupable ones in groups of up to [`GROUP`],
+/// the rest alone. If the batch fails, each expression alone, so the error
+/// lands on the one that caused it. Group numbers are local to the part.
 fn compile_part(
     part: Vec<Result<(Verified, Vec<usize>), MemberError>>,
+    first: usize,
+    variables: &[String],
     engine: &dyn DynEngine,
     options: &CompileOptions,
-) -> Vec<Result<Member, MemberError>> {
-    let graphs: Vec<Verified> = part
+) -> Part {
+    // Which expressions go in groups, and the groups' graphs.
+    let grouped: Vec<usize> = part
         .iter()
-        .filter_map(|m| m.as_ref().ok().map(|(g, _)| g.clone()))
+        .enumerate()
+        .filter(|(_, m)| m.as_ref().is_ok_and(|(g, _)| groupable(g)))
+        .map(|(i, _)| i)
         .collect();
-    let mut programs = match engine.compile_batch_dyn(&graphs, options) {
-        Ok(p) => p.into_iter().map(Ok).collect::<Vec<_>>(),
-        Err(_) => graphs
-            .iter()
-            .map(|g| {
-                engine
-                    .compile_dyn(g, options)
-                    .map_err(|e| MemberError::Compile(e.to_string()))
-            })
-            .collect(),
-    }
-    .into_iter();
-    part.into_iter()
-        .map(|m| {
-            let (_, columns) = m?;
-            let program = programs.next().expect("one program per graph")?;
-            Ok(Member { columns, program })
+    let merged: Result<Vec<Verified>, MemberError> = grouped
+        .chunks(GROUP)
+        .map(|chunk| {
+            let members: Vec<&(Verified, Vec<usize>)> = chunk
+                .iter()
+                .map(|&i| part[i].as_ref().expect("grouped members loaded"))
+                .collect();
+            merge(&members, variables)
         })
-        .collect()
+        .collect();
+    let alone: Vec<usize> = (0..part.len())
+        .filter(|i| part[*i].is_ok() && !grouped.contains(i))
+        .collect();
+    if let Ok(merged) = merged {
+        let mut graphs: Vec<Verified> = merged;
+        let n_groups = graphs.len();
+        graphs.extend(
+            alone
+                .iter()
+                .map(|&i| part[i].as_ref().expect("loaded").0.clone()),
+        );
+        if let Ok(programs) = engine.compile_batch_dyn(&graphs, options) {
+            let mut programs = programs.into_iter();
+            let groups: Vec<Group> = grouped
+                .chunks(GROUP)
+                .map(|chunk| {
+                    let program = programs.next().expect("one program per group");
+                    let g = program.verified().graph();
+                    let scalar = g
+                        .outputs()
+                        .iter()
+                        .map(|o| matches!(g.ty(o.value), Type::Tensor(t) if t.shape.is_empty()))
+                        .collect();
+                    Group {
+                        program,
+                        members: chunk.iter().map(|&i| first + i).collect(),
+                        scalar,
+                    }
+                })
+                .collect();
+            debug_assert_eq!(groups.len(), n_groups);
+            let mut alone_programs = programs;
+            let slot_of: std::collections::HashMap<usize, (usize, usize)> = grouped
+                .iter()
+                .enumerate()
+                .map(|(k, &i)| (i, (k / GROUP, k % GROUP)))
+                .collect();
+            let unoptimized = CompileOptions {
+                optimize: false,
+                ..options.clone()
+            };
+            let slots = part
+                .into_iter()
+                .enumerate()
+                .map(|(i, m)| {
+                    let (graph, columns) = m?;
+                    Ok(match slot_of.get(&i) {
+                        Some(&(group, output)) => Slot::Grouped {
+                            group,
+                            output,
+                            fallback: Member {
+                                columns,
+                                // As written: the interpreter gives the
+                                // optimized graph's bits either way, and
+                                // this costs a clone, not a pass.
+                                program: crate::Interpreter
+                                    .compile_dyn(&graph, &unoptimized)
+                                    .map_err(|e| MemberError::Compile(e.to_string()))?,
+                            },
+                        },
+                        None => Slot::Alone(Member {
+                            columns,
+                            program: alone_programs.next().expect("one program per graph"),
+                        }),
+                    })
+                })
+                .collect();
+            return (slots, groups);
+        }
+    }
+    // Each alone, so a failure lands on its expression.
+    let slots = part
+        .into_iter()
+        .map(|m| {
+            let (graph, columns) = m?;
+            let program = engine
+                .compile_dyn(&graph, options)
+                .map_err(|e| MemberError::Compile(e.to_string()))?;
+            Ok(Slot::Alone(Member { columns, program }))
+        })
+        .collect();
+    (slots, Vec::new())
 }
 
 impl Population {
@@ -165,21 +372,41 @@ impl Population {
             ..options.compile.clone()
         };
         let compile = &compile;
-        let members: Vec<Result<Member, MemberError>> = std::thread::scope(|s| {
+        let parts: Vec<Part> = std::thread::scope(|s| {
             let handles: Vec<_> = exprs
                 .chunks(chunk)
-                .map(|part| {
+                .enumerate()
+                .map(|(k, part)| {
                     s.spawn(move || {
                         let loaded = part.iter().map(|e| load(e.as_ref(), variables)).collect();
-                        compile_part(loaded, engine, compile)
+                        compile_part(loaded, k * chunk, variables, engine, compile)
                     })
                 })
                 .collect();
             handles
                 .into_iter()
-                .flat_map(|h| h.join().expect("compile threads do not panic"))
+                .map(|h| h.join().expect("compile threads do not panic"))
                 .collect()
         });
+        // Number the groups across parts.
+        let mut members = Vec::with_capacity(exprs.len());
+        let mut groups = Vec::new();
+        for (slots, part_groups) in parts {
+            let offset = groups.len();
+            members.extend(slots.into_iter().map(|slot| match slot {
+                Ok(Slot::Grouped {
+                    group,
+                    output,
+                    fallback,
+                }) => Ok(Slot::Grouped {
+                    group: group + offset,
+                    output,
+                    fallback,
+                }),
+                other => other,
+            }));
+            groups.extend(part_groups);
+        }
         let nodes = exprs
             .iter()
             .map(|e| kiln_frontend::py::count_nodes(e.as_ref()).unwrap_or(0))
@@ -187,6 +414,7 @@ impl Population {
         Population {
             variables: variables.to_vec(),
             members,
+            groups,
             nodes,
             threads,
         }
@@ -222,6 +450,42 @@ impl Population {
             .collect()
     }
 
+    /// How many kernels evaluate the population: one per group, one per
+    /// expression compiled alone.
+    pub fn kernels(&self) -> usize {
+        self.groups.len()
+            + self
+                .members
+                .iter()
+                .filter(|m| matches!(m, Ok(Slot::Alone(_))))
+                .count()
+    }
+
+    /// The units of work, spread over the threads by expression count:
+    /// groups, expressions alone, and expressions that did not compile.
+    fn units(&self) -> Vec<Vec<Unit>> {
+        let mut units: Vec<Unit> = (0..self.groups.len()).map(Unit::Group).collect();
+        for (i, m) in self.members.iter().enumerate() {
+            match m {
+                Ok(Slot::Grouped { .. }) => {}
+                _ => units.push(Unit::Expr(i)),
+            }
+        }
+        let threads = self.threads.min(units.len()).max(1);
+        let mut load = vec![0usize; threads];
+        let mut per_thread: Vec<Vec<Unit>> = (0..threads).map(|_| Vec::new()).collect();
+        for unit in units {
+            let weight = match unit {
+                Unit::Group(g) => self.groups[g].members.len(),
+                Unit::Expr(_) => 1,
+            };
+            let t = (0..threads).min_by_key(|&t| load[t]).expect("a thread");
+            load[t] += weight;
+            per_thread[t].push(unit);
+        }
+        per_thread
+    }
+
     /// Evaluates every expression over `columns` (one per variable, each
     /// `n_rows` long) into `out`, row `i` (`n_rows` values) for expression
     /// `i`, on the population's threads. A failed expression's row is NaN
@@ -253,84 +517,239 @@ impl Population {
         if self.members.is_empty() {
             return Vec::new();
         }
-        let per_thread = self.members.len().div_ceil(self.threads).max(1);
-        std::thread::scope(|s| {
-            let handles: Vec<_> = self
-                .members
-                .chunks(per_thread)
-                .zip(out.chunks_mut((per_thread * n_rows).max(1)))
-                .map(|(members, rows)| {
+        // Each expression's row, handed to the unit that writes it.
+        let mut rows: Vec<Option<&mut [f64]>> = if n_rows == 0 {
+            (0..self.members.len()).map(|_| Some(&mut [][..])).collect()
+        } else {
+            out.chunks_mut(n_rows).map(Some).collect()
+        };
+        let work: Vec<Vec<UnitRows<'_>>> = self
+            .units()
+            .into_iter()
+            .map(|units| {
+                units
+                    .into_iter()
+                    .map(|unit| {
+                        let mine: Vec<&mut [f64]> = self
+                            .unit_members(unit)
+                            .iter()
+                            .map(|&i| rows[i].take().expect("one writer per row"))
+                            .collect();
+                        (unit, mine)
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut errors: Vec<Option<MemberError>> = vec![None; self.members.len()];
+        let results: Vec<Vec<(usize, Option<MemberError>)>> = std::thread::scope(|s| {
+            let handles: Vec<_> = work
+                .into_iter()
+                .map(|units| {
                     s.spawn(move || {
-                        let mut errors = Vec::with_capacity(members.len());
-                        for (k, member) in members.iter().enumerate() {
-                            let row = &mut rows[k * n_rows..(k + 1) * n_rows];
-                            let result = match member {
-                                Ok(m) => run(m, columns, row),
-                                Err(e) => Err(e.clone()),
-                            };
-                            if result.is_err() {
-                                row.fill(f64::NAN);
-                            }
-                            errors.push(result.err());
+                        let mut results = Vec::new();
+                        for (unit, mut mine) in units {
+                            self.evaluate_unit(unit, columns, &mut mine, &mut results);
                         }
-                        errors
+                        results
                     })
                 })
                 .collect();
             handles
                 .into_iter()
-                .flat_map(|h| h.join().expect("evaluation threads do not panic"))
+                .map(|h| h.join().expect("evaluation threads do not panic"))
                 .collect()
-        })
+        });
+        for (i, e) in results.into_iter().flatten() {
+            errors[i] = e;
+        }
+        errors
+    }
+
+    /// The expressions a unit computes, in its output order.
+    fn unit_members(&self, unit: Unit) -> Vec<usize> {
+        match unit {
+            Unit::Group(g) => self.groups[g].members.clone(),
+            Unit::Expr(i) => vec![i],
+        }
+    }
+
+    /// Runs one unit into its expressions' rows; records each expression's
+    /// outcome.
+    fn evaluate_unit(
+        &self,
+        unit: Unit,
+        columns: &[&[f64]],
+        rows: &mut [&mut [f64]],
+        results: &mut Vec<(usize, Option<MemberError>)>,
+    ) {
+        let n_rows = columns.first().map_or(0, |c| c.len());
+        if let (Unit::Group(g), true) = (unit, n_rows > 0) {
+            let group = &self.groups[g];
+            let inputs: Vec<ArrayRef<'_>> = columns.iter().map(|c| ArrayRef::F64(c)).collect();
+            // A constant's one value goes to the row's first element.
+            let mut outs: Vec<ArrayMut<'_>> = rows
+                .iter_mut()
+                .zip(&group.scalar)
+                .map(|(r, &scalar)| ArrayMut::F64(if scalar { &mut r[..1] } else { &mut r[..] }))
+                .collect();
+            if group.program.run_arrays(&inputs, &mut outs).is_ok() {
+                for (r, &scalar) in rows.iter_mut().zip(&group.scalar) {
+                    if scalar {
+                        let v = r[0];
+                        r.fill(v);
+                    }
+                }
+                results.extend(group.members.iter().map(|&i| (i, None)));
+                return;
+            }
+        }
+        // An expression alone, or a group that failed: one by one.
+        for (&i, row) in self.unit_members(unit).iter().zip(rows.iter_mut()) {
+            let result = match &self.members[i] {
+                Ok(Slot::Alone(m)) | Ok(Slot::Grouped { fallback: m, .. }) => run(m, columns, row),
+                Err(e) => Err(e.clone()),
+            };
+            if result.is_err() {
+                row.fill(f64::NAN);
+            }
+            results.push((i, result.err()));
+        }
     }
 
     /// Each expression's mean squared error against `target` over `columns`
     /// (NaN for an expression that failed, whose error is returned at its
-    /// index). Each thread evaluates into one row of scratch, so memory is
-    /// O(threads × rows), not O(expressions × rows).
+    /// index). Each thread evaluates into a block of scratch, so memory is
+    /// O(threads × group × block), not O(expressions × rows).
     ///
     /// # Panics
     /// As [`Self::evaluate`], and if `target` is not `n_rows` long.
     pub fn mse(&self, columns: &[&[f64]], target: &[f64]) -> (Vec<f64>, Vec<Option<MemberError>>) {
         let n_rows = target.len();
-        let mut errors = Vec::with_capacity(self.members.len());
-        let mut mse = Vec::with_capacity(self.members.len());
-        // One expression at a time per thread, each a row of scratch.
-        let per_thread = self.members.len().div_ceil(self.threads).max(1);
-        let results: Vec<(f64, Option<MemberError>)> = std::thread::scope(|s| {
+        assert_eq!(
+            columns.len(),
+            self.variables.len(),
+            "one column per variable"
+        );
+        assert!(
+            columns.iter().all(|c| c.len() == n_rows),
+            "columns of n_rows"
+        );
+        let mut mse = vec![f64::NAN; self.members.len()];
+        let mut errors: Vec<Option<MemberError>> = vec![None; self.members.len()];
+        if self.members.is_empty() {
+            return (mse, errors);
+        }
+        let results: Vec<Vec<(usize, f64, Option<MemberError>)>> = std::thread::scope(|s| {
             let handles: Vec<_> = self
-                .members
-                .chunks(per_thread)
-                .map(|members| {
+                .units()
+                .into_iter()
+                .map(|units| {
                     s.spawn(move || {
-                        let mut row = vec![0.0; n_rows];
-                        members
-                            .iter()
-                            .map(|member| {
-                                let result = match member {
-                                    Ok(m) => run(m, columns, &mut row),
-                                    Err(e) => Err(e.clone()),
-                                };
-                                match result {
-                                    Ok(()) => (squared_error(&row, target), None),
-                                    Err(e) => (f64::NAN, Some(e)),
-                                }
-                            })
-                            .collect::<Vec<_>>()
+                        let mut results = Vec::new();
+                        for unit in units {
+                            self.mse_unit(unit, columns, target, &mut results);
+                        }
+                        results
                     })
                 })
                 .collect();
             handles
                 .into_iter()
-                .flat_map(|h| h.join().expect("evaluation threads do not panic"))
+                .map(|h| h.join().expect("evaluation threads do not panic"))
                 .collect()
         });
-        for (m, e) in results {
-            mse.push(m);
-            errors.push(e);
+        for (i, m, e) in results.into_iter().flatten() {
+            mse[i] = m;
+            errors[i] = e;
         }
         (mse, errors)
     }
+
+    /// [`Self::mse`] of one unit: a group block by block into scratch, its
+    /// squares summed in row order; an expression (or a failed group's, one
+    /// by one) into a row of scratch.
+    fn mse_unit(
+        &self,
+        unit: Unit,
+        columns: &[&[f64]],
+        target: &[f64],
+        results: &mut Vec<(usize, f64, Option<MemberError>)>,
+    ) {
+        let n_rows = target.len();
+        if let (Unit::Group(g), true) = (unit, n_rows > 0) {
+            let group = &self.groups[g];
+            let k = group.members.len();
+            let block = BLOCK.min(n_rows.max(1));
+            let mut scratch = vec![0.0; k * block];
+            let mut sums = vec![0.0f64; k];
+            let mut ok = true;
+            let mut start = 0;
+            while start < n_rows {
+                let len = block.min(n_rows - start);
+                let inputs: Vec<ArrayRef<'_>> = columns
+                    .iter()
+                    .map(|c| ArrayRef::F64(&c[start..start + len]))
+                    .collect();
+                let mut outs: Vec<ArrayMut<'_>> = scratch
+                    .chunks_mut(block)
+                    .zip(&group.scalar)
+                    .map(|(r, &scalar)| ArrayMut::F64(&mut r[..if scalar { 1 } else { len }]))
+                    .collect();
+                if group.program.run_arrays(&inputs, &mut outs).is_err() {
+                    ok = false;
+                    break;
+                }
+                let t = &target[start..start + len];
+                for ((sum, row), &scalar) in sums
+                    .iter_mut()
+                    .zip(scratch.chunks(block))
+                    .zip(&group.scalar)
+                {
+                    if scalar {
+                        let v = row[0];
+                        for t in t {
+                            *sum += (v - t) * (v - t);
+                        }
+                    } else {
+                        for (v, t) in row[..len].iter().zip(t) {
+                            *sum += (v - t) * (v - t);
+                        }
+                    }
+                }
+                start += len;
+            }
+            if ok {
+                for (&i, sum) in group.members.iter().zip(sums) {
+                    results.push((i, sum / n_rows as f64, None));
+                }
+                return;
+            }
+        }
+        let mut row = vec![0.0; n_rows];
+        for i in self.unit_members(unit) {
+            let result = match &self.members[i] {
+                Ok(Slot::Alone(m)) | Ok(Slot::Grouped { fallback: m, .. }) => {
+                    run(m, columns, &mut row)
+                }
+                Err(e) => Err(e.clone()),
+            };
+            results.push(match result {
+                Ok(()) => (i, squared_error(&row, target), None),
+                Err(e) => (i, f64::NAN, Some(e)),
+            });
+        }
+    }
+}
+
+/// A unit and its expressions' rows of the output.
+type UnitRows<'a> = (Unit, Vec<&'a mut [f64]>);
+
+/// A unit of evaluation work: a group, or one expression (compiled alone or
+/// not at all).
+#[derive(Clone, Copy)]
+enum Unit {
+    Group(usize),
+    Expr(usize),
 }
 
 /// Mean squared error, summed in row order.

@@ -117,3 +117,32 @@ fn compiling_and_dropping_populations_keeps_memory_flat() {
     let grown = rss_kib().saturating_sub(settled);
     assert!(grown < 8 * 1024, "RSS grew {grown} KiB over 60 populations");
 }
+
+/// An expression that can fail at run time (integer division) among
+/// groupable ones: the error lands on it, its neighbours keep their values.
+#[test]
+fn a_failing_group_isolates_its_expression() {
+    let mut exprs: Vec<String> = (0..10).map(|k| format!("x0 * {k}.0 + x1")).collect();
+    exprs.insert(4, "float(int(x0) // int(x1))".to_string());
+    let x0 = [1.0, 2.0, 3.0];
+    let x1 = [1.0, 0.0, 2.0];
+    for engine in kiln::engines() {
+        let p = Population::compile(&exprs, &vars(&["x0", "x1"]), &*engine, &Default::default());
+        let mut out = vec![0.0; exprs.len() * 3];
+        let errors = p.evaluate(&[&x0, &x1], 3, &mut out);
+        for (i, e) in errors.iter().enumerate() {
+            assert_eq!(
+                e.is_some(),
+                i == 4,
+                "{}: expression {i}: {e:?}",
+                engine.name()
+            );
+        }
+        assert!(out[12..15].iter().all(|v| v.is_nan()));
+        assert_eq!(&out[15..18], [5.0, 8.0, 14.0], "x0 * 4.0 + x1");
+        let (mse, errors) = p.mse(&[&x0, &x1], &x1);
+        assert!(mse[4].is_nan() && errors[4].is_some());
+        assert_eq!(mse[0], 0.0, "x0 * 0.0 + x1 against x1");
+        assert_eq!(mse[1], (1.0 + 4.0 + 9.0) / 3.0, "x0 * 1.0 + x1 against x1");
+    }
+}
