@@ -18,8 +18,8 @@
 //! caused it.
 
 use crate::{
-    ArrayMut, ArrayRef, CompileOptions, Data, DynEngine, ExecError, Format, LoadOptions, Program,
-    PyOptions, Scalar, Type, Verified,
+    ArrayMut, ArrayRef, CompileOptions, Data, DynEngine, ExecError, Program, PyOptions, Scalar,
+    Type, Verified,
 };
 use kiln_ir::{Dim, EntityRef, ParseError};
 
@@ -124,22 +124,31 @@ impl std::fmt::Debug for Population {
     }
 }
 
-/// Parses and verifies one expression whose free names are `f64` columns.
-fn parse(expr: &str) -> Result<Verified, MemberError> {
-    let options = LoadOptions {
-        py: PyOptions {
-            default_shape: vec![Dim::Sym("n".to_string())],
-            ..PyOptions::default()
-        },
-        ..LoadOptions::default()
+/// Parses and verifies one expression whose free names are `f64` columns;
+/// also its node count as written ([`kiln_frontend::py::count_nodes`]; 0 if
+/// it does not parse).
+fn parse(expr: &str) -> (Result<Verified, MemberError>, usize) {
+    let options = PyOptions {
+        default_shape: vec![Dim::Sym("n".to_string())],
+        ..PyOptions::default()
     };
-    let loaded = crate::load(expr, Format::Py, &options).map_err(MemberError::Parse)?;
-    crate::verify(loaded.graph).map_err(|e| MemberError::Compile(e.to_string()))
+    match kiln_frontend::py::parse_counted(expr, &options) {
+        Ok((graph, _, nodes)) => (
+            crate::verify(graph).map_err(|e| MemberError::Compile(e.to_string())),
+            nodes,
+        ),
+        Err(e) => (Err(MemberError::Parse(e)), 0),
+    }
 }
 
 /// [`parse`], with each input's position in `variables`.
-fn load(expr: &str, variables: &[String]) -> Result<(Verified, Vec<usize>), MemberError> {
-    let graph = parse(expr)?;
+fn load(expr: &str, variables: &[String]) -> (Result<(Verified, Vec<usize>), MemberError>, usize) {
+    let (graph, nodes) = parse(expr);
+    (graph.and_then(|g| positions(g, variables)), nodes)
+}
+
+/// A verified expression with each input's position in `variables`.
+fn positions(graph: Verified, variables: &[String]) -> Result<(Verified, Vec<usize>), MemberError> {
     let columns = graph
         .graph()
         .inputs()
@@ -372,14 +381,16 @@ impl Population {
             ..options.compile.clone()
         };
         let compile = &compile;
-        let parts: Vec<Part> = std::thread::scope(|s| {
+        let parts: Vec<(Part, Vec<usize>)> = std::thread::scope(|s| {
             let handles: Vec<_> = exprs
                 .chunks(chunk)
                 .enumerate()
                 .map(|(k, part)| {
                     s.spawn(move || {
-                        let loaded = part.iter().map(|e| load(e.as_ref(), variables)).collect();
-                        compile_part(loaded, k * chunk, variables, engine, compile)
+                        let (loaded, nodes): (Vec<_>, Vec<usize>) =
+                            part.iter().map(|e| load(e.as_ref(), variables)).unzip();
+                        let part = compile_part(loaded, k * chunk, variables, engine, compile);
+                        (part, nodes)
                     })
                 })
                 .collect();
@@ -391,7 +402,9 @@ impl Population {
         // Number the groups across parts.
         let mut members = Vec::with_capacity(exprs.len());
         let mut groups = Vec::new();
-        for (slots, part_groups) in parts {
+        let mut nodes = Vec::with_capacity(exprs.len());
+        for ((slots, part_groups), part_nodes) in parts {
+            nodes.extend(part_nodes);
             let offset = groups.len();
             members.extend(slots.into_iter().map(|slot| match slot {
                 Ok(Slot::Grouped {
@@ -407,10 +420,6 @@ impl Population {
             }));
             groups.extend(part_groups);
         }
-        let nodes = exprs
-            .iter()
-            .map(|e| kiln_frontend::py::count_nodes(e.as_ref()).unwrap_or(0))
-            .collect();
         Population {
             variables: variables.to_vec(),
             members,
@@ -815,7 +824,7 @@ fn run(member: &Member, columns: &[&[f64]], row: &mut [f64]) -> Result<(), Membe
 /// (expressions that do not parse contribute nothing).
 pub fn variables_of<S: AsRef<str>>(exprs: &[S]) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
-    for graph in exprs.iter().filter_map(|e| parse(e.as_ref()).ok()) {
+    for graph in exprs.iter().filter_map(|e| parse(e.as_ref()).0.ok()) {
         for input in graph.graph().inputs() {
             if !names.contains(&input.name) {
                 names.push(input.name.clone());
