@@ -127,29 +127,21 @@ fn main() {
         vectorize: Some(false),
         ..CompileOptions::default()
     };
-    let whole = per_item(n, || {
+    let variables = kiln::population::variables_of(&exprs);
+    let population = || {
         kiln::Population::compile(
             &exprs,
-            &kiln::population::variables_of(&exprs),
+            &variables,
             &Cranelift,
             &kiln::PopulationOptions {
                 threads: 1,
                 compile: compile.clone(),
             },
         )
-    });
+    };
+    let whole = per_item(n, population);
     println!("kiln::Population::compile (all phases),{whole:.2}");
-    let drop = per_item(n, || {
-        drop(kiln::Population::compile(
-            &exprs,
-            &kiln::population::variables_of(&exprs),
-            &Cranelift,
-            &kiln::PopulationOptions {
-                threads: 1,
-                compile: compile.clone(),
-            },
-        ))
-    });
+    let drop = per_item(n, || drop(population()));
     println!("(compile and drop),{drop:.2}");
 
     // The experiment issue 18 weighs: the expressions as the outputs of a

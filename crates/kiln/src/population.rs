@@ -280,8 +280,13 @@ fn compile_part(
             merge(&members, variables)
         })
         .collect();
+    // Each grouped expression's group and output.
+    let mut slot_of: Vec<Option<(usize, usize)>> = vec![None; part.len()];
+    for (k, &i) in grouped.iter().enumerate() {
+        slot_of[i] = Some((k / GROUP, k % GROUP));
+    }
     let alone: Vec<usize> = (0..part.len())
-        .filter(|i| part[*i].is_ok() && !grouped.contains(i))
+        .filter(|&i| part[i].is_ok() && slot_of[i].is_none())
         .collect();
     if let Ok(merged) = merged {
         let mut graphs: Vec<Verified> = merged;
@@ -312,11 +317,6 @@ fn compile_part(
                 .collect();
             debug_assert_eq!(groups.len(), n_groups);
             let mut alone_programs = programs;
-            let slot_of: std::collections::HashMap<usize, (usize, usize)> = grouped
-                .iter()
-                .enumerate()
-                .map(|(k, &i)| (i, (k / GROUP, k % GROUP)))
-                .collect();
             let unoptimized = CompileOptions {
                 optimize: false,
                 ..options.clone()
@@ -326,8 +326,8 @@ fn compile_part(
                 .enumerate()
                 .map(|(i, m)| {
                     let (graph, columns) = m?;
-                    Ok(match slot_of.get(&i) {
-                        Some(&(group, output)) => Slot::Grouped {
+                    Ok(match slot_of[i] {
+                        Some((group, output)) => Slot::Grouped {
                             group,
                             output,
                             fallback: Member {
@@ -509,15 +509,7 @@ impl Population {
         n_rows: usize,
         out: &mut [f64],
     ) -> Vec<Option<MemberError>> {
-        assert_eq!(
-            columns.len(),
-            self.variables.len(),
-            "one column per variable"
-        );
-        assert!(
-            columns.iter().all(|c| c.len() == n_rows),
-            "columns of n_rows"
-        );
+        self.check_columns(columns, n_rows);
         assert_eq!(
             out.len(),
             self.members.len() * n_rows,
@@ -572,6 +564,19 @@ impl Population {
             errors[i] = e;
         }
         errors
+    }
+
+    /// Panics unless `columns` are one slice of `n_rows` per variable.
+    fn check_columns(&self, columns: &[&[f64]], n_rows: usize) {
+        assert_eq!(
+            columns.len(),
+            self.variables.len(),
+            "one column per variable"
+        );
+        assert!(
+            columns.iter().all(|c| c.len() == n_rows),
+            "columns of n_rows"
+        );
     }
 
     /// The expressions a unit computes, in its output order.
@@ -634,15 +639,7 @@ impl Population {
     /// As [`Self::evaluate`], and if `target` is not `n_rows` long.
     pub fn mse(&self, columns: &[&[f64]], target: &[f64]) -> (Vec<f64>, Vec<Option<MemberError>>) {
         let n_rows = target.len();
-        assert_eq!(
-            columns.len(),
-            self.variables.len(),
-            "one column per variable"
-        );
-        assert!(
-            columns.iter().all(|c| c.len() == n_rows),
-            "columns of n_rows"
-        );
+        self.check_columns(columns, n_rows);
         let mut mse = vec![f64::NAN; self.members.len()];
         let mut errors: Vec<Option<MemberError>> = vec![None; self.members.len()];
         if self.members.is_empty() {
