@@ -247,31 +247,27 @@ fn measure2<T: Copy + Default>(
     name: &str,
     dtype: &str,
     args: [&[T]; 2],
-    scalar: [fn(T, T) -> T; 2],
+    [libm_fn, std_fn]: [fn(T, T) -> T; 2],
     run: fn(&dyn Program, [&[T]; 2], &mut [T]),
 ) {
-    let rows = args[0].len();
-    let mut out = vec![T::default(); rows];
-    let suffix = if dtype == "f32" { "f" } else { "" };
-    for (label, program) in &compiled(name, dtype, 2) {
-        let d = time(|| {
-            run(program.as_ref(), args, &mut out);
-            black_box(&out);
-        });
-        println!("{name}{suffix},{label},{:.3}", per_element(d, rows));
-    }
-    for (label, f) in ["libm-crate-scalar", "glibc-scalar"]
-        .into_iter()
-        .zip(scalar)
-    {
-        let d = time(|| {
+    let scalar = |f: fn(T, T) -> T| {
+        move |out: &mut [T]| {
             for ((o, &x), &y) in out.iter_mut().zip(args[0]).zip(args[1]) {
                 *o = f(black_box(x), black_box(y));
             }
-            black_box(&out);
-        });
-        println!("{name}{suffix},{label},{:.3}", per_element(d, rows));
-    }
+        }
+    };
+    report(
+        name,
+        dtype,
+        2,
+        args[0].len(),
+        |p, out| run(p, args, out),
+        [
+            ("libm-crate-scalar", &scalar(libm_fn)),
+            ("glibc-scalar", &scalar(std_fn)),
+        ],
+    );
 }
 
 /// Runs a compiled one-op kernel over a column into another.
@@ -286,21 +282,52 @@ fn measure<T: Copy + Default>(
     run: Run<T>,
     [libm_fn, std_fn]: [fn(T) -> T; 2],
 ) {
-    let rows = xs.len();
+    let scalar = |f: fn(T) -> T| {
+        move |out: &mut [T]| {
+            for (o, &x) in out.iter_mut().zip(xs) {
+                *o = f(black_box(x));
+            }
+        }
+    };
+    report(
+        name,
+        dtype,
+        1,
+        xs.len(),
+        |p, out| run(p, xs, out),
+        [
+            ("libm-crate-scalar", &scalar(libm_fn)),
+            ("glibc-scalar", &scalar(std_fn)),
+        ],
+    );
+}
+
+/// A labelled scalar loop filling the output.
+type ScalarLoop<'a, T> = (&'a str, &'a dyn Fn(&mut [T]));
+
+/// Times `name` of `arity` columns of `rows` on each tier (`run` calls a
+/// compiled program), then each labelled scalar loop, and prints ns per
+/// element.
+fn report<T: Copy + Default>(
+    name: &str,
+    dtype: &str,
+    arity: usize,
+    rows: usize,
+    run: impl Fn(&dyn Program, &mut [T]),
+    scalars: [ScalarLoop<'_, T>; 2],
+) {
     let mut out = vec![T::default(); rows];
     let suffix = if dtype == "f32" { "f" } else { "" };
-    for (label, program) in &compiled(name, dtype, 1) {
+    for (label, program) in &compiled(name, dtype, arity) {
         let d = time(|| {
-            run(program.as_ref(), xs, &mut out);
+            run(program.as_ref(), &mut out);
             black_box(&out);
         });
         println!("{name}{suffix},{label},{:.3}", per_element(d, rows));
     }
-    for (label, f) in [("libm-crate-scalar", libm_fn), ("glibc-scalar", std_fn)] {
+    for (label, scalar) in scalars {
         let d = time(|| {
-            for (o, &x) in out.iter_mut().zip(xs) {
-                *o = f(black_box(x));
-            }
+            scalar(&mut out);
             black_box(&out);
         });
         println!("{name}{suffix},{label},{:.3}", per_element(d, rows));

@@ -10,8 +10,9 @@
 //! are compiled in groups of up to [`GROUP`]: one graph whose outputs are the
 //! group's expressions, so one kernel makes one pass over the rows, loads
 //! each column once and computes a subtree the expressions share once (the
-//! optimizer's CSE). That cuts the compile time per expression by two
-//! thirds and evaluation by a third (docs/performance.md). Expressions that
+//! optimizer's CSE). On the GP population that halves the compile time per
+//! expression and cuts evaluation by a quarter to a third
+//! (docs/performance.md). Expressions that
 //! can fail at run time (integer division) compile alone; should a group
 //! fail anyway, it runs its expressions one by one on the interpreter,
 //! which gives the same bits, so the error lands on the expression that

@@ -410,6 +410,24 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
         })
     }
 
+    /// An element of `dtype` read from `addr`, aligned to its size.
+    fn aligned_load(
+        &self,
+        addr: PointerValue<'ctx>,
+        dtype: DType,
+        name: &str,
+    ) -> CodegenResult<BasicValueEnum<'ctx>> {
+        let value = self
+            .builder
+            .build_load(mem_type(self.cx, dtype), addr, name)?;
+        value
+            .as_instruction_value()
+            .expect("a load is an instruction")
+            .set_alignment(dtype.size_bytes() as u32)
+            .map_err(|e| CodegenError::Invalid(e.to_string()))?;
+        Ok(value)
+    }
+
     /// A constant table, a private constant global of the module defined
     /// by the first function that reads it.
     fn table(&self, table: &'static Table) -> PointerValue<'ctx> {
@@ -562,14 +580,7 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
             Expr::Load(p, row) => {
                 let base = self.arg(*p).into_pointer_value();
                 let addr = self.element_addr(base, self.int(*row), dtype)?;
-                let value = self
-                    .builder
-                    .build_load(mem_type(self.cx, dtype), addr, "load")?;
-                value
-                    .as_instruction_value()
-                    .expect("a load is an instruction")
-                    .set_alignment(dtype.size_bytes() as u32)
-                    .map_err(|e| CodegenError::Invalid(e.to_string()))?;
+                let value = self.aligned_load(addr, dtype, "load")?;
                 self.load_bool(value, dtype)?
             }
             Expr::LoadBit(p, row) => {
@@ -627,15 +638,7 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
             Expr::Table(table, index) => {
                 let base = self.table(table);
                 let addr = self.element_addr(base, self.int(*index), dtype)?;
-                let value = self
-                    .builder
-                    .build_load(mem_type(self.cx, dtype), addr, "entry")?;
-                value
-                    .as_instruction_value()
-                    .expect("a load is an instruction")
-                    .set_alignment(dtype.size_bytes() as u32)
-                    .map_err(|e| CodegenError::Invalid(e.to_string()))?;
-                value
+                self.aligned_load(addr, dtype, "entry")?
             }
             Expr::Fallback { call, rare, value } => {
                 self.codegen_fallback(*call, self.reg(*rare), self.reg(*value), dtype)?

@@ -26,62 +26,6 @@ pub(in crate::kernel) fn inline(op: BinaryOp, dtype: DType) -> Option<Expansion2
     })
 }
 
-impl Emit<'_, '_> {
-    /// An integer constant of `like`'s dtype.
-    fn int_like(&mut self, like: Reg, k: i64) -> Reg {
-        match self.ty(like) {
-            DType::I32 => self.i32(k as i32),
-            _ => self.i64(k),
-        }
-    }
-
-    /// `a >> k` (arithmetic) for a constant `k` below the width.
-    fn shr_k(&mut self, a: Reg, k: i64) -> Reg {
-        let k = self.int_like(a, k);
-        self.bin(BinaryOp::ShrArith, a, k)
-    }
-
-    /// `a << k` for a constant `k` below the width.
-    fn shl_k(&mut self, a: Reg, k: i64) -> Reg {
-        let k = self.int_like(a, k);
-        self.bin(BinaryOp::Shl, a, k)
-    }
-
-    /// `a | k` for an integer constant `k` of `a`'s dtype.
-    fn bor_k(&mut self, a: Reg, k: i64) -> Reg {
-        let k = self.int_like(a, k);
-        self.bin(BinaryOp::BOr, a, k)
-    }
-
-    fn add_k(&mut self, a: Reg, k: i64) -> Reg {
-        let k = self.int_like(a, k);
-        self.add(a, k)
-    }
-
-    fn abs(&mut self, a: Reg) -> Reg {
-        let dtype = self.ty(a);
-        self.let_(dtype, Expr::Unary(UnaryOp::Abs, a))
-    }
-
-    /// A float comparison with a constant.
-    fn cmp_f(&mut self, op: CmpOp, a: Reg, k: f64) -> Reg {
-        let dtype = self.ty(a);
-        let k = self.float(dtype, k);
-        self.cmp(op, a, k)
-    }
-
-    /// `select(c, k1, k2)` of two float constants of `dtype`.
-    fn select_f(&mut self, c: Reg, dtype: DType, k1: f64, k2: f64) -> Reg {
-        let (a, b) = (self.float(dtype, k1), self.float(dtype, k2));
-        self.select(c, a, b)
-    }
-
-    pub(super) fn any(&mut self, conditions: &[Reg]) -> Reg {
-        let (first, rest) = conditions.split_first().expect("a condition");
-        rest.iter().fold(*first, |acc, &c| self.or(acc, c))
-    }
-}
-
 /// The `libm` crate's `atan2(y, x)` (FreeBSD's `e_atan2.c`) and `atan2f`:
 /// `atan(|y/x|)` placed in the quadrant of `(x, y)`, every special case a
 /// select. `atan(-a)` is `-atan(a)` bit for bit (its algorithm is odd), so

@@ -75,25 +75,21 @@ pub(super) fn cbrt_f64(m: &mut Emit<'_, '_>, x: Reg) -> Reg {
     let mant_s = m.band_k(scaled, (1 << 52) - 1);
     let e_s = m.bin(BinaryOp::ShrLogical, scaled, c52);
     let e_s = m.band_k(e_s, 0x7ff);
-    let less = m.i64(54);
-    let e_s = m.sub(e_s, less);
+    let e_s = m.add_k(e_s, -54);
     let mant = m.select(subnormal, mant_s, mant);
     let e = m.select(subnormal, e_s, e);
     // e + 3072 = 3·et + it, et by a multiplication (exact for e < 2^17).
-    let bias = m.i64(3072);
-    let e = m.add(e, bias);
+    let e = m.add_k(e, 3072);
     let third = m.i64(43691);
     let et = m.mul(e, third);
-    let c17 = m.i64(17);
-    let et = m.bin(BinaryOp::ShrArith, et, c17);
+    let et = m.shr_k(et, 17);
     let three = m.i64(3);
     let thrice = m.mul(et, three);
     let it = m.sub(e, thrice);
     // z = 1.mant in [1, 2); zz = ±z·2^it.
-    let one_bits = m.i64(0x3ff << 52);
-    let cvt1 = m.bin(BinaryOp::BOr, mant, one_bits);
+    let cvt1 = m.bor_k(mant, 0x3ff << 52);
     let z = m.bitcast(DType::F64, cvt1);
-    let it52 = m.bin(BinaryOp::Shl, it, c52);
+    let it52 = m.shl_k(it, 52);
     let cvt5 = m.add(cvt1, it52);
     let sign = m.band_k(hx, i64::MIN);
     let cvt5 = m.bin(BinaryOp::BOr, cvt5, sign);
@@ -147,11 +143,11 @@ pub(super) fn cbrt_f64(m: &mut Emit<'_, '_>, x: Reg) -> Reg {
     let y1 = m.sub(y, dy);
     let t = m.sub(y, y1);
     let dy = m.sub(t, dy);
-    let ady = m.let_(DType::F64, crate::kernel::Expr::Unary(UnaryOp::Abs, dy));
+    let ady = m.abs(dy);
     let close = |m: &mut Emit<'_, '_>, to: f64| {
         let to = m.f64(to);
         let d = m.sub(ady, to);
-        let d = m.let_(DType::F64, crate::kernel::Expr::Unary(UnaryOp::Abs, d));
+        let d = m.abs(d);
         let bound = m.f64(f64::from_bits(0x3b40_0000_0000_0000)); // 2^-75
         m.cmp(CmpOp::Lt, d, bound)
     };
@@ -160,14 +156,12 @@ pub(super) fn cbrt_f64(m: &mut Emit<'_, '_>, x: Reg) -> Reg {
     let near_three_halves = close(m, f64::from_bits(0x3cb0_0000_0000_0000) + half_ulp);
     // The exponent: y1·2^(et - 1365).
     let bits = m.bitcast(DType::I64, y1);
-    let off = m.i64(342 + 1023);
-    let shift = m.sub(et, off);
-    let shift = m.bin(BinaryOp::Shl, shift, c52);
+    let shift = m.add_k(et, -(342 + 1023));
+    let shift = m.shl_k(shift, 52);
     let cvt3 = m.add(bits, shift);
     let value = m.bitcast(DType::F64, cvt3);
     // (cvt3 << 30) ^ its top bit at most 2^30 (unsigned): nearly exact.
-    let c30 = m.i64(30);
-    let m0 = m.bin(BinaryOp::Shl, cvt3, c30);
+    let m0 = m.shl_k(cvt3, 30);
     let c63 = m.i64(63);
     let m1 = m.bin(BinaryOp::ShrLogical, m0, c63);
     let v = m.bin(BinaryOp::BXor, m0, m1);

@@ -30,7 +30,7 @@
 
 use super::{high_word, Emit};
 use crate::kernel::{Expr, Reg, Table};
-use crate::op::{BinaryOp, CmpOp};
+use crate::op::CmpOp;
 use crate::types::DType;
 
 /// `exp2(x)` (f64): `x = k + i/256 + z`, `2^x = 2^k · T[i] · p(z - eps[i])`,
@@ -50,23 +50,19 @@ pub(super) fn exp2_f64(m: &mut Emit<'_, '_>, x: Reg) -> Reg {
     let redux_r = m.f64(redux);
     let shifted = m.add(x, redux_r);
     let ui = m.bitcast(DType::I64, shifted);
-    let half = m.i64(128);
-    let i0 = m.add(ui, half);
+    let i0 = m.add_k(ui, 128);
     let i0 = m.band_k(i0, 0xffff_ffff);
     let ku = m.band_k(i0, 0xffff_ff00);
     // ku as i32 / 256.
-    let c32 = m.i64(32);
-    let ki = m.bin(BinaryOp::Shl, ku, c32);
-    let c40 = m.i64(40);
-    let ki = m.bin(BinaryOp::ShrArith, ki, c40);
+    let ki = m.shl_k(ku, 32);
+    let ki = m.shr_k(ki, 40);
     let ki = m.cast(DType::I32, ki);
     let i0 = m.band_k(i0, 0xff);
     let uf = m.sub(shifted, redux_r);
     let z = m.sub(x, uf);
-    let one = m.i64(1);
-    let at = m.bin(BinaryOp::Shl, i0, one);
+    let at = m.shl_k(i0, 1);
     let t = m.let_(DType::F64, Expr::Table(&EXP2, at));
-    let at_eps = m.add(at, one);
+    let at_eps = m.add_k(at, 1);
     let eps = m.let_(DType::F64, Expr::Table(&EXP2, at_eps));
     let z = m.sub(z, eps);
     let poly = m.horner(z, &p);
@@ -109,17 +105,13 @@ pub(super) fn exp2_f32(m: &mut Emit<'_, '_>, x: Reg) -> Reg {
     let redux_r = m.f32(redux);
     let shifted = m.add(x, redux_r);
     let bits = m.bitcast(DType::I32, shifted);
-    let eight = m.i32(8);
-    let i0 = m.add(bits, eight);
-    let four = m.i32(4);
-    let k = m.bin(BinaryOp::ShrArith, i0, four);
+    let i0 = m.add_k(bits, 8);
+    let k = m.shr_k(i0, 4);
     // 2^k from ((0x3ff + k) as u64) << 52.
     let k = m.cast(DType::I64, k);
-    let bias = m.i64(0x3ff);
-    let e = m.add(k, bias);
+    let e = m.add_k(k, 0x3ff);
     let e = m.band_k(e, 0xfff);
-    let c52 = m.i64(52);
-    let scale_bits = m.bin(BinaryOp::Shl, e, c52);
+    let scale_bits = m.shl_k(e, 52);
     let scale = m.bitcast(DType::F64, scale_bits);
     let i0 = m.band_k(i0, 15);
     let i0 = m.cast(DType::I64, i0);

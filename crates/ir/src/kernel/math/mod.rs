@@ -153,20 +153,68 @@ impl Emit<'_, '_> {
 
     /// `a op k` for an integer constant `k` of `a`'s dtype.
     fn cmp_k(&mut self, op: CmpOp, a: Reg, k: i64) -> Reg {
-        let k = match self.ty(a) {
-            DType::I32 => self.i32(k as i32),
-            _ => self.i64(k),
-        };
+        let k = self.int_like(a, k);
         self.cmp(op, a, k)
     }
 
     /// `a & k` for an integer constant `k` of `a`'s dtype.
     fn band_k(&mut self, a: Reg, k: i64) -> Reg {
-        let k = match self.ty(a) {
+        let k = self.int_like(a, k);
+        self.bin(BinaryOp::BAnd, a, k)
+    }
+
+    /// An integer constant of `like`'s dtype.
+    pub(super) fn int_like(&mut self, like: Reg, k: i64) -> Reg {
+        match self.ty(like) {
             DType::I32 => self.i32(k as i32),
             _ => self.i64(k),
-        };
-        self.bin(BinaryOp::BAnd, a, k)
+        }
+    }
+
+    /// `a >> k` (arithmetic) for a constant `k` below the width.
+    pub(super) fn shr_k(&mut self, a: Reg, k: i64) -> Reg {
+        let k = self.int_like(a, k);
+        self.bin(BinaryOp::ShrArith, a, k)
+    }
+
+    /// `a << k` for a constant `k` below the width.
+    pub(super) fn shl_k(&mut self, a: Reg, k: i64) -> Reg {
+        let k = self.int_like(a, k);
+        self.bin(BinaryOp::Shl, a, k)
+    }
+
+    /// `a | k` for an integer constant `k` of `a`'s dtype.
+    pub(super) fn bor_k(&mut self, a: Reg, k: i64) -> Reg {
+        let k = self.int_like(a, k);
+        self.bin(BinaryOp::BOr, a, k)
+    }
+
+    pub(super) fn add_k(&mut self, a: Reg, k: i64) -> Reg {
+        let k = self.int_like(a, k);
+        self.add(a, k)
+    }
+
+    pub(super) fn abs(&mut self, a: Reg) -> Reg {
+        let dtype = self.ty(a);
+        self.let_(dtype, Expr::Unary(UnaryOp::Abs, a))
+    }
+
+    /// A float comparison with a constant.
+    pub(super) fn cmp_f(&mut self, op: CmpOp, a: Reg, k: f64) -> Reg {
+        let dtype = self.ty(a);
+        let k = self.float(dtype, k);
+        self.cmp(op, a, k)
+    }
+
+    /// `select(c, k1, k2)` of two float constants of `dtype`.
+    pub(super) fn select_f(&mut self, c: Reg, dtype: DType, k1: f64, k2: f64) -> Reg {
+        let (a, b) = (self.float(dtype, k1), self.float(dtype, k2));
+        self.select(c, a, b)
+    }
+
+    pub(super) fn any(&mut self, conditions: &[Reg]) -> Reg {
+        let (first, rest) = conditions.split_first().expect("a condition");
+        rest.iter().fold(*first, |acc, &c| self.or(acc, c))
     }
 
     /// `op(arg)` by the `libm` function where `rare`, else `value`.
@@ -767,7 +815,7 @@ fn tanh_core(m: &mut Emit<'_, '_>, x: Reg) -> Reg {
         [0x3fd0_58ae, 0x3fe1_93ea, 0x4034_0000, 0x0010_0000]
     };
     let (w, negative) = magnitude_word(m, x);
-    let a = m.let_(dtype, Expr::Unary(UnaryOp::Abs, x));
+    let a = m.abs(x);
     let mid = m.cmp_k(CmpOp::Gt, w, mid_at);
     let arg = {
         let (two, minus_two) = (m.float(dtype, 2.0), m.float(dtype, -2.0));
@@ -1056,7 +1104,7 @@ fn erf_parts(m: &mut Emit<'_, '_>, x: Reg) -> ErfParts {
         let s = m.horner(z, c.qq);
         m.div(r, s)
     };
-    let a = m.let_(dtype, Expr::Unary(UnaryOp::Abs, x));
+    let a = m.abs(x);
     // erfc1, below 1.25: 1 - erx - P(s)/Q(s) with s = |x| - 1.
     let erfc1 = {
         let one = m.float(dtype, 1.0);
@@ -1262,7 +1310,7 @@ fn hyperbolic(m: &mut Emit<'_, '_>, x: Reg, op: UnaryOp) -> Reg {
         )
     };
     let (w, negative) = magnitude_word(m, x);
-    let a = m.let_(dtype, Expr::Unary(UnaryOp::Abs, x));
+    let a = m.abs(x);
     let below_max = m.cmp_k(CmpOp::Lt, w, log_max);
     let tiny = m.cmp_k(CmpOp::Lt, w, tiny_at);
     let t = expm1_core(m, a);
@@ -1917,7 +1965,7 @@ fn atan_core(m: &mut Emit<'_, '_>, x: Reg) -> Reg {
         ]
     };
     let (ix, negative) = magnitude_word(m, x);
-    let a = m.let_(dtype, Expr::Unary(UnaryOp::Abs, x));
+    let a = m.abs(x);
     let one = m.float(dtype, 1.0);
     let two = m.float(dtype, 2.0);
     let one_half = m.float(dtype, 1.5);
@@ -2058,7 +2106,7 @@ pub(super) fn asin(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg {
             0x3fef_3333,
         ]
     };
-    let a = m.let_(dtype, Expr::Unary(UnaryOp::Abs, x));
+    let a = m.abs(x);
     let one = m.float(dtype, 1.0);
     // |x| < 0.5: x + x·R(x²), x itself from 2^-1022 (2^-126) to 2^-26 (2^-12).
     let small = {
@@ -2181,7 +2229,7 @@ pub(super) fn acos(lw: &mut Lowerer<'_>, out: &mut Vec<Stmt>, x: Reg) -> Reg {
         )
     };
     let (ix, negative) = magnitude_word(m, x);
-    let a = m.let_(dtype, Expr::Unary(UnaryOp::Abs, x));
+    let a = m.abs(x);
     let one = m.float(dtype, 1.0);
     let two = m.float(dtype, 2.0);
     let hi = m.float(dtype, pio2_hi);
@@ -2276,7 +2324,7 @@ fn inverse_hyperbolic(m: &mut Emit<'_, '_>, x: Reg, op: UnaryOp) -> Reg {
         std::f64::consts::LN_2
     };
     let (ix, negative) = magnitude_word(m, x);
-    let a = m.let_(dtype, Expr::Unary(UnaryOp::Abs, x));
+    let a = m.abs(x);
     let one = m.float(dtype, 1.0);
     let two = m.float(dtype, 2.0);
     let log = |m: &mut Emit<'_, '_>, v: Reg| {
