@@ -332,7 +332,128 @@ fn eval_node(node: &NodeData, args: &[Arg<'_>], out_dims: &[usize]) -> EvalResul
             )?;
             Ok(tensor_data(out_dims, out))
         }
+        Op::Conv2d(c) => conv2d(c, &args[0], &args[1], out_dims),
+        Op::Pool2d(p) => pool2d(p, &args[0], out_dims),
     }
+}
+
+/// The input index of tap `tap` of the window at output index `out` along
+/// one axis, if it is inside the input (`None`: in the padding).
+fn tap_index(
+    out: usize,
+    tap: usize,
+    stride: u32,
+    pad: u32,
+    dilation: u32,
+    extent: usize,
+) -> Option<usize> {
+    (out * stride as usize + tap * dilation as usize)
+        .checked_sub(pad as usize)
+        .filter(|&i| i < extent)
+}
+
+/// `conv2d(x, w)` as docs/semantics.md defines it: per output element, the
+/// sum from the identity over input channel, kernel row, kernel column of
+/// `x * w` for the taps inside `x` (padding taps are skipped).
+fn conv2d(c: &kiln_ir::Conv2d, x: &Arg<'_>, w: &Arg<'_>, out_dims: &[usize]) -> EvalResult<Data> {
+    let [_, chans, h, wd] = x.dims[..] else {
+        unreachable!("verified: NCHW")
+    };
+    let [n, o, oh, ow] = out_dims[..] else {
+        unreachable!("verified: NCHW")
+    };
+    let [_, per_group, kh, kw] = w.dims[..] else {
+        unreachable!("verified: OIHW")
+    };
+    let dtype = x.data_dtype();
+    let out_per_group = o / c.groups as usize;
+    let identity = semantics::reduce_identity(kiln_ir::ReduceOp::Sum, dtype);
+    let mut out = Buffer::with_capacity(dtype, n * o * oh * ow);
+    for batch in 0..n {
+        for oc in 0..o {
+            let first = oc / out_per_group * per_group;
+            for oy in 0..oh {
+                for ox in 0..ow {
+                    let mut acc = identity;
+                    for icg in 0..per_group {
+                        let plane = (batch * chans + first + icg) * h;
+                        for ky in 0..kh {
+                            let Some(iy) =
+                                tap_index(oy, ky, c.stride[0], c.padding[0], c.dilation[0], h)
+                            else {
+                                continue;
+                            };
+                            for kx in 0..kw {
+                                let Some(ix) =
+                                    tap_index(ox, kx, c.stride[1], c.padding[2], c.dilation[1], wd)
+                                else {
+                                    continue;
+                                };
+                                let a = element(x.data, (plane + iy) * wd + ix);
+                                let b =
+                                    element(w.data, ((oc * per_group + icg) * kh + ky) * kw + kx);
+                                let product = semantics::binary(BinaryOp::Mul, a, b)?;
+                                acc = semantics::binary(BinaryOp::Add, acc, product)?;
+                            }
+                        }
+                    }
+                    out.push(acc);
+                }
+            }
+        }
+    }
+    Ok(tensor_data(out_dims, out))
+}
+
+/// Max or average pooling as docs/semantics.md defines it: the window's taps
+/// inside `x`, row by row, folded with `max` from its identity, or summed
+/// from `+0.0` and divided by the window's count ([`kiln_ir::Pool2d::count`]).
+fn pool2d(p: &kiln_ir::Pool2d, x: &Arg<'_>, out_dims: &[usize]) -> EvalResult<Data> {
+    let [_, _, h, wd] = x.dims[..] else {
+        unreachable!("verified: NCHW")
+    };
+    let [n, chans, oh, ow] = out_dims[..] else {
+        unreachable!("verified: NCHW")
+    };
+    let dtype = x.data_dtype();
+    let reduce = match p.kind {
+        kiln_ir::PoolKind::Max => kiln_ir::ReduceOp::Max,
+        kiln_ir::PoolKind::Avg => kiln_ir::ReduceOp::Sum,
+    };
+    let mut out = Buffer::with_capacity(dtype, n * chans * oh * ow);
+    for plane in 0..n * chans {
+        for oy in 0..oh {
+            for ox in 0..ow {
+                let mut acc = semantics::reduce_identity(reduce, dtype);
+                for ky in 0..p.kernel[0] as usize {
+                    let Some(iy) = tap_index(oy, ky, p.stride[0], p.padding[0], p.dilation[0], h)
+                    else {
+                        continue;
+                    };
+                    for kx in 0..p.kernel[1] as usize {
+                        let Some(ix) =
+                            tap_index(ox, kx, p.stride[1], p.padding[2], p.dilation[1], wd)
+                        else {
+                            continue;
+                        };
+                        let a = element(x.data, (plane * h + iy) * wd + ix);
+                        acc = semantics::reduce_step(reduce, acc, a)?;
+                    }
+                }
+                if p.kind == kiln_ir::PoolKind::Avg {
+                    let start = |o: usize, axis: usize| {
+                        (o * p.stride[axis] as usize) as i64 - i64::from(p.padding[2 * axis])
+                    };
+                    let count =
+                        p.count(0, h as u64, start(oy, 0)) * p.count(1, wd as u64, start(ox, 1));
+                    let divisor = semantics::cast(Scalar::I64(count as i64), dtype);
+                    acc = semantics::binary(BinaryOp::Div, acc, divisor)?;
+                }
+                out.push(acc);
+            }
+        }
+    }
+    Ok(tensor_data(out_dims, out))
 }
 
 /// `a @ b`: each element a sum over `k`, folded in order from the identity

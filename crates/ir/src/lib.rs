@@ -51,7 +51,10 @@ pub use diag::{Loc, ParseError, ParseResult, SourceMap};
 pub use entities::Value;
 pub use exec::{ExecError, ExecResult};
 pub use graph::{Graph, Input, NodeData, Output};
-pub use op::{BinaryOp, CmpOp, Op, ReduceOp, SliceRange, TensorConst, UnaryOp};
+pub use op::{
+    window_count, BinaryOp, CmpOp, Conv2d, Op, Pool2d, PoolKind, ReduceOp, SliceRange, TensorConst,
+    UnaryOp,
+};
 pub use passes::optimize;
 pub use scalar::Scalar;
 pub use types::{DType, Dim, Shape, TensorType, Type};

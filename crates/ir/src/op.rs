@@ -80,6 +80,125 @@ pub enum Op {
     /// TF `BroadcastTo`): trailing axes aligned, a `1` or a missing axis
     /// repeats.
     BroadcastTo(Shape),
+    /// `conv2d(x, w)`: 2-D convolution (cross-correlation, as torch and TF
+    /// compute it) of `x: [n, c, h, w]` (NCHW) with weights `w: [o, c /
+    /// groups, kh, kw]`, to `[n, o, oh, ow]`; one numeric dtype, every
+    /// dimension but `n` fixed. Output channel `oc` of group `g = oc / (o /
+    /// groups)` reads input channels `g * c / groups ..`. Each element is a
+    /// sum folded from the identity over input channel, then kernel row,
+    /// then kernel column, of `x * w` for the taps inside `x`: taps in the
+    /// padding are skipped (docs/semantics.md).
+    Conv2d(Conv2d),
+    /// Max or average pooling of `x: [n, c, h, w]` (NCHW) over windows, to
+    /// `[n, c, oh, ow]`; see [`Pool2d`]. Max: ints and floats, folded with
+    /// [`BinaryOp::Max`] from the identity over the window's taps inside
+    /// `x`, row by row. Average: floats, the sum of those taps in that order
+    /// divided by the window's count.
+    Pool2d(Pool2d),
+}
+
+/// The attributes of [`Op::Conv2d`].
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Conv2d {
+    /// The step between windows along `h` and `w`; at least 1.
+    pub stride: [u32; 2],
+    /// Rows and columns of padding: `[top, bottom, left, right]` (TF's
+    /// `SAME` may pad one more after than before).
+    pub padding: [u32; 4],
+    /// The step between a window's taps along `h` and `w`; at least 1.
+    pub dilation: [u32; 2],
+    /// Channel groups; divides `c` and `o` (`groups == c`: depthwise).
+    pub groups: u32,
+}
+
+impl Default for Conv2d {
+    fn default() -> Self {
+        Conv2d {
+            stride: [1, 1],
+            padding: [0; 4],
+            dilation: [1, 1],
+            groups: 1,
+        }
+    }
+}
+
+/// The number of windows along one axis of extent `extent` padded by
+/// `pads` (before, after): windows of `taps` taps `dilation` apart, starting
+/// `stride` apart at `-pads.0`. Rounded down, or up with `ceil_mode` (but a
+/// window must start before the after-padding, torch's rule). `None` when
+/// not one window fits or the arithmetic overflows.
+pub fn window_count(
+    extent: u64,
+    taps: u32,
+    stride: u32,
+    pads: (u32, u32),
+    dilation: u32,
+    ceil_mode: bool,
+) -> Option<u64> {
+    let padded = extent.checked_add(u64::from(pads.0) + u64::from(pads.1))?;
+    let span = u64::from(taps.checked_sub(1)?) * u64::from(dilation) + 1;
+    let room = padded.checked_sub(span)?;
+    let stride = u64::from(stride.max(1));
+    let mut count = if ceil_mode {
+        room.div_ceil(stride) + 1
+    } else {
+        room / stride + 1
+    };
+    if ceil_mode && (count - 1) * stride >= extent + u64::from(pads.0) {
+        count -= 1;
+    }
+    Some(count)
+}
+
+/// Which pooling a [`Pool2d`] computes.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum PoolKind {
+    /// The maximum of the window (`max_pool2d`).
+    Max,
+    /// The mean of the window (`avg_pool2d`).
+    Avg,
+}
+
+/// The attributes of [`Op::Pool2d`], with torch's meanings.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Pool2d {
+    /// Max or average.
+    pub kind: PoolKind,
+    /// The window's rows and columns; at least 1.
+    pub kernel: [u32; 2],
+    /// The step between windows; at least 1.
+    pub stride: [u32; 2],
+    /// `[top, bottom, left, right]`, each at most half the window's extent
+    /// (so every window holds a tap inside `x`).
+    pub padding: [u32; 4],
+    /// The step between taps (max only; average takes `[1, 1]`).
+    pub dilation: [u32; 2],
+    /// Output extents rounded up, not down; a window that would start in
+    /// the bottom or right padding is dropped (torch's `ceil_mode`).
+    pub ceil_mode: bool,
+    /// Average only: divide by the window's extent within the padded input
+    /// (clipped at the bottom and right edges of the padding), not by the
+    /// number of its taps inside `x` (torch's `count_include_pad`).
+    pub count_include_pad: bool,
+}
+
+impl Pool2d {
+    /// What an average window divides its sum by, along one axis (`axis` 0:
+    /// rows, 1: columns) of extent `extent`, for the window starting at
+    /// `start` (its first tap's index, padding counted negative): its taps
+    /// inside the input, or, with `count_include_pad`, its extent clipped
+    /// at the end of the after-padding. The divisor is the product of both
+    /// axes' counts.
+    pub fn count(&self, axis: usize, extent: u64, start: i64) -> u64 {
+        let k = i64::from(self.kernel[axis]);
+        let end = start + k;
+        if self.count_include_pad {
+            let limit = extent as i64 + i64::from(self.padding[2 * axis + 1]);
+            (end.min(limit) - start) as u64
+        } else {
+            (end.min(extent as i64) - start.max(0)) as u64
+        }
+    }
 }
 
 /// One axis of a [`Op::Slice`]: the indices `start, start + |step|, ...`
@@ -423,14 +542,16 @@ impl Op {
             | Op::Reshape(_)
             | Op::ReduceAxes { .. }
             | Op::Slice(_)
-            | Op::BroadcastTo(_) => 1,
-            Op::Binary(_) | Op::Compare(_) | Op::MatMul => 2,
+            | Op::BroadcastTo(_)
+            | Op::Pool2d(_) => 1,
+            Op::Binary(_) | Op::Compare(_) | Op::MatMul | Op::Conv2d(_) => 2,
             Op::Select => 3,
         })
     }
 
     /// True for the ops only tensor lowering (loop nests) handles: tensor
-    /// constants, `matmul`, axis reductions and the layout ops.
+    /// constants, `matmul`, convolution, pooling, axis reductions and the
+    /// layout ops.
     pub fn is_tensor_op(&self) -> bool {
         matches!(
             self,
@@ -442,6 +563,8 @@ impl Op {
                 | Op::Concat(_)
                 | Op::Slice(_)
                 | Op::BroadcastTo(_)
+                | Op::Conv2d(_)
+                | Op::Pool2d(_)
         )
     }
 
@@ -465,6 +588,11 @@ impl Op {
             Op::Concat(_) => "concat",
             Op::Slice(_) => "slice",
             Op::BroadcastTo(_) => "broadcast_to",
+            Op::Conv2d(_) => "conv2d",
+            Op::Pool2d(p) => match p.kind {
+                PoolKind::Max => "max_pool2d",
+                PoolKind::Avg => "avg_pool2d",
+            },
         }
     }
 }
@@ -491,6 +619,9 @@ mod tests {
             "concat",
             "slice",
             "broadcast_to",
+            "conv2d",
+            "max_pool2d",
+            "avg_pool2d",
         ];
         let names = UnaryOp::ALL
             .iter()

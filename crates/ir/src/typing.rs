@@ -1,7 +1,7 @@
 //! The typing rules of [`Op`], implemented once: the builder uses them to compute
 //! result types and the verifier to check declared ones.
 
-use crate::op::{BinaryOp, Op, ReduceOp, UnaryOp};
+use crate::op::{window_count, BinaryOp, Conv2d, Op, Pool2d, PoolKind, ReduceOp, UnaryOp};
 use crate::types::{DType, Dim, Shape, TensorType, Type};
 
 /// Why an op does not accept its arguments.
@@ -228,6 +228,160 @@ fn concat_type(op: &str, axis: u32, args: &[&TensorType]) -> TypeResult<Type> {
     Ok(Type::Tensor(TensorType {
         dtype: first.dtype,
         shape,
+    }))
+}
+
+/// `[n, c, h, w]` of an NCHW argument, with `c`, `h`, `w` fixed.
+fn nchw(op: &str, t: &TensorType) -> TypeResult<(Dim, [u64; 3])> {
+    let fixed = |d: &Dim| match d {
+        Dim::Fixed(n) => Some(*n),
+        Dim::Sym(_) => None,
+    };
+    match t.shape.as_slice() {
+        [n, c, h, w] => match (fixed(c), fixed(h), fixed(w)) {
+            (Some(c), Some(h), Some(w)) => Ok((n.clone(), [c, h, w])),
+            _ => fail(format!(
+                "`{op}` of {t}: the channel and spatial extents must be fixed"
+            )),
+        },
+        _ => fail(format!(
+            "`{op}` takes a 4-D NCHW tensor [n, c, h, w], got {t}"
+        )),
+    }
+}
+
+/// Strides and dilations of at least 1.
+fn steps(op: &str, what: &str, steps: [u32; 2]) -> TypeResult<()> {
+    if steps.contains(&0) {
+        return fail(format!(
+            "`{op}`: a {what} of 0 ({steps:?}); it must be at least 1"
+        ));
+    }
+    Ok(())
+}
+
+/// The output extents of windows of `taps` over `[h, w]`.
+#[allow(clippy::too_many_arguments)]
+fn windows(
+    op: &str,
+    t: &TensorType,
+    hw: [u64; 2],
+    taps: [u32; 2],
+    stride: [u32; 2],
+    padding: [u32; 4],
+    dilation: [u32; 2],
+    ceil_mode: bool,
+) -> TypeResult<[u64; 2]> {
+    let mut out = [0; 2];
+    for axis in 0..2 {
+        let pads = (padding[2 * axis], padding[2 * axis + 1]);
+        out[axis] = window_count(hw[axis], taps[axis], stride[axis], pads, dilation[axis], ceil_mode)
+            .filter(|_| taps[axis] > 0)
+            .ok_or_else(|| TypeError {
+                message: format!(
+                    "`{op}` of {t}: a window of {taps:?} taps (dilation {dilation:?}) does not fit the padded input ({} {} with padding {padding:?})",
+                    ["rows", "columns"][axis],
+                    hw[axis]
+                ),
+            })?;
+    }
+    Ok(out)
+}
+
+fn conv2d_type(op: &str, c: &Conv2d, x: &TensorType, w: &TensorType) -> TypeResult<Type> {
+    same_dtype(op, x, w)?;
+    check_class(op, DTypeClass::Numeric, x)?;
+    let (n, [chans, h, wd]) = nchw(op, x)?;
+    let dims: Option<Vec<u64>> = w
+        .shape
+        .iter()
+        .map(|d| match d {
+            Dim::Fixed(n) => Some(*n),
+            Dim::Sym(_) => None,
+        })
+        .collect();
+    let Some([out_ch, per_group, kh, kw]) =
+        dims.as_deref().and_then(|d| <[u64; 4]>::try_from(d).ok())
+    else {
+        return fail(format!(
+            "`{op}` takes weights [out, in / groups, kh, kw] of fixed extents, got {w}"
+        ));
+    };
+    steps(op, "stride", c.stride)?;
+    steps(op, "dilation", c.dilation)?;
+    let groups = u64::from(c.groups);
+    if groups == 0 || chans % groups != 0 || out_ch % groups != 0 {
+        return fail(format!(
+            "`{op}` of {x} with weights {w}: {} groups must divide both the {chans} input and the {out_ch} output channels",
+            c.groups
+        ));
+    }
+    if per_group != chans / groups {
+        return fail(format!(
+            "`{op}` of {x} with weights {w}: the weights' second extent must be the input channels per group, {}",
+            chans / groups
+        ));
+    }
+    let taps = [u32::try_from(kh), u32::try_from(kw)];
+    let [Ok(th), Ok(tw)] = taps else {
+        return fail(format!("`{op}`: the kernel of {w} is too large"));
+    };
+    let [oh, ow] = windows(
+        op,
+        x,
+        [h, wd],
+        [th, tw],
+        c.stride,
+        c.padding,
+        c.dilation,
+        false,
+    )?;
+    Ok(Type::Tensor(TensorType {
+        dtype: x.dtype,
+        shape: vec![n, Dim::Fixed(out_ch), Dim::Fixed(oh), Dim::Fixed(ow)],
+    }))
+}
+
+fn pool2d_type(op: &str, p: &Pool2d, x: &TensorType) -> TypeResult<Type> {
+    let class = match p.kind {
+        PoolKind::Max => DTypeClass::Numeric,
+        PoolKind::Avg => DTypeClass::Float,
+    };
+    check_class(op, class, x)?;
+    let (n, [chans, h, w]) = nchw(op, x)?;
+    steps(op, "stride", p.stride)?;
+    steps(op, "dilation", p.dilation)?;
+    if p.kind == PoolKind::Avg && p.dilation != [1, 1] {
+        return fail(format!("`{op}` has no dilation, got {:?}", p.dilation));
+    }
+    if p.kind == PoolKind::Max && p.count_include_pad {
+        return fail(format!("`{op}` takes no `count_include_pad`"));
+    }
+    for axis in 0..2 {
+        let span = u64::from(p.kernel[axis].saturating_sub(1)) * u64::from(p.dilation[axis]) + 1;
+        let most = span / 2;
+        let pads = [p.padding[2 * axis], p.padding[2 * axis + 1]];
+        if pads.iter().any(|&pad| u64::from(pad) > most) {
+            return fail(format!(
+                "`{op}` of {x}: padding {:?} exceeds half the window's {} ({most})",
+                p.padding,
+                ["rows", "columns"][axis]
+            ));
+        }
+    }
+    let [oh, ow] = windows(
+        op,
+        x,
+        [h, w],
+        p.kernel,
+        p.stride,
+        p.padding,
+        p.dilation,
+        p.ceil_mode,
+    )?;
+    Ok(Type::Tensor(TensorType {
+        dtype: x.dtype,
+        shape: vec![n, Dim::Fixed(chans), Dim::Fixed(oh), Dim::Fixed(ow)],
     }))
 }
 
@@ -471,6 +625,8 @@ pub fn result_type(op: &Op, args: &[&Type]) -> TypeResult<Type> {
             }
             Ok(Type::Tensor(to))
         }
+        Op::Conv2d(c) => conv2d_type(name, c, tensors[0], tensors[1]),
+        Op::Pool2d(p) => pool2d_type(name, p, tensors[0]),
         Op::Reshape(shape) => {
             let t = tensors[0];
             if size_and_symbols(&t.shape) != size_and_symbols(shape) {

@@ -302,4 +302,44 @@ mod tests {
              v3: type f64[m] uses dimension `m`, which no input has"
         );
     }
+
+    /// Bad convolution and pooling shapes are verifier errors at their node,
+    /// and negative padding does not parse.
+    #[test]
+    fn bad_windows_are_errors_at_their_node() {
+        let errors = |body: &str| {
+            let src = format!("v0: f32[1, 4, 5, 5] = input \"x\"\n{body}output \"y\" = v2\n");
+            let graph = crate::text::parse(&src).expect("parses");
+            verify(graph).expect_err("invalid").to_string()
+        };
+        assert_eq!(
+            errors("v1: f32[6, 2, 3, 3] = input \"w\"\nv2: f32[1, 6, 3, 3] = conv2d v0, v1 groups 3\n"),
+            "v2: `conv2d` of f32[1, 4, 5, 5] with weights f32[6, 2, 3, 3]: 3 groups must divide both the 4 input and the 6 output channels"
+        );
+        assert_eq!(
+            errors("v1: f32[6, 4, 3, 3] = input \"w\"\nv2: f32[1, 6, 3, 3] = conv2d v0, v1 groups 2\n"),
+            "v2: `conv2d` of f32[1, 4, 5, 5] with weights f32[6, 4, 3, 3]: the weights' second extent must be the input channels per group, 2"
+        );
+        assert_eq!(
+            errors("v1: f32[6, 4, 7, 3] = input \"w\"\nv2: f32[1, 6, 1, 3] = conv2d v0, v1 pad [0, 1, 0, 0]\n"),
+            "v2: `conv2d` of f32[1, 4, 5, 5]: a window of [7, 3] taps (dilation [1, 1]) does not fit the padded input (rows 5 with padding [0, 1, 0, 0])"
+        );
+        assert_eq!(
+            errors("v1: f32 = const 0.0\nv2: f32[1, 4, 2, 2] = max_pool2d v0 kernel [2, 2] stride [2, 2] pad [2, 0, 0, 0]\n"),
+            "v2: `max_pool2d` of f32[1, 4, 5, 5]: padding [2, 0, 0, 0] exceeds half the window's rows (1)"
+        );
+        assert_eq!(
+            errors("v1: f32 = const 0.0\nv2: f32[1, 4, 2, 2] = avg_pool2d v0 kernel [2, 2] stride [0, 2]\n"),
+            "v2: `avg_pool2d`: a stride of 0 ([0, 2]); it must be at least 1"
+        );
+        let negative = "v0: f32[1, 4, 5, 5] = input \"x\"\nv1: f32[1, 4, 5, 5] = max_pool2d v0 kernel [3, 3] stride [1, 1] pad [-1, 1, 1, 1]\n";
+        let err = crate::text::parse(negative)
+            .expect_err("negative padding")
+            .to_string();
+        assert!(
+            err.contains("`-1` is not a padding (a number from 0 to 2^32 - 1)")
+                && err.contains("2:"),
+            "{err}"
+        );
+    }
 }

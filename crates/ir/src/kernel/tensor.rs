@@ -24,6 +24,7 @@ mod layout;
 mod matmul;
 mod reduce;
 mod views;
+mod window;
 
 use super::lower::{LowerError, Lowerer};
 use super::{Param, ParamIdx, Reg, Stmt};
@@ -164,6 +165,10 @@ impl Lowerer<'_> {
                 return None;
             }
             Op::MatMul => return self.matmul_node(st, value, (arg(0), arg(1)), dims),
+            Op::Conv2d(_) | Op::Pool2d(_) => {
+                let args: Vec<Loc> = (0..args.len()).map(arg).collect();
+                self.window_node(st, value, &node.op, &args, dims)
+            }
             Op::ReduceAxes { op, axes, keepdim } => {
                 let dtype = dtype.expect("a tensor");
                 let dest = self.dest(value, &dims, &mut st.claimed);

@@ -8,7 +8,7 @@
 use crate::diag::{ParseError, ParseResult, SourceMap};
 use crate::entities::Value;
 use crate::graph::{Graph, NodeData};
-use crate::op::{BinaryOp, CmpOp, Op, ReduceOp, UnaryOp};
+use crate::op::{BinaryOp, CmpOp, Conv2d, Op, Pool2d, PoolKind, ReduceOp, UnaryOp};
 use crate::scalar::parse_scalar;
 use crate::types::{DType, Dim, TensorType, Type};
 use std::collections::HashMap;
@@ -223,8 +223,87 @@ fn op_from_mnemonic(name: &str) -> Option<Op> {
             "select" => Some(Op::Select),
             "filter" => Some(Op::Filter),
             "matmul" => Some(Op::MatMul),
+            "conv2d" => Some(Op::Conv2d(Conv2d::default())),
+            "max_pool2d" | "avg_pool2d" => Some(Op::Pool2d(Pool2d {
+                kind: if name == "max_pool2d" {
+                    PoolKind::Max
+                } else {
+                    PoolKind::Avg
+                },
+                kernel: [1, 1],
+                stride: [1, 1],
+                padding: [0; 4],
+                dilation: [1, 1],
+                ceil_mode: false,
+                count_include_pad: false,
+            })),
             _ => None,
         })
+}
+
+/// `[a, b, ...]` of exactly `N` non-negative numbers.
+fn numbers<const N: usize>(line: &mut Line<'_>, what: &str) -> ParseResult<[u32; N]> {
+    let at = line.toks.get(line.pos).map_or(line.end, |t| t.0);
+    line.expect_punct('[')?;
+    let mut found = Vec::new();
+    while !line.eat_punct(']') {
+        if !found.is_empty() {
+            line.expect_punct(',')?;
+        }
+        let (at, word) = line.word(what)?;
+        found.push(word.parse::<u32>().map_err(|_| {
+            line.err(
+                at,
+                format!("`{word}` is not a {what} (a number from 0 to 2^32 - 1)"),
+            )
+        })?);
+    }
+    <[u32; N]>::try_from(found).map_err(|_| line.err(at, format!("a {what} takes {N} numbers")))
+}
+
+/// The keyword attributes after a `conv2d`'s or a pool's argument(s), in any
+/// order: `stride [sh, sw]`, `pad [top, bottom, left, right]`, `dilation
+/// [dh, dw]`, `groups g` (conv2d); `kernel [kh, kw]`, `ceil_mode`,
+/// `count_include_pad` (pools).
+fn window_attrs(line: &mut Line<'_>, op: Op) -> ParseResult<Op> {
+    let (mut conv, mut pool) = match op {
+        Op::Conv2d(c) => (Some(c), None),
+        Op::Pool2d(p) => (None, Some(p)),
+        op => return Ok(op),
+    };
+    let mut kernel_given = false;
+    while line.pos < line.toks.len() {
+        let (at, word) = line.word("an attribute")?;
+        match (word, &mut conv, &mut pool) {
+            ("stride", Some(c), _) => c.stride = numbers(line, "stride")?,
+            ("stride", _, Some(p)) => p.stride = numbers(line, "stride")?,
+            ("pad", Some(c), _) => c.padding = numbers(line, "padding")?,
+            ("pad", _, Some(p)) => p.padding = numbers(line, "padding")?,
+            ("dilation", Some(c), _) => c.dilation = numbers(line, "dilation")?,
+            ("dilation", _, Some(p)) => p.dilation = numbers(line, "dilation")?,
+            ("groups", Some(c), _) => {
+                let (at, word) = line.word("a group count")?;
+                c.groups = word
+                    .parse()
+                    .map_err(|_| line.err(at, format!("`{word}` is not a group count")))?;
+            }
+            ("kernel", _, Some(p)) => {
+                p.kernel = numbers(line, "kernel size")?;
+                kernel_given = true;
+            }
+            ("ceil_mode", _, Some(p)) => p.ceil_mode = true,
+            ("count_include_pad", _, Some(p)) => p.count_include_pad = true,
+            _ => return Err(line.err(at, format!("unknown attribute `{word}`"))),
+        }
+    }
+    Ok(match (conv, pool) {
+        (Some(c), _) => Op::Conv2d(c),
+        (_, Some(_)) if !kernel_given => {
+            return Err(line.err(line.end, "a pool needs its window: `kernel [kh, kw]`"))
+        }
+        (_, Some(p)) => Op::Pool2d(p),
+        _ => unreachable!("one of the two"),
+    })
 }
 
 /// `[:, 1:3, 0:8:2]` after a `slice`'s argument.
@@ -457,6 +536,7 @@ impl<'a> Parser<'a> {
                         }
                         Op::ReduceAxes { op, axes, keepdim }
                     }
+                    op @ (Op::Conv2d(_) | Op::Pool2d(_)) => window_attrs(line, op)?,
                     op => op,
                 };
                 self.graph.push_node(NodeData { op, args, ty })

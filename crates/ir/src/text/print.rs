@@ -59,6 +59,36 @@ pub fn print(graph: &Graph) -> String {
                             out.push_str(" keepdim");
                         }
                     }
+                    Op::Conv2d(c) => {
+                        if c.stride != [1, 1] {
+                            write!(out, " stride {:?}", c.stride).expect("writing to a String");
+                        }
+                        if c.padding != [0; 4] {
+                            write!(out, " pad {:?}", c.padding).expect("writing to a String");
+                        }
+                        if c.dilation != [1, 1] {
+                            write!(out, " dilation {:?}", c.dilation).expect("writing to a String");
+                        }
+                        if c.groups != 1 {
+                            write!(out, " groups {}", c.groups).expect("writing to a String");
+                        }
+                    }
+                    Op::Pool2d(p) => {
+                        write!(out, " kernel {:?} stride {:?}", p.kernel, p.stride)
+                            .expect("writing to a String");
+                        if p.padding != [0; 4] {
+                            write!(out, " pad {:?}", p.padding).expect("writing to a String");
+                        }
+                        if p.dilation != [1, 1] {
+                            write!(out, " dilation {:?}", p.dilation).expect("writing to a String");
+                        }
+                        if p.ceil_mode {
+                            out.push_str(" ceil_mode");
+                        }
+                        if p.count_include_pad {
+                            out.push_str(" count_include_pad");
+                        }
+                    }
                     _ => {}
                 }
             }

@@ -1,0 +1,480 @@
+//! Convolution and pooling: windows over the spatial axes of NCHW tensors.
+//!
+//! The verifier makes the channel and spatial extents fixed, so which taps
+//! of a window fall inside the input is known here. For each tap `(ky,
+//! kx)`, the outputs whose tap is inside form a rectangle of rows and
+//! columns ([`inside`]), computed now. A *tap pass* folds that tap into
+//! that rectangle of the destination (`dest = dest + x * w`, `dest =
+//! max(dest, x)`, `dest = dest + x`); the passes run in (input channel,
+//! kernel row, kernel column) order, so every element folds its taps in the
+//! order docs/semantics.md gives, padding taps skipped, with no test in any
+//! loop. The innermost loop runs along output columns, reading the
+//! destination row contiguously (and the input row with the stride), so
+//! LLVM vectorizes it without reassociating a sum.
+
+use super::{Loc, View};
+use crate::kernel::lower::{step_op, Lowerer};
+use crate::kernel::{Expr, Extent, Reg, Stmt};
+use crate::op::{BinaryOp, Conv2d, Pool2d, PoolKind, ReduceOp};
+use crate::semantics::reduce_identity;
+use crate::types::{DType, Dim};
+
+/// The output indices `lo..hi` along one axis (of `outputs` outputs over an
+/// input of `extent`) whose tap `tap` reads inside the input: input index
+/// `o * stride + tap * dilation - pad` in `0..extent`. Empty as `lo >= hi`.
+pub(super) fn inside(
+    outputs: u64,
+    extent: u64,
+    tap: u32,
+    (stride, pad, dilation): (u32, u32, u32),
+) -> (u64, u64) {
+    let (s, p) = (u64::from(stride), u64::from(pad));
+    let offset = u64::from(tap) * u64::from(dilation);
+    // o * s >= p - offset, and o * s <= extent - 1 + p - offset.
+    let lo = p.saturating_sub(offset).div_ceil(s);
+    let hi = match (extent + p).checked_sub(offset + 1) {
+        Some(last) => (last / s + 1).min(outputs),
+        None => 0,
+    };
+    (lo, hi.max(lo))
+}
+
+/// The geometry of a window op along both spatial axes.
+#[derive(Copy, Clone)]
+struct Geometry {
+    stride: [u32; 2],
+    /// Before-padding of rows and columns.
+    pad: [u32; 2],
+    dilation: [u32; 2],
+    /// Input rows, columns.
+    input: [u64; 2],
+    /// Output rows, columns.
+    output: [u64; 2],
+}
+
+impl Geometry {
+    /// Tap `(ky, kx)`'s rectangle of outputs: rows, then columns.
+    fn rect(&self, ky: u32, kx: u32) -> Option<[(u64, u64); 2]> {
+        let axis = |a: usize, tap| {
+            inside(
+                self.output[a],
+                self.input[a],
+                tap,
+                (self.stride[a], self.pad[a], self.dilation[a]),
+            )
+        };
+        let (rows, cols) = (axis(0, ky), axis(1, kx));
+        (rows.0 < rows.1 && cols.0 < cols.1).then_some([rows, cols])
+    }
+}
+
+/// How a tap pass folds an input element into the destination.
+#[derive(Copy, Clone)]
+enum Fold {
+    /// `dest + x * w`, `w` in a register.
+    MulAdd(Reg),
+    /// `dest op x`.
+    Step(BinaryOp),
+}
+
+fn fixed(d: &Dim) -> u64 {
+    match d {
+        Dim::Fixed(n) => *n,
+        Dim::Sym(_) => unreachable!("verified: fixed channel and spatial extents"),
+    }
+}
+
+impl Lowerer<'_> {
+    /// `d = conv2d(x, w)`.
+    pub(super) fn conv2d(
+        &mut self,
+        out: &mut Vec<Stmt>,
+        c: &Conv2d,
+        (x, w, d): (&View, &View, &View),
+        dtype: DType,
+    ) {
+        let [kh, kw] = [fixed(&w.dims[2]) as u32, fixed(&w.dims[3]) as u32];
+        let per_group = fixed(&w.dims[1]);
+        let out_per_group = fixed(&d.dims[1]) / u64::from(c.groups);
+        let geo = Geometry {
+            stride: c.stride,
+            pad: [c.padding[0], c.padding[2]],
+            dilation: c.dilation,
+            input: [fixed(&x.dims[2]), fixed(&x.dims[3])],
+            output: [fixed(&d.dims[2]), fixed(&d.dims[3])],
+        };
+        let batch = d.dims[0].clone();
+        let identity = reduce_identity(ReduceOp::Sum, dtype);
+        self.nest(out, &[batch], |lw, body, rows| {
+            let b = rows[0];
+            let g = lw.new_reg(DType::I64, Some("g"));
+            let mut g_body = Vec::new();
+            let ocg = lw.new_reg(DType::I64, Some("oc"));
+            let mut oc_body = Vec::new();
+            // oc = g * out_per_group + ocg; the group's first input channel
+            // is g * per_group.
+            let oc = lw.affine(&mut oc_body, g, out_per_group as i64, ocg);
+            let zero = lw.emit(&mut oc_body, dtype, Expr::Const(identity), None);
+            lw.fill_plane(&mut oc_body, d, [b, oc], geo.output, zero);
+            let icg = lw.new_reg(DType::I64, Some("ic"));
+            let mut ic_body = Vec::new();
+            let ic = lw.affine(&mut ic_body, g, per_group as i64, icg);
+            for ky in 0..kh {
+                for kx in 0..kw {
+                    let Some(rect) = geo.rect(ky, kx) else {
+                        continue;
+                    };
+                    let (ky_r, kx_r) = (
+                        lw.i64_const(&mut ic_body, i64::from(ky)),
+                        lw.i64_const(&mut ic_body, i64::from(kx)),
+                    );
+                    let at = lw.flat(&mut ic_body, w.offset, &[oc, icg, ky_r, kx_r], &w.strides);
+                    let weight = lw.emit(&mut ic_body, dtype, Expr::Load(w.param, at), None);
+                    let taps = [ky, kx];
+                    let pass = TapPass {
+                        src: x,
+                        dest: d,
+                        planes: ([b, ic], [b, oc]),
+                        taps,
+                        rect,
+                        fold: Fold::MulAdd(weight),
+                    };
+                    lw.tap_pass(&mut ic_body, &geo, pass, dtype);
+                }
+            }
+            oc_body.push(Stmt::Loop {
+                extent: Extent::Fixed(per_group),
+                row: icg,
+                body: ic_body,
+            });
+            g_body.push(Stmt::Loop {
+                extent: Extent::Fixed(out_per_group),
+                row: ocg,
+                body: oc_body,
+            });
+            body.push(Stmt::Loop {
+                extent: Extent::Fixed(u64::from(c.groups)),
+                row: g,
+                body: g_body,
+            });
+        });
+    }
+
+    /// `d = max_pool2d(x)` or `avg_pool2d(x)`.
+    pub(super) fn pool2d(
+        &mut self,
+        out: &mut Vec<Stmt>,
+        p: &Pool2d,
+        (x, d): (&View, &View),
+        dtype: DType,
+    ) {
+        let geo = Geometry {
+            stride: p.stride,
+            pad: [p.padding[0], p.padding[2]],
+            dilation: p.dilation,
+            input: [fixed(&x.dims[2]), fixed(&x.dims[3])],
+            output: [fixed(&d.dims[2]), fixed(&d.dims[3])],
+        };
+        let reduce = match p.kind {
+            PoolKind::Max => ReduceOp::Max,
+            PoolKind::Avg => ReduceOp::Sum,
+        };
+        let step = step_op(reduce).expect("a folding reduction");
+        let plane_dims = [d.dims[0].clone(), d.dims[1].clone()];
+        self.nest(out, &plane_dims, |lw, body, rows| {
+            let plane = [rows[0], rows[1]];
+            let identity = lw.emit(
+                body,
+                dtype,
+                Expr::Const(reduce_identity(reduce, dtype)),
+                None,
+            );
+            lw.fill_plane(body, d, plane, geo.output, identity);
+            for ky in 0..p.kernel[0] {
+                for kx in 0..p.kernel[1] {
+                    let Some(rect) = geo.rect(ky, kx) else {
+                        continue;
+                    };
+                    let pass = TapPass {
+                        src: x,
+                        dest: d,
+                        planes: (plane, plane),
+                        taps: [ky, kx],
+                        rect,
+                        fold: Fold::Step(step),
+                    };
+                    lw.tap_pass(body, &geo, pass, dtype);
+                }
+            }
+            if p.kind == PoolKind::Avg {
+                lw.divide_by_counts(body, p, &geo, d, plane, dtype);
+            }
+        });
+    }
+
+    /// `base * scale + index` as an `i64` register.
+    fn affine(&mut self, body: &mut Vec<Stmt>, base: Reg, scale: i64, index: Reg) -> Reg {
+        let k = self.i64_const(body, scale);
+        let first = self.mul(body, base, k);
+        self.emit(
+            body,
+            DType::I64,
+            Expr::Binary(BinaryOp::Add, first, index),
+            None,
+        )
+    }
+
+    /// `d[plane.., y, x] = value` for the whole plane.
+    fn fill_plane(
+        &mut self,
+        body: &mut Vec<Stmt>,
+        d: &View,
+        plane: [Reg; 2],
+        dims: [u64; 2],
+        value: Reg,
+    ) {
+        let dims = [Dim::Fixed(dims[0]), Dim::Fixed(dims[1])];
+        self.nest(body, &dims, |lw, inner, yx| {
+            let at = lw.flat(
+                inner,
+                d.offset,
+                &[plane[0], plane[1], yx[0], yx[1]],
+                &d.strides,
+            );
+            inner.push(Stmt::Store(d.param, Some(at), value));
+        });
+    }
+
+    /// One tap pass (see the module docs): for each output `(y, x)` of the
+    /// tap's rectangle, `dest[y, x] = fold(dest[y, x], src[iy, ix])`.
+    fn tap_pass(&mut self, body: &mut Vec<Stmt>, geo: &Geometry, pass: TapPass<'_>, dtype: DType) {
+        let TapPass {
+            src,
+            dest,
+            planes,
+            taps,
+            rect,
+            fold,
+        } = pass;
+        // Input index = output index * stride + (tap * dilation - pad).
+        let shift =
+            |a: usize| i64::from(taps[a]) * i64::from(geo.dilation[a]) - i64::from(geo.pad[a]);
+        let (shift_y, shift_x) = (shift(0), shift(1));
+        let ry = self.new_reg(DType::I64, Some("y"));
+        let mut y_body = Vec::new();
+        let y = self.offset(&mut y_body, ry, rect[0].0 as i64);
+        let iy = self.scaled(&mut y_body, y, geo.stride[0], shift_y);
+        let rx = self.new_reg(DType::I64, Some("x"));
+        let mut x_body = Vec::new();
+        let x = self.offset(&mut x_body, rx, rect[1].0 as i64);
+        let ix = self.scaled(&mut x_body, x, geo.stride[1], shift_x);
+        let from = self.flat(
+            &mut x_body,
+            src.offset,
+            &[planes.0[0], planes.0[1], iy, ix],
+            &src.strides,
+        );
+        let to = self.flat(
+            &mut x_body,
+            dest.offset,
+            &[planes.1[0], planes.1[1], y, x],
+            &dest.strides,
+        );
+        let value = self.emit(&mut x_body, dtype, Expr::Load(src.param, from), None);
+        let acc = self.emit(&mut x_body, dtype, Expr::Load(dest.param, to), None);
+        let next = match fold {
+            Fold::MulAdd(w) => {
+                let p = self.emit(
+                    &mut x_body,
+                    dtype,
+                    Expr::Binary(BinaryOp::Mul, value, w),
+                    None,
+                );
+                self.emit(
+                    &mut x_body,
+                    dtype,
+                    Expr::Binary(BinaryOp::Add, acc, p),
+                    None,
+                )
+            }
+            Fold::Step(op) => self.emit(&mut x_body, dtype, Expr::Binary(op, acc, value), None),
+        };
+        x_body.push(Stmt::Store(dest.param, Some(to), next));
+        y_body.push(Stmt::Loop {
+            extent: Extent::Fixed(rect[1].1 - rect[1].0),
+            row: rx,
+            body: x_body,
+        });
+        body.push(Stmt::Loop {
+            extent: Extent::Fixed(rect[0].1 - rect[0].0),
+            row: ry,
+            body: y_body,
+        });
+    }
+
+    /// `row + k` (just `row` for 0).
+    fn offset(&mut self, body: &mut Vec<Stmt>, row: Reg, k: i64) -> Reg {
+        if k == 0 {
+            return row;
+        }
+        let k = self.i64_const(body, k);
+        self.emit(body, DType::I64, Expr::Binary(BinaryOp::Add, row, k), None)
+    }
+
+    /// `row * stride + shift`.
+    fn scaled(&mut self, body: &mut Vec<Stmt>, row: Reg, stride: u32, shift: i64) -> Reg {
+        let scaled = if stride == 1 {
+            row
+        } else {
+            let s = self.i64_const(body, i64::from(stride));
+            self.mul(body, row, s)
+        };
+        self.offset(body, scaled, shift)
+    }
+
+    /// An average pool's division: each element of the plane divided by its
+    /// window's count ([`Pool2d::count`]), the product of a row count and
+    /// a column count, computed from the window's start as the interpreter
+    /// does: `min(start + k, limit) - max(start, 0)`, or `- start` with
+    /// `count_include_pad` (where `limit` is then the after-padding's end).
+    fn divide_by_counts(
+        &mut self,
+        body: &mut Vec<Stmt>,
+        p: &Pool2d,
+        geo: &Geometry,
+        d: &View,
+        plane: [Reg; 2],
+        dtype: DType,
+    ) {
+        let dims = [Dim::Fixed(geo.output[0]), Dim::Fixed(geo.output[1])];
+        let count = |lw: &mut Self, inner: &mut Vec<Stmt>, o: Reg, a: usize| {
+            let start = lw.scaled(inner, o, p.stride[a], -i64::from(p.padding[2 * a]));
+            let k = lw.i64_const(inner, i64::from(p.kernel[a]));
+            let end = lw.emit(
+                inner,
+                DType::I64,
+                Expr::Binary(BinaryOp::Add, start, k),
+                None,
+            );
+            let mut limit = geo.input[a] as i64;
+            if p.count_include_pad {
+                limit += i64::from(p.padding[2 * a + 1]);
+            }
+            let limit = lw.i64_const(inner, limit);
+            let end = lw.emit(
+                inner,
+                DType::I64,
+                Expr::Binary(BinaryOp::Min, end, limit),
+                None,
+            );
+            let first = if p.count_include_pad {
+                start
+            } else {
+                let zero = lw.i64_const(inner, 0);
+                lw.emit(
+                    inner,
+                    DType::I64,
+                    Expr::Binary(BinaryOp::Max, start, zero),
+                    None,
+                )
+            };
+            lw.emit(
+                inner,
+                DType::I64,
+                Expr::Binary(BinaryOp::Sub, end, first),
+                None,
+            )
+        };
+        self.nest(body, &dims, |lw, inner, yx| {
+            let rows = count(lw, inner, yx[0], 0);
+            let cols = count(lw, inner, yx[1], 1);
+            let n = lw.mul(inner, rows, cols);
+            let divisor = lw.emit(inner, dtype, Expr::Cast(dtype, n), None);
+            let at = lw.flat(
+                inner,
+                d.offset,
+                &[plane[0], plane[1], yx[0], yx[1]],
+                &d.strides,
+            );
+            let sum = lw.emit(inner, dtype, Expr::Load(d.param, at), None);
+            let mean = lw.emit(
+                inner,
+                dtype,
+                Expr::Binary(BinaryOp::Div, sum, divisor),
+                None,
+            );
+            inner.push(Stmt::Store(d.param, Some(at), mean));
+        });
+    }
+}
+
+/// One tap pass's operands: the source and destination views, the plane
+/// (batch, channel) each is read at, the tap, its rectangle and the fold.
+struct TapPass<'v> {
+    src: &'v View,
+    dest: &'v View,
+    planes: ([Reg; 2], [Reg; 2]),
+    taps: [u32; 2],
+    rect: [(u64, u64); 2],
+    fold: Fold,
+}
+
+/// Lowering a window op's node.
+impl Lowerer<'_> {
+    /// Where `value = op(args)` lives, for a convolution or a pool.
+    pub(super) fn window_node(
+        &mut self,
+        st: &mut super::Nest,
+        value: crate::entities::Value,
+        op: &crate::op::Op,
+        args: &[Loc],
+        dims: crate::types::Shape,
+    ) -> Loc {
+        let dtype = self.graph.ty(value).dtype().expect("a tensor");
+        let out = &mut st.out;
+        let x = self.as_view(out, &st.loc, &args[0], false);
+        let dest = self.dest(value, &dims, &mut st.claimed);
+        let d = self.dense(out, dest, dims);
+        match op {
+            crate::op::Op::Conv2d(c) => {
+                let w = self.as_view(out, &st.loc, &args[1], false);
+                self.conv2d(out, c, (&x, &w, &d), dtype);
+            }
+            crate::op::Op::Pool2d(p) => self.pool2d(out, p, (&x, &d), dtype),
+            _ => unreachable!("a window op"),
+        }
+        Loc::View(d)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::inside;
+
+    /// `inside` keeps exactly the outputs whose tap index is in bounds.
+    #[test]
+    fn tap_rectangles_are_the_in_bounds_outputs() {
+        for extent in 1..9u64 {
+            for stride in 1..4u32 {
+                for dilation in 1..4u32 {
+                    for pad in 0..5u32 {
+                        for tap in 0..4u32 {
+                            let outputs = 12;
+                            let (lo, hi) = inside(outputs, extent, tap, (stride, pad, dilation));
+                            for o in 0..outputs {
+                                let i = (o * u64::from(stride) + u64::from(tap * dilation)) as i64
+                                    - i64::from(pad);
+                                let expect = (0..extent as i64).contains(&i);
+                                assert_eq!(
+                                    (lo..hi).contains(&o),
+                                    expect,
+                                    "extent {extent} stride {stride} dilation {dilation} pad {pad} tap {tap} output {o}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
