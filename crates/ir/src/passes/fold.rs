@@ -7,6 +7,10 @@
 //! into a constant tensor of their result: the weights of `nn.Linear`,
 //! `x @ W.T`, are transposed once here, not on every call. `broadcast_to` and
 //! `concat` are left alone (folding would copy elements, not move them).
+//! An elementwise op of constant tensors and scalars folds into a constant
+//! tensor when its result is no larger than its largest argument: a batch
+//! norm's `gamma / sqrt(var + eps)` and the convolution weights it scales
+//! become one constant each.
 
 use super::{Rewrite, Rewriter};
 use crate::graph::{Graph, NodeData};
@@ -102,6 +106,100 @@ fn fold_layout(op: &Op, t: &TensorConst) -> Option<TensorConst> {
     })
 }
 
+/// An elementwise node whose arguments are constant tensors and scalars,
+/// at least one a tensor, as a constant tensor: each element computed by
+/// [`eval_const`] from the arguments' elements it broadcasts from. `None`
+/// when it does not fold: another op, a non-constant argument, a result
+/// larger than every argument (broadcasting would only copy), or an element
+/// that fails (a division by zero stays, to fail at run time).
+fn fold_elementwise(rw: &Rewriter<'_>, node: &NodeData) -> Option<NodeData> {
+    if !matches!(
+        node.op,
+        Op::Unary(_) | Op::Binary(_) | Op::Compare(_) | Op::Select | Op::Cast(_)
+    ) {
+        return None;
+    }
+    let out = node.ty.as_tensor()?;
+    let dims: Vec<u64> = out
+        .shape
+        .iter()
+        .map(|d| match d {
+            crate::types::Dim::Fixed(n) => Some(*n),
+            crate::types::Dim::Sym(_) => None,
+        })
+        .collect::<Option<_>>()?;
+    let args: Vec<&TensorConst> = node
+        .args
+        .iter()
+        .filter_map(|&a| match &rw.node(a).op {
+            Op::Tensor(t) => Some(&**t),
+            _ => None,
+        })
+        .collect();
+    let count: u64 = dims.iter().product();
+    let largest = args.iter().map(|t| t.values.len() as u64).max()?;
+    if count > largest {
+        return None;
+    }
+    // Per argument: a scalar, or a tensor's elements and broadcast strides.
+    enum Src<'t> {
+        Scalar(Scalar),
+        Tensor(&'t TensorConst, Vec<u64>),
+    }
+    let srcs: Vec<Src<'_>> = node
+        .args
+        .iter()
+        .map(|&a| match &rw.node(a).op {
+            Op::Const(c) => Some(Src::Scalar(*c)),
+            Op::Tensor(t) => {
+                let lead = dims.len() - t.dims.len();
+                let mut strides = vec![0u64; dims.len()];
+                let mut step = 1;
+                for axis in (0..t.dims.len()).rev() {
+                    if t.dims[axis] != 1 {
+                        strides[axis + lead] = step;
+                    }
+                    step *= t.dims[axis];
+                }
+                Some(Src::Tensor(t, strides))
+            }
+            _ => None,
+        })
+        .collect::<Option<_>>()?;
+    let mut values = Vec::with_capacity(count as usize);
+    let mut index = vec![0u64; dims.len()];
+    let mut elems = Vec::with_capacity(srcs.len());
+    for _ in 0..count {
+        elems.clear();
+        for src in &srcs {
+            elems.push(match src {
+                Src::Scalar(c) => *c,
+                Src::Tensor(t, strides) => {
+                    let at: u64 = index.iter().zip(strides).map(|(i, s)| i * s).sum();
+                    t.values[at as usize]
+                }
+            });
+        }
+        values.push(eval_const(&node.op, &elems)?.ok()?);
+        for axis in (0..dims.len()).rev() {
+            index[axis] += 1;
+            if index[axis] < dims[axis] {
+                break;
+            }
+            index[axis] = 0;
+        }
+    }
+    Some(NodeData {
+        op: Op::Tensor(std::sync::Arc::new(TensorConst {
+            dtype: out.dtype,
+            dims,
+            values,
+        })),
+        args: Vec::new(),
+        ty: node.ty.clone(),
+    })
+}
+
 /// Folds constant subexpressions.
 pub fn run(graph: &Graph) -> Graph {
     Rewriter::run(graph, |rw, _, node| {
@@ -115,6 +213,9 @@ pub fn run(graph: &Graph) -> Graph {
                     });
                 }
             }
+        }
+        if let Some(folded) = fold_elementwise(rw, &node) {
+            return Rewrite::Node(folded);
         }
         // Otherwise only scalar results fold: a constant is a scalar.
         if !matches!(&node.ty, Type::Tensor(t) if t.is_scalar()) || node.args.is_empty() {
@@ -137,4 +238,18 @@ pub fn run(graph: &Graph) -> Graph {
             _ => Rewrite::Keep,
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    /// An int division of constant tensors with a zero divisor element is
+    /// not folded: it still fails at run time, at its node.
+    #[test]
+    fn a_division_by_a_zero_element_stays() {
+        let src = "v0: i32[2] = tensor 6, 7\nv1: i32[2] = tensor 1, 0\nv2: i32[2] = div v0, v1\nv3: i32[2] = tensor 2, 1\nv4: i32[2] = div v0, v3\noutput \"y\" = v2\noutput \"z\" = v4\n";
+        let graph = crate::text::parse(src).expect("parses");
+        let folded = crate::text::print(&super::run(&graph));
+        assert!(folded.contains("= div v0, v1"), "{folded}");
+        assert!(folded.contains("= tensor 3, 7"), "{folded}");
+    }
 }
