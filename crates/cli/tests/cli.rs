@@ -782,6 +782,58 @@ fn shapes_come_from_the_data_given() {
     assert_bad_input(&out, "error: --arg x");
 }
 
+/// The CNNs traced by real torch (tests/fixtures/fx): the call_module form
+/// with its module tree and weights beside graph.txt, and the ATen form of a
+/// ResNet BasicBlock; every tier prints the same values, each within 1e-6 of
+/// the output's largest magnitude of what torch computed.
+#[test]
+fn cnns_traced_by_torch_run_on_every_tier() {
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/fx");
+    for case_name in ["cnn_modules", "resblock_aten"] {
+        let dir = fixtures.join(case_name);
+        let case = std::fs::read_to_string(dir.join("case.json")).expect("case.json");
+        let case: serde_json::Value = serde_json::from_str(&case).expect("json");
+        let graph = dir.join("graph.txt").display().to_string();
+        for (run_idx, run) in case["runs"].as_array().expect("runs").iter().enumerate() {
+            let inputs = temp_file(
+                &format!("{case_name}_{run_idx}.json"),
+                run["inputs"].to_string().as_bytes(),
+            );
+            let want: Vec<f64> = run["outputs"][0]["data"]
+                .as_array()
+                .expect("data")
+                .iter()
+                .map(|v| v.as_f64().expect("a number"))
+                .collect();
+            let scale = want.iter().fold(0.0f64, |m, w| m.max(w.abs()));
+            let mut printed = Vec::new();
+            for &tier in tiers() {
+                let out = kiln(&["run", &graph, "--inputs", &inputs, "--tier", tier, "--json"]);
+                let got: serde_json::Value = serde_json::from_str(&stdout(&out))
+                    .unwrap_or_else(|_| panic!("{}", stderr(&out)));
+                let got: Vec<f64> = got[0]["data"]
+                    .as_array()
+                    .expect("data")
+                    .iter()
+                    .map(|v| v.as_f64().expect("a number"))
+                    .collect();
+                assert_eq!(got.len(), want.len(), "{case_name} on {tier}");
+                for (g, w) in got.iter().zip(&want) {
+                    assert!(
+                        (g - w).abs() <= 1e-6 * scale,
+                        "{case_name} run {run_idx} on {tier}: {g} vs {w}"
+                    );
+                }
+                printed.push(stdout(&out));
+            }
+            assert!(
+                printed.windows(2).all(|p| p[0] == p[1]),
+                "{case_name}: the tiers differ"
+            );
+        }
+    }
+}
+
 /// An nn.Sequential traced by real torch (tests/fixtures/fx_local): its
 /// call_modules are typed by `print(gm)`, read as the source itself, as
 /// `--modules FILE`, or from the module.txt beside graph.txt; every tier.

@@ -11,6 +11,7 @@
 //! Every frontend reports bad input as a located [`kiln_ir::ParseError`], never a
 //! panic, and bounds its recursion so deep input cannot overflow the stack.
 
+pub mod cnn;
 pub mod eltwise;
 pub mod fx;
 pub mod layout;

@@ -818,3 +818,140 @@ fn fx_module_types_from_the_tree() {
         "{err}"
     );
 }
+
+/// A weight for fx tests: f32 of the given shape and values.
+fn weight(shape: &[usize], values: &[f32]) -> fx::Weight {
+    fx::Weight {
+        dtype: DType::F32,
+        shape: shape.to_vec(),
+        data: values.iter().map(|&v| Scalar::F32(v)).collect(),
+    }
+}
+
+/// Convolution, batch norm and pooling in their ATen and functional forms,
+/// by hand: a 1-channel 3x3 input, a 2x2 kernel of ones with bias 1, then
+/// a batch norm (folded into the convolution) and pools; and the errors of
+/// what kiln does not compute.
+#[test]
+fn fx_convolutions_batch_norms_and_pools() {
+    let mut opts = fx::Options::default();
+    opts.inputs.insert("x".into(), f32_tensor(&[1, 1, 3, 3]));
+    opts.weights
+        .insert("w".into(), weight(&[1, 1, 2, 2], &[1.0; 4]));
+    opts.weights.insert("b".into(), weight(&[1], &[1.0]));
+    opts.weights.insert("gamma".into(), weight(&[1], &[2.0]));
+    opts.weights.insert("beta".into(), weight(&[1], &[0.5]));
+    opts.weights.insert("mean".into(), weight(&[1], &[1.0]));
+    opts.weights.insert("var".into(), weight(&[1], &[3.0]));
+    let head = "graph():
+    %x : [num_users=1] = placeholder[target=x]
+    %w : [num_users=1] = get_attr[target=w]
+    %b : [num_users=1] = get_attr[target=b]
+    %g : [num_users=1] = get_attr[target=gamma]
+    %be : [num_users=1] = get_attr[target=beta]
+    %m : [num_users=1] = get_attr[target=mean]
+    %v : [num_users=1] = get_attr[target=var]
+    %conv : [num_users=1] = call_function[target=torch.ops.aten.convolution.default](args = (%x, %w, %b, [1, 1], [1, 1], [1, 1], False, [0, 0], 1), kwargs = {})
+    %empty : [num_users=0] = call_function[target=torch.ops.aten.empty.memory_format](args = ([0],), kwargs = {dtype: torch.uint8})
+    %bn : [num_users=3] = call_function[target=torch.ops.aten._native_batch_norm_legit_no_training.default](args = (%conv, %g, %be, %m, %v, 0.1, 1.0), kwargs = {})
+    %getitem : [num_users=1] = call_function[target=operator.getitem](args = (%bn, 0), kwargs = {})
+    %getitem_1 : [num_users=0] = call_function[target=operator.getitem](args = (%bn, 1), kwargs = {})
+";
+    let parse = |tail: &str| fx::parse(&format!("{head}{tail}"), &opts).map(|(g, _)| g);
+    let x = Data::Column(Buffer::F32(vec![
+        1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0,
+    ]));
+    // conv with padding 1: 4x4 sums of the 2x2 windows, plus 1; the batch
+    // norm: (y - 1) * 2 / sqrt(3 + 1) + 0.5 = y - 0.5.
+    let g = parse("    return getitem").expect("imports");
+    let want = [
+        1.0, 3.0, 5.0, 3.0, 5.0, 12.0, 16.0, 9.0, 11.0, 24.0, 28.0, 15.0, 7.0, 15.0, 17.0, 9.0,
+    ];
+    let want: Vec<f32> = want.iter().map(|v| v + 0.5).collect();
+    assert_eq!(run(&g, std::slice::from_ref(&x)), vec![f32s(&want)]);
+    // Folded: no batch norm arithmetic is left after optimization.
+    let verified = kiln_ir::verify(g).expect("verifies");
+    let optimized = kiln_ir::text::print(kiln_ir::optimize(&verified).expect("optimizes").graph());
+    assert!(
+        !optimized.contains("sqrt") && !optimized.contains("mul"),
+        "{optimized}"
+    );
+    // Pools: max 2x2 stride 2 ceil_mode with indices, avg 3x3 stride 1 pad 1
+    // (count_include_pad by default), adaptive to 1x1.
+    let g = parse(
+        "    %mp : [num_users=2] = call_function[target=torch.ops.aten.max_pool2d_with_indices.default](args = (%getitem, [2, 2], [2, 2], [0, 0], [1, 1], True), kwargs = {})
+    %p0 : [num_users=1] = call_function[target=operator.getitem](args = (%mp, 0), kwargs = {})
+    %ap : [num_users=1] = call_function[target=torch.ops.aten.avg_pool2d.default](args = (%x, [3, 3], [1, 1], [1, 1]), kwargs = {})
+    %gp : [num_users=1] = call_function[target=torch.nn.functional.adaptive_avg_pool2d](args = (%x, 1), kwargs = {})
+    return (p0, ap, gp)",
+    )
+    .expect("imports");
+    let out = run(&g, &[x]);
+    assert_eq!(out[0], f32s(&[12.5, 16.5, 24.5, 28.5]));
+    let sums = [12.0, 21.0, 16.0, 27.0, 45.0, 33.0, 24.0, 39.0, 28.0];
+    let avg: Vec<f32> = sums.iter().map(|s| s / 9.0).collect();
+    assert_eq!(out[1], f32s(&avg));
+    assert_eq!(out[2], f32s(&[5.0]));
+    // What kiln does not compute is an error where it is used.
+    let err = parse(
+        "    %r : [num_users=1] = call_function[target=torch.ops.aten.relu.default](args = (%getitem_1,), kwargs = {})
+    return r",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains(
+            "uses `%getitem_1`, a batch norm's saved statistics, which kiln does not compute"
+        ),
+        "{err}"
+    );
+    let err = parse("    return empty").unwrap_err().to_string();
+    assert!(
+        err.contains("the graph returns `empty`, an uninitialized tensor"),
+        "{err}"
+    );
+    let err = parse(
+        "    %t : [num_users=1] = call_function[target=torch.ops.aten.convolution.default](args = (%x, %w, None, [1, 1], [0, 0], [1, 1], True, [0, 0], 1), kwargs = {})
+    return t",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("`%t`: unsupported: transposed convolution"),
+        "{err}"
+    );
+    let err = parse(
+        "    %t : [num_users=1] = call_function[target=torch.nn.functional.batch_norm](args = (%x, %m, %v), kwargs = {training: True})
+    return t",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("batch norm in training mode"), "{err}");
+    let err = parse(
+        "    %t : [num_users=1] = call_function[target=torch.nn.functional.conv2d](args = (%x, %w), kwargs = {padding: -1})
+    return t",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("`padding` must be an int of at least 0"),
+        "{err}"
+    );
+    let err = parse(
+        "    %t : [num_users=1] = call_function[target=torch.nn.functional.conv2d](args = (%x, %w), kwargs = {groups: 2})
+    return t",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("2 groups must divide both the 1 input and the 1 output channels"),
+        "{err}"
+    );
+    // padding='same' keeps the size (the extra row and column after).
+    let g = parse(
+        "    %s : [num_users=1] = call_function[target=torch.nn.functional.conv2d](args = (%x, %w), kwargs = {padding: 'same'})
+    return s",
+    )
+    .expect("imports");
+    assert_eq!(g.ty(g.outputs()[0].value).to_string(), "f32[1, 1, 3, 3]");
+}

@@ -20,18 +20,17 @@ use kiln_ir::{
 use std::collections::HashMap;
 use std::sync::Arc;
 
+mod cnn;
 mod tensor;
 
 /// Tensor ops kiln does not import (data-dependent shapes, arg-reductions,
-/// convolutions and normalization layers): reported apart, as such.
+/// layer norm, training-mode dropout): reported apart, as such.
 const TENSOR_OPS: &[&str] = &[
     "size",
     "max_dim",
     "argmax",
     "argmin",
-    "conv2d",
     "layer_norm",
-    "batch_norm",
     "dropout",
 ];
 
@@ -114,6 +113,17 @@ const OPS: &[(&[&str], Build)] = &[
             "getitem",
         ],
         |this, op, node| this.layout_op(op, node),
+    ),
+    (&["conv2d", "convolution"], |this, op, node| {
+        this.conv(op, node)
+    }),
+    (&["batch_norm"], |this, op, node| this.batch_norm(op, node)),
+    (&["max_pool2d", "avg_pool2d"], |this, op, node| {
+        this.pool(op, node)
+    }),
+    (
+        &["adaptive_avg_pool2d", "_adaptive_avg_pool2d"],
+        |this, _, node| this.adaptive_avg_pool(node),
     ),
     (
         &["sum", "mean", "amax", "amin", "prod"],
@@ -527,8 +537,14 @@ pub fn supports(kind: &str, target: &str) -> bool {
         }
     }
     let name = op_name(kind, target);
-    builder(&name).is_some() || MULTI_OPS.contains(&name.as_str())
+    builder(&name).is_some()
+        || MULTI_OPS.contains(&name.as_str())
+        || cnn::PARTIAL_TUPLE_OPS.contains(&name.as_str())
 }
+
+/// Ops whose result kiln does not compute, accepted where nothing uses them
+/// (make_fx leaves a dead `aten.empty.memory_format` after each batch norm).
+const UNCOMPUTED_OPS: &[(&str, &str)] = &[("empty", "an uninitialized tensor (`empty`)")];
 
 /// The builder of op `name`.
 fn builder(name: &str) -> Option<Build> {
@@ -544,6 +560,12 @@ struct Fx<'a> {
     values: HashMap<String, Value>,
     /// The results of multi-output nodes, by node name.
     tuples: HashMap<String, Vec<Value>>,
+    /// Tuples of which only the first items are computed: their length in
+    /// torch, and what the others are.
+    partial: HashMap<String, (i64, &'static str)>,
+    /// Nodes kiln does not compute (an item of a partial tuple, `empty`):
+    /// what they are, for the error where one is used.
+    absent: HashMap<String, &'static str>,
     source_map: SourceMap,
 }
 
@@ -592,6 +614,8 @@ pub fn lower(
         b: Builder::new("forward"),
         values: HashMap::new(),
         tuples: HashMap::new(),
+        partial: HashMap::new(),
+        absent: HashMap::new(),
         source_map: SourceMap::default(),
     };
     for node in &g.nodes {
@@ -605,6 +629,20 @@ pub fn lower(
                 fx.source_map.set(v, Loc::of_offset(src, node.offset));
             }
             fx.tuples.insert(node.name.clone(), values);
+            continue;
+        }
+        if let Some(what) = fx.uncomputed(&op, node) {
+            fx.absent.insert(node.name.clone(), what);
+            continue;
+        }
+        let at = |m: String| ParseError::at(src, node.offset, format!("`%{}`: {m}", node.name));
+        if node.kind.starts_with("call_") && cnn::PARTIAL_TUPLE_OPS.contains(&op.as_str()) {
+            let first = fx.partial_tuple(&op, node).map_err(at)?;
+            fx.b.set_source_name(first, &format!("{}[0]", node.name));
+            fx.source_map.set(first, Loc::of_offset(src, node.offset));
+            fx.tuples.insert(node.name.clone(), vec![first]);
+            fx.partial
+                .insert(node.name.clone(), cnn::missing_items(&op));
             continue;
         }
         let value = fx
@@ -630,6 +668,13 @@ pub fn lower(
                 src,
                 g.output_offset,
                 format!("the graph returns `{name}`, a tuple; return its items"),
+            ));
+        }
+        if let Some(what) = fx.absent.get(name) {
+            return Err(ParseError::at(
+                src,
+                g.output_offset,
+                format!("the graph returns `{name}`, {what}, which kiln does not compute"),
             ));
         }
         let Some(&v) = fx.values.get(name) else {
@@ -711,7 +756,11 @@ fn check_supported(
         };
         if TENSOR_OPS.contains(&name.as_str()) {
             tensor.push(format!("`{}` (%{})", node.target, node.name));
-        } else if builder(&name).is_none() && !MULTI_OPS.contains(&name.as_str()) {
+        } else if builder(&name).is_none()
+            && !MULTI_OPS.contains(&name.as_str())
+            && !cnn::PARTIAL_TUPLE_OPS.contains(&name.as_str())
+            && !UNCOMPUTED_OPS.iter().any(|(op, _)| *op == name)
+        {
             unsupported.push(format!("`{}` (%{})", node.target, node.name));
         }
     }
@@ -843,13 +892,39 @@ impl Fx<'_> {
             Arg::Node(n) if self.tuples.contains_key(n) => {
                 Err(format!("`%{n}` is a tuple; take an item with getitem"))
             }
-            Arg::Node(n) => Ok(Operand::Tensor(
-                *self.values.get(n).expect("checked: defined before use"),
-            )),
+            Arg::Node(n) => self.lookup(n).map(Operand::Tensor),
             other => {
                 lit(other).ok_or_else(|| format!("expected a tensor or a number, found {other:?}"))
             }
         }
+    }
+
+    /// The value of node `n` (defined before use: checked), or the error of
+    /// using a node kiln does not compute.
+    fn lookup(&self, n: &str) -> Result<Value, String> {
+        if let Some(what) = self.absent.get(n) {
+            return Err(format!("uses `%{n}`, {what}, which kiln does not compute"));
+        }
+        Ok(*self.values.get(n).expect("checked: defined before use"))
+    }
+
+    /// Whether `node` is one kiln does not compute: `empty`, or an item of a
+    /// partial tuple past those computed. Using it is the error.
+    fn uncomputed(&self, op: &str, node: &Node) -> Option<&'static str> {
+        if !node.kind.starts_with("call_") {
+            return None;
+        }
+        if let Some((_, what)) = UNCOMPUTED_OPS.iter().find(|(name, _)| *name == op) {
+            return Some(what);
+        }
+        let (Some(Arg::Node(from)), Some(Arg::Int(k))) = (node.args.first(), node.args.get(1))
+        else {
+            return None;
+        };
+        let computed = self.tuples.get(from)?.len() as i64;
+        let &(len, what) = self.partial.get(from)?;
+        let k = if *k < 0 { k + len } else { *k };
+        (op == "getitem" && k >= computed).then_some(what)
     }
 
     /// Positional argument `idx`, or keyword `key`.

@@ -149,12 +149,91 @@ fn functional(kind: &str) -> Option<(&'static str, &'static [&'static str])> {
         "Softmax" => ("softmax", &["dim"]),
         "LogSoftmax" => ("log_softmax", &["dim"]),
         "Flatten" => ("flatten", &["start_dim", "end_dim"]),
+        "MaxPool2d" => (
+            "max_pool2d",
+            &[
+                "kernel_size",
+                "stride",
+                "padding",
+                "dilation",
+                "ceil_mode",
+                "return_indices",
+            ],
+        ),
+        "AvgPool2d" => (
+            "avg_pool2d",
+            &[
+                "kernel_size",
+                "stride",
+                "padding",
+                "ceil_mode",
+                "count_include_pad",
+                "divisor_override",
+            ],
+        ),
+        "AdaptiveAvgPool2d" => ("adaptive_avg_pool2d", &["output_size"]),
         // Inference: dropout is the identity (the graph is traced in eval).
         "Identity" | "Dropout" | "Dropout1d" | "Dropout2d" | "Dropout3d" | "AlphaDropout" => {
             ("identity", &[])
         }
         _ => return None,
     })
+}
+
+/// A module with parameters as the functional call its `forward` makes,
+/// the parameters named (`Arg::Name("0.weight")`, which the import reads
+/// from the weights as a `get_attr` would): `Conv2d` is `conv2d(x, weight,
+/// bias, stride, padding, dilation, groups)`, `BatchNorm2d` in eval mode
+/// `batch_norm(x, running_mean, running_var, weight, bias, eps=…)`. A
+/// batch norm without running statistics normalizes by the batch's own,
+/// which kiln does not import: it stays `nn.BatchNorm2d`, reported.
+fn with_parameters(target: &str, module: &Module) -> Option<(&'static str, Vec<(String, Arg)>)> {
+    let kwarg = |key: &str| module.kwargs.iter().find(|(k, _)| k == key).map(|(_, a)| a);
+    let param = |name: &str| Arg::Name(format!("{target}.{name}"));
+    let keep = |keys: &[&str]| -> Vec<(String, Arg)> {
+        module
+            .kwargs
+            .iter()
+            .filter(|(k, _)| keys.contains(&k.as_str()))
+            .cloned()
+            .collect()
+    };
+    match module.kind.as_str() {
+        "Conv2d" => {
+            let bias = match kwarg("bias") {
+                Some(Arg::Bool(false)) => Arg::None,
+                _ => param("bias"),
+            };
+            let mut kwargs = vec![
+                ("weight".to_string(), param("weight")),
+                ("bias".to_string(), bias),
+            ];
+            kwargs.extend(keep(&[
+                "stride",
+                "padding",
+                "dilation",
+                "groups",
+                "padding_mode",
+            ]));
+            Some(("conv2d", kwargs))
+        }
+        "BatchNorm2d" => {
+            if matches!(kwarg("track_running_stats"), Some(Arg::Bool(false))) {
+                return None;
+            }
+            let mut kwargs = vec![
+                ("running_mean".to_string(), param("running_mean")),
+                ("running_var".to_string(), param("running_var")),
+            ];
+            if !matches!(kwarg("affine"), Some(Arg::Bool(false))) {
+                kwargs.push(("weight".to_string(), param("weight")));
+                kwargs.push(("bias".to_string(), param("bias")));
+            }
+            kwargs.extend(keep(&["eps"]));
+            Some(("batch_norm", kwargs))
+        }
+        _ => None,
+    }
 }
 
 /// Gives every `call_module` node of `g` whose target `modules` names its
@@ -174,6 +253,11 @@ pub fn apply(g: &mut FxGraph, modules: &HashMap<String, Module>) {
             continue;
         }
         node.kind = "call_function".to_string();
+        if let Some((op, kwargs)) = with_parameters(&node.target, module) {
+            node.target = format!("torch.nn.functional.{op}");
+            node.kwargs.extend(kwargs);
+            continue;
+        }
         match functional(&module.kind) {
             Some((op, keys)) => {
                 node.target = format!("torch.nn.functional.{op}");

@@ -377,7 +377,7 @@ impl Fx<'_> {
                         other => Err(format!("item {other:?} of `%{from}`, a tuple of {n}")),
                     };
                 }
-                let x = *self.values.get(&from).expect("checked: defined before use");
+                let x = self.lookup(&from)?;
                 self.tensor_index(x, index)
             }
             _ => unreachable!("layout_op is called for layout ops"),

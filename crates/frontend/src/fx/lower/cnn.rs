@@ -1,0 +1,268 @@
+//! The convolutional ops of torch.fx, in their functional (`F.conv2d`,
+//! `F.batch_norm`, `F.max_pool2d`, `F.avg_pool2d`,
+//! `F.adaptive_avg_pool2d`, and the modules [`crate::fx::modules`] turns
+//! into those calls) and ATen spellings (`aten.convolution`,
+//! `aten.native_batch_norm` and `aten._native_batch_norm_legit_no_training`,
+//! whose saved statistics kiln does not compute, `aten.max_pool2d_with_indices`,
+//! whose indices it does not compute, `aten.avg_pool2d`,
+//! `aten._adaptive_avg_pool2d`). torch's defaults and argument forms (an int
+//! or a pair, `padding='same'`, an empty ATen stride meaning the kernel)
+//! are read here; the shapes are kiln's typing rules.
+
+use super::{Fx, Operand};
+use crate::cnn::{self, BatchNorm};
+use crate::fx::text::{Arg, Node};
+use kiln_ir::{Conv2d, Op, Pool2d, PoolKind, Value};
+
+/// Ops with a tuple result of which kiln computes only the first item: the
+/// others (a batch norm's saved mean and inverse deviation, which eval mode
+/// leaves empty; a max pool's indices) are an error only where used.
+pub(super) const PARTIAL_TUPLE_OPS: &[&str] = &[
+    "native_batch_norm",
+    "_native_batch_norm_legit_no_training",
+    "max_pool2d_with_indices",
+];
+
+/// A partial tuple's length in torch, and what its missing items are.
+pub(super) fn missing_items(op: &str) -> (i64, &'static str) {
+    if op == "max_pool2d_with_indices" {
+        (2, "a max pool's indices")
+    } else {
+        (3, "a batch norm's saved statistics")
+    }
+}
+
+/// A pair of ints from an int or a sequence of one or two (`3`, `(3, 3)`,
+/// `[2]`), each at least `min`.
+fn pair(
+    arg: Option<&Arg>,
+    key: &str,
+    default: Option<[u32; 2]>,
+    min: u32,
+) -> Result<[u32; 2], String> {
+    let int = |a: &Arg| match a {
+        Arg::Int(k) => u32::try_from(*k).ok().filter(|&k| k >= min),
+        _ => None,
+    };
+    let bad = || format!("`{key}` must be an int of at least {min} or a pair of them, not {arg:?}");
+    match arg {
+        None | Some(Arg::None) => default.ok_or_else(|| format!("missing `{key}`")),
+        Some(Arg::Seq(items)) if items.is_empty() => default.ok_or_else(bad),
+        Some(Arg::Seq(items)) => match items.as_slice() {
+            [a] => int(a).map(|a| [a, a]).ok_or_else(bad),
+            [a, b] => Ok([int(a).ok_or_else(bad)?, int(b).ok_or_else(bad)?]),
+            _ => Err(bad()),
+        },
+        Some(a) => int(a).map(|a| [a, a]).ok_or_else(bad),
+    }
+}
+
+fn flag(arg: Option<&Arg>, key: &str, default: bool) -> Result<bool, String> {
+    match arg {
+        None | Some(Arg::None) => Ok(default),
+        Some(Arg::Bool(b)) => Ok(*b),
+        Some(other) => Err(format!("`{key}` must be True or False, not {other:?}")),
+    }
+}
+
+impl Fx<'_> {
+    /// A tensor parameter: a node, a module's parameter by name (`0.weight`,
+    /// as [`crate::fx::modules`] passes them), or `None`.
+    fn param(&mut self, node: &Node, idx: usize, key: &str) -> Result<Option<Value>, String> {
+        match self.arg(node, idx, key) {
+            None | Some(Arg::None) => Ok(None),
+            Some(Arg::Name(name)) => {
+                let name = name.clone();
+                self.weight(&name).map(Some)
+            }
+            Some(_) => match self.operand_at(node, idx, key)? {
+                Operand::Tensor(v) => Ok(Some(v)),
+                other => Err(format!("`{key}` must be a tensor, not {other:?}")),
+            },
+        }
+    }
+
+    fn required(&mut self, node: &Node, idx: usize, key: &str) -> Result<Value, String> {
+        self.param(node, idx, key)?
+            .ok_or_else(|| format!("missing `{key}`"))
+    }
+
+    /// `conv2d` (F.conv2d, aten.conv2d, an `nn.Conv2d`) and
+    /// `aten.convolution`.
+    pub(super) fn conv(&mut self, op: &str, node: &Node) -> Result<Value, String> {
+        let x = self.required(node, 0, "input")?;
+        let w = self.required(node, 1, "weight")?;
+        let bias = self.param(node, 2, "bias")?;
+        let groups_at = if op == "convolution" { 8 } else { 6 };
+        if op == "convolution" && flag(self.arg(node, 6, "transposed"), "transposed", false)? {
+            return Err("unsupported: transposed convolution".to_string());
+        }
+        if let Some(mode) = node.kwargs.iter().find(|(k, _)| k == "padding_mode") {
+            if !matches!(&mode.1, Arg::Str(m) if m == "zeros") {
+                return Err(format!(
+                    "unsupported: padding_mode {:?} (kiln pads with zeros)",
+                    mode.1
+                ));
+            }
+        }
+        let stride = pair(self.arg(node, 3, "stride"), "stride", Some([1, 1]), 1)?;
+        let dilation = pair(self.arg(node, 5, "dilation"), "dilation", Some([1, 1]), 1)?;
+        let groups = match self.arg(node, groups_at, "groups") {
+            None | Some(Arg::None) => 1,
+            Some(Arg::Int(g)) if *g >= 1 => u32::try_from(*g).map_err(|_| "too many groups")?,
+            Some(other) => return Err(format!("`groups` must be a positive int, not {other:?}")),
+        };
+        // `padding='same'` in a call; `padding=same` in a module's repr.
+        let named = match self.arg(node, 4, "padding") {
+            Some(Arg::Str(s) | Arg::Name(s)) => Some(s.as_str()),
+            _ => None,
+        };
+        let padding = match named {
+            Some("valid") => [0; 4],
+            Some("same") => {
+                // torch's 'same' (stride 1 only): the extra row or column after.
+                if stride != [1, 1] {
+                    return Err("`padding='same'` needs stride 1".to_string());
+                }
+                let k = |axis| match self.shape_of(w).get(axis) {
+                    Some(kiln_ir::Dim::Fixed(k)) => Ok(*k),
+                    _ => Err("weights of unknown shape".to_string()),
+                };
+                let [top, bottom] = same(k(2)?, dilation[0])?;
+                let [left, right] = same(k(3)?, dilation[1])?;
+                [top, bottom, left, right]
+            }
+            Some(s) => return Err(format!("unknown padding {s:?}")),
+            None => {
+                let [h, w] = pair(self.arg(node, 4, "padding"), "padding", Some([0, 0]), 0)?;
+                [h, h, w, w]
+            }
+        };
+        let attrs = Conv2d {
+            stride,
+            padding,
+            dilation,
+            groups,
+        };
+        cnn::conv2d(&mut self.b, x, w, bias, attrs)
+    }
+
+    /// `batch_norm` in inference: F.batch_norm(input, running_mean,
+    /// running_var, weight, bias, training, momentum, eps) (and an
+    /// `nn.BatchNorm2d`), or ATen's order (input, weight, bias,
+    /// running_mean, running_var, training, momentum, eps) for
+    /// `aten.batch_norm` and `aten.native_batch_norm`; the
+    /// `_native_batch_norm_legit_no_training` form has no `training`.
+    pub(super) fn batch_norm(&mut self, op: &str, node: &Node) -> Result<Value, String> {
+        let aten = op != "batch_norm" || node.target.starts_with("torch.ops.aten.");
+        let x = self.required(node, 0, "input")?;
+        let (mean, var, gamma, beta) = if aten {
+            (
+                self.required(node, 3, "running_mean")?,
+                self.required(node, 4, "running_var")?,
+                self.param(node, 1, "weight")?,
+                self.param(node, 2, "bias")?,
+            )
+        } else {
+            (
+                self.required(node, 1, "running_mean")?,
+                self.required(node, 2, "running_var")?,
+                self.param(node, 3, "weight")?,
+                self.param(node, 4, "bias")?,
+            )
+        };
+        let no_training = op == "_native_batch_norm_legit_no_training";
+        if !no_training && flag(self.arg(node, 5, "training"), "training", false)? {
+            return Err(
+                "unsupported: batch norm in training mode (trace the model in eval mode)"
+                    .to_string(),
+            );
+        }
+        let eps_at = if no_training { 6 } else { 7 };
+        let eps = self.number_at(node, eps_at, "eps", 1e-5)?;
+        let p = BatchNorm {
+            gamma,
+            beta,
+            mean,
+            var,
+            eps,
+        };
+        cnn::batch_norm(&mut self.b, x, &p)
+    }
+
+    /// `max_pool2d` / `max_pool2d_with_indices` (input, kernel_size, stride,
+    /// padding, dilation, ceil_mode) and `avg_pool2d` (input, kernel_size,
+    /// stride, padding, ceil_mode, count_include_pad, divisor_override).
+    pub(super) fn pool(&mut self, op: &str, node: &Node) -> Result<Value, String> {
+        let x = self.required(node, 0, "input")?;
+        let kernel = pair(self.arg(node, 1, "kernel_size"), "kernel_size", None, 1)?;
+        // `stride=None` (F) or `[]` (ATen) is the kernel.
+        let stride = pair(self.arg(node, 2, "stride"), "stride", Some(kernel), 1)?;
+        let [ph, pw] = pair(self.arg(node, 3, "padding"), "padding", Some([0, 0]), 0)?;
+        let max = op != "avg_pool2d";
+        let (dilation, ceil_at) = if max {
+            (
+                pair(self.arg(node, 4, "dilation"), "dilation", Some([1, 1]), 1)?,
+                5,
+            )
+        } else {
+            ([1, 1], 4)
+        };
+        let ceil_mode = flag(self.arg(node, ceil_at, "ceil_mode"), "ceil_mode", false)?;
+        let count_include_pad = !max
+            && flag(
+                self.arg(node, 5, "count_include_pad"),
+                "count_include_pad",
+                true,
+            )?;
+        if max
+            && op == "max_pool2d"
+            && flag(self.arg(node, 6, "return_indices"), "return_indices", false)?
+        {
+            return Err("unsupported: max pooling's indices".to_string());
+        }
+        if !max
+            && !matches!(
+                self.arg(node, 6, "divisor_override"),
+                None | Some(Arg::None)
+            )
+        {
+            return Err("unsupported: avg_pool2d with divisor_override".to_string());
+        }
+        let pool = Pool2d {
+            kind: if max { PoolKind::Max } else { PoolKind::Avg },
+            kernel,
+            stride,
+            padding: [ph, ph, pw, pw],
+            dilation,
+            ceil_mode,
+            count_include_pad,
+        };
+        self.b.op(Op::Pool2d(pool), &[x]).map_err(super::te)
+    }
+
+    /// `adaptive_avg_pool2d(input, output_size)`.
+    pub(super) fn adaptive_avg_pool(&mut self, node: &Node) -> Result<Value, String> {
+        let x = self.required(node, 0, "input")?;
+        let [h, w] = pair(self.arg(node, 1, "output_size"), "output_size", None, 1)?;
+        cnn::adaptive_avg_pool(&mut self.b, x, [u64::from(h), u64::from(w)])
+    }
+
+    /// The ops of [`PARTIAL_TUPLE_OPS`]: their first item.
+    pub(super) fn partial_tuple(&mut self, op: &str, node: &Node) -> Result<Value, String> {
+        if op == "max_pool2d_with_indices" {
+            self.pool(op, node)
+        } else {
+            self.batch_norm(op, node)
+        }
+    }
+}
+
+/// torch's `padding='same'` along one axis: `(before, after)`, the extra
+/// one after.
+fn same(kernel: u64, dilation: u32) -> Result<[u32; 2], String> {
+    let total = kernel.saturating_sub(1) * u64::from(dilation);
+    let before = u32::try_from(total / 2).map_err(|_| "a kernel too large")?;
+    let after = u32::try_from(total - total / 2).map_err(|_| "a kernel too large")?;
+    Ok([before, after])
+}
