@@ -353,6 +353,7 @@ fn tensor_cases_match_what_torch_and_tensorflow_computed() {
         ("fx/cnn_modules", Format::Fx, Tol::OutputScale),
         ("fx/resblock_aten", Format::Fx, Tol::OutputScale),
         ("tf/mlp_frozen", Format::Tf, Tol::Elementwise),
+        ("tf/cnn_frozen", Format::Tf, Tol::OutputScale),
         // nn.Sequential traced to call_module nodes whose types only
         // module.txt gives (written by real torch: fx_local/make_fixtures.py).
         ("fx_local/seq_activations", Format::Fx, Tol::Elementwise),

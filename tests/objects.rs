@@ -155,6 +155,36 @@ output \"cat\" = v10
             ))],
             packed: false,
         },
+        Case {
+            // A small CNN, as importers write one: a strided convolution
+            // with asymmetric padding and a bias, ReLU, a depthwise dilated
+            // convolution, max pooling with ceil_mode and padding, average
+            // pooling counting and not counting the padding, and global
+            // average pooling; the batch is symbolic.
+            format: Format::Kiln,
+            src: "v0: f32[n, 2, 6, 5] = input \"x\"
+v1: f32[3, 2, 3, 3] = tensor -1.0, -0.625, -0.25, 0.125, 0.5, 0.875, -0.875, -0.5, -0.125, 0.25, 0.625, 1.0, -0.75, -0.375, 0.0, 0.375, 0.75, -1.0, -0.625, -0.25, 0.125, 0.5, 0.875, -0.875, -0.5, -0.125, 0.25, 0.625, 1.0, -0.75, -0.375, 0.0, 0.375, 0.75, -1.0, -0.625, -0.25, 0.125, 0.5, 0.875, -0.875, -0.5, -0.125, 0.25, 0.625, 1.0, -0.75, -0.375, 0.0, 0.375, 0.75, -1.0, -0.625, -0.25
+v2: f32[n, 3, 3, 3] = conv2d v0, v1 stride [2, 2] pad [1, 0, 1, 1]
+v3: f32[3, 1, 1] = tensor 0.5, -0.25, 0.125
+v4: f32[n, 3, 3, 3] = add v2, v3
+v5: f32 = const 0.0
+v6: f32[n, 3, 3, 3] = max v4, v5
+v7: f32[6, 1, 2, 1] = tensor -1.5, 0.5, -1.0, 1.0, -0.5, 1.5, 0.0, -1.5, 0.5, -1.0, 1.0, -0.5
+v8: f32[n, 6, 2, 3] = conv2d v6, v7 pad [1, 0, 0, 0] dilation [2, 1] groups 3
+v9: f32[n, 6, 2, 2] = max_pool2d v8 kernel [2, 2] stride [2, 2] pad [1, 1, 1, 1] ceil_mode
+v10: f32[n, 3, 2, 2] = avg_pool2d v6 kernel [2, 2] stride [2, 2] pad [1, 1, 1, 1] count_include_pad
+v11: f32[n, 3, 2, 2] = avg_pool2d v6 kernel [3, 2] stride [2, 2] pad [1, 1, 0, 0] ceil_mode
+v12: f32[n, 6, 1, 1] = reduce_axes v8 [2, 3] mean keepdim
+output \"max\" = v9
+output \"avg\" = v10
+output \"avg_ceil\" = v11
+output \"global\" = v12
+",
+            inputs: vec![Data::Column(Buffer::F32(
+                (0..120).map(|i| ((i * 29) % 23) as f32 * 0.25 - 2.75).collect(),
+            ))],
+            packed: false,
+        },
     ]
 }
 

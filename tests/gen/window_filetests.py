@@ -113,3 +113,50 @@ padded input, else by its taps inside the input). Expected values are
 torch's (F.max_pool2d, F.avg_pool2d in float64), written by
 tests/gen/window_filetests.py.
 """, pools, f"{out}/pool2d.kiln")
+
+# A small CNN, as the objects test builds one, in f32 with values on a grid
+# (weights multiples of 1/8, inputs of 1/4), so every sum is exact and each
+# average one division: torch's f32 results are the bits every tier must give.
+def grid(n, mul, mod, off, step):
+    return torch.tensor([((i * mul) % mod - off) * step for i in range(n)], dtype=torch.float32)
+
+x = grid(120, 29, 23, 11, 0.25).reshape(2, 2, 6, 5)
+w1 = grid(54, 37, 17, 8, 0.125).reshape(3, 2, 3, 3)
+b1 = torch.tensor([0.5, -0.25, 0.125])
+w2 = grid(12, 11, 7, 3, 0.5).reshape(6, 1, 2, 1)
+y = F.conv2d(F.pad(x, (1, 1, 1, 0)), w1, stride=2) + b1.reshape(3, 1, 1)
+y = torch.relu(y)
+z = F.conv2d(F.pad(y, (0, 0, 1, 0)), w2, dilation=(2, 1), groups=3)
+outs = {
+    "max": F.max_pool2d(z, 2, 2, 1, ceil_mode=True),
+    "avg": F.avg_pool2d(y, 2, 2, 1, count_include_pad=True),
+    "avg_ceil": F.avg_pool2d(F.pad(y, (0, 0, 0, 0)), (3, 2), 2, (1, 0), ceil_mode=True, count_include_pad=False),
+    "global": z.mean(dim=(2, 3), keepdim=True),
+}
+t = lambda v: ", ".join(repr(float(a)) for a in v.flatten().tolist())
+src = f'''# A small CNN on every tier (the wasm modules included): a strided
+# convolution with asymmetric padding and a bias, ReLU, a dilated depthwise
+# convolution, max pooling with ceil_mode and padding, average pooling
+# counting and not counting the padding, global average pooling. Values on a
+# grid make every sum exact, so torch's f32 results (written by
+# tests/gen/window_filetests.py) are the bits.
+graph "small_cnn"
+v0: f32[2, 2, 6, 5] = input "x"
+v1: f32[3, 2, 3, 3] = tensor {t(w1)}
+v2: f32[2, 3, 3, 3] = conv2d v0, v1 stride [2, 2] pad [1, 0, 1, 1]
+v3: f32[3, 1, 1] = tensor 0.5, -0.25, 0.125
+v4: f32[2, 3, 3, 3] = add v2, v3
+v5: f32 = const 0.0
+v6: f32[2, 3, 3, 3] = max v4, v5
+v7: f32[6, 1, 2, 1] = tensor {t(w2)}
+v8: f32[2, 6, 2, 3] = conv2d v6, v7 pad [1, 0, 0, 0] dilation [2, 1] groups 3
+v9: f32[2, 6, 2, 2] = max_pool2d v8 kernel [2, 2] stride [2, 2] pad [1, 1, 1, 1] ceil_mode
+v10: f32[2, 3, 2, 2] = avg_pool2d v6 kernel [2, 2] stride [2, 2] pad [1, 1, 1, 1] count_include_pad
+v11: f32[2, 3, 2, 2] = avg_pool2d v6 kernel [3, 2] stride [2, 2] pad [1, 1, 0, 0] ceil_mode
+v12: f32[2, 6, 1, 1] = reduce_axes v8 [2, 3] mean keepdim
+output "max" = v9
+output "avg" = v10
+output "avg_ceil" = v11
+output "global" = v12
+# run: x=[{t(x)}] => ''' + ", ".join(f"{k}=[{t(v)}]" for k, v in outs.items()) + "\n"
+open(f"{out}/small_cnn.kiln", "w").write(src)

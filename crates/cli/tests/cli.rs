@@ -782,21 +782,26 @@ fn shapes_come_from_the_data_given() {
     assert_bad_input(&out, "error: --arg x");
 }
 
-/// The CNNs traced by real torch (tests/fixtures/fx): the call_module form
-/// with its module tree and weights beside graph.txt, and the ATen form of a
-/// ResNet BasicBlock; every tier prints the same values, each within 1e-6 of
-/// the output's largest magnitude of what torch computed.
+/// The CNNs written by real torch and TensorFlow (tests/fixtures): the
+/// call_module form with its module tree and weights beside graph.txt, the
+/// ATen form of a ResNet BasicBlock, and a frozen NHWC Keras-style CNN;
+/// every tier prints the same values, each within 1e-6 of the output's
+/// largest magnitude of what the library computed.
 #[test]
-fn cnns_traced_by_torch_run_on_every_tier() {
-    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/fx");
-    for case_name in ["cnn_modules", "resblock_aten"] {
+fn cnns_from_torch_and_tensorflow_run_on_every_tier() {
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures");
+    for (case_name, file) in [
+        ("fx/cnn_modules", "graph.txt"),
+        ("fx/resblock_aten", "graph.txt"),
+        ("tf/cnn_frozen", "graph.pbtxt"),
+    ] {
         let dir = fixtures.join(case_name);
         let case = std::fs::read_to_string(dir.join("case.json")).expect("case.json");
         let case: serde_json::Value = serde_json::from_str(&case).expect("json");
-        let graph = dir.join("graph.txt").display().to_string();
+        let graph = dir.join(file).display().to_string();
         for (run_idx, run) in case["runs"].as_array().expect("runs").iter().enumerate() {
             let inputs = temp_file(
-                &format!("{case_name}_{run_idx}.json"),
+                &format!("{}_{run_idx}.json", case_name.replace('/', "_")),
                 run["inputs"].to_string().as_bytes(),
             );
             let want: Vec<f64> = run["outputs"][0]["data"]

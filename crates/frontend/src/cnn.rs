@@ -1,7 +1,8 @@
 //! Convolutional layers as the importers build them (torch.fx and
 //! TensorFlow): a convolution and its bias, batch normalization in
-//! inference, and pooling windows. NCHW throughout; TensorFlow's NHWC
-//! graphs transpose around these.
+//! inference, and pooling windows. kiln's window ops are NCHW; TensorFlow's
+//! NHWC graphs transpose around them ([`to_nchw`], [`to_nhwc`]: views, no
+//! copies), and a transpose of a transpose is not written.
 
 use crate::eltwise::konst;
 use kiln_ir::{BinaryOp, Builder, Conv2d, Dim, Op, ReduceOp, TypeError, UnaryOp, Value};
@@ -56,6 +57,43 @@ pub fn conv2d(
     }
 }
 
+/// Where a tensor's channels are.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// `[n, c, h, w]` (torch; kiln's window ops).
+    Nchw,
+    /// `[n, h, w, c]` (TensorFlow's default).
+    Nhwc,
+}
+
+const TO_NCHW: [u32; 4] = [0, 3, 1, 2];
+const TO_NHWC: [u32; 4] = [0, 2, 3, 1];
+
+/// `x` transposed by `perm`, or, when `x` is itself the inverse transpose
+/// of some `v`, that `v`.
+fn transpose(
+    b: &mut Builder,
+    x: Value,
+    perm: [u32; 4],
+    inverse: [u32; 4],
+) -> Result<Value, String> {
+    let node = b.graph().node(x);
+    if node.op == Op::Transpose(inverse.to_vec()) {
+        return Ok(node.args[0]);
+    }
+    b.op(Op::Transpose(perm.to_vec()), &[x]).map_err(te)
+}
+
+/// An NHWC tensor as NCHW.
+pub fn to_nchw(b: &mut Builder, x: Value) -> Result<Value, String> {
+    transpose(b, x, TO_NCHW, TO_NHWC)
+}
+
+/// An NCHW tensor as NHWC.
+pub fn to_nhwc(b: &mut Builder, x: Value) -> Result<Value, String> {
+    transpose(b, x, TO_NHWC, TO_NCHW)
+}
+
 /// The parameters of a batch normalization in inference.
 pub struct BatchNorm {
     /// The scale, `None` without affine parameters (1).
@@ -70,7 +108,8 @@ pub struct BatchNorm {
     pub eps: f64,
 }
 
-/// Batch normalization of NCHW `x` in inference: `x * scale + shift` with
+/// Batch normalization of `x` (channels where `layout` says) in inference:
+/// `x * scale + shift` with
 /// `scale = gamma / sqrt(var + eps)` and `shift = beta - mean * scale`,
 /// written as graph ops on the parameters. After a convolution with
 /// constant weights (and a constant bias, or none), the convolution is
@@ -78,7 +117,12 @@ pub struct BatchNorm {
 /// shift)`: constant folding turns both into constants (torch's
 /// `fuse_conv_bn_eval`), and the original convolution is left for
 /// dead-code elimination.
-pub fn batch_norm(b: &mut Builder, x: Value, p: &BatchNorm) -> Result<Value, String> {
+pub fn batch_norm(
+    b: &mut Builder,
+    x: Value,
+    p: &BatchNorm,
+    layout: Layout,
+) -> Result<Value, String> {
     let dtype = b.dtype(x).ok_or("batch norm of a selection")?;
     if !dtype.is_float() {
         return Err(format!("batch norm of {}, not floats", b.ty(x)));
@@ -96,7 +140,7 @@ pub fn batch_norm(b: &mut Builder, x: Value, p: &BatchNorm) -> Result<Value, Str
         Some(beta) => b.binary(BinaryOp::Sub, beta, centered).map_err(te)?,
         None => b.unary(UnaryOp::Neg, centered).map_err(te)?,
     };
-    if let Some((input, w, attrs, bias)) = constant_conv(b, x) {
+    if let Some((input, w, attrs, bias)) = constant_conv(b, x, layout) {
         let scale_w = per_channel(b, scale, 3)?;
         let w = b.binary(BinaryOp::Mul, w, scale_w).map_err(te)?;
         let bias = match bias {
@@ -106,32 +150,52 @@ pub fn batch_norm(b: &mut Builder, x: Value, p: &BatchNorm) -> Result<Value, Str
             }
             None => shift,
         };
-        return conv2d(b, input, w, Some(bias), attrs);
+        let y = conv2d(b, input, w, Some(bias), attrs)?;
+        return match layout {
+            Layout::Nchw => Ok(y),
+            Layout::Nhwc => to_nhwc(b, y),
+        };
     }
-    let scale = per_channel(b, scale, 2)?;
-    let shift = per_channel(b, shift, 2)?;
+    // NHWC: a `[c]` vector broadcasts along the last axis as it is.
+    let (scale, shift) = match layout {
+        Layout::Nchw => (per_channel(b, scale, 2)?, per_channel(b, shift, 2)?),
+        Layout::Nhwc => (scale, shift),
+    };
     let y = b.binary(BinaryOp::Mul, x, scale).map_err(te)?;
     b.binary(BinaryOp::Add, y, shift).map_err(te)
 }
 
 /// `x` as `conv2d(input, w) (+ bias)` with constant weights and a constant
-/// per-channel bias (as a vector): its input, weights, attributes, bias.
-fn constant_conv(b: &Builder, x: Value) -> Option<(Value, Value, Conv2d, Option<Value>)> {
+/// per-channel bias (as a vector or a scalar): its input, weights,
+/// attributes, bias. NCHW: the convolution, plus the bias as [`conv2d`]
+/// adds it (reshaped to `[c, 1, 1]`). NHWC: the convolution transposed to
+/// NHWC, plus a `[c]` bias (TF's `BiasAdd`).
+fn constant_conv(
+    b: &Builder,
+    x: Value,
+    layout: Layout,
+) -> Option<(Value, Value, Conv2d, Option<Value>)> {
     let g = b.graph();
     let is_const = |v: Value| matches!(g.node(v).op, Op::Tensor(_) | Op::Const(_));
-    let (conv, bias) = match &g.node(x).op {
+    let vector = |v: Value| is_const(v) && b.ty(v).as_tensor().is_some_and(|t| t.shape.len() <= 1);
+    let (inner, bias) = match &g.node(x).op {
         Op::Binary(BinaryOp::Add) => {
             let args = &g.node(x).args;
-            // The bias as `conv2d` above adds it: a `[c]` constant reshaped,
-            // or a scalar.
-            let vector = match g.node(args[1]).op {
-                Op::Reshape(_) => g.node(args[1]).args[0],
-                Op::Const(_) => args[1],
+            let bias = match (&g.node(args[1]).op, layout) {
+                (Op::Reshape(_), Layout::Nchw) => g.node(args[1]).args[0],
+                (Op::Const(_), _) | (Op::Tensor(_), Layout::Nhwc) => args[1],
                 _ => return None,
             };
-            (args[0], Some(Some(vector).filter(|&v| is_const(v))?))
+            (args[0], Some(Some(bias).filter(|&v| vector(v))?))
         }
         _ => (x, None),
+    };
+    let conv = match layout {
+        Layout::Nchw => inner,
+        Layout::Nhwc if g.node(inner).op == Op::Transpose(TO_NHWC.to_vec()) => {
+            g.node(inner).args[0]
+        }
+        Layout::Nhwc => return None,
     };
     let Op::Conv2d(attrs) = g.node(conv).op else {
         return None;

@@ -955,3 +955,102 @@ fn fx_convolutions_batch_norms_and_pools() {
     .expect("imports");
     assert_eq!(g.ty(g.outputs()[0].value).to_string(), "f32[1, 1, 3, 3]");
 }
+
+/// A float constant node of `dims` with `values` (`float_val`).
+fn tf_floats(name: &str, dims: &[i64], values: &[f32]) -> String {
+    let dims: String = dims
+        .iter()
+        .map(|d| format!("dim {{ size: {d} }} "))
+        .collect();
+    let vals: String = values
+        .iter()
+        .map(|v| format!(" float_val: {v:?}"))
+        .collect();
+    format!(
+        r#"node {{ name: "{name}" op: "Const" attr {{ key: "value" value {{ tensor {{ dtype: DT_FLOAT tensor_shape {{ {dims}}}{vals} }} }} }} }}"#
+    )
+}
+
+/// TF's window ops on an NHWC 3x3 image of 1..9, by hand: a depthwise
+/// convolution (multiplier 2), `SAME` pools (the extra padding after; the
+/// average divides by the taps inside), `Pad`, `EXPLICIT` padding, an NCHW
+/// `data_format`, and the errors.
+#[test]
+fn tf_convolutions_pools_and_pads() {
+    let nodes = [
+        r#"node { name: "x" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } } attr { key: "shape" value { shape { dim { size: 1 } dim { size: 3 } dim { size: 3 } dim { size: 1 } } } } }"#.to_string(),
+        // [kh, kw, in, multiplier]: m = 0 all ones, m = 1 [[1, 0], [0, -1]].
+        tf_floats("dwf", &[2, 2, 1, 2], &[1.0, 1.0, 1.0, 0.0, 1.0, 0.0, 1.0, -1.0]),
+        r#"node { name: "dw" op: "DepthwiseConv2dNative" input: "x" input: "dwf" attr { key: "padding" value { s: "VALID" } } attr { key: "strides" value { list { i: 1 i: 1 i: 1 i: 1 } } } }"#.to_string(),
+        r#"node { name: "avg" op: "AvgPool" input: "x" attr { key: "ksize" value { list { i: 1 i: 2 i: 2 i: 1 } } } attr { key: "strides" value { list { i: 1 i: 2 i: 2 i: 1 } } } attr { key: "padding" value { s: "SAME" } } }"#.to_string(),
+        r#"node { name: "max" op: "MaxPool" input: "x" attr { key: "ksize" value { list { i: 1 i: 2 i: 2 i: 1 } } } attr { key: "strides" value { list { i: 1 i: 2 i: 2 i: 1 } } } attr { key: "padding" value { s: "SAME" } } }"#.to_string(),
+        tf_ints("pads", &[0, 0, 1, 0, 0, 1, 0, 0], true).replace("dim { size: 8 }", "dim { size: 4 } dim { size: 2 }"),
+        r#"node { name: "pad" op: "Pad" input: "x" input: "pads" }"#.to_string(),
+        tf_floats("ones", &[2, 2, 1, 1], &[1.0; 4]),
+        r#"node { name: "conv" op: "Conv2D" input: "x" input: "ones" attr { key: "padding" value { s: "EXPLICIT" } } attr { key: "explicit_paddings" value { list { i: 0 i: 0 i: 1 i: 0 i: 0 i: 1 i: 0 i: 0 } } } attr { key: "strides" value { list { i: 1 i: 1 i: 1 i: 1 } } } }"#.to_string(),
+        r#"node { name: "nchw" op: "MaxPool" input: "x" attr { key: "ksize" value { list { i: 1 i: 1 i: 3 i: 1 } } } attr { key: "strides" value { list { i: 1 i: 1 i: 1 i: 1 } } } attr { key: "padding" value { s: "VALID" } } attr { key: "data_format" value { s: "NCHW" } } }"#.to_string(),
+    ]
+    .join("\n");
+    let g = tf_graph(&nodes, &["dw", "avg", "max", "pad", "conv", "nchw"]).unwrap();
+    let x = f32s(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]);
+    let out = run(&g, &[x]);
+    assert_eq!(
+        out[0],
+        f32s(&[12.0, -4.0, 16.0, -4.0, 24.0, -4.0, 28.0, -4.0])
+    );
+    assert_eq!(out[1], f32s(&[3.0, 4.5, 7.5, 9.0]));
+    assert_eq!(out[2], f32s(&[5.0, 6.0, 8.0, 9.0]));
+    let padded = [
+        0.0, 0.0, 0.0, 0.0, 1.0, 2.0, 3.0, 0.0, 4.0, 5.0, 6.0, 0.0, 7.0, 8.0, 9.0, 0.0,
+    ];
+    assert_eq!(out[3], f32s(&padded));
+    assert_eq!(
+        out[4],
+        f32s(&[3.0, 5.0, 3.0, 12.0, 16.0, 9.0, 24.0, 28.0, 15.0])
+    );
+    // NCHW [1, 3, 3, 1]: 3 channels of 3 rows and one column; a window of
+    // all 3 rows.
+    assert_eq!(out[5], f32s(&[3.0, 6.0, 9.0]));
+    let err = tf_graph(
+        &nodes.replace(
+            r#"s: "VALID" } } attr { key: "strides""#,
+            r#"s: "FULL" } } attr { key: "strides""#,
+        ),
+        &["dw"],
+    )
+    .unwrap_err();
+    assert!(err.contains("unknown padding \"FULL\""), "{err}");
+    let err = tf_graph(
+        &nodes.replace(
+            "i: 1 i: 2 i: 2 i: 1 } } } attr { key: \"strides\"",
+            "i: 2 i: 2 i: 2 i: 1 } } } attr { key: \"strides\"",
+        ),
+        &["avg"],
+    )
+    .unwrap_err();
+    assert!(
+        err.contains("moves along the batch or channel axis"),
+        "{err}"
+    );
+    let bn = format!(
+        "{nodes}\n{}\n{}\n{}\n{}\n{}",
+        tf_floats("g", &[1], &[2.0]),
+        tf_floats("b", &[1], &[1.0]),
+        tf_floats("m", &[1], &[5.0]),
+        tf_floats("v", &[1], &[4.0]),
+        r#"node { name: "bn" op: "FusedBatchNormV3" input: "x" input: "g" input: "b" input: "m" input: "v" attr { key: "epsilon" value { f: 0.0 } } attr { key: "is_training" value { b: false } } }"#,
+    );
+    let g = tf_graph(&bn, &["bn"]).unwrap();
+    let out = run(&g, &[f32s(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0])]);
+    assert_eq!(
+        out[0],
+        f32s(&[-3.0, -2.0, -1.0, 0.0, 1.0, 2.0, 3.0, 4.0, 5.0])
+    );
+    let err = tf_graph(&bn.replace("b: false", "b: true"), &["bn"]).unwrap_err();
+    assert!(err.contains("batch norm in training mode"), "{err}");
+    let err = tf_graph(&bn, &["bn:1"]).unwrap_err();
+    assert!(
+        err.contains("reads output 1 of `bn`, which has 1 output(s)"),
+        "{err}"
+    );
+}

@@ -98,13 +98,14 @@ pub struct Options {
     pub features: Option<String>,
 }
 
-/// Runs the `default<On>` pipeline over `module` for `machine`. Loop and SLP
-/// vectorization and unrolling are on from `-O2`, as clang sets them.
+/// Runs the `default<On>` pipeline over `module` for `machine`. Loop
+/// vectorization and unrolling are on from `-O2`, as clang sets them; the SLP
+/// vectorizer is off (`target::init_targets` says why).
 fn optimize(module: &Module, machine: &TargetMachine, opt: OptLevel) -> CodegenResult<()> {
     let options = PassBuilderOptions::create();
     let vectorize = matches!(opt, OptLevel::O2 | OptLevel::O3);
     options.set_loop_vectorization(vectorize);
-    options.set_loop_slp_vectorization(vectorize);
+    options.set_loop_slp_vectorization(false);
     options.set_loop_interleaving(vectorize);
     options.set_loop_unrolling(opt != OptLevel::O0);
     fallback::keep_variants(module);

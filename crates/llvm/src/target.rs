@@ -35,7 +35,34 @@ pub struct TargetSpec {
 
 fn init_targets() {
     static INIT: Once = Once::new();
-    INIT.call_once(|| Target::initialize_all(&InitializationConfig::default()));
+    INIT.call_once(|| {
+        Target::initialize_all(&InitializationConfig::default());
+        disable_slp_vectorizer();
+    });
+}
+
+/// Turns LLVM's SLP vectorizer off for this process (`-vectorize-slp=false`).
+/// LLVM 19's miscompiled a convolution for AVX-512 targets (x86-64-v4,
+/// znver4): after the tap passes' short loops were unrolled, it gathered the
+/// destination's loads with masked gathers ahead of earlier stores to the
+/// same elements (`tests/filetests/regressions/conv2d_slp.kiln`). The C
+/// API's pipeline option (`LLVMPassBuilderOptionsSetSLPVectorization`) does
+/// not stop it in LLVM 19: the pass runs whatever the option says and obeys
+/// only this flag. kiln's kernels are loops, which the loop vectorizer
+/// takes; the benchmarks measured no loss (docs/performance.md). The flag
+/// is global to the process's LLVM, which only kiln uses here (llvmlite and
+/// numba link their own copy).
+fn disable_slp_vectorizer() {
+    let args = [c"kiln".as_ptr(), c"-vectorize-slp=false".as_ptr()];
+    // SAFETY: two valid NUL-terminated strings that outlive the call; LLVM
+    // copies what it keeps. Called once, before any pass runs.
+    unsafe {
+        inkwell::llvm_sys::support::LLVMParseCommandLineOptions(
+            args.len() as i32,
+            args.as_ptr(),
+            c"".as_ptr(),
+        );
+    }
 }
 
 /// The host's triple, as LLVM names it.

@@ -17,6 +17,12 @@ mean anything on a noisy machine).
   torch.no_grad: eager, torch.compile's default backend (inductor) and
   torch.compile(backend="kiln") on both JIT tiers, with torch on 1 and 2
   threads; median of 7 interleaved repeats of 1000 calls, after warm-up.
+- resnet: ResNet-18 (the standard 64-128-256-512 layout, written out
+  below, random weights, eval mode) on one 1x3x224x224 image under
+  torch.no_grad: eager on 1 and 2 threads against
+  torch.compile(backend="kiln") on both JIT tiers (kiln runs a kernel on
+  one thread); the first call's time (Dynamo, aot_autograd, kiln's compile)
+  and the peak RSS after each, then the median of 5 interleaved repeats.
 
 Build the release wheel first (docs/performance.md has the commands).
 """
@@ -164,7 +170,87 @@ def torch_mlp():
                  median_us=statistics.median(ts) / calls * 1e6, min_us=min(ts) / calls * 1e6)
 
 
+def resnet18():
+    """torchvision's resnet18, written out: conv 7x7/2, max pool 3x3/2, four
+    stages of two BasicBlocks (64, 128, 256, 512 channels; a strided 1x1
+    shortcut where the shape changes), global average pooling, Linear."""
+    from torch import nn
+
+    class Block(nn.Module):
+        def __init__(self, cin, cout, stride):
+            super().__init__()
+            self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(cout)
+            self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+            self.bn2 = nn.BatchNorm2d(cout)
+            self.down = None
+            if stride != 1 or cin != cout:
+                self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+        def forward(self, x):
+            y = torch.relu(self.bn1(self.conv1(x)))
+            y = self.bn2(self.conv2(y))
+            return torch.relu(y + (x if self.down is None else self.down(x)))
+
+    import torch
+
+    layers = [nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(3, 2, 1)]
+    cin = 64
+    for cout, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
+        layers += [Block(cin, cout, stride), Block(cout, cout, 1)]
+        cin = cout
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, 1000)]
+    torch.manual_seed(0)
+    model = nn.Sequential(*layers)
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.1, 0.1)
+            m.running_var.uniform_(0.5, 1.5)
+    return model.eval()
+
+
+def peak_rss_mb():
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def resnet():
+    import torch
+    import torch._dynamo
+
+    model = resnet18()
+    x = torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        want = model(x)
+        runs = []
+        for tier in ("cranelift", "llvm"):
+            torch._dynamo.reset()
+            f = torch.compile(model, backend="kiln", options={"tier": tier})
+            start = time.perf_counter()
+            got = f(x)
+            first = time.perf_counter() - start
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4 * want.abs().max().item())
+            emit(workload="resnet18-1x3x224x224", peer=f"kiln-{tier}", first_call_s=first,
+                 peak_rss_mb=peak_rss_mb())
+            runs.append((f"kiln-{tier}", f, 1))
+        for threads in (1, 2):
+            runs.append((f"torch-eager-{threads}t", model, threads))
+
+        def loop(f, threads):
+            def run():
+                torch.set_num_threads(threads)
+                f(x)
+            return run
+
+        times = interleaved([loop(f, t) for _, f, t in runs], repeats=5)
+    for (peer, _, _), ts in zip(runs, times):
+        emit(workload="resnet18-1x3x224x224", peer=peer, median_ms=statistics.median(ts) * 1e3,
+             min_ms=min(ts) * 1e3)
+
+
 if __name__ == "__main__":
     which = sys.argv[1:] or ["scalar", "population", "query", "torch"]
     for w in which:
-        {"scalar": scalar, "population": population, "query": query, "torch": torch_mlp}[w]()
+        {"scalar": scalar, "population": population, "query": query, "torch": torch_mlp,
+         "resnet": resnet}[w]()

@@ -126,6 +126,76 @@ def test_mlp_identical_bits_across_tiers():
         assert torch.equal(r.view(torch.int32), results[0].view(torch.int32))
 
 
+class _Block(nn.Module):
+    """A ResNet BasicBlock with a strided 1x1 shortcut, then a depthwise
+    convolution, ReLU6 and average pooling."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(4, 8, 3, stride=2, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.conv2 = nn.Conv2d(8, 8, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(8)
+        self.down = nn.Sequential(nn.Conv2d(4, 8, 1, stride=2, bias=False), nn.BatchNorm2d(8))
+        self.dw = nn.Conv2d(8, 8, 3, padding=2, dilation=2, groups=8)
+        self.pool = nn.AvgPool2d(3, stride=2, padding=1, ceil_mode=True, count_include_pad=False)
+
+    def forward(self, x):
+        y = torch.relu(self.bn1(self.conv1(x)))
+        y = torch.relu(self.bn2(self.conv2(y)) + self.down(x))
+        return self.pool(nn.functional.relu6(self.dw(y)))
+
+
+def cnn():
+    torch.manual_seed(5)
+    model = nn.Sequential(
+        nn.Conv2d(3, 4, 3, padding=1),
+        nn.BatchNorm2d(4),
+        nn.ReLU(),
+        nn.MaxPool2d(3, stride=2, padding=1),
+        _Block(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Dropout(0.5),
+        nn.Linear(8, 5),
+    )
+    # Running statistics other than 0 and 1, so the batch norms compute.
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.5, 0.5)
+            m.running_var.uniform_(0.5, 2.0)
+            m.weight.data.uniform_(0.5, 1.5)
+            m.bias.data.uniform_(-0.2, 0.2)
+    return model.eval()
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_cnn_in_eval_mode(tier):
+    model = cnn()
+    x = torch.randn(2, 3, 19, 17, generator=torch.Generator().manual_seed(9))
+    with torch.no_grad():
+        got = compiled(model, tier)(x)
+        want = model(x)
+        # Convolutions sum in their own order: compare at the output's scale.
+        close(got, want, rtol=1e-5, atol=1e-6 * want.abs().max().item())
+        report = kt.explain(model, x, tier=tier)
+    assert report.eager_nodes == [], str(report)
+    ops = {n.target.split(".")[3] for n in report.kiln_nodes if n.target.startswith("torch.ops.aten.")}
+    assert {"convolution", "max_pool2d_with_indices", "avg_pool2d"} <= ops, ops
+
+
+def test_cnn_identical_bits_across_tiers():
+    model = cnn()
+    x = torch.randn(3, 3, 16, 16, generator=torch.Generator().manual_seed(10))
+    results = []
+    with torch.no_grad():
+        for tier in TIERS:
+            torch._dynamo.reset()
+            results.append(compiled(model, tier)(x))
+    for r in results[1:]:
+        assert torch.equal(r.view(torch.int32), results[0].view(torch.int32))
+
+
 def test_softmax_and_log_softmax_f64():
     def f(x):
         return torch.softmax(x, dim=1), torch.log_softmax(x * 3, dim=0).sum(dim=1)

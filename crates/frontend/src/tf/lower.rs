@@ -21,11 +21,12 @@ use kiln_ir::{
 use std::collections::HashMap;
 use std::sync::Arc;
 
+mod cnn;
 mod tensor;
 
-/// Tensor ops kiln's IR has no form for (data-dependent shapes, gathers,
-/// convolutions): reported apart, so the message says what kind they are.
-const TENSOR_OPS: &[&str] = &["Shape", "Fill", "Tile", "GatherV2", "Conv2D"];
+/// Tensor ops kiln's IR has no form for (data-dependent shapes, gathers):
+/// reported apart, so the message says what kind they are.
+const TENSOR_OPS: &[&str] = &["Shape", "Fill", "Tile", "GatherV2"];
 
 /// How many data inputs an op takes (control inputs aside).
 #[derive(Copy, Clone, Debug)]
@@ -118,6 +119,20 @@ const OPS: &[(&[&str], Arity, Build)] = &[
     (&["ExpandDims"], Arity::Exactly(2), |tf, _, a| {
         Ok(Some(tf.expand_dims(a)?))
     }),
+    (
+        &["Conv2D", "DepthwiseConv2dNative"],
+        Arity::Exactly(2),
+        |tf, n, a| Ok(Some(tf.conv(n, a)?)),
+    ),
+    (&["MaxPool", "AvgPool"], Arity::Exactly(1), |tf, n, a| {
+        Ok(Some(tf.pool(n, a)?))
+    }),
+    (
+        &["FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3"],
+        Arity::Exactly(5),
+        |tf, n, a| Ok(Some(tf.batch_norm(n, a)?)),
+    ),
+    (&["Pad"], Arity::Exactly(2), |tf, _, a| Ok(Some(tf.pad(a)?))),
     (&["Squeeze"], Arity::Exactly(1), |tf, n, a| {
         Ok(Some(tf.squeeze(n, a)?))
     }),

@@ -187,7 +187,7 @@ impl Fx<'_> {
             var,
             eps,
         };
-        cnn::batch_norm(&mut self.b, x, &p)
+        cnn::batch_norm(&mut self.b, x, &p, cnn::Layout::Nchw)
     }
 
     /// `max_pool2d` / `max_pool2d_with_indices` (input, kernel_size, stride,
