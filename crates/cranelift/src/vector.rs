@@ -21,8 +21,10 @@
 //!
 //! Which loops ([`plan`]): straight-line bodies of `let`s and stores, where
 //! every store writes element `row` (plus a loop-invariant offset) of a
-//! buffer the loop does not read and stores nothing else there. Rows are
-//! then independent, whatever order their lanes run in. Loops with
+//! buffer the loop stores nothing else to, and reads that buffer, if at
+//! all, only at the element it stores (`acc[p] = acc[p] + x[p] * w`, a
+//! convolution's tap: each row reads its own element before writing it).
+//! Rows are then independent, whatever order their lanes run in. Loops with
 //! accumulators, selections, division checks or nested loops stay scalar.
 
 use crate::codegen::{clif_type, FunctionCx};
@@ -170,7 +172,10 @@ pub(crate) fn plan(
     let shape = shape(row, body, one);
     let Shape { unit, invariant } = &shape;
     let mut lanes = u8::MAX;
-    let (mut loaded, mut stored) = (HashSet::new(), HashSet::new());
+    // Each buffer's load indices, and the index it is stored at.
+    let mut loaded: HashMap<ParamIdx, Vec<Reg>> = HashMap::new();
+    let mut stored: HashMap<ParamIdx, Reg> = HashMap::new();
+    let mut bits = HashSet::new();
     let mut contiguous = false;
     for stmt in body {
         match stmt {
@@ -181,8 +186,13 @@ pub(crate) fn plan(
                 }
                 match expr {
                     Expr::Var(_) => return None,
-                    Expr::Load(p, idx) | Expr::LoadBit(p, idx) => {
-                        loaded.insert(*p);
+                    Expr::Load(p, idx) => {
+                        loaded.entry(*p).or_default().push(*idx);
+                        contiguous |= unit.contains(idx);
+                    }
+                    // A bit shares its byte with other rows' bits.
+                    Expr::LoadBit(p, idx) => {
+                        bits.insert(*p);
                         contiguous |= unit.contains(idx);
                     }
                     Expr::Unary(op, _) => {
@@ -199,7 +209,7 @@ pub(crate) fn plan(
                 }
             }
             Stmt::Store(p, Some(idx), _) if unit.contains(idx) => {
-                if !stored.insert(*p) {
+                if stored.insert(*p, *idx).is_some() {
                     return None;
                 }
                 contiguous = true;
@@ -226,14 +236,22 @@ pub(crate) fn plan(
     if index_as_value {
         lanes = lanes.min(2);
     }
-    let independent = loaded.is_disjoint(&stored);
+    // A stored buffer is read, if at all, at the very index it is stored at
+    // (the same register), so each row reads only its own element.
+    let independent = stored.iter().all(|(p, at)| {
+        !bits.contains(p)
+            && loaded
+                .get(p)
+                .is_none_or(|idxs| idxs.iter().all(|idx| idx == at))
+    });
     (independent && contiguous && (2..=4).contains(&lanes)).then_some(Plan { lanes, shape })
 }
 
 /// The buffers of a loop whose every load and store is at `row` itself (no
-/// offset, no bitmap), each with its element dtype and whether it is read
-/// (else written): the loops [`FunctionCx::codegen_overlapped_loop`] runs
-/// with no scalar loop. `None` for any other loop.
+/// offset, no bitmap) and that reads no buffer it writes, each with its
+/// element dtype and whether it is read (else written): the loops
+/// [`FunctionCx::codegen_overlapped_loop`] runs with no scalar loop. `None`
+/// for any other loop.
 fn whole_rows(kernel: &Kernel, row: Reg, body: &[Stmt]) -> Option<Vec<(ParamIdx, DType, bool)>> {
     let mut buffers: Vec<(ParamIdx, DType, bool)> = Vec::new();
     for stmt in body {
@@ -244,8 +262,11 @@ fn whole_rows(kernel: &Kernel, row: Reg, body: &[Stmt]) -> Option<Vec<(ParamIdx,
             Stmt::Store(..) => return None,
             _ => continue,
         };
-        if !buffers.iter().any(|b| b.0 == param) {
-            buffers.push((param, dtype, loaded));
+        match buffers.iter().find(|b| b.0 == param) {
+            None => buffers.push((param, dtype, loaded)),
+            // Read and written: repeating rows would fold them twice.
+            Some(b) if b.2 != loaded => return None,
+            Some(_) => {}
         }
     }
     Some(buffers)

@@ -354,7 +354,7 @@ fn tap_index(
 
 /// `conv2d(x, w)` as docs/semantics.md defines it: per output element, the
 /// sum from the identity over input channel, kernel row, kernel column of
-/// `x * w` for the taps inside `x` (padding taps are skipped).
+/// `x * w`, where `x` is `+0.0` (or `0`) at taps in the padding.
 fn conv2d(c: &kiln_ir::Conv2d, x: &Arg<'_>, w: &Arg<'_>, out_dims: &[usize]) -> EvalResult<Data> {
     let [_, chans, h, wd] = x.dims[..] else {
         unreachable!("verified: NCHW")
@@ -368,6 +368,7 @@ fn conv2d(c: &kiln_ir::Conv2d, x: &Arg<'_>, w: &Arg<'_>, out_dims: &[usize]) -> 
     let dtype = x.data_dtype();
     let out_per_group = o / c.groups as usize;
     let identity = semantics::reduce_identity(kiln_ir::ReduceOp::Sum, dtype);
+    let zero = Scalar::zero(dtype);
     let mut out = Buffer::with_capacity(dtype, n * o * oh * ow);
     for batch in 0..n {
         for oc in 0..o {
@@ -378,18 +379,14 @@ fn conv2d(c: &kiln_ir::Conv2d, x: &Arg<'_>, w: &Arg<'_>, out_dims: &[usize]) -> 
                     for icg in 0..per_group {
                         let plane = (batch * chans + first + icg) * h;
                         for ky in 0..kh {
-                            let Some(iy) =
-                                tap_index(oy, ky, c.stride[0], c.padding[0], c.dilation[0], h)
-                            else {
-                                continue;
-                            };
+                            let iy = tap_index(oy, ky, c.stride[0], c.padding[0], c.dilation[0], h);
                             for kx in 0..kw {
-                                let Some(ix) =
-                                    tap_index(ox, kx, c.stride[1], c.padding[2], c.dilation[1], wd)
-                                else {
-                                    continue;
+                                let ix =
+                                    tap_index(ox, kx, c.stride[1], c.padding[2], c.dilation[1], wd);
+                                let a = match (iy, ix) {
+                                    (Some(iy), Some(ix)) => element(x.data, (plane + iy) * wd + ix),
+                                    _ => zero,
                                 };
-                                let a = element(x.data, (plane + iy) * wd + ix);
                                 let b =
                                     element(w.data, ((oc * per_group + icg) * kh + ky) * kw + kx);
                                 let product = semantics::binary(BinaryOp::Mul, a, b)?;

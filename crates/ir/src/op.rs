@@ -86,8 +86,8 @@ pub enum Op {
     /// dimension but `n` fixed. Output channel `oc` of group `g = oc / (o /
     /// groups)` reads input channels `g * c / groups ..`. Each element is a
     /// sum folded from the identity over input channel, then kernel row,
-    /// then kernel column, of `x * w` for the taps inside `x`: taps in the
-    /// padding are skipped (docs/semantics.md).
+    /// then kernel column, of `x * w`, `x` padded with zeros
+    /// (docs/semantics.md).
     Conv2d(Conv2d),
     /// Max or average pooling of `x: [n, c, h, w]` (NCHW) over windows, to
     /// `[n, c, oh, ow]`; see [`Pool2d`]. Max: ints and floats, folded with

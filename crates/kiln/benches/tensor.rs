@@ -1,5 +1,6 @@
-//! Tensors: a 256×256×256 f32 matmul and a batch-64 MLP forward (784→256→10,
-//! ReLU), on the Cranelift tier and (with the `llvm` feature) the LLVM tier,
+//! Tensors: a 256×256×256 f32 matmul, a batch-64 MLP forward (784→256→10,
+//! ReLU) and one 3×3 convolution layer of ResNet-18 (64→64 channels at
+//! 56×56, padding 1), on the Cranelift tier and (with the `llvm` feature) the LLVM tier,
 //! against the naive triple loop in C at `-O3` (`benches/c/tensor.c`, same
 //! summation order) and the machine's measured peak f32 FLOP/s (independent
 //! FMAs, `-O3 -march=native`). All in this run.
@@ -62,6 +63,21 @@ fn mlp_graph(batch: u64) -> Graph {
     let h = b.select(pos, h, zero).unwrap();
     let y = b.op(Op::MatMul, &[h, w2]).unwrap();
     let y = b.binary(kiln::ir::BinaryOp::Add, y, b2).unwrap();
+    b.output("y", y);
+    b.finish()
+}
+
+/// ResNet-18's second 3×3 layer: `conv2d(x, w)` of `[1, 64, 56, 56]` with
+/// constant `[64, 64, 3, 3]` weights, padding 1.
+fn conv_graph() -> Graph {
+    let mut b = Builder::new("conv");
+    let x = b.input("x", tensor(&[1, 64, 56, 56]));
+    let w = constant(&mut b, &[64, 64, 3, 3]);
+    let attrs = kiln::ir::Conv2d {
+        padding: [1; 4],
+        ..kiln::ir::Conv2d::default()
+    };
+    let y = b.op(Op::Conv2d(attrs), &[x, w]).unwrap();
     b.output("y", y);
     b.finish()
 }
@@ -184,5 +200,20 @@ fn main() {
     }
     if let Some(ns) = naive.as_ref().and_then(|t| c_run(t, &["mlp", "64", "21"])) {
         report("C naive loops, -O3", ns, flops, peak);
+    }
+
+    let flops = 2.0 * (64 * 56 * 56 * 64 * 9) as f64;
+    println!(
+        "conv2d 3×3, 64→64 channels at 56×56, padding 1 ({:.1} MFLOP):",
+        flops / 1e6
+    );
+    let x = Data::Column(Buffer::F32(filled(64 * 56 * 56)));
+    for (tier, program) in compile(&conv_graph()) {
+        report(
+            &format!("kiln {tier}"),
+            median_ns(&program, std::slice::from_ref(&x), 11),
+            flops,
+            peak,
+        );
     }
 }

@@ -1,20 +1,29 @@
 //! Convolution and pooling: windows over the spatial axes of NCHW tensors.
 //!
-//! The verifier makes the channel and spatial extents fixed, so which taps
-//! of a window fall inside the input is known here. For each tap `(ky,
-//! kx)`, the outputs whose tap is inside form a rectangle of rows and
-//! columns ([`inside`]), computed now. A *tap pass* folds that tap into
-//! that rectangle of the destination (`dest = dest + x * w`, `dest =
-//! max(dest, x)`, `dest = dest + x`); the passes run in (input channel,
-//! kernel row, kernel column) order, so every element folds its taps in the
-//! order docs/semantics.md gives, padding taps skipped, with no test in any
-//! loop. The innermost loop runs along output columns, reading the
-//! destination row contiguously (and the input row with the stride), so
-//! LLVM vectorizes it without reassociating a sum.
+//! The verifier makes the channel and spatial extents fixed, so window
+//! geometry is known here.
+//!
+//! A convolution reads a zero-padded copy of its input (the zeros the
+//! semantics pads with), so every tap is inside. It folds tap after tap, in
+//! (input channel, kernel row, kernel column) order, into an accumulator,
+//! so every element sums in the order docs/semantics.md gives. With stride
+//! 1 the accumulator is a plane of *wide rows*: `oh` rows of the padded
+//! width, the columns past `ow` computed and dropped, so each tap is one
+//! contiguous loop `acc[p] = acc[p] + x[shift + p] * w` over the whole plane
+//! (long enough to vectorize at any output width; both tiers run it in
+//! vectors); the plane's valid columns are then copied out. A strided
+//! convolution folds each tap into the destination row by row.
+//!
+//! A pool skips its padding taps: for each tap `(ky, kx)`, the outputs whose
+//! tap is inside form a rectangle of rows and columns ([`inside`]), computed
+//! now, and a *tap pass* folds the tap into that rectangle of the
+//! destination (`max(dest, x)`, `dest + x`), with no test in any loop. The
+//! innermost loop runs along output columns, reading the destination row
+//! contiguously, so LLVM vectorizes it without reassociating a sum.
 
 use super::{Loc, View};
 use crate::kernel::lower::{step_op, Lowerer};
-use crate::kernel::{Expr, Extent, Reg, Stmt};
+use crate::kernel::{Expr, Extent, Param, Reg, Stmt};
 use crate::op::{BinaryOp, Conv2d, Pool2d, PoolKind, ReduceOp};
 use crate::semantics::reduce_identity;
 use crate::types::{DType, Dim};
@@ -85,7 +94,9 @@ fn fixed(d: &Dim) -> u64 {
 }
 
 impl Lowerer<'_> {
-    /// `d = conv2d(x, w)`.
+    /// `d = conv2d(x, w)`, reading a zero-padded copy of `x` (none without
+    /// padding and with a stride): every tap is then inside, and the input
+    /// holds the zeros the semantics pads with.
     pub(super) fn conv2d(
         &mut self,
         out: &mut Vec<Stmt>,
@@ -96,13 +107,34 @@ impl Lowerer<'_> {
         let [kh, kw] = [fixed(&w.dims[2]) as u32, fixed(&w.dims[3]) as u32];
         let per_group = fixed(&w.dims[1]);
         let out_per_group = fixed(&d.dims[1]) / u64::from(c.groups);
+        let output = [fixed(&d.dims[2]), fixed(&d.dims[3])];
+        let wide = c.stride == [1, 1];
+        // Wide rows read up to `(kw - 1) * dilation` past a plane's last
+        // row: one more zero row keeps those reads inside the plane.
+        let padded = if wide || c.padding != [0; 4] {
+            self.pad_input(out, x, c.padding, u64::from(wide), dtype)
+        } else {
+            x.clone()
+        };
         let geo = Geometry {
             stride: c.stride,
-            pad: [c.padding[0], c.padding[2]],
+            pad: [0, 0],
             dilation: c.dilation,
-            input: [fixed(&x.dims[2]), fixed(&x.dims[3])],
-            output: [fixed(&d.dims[2]), fixed(&d.dims[3])],
+            input: [
+                fixed(&padded.dims[2]) - u64::from(wide),
+                fixed(&padded.dims[3]),
+            ],
+            output,
         };
+        // Wide rows accumulate a plane of `oh` rows of the padded width.
+        let acc = wide.then(|| {
+            let len = output[0] * geo.input[1];
+            let param = self.param(Param::Scratch {
+                dtype,
+                shape: vec![Dim::Fixed(len)],
+            });
+            self.dense(out, param, vec![Dim::Fixed(len)])
+        });
         let batch = d.dims[0].clone();
         let identity = reduce_identity(ReduceOp::Sum, dtype);
         self.nest(out, &[batch], |lw, body, rows| {
@@ -115,31 +147,44 @@ impl Lowerer<'_> {
             // is g * per_group.
             let oc = lw.affine(&mut oc_body, g, out_per_group as i64, ocg);
             let zero = lw.emit(&mut oc_body, dtype, Expr::Const(identity), None);
-            lw.fill_plane(&mut oc_body, d, [b, oc], geo.output, zero);
+            match &acc {
+                Some(acc) => lw.fill(&mut oc_body, acc, zero),
+                None => lw.fill_plane(&mut oc_body, d, [b, oc], output, zero),
+            }
             let icg = lw.new_reg(DType::I64, Some("ic"));
             let mut ic_body = Vec::new();
             let ic = lw.affine(&mut ic_body, g, per_group as i64, icg);
             for ky in 0..kh {
                 for kx in 0..kw {
-                    let Some(rect) = geo.rect(ky, kx) else {
-                        continue;
-                    };
                     let (ky_r, kx_r) = (
                         lw.i64_const(&mut ic_body, i64::from(ky)),
                         lw.i64_const(&mut ic_body, i64::from(kx)),
                     );
                     let at = lw.flat(&mut ic_body, w.offset, &[oc, icg, ky_r, kx_r], &w.strides);
                     let weight = lw.emit(&mut ic_body, dtype, Expr::Load(w.param, at), None);
-                    let taps = [ky, kx];
-                    let pass = TapPass {
-                        src: x,
-                        dest: d,
-                        planes: ([b, ic], [b, oc]),
-                        taps,
-                        rect,
-                        fold: Fold::MulAdd(weight),
-                    };
-                    lw.tap_pass(&mut ic_body, &geo, pass, dtype);
+                    match &acc {
+                        Some(acc) => {
+                            let tap = WideTap {
+                                src: &padded,
+                                plane: [b, ic],
+                                shift: i64::from(ky * c.dilation[0]) * geo.input[1] as i64
+                                    + i64::from(kx * c.dilation[1]),
+                                weight,
+                            };
+                            lw.wide_tap(&mut ic_body, acc, tap, dtype);
+                        }
+                        None => {
+                            let pass = TapPass {
+                                src: &padded,
+                                dest: d,
+                                planes: ([b, ic], [b, oc]),
+                                taps: [ky, kx],
+                                rect: [(0, output[0]), (0, output[1])],
+                                fold: Fold::MulAdd(weight),
+                            };
+                            lw.tap_pass(&mut ic_body, &geo, pass, dtype);
+                        }
+                    }
                 }
             }
             oc_body.push(Stmt::Loop {
@@ -147,6 +192,9 @@ impl Lowerer<'_> {
                 row: icg,
                 body: ic_body,
             });
+            if let Some(acc) = &acc {
+                lw.unwiden(&mut oc_body, acc, d, [b, oc], output, geo.input[1]);
+            }
             g_body.push(Stmt::Loop {
                 extent: Extent::Fixed(out_per_group),
                 row: ocg,
@@ -157,6 +205,133 @@ impl Lowerer<'_> {
                 row: g,
                 body: g_body,
             });
+        });
+    }
+
+    /// A dense scratch copy of NCHW `x` with `padding` rows and columns of
+    /// zeros around each plane and `extra` more zero rows below.
+    fn pad_input(
+        &mut self,
+        out: &mut Vec<Stmt>,
+        x: &View,
+        padding: [u32; 4],
+        extra: u64,
+        dtype: DType,
+    ) -> View {
+        let [top, bottom, left, right] = padding.map(u64::from);
+        let h = fixed(&x.dims[2]) + top + bottom + extra;
+        let w = fixed(&x.dims[3]) + left + right;
+        let dims = vec![
+            x.dims[0].clone(),
+            x.dims[1].clone(),
+            Dim::Fixed(h),
+            Dim::Fixed(w),
+        ];
+        let param = self.param(Param::Scratch {
+            dtype,
+            shape: dims.clone(),
+        });
+        let view = self.dense(out, param, dims);
+        let zero = self.emit(
+            out,
+            dtype,
+            Expr::Const(crate::scalar::Scalar::zero(dtype)),
+            None,
+        );
+        self.fill(out, &view, zero);
+        let src_dims = x.dims.clone();
+        self.nest(out, &src_dims, |lw, body, rows| {
+            let from = lw.flat(body, x.offset, rows, &x.strides);
+            let value = lw.emit(body, dtype, Expr::Load(x.param, from), None);
+            let y = lw.offset(body, rows[2], top as i64);
+            let xx = lw.offset(body, rows[3], left as i64);
+            let to = lw.flat(body, view.offset, &[rows[0], rows[1], y, xx], &view.strides);
+            body.push(Stmt::Store(view.param, Some(to), value));
+        });
+        view
+    }
+
+    /// Every element of a dense view set to `value`.
+    fn fill(&mut self, body: &mut Vec<Stmt>, v: &View, value: Reg) {
+        let dims = v.dims.clone();
+        self.nest(body, &dims, |lw, inner, rows| {
+            let at = lw.flat(inner, v.offset, rows, &v.strides);
+            inner.push(Stmt::Store(v.param, Some(at), value));
+        });
+    }
+
+    /// One tap of a stride-1 convolution over wide rows: for every `p` of
+    /// the accumulator (`oh` rows of the padded width `wp`, the columns past
+    /// `ow` computed and dropped), `acc[p] = acc[p] + src[plane, shift + p]
+    /// * weight`: one contiguous loop, whatever the output's width.
+    fn wide_tap(&mut self, body: &mut Vec<Stmt>, acc: &View, tap: WideTap<'_>, dtype: DType) {
+        let zero = self.i64_const(body, 0);
+        let base = self.flat(
+            body,
+            tap.src.offset,
+            &[tap.plane[0], tap.plane[1], zero, zero],
+            &tap.src.strides,
+        );
+        let start = self.offset(body, base, tap.shift);
+        let p = self.new_reg(DType::I64, Some("p"));
+        let mut p_body = Vec::new();
+        let from = self.emit(
+            &mut p_body,
+            DType::I64,
+            Expr::Binary(BinaryOp::Add, start, p),
+            None,
+        );
+        let value = self.emit(&mut p_body, dtype, Expr::Load(tap.src.param, from), None);
+        let sum = self.emit(&mut p_body, dtype, Expr::Load(acc.param, p), None);
+        let product = self.emit(
+            &mut p_body,
+            dtype,
+            Expr::Binary(BinaryOp::Mul, value, tap.weight),
+            None,
+        );
+        let next = self.emit(
+            &mut p_body,
+            dtype,
+            Expr::Binary(BinaryOp::Add, sum, product),
+            None,
+        );
+        p_body.push(Stmt::Store(acc.param, Some(p), next));
+        body.push(Stmt::Loop {
+            extent: Extent::Fixed(fixed(&acc.dims[0])),
+            row: p,
+            body: p_body,
+        });
+    }
+
+    /// `d[plane.., y, x] = acc[y * wp + x]`: the wide rows' valid columns.
+    fn unwiden(
+        &mut self,
+        body: &mut Vec<Stmt>,
+        acc: &View,
+        d: &View,
+        plane: [Reg; 2],
+        output: [u64; 2],
+        wp: u64,
+    ) {
+        let dims = [Dim::Fixed(output[0]), Dim::Fixed(output[1])];
+        let dtype = self.param_dtype(d.param).expect("a tensor buffer");
+        self.nest(body, &dims, |lw, inner, yx| {
+            let pitch = lw.i64_const(inner, wp as i64);
+            let row = lw.mul(inner, yx[0], pitch);
+            let p = lw.emit(
+                inner,
+                DType::I64,
+                Expr::Binary(BinaryOp::Add, row, yx[1]),
+                None,
+            );
+            let value = lw.emit(inner, dtype, Expr::Load(acc.param, p), None);
+            let at = lw.flat(
+                inner,
+                d.offset,
+                &[plane[0], plane[1], yx[0], yx[1]],
+                &d.strides,
+            );
+            inner.push(Stmt::Store(d.param, Some(at), value));
         });
     }
 
@@ -406,6 +581,15 @@ impl Lowerer<'_> {
             inner.push(Stmt::Store(d.param, Some(at), mean));
         });
     }
+}
+
+/// One tap of a wide-row convolution: the padded source, the plane (batch,
+/// input channel) it reads, the tap's offset in it and its weight.
+struct WideTap<'v> {
+    src: &'v View,
+    plane: [Reg; 2],
+    shift: i64,
+    weight: Reg,
 }
 
 /// One tap pass's operands: the source and destination views, the plane
