@@ -190,8 +190,8 @@ fn the_loops_are_vectorized() {
 /// A convolution's wide-row tap loop (`acc[p] = acc[p] + x[s + p] * w`)
 /// reads the buffer it writes, but each row only at its own element: it
 /// runs in vectors, and agrees with the interpreter bit for bit (odd plane
-/// sizes, so the scalar loop finishes every plane; inputs with NaN, -0.0
-/// and infinities).
+/// sizes, so the scalar loop finishes every plane; a strided convolution,
+/// through its input's phases; inputs with NaN, -0.0 and infinities).
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn convolution_taps_run_in_vectors() {
@@ -201,7 +201,9 @@ fn convolution_taps_run_in_vectors() {
     let source = "v0: f32[2, 3, 5, 7] = input \"x\"
 v1: f32[4, 3, 3, 3] = input \"w\"
 v2: f32[2, 4, 5, 5] = conv2d v0, v1 pad [1, 1, 2, 0] dilation [1, 2]
+v3: f32[2, 4, 3, 4] = conv2d v0, v1 stride [2, 2] pad [1, 1, 1, 1]
 output \"y\" = v2
+output \"strided\" = v3
 ";
     let graph = kiln::load(source, kiln::Format::Kiln, &Default::default())
         .unwrap()

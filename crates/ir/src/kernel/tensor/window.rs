@@ -77,15 +77,6 @@ impl Geometry {
     }
 }
 
-/// How a tap pass folds an input element into the destination.
-#[derive(Copy, Clone)]
-enum Fold {
-    /// `dest + x * w`, `w` in a register.
-    MulAdd(Reg),
-    /// `dest op x`.
-    Step(BinaryOp),
-}
-
 fn fixed(d: &Dim) -> u64 {
     match d {
         Dim::Fixed(n) => *n,
@@ -94,9 +85,11 @@ fn fixed(d: &Dim) -> u64 {
 }
 
 impl Lowerer<'_> {
-    /// `d = conv2d(x, w)`, reading a zero-padded copy of `x` (none without
-    /// padding and with a stride): every tap is then inside, and the input
-    /// holds the zeros the semantics pads with.
+    /// `d = conv2d(x, w)`: the input's zero-padded copy split into stride
+    /// phases ([`Self::phases`]), then each tap folded into a plane of wide
+    /// rows as one contiguous loop ([`Self::wide_tap`]), in (input channel,
+    /// kernel row, kernel column) order, and the plane's valid columns
+    /// copied to `d`.
     pub(super) fn conv2d(
         &mut self,
         out: &mut Vec<Stmt>,
@@ -108,33 +101,14 @@ impl Lowerer<'_> {
         let per_group = fixed(&w.dims[1]);
         let out_per_group = fixed(&d.dims[1]) / u64::from(c.groups);
         let output = [fixed(&d.dims[2]), fixed(&d.dims[3])];
-        let wide = c.stride == [1, 1];
-        // Wide rows read up to `(kw - 1) * dilation` past a plane's last
-        // row: one more zero row keeps those reads inside the plane.
-        let padded = if wide || c.padding != [0; 4] {
-            self.pad_input(out, x, c.padding, u64::from(wide), dtype)
-        } else {
-            x.clone()
-        };
-        let geo = Geometry {
-            stride: c.stride,
-            pad: [0, 0],
-            dilation: c.dilation,
-            input: [
-                fixed(&padded.dims[2]) - u64::from(wide),
-                fixed(&padded.dims[3]),
-            ],
-            output,
-        };
-        // Wide rows accumulate a plane of `oh` rows of the padded width.
-        let acc = wide.then(|| {
-            let len = output[0] * geo.input[1];
-            let param = self.param(Param::Scratch {
-                dtype,
-                shape: vec![Dim::Fixed(len)],
-            });
-            self.dense(out, param, vec![Dim::Fixed(len)])
+        let ph = self.phases(out, x, c, dtype);
+        // The accumulator: `oh` rows of the phase width.
+        let len = output[0] * ph.width;
+        let acc_param = self.param(Param::Scratch {
+            dtype,
+            shape: vec![Dim::Fixed(len)],
         });
+        let acc = self.dense(out, acc_param, vec![Dim::Fixed(len)]);
         let batch = d.dims[0].clone();
         let identity = reduce_identity(ReduceOp::Sum, dtype);
         self.nest(out, &[batch], |lw, body, rows| {
@@ -147,10 +121,7 @@ impl Lowerer<'_> {
             // is g * per_group.
             let oc = lw.affine(&mut oc_body, g, out_per_group as i64, ocg);
             let zero = lw.emit(&mut oc_body, dtype, Expr::Const(identity), None);
-            match &acc {
-                Some(acc) => lw.fill(&mut oc_body, acc, zero),
-                None => lw.fill_plane(&mut oc_body, d, [b, oc], output, zero),
-            }
+            lw.fill(&mut oc_body, &acc, zero);
             let icg = lw.new_reg(DType::I64, Some("ic"));
             let mut ic_body = Vec::new();
             let ic = lw.affine(&mut ic_body, g, per_group as i64, icg);
@@ -162,29 +133,13 @@ impl Lowerer<'_> {
                     );
                     let at = lw.flat(&mut ic_body, w.offset, &[oc, icg, ky_r, kx_r], &w.strides);
                     let weight = lw.emit(&mut ic_body, dtype, Expr::Load(w.param, at), None);
-                    match &acc {
-                        Some(acc) => {
-                            let tap = WideTap {
-                                src: &padded,
-                                plane: [b, ic],
-                                shift: i64::from(ky * c.dilation[0]) * geo.input[1] as i64
-                                    + i64::from(kx * c.dilation[1]),
-                                weight,
-                            };
-                            lw.wide_tap(&mut ic_body, acc, tap, dtype);
-                        }
-                        None => {
-                            let pass = TapPass {
-                                src: &padded,
-                                dest: d,
-                                planes: ([b, ic], [b, oc]),
-                                taps: [ky, kx],
-                                rect: [(0, output[0]), (0, output[1])],
-                                fold: Fold::MulAdd(weight),
-                            };
-                            lw.tap_pass(&mut ic_body, &geo, pass, dtype);
-                        }
-                    }
+                    let tap = WideTap {
+                        src: &ph.view,
+                        plane: [b, ic],
+                        shift: ph.shift(ky * c.dilation[0], kx * c.dilation[1]),
+                        weight,
+                    };
+                    lw.wide_tap(&mut ic_body, &acc, tap, dtype);
                 }
             }
             oc_body.push(Stmt::Loop {
@@ -192,9 +147,7 @@ impl Lowerer<'_> {
                 row: icg,
                 body: ic_body,
             });
-            if let Some(acc) = &acc {
-                lw.unwiden(&mut oc_body, acc, d, [b, oc], output, geo.input[1]);
-            }
+            lw.unwiden(&mut oc_body, &acc, d, [b, oc], output, ph.width);
             g_body.push(Stmt::Loop {
                 extent: Extent::Fixed(out_per_group),
                 row: ocg,
@@ -208,24 +161,27 @@ impl Lowerer<'_> {
         });
     }
 
-    /// A dense scratch copy of NCHW `x` with `padding` rows and columns of
-    /// zeros around each plane and `extra` more zero rows below.
-    fn pad_input(
-        &mut self,
-        out: &mut Vec<Stmt>,
-        x: &View,
-        padding: [u32; 4],
-        extra: u64,
-        dtype: DType,
-    ) -> View {
-        let [top, bottom, left, right] = padding.map(u64::from);
-        let h = fixed(&x.dims[2]) + top + bottom + extra;
-        let w = fixed(&x.dims[3]) + left + right;
+    /// The input of a convolution, zero-padded and split into its stride
+    /// phases: phase `(a, b)` of a plane holds the padded input's rows `a,
+    /// a + sh, ..` and columns `b, b + sw, ..`, so a tap at `(ey, ex)` (its
+    /// offset times the dilation) reads phase `(ey % sh, ex % sw)` from row
+    /// `ey / sh`, column `ex / sw`, with unit stride along the output's rows
+    /// and columns. Each plane (`n`, `c`) stacks its `sh * sw` phases of
+    /// `ceil(hp / sh) + 1` rows (one zero row more, which the wide rows'
+    /// dropped columns read) and `ceil(wp / sw)` columns. Stride 1: one
+    /// phase, the zero-padded input itself.
+    fn phases(&mut self, out: &mut Vec<Stmt>, x: &View, c: &Conv2d, dtype: DType) -> Phases {
+        let [top, bottom, left, right] = c.padding.map(u64::from);
+        let [sh, sw] = c.stride.map(u64::from);
+        let (h, w) = (fixed(&x.dims[2]), fixed(&x.dims[3]));
+        let (hp, wp) = (h + top + bottom, w + left + right);
+        let rows = hp.div_ceil(sh) + 1;
+        let width = wp.div_ceil(sw);
         let dims = vec![
             x.dims[0].clone(),
             x.dims[1].clone(),
-            Dim::Fixed(h),
-            Dim::Fixed(w),
+            Dim::Fixed(sh * sw * rows),
+            Dim::Fixed(width),
         ];
         let param = self.param(Param::Scratch {
             dtype,
@@ -239,16 +195,46 @@ impl Lowerer<'_> {
             None,
         );
         self.fill(out, &view, zero);
-        let src_dims = x.dims.clone();
-        self.nest(out, &src_dims, |lw, body, rows| {
-            let from = lw.flat(body, x.offset, rows, &x.strides);
-            let value = lw.emit(body, dtype, Expr::Load(x.param, from), None);
-            let y = lw.offset(body, rows[2], top as i64);
-            let xx = lw.offset(body, rows[3], left as i64);
-            let to = lw.flat(body, view.offset, &[rows[0], rows[1], y, xx], &view.strides);
-            body.push(Stmt::Store(view.param, Some(to), value));
-        });
-        view
+        // Phase (a, b)'s element (i, j) is the padded input's (i * sh + a,
+        // j * sw + b): the input's where that is inside it.
+        let inside = |extent: u64, pad: u64, step: u64, phase: u64| {
+            let lo = pad.saturating_sub(phase).div_ceil(step);
+            let hi = (extent + pad).saturating_sub(phase).div_ceil(step);
+            (lo, hi.max(lo))
+        };
+        for a in 0..sh {
+            for b in 0..sw {
+                let (i0, i1) = inside(h, top, sh, a);
+                let (j0, j1) = inside(w, left, sw, b);
+                if i0 == i1 || j0 == j1 {
+                    continue;
+                }
+                let dims = [
+                    x.dims[0].clone(),
+                    x.dims[1].clone(),
+                    Dim::Fixed(i1 - i0),
+                    Dim::Fixed(j1 - j0),
+                ];
+                let first_row = (a * sw + b) * rows;
+                self.nest(out, &dims, |lw, body, r| {
+                    // Input row (i0 + r) * sh + a - top, column likewise.
+                    let y = lw.scaled(body, r[2], sh as u32, (i0 * sh + a) as i64 - top as i64);
+                    let xx = lw.scaled(body, r[3], sw as u32, (j0 * sw + b) as i64 - left as i64);
+                    let from = lw.flat(body, x.offset, &[r[0], r[1], y, xx], &x.strides);
+                    let value = lw.emit(body, dtype, Expr::Load(x.param, from), None);
+                    let i = lw.offset(body, r[2], (first_row + i0) as i64);
+                    let j = lw.offset(body, r[3], j0 as i64);
+                    let to = lw.flat(body, view.offset, &[r[0], r[1], i, j], &view.strides);
+                    body.push(Stmt::Store(view.param, Some(to), value));
+                });
+            }
+        }
+        Phases {
+            view,
+            rows,
+            width,
+            stride: [sh, sw],
+        }
     }
 
     /// Every element of a dense view set to `value`.
@@ -376,7 +362,7 @@ impl Lowerer<'_> {
                         planes: (plane, plane),
                         taps: [ky, kx],
                         rect,
-                        fold: Fold::Step(step),
+                        fold: step,
                     };
                     lw.tap_pass(body, &geo, pass, dtype);
                 }
@@ -457,23 +443,7 @@ impl Lowerer<'_> {
         );
         let value = self.emit(&mut x_body, dtype, Expr::Load(src.param, from), None);
         let acc = self.emit(&mut x_body, dtype, Expr::Load(dest.param, to), None);
-        let next = match fold {
-            Fold::MulAdd(w) => {
-                let p = self.emit(
-                    &mut x_body,
-                    dtype,
-                    Expr::Binary(BinaryOp::Mul, value, w),
-                    None,
-                );
-                self.emit(
-                    &mut x_body,
-                    dtype,
-                    Expr::Binary(BinaryOp::Add, acc, p),
-                    None,
-                )
-            }
-            Fold::Step(op) => self.emit(&mut x_body, dtype, Expr::Binary(op, acc, value), None),
-        };
+        let next = self.emit(&mut x_body, dtype, Expr::Binary(fold, acc, value), None);
         x_body.push(Stmt::Store(dest.param, Some(to), next));
         y_body.push(Stmt::Loop {
             extent: Extent::Fixed(rect[1].1 - rect[1].0),
@@ -583,6 +553,27 @@ impl Lowerer<'_> {
     }
 }
 
+/// A convolution's input split into stride phases ([`Lowerer::phases`]).
+struct Phases {
+    view: View,
+    /// Rows per phase.
+    rows: u64,
+    /// Columns per phase (the wide rows' pitch).
+    width: u64,
+    stride: [u64; 2],
+}
+
+impl Phases {
+    /// Where, within a plane, a tap at offset `(ey, ex)` (kernel index times
+    /// dilation) starts reading.
+    fn shift(&self, ey: u32, ex: u32) -> i64 {
+        let [sh, sw] = self.stride;
+        let (ey, ex) = (u64::from(ey), u64::from(ex));
+        let phase = (ey % sh) * sw + ex % sw;
+        ((phase * self.rows + ey / sh) * self.width + ex / sw) as i64
+    }
+}
+
 /// One tap of a wide-row convolution: the padded source, the plane (batch,
 /// input channel) it reads, the tap's offset in it and its weight.
 struct WideTap<'v> {
@@ -592,15 +583,17 @@ struct WideTap<'v> {
     weight: Reg,
 }
 
-/// One tap pass's operands: the source and destination views, the plane
-/// (batch, channel) each is read at, the tap, its rectangle and the fold.
+/// One pool tap pass's operands: the source and destination views, the
+/// plane (batch, channel) each is read at, the tap, its rectangle and the
+/// fold.
 struct TapPass<'v> {
     src: &'v View,
     dest: &'v View,
     planes: ([Reg; 2], [Reg; 2]),
     taps: [u32; 2],
     rect: [(u64, u64); 2],
-    fold: Fold,
+    /// `dest = fold(dest, x)`: `max`, or `add`.
+    fold: BinaryOp,
 }
 
 /// Lowering a window op's node.
