@@ -102,26 +102,43 @@ impl Lowerer<'_> {
         let out_per_group = fixed(&d.dims[1]) / u64::from(c.groups);
         let output = [fixed(&d.dims[2]), fixed(&d.dims[3])];
         let ph = self.phases(out, x, c, dtype);
-        // The accumulator: `oh` rows of the phase width.
+        // A block of output channels shares each input load: one
+        // accumulator plane (`oh` rows of the phase width) per channel of
+        // the block, each its own buffer.
+        let block = [4u64, 2, 1]
+            .into_iter()
+            .find(|b| out_per_group % b == 0)
+            .expect("1 divides");
         let len = output[0] * ph.width;
-        let acc_param = self.param(Param::Scratch {
-            dtype,
-            shape: vec![Dim::Fixed(len)],
-        });
-        let acc = self.dense(out, acc_param, vec![Dim::Fixed(len)]);
+        let accs: Vec<View> = (0..block)
+            .map(|_| {
+                let param = self.param(Param::Scratch {
+                    dtype,
+                    shape: vec![Dim::Fixed(len)],
+                });
+                self.dense(out, param, vec![Dim::Fixed(len)])
+            })
+            .collect();
         let batch = d.dims[0].clone();
         let identity = reduce_identity(ReduceOp::Sum, dtype);
         self.nest(out, &[batch], |lw, body, rows| {
             let b = rows[0];
             let g = lw.new_reg(DType::I64, Some("g"));
             let mut g_body = Vec::new();
-            let ocg = lw.new_reg(DType::I64, Some("oc"));
+            let ocb = lw.new_reg(DType::I64, Some("ocb"));
             let mut oc_body = Vec::new();
-            // oc = g * out_per_group + ocg; the group's first input channel
-            // is g * per_group.
-            let oc = lw.affine(&mut oc_body, g, out_per_group as i64, ocg);
+            // Output channel j of the block: g * out_per_group + ocb * block
+            // + j; the group's first input channel is g * per_group.
+            let gk = lw.i64_const(&mut oc_body, out_per_group as i64);
+            let group_base = lw.mul(&mut oc_body, g, gk);
+            let first = lw.affine(&mut oc_body, ocb, block as i64, group_base);
+            let ocs: Vec<Reg> = (0..block)
+                .map(|j| lw.offset(&mut oc_body, first, j as i64))
+                .collect();
             let zero = lw.emit(&mut oc_body, dtype, Expr::Const(identity), None);
-            lw.fill(&mut oc_body, &acc, zero);
+            for acc in &accs {
+                lw.fill(&mut oc_body, acc, zero);
+            }
             let icg = lw.new_reg(DType::I64, Some("ic"));
             let mut ic_body = Vec::new();
             let ic = lw.affine(&mut ic_body, g, per_group as i64, icg);
@@ -131,15 +148,21 @@ impl Lowerer<'_> {
                         lw.i64_const(&mut ic_body, i64::from(ky)),
                         lw.i64_const(&mut ic_body, i64::from(kx)),
                     );
-                    let at = lw.flat(&mut ic_body, w.offset, &[oc, icg, ky_r, kx_r], &w.strides);
-                    let weight = lw.emit(&mut ic_body, dtype, Expr::Load(w.param, at), None);
+                    let weights: Vec<Reg> = ocs
+                        .iter()
+                        .map(|&oc| {
+                            let at =
+                                lw.flat(&mut ic_body, w.offset, &[oc, icg, ky_r, kx_r], &w.strides);
+                            lw.emit(&mut ic_body, dtype, Expr::Load(w.param, at), None)
+                        })
+                        .collect();
                     let tap = WideTap {
                         src: &ph.view,
                         plane: [b, ic],
                         shift: ph.shift(ky * c.dilation[0], kx * c.dilation[1]),
-                        weight,
+                        weights: &weights,
                     };
-                    lw.wide_tap(&mut ic_body, &acc, tap, dtype);
+                    lw.wide_tap(&mut ic_body, &accs, tap, dtype);
                 }
             }
             oc_body.push(Stmt::Loop {
@@ -147,10 +170,12 @@ impl Lowerer<'_> {
                 row: icg,
                 body: ic_body,
             });
-            lw.unwiden(&mut oc_body, &acc, d, [b, oc], output, ph.width);
+            for (acc, &oc) in accs.iter().zip(&ocs) {
+                lw.unwiden(&mut oc_body, acc, d, [b, oc], output, ph.width);
+            }
             g_body.push(Stmt::Loop {
-                extent: Extent::Fixed(out_per_group),
-                row: ocg,
+                extent: Extent::Fixed(out_per_group / block),
+                row: ocb,
                 body: oc_body,
             });
             body.push(Stmt::Loop {
@@ -246,11 +271,12 @@ impl Lowerer<'_> {
         });
     }
 
-    /// One tap of a stride-1 convolution over wide rows: for every `p` of
-    /// the accumulator (`oh` rows of the padded width `wp`, the columns past
-    /// `ow` computed and dropped), `acc[p] = acc[p] + src[plane, shift + p]
-    /// * weight`: one contiguous loop, whatever the output's width.
-    fn wide_tap(&mut self, body: &mut Vec<Stmt>, acc: &View, tap: WideTap<'_>, dtype: DType) {
+    /// One tap over wide rows, for a block of output channels: for every
+    /// `p` of the accumulator planes (`oh` rows of the phase width, the
+    /// columns past `ow` computed and dropped), `acc_j[p] = acc_j[p] +
+    /// src[plane, shift + p] * weight_j`: one contiguous loop whatever the
+    /// output's width, each input element loaded once for the block.
+    fn wide_tap(&mut self, body: &mut Vec<Stmt>, accs: &[View], tap: WideTap<'_>, dtype: DType) {
         let zero = self.i64_const(body, 0);
         let base = self.flat(
             body,
@@ -268,22 +294,24 @@ impl Lowerer<'_> {
             None,
         );
         let value = self.emit(&mut p_body, dtype, Expr::Load(tap.src.param, from), None);
-        let sum = self.emit(&mut p_body, dtype, Expr::Load(acc.param, p), None);
-        let product = self.emit(
-            &mut p_body,
-            dtype,
-            Expr::Binary(BinaryOp::Mul, value, tap.weight),
-            None,
-        );
-        let next = self.emit(
-            &mut p_body,
-            dtype,
-            Expr::Binary(BinaryOp::Add, sum, product),
-            None,
-        );
-        p_body.push(Stmt::Store(acc.param, Some(p), next));
+        for (acc, &weight) in accs.iter().zip(tap.weights) {
+            let sum = self.emit(&mut p_body, dtype, Expr::Load(acc.param, p), None);
+            let product = self.emit(
+                &mut p_body,
+                dtype,
+                Expr::Binary(BinaryOp::Mul, value, weight),
+                None,
+            );
+            let next = self.emit(
+                &mut p_body,
+                dtype,
+                Expr::Binary(BinaryOp::Add, sum, product),
+                None,
+            );
+            p_body.push(Stmt::Store(acc.param, Some(p), next));
+        }
         body.push(Stmt::Loop {
-            extent: Extent::Fixed(fixed(&acc.dims[0])),
+            extent: Extent::Fixed(fixed(&accs[0].dims[0])),
             row: p,
             body: p_body,
         });
@@ -574,13 +602,14 @@ impl Phases {
     }
 }
 
-/// One tap of a wide-row convolution: the padded source, the plane (batch,
-/// input channel) it reads, the tap's offset in it and its weight.
+/// One tap of a wide-row convolution: the phases of the source, the plane
+/// (batch, input channel) it reads, the tap's offset in it and its weight
+/// for each output channel of the block.
 struct WideTap<'v> {
     src: &'v View,
     plane: [Reg; 2],
     shift: i64,
-    weight: Reg,
+    weights: &'v [Reg],
 }
 
 /// One pool tap pass's operands: the source and destination views, the
