@@ -10,8 +10,8 @@
 
 use arbitrary::{Result, Unstructured};
 use kiln::ir::{
-    BinaryOp, Builder, CmpOp, DType, Dim, Op, ReduceOp, SliceRange, TensorConst, TensorType, Type,
-    UnaryOp, Value,
+    BinaryOp, Builder, CmpOp, Conv2d, DType, Dim, Op, Pool2d, PoolKind, ReduceOp, SliceRange,
+    TensorConst, TensorType, Type, UnaryOp, Value,
 };
 use kiln::{Buffer, CompileOptions, Data, DynEngine, ExecResult, Graph, Scalar};
 use std::sync::Arc;
@@ -211,13 +211,86 @@ impl Gen<'_, '_> {
             .expect("a constant of its own shape"))
     }
 
+    /// A window step on `a` (reshaped to `[1, 1, rows, columns]` unless it
+    /// is 4-D): a convolution with constant weights or a pool, each
+    /// attribute random (stride, asymmetric padding, dilation, groups,
+    /// ceil_mode, count_include_pad); attributes the typing rejects give
+    /// nothing.
+    fn window_step(&mut self, a: Value, dims: &[u64], dtype: DType) -> Result<Option<Value>> {
+        let (a, dims) = if dims.len() == 4 {
+            (a, dims.to_vec())
+        } else {
+            let count: u64 = dims.iter().product();
+            let rows = (1..=count)
+                .rev()
+                .find(|r| count % r == 0 && r * r <= count)
+                .unwrap_or(1);
+            let shape = vec![1, 1, rows, count / rows];
+            let fixed = shape.iter().map(|&d| Dim::Fixed(d)).collect();
+            match self.b.op(Op::Reshape(fixed), &[a]) {
+                Ok(r) => (r, shape),
+                Err(_) => return Ok(None),
+            }
+        };
+        let dtype = if dtype.is_numeric() {
+            dtype
+        } else {
+            DType::F32
+        };
+        let a = self.b.cast(a, dtype).expect("casts are valid");
+        let pair = |u: &mut Unstructured<'_>, lo: u32, hi: u32| -> Result<[u32; 2]> {
+            Ok([u.int_in_range(lo..=hi)?, u.int_in_range(lo..=hi)?])
+        };
+        let stride = pair(self.u, 1, 2)?;
+        let dilation = pair(self.u, 1, 2)?;
+        let mut padding = [0u32; 4];
+        for p in &mut padding {
+            *p = self.u.int_in_range(0..=2)?;
+        }
+        if self.u.ratio(1u8, 2u8)? {
+            let chans = dims[1];
+            let groups = if chans > 1 && self.u.arbitrary()? {
+                chans
+            } else {
+                1
+            };
+            let out = groups * self.u.int_in_range(1..=3u64)?;
+            let k = pair(self.u, 1, 3)?;
+            let w = self.tensor_const(
+                dtype,
+                &[out, chans / groups, u64::from(k[0]), u64::from(k[1])],
+            )?;
+            let attrs = Conv2d {
+                stride,
+                padding,
+                dilation,
+                groups: groups as u32,
+            };
+            return Ok(self.b.op(Op::Conv2d(attrs), &[a, w]).ok());
+        }
+        let avg = dtype.is_float() && self.u.arbitrary()?;
+        let kernel = pair(self.u, 1, 3)?;
+        let pool = Pool2d {
+            kind: if avg { PoolKind::Avg } else { PoolKind::Max },
+            kernel,
+            stride,
+            padding: padding.map(|p| p.min(kernel[0].min(kernel[1]) / 2)),
+            dilation: if avg { [1, 1] } else { dilation },
+            ceil_mode: self.u.arbitrary()?,
+            count_include_pad: avg && self.u.arbitrary()?,
+        };
+        Ok(self.b.op(Op::Pool2d(pool), &[a]).ok())
+    }
+
     /// A tensor step: matmul with a constant, transpose, reshape, a
-    /// reduction over axes, a slice, a concat or a broadcast_to.
+    /// reduction over axes, a slice, a concat, a broadcast_to, or a window
+    /// op.
     fn tensor_step(&mut self) -> Result<Option<Value>> {
         let a = self.pick()?;
         let dims = self.fixed_dims(a);
         let dtype = self.b.dtype(a).expect("pool values are tensors");
-        Ok(match self.u.int_in_range(0..=6u8)? {
+        Ok(match self.u.int_in_range(0..=7u8)? {
+            7 if !dims.is_empty() => return self.window_step(a, &dims, dtype),
             4 if !dims.is_empty() => {
                 // Per axis: whole, or start:stop:step within it.
                 let mut ranges = Vec::with_capacity(dims.len());
