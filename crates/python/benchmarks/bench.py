@@ -17,12 +17,14 @@ mean anything on a noisy machine).
   torch.no_grad: eager, torch.compile's default backend (inductor) and
   torch.compile(backend="kiln") on both JIT tiers, with torch on 1 and 2
   threads; median of 7 interleaved repeats of 1000 calls, after warm-up.
-- resnet: ResNet-18 (the standard 64-128-256-512 layout, written out
-  below, random weights, eval mode) on one 1x3x224x224 image under
-  torch.no_grad: eager on 1 and 2 threads against
-  torch.compile(backend="kiln") on both JIT tiers (kiln runs a kernel on
-  one thread); the first call's time (Dynamo, aot_autograd, kiln's compile)
-  and the peak RSS after each, then the median of 5 interleaved repeats.
+- resnet: ResNet-18 (the standard 64-128-256-512 layout,
+  crates/python/tests/models.py, random weights, eval mode) on one
+  1x3x224x224 image under torch.no_grad: eager on 1 and 2 threads against
+  torch.compile(backend="kiln") and kiln.compile of its fx text (print(gm)
+  and the state_dict; batch norms folded into the weights) on both JIT
+  tiers (kiln runs a kernel on one thread); the first call's time (Dynamo,
+  aot_autograd, kiln's compile) and the peak RSS after it, the fx text's
+  compile time, then the median of 5 interleaved repeats.
 
 Build the release wheel first (docs/performance.md has the commands).
 """
@@ -170,45 +172,6 @@ def torch_mlp():
                  median_us=statistics.median(ts) / calls * 1e6, min_us=min(ts) / calls * 1e6)
 
 
-def resnet18():
-    """torchvision's resnet18, written out: conv 7x7/2, max pool 3x3/2, four
-    stages of two BasicBlocks (64, 128, 256, 512 channels; a strided 1x1
-    shortcut where the shape changes), global average pooling, Linear."""
-    from torch import nn
-
-    class Block(nn.Module):
-        def __init__(self, cin, cout, stride):
-            super().__init__()
-            self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
-            self.bn1 = nn.BatchNorm2d(cout)
-            self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
-            self.bn2 = nn.BatchNorm2d(cout)
-            self.down = None
-            if stride != 1 or cin != cout:
-                self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
-
-        def forward(self, x):
-            y = torch.relu(self.bn1(self.conv1(x)))
-            y = self.bn2(self.conv2(y))
-            return torch.relu(y + (x if self.down is None else self.down(x)))
-
-    import torch
-
-    layers = [nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(3, 2, 1)]
-    cin = 64
-    for cout, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
-        layers += [Block(cin, cout, stride), Block(cout, cout, 1)]
-        cin = cout
-    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, 1000)]
-    torch.manual_seed(0)
-    model = nn.Sequential(*layers)
-    for m in model.modules():
-        if isinstance(m, nn.BatchNorm2d):
-            m.running_mean.uniform_(-0.1, 0.1)
-            m.running_var.uniform_(0.5, 1.5)
-    return model.eval()
-
-
 def peak_rss_mb():
     import resource
 
@@ -216,8 +179,15 @@ def peak_rss_mb():
 
 
 def resnet():
+    import tempfile
+
     import torch
     import torch._dynamo
+
+    sys.path.insert(0, str(ROOT / "crates" / "python" / "tests"))
+    from models import resnet18, write_fx
+
+    import kiln
 
     model = resnet18()
     x = torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(1))
@@ -233,14 +203,24 @@ def resnet():
             torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4 * want.abs().max().item())
             emit(workload="resnet18-1x3x224x224", peer=f"kiln-{tier}", first_call_s=first,
                  peak_rss_mb=peak_rss_mb())
-            runs.append((f"kiln-{tier}", f, 1))
+            runs.append((f"kiln-{tier}", lambda f=f: f(x), 1))
+        # From fx text (print(gm) and the state_dict): batch norms folded
+        # into the convolutions' weights.
+        with tempfile.TemporaryDirectory() as d:
+            path = write_fx(model, d)
+            for tier in ("cranelift", "llvm"):
+                start = time.perf_counter()
+                g = kiln.compile(path, tier=tier, inputs={"input": "f32[1, 3, 224, 224]"})
+                emit(workload="resnet18-1x3x224x224", peer=f"kiln-fx-{tier}",
+                     compile_s=time.perf_counter() - start)
+                runs.append((f"kiln-fx-{tier}", lambda g=g, arr=x.numpy(): g(arr), 1))
         for threads in (1, 2):
-            runs.append((f"torch-eager-{threads}t", model, threads))
+            runs.append((f"torch-eager-{threads}t", lambda: model(x), threads))
 
         def loop(f, threads):
             def run():
                 torch.set_num_threads(threads)
-                f(x)
+                f()
             return run
 
         times = interleaved([loop(f, t) for _, f, t in runs], repeats=5)

@@ -191,26 +191,51 @@ fn statement(cur: &mut Cursor<'_>, defined: &HashSet<String>) -> ParseResult<Nod
         (args, kwargs)
     };
     if cur.rest().starts_with("getattr(") {
-        // `getattr(getattr(self, "4"), "0")(x)`: the submodule `4.0`.
+        // `getattr(getattr(self, "4"), "0")(x)`, `getattr(self, "4").conv1(x)`,
+        // `getattr(getattr(self, "6").down, "0")(x)`: the submodule's path,
+        // read left to right: `getattr(`s open, `self`, then `, "name")`
+        // (closing one) and `.name` in any order.
         let mut path = Vec::new();
         let mut rest = cur.rest();
+        let mut open = 0;
         while let Some(inner) = rest.strip_prefix("getattr(") {
             rest = inner;
+            open += 1;
         }
         let Some(after_self) = rest.strip_prefix("self") else {
             return cur.err("expected `getattr(self, …)`");
         };
         rest = after_self;
-        while let Some(item) = rest.strip_prefix(", ") {
-            let quote = item.chars().next().filter(|c| matches!(c, '"' | '\''));
-            let Some(q) = quote else {
-                return cur.err("expected a quoted submodule name");
-            };
-            let Some((name, after)) = item[1..].split_once(q) else {
-                return cur.err("unterminated submodule name");
-            };
-            path.push(name.to_string());
-            rest = after.strip_prefix(')').unwrap_or(after);
+        loop {
+            if let Some(item) = rest.strip_prefix(", ").filter(|_| open > 0) {
+                let quote = item.chars().next().filter(|c| matches!(c, '"' | '\''));
+                let Some(q) = quote else {
+                    return cur.err("expected a quoted submodule name");
+                };
+                let Some((name, after)) = item[1..].split_once(q) else {
+                    return cur.err("unterminated submodule name");
+                };
+                let Some(after) = after.strip_prefix(')') else {
+                    return cur.err("expected `)` after the submodule name");
+                };
+                path.push(name.to_string());
+                rest = after;
+                open -= 1;
+            } else if let Some(attr) = rest.strip_prefix('.') {
+                let len = attr
+                    .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .unwrap_or(attr.len());
+                if len == 0 {
+                    return cur.err("expected a submodule name after `.`");
+                }
+                path.push(attr[..len].to_string());
+                rest = &attr[len..];
+            } else {
+                break;
+            }
+        }
+        if open > 0 {
+            return cur.err("unclosed `getattr(`");
         }
         let Some(args) = rest.strip_prefix('(') else {
             return cur.err("expected the submodule's call `(…)`");
@@ -220,6 +245,16 @@ fn statement(cur: &mut Cursor<'_>, defined: &HashSet<String>) -> ParseResult<Nod
         return Ok(node("call_module", path.join("."), args, kwargs));
     }
     if let Some(path) = cur.rest().strip_prefix("self.") {
+        // `self.conv1(x)`, `self.layer1.conv(x)`: a submodule's call;
+        // `self.weight`: an attribute.
+        let len = path
+            .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.'))
+            .unwrap_or(path.len());
+        if let Some(args) = path[len..].strip_prefix('(') {
+            let start = end - args.len();
+            let (args, kwargs) = convert(parse_call_args(cur.src, start, end)?);
+            return Ok(node("call_module", path[..len].to_string(), args, kwargs));
+        }
         return Ok(node(
             "get_attr",
             path.trim().to_string(),
@@ -298,7 +333,7 @@ mod tests {
 
     #[test]
     fn generated_code_reads_as_the_graph_text_does() {
-        let code = "def forward(self, input, y):\n    input_1 = input\n    _0 = getattr(getattr(self, \"4\"), \"0\")(input_1);  input_1 = None\n    weight = self.lin.weight\n    matmul = _0 @ weight;  _0 = weight = None\n    clamp = matmul.clamp(min = 0.0)\n    neg = -clamp\n    g = torch.ops.aten.native_batch_norm.default(neg, None, 1e-05)\n    item = g[0]\n    e = torch.ops.aten.empty.memory_format([0], dtype = torch.uint8, device = device(type='cpu'));  e = None\n    add = 2.0 + y\n    return (item, add)\n";
+        let code = "def forward(self, input, y):\n    input_1 = input\n    _0 = getattr(getattr(self, \"4\"), \"0\")(input_1);  input_1 = None\n    weight = self.lin.weight\n    matmul = _0 @ weight;  _0 = weight = None\n    clamp = matmul.clamp(min = 0.0)\n    neg = -clamp\n    g = torch.ops.aten.native_batch_norm.default(neg, None, 1e-05)\n    item = g[0]\n    e = torch.ops.aten.empty.memory_format([0], dtype = torch.uint8, device = device(type='cpu'));  e = None\n    add = 2.0 + y\n    c1 = getattr(self, \"4\").conv1(add)\n    fc = self.head.fc(c1)\n    d = getattr(getattr(self, \"6\").down, \"0\")(fc)\n    return (item, d)\n";
         let g = parse(code).unwrap();
         let show: Vec<String> = g
             .nodes
@@ -340,10 +375,11 @@ mod tests {
             show[10],
             "add call_function operator.add [Float(2.0), Node(\"y\")] []"
         );
-        assert_eq!(
-            g.output,
-            [Arg::Node("item".into()), Arg::Node("add".into())]
-        );
+        // A submodule's attribute after getattr, and dotted names after self.
+        assert_eq!(show[11], "c1 call_module 4.conv1 [Node(\"add\")] []");
+        assert_eq!(show[12], "fc call_module head.fc [Node(\"c1\")] []");
+        assert_eq!(show[13], "d call_module 6.down.0 [Node(\"fc\")] []");
+        assert_eq!(g.output, [Arg::Node("item".into()), Arg::Node("d".into())]);
     }
 
     #[test]
