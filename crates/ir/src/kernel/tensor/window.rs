@@ -107,7 +107,7 @@ impl Lowerer<'_> {
         // the block, each its own buffer.
         let block = [4u64, 2, 1]
             .into_iter()
-            .find(|b| out_per_group % b == 0)
+            .find(|b| out_per_group.is_multiple_of(*b))
             .expect("1 divides");
         let len = output[0] * ph.width;
         let accs: Vec<View> = (0..block)
