@@ -223,7 +223,7 @@ impl Gen<'_, '_> {
             let count: u64 = dims.iter().product();
             let rows = (1..=count)
                 .rev()
-                .find(|r| count % r == 0 && r * r <= count)
+                .find(|r| count.is_multiple_of(*r) && r * r <= count)
                 .unwrap_or(1);
             let shape = vec![1, 1, rows, count / rows];
             let fixed = shape.iter().map(|&d| Dim::Fixed(d)).collect();
