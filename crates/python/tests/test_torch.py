@@ -116,9 +116,8 @@ def test_mlp_two_batch_sizes(tier):
             close(f(x), model(x))
 
 
-def test_mlp_identical_bits_across_tiers():
-    model = mlp()
-    x = torch.randn(9, 16, generator=torch.Generator().manual_seed(8))
+def same_bits_on_every_tier(model, x):
+    """The model compiled on each tier gives the same f32 bits."""
     results = []
     with torch.no_grad():
         for tier in TIERS:
@@ -126,6 +125,10 @@ def test_mlp_identical_bits_across_tiers():
             results.append(compiled(model, tier)(x))
     for r in results[1:]:
         assert torch.equal(r.view(torch.int32), results[0].view(torch.int32))
+
+
+def test_mlp_identical_bits_across_tiers():
+    same_bits_on_every_tier(mlp(), torch.randn(9, 16, generator=torch.Generator().manual_seed(8)))
 
 
 class _Block(nn.Module):
@@ -181,15 +184,7 @@ def test_cnn_in_eval_mode(tier):
 
 
 def test_cnn_identical_bits_across_tiers():
-    model = cnn()
-    x = torch.randn(3, 3, 16, 16, generator=torch.Generator().manual_seed(10))
-    results = []
-    with torch.no_grad():
-        for tier in TIERS:
-            torch._dynamo.reset()
-            results.append(compiled(model, tier)(x))
-    for r in results[1:]:
-        assert torch.equal(r.view(torch.int32), results[0].view(torch.int32))
+    same_bits_on_every_tier(cnn(), torch.randn(3, 3, 16, 16, generator=torch.Generator().manual_seed(10)))
 
 
 def test_resnet18_from_fx_text(tmp_path):

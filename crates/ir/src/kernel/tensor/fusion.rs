@@ -115,8 +115,12 @@ pub(super) fn fused_nodes(graph: &Graph, info: &GraphInfo) -> Fusion {
         }
     }
     // A matmul whose one use is computed in the loop of an elementwise node
-    // of its shape and dtype: that node is its epilogue.
+    // of its shape and dtype: that node is its epilogue. A node is the
+    // epilogue of one matmul at most (two matmuls fused into one root, as in
+    // `cast(a @ w) + cast(b @ w)`, would leave the first uncomputed): the
+    // first claims it, the others are computed before it.
     let mut epilogue = vec![None; n_nodes];
+    let mut claimed = vec![false; n_nodes];
     for &(value, node) in &nodes {
         let b_mat = node
             .args
@@ -131,8 +135,10 @@ pub(super) fn fused_nodes(graph: &Graph, info: &GraphInfo) -> Fusion {
         }
         let r = root[user.index()].unwrap_or(*user);
         let e = graph.node(r);
-        epilogue[value.index()] =
-            (elementwise(&e.op) && !fused[r.index()] && e.ty == node.ty).then_some(r);
+        if elementwise(&e.op) && !fused[r.index()] && e.ty == node.ty && !claimed[r.index()] {
+            claimed[r.index()] = true;
+            epilogue[value.index()] = Some(r);
+        }
     }
     Fusion { fused, epilogue }
 }

@@ -339,14 +339,26 @@ impl Lowerer<'_> {
                 None,
             );
             let value = lw.emit(inner, dtype, Expr::Load(acc.param, p), None);
-            let at = lw.flat(
-                inner,
-                d.offset,
-                &[plane[0], plane[1], yx[0], yx[1]],
-                &d.strides,
-            );
-            inner.push(Stmt::Store(d.param, Some(at), value));
+            lw.store_plane(inner, d, plane, yx, value);
         });
+    }
+
+    /// `d[plane.., yx..] = value`.
+    fn store_plane(
+        &mut self,
+        body: &mut Vec<Stmt>,
+        d: &View,
+        plane: [Reg; 2],
+        yx: &[Reg],
+        value: Reg,
+    ) {
+        let at = self.flat(
+            body,
+            d.offset,
+            &[plane[0], plane[1], yx[0], yx[1]],
+            &d.strides,
+        );
+        body.push(Stmt::Store(d.param, Some(at), value));
     }
 
     /// `d = max_pool2d(x)` or `avg_pool2d(x)`.
@@ -424,13 +436,7 @@ impl Lowerer<'_> {
     ) {
         let dims = [Dim::Fixed(dims[0]), Dim::Fixed(dims[1])];
         self.nest(body, &dims, |lw, inner, yx| {
-            let at = lw.flat(
-                inner,
-                d.offset,
-                &[plane[0], plane[1], yx[0], yx[1]],
-                &d.strides,
-            );
-            inner.push(Stmt::Store(d.param, Some(at), value));
+            lw.store_plane(inner, d, plane, yx, value)
         });
     }
 
