@@ -4,15 +4,16 @@
 //! geometry is known here.
 //!
 //! A convolution reads a zero-padded copy of its input (the zeros the
-//! semantics pads with), so every tap is inside. It folds tap after tap, in
-//! (input channel, kernel row, kernel column) order, into an accumulator,
-//! so every element sums in the order docs/semantics.md gives. With stride
-//! 1 the accumulator is a plane of *wide rows*: `oh` rows of the padded
-//! width, the columns past `ow` computed and dropped, so each tap is one
-//! contiguous loop `acc[p] = acc[p] + x[shift + p] * w` over the whole plane
-//! (long enough to vectorize at any output width; both tiers run it in
-//! vectors); the plane's valid columns are then copied out. A strided
-//! convolution folds each tap into the destination row by row.
+//! semantics pads with), split into its stride phases, so every tap is
+//! inside and reads with unit stride. It folds tap after tap, in (input
+//! channel, kernel row, kernel column) order, into accumulators, so every
+//! element sums in the order docs/semantics.md gives. An accumulator is a
+//! plane of *wide rows*: `oh` rows of the phase width, the columns past `ow`
+//! computed and dropped, so each tap is one contiguous loop `acc[p] =
+//! acc[p] + x[shift + p] * w` over the whole plane (long enough to
+//! vectorize at any output width; both tiers run it in vectors), for a
+//! block of up to four output channels sharing each input load; the
+//! planes' valid columns are then copied out.
 //!
 //! A pool skips its padding taps: for each tap `(ky, kx)`, the outputs whose
 //! tap is inside form a rectangle of rows and columns ([`inside`]), computed
