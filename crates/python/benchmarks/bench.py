@@ -25,6 +25,11 @@ mean anything on a noisy machine).
   tiers (kiln runs a kernel on one thread); the first call's time (Dynamo,
   aot_autograd, kiln's compile) and the peak RSS after it, the fx text's
   compile time, then the median of 5 interleaved repeats.
+- resnet-layers: ResNet-18's kinds of layer one at a time (the first 7x7
+  stride-2 convolution, a 3x3 convolution of each stage, a strided 3x3,
+  batch norm + ReLU, the max pool), each through
+  torch.compile(backend="kiln") on both JIT tiers against eager on one
+  thread; medians of 5.
 
 Build the release wheel first (docs/performance.md has the commands).
 """
@@ -187,8 +192,6 @@ def resnet():
     sys.path.insert(0, str(ROOT / "crates" / "python" / "tests"))
     from models import resnet18, write_fx
 
-    import kiln
-
     model = resnet18()
     x = torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
@@ -229,8 +232,39 @@ def resnet():
              min_ms=min(ts) * 1e3)
 
 
+def resnet_layers():
+    import torch
+    import torch._dynamo
+    from torch import nn
+
+    torch.set_num_threads(1)
+    layers = {
+        "conv1-7x7-s2-3-64-at-224": (nn.Conv2d(3, 64, 7, 2, 3, bias=False), (1, 3, 224, 224)),
+        "conv-3x3-64-64-at-56": (nn.Conv2d(64, 64, 3, 1, 1, bias=False), (1, 64, 56, 56)),
+        "conv-3x3-128-128-at-28": (nn.Conv2d(128, 128, 3, 1, 1, bias=False), (1, 128, 28, 28)),
+        "conv-3x3-256-256-at-14": (nn.Conv2d(256, 256, 3, 1, 1, bias=False), (1, 256, 14, 14)),
+        "conv-3x3-512-512-at-7": (nn.Conv2d(512, 512, 3, 1, 1, bias=False), (1, 512, 7, 7)),
+        "conv-3x3-s2-64-128-at-56": (nn.Conv2d(64, 128, 3, 2, 1, bias=False), (1, 64, 56, 56)),
+        "bn-relu-64-at-112": (nn.Sequential(nn.BatchNorm2d(64), nn.ReLU()), (1, 64, 112, 112)),
+        "maxpool-3x3-s2-64-at-112": (nn.MaxPool2d(3, 2, 1), (1, 64, 112, 112)),
+    }
+    for name, (module, shape) in layers.items():
+        module.eval()
+        x = torch.randn(*shape, generator=torch.Generator().manual_seed(3))
+        runs = [("torch-eager-1t", module)]
+        for tier in ("cranelift", "llvm"):
+            torch._dynamo.reset()
+            runs.append((f"kiln-{tier}", torch.compile(module, backend="kiln", options={"tier": tier})))
+        with torch.no_grad():
+            for _, f in runs:
+                f(x)
+            times = interleaved([lambda f=f: f(x) for _, f in runs], repeats=5)
+        for (peer, _), ts in zip(runs, times):
+            emit(workload=name, peer=peer, median_ms=statistics.median(ts) * 1e3)
+
+
 if __name__ == "__main__":
     which = sys.argv[1:] or ["scalar", "population", "query", "torch"]
     for w in which:
         {"scalar": scalar, "population": population, "query": query, "torch": torch_mlp,
-         "resnet": resnet}[w]()
+         "resnet": resnet, "resnet-layers": resnet_layers}[w]()

@@ -91,13 +91,7 @@ fn fold_layout(op: &Op, t: &TensorConst) -> Option<TensorConst> {
                 .map(|(&i, s)| i as i64 * s)
                 .sum::<i64>();
         values.push(t.values[offset as usize]);
-        for axis in (0..dims.len()).rev() {
-            index[axis] += 1;
-            if index[axis] < dims[axis] {
-                break;
-            }
-            index[axis] = 0;
-        }
+        next_index(&mut index, &dims);
     }
     Some(TensorConst {
         dtype: t.dtype,
@@ -181,13 +175,7 @@ fn fold_elementwise(rw: &Rewriter<'_>, node: &NodeData) -> Option<NodeData> {
             });
         }
         values.push(eval_const(&node.op, &elems)?.ok()?);
-        for axis in (0..dims.len()).rev() {
-            index[axis] += 1;
-            if index[axis] < dims[axis] {
-                break;
-            }
-            index[axis] = 0;
-        }
+        next_index(&mut index, &dims);
     }
     Some(NodeData {
         op: Op::Tensor(std::sync::Arc::new(TensorConst {
@@ -198,6 +186,17 @@ fn fold_elementwise(rw: &Rewriter<'_>, node: &NodeData) -> Option<NodeData> {
         args: Vec::new(),
         ty: node.ty.clone(),
     })
+}
+
+/// Steps a row-major multi-index of `dims` to the next element.
+fn next_index(index: &mut [u64], dims: &[u64]) {
+    for axis in (0..dims.len()).rev() {
+        index[axis] += 1;
+        if index[axis] < dims[axis] {
+            return;
+        }
+        index[axis] = 0;
+    }
 }
 
 /// Folds constant subexpressions.

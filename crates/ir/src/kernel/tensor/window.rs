@@ -24,7 +24,7 @@
 
 use super::{Loc, View};
 use crate::kernel::lower::{step_op, Lowerer};
-use crate::kernel::{Expr, Extent, Param, Reg, Stmt};
+use crate::kernel::{Expr, Extent, Param, ParamIdx, Reg, Stmt};
 use crate::op::{BinaryOp, Conv2d, Pool2d, PoolKind, ReduceOp};
 use crate::semantics::reduce_identity;
 use crate::types::{DType, Dim};
@@ -138,11 +138,20 @@ impl Lowerer<'_> {
                 .collect();
             let zero = lw.emit(&mut oc_body, dtype, Expr::Const(identity), None);
             for acc in &accs {
-                lw.fill(&mut oc_body, acc, zero);
+                lw.store_all(&mut oc_body, &[], &Loc::Scalar(zero), acc);
             }
             let icg = lw.new_reg(DType::I64, Some("ic"));
             let mut ic_body = Vec::new();
             let ic = lw.affine(&mut ic_body, g, per_group as i64, icg);
+            // Where plane (b, ic) of the phases starts; each tap reads from a
+            // shift of it.
+            let zero_row = lw.i64_const(&mut ic_body, 0);
+            let plane = lw.flat(
+                &mut ic_body,
+                ph.view.offset,
+                &[b, ic, zero_row, zero_row],
+                &ph.view.strides,
+            );
             for ky in 0..kh {
                 for kx in 0..kw {
                     let (ky_r, kx_r) = (
@@ -158,8 +167,8 @@ impl Lowerer<'_> {
                         })
                         .collect();
                     let tap = WideTap {
-                        src: &ph.view,
-                        plane: [b, ic],
+                        src: ph.view.param,
+                        plane,
                         shift: ph.shift(ky * c.dilation[0], kx * c.dilation[1]),
                         weights: &weights,
                     };
@@ -220,7 +229,7 @@ impl Lowerer<'_> {
             Expr::Const(crate::scalar::Scalar::zero(dtype)),
             None,
         );
-        self.fill(out, &view, zero);
+        self.store_all(out, &[], &Loc::Scalar(zero), &view);
         // Phase (a, b)'s element (i, j) is the padded input's (i * sh + a,
         // j * sw + b): the input's where that is inside it.
         let inside = |extent: u64, pad: u64, step: u64, phase: u64| {
@@ -263,29 +272,13 @@ impl Lowerer<'_> {
         }
     }
 
-    /// Every element of a dense view set to `value`.
-    fn fill(&mut self, body: &mut Vec<Stmt>, v: &View, value: Reg) {
-        let dims = v.dims.clone();
-        self.nest(body, &dims, |lw, inner, rows| {
-            let at = lw.flat(inner, v.offset, rows, &v.strides);
-            inner.push(Stmt::Store(v.param, Some(at), value));
-        });
-    }
-
     /// One tap over wide rows, for a block of output channels: for every
     /// `p` of the accumulator planes (`oh` rows of the phase width, the
     /// columns past `ow` computed and dropped), `acc_j[p] = acc_j[p] +
     /// src[plane, shift + p] * weight_j`: one contiguous loop whatever the
     /// output's width, each input element loaded once for the block.
     fn wide_tap(&mut self, body: &mut Vec<Stmt>, accs: &[View], tap: WideTap<'_>, dtype: DType) {
-        let zero = self.i64_const(body, 0);
-        let base = self.flat(
-            body,
-            tap.src.offset,
-            &[tap.plane[0], tap.plane[1], zero, zero],
-            &tap.src.strides,
-        );
-        let start = self.offset(body, base, tap.shift);
+        let start = self.offset(body, tap.plane, tap.shift);
         let p = self.new_reg(DType::I64, Some("p"));
         let mut p_body = Vec::new();
         let from = self.emit(
@@ -294,7 +287,7 @@ impl Lowerer<'_> {
             Expr::Binary(BinaryOp::Add, start, p),
             None,
         );
-        let value = self.emit(&mut p_body, dtype, Expr::Load(tap.src.param, from), None);
+        let value = self.emit(&mut p_body, dtype, Expr::Load(tap.src, from), None);
         for (acc, &weight) in accs.iter().zip(tap.weights) {
             let sum = self.emit(&mut p_body, dtype, Expr::Load(acc.param, p), None);
             let product = self.emit(
@@ -609,12 +602,12 @@ impl Phases {
     }
 }
 
-/// One tap of a wide-row convolution: the phases of the source, the plane
-/// (batch, input channel) it reads, the tap's offset in it and its weight
-/// for each output channel of the block.
+/// One tap of a wide-row convolution: the phases' buffer, where the plane
+/// (batch, input channel) it reads starts, the tap's offset from there and
+/// its weight for each output channel of the block.
 struct WideTap<'v> {
-    src: &'v View,
-    plane: [Reg; 2],
+    src: ParamIdx,
+    plane: Reg,
     shift: i64,
     weights: &'v [Reg],
 }
