@@ -801,8 +801,8 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
             BinaryOp::Div => bx.build_float_div(a, b, "fdiv")?.into(),
             // IEEE 754-2019 minimum/maximum: NaN-propagating, -0.0 < +0.0
             // (`minnum` would not be).
-            BinaryOp::Min => self.intrinsic("llvm.minimum", &[a.into(), b.into()], &[ty])?,
-            BinaryOp::Max => self.intrinsic("llvm.maximum", &[a.into(), b.into()], &[ty])?,
+            BinaryOp::Min => self.min_max("llvm.minimum", a, b)?,
+            BinaryOp::Max => self.min_max("llvm.maximum", a, b)?,
             BinaryOp::Copysign => self.intrinsic("llvm.copysign", &[a.into(), b.into()], &[ty])?,
             _ => {
                 let name = libcalls::binary_name(op, dtype)
@@ -810,6 +810,27 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
                 self.call_libm(&name, &[a.into(), b.into()])?
             }
         })
+    }
+
+    /// `llvm.minimum`/`llvm.maximum` of `a` and `b`, and NaN (`a + b`) where
+    /// either is NaN. The select restates what the intrinsic promises because
+    /// LLVM 19's x86 lowering breaks the promise on AVX-512 (DQ) targets: when
+    /// it proves one operand never NaN (an int → float cast), it classifies
+    /// the other with `vfpclass` for quiet NaNs only, so a signaling NaN gives
+    /// the number (`min(sNaN, 3.0) = 3.0`; found by the differential fuzzer,
+    /// filetest `regressions/min_signaling_nan.kiln`).
+    fn min_max(
+        &self,
+        intrinsic: &str,
+        a: FloatValue<'ctx>,
+        b: FloatValue<'ctx>,
+    ) -> CodegenResult<BasicValueEnum<'ctx>> {
+        let bx = &self.builder;
+        let ty: BasicTypeEnum = a.get_type().into();
+        let m = self.intrinsic(intrinsic, &[a.into(), b.into()], &[ty])?;
+        let nan = bx.build_float_compare(FloatPredicate::UNO, a, b, "uno")?;
+        let sum = bx.build_float_add(a, b, "nan")?;
+        Ok(bx.build_select(nan, sum, m.into_float_value(), "minmax")?)
     }
 
     fn codegen_compare(
