@@ -46,6 +46,10 @@ pub enum Func {
     TrueDiv,
     /// A comparison; the result is `bool`.
     Compare(CmpOp),
+    /// A comparison in DataFusion's order: on floats NaN is above `+inf` and
+    /// equal to NaN, and `-0.0 == +0.0` (`docs/semantics.md`, "Arrow"); on
+    /// other dtypes [`Func::Compare`].
+    TotalCompare(CmpOp),
     /// Kleene AND on `bool` (`false & null` is `false`); bitwise on ints.
     And,
     /// Kleene OR on `bool` (`true | null` is `true`); bitwise on ints.
@@ -105,6 +109,8 @@ impl Func {
                     Func::Binary(op)
                 } else if let Some(op) = CmpOp::from_name(name) {
                     Func::Compare(op)
+                } else if let Some(op) = name.strip_prefix("total_").and_then(CmpOp::from_name) {
+                    Func::TotalCompare(op)
                 } else if let Some(dtype) = name.strip_prefix("cast_").and_then(DType::from_name) {
                     Func::Cast(dtype)
                 } else {
@@ -142,7 +148,11 @@ impl Func {
             Func::And | Func::Or | Func::Coalesce => None,
             Func::Numpy(name) => kiln::frontend::py::funcs::arity_of(name),
             Func::Unary(_) | Func::Not | Func::IsNull | Func::IsNotNull | Func::Cast(_) => Some(1),
-            Func::Binary(_) | Func::TrueDiv | Func::Compare(_) | Func::Xor => Some(2),
+            Func::Binary(_)
+            | Func::TrueDiv
+            | Func::Compare(_)
+            | Func::TotalCompare(_)
+            | Func::Xor => Some(2),
             Func::If => Some(3),
         }
     }
@@ -154,6 +164,7 @@ impl Func {
             Func::Binary(op) => op.name().to_string(),
             Func::TrueDiv => "true_divide".into(),
             Func::Compare(op) => op.name().to_string(),
+            Func::TotalCompare(op) => format!("total_{}", op.name()),
             Func::And => "and".into(),
             Func::Or => "or".into(),
             Func::Xor => "xor".into(),
@@ -444,6 +455,8 @@ mod tests {
             "coalesce",
             "if",
             "cast_i64",
+            "total_lt",
+            "total_ne",
             "true_divide",
             "pow",
         ] {

@@ -28,7 +28,7 @@ pub mod query;
 mod run;
 
 pub use expr::{Expr, Func, Literal};
-pub use lower::column_dtype;
+pub use lower::{column_dtype, MAX_DECIMAL_DIGITS};
 pub use run::{compilations, Filter, Projector};
 
 use arrow_schema::DataType;
@@ -83,7 +83,7 @@ pub enum Error {
         available: Vec<String>,
     },
     /// A column of a type kiln does not compute with.
-    #[error("column `{name}` is {data_type}; kiln reads Boolean, Int32, Int64, Float32, Float64, Date32, Date64 and Timestamp columns")]
+    #[error("column `{name}` is {data_type}; kiln reads Boolean, Int32, Int64, Float32, Float64, Date32, Date64, Timestamp and Decimal128 (up to 18 digits) columns")]
     UnsupportedColumn {
         /// The column.
         name: String,
@@ -109,6 +109,13 @@ pub enum Error {
         /// The dividing sub-expression.
         expr: String,
     },
+    /// A valid value of a `Decimal128` column that does not fit the `i64`
+    /// kiln computes it in (Arrow does not enforce a column's precision).
+    #[error("column `{column}` holds a decimal of more than 18 digits")]
+    DecimalRange {
+        /// The column.
+        column: String,
+    },
     /// The engine could not compile the expression.
     #[error("compile error: {0}")]
     Compile(#[from] kiln::CompileError),
@@ -116,9 +123,3 @@ pub enum Error {
     #[error("evaluation failed: {0}")]
     Exec(String),
 }
-
-/// The README's Rust examples (kiln's and kiln-arrow's), compiled and run as
-/// doctests.
-#[cfg(doctest)]
-#[doc = include_str!("../../../README.md")]
-struct ReadmeDoctests;

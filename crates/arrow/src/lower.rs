@@ -62,6 +62,10 @@ pub struct Lowered {
     pub outputs: Vec<ProjectedOutput>,
 }
 
+/// The most digits of a `Decimal128` column kiln reads: its unscaled values
+/// then fit an `i64`, which is what kiln computes with.
+pub const MAX_DECIMAL_DIGITS: u8 = 18;
+
 /// The dtype kiln computes a column of `data_type` in.
 pub fn column_dtype(data_type: &DataType) -> Option<DType> {
     Some(match data_type {
@@ -70,6 +74,8 @@ pub fn column_dtype(data_type: &DataType) -> Option<DType> {
         DataType::Int64 | DataType::Date64 | DataType::Timestamp(..) => DType::I64,
         DataType::Float32 => DType::F32,
         DataType::Float64 => DType::F64,
+        // The unscaled integer; at most 18 digits fit an i64.
+        DataType::Decimal128(precision, _) if *precision <= MAX_DECIMAL_DIGITS => DType::I64,
         _ => return None,
     })
 }
@@ -416,6 +422,20 @@ impl Lower<'_> {
                     weak: Weak::No,
                 })
             }
+            Func::TotalCompare(op) => {
+                let ab = self.promote(vals, e)?;
+                let (a, c) = (ab[0].value, ab[1].value);
+                let value = if self.dtype(ab[0]).is_float() {
+                    self.total_compare(op, a, c)?
+                } else {
+                    self.b.compare(op, a, c).map_err(b_err)?
+                };
+                Ok(Val {
+                    value,
+                    valid: self.and_valid(ab[0].valid, ab[1].valid)?,
+                    weak: Weak::No,
+                })
+            }
             Func::And | Func::Or | Func::Xor => {
                 let vals = self.promote(vals, e)?;
                 let dtype = self.dtype(vals[0]);
@@ -574,6 +594,50 @@ impl Lower<'_> {
             valid,
             weak,
         })
+    }
+
+    /// `a op b` of two floats in DataFusion's order: NaN above `+inf` and
+    /// equal to NaN, `-0.0 == +0.0` (`docs/semantics.md`, "Arrow").
+    fn total_compare(&mut self, op: CmpOp, a: Value, c: Value) -> Result<Value, Error> {
+        let not = |lw: &mut Self, x: Value| lw.b.unary(UnaryOp::Not, x).map_err(type_err);
+        match op {
+            CmpOp::Lt => self.total_less(a, c),
+            CmpOp::Gt => self.total_less(c, a),
+            CmpOp::Le => {
+                let gt = self.total_less(c, a)?;
+                not(self, gt)
+            }
+            CmpOp::Ge => {
+                let lt = self.total_less(a, c)?;
+                not(self, lt)
+            }
+            CmpOp::Eq => self.total_equal(a, c),
+            CmpOp::Ne => {
+                let eq = self.total_equal(a, c)?;
+                not(self, eq)
+            }
+        }
+    }
+
+    /// `x < y` with NaN the greatest: `!nan(x) & (nan(y) | x < y)`.
+    fn total_less(&mut self, x: Value, y: Value) -> Result<Value, Error> {
+        let b = &mut self.b;
+        let nx = b.compare(CmpOp::Ne, x, x).map_err(type_err)?;
+        let ny = b.compare(CmpOp::Ne, y, y).map_err(type_err)?;
+        let lt = b.compare(CmpOp::Lt, x, y).map_err(type_err)?;
+        let less = b.binary(BinaryOp::Or, ny, lt).map_err(type_err)?;
+        let not_nx = b.unary(UnaryOp::Not, nx).map_err(type_err)?;
+        b.binary(BinaryOp::And, not_nx, less).map_err(type_err)
+    }
+
+    /// `x == y` with NaN equal to NaN: `(nan(x) & nan(y)) | x == y`.
+    fn total_equal(&mut self, x: Value, y: Value) -> Result<Value, Error> {
+        let b = &mut self.b;
+        let nx = b.compare(CmpOp::Ne, x, x).map_err(type_err)?;
+        let ny = b.compare(CmpOp::Ne, y, y).map_err(type_err)?;
+        let nans = b.binary(BinaryOp::And, nx, ny).map_err(type_err)?;
+        let eq = b.compare(CmpOp::Eq, x, y).map_err(type_err)?;
+        b.binary(BinaryOp::Or, nans, eq).map_err(type_err)
     }
 
     /// Kleene AND / OR of two `bool`s: the value is `a & b` (`a | b`) wherever

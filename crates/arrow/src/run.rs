@@ -5,8 +5,8 @@ use crate::expr::Expr;
 use crate::lower::{self, Kind, Lowered, ProjectedOutput, Source};
 use crate::{Error, Tier};
 use arrow_array::{
-    Array, ArrayRef, BooleanArray, Float32Array, Float64Array, Int32Array, Int64Array, RecordBatch,
-    UInt32Array,
+    Array, ArrayRef, BooleanArray, Decimal128Array, Float32Array, Float64Array, Int32Array,
+    Int64Array, RecordBatch, UInt32Array,
 };
 use arrow_buffer::{BooleanBuffer, Buffer as ArrowBuffer, NullBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
@@ -168,11 +168,11 @@ impl Compiled {
         let variant = self.variant_for(batch)?;
         let outs = match &*variant.code {
             Code::Interp(program) => {
-                let inputs: Vec<Data> = variant
+                let inputs = variant
                     .inputs
                     .iter()
                     .map(|s| interp_input(batch, *s))
-                    .collect();
+                    .collect::<Result<Vec<Data>, _>>()?;
                 program
                     .run(&inputs)
                     .map_err(|e| exec_error(variant.graph.graph(), e))?
@@ -192,9 +192,32 @@ fn exec_error(graph: &kiln::Graph, e: ExecError) -> Error {
     }
 }
 
+/// The unscaled values of the `Decimal128` column `idx` as `i64`s (null
+/// slots hold whatever fits), or an error if a valid one does not fit.
+fn decimal_as_i64(batch: &RecordBatch, idx: usize) -> Result<ScalarBuffer<i64>, Error> {
+    let column = batch.column(idx);
+    let decimals = column
+        .as_any()
+        .downcast_ref::<Decimal128Array>()
+        .expect("lowering checked the type");
+    let values = decimals.values();
+    let narrow: Vec<i64> = values.iter().map(|&v| v as i64).collect();
+    let fits = |row: usize| i128::from(narrow[row]) == values[row];
+    let ok = match decimals.nulls() {
+        None => (0..narrow.len()).all(fits),
+        Some(nulls) => nulls.valid_indices().all(fits),
+    };
+    if !ok {
+        return Err(Error::DecimalRange {
+            column: batch.schema().field(idx).name().clone(),
+        });
+    }
+    Ok(ScalarBuffer::from(narrow))
+}
+
 /// A column as the interpreter takes it (copied).
-fn interp_input(batch: &RecordBatch, source: Source) -> Data {
-    match source {
+fn interp_input(batch: &RecordBatch, source: Source) -> Result<Data, Error> {
+    Ok(match source {
         Source::Validity(idx) => {
             let col = batch.column(idx);
             Data::Column(Buffer::Bool(
@@ -207,7 +230,12 @@ fn interp_input(batch: &RecordBatch, source: Source) -> Data {
             let dtype = lower::column_dtype(data.data_type()).expect("lowering checked the type");
             if dtype == DType::Bool {
                 let bits = BooleanBuffer::new(data.buffers()[0].clone(), data.offset(), len);
-                return Data::Column(Buffer::Bool(bits.iter().collect()));
+                return Ok(Data::Column(Buffer::Bool(bits.iter().collect())));
+            }
+            if let DataType::Decimal128(..) = data.data_type() {
+                return Ok(Data::Column(Buffer::I64(
+                    decimal_as_i64(batch, idx)?.to_vec(),
+                )));
             }
             let bytes = &data.buffers()[0].as_slice()[data.offset() * dtype.size_bytes()..];
             let mut buffer = Buffer::with_capacity(dtype, len);
@@ -216,7 +244,7 @@ fn interp_input(batch: &RecordBatch, source: Source) -> Data {
             }
             Data::Column(buffer)
         }
-    }
+    })
 }
 
 /// The address of bit 0 of `bits`, copying them to a byte boundary first if
@@ -261,6 +289,15 @@ fn run_jit(
                     .nulls()
                     .expect("the variant was chosen for a column with nulls");
                 bitmap_ptr(nulls.inner(), &mut keep_buffers)
+            }
+            Source::Values(idx)
+                if matches!(batch.column(idx).data_type(), DataType::Decimal128(..)) =>
+            {
+                // Narrowed to the i64s lowering typed the column as.
+                let narrow = decimal_as_i64(batch, idx)?.into_inner();
+                let ptr = narrow.as_ptr() as u64;
+                keep_buffers.push(narrow);
+                ptr
             }
             Source::Values(idx) => {
                 let data = batch.column(idx).to_data();

@@ -543,3 +543,76 @@ fn queries_without_a_column_are_constants_on_every_row() {
         }
     }
 }
+
+#[test]
+fn total_comparisons_put_nan_above_infinity() {
+    let x: ArrayRef = Arc::new(Float64Array::from(vec![
+        Some(f64::NAN),
+        Some(f64::INFINITY),
+        Some(-0.0),
+        Some(0.0),
+        None,
+        Some(-1.0),
+    ]));
+    let y: ArrayRef = Arc::new(Float64Array::from(vec![
+        Some(f64::NAN),
+        Some(f64::NAN),
+        Some(0.0),
+        Some(f64::NAN),
+        Some(1.0),
+        Some(f64::NEG_INFINITY),
+    ]));
+    let b = batch(vec![("x", x), ("y", y)]);
+    for tier in Tier::all() {
+        let cmp = |name: &str| bools(&project(&b, &format!("{name}(x, y)"), tier));
+        let (t, f) = (Some(true), Some(false));
+        assert_eq!(cmp("total_eq"), [t, f, t, f, None, f], "{tier:?}");
+        assert_eq!(cmp("total_ne"), [f, t, f, t, None, t], "{tier:?}");
+        assert_eq!(cmp("total_lt"), [f, t, f, t, None, f], "{tier:?}");
+        assert_eq!(cmp("total_le"), [t, t, t, t, None, f], "{tier:?}");
+        assert_eq!(cmp("total_gt"), [f, f, f, f, None, t], "{tier:?}");
+        assert_eq!(cmp("total_ge"), [t, f, t, f, None, t], "{tier:?}");
+        // IEEE, for comparison: NaN compares false.
+        let ieee = bools(&project(&b, "x == y", tier));
+        assert_eq!(ieee, [f, f, t, f, None, f], "{tier:?}");
+    }
+}
+
+#[test]
+fn decimals_of_up_to_18_digits_are_their_unscaled_i64s() {
+    use arrow_array::Decimal128Array;
+    let m = Decimal128Array::from(vec![Some(-250), None, Some(99_999_999_999_999), Some(7)])
+        .with_precision_and_scale(15, 2)
+        .unwrap();
+    let b = batch(vec![("m", Arc::new(m) as ArrayRef)]);
+    for tier in Tier::all() {
+        assert_eq!(filter(&b, "m > 0", tier), [2, 3], "{tier:?}");
+        let sum = project(&b, "m + m", tier);
+        let sum = sum.as_primitive::<Int64Type>();
+        assert_eq!(sum.value(0), -500);
+        assert!(sum.is_null(1));
+        assert_eq!(sum.value(2), 199_999_999_999_998);
+    }
+    // Arrow does not enforce precision: a valid value beyond i64 is an
+    // error (kiln-datafusion gives that batch to DataFusion), a null one is not.
+    let wide = Decimal128Array::from(vec![Some(1), Some(i128::from(i64::MAX) + 1), None])
+        .with_precision_and_scale(18, 0)
+        .unwrap();
+    let b = batch(vec![("m", Arc::new(wide) as ArrayRef)]);
+    for tier in Tier::all() {
+        let f = Filter::make_with(b.schema(), &query::parse("m > 0").unwrap(), tier).unwrap();
+        assert!(matches!(f.evaluate(&b), Err(Error::DecimalRange { column }) if column == "m"));
+        let ok = b.slice(2, 1);
+        assert_eq!(
+            rows(&f.evaluate(&ok).unwrap()),
+            Vec::<u32>::new(),
+            "{tier:?}"
+        );
+    }
+    let wide = Decimal128Array::from(vec![Some(1)])
+        .with_precision_and_scale(19, 0)
+        .unwrap();
+    let b = batch(vec![("m", Arc::new(wide) as ArrayRef)]);
+    let err = Filter::make(b.schema(), &query::parse("m > 0").unwrap()).unwrap_err();
+    assert!(matches!(err, Error::UnsupportedColumn { .. }), "{err}");
+}
