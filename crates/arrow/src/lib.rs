@@ -109,9 +109,10 @@ pub enum Error {
         /// The dividing sub-expression.
         expr: String,
     },
-    /// A valid value of a `Decimal128` column that does not fit the `i64`
-    /// kiln computes it in (Arrow does not enforce a column's precision).
-    #[error("column `{column}` holds a decimal of more than 18 digits")]
+    /// A valid value of a `Decimal128` column with more digits than the
+    /// column's precision (Arrow does not enforce it; kiln computes decimals
+    /// in `i64`s that only the precision keeps from overflowing).
+    #[error("column `{column}` holds a decimal with more digits than its precision")]
     DecimalRange {
         /// The column.
         column: String,

@@ -619,11 +619,17 @@ impl Lower<'_> {
         }
     }
 
+    /// Whether `x` and `y` are NaN.
+    fn nans(&mut self, x: Value, y: Value) -> Result<(Value, Value), Error> {
+        let nx = self.b.compare(CmpOp::Ne, x, x).map_err(type_err)?;
+        let ny = self.b.compare(CmpOp::Ne, y, y).map_err(type_err)?;
+        Ok((nx, ny))
+    }
+
     /// `x < y` with NaN the greatest: `!nan(x) & (nan(y) | x < y)`.
     fn total_less(&mut self, x: Value, y: Value) -> Result<Value, Error> {
+        let (nx, ny) = self.nans(x, y)?;
         let b = &mut self.b;
-        let nx = b.compare(CmpOp::Ne, x, x).map_err(type_err)?;
-        let ny = b.compare(CmpOp::Ne, y, y).map_err(type_err)?;
         let lt = b.compare(CmpOp::Lt, x, y).map_err(type_err)?;
         let less = b.binary(BinaryOp::Or, ny, lt).map_err(type_err)?;
         let not_nx = b.unary(UnaryOp::Not, nx).map_err(type_err)?;
@@ -632,9 +638,8 @@ impl Lower<'_> {
 
     /// `x == y` with NaN equal to NaN: `(nan(x) & nan(y)) | x == y`.
     fn total_equal(&mut self, x: Value, y: Value) -> Result<Value, Error> {
+        let (nx, ny) = self.nans(x, y)?;
         let b = &mut self.b;
-        let nx = b.compare(CmpOp::Ne, x, x).map_err(type_err)?;
-        let ny = b.compare(CmpOp::Ne, y, y).map_err(type_err)?;
         let nans = b.binary(BinaryOp::And, nx, ny).map_err(type_err)?;
         let eq = b.compare(CmpOp::Eq, x, y).map_err(type_err)?;
         b.binary(BinaryOp::Or, nans, eq).map_err(type_err)

@@ -193,18 +193,20 @@ fn exec_error(graph: &kiln::Graph, e: ExecError) -> Error {
 }
 
 /// The unscaled values of the `Decimal128` column `idx` as `i64`s (null
-/// slots hold whatever fits), or an error if a valid one does not fit.
-fn decimal_as_i64(batch: &RecordBatch, idx: usize) -> Result<ScalarBuffer<i64>, Error> {
+/// slots hold whatever fits), or an error if a valid one has more digits than
+/// the column's precision (at most 18, so the rest fit an `i64`, and a sum or
+/// a product lowering allows cannot overflow).
+fn decimal_as_i64(batch: &RecordBatch, idx: usize) -> Result<Vec<i64>, Error> {
     let column = batch.column(idx);
     let decimals = column
         .as_any()
         .downcast_ref::<Decimal128Array>()
         .expect("lowering checked the type");
+    let bound = 10u128.pow(u32::from(decimals.precision()));
     let values = decimals.values();
-    let narrow: Vec<i64> = values.iter().map(|&v| v as i64).collect();
-    let fits = |row: usize| i128::from(narrow[row]) == values[row];
+    let fits = |row: usize| values[row].unsigned_abs() < bound;
     let ok = match decimals.nulls() {
-        None => (0..narrow.len()).all(fits),
+        None => (0..values.len()).all(fits),
         Some(nulls) => nulls.valid_indices().all(fits),
     };
     if !ok {
@@ -212,7 +214,7 @@ fn decimal_as_i64(batch: &RecordBatch, idx: usize) -> Result<ScalarBuffer<i64>, 
             column: batch.schema().field(idx).name().clone(),
         });
     }
-    Ok(ScalarBuffer::from(narrow))
+    Ok(values.iter().map(|&v| v as i64).collect())
 }
 
 /// A column as the interpreter takes it (copied).
@@ -233,9 +235,7 @@ fn interp_input(batch: &RecordBatch, source: Source) -> Result<Data, Error> {
                 return Ok(Data::Column(Buffer::Bool(bits.iter().collect())));
             }
             if let DataType::Decimal128(..) = data.data_type() {
-                return Ok(Data::Column(Buffer::I64(
-                    decimal_as_i64(batch, idx)?.to_vec(),
-                )));
+                return Ok(Data::Column(Buffer::I64(decimal_as_i64(batch, idx)?)));
             }
             let bytes = &data.buffers()[0].as_slice()[data.offset() * dtype.size_bytes()..];
             let mut buffer = Buffer::with_capacity(dtype, len);
@@ -294,7 +294,7 @@ fn run_jit(
                 if matches!(batch.column(idx).data_type(), DataType::Decimal128(..)) =>
             {
                 // Narrowed to the i64s lowering typed the column as.
-                let narrow = decimal_as_i64(batch, idx)?.into_inner();
+                let narrow = ArrowBuffer::from_vec(decimal_as_i64(batch, idx)?);
                 let ptr = narrow.as_ptr() as u64;
                 keep_buffers.push(narrow);
                 ptr

@@ -595,6 +595,14 @@ fn decimals_of_up_to_18_digits_are_their_unscaled_i64s() {
     }
     // Arrow does not enforce precision: a valid value beyond i64 is an
     // error (kiln-datafusion gives that batch to DataFusion), a null one is not.
+    // 10^18 fits an i64 but not 18 digits: doubled or multiplied, a value
+    // beyond the precision could overflow the i64 where arrow's i128 would not.
+    let m = Decimal128Array::from(vec![Some(10i128.pow(18))])
+        .with_precision_and_scale(18, 0)
+        .unwrap();
+    let b = batch(vec![("m", Arc::new(m) as ArrayRef)]);
+    let f = Filter::make(b.schema(), &query::parse("m > 0").unwrap()).unwrap();
+    assert!(matches!(f.evaluate(&b), Err(Error::DecimalRange { .. })));
     let wide = Decimal128Array::from(vec![Some(1), Some(i128::from(i64::MAX) + 1), None])
         .with_precision_and_scale(18, 0)
         .unwrap();

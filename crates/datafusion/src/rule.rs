@@ -130,16 +130,15 @@ pub fn decisions(plan: &Arc<dyn ExecutionPlan>) -> Vec<Decision> {
         if expr.is::<Column>() || expr.is::<Literal>() {
             return;
         }
-        let declined = match expr.downcast_ref::<KilnExpr>() {
-            Some(_) => None,
-            None => Some(match translate::translate(expr, schema) {
-                Err(why) => why.to_string(),
-                Ok(_) => "kiln is not enabled here".to_string(),
-            }),
-        };
-        let shown = match expr.downcast_ref::<KilnExpr>() {
-            Some(k) => k.original().to_string(),
-            None => expr.to_string(),
+        let (shown, declined) = match expr.downcast_ref::<KilnExpr>() {
+            Some(k) => (k.original().to_string(), None),
+            None => {
+                let why = match translate::translate(expr, schema) {
+                    Err(why) => why.to_string(),
+                    Ok(_) => "kiln is not enabled here".to_string(),
+                };
+                (expr.to_string(), Some(why))
+            }
         };
         out.push(Decision {
             operator,

@@ -490,8 +490,9 @@ impl Translator<'_> {
         output_dtype(result)?;
         let base = match c.expr() {
             Some(x) => {
-                output_dtype(&self.data_type(x)?)?;
-                Some((self.expr(x)?, self.data_type(x)?))
+                let xt = self.data_type(x)?;
+                output_dtype(&xt)?;
+                Some((self.expr(x)?, xt))
             }
             None => None,
         };
