@@ -6,6 +6,7 @@
 mod csvio;
 mod population;
 mod query;
+mod sql;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use kiln::{Data, Graph, PyOptions};
@@ -115,6 +116,9 @@ enum Command {
     /// Filter a CSV, Arrow IPC or Parquet file with a compiled query, batch by batch;
     /// print the matching rows as CSV (or their number with --count).
     Query(query::QueryArgs),
+    /// Run SQL over Parquet, CSV and Arrow IPC files through DataFusion, with kiln compiling
+    /// the filters and projections it can (--explain shows which; --no-kiln compares).
+    Sql(sql::SqlArgs),
     /// Parse and verify a graph; report every problem.
     Check {
         #[command(flatten)]
@@ -158,6 +162,7 @@ fn main() -> ExitCode {
         Command::Ir { source, opt, emit } => cmd_ir(&source, opt, emit),
         Command::Check { source } => cmd_check(&source),
         Command::Query(args) => query::run(&args),
+        Command::Sql(args) => sql::run(&args),
     };
     Failure::report(result)
 }

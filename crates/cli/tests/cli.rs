@@ -349,6 +349,22 @@ fn the_nnc_kernel_runs_fused_on_every_tier() {
     }
 }
 
+/// `kiln sql` runs SQL through DataFusion; a build without the feature `sql`
+/// refuses it with the feature's name.
+#[test]
+fn sql_runs_or_is_refused() {
+    let out = kiln(&[
+        "sql",
+        "SELECT x * 2 AS y FROM (VALUES (1.5), (-4.0)) AS t(x) WHERE x > 0",
+    ]);
+    if cfg!(feature = "sql") {
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert_eq!(stdout(&out), "y\n3.0\n");
+    } else {
+        assert_bad_input(&out, "feature `sql`");
+    }
+}
+
 /// The LLVM tier's dumps; without the feature, every LLVM request is refused
 /// with the feature's name.
 #[test]

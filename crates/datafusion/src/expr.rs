@@ -35,6 +35,7 @@ pub struct KilnExpr {
     source: kiln_arrow::Expr,
     projector: Projector,
     data_type: DataType,
+    options: Options,
 }
 
 /// Compiled projectors by expression text and column types, so a query
@@ -110,6 +111,7 @@ impl KilnExpr {
             source,
             projector,
             data_type,
+            options: options.clone(),
         })
     }
 
@@ -122,6 +124,11 @@ impl KilnExpr {
     /// are [`KilnExpr::input_columns`] in order).
     pub fn source(&self) -> &kiln_arrow::Expr {
         &self.source
+    }
+
+    /// The options it was compiled with.
+    pub fn options(&self) -> &Options {
+        &self.options
     }
 
     /// The input columns the kernel reads.

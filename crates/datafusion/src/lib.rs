@@ -24,13 +24,15 @@
 //! why. `docs/semantics.md` ("DataFusion") lists where DataFusion's meaning
 //! differs from kiln's own and how kiln follows DataFusion here.
 
+mod codec;
 mod expr;
 mod rule;
 pub mod translate;
 
+pub use codec::KilnCodec;
 pub use expr::KilnExpr;
 pub use kiln_arrow::Tier;
-pub use rule::{decisions, Decision, KilnRule};
+pub use rule::{decisions, filter_projection_time, Decision, KilnRule};
 
 use datafusion::execution::session_state::SessionStateBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};

@@ -158,3 +158,19 @@ pub fn decisions(plan: &Arc<dyn ExecutionPlan>) -> Vec<Decision> {
     });
     out
 }
+
+/// The compute time DataFusion measured in the filters and projections of
+/// `plan` after it ran (`elapsed_compute`, summed over partitions): the
+/// operators kiln's expressions run in.
+pub fn filter_projection_time(plan: &Arc<dyn ExecutionPlan>) -> std::time::Duration {
+    let mut nanos = 0u64;
+    let _ = plan.apply(|node| {
+        if node.is::<FilterExec>() || node.is::<ProjectionExec>() {
+            if let Some(n) = node.metrics().and_then(|m| m.elapsed_compute()) {
+                nanos += n as u64;
+            }
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    std::time::Duration::from_nanos(nanos)
+}
