@@ -1,36 +1,9 @@
 //! `kiln query` end to end over CSV, Arrow IPC and Parquet files (the IPC and
 //! Parquet files were written by pyarrow: tests/fixtures/arrow/make_files.py).
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+mod common;
 
-fn kiln(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kiln"))
-        .args(args)
-        .output()
-        .expect("kiln runs")
-}
-
-fn fixture(name: &str) -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures/arrow")
-        .join(name)
-        .display()
-        .to_string()
-}
-
-fn ok(out: &Output) -> String {
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{err}");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn fails(out: &Output, code: i32, message: &str) {
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(code), "{err}");
-    assert!(err.contains(message) && err.contains("error:"), "{err}");
-    assert!(!err.contains("panicked"), "{err}");
-}
+use common::{fails, fixture, kiln, ok, tiers};
 
 fn temp_csv(name: &str, contents: &str) -> String {
     let dir = std::env::temp_dir().join(format!("kiln-query-test-{}", std::process::id()));
@@ -41,14 +14,6 @@ fn temp_csv(name: &str, contents: &str) -> String {
 }
 
 const SEED: &str = "(x > 2.0) & (x < 6.0)";
-
-fn tiers() -> Vec<&'static str> {
-    let mut t = vec!["interp", "cranelift"];
-    if cfg!(feature = "llvm") {
-        t.push("llvm");
-    }
-    t
-}
 
 #[test]
 fn the_seed_query_on_a_parquet_file_written_by_pyarrow() {

@@ -2,44 +2,15 @@
 //! wrote (tests/fixtures/arrow) and over CSV, with kiln on (every tier) and
 //! off, `--explain`, and the errors.
 
+mod common;
+
+use common::{fails, fixture, ok, tiers};
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 
+/// Runs `kiln sql` with `args`.
 fn kiln(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kiln"))
-        .arg("sql")
-        .args(args)
-        .output()
-        .expect("kiln runs")
-}
-
-fn fixture(name: &str) -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures/arrow")
-        .join(name)
-        .display()
-        .to_string()
-}
-
-fn ok(out: &Output) -> String {
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{err}");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn fails(out: &Output, code: i32, message: &str) {
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(code), "{err}");
-    assert!(err.contains(message) && err.contains("error:"), "{err}");
-    assert!(!err.contains("panicked"), "{err}");
-}
-
-fn tiers() -> Vec<&'static str> {
-    let mut t = vec!["interp", "cranelift"];
-    if cfg!(feature = "llvm") {
-        t.push("llvm");
-    }
-    t
+    common::kiln(&[&["sql"], args].concat())
 }
 
 /// The seed table (x = 0 … 9, k with nulls at rows 2 and 6, day =
