@@ -59,4 +59,17 @@ impl Tier {
             Tier::Llvm => return Err(Failure::Input(format!("error: --tier llvm: {NO_LLVM}"))),
         })
     }
+
+    /// The same tier for kiln-arrow (`kiln query`, `kiln sql`), or an error
+    /// naming the feature it needs.
+    pub fn arrow(self) -> Result<kiln_arrow::Tier, Failure> {
+        Ok(match self {
+            Tier::Interp => kiln_arrow::Tier::Interpreter,
+            Tier::Cranelift => kiln_arrow::Tier::Cranelift,
+            #[cfg(feature = "llvm")]
+            Tier::Llvm => kiln_arrow::Tier::Llvm,
+            #[cfg(not(feature = "llvm"))]
+            Tier::Llvm => return Err(Failure::Input(format!("error: --tier llvm: {NO_LLVM}"))),
+        })
+    }
 }

@@ -222,25 +222,9 @@ impl<R: RecordBatchReader> RecordBatchReader for Counted<R> {
     }
 }
 
-fn tier(t: Tier) -> Result<kiln_arrow::Tier, Failure> {
-    Ok(match t {
-        Tier::Interp => kiln_arrow::Tier::Interpreter,
-        Tier::Cranelift => kiln_arrow::Tier::Cranelift,
-        #[cfg(feature = "llvm")]
-        Tier::Llvm => kiln_arrow::Tier::Llvm,
-        #[cfg(not(feature = "llvm"))]
-        Tier::Llvm => {
-            return Err(Failure::Input(format!(
-                "error: --tier llvm: {}",
-                kiln_cli::NO_LLVM
-            )))
-        }
-    })
-}
-
 /// Runs `kiln query`.
 pub fn run(args: &QueryArgs) -> Result<(), Failure> {
-    let tier = tier(args.tier)?;
+    let tier = args.tier.arrow()?;
     if args.batch_size == 0 {
         return Err(Failure::Input(
             "error: --batch-size must be at least 1".into(),

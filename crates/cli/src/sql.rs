@@ -72,26 +72,10 @@ mod imp {
     use datafusion::physical_plan::{displayable, execute_stream};
     use datafusion::prelude::{CsvReadOptions, ParquetReadOptions, SessionConfig, SessionContext};
     use futures::StreamExt;
-    use kiln_cli::{Failure, Tier};
+    use kiln_cli::Failure;
     use std::io::Write;
     use std::path::Path;
     use std::time::{Duration, Instant};
-
-    fn kiln_tier(t: Tier) -> Result<kiln_datafusion::Tier, Failure> {
-        Ok(match t {
-            Tier::Interp => kiln_datafusion::Tier::Interpreter,
-            Tier::Cranelift => kiln_datafusion::Tier::Cranelift,
-            #[cfg(feature = "llvm")]
-            Tier::Llvm => kiln_datafusion::Tier::Llvm,
-            #[cfg(not(feature = "llvm"))]
-            Tier::Llvm => {
-                return Err(Failure::Input(format!(
-                    "error: --tier llvm: {}",
-                    kiln_cli::NO_LLVM
-                )))
-            }
-        })
-    }
 
     /// A DataFusion error as a failure: planning errors (SQL, unknown tables or
     /// columns, unreadable files) are bad input, the rest happen while running.
@@ -104,7 +88,7 @@ mod imp {
     }
 
     pub fn run(args: &SqlArgs) -> Result<(), Failure> {
-        let tier = kiln_tier(args.tier)?;
+        let tier = args.tier.arrow()?;
         if args.partitions == Some(0) {
             return Err(Failure::Input(
                 "error: --partitions must be at least 1".into(),
@@ -232,18 +216,10 @@ mod imp {
                 "error: --table {name}: {file}: no such file"
             )));
         }
-        let ext = path
-            .extension()
-            .and_then(|e| e.to_str())
-            .unwrap_or("")
-            .to_ascii_lowercase();
+        let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
         // The listing table only reads files with the extension it is told.
-        let dotted = path
-            .extension()
-            .and_then(|e| e.to_str())
-            .map(|e| format!(".{e}"))
-            .unwrap_or_default();
-        let registered = match ext.as_str() {
+        let dotted = format!(".{ext}");
+        let registered = match ext.to_ascii_lowercase().as_str() {
             "parquet" => {
                 let options = ParquetReadOptions {
                     file_extension: &dotted,

@@ -14,19 +14,13 @@
 //! the first run's planning time, where kiln compiles (its kernel cache is
 //! cold only for the first configuration that plans the query).
 
-use arrow_array::RecordBatch;
-use datafusion::datasource::MemTable;
-use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
-use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-use tpchgen::generators::LineItemGenerator;
-use tpchgen_arrow::LineItemArrow;
+#[path = "../tests/common/lineitem.rs"]
+mod lineitem;
 
-const QUERIES: [(&str, &str); 2] = [
-    ("Q1", include_str!("../queries/q1.sql")),
-    ("Q6", include_str!("../queries/q6.sql")),
-];
+use datafusion::prelude::SessionContext;
+use lineitem::{Lineitem, Source, QUERIES};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 fn arg(name: &str, default: f64) -> f64 {
     let args: Vec<String> = std::env::args().collect();
@@ -46,89 +40,29 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-#[derive(Clone, Copy)]
-enum Source {
-    Memory,
-    Parquet,
-}
-
-struct Data {
-    batches: Vec<RecordBatch>,
-    parquet: PathBuf,
-}
-
-fn data(sf: f64) -> Data {
+/// lineitem at `sf`, and its Parquet file under `target/tpch/` (written
+/// once, row groups of 1M rows as DataFusion's benchmarks write them).
+fn data(sf: f64) -> Lineitem {
     let start = Instant::now();
-    let batches: Vec<RecordBatch> = LineItemArrow::new(LineItemGenerator::new(sf, 1, 1))
-        .with_batch_size(8192)
-        .collect::<Result<_, _>>()
-        .expect("tpchgen");
+    let batches = lineitem::generate(sf);
     let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
     eprintln!(
         "lineitem SF {sf}: {rows} rows generated in {:.1} s",
         start.elapsed().as_secs_f64()
     );
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../../target/tpch/sf{sf}"));
-    let parquet = dir.join("lineitem.parquet");
+    let parquet = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("../../target/tpch/sf{sf}/lineitem.parquet"));
     if !parquet.exists() {
-        std::fs::create_dir_all(&dir).unwrap();
-        let partial = dir.join("lineitem.parquet.partial");
-        let file = std::fs::File::create(&partial).unwrap();
-        let props = parquet::file::properties::WriterProperties::builder()
-            .set_max_row_group_row_count(Some(1 << 20))
-            .build();
-        let mut w =
-            parquet::arrow::ArrowWriter::try_new(file, batches[0].schema(), Some(props)).unwrap();
-        for b in &batches {
-            w.write(b).unwrap();
-        }
-        w.close().unwrap();
-        std::fs::rename(&partial, &parquet).unwrap();
+        lineitem::write_parquet(&batches, &parquet, 1 << 20);
         eprintln!("wrote {}", parquet.display());
     }
-    Data { batches, parquet }
-}
-
-async fn context(
-    data: &Data,
-    source: Source,
-    partitions: usize,
-    tier: Option<kiln_datafusion::Tier>,
-) -> SessionContext {
-    let config = SessionConfig::new().with_target_partitions(partitions);
-    let ctx = match tier {
-        None => SessionContext::new_with_config(config),
-        Some(tier) => kiln_datafusion::context_with(config, kiln_datafusion::Options { tier }),
-    };
-    match source {
-        Source::Memory => {
-            let mut parts = vec![Vec::new(); partitions];
-            for (i, b) in data.batches.iter().enumerate() {
-                parts[i % partitions].push(b.clone());
-            }
-            let table = MemTable::try_new(data.batches[0].schema(), parts).unwrap();
-            ctx.register_table("lineitem", Arc::new(table)).unwrap();
-        }
-        Source::Parquet => {
-            let path = data.parquet.display().to_string();
-            ctx.register_parquet("lineitem", &path, ParquetReadOptions::default())
-                .await
-                .unwrap();
-        }
-    }
-    ctx
+    Lineitem { batches, parquet }
 }
 
 /// One run: (plan time, end-to-end time, filter + projection time, rows).
 async fn once(ctx: &SessionContext, sql: &str) -> (Duration, Duration, Duration, String) {
     let start = Instant::now();
-    let plan = ctx
-        .sql(sql)
-        .await
-        .unwrap()
-        .create_physical_plan()
-        .await
-        .unwrap();
+    let plan = lineitem::plan(ctx, sql).await;
     let planned = start.elapsed();
     let batches = datafusion::physical_plan::collect(plan.clone(), ctx.task_ctx())
         .await
@@ -154,12 +88,12 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let mut engines: Vec<(&str, Option<kiln_datafusion::Tier>)> = vec![
-        ("DataFusion", None),
-        ("kiln cranelift", Some(kiln_datafusion::Tier::Cranelift)),
-    ];
-    if cfg!(feature = "llvm") {
-        engines.push(("kiln llvm", kiln_datafusion::Tier::all().last().copied()));
+    // DataFusion alone, then kiln on each compiling tier of this build.
+    let mut engines = vec![("DataFusion".to_string(), None)];
+    for tier in kiln_datafusion::Tier::all() {
+        if tier != kiln_datafusion::Tier::Interpreter {
+            engines.push((format!("kiln {}", tier.name()), Some(tier)));
+        }
     }
     println!(
         "| source | partitions | query | engine | end to end (ms) | filters + projections (ms) | first plan (ms) | speed-up |"
@@ -172,7 +106,7 @@ fn main() {
                     let mut baseline = None;
                     let mut answer = None;
                     for (name, tier) in &engines {
-                        let ctx = context(&data, source, partitions, *tier).await;
+                        let ctx = data.context(source, partitions, *tier).await;
                         let (first_plan, _, _, shown) = once(&ctx, sql).await;
                         match &answer {
                             None => answer = Some(shown),

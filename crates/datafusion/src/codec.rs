@@ -27,9 +27,9 @@ struct KilnExprNode {
     /// DataFusion's expression, encoded by datafusion-proto.
     #[prost(message, optional, tag = "1")]
     source: Option<PhysicalExprNode>,
-    /// The tier: 0 interpreter, 1 Cranelift, 2 LLVM.
-    #[prost(uint32, tag = "2")]
-    tier: u32,
+    /// The tier's name: `interp`, `cranelift` or `llvm`.
+    #[prost(string, tag = "2")]
+    tier: String,
 }
 
 /// Marks a buffer as a [`KilnExprNode`] of this encoding's version.
@@ -73,30 +73,19 @@ impl KilnCodec {
     }
 }
 
-fn tier_code(tier: kiln_arrow::Tier) -> u32 {
-    match tier {
-        kiln_arrow::Tier::Interpreter => 0,
-        kiln_arrow::Tier::Cranelift => 1,
-        #[cfg(feature = "llvm")]
-        kiln_arrow::Tier::Llvm => 2,
+/// The tier named `name` ([`kiln_arrow::Tier::name`]). A build without LLVM
+/// compiles an LLVM expression with Cranelift, which returns the same bits.
+fn tier_named(name: &str) -> Result<kiln_arrow::Tier> {
+    match kiln_arrow::Tier::all()
+        .into_iter()
+        .find(|t| t.name() == name)
+    {
+        Some(tier) => Ok(tier),
+        None if name == "llvm" => Ok(kiln_arrow::Tier::Cranelift),
+        None => Err(internal_datafusion_err!(
+            "kiln expression: unknown tier {name:?}"
+        )),
     }
-}
-
-fn tier_of(code: u32) -> Result<kiln_arrow::Tier> {
-    Ok(match code {
-        0 => kiln_arrow::Tier::Interpreter,
-        #[cfg(feature = "llvm")]
-        2 => kiln_arrow::Tier::Llvm,
-        // Same bits as LLVM's: what a build without LLVM compiles with.
-        #[cfg(not(feature = "llvm"))]
-        2 => kiln_arrow::Tier::Cranelift,
-        1 => kiln_arrow::Tier::Cranelift,
-        n => {
-            return Err(internal_datafusion_err!(
-                "kiln expression: unknown tier {n}"
-            ))
-        }
-    })
 }
 
 impl PhysicalExtensionCodec for KilnCodec {
@@ -130,7 +119,7 @@ impl PhysicalExtensionCodec for KilnCodec {
         };
         let message = KilnExprNode {
             source: Some(ctx.encode_child(kiln.original())?),
-            tier: tier_code(kiln.options().tier),
+            tier: kiln.options().tier.name().to_string(),
         };
         buf.extend_from_slice(MAGIC);
         message
@@ -154,7 +143,7 @@ impl PhysicalExtensionCodec for KilnCodec {
             .ok_or_else(|| internal_datafusion_err!("kiln expression: no source"))?;
         let original = ctx.decode(&source)?;
         let options = Options {
-            tier: tier_of(message.tier)?,
+            tier: tier_named(&message.tier)?,
         };
         Ok(match KilnExpr::try_new(&original, ctx.schema(), &options) {
             Ok(kiln) => {

@@ -149,9 +149,11 @@ async fn run(
     sql: &str,
 ) -> (Vec<RecordBatch>, Vec<kiln_datafusion::Decision>) {
     let df = ctx.sql(sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
-    let plan = df.clone().create_physical_plan().await.unwrap();
+    let plan = df.create_physical_plan().await.unwrap();
     let decisions = kiln_datafusion::decisions(&plan);
-    let batches = df.collect().await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let batches = datafusion::physical_plan::collect(plan, ctx.task_ctx())
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
     (batches, decisions)
 }
 

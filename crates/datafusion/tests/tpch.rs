@@ -4,97 +4,51 @@
 //! queries with kiln's expressions carried by [`KilnCodec`] through
 //! datafusion-proto and run on a Ballista scheduler and executor.
 
+mod common {
+    pub mod lineitem;
+}
+
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Date32Type, Decimal128Type};
-use arrow_array::RecordBatch;
+use common::lineitem::{self, Lineitem, Source, QUERIES};
 use datafusion::arrow::util::pretty::pretty_format_batches;
-use datafusion::datasource::MemTable;
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
 use datafusion_proto::physical_plan::AsExecutionPlan;
 use datafusion_proto::protobuf::PhysicalPlanNode;
 use kiln_datafusion::KilnCodec;
 use prost::Message;
-use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
-use tpchgen::generators::LineItemGenerator;
-use tpchgen_arrow::LineItemArrow;
 
-const Q1: &str = include_str!("../queries/q1.sql");
-const Q6: &str = include_str!("../queries/q6.sql");
+const Q1: &str = QUERIES[0].1;
+const Q6: &str = QUERIES[1].1;
 
-const SCALE: f64 = 0.01;
-
-/// lineitem at [`SCALE`], in batches of 8192 rows.
-fn lineitem() -> &'static [RecordBatch] {
-    static BATCHES: OnceLock<Vec<RecordBatch>> = OnceLock::new();
-    BATCHES.get_or_init(|| {
-        LineItemArrow::new(LineItemGenerator::new(SCALE, 1, 1))
-            .with_batch_size(8192)
-            .collect::<Result<_, _>>()
-            .expect("tpchgen")
+/// lineitem at scale factor 0.01, and as a Parquet file (row groups of
+/// 16,384 rows), made once per test process.
+fn data() -> &'static Lineitem {
+    static DATA: OnceLock<Lineitem> = OnceLock::new();
+    DATA.get_or_init(|| {
+        let batches = lineitem::generate(0.01);
+        let parquet = std::env::temp_dir()
+            .join(format!("kiln-tpch-{}", std::process::id()))
+            .join("lineitem.parquet");
+        lineitem::write_parquet(&batches, &parquet, 16_384);
+        Lineitem { batches, parquet }
     })
 }
 
-/// lineitem written once as a Parquet file (row groups of 16,384 rows).
-fn lineitem_parquet() -> &'static PathBuf {
-    static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("kiln-tpch-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("lineitem.parquet");
-        let file = std::fs::File::create(&path).unwrap();
-        let props = parquet::file::properties::WriterProperties::builder()
-            .set_max_row_group_row_count(Some(16_384))
-            .build();
-        let batches = lineitem();
-        let mut writer =
-            parquet::arrow::ArrowWriter::try_new(file, batches[0].schema(), Some(props)).unwrap();
-        for b in batches {
-            writer.write(b).unwrap();
-        }
-        writer.close().unwrap();
-        path
-    })
-}
-
-#[derive(Clone, Copy, Debug)]
-enum Source {
-    Memory,
-    Parquet,
-}
-
+/// A session with 2 target partitions, kiln on `kiln` (or off).
 async fn context(kiln: Option<kiln_datafusion::Tier>, source: Source) -> SessionContext {
-    let config = SessionConfig::new().with_target_partitions(2);
-    let ctx = match kiln {
-        None => SessionContext::new_with_config(config),
-        Some(tier) => kiln_datafusion::context_with(config, kiln_datafusion::Options { tier }),
-    };
-    match source {
-        Source::Memory => {
-            // Two partitions, batches dealt alternately.
-            let mut parts = vec![Vec::new(), Vec::new()];
-            for (i, b) in lineitem().iter().enumerate() {
-                parts[i % 2].push(b.clone());
-            }
-            let table = MemTable::try_new(lineitem()[0].schema(), parts).unwrap();
-            ctx.register_table("lineitem", Arc::new(table)).unwrap();
-        }
-        Source::Parquet => {
-            let path = lineitem_parquet().display().to_string();
-            ctx.register_parquet("lineitem", &path, ParquetReadOptions::default())
-                .await
-                .unwrap();
-        }
-    }
-    ctx
+    data().context(source, 2, kiln).await
 }
 
-/// The result as text (decimals print exactly), and what kiln decided.
+/// The result as text (decimals print exactly), and what kiln decided in
+/// the plan that computed it.
 async fn run(ctx: &SessionContext, sql: &str) -> (String, Vec<kiln_datafusion::Decision>) {
-    let df = ctx.sql(sql).await.unwrap();
-    let plan = df.clone().create_physical_plan().await.unwrap();
+    let plan = lineitem::plan(ctx, sql).await;
     let decisions = kiln_datafusion::decisions(&plan);
-    let batches = df.collect().await.unwrap();
+    let batches = datafusion::physical_plan::collect(plan, ctx.task_ctx())
+        .await
+        .unwrap();
     (
         pretty_format_batches(&batches).unwrap().to_string(),
         decisions,
@@ -132,7 +86,7 @@ async fn q6_is_the_same_with_kiln() {
     let table = check(Q6, &[]).await;
     // The revenue computed here by hand, from the generated columns.
     let mut revenue: i128 = 0;
-    for b in lineitem() {
+    for b in &data().batches {
         let column = |name: &str| b.column(b.schema().index_of(name).unwrap()).clone();
         let decimal = |name: &str| column(name).as_primitive::<Decimal128Type>().clone();
         let (quantity, price, discount) = (
@@ -191,13 +145,7 @@ async fn kiln_expressions_survive_datafusion_proto() {
     let (want, _) = run(&context(None, Source::Parquet).await, sql).await;
     for tier in kiln_datafusion::Tier::all() {
         let ctx = context(Some(tier), Source::Parquet).await;
-        let plan = ctx
-            .sql(sql)
-            .await
-            .unwrap()
-            .create_physical_plan()
-            .await
-            .unwrap();
+        let plan = lineitem::plan(&ctx, sql).await;
         let codec = KilnCodec::default();
         let bytes = PhysicalPlanNode::try_from_physical_plan(plan.clone(), &codec)
             .unwrap()
@@ -272,7 +220,7 @@ async fn q1_and_q6_run_on_ballista_with_kiln() {
     )
     .build();
     let cluster = SessionContext::standalone_with_state(state).await.unwrap();
-    let path = lineitem_parquet().display().to_string();
+    let path = data().parquet.display().to_string();
     cluster
         .register_parquet("lineitem", &path, ParquetReadOptions::default())
         .await
