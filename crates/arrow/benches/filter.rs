@@ -2,7 +2,9 @@
 //! LLVM with the feature) against the same expression composed from arrow-rs's
 //! compute kernels and against a hand-written branchless Rust loop, each
 //! producing the same `u32` selection vector. Also the compile time of a new
-//! filter on each tier.
+//! filter on each tier, and TPC-H Q6's decimal conditions over 6M
+//! `Decimal128(15, 2)` rows in the 8192-row batches DataFusion hands out
+//! (kiln narrows each batch's decimals to `i64`s, checking their precision).
 //!
 //! `cargo bench -p kiln-arrow --features llvm --bench filter`
 //!
@@ -12,8 +14,10 @@
 
 use arrow_arith::boolean::and_kleene;
 use arrow_arith::numeric::{add, mul, sub};
-use arrow_array::{ArrayRef, BooleanArray, Float64Array, RecordBatch, UInt32Array};
-use arrow_ord::cmp::{gt, lt};
+use arrow_array::{
+    ArrayRef, BooleanArray, Decimal128Array, Float64Array, RecordBatch, UInt32Array,
+};
+use arrow_ord::cmp::{gt, gt_eq, lt, lt_eq};
 use kiln_arrow::{query, Filter, Tier};
 use std::hint::black_box;
 use std::sync::Arc;
@@ -233,4 +237,72 @@ fn main() {
         }),
     ));
     measure("five columns", n, &contenders);
+    decimals();
+}
+
+/// `l_discount BETWEEN 0.05 AND 0.07 AND l_quantity < 24` (TPC-H Q6's
+/// decimal conditions; kiln compares unscaled values) over 6M rows of
+/// `Decimal128(15, 2)`, batch by batch.
+fn decimals() {
+    const ROWS: usize = 6_000_000;
+    const BATCH: usize = 8192;
+    let mut rng = Rng(0x51_7CC1);
+    let mut decimal = |range: f64| {
+        Decimal128Array::from_iter_values((0..ROWS).map(|_| (rng.f64() * range) as i128))
+            .with_precision_and_scale(15, 2)
+            .unwrap()
+    };
+    let (discount, quantity) = (decimal(1.1), decimal(5100.0));
+    let batch = RecordBatch::try_from_iter([
+        ("d", Arc::new(discount) as ArrayRef),
+        ("q", Arc::new(quantity) as ArrayRef),
+    ])
+    .unwrap();
+    let batches: Vec<RecordBatch> = (0..ROWS)
+        .step_by(BATCH)
+        .map(|start| batch.slice(start, BATCH.min(ROWS - start)))
+        .collect();
+    let condition = "(d >= 5) & (d <= 7) & (q < 2400)";
+    let mut contenders: Vec<Contender<'_>> = Vec::new();
+    for tier in tiers() {
+        let f = Filter::make_with(batch.schema(), &query::parse(condition).unwrap(), tier).unwrap();
+        let batches = &batches;
+        let buffer = std::cell::RefCell::new(Vec::new());
+        contenders.push((
+            format!("kiln {}", tier.name()),
+            Box::new(move || {
+                let mut buffer = buffer.borrow_mut();
+                batches
+                    .iter()
+                    .map(|b| f.evaluate_into(b, &mut buffer).unwrap())
+                    .sum()
+            }),
+        ));
+    }
+    let scalar = |v: i128| {
+        Decimal128Array::new_scalar(v)
+            .into_inner()
+            .with_precision_and_scale(15, 2)
+            .unwrap()
+    };
+    let (five, seven, cap) = (scalar(5), scalar(7), scalar(2400));
+    let batches = &batches;
+    contenders.push((
+        "arrow-rs compute".into(),
+        Box::new(move || {
+            batches
+                .iter()
+                .map(|b| {
+                    let (d, q) = (b.column(0), b.column(1));
+                    let five = arrow_array::Scalar::new(&five);
+                    let seven = arrow_array::Scalar::new(&seven);
+                    let cap = arrow_array::Scalar::new(&cap);
+                    let between =
+                        and_kleene(&gt_eq(d, &five).unwrap(), &lt_eq(d, &seven).unwrap()).unwrap();
+                    indices(&and_kleene(&between, &lt(q, &cap).unwrap()).unwrap()).len()
+                })
+                .sum()
+        }),
+    ));
+    measure("Q6 decimals", ROWS, &contenders);
 }

@@ -7,6 +7,7 @@ use arrow_array::{
     Array, ArrayRef, BooleanArray, Date32Array, Float32Array, Float64Array, Int32Array, Int64Array,
     RecordBatch, StringArray, UInt32Array,
 };
+use arrow_buffer::NullBuffer;
 use arrow_schema::DataType;
 use kiln_arrow::expr::{and, call, coalesce, field, if_then_else, lit, null, or};
 use kiln_arrow::{query, Error, Filter, Projector, Tier};
@@ -617,6 +618,52 @@ fn decimals_of_up_to_18_digits_are_their_unscaled_i64s() {
             "{tier:?}"
         );
     }
+    // The range test runs in blocks of rows, and looks at validity only in a
+    // block out of range: a null slot holding any i128 is fine in any block
+    // and at any offset, the extremes of the precision are in range, one
+    // more digit in a valid row is not.
+    let bound = 10i128.pow(4);
+    let n = 2100;
+    let raw: Vec<i128> = (0..n)
+        .map(|i| match i {
+            1030 => i128::MAX,
+            1031 => i128::MIN,
+            7 => bound - 1,
+            8 => 1 - bound,
+            i => i as i128 % 200 - 100,
+        })
+        .collect();
+    let nulls = NullBuffer::from((0..n).map(|i| i != 1030 && i != 1031).collect::<Vec<_>>());
+    let m = Decimal128Array::new(raw.clone().into(), Some(nulls))
+        .with_precision_and_scale(4, 0)
+        .unwrap();
+    let b = batch(vec![("m", Arc::new(m) as ArrayRef)]);
+    for tier in Tier::all() {
+        let f = Filter::make_with(b.schema(), &query::parse("m > 90").unwrap(), tier).unwrap();
+        for offset in [0, 3, 1024, 1029] {
+            let s = b.slice(offset, n - offset);
+            let want: Vec<u32> = (offset..n)
+                .filter(|&i| i != 1030 && i != 1031 && raw[i] > 90)
+                .map(|i| (i - offset) as u32)
+                .collect();
+            assert_eq!(rows(&f.evaluate(&s).unwrap()), want, "{tier:?} {offset}");
+        }
+    }
+    let mut beyond = raw;
+    beyond[2050] = bound;
+    let m = Decimal128Array::from(beyond)
+        .with_precision_and_scale(4, 0)
+        .unwrap();
+    let b = batch(vec![("m", Arc::new(m) as ArrayRef)]);
+    let f = Filter::make(b.schema(), &query::parse("m > 0").unwrap()).unwrap();
+    for offset in [0, 3, 2049, 2050] {
+        let s = b.slice(offset, n - offset);
+        assert!(
+            matches!(f.evaluate(&s), Err(Error::DecimalRange { .. })),
+            "{offset}"
+        );
+    }
+    assert!(f.evaluate(&b.slice(2051, n - 2051)).is_ok());
     let wide = Decimal128Array::from(vec![Some(1)])
         .with_precision_and_scale(19, 0)
         .unwrap();

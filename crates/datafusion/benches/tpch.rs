@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! cargo bench -p kiln-datafusion --bench tpch [--features llvm] -- [--sf 1] [--runs 7]
+//!     [--query Q1|Q6] [--source Parquet|memory]
 //! ```
 //!
 //! `lineitem` comes from tpchgen at the scale factor asked (SF 1: 6,001,215
@@ -9,9 +10,10 @@
 //! written once as a Parquet file under `target/tpch/` (row groups of 1M
 //! rows, as DataFusion's own benchmarks write it). For each source, target
 //! partitions (1 and 2), query and engine it prints the median end-to-end
-//! time (plan + run) of `--runs` runs, the median time inside filters and
-//! projections (DataFusion's `elapsed_compute`, summed over partitions), and
-//! the first run's planning time, where kiln compiles (its kernel cache is
+//! time (plan + run) of `--runs` runs (the engines' runs take turns), the
+//! median time inside filters and projections (DataFusion's
+//! `elapsed_compute`, summed over partitions), and the first run's planning
+//! time, where kiln compiles (its kernel cache is
 //! cold only for the first configuration that plans the query).
 
 #[path = "../tests/common/lineitem.rs"]
@@ -29,6 +31,13 @@ fn arg(name: &str, default: f64) -> f64 {
         .and_then(|i| args.get(i + 1))
         .map(|v| v.parse().expect("a number"))
         .unwrap_or(default)
+}
+
+/// The value after `name`, if given (`--query Q6`, `--source memory`).
+fn choice(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    let i = args.iter().position(|a| a == name)?;
+    args.get(i + 1).cloned()
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {
@@ -81,6 +90,8 @@ async fn once(ctx: &SessionContext, sql: &str) -> (Duration, Duration, Duration,
 
 fn main() {
     let sf = arg("--sf", 1.0);
+    let only_query = choice("--query");
+    let only_source = choice("--source");
     let runs = arg("--runs", 7.0) as usize;
     let data = data(sf);
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -101,9 +112,19 @@ fn main() {
     println!("|---|---|---|---|---|---|---|---|");
     runtime.block_on(async {
         for (source, source_name) in [(Source::Parquet, "Parquet"), (Source::Memory, "memory")] {
+            if only_source.as_ref().is_some_and(|s| s != source_name) {
+                continue;
+            }
             for partitions in [1, 2] {
                 for (q, sql) in QUERIES {
-                    let mut baseline = None;
+                    if only_query.as_ref().is_some_and(|o| o != q) {
+                        continue;
+                    }
+                    // Every engine plans and runs once (its first plan is
+                    // where kiln compiles), then the runs take turns, so a
+                    // slow moment of this machine falls on all engines alike.
+                    let mut contexts = Vec::new();
+                    let mut first_plans = Vec::new();
                     let mut answer = None;
                     for (name, tier) in &engines {
                         let ctx = data.context(source, partitions, *tier).await;
@@ -112,21 +133,26 @@ fn main() {
                             None => answer = Some(shown),
                             Some(a) => assert_eq!(a, &shown, "{q} {name}: a different answer"),
                         }
-                        let mut total = Vec::new();
-                        let mut ops = Vec::new();
-                        for _ in 0..runs {
-                            let (_, t, o, _) = once(&ctx, sql).await;
-                            total.push(t);
-                            ops.push(o);
+                        contexts.push(ctx);
+                        first_plans.push(first_plan);
+                    }
+                    let mut totals = vec![Vec::new(); engines.len()];
+                    let mut ops = vec![Vec::new(); engines.len()];
+                    for _ in 0..runs {
+                        for (e, ctx) in contexts.iter().enumerate() {
+                            let (_, t, o, _) = once(ctx, sql).await;
+                            totals[e].push(t);
+                            ops[e].push(o);
                         }
-                        let (total, ops) = (median(total), median(ops));
-                        let base = *baseline.get_or_insert(total);
+                    }
+                    let totals: Vec<Duration> = totals.into_iter().map(median).collect();
+                    for (e, (name, _)) in engines.iter().enumerate() {
                         println!(
                             "| {source_name} | {partitions} | {q} | {name} | {:.1} | {:.1} | {:.2} | {:.2}× |",
-                            ms(total),
-                            ms(ops),
-                            ms(first_plan),
-                            base.as_secs_f64() / total.as_secs_f64()
+                            ms(totals[e]),
+                            ms(median(std::mem::take(&mut ops[e]))),
+                            ms(first_plans[e]),
+                            totals[0].as_secs_f64() / totals[e].as_secs_f64()
                         );
                     }
                 }
