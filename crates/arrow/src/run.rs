@@ -197,12 +197,10 @@ fn exec_error(graph: &kiln::Graph, e: ExecError) -> Error {
 /// the column's precision (at most 18, so the rest fit an `i64`, and a sum or
 /// a product lowering allows cannot overflow).
 ///
-/// Rows go a block at a time (it stays in L1): a test of the whole block in
-/// word arithmetic (it vectorizes; i128 compares do not), then the
-/// narrowing copy; only a block with a value out of range looks at which
+/// One pass that narrows and tests in word arithmetic (it vectorizes; i128
+/// compares do not); only a batch with a value out of range looks at which
 /// rows are valid (null slots may hold anything).
 fn decimal_as_i64(batch: &RecordBatch, idx: usize) -> Result<Vec<i64>, Error> {
-    const BLOCK: usize = 1024;
     let column = batch.column(idx);
     let decimals = column
         .as_any()
@@ -211,39 +209,27 @@ fn decimal_as_i64(batch: &RecordBatch, idx: usize) -> Result<Vec<i64>, Error> {
     debug_assert!(decimals.precision() <= lower::MAX_DECIMAL_DIGITS);
     // In range: -limit <= v <= limit, limit = 10^p - 1 (below 2^60).
     let limit = 10i64.pow(u32::from(decimals.precision())) - 1;
-    let fits = |v: i128| v.unsigned_abs() <= limit as u128;
-    let values: &[i128] = decimals.values();
-    // The same values as (low, high) word pairs.
+    // The values as (low, high) word pairs. ORs, no compares: `high + (low
+    // >> 63)` is 0 where v fits an i64, and `(limit - n) | (n + limit)` is
+    // negative where that i64 `n` is beyond ±limit (where either wraps, `n`
+    // is beyond it too).
     let words: &[u64] = decimals.values().inner().typed_data();
-    let mut out = Vec::with_capacity(values.len());
-    for (b, (block, words)) in values
-        .chunks(BLOCK)
-        .zip(words.chunks(2 * BLOCK))
-        .enumerate()
-    {
-        // ORs, no compares: `high + (low >> 63)` is 0 where v fits an i64,
-        // and `(limit - n) | (n + limit)` is negative where that i64 `n` is
-        // beyond ±limit (where either wraps, `n` is beyond it too).
-        let (not_i64, beyond) =
-            words
-                .chunks_exact(2)
-                .fold((0u64, 0i64), |(not_i64, beyond), pair| {
-                    let (low, high) = (pair[0], pair[1]);
-                    let n = low as i64;
-                    (
-                        not_i64 | high.wrapping_add(low >> 63),
-                        beyond | limit.wrapping_sub(n) | n.wrapping_add(limit),
-                    )
-                });
-        if not_i64 != 0 || beyond < 0 {
-            let valid = |j: usize| decimals.is_valid(b * BLOCK + j);
-            if block.iter().enumerate().any(|(j, &v)| !fits(v) && valid(j)) {
-                return Err(Error::DecimalRange {
-                    column: batch.schema().field(idx).name().clone(),
-                });
-            }
+    let mut out = vec![0i64; decimals.len()];
+    let (mut not_i64, mut beyond) = (0u64, 0i64);
+    for (n, pair) in out.iter_mut().zip(words.chunks_exact(2)) {
+        let (low, high) = (pair[0], pair[1]);
+        *n = low as i64;
+        not_i64 |= high.wrapping_add(low >> 63);
+        beyond |= limit.wrapping_sub(*n) | n.wrapping_add(limit);
+    }
+    if not_i64 != 0 || beyond < 0 {
+        let fits = |v: i128| v.unsigned_abs() <= limit as u128;
+        let values = decimals.values();
+        if (0..values.len()).any(|row| !fits(values[row]) && decimals.is_valid(row)) {
+            return Err(Error::DecimalRange {
+                column: batch.schema().field(idx).name().clone(),
+            });
         }
-        out.extend(block.iter().map(|&v| v as i64));
     }
     Ok(out)
 }

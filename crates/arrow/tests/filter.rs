@@ -618,9 +618,9 @@ fn decimals_of_up_to_18_digits_are_their_unscaled_i64s() {
             "{tier:?}"
         );
     }
-    // The range test runs in blocks of rows, and looks at validity only in a
-    // block out of range: a null slot holding any i128 is fine in any block
-    // and at any offset, the extremes of the precision are in range, one
+    // The range test reads validity only when some value is out of range: a
+    // null slot holding any i128 is fine at any offset (bitmaps sliced
+    // inside a byte too), the extremes of the precision are in range, one
     // more digit in a valid row is not.
     let bound = 10i128.pow(4);
     let n = 2100;

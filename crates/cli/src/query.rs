@@ -18,7 +18,9 @@ pub struct QueryArgs {
     /// The data: `.csv` (with a header row), Arrow IPC (`.arrow`, `.feather`,
     /// `.ipc`, file or stream format) or `.parquet`.
     file: PathBuf,
-    /// The condition, in pandas' query syntax: `"(x > 2.0) & (x < 6.0)"`.
+    /// The condition, in pandas' query syntax: `"(x > 2.0) & (x < 6.0)"`. It
+    /// may start with `-` (`"-x > 2"`).
+    #[arg(allow_hyphen_values = true)]
     query: String,
     /// The columns to print, comma-separated (default: all).
     #[arg(long, value_name = "COLS", value_delimiter = ',')]

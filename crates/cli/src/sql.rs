@@ -9,7 +9,8 @@ use kiln_cli::{Failure, Tier};
 #[cfg_attr(not(feature = "sql"), allow(dead_code))]
 pub struct SqlArgs {
     /// The query. A table is a file named in quotes (`FROM 'trips.parquet'`)
-    /// or a name given with --table.
+    /// or a name given with --table. It may start with `-` (a `--` comment).
+    #[arg(allow_hyphen_values = true)]
     query: String,
     /// A name for a file: `--table lineitem=data/lineitem.parquet`. The
     /// format follows the extension: `.parquet`, `.csv` (with a header row),

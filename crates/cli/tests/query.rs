@@ -37,6 +37,18 @@ fn the_seed_query_on_a_parquet_file_written_by_pyarrow() {
 }
 
 #[test]
+fn a_query_may_start_with_a_minus() {
+    let out = ok(&kiln(&[
+        "query",
+        &fixture("seed.parquet"),
+        "-x > -2.0",
+        "--select",
+        "x",
+    ]));
+    assert_eq!(out, "x\n0.0\n1.0\n");
+}
+
+#[test]
 fn nulls_select_and_count_on_arrow_ipc() {
     let ipc = fixture("seed.arrow");
     // flag: T F N T T F T N F T; k: 1 2 N 4 5 6 N 8 9 10 (4-row batches).

@@ -32,6 +32,15 @@ fn sql_over_a_parquet_file_named_in_from() {
 }
 
 #[test]
+fn sql_may_start_with_a_comment() {
+    let sql = format!(
+        "-- the seed rows\n{}",
+        SEED_SQL.replace("{t}", &format!("'{}'", fixture("seed.parquet")))
+    );
+    assert_eq!(ok(&kiln(&[&sql])), SEED_ROWS);
+}
+
+#[test]
 fn sql_over_arrow_ipc_and_csv_tables() {
     let sql = SEED_SQL.replace("{t}", "seed");
     let arrow = format!("seed={}", fixture("seed.arrow"));
