@@ -13,8 +13,8 @@
 //! time (plan + run) of `--runs` runs (the engines' runs take turns), the
 //! median time inside filters and projections (DataFusion's
 //! `elapsed_compute`, summed over partitions), and the first run's planning
-//! time, where kiln compiles (its kernel cache is
-//! cold only for the first configuration that plans the query).
+//! time, where kiln compiles (its kernel cache is cold only for the first
+//! configuration that plans the query).
 
 #[path = "../tests/common/lineitem.rs"]
 mod lineitem;
