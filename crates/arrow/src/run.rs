@@ -653,13 +653,20 @@ fn rows(data: Data, dtype: DType, n: usize) -> Buffer {
     }
 }
 
+/// Kernels write a byte per `bool`; Arrow keeps bits. Packed 64 at a time
+/// without branches (arrow's `From<Vec<bool>>` sets one bit per row behind
+/// a branch).
+fn bits(bools: &[bool]) -> BooleanBuffer {
+    BooleanBuffer::collect_bool(bools.len(), |i| bools[i])
+}
+
 fn array(dtype: DType, values: Data, valid: Option<Data>, n: usize) -> ArrayRef {
     let nulls = valid.map(|v| match rows(v, DType::Bool, n) {
-        Buffer::Bool(v) => NullBuffer::from(v),
+        Buffer::Bool(v) => NullBuffer::new(bits(&v)),
         _ => unreachable!("validity is bool"),
     });
     match rows(values, dtype, n) {
-        Buffer::Bool(v) => Arc::new(BooleanArray::new(BooleanBuffer::from(v), nulls)),
+        Buffer::Bool(v) => Arc::new(BooleanArray::new(bits(&v), nulls)),
         Buffer::I32(v) => Arc::new(Int32Array::new(ScalarBuffer::from(v), nulls)),
         Buffer::I64(v) => Arc::new(Int64Array::new(ScalarBuffer::from(v), nulls)),
         Buffer::F32(v) => Arc::new(Float32Array::new(ScalarBuffer::from(v), nulls)),
