@@ -280,10 +280,11 @@ fn decimals() {
         ));
     }
     let scalar = |v: i128| {
-        Decimal128Array::new_scalar(v)
-            .into_inner()
-            .with_precision_and_scale(15, 2)
-            .unwrap()
+        arrow_array::Scalar::new(
+            Decimal128Array::from(vec![v])
+                .with_precision_and_scale(15, 2)
+                .unwrap(),
+        )
     };
     let (five, seven, cap) = (scalar(5), scalar(7), scalar(2400));
     let batches = &batches;
@@ -294,9 +295,6 @@ fn decimals() {
                 .iter()
                 .map(|b| {
                     let (d, q) = (b.column(0), b.column(1));
-                    let five = arrow_array::Scalar::new(&five);
-                    let seven = arrow_array::Scalar::new(&seven);
-                    let cap = arrow_array::Scalar::new(&cap);
                     let between =
                         and_kleene(&gt_eq(d, &five).unwrap(), &lt_eq(d, &seven).unwrap()).unwrap();
                     indices(&and_kleene(&between, &lt(q, &cap).unwrap()).unwrap()).len()

@@ -24,20 +24,16 @@ use lineitem::{Lineitem, Source, QUERIES};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-fn arg(name: &str, default: f64) -> f64 {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .map(|v| v.parse().expect("a number"))
-        .unwrap_or(default)
-}
-
 /// The value after `name`, if given (`--query Q6`, `--source memory`).
 fn choice(name: &str) -> Option<String> {
     let args: Vec<String> = std::env::args().collect();
     let i = args.iter().position(|a| a == name)?;
     args.get(i + 1).cloned()
+}
+
+/// The number after `name` (`--sf 1`), or `default`.
+fn arg(name: &str, default: f64) -> f64 {
+    choice(name).map_or(default, |v| v.parse().expect("a number"))
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {
@@ -146,11 +142,12 @@ fn main() {
                         }
                     }
                     let totals: Vec<Duration> = totals.into_iter().map(median).collect();
+                    let ops: Vec<Duration> = ops.into_iter().map(median).collect();
                     for (e, (name, _)) in engines.iter().enumerate() {
                         println!(
                             "| {source_name} | {partitions} | {q} | {name} | {:.1} | {:.1} | {:.2} | {:.2}× |",
                             ms(totals[e]),
-                            ms(median(std::mem::take(&mut ops[e]))),
+                            ms(ops[e]),
                             ms(first_plans[e]),
                             totals[0].as_secs_f64() / totals[e].as_secs_f64()
                         );
