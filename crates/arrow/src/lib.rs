@@ -38,6 +38,8 @@ use arrow_schema::DataType;
 pub enum Tier {
     /// The reference interpreter (copies the columns; the oracle in tests).
     Interpreter,
+    /// The vector VM: the cheapest compile, no machine code.
+    Vm,
     /// The Cranelift JIT: compiles in microseconds.
     #[default]
     Cranelift,
@@ -51,16 +53,18 @@ impl Tier {
     pub fn all() -> Vec<Tier> {
         vec![
             Tier::Interpreter,
+            Tier::Vm,
             Tier::Cranelift,
             #[cfg(feature = "llvm")]
             Tier::Llvm,
         ]
     }
 
-    /// Its name: `interp`, `cranelift`, `llvm`.
+    /// Its name: `interp`, `vm`, `cranelift`, `llvm`.
     pub fn name(self) -> &'static str {
         match self {
             Tier::Interpreter => "interp",
+            Tier::Vm => "vm",
             Tier::Cranelift => "cranelift",
             #[cfg(feature = "llvm")]
             Tier::Llvm => "llvm",

@@ -65,6 +65,7 @@ fn compile(tier: Tier, graph: kiln::Graph) -> Result<(Verified, Arc<Code>), Erro
     };
     let code = Arc::new(match tier {
         Tier::Interpreter => Code::Interp(kiln::Interpreter.compile(&graph, &options)?),
+        Tier::Vm => Code::Jit(kiln::Vm.compile(&graph, &options)?),
         Tier::Cranelift => Code::Jit(kiln::Cranelift.compile(&graph, &options)?),
         #[cfg(feature = "llvm")]
         Tier::Llvm => Code::Jit(kiln::Llvm.compile(&graph, &options)?),

@@ -6,7 +6,7 @@
 //! serve is an error naming the tier or feature it needs. Exit status: 0 ok,
 //! 2 bad input or usage.
 
-use clap::Parser;
+use clap::{Parser, ValueEnum};
 use kiln::aot::{AotError, AotOptions, AotTier, Emit};
 use kiln::{OptLevel, PyOptions};
 use kiln_cli::source::SourceArgs;
@@ -78,10 +78,13 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         Some(Tier::Cranelift) => AotTier::Cranelift,
         Some(Tier::Llvm) if cfg!(feature = "llvm") => AotTier::Llvm,
         Some(Tier::Llvm) => return Err(bad(format!("--tier llvm: {}", kiln_cli::NO_LLVM))),
-        Some(Tier::Interp) => {
-            return Err(bad(
-                "--tier interp cannot compile ahead of time; use llvm or cranelift",
-            ))
+        Some(t @ (Tier::Interp | Tier::Vm)) => {
+            return Err(bad(format!(
+                "--tier {} cannot compile ahead of time; use llvm or cranelift",
+                t.to_possible_value()
+                    .expect("every tier has a name")
+                    .get_name()
+            )))
         }
     };
     if !cli.emit.is_text() && cli.output.is_none() && std::io::stdout().is_terminal() {

@@ -39,6 +39,9 @@ impl Failure {
 pub enum Tier {
     /// The reference interpreter (the oracle).
     Interp,
+    /// The vector VM: compiles fastest, runs blocks of rows without machine
+    /// code.
+    Vm,
     /// The Cranelift JIT.
     Cranelift,
     /// The LLVM tier (O3; needs a build with `--features llvm`).
@@ -52,6 +55,7 @@ impl Tier {
     pub fn engine(self) -> Result<Box<dyn kiln::DynEngine>, Failure> {
         Ok(match self {
             Tier::Interp => Box::new(kiln::Interpreter),
+            Tier::Vm => Box::new(kiln::Vm),
             Tier::Cranelift => Box::new(kiln::Cranelift),
             #[cfg(feature = "llvm")]
             Tier::Llvm => Box::new(kiln::Llvm),
@@ -65,6 +69,7 @@ impl Tier {
     pub fn arrow(self) -> Result<kiln_arrow::Tier, Failure> {
         Ok(match self {
             Tier::Interp => kiln_arrow::Tier::Interpreter,
+            Tier::Vm => kiln_arrow::Tier::Vm,
             Tier::Cranelift => kiln_arrow::Tier::Cranelift,
             #[cfg(feature = "llvm")]
             Tier::Llvm => kiln_arrow::Tier::Llvm,

@@ -7,9 +7,9 @@ use std::process::{Command, Output};
 /// Every tier this build has (the default build has no LLVM tier).
 fn tiers() -> &'static [&'static str] {
     if cfg!(feature = "llvm") {
-        &["interp", "cranelift", "llvm"]
+        &["interp", "vm", "cranelift", "llvm"]
     } else {
-        &["interp", "cranelift"]
+        &["interp", "vm", "cranelift"]
     }
 }
 
@@ -620,9 +620,9 @@ node { name: "f" op: "Frobnicate" input: "s" }
 fn tf_split_outputs_by_name_on_every_tier() {
     // The README's layout example: `split:1` names Split's second output.
     let tiers: &[&str] = if cfg!(feature = "llvm") {
-        &["interp", "cranelift", "llvm"]
+        &["interp", "vm", "cranelift", "llvm"]
     } else {
-        &["interp", "cranelift"]
+        &["interp", "vm", "cranelift"]
     };
     // The input as nested lists or flat (row-major); outputs as nested lists.
     for (tier, x) in tiers.iter().flat_map(|t| {

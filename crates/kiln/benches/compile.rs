@@ -121,6 +121,26 @@ fn main() {
     }
     let clone = per_item(n, || kernels.clone());
     println!("(the kernels' clone the codegen rows include),{clone:.2}");
+    // The VM: lowered with inline math (more kernel expressions than the
+    // libm calls Cranelift keeps), then translated to its instructions.
+    let vm_lower = per_item(n, || {
+        optimized
+            .iter()
+            .map(|g| kernel::lower(g, &kiln::vm::LOWER_OPTIONS).expect("lowers"))
+            .collect::<Vec<_>>()
+    });
+    println!("lower for the VM (inline math),{vm_lower:.2}");
+    let vm_kernels: Vec<Kernel> = optimized
+        .iter()
+        .map(|g| kernel::lower(g, &kiln::vm::LOWER_OPTIONS).expect("lowers"))
+        .collect();
+    let vm = per_item(n, || {
+        vm_kernels
+            .iter()
+            .map(|k| kiln::vm::compile(k).expect("compiles"))
+            .collect::<Vec<_>>()
+    });
+    println!("VM codegen (kernel to instructions),{vm:.2}");
 
     // The facade, end to end: what kiln::Population pays per expression.
     let compile = CompileOptions {
@@ -128,21 +148,24 @@ fn main() {
         ..CompileOptions::default()
     };
     let variables = kiln::population::variables_of(&exprs);
-    let population = || {
-        kiln::Population::compile(
-            &exprs,
-            &variables,
-            &Cranelift,
-            &kiln::PopulationOptions {
-                threads: 1,
-                compile: compile.clone(),
-            },
-        )
-    };
-    let whole = per_item(n, population);
-    println!("kiln::Population::compile (all phases),{whole:.2}");
-    let drop = per_item(n, || drop(population()));
-    println!("(compile and drop),{drop:.2}");
+    for engine in [&Cranelift as &dyn DynEngine, &kiln::Vm] {
+        let population = || {
+            kiln::Population::compile(
+                &exprs,
+                &variables,
+                engine,
+                &kiln::PopulationOptions {
+                    threads: 1,
+                    compile: compile.clone(),
+                },
+            )
+        };
+        let tier = engine.name();
+        let whole = per_item(n, population);
+        println!("kiln::Population::compile on {tier} (all phases),{whole:.2}");
+        let drop = per_item(n, || drop(population()));
+        println!("(compile and drop on {tier}),{drop:.2}");
+    }
 
     // The experiment issue 18 weighs: the expressions as the outputs of a
     // few graphs (one kernel each: one pass over the rows, columns loaded
@@ -167,7 +190,10 @@ fn main() {
         .map(|v| format!("{v}: float[n]"))
         .collect::<Vec<_>>()
         .join(", ");
-    for group in [1usize, 16, 64, 250] {
+    for (group, engine) in [1usize, 16, 64, 250]
+        .into_iter()
+        .flat_map(|g| [(g, Cranelift), (g, kiln::Vm)])
+    {
         let sources: Vec<String> = exprs
             .chunks(group)
             .map(|part| {
@@ -187,9 +213,9 @@ fn main() {
             ..CompileOptions::default()
         };
         let compile = per_item(n, || {
-            Cranelift.compile_batch(&graphs, &opts).expect("compiles")
+            engine.compile_batch(&graphs, &opts).expect("compiles")
         });
-        let programs = Cranelift.compile_batch(&graphs, &opts).expect("compiles");
+        let programs = engine.compile_batch(&graphs, &opts).expect("compiles");
         let mut out = vec![0.0; rows * group];
         let eval = per_item(n, || {
             for (program, part) in programs.iter().zip(exprs.chunks(group)) {
@@ -219,22 +245,24 @@ fn main() {
                 program.run_arrays(&inputs, &mut outs).expect("runs");
             }
         });
-        println!(
-            "{group} expression(s) per graph: compile (optimize, lower, Cranelift),{compile:.2}"
-        );
-        println!("{group} expression(s) per graph: evaluate {rows} rows,{eval:.2}");
+        let tier = Engine::name(&engine);
+        println!("{group} expression(s) per graph on {tier}: compile (optimize, lower, codegen),{compile:.2}");
+        println!("{group} expression(s) per graph on {tier}: evaluate {rows} rows,{eval:.2}");
     }
 
     // One small expression on its own, as `kiln run -e` compiles it.
     let small = "sin(x0) * x1 + 2.0";
-    let single = per_item(1, || {
-        let graph = kiln::load(small, Format::Py, &options)
-            .expect("parses")
-            .graph;
-        let graph = kiln::verify(graph).expect("verifies");
-        Cranelift
-            .compile_dyn(&graph, &CompileOptions::default())
-            .expect("compiles")
-    });
-    println!("one expression alone (`{small}`: parse to machine code),{single:.2}");
+    for engine in [&Cranelift as &dyn DynEngine, &kiln::Vm] {
+        let single = per_item(1, || {
+            let graph = kiln::load(small, Format::Py, &options)
+                .expect("parses")
+                .graph;
+            let graph = kiln::verify(graph).expect("verifies");
+            engine
+                .compile_dyn(&graph, &CompileOptions::default())
+                .expect("compiles")
+        });
+        let tier = engine.name();
+        println!("one expression alone on {tier} (`{small}`: parse to runnable code),{single:.2}");
+    }
 }

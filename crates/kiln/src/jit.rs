@@ -1,7 +1,8 @@
 //! The compiling tiers as [`Engine`]s: graph → kernel (lowering in `kiln-ir`)
-//! → machine code (`kiln-cranelift`, or `kiln-llvm` with the `llvm` feature),
-//! and safe ways to call the result. Both tiers produce a [`JitProgram`]: the
-//! calling convention is `kiln_ir::kernel::abi`'s.
+//! → machine code (`kiln-cranelift`, or `kiln-llvm` with the `llvm` feature)
+//! or the vector VM's instructions (`kiln-vm`), and safe ways to call the
+//! result. Every tier produces a [`JitProgram`]: the calling convention is
+//! `kiln_ir::kernel::abi`'s.
 
 use crate::arrays::{each_array, ArrayMut, ArrayRef};
 use crate::{runtime, CompileError, CompileOptions, CompileResult, Engine, Program};
@@ -12,12 +13,17 @@ use kiln_ir::{Buffer, DType, Data, Verified};
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-/// A compiling tier: both return a [`JitProgram`]. The crate root exports
+/// A compiling tier: each returns a [`JitProgram`]. The crate root exports
 /// each variant by name (`kiln::Cranelift.compile(…)`), and
 /// [`JitTier::all`] lists this build's, so code that wants typed handles or
 /// borrowed-array calls on any tier picks one at run time.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum JitTier {
+    /// The vector VM (`kiln_vm`): compiles a kernel into instructions over
+    /// blocks of rows, which loops rustc compiled ahead of time run; no
+    /// machine code. The cheapest compile, for kernels run once or on
+    /// short columns (GP populations).
+    Vm,
     /// The Cranelift JIT: compiles in microseconds.
     Cranelift,
     /// The LLVM tier (O3 by default), JIT-compiled in process with MCJIT for
@@ -30,6 +36,7 @@ impl JitTier {
     /// Every compiling tier of this build.
     pub fn all() -> &'static [JitTier] {
         &[
+            JitTier::Vm,
             JitTier::Cranelift,
             #[cfg(feature = "llvm")]
             JitTier::Llvm,
@@ -42,6 +49,7 @@ impl Engine for JitTier {
 
     fn name(&self) -> &'static str {
         match self {
+            JitTier::Vm => "vm",
             JitTier::Cranelift => "cranelift",
             #[cfg(feature = "llvm")]
             JitTier::Llvm => "llvm",
@@ -54,6 +62,24 @@ impl Engine for JitTier {
         options: &CompileOptions,
     ) -> CompileResult<Vec<JitProgram>> {
         match self {
+            JitTier::Vm => compile_with(graphs, options, kiln_vm::LOWER_OPTIONS, |kernels, _| {
+                kernels
+                    .into_iter()
+                    .map(|kernel| {
+                        let vm = kiln_vm::compile(&kernel)
+                            .map_err(|e| CompileError::Codegen(e.to_string()))?;
+                        let entry: abi::HostEntry = Arc::new(move |slots: &[u64]| {
+                            // SAFETY: reached only through
+                            // `CompiledKernel::call`, whose contract is
+                            // `VmKernel::call`'s.
+                            unsafe { vm.call(slots) }
+                        });
+                        // SAFETY: `entry` runs this kernel under `call`'s
+                        // contract and nothing else holds it.
+                        Ok(unsafe { CompiledKernel::host(Arc::new(kernel), entry) })
+                    })
+                    .collect()
+            }),
             JitTier::Cranelift => {
                 let lower = kiln_cranelift::LOWER_OPTIONS;
                 compile_with(graphs, options, lower, |kernels, symbols| {
@@ -145,10 +171,11 @@ impl JitProgram {
 
     /// The kernel's address with its native signature (`docs/abi.md`), for
     /// callers who manage the ABI themselves. Valid while `self` (or a clone) is.
+    /// `None` on the VM, which runs kernels without machine code.
     ///
     /// # Safety
     /// Calling it requires the exact native signature and valid buffers.
-    pub unsafe fn raw_fn_ptr(&self) -> *const u8 {
+    pub unsafe fn raw_fn_ptr(&self) -> Option<*const u8> {
         self.code.native_ptr()
     }
 
@@ -382,23 +409,34 @@ impl Program for JitProgram {
 pub trait NativeType: Copy + Send + Sync + 'static {
     /// The dtype.
     const DTYPE: DType;
+
+    /// The value in an 8-byte slot (`Scalar::bits`: low bytes, zero above).
+    fn to_slot(self) -> u64;
+
+    /// The value an 8-byte cell holds in its low bytes.
+    fn from_slot(bits: u64) -> Self;
 }
 
-impl NativeType for bool {
-    const DTYPE: DType = DType::Bool;
+macro_rules! native_type {
+    ($($t:ty => $dtype:ident),*) => {$(
+        impl NativeType for $t {
+            const DTYPE: DType = DType::$dtype;
+
+            fn to_slot(self) -> u64 {
+                kiln_ir::Scalar::$dtype(self).bits()
+            }
+
+            fn from_slot(bits: u64) -> Self {
+                match kiln_ir::Scalar::from_bits(DType::$dtype, bits) {
+                    kiln_ir::Scalar::$dtype(v) => v,
+                    _ => unreachable!("from_bits gives its dtype"),
+                }
+            }
+        }
+    )*};
 }
-impl NativeType for i32 {
-    const DTYPE: DType = DType::I32;
-}
-impl NativeType for i64 {
-    const DTYPE: DType = DType::I64;
-}
-impl NativeType for f32 {
-    const DTYPE: DType = DType::F32;
-}
-impl NativeType for f64 {
-    const DTYPE: DType = DType::F64;
-}
+
+native_type!(bool => Bool, i32 => I32, i64 => I64, f32 => F32, f64 => F64);
 
 /// Argument tuples of a [`TypedFunc`]: `()`, `(f64,)`, `(f64, i64)`, …
 pub trait ScalarArgs: Copy {
@@ -410,6 +448,9 @@ pub trait ScalarArgs: Copy {
     /// # Safety
     /// `ptr` must be a live function with exactly that signature.
     unsafe fn call<R: NativeType>(self, ptr: *const u8) -> R;
+
+    /// The arguments in 8-byte slots, in order.
+    fn slots(self) -> Vec<u64>;
 }
 
 macro_rules! scalar_args {
@@ -425,6 +466,12 @@ macro_rules! scalar_args {
                 let f: extern "C" fn($($a),*) -> R = unsafe { std::mem::transmute::<*const u8, extern "C" fn($($a),*) -> R>(ptr) };
                 let ($($a,)*) = self;
                 f($($a),*)
+            }
+
+            #[allow(non_snake_case)]
+            fn slots(self) -> Vec<u64> {
+                let ($($a,)*) = self;
+                vec![$($a.to_slot()),*]
             }
         }
     };
@@ -451,8 +498,23 @@ impl<A: ScalarArgs, R: NativeType> TypedFunc<A, R> {
     /// Calls the function.
     #[inline]
     pub fn call(&self, args: A) -> R {
-        // SAFETY: `typed` checked the native signature against `A` and `R`,
-        // and `self.code` keeps the code alive.
-        unsafe { args.call(self.code.native_ptr()) }
+        match self.code.native_ptr() {
+            // SAFETY: `typed` checked the native signature against `A` and
+            // `R`, and `self.code` keeps the code alive.
+            Some(ptr) => unsafe { args.call(ptr) },
+            None => {
+                // The VM: the inputs by value, then where the returned
+                // output goes (`abi::args` of a direct kernel).
+                let mut cell = 0u64;
+                let mut slots = args.slots();
+                slots.push(&mut cell as *mut u64 as u64);
+                // SAFETY: `typed` checked that the kernel is direct with
+                // exactly these scalar inputs and one output of `R`, which
+                // the kernel writes into `cell`.
+                let status = unsafe { self.code.call(&mut slots) };
+                debug_assert_eq!(status, abi::STATUS_OK, "a direct kernel cannot fail");
+                R::from_slot(cell)
+            }
+        }
     }
 }

@@ -31,6 +31,7 @@ pub use arrays::{ArrayMut, ArrayRef};
 pub use jit::JitTier::Cranelift;
 #[cfg(feature = "llvm")]
 pub use jit::JitTier::Llvm;
+pub use jit::JitTier::Vm;
 pub use jit::{JitProgram, JitTier, NativeType, ScalarArgs, TypedFunc};
 pub use kiln_cranelift as cranelift;
 pub use kiln_frontend as frontend;
@@ -44,6 +45,7 @@ pub use kiln_ir::{
 };
 #[cfg(feature = "llvm")]
 pub use kiln_llvm as llvm;
+pub use kiln_vm as vm;
 pub use population::{MemberError, Population, PopulationOptions};
 
 use std::path::Path;
@@ -455,6 +457,7 @@ impl Engine for Interpreter {
 pub fn engines() -> Vec<Box<dyn DynEngine>> {
     vec![
         Box::new(Interpreter),
+        Box::new(Vm),
         Box::new(Cranelift),
         #[cfg(feature = "llvm")]
         Box::new(Llvm),

@@ -28,13 +28,41 @@ fn direct_bool_arguments_are_true_when_not_zero() {
         assert!(p.kernel().direct, "{tier}: scalars only, nothing can fail");
         // `bool f(bool a, bool b, bool* gt, int32_t* cast, bool* eq)`.
         type F = extern "C" fn(u8, u8, *mut u8, *mut i32, *mut u8) -> u8;
-        // SAFETY: a direct kernel of two bool inputs and outputs bool, bool,
-        // i32, bool has this signature (docs/abi.md); `p` keeps it alive.
-        let f = unsafe { std::mem::transmute::<*const u8, F>(p.raw_fn_ptr()) };
+        // SAFETY: reading the address is safe; calls below.
+        let native = unsafe { p.raw_fn_ptr() };
+        let call = |a: u8, b: u8, gt: &mut u8, cast: &mut i32, eq: &mut u8| -> u8 {
+            match native {
+                // SAFETY: a direct kernel of two bool inputs and outputs
+                // bool, bool, i32, bool has this signature (docs/abi.md);
+                // `p` keeps it alive.
+                Some(ptr) => {
+                    let f = unsafe { std::mem::transmute::<*const u8, F>(ptr) };
+                    f(a, b, gt, cast, eq)
+                }
+                // The VM has no machine code: the same bytes through the
+                // uniform slots (the inputs by value, then the returned
+                // output's cell).
+                None => {
+                    let mut not = 7u8;
+                    let mut slots = [
+                        u64::from(a),
+                        u64::from(b),
+                        &mut not as *mut u8 as u64,
+                        gt as *mut u8 as u64,
+                        cast as *mut i32 as u64,
+                        eq as *mut u8 as u64,
+                    ];
+                    // SAFETY: one slot per parameter of this direct kernel.
+                    assert_eq!(unsafe { p.call_slots(&mut slots) }, 0);
+                    not
+                }
+            }
+        };
+        assert_eq!(native.is_none(), tier == "vm", "{tier}");
         for a in BYTES {
             for b in BYTES {
                 let (mut gt, mut cast, mut eq) = (7u8, 7i32, 7u8);
-                let not = f(a, b, &mut gt, &mut cast, &mut eq);
+                let not = call(a, b, &mut gt, &mut cast, &mut eq);
                 let (ta, tb) = (a != 0, b != 0);
                 let got = (not, gt, cast, eq);
                 let want = (

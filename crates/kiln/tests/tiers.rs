@@ -261,6 +261,7 @@ fn compiling_and_dropping_many_graphs_returns_the_memory() {
     for &tier in JitTier::all() {
         // (compiles, the compile after which RSS is the baseline, allowed growth)
         let (n_graphs, warm, allowed) = match tier {
+            JitTier::Vm => (100_000, 10_000, 32 << 20),
             JitTier::Cranelift => (100_000, 10_000, 32 << 20),
             #[cfg(feature = "llvm")]
             JitTier::Llvm => (1_500, 300, 16 << 20),

@@ -48,7 +48,7 @@ _FORMATS = ("py", "kiln", "fx", "tf")
 
 
 def tiers() -> list[str]:
-    """The tiers this build compiles with: ``['cranelift', 'llvm', 'interp']``."""
+    """The tiers this build compiles with: ``['cranelift', 'llvm', 'vm', 'interp']``."""
     return list(_kiln.tiers())
 
 

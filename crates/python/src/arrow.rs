@@ -24,6 +24,7 @@ fn tier(name: &str) -> PyResult<kiln_arrow::Tier> {
         Tier::Interp => kiln_arrow::Tier::Interpreter,
         Tier::Jit(kiln::JitTier::Cranelift) => kiln_arrow::Tier::Cranelift,
         Tier::Jit(kiln::JitTier::Llvm) => kiln_arrow::Tier::Llvm,
+        Tier::Jit(kiln::JitTier::Vm) => kiln_arrow::Tier::Vm,
     })
 }
 

@@ -26,6 +26,7 @@ impl Tier {
     pub const ALL: &'static [Tier] = &[
         Tier::Jit(JitTier::Cranelift),
         Tier::Jit(JitTier::Llvm),
+        Tier::Jit(JitTier::Vm),
         Tier::Interp,
     ];
 
@@ -37,7 +38,7 @@ impl Tier {
             .find(|t| t.name() == name)
             .ok_or_else(|| {
                 PyValueError::new_err(format!(
-                    "tier must be 'cranelift', 'llvm' or 'interp', not {name:?}"
+                    "tier must be 'cranelift', 'llvm', 'vm' or 'interp', not {name:?}"
                 ))
             })
     }

@@ -38,7 +38,7 @@ pub fn fails(out: &Output, code: i32, message: &str) {
 
 /// The tiers this build has.
 pub fn tiers() -> Vec<&'static str> {
-    let mut t = vec!["interp", "cranelift"];
+    let mut t = vec!["interp", "vm", "cranelift"];
     if cfg!(feature = "llvm") {
         t.push("llvm");
     }

@@ -271,17 +271,33 @@ pub fn pack_bits(rows: &[bool]) -> Vec<u8> {
         .collect()
 }
 
-/// A kernel compiled to machine code in memory, by either tier. Cheap to
-/// clone; the code lives until the last clone of the last kernel compiled
-/// with it drops.
+/// A kernel run by the host rather than as machine code (kiln's vector
+/// VM): called with the slots [`CompiledKernel::call`] takes, returning the
+/// status.
+pub type HostEntry = Arc<dyn Fn(&[u64]) -> i32 + Send + Sync>;
+
+/// How a compiled kernel is entered.
+#[derive(Clone)]
+enum Entry {
+    /// Machine code: its native address and uniform entry.
+    Native {
+        native: usize,
+        wrapper: Option<usize>,
+    },
+    /// A host function taking the slots.
+    Host(HostEntry),
+}
+
+/// A kernel compiled in memory, by any tier: machine code (Cranelift,
+/// LLVM), or a host entry (the VM). Cheap to clone; the code lives until
+/// the last clone of the last kernel compiled with it drops.
 #[derive(Clone)]
 pub struct CompiledKernel {
     kernel: Arc<Kernel>,
     /// Held, never read: owns the machine code.
     #[allow(dead_code)]
     code: Arc<dyn Any + Send + Sync>,
-    native: usize,
-    wrapper: Option<usize>,
+    entry: Entry,
 }
 
 impl std::fmt::Debug for CompiledKernel {
@@ -310,8 +326,25 @@ impl CompiledKernel {
         CompiledKernel {
             kernel,
             code,
-            native: native as usize,
-            wrapper: wrapper.map(|w| w as usize),
+            entry: Entry::Native {
+                native: native as usize,
+                wrapper: wrapper.map(|w| w as usize),
+            },
+        }
+    }
+
+    /// Wraps a kernel a host function runs: [`Self::call`] passes its slots
+    /// to `entry`.
+    ///
+    /// # Safety
+    /// `entry` runs `kernel` soundly for every `slots` that meets
+    /// [`Self::call`]'s contract (it may rely on nothing more), and is
+    /// reachable only through the returned handle.
+    pub unsafe fn host(kernel: Arc<Kernel>, entry: HostEntry) -> CompiledKernel {
+        CompiledKernel {
+            code: Arc::new(()),
+            kernel,
+            entry: Entry::Host(entry),
         }
     }
 
@@ -342,9 +375,13 @@ impl CompiledKernel {
     }
 
     /// The address of the kernel with its native signature ([`signature`]),
-    /// valid while this handle (or a clone) is alive.
-    pub fn native_ptr(&self) -> *const u8 {
-        self.native as *const u8
+    /// valid while this handle (or a clone) is alive; `None` for a kernel
+    /// the host runs, which has no machine code.
+    pub fn native_ptr(&self) -> Option<*const u8> {
+        match self.entry {
+            Entry::Native { native, .. } => Some(native as *const u8),
+            Entry::Host(_) => None,
+        }
     }
 
     /// Calls the kernel: `slots[i]` holds parameter `i` of [`Kernel::params`]
@@ -363,7 +400,11 @@ impl CompiledKernel {
             self.kernel.params.len(),
             "one slot per parameter"
         );
-        match self.wrapper {
+        let (native, wrapper) = match &self.entry {
+            Entry::Native { native, wrapper } => (*native, *wrapper),
+            Entry::Host(entry) => return entry(slots),
+        };
+        match wrapper {
             Some(wrapper) => {
                 // SAFETY: `wrapper` is this kernel's `int32_t (uint64_t*)`
                 // entry, alive while `self.code` is (`new`'s contract).
@@ -375,7 +416,7 @@ impl CompiledKernel {
             // SAFETY: without a wrapper, every parameter is a pointer or an
             // `int64_t`, which every supported C ABI passes like a `u64`, and
             // there are at most MAX_NATIVE_ARGS of them (`needs_wrapper`).
-            None => unsafe { call_by_arity(self.native, slots) },
+            None => unsafe { call_by_arity(native, slots) },
         }
     }
 }

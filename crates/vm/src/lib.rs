@@ -1,0 +1,1270 @@
+//! kiln's vector VM: a tier that compiles a kernel in microseconds and
+//! runs it without generating machine code.
+//!
+//! [`compile`] translates a [`Kernel`] statement by statement into a tree
+//! of instructions over *lanes*: every register gets a slot of
+//! [`BLOCK`] 8-byte cells (slots are reused once a register is dead, so a
+//! kernel of thousands of registers needs a few dozen), and each
+//! instruction is a loop over the lanes, compiled ahead of time by rustc
+//! for baseline x86-64 and for AVX2 (`lanes.rs`). A row loop whose
+//! iterations are independent (the common case: loads, pure expressions,
+//! stores at the row, branchless filters) runs [`BLOCK`] rows at a time,
+//! one instruction over all of them before the next, so dispatch costs
+//! once per block and the arithmetic runs in SIMD; any other loop (one
+//! that carries a variable, or stores where a later row reads) runs row by
+//! row, in the same instructions one lane wide. What a kernel computes is
+//! decided by lowering; each instruction computes what
+//! `kiln_ir::kernel::Expr` says the machine computes, so the VM returns
+//! the interpreter's bits like the other tiers.
+//!
+//! A compiled kernel is called like machine code: [`VmKernel::call`]
+//! takes one 8-byte slot per parameter, as `kiln_ir::kernel::abi::args`
+//! describes them, and returns the kernel's status.
+
+mod lanes;
+mod math;
+
+use kiln_ir::kernel::{Expr, Extent, Kernel, LowerOptions, MathCall, Reg, Stmt};
+use kiln_ir::{BinaryOp, DType, EntityRef, Scalar};
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+/// Rows a block loop runs at a time: the lanes of every slot.
+pub const BLOCK: usize = 256;
+
+/// How kernels for the VM are lowered: `matmul` row by row in the
+/// destination (its inner loop runs in blocks), and transcendentals as
+/// calls of the `libm` crate, one per lane. Inline math measured slower
+/// here: on the GP population its expansion makes kernels about 20 times
+/// longer, so lowering and translation cost 52 µs per expression instead
+/// of 4, and each primitive's pass over a block's lanes costs more than
+/// the call (evaluation 215 against 183 µs per expression at 10,000 rows,
+/// `cargo bench -p kiln --bench compile`, docs/performance.md).
+pub const LOWER_OPTIONS: LowerOptions = LowerOptions {
+    packed_bools: false,
+    register_tiles: false,
+    libm_calls: true,
+};
+
+/// Why a kernel could not be compiled: an expression no lowering emits
+/// (lowering's bug, not the user's).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum VmError {
+    /// The kernel breaks a precondition `kiln_ir::kernel::verify` states.
+    #[error("invalid kernel: {0}")]
+    Invalid(String),
+}
+
+type Slot = u32;
+
+/// Where a loop's trip count comes from.
+#[derive(Copy, Clone, Debug)]
+enum Trip {
+    Fixed(u64),
+    /// The parameter's slot (an `int64_t`).
+    Arg(usize),
+    /// Lane 0 of a register's slot.
+    Reg(Slot),
+}
+
+/// An element index: a register's lanes, `unit` when they are known to be
+/// consecutive (the row plus a loop invariant), so a block reads or writes
+/// one contiguous run.
+#[derive(Copy, Clone, Debug)]
+struct Index {
+    slot: Slot,
+    unit: bool,
+}
+
+enum Inst {
+    /// A scalar input (a direct kernel's by value, else behind a pointer).
+    Input {
+        dst: Slot,
+        param: usize,
+        dtype: DType,
+        by_value: bool,
+    },
+    Load {
+        dst: Slot,
+        param: usize,
+        index: Index,
+        dtype: DType,
+    },
+    LoadBit {
+        dst: Slot,
+        param: usize,
+        index: Slot,
+    },
+    Trip {
+        dst: Slot,
+        trip: Trip,
+    },
+    Var {
+        dst: Slot,
+        var: usize,
+    },
+    Un {
+        dst: Slot,
+        f: lanes::Un,
+        a: Slot,
+    },
+    Bin {
+        dst: Slot,
+        f: lanes::Bin,
+        a: Slot,
+        b: Slot,
+    },
+    /// A binary op with one constant operand (`k`).
+    BinK {
+        dst: Slot,
+        f: lanes::BinK,
+        a: Slot,
+        k: u64,
+    },
+    Select {
+        dst: Slot,
+        c: Slot,
+        a: Slot,
+        b: Slot,
+    },
+    Call {
+        dst: Slot,
+        f: math::Func,
+        a: Slot,
+        b: Slot,
+    },
+    Table {
+        dst: Slot,
+        bits: &'static [u64],
+        index: Slot,
+    },
+    Fallback {
+        dst: Slot,
+        f: math::Func,
+        a: Slot,
+        b: Slot,
+        rare: Slot,
+        value: Slot,
+    },
+}
+
+enum Node {
+    Inst(Inst),
+    Check {
+        src: Slot,
+        status: i32,
+    },
+    Loop(Box<Loop>),
+    Set {
+        var: usize,
+        src: Slot,
+    },
+    Store {
+        param: usize,
+        index: Option<Index>,
+        src: Slot,
+        dtype: DType,
+    },
+    KeepRow {
+        sel: usize,
+        count: usize,
+        row: Slot,
+        mask: Slot,
+    },
+    StoreCount {
+        param: usize,
+        var: usize,
+    },
+}
+
+struct Loop {
+    trip: Trip,
+    row: Slot,
+    body: Vec<Node>,
+    /// Runs [`BLOCK`] rows at a time (else row by row).
+    block: bool,
+    /// In a block loop: the slots of registers defined before the loop
+    /// (other than constants), spread over the lanes on entry.
+    spread: Vec<Slot>,
+}
+
+/// A kernel compiled for the VM. `Send + Sync`; calls from many threads
+/// run at once (each thread keeps its own lanes).
+pub struct VmKernel {
+    body: Vec<Node>,
+    slots: usize,
+    /// Each constant's slot and bits: spread over every lane at each call.
+    consts: Vec<(Slot, u64)>,
+    /// Each variable's initial bits.
+    vars: Vec<u64>,
+    /// Whether any loop runs in blocks (else lane 0 is all a call uses).
+    blocks: bool,
+    params: usize,
+}
+
+impl std::fmt::Debug for VmKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VmKernel")
+            .field("slots", &self.slots)
+            .field("consts", &self.consts.len())
+            .field("blocks", &self.blocks)
+            .finish()
+    }
+}
+
+/// Compiles `kernel` for the VM.
+pub fn compile(kernel: &Kernel) -> Result<VmKernel, VmError> {
+    let mut live = Liveness {
+        pos: 0,
+        def: vec![u32::MAX; kernel.regs.len()],
+        last: vec![0; kernel.regs.len()],
+        loops: Vec::new(),
+    };
+    live.number(&kernel.body);
+    live.pos = 0;
+    let mut stack = Vec::new();
+    let mut next_loop = 0;
+    live.uses(&kernel.body, &mut stack, &mut next_loop);
+    let mut cx = Cx {
+        kernel,
+        live: &live,
+        frees: vec![Vec::new(); live.pos as usize + 1],
+        slot_of: vec![u32::MAX; kernel.regs.len()],
+        free: Vec::new(),
+        slots: 0,
+        consts: Vec::new(),
+        const_slot: HashMap::new(),
+        const_of: vec![None; kernel.regs.len()],
+        pos: 0,
+        next_loop: 0,
+        blocks: false,
+    };
+    for (reg, &last) in live.last.iter().enumerate() {
+        if live.def[reg] != u32::MAX {
+            cx.frees[last as usize].push(reg as u32);
+        }
+    }
+    let body = cx.block(&kernel.body)?;
+    Ok(VmKernel {
+        body,
+        slots: cx.slots as usize,
+        consts: cx.consts,
+        vars: kernel.vars.iter().map(|s| s.bits()).collect(),
+        blocks: cx.blocks,
+        params: kernel.params.len(),
+    })
+}
+
+/// Positions of statements in program order, and each register's live
+/// range: from its definition to its last use, a use inside a loop the
+/// register was defined outside of counting as a use at that loop's end.
+struct Liveness {
+    pos: u32,
+    def: Vec<u32>,
+    last: Vec<u32>,
+    /// Each loop's first and last position, in pre-order.
+    loops: Vec<(u32, u32)>,
+}
+
+impl Liveness {
+    fn number(&mut self, stmts: &[Stmt]) {
+        for stmt in stmts {
+            self.pos += 1;
+            match stmt {
+                Stmt::Let(reg, _) => self.def[reg.index()] = self.pos,
+                Stmt::Loop { row, body, .. } => {
+                    self.def[row.index()] = self.pos;
+                    let k = self.loops.len();
+                    self.loops.push((self.pos, 0));
+                    self.number(body);
+                    self.pos += 1;
+                    self.loops[k].1 = self.pos;
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn used(&mut self, reg: Reg, stack: &[usize]) {
+        let r = reg.index();
+        let def = self.def[r];
+        // The outermost enclosing loop entered after the definition.
+        let at = stack
+            .iter()
+            .find(|&&l| self.loops[l].0 > def)
+            .map_or(self.pos, |&l| self.loops[l].1);
+        self.last[r] = self.last[r].max(at);
+    }
+
+    fn uses(&mut self, stmts: &[Stmt], stack: &mut Vec<usize>, next_loop: &mut usize) {
+        for stmt in stmts {
+            self.pos += 1;
+            match stmt {
+                Stmt::Let(reg, expr) => {
+                    let r = reg.index();
+                    self.last[r] = self.last[r].max(self.pos);
+                    for used in expr_regs(expr) {
+                        self.used(used, stack);
+                    }
+                }
+                Stmt::CheckNonZero(reg, _) | Stmt::Set(_, reg) => self.used(*reg, stack),
+                Stmt::Loop { extent, row, body } => {
+                    if let Extent::Reg(r) = extent {
+                        self.used(*r, stack);
+                    }
+                    let r = row.index();
+                    self.last[r] = self.last[r].max(self.pos);
+                    stack.push(*next_loop);
+                    *next_loop += 1;
+                    self.uses(body, stack, next_loop);
+                    stack.pop();
+                    self.pos += 1;
+                }
+                Stmt::Store(_, row, reg) => {
+                    if let Some(row) = row {
+                        self.used(*row, stack);
+                    }
+                    self.used(*reg, stack);
+                }
+                Stmt::KeepRow { row, mask, .. } => {
+                    self.used(*row, stack);
+                    self.used(*mask, stack);
+                }
+                Stmt::StoreCount(..) => {}
+            }
+        }
+    }
+}
+
+/// The registers an expression reads.
+fn expr_regs(expr: &Expr) -> Vec<Reg> {
+    match expr {
+        Expr::Input(_) | Expr::Const(_) | Expr::Var(_) => vec![],
+        Expr::ExtentValue(Extent::Reg(r)) => vec![*r],
+        Expr::ExtentValue(_) => vec![],
+        Expr::Load(_, r)
+        | Expr::LoadBit(_, r)
+        | Expr::Unary(_, r)
+        | Expr::Cast(_, r)
+        | Expr::Bitcast(_, r)
+        | Expr::Table(_, r) => vec![*r],
+        Expr::Binary(_, a, b) | Expr::Compare(_, a, b) => vec![*a, *b],
+        Expr::Select(c, a, b) => vec![*c, *a, *b],
+        Expr::Fallback { call, rare, value } => {
+            let mut regs = call.args();
+            regs.extend([*rare, *value]);
+            regs
+        }
+    }
+}
+
+/// The translation: slots assigned in program order as registers are
+/// defined, freed after their last use.
+struct Cx<'k> {
+    kernel: &'k Kernel,
+    live: &'k Liveness,
+    /// The registers whose last use is each position.
+    frees: Vec<Vec<u32>>,
+    slot_of: Vec<Slot>,
+    free: Vec<Slot>,
+    slots: u32,
+    consts: Vec<(Slot, u64)>,
+    const_slot: HashMap<u64, Slot>,
+    /// Each constant register's bits.
+    const_of: Vec<Option<u64>>,
+    pos: u32,
+    next_loop: usize,
+    blocks: bool,
+}
+
+impl Cx<'_> {
+    fn invalid<T>(&self, what: String) -> Result<T, VmError> {
+        Err(VmError::Invalid(format!("{}: {what}", self.kernel.name)))
+    }
+
+    fn slot(&self, reg: Reg) -> Slot {
+        self.slot_of[reg.index()]
+    }
+
+    fn define(&mut self, reg: Reg) -> Slot {
+        let slot = self.free.pop().unwrap_or_else(|| {
+            self.slots += 1;
+            self.slots - 1
+        });
+        self.slot_of[reg.index()] = slot;
+        slot
+    }
+
+    /// Frees the slots of the registers last used at the current position
+    /// (after its definition took a slot, so a result never shares its
+    /// operands' slots).
+    fn release(&mut self) {
+        for r in std::mem::take(&mut self.frees[self.pos as usize]) {
+            if self.const_of[r as usize].is_none() && self.slot_of[r as usize] != u32::MAX {
+                self.free.push(self.slot_of[r as usize]);
+            }
+        }
+    }
+
+    fn param(&self, idx: kiln_ir::kernel::ParamIdx) -> usize {
+        idx.index()
+    }
+
+    fn trip(&self, extent: Extent) -> Trip {
+        match extent {
+            Extent::Fixed(n) => Trip::Fixed(n),
+            Extent::Param(p) => Trip::Arg(p.index()),
+            Extent::Reg(r) => Trip::Reg(self.slot(r)),
+        }
+    }
+
+    fn block(&mut self, stmts: &[Stmt]) -> Result<Vec<Node>, VmError> {
+        let mut nodes = Vec::with_capacity(stmts.len());
+        for stmt in stmts {
+            self.pos += 1;
+            match stmt {
+                Stmt::Let(reg, Expr::Const(c)) => {
+                    // Constants of every dtype share a slot when their
+                    // bits agree: a lane is only bits.
+                    let bits = c.bits();
+                    let slot = match self.const_slot.get(&bits) {
+                        Some(&s) => s,
+                        None => {
+                            self.slots += 1;
+                            let s = self.slots - 1;
+                            self.const_slot.insert(bits, s);
+                            self.consts.push((s, bits));
+                            s
+                        }
+                    };
+                    self.slot_of[reg.index()] = slot;
+                    self.const_of[reg.index()] = Some(bits);
+                }
+                Stmt::Let(reg, expr) => {
+                    let inst = self.inst(*reg, expr)?;
+                    nodes.push(Node::Inst(inst));
+                }
+                Stmt::CheckNonZero(reg, check) => nodes.push(Node::Check {
+                    src: self.slot(*reg),
+                    status: kiln_ir::kernel::abi::division_by_zero_status(*check),
+                }),
+                Stmt::Loop { extent, row, body } => {
+                    let trip = self.trip(*extent);
+                    let k = self.next_loop;
+                    self.next_loop += 1;
+                    let row_slot = self.define(*row);
+                    self.release();
+                    let start = self.live.loops[k].0;
+                    let block = block_safe(*row, body, &self.outer(start));
+                    let spread = if block {
+                        self.blocks = true;
+                        let mut outer: Vec<Slot> = Vec::new();
+                        for stmt in body {
+                            for r in stmt_regs(stmt) {
+                                if self.live.def[r.index()] < start
+                                    && self.const_of[r.index()].is_none()
+                                    && !outer.contains(&self.slot(r))
+                                {
+                                    outer.push(self.slot(r));
+                                }
+                            }
+                        }
+                        outer
+                    } else {
+                        Vec::new()
+                    };
+                    let unit_before = block;
+                    let inner = self.block_with_units(body, *row, unit_before, start)?;
+                    self.pos += 1;
+                    nodes.push(Node::Loop(Box::new(Loop {
+                        trip,
+                        row: row_slot,
+                        body: inner,
+                        block,
+                        spread,
+                    })));
+                }
+                Stmt::Set(var, reg) => nodes.push(Node::Set {
+                    var: var.index(),
+                    src: self.slot(*reg),
+                }),
+                Stmt::Store(param, row, reg) => {
+                    let p = self.param(*param);
+                    nodes.push(Node::Store {
+                        param: p,
+                        index: row.map(|r| Index {
+                            slot: self.slot(r),
+                            unit: false,
+                        }),
+                        src: self.slot(*reg),
+                        dtype: self.kernel.reg_type(*reg),
+                    });
+                }
+                Stmt::KeepRow {
+                    sel,
+                    count,
+                    row,
+                    mask,
+                } => nodes.push(Node::KeepRow {
+                    sel: sel.index(),
+                    count: count.index(),
+                    row: self.slot(*row),
+                    mask: self.slot(*mask),
+                }),
+                Stmt::StoreCount(param, var) => nodes.push(Node::StoreCount {
+                    param: param.index(),
+                    var: var.index(),
+                }),
+            }
+            self.release();
+        }
+        Ok(nodes)
+    }
+
+    /// A loop body; in a block loop, marks the loads and stores whose index
+    /// lanes are consecutive.
+    fn block_with_units(
+        &mut self,
+        body: &[Stmt],
+        row: Reg,
+        block: bool,
+        start: u32,
+    ) -> Result<Vec<Node>, VmError> {
+        let mut nodes = self.block(body)?;
+        if block {
+            let strides = strides(row, body, &self.outer(start));
+            let unit = |r: &Reg| strides.get(r) == Some(&1);
+            // Mark by register, statement by statement.
+            for (node, stmt) in nodes_of(&mut nodes, body) {
+                match (node, stmt) {
+                    (Node::Inst(Inst::Load { index, .. }), Stmt::Let(_, Expr::Load(_, r))) => {
+                        index.unit = unit(r);
+                    }
+                    (
+                        Node::Store {
+                            index: Some(index), ..
+                        },
+                        Stmt::Store(_, Some(r), _),
+                    ) => {
+                        index.unit = unit(r);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(nodes)
+    }
+
+    fn inst(&mut self, reg: Reg, expr: &Expr) -> Result<Inst, VmError> {
+        let dtype = self.kernel.reg_type(reg);
+        // Operands' slots before the result takes one.
+        let s = |r: &Reg| self.slot_of[r.index()];
+        let inst = match expr {
+            Expr::Input(p) => Inst::Input {
+                dst: 0,
+                param: p.index(),
+                dtype,
+                by_value: self.kernel.direct,
+            },
+            Expr::Load(p, r) => Inst::Load {
+                dst: 0,
+                param: p.index(),
+                index: Index {
+                    slot: s(r),
+                    unit: false,
+                },
+                dtype,
+            },
+            Expr::LoadBit(p, r) => Inst::LoadBit {
+                dst: 0,
+                param: p.index(),
+                index: s(r),
+            },
+            Expr::Const(_) => unreachable!("constants take no instruction"),
+            Expr::ExtentValue(e) => Inst::Trip {
+                dst: 0,
+                trip: self.trip(*e),
+            },
+            Expr::Var(v) => Inst::Var {
+                dst: 0,
+                var: v.index(),
+            },
+            Expr::Unary(op, a) => match (lanes::unary(*op, dtype), math::unary(*op, dtype)) {
+                (Some(f), _) => Inst::Un { dst: 0, f, a: s(a) },
+                (None, Some(f)) => Inst::Call {
+                    dst: 0,
+                    f,
+                    a: s(a),
+                    b: s(a),
+                },
+                (None, None) => return self.invalid(format!("`{op}` on {dtype}")),
+            },
+            Expr::Binary(op, a, b) => match (lanes::binary(*op, dtype), math::binary(*op, dtype)) {
+                (Some(f), _) => self.binary(f, *a, *b),
+                (None, Some(f)) => Inst::Call {
+                    dst: 0,
+                    f,
+                    a: s(a),
+                    b: s(b),
+                },
+                (None, None) => return self.invalid(format!("`{op}` on {dtype}")),
+            },
+            Expr::Compare(op, a, b) => {
+                self.binary(lanes::compare(*op, self.kernel.reg_type(*a)), *a, *b)
+            }
+            Expr::Select(c, a, b) => Inst::Select {
+                dst: 0,
+                c: s(c),
+                a: s(a),
+                b: s(b),
+            },
+            Expr::Cast(to, a) => {
+                let from = self.kernel.reg_type(*a);
+                match lanes::cast(from, *to) {
+                    Some(f) => Inst::Un { dst: 0, f, a: s(a) },
+                    None => return self.invalid(format!("a cast of {from} to {to}")),
+                }
+            }
+            // Same bits: a lane is only bits (zero-extended either way).
+            Expr::Bitcast(_, a) => Inst::Un {
+                dst: 0,
+                f: lanes::cast(DType::I64, DType::I64).expect("the identity"),
+                a: s(a),
+            },
+            Expr::Table(table, index) => Inst::Table {
+                dst: 0,
+                bits: table.bits,
+                index: s(index),
+            },
+            Expr::Fallback { call, rare, value } => {
+                let (f, a, b) = match *call {
+                    MathCall::Unary(op, a) => (math::unary(op, dtype), a, a),
+                    MathCall::Binary(op, a, b) => (math::binary(op, dtype), a, b),
+                };
+                let Some(f) = f else {
+                    return self.invalid(format!("a fallback to {call:?} on {dtype}"));
+                };
+                Inst::Fallback {
+                    dst: 0,
+                    f,
+                    a: s(&a),
+                    b: s(&b),
+                    rare: s(rare),
+                    value: s(value),
+                }
+            }
+        };
+        let dst = self.define(reg);
+        Ok(with_dst(inst, dst))
+    }
+}
+
+impl Cx<'_> {
+    /// What the loop starting at position `start` knows of the registers
+    /// defined before it.
+    fn outer(&self, start: u32) -> Outer<'_> {
+        Outer {
+            start,
+            def: &self.live.def,
+            const_of: &self.const_of,
+            regs: &self.kernel.regs,
+        }
+    }
+
+    /// A binary op's instruction: a constant operand (the second, or the
+    /// first when the second is not one) is passed as `k`.
+    fn binary(&self, f: lanes::Bins, a: Reg, b: Reg) -> Inst {
+        let konst = |r: Reg| self.const_of[r.index()];
+        match (konst(a), konst(b)) {
+            (_, Some(k)) => Inst::BinK {
+                dst: 0,
+                f: f.vk,
+                a: self.slot(a),
+                k,
+            },
+            (Some(k), None) => Inst::BinK {
+                dst: 0,
+                f: f.kv,
+                a: self.slot(b),
+                k,
+            },
+            (None, None) => Inst::Bin {
+                dst: 0,
+                f: f.vv,
+                a: self.slot(a),
+                b: self.slot(b),
+            },
+        }
+    }
+}
+
+fn with_dst(mut inst: Inst, slot: Slot) -> Inst {
+    match &mut inst {
+        Inst::Input { dst, .. }
+        | Inst::Load { dst, .. }
+        | Inst::LoadBit { dst, .. }
+        | Inst::Trip { dst, .. }
+        | Inst::Var { dst, .. }
+        | Inst::Un { dst, .. }
+        | Inst::Bin { dst, .. }
+        | Inst::BinK { dst, .. }
+        | Inst::Select { dst, .. }
+        | Inst::Call { dst, .. }
+        | Inst::Table { dst, .. }
+        | Inst::Fallback { dst, .. } => *dst = slot,
+    }
+    inst
+}
+
+/// Pairs each node of a translated loop body with its statement (constants
+/// have no node).
+fn nodes_of<'n, 's>(
+    nodes: &'n mut [Node],
+    body: &'s [Stmt],
+) -> impl Iterator<Item = (&'n mut Node, &'s Stmt)> {
+    nodes.iter_mut().zip(
+        body.iter()
+            .filter(|s| !matches!(s, Stmt::Let(_, Expr::Const(_)))),
+    )
+}
+
+/// The registers a statement reads (not the ones it defines).
+fn stmt_regs(stmt: &Stmt) -> Vec<Reg> {
+    match stmt {
+        Stmt::Let(_, expr) => expr_regs(expr),
+        Stmt::CheckNonZero(r, _) | Stmt::Set(_, r) => vec![*r],
+        Stmt::Loop { extent, .. } => match extent {
+            Extent::Reg(r) => vec![*r],
+            _ => vec![],
+        },
+        Stmt::Store(_, row, r) => row.iter().copied().chain([*r]).collect(),
+        Stmt::KeepRow { row, mask, .. } => vec![*row, *mask],
+        Stmt::StoreCount(..) => vec![],
+    }
+}
+
+/// The registers of a loop body whose lanes step by a constant in a
+/// block (`lane i = lane 0 + i * stride`): the row (stride 1), and `i64`
+/// arithmetic of one such register with loop invariants (registers
+/// defined before the loop, or computed in it from those alone): plus or
+/// minus an invariant, times a constant. Lowering's index arithmetic
+/// (`row * 1 + base`) is of this form.
+fn strides(row: Reg, body: &[Stmt], outer: &Outer) -> HashMap<Reg, i64> {
+    let outside = |r: Reg| outer.defined(r);
+    let mut strides = HashMap::from([(row, 1i64)]);
+    let mut invariant: Vec<Reg> = Vec::new();
+    let mut konst: HashMap<Reg, i64> = HashMap::new();
+    let konst_of =
+        |r: &Reg, konst: &HashMap<Reg, i64>| konst.get(r).copied().or_else(|| outer.konst(*r));
+    for stmt in body {
+        let Stmt::Let(r, expr) = stmt else { continue };
+        let inv = |x: &Reg| outside(*x) || invariant.contains(x);
+        let step = match expr {
+            Expr::Binary(BinaryOp::Add, a, b) => match (strides.get(a), strides.get(b)) {
+                (Some(&s), None) if inv(b) => Some(s),
+                (None, Some(&s)) if inv(a) => Some(s),
+                _ => None,
+            },
+            Expr::Binary(BinaryOp::Sub, a, b) => strides.get(a).copied().filter(|_| inv(b)),
+            Expr::Binary(BinaryOp::Mul, a, b) => match (strides.get(a), strides.get(b)) {
+                (Some(&s), None) => konst_of(b, &konst).and_then(|k| s.checked_mul(k)),
+                (None, Some(&s)) => konst_of(a, &konst).and_then(|k| s.checked_mul(k)),
+                _ => None,
+            },
+            _ => None,
+        };
+        match step {
+            Some(s) => {
+                strides.insert(*r, s);
+            }
+            None => {
+                if let Expr::Const(Scalar::I64(k)) = expr {
+                    konst.insert(*r, *k);
+                }
+                let pure = !matches!(
+                    expr,
+                    Expr::Load(..) | Expr::LoadBit(..) | Expr::Var(_) | Expr::Input(_)
+                );
+                if matches!(expr, Expr::Const(_)) || (pure && expr_regs(expr).iter().all(inv)) {
+                    invariant.push(*r);
+                }
+            }
+        }
+    }
+    strides
+}
+
+/// What a loop body's analysis knows of registers defined before it.
+struct Outer<'a> {
+    /// The loop's position.
+    start: u32,
+    /// Each register's definition's position.
+    def: &'a [u32],
+    /// The bits of each constant register translated so far.
+    const_of: &'a [Option<u64>],
+    regs: &'a [DType],
+}
+
+impl Outer<'_> {
+    /// Whether a register is defined before the loop.
+    fn defined(&self, r: Reg) -> bool {
+        self.def[r.index()] < self.start
+    }
+
+    /// The value of an `i64` constant defined before the loop.
+    fn konst(&self, r: Reg) -> Option<i64> {
+        let bits = self.const_of[r.index()]?;
+        (self.regs[r.index()] == DType::I64 && self.defined(r)).then_some(bits as i64)
+    }
+}
+
+/// Whether a loop may run a block of rows at a time, each statement over
+/// all of them before the next: no inner loop, no variable it sets (a
+/// filter's count is kept row by row by `KeepRow` itself), and every array
+/// it stores to written at one index that steps by a nonzero constant (so
+/// no two rows write one element) and read, if at all, at that same index
+/// (so every row reads what it wrote, as row by row).
+fn block_safe(row: Reg, body: &[Stmt], outer: &Outer) -> bool {
+    let strides = strides(row, body, outer);
+    let mut stored: HashMap<usize, Reg> = HashMap::new();
+    for stmt in body {
+        match stmt {
+            Stmt::Loop { .. } | Stmt::Set(..) | Stmt::StoreCount(..) => return false,
+            Stmt::Store(p, Some(r), _)
+                if strides.get(r).is_none_or(|&s| s == 0)
+                    || *stored.entry(p.index()).or_insert(*r) != *r =>
+            {
+                return false
+            }
+            Stmt::Store(_, None, _) => return false,
+            _ => {}
+        }
+    }
+    body.iter().all(|stmt| match stmt {
+        Stmt::Let(_, Expr::Load(p, r)) => stored.get(&p.index()).is_none_or(|s| s == r),
+        _ => true,
+    })
+}
+
+thread_local! {
+    /// Each thread's lanes, reused across calls.
+    static LANES: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
+}
+
+impl VmKernel {
+    /// Calls the kernel: `slots[i]` holds parameter `i` in 8 bytes, exactly
+    /// as for machine code (`kiln_ir::kernel::abi::CompiledKernel::call`).
+    /// Returns the status.
+    ///
+    /// # Safety
+    /// `slots` has one entry per parameter, every pointer valid for the
+    /// kernel's reads or writes of as many elements as `abi::args` says,
+    /// and no output or scratch buffer overlaps another buffer.
+    pub unsafe fn call(&self, slots: &[u64]) -> i32 {
+        assert_eq!(slots.len(), self.params, "one slot per parameter");
+        let width = if self.blocks { BLOCK } else { 1 };
+        let mut lanes = LANES.with(|l| std::mem::take(&mut *l.borrow_mut()));
+        // Every lane is written before it is read: only new room is zeroed.
+        if lanes.len() < self.slots * width {
+            lanes.resize(self.slots * width, 0);
+        }
+        for &(slot, bits) in &self.consts {
+            let at = slot as usize * width;
+            lanes[at..at + width].fill(bits);
+        }
+        let mut run = Run {
+            lanes: &mut lanes,
+            width,
+            vars: self.vars.clone(),
+            args: slots,
+        };
+        // SAFETY: the caller's contract.
+        let status = match unsafe { run.nodes(&self.body, 1) } {
+            Ok(()) => kiln_ir::kernel::abi::STATUS_OK,
+            Err(status) => status,
+        };
+        LANES.with(|l| *l.borrow_mut() = lanes);
+        status
+    }
+}
+
+/// One call's state.
+struct Run<'a> {
+    lanes: &'a mut Vec<u64>,
+    /// Lanes per slot.
+    width: usize,
+    vars: Vec<u64>,
+    args: &'a [u64],
+}
+
+/// Reads one element of `dtype` at `ptr` as a lane (a `bool` byte is true
+/// when not 0).
+///
+/// # Safety
+/// `ptr` is valid for reading an element of `dtype`.
+#[inline]
+unsafe fn read(ptr: *const u8, dtype: DType) -> u64 {
+    // SAFETY: the caller's contract; unaligned reads, as machine code's.
+    unsafe {
+        match dtype {
+            DType::Bool => u64::from(ptr.read() != 0),
+            DType::I32 | DType::F32 => u64::from(ptr.cast::<u32>().read_unaligned()),
+            DType::I64 | DType::F64 => ptr.cast::<u64>().read_unaligned(),
+        }
+    }
+}
+
+/// Writes a lane as one element of `dtype` at `ptr`.
+///
+/// # Safety
+/// `ptr` is valid for writing an element of `dtype`.
+#[inline]
+unsafe fn write(ptr: *mut u8, dtype: DType, lane: u64) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        match dtype {
+            DType::Bool => ptr.write(lane as u8),
+            DType::I32 | DType::F32 => ptr.cast::<u32>().write_unaligned(lane as u32),
+            DType::I64 | DType::F64 => ptr.cast::<u64>().write_unaligned(lane),
+        }
+    }
+}
+
+impl Run<'_> {
+    fn at(&self, slot: Slot) -> usize {
+        slot as usize * self.width
+    }
+
+    fn trip(&self, trip: Trip) -> u64 {
+        match trip {
+            Trip::Fixed(n) => n,
+            Trip::Arg(p) => self.args[p],
+            Trip::Reg(s) => self.lanes[self.at(s)],
+        }
+    }
+
+    fn ptr(&self, param: usize) -> *mut u8 {
+        self.args[param] as usize as *mut u8
+    }
+
+    /// Runs `nodes` over `n` lanes (1 outside block loops).
+    ///
+    /// # Safety
+    /// [`VmKernel::call`]'s contract.
+    unsafe fn nodes(&mut self, nodes: &[Node], n: usize) -> Result<(), i32> {
+        for node in nodes {
+            match node {
+                // SAFETY: the caller's contract.
+                Node::Inst(inst) => unsafe { self.inst(inst, n) },
+                Node::Check { src, status } => {
+                    let at = self.at(*src);
+                    if self.lanes[at..at + n].contains(&0) {
+                        return Err(*status);
+                    }
+                }
+                // SAFETY: the caller's contract.
+                Node::Loop(l) => unsafe { self.run_loop(l)? },
+                Node::Set { var, src } => self.vars[*var] = self.lanes[self.at(*src)],
+                Node::Store {
+                    param,
+                    index,
+                    src,
+                    dtype,
+                } => {
+                    let base = self.ptr(*param);
+                    let size = dtype.size_bytes();
+                    let src = self.at(*src);
+                    match index {
+                        // SAFETY: a scalar output's pointer (or a direct
+                        // kernel's returned cell), valid per the contract.
+                        None => unsafe { write(base, *dtype, self.lanes[src]) },
+                        Some(index) if index.unit => {
+                            let first = self.lanes[self.at(index.slot)] as usize;
+                            let to = base.wrapping_add(first * size);
+                            // SAFETY: rows `first..first + n` are inside the
+                            // array (lowering's indices, the contract's
+                            // buffers).
+                            unsafe { store_run(&self.lanes[src..src + n], to, *dtype) };
+                        }
+                        Some(index) => {
+                            let idx = self.at(index.slot);
+                            for i in 0..n {
+                                let row = if index.unit {
+                                    self.lanes[idx].wrapping_add(i as u64)
+                                } else {
+                                    self.lanes[idx + i]
+                                };
+                                // SAFETY: lowering keeps indices inside the
+                                // array the contract makes valid.
+                                unsafe {
+                                    write(
+                                        base.wrapping_add(row as usize * size),
+                                        *dtype,
+                                        self.lanes[src + i],
+                                    )
+                                }
+                            }
+                        }
+                    }
+                }
+                Node::KeepRow {
+                    sel,
+                    count,
+                    row,
+                    mask,
+                } => {
+                    let base = self.ptr(*sel).cast::<u32>();
+                    let (row, mask) = (self.at(*row), self.at(*mask));
+                    let mut kept = self.vars[*count];
+                    for i in 0..n {
+                        // SAFETY: the selection has room for a row per row
+                        // of the loop, and at most `row` rows are kept
+                        // before row `row`.
+                        unsafe {
+                            base.wrapping_add(kept as usize)
+                                .write_unaligned(self.lanes[row + i] as u32)
+                        };
+                        kept += self.lanes[mask + i];
+                    }
+                    self.vars[*count] = kept;
+                }
+                Node::StoreCount { param, var } => {
+                    // SAFETY: the count's `int64_t` pointer.
+                    unsafe { write(self.ptr(*param), DType::I64, self.vars[*var]) }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// # Safety
+    /// [`VmKernel::call`]'s contract.
+    unsafe fn run_loop(&mut self, l: &Loop) -> Result<(), i32> {
+        let trip = self.trip(l.trip);
+        let row = self.at(l.row);
+        if !l.block {
+            for r in 0..trip {
+                self.lanes[row] = r;
+                // SAFETY: the caller's contract.
+                unsafe { self.nodes(&l.body, 1)? };
+            }
+            return Ok(());
+        }
+        let spread = (trip as usize).min(self.width);
+        for &s in &l.spread {
+            let at = self.at(s);
+            let v = self.lanes[at];
+            self.lanes[at..at + spread].fill(v);
+        }
+        let mut start = 0u64;
+        while start < trip {
+            let n = ((trip - start) as usize).min(self.width);
+            for (i, lane) in self.lanes[row..row + n].iter_mut().enumerate() {
+                *lane = start + i as u64;
+            }
+            // SAFETY: the caller's contract.
+            unsafe { self.nodes(&l.body, n)? };
+            start += n as u64;
+        }
+        Ok(())
+    }
+
+    /// # Safety
+    /// [`VmKernel::call`]'s contract.
+    unsafe fn inst(&mut self, inst: &Inst, n: usize) {
+        let p = self.lanes.as_mut_ptr();
+        let w = self.width;
+        let lane = |s: Slot| s as usize * w;
+        match *inst {
+            Inst::Input {
+                dst,
+                param,
+                dtype,
+                by_value,
+            } => {
+                let v = if by_value {
+                    Scalar::from_bits(dtype, self.args[param]).bits()
+                } else {
+                    // SAFETY: a scalar input's pointer.
+                    unsafe { read(self.ptr(param), dtype) }
+                };
+                self.lanes[lane(dst)..lane(dst) + n].fill(v);
+            }
+            Inst::Load {
+                dst,
+                param,
+                index,
+                dtype,
+            } => {
+                let base = self.ptr(param).cast_const();
+                let size = dtype.size_bytes();
+                let (d, idx) = (lane(dst), lane(index.slot));
+                if index.unit {
+                    let first = self.lanes[idx] as usize;
+                    let from = base.wrapping_add(first * size);
+                    let out = &mut self.lanes[d..d + n];
+                    // SAFETY: rows `first..first + n` are inside the array
+                    // (lowering's indices, the contract's buffers).
+                    unsafe { load_run(out, from, dtype) };
+                } else {
+                    for i in 0..n {
+                        let row = self.lanes[idx + i] as usize;
+                        // SAFETY: as above, one element.
+                        self.lanes[d + i] = unsafe { read(base.wrapping_add(row * size), dtype) };
+                    }
+                }
+            }
+            Inst::LoadBit { dst, param, index } => {
+                let base = self.ptr(param).cast_const();
+                for i in 0..n {
+                    let row = self.lanes[lane(index) + i];
+                    // SAFETY: the bitmap holds a bit per row.
+                    let byte = unsafe { base.wrapping_add((row >> 3) as usize).read() };
+                    self.lanes[lane(dst) + i] = u64::from((byte >> (row & 7)) & 1);
+                }
+            }
+            Inst::Trip { dst, trip } => {
+                let v = self.trip(trip);
+                self.lanes[lane(dst)..lane(dst) + n].fill(v);
+            }
+            Inst::Var { dst, var } => {
+                let v = self.vars[var];
+                self.lanes[lane(dst)..lane(dst) + n].fill(v);
+            }
+            // SAFETY: slots are `w >= n` lanes inside `lanes`, and a
+            // result's slot is never an operand's (`Cx::release`).
+            Inst::Un { dst, f, a } => unsafe { f(p.add(lane(dst)), p.add(lane(a)), n) },
+            // SAFETY: as above.
+            Inst::Bin { dst, f, a, b } => unsafe {
+                f(p.add(lane(dst)), p.add(lane(a)), p.add(lane(b)), n)
+            },
+            // SAFETY: as above.
+            Inst::BinK { dst, f, a, k } => unsafe { f(p.add(lane(dst)), p.add(lane(a)), k, n) },
+            // SAFETY: as above.
+            Inst::Select { dst, c, a, b } => unsafe {
+                lanes::select(
+                    p.add(lane(dst)),
+                    p.add(lane(c)),
+                    p.add(lane(a)),
+                    p.add(lane(b)),
+                    n,
+                )
+            },
+            Inst::Call { dst, f, a, b } => {
+                for i in 0..n {
+                    self.lanes[lane(dst) + i] =
+                        f.call(self.lanes[lane(a) + i], self.lanes[lane(b) + i]);
+                }
+            }
+            Inst::Table { dst, bits, index } => {
+                for i in 0..n {
+                    let k = self.lanes[lane(index) + i] as usize;
+                    // Lowering masks the index into the table.
+                    self.lanes[lane(dst) + i] = bits.get(k).copied().unwrap_or(0);
+                }
+            }
+            Inst::Fallback {
+                dst,
+                f,
+                a,
+                b,
+                rare,
+                value,
+            } => {
+                for i in 0..n {
+                    self.lanes[lane(dst) + i] = if self.lanes[lane(rare) + i] != 0 {
+                        f.call(self.lanes[lane(a) + i], self.lanes[lane(b) + i])
+                    } else {
+                        self.lanes[lane(value) + i]
+                    };
+                }
+            }
+        }
+    }
+}
+
+/// Writes lanes as `lanes.len()` consecutive elements of `dtype` at `to`.
+///
+/// # Safety
+/// `to` is valid for writing that many elements.
+unsafe fn store_run(lanes: &[u64], to: *mut u8, dtype: DType) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        match dtype {
+            DType::I64 | DType::F64 => {
+                std::ptr::copy_nonoverlapping(lanes.as_ptr().cast::<u8>(), to, lanes.len() * 8)
+            }
+            DType::I32 | DType::F32 => {
+                let to = to.cast::<u32>();
+                for (i, &lane) in lanes.iter().enumerate() {
+                    to.add(i).write_unaligned(lane as u32);
+                }
+            }
+            DType::Bool => {
+                for (i, &lane) in lanes.iter().enumerate() {
+                    to.add(i).write(lane as u8);
+                }
+            }
+        }
+    }
+}
+
+/// Reads `out.len()` consecutive elements of `dtype` from `from` into
+/// lanes.
+///
+/// # Safety
+/// `from` is valid for reading that many elements.
+unsafe fn load_run(out: &mut [u64], from: *const u8, dtype: DType) {
+    let n = out.len();
+    // SAFETY: the caller's contract; unaligned where the dtype is wider
+    // than a byte (Arrow buffers are aligned, slices of them need not be).
+    unsafe {
+        match dtype {
+            DType::I64 | DType::F64 => {
+                std::ptr::copy_nonoverlapping(from, out.as_mut_ptr().cast::<u8>(), n * 8)
+            }
+            DType::I32 | DType::F32 => {
+                let from = from.cast::<u32>();
+                for (i, lane) in out.iter_mut().enumerate() {
+                    *lane = u64::from(from.add(i).read_unaligned());
+                }
+            }
+            DType::Bool => {
+                for (i, lane) in out.iter_mut().enumerate() {
+                    *lane = u64::from(from.add(i).read() != 0);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kernel(text: &str) -> Kernel {
+        let graph = kiln_ir::text::parse(text).expect("parses");
+        let verified = kiln_ir::verify(graph).expect("verifies");
+        kiln_ir::kernel::lower(&verified, &LOWER_OPTIONS).expect("lowers")
+    }
+
+    #[test]
+    fn row_loops_run_in_blocks_and_carried_ones_row_by_row() {
+        let map = kernel(
+            "graph \"g\"\nv0: f64[n] = input \"x\"\nv1: f64 = const 2.0\nv2: f64[n] = mul v0, v1\noutput \"y\" = v2\n",
+        );
+        let vm = compile(&map).unwrap();
+        assert!(vm.blocks, "{:?}", map.body);
+        let sum =
+            kernel("graph \"g\"\nv0: f64[n] = input \"x\"\nv1: f64 = sum v0\noutput \"y\" = v1\n");
+        assert!(!compile(&sum).unwrap().blocks);
+        // Slots are reused: a chain of 200 ops needs a handful.
+        let mut text = String::from("graph \"g\"\nv0: f64[n] = input \"x\"\n");
+        for i in 1..200 {
+            text.push_str(&format!("v{i}: f64[n] = sin v{}\n", i - 1));
+        }
+        text.push_str("output \"y\" = v199\n");
+        let chain = compile(&kernel(&text)).unwrap();
+        assert!(chain.slots <= 4, "{} slots", chain.slots);
+    }
+}

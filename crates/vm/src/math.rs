@@ -1,0 +1,73 @@
+//! The `libm` crate functions a kernel calls (`kiln_ir::kernel::libcalls`):
+//! the interpreter's semantics call the same ones, so the VM returns its
+//! bits.
+
+use kiln_ir::{BinaryOp, DType, UnaryOp};
+
+/// A math function of one dtype.
+#[derive(Copy, Clone)]
+pub(crate) enum Func {
+    F64(fn(f64) -> f64),
+    F32(fn(f32) -> f32),
+    F64x2(fn(f64, f64) -> f64),
+    F32x2(fn(f32, f32) -> f32),
+}
+
+impl Func {
+    /// The function of lanes `a` (and `b`), as a lane.
+    #[inline]
+    pub(crate) fn call(self, a: u64, b: u64) -> u64 {
+        use crate::lanes::{f32_, f64_, of_f32, of_f64};
+        match self {
+            Func::F64(f) => of_f64(f(f64_(a))),
+            Func::F32(f) => of_f32(f(f32_(a))),
+            Func::F64x2(f) => of_f64(f(f64_(a), f64_(b))),
+            Func::F32x2(f) => of_f32(f(f32_(a), f32_(b))),
+        }
+    }
+}
+
+/// The function a unary op calls on `dtype`, if it is one.
+pub(crate) fn unary(op: UnaryOp, dtype: DType) -> Option<Func> {
+    use UnaryOp::*;
+    macro_rules! pick {
+        ($($op:ident => $f64:ident / $f32:ident,)*) => {
+            match (op, dtype) {
+                $(
+                    ($op, DType::F64) => Func::F64(libm::$f64),
+                    ($op, DType::F32) => Func::F32(libm::$f32),
+                )*
+                _ => return None,
+            }
+        };
+    }
+    Some(pick! {
+        Sin => sin / sinf, Cos => cos / cosf, Tan => tan / tanf,
+        Asin => asin / asinf, Acos => acos / acosf, Atan => atan / atanf,
+        Sinh => sinh / sinhf, Cosh => cosh / coshf, Tanh => tanh / tanhf,
+        Exp => exp / expf, Exp2 => exp2 / exp2f, Expm1 => expm1 / expm1f,
+        Log => log / logf, Log2 => log2 / log2f, Log10 => log10 / log10f,
+        Log1p => log1p / log1pf, Cbrt => cbrt / cbrtf,
+        Asinh => asinh / asinhf, Acosh => acosh / acoshf, Atanh => atanh / atanhf,
+        Erf => erf / erff, Erfc => erfc / erfcf,
+    })
+}
+
+/// The function a binary op calls on `dtype`, if it is one (float `rem`
+/// is C's `fmod`).
+pub(crate) fn binary(op: BinaryOp, dtype: DType) -> Option<Func> {
+    use BinaryOp::*;
+    Some(match (op, dtype) {
+        (Pow, DType::F64) => Func::F64x2(libm::pow),
+        (Pow, DType::F32) => Func::F32x2(libm::powf),
+        (Atan2, DType::F64) => Func::F64x2(libm::atan2),
+        (Atan2, DType::F32) => Func::F32x2(libm::atan2f),
+        (Hypot, DType::F64) => Func::F64x2(libm::hypot),
+        (Hypot, DType::F32) => Func::F32x2(libm::hypotf),
+        (Rem, DType::F64) => Func::F64x2(libm::fmod),
+        (Rem, DType::F32) => Func::F32x2(libm::fmodf),
+        (NextAfter, DType::F64) => Func::F64x2(libm::nextafter),
+        (NextAfter, DType::F32) => Func::F32x2(libm::nextafterf),
+        _ => return None,
+    })
+}
