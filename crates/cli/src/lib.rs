@@ -50,6 +50,19 @@ pub enum Tier {
 
 pub use kiln::aot::NO_LLVM;
 
+impl From<kiln::JitTier> for Tier {
+    fn from(tier: kiln::JitTier) -> Tier {
+        match tier {
+            kiln::JitTier::Vm => Tier::Vm,
+            kiln::JitTier::Cranelift => Tier::Cranelift,
+            // `kiln` has the LLVM tier whenever any crate of the build
+            // asks for it, this crate's `llvm` feature or not.
+            #[allow(unreachable_patterns)]
+            _ => Tier::Llvm,
+        }
+    }
+}
+
 impl Tier {
     /// The engine for this tier, or an error naming the feature it needs.
     pub fn engine(self) -> Result<Box<dyn kiln::DynEngine>, Failure> {

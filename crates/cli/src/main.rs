@@ -46,9 +46,10 @@ enum Emit {
 
 #[derive(clap::Args)]
 struct RunOptions {
-    /// The engine that runs the graph.
-    #[arg(long, value_enum, default_value = "cranelift")]
-    tier: Tier,
+    /// The engine that runs the graph [default: cranelift; with --population,
+    /// vm, which measured fastest there].
+    #[arg(long, value_enum)]
+    tier: Option<Tier>,
     /// An input value, such as `--arg x=2.5` or `--arg xs=[1, 2, 3]` for a column.
     #[arg(long = "arg", value_name = "NAME=VALUE")]
     args: Vec<String>,
@@ -148,7 +149,8 @@ fn main() -> ExitCode {
             csv: &csv,
             target: target_column.as_deref(),
             stats,
-            tier: run.tier,
+            // The population's rule (`kiln::DEFAULT_TIER`) unless named.
+            tier: run.tier.unwrap_or(kiln::DEFAULT_TIER.into()),
             threads: threads
                 .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from)),
         }),
@@ -222,6 +224,7 @@ fn execute(
 ) -> Result<Vec<Data>, Failure> {
     let program = run
         .tier
+        .unwrap_or(Tier::Cranelift)
         .engine()?
         .compile_dyn(
             &source.verified,

@@ -121,15 +121,15 @@ fn main() {
     }
     let clone = per_item(n, || kernels.clone());
     println!("(the kernels' clone the codegen rows include),{clone:.2}");
-    // The VM: lowered with inline math (more kernel expressions than the
-    // libm calls Cranelift keeps), then translated to its instructions.
+    // The VM: lowered with its options (libm calls, as Cranelift), then
+    // translated to its instructions.
     let vm_lower = per_item(n, || {
         optimized
             .iter()
             .map(|g| kernel::lower(g, &kiln::vm::LOWER_OPTIONS).expect("lowers"))
             .collect::<Vec<_>>()
     });
-    println!("lower for the VM (inline math),{vm_lower:.2}");
+    println!("lower for the VM,{vm_lower:.2}");
     let vm_kernels: Vec<Kernel> = optimized
         .iter()
         .map(|g| kernel::lower(g, &kiln::vm::LOWER_OPTIONS).expect("lowers"))

@@ -46,7 +46,7 @@ pub use kiln_ir::{
 #[cfg(feature = "llvm")]
 pub use kiln_llvm as llvm;
 pub use kiln_vm as vm;
-pub use population::{MemberError, Population, PopulationOptions};
+pub use population::{MemberError, Population, PopulationOptions, DEFAULT_TIER};
 
 use std::path::Path;
 

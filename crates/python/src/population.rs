@@ -142,16 +142,20 @@ impl Population {
 #[pymethods]
 impl Population {
     #[new]
-    #[pyo3(signature = (exprs, variables=None, *, tier="cranelift", threads=None, vectorize=None))]
+    #[pyo3(signature = (exprs, variables=None, *, tier=None, threads=None, vectorize=None))]
     fn new(
         py: Python<'_>,
         exprs: Vec<String>,
         variables: Option<Vec<String>>,
-        tier: &str,
+        tier: Option<&str>,
         threads: Option<usize>,
         vectorize: Option<bool>,
     ) -> PyResult<Self> {
-        let tier = Tier::from_name(tier)?;
+        // Unnamed: the population's rule (`kiln::DEFAULT_TIER`).
+        let tier = match tier {
+            Some(name) => Tier::from_name(name)?,
+            None => Tier::Jit(kiln::DEFAULT_TIER),
+        };
         if threads == Some(0) {
             return Err(PyValueError::new_err("threads must be at least 1"));
         }

@@ -13,6 +13,15 @@ from conftest import ROOT
 GP = ROOT / "tests" / "fixtures" / "gp"
 
 
+def test_the_default_tier_is_the_populations_rule():
+    # kiln::DEFAULT_TIER: the vector VM, measured fastest on GP populations.
+    p = kiln.Population(["x * 2.0 + sin(y)"])
+    assert p.tier == "vm"
+    X = np.array([[1.0, 0.5], [-3.0, 2.0]])
+    want = kiln.Population(["x * 2.0 + sin(y)"], tier="interp").evaluate(X)
+    assert np.array_equal(p.evaluate(X), want)
+
+
 def test_rows_mse_and_errors(tier):
     exprs = ["x0 * 2.0 + x1", "sin(x0) ** 2 + cos(x0) ** 2", "1.5", "x1 > x0",
              "float(int(x0) // int(x1))", "x0 +", "x9 * 2.0"]
