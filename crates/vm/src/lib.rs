@@ -406,10 +406,6 @@ impl Cx<'_> {
         }
     }
 
-    fn param(&self, idx: kiln_ir::kernel::ParamIdx) -> usize {
-        idx.index()
-    }
-
     fn trip(&self, extent: Extent) -> Trip {
         match extent {
             Extent::Fixed(n) => Trip::Fixed(n),
@@ -473,8 +469,7 @@ impl Cx<'_> {
                     } else {
                         Vec::new()
                     };
-                    let unit_before = block;
-                    let inner = self.block_with_units(body, *row, unit_before, start)?;
+                    let inner = self.block_with_units(body, *row, block, start)?;
                     self.pos += 1;
                     nodes.push(Node::Loop(Box::new(Loop {
                         trip,
@@ -489,9 +484,8 @@ impl Cx<'_> {
                     src: self.slot(*reg),
                 }),
                 Stmt::Store(param, row, reg) => {
-                    let p = self.param(*param);
                     nodes.push(Node::Store {
-                        param: p,
+                        param: param.index(),
                         index: row.map(|r| Index {
                             slot: self.slot(r),
                             unit: false,
