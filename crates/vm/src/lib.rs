@@ -3,8 +3,8 @@
 //!
 //! [`compile`] translates a [`Kernel`] statement by statement into a tree
 //! of instructions over *lanes*: every register gets a slot of
-//! [`BLOCK`] 8-byte cells (slots are reused once a register is dead, so a
-//! kernel of thousands of registers needs a few dozen), and each
+//! [`BLOCK`] 8-byte cells (slots are reused once a register is dead: a
+//! chain of 200 operations needs 4), and each
 //! instruction is a loop over the lanes, compiled ahead of time by rustc
 //! for baseline x86-64 and for AVX2 (`lanes.rs`). A row loop whose
 //! iterations are independent (the common case: loads, pure expressions,
