@@ -69,24 +69,6 @@ pub(crate) fn max_lanes(dtype: DType) -> u8 {
     (16 / dtype.size_bytes()) as u8
 }
 
-/// The registers an expression reads.
-fn operands(expr: &Expr) -> Vec<Reg> {
-    match *expr {
-        Expr::Input(_) | Expr::Const(_) | Expr::ExtentValue(_) | Expr::Var(_) => Vec::new(),
-        Expr::Load(_, r) | Expr::LoadBit(_, r) => vec![r],
-        Expr::Unary(_, a) | Expr::Cast(_, a) | Expr::Bitcast(_, a) | Expr::Table(_, a) => {
-            vec![a]
-        }
-        Expr::Binary(_, a, b) | Expr::Compare(_, a, b) => vec![a, b],
-        Expr::Select(c, a, b) => vec![c, a, b],
-        Expr::Fallback { call, rare, value } => {
-            let mut regs = call.args();
-            regs.extend([rare, value]);
-            regs
-        }
-    }
-}
-
 /// What the vectorizer knows of a loop body's registers.
 pub(crate) struct Shape {
     /// Those that hold `row` (times a constant 1) plus a loop-invariant
@@ -147,7 +129,7 @@ fn shape(row: Reg, body: &[Stmt], one: &HashSet<Reg>) -> Shape {
             Expr::Load(..) | Expr::LoadBit(..) | Expr::Var(_) | Expr::Fallback { .. } => {
                 (false, false)
             }
-            _ => (false, operands(expr).iter().all(invariant)),
+            _ => (false, expr.operands().iter().all(invariant)),
         };
         if is_unit {
             shape.unit.insert(*r);
@@ -226,7 +208,7 @@ pub(crate) fn plan(
     };
     let index_as_value = body.iter().any(|stmt| {
         let regs = match stmt {
-            Stmt::Let(_, expr) => operands(expr),
+            Stmt::Let(_, expr) => expr.operands(),
             Stmt::Store(_, _, value) => vec![*value],
             _ => Vec::new(),
         };
@@ -668,7 +650,7 @@ impl<M: Module> FunctionCx<'_, M> {
 
     /// `expr` computed lane by lane by the scalar translation.
     fn scalarize(&mut self, expr: &Expr, dtype: DType) -> CodegenResult<ir::Value> {
-        let regs = operands(expr);
+        let regs = expr.operands();
         let mut results = Vec::with_capacity(usize::from(self.lanes));
         for k in 0..self.lanes {
             let saved: Vec<Option<ir::Value>> = regs.iter().map(|r| self.regs[r.index()]).collect();

@@ -21,8 +21,8 @@ use std::sync::Arc;
 pub enum JitTier {
     /// The vector VM (`kiln_vm`): compiles a kernel into instructions over
     /// blocks of rows, which loops rustc compiled ahead of time run; no
-    /// machine code. The cheapest compile, for kernels run once or on
-    /// short columns (GP populations).
+    /// machine code. The cheapest compile: for kernels run once, and GP
+    /// populations (`crate::DEFAULT_TIER`).
     Vm,
     /// The Cranelift JIT: compiles in microseconds.
     Cranelift,

@@ -80,8 +80,9 @@ pub const GROUP: usize = 256;
 /// It compiles 2.2× faster than Cranelift (30 against 66–73 µs per
 /// expression) and evaluates as fast or faster, at 10,000 rows (222–260
 /// against 239–242 ms) and at 40,000 (922–962 against 975–978 ms, where
-/// Cranelift runs vector loops). The LLVM tier evaluates 2–3× faster but
-/// compiles about 50 ms per expression, which pays only when the same
+/// Cranelift runs vector loops). The LLVM tier evaluates faster (84–196 ms
+/// at 10,000 rows in earlier sessions) but compiles about 50 ms per
+/// expression, which pays only when the same
 /// population runs over millions of rows; the rule does not guess that, so
 /// it is one tier at every size measured. Naming a tier overrides it.
 pub const DEFAULT_TIER: crate::JitTier = crate::JitTier::Vm;

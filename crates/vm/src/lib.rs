@@ -236,7 +236,7 @@ pub fn compile(kernel: &Kernel) -> Result<VmKernel, VmError> {
         const_slot: HashMap::new(),
         const_of: vec![None; kernel.regs.len()],
         pos: 0,
-        next_loop: 0,
+        units: Vec::new(),
         blocks: false,
     };
     for (reg, &last) in live.last.iter().enumerate() {
@@ -299,61 +299,24 @@ impl Liveness {
     fn uses(&mut self, stmts: &[Stmt], stack: &mut Vec<usize>, next_loop: &mut usize) {
         for stmt in stmts {
             self.pos += 1;
+            for used in stmt_regs(stmt) {
+                self.used(used, stack);
+            }
             match stmt {
-                Stmt::Let(reg, expr) => {
+                // A register never read still lives at its definition.
+                Stmt::Let(reg, _) | Stmt::Loop { row: reg, .. } => {
                     let r = reg.index();
                     self.last[r] = self.last[r].max(self.pos);
-                    for used in expr_regs(expr) {
-                        self.used(used, stack);
-                    }
                 }
-                Stmt::CheckNonZero(reg, _) | Stmt::Set(_, reg) => self.used(*reg, stack),
-                Stmt::Loop { extent, row, body } => {
-                    if let Extent::Reg(r) = extent {
-                        self.used(*r, stack);
-                    }
-                    let r = row.index();
-                    self.last[r] = self.last[r].max(self.pos);
-                    stack.push(*next_loop);
-                    *next_loop += 1;
-                    self.uses(body, stack, next_loop);
-                    stack.pop();
-                    self.pos += 1;
-                }
-                Stmt::Store(_, row, reg) => {
-                    if let Some(row) = row {
-                        self.used(*row, stack);
-                    }
-                    self.used(*reg, stack);
-                }
-                Stmt::KeepRow { row, mask, .. } => {
-                    self.used(*row, stack);
-                    self.used(*mask, stack);
-                }
-                Stmt::StoreCount(..) => {}
+                _ => {}
             }
-        }
-    }
-}
-
-/// The registers an expression reads.
-fn expr_regs(expr: &Expr) -> Vec<Reg> {
-    match expr {
-        Expr::Input(_) | Expr::Const(_) | Expr::Var(_) => vec![],
-        Expr::ExtentValue(Extent::Reg(r)) => vec![*r],
-        Expr::ExtentValue(_) => vec![],
-        Expr::Load(_, r)
-        | Expr::LoadBit(_, r)
-        | Expr::Unary(_, r)
-        | Expr::Cast(_, r)
-        | Expr::Bitcast(_, r)
-        | Expr::Table(_, r) => vec![*r],
-        Expr::Binary(_, a, b) | Expr::Compare(_, a, b) => vec![*a, *b],
-        Expr::Select(c, a, b) => vec![*c, *a, *b],
-        Expr::Fallback { call, rare, value } => {
-            let mut regs = call.args();
-            regs.extend([*rare, *value]);
-            regs
+            if let Stmt::Loop { body, .. } = stmt {
+                stack.push(*next_loop);
+                *next_loop += 1;
+                self.uses(body, stack, next_loop);
+                stack.pop();
+                self.pos += 1;
+            }
         }
     }
 }
@@ -373,7 +336,9 @@ struct Cx<'k> {
     /// Each constant register's bits.
     const_of: Vec<Option<u64>>,
     pos: u32,
-    next_loop: usize,
+    /// In a block loop's body: the registers whose lanes are consecutive
+    /// (stride 1), whose loads and stores are contiguous runs.
+    units: Vec<Reg>,
     blocks: bool,
 }
 
@@ -446,12 +411,12 @@ impl Cx<'_> {
                 }),
                 Stmt::Loop { extent, row, body } => {
                     let trip = self.trip(*extent);
-                    let k = self.next_loop;
-                    self.next_loop += 1;
                     let row_slot = self.define(*row);
                     self.release();
-                    let start = self.live.loops[k].0;
-                    let block = block_safe(*row, body, &self.outer(start));
+                    // Positions are numbered as `Liveness` numbers them.
+                    let start = self.pos;
+                    let strides = strides(*row, body, &self.outer(start));
+                    let block = block_safe(body, &strides);
                     let spread = if block {
                         self.blocks = true;
                         let mut outer: Vec<Slot> = Vec::new();
@@ -469,7 +434,15 @@ impl Cx<'_> {
                     } else {
                         Vec::new()
                     };
-                    let inner = self.block_with_units(body, *row, block, start)?;
+                    if block {
+                        self.units = strides
+                            .into_iter()
+                            .filter(|&(_, s)| s == 1)
+                            .map(|(r, _)| r)
+                            .collect();
+                    }
+                    let inner = self.block(body)?;
+                    self.units.clear();
                     self.pos += 1;
                     nodes.push(Node::Loop(Box::new(Loop {
                         trip,
@@ -488,7 +461,7 @@ impl Cx<'_> {
                         param: param.index(),
                         index: row.map(|r| Index {
                             slot: self.slot(r),
-                            unit: false,
+                            unit: self.units.contains(&r),
                         }),
                         src: self.slot(*reg),
                         dtype: self.kernel.reg_type(*reg),
@@ -515,40 +488,6 @@ impl Cx<'_> {
         Ok(nodes)
     }
 
-    /// A loop body; in a block loop, marks the loads and stores whose index
-    /// lanes are consecutive.
-    fn block_with_units(
-        &mut self,
-        body: &[Stmt],
-        row: Reg,
-        block: bool,
-        start: u32,
-    ) -> Result<Vec<Node>, VmError> {
-        let mut nodes = self.block(body)?;
-        if block {
-            let strides = strides(row, body, &self.outer(start));
-            let unit = |r: &Reg| strides.get(r) == Some(&1);
-            // Mark by register, statement by statement.
-            for (node, stmt) in nodes_of(&mut nodes, body) {
-                match (node, stmt) {
-                    (Node::Inst(Inst::Load { index, .. }), Stmt::Let(_, Expr::Load(_, r))) => {
-                        index.unit = unit(r);
-                    }
-                    (
-                        Node::Store {
-                            index: Some(index), ..
-                        },
-                        Stmt::Store(_, Some(r), _),
-                    ) => {
-                        index.unit = unit(r);
-                    }
-                    _ => {}
-                }
-            }
-        }
-        Ok(nodes)
-    }
-
     fn inst(&mut self, reg: Reg, expr: &Expr) -> Result<Inst, VmError> {
         let dtype = self.kernel.reg_type(reg);
         // Operands' slots before the result takes one.
@@ -565,7 +504,7 @@ impl Cx<'_> {
                 param: p.index(),
                 index: Index {
                     slot: s(r),
-                    unit: false,
+                    unit: self.units.contains(r),
                 },
                 dtype,
             },
@@ -710,22 +649,10 @@ fn with_dst(mut inst: Inst, slot: Slot) -> Inst {
     inst
 }
 
-/// Pairs each node of a translated loop body with its statement (constants
-/// have no node).
-fn nodes_of<'n, 's>(
-    nodes: &'n mut [Node],
-    body: &'s [Stmt],
-) -> impl Iterator<Item = (&'n mut Node, &'s Stmt)> {
-    nodes.iter_mut().zip(
-        body.iter()
-            .filter(|s| !matches!(s, Stmt::Let(_, Expr::Const(_)))),
-    )
-}
-
 /// The registers a statement reads (not the ones it defines).
 fn stmt_regs(stmt: &Stmt) -> Vec<Reg> {
     match stmt {
-        Stmt::Let(_, expr) => expr_regs(expr),
+        Stmt::Let(_, expr) => expr.operands(),
         Stmt::CheckNonZero(r, _) | Stmt::Set(_, r) => vec![*r],
         Stmt::Loop { extent, .. } => match extent {
             Extent::Reg(r) => vec![*r],
@@ -779,7 +706,7 @@ fn strides(row: Reg, body: &[Stmt], outer: &Outer) -> HashMap<Reg, i64> {
                     expr,
                     Expr::Load(..) | Expr::LoadBit(..) | Expr::Var(_) | Expr::Input(_)
                 );
-                if matches!(expr, Expr::Const(_)) || (pure && expr_regs(expr).iter().all(inv)) {
+                if matches!(expr, Expr::Const(_)) || (pure && expr.operands().iter().all(inv)) {
                     invariant.push(*r);
                 }
             }
@@ -818,8 +745,7 @@ impl Outer<'_> {
 /// it stores to written at one index that steps by a nonzero constant (so
 /// no two rows write one element) and read, if at all, at that same index
 /// (so every row reads what it wrote, as row by row).
-fn block_safe(row: Reg, body: &[Stmt], outer: &Outer) -> bool {
-    let strides = strides(row, body, outer);
+fn block_safe(body: &[Stmt], strides: &HashMap<Reg, i64>) -> bool {
     let mut stored: HashMap<usize, Reg> = HashMap::new();
     for stmt in body {
         match stmt {
@@ -983,11 +909,7 @@ impl Run<'_> {
                         Some(index) => {
                             let idx = self.at(index.slot);
                             for i in 0..n {
-                                let row = if index.unit {
-                                    self.lanes[idx].wrapping_add(i as u64)
-                                } else {
-                                    self.lanes[idx + i]
-                                };
+                                let row = self.lanes[idx + i];
                                 // SAFETY: lowering keeps indices inside the
                                 // array the contract makes valid.
                                 unsafe {

@@ -264,6 +264,30 @@ pub enum Expr {
     },
 }
 
+impl Expr {
+    /// The registers the expression reads, in order.
+    pub fn operands(&self) -> Vec<Reg> {
+        match *self {
+            Expr::Input(_) | Expr::Const(_) | Expr::Var(_) => Vec::new(),
+            Expr::ExtentValue(Extent::Reg(r)) => vec![r],
+            Expr::ExtentValue(_) => Vec::new(),
+            Expr::Load(_, r)
+            | Expr::LoadBit(_, r)
+            | Expr::Unary(_, r)
+            | Expr::Cast(_, r)
+            | Expr::Bitcast(_, r)
+            | Expr::Table(_, r) => vec![r],
+            Expr::Binary(_, a, b) | Expr::Compare(_, a, b) => vec![a, b],
+            Expr::Select(c, a, b) => vec![c, a, b],
+            Expr::Fallback { call, rare, value } => {
+                let mut regs = call.args();
+                regs.extend([rare, value]);
+                regs
+            }
+        }
+    }
+}
+
 /// A constant table of inline math ([`Expr::Table`]): its symbol (unique,
 /// so every kernel of a module shares one copy), dtype and values' bits.
 #[derive(Debug, PartialEq)]
