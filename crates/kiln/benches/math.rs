@@ -2,14 +2,14 @@
 //! `cargo bench -p kiln --features llvm --bench math` (`ROWS=...`, default
 //! 1,000,000 elements; f64, then f32). Each function as a one-op column kernel on the Cranelift
 //! tier (its JIT's default: a vector loop calling the vector math routine;
-//! and inline math vectorized in the loop) and
-//! the LLVM tier (O3, inline math), against the `libm` crate's scalar function
+//! and inline math vectorized in the loop),
+//! the LLVM tier (O3, inline math) and the VM (its routines), against the `libm` crate's scalar function
 //! (the interpreter's oracle, and what compiled kernels called before inline
 //! math) and glibc's scalar function (`f64::exp`, `f32::exp` in std) in a
 //! Rust loop.
 //! Medians of 15 repetitions; compare ratios within one run.
 
-use kiln::{ArrayMut, ArrayRef, CompileOptions, Cranelift, Engine, Llvm, OptLevel, Program};
+use kiln::{ArrayMut, ArrayRef, CompileOptions, Cranelift, Engine, Llvm, OptLevel, Program, Vm};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -65,7 +65,7 @@ fn per_element(d: Duration, rows: usize) -> f64 {
 /// `name` over a `dtype` column on Cranelift (its JIT's default: calls,
 /// which a vector loop makes to the vector math routine; inline math in the
 /// vector loop itself) and LLVM O3 (inline).
-fn compiled(name: &str, dtype: &str, arity: usize) -> [(&'static str, Box<dyn Program>); 3] {
+fn compiled(name: &str, dtype: &str, arity: usize) -> [(&'static str, Box<dyn Program>); 4] {
     let text = if arity == 1 {
         format!(
             "graph \"{name}\"\nv0: {dtype}[n] = input \"x\"\nv1: {dtype}[n] = {name} v0\noutput \"y\" = v1\n"
@@ -101,6 +101,10 @@ fn compiled(name: &str, dtype: &str, arity: usize) -> [(&'static str, Box<dyn Pr
         (
             "kiln-llvm-O3 (inline, vectorized)",
             Box::new(Llvm.compile(&graph, &options(None)).expect("compiles")),
+        ),
+        (
+            "kiln-vm (its default: the routine's block loop)",
+            Box::new(Vm.compile(&graph, &options(None)).expect("compiles")),
         ),
     ]
 }

@@ -129,6 +129,51 @@ fn f32_and_integer_columns_in_blocks() {
     }
 }
 
+/// Every transcendental the VM may run as a routine (`kiln_vm`'s
+/// `routines.rs`, whichever `KILN_VM_SIMD` variant runs), on both dtypes,
+/// over columns of several blocks whose specials send some blocks down the
+/// exact path (a huge `sin` argument, a NaN `pow`), and the binary ones in
+/// their three loop forms (a constant on either side).
+#[test]
+fn math_routines_in_blocks() {
+    let unary = [
+        "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh",
+        "atanh", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "cbrt", "erf", "erfc",
+    ];
+    for dtype in ["f64", "f32"] {
+        let mut text = format!(
+            "graph \"math\"\nv0: {dtype}[n] = input \"x\"\nv1: {dtype}[n] = input \"y\"\n\
+             v2: {dtype} = const 1.75\nv3: {dtype} = const -0.5\n"
+        );
+        let mut v = 4;
+        for op in unary {
+            text.push_str(&format!(
+                "v{v}: {dtype}[n] = {op} v0\noutput \"{op}\" = v{v}\n"
+            ));
+            v += 1;
+        }
+        for op in ["pow", "atan2", "hypot"] {
+            for (form, a, b) in [("vv", 0, 1), ("vk", 0, 2), ("kv", 3, 1)] {
+                text.push_str(&format!(
+                    "v{v}: {dtype}[n] = {op} v{a}, v{b}\noutput \"{op}_{form}\" = v{v}\n"
+                ));
+                v += 1;
+            }
+        }
+        let graph = verified(&text, Format::Kiln);
+        for n in lengths() {
+            let column = |seed| match dtype {
+                "f64" => Data::Column(Buffer::F64(floats(n, seed))),
+                _ => Data::Column(Buffer::F32(
+                    floats(n, seed).iter().map(|&v| v as f32).collect(),
+                )),
+            };
+            let inputs = [column(6), column(7)];
+            agree(&graph, &inputs, &format!("math on {dtype}, {n} rows"));
+        }
+    }
+}
+
 #[test]
 fn filters_reductions_and_division_errors() {
     // Filters alone run in blocks (each row's index kept in row order);

@@ -1,6 +1,6 @@
 //! The loops the VM runs: each kernel operation on one dtype, over `n`
-//! lanes of 8-byte cells, compiled twice by rustc (baseline x86-64 and
-//! AVX2, picked once per process), so a block of rows runs as SIMD code
+//! lanes of 8-byte cells, compiled three times by rustc (baseline x86-64, AVX2 and
+//! AVX-512, picked once per process: [`simd`]), so a block of rows runs as SIMD code
 //! without a code generator.
 //!
 //! A lane holds a value's bits zero-extended to 64 (`Scalar::bits`): an
@@ -18,65 +18,142 @@ pub(crate) type Un = unsafe fn(*mut u64, *const u64, usize);
 /// `dst[i] = f(a[i], b[i])` for `i < n`.
 pub(crate) type Bin = unsafe fn(*mut u64, *const u64, *const u64, usize);
 
-/// Whether this CPU runs the AVX2 versions (checked once).
-fn avx2() -> bool {
+/// The SIMD variants the VM's loops are compiled in (rustc compiles every
+/// loop three times; the VM runs one, [`simd`]).
+#[derive(Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Debug)]
+pub enum Simd {
+    /// The target's baseline (SSE2 on x86-64).
+    Base,
+    /// AVX2.
+    Avx2,
+    /// AVX-512 F, DQ, VL and BW: 64-bit integer multiplies and conversions
+    /// in vectors, which inline math uses.
+    Avx512,
+}
+
+/// The [`Simd`] the VM runs (decided once per process): this CPU's
+/// widest, or narrower if the environment variable `KILN_VM_SIMD` says
+/// `avx2` or `base`, so tests and benchmarks can run every variant on one
+/// machine (the bits are the same: rustc contracts no FMA and keeps every
+/// rounding in all three).
+pub fn simd() -> Simd {
+    static SIMD: std::sync::OnceLock<Simd> = std::sync::OnceLock::new();
+    *SIMD.get_or_init(|| {
+        let cap = match std::env::var("KILN_VM_SIMD").as_deref() {
+            Ok("base") => Simd::Base,
+            Ok("avx2") => Simd::Avx2,
+            _ => Simd::Avx512,
+        };
+        cpu_simd().min(cap)
+    })
+}
+
+fn cpu_simd() -> Simd {
     #[cfg(target_arch = "x86_64")]
     {
-        static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        *HAS.get_or_init(|| std::arch::is_x86_feature_detected!("avx2"))
+        use std::arch::is_x86_feature_detected as has;
+        if has!("avx512f") && has!("avx512dq") && has!("avx512vl") && has!("avx512bw") {
+            Simd::Avx512
+        } else if has!("avx2") {
+            Simd::Avx2
+        } else {
+            Simd::Base
+        }
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        false
+        Simd::Base
     }
 }
 
-/// A lane loop of one argument, as a [`Un`] for this CPU.
-macro_rules! un {
-    (|$a:ident| $e:expr) => {{
-        #[inline(always)]
-        fn body(d: &mut [u64], x: &[u64]) {
-            for (d, &$a) in d.iter_mut().zip(x) {
-                *d = $e;
-            }
-        }
-        unsafe fn base(d: *mut u64, x: *const u64, n: usize) {
-            // SAFETY: `Un`'s contract: `n` lanes at each pointer, `d` apart
-            // from `x`.
-            unsafe {
-                body(
-                    std::slice::from_raw_parts_mut(d, n),
-                    std::slice::from_raw_parts(x, n),
-                )
-            }
-        }
+/// `item` three times, as `$base`, `$avx2` and `$avx512`, compiled for the
+/// baseline, AVX2 and AVX-512 ([`Simd`]); off x86-64 all three are the
+/// baseline's.
+macro_rules! for_each_simd {
+    ($base:ident, $avx2:ident, $avx512:ident, $(#[$m:meta])* unsafe fn $($item:tt)*) => {
+        $(#[$m])*
+        unsafe fn $base $($item)*
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx2")]
-        unsafe fn wide(d: *mut u64, x: *const u64, n: usize) {
-            // SAFETY: as `base`; only called where the CPU has AVX2.
-            unsafe {
-                body(
-                    std::slice::from_raw_parts_mut(d, n),
-                    std::slice::from_raw_parts(x, n),
-                )
-            }
-        }
+        $(#[$m])*
+        unsafe fn $avx2 $($item)*
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx2,avx512f,avx512dq,avx512vl,avx512bw")]
+        $(#[$m])*
+        unsafe fn $avx512 $($item)*
         #[cfg(not(target_arch = "x86_64"))]
-        let wide = base;
-        if avx2() {
-            wide as Un
-        } else {
-            base as Un
+        use $base as $avx2;
+        #[cfg(not(target_arch = "x86_64"))]
+        use $base as $avx512;
+    };
+}
+
+/// The [`Un`] for this CPU of `body(d, x)`, a loop over `d.len()` lanes.
+macro_rules! un_of {
+    ($body:ident) => {{
+        for_each_simd!(base, avx2, avx512, unsafe fn (d: *mut u64, x: *const u64, n: usize) {
+            // SAFETY: `Un`'s contract: `n` lanes at each pointer, `d` apart
+            // from `x`; each variant only where the CPU has its features.
+            unsafe { $body($crate::lanes::slice_mut(d, n), $crate::lanes::slice(x, n)) }
+        });
+        match $crate::lanes::simd() {
+            $crate::lanes::Simd::Base => base as $crate::lanes::Un,
+            $crate::lanes::Simd::Avx2 => avx2,
+            $crate::lanes::Simd::Avx512 => avx512,
         }
     }};
 }
 
-/// A lane loop of two arguments for this CPU, in its three forms.
-macro_rules! bin {
-    (|$a:ident, $b:ident| $e:expr) => {{
+/// The [`Bins`] for this CPU of `vv(d, x, y)`, `vk(d, x, k)` and `kv(d, k,
+/// y)`, loops over `d.len()` lanes.
+macro_rules! bins_of {
+    ($vv:ident, $vk:ident, $kv:ident) => {{
+        // SAFETY (all): `Bin`'s and `BinK`'s contracts: `n` lanes at each
+        // pointer, `d` apart from the others; each variant only where the
+        // CPU has its features.
+        for_each_simd!(vv_base, vv_avx2, vv_avx512,
+            unsafe fn (d: *mut u64, x: *const u64, y: *const u64, n: usize) {
+                unsafe { $vv($crate::lanes::slice_mut(d, n), $crate::lanes::slice(x, n), $crate::lanes::slice(y, n)) }
+            });
+        for_each_simd!(vk_base, vk_avx2, vk_avx512,
+            unsafe fn (d: *mut u64, x: *const u64, k: u64, n: usize) {
+                unsafe { $vk($crate::lanes::slice_mut(d, n), $crate::lanes::slice(x, n), k) }
+            });
+        for_each_simd!(kv_base, kv_avx2, kv_avx512,
+            unsafe fn (d: *mut u64, y: *const u64, k: u64, n: usize) {
+                unsafe { $kv($crate::lanes::slice_mut(d, n), k, $crate::lanes::slice(y, n)) }
+            });
+        let (vv, vk, kv): ($crate::lanes::Bin, $crate::lanes::BinK, $crate::lanes::BinK) =
+            match $crate::lanes::simd() {
+                $crate::lanes::Simd::Base => (vv_base, vk_base, kv_base),
+                $crate::lanes::Simd::Avx2 => (vv_avx2, vk_avx2, kv_avx2),
+                $crate::lanes::Simd::Avx512 => (vv_avx512, vk_avx512, kv_avx512),
+            };
+        $crate::lanes::Bins { vv, vk, kv }
+    }};
+}
+
+/// A lane loop of the lane function `f` of one argument, as a [`Un`] for
+/// this CPU.
+macro_rules! un {
+    ($f:path) => {{
         #[inline(always)]
-        fn f($a: u64, $b: u64) -> u64 {
-            $e
+        fn body(d: &mut [u64], x: &[u64]) {
+            for (d, &x) in d.iter_mut().zip(x) {
+                *d = $f(x);
+            }
+        }
+        un_of!(body)
+    }};
+}
+
+/// The lane loops of the lane function `f` of two arguments for this CPU,
+/// in their three forms.
+macro_rules! bin {
+    ($f:path) => {{
+        #[inline(always)]
+        fn f(a: u64, b: u64) -> u64 {
+            $f(a, b)
         }
         #[inline(always)]
         fn vv(d: &mut [u64], x: &[u64], y: &[u64]) {
@@ -96,48 +173,91 @@ macro_rules! bin {
                 *d = f(k, y);
             }
         }
-        // SAFETY (all six): `Bin`'s and `BinK`'s contracts: `n` lanes at
-        // each pointer, `d` apart from the others; the wide ones only
-        // where the CPU has AVX2.
-        unsafe fn vv_base(d: *mut u64, x: *const u64, y: *const u64, n: usize) {
-            unsafe { vv(slice_mut(d, n), slice(x, n), slice(y, n)) }
-        }
-        unsafe fn vk_base(d: *mut u64, x: *const u64, k: u64, n: usize) {
-            unsafe { vk(slice_mut(d, n), slice(x, n), k) }
-        }
-        unsafe fn kv_base(d: *mut u64, y: *const u64, k: u64, n: usize) {
-            unsafe { kv(slice_mut(d, n), k, slice(y, n)) }
-        }
-        #[cfg(target_arch = "x86_64")]
-        #[target_feature(enable = "avx2")]
-        unsafe fn vv_wide(d: *mut u64, x: *const u64, y: *const u64, n: usize) {
-            unsafe { vv(slice_mut(d, n), slice(x, n), slice(y, n)) }
-        }
-        #[cfg(target_arch = "x86_64")]
-        #[target_feature(enable = "avx2")]
-        unsafe fn vk_wide(d: *mut u64, x: *const u64, k: u64, n: usize) {
-            unsafe { vk(slice_mut(d, n), slice(x, n), k) }
-        }
-        #[cfg(target_arch = "x86_64")]
-        #[target_feature(enable = "avx2")]
-        unsafe fn kv_wide(d: *mut u64, y: *const u64, k: u64, n: usize) {
-            unsafe { kv(slice_mut(d, n), k, slice(y, n)) }
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let (vv_wide, vk_wide, kv_wide) = (vv_base, vk_base, kv_base);
-        if avx2() {
-            Bins {
-                vv: vv_wide as Bin,
-                vk: vk_wide as BinK,
-                kv: kv_wide as BinK,
+        bins_of!(vv, vk, kv)
+    }};
+}
+
+/// Blocks shorter than this run a math function by its `libm` call, lane
+/// by lane, rather than by its routine, which computes every path of the
+/// algorithm for every lane (a row-by-row loop runs one lane at a time).
+pub(crate) const ROUTINE_MIN_LANES: usize = 8;
+
+/// The lane loop of a generated math routine of one argument
+/// (`routines.rs`), as a [`Un`] for this CPU: the routine over every lane
+/// in SIMD, then, only in a block where some lane needs the `libm`
+/// function, the exact routine over the block (it calls the function for
+/// those lanes and returns the same bits elsewhere). Short blocks call
+/// `call` lane by lane.
+macro_rules! routine1 {
+    ($f:ident, |$a:ident| $call:expr) => {{
+        #[inline(always)]
+        fn body(d: &mut [u64], x: &[u64]) {
+            if d.len() < $crate::lanes::ROUTINE_MIN_LANES {
+                for (d, &$a) in d.iter_mut().zip(x) {
+                    *d = $call;
+                }
+                return;
             }
-        } else {
-            Bins {
-                vv: vv_base as Bin,
-                vk: vk_base as BinK,
-                kv: kv_base as BinK,
+            let mut rare = 0;
+            for (d, &x) in d.iter_mut().zip(x) {
+                let (v, r) = $f::<false>(x);
+                *d = v;
+                rare |= r;
+            }
+            if rare != 0 {
+                for (d, &x) in d.iter_mut().zip(x) {
+                    *d = $f::<true>(x).0;
+                }
             }
         }
+        un_of!(body)
+    }};
+}
+
+/// [`routine1`] of a routine of two arguments, as [`Bins`].
+macro_rules! routine2 {
+    ($f:ident, |$a:ident, $b:ident| $call:expr) => {{
+        #[inline(always)]
+        fn call($a: u64, $b: u64) -> u64 {
+            $call
+        }
+        /// The loop over lanes `(a(i), b(i))`.
+        #[inline(always)]
+        fn each(d: &mut [u64], a: impl Fn(usize) -> u64, b: impl Fn(usize) -> u64) {
+            if d.len() < $crate::lanes::ROUTINE_MIN_LANES {
+                for (i, d) in d.iter_mut().enumerate() {
+                    *d = call(a(i), b(i));
+                }
+                return;
+            }
+            let mut rare = 0;
+            for (i, d) in d.iter_mut().enumerate() {
+                let (v, r) = $f::<false>(a(i), b(i));
+                *d = v;
+                rare |= r;
+            }
+            if rare != 0 {
+                for (i, d) in d.iter_mut().enumerate() {
+                    *d = $f::<true>(a(i), b(i)).0;
+                }
+            }
+        }
+        #[inline(always)]
+        fn vv(d: &mut [u64], x: &[u64], y: &[u64]) {
+            let (x, y) = (&x[..d.len()], &y[..d.len()]);
+            each(d, |i| x[i], |i| y[i])
+        }
+        #[inline(always)]
+        fn vk(d: &mut [u64], x: &[u64], k: u64) {
+            let x = &x[..d.len()];
+            each(d, |i| x[i], |_| k)
+        }
+        #[inline(always)]
+        fn kv(d: &mut [u64], k: u64, y: &[u64]) {
+            let y = &y[..d.len()];
+            each(d, |_| k, |i| y[i])
+        }
+        bins_of!(vv, vk, kv)
     }};
 }
 
@@ -157,7 +277,7 @@ pub(crate) struct Bins {
 /// # Safety
 /// `n` elements at `p`, not aliased.
 #[inline(always)]
-unsafe fn slice_mut<'a>(p: *mut u64, n: usize) -> &'a mut [u64] {
+pub(crate) unsafe fn slice_mut<'a>(p: *mut u64, n: usize) -> &'a mut [u64] {
     // SAFETY: the caller's contract.
     unsafe { std::slice::from_raw_parts_mut(p, n) }
 }
@@ -165,7 +285,7 @@ unsafe fn slice_mut<'a>(p: *mut u64, n: usize) -> &'a mut [u64] {
 /// # Safety
 /// `n` elements at `p`, not written meanwhile.
 #[inline(always)]
-unsafe fn slice<'a>(p: *const u64, n: usize) -> &'a [u64] {
+pub(crate) unsafe fn slice<'a>(p: *const u64, n: usize) -> &'a [u64] {
     // SAFETY: the caller's contract.
     unsafe { std::slice::from_raw_parts(p, n) }
 }
@@ -239,131 +359,181 @@ macro_rules! maximum {
     }};
 }
 
-/// The loop of a unary op the machine computes (not the `libm` functions:
-/// [`crate::math`] calls those).
-pub(crate) fn unary(op: UnaryOp, dtype: DType) -> Option<Un> {
-    use UnaryOp::*;
-    Some(match (op, dtype) {
-        (Neg, DType::F64) => un!(|a| of_f64(-f64_(a))),
-        (Neg, DType::F32) => un!(|a| of_f32(-f32_(a))),
-        (Neg, DType::I64) => un!(|a| of_i64(i64_(a).wrapping_neg())),
-        (Neg, DType::I32) => un!(|a| of_i32(i32_(a).wrapping_neg())),
-        (Abs, DType::F64) => un!(|a| of_f64(f64_(a).abs())),
-        (Abs, DType::F32) => un!(|a| of_f32(f32_(a).abs())),
-        (Abs, DType::I64) => un!(|a| of_i64(i64_(a).wrapping_abs())),
-        (Abs, DType::I32) => un!(|a| of_i32(i32_(a).wrapping_abs())),
-        (BNot, DType::I64) => un!(|a| !a),
-        (BNot, DType::I32) => un!(|a| of_i32(!i32_(a))),
-        (Sqrt, DType::F64) => un!(|a| of_f64(f64_(a).sqrt())),
-        (Sqrt, DType::F32) => un!(|a| of_f32(f32_(a).sqrt())),
-        (Floor, DType::F64) => un!(|a| of_f64(f64_(a).floor())),
-        (Floor, DType::F32) => un!(|a| of_f32(f32_(a).floor())),
-        (Ceil, DType::F64) => un!(|a| of_f64(f64_(a).ceil())),
-        (Ceil, DType::F32) => un!(|a| of_f32(f32_(a).ceil())),
-        (Trunc, DType::F64) => un!(|a| of_f64(f64_(a).trunc())),
-        (Trunc, DType::F32) => un!(|a| of_f32(f32_(a).trunc())),
-        (Round, DType::F64) => un!(|a| of_f64(f64_(a).round_ties_even())),
-        (Round, DType::F32) => un!(|a| of_f32(f32_(a).round_ties_even())),
-        _ => return None,
-    })
-}
-
-/// The loop of a binary op the machine computes (integer `div`/`rem` with
-/// a divisor lowering made nonzero and not -1; shift amounts below the
-/// width; bitwise `and`/`or`/`xor` on `bool` lanes too).
-pub(crate) fn binary(op: BinaryOp, dtype: DType) -> Option<Bins> {
-    use BinaryOp::*;
-    Some(match (op, dtype) {
-        (Add, DType::F64) => bin!(|a, b| of_f64(f64_(a) + f64_(b))),
-        (Sub, DType::F64) => bin!(|a, b| of_f64(f64_(a) - f64_(b))),
-        (Mul, DType::F64) => bin!(|a, b| of_f64(f64_(a) * f64_(b))),
-        (Div, DType::F64) => bin!(|a, b| of_f64(f64_(a) / f64_(b))),
-        (Min, DType::F64) => bin!(|a, b| of_f64(minimum!(f64_(a), f64_(b), f64))),
-        (Max, DType::F64) => bin!(|a, b| of_f64(maximum!(f64_(a), f64_(b), f64))),
-        (Copysign, DType::F64) => bin!(|a, b| of_f64(f64_(a).copysign(f64_(b)))),
-        (Add, DType::F32) => bin!(|a, b| of_f32(f32_(a) + f32_(b))),
-        (Sub, DType::F32) => bin!(|a, b| of_f32(f32_(a) - f32_(b))),
-        (Mul, DType::F32) => bin!(|a, b| of_f32(f32_(a) * f32_(b))),
-        (Div, DType::F32) => bin!(|a, b| of_f32(f32_(a) / f32_(b))),
-        (Min, DType::F32) => bin!(|a, b| of_f32(minimum!(f32_(a), f32_(b), f32))),
-        (Max, DType::F32) => bin!(|a, b| of_f32(maximum!(f32_(a), f32_(b), f32))),
-        (Copysign, DType::F32) => bin!(|a, b| of_f32(f32_(a).copysign(f32_(b)))),
-        (Add, DType::I64) => bin!(|a, b| a.wrapping_add(b)),
-        (Sub, DType::I64) => bin!(|a, b| a.wrapping_sub(b)),
-        (Mul, DType::I64) => bin!(|a, b| a.wrapping_mul(b)),
-        (Div, DType::I64) => bin!(|a, b| of_i64(i64_(a).checked_div(i64_(b)).unwrap_or(0))),
-        (Rem, DType::I64) => bin!(|a, b| of_i64(i64_(a).checked_rem(i64_(b)).unwrap_or(0))),
-        (Min, DType::I64) => bin!(|a, b| of_i64(i64_(a).min(i64_(b)))),
-        (Max, DType::I64) => bin!(|a, b| of_i64(i64_(a).max(i64_(b)))),
-        (Shl, DType::I64) => bin!(|a, b| a.wrapping_shl(b as u32)),
-        (ShrArith, DType::I64) => bin!(|a, b| of_i64(i64_(a).wrapping_shr(b as u32))),
-        (ShrLogical, DType::I64) => bin!(|a, b| a.wrapping_shr(b as u32)),
-        (Add, DType::I32) => bin!(|a, b| of_i32(i32_(a).wrapping_add(i32_(b)))),
-        (Sub, DType::I32) => bin!(|a, b| of_i32(i32_(a).wrapping_sub(i32_(b)))),
-        (Mul, DType::I32) => bin!(|a, b| of_i32(i32_(a).wrapping_mul(i32_(b)))),
-        (Div, DType::I32) => bin!(|a, b| of_i32(i32_(a).checked_div(i32_(b)).unwrap_or(0))),
-        (Rem, DType::I32) => bin!(|a, b| of_i32(i32_(a).checked_rem(i32_(b)).unwrap_or(0))),
-        (Min, DType::I32) => bin!(|a, b| of_i32(i32_(a).min(i32_(b)))),
-        (Max, DType::I32) => bin!(|a, b| of_i32(i32_(a).max(i32_(b)))),
-        (Shl, DType::I32) => bin!(|a, b| of_i32(i32_(a).wrapping_shl(b as u32))),
-        (ShrArith, DType::I32) => bin!(|a, b| of_i32(i32_(a).wrapping_shr(b as u32))),
-        (ShrLogical, DType::I32) => bin!(|a, b| u64::from((a as u32).wrapping_shr(b as u32))),
-        // Zero-extended lanes stay zero-extended under bitwise ops.
-        (And | BAnd, DType::Bool | DType::I32 | DType::I64) => bin!(|a, b| a & b),
-        (Or | BOr, DType::Bool | DType::I32 | DType::I64) => bin!(|a, b| a | b),
-        (Xor | BXor, DType::Bool | DType::I32 | DType::I64) => bin!(|a, b| a ^ b),
-        _ => return None,
-    })
-}
-
-/// A comparison of two `operand` lanes, giving `bool` lanes: integers
-/// signed, floats ordered except `ne`, bools by value.
-pub(crate) fn compare(op: CmpOp, operand: DType) -> Bins {
-    macro_rules! cmp {
-        ($read:ident) => {
-            match op {
-                CmpOp::Eq => bin!(|a, b| of_bool($read(a) == $read(b))),
-                CmpOp::Ne => bin!(|a, b| of_bool($read(a) != $read(b))),
-                CmpOp::Lt => bin!(|a, b| of_bool($read(a) < $read(b))),
-                CmpOp::Le => bin!(|a, b| of_bool($read(a) <= $read(b))),
-                CmpOp::Gt => bin!(|a, b| of_bool($read(a) > $read(b))),
-                CmpOp::Ge => bin!(|a, b| of_bool($read(a) >= $read(b))),
+/// Defines each op's lane function (a module-level `fn` of lanes, which
+/// the generated math routines, `routines.rs`, call by name), the table
+/// from an op to its loop, and the table from an op to its function's name,
+/// from one list, so what a lane computes is written once.
+macro_rules! ops {
+    (
+        $(#[$doc:meta])*
+        fn $table:ident($($p:ident: $pt:ty),*) -> $loops:ident by $looper:ident, named $names:ident;
+        $($pat:pat => $name:ident(|$($a:ident),+| $e:expr),)*
+    ) => {
+        $(
+            #[inline(always)]
+            pub(crate) fn $name($($a: u64),+) -> u64 {
+                $e
             }
-        };
-    }
-    match operand {
-        DType::F64 => cmp!(f64_),
-        DType::F32 => cmp!(f32_),
-        // A bool lane is 0 or 1: as an i64 it orders as false < true.
-        DType::I64 | DType::Bool => cmp!(i64_),
-        DType::I32 => cmp!(i32_),
-    }
+        )*
+        $(#[$doc])*
+        pub(crate) fn $table($($p: $pt),*) -> Option<$loops> {
+            #[allow(unused_imports)]
+            use {BinaryOp::*, CmpOp::*, DType::*, UnaryOp::*};
+            #[allow(unreachable_patterns)] // `compare` lists every case
+            Some(match ($($p),*) {
+                $($pat => $looper!($name),)*
+                _ => return None,
+            })
+        }
+        /// The name of the lane function [`
+        #[doc = stringify!($table)]
+        /// `] loops over, for generated code.
+        #[allow(dead_code)]
+        pub(crate) fn $names($($p: $pt),*) -> Option<&'static str> {
+            #[allow(unused_imports)]
+            use {BinaryOp::*, CmpOp::*, DType::*, UnaryOp::*};
+            #[allow(unreachable_patterns)] // `compare` lists every case
+            Some(match ($($p),*) {
+                $($pat => stringify!($name),)*
+                _ => return None,
+            })
+        }
+    };
 }
 
-/// A conversion as `Expr::Cast` defines it (Rust's `as`; from a 0/1
-/// `bool`); `None` for a conversion to `bool`, which lowering never emits.
-pub(crate) fn cast(from: DType, to: DType) -> Option<Un> {
-    use DType::*;
-    Some(match (from, to) {
-        (_, Bool) if from != Bool => return None,
-        _ if from == to => un!(|a| a),
-        (Bool, I32 | I64) => un!(|a| a),
-        (Bool, F32) => un!(|a| of_f32(a as f32)),
-        (Bool, F64) => un!(|a| of_f64(a as f64)),
-        (I32, I64) => un!(|a| of_i64(i64::from(i32_(a)))),
-        (I32, F32) => un!(|a| of_f32(i32_(a) as f32)),
-        (I32, F64) => un!(|a| of_f64(f64::from(i32_(a)))),
-        (I64, I32) => un!(|a| of_i32(i64_(a) as i32)),
-        (I64, F32) => un!(|a| of_f32(i64_(a) as f32)),
-        (I64, F64) => un!(|a| of_f64(i64_(a) as f64)),
-        (F32, I32) => un!(|a| of_i32(f32_(a) as i32)),
-        (F32, I64) => un!(|a| of_i64(f32_(a) as i64)),
-        (F32, F64) => un!(|a| of_f64(f64::from(f32_(a)))),
-        (F64, I32) => un!(|a| of_i32(f64_(a) as i32)),
-        (F64, I64) => un!(|a| of_i64(f64_(a) as i64)),
-        (F64, F32) => un!(|a| of_f32(f64_(a) as f32)),
-        _ => return None,
-    })
+ops! {
+    /// The loop of a unary op the machine computes (not the `libm`
+    /// functions: [`crate::math`] calls those).
+    fn unary(op: UnaryOp, dtype: DType) -> Un by un, named unary_name;
+    (Neg, F64) => neg_f64(|a| of_f64(-f64_(a))),
+    (Neg, F32) => neg_f32(|a| of_f32(-f32_(a))),
+    (Neg, I64) => neg_i64(|a| of_i64(i64_(a).wrapping_neg())),
+    (Neg, I32) => neg_i32(|a| of_i32(i32_(a).wrapping_neg())),
+    (Abs, F64) => abs_f64(|a| of_f64(f64_(a).abs())),
+    (Abs, F32) => abs_f32(|a| of_f32(f32_(a).abs())),
+    (Abs, I64) => abs_i64(|a| of_i64(i64_(a).wrapping_abs())),
+    (Abs, I32) => abs_i32(|a| of_i32(i32_(a).wrapping_abs())),
+    (BNot, I64) => bnot_i64(|a| !a),
+    (BNot, I32) => bnot_i32(|a| of_i32(!i32_(a))),
+    (Sqrt, F64) => sqrt_f64(|a| of_f64(f64_(a).sqrt())),
+    (Sqrt, F32) => sqrt_f32(|a| of_f32(f32_(a).sqrt())),
+    (Floor, F64) => floor_f64(|a| of_f64(f64_(a).floor())),
+    (Floor, F32) => floor_f32(|a| of_f32(f32_(a).floor())),
+    (Ceil, F64) => ceil_f64(|a| of_f64(f64_(a).ceil())),
+    (Ceil, F32) => ceil_f32(|a| of_f32(f32_(a).ceil())),
+    (Trunc, F64) => trunc_f64(|a| of_f64(f64_(a).trunc())),
+    (Trunc, F32) => trunc_f32(|a| of_f32(f32_(a).trunc())),
+    (Round, F64) => round_f64(|a| of_f64(f64_(a).round_ties_even())),
+    (Round, F32) => round_f32(|a| of_f32(f32_(a).round_ties_even())),
+}
+
+ops! {
+    /// The loop of a binary op the machine computes (integer `div`/`rem`
+    /// with a divisor lowering made nonzero and not -1; shift amounts below
+    /// the width; bitwise `and`/`or`/`xor` on `bool` lanes too).
+    fn binary(op: BinaryOp, dtype: DType) -> Bins by bin, named binary_name;
+    (Add, F64) => add_f64(|a, b| of_f64(f64_(a) + f64_(b))),
+    (Sub, F64) => sub_f64(|a, b| of_f64(f64_(a) - f64_(b))),
+    (Mul, F64) => mul_f64(|a, b| of_f64(f64_(a) * f64_(b))),
+    (Div, F64) => div_f64(|a, b| of_f64(f64_(a) / f64_(b))),
+    (Min, F64) => min_f64(|a, b| of_f64(minimum!(f64_(a), f64_(b), f64))),
+    (Max, F64) => max_f64(|a, b| of_f64(maximum!(f64_(a), f64_(b), f64))),
+    (Copysign, F64) => copysign_f64(|a, b| of_f64(f64_(a).copysign(f64_(b)))),
+    (Add, F32) => add_f32(|a, b| of_f32(f32_(a) + f32_(b))),
+    (Sub, F32) => sub_f32(|a, b| of_f32(f32_(a) - f32_(b))),
+    (Mul, F32) => mul_f32(|a, b| of_f32(f32_(a) * f32_(b))),
+    (Div, F32) => div_f32(|a, b| of_f32(f32_(a) / f32_(b))),
+    (Min, F32) => min_f32(|a, b| of_f32(minimum!(f32_(a), f32_(b), f32))),
+    (Max, F32) => max_f32(|a, b| of_f32(maximum!(f32_(a), f32_(b), f32))),
+    (Copysign, F32) => copysign_f32(|a, b| of_f32(f32_(a).copysign(f32_(b)))),
+    (Add, I64) => add_i64(|a, b| a.wrapping_add(b)),
+    (Sub, I64) => sub_i64(|a, b| a.wrapping_sub(b)),
+    (Mul, I64) => mul_i64(|a, b| a.wrapping_mul(b)),
+    (Div, I64) => div_i64(|a, b| of_i64(i64_(a).checked_div(i64_(b)).unwrap_or(0))),
+    (Rem, I64) => rem_i64(|a, b| of_i64(i64_(a).checked_rem(i64_(b)).unwrap_or(0))),
+    (Min, I64) => min_i64(|a, b| of_i64(i64_(a).min(i64_(b)))),
+    (Max, I64) => max_i64(|a, b| of_i64(i64_(a).max(i64_(b)))),
+    (Shl, I64) => shl_i64(|a, b| a.wrapping_shl(b as u32)),
+    (ShrArith, I64) => shr_arith_i64(|a, b| of_i64(i64_(a).wrapping_shr(b as u32))),
+    (ShrLogical, I64) => shr_logical_i64(|a, b| a.wrapping_shr(b as u32)),
+    (Add, I32) => add_i32(|a, b| of_i32(i32_(a).wrapping_add(i32_(b)))),
+    (Sub, I32) => sub_i32(|a, b| of_i32(i32_(a).wrapping_sub(i32_(b)))),
+    (Mul, I32) => mul_i32(|a, b| of_i32(i32_(a).wrapping_mul(i32_(b)))),
+    (Div, I32) => div_i32(|a, b| of_i32(i32_(a).checked_div(i32_(b)).unwrap_or(0))),
+    (Rem, I32) => rem_i32(|a, b| of_i32(i32_(a).checked_rem(i32_(b)).unwrap_or(0))),
+    (Min, I32) => min_i32(|a, b| of_i32(i32_(a).min(i32_(b)))),
+    (Max, I32) => max_i32(|a, b| of_i32(i32_(a).max(i32_(b)))),
+    (Shl, I32) => shl_i32(|a, b| of_i32(i32_(a).wrapping_shl(b as u32))),
+    (ShrArith, I32) => shr_arith_i32(|a, b| of_i32(i32_(a).wrapping_shr(b as u32))),
+    (ShrLogical, I32) => shr_logical_i32(|a, b| u64::from((a as u32).wrapping_shr(b as u32))),
+    // Zero-extended lanes stay zero-extended under bitwise ops.
+    (And | BAnd, Bool | I32 | I64) => and(|a, b| a & b),
+    (Or | BOr, Bool | I32 | I64) => or(|a, b| a | b),
+    (Xor | BXor, Bool | I32 | I64) => xor(|a, b| a ^ b),
+}
+
+ops! {
+    /// A comparison of two `operand` lanes, giving `bool` lanes: integers
+    /// signed, floats ordered except `ne`, bools by value (a `bool` lane is
+    /// 0 or 1: as an `i64` it orders as false < true).
+    fn compare(op: CmpOp, operand: DType) -> Bins by bin, named compare_name;
+    (Eq, F64) => eq_f64(|a, b| of_bool(f64_(a) == f64_(b))),
+    (Ne, F64) => ne_f64(|a, b| of_bool(f64_(a) != f64_(b))),
+    (Lt, F64) => lt_f64(|a, b| of_bool(f64_(a) < f64_(b))),
+    (Le, F64) => le_f64(|a, b| of_bool(f64_(a) <= f64_(b))),
+    (Gt, F64) => gt_f64(|a, b| of_bool(f64_(a) > f64_(b))),
+    (Ge, F64) => ge_f64(|a, b| of_bool(f64_(a) >= f64_(b))),
+    (Eq, F32) => eq_f32(|a, b| of_bool(f32_(a) == f32_(b))),
+    (Ne, F32) => ne_f32(|a, b| of_bool(f32_(a) != f32_(b))),
+    (Lt, F32) => lt_f32(|a, b| of_bool(f32_(a) < f32_(b))),
+    (Le, F32) => le_f32(|a, b| of_bool(f32_(a) <= f32_(b))),
+    (Gt, F32) => gt_f32(|a, b| of_bool(f32_(a) > f32_(b))),
+    (Ge, F32) => ge_f32(|a, b| of_bool(f32_(a) >= f32_(b))),
+    (Eq, I64 | Bool) => eq_i64(|a, b| of_bool(i64_(a) == i64_(b))),
+    (Ne, I64 | Bool) => ne_i64(|a, b| of_bool(i64_(a) != i64_(b))),
+    (Lt, I64 | Bool) => lt_i64(|a, b| of_bool(i64_(a) < i64_(b))),
+    (Le, I64 | Bool) => le_i64(|a, b| of_bool(i64_(a) <= i64_(b))),
+    (Gt, I64 | Bool) => gt_i64(|a, b| of_bool(i64_(a) > i64_(b))),
+    (Ge, I64 | Bool) => ge_i64(|a, b| of_bool(i64_(a) >= i64_(b))),
+    (Eq, I32) => eq_i32(|a, b| of_bool(i32_(a) == i32_(b))),
+    (Ne, I32) => ne_i32(|a, b| of_bool(i32_(a) != i32_(b))),
+    (Lt, I32) => lt_i32(|a, b| of_bool(i32_(a) < i32_(b))),
+    (Le, I32) => le_i32(|a, b| of_bool(i32_(a) <= i32_(b))),
+    (Gt, I32) => gt_i32(|a, b| of_bool(i32_(a) > i32_(b))),
+    (Ge, I32) => ge_i32(|a, b| of_bool(i32_(a) >= i32_(b))),
+}
+
+ops! {
+    /// A conversion as `Expr::Cast` defines it (Rust's `as`; from a 0/1
+    /// `bool`); `None` for a conversion to `bool`, which lowering never
+    /// emits. The same dtype, and any `Expr::Bitcast` (a lane is only
+    /// bits, zero-extended either way), is the identity.
+    fn cast(from: DType, to: DType) -> Un by un, named cast_name;
+    (F64, F64) | (F32, F32) | (I64, I64) | (I32, I32) | (Bool, Bool) | (Bool, I32 | I64)
+        => same(|a| a),
+    (Bool, F32) => bool_to_f32(|a| of_f32(a as f32)),
+    (Bool, F64) => bool_to_f64(|a| of_f64(a as f64)),
+    (I32, I64) => i32_to_i64(|a| of_i64(i64::from(i32_(a)))),
+    (I32, F32) => i32_to_f32(|a| of_f32(i32_(a) as f32)),
+    (I32, F64) => i32_to_f64(|a| of_f64(f64::from(i32_(a)))),
+    (I64, I32) => i64_to_i32(|a| of_i32(i64_(a) as i32)),
+    (I64, F32) => i64_to_f32(|a| of_f32(i64_(a) as f32)),
+    (I64, F64) => i64_to_f64(|a| of_f64(i64_(a) as f64)),
+    (F32, I32) => f32_to_i32(|a| of_i32(f32_(a) as i32)),
+    (F32, I64) => f32_to_i64(|a| of_i64(f32_(a) as i64)),
+    (F32, F64) => f32_to_f64(|a| of_f64(f64::from(f32_(a)))),
+    (F64, I32) => f64_to_i32(|a| of_i32(f64_(a) as i32)),
+    (F64, I64) => f64_to_i64(|a| of_i64(f64_(a) as i64)),
+    (F64, F32) => f64_to_f32(|a| of_f32(f64_(a) as f32)),
+}
+
+/// `select(c, a, b)` of lanes, `c` a `bool` lane (0 or 1), branch-free.
+#[inline(always)]
+pub(crate) fn select_lane(c: u64, a: u64, b: u64) -> u64 {
+    // A mask of the condition, so a loop of it is branch-free (written as
+    // an `if`, LLVM branches on each lane).
+    let keep_a = c.wrapping_neg();
+    (a & keep_a) | (b & !keep_a)
 }
 
 /// `dst[i] = if c[i] != 0 { a[i] } else { b[i] }` for `i < n`, where
@@ -375,32 +545,23 @@ pub(crate) unsafe fn select(d: *mut u64, c: *const u64, a: *const u64, b: *const
     #[inline(always)]
     fn body(d: &mut [u64], c: &[u64], a: &[u64], b: &[u64]) {
         for (((d, &c), &a), &b) in d.iter_mut().zip(c).zip(a).zip(b) {
-            // A mask of the condition, so the loop is branch-free (written
-            // as an `if`, LLVM branches on each lane).
-            let keep_a = c.wrapping_neg();
-            *d = (a & keep_a) | (b & !keep_a);
+            *d = select_lane(c, a, b);
         }
     }
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2")]
-    unsafe fn wide(d: &mut [u64], c: &[u64], a: &[u64], b: &[u64]) {
-        body(d, c, a, b)
+    for_each_simd!(base, avx2, avx512,
+    unsafe fn (d: *mut u64, c: *const u64, a: *const u64, b: *const u64, n: usize) {
+        // SAFETY: the caller's contract; each variant only where the
+        // CPU has its features.
+        unsafe { body(slice_mut(d, n), slice(c, n), slice(a, n), slice(b, n)) }
+    });
+    // SAFETY: as above.
+    unsafe {
+        match simd() {
+            Simd::Base => base(d, c, a, b, n),
+            Simd::Avx2 => avx2(d, c, a, b, n),
+            Simd::Avx512 => avx512(d, c, a, b, n),
+        }
     }
-    // SAFETY: the caller's contract.
-    let (d, c, a, b) = unsafe {
-        (
-            std::slice::from_raw_parts_mut(d, n),
-            std::slice::from_raw_parts(c, n),
-            std::slice::from_raw_parts(a, n),
-            std::slice::from_raw_parts(b, n),
-        )
-    };
-    #[cfg(target_arch = "x86_64")]
-    if avx2() {
-        // SAFETY: the CPU has AVX2.
-        return unsafe { wide(d, c, a, b) };
-    }
-    body(d, c, a, b)
 }
 
 #[cfg(test)]

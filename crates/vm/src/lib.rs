@@ -6,7 +6,9 @@
 //! [`BLOCK`] 8-byte cells (slots are reused once a register is dead: a
 //! chain of 200 operations needs 4), and each
 //! instruction is a loop over the lanes, compiled ahead of time by rustc
-//! for baseline x86-64 and for AVX2 (`lanes.rs`). A row loop whose
+//! for baseline x86-64, AVX2 and AVX-512 ([`simd`], `lanes.rs`), and
+//! transcendentals run as routines compiled the same way from kiln's
+//! inline math (`routines.rs`). A row loop whose
 //! iterations are independent (the common case: loads, pure expressions,
 //! stores at the row, branchless filters) runs [`BLOCK`] rows at a time,
 //! one instruction over all of them before the next, so dispatch costs
@@ -21,11 +23,19 @@
 //! takes one 8-byte slot per parameter, as `kiln_ir::kernel::abi::args`
 //! describes them, and returns the kernel's status.
 
+#[cfg(test)]
+mod generate;
+#[macro_use]
 mod lanes;
 mod math;
+// Generated (`generate.rs`), and compared with the generator's output.
+#[rustfmt::skip]
+mod routines;
 
-use kiln_ir::kernel::{Expr, Extent, Kernel, LowerOptions, MathCall, Reg, Stmt};
-use kiln_ir::{BinaryOp, DType, EntityRef, Scalar};
+pub use lanes::{simd, Simd};
+
+use kiln_ir::kernel::{Expr, Extent, Kernel, LowerOptions, MathCall, MathFn, Reg, Stmt};
+use kiln_ir::{BinaryOp, DType, EntityRef, Scalar, UnaryOp};
 use std::cell::RefCell;
 use std::collections::HashMap;
 
@@ -34,12 +44,15 @@ pub const BLOCK: usize = 256;
 
 /// How kernels for the VM are lowered: `matmul` row by row in the
 /// destination (its inner loop runs in blocks), and transcendentals as
-/// calls of the `libm` crate, one per lane. Inline math measured slower
-/// here: on the GP population its expansion makes kernels about 20 times
-/// longer, so lowering and translation cost 52 µs per expression instead
-/// of 4, and each primitive's pass over a block's lanes costs more than
-/// the call (evaluation 215 against 183 µs per expression at 10,000 rows,
-/// `cargo bench -p kiln --bench compile`, docs/performance.md).
+/// calls, which the VM runs as its routines (`routines.rs`: the inline
+/// math, compiled ahead of time) where they are faster and as `libm` crate
+/// calls otherwise. Inline math in the kernel measured slower here: on the
+/// GP population its expansion makes kernels about 20 times longer, so
+/// lowering and translation cost 52 µs per expression instead of 4, and
+/// each primitive's pass over a block's lanes costs more than the call
+/// (evaluation 215 against 183 µs per expression at 10,000 rows, `cargo
+/// bench -p kiln --bench compile`, docs/performance.md), and more again
+/// than the routine, which keeps the whole function in registers.
 pub const LOWER_OPTIONS: LowerOptions = LowerOptions {
     packed_bools: false,
     register_tiles: false,
@@ -53,6 +66,21 @@ pub enum VmError {
     /// The kernel breaks a precondition `kiln_ir::kernel::verify` states.
     #[error("invalid kernel: {0}")]
     Invalid(String),
+}
+
+/// The loop of `op`'s routine on `dtype`, where the VM computes it so
+/// ([`math::routine_wins`]).
+fn routine1(op: UnaryOp, dtype: DType) -> Option<lanes::Un> {
+    math::routine_wins(MathFn::Unary(op), dtype, simd())
+        .then(|| routines::unary(op, dtype))
+        .flatten()
+}
+
+/// [`routine1`] of a binary function.
+fn routine2(op: BinaryOp, dtype: DType) -> Option<lanes::Bins> {
+    math::routine_wins(MathFn::Binary(op), dtype, simd())
+        .then(|| routines::binary(op, dtype))
+        .flatten()
 }
 
 type Slot = u32;
@@ -524,6 +552,7 @@ impl Cx<'_> {
             },
             Expr::Unary(op, a) => match (lanes::unary(*op, dtype), math::unary(*op, dtype)) {
                 (Some(f), _) => Inst::Un { dst: 0, f, a: s(a) },
+                (None, _) if let Some(f) = routine1(*op, dtype) => Inst::Un { dst: 0, f, a: s(a) },
                 (None, Some(f)) => Inst::Call {
                     dst: 0,
                     f,
@@ -534,6 +563,7 @@ impl Cx<'_> {
             },
             Expr::Binary(op, a, b) => match (lanes::binary(*op, dtype), math::binary(*op, dtype)) {
                 (Some(f), _) => self.binary(f, *a, *b),
+                (None, _) if let Some(f) = routine2(*op, dtype) => self.binary(f, *a, *b),
                 (None, Some(f)) => Inst::Call {
                     dst: 0,
                     f,
@@ -543,7 +573,11 @@ impl Cx<'_> {
                 (None, None) => return self.invalid(format!("`{op}` on {dtype}")),
             },
             Expr::Compare(op, a, b) => {
-                self.binary(lanes::compare(*op, self.kernel.reg_type(*a)), *a, *b)
+                let operand = self.kernel.reg_type(*a);
+                match lanes::compare(*op, operand) {
+                    Some(f) => self.binary(f, *a, *b),
+                    None => return self.invalid(format!("`{op}` of {operand}")),
+                }
             }
             Expr::Select(c, a, b) => Inst::Select {
                 dst: 0,

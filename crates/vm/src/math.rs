@@ -1,8 +1,40 @@
 //! The `libm` crate functions a kernel calls (`kiln_ir::kernel::libcalls`):
 //! the interpreter's semantics call the same ones, so the VM returns its
-//! bits.
+//! bits. Where it is faster, the VM runs a function's routine instead
+//! (`routines.rs`: kiln's inline math, which returns the same bits).
 
+use crate::lanes::Simd;
+use kiln_ir::kernel::MathFn;
 use kiln_ir::{BinaryOp, DType, UnaryOp};
+
+/// Whether the VM computes `f` on `dtype` by its routine (`routines.rs`)
+/// rather than by a `libm` call per lane, on `simd`, by measurement
+/// (`KILN_VM_SIMD=… cargo bench -p kiln --features llvm --bench math`,
+/// docs/performance.md). A routine computes every path of the algorithm
+/// for every lane where the scalar function takes one branch: with
+/// AVX-512 every routine is faster (0.12–0.64× the call's time), with AVX2
+/// all but `cosh` and the `f32` `sinh` and `acosh` (≥ 0.99×), and with the
+/// baseline's two `f64` lanes only the trigonometric functions, their
+/// inverses, the logarithms, `atanh`, `atan2` and the `f64` `pow`.
+pub(crate) fn routine_wins(f: MathFn, dtype: DType, simd: Simd) -> bool {
+    use UnaryOp::*;
+    match simd {
+        Simd::Avx512 => true,
+        Simd::Avx2 => !matches!(
+            (f, dtype),
+            (MathFn::Unary(Cosh), _) | (MathFn::Unary(Sinh | Acosh), DType::F32)
+        ),
+        Simd::Base => match f {
+            MathFn::Unary(op) => matches!(
+                op,
+                Sin | Cos | Tan | Asin | Acos | Atan | Atanh | Log | Log1p | Log2 | Log10
+            ),
+            MathFn::Binary(op) => {
+                op == BinaryOp::Atan2 || (op == BinaryOp::Pow && dtype == DType::F64)
+            }
+        },
+    }
+}
 
 /// A math function of one dtype.
 #[derive(Copy, Clone)]

@@ -1,0 +1,246 @@
+//! Writes `routines.rs`: kiln's inline math (`kiln_ir::kernel::math_kernel`,
+//! the one expansion every tier computes) as Rust functions of lanes, which
+//! rustc compiles into the VM's vector math loops. Each statement of the
+//! expansion becomes a call of the lane function the VM runs for that
+//! operation (`lanes.rs`), so the routines compute what the kernel says with
+//! the VM's own definitions, and the file is only a translation: the test
+//! below fails when it is not what the expansion gives today, and
+//! `KILN_BLESS=1 cargo test -p kiln-vm routines_are_current` rewrites it.
+
+use crate::lanes;
+use kiln_ir::kernel::{math_kernel, Expr, Kernel, MathCall, MathFn, Param, Reg, Stmt, Table};
+use kiln_ir::{BinaryOp, DType, EntityRef, UnaryOp};
+use std::fmt::Write;
+
+/// The functions with a routine, in the order `routines.rs` lists them.
+fn functions() -> Vec<(MathFn, DType, Kernel)> {
+    let fns = UnaryOp::ALL
+        .iter()
+        .map(|&op| MathFn::Unary(op))
+        .chain(BinaryOp::ALL.iter().map(|&op| MathFn::Binary(op)));
+    let mut out = Vec::new();
+    for f in fns {
+        for dtype in [DType::F64, DType::F32] {
+            if let Some(kernel) = math_kernel(f, dtype) {
+                out.push((f, dtype, kernel));
+            }
+        }
+    }
+    out
+}
+
+fn reg(r: Reg) -> String {
+    format!("r{}", r.index())
+}
+
+/// The lane conversions of a float dtype: read, write.
+fn float(dtype: DType) -> (&'static str, &'static str) {
+    match dtype {
+        DType::F64 => ("f64_", "of_f64"),
+        DType::F32 => ("f32_", "of_f32"),
+        other => panic!("a math function of {other}"),
+    }
+}
+
+/// One routine: `fn name<const EXACT: bool>(x[, y]) -> (result, rare)`.
+fn routine(name: &str, kernel: &Kernel, tables: &mut Vec<&'static Table>, out: &mut String) {
+    let args: Vec<&str> = ["x", "y"]
+        .into_iter()
+        .take(
+            kernel
+                .params
+                .iter()
+                .filter(|p| matches!(p, Param::ScalarIn { .. }))
+                .count(),
+        )
+        .collect();
+    let fallbacks = kernel
+        .body
+        .iter()
+        .any(|s| matches!(s, Stmt::Let(_, Expr::Fallback { .. })));
+    let params: Vec<String> = args.iter().map(|a| format!("{a}: u64")).collect();
+    writeln!(out, "#[inline(always)]").unwrap();
+    writeln!(
+        out,
+        "pub(crate) fn {name}<const EXACT: bool>({}) -> (u64, u64) {{",
+        params.join(", ")
+    )
+    .unwrap();
+    if fallbacks {
+        writeln!(out, "    let mut rare = 0;").unwrap();
+    }
+    let mut result = None;
+    for stmt in &kernel.body {
+        let (r, expr) = match stmt {
+            Stmt::Let(r, expr) => (*r, expr),
+            Stmt::Store(_, None, value) => {
+                result = Some(*value);
+                continue;
+            }
+            other => panic!("{name}: a math kernel has only lets and a store, not {other:?}"),
+        };
+        let dtype = kernel.reg_type(r);
+        let ty = |r: &Reg| kernel.reg_type(*r);
+        let lane = |what: &str, name: Option<&'static str>| {
+            name.unwrap_or_else(|| panic!("{name:?}: no lane function for {what}"))
+        };
+        let value = match expr {
+            Expr::Input(p) => args[kernel
+                .params
+                .iter()
+                .take(p.index())
+                .filter(|p| matches!(p, Param::ScalarIn { .. }))
+                .count()]
+            .to_string(),
+            Expr::Const(c) => format!("{:#x}", c.bits()),
+            Expr::Unary(op, a) => format!(
+                "{}({})",
+                lane(&format!("{op} {dtype}"), lanes::unary_name(*op, dtype)),
+                reg(*a)
+            ),
+            Expr::Binary(op, a, b) => format!(
+                "{}({}, {})",
+                lane(&format!("{op} {dtype}"), lanes::binary_name(*op, dtype)),
+                reg(*a),
+                reg(*b)
+            ),
+            Expr::Compare(op, a, b) => format!(
+                "{}({}, {})",
+                lane(&format!("{op}"), lanes::compare_name(*op, ty(a))),
+                reg(*a),
+                reg(*b)
+            ),
+            Expr::Select(c, a, b) => {
+                format!("select_lane({}, {}, {})", reg(*c), reg(*a), reg(*b))
+            }
+            Expr::Cast(to, a) => format!(
+                "{}({})",
+                lane(&format!("cast to {to}"), lanes::cast_name(ty(a), *to)),
+                reg(*a)
+            ),
+            // A lane is only bits.
+            Expr::Bitcast(_, a) => reg(*a),
+            Expr::Table(table, index) => {
+                if !tables.iter().any(|t| t.name == table.name) {
+                    tables.push(table);
+                }
+                format!(
+                    "{}[({} as usize) % {}]",
+                    table.name.to_uppercase(),
+                    reg(*index),
+                    table.bits.len()
+                )
+            }
+            Expr::Fallback { call, rare, value } => {
+                let c_name = call
+                    .name(dtype)
+                    .unwrap_or_else(|| panic!("{name}: no libm function for {call:?}"));
+                let (read, write) = float(dtype);
+                let args: Vec<String> = call
+                    .args()
+                    .iter()
+                    .map(|a| format!("{read}({})", reg(*a)))
+                    .collect();
+                writeln!(out, "    rare |= {};", reg(*rare)).unwrap();
+                format!(
+                    "if EXACT && {} != 0 {{ {write}(libm::{c_name}({})) }} else {{ {} }}",
+                    reg(*rare),
+                    args.join(", "),
+                    reg(*value)
+                )
+            }
+            other => panic!("{name}: a math kernel does not compute {other:?}"),
+        };
+        writeln!(out, "    let {}: u64 = {value};", reg(r)).unwrap();
+    }
+    let result = result.unwrap_or_else(|| panic!("{name}: no result"));
+    let rare = if fallbacks { "rare" } else { "0" };
+    writeln!(out, "    ({}, {rare})\n}}\n", reg(result)).unwrap();
+}
+
+/// The whole of `routines.rs`.
+pub(crate) fn source() -> String {
+    let mut out = String::new();
+    out.push_str(
+        "// @generated by `KILN_BLESS=1 cargo test -p kiln-vm routines_are_current`\n\
+         // (crates/vm/src/generate.rs) from kiln_ir::kernel::math_kernel: do not edit.\n\
+         \n\
+         //! kiln's inline math as Rust functions of lanes, one per function and\n\
+         //! dtype, and the loops running them (`generate.rs` says how they are made).\n\
+         //! A routine returns its result and whether a row needs the `libm`\n\
+         //! function (a rare path the expansion does not port): `EXACT` routines\n\
+         //! call it for those rows.\n\
+         \n\
+         #![allow(unused_variables, clippy::all)]\n\
+         \n\
+         use crate::lanes::*;\n\
+         use kiln_ir::{BinaryOp, DType, UnaryOp};\n\n",
+    );
+    let functions = functions();
+    let mut tables = Vec::new();
+    let mut unary = String::new();
+    let mut binary = String::new();
+    for (f, dtype, kernel) in &functions {
+        let name = format!("{f}_{dtype}");
+        routine(&name, kernel, &mut tables, &mut out);
+        let (read, write) = float(*dtype);
+        match f {
+            MathFn::Unary(op) => {
+                let c = MathCall::Unary(*op, Reg::new(0)).name(*dtype).unwrap();
+                writeln!(
+                    unary,
+                    "        (UnaryOp::{op:?}, DType::{dtype:?}) => routine1!({name}, |a| {write}(libm::{c}({read}(a)))),"
+                )
+                .unwrap();
+            }
+            MathFn::Binary(op) => {
+                let c = MathCall::Binary(*op, Reg::new(0), Reg::new(0))
+                    .name(*dtype)
+                    .unwrap();
+                writeln!(
+                    binary,
+                    "        (BinaryOp::{op:?}, DType::{dtype:?}) => routine2!({name}, |a, b| {write}(libm::{c}({read}(a), {read}(b)))),"
+                )
+                .unwrap();
+            }
+        }
+    }
+    for table in tables {
+        let values: Vec<String> = table.bits.iter().map(|b| format!("{b:#x}")).collect();
+        writeln!(
+            out,
+            "static {}: [u64; {}] = [\n    {},\n];\n",
+            table.name.to_uppercase(),
+            table.bits.len(),
+            values.join(",\n    ")
+        )
+        .unwrap();
+    }
+    write!(
+        out,
+        "/// The loop of the routine computing `op` on `dtype`.\n\
+         pub(crate) fn unary(op: UnaryOp, dtype: DType) -> Option<Un> {{\n    \
+         Some(match (op, dtype) {{\n{unary}        _ => return None,\n    }})\n}}\n\n\
+         /// The loops of the routine computing `op` on `dtype`.\n\
+         pub(crate) fn binary(op: BinaryOp, dtype: DType) -> Option<Bins> {{\n    \
+         Some(match (op, dtype) {{\n{binary}        _ => return None,\n    }})\n}}\n"
+    )
+    .unwrap();
+    out
+}
+
+#[test]
+fn routines_are_current() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/routines.rs");
+    let want = source();
+    if std::env::var_os("KILN_BLESS").is_some() {
+        std::fs::write(path, &want).unwrap();
+        return;
+    }
+    let have = std::fs::read_to_string(path).unwrap_or_default();
+    assert!(
+        have == want,
+        "crates/vm/src/routines.rs is not what kiln's inline math gives today: \
+         run `KILN_BLESS=1 cargo test -p kiln-vm routines_are_current`"
+    );
+}
