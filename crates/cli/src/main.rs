@@ -127,6 +127,12 @@ enum Command {
     },
 }
 
+/// kiln's allocator: the front half allocates per node, and mimalloc
+/// compiles a GP population in about two thirds of glibc malloc's time
+/// (docs/performance.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {

@@ -35,11 +35,6 @@ pub fn run(args: &PopulationArgs<'_>) -> Result<(), Failure> {
         .filter(|(_, l)| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
         .collect();
     let exprs: Vec<&str> = lines.iter().map(|&(_, l)| l).collect();
-    let variables = kiln::population::variables_of(&exprs);
-    let columns: Vec<Vec<f64>> = variables
-        .iter()
-        .map(|name| column_f64(&table, args.csv, name))
-        .collect::<Result<_, _>>()?;
     let target = match args.target {
         Some(name) => Some(column_f64(&table, args.csv, name)?),
         None => None,
@@ -59,7 +54,8 @@ pub fn run(args: &PopulationArgs<'_>) -> Result<(), Failure> {
             ..kiln::CompileOptions::default()
         },
     };
-    let population = Population::compile(&exprs, &variables, &*args.tier.engine()?, &options);
+    // The variables are the expressions' free names (each parsed once).
+    let population = Population::compile_inferring(&exprs, &*args.tier.engine()?, &options);
     let compile_time = start.elapsed();
     // An expression that does not parse or compile is bad input: report each
     // at its line of POP.txt.
@@ -83,6 +79,11 @@ pub fn run(args: &PopulationArgs<'_>) -> Result<(), Failure> {
     if !bad.is_empty() {
         return Err(Failure::Input(bad.join("\n")));
     }
+    let columns: Vec<Vec<f64>> = population
+        .variables()
+        .iter()
+        .map(|name| column_f64(&table, args.csv, name))
+        .collect::<Result<_, _>>()?;
     let refs: Vec<&[f64]> = columns.iter().map(Vec::as_slice).collect();
     let node_evals: u128 = population
         .nodes()

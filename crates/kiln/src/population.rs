@@ -13,10 +13,9 @@
 //! optimizer's CSE). On the GP population that halves the compile time per
 //! expression and cuts evaluation by a quarter to a third
 //! (docs/performance.md). Expressions that
-//! can fail at run time (integer division) compile alone; should a group
-//! fail anyway, it runs its expressions one by one on the interpreter,
-//! which gives the same bits, so the error lands on the expression that
-//! caused it.
+//! can fail at run time (integer division) compile alone, so a group holds
+//! only operations that cannot fail; should one fail anyway (kiln's bug),
+//! its error is every member's.
 
 use crate::{
     ArrayMut, ArrayRef, CompileOptions, Data, DynEngine, ExecError, Program, PyOptions, Scalar,
@@ -100,13 +99,8 @@ struct Member {
 enum Slot {
     /// Its own program.
     Alone(Member),
-    /// Output `output` of group `group`; `fallback` runs it alone on the
-    /// interpreter when the group fails.
-    Grouped {
-        group: usize,
-        output: usize,
-        fallback: Member,
-    },
+    /// Output `output` of group `group`.
+    Grouped { group: usize, output: usize },
 }
 
 /// Expressions compiled as the outputs of one graph, whose inputs are every
@@ -154,12 +148,6 @@ fn parse(expr: &str) -> (Result<Verified, MemberError>, usize) {
         ),
         Err(e) => (Err(MemberError::Parse(e)), 0),
     }
-}
-
-/// [`parse`], with each input's position in `variables`.
-fn load(expr: &str, variables: &[String]) -> (Result<(Verified, Vec<usize>), MemberError>, usize) {
-    let (graph, nodes) = parse(expr);
-    (graph.and_then(|g| positions(g, variables)), nodes)
 }
 
 /// A verified expression with each input's position in `variables`.
@@ -332,29 +320,13 @@ fn compile_part(
                 .collect();
             debug_assert_eq!(groups.len(), n_groups);
             let mut alone_programs = programs;
-            let unoptimized = CompileOptions {
-                optimize: false,
-                ..options.clone()
-            };
             let slots = part
                 .into_iter()
                 .enumerate()
                 .map(|(i, m)| {
-                    let (graph, columns) = m?;
+                    let (_, columns) = m?;
                     Ok(match slot_of[i] {
-                        Some((group, output)) => Slot::Grouped {
-                            group,
-                            output,
-                            fallback: Member {
-                                columns,
-                                // As written: the interpreter gives the
-                                // optimized graph's bits either way, and
-                                // this costs a clone, not a pass.
-                                program: crate::Interpreter
-                                    .compile_dyn(&graph, &unoptimized)
-                                    .map_err(|e| MemberError::Compile(e.to_string()))?,
-                            },
-                        },
+                        Some((group, output)) => Slot::Grouped { group, output },
                         None => Slot::Alone(Member {
                             columns,
                             program: alone_programs.next().expect("one program per graph"),
@@ -390,6 +362,26 @@ impl Population {
         engine: &dyn DynEngine,
         options: &PopulationOptions,
     ) -> Population {
+        Self::compile_with(exprs, Some(variables), engine, options)
+    }
+
+    /// [`Self::compile`] over the variables the expressions read
+    /// ([`variables_of`]'s: every free name, in order of first appearance;
+    /// [`Self::variables`] gives them), parsing each expression once.
+    pub fn compile_inferring<S: AsRef<str> + Sync>(
+        exprs: &[S],
+        engine: &dyn DynEngine,
+        options: &PopulationOptions,
+    ) -> Population {
+        Self::compile_with(exprs, None, engine, options)
+    }
+
+    fn compile_with<S: AsRef<str> + Sync>(
+        exprs: &[S],
+        variables: Option<&[String]>,
+        engine: &dyn DynEngine,
+        options: &PopulationOptions,
+    ) -> Population {
         let threads = options.threads();
         let chunk = exprs.len().div_ceil(threads).max(1);
         let compile = CompileOptions {
@@ -397,14 +389,33 @@ impl Population {
             ..options.compile.clone()
         };
         let compile = &compile;
-        let parts: Vec<(Part, Vec<usize>)> = std::thread::scope(|s| {
+        // Parse on every thread, then compile on every thread: the
+        // variables may come from all the expressions.
+        let parsed: Vec<Vec<(Result<Verified, MemberError>, usize)>> = std::thread::scope(|s| {
             let handles: Vec<_> = exprs
                 .chunks(chunk)
+                .map(|part| s.spawn(move || part.iter().map(|e| parse(e.as_ref())).collect()))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("parse threads do not panic"))
+                .collect()
+        });
+        let variables = match variables {
+            Some(v) => v.to_vec(),
+            None => names_of(parsed.iter().flatten().filter_map(|(g, _)| g.as_ref().ok())),
+        };
+        let variables = &variables;
+        let parts: Vec<(Part, Vec<usize>)> = std::thread::scope(|s| {
+            let handles: Vec<_> = parsed
+                .into_iter()
                 .enumerate()
                 .map(|(k, part)| {
                     s.spawn(move || {
-                        let (loaded, nodes): (Vec<_>, Vec<usize>) =
-                            part.iter().map(|e| load(e.as_ref(), variables)).unzip();
+                        let (loaded, nodes): (Vec<_>, Vec<usize>) = part
+                            .into_iter()
+                            .map(|(g, nodes)| (g.and_then(|g| positions(g, variables)), nodes))
+                            .unzip();
                         let part = compile_part(loaded, k * chunk, variables, engine, compile);
                         (part, nodes)
                     })
@@ -423,21 +434,16 @@ impl Population {
             nodes.extend(part_nodes);
             let offset = groups.len();
             members.extend(slots.into_iter().map(|slot| match slot {
-                Ok(Slot::Grouped {
-                    group,
-                    output,
-                    fallback,
-                }) => Ok(Slot::Grouped {
+                Ok(Slot::Grouped { group, output }) => Ok(Slot::Grouped {
                     group: group + offset,
                     output,
-                    fallback,
                 }),
                 other => other,
             }));
             groups.extend(part_groups);
         }
         Population {
-            variables: variables.to_vec(),
+            variables: variables.clone(),
             members,
             groups,
             nodes,
@@ -622,21 +628,26 @@ impl Population {
                 .zip(&group.scalar)
                 .map(|(r, &scalar)| ArrayMut::F64(if scalar { &mut r[..1] } else { &mut r[..] }))
                 .collect();
-            if group.program.run_arrays(&inputs, &mut outs).is_ok() {
-                for (r, &scalar) in rows.iter_mut().zip(&group.scalar) {
-                    if scalar {
-                        let v = r[0];
-                        r.fill(v);
-                    }
+            let error = group.program.run_arrays(&inputs, &mut outs).err();
+            drop(outs);
+            for (r, &scalar) in rows.iter_mut().zip(&group.scalar) {
+                if error.is_some() {
+                    r.fill(f64::NAN);
+                } else if scalar {
+                    let v = r[0];
+                    r.fill(v);
                 }
-                results.extend(group.members.iter().map(|&i| (i, None)));
-                return;
             }
+            let error = error.map(MemberError::Exec);
+            results.extend(group.members.iter().map(|&i| (i, error.clone())));
+            return;
         }
-        // An expression alone, or a group that failed: one by one.
+        // Expressions alone (or a group over no rows): one by one.
         for (&i, row) in self.unit_members(unit).iter().zip(rows.iter_mut()) {
             let result = match &self.members[i] {
-                Ok(Slot::Alone(m)) | Ok(Slot::Grouped { fallback: m, .. }) => run(m, columns, row),
+                Ok(Slot::Alone(m)) => run(m, columns, row),
+                // A group over no rows: nothing to compute.
+                Ok(Slot::Grouped { .. }) => Ok(()),
                 Err(e) => Err(e.clone()),
             };
             if result.is_err() {
@@ -704,7 +715,7 @@ impl Population {
             let block = BLOCK.min(n_rows.max(1));
             let mut scratch = vec![0.0; k * block];
             let mut sums = vec![0.0f64; k];
-            let mut ok = true;
+            let mut error = None;
             let mut start = 0;
             while start < n_rows {
                 let len = block.min(n_rows - start);
@@ -717,8 +728,8 @@ impl Population {
                     .zip(&group.scalar)
                     .map(|(r, &scalar)| ArrayMut::F64(&mut r[..if scalar { 1 } else { len }]))
                     .collect();
-                if group.program.run_arrays(&inputs, &mut outs).is_err() {
-                    ok = false;
+                if let Err(e) = group.program.run_arrays(&inputs, &mut outs) {
+                    error = Some(MemberError::Exec(e));
                     break;
                 }
                 let t = &target[start..start + len];
@@ -740,19 +751,20 @@ impl Population {
                 }
                 start += len;
             }
-            if ok {
-                for (&i, sum) in group.members.iter().zip(sums) {
-                    results.push((i, sum / n_rows as f64, None));
-                }
-                return;
+            for (&i, sum) in group.members.iter().zip(sums) {
+                results.push(match &error {
+                    None => (i, sum / n_rows as f64, None),
+                    Some(e) => (i, f64::NAN, Some(e.clone())),
+                });
             }
+            return;
         }
         let mut row = vec![0.0; n_rows];
         for i in self.unit_members(unit) {
             let result = match &self.members[i] {
-                Ok(Slot::Alone(m)) | Ok(Slot::Grouped { fallback: m, .. }) => {
-                    run(m, columns, &mut row)
-                }
+                Ok(Slot::Alone(m)) => run(m, columns, &mut row),
+                // A group over no rows.
+                Ok(Slot::Grouped { .. }) => Ok(()),
                 Err(e) => Err(e.clone()),
             };
             results.push(match result {
@@ -835,9 +847,19 @@ fn run(member: &Member, columns: &[&[f64]], row: &mut [f64]) -> Result<(), Membe
 /// The variables expressions read, for callers that name columns by the
 /// expressions: every free name, in order of first appearance across `exprs`
 /// (expressions that do not parse contribute nothing).
+/// [`Population::compile_inferring`] finds them without a second parse.
 pub fn variables_of<S: AsRef<str>>(exprs: &[S]) -> Vec<String> {
+    let graphs: Vec<Verified> = exprs
+        .iter()
+        .filter_map(|e| parse(e.as_ref()).0.ok())
+        .collect();
+    names_of(graphs.iter())
+}
+
+/// The inputs' names of `graphs`, each once, in order of first appearance.
+fn names_of<'a>(graphs: impl Iterator<Item = &'a Verified>) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
-    for graph in exprs.iter().filter_map(|e| parse(e.as_ref()).0.ok()) {
+    for graph in graphs {
         for input in graph.graph().inputs() {
             if !names.contains(&input.name) {
                 names.push(input.name.clone());

@@ -146,3 +146,31 @@ fn a_failing_group_isolates_its_expression() {
         assert_eq!(mse[1], (1.0 + 4.0 + 9.0) / 3.0, "x0 * 1.0 + x1 against x1");
     }
 }
+
+/// Without named variables, the population reads the expressions' free
+/// names (first appearance first, as `variables_of`), parsing each once, and
+/// computes what it computes with them named; with 3 threads, the names
+/// come from every thread's expressions.
+#[test]
+fn variables_inferred_from_the_expressions() {
+    let exprs = ["b * 2.0", "a + b", "c -", "sin(c) - a", "1.0"];
+    let (a, b, c) = ([1.0, -2.0], [0.5, 4.0], [0.0, 3.0]);
+    for threads in [1, 3] {
+        let options = PopulationOptions {
+            threads,
+            ..Default::default()
+        };
+        let p = Population::compile_inferring(&exprs, &kiln::Vm, &options);
+        assert_eq!(p.variables(), vars(&["b", "a", "c"]));
+        assert_eq!(p.variables(), kiln::population::variables_of(&exprs));
+        assert_eq!(p.compile_errors().len(), 1);
+        let mut out = vec![0.0; 5 * 2];
+        let errors = p.evaluate(&[&b, &a, &c], 2, &mut out);
+        let named = Population::compile(&exprs, &vars(&["a", "b", "c"]), &kiln::Vm, &options);
+        let mut want = vec![0.0; 5 * 2];
+        named.evaluate(&[&a, &b, &c], 2, &mut want);
+        assert_eq!(&out[..4], [1.0, 8.0, 1.5, 2.0]);
+        assert_eq!(out[6..].to_vec(), want[6..].to_vec());
+        assert!(errors[2].is_some() && errors[3].is_none());
+    }
+}

@@ -23,7 +23,7 @@ pub struct Population {
 
 fn engine_compile(
     exprs: &[String],
-    variables: &[String],
+    variables: Option<&[String]>,
     tier: Tier,
     threads: usize,
     vectorize: Option<bool>,
@@ -35,9 +35,18 @@ fn engine_compile(
             ..CompileOptions::default()
         },
     };
-    match tier {
-        Tier::Interp => Inner::compile(exprs, variables, &kiln::Interpreter, &options),
-        Tier::Jit(t) => Inner::compile(exprs, variables, &t, &options),
+    let jit;
+    let engine: &dyn kiln::DynEngine = match tier {
+        Tier::Interp => &kiln::Interpreter,
+        Tier::Jit(t) => {
+            jit = t;
+            &jit
+        }
+    };
+    match variables {
+        Some(variables) => Inner::compile(exprs, variables, engine, &options),
+        // The expressions' own names, parsing each once.
+        None => Inner::compile_inferring(exprs, engine, &options),
     }
 }
 
@@ -159,15 +168,20 @@ impl Population {
         if threads == Some(0) {
             return Err(PyValueError::new_err("threads must be at least 1"));
         }
-        let variables = variables.unwrap_or_else(|| kiln::population::variables_of(&exprs));
         let mut seen = std::collections::HashSet::new();
-        if let Some(v) = variables.iter().find(|v| !seen.insert(v.as_str())) {
+        if let Some(v) = variables
+            .iter()
+            .flatten()
+            .find(|v| !seen.insert(v.as_str()))
+        {
             return Err(PyValueError::new_err(format!(
                 "variable `{v}` is named twice"
             )));
         }
         let threads = threads.unwrap_or(0);
-        let inner = py.detach(|| engine_compile(&exprs, &variables, tier, threads, vectorize));
+        let inner =
+            py.detach(|| engine_compile(&exprs, variables.as_deref(), tier, threads, vectorize));
+        let variables = inner.variables().to_vec();
         let compile_errors = inner
             .compile_errors()
             .into_iter()
