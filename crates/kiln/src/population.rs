@@ -76,12 +76,13 @@ pub const GROUP: usize = 256;
 /// eval --population` without `--tier`, Python's `kiln.Population` without
 /// `tier=`): the vector VM, by measurement on the GP population (1,000
 /// expressions, `kiln eval --population`, 1 thread, docs/performance.md).
-/// It compiles 2.2× faster than Cranelift (30 against 66–73 µs per
-/// expression) and evaluates as fast or faster, at 10,000 rows (222–260
-/// against 239–242 ms) and at 40,000 (922–962 against 975–978 ms, where
-/// Cranelift runs vector loops). The LLVM tier evaluates faster (84–196 ms
-/// at 10,000 rows in earlier sessions) but compiles about 50 ms per
-/// expression, which pays only when the same
+/// It compiles 2.2× faster than Cranelift (27 against 59–93 µs per
+/// expression) and, with its vector math routines, evaluates 10,000 rows in
+/// 67–75 ms against Cranelift's 215–422 (and 40,000 rows as fast or faster
+/// before those routines: 922–962 against 975–978 ms, where Cranelift runs
+/// vector loops). The LLVM tier's vectorized inline math evaluates about
+/// as fast (84–196 ms at 10,000 rows in earlier sessions) but compiles
+/// about 50 ms per expression, which pays only when the same
 /// population runs over millions of rows; the rule does not guess that, so
 /// it is one tier at every size measured. Naming a tier overrides it.
 pub const DEFAULT_TIER: crate::JitTier = crate::JitTier::Vm;
