@@ -68,7 +68,7 @@ fn cpu_simd() -> Simd {
 
 /// `item` three times, as `$base`, `$avx2` and `$avx512`, compiled for the
 /// baseline, AVX2 and AVX-512 ([`Simd`]); off x86-64 all three are the
-/// baseline's.
+/// baseline's (statements: it expands where a block's statements go).
 macro_rules! for_each_simd {
     ($base:ident, $avx2:ident, $avx512:ident, $(#[$m:meta])* unsafe fn $($item:tt)*) => {
         $(#[$m])*
@@ -82,9 +82,7 @@ macro_rules! for_each_simd {
         $(#[$m])*
         unsafe fn $avx512 $($item)*
         #[cfg(not(target_arch = "x86_64"))]
-        use $base as $avx2;
-        #[cfg(not(target_arch = "x86_64"))]
-        use $base as $avx512;
+        let ($avx2, $avx512) = ($base, $base);
     };
 }
 
