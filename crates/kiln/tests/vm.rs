@@ -20,6 +20,16 @@ fn lengths() -> Vec<usize> {
     vec![0, 1, b - 1, b, b + 1, 3 * b + 17]
 }
 
+/// `n` draws of a 64-bit LCG from `seed`.
+fn draws(n: usize, seed: u64) -> impl Iterator<Item = u64> {
+    (0..n).scan(seed, |s, _| {
+        *s = s
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        Some(*s)
+    })
+}
+
 /// A deterministic mix of ordinary values and the specials every op
 /// treats apart: ±0, ±inf, NaN, subnormals, huge arguments of `sin`.
 fn floats(n: usize, seed: u64) -> Vec<f64> {
@@ -35,12 +45,9 @@ fn floats(n: usize, seed: u64) -> Vec<f64> {
         0.5,
         -3.0,
     ];
-    let mut s = seed;
-    (0..n)
-        .map(|i| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
+    draws(n, seed)
+        .enumerate()
+        .map(|(i, s)| {
             if i % 7 == 3 {
                 specials[(s >> 60) as usize % specials.len()]
             } else {
@@ -51,17 +58,11 @@ fn floats(n: usize, seed: u64) -> Vec<f64> {
 }
 
 fn ints(n: usize, seed: u64) -> Vec<i64> {
-    let mut s = seed;
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            match s >> 61 {
-                0 => i64::MIN,
-                1 => -1,
-                _ => (s >> 33) as i64 % 1000 - 500,
-            }
+    draws(n, seed)
+        .map(|s| match s >> 61 {
+            0 => i64::MIN,
+            1 => -1,
+            _ => (s >> 33) as i64 % 1000 - 500,
         })
         .collect()
 }

@@ -205,14 +205,14 @@ pub(crate) fn source() -> String {
             }
         }
     }
+    // The tables are kiln-ir's own constants, named after their symbols.
     for table in tables {
-        let values: Vec<String> = table.bits.iter().map(|b| format!("{b:#x}")).collect();
         writeln!(
             out,
-            "static {}: [u64; {}] = [\n    {},\n];\n",
+            "static {}: [u64; {}] = kiln_ir::kernel::{};\n",
             table.name.to_uppercase(),
             table.bits.len(),
-            values.join(",\n    ")
+            table.name.trim_start_matches("__kiln_").to_uppercase()
         )
         .unwrap();
     }

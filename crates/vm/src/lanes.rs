@@ -180,33 +180,45 @@ macro_rules! bin {
 /// algorithm for every lane (a row-by-row loop runs one lane at a time).
 pub(crate) const ROUTINE_MIN_LANES: usize = 8;
 
-/// The lane loop of a generated math routine of one argument
-/// (`routines.rs`), as a [`Un`] for this CPU: the routine over every lane
-/// in SIMD, then, only in a block where some lane needs the `libm`
-/// function, the exact routine over the block (it calls the function for
-/// those lanes and returns the same bits elsewhere). Short blocks call
-/// `call` lane by lane.
+/// A generated math routine (`routines.rs`) over the lanes of `d`, whose
+/// arguments `inputs` yields (an expression evaluated once per pass), by
+/// `fast` (the routine: its result and whether the lane needs the `libm`
+/// function), `exact` (the routine calling it for such lanes, the same
+/// bits elsewhere) and `call` (the `libm` function): the routine over every
+/// lane in SIMD, then, only in a block where some lane needs the function,
+/// the exact routine over the block. Short blocks call the function lane
+/// by lane. A macro, not a function of closures: LLVM does not inline a
+/// routine's body through a closure into the SIMD loop (the loop then ran
+/// at the call's speed).
+macro_rules! routine_loop {
+    ($d:ident, $inputs:expr, |$v:pat_param| $fast:expr, $exact:expr, $call:expr) => {{
+        if $d.len() < $crate::lanes::ROUTINE_MIN_LANES {
+            for (d, $v) in $d.iter_mut().zip($inputs) {
+                *d = $call;
+            }
+            return;
+        }
+        let mut rare = 0;
+        for (d, $v) in $d.iter_mut().zip($inputs) {
+            let (v, r) = $fast;
+            *d = v;
+            rare |= r;
+        }
+        if rare != 0 {
+            for (d, $v) in $d.iter_mut().zip($inputs) {
+                *d = $exact;
+            }
+        }
+    }};
+}
+
+/// The lane loop ([`routine_loop`]) of a generated math routine `f` of one
+/// argument, whose `libm` function is `call`, as a [`Un`] for this CPU.
 macro_rules! routine1 {
     ($f:ident, |$a:ident| $call:expr) => {{
         #[inline(always)]
         fn body(d: &mut [u64], x: &[u64]) {
-            if d.len() < $crate::lanes::ROUTINE_MIN_LANES {
-                for (d, &$a) in d.iter_mut().zip(x) {
-                    *d = $call;
-                }
-                return;
-            }
-            let mut rare = 0;
-            for (d, &x) in d.iter_mut().zip(x) {
-                let (v, r) = $f::<false>(x);
-                *d = v;
-                rare |= r;
-            }
-            if rare != 0 {
-                for (d, &x) in d.iter_mut().zip(x) {
-                    *d = $f::<true>(x).0;
-                }
-            }
+            routine_loop!(d, x, |&$a| $f::<false>($a), $f::<true>($a).0, $call)
         }
         un_of!(body)
     }};
@@ -216,44 +228,25 @@ macro_rules! routine1 {
 macro_rules! routine2 {
     ($f:ident, |$a:ident, $b:ident| $call:expr) => {{
         #[inline(always)]
-        fn call($a: u64, $b: u64) -> u64 {
-            $call
-        }
-        /// The loop over lanes `(a(i), b(i))`.
-        #[inline(always)]
-        fn each(d: &mut [u64], a: impl Fn(usize) -> u64, b: impl Fn(usize) -> u64) {
-            if d.len() < $crate::lanes::ROUTINE_MIN_LANES {
-                for (i, d) in d.iter_mut().enumerate() {
-                    *d = call(a(i), b(i));
-                }
-                return;
-            }
-            let mut rare = 0;
-            for (i, d) in d.iter_mut().enumerate() {
-                let (v, r) = $f::<false>(a(i), b(i));
-                *d = v;
-                rare |= r;
-            }
-            if rare != 0 {
-                for (i, d) in d.iter_mut().enumerate() {
-                    *d = $f::<true>(a(i), b(i)).0;
-                }
-            }
-        }
-        #[inline(always)]
         fn vv(d: &mut [u64], x: &[u64], y: &[u64]) {
-            let (x, y) = (&x[..d.len()], &y[..d.len()]);
-            each(d, |i| x[i], |i| y[i])
+            let xy = || x.iter().zip(y).map(|(&a, &b)| (a, b));
+            routine_loop!(
+                d,
+                xy(),
+                |($a, $b)| $f::<false>($a, $b),
+                $f::<true>($a, $b).0,
+                $call
+            )
         }
         #[inline(always)]
         fn vk(d: &mut [u64], x: &[u64], k: u64) {
-            let x = &x[..d.len()];
-            each(d, |i| x[i], |_| k)
+            let $b = k;
+            routine_loop!(d, x, |&$a| $f::<false>($a, $b), $f::<true>($a, $b).0, $call)
         }
         #[inline(always)]
         fn kv(d: &mut [u64], k: u64, y: &[u64]) {
-            let y = &y[..d.len()];
-            each(d, |_| k, |i| y[i])
+            let $a = k;
+            routine_loop!(d, y, |&$b| $f::<false>($a, $b), $f::<true>($a, $b).0, $call)
         }
         bins_of!(vv, vk, kv)
     }};
@@ -385,8 +378,8 @@ macro_rules! ops {
         }
         /// The name of the lane function [`
         #[doc = stringify!($table)]
-        /// `] loops over, for generated code.
-        #[allow(dead_code)]
+        /// `] loops over, for the generator of `routines.rs`.
+        #[cfg(test)]
         pub(crate) fn $names($($p: $pt),*) -> Option<&'static str> {
             #[allow(unused_imports)]
             use {BinaryOp::*, CmpOp::*, DType::*, UnaryOp::*};

@@ -29,6 +29,7 @@ mod tensor;
 mod verify;
 
 pub use lower::{lower, math_kernel, LowerError, LowerOptions};
+pub use math::{EXP2F_TABLE, EXP2_TABLE};
 pub use print::print;
 pub use verify::{verify, KernelError};
 

@@ -166,8 +166,10 @@ static EXP2F: Table = Table {
 };
 
 /// `exp2f`'s table: 2^(i/16 - 1/2) for `i` from 0 to 15 (the `libm`
-/// crate's `EXP2FT`).
-static EXP2F_TABLE: [u64; 16] = [
+/// crate's `EXP2FT`). A `const` so that code compiled ahead of time from
+/// inline math (`kiln-vm`'s routines) carries the same values; its name is
+/// the table's symbol without `__kiln_`, in capitals.
+pub const EXP2F_TABLE: [u64; 16] = [
     0x3fe6a09e667f3bcd,
     0x3fe7a11473eb0187,
     0x3fe8ace5422aa0db,
@@ -189,9 +191,9 @@ static EXP2F_TABLE: [u64; 16] = [
 /// `exp2`'s table (the crate's `TBL`): for `i` from 0 to 255, entry `2i` is
 /// 2^(i/256 - 1/2 + eps), rounded, and entry `2i + 1` that `eps`, a small
 /// offset that makes the value accurate to 2^-64. Bits as the crate writes
-/// them.
+/// them. A `const`, as [`EXP2F_TABLE`].
 #[rustfmt::skip]
-static EXP2_TABLE: [u64; 512] = [
+pub const EXP2_TABLE: [u64; 512] = [
     0x3fe6a09e667f3d5d, 0x3d39880000000000,
     0x3fe6b052fa751744, 0x3cd8000000000000,
     0x3fe6c012750bd9fe, 0xbd28780000000000,

@@ -33,6 +33,7 @@ mod binary;
 mod cbrt;
 mod exp2;
 pub(super) use binary::inline as inline_binary;
+pub use exp2::{EXP2F_TABLE, EXP2_TABLE};
 
 /// The inline port of `op` on `dtype`, if kiln has one (the rest stay
 /// calls).
