@@ -77,6 +77,18 @@ pub fn define_kernel<M: Module>(
     Ok((id, Some(wrapper_id)))
 }
 
+/// True when references between a module's own functions and data must be
+/// absolute (an 8-byte address) rather than PC-relative: in the JIT (not
+/// PIC), where cranelift-jit maps each function and data object where the
+/// system puts it, which in a large process can be more than 2 GiB away
+/// from the code that reads it (a ResNet-18 kernel's wrapper, in a process
+/// with torch and LLVM-compiled models loaded, could not reach its kernel:
+/// cranelift-jit panicked relocating the call). Objects (PIC) stay
+/// PC-relative; the linker places them.
+fn absolute_refs<M: Module>(module: &M) -> bool {
+    !module.isa().flags().is_pic()
+}
+
 fn define_wrapper<M: Module>(
     module: &mut M,
     callee: cranelift_module::FuncId,
@@ -113,6 +125,9 @@ fn define_wrapper<M: Module>(
             }
         }
         let fref = module.declare_func_in_func(callee, bcx.func);
+        if absolute_refs(module) {
+            bcx.func.dfg.ext_funcs[fref].colocated = false;
+        }
         let call = bcx.ins().call(fref, &args);
         let result = bcx.inst_results(call)[0];
         let status = match ret_ptr {
@@ -541,6 +556,13 @@ impl<'a, M: Module> FunctionCx<'a, M> {
             }
         };
         let global = self.module.declare_data_in_func(id, self.bcx.func);
+        if absolute_refs(self.module) {
+            if let ir::GlobalValueData::Symbol { colocated, .. } =
+                &mut self.bcx.func.global_values[global]
+            {
+                *colocated = false;
+            }
+        }
         Ok(self.bcx.ins().symbol_value(self.ptr, global))
     }
 

@@ -177,6 +177,52 @@ fn programs_are_shared_across_threads() {
     }
 }
 
+/// A two-layer network over `n` rows: its hidden layers are scratch.
+const LAYERS: &str = "graph \"layers\"\n\
+    v0: f32[n, 3] = input \"x\"\n\
+    v1: f32[3, 3] = tensor 0.5, -1.0, 2.0, 0.25, 1.5, -0.75, 1.0, 0.0, -2.0\n\
+    v2: f32[n, 3] = matmul v0, v1\n\
+    v3: f32[n, 3] = matmul v2, v1\n\
+    v4: f32[n, 3] = sin v3\n\
+    v5: f32[n, 3] = matmul v4, v1\n\
+    output \"y\" = v5\n";
+
+#[test]
+fn scratch_is_reused_across_calls_threads_and_extents() {
+    let graph = kiln::verify(kiln::ir::text::parse(LAYERS).expect("parses")).expect("verifies");
+    let interp = kiln::Interpreter
+        .compile(&graph, &CompileOptions::default())
+        .unwrap();
+    let input = |rows: usize, seed: usize| {
+        let x: Vec<f32> = (0..rows * 3)
+            .map(|i| ((i * 7 + seed * 13) % 23) as f32 * 0.25 - 2.5)
+            .collect();
+        Data::Column(kiln::ir::Buffer::F32(x))
+    };
+    for &tier in JitTier::all() {
+        let p = tier.compile(&graph, &CompileOptions::default()).unwrap();
+        // Two hidden layers of n × 3 floats at a time, in rooms 4 KiB apart
+        // (and staggered).
+        let bytes = |n: u64| p.scratch_bytes(&[n]).expect("one extent");
+        assert!(bytes(1000) >= 2 * 1000 * 3 * 4, "{tier:?}: {}", bytes(1000));
+        assert!(bytes(1000) > bytes(10), "{tier:?}");
+        assert_eq!(p.scratch_bytes(&[]), None);
+        // Calls of several extents, from several threads, each taking an
+        // arena another call left: every result is the interpreter's.
+        std::thread::scope(|s| {
+            for t in 0..3 {
+                let (p, interp) = (&p, &interp);
+                s.spawn(move || {
+                    for (round, rows) in [700, 3, 700, 1, 256, 700].into_iter().enumerate() {
+                        let x = [input(rows, t * 10 + round)];
+                        assert_eq!(p.run(&x).unwrap(), interp.run(&x).unwrap(), "{tier:?}");
+                    }
+                });
+            }
+        });
+    }
+}
+
 #[test]
 fn compiles_on_several_threads_at_once() {
     for &tier in JitTier::all() {

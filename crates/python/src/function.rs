@@ -445,6 +445,18 @@ impl Function {
         signature_dict(py, &self.outputs)
     }
 
+    /// The bytes of scratch memory a call takes on a JIT tier (the
+    /// intermediate tensors no loop fuses, buffers shared by liveness), when
+    /// no dimension is symbolic; `None` on the interpreter or when it
+    /// depends on a symbolic dimension's extent.
+    #[getter]
+    fn scratch_bytes(&self) -> Option<usize> {
+        match &self.compiled {
+            Compiled::Jit(p) => p.scratch_bytes(&[]),
+            Compiled::Interp(_) => None,
+        }
+    }
+
     /// The graph it runs, in kiln's text format (optimized, if it was).
     #[getter]
     fn ir(&self) -> String {

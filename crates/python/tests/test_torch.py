@@ -197,13 +197,27 @@ def test_resnet18_from_fx_text(tmp_path):
     path = write_fx(model, tmp_path)
     with torch.no_grad():
         want = model(x)
+    x2 = torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        want2 = model(x2)
     results = []
+    scratch = []
     for tier in ("cranelift", "llvm"):
         f = kiln.compile(path, tier=tier, inputs={"input": "f32[1, 3, 224, 224]"})
         got = torch.from_numpy(np.asarray(f(x.numpy())))
         close(got, want, rtol=1e-4, atol=1e-5 * want.abs().max().item())
+        # The second call runs in the scratch the first one left.
+        got2 = torch.from_numpy(np.asarray(f(x2.numpy())))
+        close(got2, want2, rtol=1e-4, atol=1e-5 * want2.abs().max().item())
         results.append(got)
+        scratch.append(f.scratch_bytes)
     assert torch.equal(results[0].view(torch.int32), results[1].view(torch.int32))
+    # Activations share buffers by liveness: the largest activation (conv1's
+    # 64x112x112 floats, 3.2 MB) bounds the scratch from below, and all of
+    # the network's intermediates (31 MB, one buffer each) from above.
+    largest = 64 * 112 * 112 * 4
+    assert scratch[0] == scratch[1]
+    assert largest < scratch[0] < 4 * largest, scratch
 
 
 def test_softmax_and_log_softmax_f64():

@@ -142,6 +142,7 @@ pub fn lower(verified: &Verified, options: &LowerOptions) -> Result<Kernel, Lowe
     lw.params(options);
     if tensors {
         lw.tensor_body()?;
+        super::scratch::share(&mut lw.kernel);
     } else {
         lw.elementwise_body();
     }

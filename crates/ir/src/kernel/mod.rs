@@ -25,6 +25,7 @@ pub mod libcalls;
 mod lower;
 mod math;
 mod print;
+mod scratch;
 mod tensor;
 mod verify;
 

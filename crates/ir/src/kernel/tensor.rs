@@ -321,13 +321,13 @@ impl Lowerer<'_> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::super::{lower, LowerOptions, Param};
     use crate::types::Dim;
 
     /// The shapes of the scratch buffers `src` lowers to, with either
     /// tier's options (they must agree).
-    fn scratch(src: &str) -> Vec<String> {
+    pub(in crate::kernel) fn scratch(src: &str) -> Vec<String> {
         let graph = crate::text::parse(src).expect("the test graph parses");
         let graph = crate::verify(graph).expect("the test graph verifies");
         let mut found = Vec::new();

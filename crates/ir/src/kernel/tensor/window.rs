@@ -9,11 +9,14 @@
 //! channel, kernel row, kernel column) order, into accumulators, so every
 //! element sums in the order docs/semantics.md gives. An accumulator is a
 //! plane of *wide rows*: `oh` rows of the phase width, the columns past `ow`
-//! computed and dropped, so each tap is one contiguous loop `acc[p] =
-//! acc[p] + x[shift + p] * w` over the whole plane (long enough to
-//! vectorize at any output width; both tiers run it in vectors), for a
-//! block of up to four output channels sharing each input load; the
-//! planes' valid columns are then copied out.
+//! computed and dropped, the plane's length rounded up to a whole 512-bit
+//! vector. One contiguous loop over the plane folds a whole kernel row of
+//! taps, `acc[p] = ((acc[p] + x[shift_0 + p] * w_0) + x[shift_1 + p] * w_1)
+//! + ..`, for a block of up to four output channels sharing each input
+//! load: long enough to vectorize at any output width (both tiers run it in
+//! vectors, with no remainder), and each accumulator loaded and stored once
+//! per kernel row rather than once per tap. The planes' valid columns are
+//! then copied out.
 //!
 //! A pool skips its padding taps: for each tap `(ky, kx)`, the outputs whose
 //! tap is inside form a rectangle of rows and columns ([`inside`]), computed
@@ -87,10 +90,10 @@ fn fixed(d: &Dim) -> u64 {
 
 impl Lowerer<'_> {
     /// `d = conv2d(x, w)`: the input's zero-padded copy split into stride
-    /// phases ([`Self::phases`]), then each tap folded into a plane of wide
-    /// rows as one contiguous loop ([`Self::wide_tap`]), in (input channel,
-    /// kernel row, kernel column) order, and the plane's valid columns
-    /// copied to `d`.
+    /// phases ([`Self::phases`]), then each kernel row's taps folded into
+    /// planes of wide rows as one contiguous loop ([`Self::wide_taps`]), in
+    /// (input channel, kernel row, kernel column) order, and the planes'
+    /// valid columns copied to `d`.
     pub(super) fn conv2d(
         &mut self,
         out: &mut Vec<Stmt>,
@@ -102,7 +105,7 @@ impl Lowerer<'_> {
         let per_group = fixed(&w.dims[1]);
         let out_per_group = fixed(&d.dims[1]) / u64::from(c.groups);
         let output = [fixed(&d.dims[2]), fixed(&d.dims[3])];
-        let ph = self.phases(out, x, c, dtype);
+        let ph = self.phases(out, x, c, [kh, kw], output[0], dtype);
         // A block of output channels shares each input load: one
         // accumulator plane (`oh` rows of the phase width) per channel of
         // the block, each its own buffer.
@@ -110,7 +113,7 @@ impl Lowerer<'_> {
             .into_iter()
             .find(|b| out_per_group.is_multiple_of(*b))
             .expect("1 divides");
-        let len = output[0] * ph.width;
+        let len = ph.len;
         let accs: Vec<View> = (0..block)
             .map(|_| {
                 let param = self.param(Param::Scratch {
@@ -152,6 +155,7 @@ impl Lowerer<'_> {
                 &[b, ic, zero_row, zero_row],
                 &ph.view.strides,
             );
+            let mut taps = Vec::new();
             for ky in 0..kh {
                 for kx in 0..kw {
                     let (ky_r, kx_r) = (
@@ -166,14 +170,15 @@ impl Lowerer<'_> {
                             lw.emit(&mut ic_body, dtype, Expr::Load(w.param, at), None)
                         })
                         .collect();
-                    let tap = WideTap {
-                        src: ph.view.param,
-                        plane,
+                    taps.push(WideTap {
                         shift: ph.shift(ky * c.dilation[0], kx * c.dilation[1]),
-                        weights: &weights,
-                    };
-                    lw.wide_tap(&mut ic_body, &accs, tap, dtype);
+                        weights,
+                    });
                 }
+            }
+            // One pass over the planes per kernel row.
+            for taps in taps.chunks(kw as usize) {
+                lw.wide_taps(&mut ic_body, &accs, (ph.view.param, plane), taps, dtype);
             }
             oc_body.push(Stmt::Loop {
                 extent: Extent::Fixed(per_group),
@@ -203,19 +208,41 @@ impl Lowerer<'_> {
     /// `ey / sh`, column `ex / sw`, with unit stride along the output's rows
     /// and columns. Each plane (`n`, `c`) stacks its `sh * sw` phases of
     /// `ceil(hp / sh) + 1` rows (one zero row more, which the wide rows'
-    /// dropped columns read) and `ceil(wp / sw)` columns. Stride 1: one
-    /// phase, the zero-padded input itself.
-    fn phases(&mut self, out: &mut Vec<Stmt>, x: &View, c: &Conv2d, dtype: DType) -> Phases {
+    /// dropped columns read) and `ceil(wp / sw)` columns, then enough zero
+    /// rows for the reads of the columns the planes' rounding adds. Stride
+    /// 1: one phase, the zero-padded input itself.
+    fn phases(
+        &mut self,
+        out: &mut Vec<Stmt>,
+        x: &View,
+        c: &Conv2d,
+        [kh, kw]: [u32; 2],
+        oh: u64,
+        dtype: DType,
+    ) -> Phases {
         let [top, bottom, left, right] = c.padding.map(u64::from);
         let [sh, sw] = c.stride.map(u64::from);
         let (h, w) = (fixed(&x.dims[2]), fixed(&x.dims[3]));
         let (hp, wp) = (h + top + bottom, w + left + right);
         let rows = hp.div_ceil(sh) + 1;
         let width = wp.div_ceil(sw);
+        let len = (oh * width).next_multiple_of(PLANE_BYTES / dtype.size_bytes() as u64);
+        // Rows of zeros after the phases, for the taps' reads past the
+        // last phase's end (into columns the planes' rounding adds).
+        let reach = (0..kh)
+            .flat_map(|ky| (0..kw).map(move |kx| (ky, kx)))
+            .map(|(ky, kx)| {
+                let tap = [ky * c.dilation[0], kx * c.dilation[1]];
+                phase_shift([sh, sw], rows, width, tap) as u64
+            })
+            .max()
+            .unwrap_or(0)
+            + len;
+        let slack = reach.saturating_sub(sh * sw * rows * width).div_ceil(width);
         let dims = vec![
             x.dims[0].clone(),
             x.dims[1].clone(),
-            Dim::Fixed(sh * sw * rows),
+            Dim::Fixed(sh * sw * rows + slack),
             Dim::Fixed(width),
         ];
         let param = self.param(Param::Scratch {
@@ -269,40 +296,60 @@ impl Lowerer<'_> {
             rows,
             width,
             stride: [sh, sw],
+            len,
         }
     }
 
-    /// One tap over wide rows, for a block of output channels: for every
-    /// `p` of the accumulator planes (`oh` rows of the phase width, the
-    /// columns past `ow` computed and dropped), `acc_j[p] = acc_j[p] +
-    /// src[plane, shift + p] * weight_j`: one contiguous loop whatever the
-    /// output's width, each input element loaded once for the block.
-    fn wide_tap(&mut self, body: &mut Vec<Stmt>, accs: &[View], tap: WideTap<'_>, dtype: DType) {
-        let start = self.offset(body, tap.plane, tap.shift);
+    /// Consecutive taps over wide rows, for a block of output channels: for
+    /// every `p` of the accumulator planes (`oh` rows of the phase width,
+    /// the columns past `ow` computed and dropped), `acc_j[p] = ((acc_j[p]
+    /// + src[plane, shift_0 + p] * weight_j0) + src[plane, shift_1 + p] *
+    /// weight_j1) + ..`: one contiguous loop whatever the output's width,
+    /// each input element loaded once for the block, each accumulator
+    /// loaded and stored once for all the taps.
+    fn wide_taps(
+        &mut self,
+        body: &mut Vec<Stmt>,
+        accs: &[View],
+        (src, plane): (ParamIdx, Reg),
+        taps: &[WideTap],
+        dtype: DType,
+    ) {
+        let starts: Vec<Reg> = taps
+            .iter()
+            .map(|tap| self.offset(body, plane, tap.shift))
+            .collect();
         let p = self.new_reg(DType::I64, Some("p"));
         let mut p_body = Vec::new();
-        let from = self.emit(
-            &mut p_body,
-            DType::I64,
-            Expr::Binary(BinaryOp::Add, start, p),
-            None,
-        );
-        let value = self.emit(&mut p_body, dtype, Expr::Load(tap.src, from), None);
-        for (acc, &weight) in accs.iter().zip(tap.weights) {
-            let sum = self.emit(&mut p_body, dtype, Expr::Load(acc.param, p), None);
-            let product = self.emit(
-                &mut p_body,
-                dtype,
-                Expr::Binary(BinaryOp::Mul, value, weight),
-                None,
-            );
-            let next = self.emit(
-                &mut p_body,
-                dtype,
-                Expr::Binary(BinaryOp::Add, sum, product),
-                None,
-            );
-            p_body.push(Stmt::Store(acc.param, Some(p), next));
+        let values: Vec<Reg> = starts
+            .iter()
+            .map(|&start| {
+                let from = self.emit(
+                    &mut p_body,
+                    DType::I64,
+                    Expr::Binary(BinaryOp::Add, start, p),
+                    None,
+                );
+                self.emit(&mut p_body, dtype, Expr::Load(src, from), None)
+            })
+            .collect();
+        for (j, acc) in accs.iter().enumerate() {
+            let mut sum = self.emit(&mut p_body, dtype, Expr::Load(acc.param, p), None);
+            for (tap, &value) in taps.iter().zip(&values) {
+                let product = self.emit(
+                    &mut p_body,
+                    dtype,
+                    Expr::Binary(BinaryOp::Mul, value, tap.weights[j]),
+                    None,
+                );
+                sum = self.emit(
+                    &mut p_body,
+                    dtype,
+                    Expr::Binary(BinaryOp::Add, sum, product),
+                    None,
+                );
+            }
+            p_body.push(Stmt::Store(acc.param, Some(p), sum));
         }
         body.push(Stmt::Loop {
             extent: Extent::Fixed(fixed(&accs[0].dims[0])),
@@ -589,27 +636,39 @@ struct Phases {
     /// Columns per phase (the wide rows' pitch).
     width: u64,
     stride: [u64; 2],
+    /// The accumulator planes' length: `oh` wide rows, rounded up to a
+    /// multiple of [`PLANE_BYTES`].
+    len: u64,
 }
+
+/// The accumulator planes' length is a multiple of this many bytes (a
+/// 512-bit vector), so every tier's vector loop over them has no scalar
+/// remainder: on ResNet-18's 7×7 planes (63 elements) the remainder took
+/// more time than the vectors (docs/performance.md, "CNNs, second step").
+const PLANE_BYTES: u64 = 64;
 
 impl Phases {
     /// Where, within a plane, a tap at offset `(ey, ex)` (kernel index times
     /// dilation) starts reading.
     fn shift(&self, ey: u32, ex: u32) -> i64 {
-        let [sh, sw] = self.stride;
-        let (ey, ex) = (u64::from(ey), u64::from(ex));
-        let phase = (ey % sh) * sw + ex % sw;
-        ((phase * self.rows + ey / sh) * self.width + ex / sw) as i64
+        phase_shift(self.stride, self.rows, self.width, [ey, ex])
     }
 }
 
-/// One tap of a wide-row convolution: the phases' buffer, where the plane
-/// (batch, input channel) it reads starts, the tap's offset from there and
-/// its weight for each output channel of the block.
-struct WideTap<'v> {
-    src: ParamIdx,
-    plane: Reg,
+/// Where a tap at offset `(ey, ex)` starts reading within a plane of
+/// `[sh, sw]` stride phases of `rows` rows and `width` columns each.
+fn phase_shift([sh, sw]: [u64; 2], rows: u64, width: u64, [ey, ex]: [u32; 2]) -> i64 {
+    let (ey, ex) = (u64::from(ey), u64::from(ex));
+    let phase = (ey % sh) * sw + ex % sw;
+    ((phase * rows + ey / sh) * width + ex / sw) as i64
+}
+
+/// One tap of a wide-row convolution: its offset from where the plane
+/// (batch, input channel) it reads starts, and its weight for each output
+/// channel of the block.
+struct WideTap {
     shift: i64,
-    weights: &'v [Reg],
+    weights: Vec<Reg>,
 }
 
 /// One pool tap pass's operands: the source and destination views, the
