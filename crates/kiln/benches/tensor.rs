@@ -1,9 +1,11 @@
 //! Tensors: a 256×256×256 f32 matmul, a batch-64 MLP forward (784→256→10,
 //! ReLU) and one 3×3 convolution layer of ResNet-18 (64→64 channels at
-//! 56×56, padding 1), on the Cranelift tier and (with the `llvm` feature) the LLVM tier,
-//! against the naive triple loop in C at `-O3` (`benches/c/tensor.c`, same
-//! summation order) and the machine's measured peak f32 FLOP/s (independent
-//! FMAs, `-O3 -march=native`). All in this run.
+//! 56×56, padding 1), on the VM, the Cranelift tier and (with the `llvm`
+//! feature) the LLVM tier, against the naive triple loop in C at `-O3`
+//! (`benches/c/tensor.c`, same summation order) and the machine's measured
+//! peak f32 FLOP/s: independent FMAs (`-O3 -march=native`), and independent
+//! multiplies and adds (`-ffp-contract=off`), the bound of kiln's semantics,
+//! which round each product and each sum. All in this run.
 //!
 //! `cargo bench -p kiln --features llvm --bench tensor`
 
@@ -119,6 +121,13 @@ fn compile(graph: &Graph) -> Vec<(&'static str, JitProgram)> {
     let options = CompileOptions::default();
     let mut tiers = Vec::new();
     let t0 = Instant::now();
+    let vm = kiln::Vm.compile(&graph, &options).unwrap();
+    println!(
+        "  compile vm        {:8.2} ms",
+        t0.elapsed().as_secs_f64() * 1e3
+    );
+    tiers.push(("vm", vm));
+    let t0 = Instant::now();
     let cl = kiln::Cranelift.compile(&graph, &options).unwrap();
     println!(
         "  compile cranelift {:8.2} ms",
@@ -138,11 +147,17 @@ fn compile(graph: &Graph) -> Vec<(&'static str, JitProgram)> {
     tiers
 }
 
-fn report(name: &str, ns: f64, flops: f64, peak: Option<f64>) {
+/// The measured peaks: with FMAs, and with separate multiplies and adds.
+type Peaks = (Option<f64>, Option<f64>);
+
+fn report(name: &str, ns: f64, flops: f64, (peak, plain): Peaks) {
     let gflops = flops / ns;
-    let share = peak.map_or(String::new(), |p| {
-        format!(", {:5.2} % of peak", gflops / p * 100.0)
-    });
+    let share = |p: Option<f64>, what: &str| {
+        p.map_or(String::new(), |p| {
+            format!(", {:5.1} % of {what}", gflops / p * 100.0)
+        })
+    };
+    let share = share(peak, "peak") + &share(plain, "no-FMA peak");
     println!(
         "  {name:<22} {:10.1} µs  {gflops:7.2} GFLOP/s{share}",
         ns / 1e3
@@ -150,14 +165,20 @@ fn report(name: &str, ns: f64, flops: f64, peak: Option<f64>) {
 }
 
 fn main() {
-    let peak =
-        c_tool(&["-O3", "-march=native", "-DPEAK"], "kiln-peak").and_then(|t| c_run(&t, &["peak"]));
-    match peak {
-        Some(p) => {
-            println!("peak: {p:.1} GFLOP/s f32 (independent FMAs, -O3 -march=native, one core)")
-        }
-        None => println!("peak: not measured (no C compiler)"),
+    let measure = |flags: &[&str], out| c_tool(flags, out).and_then(|t| c_run(&t, &["peak"]));
+    let peak = measure(&["-O3", "-march=native", "-DPEAK"], "kiln-peak");
+    let plain = measure(
+        &["-O3", "-march=native", "-ffp-contract=off", "-DPEAK"],
+        "kiln-peak-plain",
+    );
+    match (peak, plain) {
+        (Some(p), Some(q)) => println!(
+            "peak: {p:.1} GFLOP/s f32 (independent FMAs, -O3 -march=native, one core); \
+             {q:.1} without FMA (-ffp-contract=off: kiln's bound)"
+        ),
+        _ => println!("peak: not measured (no C compiler)"),
     }
+    let peak = (peak, plain);
     let naive = c_tool(&["-O3"], "kiln-tensor-c");
 
     let n = 256u64;

@@ -20,11 +20,12 @@ mean anything on a noisy machine).
 - resnet: ResNet-18 (the standard 64-128-256-512 layout,
   crates/python/tests/models.py, random weights, eval mode) on one
   1x3x224x224 image under torch.no_grad: eager on 1 and 2 threads against
-  torch.compile(backend="kiln") and kiln.compile of its fx text (print(gm)
-  and the state_dict; batch norms folded into the weights) on both JIT
-  tiers (kiln runs a kernel on one thread); the first call's time (Dynamo,
-  aot_autograd, kiln's compile) and the peak RSS after it, the fx text's
-  compile time, then the median of 5 interleaved repeats.
+  torch.compile(backend="kiln") on both JIT tiers and kiln.compile of its
+  fx text (print(gm) and the state_dict; batch norms folded into the
+  weights) on the VM and both JIT tiers (kiln runs a kernel on one thread);
+  the first call's time (Dynamo, aot_autograd, kiln's compile) and the peak
+  RSS after it, the fx text's compile time and scratch bytes, then the
+  median of 5 interleaved repeats.
 - resnet-layers: ResNet-18's kinds of layer one at a time (the first 7x7
   stride-2 convolution, a 3x3 convolution of each stage, a strided 3x3,
   batch norm + ReLU, the max pool), each through
@@ -211,11 +212,11 @@ def resnet():
         # into the convolutions' weights.
         with tempfile.TemporaryDirectory() as d:
             path = write_fx(model, d)
-            for tier in ("cranelift", "llvm"):
+            for tier in ("vm", "cranelift", "llvm"):
                 start = time.perf_counter()
                 g = kiln.compile(path, tier=tier, inputs={"input": "f32[1, 3, 224, 224]"})
                 emit(workload="resnet18-1x3x224x224", peer=f"kiln-fx-{tier}",
-                     compile_s=time.perf_counter() - start)
+                     compile_s=time.perf_counter() - start, scratch_mb=g.scratch_bytes / 1e6)
                 runs.append((f"kiln-fx-{tier}", lambda g=g, arr=x.numpy(): g(arr), 1))
         for threads in (1, 2):
             runs.append((f"torch-eager-{threads}t", lambda: model(x), threads))

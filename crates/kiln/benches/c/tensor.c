@@ -4,7 +4,8 @@
  * Usage: tensor matmul N REPEATS        -> ns per call of an N×N×N f32 matmul
  *        tensor mlp BATCH REPEATS      -> ns per call of a 784→256→10 MLP forward
  *        tensor peak                   -> GFLOP/s of independent f32 FMAs
- *                                         (build with -O3 -march=native -ffp-contract=fast -DPEAK) */
+ *                                         (build with -O3 -march=native -ffp-contract=fast -DPEAK),
+ *                                         or of multiplies and adds (-ffp-contract=off) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,7 +47,8 @@ static float *filled(long n) {
     return p;
 }
 #if defined(__GNUC__) && defined(PEAK)
-/* Twelve independent FMA chains of the widest vector -march=native has. */
+/* Twelve independent FMA (or multiply-add) chains of the widest vector
+ * -march=native has. */
 #ifdef __AVX512F__
 #define LANES 16
 #else
