@@ -98,8 +98,8 @@ struct Nest {
     /// Where each lowered value lives.
     loc: Vec<Option<Loc>>,
     fusion: Fusion,
-    /// Matmuls waiting for their epilogue, at the epilogue's node: the
-    /// matmul's operands and itself. (All the epilogue's arguments are
+    /// Matmuls and convolutions waiting for their epilogue, at the
+    /// epilogue's node: their operands and themselves. (All the epilogue's arguments are
     /// lowered only when it is reached.)
     pending: Vec<Option<(View, View, Value)>>,
     /// Output parameters already holding a node's result.
@@ -167,7 +167,7 @@ impl Lowerer<'_> {
             Op::MatMul => return self.matmul_node(st, value, (arg(0), arg(1)), dims),
             Op::Conv2d(_) | Op::Pool2d(_) => {
                 let args: Vec<Loc> = (0..args.len()).map(arg).collect();
-                self.window_node(st, value, &node.op, &args, dims)
+                return self.window_node(st, value, &node.op, &args, dims);
             }
             Op::ReduceAxes { op, axes, keepdim } => {
                 let dtype = dtype.expect("a tensor");
@@ -254,15 +254,18 @@ impl Lowerer<'_> {
         let dest = self.dest(value, &dims, &mut st.claimed);
         let view = self.dense(out, dest, dims);
         if let Some((a, b, mm)) = st.pending[value.index()].take() {
-            // The matmul computes this node in its loop, in place in this
-            // node's buffer.
+            // The matmul (or convolution) computes this node in its loop, in
+            // place in this node's buffer.
             st.loc[mm.index()] = Some(Loc::View(view.clone()));
             let epi = Epilogue {
                 locs: &st.loc,
                 value,
             };
             let dtype = self.graph.ty(value).dtype().expect("a tensor");
-            self.matmul(out, (&a, &b, &view), Some(epi), dtype);
+            match &self.graph.node(mm).op {
+                Op::Conv2d(c) => self.conv2d(out, c, (&a, &b, &view), Some(epi), dtype),
+                _ => self.matmul(out, (&a, &b, &view), Some(epi), dtype),
+            }
         } else {
             let whole = Loc::Fused {
                 value,
@@ -375,6 +378,39 @@ pub(super) mod tests {
             linear.replace("output \"y\" = v7\n", "")
         );
         assert_eq!(scratch(&mlp), ["f32[4, 5]"]);
+    }
+
+    #[test]
+    fn batch_norm_and_relu_of_a_convolution_are_its_epilogue() {
+        let block = "v0: f32[1, 2, 5, 5] = input \"x\"\n\
+                     v1: f32[4, 2, 3, 3] = input \"w\"\n\
+                     v2: f32[4, 1, 1] = input \"shift\"\n\
+                     v3: f32[1, 4, 5, 5] = conv2d v0, v1 pad [1, 1, 1, 1]\n\
+                     v4: f32[1, 4, 5, 5] = add v3, v2\n\
+                     v5: f32 = const 0.0\n\
+                     v6: f32[1, 4, 5, 5] = max v4, v5\n\
+                     output \"y\" = v6\n";
+        // The padded input and four accumulator planes; the convolution,
+        // the shift and the ReLU write the output once.
+        let inner = [
+            "f32[1, 2, 10, 7]",
+            "f32[48]",
+            "f32[48]",
+            "f32[48]",
+            "f32[48]",
+        ];
+        assert_eq!(scratch(block), inner);
+        // Returned, the convolution is stored on its own.
+        let both = block.replace("output \"y\" = v6", "output \"y\" = v6\noutput \"c\" = v3");
+        assert_eq!(scratch(&both), inner);
+        let mut twice = block.replace("output \"y\" = v6\n", "");
+        twice.push_str("v7: f32[1, 4, 5, 5] = mul v3, v3\nv8: f32[1, 4, 5, 5] = sub v6, v7\noutput \"y\" = v8\n");
+        assert_eq!(
+            scratch(&twice).len(),
+            inner.len() + 1,
+            "{:?}",
+            scratch(&twice)
+        );
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Which elementwise nodes of a tensor graph are fused into their consumer
-//! (computed where it reads them, never stored), and which matmuls compute
-//! an elementwise epilogue in their own loop.
+//! (computed where it reads them, never stored), and which matmuls and
+//! convolutions compute an elementwise epilogue in their own loop.
 
 use crate::entities::Value;
 use crate::graph::{Graph, NodeData};
@@ -18,7 +18,8 @@ const MAX_FUSED_DEPTH: u32 = 32;
 const MAX_RECOMPUTE: u32 = 4;
 
 /// Which elementwise nodes are fused into their consumer (computed where it
-/// reads them, not stored), and which matmuls compute an epilogue.
+/// reads them, not stored), and which matmuls and convolutions compute an
+/// epilogue.
 ///
 /// A non-scalar elementwise node that is not returned is fused when:
 /// - it has one use, by a consumer that reads each of its elements exactly
@@ -114,11 +115,13 @@ pub(super) fn fused_nodes(graph: &Graph, info: &GraphInfo) -> Fusion {
             depth[idx] = d;
         }
     }
-    // A matmul whose one use is computed in the loop of an elementwise node
-    // of its shape and dtype: that node is its epilogue. A node is the
-    // epilogue of one matmul at most (two matmuls fused into one root, as in
-    // `cast(a @ w) + cast(b @ w)`, would leave the first uncomputed): the
-    // first claims it, the others are computed before it.
+    // A matmul or convolution whose one use is computed in the loop of an
+    // elementwise node of its shape and dtype: that node is its epilogue (a
+    // Linear layer's bias and activation, a convolution's batch norm shift
+    // and ReLU). A node is the epilogue of one matmul or convolution at most
+    // (two matmuls fused into one root, as in `cast(a @ w) + cast(b @ w)`,
+    // would leave the first uncomputed): the first claims it, the others
+    // are computed before it.
     let mut epilogue = vec![None; n_nodes];
     let mut claimed = vec![false; n_nodes];
     for &(value, node) in &nodes {
@@ -130,7 +133,12 @@ pub(super) fn fused_nodes(graph: &Graph, info: &GraphInfo) -> Fusion {
         let [user] = users[value.index()].as_slice() else {
             continue;
         };
-        if node.op != Op::MatMul || !b_mat || returned[value.index()] {
+        let producer = match node.op {
+            Op::MatMul => b_mat,
+            Op::Conv2d(_) => true,
+            _ => false,
+        };
+        if !producer || returned[value.index()] {
             continue;
         }
         let r = root[user.index()].unwrap_or(*user);
@@ -180,8 +188,9 @@ fn cheap(op: &Op) -> bool {
 pub(super) struct Fusion {
     /// The elementwise nodes computed inside their consumer's loop.
     pub(super) fused: Vec<bool>,
-    /// For a matmul, the elementwise node (the root of a fused chain reading
-    /// it) computed in the matmul's own loop, row by row (or tile by tile),
-    /// in place in one buffer: a Linear layer's bias and activation.
+    /// For a matmul or convolution, the elementwise node (the root of a
+    /// fused chain reading it) computed in its own loop, row by row (tile
+    /// by tile, plane by plane), in place in one buffer: a Linear layer's
+    /// bias and activation, a convolution's batch norm and ReLU.
     pub(super) epilogue: Vec<Option<Value>>,
 }

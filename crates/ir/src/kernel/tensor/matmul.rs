@@ -193,8 +193,15 @@ impl Lowerer<'_> {
         });
     }
 
-    /// `d[rows] = epilogue(...)`, reading the matmul's element there.
-    fn epilogue_at(&mut self, body: &mut Vec<Stmt>, epi: Epilogue<'_>, d: &View, rows: &[Reg]) {
+    /// `d[rows] = epilogue(...)`, reading the matmul's (or convolution's)
+    /// element there.
+    pub(super) fn epilogue_at(
+        &mut self,
+        body: &mut Vec<Stmt>,
+        epi: Epilogue<'_>,
+        d: &View,
+        rows: &[Reg],
+    ) {
         let whole = Loc::Fused {
             value: epi.value,
             dims: d.dims.clone(),

@@ -25,12 +25,13 @@
 //! innermost loop runs along output columns, reading the destination row
 //! contiguously, so LLVM vectorizes it without reassociating a sum.
 
-use super::{Loc, View};
+use super::{Epilogue, Loc, View};
 use crate::kernel::lower::{step_op, Lowerer};
 use crate::kernel::{Expr, Extent, Param, ParamIdx, Reg, Stmt};
 use crate::op::{BinaryOp, Conv2d, Pool2d, PoolKind, ReduceOp};
 use crate::semantics::reduce_identity;
 use crate::types::{DType, Dim};
+use cranelift_entity::EntityRef;
 
 /// The output indices `lo..hi` along one axis (of `outputs` outputs over an
 /// input of `extent`) whose tap `tap` reads inside the input: input index
@@ -99,6 +100,7 @@ impl Lowerer<'_> {
         out: &mut Vec<Stmt>,
         c: &Conv2d,
         (x, w, d): (&View, &View, &View),
+        epi: Option<Epilogue<'_>>,
         dtype: DType,
     ) {
         let [kh, kw] = [fixed(&w.dims[2]) as u32, fixed(&w.dims[3]) as u32];
@@ -186,7 +188,7 @@ impl Lowerer<'_> {
                 body: ic_body,
             });
             for (acc, &oc) in accs.iter().zip(&ocs) {
-                lw.unwiden(&mut oc_body, acc, d, [b, oc], output, ph.width);
+                lw.unwiden(&mut oc_body, acc, (d, epi), [b, oc], output, ph.width);
             }
             g_body.push(Stmt::Loop {
                 extent: Extent::Fixed(out_per_group / block),
@@ -358,12 +360,13 @@ impl Lowerer<'_> {
         });
     }
 
-    /// `d[plane.., y, x] = acc[y * wp + x]`: the wide rows' valid columns.
+    /// `d[plane.., y, x] = acc[y * wp + x]`: the wide rows' valid columns,
+    /// then the epilogue's value there, in place.
     fn unwiden(
         &mut self,
         body: &mut Vec<Stmt>,
         acc: &View,
-        d: &View,
+        (d, epi): (&View, Option<Epilogue<'_>>),
         plane: [Reg; 2],
         output: [u64; 2],
         wp: u64,
@@ -381,6 +384,9 @@ impl Lowerer<'_> {
             );
             let value = lw.emit(inner, dtype, Expr::Load(acc.param, p), None);
             lw.store_plane(inner, d, plane, yx, value);
+            if let Some(epi) = epi {
+                lw.epilogue_at(inner, epi, d, &[plane[0], plane[1], yx[0], yx[1]]);
+            }
         });
     }
 
@@ -694,21 +700,30 @@ impl Lowerer<'_> {
         op: &crate::op::Op,
         args: &[Loc],
         dims: crate::types::Shape,
-    ) -> Loc {
+    ) -> Option<Loc> {
         let dtype = self.graph.ty(value).dtype().expect("a tensor");
         let out = &mut st.out;
         let x = self.as_view(out, &st.loc, &args[0], false);
+        let w = match op {
+            crate::op::Op::Conv2d(_) => Some(self.as_view(out, &st.loc, &args[1], false)),
+            _ => None,
+        };
+        if let (Some(w), Some(e)) = (&w, st.fusion.epilogue[value.index()]) {
+            // Computed with its epilogue, where the epilogue is.
+            st.pending[e.index()] = Some((x, w.clone(), value));
+            return None;
+        }
         let dest = self.dest(value, &dims, &mut st.claimed);
         let d = self.dense(out, dest, dims);
         match op {
             crate::op::Op::Conv2d(c) => {
-                let w = self.as_view(out, &st.loc, &args[1], false);
-                self.conv2d(out, c, (&x, &w, &d), dtype);
+                let w = w.expect("a convolution's weights");
+                self.conv2d(out, c, (&x, &w, &d), None, dtype);
             }
             crate::op::Op::Pool2d(p) => self.pool2d(out, p, (&x, &d), dtype),
             _ => unreachable!("a window op"),
         }
-        Loc::View(d)
+        Some(Loc::View(d))
     }
 }
 
