@@ -356,7 +356,7 @@ fn cmd_eval(
     let args = parse_args(&run.args)?;
     // Python-subset inputs are columns, except those given as scalars with --arg.
     let py = PyOptions {
-        default_shape: vec![kiln::ir::Dim::Sym("n".to_string())],
+        default_shape: vec![kiln::ir::Dim::Sym("n".into())],
         shapes: args
             .iter()
             .map(|(name, _)| (name.clone(), Vec::new()))

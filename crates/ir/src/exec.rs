@@ -125,7 +125,7 @@ impl DimBindings {
             Dim::Sym(s) => self
                 .extents
                 .iter()
-                .find(|(name, _)| name == s)
+                .find(|(name, _)| **name == **s)
                 .map(|&(_, n)| n),
         }
     }
@@ -201,11 +201,14 @@ pub fn bind_shapes(
         for dim in &tensor.shape {
             let extent = match dim {
                 Dim::Fixed(n) => Some(*n),
-                Dim::Sym(s) => extents.iter().find(|(name, _)| name == s).map(|&(_, n)| n),
+                Dim::Sym(s) => extents
+                    .iter()
+                    .find(|(name, _)| **name == **s)
+                    .map(|&(_, n)| n),
             };
             match (extent, dim) {
                 (Some(n), _) => known = known.saturating_mul(n),
-                (None, Dim::Sym(s)) if unbound.is_none_or(|u| u == s) => unbound = Some(s),
+                (None, Dim::Sym(s)) if unbound.is_none_or(|u| *u == **s) => unbound = Some(s),
                 (None, _) => return Err(type_error()),
             }
         }
@@ -227,7 +230,7 @@ pub fn bind_shapes(
                 let repeats = tensor
                     .shape
                     .iter()
-                    .filter(|d| **d == Dim::Sym(s.to_string()))
+                    .filter(|d| matches!(d, Dim::Sym(t) if **t == *s))
                     .count();
                 let extent = if known == 0 || repeats != 1 {
                     None

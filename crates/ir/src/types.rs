@@ -76,8 +76,11 @@ impl fmt::Display for DType {
 pub enum Dim {
     /// A fixed extent, such as `4`.
     Fixed(u64),
-    /// A symbolic extent, such as `n`, bound by the inputs when the graph runs.
-    Sym(String),
+    /// A symbolic extent, such as `n`, bound by the inputs when the graph
+    /// runs. Shared, not copied, when a type is cloned: every node of a
+    /// column graph has `[n]`, and graphs are cloned and rewritten pass by
+    /// pass (a `String` here was a fifth of a GP population's compile).
+    Sym(std::sync::Arc<str>),
 }
 
 impl fmt::Display for Dim {
@@ -114,7 +117,7 @@ impl TensorType {
     pub fn column(dtype: DType, dim: &str) -> Self {
         TensorType {
             dtype,
-            shape: vec![Dim::Sym(dim.to_string())],
+            shape: vec![Dim::Sym(dim.into())],
         }
     }
 
@@ -165,7 +168,7 @@ impl Type {
             Type::Selection(d) => std::slice::from_ref(d),
         };
         dims.iter().filter_map(|d| match d {
-            Dim::Sym(s) => Some(s.as_str()),
+            Dim::Sym(s) => Some(&**s),
             Dim::Fixed(_) => None,
         })
     }

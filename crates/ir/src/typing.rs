@@ -391,7 +391,7 @@ fn size_and_symbols(shape: &[Dim]) -> (u128, Vec<&str>) {
     for d in shape {
         match d {
             Dim::Fixed(n) => size = size.saturating_mul(u128::from(*n)),
-            Dim::Sym(s) => syms.push(s.as_str()),
+            Dim::Sym(s) => syms.push(&**s),
         }
     }
     syms.sort_unstable();

@@ -182,7 +182,7 @@ pub fn parse_type(text: &str) -> Result<Type, String> {
                 if d.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
                     && !d.starts_with(|c: char| c.is_ascii_digit()) =>
             {
-                Dim::Sym(d.to_string())
+                Dim::Sym(d.into())
             }
             Err(_) => return Err(format!("type `{text}`: `{d}` is not a dimension")),
         });

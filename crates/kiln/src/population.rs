@@ -139,7 +139,7 @@ impl std::fmt::Debug for Population {
 /// it does not parse).
 fn parse(expr: &str) -> (Result<Verified, MemberError>, usize) {
     let options = PyOptions {
-        default_shape: vec![Dim::Sym("n".to_string())],
+        default_shape: vec![Dim::Sym("n".into())],
         ..PyOptions::default()
     };
     match kiln_frontend::py::parse_counted(expr, &options) {
@@ -224,7 +224,7 @@ fn merge(
         .unwrap_or_else(|| {
             Type::Tensor(kiln_ir::TensorType {
                 dtype: kiln_ir::DType::F64,
-                shape: vec![Dim::Sym("n".to_string())],
+                shape: vec![Dim::Sym("n".into())],
             })
         });
     let inputs: Vec<kiln_ir::Value> = variables

@@ -229,7 +229,7 @@ impl Function {
         let extent = |d: &Dim| -> PyResult<usize> {
             match d {
                 Dim::Fixed(n) => Ok(*n as usize),
-                Dim::Sym(s) => dims.get(s).map(|&n| n as usize).ok_or_else(|| {
+                Dim::Sym(s) => dims.get(&**s).map(|&n| n as usize).ok_or_else(|| {
                     PyValueError::new_err(format!("dimension `{s}` is bound by no input"))
                 }),
             }

@@ -257,7 +257,7 @@ pub fn check_shape(
         match dim {
             Dim::Fixed(n) if *n != got => return Err(wrong()),
             Dim::Fixed(_) => {}
-            Dim::Sym(s) => match dims_seen.get(s) {
+            Dim::Sym(s) => match dims_seen.get(&**s) {
                 Some(&n) if n != got => {
                     return Err(PyValueError::new_err(format!(
                     "input `{name}` has {got} for dimension `{s}`, which an earlier input made {n}"
@@ -265,7 +265,7 @@ pub fn check_shape(
                 }
                 Some(_) => {}
                 None => {
-                    dims_seen.insert(s.clone(), got);
+                    dims_seen.insert(s.to_string(), got);
                 }
             },
         }

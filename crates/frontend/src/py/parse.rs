@@ -286,7 +286,7 @@ impl Parser<'_> {
                         ParseError::at(self.src, self.start(), "dimension too large")
                     })?))
                 }
-                Tok::Name(n) if !is_keyword(&n) => shape.push(kiln_ir::Dim::Sym(n)),
+                Tok::Name(n) if !is_keyword(&n) => shape.push(kiln_ir::Dim::Sym(n.into())),
                 _ => {
                     return self.err(format!(
                         "expected a dimension (a name or an integer), found {}",

@@ -189,7 +189,7 @@ pub fn args<'k>(kernel: &'k Kernel, extents: &[u64]) -> Vec<Arg<'k>> {
     let extent = |d: &Dim| match d {
         Dim::Fixed(n) => *n,
         Dim::Sym(s) => {
-            let idx = extent_names.iter().position(|n| n == s);
+            let idx = extent_names.iter().position(|n| *n == &**s);
             extents[idx.expect("lowering gives every symbol an extent parameter")]
         }
     };

@@ -247,7 +247,7 @@ impl Lowerer<'_> {
                     .kernel
                     .params
                     .iter()
-                    .position(|p| matches!(p, Param::Extent { dim } if dim == s));
+                    .position(|p| matches!(p, Param::Extent { dim } if **dim == **s));
                 Extent::Param(ParamIdx::new(
                     idx.expect("verified: every symbol is an input's"),
                 ))

@@ -106,7 +106,12 @@ pub(super) fn share(kernel: &mut Kernel) {
             (Param::Scratch { dtype, shape }, Some(room))
                 if classify(*dtype, shape).1 != room.fixed =>
             {
-                let mut shape: Shape = room.class.1.iter().map(|s| Dim::Sym(s.clone())).collect();
+                let mut shape: Shape = room
+                    .class
+                    .1
+                    .iter()
+                    .map(|s| Dim::Sym(s.as_str().into()))
+                    .collect();
                 shape.push(Dim::Fixed(room.fixed));
                 Param::Scratch {
                     dtype: *dtype,
@@ -130,7 +135,7 @@ fn classify(dtype: DType, shape: &[Dim]) -> ((DType, Vec<String>), u64) {
     for d in shape {
         match d {
             Dim::Fixed(k) => fixed = fixed.saturating_mul(*k),
-            Dim::Sym(s) => symbols.push(s.clone()),
+            Dim::Sym(s) => symbols.push(s.to_string()),
         }
     }
     symbols.sort();

@@ -202,7 +202,7 @@ fn parse_dim(text: &str) -> Option<Dim> {
         .next()
         .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
     (first_ok && chars.all(|c| c.is_ascii_alphanumeric() || c == '_'))
-        .then(|| Dim::Sym(text.to_string()))
+        .then(|| Dim::Sym(text.into()))
 }
 
 fn parse_value_name(text: &str) -> Option<u32> {
