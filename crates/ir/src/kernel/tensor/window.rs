@@ -11,12 +11,14 @@
 //! plane of *wide rows*: `oh` rows of the phase width, the columns past `ow`
 //! computed and dropped, the plane's length rounded up to a whole 512-bit
 //! vector. One contiguous loop over the plane folds a whole kernel row of
-//! taps, `acc[p] = ((acc[p] + x[shift_0 + p] * w_0) + x[shift_1 + p] * w_1)
-//! + ..`, for a block of up to four output channels sharing each input
-//! load: long enough to vectorize at any output width (both tiers run it in
-//! vectors, with no remainder), and each accumulator loaded and stored once
-//! per kernel row rather than once per tap. The planes' valid columns are
-//! then copied out.
+//! taps, `acc[p] = ((acc[p] + x[shift_0 + p] * w_0) +
+//! x[shift_1 + p] * w_1) + ..`, for a block of up to four output channels
+//! sharing each input load: long enough to vectorize at any output width
+//! (both tiers run it in vectors, with no remainder), and each accumulator
+//! loaded and stored once per kernel row rather than once per tap. The
+//! planes' valid columns are then copied out, computing the convolution's
+//! elementwise epilogue (a batch norm's shift, a ReLU) in place if it has
+//! one.
 //!
 //! A pool skips its padding taps: for each tap `(ky, kx)`, the outputs whose
 //! tap is inside form a rectangle of rows and columns ([`inside`]), computed
@@ -304,11 +306,11 @@ impl Lowerer<'_> {
 
     /// Consecutive taps over wide rows, for a block of output channels: for
     /// every `p` of the accumulator planes (`oh` rows of the phase width,
-    /// the columns past `ow` computed and dropped), `acc_j[p] = ((acc_j[p]
-    /// + src[plane, shift_0 + p] * weight_j0) + src[plane, shift_1 + p] *
-    /// weight_j1) + ..`: one contiguous loop whatever the output's width,
-    /// each input element loaded once for the block, each accumulator
-    /// loaded and stored once for all the taps.
+    /// the columns past `ow` computed and dropped),
+    /// `acc_j[p] = ((acc_j[p] + src[plane, shift_0 + p] * weight_j0) +
+    /// src[plane, shift_1 + p] * weight_j1) + ..`: one contiguous loop
+    /// whatever the output's width, each input element loaded once for the
+    /// block, each accumulator loaded and stored once for all the taps.
     fn wide_taps(
         &mut self,
         body: &mut Vec<Stmt>,
