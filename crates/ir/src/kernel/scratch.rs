@@ -19,6 +19,7 @@
 use super::{Expr, Extent, Kernel, Param, ParamIdx, Stmt};
 use crate::types::{DType, Dim, Shape};
 use cranelift_entity::EntityRef;
+use std::sync::Arc;
 
 /// Maps scratch parameters with disjoint lives onto shared ones (see the
 /// module docs), renumbering every parameter reference. The kernel computes
@@ -53,7 +54,7 @@ pub(super) fn share(kernel: &mut Kernel) {
     // product, the last statement any tenant uses, and the parameter of
     // their first tenant.
     struct Room {
-        class: (DType, Vec<String>),
+        class: (DType, Vec<Arc<str>>),
         fixed: u64,
         busy_until: usize,
         param: usize,
@@ -106,12 +107,7 @@ pub(super) fn share(kernel: &mut Kernel) {
             (Param::Scratch { dtype, shape }, Some(room))
                 if classify(*dtype, shape).1 != room.fixed =>
             {
-                let mut shape: Shape = room
-                    .class
-                    .1
-                    .iter()
-                    .map(|s| Dim::Sym(s.as_str().into()))
-                    .collect();
+                let mut shape: Shape = room.class.1.iter().cloned().map(Dim::Sym).collect();
                 shape.push(Dim::Fixed(room.fixed));
                 Param::Scratch {
                     dtype: *dtype,
@@ -129,13 +125,13 @@ pub(super) fn share(kernel: &mut Kernel) {
 
 /// A scratch buffer's class (dtype, sorted symbolic dimensions) and the
 /// product of its fixed dimensions.
-fn classify(dtype: DType, shape: &[Dim]) -> ((DType, Vec<String>), u64) {
+fn classify(dtype: DType, shape: &[Dim]) -> ((DType, Vec<Arc<str>>), u64) {
     let mut symbols = Vec::new();
     let mut fixed = 1u64;
     for d in shape {
         match d {
             Dim::Fixed(k) => fixed = fixed.saturating_mul(*k),
-            Dim::Sym(s) => symbols.push(s.to_string()),
+            Dim::Sym(s) => symbols.push(s.clone()),
         }
     }
     symbols.sort();
