@@ -76,8 +76,9 @@ pub const GROUP: usize = 256;
 /// eval --population` without `--tier`, Python's `kiln.Population` without
 /// `tier=`): the vector VM, by measurement on the GP population (1,000
 /// expressions, `kiln eval --population`, 1 thread, docs/performance.md).
-/// It compiles 3–5× faster than Cranelift (17 against 59–93 µs per
-/// expression) and, with its vector math routines, evaluates 10,000 rows in
+/// It compiles 2.4× faster than Cranelift (25 against 61 µs per expression
+/// in one run of `cargo bench -p kiln --bench compile`; 17 µs through the
+/// CLI since) and, with its vector math routines, evaluates 10,000 rows in
 /// 65–75 ms against Cranelift's 215–422 (and 40,000 rows as fast or faster
 /// before those routines: 922–962 against 975–978 ms, where Cranelift runs
 /// vector loops). The LLVM tier's vectorized inline math evaluates about
