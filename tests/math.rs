@@ -683,7 +683,7 @@ const F64_FUNCTIONS: [(&str, Oracle, Chosen, Pick); 22] = [
 ];
 
 /// What the checks need of `f32` and `f64` beyond their dtype.
-trait Float: kiln::NativeType + std::fmt::LowerExp {
+trait Float: kiln::NativeScalar + std::fmt::LowerExp {
     fn bits(self) -> u64;
     fn nan(self) -> bool;
     fn column(xs: &[Self]) -> Buffer;

@@ -406,14 +406,26 @@ fn tool_available(tool: &str) -> bool {
 /// Writes an object for (kernel, target, symbol).
 type ObjectFn = dyn Fn(&Kernel, &str, &str) -> Vec<u8>;
 
+/// An object from `tier`'s backend, as `aot --emit obj` writes it.
+fn object(tier: kiln::Tier, kernel: &Kernel, target: &str, symbol: &str) -> Vec<u8> {
+    let request = kiln::EmitOptions {
+        emit: kiln::Emit::Object,
+        target: target.into(),
+        opt_level: kiln::OptLevel::O3,
+        cpu: None,
+        features: None,
+    };
+    let backend = tier.backend().expect("a compiling tier");
+    backend.emit(kernel, symbol, &request).expect("object")
+}
+
 fn cranelift_object(kernel: &Kernel, target: &str, symbol: &str) -> Vec<u8> {
-    kiln::cranelift::object(kernel, target, symbol).expect("object")
+    object(kiln::Tier::Cranelift, kernel, target, symbol)
 }
 
 #[cfg(feature = "llvm")]
 fn llvm_object(kernel: &Kernel, target: &str, symbol: &str) -> Vec<u8> {
-    use kiln::llvm::{emit, Emit, Options};
-    emit(kernel, target, symbol, &Options::default(), Emit::Object).expect("object")
+    object(kiln::Tier::Llvm, kernel, target, symbol)
 }
 
 fn check_target(target: &str, cc: &str, runner: Option<&str>, object: &ObjectFn, tiles: bool) {

@@ -181,7 +181,9 @@ fn the_loops_are_vectorized() {
     }
     for (what, source, vector) in PROGRAMS {
         let verified = kiln::verify(load(source)).unwrap();
-        let kernel = kiln::ir::kernel::lower(&verified, &kiln::cranelift::LOWER_OPTIONS).unwrap();
+        let kernel =
+            kiln::ir::kernel::lower(&verified, &kiln::Backend::lower_options(&kiln::Cranelift))
+                .unwrap();
         let clif = kiln::cranelift::clif(&kernel).unwrap();
         assert!(clif.contains(vector), "{what}: no {vector} in\n{clif}");
     }
@@ -209,7 +211,9 @@ output \"strided\" = v3
         .unwrap()
         .graph;
     let verified = kiln::verify(graph.clone()).unwrap();
-    let kernel = kiln::ir::kernel::lower(&verified, &kiln::cranelift::LOWER_OPTIONS).unwrap();
+    let kernel =
+        kiln::ir::kernel::lower(&verified, &kiln::Backend::lower_options(&kiln::Cranelift))
+            .unwrap();
     let clif = kiln::cranelift::clif(&kernel).unwrap();
     assert!(clif.contains("f32x4"), "no f32x4 in\n{clif}");
     let options = kiln::CompileOptions::default();

@@ -139,7 +139,7 @@ fuzz_target!(|data: &[u8]| {
     let full = batch();
     let schema = full.schema();
     for b in [full.clone(), full.slice(3, 9)] {
-        let interp = Filter::make_with(schema.clone(), &expr, Tier::Interpreter);
+        let interp = Filter::make_with(schema.clone(), &expr, Tier::Interp);
         let jit = Filter::make_with(schema.clone(), &expr, Tier::Cranelift);
         match (interp, jit) {
             (Ok(i), Ok(j)) => {
@@ -153,8 +153,7 @@ fuzz_target!(|data: &[u8]| {
             (Err(ei), Err(ej)) => assert_eq!(ei.to_string(), ej.to_string(), "{text}"),
             (i, j) => panic!("{text}: interpreter {i:?}, Cranelift {j:?}"),
         }
-        let interp =
-            Projector::make_with(schema.clone(), &[("v", expr.clone())], Tier::Interpreter);
+        let interp = Projector::make_with(schema.clone(), &[("v", expr.clone())], Tier::Interp);
         let jit = Projector::make_with(schema.clone(), &[("v", expr.clone())], Tier::Cranelift);
         match (interp, jit) {
             (Ok(i), Ok(j)) => match (i.evaluate(&b), j.evaluate(&b)) {

@@ -4,16 +4,16 @@
 //! math imports bound to the `libm` crate (so results are bit-exact), place
 //! the buffers at `__heap_base`, call, read the outputs back.
 
-use kiln::ir::kernel::abi::{self, Arg};
-use kiln::ir::kernel::{Kernel, LowerOptions};
-use kiln::llvm::Options;
+use kiln::ir::kernel::abi::{self, Arg, Bind, NativeArg, NativePlace};
+use kiln::ir::kernel::{Kernel, Param};
 use kiln::{
-    Buffer, CompileError, CompileOptions, CompileResult, DType, Data, Engine, ExecError,
-    ExecResult, Program, Scalar, Verified,
+    Backend, Buffer, CompileError, CompileOptions, CompileResult, DType, Data, Emit, EmitOptions,
+    Engine, ExecError, ExecResult, Program, Scalar, Verified,
 };
 use wasmi::{Linker, Memory, Module, Store, Val};
 
-/// Compiles with `kiln::llvm::wasm` and runs under `wasmi`.
+/// Compiles with the LLVM backend's `Emit::Wasm` (as `aot` does) and runs
+/// under `wasmi`.
 #[derive(Copy, Clone, Debug, Default)]
 pub struct Wasm;
 
@@ -36,11 +36,16 @@ impl Engine for Wasm {
 /// One graph as a linked module (wasm-ld links one object at a time).
 fn module(graph: &Verified, options: &CompileOptions) -> CompileResult<WasmProgram> {
     let graph = options.prepare(graph)?;
-    let kernel = kiln::ir::kernel::lower(&graph, &LowerOptions::default())
+    let kernel = kiln::ir::kernel::lower(&graph, &kiln::Llvm.emit_lower_options())
         .map_err(|e| CompileError::Unsupported(e.to_string()))?;
-    let symbol = "kernel";
-    let bytes = kiln::llvm::wasm(&kernel, "wasm32", symbol, &Options::default())
-        .map_err(|e| CompileError::Codegen(e.to_string()))?;
+    let request = EmitOptions {
+        emit: Emit::Wasm,
+        target: "wasm32".into(),
+        opt_level: Default::default(),
+        cpu: None,
+        features: None,
+    };
+    let bytes = kiln::Llvm.emit(&kernel, "kernel", &request)?;
     let engine = wasmi::Engine::default();
     let module = Module::new(&engine, &bytes[..])
         .map_err(|e| CompileError::Codegen(format!("wasmi rejects the module: {e}")))?;
@@ -61,30 +66,23 @@ pub struct WasmProgram {
 }
 
 macro_rules! math_imports {
-    ($linker:ident, $t:ty: $($name:ident = $f:path),* ; binary $($bname:ident = $bf:path),*) => {
-        $($linker.func_wrap("env", stringify!($name), |x: $t| -> $t { $f(x) }).expect("defines");)*
-        $($linker.func_wrap("env", stringify!($bname), |x: $t, y: $t| -> $t { $bf(x, y) }).expect("defines");)*
+    (($l:ident) unary: [$($u:ident $u64:ident $u32:ident),*] binary: [$($b:ident $b64:ident $b32:ident),*]) => {
+        $(
+            $l.func_wrap("env", stringify!($u64), |x: f64| -> f64 { libm::$u64(x) }).expect("defines");
+            $l.func_wrap("env", stringify!($u32), |x: f32| -> f32 { libm::$u32(x) }).expect("defines");
+        )*
+        $(
+            $l.func_wrap("env", stringify!($b64), |x: f64, y: f64| -> f64 { libm::$b64(x, y) }).expect("defines");
+            $l.func_wrap("env", stringify!($b32), |x: f32, y: f32| -> f32 { libm::$b32(x, y) }).expect("defines");
+        )*
     };
 }
 
+/// A linker with every math function a module may import (module `env`,
+/// C names) bound to the `libm` crate, as the in-process tiers bind them.
 fn linker(engine: &wasmi::Engine) -> Linker<()> {
     let mut l = Linker::new(engine);
-    math_imports!(l, f64: sin = libm::sin, cos = libm::cos, tan = libm::tan, asin = libm::asin,
-        acos = libm::acos, atan = libm::atan, sinh = libm::sinh, cosh = libm::cosh,
-        tanh = libm::tanh, exp = libm::exp, exp2 = libm::exp2, expm1 = libm::expm1,
-        log = libm::log, log2 = libm::log2, log10 = libm::log10, log1p = libm::log1p,
-        cbrt = libm::cbrt, erf = libm::erf, erfc = libm::erfc, asinh = libm::asinh,
-        acosh = libm::acosh, atanh = libm::atanh;
-        binary pow = libm::pow, atan2 = libm::atan2, hypot = libm::hypot, fmod = libm::fmod,
-        nextafter = libm::nextafter);
-    math_imports!(l, f32: sinf = libm::sinf, cosf = libm::cosf, tanf = libm::tanf,
-        asinf = libm::asinf, acosf = libm::acosf, atanf = libm::atanf, sinhf = libm::sinhf,
-        coshf = libm::coshf, tanhf = libm::tanhf, expf = libm::expf, exp2f = libm::exp2f,
-        expm1f = libm::expm1f, logf = libm::logf, log2f = libm::log2f, log10f = libm::log10f,
-        log1pf = libm::log1pf, cbrtf = libm::cbrtf, erff = libm::erff, erfcf = libm::erfcf,
-        asinhf = libm::asinhf, acoshf = libm::acoshf, atanhf = libm::atanhf;
-        binary powf = libm::powf, atan2f = libm::atan2f, hypotf = libm::hypotf, fmodf = libm::fmodf,
-        nextafterf = libm::nextafterf);
+    kiln::ir::for_each_math_fn!(math_imports, l);
     l
 }
 
@@ -148,10 +146,80 @@ fn buffer_bytes(b: &Buffer) -> Vec<u8> {
 }
 
 /// Where an output lives in linear memory.
+#[derive(Copy, Clone)]
 enum Out {
     Returned(DType),
     Column(DType, i32, usize),
     Selection(i32, i32),
+}
+
+/// A call's memory in the module: every buffer placed on the heap, the
+/// addresses `abi::pack` asks for as offsets.
+struct WasmBind<'h, 'a, 'd> {
+    kernel: &'h Kernel,
+    heap: &'h mut Heap<'a>,
+    inputs: &'h [&'d Data],
+    outs: Vec<Option<Out>>,
+}
+
+impl Bind for WasmBind<'_, '_, '_> {
+    type Error = std::convert::Infallible;
+
+    fn scalar(&mut self, input: usize) -> Result<u64, Self::Error> {
+        match self.inputs[input] {
+            Data::Scalar(s) => Ok(s.bits()),
+            _ => unreachable!("bind_inputs checked: a direct kernel's input is a scalar"),
+        }
+    }
+
+    fn input(&mut self, input: usize) -> Result<u64, Self::Error> {
+        Ok(match self.inputs[input] {
+            Data::Scalar(s) => self.heap.alloc(&s.to_le_bytes()),
+            Data::Column(b) => self.heap.alloc(&buffer_bytes(b)),
+            Data::Selection(_) => unreachable!("bind_inputs rejects selections"),
+        } as u64)
+    }
+
+    fn bitmap(&mut self, input: usize) -> Result<u64, Self::Error> {
+        match self.inputs[input] {
+            Data::Column(Buffer::Bool(rows)) => Ok(self.heap.alloc(&abi::pack_bits(rows)) as u64),
+            _ => unreachable!("bind_inputs checked: a packed input is a bool column"),
+        }
+    }
+
+    fn constant(&mut self, param: usize) -> Result<u64, Self::Error> {
+        let Param::ConstIn { tensor, .. } = &self.kernel.params[param] else {
+            unreachable!("a constant argument is a constant parameter")
+        };
+        let bytes: Vec<u8> = tensor.values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        Ok(self.heap.alloc(&bytes) as u64)
+    }
+
+    fn scratch(&mut self, _: usize, dtype: DType, len: usize) -> Result<u64, Self::Error> {
+        Ok(self.heap.alloc(&vec![0; len * dtype.size_bytes()]) as u64)
+    }
+
+    fn output(&mut self, output: usize, dtype: DType, len: usize) -> Result<u64, Self::Error> {
+        let addr = self
+            .heap
+            .alloc(&vec![0; len.max(1) * dtype.size_bytes().max(8)]);
+        self.outs[output] = Some(Out::Column(dtype, addr, len));
+        Ok(addr as u64)
+    }
+
+    fn selection(&mut self, output: usize, len: usize) -> Result<u64, Self::Error> {
+        let addr = self.heap.alloc(&vec![0; len * 4]);
+        self.outs[output] = Some(Out::Selection(addr, 0));
+        Ok(addr as u64)
+    }
+
+    fn count(&mut self, output: usize) -> Result<u64, Self::Error> {
+        let addr = self.heap.alloc(&[0; 8]);
+        if let Some(Out::Selection(_, count)) = &mut self.outs[output] {
+            *count = addr;
+        }
+        Ok(addr as u64)
+    }
 }
 
 impl Program for WasmProgram {
@@ -186,51 +254,36 @@ impl Program for WasmProgram {
             memory,
             next: heap_base,
         };
-        let mut args = Vec::new();
-        let mut outs = Vec::new();
-        for arg in abi::args(&self.kernel, &extents) {
-            match arg {
-                Arg::Input { input, by_value } => match inputs[input] {
-                    Data::Scalar(s) if by_value => args.push(scalar_val(*s)),
-                    Data::Scalar(s) => args.push(Val::I32(heap.alloc(&s.to_le_bytes()))),
-                    Data::Column(b) => args.push(Val::I32(heap.alloc(&buffer_bytes(b)))),
-                    Data::Selection(_) => unreachable!("bind_inputs rejects selections"),
-                },
-                Arg::Bitmap { input } => match inputs[input] {
-                    Data::Column(Buffer::Bool(rows)) => {
-                        args.push(Val::I32(heap.alloc(&abi::pack_bits(rows))))
-                    }
-                    _ => unreachable!("bind_inputs checked: a packed input is a bool column"),
-                },
-                Arg::Extent(n) => args.push(Val::I64(n as i64)),
-                Arg::Returned { dtype, .. } => outs.push(Out::Returned(dtype)),
-                Arg::Output { dtype, len, .. } => {
-                    let addr = heap.alloc(&vec![0; len * dtype.size_bytes()]);
-                    args.push(Val::I32(addr));
-                    outs.push(Out::Column(dtype, addr, len));
+        let args = abi::args(&self.kernel, &extents);
+        let mut slots = vec![0u64; args.len()];
+        let mut bind = WasmBind {
+            kernel: &self.kernel,
+            heap: &mut heap,
+            inputs,
+            outs: vec![None; self.graph.graph().outputs().len()],
+        };
+        let Ok(()) = abi::pack(&args, &mut bind, &mut slots);
+        let mut outs = bind.outs;
+        // The native signature: the slots as wasm values, a direct kernel's
+        // first output as the function's result.
+        let signature = abi::signature(&self.kernel);
+        let mut vals = vec![Val::I32(0); signature.params.len()];
+        for ((arg, slot), place) in args.iter().zip(&slots).zip(&signature.places) {
+            match (*place, *arg) {
+                (NativePlace::Return, Arg::Returned { output, dtype }) => {
+                    outs[output] = Some(Out::Returned(dtype))
                 }
-                Arg::Selection { len, .. } => {
-                    let addr = heap.alloc(&vec![0; len * 4]);
-                    args.push(Val::I32(addr));
-                    outs.push(Out::Selection(addr, 0));
-                }
-                Arg::Const(tensor) => {
-                    let bytes: Vec<u8> =
-                        tensor.values.iter().flat_map(|v| v.to_le_bytes()).collect();
-                    args.push(Val::I32(heap.alloc(&bytes)));
-                }
-                Arg::Scratch { dtype, len } => {
-                    args.push(Val::I32(heap.alloc(&vec![0; len * dtype.size_bytes()])));
-                }
-                Arg::Count { .. } => {
-                    let addr = heap.alloc(&[0; 8]);
-                    args.push(Val::I32(addr));
-                    if let Some(Out::Selection(_, count)) = outs.last_mut() {
-                        *count = addr;
+                (NativePlace::Return, _) => unreachable!("only a returned output is returned"),
+                (NativePlace::Arg(k), _) => {
+                    vals[k] = match signature.params[k] {
+                        NativeArg::Pointer => Val::I32(*slot as i32),
+                        NativeArg::I64 => Val::I64(*slot as i64),
+                        NativeArg::Value(dtype) => scalar_val(Scalar::from_bits(dtype, *slot)),
                     }
                 }
             }
         }
+        let args = vals;
         let mut results = vec![Val::I32(0); n_results];
         func.call(&mut *heap.store, &args, &mut results)
             .map_err(|e| ExecError::Unsupported(format!("wasm trap: {e}")))?;
@@ -248,6 +301,7 @@ impl Program for WasmProgram {
         let graph = self.graph.graph();
         Ok(outs
             .into_iter()
+            .map(|o| o.expect("pack binds every output"))
             .zip(graph.outputs())
             .map(|(o, output)| match o {
                 Out::Returned(dtype) => Data::Scalar(val_scalar(dtype, &results[0])),

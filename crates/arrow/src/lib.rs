@@ -33,44 +33,13 @@ pub use run::{compilations, Filter, Projector};
 
 use arrow_schema::DataType;
 
-/// Which kiln engine runs the expressions.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Tier {
-    /// The reference interpreter (copies the columns; the oracle in tests).
-    Interpreter,
-    /// The vector VM: the cheapest compile, no machine code.
-    Vm,
-    /// The Cranelift JIT: compiles in microseconds.
-    #[default]
-    Cranelift,
-    /// The LLVM JIT at O3 (feature `llvm`).
-    #[cfg(feature = "llvm")]
-    Llvm,
-}
+/// Which kiln engine runs the expressions: any tier, the interpreter
+/// included (it copies the columns; the oracle in tests).
+pub use kiln::Tier;
 
-impl Tier {
-    /// Every tier this build has.
-    pub fn all() -> Vec<Tier> {
-        vec![
-            Tier::Interpreter,
-            Tier::Vm,
-            Tier::Cranelift,
-            #[cfg(feature = "llvm")]
-            Tier::Llvm,
-        ]
-    }
-
-    /// Its name: `interp`, `vm`, `cranelift`, `llvm`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Tier::Interpreter => "interp",
-            Tier::Vm => "vm",
-            Tier::Cranelift => "cranelift",
-            #[cfg(feature = "llvm")]
-            Tier::Llvm => "llvm",
-        }
-    }
-}
+/// The tier [`Filter::make`] and [`Projector::make`] compile on: Cranelift,
+/// which compiles in microseconds.
+pub const DEFAULT_TIER: Tier = Tier::Cranelift;
 
 /// What can go wrong compiling or evaluating an expression.
 #[derive(Debug, thiserror::Error)]

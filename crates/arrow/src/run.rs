@@ -3,14 +3,14 @@
 
 use crate::expr::Expr;
 use crate::lower::{self, Kind, Lowered, ProjectedOutput, Source};
-use crate::{Error, Tier};
+use crate::{Error, Tier, DEFAULT_TIER};
 use arrow_array::{
     Array, ArrayRef, BooleanArray, Decimal128Array, Float32Array, Float64Array, Int32Array,
     Int64Array, RecordBatch, UInt32Array,
 };
 use arrow_buffer::{BooleanBuffer, Buffer as ArrowBuffer, NullBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
-use kiln::ir::kernel::abi::{self, Arg};
+use kiln::ir::kernel::abi::{self, Bind};
 use kiln::ir::kernel::Param;
 use kiln::{
     Buffer, CompileOptions, DType, Data, Engine, ExecError, JitProgram, Program, Scalar, Verified,
@@ -64,11 +64,11 @@ fn compile(tier: Tier, graph: kiln::Graph) -> Result<(Verified, Arc<Code>), Erro
         ..CompileOptions::default()
     };
     let code = Arc::new(match tier {
-        Tier::Interpreter => Code::Interp(kiln::Interpreter.compile(&graph, &options)?),
-        Tier::Vm => Code::Jit(kiln::Vm.compile(&graph, &options)?),
-        Tier::Cranelift => Code::Jit(kiln::Cranelift.compile(&graph, &options)?),
-        #[cfg(feature = "llvm")]
-        Tier::Llvm => Code::Jit(kiln::Llvm.compile(&graph, &options)?),
+        Tier::Interp => Code::Interp(kiln::Interpreter.compile(&graph, &options)?),
+        t => {
+            let backend = t.backend().map_err(kiln::CompileError::from)?;
+            Code::Jit(backend.compile(&graph, &options)?)
+        }
     });
     COMPILATIONS.fetch_add(1, Ordering::Relaxed);
     let mut map = cache.lock().expect("cache lock");
@@ -288,11 +288,79 @@ enum Out {
     Selection(Vec<u32>, i64),
 }
 
+/// A call's memory over a batch: the columns' own buffers (addresses taken
+/// before the call), and room for each output allocated here.
+struct ArrowBind<'a> {
+    /// Each graph input's address: a column's values or a packed bitmap.
+    inputs: &'a [u64],
+    /// Which outputs are scalars.
+    scalar: Vec<bool>,
+    /// Each output's room, in place for the call (never moved: the Vec is
+    /// made at its final length).
+    outs: Vec<Option<Out>>,
+    /// The caller's vector to reuse for a selection.
+    selection: Vec<u32>,
+}
+
+impl Bind for ArrowBind<'_> {
+    type Error = std::convert::Infallible;
+
+    fn scalar(&mut self, input: usize) -> Result<u64, Self::Error> {
+        unreachable!("input {input}: an Arrow graph's inputs are columns")
+    }
+
+    fn input(&mut self, input: usize) -> Result<u64, Self::Error> {
+        Ok(self.inputs[input])
+    }
+
+    fn bitmap(&mut self, input: usize) -> Result<u64, Self::Error> {
+        Ok(self.inputs[input])
+    }
+
+    fn constant(&mut self, _: usize) -> Result<u64, Self::Error> {
+        unreachable!("an Arrow graph is columns in, columns or aggregates out")
+    }
+
+    fn scratch(&mut self, _: usize, _: DType, _: usize) -> Result<u64, Self::Error> {
+        unreachable!("an Arrow graph is columns in, columns or aggregates out")
+    }
+
+    fn output(&mut self, output: usize, dtype: DType, len: usize) -> Result<u64, Self::Error> {
+        let out = if self.scalar[output] {
+            Out::Scalar(dtype, 0)
+        } else {
+            Out::Column(Buffer::zeroed(dtype, len))
+        };
+        Ok(match self.outs[output].insert(out) {
+            Out::Scalar(_, cell) => cell as *mut u64 as u64,
+            Out::Column(b) => b.as_mut_ptr() as u64,
+            Out::Selection(..) => unreachable!("just made"),
+        })
+    }
+
+    fn selection(&mut self, output: usize, len: usize) -> Result<u64, Self::Error> {
+        let mut rows = std::mem::take(&mut self.selection);
+        rows.clear();
+        rows.reserve(len);
+        match self.outs[output].insert(Out::Selection(rows, 0)) {
+            Out::Selection(rows, _) => Ok(rows.spare_capacity_mut().as_mut_ptr() as u64),
+            _ => unreachable!("just made"),
+        }
+    }
+
+    fn count(&mut self, output: usize) -> Result<u64, Self::Error> {
+        match &mut self.outs[output] {
+            Some(Out::Selection(_, count)) => Ok(count as *mut i64 as u64),
+            _ => unreachable!("a count follows its selection"),
+        }
+    }
+}
+
 fn run_jit(
     program: &JitProgram,
     variant: &Variant,
     batch: &RecordBatch,
-    mut selection: Vec<u32>,
+    selection: Vec<u32>,
 ) -> Result<Vec<Data>, Error> {
     let n = batch.num_rows();
     let kernel = program.kernel();
@@ -339,54 +407,31 @@ fn run_jit(
     // Every symbolic dimension of an Arrow graph is the batch's row count.
     let extents = vec![n as u64; kernel.params.len()];
     let args = abi::args(kernel, &extents);
-    let mut outs: Vec<Out> = Vec::new();
-    for (arg, param) in args.iter().zip(&kernel.params) {
-        match *arg {
-            // A query with no column in it (`0`, `2 > 1`) lowers to a direct
-            // kernel that returns its one scalar: the uniform entry writes
-            // it where the slot points, like any scalar output.
-            Arg::Returned { dtype, .. } => outs.push(Out::Scalar(dtype, 0)),
-            Arg::Output { dtype, .. } if matches!(param, Param::ScalarOut { .. }) => {
-                outs.push(Out::Scalar(dtype, 0))
+    let n_outputs = variant.graph.graph().outputs().len();
+    let mut bind = ArrowBind {
+        inputs: &input_ptrs,
+        scalar: vec![false; n_outputs],
+        outs: (0..n_outputs).map(|_| None).collect(),
+        selection,
+    };
+    // Scalar outputs are aggregates, or a query with no column in it (`0`,
+    // `2 > 1`), which lowers to a direct kernel that returns its one scalar:
+    // the uniform entry writes it where the slot points, like any scalar
+    // output.
+    let mut outputs = 0;
+    for param in &kernel.params {
+        match param {
+            Param::ScalarOut { .. } => {
+                bind.scalar[outputs] = true;
+                outputs += 1;
             }
-            Arg::Output { dtype, len, .. } => outs.push(Out::Column(Buffer::zeroed(dtype, len))),
-            Arg::Selection { len, .. } => {
-                selection.clear();
-                selection.reserve(len);
-                outs.push(Out::Selection(std::mem::take(&mut selection), 0));
-            }
+            Param::ArrayOut { .. } | Param::SelectionOut { .. } => outputs += 1,
             _ => {}
         }
     }
-    let mut slots = Vec::with_capacity(args.len());
-    let mut out_iter = outs.iter_mut();
-    let mut pending_count: Option<*mut i64> = None;
-    for arg in &args {
-        slots.push(match *arg {
-            Arg::Input { input, .. } | Arg::Bitmap { input } => input_ptrs[input],
-            Arg::Extent(e) => e,
-            Arg::Count { .. } => {
-                pending_count.take().expect("a count follows its selection") as u64
-            }
-            Arg::Output { .. } | Arg::Returned { .. } => {
-                match out_iter.next().expect("one room per output") {
-                    Out::Scalar(_, cell) => cell as *mut u64 as u64,
-                    Out::Column(b) => b.as_mut_ptr() as u64,
-                    Out::Selection(..) => unreachable!("outputs are in order"),
-                }
-            }
-            Arg::Selection { .. } => match out_iter.next().expect("one room per output") {
-                Out::Selection(rows, count) => {
-                    pending_count = Some(count as *mut i64);
-                    rows.spare_capacity_mut().as_mut_ptr() as u64
-                }
-                _ => unreachable!("outputs are in order"),
-            },
-            Arg::Const(_) | Arg::Scratch { .. } => {
-                unreachable!("an Arrow graph is columns in, columns or aggregates out")
-            }
-        });
-    }
+    let mut slots = vec![0u64; args.len()];
+    let Ok(()) = abi::pack(&args, &mut bind, &mut slots);
+    let outs = bind.outs;
     // SAFETY: one slot per kernel parameter, as `abi::args` describes it.
     // Input pointers address the batch's buffers (kept alive by `keep_data` /
     // `keep_buffers`), each with `n` elements (or `ceil(n / 8)` bitmap bytes)
@@ -404,7 +449,7 @@ fn run_jit(
     }
     Ok(outs
         .into_iter()
-        .map(|o| match o {
+        .map(|o| match o.expect("pack binds every output") {
             Out::Scalar(dtype, bits) => Data::Scalar(Scalar::from_bits(dtype, bits)),
             Out::Column(b) => Data::Column(b),
             Out::Selection(mut rows, count) => {
@@ -448,7 +493,7 @@ impl Filter {
     /// Compiles `condition` (a `bool` expression) for batches of `schema`
     /// with the Cranelift tier.
     pub fn make(schema: SchemaRef, condition: &Expr) -> Result<Filter, Error> {
-        Filter::make_with(schema, condition, Tier::default())
+        Filter::make_with(schema, condition, DEFAULT_TIER)
     }
 
     /// Compiles `condition` for batches of `schema` with `tier`.
@@ -616,7 +661,7 @@ impl Projector {
 
     /// Compiles with the Cranelift tier.
     pub fn make(schema: SchemaRef, exprs: &[(&str, Expr)]) -> Result<Projector, Error> {
-        Projector::make_with(schema, exprs, Tier::default())
+        Projector::make_with(schema, exprs, DEFAULT_TIER)
     }
 
     /// The schema of the batches [`Self::evaluate`] returns.

@@ -333,7 +333,7 @@ fn random_batches_match_arrow_compute() {
     use arrow_arith::boolean::{and_kleene, not, or_kleene};
     use arrow_ord::cmp::{eq, gt, lt_eq};
     let mut rng = Rng(7);
-    let tiers = Tier::all();
+    let tiers: Vec<Tier> = Tier::all().collect();
     for case in 0..60 {
         let n = rng.below(300) as usize;
         let null_rate = [0, 10, 50, 100][case % 4];

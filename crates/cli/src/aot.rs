@@ -6,8 +6,8 @@
 //! serve is an error naming the tier or feature it needs. Exit status: 0 ok,
 //! 2 bad input or usage.
 
-use clap::{Parser, ValueEnum};
-use kiln::aot::{AotError, AotOptions, AotTier, Emit};
+use clap::Parser;
+use kiln::aot::{AotError, AotOptions, Emit};
 use kiln::{OptLevel, PyOptions};
 use kiln_cli::source::SourceArgs;
 use kiln_cli::{Failure, Tier};
@@ -37,7 +37,7 @@ struct Cli {
     #[arg(short = 'O', default_value_t = 3, value_parser = clap::value_parser!(u8).range(0..=3))]
     opt: u8,
     /// The tier that compiles (default: llvm if this build has it, else cranelift).
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = kiln_cli::tier_parser())]
     tier: Option<Tier>,
     /// The CPU to tune and select instructions for (LLVM tier; default: the
     /// host's for the native target, else generic).
@@ -73,20 +73,7 @@ fn bad(msg: impl std::fmt::Display) -> Failure {
 }
 
 fn run(cli: &Cli) -> Result<(), Failure> {
-    let tier = match cli.tier {
-        None => AotTier::default(),
-        Some(Tier::Cranelift) => AotTier::Cranelift,
-        Some(Tier::Llvm) if cfg!(feature = "llvm") => AotTier::Llvm,
-        Some(Tier::Llvm) => return Err(bad(format!("--tier llvm: {}", kiln_cli::NO_LLVM))),
-        Some(t @ (Tier::Interp | Tier::Vm)) => {
-            return Err(bad(format!(
-                "--tier {} cannot compile ahead of time; use llvm or cranelift",
-                t.to_possible_value()
-                    .expect("every tier has a name")
-                    .get_name()
-            )))
-        }
-    };
+    let tier = cli.tier.unwrap_or_else(kiln::aot::default_tier);
     if !cli.emit.is_text() && cli.output.is_none() && std::io::stdout().is_terminal() {
         return Err(bad(format!(
             "--emit {} writes binary data: give -o FILE (or redirect stdout)",

@@ -9,6 +9,7 @@ mod query;
 mod sql;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use kiln::Backend;
 use kiln::{Data, Graph, PyOptions};
 use kiln_cli::source::{self, SourceArgs};
 use kiln_cli::{Failure, Tier};
@@ -48,7 +49,7 @@ enum Emit {
 struct RunOptions {
     /// The engine that runs the graph [default: cranelift; with --population,
     /// vm, which measured fastest there].
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = kiln_cli::tier_parser())]
     tier: Option<Tier>,
     /// An input value, such as `--arg x=2.5` or `--arg xs=[1, 2, 3]` for a column.
     #[arg(long = "arg", value_name = "NAME=VALUE")]
@@ -156,7 +157,7 @@ fn main() -> ExitCode {
             target: target_column.as_deref(),
             stats,
             // The population's rule (`kiln::DEFAULT_TIER`) unless named.
-            tier: run.tier.unwrap_or(kiln::DEFAULT_TIER.into()),
+            tier: run.tier.unwrap_or(kiln::DEFAULT_TIER),
             threads: threads
                 .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from)),
         }),
@@ -228,10 +229,7 @@ fn execute(
     run: &RunOptions,
     inputs: &[Data],
 ) -> Result<Vec<Data>, Failure> {
-    let program = run
-        .tier
-        .unwrap_or(Tier::Cranelift)
-        .engine()?
+    let program = kiln_cli::engine(run.tier.unwrap_or(Tier::Cranelift))?
         .compile_dyn(
             &source.verified,
             &kiln::CompileOptions {
@@ -402,33 +400,40 @@ fn cmd_ir(source: &SourceArgs, opt: bool, emit: Emit) -> Result<(), Failure> {
     };
     // The kernel as the Cranelift tier (the default) gets it.
     let cranelift =
-        || kiln::ir::kernel::lower(&graph, &kiln::cranelift::LOWER_OPTIONS).map_err(|e| fail(&e));
+        || kiln::ir::kernel::lower(&graph, &kiln::Cranelift.lower_options()).map_err(|e| fail(&e));
     let text = match emit {
         Emit::Kiln => kiln::ir::text::print(graph.graph()),
         Emit::Kernel => kiln::ir::kernel::print(&cranelift()?),
         Emit::Clif => kiln::cranelift::clif(&cranelift()?).map_err(|e| fail(&e))?,
         Emit::LlvmIr | Emit::Asm => {
-            let kernel =
-                kiln::ir::kernel::lower(&graph, &Default::default()).map_err(|e| fail(&e))?;
-            llvm_dump(&kernel, matches!(emit, Emit::Asm)).map_err(|e| fail(&e))?
+            llvm_dump(&graph, matches!(emit, Emit::Asm)).map_err(|e| fail(&e))?
         }
     };
     let _ = std::io::stdout().lock().write_all(text.as_bytes());
     Ok(())
 }
 
-#[cfg(feature = "llvm")]
-fn llvm_dump(kernel: &kiln::ir::kernel::Kernel, asm: bool) -> Result<String, String> {
-    use kiln::llvm::{Emit, Options};
-    let what = if asm { Emit::Assembly } else { Emit::LlvmIr };
-    let bytes = kiln::llvm::emit(kernel, "native", &kernel.name, &Options::default(), what)
+/// What the LLVM tier makes of `graph` for this machine: its optimized
+/// LLVM IR or assembly, as `aot` would write it.
+fn llvm_dump(graph: &kiln::Verified, asm: bool) -> Result<String, String> {
+    let llvm = Tier::Llvm.backend().map_err(|e| e.to_string())?;
+    let kernel =
+        kiln::ir::kernel::lower(graph, &llvm.emit_lower_options()).map_err(|e| e.to_string())?;
+    let request = kiln::EmitOptions {
+        emit: if asm {
+            kiln::Emit::Assembly
+        } else {
+            kiln::Emit::LlvmIr
+        },
+        target: "native".into(),
+        opt_level: kiln::OptLevel::O3,
+        cpu: None,
+        features: None,
+    };
+    let bytes = llvm
+        .emit(&kernel, &kernel.name, &request)
         .map_err(|e| e.to_string())?;
     Ok(String::from_utf8_lossy(&bytes).into_owned())
-}
-
-#[cfg(not(feature = "llvm"))]
-fn llvm_dump(_: &kiln::ir::kernel::Kernel, _: bool) -> Result<String, String> {
-    Err(kiln_cli::NO_LLVM.to_string())
 }
 
 fn cmd_check(source: &SourceArgs) -> Result<(), Failure> {

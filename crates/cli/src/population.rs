@@ -55,7 +55,8 @@ pub fn run(args: &PopulationArgs<'_>) -> Result<(), Failure> {
         },
     };
     // The variables are the expressions' free names (each parsed once).
-    let population = Population::compile_inferring(&exprs, &*args.tier.engine()?, &options);
+    let population =
+        Population::compile_inferring(&exprs, &*kiln_cli::engine(args.tier)?, &options);
     let compile_time = start.elapsed();
     // An expression that does not parse or compile is bad input: report each
     // at its line of POP.txt.

@@ -29,7 +29,7 @@ pub struct QueryArgs {
     #[arg(long)]
     count: bool,
     /// The engine that runs the condition.
-    #[arg(long, value_enum, default_value = "cranelift")]
+    #[arg(long, value_parser = kiln_cli::tier_parser(), default_value = "cranelift")]
     tier: Tier,
     /// Rows per batch.
     #[arg(long, default_value_t = 65_536, value_name = "ROWS")]
@@ -226,7 +226,7 @@ impl<R: RecordBatchReader> RecordBatchReader for Counted<R> {
 
 /// Runs `kiln query`.
 pub fn run(args: &QueryArgs) -> Result<(), Failure> {
-    let tier = args.tier.arrow()?;
+    let tier = kiln_cli::built(args.tier)?;
     if args.batch_size == 0 {
         return Err(Failure::Input(
             "error: --batch-size must be at least 1".into(),

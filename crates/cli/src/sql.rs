@@ -25,7 +25,7 @@ pub struct SqlArgs {
     #[arg(long)]
     explain: bool,
     /// The engine that compiles the expressions.
-    #[arg(long, value_enum, default_value = "cranelift")]
+    #[arg(long, value_parser = kiln_cli::tier_parser(), default_value = "cranelift")]
     tier: Tier,
     /// The partitions DataFusion splits the work into (default: one per core).
     #[arg(long, value_name = "N")]
@@ -65,7 +65,7 @@ pub fn run(args: &SqlArgs) -> Result<(), Failure> {
 /// DataFusion's side of `kiln sql`.
 #[cfg(feature = "sql")]
 mod imp {
-    use super::{OutputFormat, SqlArgs};
+    use super::{OutputFormat, SqlArgs, Tier};
     use datafusion::arrow::util::pretty::pretty_format_batches;
     use datafusion::datasource::file_format::options::ArrowReadOptions;
     use datafusion::error::DataFusionError;
@@ -89,7 +89,7 @@ mod imp {
     }
 
     pub fn run(args: &SqlArgs) -> Result<(), Failure> {
-        let tier = args.tier.arrow()?;
+        let tier = kiln_cli::built(args.tier)?;
         if args.partitions == Some(0) {
             return Err(Failure::Input(
                 "error: --partitions must be at least 1".into(),
@@ -102,7 +102,7 @@ mod imp {
         runtime.block_on(query(args, tier))
     }
 
-    async fn query(args: &SqlArgs, tier: kiln_datafusion::Tier) -> Result<(), Failure> {
+    async fn query(args: &SqlArgs, tier: Tier) -> Result<(), Failure> {
         let mut config = SessionConfig::new();
         if let Some(n) = args.partitions {
             config = config.with_target_partitions(n);

@@ -10,7 +10,7 @@ use cranelift_codegen::ir::{self, types, AbiParam, InstBuilder, MemFlagsData, Si
 use cranelift_codegen::isa::CallConv;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use cranelift_module::{DataDescription, FuncOrDataId, Linkage, Module};
-use kiln_ir::kernel::abi::{self, NativeType, Slot};
+use kiln_ir::kernel::abi::{self, NativeArg, NativePlace};
 use kiln_ir::kernel::{libcalls, Expr, Extent, Kernel, MathCall, ParamIdx, Reg, Stmt, Table};
 use kiln_ir::{BinaryOp, CmpOp, DType, EntityRef, Scalar, UnaryOp};
 use std::collections::{HashMap, HashSet};
@@ -27,16 +27,20 @@ pub fn clif_type(dtype: DType) -> ir::Type {
 }
 
 /// The CLIF type of a native argument.
-fn native_type(ty: NativeType, ptr: ir::Type) -> ir::Type {
+fn native_type(ty: NativeArg, ptr: ir::Type) -> ir::Type {
     match ty {
-        NativeType::Pointer => ptr,
-        NativeType::I64 => types::I64,
-        NativeType::Value(dtype) => clif_type(dtype),
+        NativeArg::Pointer => ptr,
+        NativeArg::I64 => types::I64,
+        NativeArg::Value(dtype) => clif_type(dtype),
     }
 }
 
 /// The CLIF signature of `kernel` (`kiln_ir::kernel::abi::signature`).
-pub fn signature(kernel: &Kernel, ptr: ir::Type, call_conv: CallConv) -> (Signature, Vec<Slot>) {
+pub fn signature(
+    kernel: &Kernel,
+    ptr: ir::Type,
+    call_conv: CallConv,
+) -> (Signature, Vec<NativePlace>) {
     let native = abi::signature(kernel);
     let mut sig = Signature::new(call_conv);
     for &ty in &native.params {
@@ -44,7 +48,7 @@ pub fn signature(kernel: &Kernel, ptr: ir::Type, call_conv: CallConv) -> (Signat
     }
     let ret = native.returns.map_or(types::I32, |ty| native_type(ty, ptr));
     sig.returns.push(AbiParam::new(ret));
-    (sig, native.slots)
+    (sig, native.places)
 }
 
 /// Declares and defines `kernel` (exported under its name) in `module`; with
@@ -93,7 +97,7 @@ fn define_wrapper<M: Module>(
     module: &mut M,
     callee: cranelift_module::FuncId,
     callee_sig: &Signature,
-    slots: &[Slot],
+    slots: &[NativePlace],
     name: &str,
 ) -> CodegenResult<cranelift_module::FuncId> {
     let ptr = module.target_config().pointer_type();
@@ -117,8 +121,8 @@ fn define_wrapper<M: Module>(
         for (idx, slot) in slots.iter().enumerate() {
             let offset = (idx * 8) as i32;
             match slot {
-                Slot::Return => ret_ptr = Some(bcx.ins().load(ptr, flags, base, offset)),
-                Slot::Arg(i) => {
+                NativePlace::Return => ret_ptr = Some(bcx.ins().load(ptr, flags, base, offset)),
+                NativePlace::Arg(i) => {
                     let ty = callee_sig.params[*i].value_type;
                     args.push(bcx.ins().load(ty, flags, base, offset));
                 }
@@ -152,7 +156,7 @@ pub(crate) struct FunctionCx<'a, M: Module> {
     pub(crate) module: &'a mut M,
     pub(crate) bcx: FunctionBuilder<'a>,
     pub(crate) kernel: &'a Kernel,
-    slots: &'a [Slot],
+    slots: &'a [NativePlace],
     /// Each register's scalar value (in a vector loop: the loop-invariant
     /// ones).
     pub(crate) regs: Vec<Option<ir::Value>>,
@@ -186,7 +190,7 @@ impl<'a, M: Module> FunctionCx<'a, M> {
         module: &'a mut M,
         bcx: FunctionBuilder<'a>,
         kernel: &'a Kernel,
-        slots: &'a [Slot],
+        slots: &'a [NativePlace],
     ) -> Self {
         FunctionCx {
             ptr: module.target_config().pointer_type(),
@@ -240,8 +244,8 @@ impl<'a, M: Module> FunctionCx<'a, M> {
             return base;
         }
         match self.slots[param.index()] {
-            Slot::Arg(i) => self.args[i],
-            Slot::Return => unreachable!("the return slot is only stored to"),
+            NativePlace::Arg(i) => self.args[i],
+            NativePlace::Return => unreachable!("the return slot is only stored to"),
         }
     }
 
@@ -264,7 +268,7 @@ impl<'a, M: Module> FunctionCx<'a, M> {
                 }
                 Stmt::Store(param, row, reg) => {
                     let value = self.reg(*reg);
-                    if self.slots[param.index()] == Slot::Return {
+                    if self.slots[param.index()] == NativePlace::Return {
                         *ret = Some(value);
                         continue;
                     }
@@ -610,7 +614,7 @@ impl<'a, M: Module> FunctionCx<'a, M> {
         let name = call
             .name(dtype)
             .ok_or_else(|| CodegenError::Invalid(format!("{call:?} on {dtype}")))?;
-        let called = slow(self, &name)?;
+        let called = slow(self, name)?;
         self.bcx.ins().jump(join, &[ir::BlockArg::Value(called)]);
         self.bcx.switch_to_block(join);
         self.bcx.seal_block(join);
@@ -638,7 +642,7 @@ impl<'a, M: Module> FunctionCx<'a, M> {
             _ => {
                 let name = libcalls::unary_name(op, dtype)
                     .ok_or_else(|| CodegenError::Invalid(format!("`{op}` on {dtype}")))?;
-                self.call_libm(&name, &[a], clif_type(dtype))?
+                self.call_libm(name, &[a], clif_type(dtype))?
             }
         })
     }
@@ -693,7 +697,7 @@ impl<'a, M: Module> FunctionCx<'a, M> {
             _ => {
                 let name = libcalls::binary_name(op, dtype)
                     .ok_or_else(|| CodegenError::Invalid(format!("`{op}` on {dtype}")))?;
-                self.call_libm(&name, &[a, b], clif_type(dtype))?
+                self.call_libm(name, &[a, b], clif_type(dtype))?
             }
         })
     }
@@ -758,7 +762,7 @@ fn build_function<M: Module>(
     module: &mut M,
     func: &mut ir::Function,
     kernel: &Kernel,
-    slots: &[Slot],
+    slots: &[NativePlace],
     vectorize: Option<&Routines>,
 ) -> CodegenResult<Vec<Option<ir::Value>>> {
     let mut fbc = FunctionBuilderContext::new();

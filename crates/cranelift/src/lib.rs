@@ -20,29 +20,71 @@ use cranelift_codegen::settings::{self, Configurable};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::ModuleError;
 use kiln_ir::kernel::abi::CompiledKernel;
+use kiln_ir::kernel::backend::{
+    Backend, BackendError, BackendOptions, BackendResult, Emit, EmitOptions, Symbols,
+};
 use kiln_ir::kernel::{Kernel, LowerOptions, OptLevel};
 use std::sync::{Arc, OnceLock};
 
-/// The lowering choices that suit this tier's JIT: matmuls in register
-/// tiles (`LowerOptions::register_tiles`), and transcendentals as calls
-/// (`LowerOptions::libm_calls`), which a vector loop makes to kiln's vector
-/// math routines where they are faster ([`vmath`]: the inline math,
-/// compiled once per process; `f32` functions) and otherwise to the `libm`
-/// crate (one call measured faster than the
-/// inline math's scalar code here). Kernels stay small either way, which
-/// keeps compiling a population fast.
-pub const LOWER_OPTIONS: LowerOptions = LowerOptions {
-    packed_bools: false,
-    register_tiles: true,
-    libm_calls: true,
-};
+/// The Cranelift tier as a [`Backend`]: the tier called `cranelift`.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Cranelift;
 
-/// The same for this tier's objects, which carry kiln's inline math instead
-/// of calling the platform's libm.
-pub const OBJECT_LOWER_OPTIONS: LowerOptions = LowerOptions {
-    libm_calls: false,
-    ..LOWER_OPTIONS
-};
+impl Backend for Cranelift {
+    fn name(&self) -> &'static str {
+        "cranelift"
+    }
+
+    /// Matmuls in register tiles (`LowerOptions::register_tiles`), and
+    /// transcendentals as calls (`LowerOptions::libm_calls`), which a vector
+    /// loop makes to kiln's vector math routines where they are faster
+    /// ([`vmath`]: the inline math, compiled once per process; `f32`
+    /// functions) and otherwise to the `libm` crate (one call measured
+    /// faster than the inline math's scalar code, docs/performance.md).
+    /// Kernels stay small either way, which keeps compiling a population
+    /// fast.
+    fn lower_options(&self) -> LowerOptions {
+        LowerOptions {
+            packed_bools: false,
+            register_tiles: true,
+            libm_calls: true,
+        }
+    }
+
+    fn compile_kernels(
+        &self,
+        kernels: Vec<Kernel>,
+        options: &BackendOptions,
+        symbols: Symbols<'_>,
+    ) -> BackendResult<Vec<CompiledKernel>> {
+        jit(kernels, symbols, options.opt_level, options.vectorize)
+            .map_err(CodegenError::into_backend)
+    }
+
+    fn emits(&self) -> &'static [Emit] {
+        &[Emit::Object, Emit::Header]
+    }
+
+    /// Objects for [`OBJECT_TARGETS`], at Cranelift's one optimizing level.
+    fn emit(&self, kernel: &Kernel, symbol: &str, options: &EmitOptions) -> BackendResult<Vec<u8>> {
+        if options.emit != Emit::Object {
+            return Err(BackendError::Unsupported(format!(
+                "the Cranelift tier writes obj and header, not `{}`",
+                options.emit.name()
+            )));
+        }
+        if options.cpu.is_some() || options.features.is_some() {
+            return Err(BackendError::Unsupported(
+                "the Cranelift tier takes no CPU or target features".into(),
+            ));
+        }
+        let target = match options.target.as_str() {
+            "native" => std::env::consts::ARCH,
+            t => t,
+        };
+        object(kernel, target, symbol).map_err(CodegenError::into_backend)
+    }
+}
 
 /// Why code generation failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -69,6 +111,16 @@ impl From<ModuleError> for CodegenError {
 
 /// Result of code generation.
 pub type CodegenResult<T> = Result<T, CodegenError>;
+
+impl CodegenError {
+    /// The error as the [`Backend`] interface reports it.
+    pub fn into_backend(self) -> BackendError {
+        match self {
+            CodegenError::Unsupported(m) => BackendError::Unsupported(m),
+            e => BackendError::Failed(e.to_string()),
+        }
+    }
+}
 
 fn flags(pic: bool, speed: bool) -> CodegenResult<settings::Flags> {
     let mut builder = settings::builder();

@@ -33,17 +33,14 @@ pub(crate) fn vectorizes(isa: &dyn TargetIsa) -> bool {
 }
 
 /// Whether a vector loop calls the routine for `op` on `dtype` rather than
-/// the `libm` function once per lane, by measurement
-/// (`cargo bench -p kiln --features llvm --bench math`, docs/performance.md).
-/// A routine computes every path of the algorithm for every lane, where the
-/// scalar function takes one branch: with four `f32` lanes it wins for
-/// almost every function (1.2–4×), with two `f64` lanes it is within ±40 %
-/// of the call and slower on easy inputs (`cos` of |x| < pi/4, as in the
-/// NNC kernel) and for the composed functions (`erf`, `sinh`, `asinh`: up
-/// to 2×), so `f64` loops keep the calls. The `f32` exceptions lose too.
-/// The exceptions the other way: the f64 `cbrt` (1.2×, the `libm` crate's
-/// is slow) and the binary functions in both dtypes (`pow` 1.4×, `powf`
-/// 2.4×, `atan2` 1.5×, `atan2f` 3.3×, `hypot` 1.2×, `hypotf` 1.1×).
+/// the `libm` function once per lane, by measurement (`cargo bench -p kiln
+/// --features llvm --bench math`; the figures are in docs/performance.md,
+/// "Inline math, third step" and "fourth step"). A routine computes every
+/// path of the algorithm for every lane, where the scalar function takes
+/// one branch: with four `f32` lanes that pays for almost every function
+/// (not `sinhf` and `coshf`), with two `f64` lanes it does not, so `f64`
+/// loops keep the calls. The exceptions the other way: the f64 `cbrt` (the
+/// `libm` crate's is slow) and the binary functions in both dtypes.
 fn profitable(f: MathFn, dtype: DType) -> bool {
     match f {
         MathFn::Unary(UnaryOp::Cbrt) => dtype == DType::F64,

@@ -98,7 +98,7 @@ fn main() {
     // DataFusion alone, then kiln on each compiling tier of this build.
     let mut engines = vec![("DataFusion".to_string(), None)];
     for tier in kiln_datafusion::Tier::all() {
-        if tier != kiln_datafusion::Tier::Interpreter {
+        if tier != kiln_datafusion::Tier::Interp {
             engines.push((format!("kiln {}", tier.name()), Some(tier)));
         }
     }

@@ -73,18 +73,13 @@ impl KilnCodec {
     }
 }
 
-/// The tier named `name` ([`kiln_arrow::Tier::name`]). A build without LLVM
+/// The tier named `name` ([`kiln::Tier`]'s names). A build without LLVM
 /// compiles an LLVM expression with Cranelift, which returns the same bits.
-fn tier_named(name: &str) -> Result<kiln_arrow::Tier> {
-    match kiln_arrow::Tier::all()
-        .into_iter()
-        .find(|t| t.name() == name)
-    {
-        Some(tier) => Ok(tier),
-        None if name == "llvm" => Ok(kiln_arrow::Tier::Cranelift),
-        None => Err(internal_datafusion_err!(
-            "kiln expression: unknown tier {name:?}"
-        )),
+fn tier_named(name: &str) -> Result<kiln::Tier> {
+    match name.parse::<kiln::Tier>() {
+        Ok(tier) if tier.is_built() => Ok(tier),
+        Ok(_) => Ok(kiln::Tier::Cranelift),
+        Err(e) => Err(internal_datafusion_err!("kiln expression: {e}")),
     }
 }
 

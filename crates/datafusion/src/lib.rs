@@ -39,11 +39,20 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 use std::sync::Arc;
 
 /// How kiln compiles inside DataFusion.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Options {
-    /// The engine that compiles the expressions (default: Cranelift, which
-    /// compiles in well under a millisecond per expression).
+    /// The engine that compiles the expressions (default: kiln-arrow's,
+    /// Cranelift, which compiles in well under a millisecond per
+    /// expression).
     pub tier: Tier,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            tier: kiln_arrow::DEFAULT_TIER,
+        }
+    }
 }
 
 /// `builder` with kiln's rule added after DataFusion's own.

@@ -96,7 +96,6 @@ fn contexts() -> (SessionContext, Vec<SessionContext>) {
     let plain = SessionContext::new_with_config(config());
     register(&plain);
     let kilns = kiln_datafusion::Tier::all()
-        .into_iter()
         .map(|tier| {
             let ctx = kiln_datafusion::context_with(config(), kiln_datafusion::Options { tier });
             register(&ctx);

@@ -132,37 +132,9 @@ macro_rules! float_unary {
 }
 
 macro_rules! float_unary_all {
-    ($op:expr, $v:expr, $t:ident, $m:ident) => {
-        float_unary!(
-            $op,
-            $v,
-            $t,
-            $m,
-            [
-                sin / sinf = Sin,
-                cos / cosf = Cos,
-                tan / tanf = Tan,
-                asin / asinf = Asin,
-                acos / acosf = Acos,
-                atan / atanf = Atan,
-                sinh / sinhf = Sinh,
-                cosh / coshf = Cosh,
-                tanh / tanhf = Tanh,
-                exp / expf = Exp,
-                exp2 / exp2f = Exp2,
-                expm1 / expm1f = Expm1,
-                log / logf = Log,
-                log2 / log2f = Log2,
-                log10 / log10f = Log10,
-                log1p / log1pf = Log1p,
-                cbrt / cbrtf = Cbrt,
-                asinh / asinhf = Asinh,
-                acosh / acoshf = Acosh,
-                atanh / atanhf = Atanh,
-                erf / erff = Erf,
-                erfc / erfcf = Erfc
-            ]
-        )
+    (($op:expr, $v:expr, $t:ident, $m:ident) unary: [$($variant:ident $f64fn:ident $f32fn:ident),*]
+     binary: [$($binary:tt)*]) => {
+        float_unary!($op, $v, $t, $m, [$($f64fn / $f32fn = $variant),*])
     };
 }
 
@@ -185,8 +157,8 @@ pub fn unary(op: UnaryOp, a: Scalar) -> EvalResult<Scalar> {
             UnaryOp::BNot => !v,
             _ => return bad(op.name(), DType::I64),
         }),
-        Scalar::F32(v) => Scalar::F32(float_unary_all!(op, v, f32, F32)),
-        Scalar::F64(v) => Scalar::F64(float_unary_all!(op, v, f64, F64)),
+        Scalar::F32(v) => Scalar::F32(crate::for_each_math_fn!(float_unary_all, op, v, f32, F32)),
+        Scalar::F64(v) => Scalar::F64(crate::for_each_math_fn!(float_unary_all, op, v, f64, F64)),
     })
 }
 
@@ -234,27 +206,25 @@ macro_rules! int_binary {
 }
 
 macro_rules! float_binary {
-    ($op:expr, $a:expr, $b:expr, $t:ident, $m:ident, $min:ident, $max:ident, $divmod:ident,
-     $fmod:ident, $pow:ident, $atan2:ident, $hypot:ident, $nextafter:ident) => {{
+    (($op:expr, $a:expr, $b:expr, $t:ident, $m:ident, $min:ident, $max:ident, $divmod:ident)
+     unary: [$($unary:tt)*]
+     binary: [$($variant:ident $f64fn:ident $f32fn:ident),*]) => {{
         let (a, b): ($t, $t) = ($a, $b);
         match $op {
             BinaryOp::Add => a + b,
             BinaryOp::Sub => a - b,
             BinaryOp::Mul => a * b,
             BinaryOp::Div => a / b,
-            BinaryOp::Rem => libm::$fmod(a, b),
             BinaryOp::FloorDiv => $divmod(a, b).0,
             BinaryOp::Mod => $divmod(a, b).1,
-            BinaryOp::Pow => libm::$pow(a, b),
             BinaryOp::Min => $min(a, b),
             BinaryOp::Max => $max(a, b),
             // A NaN's sign is unspecified like its payload, so it must not
             // decide a result: copying the sign of a NaN gives |a|.
             BinaryOp::Copysign if b.is_nan() => a.abs(),
             BinaryOp::Copysign => a.copysign(b),
-            BinaryOp::Atan2 => libm::$atan2(a, b),
-            BinaryOp::Hypot => libm::$hypot(a, b),
-            BinaryOp::NextAfter => libm::$nextafter(a, b),
+            // `rem` (C's `fmod`), `pow`, `atan2`, `hypot`, `nextafter`.
+            $(BinaryOp::$variant => float_unary!(@pick $t, $f64fn, $f32fn)(a, b),)*
             _ => return bad($op.name(), DType::$m),
         }
     }};
@@ -271,12 +241,27 @@ pub fn binary(op: BinaryOp, a: Scalar, b: Scalar) -> EvalResult<Scalar> {
         }),
         (Scalar::I32(a), Scalar::I32(b)) => Scalar::I32(int_binary!(op, a, b, i32, u32, I32)),
         (Scalar::I64(a), Scalar::I64(b)) => Scalar::I64(int_binary!(op, a, b, i64, u64, I64)),
-        (Scalar::F32(a), Scalar::F32(b)) => Scalar::F32(float_binary!(
-            op, a, b, f32, F32, min_f32, max_f32, divmod_f32, fmodf, powf, atan2f, hypotf,
-            nextafterf
+        (Scalar::F32(a), Scalar::F32(b)) => Scalar::F32(crate::for_each_math_fn!(
+            float_binary,
+            op,
+            a,
+            b,
+            f32,
+            F32,
+            min_f32,
+            max_f32,
+            divmod_f32
         )),
-        (Scalar::F64(a), Scalar::F64(b)) => Scalar::F64(float_binary!(
-            op, a, b, f64, F64, min_f64, max_f64, divmod_f64, fmod, pow, atan2, hypot, nextafter
+        (Scalar::F64(a), Scalar::F64(b)) => Scalar::F64(crate::for_each_math_fn!(
+            float_binary,
+            op,
+            a,
+            b,
+            f64,
+            F64,
+            min_f64,
+            max_f64,
+            divmod_f64
         )),
         _ => return bad(op.name(), b.dtype()),
     })

@@ -6,7 +6,8 @@
 
 use kiln::ir::kernel::{self, Kernel};
 use kiln::{
-    CompileOptions, Cranelift, DynEngine, Engine, Format, LoadOptions, OptLevel, Program, PyOptions,
+    Backend, CompileOptions, Cranelift, DynEngine, Engine, Format, LoadOptions, OptLevel, Program,
+    PyOptions,
 };
 use std::hint::black_box;
 use std::path::Path;
@@ -84,7 +85,7 @@ fn main() {
         .iter()
         .map(|g| kiln::optimize(g).expect("optimizes"))
         .collect();
-    let lower_options = kiln::cranelift::LOWER_OPTIONS;
+    let lower_options = Backend::lower_options(&Cranelift);
     let lower = per_item(n, || {
         optimized
             .iter()
@@ -126,13 +127,13 @@ fn main() {
     let vm_lower = per_item(n, || {
         optimized
             .iter()
-            .map(|g| kernel::lower(g, &kiln::vm::LOWER_OPTIONS).expect("lowers"))
+            .map(|g| kernel::lower(g, &Backend::lower_options(&kiln::Vm)).expect("lowers"))
             .collect::<Vec<_>>()
     });
     println!("lower for the VM,{vm_lower:.2}");
     let vm_kernels: Vec<Kernel> = optimized
         .iter()
-        .map(|g| kernel::lower(g, &kiln::vm::LOWER_OPTIONS).expect("lowers"))
+        .map(|g| kernel::lower(g, &Backend::lower_options(&kiln::Vm)).expect("lowers"))
         .collect();
     let vm = per_item(n, || {
         vm_kernels
@@ -192,8 +193,9 @@ fn main() {
         .join(", ");
     for (group, engine) in [1usize, 16, 64, 250]
         .into_iter()
-        .flat_map(|g| [(g, Cranelift), (g, kiln::Vm)])
+        .flat_map(|g| [(g, kiln::Tier::Cranelift), (g, kiln::Tier::Vm)])
     {
+        let engine = engine.backend().expect("a compiling tier");
         let sources: Vec<String> = exprs
             .chunks(group)
             .map(|part| {

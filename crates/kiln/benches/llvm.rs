@@ -170,14 +170,14 @@ fn c_reference(mode: &str, n: usize, reps: usize) -> Option<f64> {
 /// True when LLVM's host assembly of the kernel has packed double instructions.
 fn vectorized(graph: &Verified) -> String {
     let kernel = kiln::ir::kernel::lower(graph, &Default::default()).expect("lowers");
-    let asm = kiln::llvm::emit(
-        &kernel,
-        "native",
-        "k",
-        &kiln::llvm::Options::default(),
-        kiln::llvm::Emit::Assembly,
-    )
-    .expect("assembly");
+    let request = kiln::EmitOptions {
+        emit: kiln::Emit::Assembly,
+        target: "native".into(),
+        opt_level: OptLevel::O3,
+        cpu: None,
+        features: None,
+    };
+    let asm = kiln::llvm::emit(&kernel, "k", &request).expect("assembly");
     let asm = String::from_utf8_lossy(&asm);
     let packed: Vec<&str> = ["vmulpd", "vaddpd", "vdivpd", "vsubpd", "mulpd", "addpd"]
         .into_iter()

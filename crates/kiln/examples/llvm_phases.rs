@@ -2,7 +2,8 @@
 //! IR, the `default<On>` pipeline, and code generation, per level.
 //! Run: `cargo run --release -p kiln --features llvm --example llvm_phases [POP.txt]`.
 
-use kiln::llvm::{emit, Emit, OptLevel, Options};
+use kiln::llvm::emit;
+use kiln::{Emit, EmitOptions, OptLevel};
 use std::time::Instant;
 
 fn main() {
@@ -30,14 +31,17 @@ fn main() {
         })
         .collect();
     for opt in [OptLevel::O0, OptLevel::O1, OptLevel::O2, OptLevel::O3] {
-        let options = Options {
-            opt,
-            ..Options::default()
-        };
-        let time = |what| {
+        let time = |emit_what| {
+            let options = EmitOptions {
+                emit: emit_what,
+                target: "native".into(),
+                opt_level: opt,
+                cpu: None,
+                features: None,
+            };
             let t = Instant::now();
             for k in &kernels {
-                emit(k, "native", "k", &options, what).expect("emits");
+                emit(k, "k", &options).expect("emits");
             }
             t.elapsed().as_secs_f64() * 1e6 / kernels.len() as f64
         };

@@ -40,7 +40,10 @@ fn main() {
     let t = Instant::now();
     let kernels: Vec<_> = optimized
         .iter()
-        .map(|g| kiln::ir::kernel::lower(g, &kiln::cranelift::LOWER_OPTIONS).expect("lowers"))
+        .map(|g| {
+            kiln::ir::kernel::lower(g, &kiln::Backend::lower_options(&kiln::Cranelift))
+                .expect("lowers")
+        })
         .collect();
     let t_lower = t.elapsed();
     let t = Instant::now();

@@ -3,78 +3,18 @@
 //! (`docs/abi.md`). The `aot` command and the Python package's `kiln.aot` are
 //! thin layers over [`compile`].
 
-use crate::{CompileError, OptLevel, Verified};
-use kiln_ir::kernel::{header, lower, LowerOptions};
+use crate::{CompileError, OptLevel, Tier, TierError, Verified};
+pub use kiln_ir::kernel::backend::Emit;
+use kiln_ir::kernel::backend::{BackendError, EmitOptions};
+use kiln_ir::kernel::{header, lower};
 
-/// What [`compile`] writes.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Emit {
-    /// A relocatable object file.
-    Object,
-    /// Assembly text.
-    Assembly,
-    /// Textual LLVM IR, after optimization.
-    LlvmIr,
-    /// LLVM bitcode, after optimization.
-    Bitcode,
-    /// A linked wasm32 module (wasm32 targets only).
-    Wasm,
-    /// The C header of the kernel's ABI.
-    Header,
-}
-
-impl Emit {
-    /// Every output, by the names the `aot` command and `kiln.aot` take.
-    pub const NAMES: &'static [(&'static str, Emit)] = &[
-        ("obj", Emit::Object),
-        ("asm", Emit::Assembly),
-        ("llvm-ir", Emit::LlvmIr),
-        ("bc", Emit::Bitcode),
-        ("wasm", Emit::Wasm),
-        ("header", Emit::Header),
-    ];
-
-    /// The output called `name` (`obj`, `asm`, `llvm-ir`, `bc`, `wasm`,
-    /// `header`).
-    pub fn from_name(name: &str) -> Option<Emit> {
-        Self::NAMES
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, e)| *e)
-    }
-
-    /// The output's name (`obj`, …).
-    pub fn name(self) -> &'static str {
-        Self::NAMES
-            .iter()
-            .find(|(_, e)| *e == self)
-            .map(|(n, _)| *n)
-            .expect("every output has a name")
-    }
-
-    /// Whether the output is text (assembly, LLVM IR, a header).
-    pub fn is_text(self) -> bool {
-        matches!(self, Emit::Assembly | Emit::LlvmIr | Emit::Header)
-    }
-}
-
-/// The tier that compiles ahead of time.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub enum AotTier {
-    /// Cranelift: objects for x86_64, aarch64 and riscv64, and headers.
-    Cranelift,
-    /// LLVM (the `llvm` feature): every output, any LLVM target.
-    Llvm,
-}
-
-impl Default for AotTier {
-    /// LLVM when this build has it, else Cranelift.
-    fn default() -> Self {
-        if cfg!(feature = "llvm") {
-            AotTier::Llvm
-        } else {
-            AotTier::Cranelift
-        }
+/// The tier `aot` uses unless told: LLVM when this build has it (every
+/// output, any target), else Cranelift (objects for three targets).
+pub fn default_tier() -> Tier {
+    if Tier::Llvm.is_built() {
+        Tier::Llvm
+    } else {
+        Tier::Cranelift
     }
 }
 
@@ -86,8 +26,9 @@ pub struct AotOptions {
     pub target: String,
     /// What to write.
     pub emit: Emit,
-    /// The compiling tier.
-    pub tier: AotTier,
+    /// The compiling tier: one whose backend writes `emit`
+    /// ([`Tier::emits`]); [`default_tier`] unless told.
+    pub tier: Tier,
     /// LLVM's optimization level (`default<O0>` … `default<O3>`).
     pub opt_level: OptLevel,
     /// The CPU to tune and select instructions for (LLVM tier; default: the
@@ -107,7 +48,7 @@ impl AotOptions {
         AotOptions {
             target: target.to_string(),
             emit,
-            tier: AotTier::default(),
+            tier: default_tier(),
             opt_level: OptLevel::O3,
             cpu: None,
             features: None,
@@ -130,98 +71,81 @@ pub enum AotError {
     Request(String),
 }
 
-/// The message for a request that needs the LLVM tier in a build without it.
-pub const NO_LLVM: &str = "this build has no LLVM tier: rebuild with `--features llvm` \
-     (needs LLVM 19: apt-get install llvm-19-dev libpolly-19-dev lld-19)";
+pub use crate::tier::NO_LLVM;
 
 /// Compiles `graph` ahead of time as `options` say: the bytes of the object,
 /// module or text.
 pub fn compile(graph: &Verified, options: &AotOptions) -> Result<Vec<u8>, AotError> {
-    let request = |m: String| Err(AotError::Request(m));
+    let nothing = || {
+        AotError::Request(format!(
+            "the {} tier writes nothing ahead of time: choose cranelift or llvm",
+            options.tier
+        ))
+    };
+    let backend = options.tier.backend().map_err(|e| match e {
+        TierError::Interpreter => nothing(),
+        e => AotError::Request(e.to_string()),
+    })?;
+    if backend.emits().is_empty() {
+        return Err(nothing());
+    }
+    if !backend.emits().contains(&options.emit) {
+        let writes: Vec<&str> = backend.emits().iter().map(|e| e.name()).collect();
+        return Err(AotError::Request(format!(
+            "`{}` needs the LLVM tier (the {} tier writes {}){}",
+            options.emit.name(),
+            options.tier,
+            writes.join(" and "),
+            match Tier::Llvm.is_built() {
+                true => String::new(),
+                false => format!("; {NO_LLVM}"),
+            }
+        )));
+    }
     let graph = if options.optimize {
         crate::optimize(graph).map_err(CompileError::from)?
     } else {
         graph.clone()
     };
-    let lower_options = match options.tier {
-        AotTier::Cranelift => kiln_cranelift::OBJECT_LOWER_OPTIONS,
-        AotTier::Llvm => LowerOptions::default(),
-    };
-    let kernel =
-        lower(&graph, &lower_options).map_err(|e| CompileError::Unsupported(e.to_string()))?;
+    let kernel = lower(&graph, &backend.emit_lower_options())
+        .map_err(|e| CompileError::Unsupported(e.to_string()))?;
     let symbol = options
         .symbol
         .clone()
         .unwrap_or_else(|| kernel.name.clone());
     if !is_c_identifier(&symbol) {
-        return request(format!(
+        return Err(AotError::Request(format!(
             "symbol `{symbol}` is not a C identifier; choose another name"
-        ));
+        )));
     }
-    match (options.emit, options.tier) {
-        (Emit::Header, _) => Ok(header::header(&kernel, &symbol).into_bytes()),
-        (_, AotTier::Llvm) => llvm(&kernel, &symbol, options),
-        (Emit::Object, AotTier::Cranelift) => {
-            if options.cpu.is_some() || options.features.is_some() {
-                return request("a CPU or target features need the LLVM tier".into());
-            }
-            let target = match options.target.as_str() {
-                "native" => std::env::consts::ARCH,
-                t => t,
-            };
-            kiln_cranelift::object(&kernel, target, &symbol).map_err(|e| {
-                AotError::Request(format!(
-                    "{e}; other targets need the LLVM tier{}",
-                    if cfg!(feature = "llvm") {
-                        String::new()
-                    } else {
-                        format!(" ({NO_LLVM})")
-                    }
-                ))
-            })
-        }
-        (emit, AotTier::Cranelift) => request(format!(
-            "`{}` needs the LLVM tier (the Cranelift tier writes obj and header){}",
-            emit.name(),
-            if cfg!(feature = "llvm") {
-                String::new()
-            } else {
-                format!("; {NO_LLVM}")
-            }
-        )),
+    if options.emit == Emit::Header {
+        return Ok(header::header(&kernel, &symbol).into_bytes());
     }
-}
-
-#[cfg(feature = "llvm")]
-fn llvm(
-    kernel: &kiln_ir::kernel::Kernel,
-    symbol: &str,
-    options: &AotOptions,
-) -> Result<Vec<u8>, AotError> {
-    use kiln_llvm::Emit as L;
-    let llvm_options = kiln_llvm::Options {
-        opt: options.opt_level,
+    let request = EmitOptions {
+        emit: options.emit,
+        target: options.target.clone(),
+        opt_level: options.opt_level,
         cpu: options.cpu.clone(),
         features: options.features.clone(),
     };
-    let what = match options.emit {
-        Emit::Object => L::Object,
-        Emit::Assembly => L::Assembly,
-        Emit::LlvmIr => L::LlvmIr,
-        Emit::Bitcode => L::Bitcode,
-        Emit::Wasm => {
-            return kiln_llvm::wasm(kernel, &options.target, symbol, &llvm_options)
-                .map_err(|e| AotError::Request(e.to_string()))
-        }
-        Emit::Header => unreachable!("headers are written without a tier"),
-    };
-    kiln_llvm::emit(kernel, &options.target, symbol, &llvm_options, what)
-        .map_err(|e| AotError::Request(e.to_string()))
+    backend
+        .emit(&kernel, &symbol, &request)
+        .map_err(|e| match e {
+            BackendError::Unsupported(m) => {
+                AotError::Request(format!("{m}{}", llvm_hint(options.tier)))
+            }
+            BackendError::Failed(m) => AotError::Request(m),
+        })
 }
 
-#[cfg(not(feature = "llvm"))]
-fn llvm(_: &kiln_ir::kernel::Kernel, _: &str, _: &AotOptions) -> Result<Vec<u8>, AotError> {
-    Err(AotError::Request(NO_LLVM.to_string()))
+/// What to add to a request another tier than `tier` would serve: the LLVM
+/// tier serves every output and target.
+fn llvm_hint(tier: Tier) -> String {
+    match tier {
+        Tier::Llvm => String::new(),
+        _ if Tier::Llvm.is_built() => "; other targets and options need the LLVM tier".into(),
+        _ => format!("; other targets and options need the LLVM tier ({NO_LLVM})"),
+    }
 }
 
 /// Whether `s` can name a C function.

@@ -1,8 +1,8 @@
 //! Borrowed inputs and output room for [`Program::run_arrays`](crate::Program::run_arrays):
 //! a caller's arrays (a NumPy array's buffer, a `Vec`) passed without copies.
 
-use kiln_ir::exec::{ExecError, ExecResult, InputShape};
-use kiln_ir::{Buffer, DType, Data, Scalar};
+use kiln_ir::exec::{DimBindings, ExecError, ExecResult, InputShape};
+use kiln_ir::{Buffer, DType, Data, Dim, Graph, Scalar, Type};
 
 /// A borrowed input: a scalar, or an array's elements in row-major order (its
 /// shape is the graph input's).
@@ -186,4 +186,55 @@ impl ArrayRef<'_> {
             ArrayRef::F64(v) => Data::Column(Buffer::F64(v.to_vec())),
         }
     }
+}
+
+/// Checks that `outputs` are room for `graph`'s outputs with the dimensions
+/// `bindings` gives (a scalar output is one element, an array output exactly
+/// its elements, a selection at least one index per row): the one check
+/// every [`Program::run_arrays`](crate::Program::run_arrays) makes before a
+/// program writes into a caller's memory.
+pub(crate) fn check_rooms(
+    graph: &Graph,
+    bindings: &DimBindings,
+    outputs: &[ArrayMut<'_>],
+) -> ExecResult<()> {
+    if outputs.len() != graph.outputs().len() {
+        return Err(ExecError::OutputCount {
+            expected: graph.outputs().len(),
+            got: outputs.len(),
+        });
+    }
+    // A dimension no input binds (which verification rules out) counts as
+    // 0, so no room fits it: an error, not a panic.
+    let elements = |dims: &[Dim]| -> u64 {
+        dims.iter()
+            .map(|d| bindings.extent(d).unwrap_or(0))
+            .product()
+    };
+    for (room, out) in outputs.iter().zip(graph.outputs()) {
+        let (fits, expected) = match graph.ty(out.value) {
+            Type::Tensor(t) => {
+                let n = elements(&t.shape);
+                (
+                    room.array() == Some((t.dtype, n as usize)),
+                    format!("{}[{n}]", t.dtype),
+                )
+            }
+            Type::Selection(dim) => {
+                let n = elements(std::slice::from_ref(dim));
+                (
+                    matches!(room, ArrayMut::Selection(rows) if rows.len() as u64 >= n),
+                    format!("room for {n} rows"),
+                )
+            }
+        };
+        if !fits {
+            return Err(ExecError::Output {
+                name: out.name.clone(),
+                expected,
+                got: room.describe(),
+            });
+        }
+    }
+    Ok(())
 }

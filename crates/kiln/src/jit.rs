@@ -1,59 +1,28 @@
-//! The compiling tiers as [`Engine`]s: graph → kernel (lowering in `kiln-ir`)
-//! → machine code (`kiln-cranelift`, or `kiln-llvm` with the `llvm` feature)
-//! or the vector VM's instructions (`kiln-vm`), and safe ways to call the
-//! result. Every tier produces a [`JitProgram`]: the calling convention is
-//! `kiln_ir::kernel::abi`'s.
+//! The compiling tiers as [`Engine`]s: every [`Backend`] (the VM, Cranelift,
+//! LLVM) is one, through the same steps: graph → kernel (lowering in
+//! `kiln-ir`, with the backend's choices) → the backend's code, and safe
+//! ways to call the result. Every tier produces a [`JitProgram`]: the
+//! calling convention is `kiln_ir::kernel::abi`'s, and every call here is
+//! packed by its one packer (`abi::pack`).
 
-use crate::arrays::{each_array, ArrayMut, ArrayRef};
+use crate::arrays::{check_rooms, each_array, ArrayMut, ArrayRef};
 use crate::{runtime, CompileError, CompileOptions, CompileResult, Engine, Program};
 use kiln_ir::exec::{bind_inputs, bind_shapes, ExecError, ExecResult, InputShape};
-use kiln_ir::kernel::abi::{self, Arg, CompiledKernel};
+use kiln_ir::kernel::abi::{self, Arg, Bind, CompiledKernel};
+use kiln_ir::kernel::backend::{Backend, BackendError, BackendOptions};
 use kiln_ir::kernel::{self, Kernel, LowerOptions, Param};
-use kiln_ir::{Buffer, DType, Data, Verified};
+use kiln_ir::{Buffer, DType, Data, Scalar, Verified};
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, PoisonError};
 
-/// A compiling tier: each returns a [`JitProgram`]. The crate root exports
-/// each variant by name (`kiln::Cranelift.compile(…)`), and
-/// [`JitTier::all`] lists this build's, so code that wants typed handles or
-/// borrowed-array calls on any tier picks one at run time.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub enum JitTier {
-    /// The vector VM (`kiln_vm`): compiles a kernel into instructions over
-    /// blocks of rows, which loops rustc compiled ahead of time run; no
-    /// machine code. The cheapest compile: for kernels run once, and GP
-    /// populations (`crate::DEFAULT_TIER`).
-    Vm,
-    /// The Cranelift JIT: compiles in microseconds.
-    Cranelift,
-    /// The LLVM tier (O3 by default), JIT-compiled in process with MCJIT for
-    /// the host CPU.
-    #[cfg(feature = "llvm")]
-    Llvm,
-}
-
-impl JitTier {
-    /// Every compiling tier of this build.
-    pub fn all() -> &'static [JitTier] {
-        &[
-            JitTier::Vm,
-            JitTier::Cranelift,
-            #[cfg(feature = "llvm")]
-            JitTier::Llvm,
-        ]
-    }
-}
-
-impl Engine for JitTier {
+/// Every backend is an engine whose programs are [`JitProgram`]s:
+/// `kiln::Cranelift.compile(&graph, &options)`, or a tier chosen at run time
+/// (`Tier::backend`).
+impl<B: Backend + ?Sized> Engine for B {
     type Program = JitProgram;
 
     fn name(&self) -> &'static str {
-        match self {
-            JitTier::Vm => "vm",
-            JitTier::Cranelift => "cranelift",
-            #[cfg(feature = "llvm")]
-            JitTier::Llvm => "llvm",
-        }
+        Backend::name(self)
     }
 
     fn compile_batch(
@@ -61,58 +30,30 @@ impl Engine for JitTier {
         graphs: &[Verified],
         options: &CompileOptions,
     ) -> CompileResult<Vec<JitProgram>> {
-        match self {
-            JitTier::Vm => compile_with(graphs, options, kiln_vm::LOWER_OPTIONS, |kernels, _| {
-                kernels
-                    .into_iter()
-                    .map(|kernel| {
-                        let vm = kiln_vm::compile(&kernel)
-                            .map_err(|e| CompileError::Codegen(e.to_string()))?;
-                        let entry: abi::HostEntry = Arc::new(move |slots: &[u64]| {
-                            // SAFETY: reached only through
-                            // `CompiledKernel::call`, whose contract is
-                            // `VmKernel::call`'s.
-                            unsafe { vm.call(slots) }
-                        });
-                        // SAFETY: `entry` runs this kernel under `call`'s
-                        // contract and nothing else holds it.
-                        Ok(unsafe { CompiledKernel::host(Arc::new(kernel), entry) })
-                    })
-                    .collect()
-            }),
-            JitTier::Cranelift => {
-                let lower = kiln_cranelift::LOWER_OPTIONS;
-                compile_with(graphs, options, lower, |kernels, symbols| {
-                    let vectorize = options.vectorize.unwrap_or(true);
-                    kiln_cranelift::jit(kernels, symbols, options.opt_level, vectorize)
-                        .map_err(|e| CompileError::Codegen(e.to_string()))
-                })
-            }
-            #[cfg(feature = "llvm")]
-            JitTier::Llvm => {
-                let lower = LowerOptions::default();
-                compile_with(graphs, options, lower, |kernels, symbols| {
-                    kiln_llvm::jit(kernels, options.opt_level, symbols).map_err(|e| match e {
-                        kiln_llvm::CodegenError::Unsupported(m) => CompileError::Unsupported(m),
-                        e => CompileError::Codegen(e.to_string()),
-                    })
-                })
-            }
+        compile_with(self, graphs, options)
+    }
+}
+
+impl From<BackendError> for CompileError {
+    fn from(e: BackendError) -> CompileError {
+        match e {
+            BackendError::Unsupported(m) => CompileError::Unsupported(m),
+            BackendError::Failed(m) => CompileError::Codegen(m),
         }
     }
 }
 
 /// What every compiling tier does around its backend: prepares each graph as
-/// `options` say, lowers it with the tier's choices (and the caller's
-/// `packed_bools`), has `jit` compile the kernels as one module with the math
-/// names bound to the `libm` crate, and pairs each program with its graph and
-/// constant buffers.
-fn compile_with(
+/// `options` say, lowers it with the backend's choices (and the caller's
+/// `packed_bools` and `libm_calls`), has the backend compile the kernels as
+/// one unit with the math names bound to the `libm` crate, and pairs each
+/// program with its graph and constant buffers.
+fn compile_with<B: Backend + ?Sized>(
+    backend: &B,
     graphs: &[Verified],
     options: &CompileOptions,
-    tier: LowerOptions,
-    jit: impl FnOnce(Vec<Kernel>, &[(&'static str, *const u8)]) -> CompileResult<Vec<CompiledKernel>>,
 ) -> CompileResult<Vec<JitProgram>> {
+    let tier = backend.lower_options();
     let lower = LowerOptions {
         packed_bools: options.packed_bools,
         libm_calls: options.libm_calls.unwrap_or(tier.libm_calls),
@@ -127,7 +68,11 @@ fn compile_with(
         );
         prepared.push(graph);
     }
-    let code = jit(kernels, &runtime::libm_symbols())?;
+    let backend_options = BackendOptions {
+        opt_level: options.opt_level,
+        vectorize: options.vectorize.unwrap_or(true),
+    };
+    let code = backend.compile_kernels(kernels, &backend_options, &runtime::libm_symbols())?;
     Ok(prepared
         .into_iter()
         .zip(code)
@@ -144,11 +89,16 @@ fn compile_with(
                     _ => None,
                 })
                 .collect();
+            let direct = code
+                .kernel()
+                .direct
+                .then(|| abi::args(code.kernel(), &[]).into());
             JitProgram {
                 graph,
                 consts: Arc::new(consts),
                 scratch: Arc::default(),
                 code,
+                direct,
             }
         })
         .collect())
@@ -166,6 +116,9 @@ pub struct JitProgram {
     /// not allocate (and fault in) its activations on every call.
     scratch: Arc<Mutex<Vec<Vec<u64>>>>,
     code: CompiledKernel,
+    /// A direct kernel's arguments (`abi::args` with no extents), made once
+    /// so that scalar calls allocate nothing.
+    direct: Option<Arc<[Arg]>>,
 }
 
 /// How many scratch arenas a program keeps between calls.
@@ -176,11 +129,11 @@ const SCRATCH_ARENAS: usize = 4;
 /// plus `k * 320 mod 4096` bytes (64 different offsets, 64 bytes apart at
 /// least), so no two of 64 rooms start at the same address modulo 4096: a
 /// loop that stores to one and loads from another at the same index would
-/// otherwise wait on a false dependency (4K aliasing). Measured on
-/// ResNet-18, where convolutions read their phases and update four
-/// accumulator planes in one loop: the page-aligned rooms large
-/// allocations get ran the network at 1.5–2.4× the time.
-fn scratch_layout(args: &[Arg<'_>]) -> (Vec<usize>, usize) {
+/// otherwise wait on a false dependency (4K aliasing), which ResNet-18's
+/// convolutions (reading their phases and updating four accumulator planes
+/// in one loop) measurably suffered with the page-aligned rooms large
+/// allocations get (docs/performance.md, "CNNs, second step").
+fn scratch_layout(args: &[Arg]) -> (Vec<usize>, usize) {
     let mut end = 0usize;
     let mut starts = Vec::new();
     for arg in args {
@@ -240,18 +193,11 @@ impl JitProgram {
 
     /// A typed handle for a graph of scalars with one output, checked once:
     /// `program.typed::<(f64,), f64>()?.call((2.0,))`.
-    pub fn typed<A: ScalarArgs, R: NativeType>(&self) -> CompileResult<TypedFunc<A, R>> {
+    pub fn typed<A: ScalarArgs, R: NativeScalar>(&self) -> CompileResult<TypedFunc<A, R>> {
         let kernel = self.kernel();
         let graph = self.graph.graph();
         let want: Vec<DType> = A::dtypes();
-        let got: Vec<DType> = kernel
-            .params
-            .iter()
-            .filter_map(|p| match p {
-                Param::ScalarIn { dtype, .. } => Some(*dtype),
-                _ => None,
-            })
-            .collect();
+        let got = self.input_dtypes();
         let outs: Vec<DType> = graph
             .outputs()
             .iter()
@@ -261,25 +207,30 @@ impl JitProgram {
         {
             return Err(CompileError::Signature(format!(
                 "the graph is ({}) -> ({}){}, not ({}) -> {}",
-                got.iter().map(|d| d.name()).collect::<Vec<_>>().join(", "),
-                outs.iter().map(|d| d.name()).collect::<Vec<_>>().join(", "),
+                names(&got),
+                names(&outs),
                 if kernel.direct {
                     ""
                 } else {
                     " with columns or a status"
                 },
-                want.iter().map(|d| d.name()).collect::<Vec<_>>().join(", "),
+                names(&want),
                 R::DTYPE
             )));
         }
         Ok(TypedFunc {
             code: self.code.clone(),
+            args: self
+                .direct
+                .clone()
+                .expect("a direct kernel has its arguments"),
             _sig: PhantomData,
         })
     }
 
-    /// Calls the kernel on bound inputs: checks the room for each output,
-    /// fills the slots as `abi::args` says, calls, and reads the counts.
+    /// Calls the kernel on bound inputs, whose output rooms were checked
+    /// (or made) for these extents: packs the slots (`abi::pack`), calls,
+    /// and reads the counts.
     fn invoke(
         &self,
         extents: &[u64],
@@ -287,26 +238,13 @@ impl JitProgram {
         outputs: &mut [ArrayMut<'_>],
     ) -> ExecResult<Vec<usize>> {
         let kernel = self.kernel();
-        let graph = self.graph.graph();
-        if outputs.len() != graph.outputs().len() {
-            return Err(ExecError::OutputCount {
-                expected: graph.outputs().len(),
-                got: outputs.len(),
-            });
-        }
         let args = abi::args(kernel, extents);
-        let mut written: Vec<usize> = vec![0; outputs.len()];
-        // Cells behind the pointers of scalar inputs and selection counts.
-        let mut cells: Vec<u64> = vec![0; args.len()];
-        // Packed bitmaps, alive until the call returns; a Vec's heap data
-        // does not move when the Vec of them grows.
-        let mut bitmaps: Vec<Vec<u8>> = Vec::new();
         // Every scratch parameter's room in one arena (an earlier call's
         // when one is free). Lowering writes every scratch element before
         // reading it (`kiln_ir::kernel::scratch`), so what the arena holds
         // does not matter: debug builds fill new words with NaN bits (-1,
         // `true`) to keep that so.
-        let (starts, words) = scratch_layout(&args);
+        let (rooms, words) = scratch_layout(&args);
         let mut arena = Vec::new();
         if words > 0 {
             arena = (self.scratch.lock().unwrap_or_else(PoisonError::into_inner))
@@ -315,71 +253,34 @@ impl JitProgram {
             let fill = if cfg!(debug_assertions) { u64::MAX } else { 0 };
             arena.resize(words, fill);
         }
-        let mut rooms = starts.into_iter();
-        let mut slots: Vec<u64> = Vec::with_capacity(args.len());
-        for (idx, arg) in args.iter().enumerate() {
-            let cell = &mut cells[idx] as *mut u64 as u64;
-            slots.push(match *arg {
-                Arg::Input { input, by_value } => match inputs[input] {
-                    ArrayRef::Scalar(s) if by_value => s.bits(),
-                    ArrayRef::Scalar(s) => {
-                        cells[idx] = s.bits();
-                        cell
-                    }
-                    a => each_array!(a, v => v.as_ptr() as u64, ArrayRef::Scalar(_) => 0),
-                },
-                Arg::Bitmap { input } => match inputs[input] {
-                    ArrayRef::Bool(rows) => {
-                        bitmaps.push(abi::pack_bits(rows));
-                        bitmaps.last().expect("just pushed").as_ptr() as u64
-                    }
-                    _ => unreachable!("binding checked: a packed input is a bool array"),
-                },
-                Arg::Const(_) => self.consts[idx]
-                    .as_ref()
-                    .expect("every constant parameter has its buffer")
-                    .as_ptr() as u64,
-                Arg::Scratch { .. } => {
-                    let start = rooms.next().expect("a room per scratch parameter");
-                    arena.as_mut_ptr() as u64 + start as u64
-                }
-                Arg::Extent(n) => n,
-                Arg::Returned { output, dtype } | Arg::Output { output, dtype, .. } => {
-                    let len = match *arg {
-                        Arg::Output { len, .. } => len,
-                        _ => 1,
-                    };
-                    let room = &mut outputs[output];
-                    if room.array() != Some((dtype, len)) {
-                        return Err(ExecError::Output {
-                            name: graph.outputs()[output].name.clone(),
-                            expected: format!("{dtype}[{len}]"),
-                            got: room.describe(),
-                        });
-                    }
-                    written[output] = len;
-                    room.as_mut_ptr() as u64
-                }
-                Arg::Selection { output, len } => match &mut outputs[output] {
-                    ArrayMut::Selection(rows) if rows.len() >= len => rows.as_mut_ptr() as u64,
-                    room => {
-                        return Err(ExecError::Output {
-                            name: graph.outputs()[output].name.clone(),
-                            expected: format!("room for {len} rows"),
-                            got: room.describe(),
-                        })
-                    }
-                },
-                Arg::Count { .. } => cell,
-            });
-        }
-        // SAFETY: one slot per parameter, as `abi::args` describes it. Input
-        // arrays were checked against the signature and the bound extents by
-        // `bind_shapes`; each output's room was checked above to have the
-        // dtype and length the kernel writes; scratch and bitmaps were sized
-        // from the same extents; all outlive the call. Outputs are distinct
-        // `&mut` borrows, so nothing the kernel writes overlaps anything else.
+        let mut bind = HostBind {
+            inputs,
+            outputs,
+            consts: &self.consts,
+            arena: arena.as_mut_ptr(),
+            rooms,
+            cells: vec![0; args.len()],
+            bitmaps: Vec::new(),
+            written: vec![0; self.graph.graph().outputs().len()],
+            counts: Vec::new(),
+        };
+        let mut slots = vec![0u64; args.len()];
+        abi::pack(&args, &mut bind, &mut slots)?;
+        // SAFETY: `pack` filled one slot per parameter as `abi::args`
+        // describes it. Input arrays were checked against the signature and
+        // the bound extents by `bind_shapes`; each output's room has the
+        // dtype and length the kernel writes (checked by `check_rooms` or
+        // made from `abi::args`, and asserted by `HostBind::output`);
+        // scratch and bitmaps were sized from the same extents; all outlive
+        // the call. Outputs are distinct `&mut` borrows, so nothing the
+        // kernel writes overlaps anything else.
         let status = unsafe { self.code.call(&mut slots) };
+        let HostBind {
+            cells,
+            mut written,
+            counts,
+            ..
+        } = bind;
         if !arena.is_empty() {
             let mut arenas = self.scratch.lock().unwrap_or_else(PoisonError::into_inner);
             if arenas.len() < SCRATCH_ARENAS {
@@ -387,14 +288,240 @@ impl JitProgram {
             }
         }
         if status != abi::STATUS_OK {
-            return Err(ExecError::from_status(graph, kernel, status));
+            return Err(ExecError::from_status(self.graph.graph(), kernel, status));
         }
-        for (idx, arg) in args.iter().enumerate() {
-            if let Arg::Count { output } = *arg {
-                written[output] = cells[idx] as usize;
-            }
+        for (output, cell) in counts {
+            written[output] = cells[cell] as usize;
         }
         Ok(written)
+    }
+
+    /// Calls a direct kernel (scalars in, scalars out) without arrays:
+    /// `inputs` in signature order, each output's bits (`Scalar::bits`)
+    /// written to `outputs`. The scalar path of typed handles and of the
+    /// Python package.
+    pub fn call_scalars(&self, inputs: &[Scalar], outputs: &mut [u64]) -> ExecResult<()> {
+        let graph = self.graph.graph();
+        let kernel = self.kernel();
+        let Some(args) = self.direct.as_deref() else {
+            return Err(ExecError::Unsupported(
+                "call_scalars needs a graph of scalars in and out".into(),
+            ));
+        };
+        if outputs.len() != graph.outputs().len() {
+            return Err(ExecError::OutputCount {
+                expected: graph.outputs().len(),
+                got: outputs.len(),
+            });
+        }
+        let mut params = kernel.params.iter().filter_map(|p| match p {
+            Param::ScalarIn { dtype, .. } => Some(*dtype),
+            _ => None,
+        });
+        if inputs.len() != graph.inputs().len()
+            || inputs.iter().any(|s| params.next() != Some(s.dtype()))
+        {
+            return Err(ExecError::Unsupported(format!(
+                "the graph takes ({}), not ({})",
+                names(&self.input_dtypes()),
+                names(&inputs.iter().map(|s| s.dtype()).collect::<Vec<_>>())
+            )));
+        }
+        // SAFETY: the kernel is direct, `args` are its arguments, and each
+        // input was checked to have its parameter's dtype, with a cell per
+        // output.
+        let status =
+            unsafe { call_direct(&self.code, args, |input| inputs[input].bits(), outputs) };
+        if status != abi::STATUS_OK {
+            return Err(ExecError::from_status(graph, kernel, status));
+        }
+        Ok(())
+    }
+
+    /// The dtypes of a direct kernel's scalar inputs, in order.
+    fn input_dtypes(&self) -> Vec<DType> {
+        self.kernel()
+            .params
+            .iter()
+            .filter_map(|p| match p {
+                Param::ScalarIn { dtype, .. } => Some(*dtype),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+fn names(dtypes: &[DType]) -> String {
+    dtypes
+        .iter()
+        .map(|d| d.name())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Calls a direct kernel through its uniform entry, allocating nothing for
+/// up to 16 parameters: scalar input `i` by value (`input(i)`, its bits),
+/// each output written to its cell of `outputs`.
+///
+/// # Safety
+/// `code` is a direct kernel, `args` its `abi::args`, `input(i)` the bits
+/// of a scalar of input `i`'s dtype, and `outputs` has a cell per output.
+unsafe fn call_direct(
+    code: &CompiledKernel,
+    args: &[Arg],
+    input: impl Fn(usize) -> u64,
+    outputs: &mut [u64],
+) -> i32 {
+    struct Cells<F> {
+        input: F,
+        outputs: *mut u64,
+    }
+    impl<F: Fn(usize) -> u64> Bind for Cells<F> {
+        type Error = std::convert::Infallible;
+        fn scalar(&mut self, input: usize) -> Result<u64, Self::Error> {
+            Ok((self.input)(input))
+        }
+        fn output(&mut self, output: usize, _: DType, _: usize) -> Result<u64, Self::Error> {
+            // SAFETY: `output` is below the kernel's output count, which is
+            // `outputs.len()` (the caller's guarantee).
+            Ok(unsafe { self.outputs.add(output) } as u64)
+        }
+        fn input(&mut self, _: usize) -> Result<u64, Self::Error> {
+            unreachable!("a direct kernel takes its scalars by value")
+        }
+        fn bitmap(&mut self, _: usize) -> Result<u64, Self::Error> {
+            unreachable!("a direct kernel has no columns")
+        }
+        fn constant(&mut self, _: usize) -> Result<u64, Self::Error> {
+            unreachable!("a direct kernel has no tensors")
+        }
+        fn scratch(&mut self, _: usize, _: DType, _: usize) -> Result<u64, Self::Error> {
+            unreachable!("a direct kernel has no tensors")
+        }
+        fn selection(&mut self, _: usize, _: usize) -> Result<u64, Self::Error> {
+            unreachable!("a direct kernel has no columns")
+        }
+        fn count(&mut self, _: usize) -> Result<u64, Self::Error> {
+            unreachable!("a direct kernel has no columns")
+        }
+    }
+    // The most parameters a direct call packs without allocating.
+    const STACK: usize = 16;
+    let mut stack = [0u64; STACK];
+    let mut heap = Vec::new();
+    let slots = if args.len() <= STACK {
+        &mut stack[..args.len()]
+    } else {
+        heap.resize(args.len(), 0);
+        &mut heap[..]
+    };
+    let mut cells = Cells {
+        input,
+        outputs: outputs.as_mut_ptr(),
+    };
+    let Ok(()) = abi::pack(args, &mut cells, slots);
+    // SAFETY: one slot per parameter: the inputs by value, the outputs as
+    // pointers to 8-byte cells that outlive the call (the caller's
+    // guarantee that the kernel has these inputs and outputs).
+    unsafe { code.call(slots) }
+}
+
+/// A call's memory in this process: the caller's arrays, the program's
+/// constants, one scratch arena, and cells for scalars, counts and bitmaps.
+struct HostBind<'c, 'a, 'o> {
+    inputs: &'c [ArrayRef<'a>],
+    outputs: &'c mut [ArrayMut<'o>],
+    consts: &'c [Option<Buffer>],
+    arena: *mut u64,
+    /// Where each scratch parameter's room starts in the arena, in bytes.
+    rooms: Vec<usize>,
+    /// Cells behind pointers to scalar inputs and counts (never resized,
+    /// so their addresses hold).
+    cells: Vec<u64>,
+    /// Packed bitmaps, alive until the call returns; a Vec's heap data does
+    /// not move when the Vec of them grows.
+    bitmaps: Vec<Vec<u8>>,
+    /// How many elements each output gets.
+    written: Vec<usize>,
+    /// Each selection's output and the cell its count is written to.
+    counts: Vec<(usize, usize)>,
+}
+
+impl HostBind<'_, '_, '_> {
+    /// A free cell's index and address.
+    fn cell(&mut self) -> (usize, u64) {
+        let idx = self.counts.len() + self.inputs.len();
+        (idx, &mut self.cells[idx] as *mut u64 as u64)
+    }
+}
+
+impl Bind for HostBind<'_, '_, '_> {
+    type Error = ExecError;
+
+    fn scalar(&mut self, input: usize) -> ExecResult<u64> {
+        match self.inputs[input] {
+            ArrayRef::Scalar(s) => Ok(s.bits()),
+            _ => unreachable!("binding checked: a direct kernel's input is a scalar"),
+        }
+    }
+
+    fn input(&mut self, input: usize) -> ExecResult<u64> {
+        Ok(match self.inputs[input] {
+            ArrayRef::Scalar(s) => {
+                // Input `k` has cell `k`; counts take the cells after them.
+                self.cells[input] = s.bits();
+                &mut self.cells[input] as *mut u64 as u64
+            }
+            a => each_array!(a, v => v.as_ptr() as u64, ArrayRef::Scalar(_) => 0),
+        })
+    }
+
+    fn bitmap(&mut self, input: usize) -> ExecResult<u64> {
+        match self.inputs[input] {
+            ArrayRef::Bool(rows) => {
+                self.bitmaps.push(abi::pack_bits(rows));
+                Ok(self.bitmaps.last().expect("just pushed").as_ptr() as u64)
+            }
+            _ => unreachable!("binding checked: a packed input is a bool array"),
+        }
+    }
+
+    fn constant(&mut self, param: usize) -> ExecResult<u64> {
+        Ok(self.consts[param]
+            .as_ref()
+            .expect("every constant parameter has its buffer")
+            .as_ptr() as u64)
+    }
+
+    fn scratch(&mut self, k: usize, _: DType, _: usize) -> ExecResult<u64> {
+        Ok(self.arena as u64 + self.rooms[k] as u64)
+    }
+
+    fn output(&mut self, output: usize, dtype: DType, len: usize) -> ExecResult<u64> {
+        let room = &mut self.outputs[output];
+        assert_eq!(
+            room.array(),
+            Some((dtype, len)),
+            "an output's room was checked against its type"
+        );
+        self.written[output] = len;
+        Ok(room.as_mut_ptr() as u64)
+    }
+
+    fn selection(&mut self, output: usize, len: usize) -> ExecResult<u64> {
+        match &mut self.outputs[output] {
+            ArrayMut::Selection(rows) => {
+                assert!(rows.len() >= len, "a selection's room was checked");
+                Ok(rows.as_mut_ptr() as u64)
+            }
+            _ => unreachable!("a selection's room was checked to be one"),
+        }
+    }
+
+    fn count(&mut self, output: usize) -> ExecResult<u64> {
+        let (idx, addr) = self.cell();
+        self.counts.push((output, idx));
+        Ok(addr)
     }
 }
 
@@ -412,6 +539,7 @@ impl Program for JitProgram {
     ) -> ExecResult<Vec<usize>> {
         let shapes: Vec<InputShape> = inputs.iter().map(ArrayRef::shape).collect();
         let bindings = bind_shapes(&self.graph, &shapes, |idx| inputs[idx].describe())?;
+        check_rooms(self.graph.graph(), &bindings, outputs)?;
         let extents: Vec<u64> = bindings.extents().collect();
         self.invoke(&extents, inputs, outputs)
     }
@@ -473,8 +601,28 @@ impl Program for JitProgram {
     }
 }
 
-/// A Rust type that is a kiln dtype with the same C representation.
-pub trait NativeType: Copy + Send + Sync + 'static {
+mod sealed {
+    /// Implemented only here: see [`super::NativeScalar`].
+    pub trait Sealed {}
+}
+
+/// A Rust type that is a kiln dtype with the same C representation: `bool`,
+/// `i32`, `i64`, `f32`, `f64`, and nothing else. [`TypedFunc`] calls machine
+/// code through a function pointer of these types, so a type that claimed a
+/// dtype it does not have would make that call undefined behaviour. The
+/// trait is sealed: no other crate can implement it.
+///
+/// ```compile_fail
+/// // A foreign claim to be an `f64` is refused (`Sealed` is private).
+/// #[derive(Copy, Clone)]
+/// struct Wide([u64; 4]);
+/// impl kiln::NativeScalar for Wide {
+///     const DTYPE: kiln::DType = kiln::DType::F64;
+///     fn to_slot(self) -> u64 { self.0[0] }
+///     fn from_slot(bits: u64) -> Self { Wide([bits; 4]) }
+/// }
+/// ```
+pub trait NativeScalar: sealed::Sealed + Copy + Send + Sync + 'static {
     /// The dtype.
     const DTYPE: DType;
 
@@ -485,18 +633,20 @@ pub trait NativeType: Copy + Send + Sync + 'static {
     fn from_slot(bits: u64) -> Self;
 }
 
-macro_rules! native_type {
+macro_rules! native_scalar {
     ($($t:ty => $dtype:ident),*) => {$(
-        impl NativeType for $t {
+        impl sealed::Sealed for $t {}
+
+        impl NativeScalar for $t {
             const DTYPE: DType = DType::$dtype;
 
             fn to_slot(self) -> u64 {
-                kiln_ir::Scalar::$dtype(self).bits()
+                Scalar::$dtype(self).bits()
             }
 
             fn from_slot(bits: u64) -> Self {
-                match kiln_ir::Scalar::from_bits(DType::$dtype, bits) {
-                    kiln_ir::Scalar::$dtype(v) => v,
+                match Scalar::from_bits(DType::$dtype, bits) {
+                    Scalar::$dtype(v) => v,
                     _ => unreachable!("from_bits gives its dtype"),
                 }
             }
@@ -504,10 +654,11 @@ macro_rules! native_type {
     )*};
 }
 
-native_type!(bool => Bool, i32 => I32, i64 => I64, f32 => F32, f64 => F64);
+native_scalar!(bool => Bool, i32 => I32, i64 => I64, f32 => F32, f64 => F64);
 
-/// Argument tuples of a [`TypedFunc`]: `()`, `(f64,)`, `(f64, i64)`, …
-pub trait ScalarArgs: Copy {
+/// Argument tuples of a [`TypedFunc`]: `()`, `(f64,)`, `(f64, i64)`, … up to
+/// six [`NativeScalar`]s. Sealed, like [`NativeScalar`].
+pub trait ScalarArgs: sealed::Sealed + Copy {
     /// The dtypes, in order.
     fn dtypes() -> Vec<DType>;
 
@@ -515,21 +666,23 @@ pub trait ScalarArgs: Copy {
     ///
     /// # Safety
     /// `ptr` must be a live function with exactly that signature.
-    unsafe fn call<R: NativeType>(self, ptr: *const u8) -> R;
+    unsafe fn call<R: NativeScalar>(self, ptr: *const u8) -> R;
 
-    /// The arguments in 8-byte slots, in order.
-    fn slots(self) -> Vec<u64>;
+    /// Argument `idx` in an 8-byte slot.
+    fn slot(self, idx: usize) -> u64;
 }
 
 macro_rules! scalar_args {
     ($($a:ident),*) => {
-        impl<$($a: NativeType),*> ScalarArgs for ($($a,)*) {
+        impl<$($a: NativeScalar),*> sealed::Sealed for ($($a,)*) {}
+
+        impl<$($a: NativeScalar),*> ScalarArgs for ($($a,)*) {
             fn dtypes() -> Vec<DType> {
                 vec![$($a::DTYPE),*]
             }
 
             #[allow(non_snake_case)]
-            unsafe fn call<R: NativeType>(self, ptr: *const u8) -> R {
+            unsafe fn call<R: NativeScalar>(self, ptr: *const u8) -> R {
                 // SAFETY: the caller guarantees `ptr` has this signature.
                 let f: extern "C" fn($($a),*) -> R = unsafe { std::mem::transmute::<*const u8, extern "C" fn($($a),*) -> R>(ptr) };
                 let ($($a,)*) = self;
@@ -537,9 +690,10 @@ macro_rules! scalar_args {
             }
 
             #[allow(non_snake_case)]
-            fn slots(self) -> Vec<u64> {
+            fn slot(self, idx: usize) -> u64 {
                 let ($($a,)*) = self;
-                vec![$($a.to_slot()),*]
+                let slots: &[u64] = &[$($a.to_slot()),*];
+                slots[idx]
             }
         }
     };
@@ -559,10 +713,12 @@ scalar_args!(A0, A1, A2, A3, A4, A5);
 #[derive(Clone, Debug)]
 pub struct TypedFunc<A, R> {
     code: CompiledKernel,
+    /// The kernel's arguments, for the VM's calls through slots.
+    args: Arc<[Arg]>,
     _sig: PhantomData<fn(A) -> R>,
 }
 
-impl<A: ScalarArgs, R: NativeType> TypedFunc<A, R> {
+impl<A: ScalarArgs, R: NativeScalar> TypedFunc<A, R> {
     /// Calls the function.
     #[inline]
     pub fn call(&self, args: A) -> R {
@@ -571,17 +727,15 @@ impl<A: ScalarArgs, R: NativeType> TypedFunc<A, R> {
             // `R`, and `self.code` keeps the code alive.
             Some(ptr) => unsafe { args.call(ptr) },
             None => {
-                // The VM: the inputs by value, then where the returned
-                // output goes (`abi::args` of a direct kernel).
-                let mut cell = 0u64;
-                let mut slots = args.slots();
-                slots.push(&mut cell as *mut u64 as u64);
+                // The VM, which has no machine code: through the uniform
+                // entry, as every direct call without a native pointer.
+                let mut cell = [0u64];
                 // SAFETY: `typed` checked that the kernel is direct with
-                // exactly these scalar inputs and one output of `R`, which
-                // the kernel writes into `cell`.
-                let status = unsafe { self.code.call(&mut slots) };
+                // exactly these scalar inputs and one output of `R`.
+                let status =
+                    unsafe { call_direct(&self.code, &self.args, |i| args.slot(i), &mut cell) };
                 debug_assert_eq!(status, abi::STATUS_OK, "a direct kernel cannot fail");
-                R::from_slot(cell)
+                R::from_slot(cell[0])
             }
         }
     }

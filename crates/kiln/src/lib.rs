@@ -26,18 +26,17 @@ pub mod population;
 pub mod runtime;
 #[cfg(feature = "formats")]
 pub mod tensors;
+mod tier;
 
 pub use arrays::{ArrayMut, ArrayRef};
-pub use jit::JitTier::Cranelift;
-#[cfg(feature = "llvm")]
-pub use jit::JitTier::Llvm;
-pub use jit::JitTier::Vm;
-pub use jit::{JitProgram, JitTier, NativeType, ScalarArgs, TypedFunc};
+pub use jit::{JitProgram, NativeScalar, ScalarArgs, TypedFunc};
 pub use kiln_cranelift as cranelift;
+pub use kiln_cranelift::Cranelift;
 pub use kiln_frontend as frontend;
 pub use kiln_frontend::py::Options as PyOptions;
 pub use kiln_interp as interp;
 pub use kiln_ir as ir;
+pub use kiln_ir::kernel::backend::{Backend, BackendError, BackendOptions, Emit, EmitOptions};
 pub use kiln_ir::kernel::OptLevel;
 pub use kiln_ir::{
     optimize, verify, Buffer, DType, Data, Dim, ExecError, ExecResult, Graph, GraphInfo,
@@ -45,8 +44,12 @@ pub use kiln_ir::{
 };
 #[cfg(feature = "llvm")]
 pub use kiln_llvm as llvm;
+#[cfg(feature = "llvm")]
+pub use kiln_llvm::Llvm;
 pub use kiln_vm as vm;
+pub use kiln_vm::Vm;
 pub use population::{MemberError, Population, PopulationOptions, DEFAULT_TIER};
+pub use tier::{Tier, TierError, NO_LLVM};
 
 use std::path::Path;
 
@@ -293,39 +296,7 @@ pub trait Program: Send + Sync {
         let graph = self.verified().graph();
         let shapes: Vec<ir::exec::InputShape> = inputs.iter().map(ArrayRef::shape).collect();
         let bindings = ir::exec::bind_shapes(self.verified(), &shapes, |i| inputs[i].describe())?;
-        if outputs.len() != graph.outputs().len() {
-            return Err(ExecError::OutputCount {
-                expected: graph.outputs().len(),
-                got: outputs.len(),
-            });
-        }
-        for (room, out) in outputs.iter().zip(graph.outputs()) {
-            // A dimension no input binds (which verification rules out)
-            // counts as 0, so no room fits it: an error, not a panic.
-            let elements = |dims: &[Dim]| -> u64 {
-                dims.iter()
-                    .map(|d| bindings.extent(d).unwrap_or(0))
-                    .product()
-            };
-            let ok = match graph.ty(out.value) {
-                Type::Tensor(t) => room.array() == Some((t.dtype, elements(&t.shape) as usize)),
-                Type::Selection(dim) => matches!(room, ArrayMut::Selection(rows)
-                    if rows.len() as u64 >= elements(std::slice::from_ref(dim))),
-            };
-            if !ok {
-                let expected = match graph.ty(out.value) {
-                    Type::Tensor(t) => format!("{}[{}]", t.dtype, elements(&t.shape)),
-                    Type::Selection(dim) => {
-                        format!("room for {} rows", elements(std::slice::from_ref(dim)))
-                    }
-                };
-                return Err(ExecError::Output {
-                    name: out.name.clone(),
-                    expected,
-                    got: room.describe(),
-                });
-            }
-        }
+        arrays::check_rooms(graph, &bindings, outputs)?;
         let data: Vec<Data> = inputs.iter().map(|a| a.to_data()).collect();
         let results = self.run(&data)?;
         results
@@ -453,15 +424,12 @@ impl Engine for Interpreter {
     }
 }
 
-/// Every engine this build has, the interpreter (the oracle) first.
+/// Every engine this build has, the interpreter (the oracle) first
+/// ([`Tier::all`]'s order).
 pub fn engines() -> Vec<Box<dyn DynEngine>> {
-    vec![
-        Box::new(Interpreter),
-        Box::new(Vm),
-        Box::new(Cranelift),
-        #[cfg(feature = "llvm")]
-        Box::new(Llvm),
-    ]
+    Tier::all()
+        .map(|t| t.engine().expect("this build has each of its tiers"))
+        .collect()
 }
 
 // The README's Rust examples are doctests of `kiln-arrow`, the one crate that

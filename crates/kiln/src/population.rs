@@ -75,18 +75,13 @@ pub const GROUP: usize = 256;
 /// The tier a population compiles on when its caller names none (`kiln
 /// eval --population` without `--tier`, Python's `kiln.Population` without
 /// `tier=`): the vector VM, by measurement on the GP population (1,000
-/// expressions, `kiln eval --population`, 1 thread, docs/performance.md).
-/// It compiles 2.4× faster than Cranelift (25 against 61 µs per expression
-/// in one run of `cargo bench -p kiln --bench compile`; 17 µs through the
-/// CLI since) and, with its vector math routines, evaluates 10,000 rows in
-/// 65–75 ms against Cranelift's 215–422 (and 40,000 rows as fast or faster
-/// before those routines: 922–962 against 975–978 ms, where Cranelift runs
-/// vector loops). The LLVM tier's vectorized inline math evaluates about
-/// as fast (84–196 ms at 10,000 rows in earlier sessions) but compiles
-/// about 50 ms per expression, which pays only when the same
-/// population runs over millions of rows; the rule does not guess that, so
-/// it is one tier at every size measured. Naming a tier overrides it.
-pub const DEFAULT_TIER: crate::JitTier = crate::JitTier::Vm;
+/// expressions at 10,000 and 40,000 rows; docs/performance.md, "Compile
+/// latency, second step: the vector VM"): it compiles several times faster
+/// than Cranelift and evaluates as fast or faster. LLVM evaluates about as
+/// fast but compiles far slower, which pays only when the same population
+/// runs over millions of rows; the rule does not guess that. Naming a tier
+/// overrides it.
+pub const DEFAULT_TIER: crate::Tier = crate::Tier::Vm;
 
 /// Rows per block when [`Population::mse`] runs a group into scratch.
 const BLOCK: usize = 4096;

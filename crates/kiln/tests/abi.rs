@@ -3,17 +3,19 @@
 //! through a pointer or in a column (docs/abi.md). C callers may pass any
 //! byte; every tier must read it the same way.
 
-use kiln::{CompileOptions, Engine, Format, JitProgram, JitTier};
+use kiln::{CompileOptions, Engine, Format, JitProgram, Tier};
 
 fn programs(src: &str) -> Vec<(&'static str, JitProgram)> {
     let graph = kiln::load(src, Format::Py, &Default::default())
         .expect("parses")
         .graph;
     let graph = kiln::verify(graph).expect("verifies");
-    JitTier::all()
-        .iter()
+    Tier::compiling()
         .map(|tier| {
-            let p = tier.compile(&graph, &CompileOptions::default());
+            let p = tier
+                .backend()
+                .expect("compiles")
+                .compile(&graph, &CompileOptions::default());
             (tier.name(), p.expect("compiles"))
         })
         .collect()

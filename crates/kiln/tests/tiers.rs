@@ -1,11 +1,11 @@
 //! Every compiling tier through the facade, each test written once and run on
-//! each tier of this build ([`JitTier::all`]): typed calls, borrowed arrays,
+//! each tier of this build ([`Tier::compiling`]): typed calls, borrowed arrays,
 //! threads, populations in one module, division errors, and code memory that
 //! is returned when the last handle drops.
 
 use kiln::{
     ArrayMut, ArrayRef, CompileError, CompileOptions, Data, DynEngine, Engine, ExecError, Format,
-    JitProgram, JitTier, Program, Scalar, TypedFunc, Verified,
+    JitProgram, Program, Scalar, Tier, TypedFunc, Verified,
 };
 
 fn verified(src: &str) -> Verified {
@@ -15,14 +15,21 @@ fn verified(src: &str) -> Verified {
     kiln::verify(graph).expect("verifies")
 }
 
-fn program(tier: JitTier, src: &str) -> JitProgram {
-    tier.compile(&verified(src), &CompileOptions::default())
+fn program(tier: Tier, src: &str) -> JitProgram {
+    let backend = tier.backend().expect("a compiling tier");
+    backend
+        .compile(&verified(src), &CompileOptions::default())
         .expect("compiles")
+}
+
+fn program_of(tier: Tier, graph: &Verified, options: &CompileOptions) -> JitProgram {
+    let backend = tier.backend().expect("a compiling tier");
+    backend.compile(graph, options).expect("compiles")
 }
 
 #[test]
 fn typed_scalar_calls() {
-    for &tier in JitTier::all() {
+    for tier in Tier::compiling() {
         let f = program(tier, "x * 2.0 + 1.0")
             .typed::<(f64,), f64>()
             .expect("f64 -> f64");
@@ -49,7 +56,7 @@ fn typed_scalar_calls() {
 
 #[test]
 fn typed_handles_check_the_signature() {
-    for &tier in JitTier::all() {
+    for tier in Tier::compiling() {
         let p = program(tier, "x * 2.0");
         let err =
             |r: Result<TypedFunc<(f32,), f64>, CompileError>| r.expect_err("mismatch").to_string();
@@ -157,7 +164,7 @@ fn borrowed_arrays_in_and_out() {
 
 #[test]
 fn programs_are_shared_across_threads() {
-    for &tier in JitTier::all() {
+    for tier in Tier::compiling() {
         let f = program(tier, "sqrt(x) + 1.0")
             .typed::<(f64,), f64>()
             .unwrap();
@@ -199,8 +206,8 @@ fn scratch_is_reused_across_calls_threads_and_extents() {
             .collect();
         Data::Column(kiln::ir::Buffer::F32(x))
     };
-    for &tier in JitTier::all() {
-        let p = tier.compile(&graph, &CompileOptions::default()).unwrap();
+    for tier in Tier::compiling() {
+        let p = program_of(tier, &graph, &CompileOptions::default());
         // Two hidden layers of n × 3 floats at a time, in rooms 4 KiB apart
         // (and staggered).
         let bytes = |n: u64| p.scratch_bytes(&[n]).expect("one extent");
@@ -225,7 +232,7 @@ fn scratch_is_reused_across_calls_threads_and_extents() {
 
 #[test]
 fn compiles_on_several_threads_at_once() {
-    for &tier in JitTier::all() {
+    for tier in Tier::compiling() {
         std::thread::scope(|s| {
             for t in 0..4 {
                 s.spawn(move || {
@@ -248,8 +255,10 @@ fn a_population_compiles_as_one_module() {
         Data::Scalar(Scalar::F64(0.5)),
         Data::Scalar(Scalar::F64(-2.0)),
     ];
-    for &tier in JitTier::all() {
+    for tier in Tier::compiling() {
         let programs = tier
+            .backend()
+            .unwrap()
             .compile_batch(&graphs, &CompileOptions::default())
             .unwrap();
         for (graph, program) in graphs.iter().zip(&programs) {
@@ -273,7 +282,7 @@ fn a_population_compiles_as_one_module() {
 fn division_by_zero_is_an_error_not_a_crash() {
     let src = "def f(a: i32[n], b: i32[n]):\n    q = a % b\n    return q";
     let col = |v: Vec<i32>| Data::Column(kiln::Buffer::I32(v));
-    for &tier in JitTier::all() {
+    for tier in Tier::compiling() {
         let p = program(tier, src);
         let err = p
             .run(&[col(vec![1, 2, i32::MIN]), col(vec![1, 0, -1])])
@@ -304,20 +313,17 @@ fn compiling_and_dropping_many_graphs_returns_the_memory() {
         optimize: false,
         ..CompileOptions::default()
     };
-    for &tier in JitTier::all() {
+    for tier in Tier::compiling() {
         // (compiles, the compile after which RSS is the baseline, allowed growth)
         let (n_graphs, warm, allowed) = match tier {
-            JitTier::Vm => (100_000, 10_000, 32 << 20),
-            JitTier::Cranelift => (100_000, 10_000, 32 << 20),
-            #[cfg(feature = "llvm")]
-            JitTier::Llvm => (1_500, 300, 16 << 20),
+            Tier::Vm | Tier::Cranelift => (100_000, 10_000, 32 << 20),
+            Tier::Llvm => (1_500, 300, 16 << 20),
+            Tier::Interp => unreachable!("a compiling tier"),
         };
         let mut baseline = 0;
         let start = std::time::Instant::now();
         for i in 0..n_graphs {
-            let f = tier
-                .compile(&graph, &options)
-                .unwrap()
+            let f = program_of(tier, &graph, &options)
                 .typed::<(f64, f64), f64>()
                 .unwrap();
             assert_eq!(f.call((1.0, 0.0)), 2.0);

@@ -23,7 +23,7 @@ use inkwell::values::{
     PointerValue,
 };
 use inkwell::{AddressSpace, FloatPredicate, IntPredicate};
-use kiln_ir::kernel::abi::{self, NativeType, Slot};
+use kiln_ir::kernel::abi::{self, NativeArg, NativePlace};
 use kiln_ir::kernel::{
     libcalls, Expr, Extent, Kernel, MathCall, Param, ParamIdx, Reg, Stmt, Table, Var,
 };
@@ -61,23 +61,25 @@ fn declare_kernel<'ctx>(
     module: &Module<'ctx>,
     kernel: &Kernel,
     symbol: &str,
-) -> (FunctionValue<'ctx>, Vec<Slot>) {
+) -> (FunctionValue<'ctx>, Vec<NativePlace>) {
     let native = abi::signature(kernel);
-    let ty = |t: NativeType| -> BasicTypeEnum<'ctx> {
+    let ty = |t: NativeArg| -> BasicTypeEnum<'ctx> {
         match t {
-            NativeType::Pointer => cx.ptr_type(AddressSpace::default()).into(),
-            NativeType::I64 => cx.i64_type().into(),
-            NativeType::Value(dtype) => mem_type(cx, dtype),
+            NativeArg::Pointer => cx.ptr_type(AddressSpace::default()).into(),
+            NativeArg::I64 => cx.i64_type().into(),
+            NativeArg::Value(dtype) => mem_type(cx, dtype),
         }
     };
     let params: Vec<BasicMetadataTypeEnum> = native.params.iter().map(|&t| ty(t).into()).collect();
     let ret = native.returns.map(ty);
     let fn_type = ret.unwrap_or(cx.i32_type().into()).fn_type(&params, false);
-    let slots = native.slots;
+    let slots = native.places;
     let function = module.add_function(symbol, fn_type, Some(Linkage::External));
     function.add_attribute(AttributeLoc::Function, enum_attr(cx, "nounwind"));
     for (param, slot) in kernel.params.iter().zip(&slots) {
-        let Slot::Arg(idx) = *slot else { continue };
+        let NativePlace::Arg(idx) = *slot else {
+            continue;
+        };
         let idx = idx as u32;
         if let Some(value) = function.get_nth_param(idx) {
             value.set_name(param_name(param));
@@ -197,7 +199,7 @@ fn define_wrapper<'ctx>(
     cx: &'ctx Context,
     module: &Module<'ctx>,
     callee: FunctionValue<'ctx>,
-    slots: &[Slot],
+    slots: &[NativePlace],
     name: &str,
 ) -> CodegenResult<()> {
     let ptr = cx.ptr_type(AddressSpace::default());
@@ -223,8 +225,8 @@ fn define_wrapper<'ctx>(
         // kernel parameter, so slot `idx` is in bounds.
         let addr = unsafe { builder.build_in_bounds_gep(cx.i64_type(), base, &[index], "slot")? };
         match slot {
-            Slot::Return => ret_ptr = Some(builder.build_load(ptr, addr, "ret")?),
-            Slot::Arg(i) => {
+            NativePlace::Return => ret_ptr = Some(builder.build_load(ptr, addr, "ret")?),
+            NativePlace::Arg(i) => {
                 let ty = BasicTypeEnum::try_from(param_types[*i])
                     .map_err(|()| CodegenError::Invalid("non-basic parameter type".into()))?;
                 args.push(builder.build_load(ty, addr, "arg")?.into());
@@ -252,7 +254,7 @@ struct FunctionCx<'a, 'ctx> {
     builder: Builder<'ctx>,
     kernel: &'a Kernel,
     function: FunctionValue<'ctx>,
-    slots: &'a [Slot],
+    slots: &'a [NativePlace],
     regs: Vec<Option<BasicValueEnum<'ctx>>>,
     /// Each variable's stack slot (promoted to SSA by `mem2reg` from -O1 up).
     vars: Vec<(PointerValue<'ctx>, BasicTypeEnum<'ctx>)>,
@@ -289,11 +291,11 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
 
     fn arg(&self, param: ParamIdx) -> BasicValueEnum<'ctx> {
         match self.slots[param.index()] {
-            Slot::Arg(i) => self
+            NativePlace::Arg(i) => self
                 .function
                 .get_nth_param(i as u32)
                 .expect("one LLVM parameter per argument slot"),
-            Slot::Return => unreachable!("the return slot is only stored to"),
+            NativePlace::Return => unreachable!("the return slot is only stored to"),
         }
     }
 
@@ -360,7 +362,7 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
                 }
                 Stmt::Store(param, row, reg) => {
                     let value = self.reg(*reg);
-                    if self.slots[param.index()] == Slot::Return {
+                    if self.slots[param.index()] == NativePlace::Return {
                         *ret = Some(value);
                         continue;
                     }
@@ -688,7 +690,7 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
             .ok_or_else(|| CodegenError::Invalid(format!("{call:?} on {dtype}")))?;
         let args = call.args();
         let ty = value.get_type().into_float_type();
-        let helper = crate::fallback::helper(self.cx, self.module, &name, args.len(), ty)?;
+        let helper = crate::fallback::helper(self.cx, self.module, name, args.len(), ty)?;
         let flag = crate::fallback::flag_type(self.cx, ty);
         let rare = self
             .builder
@@ -736,7 +738,7 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
             _ => {
                 let name = libcalls::unary_name(op, dtype)
                     .ok_or_else(|| CodegenError::Invalid(format!("`{op}` on {dtype}")))?;
-                return self.call_libm(&name, &[a]);
+                return self.call_libm(name, &[a]);
             }
         };
         self.intrinsic(intrinsic, &[a], &[ty])
@@ -807,7 +809,7 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
             _ => {
                 let name = libcalls::binary_name(op, dtype)
                     .ok_or_else(|| CodegenError::Invalid(format!("`{op}` on {dtype}")))?;
-                self.call_libm(&name, &[a.into(), b.into()])?
+                self.call_libm(name, &[a.into(), b.into()])?
             }
         })
     }

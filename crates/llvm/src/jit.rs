@@ -2,7 +2,7 @@
 //! functions bound to the addresses the caller gives, one context, module and
 //! execution engine per call, freed when the last `CompiledKernel` drops.
 
-use crate::{codegen, optimize, resolve_target, CodegenError, CodegenResult, OptLevel, Options};
+use crate::{codegen, optimize, resolve_target, CodegenError, CodegenResult, OptLevel};
 use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::context::Context;
 use inkwell::execution_engine::ExecutionEngine;
@@ -52,7 +52,7 @@ pub fn jit(
     opt: OptLevel,
     symbols: &[(&'static str, *const u8)],
 ) -> CodegenResult<Vec<CompiledKernel>> {
-    let spec = resolve_target("native", &Options::default())?;
+    let spec = resolve_target("native", None, None)?;
     let machine = spec.machine(opt)?;
     let context: &'static Context = Box::leak(Box::new(Context::create()));
     let context_ptr = context as *const Context as *mut Context;

@@ -1,7 +1,7 @@
 //! kiln's LLVM 19 tier: translates a [`Kernel`] to LLVM IR (`codegen`),
 //! optimizes it with the new pass manager (`default<O0>` … `default<O3>`) for a
 //! target machine, and emits objects, assembly, textual IR, bitcode and linked
-//! wasm32 modules for any target LLVM knows ([`emit`], [`wasm`]), or compiles it
+//! wasm32 modules for any target LLVM knows ([`emit`]), or compiles it
 //! in process ([`jit`]).
 //!
 //! It makes no semantic decisions: lowering (in `kiln-ir`) decided what runs in
@@ -28,7 +28,11 @@ use inkwell::context::Context;
 use inkwell::module::Module;
 use inkwell::passes::PassBuilderOptions;
 use inkwell::targets::{FileType, TargetMachine};
-use kiln_ir::kernel::Kernel;
+use kiln_ir::kernel::abi::CompiledKernel;
+use kiln_ir::kernel::backend::{
+    Backend, BackendError, BackendOptions, BackendResult, Emit, EmitOptions, Symbols,
+};
+use kiln_ir::kernel::{Kernel, LowerOptions};
 
 /// Why code generation failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -72,30 +76,55 @@ fn codegen_level(opt: OptLevel) -> inkwell::OptimizationLevel {
     }
 }
 
-/// What [`emit`] writes.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub enum Emit {
-    /// A relocatable object file.
-    Object,
-    /// Assembly text.
-    Assembly,
-    /// Textual LLVM IR, after optimization.
-    LlvmIr,
-    /// LLVM bitcode, after optimization.
-    Bitcode,
+/// The LLVM tier as a [`Backend`]: the tier called `llvm`.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Llvm;
+
+impl Backend for Llvm {
+    fn name(&self) -> &'static str {
+        "llvm"
+    }
+
+    /// Inline math and matmuls row by row in the destination: LLVM
+    /// vectorizes both.
+    fn lower_options(&self) -> LowerOptions {
+        LowerOptions::default()
+    }
+
+    fn compile_kernels(
+        &self,
+        kernels: Vec<Kernel>,
+        options: &BackendOptions,
+        symbols: Symbols<'_>,
+    ) -> BackendResult<Vec<CompiledKernel>> {
+        jit(kernels, options.opt_level, symbols).map_err(CodegenError::into_backend)
+    }
+
+    fn emits(&self) -> &'static [Emit] {
+        &[
+            Emit::Object,
+            Emit::Assembly,
+            Emit::LlvmIr,
+            Emit::Bitcode,
+            Emit::Wasm,
+            Emit::Header,
+        ]
+    }
+
+    fn emit(&self, kernel: &Kernel, symbol: &str, options: &EmitOptions) -> BackendResult<Vec<u8>> {
+        emit(kernel, symbol, options).map_err(CodegenError::into_backend)
+    }
 }
 
-/// Options for [`emit`] and [`wasm`].
-#[derive(Clone, Debug, Default)]
-pub struct Options {
-    /// The optimization level.
-    pub opt: OptLevel,
-    /// The CPU (`-mcpu`): the host's for the native target by default, else
-    /// the target's generic CPU.
-    pub cpu: Option<String>,
-    /// Target features (`+avx2,-sse4.1`): the host's for the native target by
-    /// default, else the target's defaults.
-    pub features: Option<String>,
+impl CodegenError {
+    /// The error as the [`Backend`] interface reports it: a request LLVM
+    /// does not serve, or its failure (linking included).
+    pub fn into_backend(self) -> BackendError {
+        match self {
+            CodegenError::Unsupported(m) => BackendError::Unsupported(m),
+            e => BackendError::Failed(e.to_string()),
+        }
+    }
 }
 
 /// Runs the `default<On>` pipeline over `module` for `machine`. Loop
@@ -139,53 +168,47 @@ fn build_module<'ctx>(
     Ok(module)
 }
 
-/// `kernel` compiled for `target` (a short name of [`TARGETS`] or any triple
-/// LLVM knows) and exported as `symbol`: an object, assembly, LLVM IR or
-/// bitcode. Math functions are calls to their C names (`sin`, `sinf`, …).
-pub fn emit(
-    kernel: &Kernel,
-    target: &str,
-    symbol: &str,
-    options: &Options,
-    what: Emit,
-) -> CodegenResult<Vec<u8>> {
-    let spec = resolve_target(target, options)?;
-    let machine = spec.machine(options.opt)?;
+/// `kernel` compiled for `options.target` (a short name of [`TARGETS`] or
+/// any triple LLVM knows) and exported as `symbol`: an object, assembly,
+/// LLVM IR, bitcode, or a linked wasm32 module exporting `symbol`, `memory`
+/// and `__heap_base` (where a host may start placing buffers). Math
+/// functions are calls to their C names (`sin`, `sinf`, …; a wasm module
+/// imports them from module `env`). Links wasm with `wasm-ld`
+/// (`$KILN_WASM_LD`, else `wasm-ld-19`, else `wasm-ld`).
+pub fn emit(kernel: &Kernel, symbol: &str, options: &EmitOptions) -> CodegenResult<Vec<u8>> {
+    let spec = resolve_target(
+        &options.target,
+        options.cpu.as_deref(),
+        options.features.as_deref(),
+    )?;
+    if options.emit == Emit::Header {
+        return Err(CodegenError::Unsupported(
+            "a header is written from the kernel, by no backend".into(),
+        ));
+    }
+    if options.emit == Emit::Wasm && !spec.triple.starts_with("wasm32") {
+        return Err(CodegenError::Unsupported(format!(
+            "a linked .wasm module needs a wasm32 target, not `{}` (use --emit obj for it)",
+            spec.triple
+        )));
+    }
+    let machine = spec.machine(options.opt_level)?;
     let cx = Context::create();
-    let module = build_module(&cx, kernel, symbol, &machine, options.opt)?;
+    let module = build_module(&cx, kernel, symbol, &machine, options.opt_level)?;
     let file = |ty| {
         machine
             .write_to_memory_buffer(&module, ty)
             .map(|b| b.as_slice().to_vec())
             .map_err(|e| CodegenError::Llvm(e.to_string()))
     };
-    match what {
+    match options.emit {
         Emit::Object => file(FileType::Object),
         Emit::Assembly => file(FileType::Assembly),
         Emit::LlvmIr => Ok(module.print_to_string().to_bytes().to_vec()),
         Emit::Bitcode => Ok(module.write_bitcode_to_memory().as_slice().to_vec()),
+        Emit::Wasm => link_wasm(&file(FileType::Object)?, symbol),
+        Emit::Header => unreachable!("refused above"),
     }
-}
-
-/// A linked wasm32 module exporting `symbol`, `memory` and `__heap_base` (where
-/// a host may start placing buffers); math functions are imported from module
-/// `env` by their C names. Links with `wasm-ld` (`$KILN_WASM_LD`, else
-/// `wasm-ld-19`, else `wasm-ld`).
-pub fn wasm(
-    kernel: &Kernel,
-    target: &str,
-    symbol: &str,
-    options: &Options,
-) -> CodegenResult<Vec<u8>> {
-    let spec = resolve_target(target, options)?;
-    if !spec.triple.starts_with("wasm32") {
-        return Err(CodegenError::Unsupported(format!(
-            "a linked .wasm module needs a wasm32 target, not `{}` (use --emit obj for it)",
-            spec.triple
-        )));
-    }
-    let object = emit(kernel, target, symbol, options, Emit::Object)?;
-    link_wasm(&object, symbol)
 }
 
 fn link_wasm(object: &[u8], symbol: &str) -> CodegenResult<Vec<u8>> {

@@ -4,7 +4,7 @@
 //! (and their cross gcc) build it; wasm32 to bulk memory and saturating
 //! conversions, so a module imports nothing but the math functions.
 
-use crate::{CodegenError, CodegenResult, OptLevel, Options};
+use crate::{CodegenError, CodegenResult, OptLevel};
 use inkwell::targets::{
     CodeModel, InitializationConfig, RelocMode, Target, TargetMachine, TargetMachineOptions,
     TargetTriple,
@@ -78,8 +78,13 @@ fn arch(triple: &str) -> &str {
 }
 
 /// Resolves `target` (a short name of [`TARGETS`], `native`, or a triple) with
-/// the CPU and features of `options`.
-pub fn resolve_target(target: &str, options: &Options) -> CodegenResult<TargetSpec> {
+/// a CPU and features (by default the host's for the native target, else the
+/// target's generic ones).
+pub fn resolve_target(
+    target: &str,
+    cpu: Option<&str>,
+    features: Option<&str>,
+) -> CodegenResult<TargetSpec> {
     init_targets();
     let host = host_triple();
     let triple = match target {
@@ -101,7 +106,7 @@ pub fn resolve_target(target: &str, options: &Options) -> CodegenResult<TargetSp
     let native = arch(&triple) == arch(&host) && triple.contains("linux") == host.contains("linux");
     let is_riscv64 = arch(&triple).starts_with("riscv64");
     // A CPU given without features means that CPU's own features, not the host's.
-    let (default_cpu, default_features) = if native && options.cpu.is_none() {
+    let (default_cpu, default_features) = if native && cpu.is_none() {
         (
             TargetMachine::get_host_cpu_name().to_string(),
             TargetMachine::get_host_cpu_features().to_string(),
@@ -121,8 +126,8 @@ pub fn resolve_target(target: &str, options: &Options) -> CodegenResult<TargetSp
     };
     Ok(TargetSpec {
         triple,
-        cpu: options.cpu.clone().unwrap_or(default_cpu),
-        features: options.features.clone().unwrap_or(default_features),
+        cpu: cpu.map_or(default_cpu, str::to_string),
+        features: features.map_or(default_features, str::to_string),
         abi: is_riscv64.then(|| "lp64d".to_string()),
     })
 }

@@ -3,7 +3,7 @@
 //! PyCapsules (`__arrow_c_schema__`, `__arrow_c_array__`): no copies in, and
 //! results handed to pyarrow the same way.
 
-use crate::function::Tier;
+use crate::function::tier_named;
 use arrow_array::ffi::{from_ffi, to_ffi};
 use arrow_array::{Array, RecordBatch, StructArray};
 use arrow_data::ffi::FFI_ArrowArray;
@@ -18,15 +18,6 @@ use std::sync::Arc;
 
 const SCHEMA: &std::ffi::CStr = c"arrow_schema";
 const ARRAY: &std::ffi::CStr = c"arrow_array";
-
-fn tier(name: &str) -> PyResult<kiln_arrow::Tier> {
-    Ok(match Tier::from_name(name)? {
-        Tier::Interp => kiln_arrow::Tier::Interpreter,
-        Tier::Jit(kiln::JitTier::Cranelift) => kiln_arrow::Tier::Cranelift,
-        Tier::Jit(kiln::JitTier::Llvm) => kiln_arrow::Tier::Llvm,
-        Tier::Jit(kiln::JitTier::Vm) => kiln_arrow::Tier::Vm,
-    })
-}
 
 /// kiln-arrow's errors: bad queries are `kiln.ParseError`s or
 /// `ValueError`s, run-time division by zero a `kiln.DivisionByZeroError`.
@@ -110,7 +101,7 @@ impl ArrowFilter {
     #[pyo3(signature = (schema, query, tier="cranelift"))]
     fn new(py: Python<'_>, schema: &Bound<'_, PyAny>, query: &str, tier: &str) -> PyResult<Self> {
         let schema = import_schema(schema)?;
-        let tier = self::tier(tier)?;
+        let tier = tier_named(tier)?;
         let query = kiln_arrow::query::parse(query).map_err(|e| match e {
             Error::Parse(p) => {
                 crate::errors::parse_error(&p.render("<query>", query), "<query>", query, p.loc)
@@ -515,7 +506,7 @@ impl ArrowProjector {
         tier: &str,
     ) -> PyResult<Self> {
         let schema = import_schema(schema)?;
-        let tier = self::tier(tier)?;
+        let tier = tier_named(tier)?;
         let mut parsed = Vec::with_capacity(exprs.len());
         for (name, text) in &exprs {
             let e = kiln_arrow::query::parse(text).map_err(|e| match e {

@@ -2,54 +2,22 @@
 
 use crate::errors::exec_error;
 use crate::values::{self, Held, Room};
-use kiln::ir::kernel::abi::{self, Arg};
 use kiln::{
-    ArrayRef, CompileOptions, CompileResult, DType, Dim, Engine, ExecError, InterpProgram,
-    JitProgram, JitTier, Program, Scalar, Type, Verified,
+    ArrayRef, CompileOptions, CompileResult, Dim, Engine, InterpProgram, JitProgram, Program,
+    Scalar, Tier, Type, Verified,
 };
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use std::collections::HashMap;
 
-/// The tiers a [`Function`] can run on.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub enum Tier {
-    /// The reference interpreter.
-    Interp,
-    /// A compiling tier.
-    Jit(JitTier),
-}
-
-impl Tier {
-    /// Every tier of this build, the default (Cranelift) first.
-    pub const ALL: &'static [Tier] = &[
-        Tier::Jit(JitTier::Cranelift),
-        Tier::Jit(JitTier::Llvm),
-        Tier::Jit(JitTier::Vm),
-        Tier::Interp,
-    ];
-
-    /// The tier called `name`.
-    pub fn from_name(name: &str) -> PyResult<Tier> {
-        Self::ALL
-            .iter()
-            .copied()
-            .find(|t| t.name() == name)
-            .ok_or_else(|| {
-                PyValueError::new_err(format!(
-                    "tier must be 'cranelift', 'llvm', 'vm' or 'interp', not {name:?}"
-                ))
-            })
-    }
-
-    /// The tier's name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Tier::Interp => "interp",
-            Tier::Jit(t) => t.name(),
-        }
-    }
+/// The tier called `name`, as `tier=` takes it.
+pub fn tier_named(name: &str) -> PyResult<Tier> {
+    name.parse::<Tier>().map_err(|_| {
+        PyValueError::new_err(format!(
+            "tier must be 'cranelift', 'llvm', 'vm' or 'interp', not {name:?}"
+        ))
+    })
 }
 
 enum Compiled {
@@ -66,16 +34,8 @@ impl Compiled {
     }
 }
 
-/// Where a direct kernel's slot comes from: a scalar argument, or a cell the
-/// kernel writes an output to.
-#[derive(Copy, Clone)]
-enum Slot {
-    Input(usize, DType),
-    Output(usize),
-}
-
-/// The most slots a scalar call passes on the stack.
-const MAX_DIRECT_SLOTS: usize = 16;
+/// The most inputs and outputs a scalar call converts on the stack.
+const MAX_DIRECT: usize = 16;
 
 /// A compiled graph, called like a Python function: `f(x, y)` with scalars
 /// or arrays, `f(x, out=buffer)` to write into the caller's array. Scalars
@@ -88,9 +48,10 @@ pub struct Function {
     inputs: Vec<(String, Type)>,
     /// Output names and types, in order.
     outputs: Vec<(String, Type)>,
-    /// A scalar kernel's slots, for the fast path that neither allocates
-    /// nor releases the GIL.
-    direct: Option<Vec<Slot>>,
+    /// Whether calls take the scalar fast path, which neither allocates
+    /// arrays nor releases the GIL (a direct kernel of at most
+    /// [`MAX_DIRECT`] inputs and outputs).
+    direct: bool,
     /// What `kiln._rebuild` needs to compile this function again (pickling).
     recipe: Option<Py<PyAny>>,
 }
@@ -100,36 +61,21 @@ impl Function {
     pub fn compile(tier: Tier, graph: &Verified, options: &CompileOptions) -> CompileResult<Self> {
         let compiled = match tier {
             Tier::Interp => Compiled::Interp(kiln::Interpreter.compile(graph, options)?),
-            Tier::Jit(t) => Compiled::Jit(t.compile(graph, options)?),
+            t => Compiled::Jit(t.backend()?.compile(graph, options)?),
         };
         let g = compiled.program().verified().graph();
         let named = |name: &str, v| (name.to_string(), g.ty(v).clone());
-        let inputs = g.inputs().iter().map(|i| named(&i.name, i.value)).collect();
-        let outputs = g
+        let inputs: Vec<_> = g.inputs().iter().map(|i| named(&i.name, i.value)).collect();
+        let outputs: Vec<_> = g
             .outputs()
             .iter()
             .map(|o| named(&o.name, o.value))
             .collect();
         let direct = match &compiled {
-            Compiled::Jit(p) if p.kernel().direct => {
-                let slots: Vec<Slot> = abi::args(p.kernel(), &[])
-                    .iter()
-                    .map(|a| match *a {
-                        Arg::Input { input, .. } => Slot::Input(
-                            input,
-                            g.ty(g.inputs()[input].value)
-                                .dtype()
-                                .expect("scalar inputs"),
-                        ),
-                        Arg::Returned { output, .. } | Arg::Output { output, .. } => {
-                            Slot::Output(output)
-                        }
-                        _ => unreachable!("a direct kernel has scalars in and out only"),
-                    })
-                    .collect();
-                (slots.len() <= MAX_DIRECT_SLOTS).then_some(slots)
+            Compiled::Jit(p) => {
+                p.kernel().direct && inputs.len() <= MAX_DIRECT && outputs.len() <= MAX_DIRECT
             }
-            _ => None,
+            Compiled::Interp(_) => false,
         };
         Ok(Function {
             compiled,
@@ -151,39 +97,24 @@ impl Function {
         self.compiled.program()
     }
 
-    /// The scalar fast path: one indirect call through the kernel's uniform
-    /// entry, arguments and results in stack cells.
+    /// The scalar fast path: arguments converted on the stack, one call
+    /// through the kernel's uniform entry (`JitProgram::call_scalars`).
     fn call_direct<'py>(
         &self,
         py: Python<'py>,
         program: &JitProgram,
-        slots: &[Slot],
         args: &Bound<'py, PyTuple>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let mut raw = [0u64; MAX_DIRECT_SLOTS];
-        let mut cells = [0u64; MAX_DIRECT_SLOTS];
-        for (k, slot) in slots.iter().enumerate() {
-            raw[k] = match *slot {
-                Slot::Input(i, dtype) => {
-                    let arg = args.get_item(i)?;
-                    values::scalar(&arg, dtype, &self.inputs[i].0)?.bits()
-                }
-                Slot::Output(o) => &mut cells[o] as *mut u64 as u64,
-            };
+        let mut scalars = [Scalar::F64(0.0); MAX_DIRECT];
+        let mut cells = [0u64; MAX_DIRECT];
+        for (i, (name, ty)) in self.inputs.iter().enumerate() {
+            let dtype = ty.dtype().expect("scalar inputs");
+            scalars[i] = values::scalar(&args.get_item(i)?, dtype, name)?;
         }
-        // SAFETY: `slots` is `abi::args` of this direct kernel, one per
-        // parameter in order: scalar inputs by value (converted to the
-        // parameter's dtype), outputs as pointers to 8-byte cells that outlive
-        // the call.
-        let status = unsafe { program.call_slots(&mut raw[..slots.len()]) };
-        if status != abi::STATUS_OK {
-            let graph = program.verified().graph();
-            return Err(exec_error(ExecError::from_status(
-                graph,
-                program.kernel(),
-                status,
-            )));
-        }
+        let outputs = &mut cells[..self.outputs.len()];
+        program
+            .call_scalars(&scalars[..self.inputs.len()], outputs)
+            .map_err(exec_error)?;
         let value = |o: usize| {
             let dtype = self.outputs[o].1.dtype().expect("scalar outputs");
             values::scalar_to_py(py, Scalar::from_bits(dtype, cells[o]))
@@ -415,8 +346,8 @@ impl Function {
                 args.len()
             )));
         }
-        match (&self.compiled, &self.direct, out) {
-            (Compiled::Jit(p), Some(slots), None) => self.call_direct(py, p, slots, args),
+        match (&self.compiled, self.direct, out) {
+            (Compiled::Jit(p), true, None) => self.call_direct(py, p, args),
             _ => self.call_arrays(py, args, out),
         }
     }

@@ -4,7 +4,7 @@
 //! again.
 
 use crate::errors::{compile_error, parse_error};
-use crate::function::{Function, Tier};
+use crate::function::{tier_named, Function};
 use kiln::frontend::fx::{self, Arg, FxGraph, Node, MAX_DEPTH};
 use kiln::Type;
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -93,7 +93,7 @@ pub fn compile_fx(
     tier: &str,
     optimize: bool,
 ) -> PyResult<Function> {
-    let tier = Tier::from_name(tier)?;
+    let tier = tier_named(tier)?;
     let mut graph = FxGraph {
         nodes: Vec::with_capacity(nodes.len()),
         output: output

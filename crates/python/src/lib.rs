@@ -13,7 +13,7 @@ mod values;
 
 use errors::{compile_error, parse_error};
 use function::Function;
-use kiln::aot::{AotError, AotOptions, AotTier, Emit};
+use kiln::aot::{AotError, AotOptions, Emit};
 use kiln::{Format, LoadOptions, OptLevel, Type, Verified};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -118,7 +118,7 @@ fn compile(
     optimize: bool,
     recipe: Py<PyAny>,
 ) -> PyResult<Function> {
-    let tier = function::Tier::from_name(tier)?;
+    let tier = function::tier_named(tier)?;
     let graph = load(&spec)?;
     let options = kiln::CompileOptions {
         optimize,
@@ -154,9 +154,9 @@ fn aot(
         ))
     })?;
     let tier = match tier {
-        None => AotTier::default(),
-        Some("llvm") => AotTier::Llvm,
-        Some("cranelift") => AotTier::Cranelift,
+        None => kiln::aot::default_tier(),
+        Some("llvm") => kiln::Tier::Llvm,
+        Some("cranelift") => kiln::Tier::Cranelift,
         Some(t) => {
             return Err(PyValueError::new_err(format!(
                 "tier must be 'llvm' or 'cranelift' ahead of time, not {t:?}"
@@ -202,10 +202,11 @@ fn check_syntax(text: &str, name: &str) -> PyResult<()> {
         .map_err(|e| parse_error(&e.render(name, text), name, text, e.loc))
 }
 
-/// The tiers this build can compile with.
+/// The tiers this build runs on: the reference interpreter, then the
+/// compiling tiers from the cheapest compile (`kiln::Tier::all`).
 #[pyfunction]
 fn tiers() -> Vec<&'static str> {
-    function::Tier::ALL.iter().map(|t| t.name()).collect()
+    kiln::Tier::all().map(kiln::Tier::name).collect()
 }
 
 /// The module's allocator: kiln's front half allocates per node, and

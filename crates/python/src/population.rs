@@ -1,7 +1,8 @@
 //! `kiln.Population`: a GP population compiled in batches and evaluated on
 //! every core, over the columns of a 2-D array, a dict or a DataFrame.
 
-use crate::function::Tier;
+use crate::function::tier_named;
+use kiln::Tier;
 use kiln::{CompileOptions, MemberError, Population as Inner, PopulationOptions};
 use numpy::{PyArray1, PyArray2, PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -35,18 +36,11 @@ fn engine_compile(
             ..CompileOptions::default()
         },
     };
-    let jit;
-    let engine: &dyn kiln::DynEngine = match tier {
-        Tier::Interp => &kiln::Interpreter,
-        Tier::Jit(t) => {
-            jit = t;
-            &jit
-        }
-    };
+    let engine = tier.engine().expect("the Python module has every tier");
     match variables {
-        Some(variables) => Inner::compile(exprs, variables, engine, &options),
+        Some(variables) => Inner::compile(exprs, variables, &*engine, &options),
         // The expressions' own names, parsing each once.
-        None => Inner::compile_inferring(exprs, engine, &options),
+        None => Inner::compile_inferring(exprs, &*engine, &options),
     }
 }
 
@@ -162,8 +156,8 @@ impl Population {
     ) -> PyResult<Self> {
         // Unnamed: the population's rule (`kiln::DEFAULT_TIER`).
         let tier = match tier {
-            Some(name) => Tier::from_name(name)?,
-            None => Tier::Jit(kiln::DEFAULT_TIER),
+            Some(name) => tier_named(name)?,
+            None => kiln::DEFAULT_TIER,
         };
         if threads == Some(0) {
             return Err(PyValueError::new_err("threads must be at least 1"));

@@ -2,8 +2,8 @@
 //! runs it without generating machine code.
 //!
 //! [`compile`] translates a [`Kernel`] statement by statement into a tree
-//! of instructions over *lanes*: every register gets a slot of
-//! [`BLOCK`] 8-byte cells (slots are reused once a register is dead: a
+//! of instructions over *lanes*: every register gets a vector register
+//! (a `VReg`) of [`BLOCK`] 8-byte lanes (reused once a register is dead: a
 //! chain of 200 operations needs 4), and each
 //! instruction is a loop over the lanes, compiled ahead of time by rustc
 //! for baseline x86-64, AVX2 and AVX-512 ([`simd`], `lanes.rs`), and
@@ -34,30 +34,67 @@ mod routines;
 
 pub use lanes::{simd, Simd};
 
+use kiln_ir::kernel::abi::{CompiledKernel, HostEntry};
+use kiln_ir::kernel::backend::{Backend, BackendError, BackendOptions, BackendResult, Symbols};
 use kiln_ir::kernel::{Expr, Extent, Kernel, LowerOptions, MathCall, MathFn, Reg, Stmt};
 use kiln_ir::{BinaryOp, DType, EntityRef, Scalar, UnaryOp};
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::sync::Arc;
 
-/// Rows a block loop runs at a time: the lanes of every slot.
+/// Rows a block loop runs at a time: the lanes of every vreg.
 pub const BLOCK: usize = 256;
 
-/// How kernels for the VM are lowered: `matmul` row by row in the
-/// destination (its inner loop runs in blocks), and transcendentals as
-/// calls, which the VM runs as its routines (`routines.rs`: the inline
-/// math, compiled ahead of time) where they are faster and as `libm` crate
-/// calls otherwise. Inline math in the kernel measured slower here: on the
-/// GP population its expansion makes kernels about 20 times longer, so
-/// lowering and translation cost 52 µs per expression instead of 4, and
-/// each primitive's pass over a block's lanes costs more than the call
-/// (evaluation 215 against 183 µs per expression at 10,000 rows, `cargo
-/// bench -p kiln --bench compile`, docs/performance.md), and more again
-/// than the routine, which keeps the whole function in registers.
-pub const LOWER_OPTIONS: LowerOptions = LowerOptions {
-    packed_bools: false,
-    register_tiles: false,
-    libm_calls: true,
-};
+/// The VM as a [`Backend`]: the tier called `vm`.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Vm;
+
+impl Backend for Vm {
+    fn name(&self) -> &'static str {
+        "vm"
+    }
+
+    /// `matmul` row by row in the destination (its inner loop runs in
+    /// blocks), and transcendentals as calls, which the VM runs as its
+    /// routines (`routines.rs`: the inline math, compiled ahead of time)
+    /// where they are faster and as `libm` crate calls otherwise. Inline
+    /// math in the kernel measured slower on the GP population: its
+    /// expansion makes kernels about 20 times longer, and each primitive's
+    /// pass over a block's lanes costs more than the call
+    /// (docs/performance.md, "Compile latency, second step: the vector
+    /// VM").
+    fn lower_options(&self) -> LowerOptions {
+        LowerOptions {
+            packed_bools: false,
+            register_tiles: false,
+            libm_calls: true,
+        }
+    }
+
+    /// Each kernel on its own (the VM has no modules); math calls go to the
+    /// VM's routines and the `libm` crate, not to `symbols`.
+    fn compile_kernels(
+        &self,
+        kernels: Vec<Kernel>,
+        _: &BackendOptions,
+        _: Symbols<'_>,
+    ) -> BackendResult<Vec<CompiledKernel>> {
+        kernels
+            .into_iter()
+            .map(|kernel| {
+                let vm = compile(&kernel).map_err(|e| BackendError::Failed(e.to_string()))?;
+                let entry: HostEntry = Arc::new(move |slots: &[u64]| {
+                    // SAFETY: reached only through `CompiledKernel::call`,
+                    // whose contract is `VmKernel::call`'s.
+                    unsafe { vm.call(slots) }
+                });
+                // SAFETY: `entry` runs this kernel under `call`'s contract
+                // and nothing else holds it.
+                Ok(unsafe { CompiledKernel::host(Arc::new(kernel), entry) })
+            })
+            .collect()
+    }
+}
 
 /// Why a kernel could not be compiled: an expression no lowering emits
 /// (lowering's bug, not the user's).
@@ -83,16 +120,19 @@ fn routine2(op: BinaryOp, dtype: DType) -> Option<lanes::Bins> {
         .flatten()
 }
 
-type Slot = u32;
+/// A vector register: the index of [`BLOCK`] lanes (one per row of a
+/// block) that holds one kernel register's values. Not a call's slot: the
+/// 8-byte argument slots [`VmKernel::call`] takes are the ABI's.
+type VReg = u32;
 
 /// Where a loop's trip count comes from.
 #[derive(Copy, Clone, Debug)]
 enum Trip {
     Fixed(u64),
-    /// The parameter's slot (an `int64_t`).
+    /// The parameter's call slot (an `int64_t`).
     Arg(usize),
-    /// Lane 0 of a register's slot.
-    Reg(Slot),
+    /// Lane 0 of a register's vreg.
+    Reg(VReg),
 }
 
 /// An element index: a register's lanes, `unit` when they are known to be
@@ -100,104 +140,104 @@ enum Trip {
 /// one contiguous run.
 #[derive(Copy, Clone, Debug)]
 struct Index {
-    slot: Slot,
+    vreg: VReg,
     unit: bool,
 }
 
 enum Inst {
     /// A scalar input (a direct kernel's by value, else behind a pointer).
     Input {
-        dst: Slot,
+        dst: VReg,
         param: usize,
         dtype: DType,
         by_value: bool,
     },
     Load {
-        dst: Slot,
+        dst: VReg,
         param: usize,
         index: Index,
         dtype: DType,
     },
     LoadBit {
-        dst: Slot,
+        dst: VReg,
         param: usize,
-        index: Slot,
+        index: VReg,
     },
     Trip {
-        dst: Slot,
+        dst: VReg,
         trip: Trip,
     },
     Var {
-        dst: Slot,
+        dst: VReg,
         var: usize,
     },
     Un {
-        dst: Slot,
+        dst: VReg,
         f: lanes::Un,
-        a: Slot,
+        a: VReg,
     },
     Bin {
-        dst: Slot,
+        dst: VReg,
         f: lanes::Bin,
-        a: Slot,
-        b: Slot,
+        a: VReg,
+        b: VReg,
     },
     /// A binary op with one constant operand (`k`).
     BinK {
-        dst: Slot,
+        dst: VReg,
         f: lanes::BinK,
-        a: Slot,
+        a: VReg,
         k: u64,
     },
     Select {
-        dst: Slot,
-        c: Slot,
-        a: Slot,
-        b: Slot,
+        dst: VReg,
+        c: VReg,
+        a: VReg,
+        b: VReg,
     },
     Call {
-        dst: Slot,
+        dst: VReg,
         f: math::Func,
-        a: Slot,
-        b: Slot,
+        a: VReg,
+        b: VReg,
     },
     Table {
-        dst: Slot,
+        dst: VReg,
         bits: &'static [u64],
-        index: Slot,
+        index: VReg,
     },
     Fallback {
-        dst: Slot,
+        dst: VReg,
         f: math::Func,
-        a: Slot,
-        b: Slot,
-        rare: Slot,
-        value: Slot,
+        a: VReg,
+        b: VReg,
+        rare: VReg,
+        value: VReg,
     },
 }
 
 enum Node {
     Inst(Inst),
     Check {
-        src: Slot,
+        src: VReg,
         status: i32,
     },
     Loop(Box<Loop>),
     Set {
         var: usize,
-        src: Slot,
+        src: VReg,
     },
     Store {
         param: usize,
         index: Option<Index>,
-        src: Slot,
+        src: VReg,
         dtype: DType,
     },
     KeepRow {
         sel: usize,
         count: usize,
-        row: Slot,
-        mask: Slot,
+        row: VReg,
+        mask: VReg,
     },
     StoreCount {
         param: usize,
@@ -207,22 +247,22 @@ enum Node {
 
 struct Loop {
     trip: Trip,
-    row: Slot,
+    row: VReg,
     body: Vec<Node>,
     /// Runs [`BLOCK`] rows at a time (else row by row).
     block: bool,
-    /// In a block loop: the slots of registers defined before the loop
+    /// In a block loop: the vregs of registers defined before the loop
     /// (other than constants), spread over the lanes on entry.
-    spread: Vec<Slot>,
+    spread: Vec<VReg>,
 }
 
 /// A kernel compiled for the VM. `Send + Sync`; calls from many threads
 /// run at once (each thread keeps its own lanes).
 pub struct VmKernel {
     body: Vec<Node>,
-    slots: usize,
-    /// Each constant's slot and bits: spread over every lane at each call.
-    consts: Vec<(Slot, u64)>,
+    vregs: usize,
+    /// Each constant's vreg and bits: spread over every lane at each call.
+    consts: Vec<(VReg, u64)>,
     /// Each variable's initial bits.
     vars: Vec<u64>,
     /// Whether any loop runs in blocks (else lane 0 is all a call uses).
@@ -233,7 +273,7 @@ pub struct VmKernel {
 impl std::fmt::Debug for VmKernel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("VmKernel")
-            .field("slots", &self.slots)
+            .field("vregs", &self.vregs)
             .field("consts", &self.consts.len())
             .field("blocks", &self.blocks)
             .finish()
@@ -257,11 +297,11 @@ pub fn compile(kernel: &Kernel) -> Result<VmKernel, VmError> {
         kernel,
         live: &live,
         frees: vec![Vec::new(); live.pos as usize + 1],
-        slot_of: vec![u32::MAX; kernel.regs.len()],
+        vreg_of: vec![u32::MAX; kernel.regs.len()],
         free: Vec::new(),
-        slots: 0,
+        vregs: 0,
         consts: Vec::new(),
-        const_slot: HashMap::new(),
+        const_vreg: HashMap::new(),
         const_of: vec![None; kernel.regs.len()],
         pos: 0,
         units: Vec::new(),
@@ -275,7 +315,7 @@ pub fn compile(kernel: &Kernel) -> Result<VmKernel, VmError> {
     let body = cx.block(&kernel.body)?;
     Ok(VmKernel {
         body,
-        slots: cx.slots as usize,
+        vregs: cx.vregs as usize,
         consts: cx.consts,
         vars: kernel.vars.iter().map(|s| s.bits()).collect(),
         blocks: cx.blocks,
@@ -349,18 +389,18 @@ impl Liveness {
     }
 }
 
-/// The translation: slots assigned in program order as registers are
+/// The translation: vregs assigned in program order as registers are
 /// defined, freed after their last use.
 struct Cx<'k> {
     kernel: &'k Kernel,
     live: &'k Liveness,
     /// The registers whose last use is each position.
     frees: Vec<Vec<u32>>,
-    slot_of: Vec<Slot>,
-    free: Vec<Slot>,
-    slots: u32,
-    consts: Vec<(Slot, u64)>,
-    const_slot: HashMap<u64, Slot>,
+    vreg_of: Vec<VReg>,
+    free: Vec<VReg>,
+    vregs: u32,
+    consts: Vec<(VReg, u64)>,
+    const_vreg: HashMap<u64, VReg>,
     /// Each constant register's bits.
     const_of: Vec<Option<u64>>,
     pos: u32,
@@ -375,26 +415,26 @@ impl Cx<'_> {
         Err(VmError::Invalid(format!("{}: {what}", self.kernel.name)))
     }
 
-    fn slot(&self, reg: Reg) -> Slot {
-        self.slot_of[reg.index()]
+    fn vreg(&self, reg: Reg) -> VReg {
+        self.vreg_of[reg.index()]
     }
 
-    fn define(&mut self, reg: Reg) -> Slot {
-        let slot = self.free.pop().unwrap_or_else(|| {
-            self.slots += 1;
-            self.slots - 1
+    fn define(&mut self, reg: Reg) -> VReg {
+        let vreg = self.free.pop().unwrap_or_else(|| {
+            self.vregs += 1;
+            self.vregs - 1
         });
-        self.slot_of[reg.index()] = slot;
-        slot
+        self.vreg_of[reg.index()] = vreg;
+        vreg
     }
 
-    /// Frees the slots of the registers last used at the current position
-    /// (after its definition took a slot, so a result never shares its
-    /// operands' slots).
+    /// Frees the vregs of the registers last used at the current position
+    /// (after its definition took a vreg, so a result never shares its
+    /// operands' vregs).
     fn release(&mut self) {
         for r in std::mem::take(&mut self.frees[self.pos as usize]) {
-            if self.const_of[r as usize].is_none() && self.slot_of[r as usize] != u32::MAX {
-                self.free.push(self.slot_of[r as usize]);
+            if self.const_of[r as usize].is_none() && self.vreg_of[r as usize] != u32::MAX {
+                self.free.push(self.vreg_of[r as usize]);
             }
         }
     }
@@ -403,7 +443,7 @@ impl Cx<'_> {
         match extent {
             Extent::Fixed(n) => Trip::Fixed(n),
             Extent::Param(p) => Trip::Arg(p.index()),
-            Extent::Reg(r) => Trip::Reg(self.slot(r)),
+            Extent::Reg(r) => Trip::Reg(self.vreg(r)),
         }
     }
 
@@ -413,20 +453,20 @@ impl Cx<'_> {
             self.pos += 1;
             match stmt {
                 Stmt::Let(reg, Expr::Const(c)) => {
-                    // Constants of every dtype share a slot when their
+                    // Constants of every dtype share a vreg when their
                     // bits agree: a lane is only bits.
                     let bits = c.bits();
-                    let slot = match self.const_slot.get(&bits) {
+                    let vreg = match self.const_vreg.get(&bits) {
                         Some(&s) => s,
                         None => {
-                            self.slots += 1;
-                            let s = self.slots - 1;
-                            self.const_slot.insert(bits, s);
+                            self.vregs += 1;
+                            let s = self.vregs - 1;
+                            self.const_vreg.insert(bits, s);
                             self.consts.push((s, bits));
                             s
                         }
                     };
-                    self.slot_of[reg.index()] = slot;
+                    self.vreg_of[reg.index()] = vreg;
                     self.const_of[reg.index()] = Some(bits);
                 }
                 Stmt::Let(reg, expr) => {
@@ -434,12 +474,12 @@ impl Cx<'_> {
                     nodes.push(Node::Inst(inst));
                 }
                 Stmt::CheckNonZero(reg, check) => nodes.push(Node::Check {
-                    src: self.slot(*reg),
+                    src: self.vreg(*reg),
                     status: kiln_ir::kernel::abi::division_by_zero_status(*check),
                 }),
                 Stmt::Loop { extent, row, body } => {
                     let trip = self.trip(*extent);
-                    let row_slot = self.define(*row);
+                    let row_vreg = self.define(*row);
                     self.release();
                     // Positions are numbered as `Liveness` numbers them.
                     let start = self.pos;
@@ -447,14 +487,14 @@ impl Cx<'_> {
                     let block = block_safe(body, &strides);
                     let spread = if block {
                         self.blocks = true;
-                        let mut outer: Vec<Slot> = Vec::new();
+                        let mut outer: Vec<VReg> = Vec::new();
                         for stmt in body {
                             for r in stmt_regs(stmt) {
                                 if self.live.def[r.index()] < start
                                     && self.const_of[r.index()].is_none()
-                                    && !outer.contains(&self.slot(r))
+                                    && !outer.contains(&self.vreg(r))
                                 {
-                                    outer.push(self.slot(r));
+                                    outer.push(self.vreg(r));
                                 }
                             }
                         }
@@ -474,7 +514,7 @@ impl Cx<'_> {
                     self.pos += 1;
                     nodes.push(Node::Loop(Box::new(Loop {
                         trip,
-                        row: row_slot,
+                        row: row_vreg,
                         body: inner,
                         block,
                         spread,
@@ -482,16 +522,16 @@ impl Cx<'_> {
                 }
                 Stmt::Set(var, reg) => nodes.push(Node::Set {
                     var: var.index(),
-                    src: self.slot(*reg),
+                    src: self.vreg(*reg),
                 }),
                 Stmt::Store(param, row, reg) => {
                     nodes.push(Node::Store {
                         param: param.index(),
                         index: row.map(|r| Index {
-                            slot: self.slot(r),
+                            vreg: self.vreg(r),
                             unit: self.units.contains(&r),
                         }),
-                        src: self.slot(*reg),
+                        src: self.vreg(*reg),
                         dtype: self.kernel.reg_type(*reg),
                     });
                 }
@@ -503,8 +543,8 @@ impl Cx<'_> {
                 } => nodes.push(Node::KeepRow {
                     sel: sel.index(),
                     count: count.index(),
-                    row: self.slot(*row),
-                    mask: self.slot(*mask),
+                    row: self.vreg(*row),
+                    mask: self.vreg(*mask),
                 }),
                 Stmt::StoreCount(param, var) => nodes.push(Node::StoreCount {
                     param: param.index(),
@@ -518,8 +558,8 @@ impl Cx<'_> {
 
     fn inst(&mut self, reg: Reg, expr: &Expr) -> Result<Inst, VmError> {
         let dtype = self.kernel.reg_type(reg);
-        // Operands' slots before the result takes one.
-        let s = |r: &Reg| self.slot_of[r.index()];
+        // Operands' vregs before the result takes one.
+        let s = |r: &Reg| self.vreg_of[r.index()];
         let inst = match expr {
             Expr::Input(p) => Inst::Input {
                 dst: 0,
@@ -531,7 +571,7 @@ impl Cx<'_> {
                 dst: 0,
                 param: p.index(),
                 index: Index {
-                    slot: s(r),
+                    vreg: s(r),
                     unit: self.units.contains(r),
                 },
                 dtype,
@@ -646,26 +686,26 @@ impl Cx<'_> {
             (_, Some(k)) => Inst::BinK {
                 dst: 0,
                 f: f.vk,
-                a: self.slot(a),
+                a: self.vreg(a),
                 k,
             },
             (Some(k), None) => Inst::BinK {
                 dst: 0,
                 f: f.kv,
-                a: self.slot(b),
+                a: self.vreg(b),
                 k,
             },
             (None, None) => Inst::Bin {
                 dst: 0,
                 f: f.vv,
-                a: self.slot(a),
-                b: self.slot(b),
+                a: self.vreg(a),
+                b: self.vreg(b),
             },
         }
     }
 }
 
-fn with_dst(mut inst: Inst, slot: Slot) -> Inst {
+fn with_dst(mut inst: Inst, vreg: VReg) -> Inst {
     match &mut inst {
         Inst::Input { dst, .. }
         | Inst::Load { dst, .. }
@@ -678,7 +718,7 @@ fn with_dst(mut inst: Inst, slot: Slot) -> Inst {
         | Inst::Select { dst, .. }
         | Inst::Call { dst, .. }
         | Inst::Table { dst, .. }
-        | Inst::Fallback { dst, .. } => *dst = slot,
+        | Inst::Fallback { dst, .. } => *dst = vreg,
     }
     inst
 }
@@ -819,11 +859,11 @@ impl VmKernel {
         let width = if self.blocks { BLOCK } else { 1 };
         let mut lanes = LANES.with(|l| std::mem::take(&mut *l.borrow_mut()));
         // Every lane is written before it is read: only new room is zeroed.
-        if lanes.len() < self.slots * width {
-            lanes.resize(self.slots * width, 0);
+        if lanes.len() < self.vregs * width {
+            lanes.resize(self.vregs * width, 0);
         }
-        for &(slot, bits) in &self.consts {
-            let at = slot as usize * width;
+        for &(vreg, bits) in &self.consts {
+            let at = vreg as usize * width;
             lanes[at..at + width].fill(bits);
         }
         let mut run = Run {
@@ -845,7 +885,7 @@ impl VmKernel {
 /// One call's state.
 struct Run<'a> {
     lanes: &'a mut Vec<u64>,
-    /// Lanes per slot.
+    /// Lanes per vreg.
     width: usize,
     vars: Vec<u64>,
     args: &'a [u64],
@@ -885,8 +925,8 @@ unsafe fn write(ptr: *mut u8, dtype: DType, lane: u64) {
 }
 
 impl Run<'_> {
-    fn at(&self, slot: Slot) -> usize {
-        slot as usize * self.width
+    fn at(&self, vreg: VReg) -> usize {
+        vreg as usize * self.width
     }
 
     fn trip(&self, trip: Trip) -> u64 {
@@ -933,7 +973,7 @@ impl Run<'_> {
                         // kernel's returned cell), valid per the contract.
                         None => unsafe { write(base, *dtype, self.lanes[src]) },
                         Some(index) if index.unit => {
-                            let first = self.lanes[self.at(index.slot)] as usize;
+                            let first = self.lanes[self.at(index.vreg)] as usize;
                             let to = base.wrapping_add(first * size);
                             // SAFETY: rows `first..first + n` are inside the
                             // array (lowering's indices, the contract's
@@ -941,7 +981,7 @@ impl Run<'_> {
                             unsafe { store_run(&self.lanes[src..src + n], to, *dtype) };
                         }
                         Some(index) => {
-                            let idx = self.at(index.slot);
+                            let idx = self.at(index.vreg);
                             for i in 0..n {
                                 let row = self.lanes[idx + i];
                                 // SAFETY: lowering keeps indices inside the
@@ -1024,7 +1064,7 @@ impl Run<'_> {
     unsafe fn inst(&mut self, inst: &Inst, n: usize) {
         let p = self.lanes.as_mut_ptr();
         let w = self.width;
-        let lane = |s: Slot| s as usize * w;
+        let lane = |s: VReg| s as usize * w;
         match *inst {
             Inst::Input {
                 dst,
@@ -1048,7 +1088,7 @@ impl Run<'_> {
             } => {
                 let base = self.ptr(param).cast_const();
                 let size = dtype.size_bytes();
-                let (d, idx) = (lane(dst), lane(index.slot));
+                let (d, idx) = (lane(dst), lane(index.vreg));
                 if index.unit {
                     let first = self.lanes[idx] as usize;
                     let from = base.wrapping_add(first * size);
@@ -1082,7 +1122,7 @@ impl Run<'_> {
                 self.lanes[lane(dst)..lane(dst) + n].fill(v);
             }
             // SAFETY: slots are `w >= n` lanes inside `lanes`, and a
-            // result's slot is never an operand's (`Cx::release`).
+            // result's vreg is never an operand's (`Cx::release`).
             Inst::Un { dst, f, a } => unsafe { f(p.add(lane(dst)), p.add(lane(a)), n) },
             // SAFETY: as above.
             Inst::Bin { dst, f, a, b } => unsafe {
@@ -1195,7 +1235,7 @@ mod tests {
     fn kernel(text: &str) -> Kernel {
         let graph = kiln_ir::text::parse(text).expect("parses");
         let verified = kiln_ir::verify(graph).expect("verifies");
-        kiln_ir::kernel::lower(&verified, &LOWER_OPTIONS).expect("lowers")
+        kiln_ir::kernel::lower(&verified, &Vm.lower_options()).expect("lowers")
     }
 
     #[test]
@@ -1208,13 +1248,13 @@ mod tests {
         let sum =
             kernel("graph \"g\"\nv0: f64[n] = input \"x\"\nv1: f64 = sum v0\noutput \"y\" = v1\n");
         assert!(!compile(&sum).unwrap().blocks);
-        // Slots are reused: a chain of 200 ops needs a handful.
+        // Vector registers are reused: a chain of 200 ops needs a handful.
         let mut text = String::from("graph \"g\"\nv0: f64[n] = input \"x\"\n");
         for i in 1..200 {
             text.push_str(&format!("v{i}: f64[n] = sin v{}\n", i - 1));
         }
         text.push_str("output \"y\" = v199\n");
         let chain = compile(&kernel(&text)).unwrap();
-        assert!(chain.slots <= 4, "{} slots", chain.slots);
+        assert!(chain.vregs <= 4, "{} vregs", chain.vregs);
     }
 }

@@ -9,13 +9,14 @@ use kiln_ir::{BinaryOp, DType, UnaryOp};
 
 /// Whether the VM computes `f` on `dtype` by its routine (`routines.rs`)
 /// rather than by a `libm` call per lane, on `simd`, by measurement
-/// (`KILN_VM_SIMD=… cargo bench -p kiln --features llvm --bench math`,
-/// docs/performance.md). A routine computes every path of the algorithm
-/// for every lane where the scalar function takes one branch: with
-/// AVX-512 every routine is faster (0.12–0.64× the call's time), with AVX2
-/// all but `cosh` and the `f32` `sinh` and `acosh` (≥ 0.99×), and with the
-/// baseline's two `f64` lanes only the trigonometric functions, their
-/// inverses, the logarithms, `atanh`, `atan2` and the `f64` `pow`.
+/// (`KILN_VM_SIMD=… cargo bench -p kiln --features llvm --bench math`; the
+/// figures are in docs/performance.md, "Compile latency, third step"). A
+/// routine computes every path of the algorithm for every lane where the
+/// scalar function takes one branch, so the wider the lanes the more
+/// routines win: with AVX-512 every one, with AVX2 all but `cosh` and the
+/// `f32` `sinh` and `acosh`, and with the baseline's two `f64` lanes only
+/// the trigonometric functions, their inverses, the logarithms, `atanh`,
+/// `atan2` and the `f64` `pow`.
 pub(crate) fn routine_wins(f: MathFn, dtype: DType, simd: Simd) -> bool {
     use UnaryOp::*;
     match simd {
@@ -59,47 +60,31 @@ impl Func {
     }
 }
 
-/// The function a unary op calls on `dtype`, if it is one.
-pub(crate) fn unary(op: UnaryOp, dtype: DType) -> Option<Func> {
-    use UnaryOp::*;
-    macro_rules! pick {
-        ($($op:ident => $f64:ident / $f32:ident,)*) => {
-            match (op, dtype) {
+macro_rules! calls {
+    (() unary: [$($u:ident $u64:ident $u32:ident),*] binary: [$($b:ident $b64:ident $b32:ident),*]) => {
+        /// The function a unary op calls on `dtype`, if it is one.
+        pub(crate) fn unary(op: UnaryOp, dtype: DType) -> Option<Func> {
+            Some(match (op, dtype) {
                 $(
-                    ($op, DType::F64) => Func::F64(libm::$f64),
-                    ($op, DType::F32) => Func::F32(libm::$f32),
+                    (UnaryOp::$u, DType::F64) => Func::F64(libm::$u64),
+                    (UnaryOp::$u, DType::F32) => Func::F32(libm::$u32),
                 )*
                 _ => return None,
-            }
-        };
-    }
-    Some(pick! {
-        Sin => sin / sinf, Cos => cos / cosf, Tan => tan / tanf,
-        Asin => asin / asinf, Acos => acos / acosf, Atan => atan / atanf,
-        Sinh => sinh / sinhf, Cosh => cosh / coshf, Tanh => tanh / tanhf,
-        Exp => exp / expf, Exp2 => exp2 / exp2f, Expm1 => expm1 / expm1f,
-        Log => log / logf, Log2 => log2 / log2f, Log10 => log10 / log10f,
-        Log1p => log1p / log1pf, Cbrt => cbrt / cbrtf,
-        Asinh => asinh / asinhf, Acosh => acosh / acoshf, Atanh => atanh / atanhf,
-        Erf => erf / erff, Erfc => erfc / erfcf,
-    })
+            })
+        }
+
+        /// The function a binary op calls on `dtype`, if it is one (float
+        /// `rem` is C's `fmod`).
+        pub(crate) fn binary(op: BinaryOp, dtype: DType) -> Option<Func> {
+            Some(match (op, dtype) {
+                $(
+                    (BinaryOp::$b, DType::F64) => Func::F64x2(libm::$b64),
+                    (BinaryOp::$b, DType::F32) => Func::F32x2(libm::$b32),
+                )*
+                _ => return None,
+            })
+        }
+    };
 }
 
-/// The function a binary op calls on `dtype`, if it is one (float `rem`
-/// is C's `fmod`).
-pub(crate) fn binary(op: BinaryOp, dtype: DType) -> Option<Func> {
-    use BinaryOp::*;
-    Some(match (op, dtype) {
-        (Pow, DType::F64) => Func::F64x2(libm::pow),
-        (Pow, DType::F32) => Func::F32x2(libm::powf),
-        (Atan2, DType::F64) => Func::F64x2(libm::atan2),
-        (Atan2, DType::F32) => Func::F32x2(libm::atan2f),
-        (Hypot, DType::F64) => Func::F64x2(libm::hypot),
-        (Hypot, DType::F32) => Func::F32x2(libm::hypotf),
-        (Rem, DType::F64) => Func::F64x2(libm::fmod),
-        (Rem, DType::F32) => Func::F32x2(libm::fmodf),
-        (NextAfter, DType::F64) => Func::F64x2(libm::nextafter),
-        (NextAfter, DType::F32) => Func::F32x2(libm::nextafterf),
-        _ => return None,
-    })
-}
+kiln_ir::for_each_math_fn!(calls);

@@ -4,14 +4,14 @@
 //!   backends build their function types from it;
 //! - what a kernel's status means ([`division_by_zero_status`],
 //!   [`Kernel::failed_check`]);
-//! - what a caller passes for each parameter ([`args`]): the in-process JIT,
-//!   kiln-arrow and the wasm host fill their calls from it, each in its own
-//!   memory;
+//! - what a caller passes for each parameter ([`args`]), and the one packer
+//!   that fills a call's 8-byte slots from it ([`pack`]): the facade's
+//!   calls, kiln-arrow and the wasm host each supply their own memory
+//!   through [`Bind`];
 //! - the uniform entry every compiled kernel is called through from Rust
 //!   ([`CompiledKernel::call`]: one 8-byte slot per parameter).
 
 use super::{Kernel, Param};
-use crate::op::TensorConst;
 use crate::types::{DType, Dim};
 use std::any::Any;
 use std::sync::Arc;
@@ -21,7 +21,7 @@ compile_error!("the uniform entry passes narrow scalars in the low bytes of 8-by
 
 /// How one native argument (or the return value) is passed.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub enum NativeType {
+pub enum NativeArg {
     /// An address: `T*`.
     Pointer,
     /// An `int64_t`: an extent.
@@ -33,7 +33,7 @@ pub enum NativeType {
 
 /// Where a kernel parameter goes in the native signature.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub enum Slot {
+pub enum NativePlace {
     /// The native argument with this index.
     Arg(usize),
     /// The return value (the first output of a direct kernel).
@@ -44,12 +44,12 @@ pub enum Slot {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NativeSignature {
     /// The native arguments, in order.
-    pub params: Vec<NativeType>,
+    pub params: Vec<NativeArg>,
     /// The return value: the first output of a direct kernel
-    /// ([`NativeType::Value`]), else the `int32_t` status (`None`).
-    pub returns: Option<NativeType>,
+    /// ([`NativeArg::Value`]), else the `int32_t` status (`None`).
+    pub returns: Option<NativeArg>,
     /// For each parameter of [`Kernel::params`], where it goes.
-    pub slots: Vec<Slot>,
+    pub places: Vec<NativePlace>,
 }
 
 /// The native signature of `kernel`: a direct kernel takes its scalar inputs
@@ -59,20 +59,20 @@ pub fn signature(kernel: &Kernel) -> NativeSignature {
     let mut sig = NativeSignature {
         params: Vec::with_capacity(kernel.params.len()),
         returns: None,
-        slots: Vec::with_capacity(kernel.params.len()),
+        places: Vec::with_capacity(kernel.params.len()),
     };
     for param in &kernel.params {
         let ty = match param {
-            Param::ScalarIn { dtype, .. } if kernel.direct => NativeType::Value(*dtype),
-            Param::Extent { .. } => NativeType::I64,
+            Param::ScalarIn { dtype, .. } if kernel.direct => NativeArg::Value(*dtype),
+            Param::Extent { .. } => NativeArg::I64,
             Param::ScalarOut { dtype, .. } if kernel.direct && sig.returns.is_none() => {
-                sig.returns = Some(NativeType::Value(*dtype));
-                sig.slots.push(Slot::Return);
+                sig.returns = Some(NativeArg::Value(*dtype));
+                sig.places.push(NativePlace::Return);
                 continue;
             }
-            _ => NativeType::Pointer,
+            _ => NativeArg::Pointer,
         };
-        sig.slots.push(Slot::Arg(sig.params.len()));
+        sig.places.push(NativePlace::Arg(sig.params.len()));
         sig.params.push(ty);
     }
     sig
@@ -85,9 +85,16 @@ pub const STATUS_OK: i32 = 0;
 /// rest is the index into [`Kernel::checks`].
 pub const STATUS_DIVISION_BY_ZERO: i32 = 1;
 
-/// The status a kernel returns when division check `check` fails.
+/// The status a kernel returns when division check `check` fails: the
+/// kind in the low byte, the check's index above it.
 pub fn division_by_zero_status(check: u32) -> i32 {
     STATUS_DIVISION_BY_ZERO | ((check as i32) << 8)
+}
+
+/// The index into [`Kernel::checks`] of the division check a status says
+/// failed ([`division_by_zero_status`]'s inverse), if it says one did.
+pub fn failed_division_check(status: i32) -> Option<usize> {
+    (status & 0xff == STATUS_DIVISION_BY_ZERO).then_some((status >> 8) as usize)
 }
 
 /// Kernels with more parameters than this are called through their uniform
@@ -109,8 +116,8 @@ pub fn wrapper_symbol(symbol: &str) -> String {
 }
 
 /// What a caller passes for one kernel parameter ([`args`]).
-#[derive(Clone, Debug, PartialEq)]
-pub enum Arg<'k> {
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Arg {
     /// Graph input `input`: by value for a direct kernel, else a pointer to
     /// its element (a scalar) or elements (row-major).
     Input {
@@ -125,8 +132,12 @@ pub enum Arg<'k> {
         /// The input's position in the graph's signature.
         input: usize,
     },
-    /// A pointer to a constant tensor's elements.
-    Const(&'k TensorConst),
+    /// A pointer to the elements of the constant tensor that parameter
+    /// `param` ([`Param::ConstIn`]) holds.
+    Const {
+        /// The parameter's index in [`Kernel::params`].
+        param: usize,
+    },
     /// A pointer to room for `len` elements of `dtype`, which the kernel
     /// uses as scratch.
     Scratch {
@@ -177,7 +188,7 @@ pub enum Arg<'k> {
 ///
 /// # Panics
 /// If `extents` has fewer entries than the kernel has extent parameters.
-pub fn args<'k>(kernel: &'k Kernel, extents: &[u64]) -> Vec<Arg<'k>> {
+pub fn args(kernel: &Kernel, extents: &[u64]) -> Vec<Arg> {
     let extent_names: Vec<&str> = kernel
         .params
         .iter()
@@ -197,7 +208,7 @@ pub fn args<'k>(kernel: &'k Kernel, extents: &[u64]) -> Vec<Arg<'k>> {
     let (mut inputs, mut outputs, mut extents_seen) = (0, 0, 0);
     let mut returned = false;
     let mut args = Vec::with_capacity(kernel.params.len());
-    for param in &kernel.params {
+    for (idx, param) in kernel.params.iter().enumerate() {
         args.push(match param {
             Param::ScalarIn { .. } | Param::ArrayIn { .. } => {
                 inputs += 1;
@@ -210,7 +221,7 @@ pub fn args<'k>(kernel: &'k Kernel, extents: &[u64]) -> Vec<Arg<'k>> {
                 inputs += 1;
                 Arg::Bitmap { input: inputs - 1 }
             }
-            Param::ConstIn { tensor, .. } => Arg::Const(tensor),
+            Param::ConstIn { .. } => Arg::Const { param: idx },
             Param::Scratch { dtype, shape } => Arg::Scratch {
                 dtype: *dtype,
                 len: elements(shape),
@@ -269,6 +280,82 @@ pub fn pack_bits(rows: &[bool]) -> Vec<u8> {
                 .fold(0u8, |byte, (bit, &set)| byte | (u8::from(set) << bit))
         })
         .collect()
+}
+
+/// What a caller supplies for one call of a kernel: an 8-byte value for
+/// each parameter [`pack`] cannot fill itself. Addresses are `u64`s: host
+/// pointers for an in-process call, offsets into a module's memory for a
+/// wasm host. Each method is called once per parameter of its kind, in
+/// parameter order; what an address points to must stay valid and
+/// unaliased until the call returns.
+pub trait Bind {
+    /// Why a call could not be bound (room of the wrong size, say).
+    type Error;
+
+    /// Graph input `input`, a scalar passed by value (a direct kernel's):
+    /// its bits (`Scalar::bits`: low bytes, zero above).
+    fn scalar(&mut self, input: usize) -> Result<u64, Self::Error>;
+
+    /// The address of graph input `input`'s elements (a scalar's one).
+    fn input(&mut self, input: usize) -> Result<u64, Self::Error>;
+
+    /// The address of graph input `input` (a `bool` column) as a packed
+    /// bitmap ([`pack_bits`]'s layout).
+    fn bitmap(&mut self, input: usize) -> Result<u64, Self::Error>;
+
+    /// The address of the elements of the constant tensor parameter `param`
+    /// holds ([`Param::ConstIn`]).
+    fn constant(&mut self, param: usize) -> Result<u64, Self::Error>;
+
+    /// The address of room for `len` elements of `dtype`, the kernel's
+    /// `k`th scratch parameter.
+    fn scratch(&mut self, k: usize, dtype: DType, len: usize) -> Result<u64, Self::Error>;
+
+    /// The address of room for `len` elements of graph output `output` (1
+    /// for a scalar; a direct kernel's returned output gets at least 8
+    /// bytes: [`CompiledKernel::call`]).
+    fn output(&mut self, output: usize, dtype: DType, len: usize) -> Result<u64, Self::Error>;
+
+    /// The address of room for `len` `uint32_t` row indices of selection
+    /// output `output`.
+    fn selection(&mut self, output: usize, len: usize) -> Result<u64, Self::Error>;
+
+    /// The address of the `int64_t` where the kernel writes how many rows
+    /// selection output `output` kept.
+    fn count(&mut self, output: usize) -> Result<u64, Self::Error>;
+}
+
+/// Fills `slots` (one per parameter) for a call through
+/// [`CompiledKernel::call`] from `args` ([`args`] of the kernel), asking
+/// `bind` for what only the caller has: the one place a call's arguments
+/// are packed, whoever makes the call.
+///
+/// # Panics
+/// If `slots` is not as long as `args`.
+pub fn pack<B: Bind>(args: &[Arg], bind: &mut B, slots: &mut [u64]) -> Result<(), B::Error> {
+    assert_eq!(args.len(), slots.len(), "one slot per parameter");
+    let mut scratch = 0;
+    for (arg, slot) in args.iter().zip(slots.iter_mut()) {
+        *slot = match *arg {
+            Arg::Input {
+                input,
+                by_value: true,
+            } => bind.scalar(input)?,
+            Arg::Input { input, .. } => bind.input(input)?,
+            Arg::Bitmap { input } => bind.bitmap(input)?,
+            Arg::Const { param } => bind.constant(param)?,
+            Arg::Scratch { dtype, len } => {
+                scratch += 1;
+                bind.scratch(scratch - 1, dtype, len)?
+            }
+            Arg::Extent(n) => n,
+            Arg::Returned { output, dtype } => bind.output(output, dtype, 1)?,
+            Arg::Output { output, dtype, len } => bind.output(output, dtype, len)?,
+            Arg::Selection { output, len } => bind.selection(output, len)?,
+            Arg::Count { output } => bind.count(output)?,
+        };
+    }
+    Ok(())
 }
 
 /// A kernel run by the host rather than as machine code (kiln's vector

@@ -20,6 +20,7 @@
 //! new constructs.
 
 pub mod abi;
+pub mod backend;
 pub mod header;
 pub mod libcalls;
 mod lower;
@@ -354,7 +355,7 @@ pub enum MathCall {
 
 impl MathCall {
     /// The function's C name for `dtype` ([`libcalls`]), if it has one.
-    pub fn name(self, dtype: DType) -> Option<String> {
+    pub fn name(self, dtype: DType) -> Option<&'static str> {
         match self {
             MathCall::Unary(op, _) => libcalls::unary_name(op, dtype),
             MathCall::Binary(op, ..) => libcalls::binary_name(op, dtype),
@@ -434,10 +435,9 @@ pub struct Kernel {
 impl Kernel {
     /// The node a nonzero status refers to, if it is a division by zero.
     pub fn failed_check(&self, status: i32) -> Option<Value> {
-        if status & 0xff != abi::STATUS_DIVISION_BY_ZERO {
-            return None;
-        }
-        self.checks.get((status >> 8) as usize).copied()
+        self.checks
+            .get(abi::failed_division_check(status)?)
+            .copied()
     }
 
     /// The dtype of a register.
