@@ -269,9 +269,7 @@ impl Lowerer<'_> {
     }
 
     pub(super) fn new_reg(&mut self, dtype: DType, name: Option<&str>) -> Reg {
-        self.kernel.regs.push(dtype);
-        self.kernel.reg_names.push(name.map(str::to_string));
-        Reg((self.kernel.regs.len() - 1) as u32)
+        self.kernel.new_reg(dtype, name)
     }
 
     pub(super) fn new_var(&mut self, init: Scalar) -> Var {
@@ -380,7 +378,7 @@ impl Lowerer<'_> {
         }
         if !self.libm_calls {
             if let Some(expand) = super::math::inline(op, dtype) {
-                return expand(self, out, a);
+                return expand(&mut self.kernel, out, a);
             }
         }
         self.emit(out, dtype, Expr::Unary(op, a), name)
@@ -400,7 +398,7 @@ impl Lowerer<'_> {
     ) -> Reg {
         if !self.libm_calls {
             if let Some(expand) = super::math::inline_binary(op, dtype) {
-                return expand(self, out, a, b);
+                return expand(&mut self.kernel, out, a, b);
             }
         }
         match op {

@@ -440,6 +440,21 @@ impl Kernel {
             .copied()
     }
 
+    /// A new register of `dtype`, named after a source value if `name` is
+    /// given.
+    pub fn new_reg(&mut self, dtype: DType, name: Option<&str>) -> Reg {
+        self.regs.push(dtype);
+        self.reg_names.push(name.map(str::to_string));
+        Reg((self.regs.len() - 1) as u32)
+    }
+
+    /// Appends `let r = expr` to `out` for a new register `r` of `dtype`.
+    pub fn push_let(&mut self, out: &mut Vec<Stmt>, dtype: DType, expr: Expr) -> Reg {
+        let reg = self.new_reg(dtype, None);
+        out.push(Stmt::Let(reg, expr));
+        reg
+    }
+
     /// The dtype of a register.
     pub fn reg_type(&self, reg: Reg) -> DType {
         self.regs[reg.index()]

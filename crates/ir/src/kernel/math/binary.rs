@@ -8,7 +8,7 @@
 //! `y`, a subnormal `x`, overflow, underflow and subnormal results) to the
 //! `libm` function through [`Expr::Fallback`](super::Expr::Fallback).
 
-use super::{atan_core, magnitude_word, Emit, Expansion2};
+use super::{atan_core, magnitude_word, Emitter, Expansion2};
 use crate::kernel::{Expr, MathCall, Reg};
 use crate::op::{BinaryOp, CmpOp, UnaryOp};
 use crate::types::DType;
@@ -19,9 +19,9 @@ pub(in crate::kernel) fn inline(op: BinaryOp, dtype: DType) -> Option<Expansion2
         return None;
     }
     Some(match op {
-        BinaryOp::Pow => |lw, out, x, y| pow(&mut Emit { lw, out }, x, y),
-        BinaryOp::Atan2 => |lw, out, y, x| atan2(&mut Emit { lw, out }, y, x),
-        BinaryOp::Hypot => |lw, out, x, y| hypot(&mut Emit { lw, out }, x, y),
+        BinaryOp::Pow => |kernel, out, x, y| pow(&mut Emitter { kernel, out }, x, y),
+        BinaryOp::Atan2 => |kernel, out, y, x| atan2(&mut Emitter { kernel, out }, y, x),
+        BinaryOp::Hypot => |kernel, out, x, y| hypot(&mut Emitter { kernel, out }, x, y),
         _ => return None,
     })
 }
@@ -30,7 +30,7 @@ pub(in crate::kernel) fn inline(op: BinaryOp, dtype: DType) -> Option<Expansion2
 /// `atan(|y/x|)` placed in the quadrant of `(x, y)`, every special case a
 /// select. `atan(-a)` is `-atan(a)` bit for bit (its algorithm is odd), so
 /// the scalar code's `atan(y)` for `x = 1` is the quadrant formula's value.
-fn atan2(m: &mut Emit<'_, '_>, y: Reg, x: Reg) -> Reg {
+fn atan2(m: &mut Emitter<'_>, y: Reg, x: Reg) -> Reg {
     let dtype = m.ty(x);
     let f32 = dtype == DType::F32;
     // pi and its tail; the scalar code's constant expressions, evaluated in
@@ -120,7 +120,7 @@ fn atan2(m: &mut Emit<'_, '_>, y: Reg, x: Reg) -> Reg {
 
 /// The `libm` crate's `hypot` (musl's, with its exact squares) and
 /// `hypotf` (which squares in f64).
-fn hypot(m: &mut Emit<'_, '_>, x: Reg, y: Reg) -> Reg {
+fn hypot(m: &mut Emitter<'_>, x: Reg, y: Reg) -> Reg {
     let dtype = m.ty(x);
     let (int, abs_mask) = if dtype == DType::F32 {
         (DType::I32, 0x7fff_ffff)
@@ -143,7 +143,7 @@ fn hypot(m: &mut Emit<'_, '_>, x: Reg, y: Reg) -> Reg {
     }
 }
 
-fn hypot_f64(m: &mut Emit<'_, '_>, [ux, uy]: [Reg; 2], [x, y]: [Reg; 2], sum: Reg) -> Reg {
+fn hypot_f64(m: &mut Emitter<'_>, [ux, uy]: [Reg; 2], [x, y]: [Reg; 2], sum: Reg) -> Reg {
     let ex = m.shr_k(ux, 52);
     let ey = m.shr_k(uy, 52);
     // Scaling by 2^±700 keeps xh*xh from overflowing and xl*xl from
@@ -185,7 +185,7 @@ fn hypot_f64(m: &mut Emit<'_, '_>, [ux, uy]: [Reg; 2], [x, y]: [Reg; 2], sum: Re
 }
 
 /// hypot's `sq(x)`: `x²` as `hi + lo` by Dekker's split.
-fn exact_square(m: &mut Emit<'_, '_>, x: Reg) -> (Reg, Reg) {
+fn exact_square(m: &mut Emitter<'_>, x: Reg) -> (Reg, Reg) {
     let split = m.f64(134217728. + 1.);
     let xc = m.mul(x, split);
     let xh = m.sub(x, xc);
@@ -203,7 +203,7 @@ fn exact_square(m: &mut Emit<'_, '_>, x: Reg) -> (Reg, Reg) {
     (hi, lo)
 }
 
-fn hypot_f32(m: &mut Emit<'_, '_>, [ux, uy]: [Reg; 2], [x, y]: [Reg; 2], sum: Reg) -> Reg {
+fn hypot_f32(m: &mut Emitter<'_>, [ux, uy]: [Reg; 2], [x, y]: [Reg; 2], sum: Reg) -> Reg {
     let big = m.cmp_k(CmpOp::Ge, ux, (0x7f + 60) << 23);
     let small = m.cmp_k(CmpOp::Lt, uy, (0x7f - 60) << 23);
     let (up, down) = (
@@ -350,7 +350,7 @@ const POW_F32: PowFormat = PowFormat {
 
 /// The word pow works on: an f64's high word (sign-extended, in an `i64`),
 /// an f32's bits (an `i32`).
-fn word(m: &mut Emit<'_, '_>, x: Reg) -> Reg {
+fn word(m: &mut Emitter<'_>, x: Reg) -> Reg {
     if m.ty(x) == DType::F32 {
         m.bitcast(DType::I32, x)
     } else {
@@ -361,7 +361,7 @@ fn word(m: &mut Emit<'_, '_>, x: Reg) -> Reg {
 
 /// The float whose word is `w`: for an f64, with the low word of `low`, or
 /// zero (`with_set_high_word`).
-fn with_word(m: &mut Emit<'_, '_>, dtype: DType, w: Reg, low: Option<Reg>) -> Reg {
+fn with_word(m: &mut Emitter<'_>, dtype: DType, w: Reg, low: Option<Reg>) -> Reg {
     if dtype == DType::F32 {
         return m.bitcast(DType::F32, w);
     }
@@ -379,7 +379,7 @@ fn with_word(m: &mut Emit<'_, '_>, dtype: DType, w: Reg, low: Option<Reg>) -> Re
 
 /// The `libm` crate's `pow` (FreeBSD's `e_pow.c`) and `powf`: `log2|x|` in
 /// extra precision as `t1 + t2`, times `y` split likewise, then `2^z`.
-fn pow(m: &mut Emit<'_, '_>, x: Reg, y: Reg) -> Reg {
+fn pow(m: &mut Emitter<'_>, x: Reg, y: Reg) -> Reg {
     let dtype = m.ty(x);
     let f = if dtype == DType::F32 {
         &POW_F32

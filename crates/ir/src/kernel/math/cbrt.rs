@@ -13,14 +13,14 @@
 //! (a correction within 2^-75 of a rounding boundary, or a result the final
 //! test finds nearly exact) go to the `libm` function.
 
-use super::Emit;
+use super::{Emitter, Kernel, Stmt};
 use crate::kernel::Reg;
 use crate::op::{BinaryOp, CmpOp, UnaryOp};
 use crate::types::DType;
 
 /// `a·b - p` exactly, for `p = a·b` rounded, by Dekker's product (Veltkamp's
 /// split into 26-bit halves), where nothing overflows or underflows.
-fn product_error(m: &mut Emit<'_, '_>, a: Reg, b: Reg, p: Reg) -> Reg {
+fn product_error(m: &mut Emitter<'_>, a: Reg, b: Reg, p: Reg) -> Reg {
     let (ah, al) = split(m, a);
     let (bh, bl) = split(m, b);
     let hh = m.mul(ah, bh);
@@ -33,7 +33,7 @@ fn product_error(m: &mut Emit<'_, '_>, a: Reg, b: Reg, p: Reg) -> Reg {
     m.add(e, ll)
 }
 
-fn split(m: &mut Emit<'_, '_>, a: Reg) -> (Reg, Reg) {
+fn split(m: &mut Emitter<'_>, a: Reg) -> (Reg, Reg) {
     let factor = m.f64(134217729.0);
     let c = m.mul(a, factor);
     let d = m.sub(c, a);
@@ -42,7 +42,7 @@ fn split(m: &mut Emit<'_, '_>, a: Reg) -> (Reg, Reg) {
     (high, low)
 }
 
-pub(super) fn cbrt_f64(m: &mut Emit<'_, '_>, x: Reg) -> Reg {
+pub(super) fn cbrt_f64(m: &mut Emitter<'_>, x: Reg) -> Reg {
     let [e1, e2] = [0x3ff4_28a2_f98d_728b_u64, 0x3ff9_65fe_a53d_6e3d].map(f64::from_bits);
     let c = [
         0x3fe1_b0ba_bccf_ef9c_u64,
@@ -96,7 +96,7 @@ pub(super) fn cbrt_f64(m: &mut Emit<'_, '_>, x: Reg) -> Reg {
     let zz = m.bitcast(DType::F64, cvt5);
     let it1 = m.cmp_k(CmpOp::Eq, it, 1);
     let it2 = m.cmp_k(CmpOp::Eq, it, 2);
-    let signed = |m: &mut Emit<'_, '_>, [k0, k1, k2]: [f64; 3]| {
+    let signed = |m: &mut Emitter<'_>, [k0, k1, k2]: [f64; 3]| {
         let (k0, k1, k2) = (m.f64(k0), m.f64(k1), m.f64(k2));
         let v = m.select(it1, k1, k0);
         let v = m.select(it2, k2, v);
@@ -144,7 +144,7 @@ pub(super) fn cbrt_f64(m: &mut Emit<'_, '_>, x: Reg) -> Reg {
     let t = m.sub(y, y1);
     let dy = m.sub(t, dy);
     let ady = m.abs(dy);
-    let close = |m: &mut Emit<'_, '_>, to: f64| {
+    let close = |m: &mut Emitter<'_>, to: f64| {
         let to = m.f64(to);
         let d = m.sub(ady, to);
         let d = m.abs(d);
@@ -174,4 +174,52 @@ pub(super) fn cbrt_f64(m: &mut Emit<'_, '_>, x: Reg) -> Reg {
     let not_special = m.not(special);
     let rare = m.and(rare, not_special);
     m.fallback(UnaryOp::Cbrt, x, rare, value)
+}
+
+/// The `libm` crate's `cbrtf` (FreeBSD's `s_cbrtf.c`), branch-free: a
+/// rough root from the bits (|x|'s word / 3 plus a bias; subnormals scaled
+/// by 2^24 first), then two Newton steps in f64.
+pub(super) fn cbrt_f32(kernel: &mut Kernel, out: &mut Vec<Stmt>, x: Reg) -> Reg {
+    const B1: i64 = 709_958_130;
+    const B2: i64 = 642_849_266;
+    let mut m = Emitter { kernel, out };
+    let m = &mut m;
+    let bits = m.bitcast(DType::I32, x);
+    let hx = m.band_k(bits, 0x7fff_ffff);
+    let subnormal = m.cmp_k(CmpOp::Lt, hx, 0x0080_0000);
+    let up = m.f32(f32::from_bits(0x4b80_0000));
+    let scaled = m.mul(x, up);
+    let scaled_bits = m.bitcast(DType::I32, scaled);
+    let ui = m.select(subnormal, scaled_bits, bits);
+    let word = m.band_k(ui, 0x7fff_ffff);
+    let three = m.i32(3);
+    let third = m.bin(BinaryOp::Div, word, three);
+    let bias = {
+        let (b1, b2) = (m.i32(B1 as i32), m.i32(B2 as i32));
+        m.select(subnormal, b2, b1)
+    };
+    let word = m.add(third, bias);
+    let sign = m.band_k(ui, i64::from(i32::MIN));
+    let ui = m.bin(BinaryOp::BOr, sign, word);
+    let t = m.bitcast(DType::F32, ui);
+    let mut t = m.cast(DType::F64, t);
+    let x64 = m.cast(DType::F64, x);
+    // Twice: t = t·(x + x + t³)/(x + t³ + t³).
+    for _ in 0..2 {
+        let tt = m.mul(t, t);
+        let r = m.mul(tt, t);
+        let xx = m.add(x64, x64);
+        let num = m.add(xx, r);
+        let num = m.mul(t, num);
+        let den = m.add(x64, r);
+        let den = m.add(den, r);
+        t = m.div(num, den);
+    }
+    let result = m.cast(DType::F32, t);
+    // ±0: x; inf and NaN: x + x.
+    let zero = m.cmp_k(CmpOp::Eq, hx, 0);
+    let result = m.select(zero, x, result);
+    let special = m.cmp_k(CmpOp::Ge, hx, 0x7f80_0000);
+    let doubled = m.add(x, x);
+    m.select(special, doubled, result)
 }

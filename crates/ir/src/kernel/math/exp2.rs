@@ -28,14 +28,14 @@
 //! OUT OF THE USE OF THIS SOFTWARE, EVEN IF ADVISED OF THE POSSIBILITY OF
 //! SUCH DAMAGE.
 
-use super::{high_word, Emit};
+use super::{high_word, Emitter};
 use crate::kernel::{Expr, Reg, Table};
 use crate::op::CmpOp;
 use crate::types::DType;
 
 /// `exp2(x)` (f64): `x = k + i/256 + z`, `2^x = 2^k · T[i] · p(z - eps[i])`,
 /// the specials as selects.
-pub(super) fn exp2_f64(m: &mut Emit<'_, '_>, x: Reg) -> Reg {
+pub(super) fn exp2_f64(m: &mut Emitter<'_>, x: Reg) -> Reg {
     let redux = f64::from_bits(0x4338_0000_0000_0000) / 256.0;
     let p = [
         0x3fe6_2e42_fefa_39ef_u64,
@@ -95,7 +95,7 @@ pub(super) fn exp2_f64(m: &mut Emit<'_, '_>, x: Reg) -> Reg {
 }
 
 /// `exp2f(x)`: `x = k + i/16 + z`, `2^x = 2^k · T[i] · p(z)` in f64.
-pub(super) fn exp2_f32(m: &mut Emit<'_, '_>, x: Reg) -> Reg {
+pub(super) fn exp2_f32(m: &mut Emitter<'_>, x: Reg) -> Reg {
     let redux = f32::from_bits(0x4b40_0000) / 16.0;
     let p = [0x3f31_7218_u32, 0x3e75_fdf0, 0x3d63_59a4, 0x3c1d_964e]
         .map(|b| f64::from(f32::from_bits(b)));
