@@ -1,4 +1,4 @@
-//! Inline math (`kiln_ir::kernel::math`) against the `libm` crate, bit for
+//! Inline math (`kiln_kernel::math`) against the `libm` crate, bit for
 //! bit (every NaN equal), on every compiling engine and in wasm modules:
 //! special values, both sides of every threshold the scalar algorithm
 //! branches on, every point where its reduction's `k` changes, and random

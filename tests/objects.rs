@@ -7,7 +7,7 @@
 //! `qemu-riscv64` (`.ci/run` installs them). Without them the cross targets are
 //! skipped with a message, except under `CI=true`, where that is a failure.
 
-use kiln::ir::kernel::{header, Kernel, Param};
+use kiln::kernel::{header, Kernel, Param};
 use kiln::{Buffer, Data, Format, Scalar};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -252,7 +252,7 @@ fn c_main(
                 input_idx += 1;
                 decls += &format!(
                     "static _Alignas(8) unsigned char in{idx}[] = {{{}}};\n",
-                    c_bytes(&kiln::ir::kernel::abi::pack_bits(rows))
+                    c_bytes(&kiln::kernel::abi::pack_bits(rows))
                 );
                 args.push(format!("(const uint8_t*)in{idx}"));
             }
@@ -452,13 +452,13 @@ fn check_target(target: &str, cc: &str, runner: Option<&str>, object: &ObjectFn,
             .graph;
         let graph = kiln::verify(graph).expect("verifies");
         let graph = kiln::optimize(&graph).expect("optimizes");
-        let options = kiln::ir::kernel::LowerOptions {
+        let options = kiln::kernel::LowerOptions {
             packed_bools: case.packed,
             register_tiles: tiles,
             // Objects carry kiln's inline math, as `kiln::aot` makes them.
             libm_calls: false,
         };
-        let kernel = kiln::ir::kernel::lower(&graph, &options).expect("lowers");
+        let kernel = kiln::kernel::lower(&graph, &options).expect("lowers");
         let symbol = format!("kiln_case_{case_idx}");
         let object = object(&kernel, target, &symbol);
         // The extent of `n`, and each output's element count.
@@ -590,7 +590,7 @@ fn headers_declare_the_native_signature() {
     .unwrap()
     .graph;
     let graph = kiln::verify(graph).unwrap();
-    let kernel = kiln::ir::kernel::lower(&graph, &Default::default()).unwrap();
+    let kernel = kiln::kernel::lower(&graph, &Default::default()).unwrap();
     assert_eq!(
         header::prototype(&kernel, "f"),
         "int32_t f(const double* x_0, const int64_t* k_1, int64_t n_2, uint32_t* out_out0_3, int64_t* out_out0_count_4, double* out_out1_5, int64_t* out_out2_6)"
@@ -603,7 +603,7 @@ fn headers_declare_the_native_signature() {
     .unwrap()
     .graph;
     let graph = kiln::verify(graph).unwrap();
-    let kernel = kiln::ir::kernel::lower(&graph, &Default::default()).unwrap();
+    let kernel = kiln::kernel::lower(&graph, &Default::default()).unwrap();
     assert_eq!(
         header::prototype(&kernel, "g"),
         "double g(double x_0, float y_1, float* out_y_3)"

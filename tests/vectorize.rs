@@ -182,7 +182,7 @@ fn the_loops_are_vectorized() {
     for (what, source, vector) in PROGRAMS {
         let verified = kiln::verify(load(source)).unwrap();
         let kernel =
-            kiln::ir::kernel::lower(&verified, &kiln::Backend::lower_options(&kiln::Cranelift))
+            kiln::kernel::lower(&verified, &kiln::Backend::lower_options(&kiln::Cranelift))
                 .unwrap();
         let clif = kiln::cranelift::clif(&kernel).unwrap();
         assert!(clif.contains(vector), "{what}: no {vector} in\n{clif}");
@@ -212,8 +212,7 @@ output \"strided\" = v3
         .graph;
     let verified = kiln::verify(graph.clone()).unwrap();
     let kernel =
-        kiln::ir::kernel::lower(&verified, &kiln::Backend::lower_options(&kiln::Cranelift))
-            .unwrap();
+        kiln::kernel::lower(&verified, &kiln::Backend::lower_options(&kiln::Cranelift)).unwrap();
     let clif = kiln::cranelift::clif(&kernel).unwrap();
     assert!(clif.contains("f32x4"), "no f32x4 in\n{clif}");
     let options = kiln::CompileOptions::default();

@@ -152,7 +152,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let optimized = kiln::optimize(&verified).expect("a verified graph optimizes");
-    let _ = kiln::ir::kernel::lower(&optimized, &Default::default());
+    let _ = kiln::kernel::lower(&optimized, &Default::default());
     let printed = kiln::ir::text::print(&g);
     assert_eq!(
         kiln::ir::text::parse(&printed).expect("printed graphs parse"),

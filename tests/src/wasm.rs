@@ -4,8 +4,8 @@
 //! math imports bound to the `libm` crate (so results are bit-exact), place
 //! the buffers at `__heap_base`, call, read the outputs back.
 
-use kiln::ir::kernel::abi::{self, Arg, Bind, NativeArg, NativePlace};
-use kiln::ir::kernel::{Kernel, Param};
+use kiln::kernel::abi::{self, Arg, Bind, NativeArg, NativePlace};
+use kiln::kernel::{Kernel, Param};
 use kiln::{
     Backend, Buffer, CompileError, CompileOptions, CompileResult, DType, Data, Emit, EmitOptions,
     Engine, ExecError, ExecResult, Program, Scalar, Verified,
@@ -36,7 +36,7 @@ impl Engine for Wasm {
 /// One graph as a linked module (wasm-ld links one object at a time).
 fn module(graph: &Verified, options: &CompileOptions) -> CompileResult<WasmProgram> {
     let graph = options.prepare(graph)?;
-    let kernel = kiln::ir::kernel::lower(&graph, &kiln::Llvm.emit_lower_options())
+    let kernel = kiln::kernel::lower(&graph, &kiln::Llvm.emit_lower_options())
         .map_err(|e| CompileError::Unsupported(e.to_string()))?;
     let request = EmitOptions {
         emit: Emit::Wasm,
@@ -292,11 +292,7 @@ impl Program for WasmProgram {
             _ => abi::STATUS_OK,
         };
         if status != abi::STATUS_OK {
-            return Err(ExecError::from_status(
-                self.graph.graph(),
-                &self.kernel,
-                status,
-            ));
+            return Err(self.kernel.status_error(self.graph.graph(), status));
         }
         let graph = self.graph.graph();
         Ok(outs

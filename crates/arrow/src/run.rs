@@ -10,8 +10,8 @@ use arrow_array::{
 };
 use arrow_buffer::{BooleanBuffer, Buffer as ArrowBuffer, NullBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
-use kiln::ir::kernel::abi::{self, Bind};
-use kiln::ir::kernel::Param;
+use kiln::kernel::abi::{self, Bind};
+use kiln::kernel::Param;
 use kiln::{
     Buffer, CompileOptions, DType, Data, Engine, ExecError, JitProgram, Program, Scalar, Verified,
 };
@@ -442,10 +442,7 @@ fn run_jit(
     drop((keep_data, keep_buffers));
     if status != abi::STATUS_OK {
         let graph = variant.graph.graph();
-        return Err(exec_error(
-            graph,
-            ExecError::from_status(graph, kernel, status),
-        ));
+        return Err(exec_error(graph, kernel.status_error(graph, status)));
     }
     Ok(outs
         .into_iter()

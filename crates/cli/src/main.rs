@@ -400,10 +400,10 @@ fn cmd_ir(source: &SourceArgs, opt: bool, emit: Emit) -> Result<(), Failure> {
     };
     // The kernel as the Cranelift tier (the default) gets it.
     let cranelift =
-        || kiln::ir::kernel::lower(&graph, &kiln::Cranelift.lower_options()).map_err(|e| fail(&e));
+        || kiln::kernel::lower(&graph, &kiln::Cranelift.lower_options()).map_err(|e| fail(&e));
     let text = match emit {
         Emit::Kiln => kiln::ir::text::print(graph.graph()),
-        Emit::Kernel => kiln::ir::kernel::print(&cranelift()?),
+        Emit::Kernel => kiln::kernel::print(&cranelift()?),
         Emit::Clif => kiln::cranelift::clif(&cranelift()?).map_err(|e| fail(&e))?,
         Emit::LlvmIr | Emit::Asm => {
             llvm_dump(&graph, matches!(emit, Emit::Asm)).map_err(|e| fail(&e))?
@@ -418,7 +418,7 @@ fn cmd_ir(source: &SourceArgs, opt: bool, emit: Emit) -> Result<(), Failure> {
 fn llvm_dump(graph: &kiln::Verified, asm: bool) -> Result<String, String> {
     let llvm = Tier::Llvm.backend().map_err(|e| e.to_string())?;
     let kernel =
-        kiln::ir::kernel::lower(graph, &llvm.emit_lower_options()).map_err(|e| e.to_string())?;
+        kiln::kernel::lower(graph, &llvm.emit_lower_options()).map_err(|e| e.to_string())?;
     let request = kiln::EmitOptions {
         emit: if asm {
             kiln::Emit::Assembly

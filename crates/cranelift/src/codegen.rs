@@ -1,5 +1,5 @@
 //! Kernel → CLIF, statement by statement: each kernel expression is the CLIF
-//! instruction of the same meaning (`kiln_ir::kernel::Expr` states the
+//! instruction of the same meaning (`kiln_kernel::Expr` states the
 //! preconditions lowering guarantees, such as divisors that cannot trap).
 //! Nothing here decides what a graph means: that was lowering's job.
 
@@ -10,9 +10,9 @@ use cranelift_codegen::ir::{self, types, AbiParam, InstBuilder, MemFlagsData, Si
 use cranelift_codegen::isa::CallConv;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use cranelift_module::{DataDescription, FuncOrDataId, Linkage, Module};
-use kiln_ir::kernel::abi::{self, NativeArg, NativePlace};
-use kiln_ir::kernel::{libcalls, Expr, Extent, Kernel, MathCall, ParamIdx, Reg, Stmt, Table};
 use kiln_ir::{BinaryOp, CmpOp, DType, EntityRef, Scalar, UnaryOp};
+use kiln_kernel::abi::{self, NativeArg, NativePlace};
+use kiln_kernel::{libcalls, Expr, Extent, Kernel, MathCall, ParamIdx, Reg, Stmt, Table};
 use std::collections::{HashMap, HashSet};
 
 /// The CLIF type of a dtype (`bool` is an `i8` holding 0 or 1).
@@ -35,7 +35,7 @@ fn native_type(ty: NativeArg, ptr: ir::Type) -> ir::Type {
     }
 }
 
-/// The CLIF signature of `kernel` (`kiln_ir::kernel::abi::signature`).
+/// The CLIF signature of `kernel` (`kiln_kernel::abi::signature`).
 pub fn signature(
     kernel: &Kernel,
     ptr: ir::Type,
@@ -397,13 +397,7 @@ impl<'a, M: Module> FunctionCx<'a, M> {
     }
 
     /// `sel[count] = row; count += mask`, without a branch.
-    fn codegen_select_push(
-        &mut self,
-        sel: ParamIdx,
-        count: kiln_ir::kernel::Var,
-        row: Reg,
-        mask: Reg,
-    ) {
+    fn codegen_select_push(&mut self, sel: ParamIdx, count: kiln_kernel::Var, row: Reg, mask: Reg) {
         let var = self.vars[count.index()];
         let n_kept = self.bcx.use_var(var);
         let base = self.arg(sel);
@@ -510,7 +504,7 @@ impl<'a, M: Module> FunctionCx<'a, M> {
     }
 
     /// A value as the ABI passes it (an argument, or memory) made a register:
-    /// a `bool` byte is true when it is not zero (`kiln_ir::kernel::abi`),
+    /// a `bool` byte is true when it is not zero (`kiln_kernel::abi`),
     /// so registers hold 0 or 1.
     fn abi_to_reg(&mut self, value: ir::Value, dtype: DType) -> ir::Value {
         if dtype == DType::Bool {
@@ -775,7 +769,7 @@ fn build_function<M: Module>(
 }
 
 /// Defines `name(v) -> v`, the vector math routine computing the direct
-/// math kernel `kernel` (`kiln_ir::kernel::math_kernel`) on the first
+/// math kernel `kernel` (`kiln_kernel::math_kernel`) on the first
 /// `lanes` lanes of its dtype's 128-bit vector.
 pub(crate) fn define_routine<M: Module>(
     module: &mut M,
@@ -784,14 +778,14 @@ pub(crate) fn define_routine<M: Module>(
     lanes: u8,
 ) -> CodegenResult<cranelift_module::FuncId> {
     let dtype = match kernel.params.first() {
-        Some(kiln_ir::kernel::Param::ScalarIn { dtype, .. }) => *dtype,
+        Some(kiln_kernel::Param::ScalarIn { dtype, .. }) => *dtype,
         _ => return Err(CodegenError::Invalid(format!("{name}: not a math kernel"))),
     };
     let ty = vector::vector_of(dtype);
     let arity = kernel
         .params
         .iter()
-        .filter(|p| matches!(p, kiln_ir::kernel::Param::ScalarIn { .. }))
+        .filter(|p| matches!(p, kiln_kernel::Param::ScalarIn { .. }))
         .count();
     let mut sig = Signature::new(module.target_config().default_call_conv);
     for _ in 0..arity {

@@ -4,8 +4,8 @@
 //! It makes no semantic decisions: lowering (in `kiln-ir`) decided what runs in
 //! which loop and where division can fail; `codegen` translates each kernel
 //! statement into the CLIF instruction of the same meaning, with the native
-//! signature of `kiln_ir::kernel::abi`. Transcendentals call the C names of
-//! `kiln_ir::kernel::libcalls`, bound to whatever the caller of [`jit`] gives
+//! signature of `kiln_kernel::abi`. Transcendentals call the C names of
+//! `kiln_kernel::libcalls`, bound to whatever the caller of [`jit`] gives
 //! (the facade binds them to the pure-Rust `libm` crate, as the interpreter
 //! uses).
 
@@ -19,11 +19,11 @@ use cranelift_codegen::isa::OwnedTargetIsa;
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::ModuleError;
-use kiln_ir::kernel::abi::CompiledKernel;
-use kiln_ir::kernel::backend::{
+use kiln_kernel::abi::CompiledKernel;
+use kiln_kernel::backend::{
     Backend, BackendError, BackendOptions, BackendResult, Emit, EmitOptions, Symbols,
 };
-use kiln_ir::kernel::{Kernel, LowerOptions, OptLevel};
+use kiln_kernel::{Kernel, LowerOptions, OptLevel};
 use std::sync::{Arc, OnceLock};
 
 /// The Cranelift tier as a [`Backend`]: the tier called `cranelift`.

@@ -34,8 +34,8 @@ use cranelift_codegen::ir::{
     self, types, AbiParam, ConstantData, Endianness, InstBuilder, MemFlagsData, Signature,
 };
 use cranelift_module::{Linkage, Module};
-use kiln_ir::kernel::{Expr, Kernel, MathCall, MathFn, ParamIdx, Reg, Stmt};
 use kiln_ir::{BinaryOp, CmpOp, DType, EntityRef, Scalar, UnaryOp};
+use kiln_kernel::{Expr, Kernel, MathCall, MathFn, ParamIdx, Reg, Stmt};
 use std::collections::{HashMap, HashSet};
 
 /// The vector math routines a kernel may call: for each function and dtype,

@@ -1,5 +1,5 @@
 //! Vector math routines: kiln's inline math for one function and dtype
-//! (`kiln_ir::kernel::math_kernel`, the expansion every tier computes),
+//! (`kiln_kernel::math_kernel`, the expansion every tier computes),
 //! translated by the vectorizer into `v -> v` on a 128-bit vector and
 //! compiled once per process. The JIT's vector loops call them, one call
 //! per vector of rows, where that is faster than a call per lane
@@ -12,8 +12,8 @@ use crate::vector::{max_lanes, Routines};
 use crate::{host_isa, CodegenError, CodegenResult};
 use cranelift_codegen::isa::TargetIsa;
 use cranelift_jit::{JITBuilder, JITModule};
-use kiln_ir::kernel::{libcalls, math_kernel, Expr, Kernel, MathFn, Stmt};
 use kiln_ir::{DType, UnaryOp};
+use kiln_kernel::{libcalls, math_kernel, Expr, Kernel, MathFn, Stmt};
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 

@@ -5,7 +5,6 @@
 use crate::data::Data;
 use crate::entities::Value;
 use crate::graph::Graph;
-use crate::kernel::Kernel;
 use crate::semantics::EvalError;
 use crate::types::{DType, Dim, Type};
 use crate::verify::Verified;
@@ -97,11 +96,11 @@ impl ExecError {
         }
     }
 
-    /// The error a kernel's nonzero status stands for (`kernel::abi`): a
-    /// division by zero at the node of `graph` the status names, else an
-    /// unknown status.
-    pub fn from_status(graph: &Graph, kernel: &Kernel, status: i32) -> ExecError {
-        match kernel.failed_check(status) {
+    /// The error a kernel's nonzero status stands for: a division by zero
+    /// at `node` of `graph` (the division check the status names, which
+    /// `kiln_kernel::Kernel::status_error` looks up), else an unknown status.
+    pub fn from_status(graph: &Graph, node: Option<Value>, status: i32) -> ExecError {
+        match node {
             Some(node) => ExecError::DivisionByZero {
                 node,
                 name: graph.source_name(node).map(str::to_string),

@@ -34,7 +34,6 @@ pub mod diag;
 pub mod entities;
 pub mod exec;
 pub mod graph;
-pub mod kernel;
 pub mod op;
 pub mod passes;
 pub mod scalar;

@@ -618,6 +618,38 @@ impl Op {
     }
 }
 
+/// The one table of the math functions kiln computes by the `libm` crate's
+/// algorithms: each op's variant and its C (and `libm` crate) names for
+/// `f64` and `f32`, unary then binary (float `rem` is C's `fmod`).
+/// `for_each_math_fn!(m, extra…)` expands to `m! { (extra…) unary: [Op
+/// f64name f32name, …] binary: [Op f64name f32name, …] }`, as wasmparser's
+/// `for_each_operator!` does, so every list of them (the interpreter's
+/// semantics, the kernel's C names in `kiln_kernel::libcalls`, the
+/// facade's symbol bindings, the VM's calls, the wasm host's imports) is
+/// generated from here and none can miss one.
+#[macro_export]
+macro_rules! for_each_math_fn {
+    ($m:ident $(, $extra:tt)*) => {
+        $m! {
+            ($($extra),*)
+            unary: [
+                Sin sin sinf, Cos cos cosf, Tan tan tanf,
+                Asin asin asinf, Acos acos acosf, Atan atan atanf,
+                Sinh sinh sinhf, Cosh cosh coshf, Tanh tanh tanhf,
+                Exp exp expf, Exp2 exp2 exp2f, Expm1 expm1 expm1f,
+                Log log logf, Log2 log2 log2f, Log10 log10 log10f,
+                Log1p log1p log1pf, Cbrt cbrt cbrtf,
+                Asinh asinh asinhf, Acosh acosh acoshf, Atanh atanh atanhf,
+                Erf erf erff, Erfc erfc erfcf
+            ]
+            binary: [
+                Pow pow powf, Atan2 atan2 atan2f, Hypot hypot hypotf,
+                Rem fmod fmodf, NextAfter nextafter nextafterf
+            ]
+        }
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,7 +4,7 @@
 //! settings, and one small expression compiled on its own (the interactive
 //! case). `cargo bench -p kiln --bench compile`; medians of 7 runs.
 
-use kiln::ir::kernel::{self, Kernel};
+use kiln::kernel::{self, Kernel};
 use kiln::{
     Backend, CompileOptions, Cranelift, DynEngine, Engine, Format, LoadOptions, OptLevel, Program,
     PyOptions,

@@ -169,7 +169,7 @@ fn c_reference(mode: &str, n: usize, reps: usize) -> Option<f64> {
 
 /// True when LLVM's host assembly of the kernel has packed double instructions.
 fn vectorized(graph: &Verified) -> String {
-    let kernel = kiln::ir::kernel::lower(graph, &Default::default()).expect("lowers");
+    let kernel = kiln::kernel::lower(graph, &Default::default()).expect("lowers");
     let request = kiln::EmitOptions {
         emit: kiln::Emit::Assembly,
         target: "native".into(),

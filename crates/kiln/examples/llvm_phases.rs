@@ -27,7 +27,7 @@ fn main() {
                 .graph;
             let graph = kiln::verify(graph).expect("verifies");
             let graph = kiln::optimize(&graph).expect("optimizes");
-            kiln::ir::kernel::lower(&graph, &Default::default()).expect("lowers")
+            kiln::kernel::lower(&graph, &Default::default()).expect("lowers")
         })
         .collect();
     for opt in [OptLevel::O0, OptLevel::O1, OptLevel::O2, OptLevel::O3] {

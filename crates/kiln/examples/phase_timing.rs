@@ -41,8 +41,7 @@ fn main() {
     let kernels: Vec<_> = optimized
         .iter()
         .map(|g| {
-            kiln::ir::kernel::lower(g, &kiln::Backend::lower_options(&kiln::Cranelift))
-                .expect("lowers")
+            kiln::kernel::lower(g, &kiln::Backend::lower_options(&kiln::Cranelift)).expect("lowers")
         })
         .collect();
     let t_lower = t.elapsed();

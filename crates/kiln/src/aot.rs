@@ -4,9 +4,9 @@
 //! thin layers over [`compile`].
 
 use crate::{CompileError, OptLevel, Tier, TierError, Verified};
-pub use kiln_ir::kernel::backend::Emit;
-use kiln_ir::kernel::backend::{BackendError, EmitOptions};
-use kiln_ir::kernel::{header, lower};
+pub use kiln_kernel::backend::Emit;
+use kiln_kernel::backend::{BackendError, EmitOptions};
+use kiln_kernel::{header, lower};
 
 /// The tier `aot` uses unless told: LLVM when this build has it (every
 /// output, any target), else Cranelift (objects for three targets).

@@ -2,16 +2,16 @@
 //! LLVM) is one, through the same steps: graph → kernel (lowering in
 //! `kiln-ir`, with the backend's choices) → the backend's code, and safe
 //! ways to call the result. Every tier produces a [`JitProgram`]: the
-//! calling convention is `kiln_ir::kernel::abi`'s, and every call here is
+//! calling convention is `kiln_kernel::abi`'s, and every call here is
 //! packed by its one packer (`abi::pack`).
 
 use crate::arrays::{check_rooms, each_array, ArrayMut, ArrayRef};
 use crate::{runtime, CompileError, CompileOptions, CompileResult, Engine, Program};
 use kiln_ir::exec::{bind_inputs, bind_shapes, ExecError, ExecResult, InputShape};
-use kiln_ir::kernel::abi::{self, Arg, Bind, CompiledKernel};
-use kiln_ir::kernel::backend::{Backend, BackendError, BackendOptions};
-use kiln_ir::kernel::{self, Kernel, LowerOptions, Param};
 use kiln_ir::{Buffer, DType, Data, Scalar, Verified};
+use kiln_kernel::abi::{self, Arg, Bind, CompiledKernel};
+use kiln_kernel::backend::{Backend, BackendError, BackendOptions};
+use kiln_kernel::{Kernel, LowerOptions, Param};
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -64,7 +64,8 @@ fn compile_with<B: Backend + ?Sized>(
     for graph in graphs {
         let graph = options.prepare(graph)?;
         kernels.push(
-            kernel::lower(&graph, &lower).map_err(|e| CompileError::Unsupported(e.to_string()))?,
+            kiln_kernel::lower(&graph, &lower)
+                .map_err(|e| CompileError::Unsupported(e.to_string()))?,
         );
         prepared.push(graph);
     }
@@ -181,11 +182,11 @@ impl JitProgram {
     }
 
     /// Calls the kernel through its uniform entry: one 8-byte slot per
-    /// parameter of [`Self::kernel`], in order, as `kiln_ir::kernel::abi::args`
+    /// parameter of [`Self::kernel`], in order, as `kiln_kernel::abi::args`
     /// describes them. Returns the kernel's status.
     ///
     /// # Safety
-    /// As for `kiln_ir::kernel::abi::CompiledKernel::call`.
+    /// As for `kiln_kernel::abi::CompiledKernel::call`.
     pub unsafe fn call_slots(&self, slots: &mut [u64]) -> i32 {
         // SAFETY: the caller's guarantee is the callee's precondition.
         unsafe { self.code.call(slots) }
@@ -241,7 +242,7 @@ impl JitProgram {
         let args = abi::args(kernel, extents);
         // Every scratch parameter's room in one arena (an earlier call's
         // when one is free). Lowering writes every scratch element before
-        // reading it (`kiln_ir::kernel::scratch`), so what the arena holds
+        // reading it (`kiln_kernel::scratch`), so what the arena holds
         // does not matter: debug builds fill new words with NaN bits (-1,
         // `true`) to keep that so.
         let (rooms, words) = scratch_layout(&args);
@@ -288,7 +289,7 @@ impl JitProgram {
             }
         }
         if status != abi::STATUS_OK {
-            return Err(ExecError::from_status(self.graph.graph(), kernel, status));
+            return Err(kernel.status_error(self.graph.graph(), status));
         }
         for (output, cell) in counts {
             written[output] = cells[cell] as usize;
@@ -333,7 +334,7 @@ impl JitProgram {
         let status =
             unsafe { call_direct(&self.code, args, |input| inputs[input].bits(), outputs) };
         if status != abi::STATUS_OK {
-            return Err(ExecError::from_status(graph, kernel, status));
+            return Err(kernel.status_error(graph, status));
         }
         Ok(())
     }

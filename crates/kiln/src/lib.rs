@@ -36,12 +36,13 @@ pub use kiln_frontend as frontend;
 pub use kiln_frontend::py::Options as PyOptions;
 pub use kiln_interp as interp;
 pub use kiln_ir as ir;
-pub use kiln_ir::kernel::backend::{Backend, BackendError, BackendOptions, Emit, EmitOptions};
-pub use kiln_ir::kernel::OptLevel;
 pub use kiln_ir::{
     optimize, verify, Buffer, DType, Data, Dim, ExecError, ExecResult, Graph, GraphInfo,
     ParseError, Scalar, SourceMap, TensorType, Type, Verified, VerifierErrors,
 };
+pub use kiln_kernel as kernel;
+pub use kiln_kernel::backend::{Backend, BackendError, BackendOptions, Emit, EmitOptions};
+pub use kiln_kernel::OptLevel;
 #[cfg(feature = "llvm")]
 pub use kiln_llvm as llvm;
 #[cfg(feature = "llvm")]
@@ -222,11 +223,11 @@ pub struct CompileOptions {
     /// The backend's optimization level.
     pub opt_level: OptLevel,
     /// Pass `bool` column inputs as packed bitmaps (Arrow's layout, see
-    /// `kiln_ir::kernel::LowerOptions::packed_bools`) in calls through
+    /// `kiln_kernel::LowerOptions::packed_bools`) in calls through
     /// [`JitProgram::call_slots`]; [`Program::run`] packs them itself.
     pub packed_bools: bool,
     /// Transcendentals as calls into the `libm` crate (`Some(true)`) or as
-    /// inline math (`Some(false)`, see `kiln_ir::kernel::LowerOptions::libm_calls`);
+    /// inline math (`Some(false)`, see `kiln_kernel::LowerOptions::libm_calls`);
     /// `None`, the default: the tier's choice (Cranelift calls, LLVM inlines
     /// and vectorizes). The bits are the same either way.
     pub libm_calls: Option<bool>,

@@ -1,5 +1,5 @@
 //! What compiled code links against in process: the C math names kernels call
-//! (`kiln_ir::kernel::libcalls`) bound to the pure-Rust `libm` crate, the
+//! (`kiln_kernel::libcalls`) bound to the pure-Rust `libm` crate, the
 //! functions the interpreter's semantics call, so every in-process tier returns
 //! the interpreter's bits. Objects and wasm modules import the same names from
 //! their host instead.
@@ -25,7 +25,7 @@ macro_rules! bindings {
             }
         )*
 
-        /// Every C name a kernel may call (`kiln_ir::kernel::libcalls`),
+        /// Every C name a kernel may call (`kiln_kernel::libcalls`),
         /// with the address of the `libm` crate function the in-process
         /// tiers bind it to.
         pub fn libm_symbols() -> Vec<(&'static str, *const u8)> {

@@ -4,7 +4,7 @@
 //! parsing and the way to a tier's engine are here.
 
 use crate::{CompileError, DynEngine, Emit, Interpreter};
-use kiln_ir::kernel::backend::Backend;
+use kiln_kernel::backend::Backend;
 use std::fmt;
 use std::str::FromStr;
 

@@ -2,8 +2,8 @@
 //! layout of Arrow booleans and validity): every compiling tier against the
 //! interpreter, for every row count around the byte boundaries.
 
-use kiln::ir::kernel::abi::pack_bits;
-use kiln::ir::kernel::{LowerOptions, Param};
+use kiln::kernel::abi::pack_bits;
+use kiln::kernel::{LowerOptions, Param};
 use kiln::{Buffer, CompileOptions, Data, Engine, Format, Program, Tier, Verified};
 
 const SRC: &str = "def m(p: bool[n], q: bool[n], x: float[n]):
@@ -43,14 +43,14 @@ fn the_kernel_takes_bitmaps() {
         packed_bools: true,
         ..LowerOptions::default()
     };
-    let kernel = kiln::ir::kernel::lower(&graph(), &options).expect("lowers");
+    let kernel = kiln::kernel::lower(&graph(), &options).expect("lowers");
     let packed = kernel
         .params
         .iter()
         .filter(|p| matches!(p, Param::BitmapIn { .. }))
         .count();
     assert_eq!(packed, 2, "p and q are bitmaps, x is not");
-    let header = kiln::ir::kernel::header::prototype(&kernel, "m");
+    let header = kiln::kernel::header::prototype(&kernel, "m");
     assert!(header.contains("const uint8_t* p_0"), "{header}");
 }
 

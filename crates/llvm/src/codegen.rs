@@ -1,7 +1,7 @@
 //! Kernel → LLVM IR, statement by statement: each kernel expression is the
 //! LLVM instruction or intrinsic of the same meaning. The cases LLVM leaves
 //! undefined or poison (integer division by 0 or `MIN / -1`, shifts by the
-//! width or more) cannot occur: lowering expanded them (`kiln_ir::kernel::Expr`
+//! width or more) cannot occur: lowering expanded them (`kiln_kernel::Expr`
 //! states each precondition). What remains here is the choice of instruction:
 //! `llvm.minimum` rather than `minnum`, `fptosi.sat` rather than `fptosi`,
 //! no `nsw`/`nuw` and no fast-math flags. Nothing here decides what a graph
@@ -23,11 +23,11 @@ use inkwell::values::{
     PointerValue,
 };
 use inkwell::{AddressSpace, FloatPredicate, IntPredicate};
-use kiln_ir::kernel::abi::{self, NativeArg, NativePlace};
-use kiln_ir::kernel::{
+use kiln_ir::{BinaryOp, CmpOp, DType, EntityRef, Scalar, UnaryOp};
+use kiln_kernel::abi::{self, NativeArg, NativePlace};
+use kiln_kernel::{
     libcalls, Expr, Extent, Kernel, MathCall, Param, ParamIdx, Reg, Stmt, Table, Var,
 };
-use kiln_ir::{BinaryOp, CmpOp, DType, EntityRef, Scalar, UnaryOp};
 
 impl From<BuilderError> for CodegenError {
     fn from(e: BuilderError) -> Self {

@@ -1,4 +1,4 @@
-//! [`Expr::Fallback`](kiln_ir::kernel::Expr::Fallback) for the loop
+//! [`Expr::Fallback`](kiln_kernel::Expr::Fallback) for the loop
 //! vectorizer: `if rare { op(args) } else { value }` is a call to a helper
 //! that LLVM keeps out of line (`noinline`) and that declares vector
 //! variants (the vector function ABI's `vector-function-abi-variant`), so a

@@ -7,8 +7,8 @@ use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::context::Context;
 use inkwell::execution_engine::ExecutionEngine;
 use inkwell::module::Module;
-use kiln_ir::kernel::abi::{self, CompiledKernel};
-use kiln_ir::kernel::Kernel;
+use kiln_kernel::abi::{self, CompiledKernel};
+use kiln_kernel::Kernel;
 use std::mem::ManuallyDrop;
 use std::sync::Arc;
 

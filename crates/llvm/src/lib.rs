@@ -8,7 +8,7 @@
 //! which loop and where division can fail, and `codegen` emits the LLVM IR that
 //! computes exactly `kiln_ir::semantics`: lowering already expanded every case
 //! LLVM would leave undefined. Transcendentals are calls to the C names of
-//! `kiln_ir::kernel::libcalls`, marked `nobuiltin` so LLVM never folds or
+//! `kiln_kernel::libcalls`, marked `nobuiltin` so LLVM never folds or
 //! rewrites them; the JIT binds them to the addresses its caller gives (the
 //! facade's are the pure-Rust `libm` crate's, so the in-process tier matches
 //! the interpreter bit for bit).
@@ -28,11 +28,11 @@ use inkwell::context::Context;
 use inkwell::module::Module;
 use inkwell::passes::PassBuilderOptions;
 use inkwell::targets::{FileType, TargetMachine};
-use kiln_ir::kernel::abi::CompiledKernel;
-use kiln_ir::kernel::backend::{
+use kiln_kernel::abi::CompiledKernel;
+use kiln_kernel::backend::{
     Backend, BackendError, BackendOptions, BackendResult, Emit, EmitOptions, Symbols,
 };
-use kiln_ir::kernel::{Kernel, LowerOptions};
+use kiln_kernel::{Kernel, LowerOptions};
 
 /// Why code generation failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -54,7 +54,7 @@ pub enum CodegenError {
 /// Result of code generation.
 pub type CodegenResult<T> = Result<T, CodegenError>;
 
-pub use kiln_ir::kernel::OptLevel;
+pub use kiln_kernel::OptLevel;
 
 /// The new pass manager's pipeline for a level.
 fn pipeline(opt: OptLevel) -> &'static str {

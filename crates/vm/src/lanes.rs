@@ -6,7 +6,7 @@
 //! A lane holds a value's bits zero-extended to 64 (`Scalar::bits`): an
 //! `f64` or `i64` as is, an `f32` or `i32` in the low 32 bits, a `bool` as
 //! 0 or 1. Every function here reads and writes lanes in that form and
-//! computes what `kiln_ir::kernel::Expr` says the machine computes, under
+//! computes what `kiln_kernel::Expr` says the machine computes, under
 //! the preconditions lowering guarantees; where a precondition could fail
 //! in lanes a scalar kernel would never reach (a divisor a failed check
 //! already rejected), the result is some value, never a panic.

@@ -16,11 +16,11 @@
 //! that carries a variable, or stores where a later row reads) runs row by
 //! row, in the same instructions one lane wide. What a kernel computes is
 //! decided by lowering; each instruction computes what
-//! `kiln_ir::kernel::Expr` says the machine computes, so the VM returns
+//! `kiln_kernel::Expr` says the machine computes, so the VM returns
 //! the interpreter's bits like the other tiers.
 //!
 //! A compiled kernel is called like machine code: [`VmKernel::call`]
-//! takes one 8-byte slot per parameter, as `kiln_ir::kernel::abi::args`
+//! takes one 8-byte slot per parameter, as `kiln_kernel::abi::args`
 //! describes them, and returns the kernel's status.
 
 #[cfg(test)]
@@ -34,10 +34,10 @@ mod routines;
 
 pub use lanes::{simd, Simd};
 
-use kiln_ir::kernel::abi::{CompiledKernel, HostEntry};
-use kiln_ir::kernel::backend::{Backend, BackendError, BackendOptions, BackendResult, Symbols};
-use kiln_ir::kernel::{Expr, Extent, Kernel, LowerOptions, MathCall, MathFn, Reg, Stmt};
 use kiln_ir::{BinaryOp, DType, EntityRef, Scalar, UnaryOp};
+use kiln_kernel::abi::{CompiledKernel, HostEntry};
+use kiln_kernel::backend::{Backend, BackendError, BackendOptions, BackendResult, Symbols};
+use kiln_kernel::{Expr, Extent, Kernel, LowerOptions, MathCall, MathFn, Reg, Stmt};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -100,7 +100,7 @@ impl Backend for Vm {
 /// (lowering's bug, not the user's).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum VmError {
-    /// The kernel breaks a precondition `kiln_ir::kernel::verify` states.
+    /// The kernel breaks a precondition `kiln_kernel::verify` states.
     #[error("invalid kernel: {0}")]
     Invalid(String),
 }
@@ -475,7 +475,7 @@ impl Cx<'_> {
                 }
                 Stmt::CheckNonZero(reg, check) => nodes.push(Node::Check {
                     src: self.vreg(*reg),
-                    status: kiln_ir::kernel::abi::division_by_zero_status(*check),
+                    status: kiln_kernel::abi::division_by_zero_status(*check),
                 }),
                 Stmt::Loop { extent, row, body } => {
                     let trip = self.trip(*extent);
@@ -847,7 +847,7 @@ thread_local! {
 
 impl VmKernel {
     /// Calls the kernel: `slots[i]` holds parameter `i` in 8 bytes, exactly
-    /// as for machine code (`kiln_ir::kernel::abi::CompiledKernel::call`).
+    /// as for machine code (`kiln_kernel::abi::CompiledKernel::call`).
     /// Returns the status.
     ///
     /// # Safety
@@ -874,7 +874,7 @@ impl VmKernel {
         };
         // SAFETY: the caller's contract.
         let status = match unsafe { run.nodes(&self.body, 1) } {
-            Ok(()) => kiln_ir::kernel::abi::STATUS_OK,
+            Ok(()) => kiln_kernel::abi::STATUS_OK,
             Err(status) => status,
         };
         LANES.with(|l| *l.borrow_mut() = lanes);
@@ -1235,7 +1235,7 @@ mod tests {
     fn kernel(text: &str) -> Kernel {
         let graph = kiln_ir::text::parse(text).expect("parses");
         let verified = kiln_ir::verify(graph).expect("verifies");
-        kiln_ir::kernel::lower(&verified, &Vm.lower_options()).expect("lowers")
+        kiln_kernel::lower(&verified, &Vm.lower_options()).expect("lowers")
     }
 
     #[test]

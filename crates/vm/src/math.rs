@@ -1,11 +1,11 @@
-//! The `libm` crate functions a kernel calls (`kiln_ir::kernel::libcalls`):
+//! The `libm` crate functions a kernel calls (`kiln_kernel::libcalls`):
 //! the interpreter's semantics call the same ones, so the VM returns its
 //! bits. Where it is faster, the VM runs a function's routine instead
 //! (`routines.rs`: kiln's inline math, which returns the same bits).
 
 use crate::lanes::Simd;
-use kiln_ir::kernel::MathFn;
 use kiln_ir::{BinaryOp, DType, UnaryOp};
+use kiln_kernel::MathFn;
 
 /// Whether the VM computes `f` on `dtype` by its routine (`routines.rs`)
 /// rather than by a `libm` call per lane, on `simd`, by measurement

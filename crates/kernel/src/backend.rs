@@ -5,12 +5,12 @@
 //! to know which one it is.
 //!
 //! A backend translates kernels; it never decides what they compute
-//! (lowering did, `super::lower`). What it does choose is how the kernels it
+//! (lowering did, `crate::lower`). What it does choose is how the kernels it
 //! is given are shaped ([`Backend::lower_options`]): those choices change the
 //! speed, never the bits.
 
-use super::abi::CompiledKernel;
-use super::{Kernel, LowerOptions, OptLevel};
+use crate::abi::CompiledKernel;
+use crate::{Kernel, LowerOptions, OptLevel};
 
 /// What a backend is asked for beyond its kernels, for in-process code.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -32,7 +32,7 @@ impl Default for BackendOptions {
 }
 
 /// The C names of math functions bound to the addresses kernels call
-/// (`super::libcalls`), as a backend's caller gives them.
+/// (`crate::libcalls`), as a backend's caller gives them.
 pub type Symbols<'a> = &'a [(&'static str, *const u8)];
 
 /// Why a backend did not produce code.
@@ -63,7 +63,7 @@ pub enum Emit {
     Bitcode,
     /// A linked wasm32 module (wasm32 targets only).
     Wasm,
-    /// The C header of the kernel's ABI (`super::header`): written by
+    /// The C header of the kernel's ABI (`crate::header`): written by
     /// lowering, the same for every backend that writes objects.
     Header,
 }

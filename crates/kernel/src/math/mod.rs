@@ -24,9 +24,9 @@
 #![allow(clippy::excessive_precision, clippy::approx_constant)]
 
 use super::{Expr, Kernel, MathCall, Reg, Stmt};
-use crate::op::{BinaryOp, CmpOp, UnaryOp};
-use crate::scalar::Scalar;
-use crate::types::DType;
+use kiln_ir::op::{BinaryOp, CmpOp, UnaryOp};
+use kiln_ir::scalar::Scalar;
+use kiln_ir::types::DType;
 
 /// An inline expansion: the statements computing a function of `x`, and
 /// the register of its result.

@@ -12,10 +12,10 @@
 //!
 //! The walk keeps its own stack: deep loop nests cannot overflow the Rust one.
 
-use super::{Expr, Extent, Kernel, Param, ParamIdx, Reg, Stmt, Var};
-use crate::op::{BinaryOp, CmpOp, UnaryOp};
-use crate::types::DType;
+use crate::{Expr, Extent, Kernel, Param, ParamIdx, Reg, Stmt, Var};
 use cranelift_entity::EntityRef;
+use kiln_ir::op::{BinaryOp, CmpOp, UnaryOp};
+use kiln_ir::types::DType;
 
 /// Why a kernel is invalid: a bug in lowering.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -350,7 +350,7 @@ impl Verifier<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scalar::Scalar;
+    use kiln_ir::scalar::Scalar;
 
     /// `f(x: f64[n]) -> f64[n]`: `out[row] = x[row] + 1`, with `edit` applied.
     fn kernel(edit: impl FnOnce(&mut Kernel)) -> Result<(), KernelError> {
@@ -361,13 +361,13 @@ mod tests {
                 Param::ArrayIn {
                     name: "x".into(),
                     dtype: DType::F64,
-                    shape: vec![crate::types::Dim::Sym("n".into())],
+                    shape: vec![kiln_ir::types::Dim::Sym("n".into())],
                 },
                 Param::Extent { dim: "n".into() },
                 Param::ArrayOut {
                     name: "y".into(),
                     dtype: DType::F64,
-                    shape: vec![crate::types::Dim::Sym("n".into())],
+                    shape: vec![kiln_ir::types::Dim::Sym("n".into())],
                 },
             ],
             regs: vec![DType::I64, DType::F64, DType::F64, DType::F64],

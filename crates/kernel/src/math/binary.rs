@@ -9,12 +9,12 @@
 //! `libm` function through [`Expr::Fallback`](super::Expr::Fallback).
 
 use super::{atan_core, magnitude_word, Emitter, Expansion2};
-use crate::kernel::{Expr, MathCall, Reg};
-use crate::op::{BinaryOp, CmpOp, UnaryOp};
-use crate::types::DType;
+use crate::{Expr, MathCall, Reg};
+use kiln_ir::op::{BinaryOp, CmpOp, UnaryOp};
+use kiln_ir::types::DType;
 
 /// The inline port of the binary `op` on `dtype`, if kiln has one.
-pub(in crate::kernel) fn inline(op: BinaryOp, dtype: DType) -> Option<Expansion2> {
+pub(crate) fn inline(op: BinaryOp, dtype: DType) -> Option<Expansion2> {
     if !dtype.is_float() {
         return None;
     }

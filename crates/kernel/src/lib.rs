@@ -1,4 +1,6 @@
-//! The kernel: kiln's loop-level IR, the one thing backends translate.
+//! The kernel: kiln's loop-level IR, the one thing backends translate
+//! (`kiln-kernel`, between the graph IR of `kiln-ir` and the backends:
+//! frontends and the interpreter never depend on it).
 //!
 //! A [`Kernel`] is a function with an ABI-ordered parameter list (inputs,
 //! extents, outputs), a body of statements (straight-line SSA [`Reg`] definitions,
@@ -35,12 +37,12 @@ pub use math::{EXP2F_TABLE, EXP2_TABLE};
 pub use print::print;
 pub use verify::{verify, KernelError};
 
-use crate::entities::Value;
 use cranelift_entity::EntityRef;
+use kiln_ir::entities::Value;
 
-use crate::op::{BinaryOp, CmpOp, UnaryOp};
-use crate::scalar::Scalar;
-use crate::types::{DType, Dim, Shape, TensorType};
+use kiln_ir::op::{BinaryOp, CmpOp, UnaryOp};
+use kiln_ir::scalar::Scalar;
+use kiln_ir::types::{DType, Dim, Shape, TensorType};
 
 /// How hard a backend works on a kernel; every backend and the facade take
 /// this one type. What a kernel computes never depends on it.
@@ -163,7 +165,7 @@ pub enum Param {
         /// The constant's source name, or `const` and its node.
         name: String,
         /// The elements.
-        tensor: std::sync::Arc<crate::op::TensorConst>,
+        tensor: std::sync::Arc<kiln_ir::op::TensorConst>,
     },
     /// Scratch room for one intermediate tensor that no loop can fuse: a
     /// pointer to room for its elements (the product of `shape` with the
@@ -208,7 +210,7 @@ pub enum Extent {
     Reg(Reg),
 }
 
-/// A value computed from registers; its meaning is [`crate::semantics`].
+/// A value computed from registers; its meaning is [`kiln_ir::semantics`].
 #[derive(Clone, Debug, PartialEq)]
 pub enum Expr {
     /// A scalar input parameter's value (a `bool` byte is true when not 0).
@@ -438,6 +440,12 @@ impl Kernel {
         self.checks
             .get(abi::failed_division_check(status)?)
             .copied()
+    }
+
+    /// The error this kernel's nonzero `status` stands for, naming the node
+    /// of `graph` (the graph it was lowered from) whose division failed.
+    pub fn status_error(&self, graph: &kiln_ir::Graph, status: i32) -> kiln_ir::ExecError {
+        kiln_ir::ExecError::from_status(graph, self.failed_check(status), status)
     }
 
     /// A new register of `dtype`, named after a source value if `name` is

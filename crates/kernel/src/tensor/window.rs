@@ -28,12 +28,12 @@
 //! contiguously, so LLVM vectorizes it without reassociating a sum.
 
 use super::{Epilogue, Loc, View};
-use crate::kernel::lower::{step_op, Lowerer};
-use crate::kernel::{Expr, Extent, Param, ParamIdx, Reg, Stmt};
-use crate::op::{BinaryOp, Conv2d, Pool2d, PoolKind, ReduceOp};
-use crate::semantics::reduce_identity;
-use crate::types::{DType, Dim};
+use crate::lower::{step_op, Lowerer};
+use crate::{Expr, Extent, Param, ParamIdx, Reg, Stmt};
 use cranelift_entity::EntityRef;
+use kiln_ir::op::{BinaryOp, Conv2d, Pool2d, PoolKind, ReduceOp};
+use kiln_ir::semantics::reduce_identity;
+use kiln_ir::types::{DType, Dim};
 
 /// The output indices `lo..hi` along one axis (of `outputs` outputs over an
 /// input of `extent`) whose tap `tap` reads inside the input: input index
@@ -280,7 +280,7 @@ impl Lowerer<'_> {
         let zero = self.emit(
             out,
             dtype,
-            Expr::Const(crate::scalar::Scalar::zero(dtype)),
+            Expr::Const(kiln_ir::scalar::Scalar::zero(dtype)),
             None,
         );
         self.store_all(out, &[], &Loc::Scalar(zero), &view);
@@ -722,16 +722,16 @@ impl Lowerer<'_> {
     pub(super) fn window_node(
         &mut self,
         st: &mut super::Nest,
-        value: crate::entities::Value,
-        op: &crate::op::Op,
+        value: kiln_ir::entities::Value,
+        op: &kiln_ir::op::Op,
         args: &[Loc],
-        dims: crate::types::Shape,
+        dims: kiln_ir::types::Shape,
     ) -> Option<Loc> {
         let dtype = self.graph.ty(value).dtype().expect("a tensor");
         let out = &mut st.out;
         let x = self.as_view(out, &st.loc, &args[0], false);
         let w = match op {
-            crate::op::Op::Conv2d(_) => Some(self.as_view(out, &st.loc, &args[1], false)),
+            kiln_ir::op::Op::Conv2d(_) => Some(self.as_view(out, &st.loc, &args[1], false)),
             _ => None,
         };
         if let (Some(w), Some(e)) = (&w, st.fusion.epilogue[value.index()]) {
@@ -742,11 +742,11 @@ impl Lowerer<'_> {
         let dest = self.dest(value, &dims, &mut st.claimed);
         let d = self.dense(out, dest, dims);
         match op {
-            crate::op::Op::Conv2d(c) => {
+            kiln_ir::op::Op::Conv2d(c) => {
                 let w = w.expect("a convolution's weights");
                 self.conv2d(out, c, (&x, &w, &d), None, dtype);
             }
-            crate::op::Op::Pool2d(p) => self.pool2d(out, p, (&x, &d), dtype),
+            kiln_ir::op::Op::Pool2d(p) => self.pool2d(out, p, (&x, &d), dtype),
             _ => unreachable!("a window op"),
         }
         Some(Loc::View(d))

@@ -16,9 +16,9 @@
 //! and the buffer's shape is those dimensions followed by the largest
 //! product of fixed ones.
 
-use super::{Expr, Extent, Kernel, Param, ParamIdx, Stmt};
-use crate::types::{DType, Dim, Shape};
+use crate::{Expr, Extent, Kernel, Param, ParamIdx, Stmt};
 use cranelift_entity::EntityRef;
+use kiln_ir::types::{DType, Dim, Shape};
 use std::sync::Arc;
 
 /// Maps scratch parameters with disjoint lives onto shared ones (see the
@@ -163,7 +163,7 @@ fn each_param(stmt: &mut Stmt, f: &mut impl FnMut(&mut ParamIdx)) {
 
 #[cfg(test)]
 mod tests {
-    use crate::kernel::tensor::tests::scratch;
+    use crate::tensor::tests::scratch;
 
     /// `layers` Linear layers of `width` units with a ReLU, from `x: f32[n,
     /// width]`.

@@ -11,8 +11,8 @@
 //! - the uniform entry every compiled kernel is called through from Rust
 //!   ([`CompiledKernel::call`]: one 8-byte slot per parameter).
 
-use super::{Kernel, Param};
-use crate::types::{DType, Dim};
+use crate::{Kernel, Param};
+use kiln_ir::types::{DType, Dim};
 use std::any::Any;
 use std::sync::Arc;
 

@@ -1,8 +1,8 @@
 //! The C header of a kernel's native signature (`docs/abi.md`), shared by every
 //! tier that writes objects.
 
-use super::{Kernel, Param};
-use crate::types::{DType, Dim, TensorType};
+use crate::{Kernel, Param};
+use kiln_ir::types::{DType, Dim, TensorType};
 
 /// The C type of a dtype (`bool` is a `uint8_t` holding 0 or 1).
 pub fn c_type(dtype: DType) -> &'static str {

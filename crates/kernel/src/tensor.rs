@@ -17,7 +17,7 @@
 //! [`Lowerer::tensor_body`] sends each node to the function for its op: views
 //! and loop nests are in [`views`], layout ops in [`layout`], reductions and
 //! filters in [`reduce`], matmuls in [`matmul`]. This module decides; the
-//! backends only translate the [`super::Kernel`] it builds.
+//! backends only translate the [`crate::Kernel`] it builds.
 
 mod fusion;
 mod layout;
@@ -26,15 +26,15 @@ mod reduce;
 mod views;
 mod window;
 
-use super::lower::{LowerError, Lowerer};
-use super::{Param, ParamIdx, Reg, Stmt};
-use crate::entities::Value;
-use crate::graph::{Graph, NodeData};
-use crate::op::{Op, TensorConst};
-use crate::types::{Shape, Type};
-use crate::verify::GraphInfo;
+use crate::lower::{LowerError, Lowerer};
+use crate::{Param, ParamIdx, Reg, Stmt};
 use cranelift_entity::EntityRef;
 use fusion::{fused_nodes, Fusion};
+use kiln_ir::entities::Value;
+use kiln_ir::graph::{Graph, NodeData};
+use kiln_ir::op::{Op, TensorConst};
+use kiln_ir::types::{Shape, Type};
+use kiln_ir::verify::GraphInfo;
 
 /// True when a live node needs loop nests: a tensor of rank ≥ 2, a tensor op,
 /// or an elementwise op that broadcasts one non-scalar shape to another.
@@ -325,14 +325,14 @@ impl Lowerer<'_> {
 
 #[cfg(test)]
 pub(super) mod tests {
-    use super::super::{lower, LowerOptions, Param};
-    use crate::types::Dim;
+    use crate::{lower, LowerOptions, Param};
+    use kiln_ir::types::Dim;
 
     /// The shapes of the scratch buffers `src` lowers to, with either
     /// tier's options (they must agree).
-    pub(in crate::kernel) fn scratch(src: &str) -> Vec<String> {
-        let graph = crate::text::parse(src).expect("the test graph parses");
-        let graph = crate::verify(graph).expect("the test graph verifies");
+    pub(crate) fn scratch(src: &str) -> Vec<String> {
+        let graph = kiln_ir::text::parse(src).expect("the test graph parses");
+        let graph = kiln_ir::verify(graph).expect("the test graph verifies");
         let mut found = Vec::new();
         let tiles = LowerOptions {
             register_tiles: true,

@@ -10,15 +10,15 @@
 //!
 //! Every walk over the graph is a loop over the arena, never recursion.
 
-use super::{Expr, Extent, Kernel, MathFn, Param, ParamIdx, Reg, Stmt, Var};
-use crate::entities::Value;
-use crate::graph::Graph;
-use crate::op::{BinaryOp, CmpOp, Op, ReduceOp, UnaryOp};
-use crate::scalar::Scalar;
-use crate::semantics::reduce_identity;
-use crate::types::{DType, Dim, Type};
-use crate::verify::{GraphInfo, Verified};
+use crate::{Expr, Extent, Kernel, MathFn, Param, ParamIdx, Reg, Stmt, Var};
 use cranelift_entity::{EntityRef, SecondaryMap};
+use kiln_ir::entities::Value;
+use kiln_ir::graph::Graph;
+use kiln_ir::op::{BinaryOp, CmpOp, Op, ReduceOp, UnaryOp};
+use kiln_ir::scalar::Scalar;
+use kiln_ir::semantics::reduce_identity;
+use kiln_ir::types::{DType, Dim, Type};
+use kiln_ir::verify::{GraphInfo, Verified};
 
 /// Why a graph cannot be lowered.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -29,7 +29,7 @@ pub enum LowerError {
     /// Lowering produced a kernel the verifier rejects (a bug in lowering;
     /// checked in debug builds).
     #[error(transparent)]
-    Invalid(#[from] super::KernelError),
+    Invalid(#[from] crate::KernelError),
 }
 
 pub(super) struct Lowerer<'a> {
@@ -79,8 +79,8 @@ pub struct LowerOptions {
     /// (Cranelift). Each element still sums in `k` order, so the bits are
     /// the same either way.
     pub register_tiles: bool,
-    /// Keep transcendentals as calls by their C names ([`super::libcalls`])
-    /// instead of inline math ([`super::math`]): for an in-process JIT that
+    /// Keep transcendentals as calls by their C names ([`crate::libcalls`])
+    /// instead of inline math ([`crate::math`]): for an in-process JIT that
     /// binds the names to the `libm` crate and does not vectorize, where one
     /// call is faster than the expanded scalar code. Objects and wasm modules
     /// never ask for it: their calls would reach the platform's libm, whose
@@ -89,26 +89,26 @@ pub struct LowerOptions {
 }
 
 /// The direct kernel `dtype f(dtype x)` (or `f(dtype x, dtype y)`)
-/// computing `f` by inline math ([`super::math`]), if kiln has an inline
+/// computing `f` by inline math ([`crate::math`]), if kiln has an inline
 /// port of it: what a backend that vectorizes math functions on their own
 /// (the Cranelift JIT's vector math routines) compiles, so every tier's bits
 /// still come from one expansion.
 pub fn math_kernel(f: MathFn, dtype: DType) -> Option<Kernel> {
-    let mut b = crate::Builder::new(&format!("kiln_math_{f}_{dtype}"));
+    let mut b = kiln_ir::Builder::new(&format!("kiln_math_{f}_{dtype}"));
     let x = b.input("x", Type::scalar(dtype));
     let y = match f {
         MathFn::Unary(op) => {
-            super::math::inline(op, dtype)?;
+            crate::math::inline(op, dtype)?;
             b.unary(op, x).ok()?
         }
         MathFn::Binary(op) => {
-            super::math::inline_binary(op, dtype)?;
+            crate::math::inline_binary(op, dtype)?;
             let y = b.input("y", Type::scalar(dtype));
             b.binary(op, x, y).ok()?
         }
     };
     b.output("z", y);
-    let verified = crate::verify(b.finish()).ok()?;
+    let verified = kiln_ir::verify(b.finish()).ok()?;
     let options = LowerOptions {
         libm_calls: false,
         ..LowerOptions::default()
@@ -119,7 +119,7 @@ pub fn math_kernel(f: MathFn, dtype: DType) -> Option<Kernel> {
 /// Lowers a verified (normally optimized) graph.
 pub fn lower(verified: &Verified, options: &LowerOptions) -> Result<Kernel, LowerError> {
     let (graph, info) = (verified.graph(), verified.info());
-    let tensors = super::tensor::needs_loop_nests(graph, info);
+    let tensors = crate::tensor::needs_loop_nests(graph, info);
     let mut lw = Lowerer {
         graph,
         info,
@@ -142,12 +142,12 @@ pub fn lower(verified: &Verified, options: &LowerOptions) -> Result<Kernel, Lowe
     lw.params(options);
     if tensors {
         lw.tensor_body()?;
-        super::scratch::share(&mut lw.kernel);
+        crate::scratch::share(&mut lw.kernel);
     } else {
         lw.elementwise_body();
     }
     if cfg!(debug_assertions) {
-        super::verify(&lw.kernel)?;
+        crate::verify(&lw.kernel)?;
     }
     Ok(lw.kernel)
 }
@@ -377,7 +377,7 @@ impl Lowerer<'_> {
             return self.emit(out, DType::Bool, Expr::Binary(BinaryOp::Xor, a, t), name);
         }
         if !self.libm_calls {
-            if let Some(expand) = super::math::inline(op, dtype) {
+            if let Some(expand) = crate::math::inline(op, dtype) {
                 return expand(&mut self.kernel, out, a);
             }
         }
@@ -397,7 +397,7 @@ impl Lowerer<'_> {
         name: Option<&str>,
     ) -> Reg {
         if !self.libm_calls {
-            if let Some(expand) = super::math::inline_binary(op, dtype) {
+            if let Some(expand) = crate::math::inline_binary(op, dtype) {
                 return expand(&mut self.kernel, out, a, b);
             }
         }
@@ -528,7 +528,7 @@ impl Lowerer<'_> {
         self.emit(out, to, Expr::Cast(to, a), name)
     }
 
-    /// Float `floordiv`/`mod` as NumPy's `npy_divmod` (`crate::semantics`),
+    /// Float `floordiv`/`mod` as NumPy's `npy_divmod` (`kiln_ir::semantics`),
     /// expanded once here into primitives every backend already has (`rem` is
     /// C's `fmod`), without branches, so no backend spells the sequence itself.
     fn float_divmod(

@@ -1,7 +1,7 @@
 //! Printing a kernel for humans (`kiln ir --emit kernel`), with source names as
 //! comments.
 
-use super::{Expr, Extent, Kernel, MathCall, Param, Reg, Stmt};
+use crate::{Expr, Extent, Kernel, MathCall, Param, Reg, Stmt};
 use cranelift_entity::EntityRef;
 use std::fmt::Write;
 

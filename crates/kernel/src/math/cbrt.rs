@@ -14,9 +14,9 @@
 //! test finds nearly exact) go to the `libm` function.
 
 use super::{Emitter, Kernel, Stmt};
-use crate::kernel::Reg;
-use crate::op::{BinaryOp, CmpOp, UnaryOp};
-use crate::types::DType;
+use crate::Reg;
+use kiln_ir::op::{BinaryOp, CmpOp, UnaryOp};
+use kiln_ir::types::DType;
 
 /// `a·b - p` exactly, for `p = a·b` rounded, by Dekker's product (Veltkamp's
 /// split into 26-bit halves), where nothing overflows or underflows.

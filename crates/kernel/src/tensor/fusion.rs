@@ -2,11 +2,11 @@
 //! (computed where it reads them, never stored), and which matmuls and
 //! convolutions compute an elementwise epilogue in their own loop.
 
-use crate::entities::Value;
-use crate::graph::{Graph, NodeData};
-use crate::op::{Op, ReduceOp};
-use crate::verify::GraphInfo;
 use cranelift_entity::EntityRef;
+use kiln_ir::entities::Value;
+use kiln_ir::graph::{Graph, NodeData};
+use kiln_ir::op::{Op, ReduceOp};
+use kiln_ir::verify::GraphInfo;
 
 /// How deep a chain of fused elementwise nodes may get before one is
 /// stored: reading a fused node recurses through its fused arguments, so the
@@ -162,7 +162,7 @@ fn elementwise(op: &Op) -> bool {
 /// Elementwise ops cheap enough to compute more than once per element
 /// rather than store and load: a few instructions, no division, no call.
 fn cheap(op: &Op) -> bool {
-    use crate::op::{BinaryOp as B, UnaryOp as U};
+    use kiln_ir::op::{BinaryOp as B, UnaryOp as U};
     match op {
         Op::Unary(u) => matches!(u, U::Neg | U::Abs | U::Not | U::BNot),
         Op::Binary(b) => matches!(

@@ -3,11 +3,11 @@
 //! `concat` copies each argument to its place.
 
 use super::{Loc, View};
-use crate::kernel::lower::Lowerer;
-use crate::kernel::{Expr, Param, Reg, Stmt};
-use crate::op::BinaryOp;
-use crate::op::SliceRange;
-use crate::types::{DType, Dim, Shape};
+use crate::lower::Lowerer;
+use crate::{Expr, Param, Reg, Stmt};
+use kiln_ir::op::BinaryOp;
+use kiln_ir::op::SliceRange;
+use kiln_ir::types::{DType, Dim, Shape};
 
 impl Lowerer<'_> {
     /// `transpose(x, perm)`: the same buffer, strides permuted.
@@ -105,7 +105,7 @@ impl Lowerer<'_> {
         x: Loc,
         dtype: DType,
         dims: Shape,
-        dest: impl FnOnce(&mut Self) -> crate::kernel::ParamIdx,
+        dest: impl FnOnce(&mut Self) -> crate::ParamIdx,
     ) -> Loc {
         match x {
             Loc::Scalar(reg) if dims.is_empty() => Loc::Scalar(reg),

@@ -1,17 +1,17 @@
 //! Lowering of `matmul` to loop nests: the i, k, j nest that accumulates
 //! each result row in place (what LLVM vectorizes), and the register-tiled
-//! nest the Cranelift tier asks for ([`crate::kernel::LowerOptions::register_tiles`]).
+//! nest the Cranelift tier asks for ([`crate::LowerOptions::register_tiles`]).
 //!
 //! Both keep the semantics' order: every result element folds its products
 //! in `k` order from the identity, `acc = acc + a * b`, two roundings and no
 //! FMA (docs/semantics.md). Neither reassociates a sum to go faster.
 
 use super::{Epilogue, Loc, View};
-use crate::kernel::lower::Lowerer;
-use crate::kernel::{Expr, Extent, Reg, Stmt, Var};
-use crate::op::{BinaryOp, ReduceOp};
-use crate::semantics::reduce_identity;
-use crate::types::{DType, Dim};
+use crate::lower::Lowerer;
+use crate::{Expr, Extent, Reg, Stmt, Var};
+use kiln_ir::op::{BinaryOp, ReduceOp};
+use kiln_ir::semantics::reduce_identity;
+use kiln_ir::types::{DType, Dim};
 
 /// Rows of a register tile of `matmul` (a power of two).
 const TILE_ROWS: u32 = 4;

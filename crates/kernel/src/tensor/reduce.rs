@@ -2,13 +2,13 @@
 //! order docs/semantics.md gives, so every tier computes the same bits.
 
 use super::{Loc, View};
-use crate::entities::Value;
-use crate::kernel::lower::{step_op, Lowerer};
-use crate::kernel::{Expr, Reg, Stmt};
-use crate::op::{BinaryOp, ReduceOp};
-use crate::scalar::Scalar;
-use crate::semantics::reduce_identity;
-use crate::types::{DType, Shape};
+use crate::lower::{step_op, Lowerer};
+use crate::{Expr, Reg, Stmt};
+use kiln_ir::entities::Value;
+use kiln_ir::op::{BinaryOp, ReduceOp};
+use kiln_ir::scalar::Scalar;
+use kiln_ir::semantics::reduce_identity;
+use kiln_ir::types::{DType, Shape};
 
 impl Lowerer<'_> {
     pub(super) fn reduce(

@@ -3,13 +3,13 @@
 //! it is read), writing a whole tensor, and loop nests over a shape.
 
 use super::{Loc, View};
-use crate::entities::Value;
-use crate::kernel::lower::Lowerer;
-use crate::kernel::{Expr, Param, ParamIdx, Reg, Stmt};
-use crate::op::BinaryOp;
-use crate::scalar::Scalar;
-use crate::types::{DType, Dim, Shape};
+use crate::lower::Lowerer;
+use crate::{Expr, Param, ParamIdx, Reg, Stmt};
 use cranelift_entity::EntityRef;
+use kiln_ir::entities::Value;
+use kiln_ir::op::BinaryOp;
+use kiln_ir::scalar::Scalar;
+use kiln_ir::types::{DType, Dim, Shape};
 
 /// The rows of an argument of `src` dims read at `rows` of a result of
 /// `rows.len()` axes, NumPy-aligned: trailing axes match, an axis of extent

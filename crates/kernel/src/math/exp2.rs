@@ -29,9 +29,9 @@
 //! SUCH DAMAGE.
 
 use super::{high_word, Emitter};
-use crate::kernel::{Expr, Reg, Table};
-use crate::op::CmpOp;
-use crate::types::DType;
+use crate::{Expr, Reg, Table};
+use kiln_ir::op::CmpOp;
+use kiln_ir::types::DType;
 
 /// `exp2(x)` (f64): `x = k + i/256 + z`, `2^x = 2^k · T[i] · p(z - eps[i])`,
 /// the specials as selects.
