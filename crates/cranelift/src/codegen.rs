@@ -12,7 +12,9 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use cranelift_module::{DataDescription, FuncOrDataId, Linkage, Module};
 use kiln_ir::{BinaryOp, CmpOp, DType, EntityRef, Scalar, UnaryOp};
 use kiln_kernel::abi::{self, NativeArg, NativePlace};
-use kiln_kernel::{libcalls, Expr, Extent, Kernel, MathCall, ParamIdx, Reg, Stmt, Table};
+use kiln_kernel::{
+    libcalls, Expr, Extent, Iterations, Kernel, MathCall, ParamIdx, Reg, Stmt, Table,
+};
 use std::collections::{HashMap, HashSet};
 
 /// The CLIF type of a dtype (`bool` is an `i8` holding 0 or 1).
@@ -261,7 +263,12 @@ impl<'a, M: Module> FunctionCx<'a, M> {
                     self.regs[reg.index()] = Some(value);
                 }
                 Stmt::CheckNonZero(reg, check) => self.codegen_check(*reg, *check),
-                Stmt::Loop { extent, row, body } => self.codegen_loop(*extent, *row, body, ret)?,
+                Stmt::Loop {
+                    extent,
+                    row,
+                    body,
+                    iterations,
+                } => self.codegen_loop(*extent, *row, body, *iterations, ret)?,
                 Stmt::Set(var, reg) => {
                     let value = self.reg(*reg);
                     self.bcx.def_var(self.vars[var.index()], value);
@@ -340,11 +347,13 @@ impl<'a, M: Module> FunctionCx<'a, M> {
         extent: Extent,
         row: Reg,
         body: &[Stmt],
+        iterations: Iterations,
         ret: &mut Option<ir::Value>,
     ) -> CodegenResult<()> {
         let n = self.codegen_extent(extent);
         let plan = match self.vectorize {
-            Some(routines) => {
+            // Rows in vectors need rows that do not depend on each other.
+            Some(routines) if iterations == Iterations::Independent => {
                 let kernel = self.kernel;
                 let one = self.ones.get_or_insert_with(|| {
                     let mut one = HashSet::new();
@@ -353,7 +362,7 @@ impl<'a, M: Module> FunctionCx<'a, M> {
                 });
                 vector::plan(kernel, row, body, routines, one)
             }
-            None => None,
+            _ => None,
         };
         let start = match plan {
             // Vectors first; the scalar loop runs what they leave (the last

@@ -19,13 +19,13 @@
 //! ones or zero) as wide as the loop's lanes: `i64x2` in two-lane loops,
 //! `i32x4` in four-lane ones.
 //!
-//! Which loops ([`plan`]): straight-line bodies of `let`s and stores, where
-//! every store writes element `row` (plus a loop-invariant offset) of a
-//! buffer the loop stores nothing else to, and reads that buffer, if at
-//! all, only at the element it stores (`acc[p] = acc[p] + x[p] * w`, a
-//! convolution's tap: each row reads its own element before writing it).
-//! Rows are then independent, whatever order their lanes run in. Loops with
-//! accumulators, selections, division checks or nested loops stay scalar.
+//! Which loops ([`plan`]): those whose rows the kernel records as
+//! independent (`kiln_kernel::Iterations::Independent`: no row reads what
+//! another writes, as in `acc[p] = acc[p] + x[p] * w`, a convolution's tap),
+//! with straight-line bodies of `let`s and stores where every store writes
+//! element `row` (plus a loop-invariant offset) of a buffer the loop stores
+//! nothing else to. Loops with accumulators, selections, division checks or
+//! nested loops stay scalar.
 
 use crate::codegen::{clif_type, FunctionCx};
 use crate::{CodegenError, CodegenResult};
@@ -154,10 +154,10 @@ pub(crate) fn plan(
     let shape = shape(row, body, one);
     let Shape { unit, invariant } = &shape;
     let mut lanes = u8::MAX;
-    // Each buffer's load indices, and the index it is stored at.
-    let mut loaded: HashMap<ParamIdx, Vec<Reg>> = HashMap::new();
-    let mut stored: HashMap<ParamIdx, Reg> = HashMap::new();
-    let mut bits = HashSet::new();
+    // Each buffer's store index: one store per buffer (the vector stores
+    // write whole rows); whether its rows are independent is the kernel's
+    // `Iterations`, which the caller checked.
+    let mut stored: HashSet<ParamIdx> = HashSet::new();
     let mut contiguous = false;
     for stmt in body {
         match stmt {
@@ -168,13 +168,7 @@ pub(crate) fn plan(
                 }
                 match expr {
                     Expr::Var(_) => return None,
-                    Expr::Load(p, idx) => {
-                        loaded.entry(*p).or_default().push(*idx);
-                        contiguous |= unit.contains(idx);
-                    }
-                    // A bit shares its byte with other rows' bits.
-                    Expr::LoadBit(p, idx) => {
-                        bits.insert(*p);
+                    Expr::Load(_, idx) | Expr::LoadBit(_, idx) => {
                         contiguous |= unit.contains(idx);
                     }
                     Expr::Unary(op, _) => {
@@ -191,7 +185,7 @@ pub(crate) fn plan(
                 }
             }
             Stmt::Store(p, Some(idx), _) if unit.contains(idx) => {
-                if stored.insert(*p, *idx).is_some() {
+                if !stored.insert(*p) {
                     return None;
                 }
                 contiguous = true;
@@ -218,15 +212,7 @@ pub(crate) fn plan(
     if index_as_value {
         lanes = lanes.min(2);
     }
-    // A stored buffer is read, if at all, at the very index it is stored at
-    // (the same register), so each row reads only its own element.
-    let independent = stored.iter().all(|(p, at)| {
-        !bits.contains(p)
-            && loaded
-                .get(p)
-                .is_none_or(|idxs| idxs.iter().all(|idx| idx == at))
-    });
-    (independent && contiguous && (2..=4).contains(&lanes)).then_some(Plan { lanes, shape })
+    (contiguous && (2..=4).contains(&lanes)).then_some(Plan { lanes, shape })
 }
 
 /// The buffers of a loop whose every load and store is at `row` itself (no

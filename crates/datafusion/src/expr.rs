@@ -40,7 +40,7 @@ pub struct KilnExpr {
 
 /// Compiled projectors by expression text and column types, so a query
 /// planned again (or a plan decoded again on an executor) reuses them.
-type Cache = Mutex<HashMap<(String, Vec<DataType>, kiln_arrow::Tier), Projector>>;
+type Cache = Mutex<HashMap<(String, Vec<DataType>, kiln::Tier), Projector>>;
 
 static CACHE: OnceLock<Cache> = OnceLock::new();
 

@@ -31,7 +31,7 @@ pub mod translate;
 
 pub use codec::KilnCodec;
 pub use expr::KilnExpr;
-pub use kiln_arrow::Tier;
+pub use kiln::Tier;
 pub use rule::{decisions, filter_projection_time, Decision, KilnRule};
 
 use datafusion::execution::session_state::SessionStateBuilder;

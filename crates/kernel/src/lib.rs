@@ -24,6 +24,7 @@
 pub mod abi;
 pub mod backend;
 pub mod header;
+pub mod iterations;
 pub mod libcalls;
 mod lower;
 mod math;
@@ -389,6 +390,9 @@ pub enum Stmt {
         row: Reg,
         /// The loop body.
         body: Vec<Stmt>,
+        /// What the iterations may assume of each other (recorded by
+        /// lowering, [`iterations::mark`]; checked by the verifier).
+        iterations: Iterations,
     },
     /// Sets a variable.
     Set(Var, Reg),
@@ -409,6 +413,42 @@ pub enum Stmt {
     },
     /// Writes a variable's value to a [`Param::SelectionCount`] parameter.
     StoreCount(ParamIdx, Var),
+}
+
+/// What a loop's iterations may assume of each other: how a backend or the
+/// runtime may reorder, batch or split them without changing a bit.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Iterations {
+    /// Each iteration may read what an earlier one wrote (an accumulator, a
+    /// store read back at another index) or holds a loop: run them in
+    /// order, one at a time.
+    Sequential,
+    /// No iteration reads what another writes and none carries a value to
+    /// the next: any order, any batching, any split into chunks gives the
+    /// same bits (a division check stops the kernel at the first failing
+    /// row in order wherever it runs).
+    Independent,
+    /// Independent but for `KeepRow`s, which keep rows in iteration order: a
+    /// block of rows may run at once if its kept rows are appended in
+    /// order; chunks may run apart if their selections are joined in order.
+    Selecting,
+}
+
+impl Iterations {
+    /// Whether rows may run in any order and in batches (a selection's
+    /// rows appended in order).
+    pub fn independent(self) -> bool {
+        self != Iterations::Sequential
+    }
+
+    /// The name the kernel dump prints.
+    pub fn name(self) -> &'static str {
+        match self {
+            Iterations::Sequential => "sequential",
+            Iterations::Independent => "independent",
+            Iterations::Selecting => "selecting",
+        }
+    }
 }
 
 /// A kernel: what backends compile.

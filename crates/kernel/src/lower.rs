@@ -146,6 +146,8 @@ pub fn lower(verified: &Verified, options: &LowerOptions) -> Result<Kernel, Lowe
     } else {
         lw.elementwise_body();
     }
+    // Every loop was built sequential; one analysis records which are not.
+    crate::iterations::mark(&mut lw.kernel);
     if cfg!(debug_assertions) {
         crate::verify(&lw.kernel)?;
     }
@@ -758,7 +760,12 @@ impl Lowerer<'_> {
                 mask,
             });
         }
-        out.push(Stmt::Loop { extent, row, body });
+        out.push(Stmt::Loop {
+            extent,
+            row,
+            body,
+            iterations: crate::Iterations::Sequential,
+        });
         for (root, op, var) in accs {
             let name = self.graph.source_name(root);
             let reg = match (op, var) {

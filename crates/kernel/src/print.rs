@@ -98,9 +98,16 @@ fn block(out: &mut String, kernel: &Kernel, stmts: &[Stmt], depth: usize) {
                 extent: e,
                 row,
                 body,
+                iterations,
             } => {
-                writeln!(out, "{pad}loop r{} in 0..{} {{", row.0, extent(*e))
-                    .expect("writing to a String");
+                writeln!(
+                    out,
+                    "{pad}loop r{} in 0..{} {} {{",
+                    row.0,
+                    extent(*e),
+                    iterations.name()
+                )
+                .expect("writing to a String");
                 block(out, kernel, body, depth + 1);
                 "}".to_string()
             }

@@ -12,7 +12,7 @@
 //!
 //! The walk keeps its own stack: deep loop nests cannot overflow the Rust one.
 
-use crate::{Expr, Extent, Kernel, Param, ParamIdx, Reg, Stmt, Var};
+use crate::{Expr, Extent, Iterations, Kernel, Param, ParamIdx, Reg, Stmt, Var};
 use cranelift_entity::EntityRef;
 use kiln_ir::op::{BinaryOp, CmpOp, UnaryOp};
 use kiln_ir::types::DType;
@@ -87,8 +87,15 @@ impl Verifier<'_> {
                 }
                 continue;
             };
-            if let Stmt::Loop { extent, row, body } = stmt {
+            if let Stmt::Loop {
+                extent,
+                row,
+                body,
+                iterations,
+            } = stmt
+            {
                 self.extent(*extent)?;
+                iterations_claim(*row, body, *iterations)?;
                 let depth = self.scope.len();
                 self.define(*row, DType::I64)?;
                 stack.push((body.iter(), depth));
@@ -347,6 +354,59 @@ impl Verifier<'_> {
     }
 }
 
+/// Checks what a loop's `iterations` claim against what no independent
+/// loop can hold (`crate::iterations` decides the claim; this is the
+/// verifier's own, structural check of it): a loop inside, a variable set
+/// (a value carried to the next row), a count stored, a scalar stored (every
+/// row would write it), a store at an index that does not depend on the row
+/// (every row would write one element), and for [`Iterations::Independent`]
+/// a selection.
+fn iterations_claim(row: Reg, body: &[Stmt], iterations: Iterations) -> Check {
+    if iterations == Iterations::Sequential {
+        return Ok(());
+    }
+    let claim = iterations.name();
+    // The registers computed from the row (in order: SSA, defined once).
+    let mut rowwise = vec![row];
+    for stmt in body {
+        if let Stmt::Let(r, expr) = stmt {
+            if expr.operands().iter().any(|o| rowwise.contains(o)) {
+                rowwise.push(*r);
+            }
+        }
+    }
+    for stmt in body {
+        match stmt {
+            Stmt::Loop { .. } => {
+                return Err(format!("an {claim} loop over r{} holds a loop", row.0))
+            }
+            Stmt::Set(v, _) => {
+                return Err(format!("an {claim} loop over r{} sets var{}", row.0, v.0))
+            }
+            Stmt::StoreCount(..) | Stmt::Store(_, None, _) => {
+                return Err(format!(
+                    "an {claim} loop over r{} stores one element in every row",
+                    row.0
+                ))
+            }
+            Stmt::Store(p, Some(at), _) if !rowwise.contains(at) => {
+                return Err(format!(
+                    "an {claim} loop over r{} stores {p} at r{}, which does not depend on the row",
+                    row.0, at.0
+                ))
+            }
+            Stmt::KeepRow { .. } if iterations == Iterations::Independent => {
+                return Err(format!(
+                    "an independent loop over r{} keeps rows (it is selecting)",
+                    row.0
+                ))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -381,6 +441,7 @@ mod tests {
                     Stmt::Let(sum, Expr::Binary(BinaryOp::Add, x, one)),
                     Stmt::Store(ParamIdx(2), Some(row), sum),
                 ],
+                iterations: Iterations::Sequential,
             }],
             checks: Vec::new(),
             direct: false,
@@ -400,6 +461,49 @@ mod tests {
     #[test]
     fn a_valid_kernel_passes() {
         kernel(|_| {}).unwrap();
+    }
+
+    fn claim(k: &mut Kernel, claimed: Iterations) {
+        match &mut k.body[0] {
+            Stmt::Loop { iterations, .. } => *iterations = claimed,
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn independence_claims_are_checked() {
+        kernel(|k| claim(k, Iterations::Independent)).unwrap();
+        kernel(|k| claim(k, Iterations::Selecting)).unwrap();
+        type Edit = Box<dyn FnOnce(&mut Kernel)>;
+        let cases: Vec<(Edit, &str)> = vec![
+            (
+                Box::new(|k| {
+                    claim(k, Iterations::Independent);
+                    k.vars.push(Scalar::F64(0.0));
+                    body(k).push(Stmt::Set(Var(0), Reg(3)));
+                }),
+                "an independent loop over r0 sets var0",
+            ),
+            (
+                Box::new(|k| {
+                    claim(k, Iterations::Selecting);
+                    body(k)[3] = Stmt::Store(ParamIdx(2), None, Reg(3));
+                }),
+                "stores one element in every row",
+            ),
+            (
+                Box::new(|k| {
+                    claim(k, Iterations::Independent);
+                    // The constant's register: the same element every row.
+                    body(k)[3] = Stmt::Store(ParamIdx(2), Some(Reg(2)), Reg(3));
+                }),
+                "stores p2 at r2, which does not depend on the row",
+            ),
+        ];
+        for (edit, want) in cases {
+            let err = kernel(edit).expect_err(want).to_string();
+            assert!(err.contains(want), "{err:?} should say {want:?}");
+        }
     }
 
     #[test]
@@ -443,6 +547,7 @@ mod tests {
                         extent: Extent::Param(ParamIdx(0)),
                         row: Reg(0),
                         body: Vec::new(),
+                        iterations: Iterations::Sequential,
                     }
                 }),
                 "p0 is used as an extent",

@@ -234,10 +234,9 @@ pub struct CompileOptions {
     /// Whether the Cranelift JIT runs row loops in vectors
     /// (`kiln_cranelift`'s vectorizer; on x86-64). `None`, the default: yes.
     /// Vector loops evaluate faster and compile slower (measured on the GP
-    /// population at 10,000 rows: about +40 % compile time for −5 to −15 %
-    /// evaluation, break-even near 15,000–20,000 rows, docs/performance.md),
-    /// so a caller that compiles many kernels for short columns turns it
-    /// off. The bits are the same.
+    /// population; the break-even is near 15,000–20,000 rows,
+    /// docs/performance.md), so a caller that compiles many kernels for
+    /// short columns turns it off. The bits are the same.
     pub vectorize: Option<bool>,
 }
 

@@ -355,7 +355,9 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
                     self.regs[reg.index()] = Some(value);
                 }
                 Stmt::CheckNonZero(reg, check) => self.codegen_check(*reg, *check)?,
-                Stmt::Loop { extent, row, body } => self.codegen_loop(*extent, *row, body, ret)?,
+                Stmt::Loop {
+                    extent, row, body, ..
+                } => self.codegen_loop(*extent, *row, body, ret)?,
                 Stmt::Set(var, reg) => {
                     let (slot, _) = self.vars[var.index()];
                     self.builder.build_store(slot, self.reg(*reg))?;

@@ -303,6 +303,7 @@ pub fn compile(kernel: &Kernel) -> Result<VmKernel, VmError> {
         consts: Vec::new(),
         const_vreg: HashMap::new(),
         const_of: vec![None; kernel.regs.len()],
+        konst: kiln_kernel::iterations::constants(&kernel.body),
         pos: 0,
         units: Vec::new(),
         blocks: false,
@@ -403,6 +404,8 @@ struct Cx<'k> {
     const_vreg: HashMap<u64, VReg>,
     /// Each constant register's bits.
     const_of: Vec<Option<u64>>,
+    /// Each `i64` constant register's value, for index strides.
+    konst: HashMap<Reg, i64>,
     pos: u32,
     /// In a block loop's body: the registers whose lanes are consecutive
     /// (stride 1), whose loads and stores are contiguous runs.
@@ -477,14 +480,23 @@ impl Cx<'_> {
                     src: self.vreg(*reg),
                     status: kiln_kernel::abi::division_by_zero_status(*check),
                 }),
-                Stmt::Loop { extent, row, body } => {
+                Stmt::Loop {
+                    extent,
+                    row,
+                    body,
+                    iterations,
+                } => {
                     let trip = self.trip(*extent);
                     let row_vreg = self.define(*row);
                     self.release();
                     // Positions are numbered as `Liveness` numbers them.
                     let start = self.pos;
-                    let strides = strides(*row, body, &self.outer(start));
-                    let block = block_safe(body, &strides);
+                    // A block of rows runs each statement over all of them
+                    // before the next: right when the kernel says the rows
+                    // are independent (a selection keeps its rows in order
+                    // itself), for a loop with no loop inside.
+                    let block = iterations.independent()
+                        && !body.iter().any(|s| matches!(s, Stmt::Loop { .. }));
                     let spread = if block {
                         self.blocks = true;
                         let mut outer: Vec<VReg> = Vec::new();
@@ -503,7 +515,7 @@ impl Cx<'_> {
                         Vec::new()
                     };
                     if block {
-                        self.units = strides
+                        self.units = kiln_kernel::iterations::strides(*row, body, &self.konst)
                             .into_iter()
                             .filter(|&(_, s)| s == 1)
                             .map(|(r, _)| r)
@@ -667,17 +679,6 @@ impl Cx<'_> {
 }
 
 impl Cx<'_> {
-    /// What the loop starting at position `start` knows of the registers
-    /// defined before it.
-    fn outer(&self, start: u32) -> Outer<'_> {
-        Outer {
-            start,
-            def: &self.live.def,
-            const_of: &self.const_of,
-            regs: &self.kernel.regs,
-        }
-    }
-
     /// A binary op's instruction: a constant operand (the second, or the
     /// first when the second is not one) is passed as `k`.
     fn binary(&self, f: lanes::Bins, a: Reg, b: Reg) -> Inst {
@@ -736,108 +737,6 @@ fn stmt_regs(stmt: &Stmt) -> Vec<Reg> {
         Stmt::KeepRow { row, mask, .. } => vec![*row, *mask],
         Stmt::StoreCount(..) => vec![],
     }
-}
-
-/// The registers of a loop body whose lanes step by a constant in a
-/// block (`lane i = lane 0 + i * stride`): the row (stride 1), and `i64`
-/// arithmetic of one such register with loop invariants (registers
-/// defined before the loop, or computed in it from those alone): plus or
-/// minus an invariant, times a constant. Lowering's index arithmetic
-/// (`row * 1 + base`) is of this form.
-fn strides(row: Reg, body: &[Stmt], outer: &Outer) -> HashMap<Reg, i64> {
-    let outside = |r: Reg| outer.defined(r);
-    let mut strides = HashMap::from([(row, 1i64)]);
-    let mut invariant: Vec<Reg> = Vec::new();
-    let mut konst: HashMap<Reg, i64> = HashMap::new();
-    let konst_of =
-        |r: &Reg, konst: &HashMap<Reg, i64>| konst.get(r).copied().or_else(|| outer.konst(*r));
-    for stmt in body {
-        let Stmt::Let(r, expr) = stmt else { continue };
-        let inv = |x: &Reg| outside(*x) || invariant.contains(x);
-        let step = match expr {
-            Expr::Binary(BinaryOp::Add, a, b) => match (strides.get(a), strides.get(b)) {
-                (Some(&s), None) if inv(b) => Some(s),
-                (None, Some(&s)) if inv(a) => Some(s),
-                _ => None,
-            },
-            Expr::Binary(BinaryOp::Sub, a, b) => strides.get(a).copied().filter(|_| inv(b)),
-            Expr::Binary(BinaryOp::Mul, a, b) => match (strides.get(a), strides.get(b)) {
-                (Some(&s), None) => konst_of(b, &konst).and_then(|k| s.checked_mul(k)),
-                (None, Some(&s)) => konst_of(a, &konst).and_then(|k| s.checked_mul(k)),
-                _ => None,
-            },
-            _ => None,
-        };
-        match step {
-            Some(s) => {
-                strides.insert(*r, s);
-            }
-            None => {
-                if let Expr::Const(Scalar::I64(k)) = expr {
-                    konst.insert(*r, *k);
-                }
-                let pure = !matches!(
-                    expr,
-                    Expr::Load(..) | Expr::LoadBit(..) | Expr::Var(_) | Expr::Input(_)
-                );
-                if matches!(expr, Expr::Const(_)) || (pure && expr.operands().iter().all(inv)) {
-                    invariant.push(*r);
-                }
-            }
-        }
-    }
-    strides
-}
-
-/// What a loop body's analysis knows of registers defined before it.
-struct Outer<'a> {
-    /// The loop's position.
-    start: u32,
-    /// Each register's definition's position.
-    def: &'a [u32],
-    /// The bits of each constant register translated so far.
-    const_of: &'a [Option<u64>],
-    regs: &'a [DType],
-}
-
-impl Outer<'_> {
-    /// Whether a register is defined before the loop.
-    fn defined(&self, r: Reg) -> bool {
-        self.def[r.index()] < self.start
-    }
-
-    /// The value of an `i64` constant defined before the loop.
-    fn konst(&self, r: Reg) -> Option<i64> {
-        let bits = self.const_of[r.index()]?;
-        (self.regs[r.index()] == DType::I64 && self.defined(r)).then_some(bits as i64)
-    }
-}
-
-/// Whether a loop may run a block of rows at a time, each statement over
-/// all of them before the next: no inner loop, no variable it sets (a
-/// filter's count is kept row by row by `KeepRow` itself), and every array
-/// it stores to written at one index that steps by a nonzero constant (so
-/// no two rows write one element) and read, if at all, at that same index
-/// (so every row reads what it wrote, as row by row).
-fn block_safe(body: &[Stmt], strides: &HashMap<Reg, i64>) -> bool {
-    let mut stored: HashMap<usize, Reg> = HashMap::new();
-    for stmt in body {
-        match stmt {
-            Stmt::Loop { .. } | Stmt::Set(..) | Stmt::StoreCount(..) => return false,
-            Stmt::Store(p, Some(r), _)
-                if strides.get(r).is_none_or(|&s| s == 0)
-                    || *stored.entry(p.index()).or_insert(*r) != *r =>
-            {
-                return false
-            }
-            Stmt::Store(_, None, _) => return false,
-            _ => {}
-        }
-    }
-    body.iter().all(|stmt| match stmt {
-        Stmt::Let(_, Expr::Load(p, r)) => stored.get(&p.index()).is_none_or(|s| s == r),
-        _ => true,
-    })
 }
 
 thread_local! {

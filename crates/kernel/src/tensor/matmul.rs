@@ -111,6 +111,7 @@ impl Lowerer<'_> {
                     extent,
                     row: k,
                     body: inner,
+                    iterations: crate::Iterations::Sequential,
                 });
                 let result = lw.emit(body, dtype, Expr::Var(var), None);
                 let to = lw.flat(body, None, rows, &out_strides);
@@ -140,6 +141,7 @@ impl Lowerer<'_> {
                 extent: j_extent,
                 row: j0,
                 body: init,
+                iterations: crate::Iterations::Sequential,
             });
             let k = lw.new_reg(DType::I64, Some("k"));
             let mut k_body = Vec::new();
@@ -170,12 +172,14 @@ impl Lowerer<'_> {
                 extent: j_extent,
                 row: j,
                 body: j_body,
+                iterations: crate::Iterations::Sequential,
             });
             let k_extent = lw.extent(&k_dim);
             body.push(Stmt::Loop {
                 extent: k_extent,
                 row: k,
                 body: k_body,
+                iterations: crate::Iterations::Sequential,
             });
             // The row is complete: its epilogue, in place.
             if let Some(epi) = epi {
@@ -188,6 +192,7 @@ impl Lowerer<'_> {
                     extent: j_extent,
                     row: j,
                     body: e_body,
+                    iterations: crate::Iterations::Sequential,
                 });
             }
         });
@@ -298,6 +303,7 @@ impl Lowerer<'_> {
                 extent: Extent::Reg(nb),
                 row: jb,
                 body: jb_body,
+                iterations: crate::Iterations::Sequential,
             });
             let jr = lw.new_reg(DType::I64, Some("j"));
             let mut jr_body = Vec::new();
@@ -307,11 +313,13 @@ impl Lowerer<'_> {
                 extent: Extent::Reg(n_rest),
                 row: jr,
                 body: jr_body,
+                iterations: crate::Iterations::Sequential,
             });
             body.push(Stmt::Loop {
                 extent: Extent::Reg(mb),
                 row: ib,
                 body: ib_body,
+                iterations: crate::Iterations::Sequential,
             });
             // The last rows, one element at a time.
             let ir = lw.new_reg(DType::I64, Some("i"));
@@ -324,11 +332,13 @@ impl Lowerer<'_> {
                 extent: ne,
                 row: jj,
                 body: jj_body,
+                iterations: crate::Iterations::Sequential,
             });
             body.push(Stmt::Loop {
                 extent: Extent::Reg(m_rest),
                 row: ir,
                 body: ir_body,
+                iterations: crate::Iterations::Sequential,
             });
         });
     }
@@ -391,6 +401,7 @@ impl Lowerer<'_> {
             extent,
             row: k,
             body: kb,
+            iterations: crate::Iterations::Sequential,
         });
         let d_batch: Vec<Option<Reg>> = d.strides[..brows.len()].to_vec();
         let d_ij = &d.strides[brows.len()..];

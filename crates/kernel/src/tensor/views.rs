@@ -277,6 +277,7 @@ impl Lowerer<'_> {
                 extent,
                 row: rows[axis],
                 body: inner,
+                iterations: crate::Iterations::Sequential,
             }];
         }
         out.extend(inner);

@@ -211,6 +211,7 @@ impl Lowerer<'_> {
                 extent: Extent::Fixed(per_group / unroll),
                 row: icg,
                 body: ic_body,
+                iterations: crate::Iterations::Sequential,
             });
             for (acc, &oc) in accs.iter().zip(&ocs) {
                 lw.unwiden(&mut oc_body, acc, (d, epi), [b, oc], output, ph.width);
@@ -219,11 +220,13 @@ impl Lowerer<'_> {
                 extent: Extent::Fixed(out_per_group / block),
                 row: ocb,
                 body: oc_body,
+                iterations: crate::Iterations::Sequential,
             });
             body.push(Stmt::Loop {
                 extent: Extent::Fixed(u64::from(c.groups)),
                 row: g,
                 body: g_body,
+                iterations: crate::Iterations::Sequential,
             });
         });
     }
@@ -382,6 +385,7 @@ impl Lowerer<'_> {
             extent: Extent::Fixed(fixed(&accs[0].dims[0])),
             row: p,
             body: p_body,
+            iterations: crate::Iterations::Sequential,
         });
     }
 
@@ -555,11 +559,13 @@ impl Lowerer<'_> {
             extent: Extent::Fixed(rect[1].1 - rect[1].0),
             row: rx,
             body: x_body,
+            iterations: crate::Iterations::Sequential,
         });
         body.push(Stmt::Loop {
             extent: Extent::Fixed(rect[0].1 - rect[0].0),
             row: ry,
             body: y_body,
+            iterations: crate::Iterations::Sequential,
         });
     }
 

@@ -1,0 +1,197 @@
+//! Which loops have independent iterations: the one analysis of it, run by
+//! lowering on every loop it builds ([`mark`]), recorded in the kernel
+//! ([`Stmt::Loop`]'s `iterations`) and checked by the kernel verifier, so
+//! that backends (the VM's blocks of rows, Cranelift's vectors) and the
+//! runtime read a fact instead of each recognising it again.
+//!
+//! An innermost loop is [`Iterations::Independent`] when no iteration
+//! reads what another writes and none carries a value to the next: no
+//! variable is set; every buffer it stores to is written at one index that
+//! steps by a nonzero constant with the row (so no two rows write one
+//! element: lowering's `row * stride + base` index arithmetic), and read, if
+//! at all, at that same index (each row reads what it wrote itself, as a
+//! convolution's tap does). With `KeepRow`s (a filter) it is
+//! [`Iterations::Selecting`]: independent but for the selection, which
+//! keeps rows in iteration order. Anything else, and every loop with a loop
+//! inside, is [`Iterations::Sequential`] for now: the analysis of outer
+//! loops (the parallel-kernels issue's) is not written yet.
+
+use crate::{Expr, Iterations, Kernel, Reg, Stmt};
+use cranelift_entity::EntityRef;
+use kiln_ir::op::BinaryOp;
+use kiln_ir::scalar::Scalar;
+use std::collections::{HashMap, HashSet};
+
+/// Records every loop's iterations in `kernel` (lowering's last step).
+pub(crate) fn mark(kernel: &mut Kernel) {
+    let konst = constants(&kernel.body);
+    mark_body(&mut kernel.body, &konst);
+}
+
+/// Every `i64` constant register of a kernel's `body` and its value (SSA:
+/// one value wherever it is used), as [`strides`] takes them.
+pub fn constants(body: &[Stmt]) -> HashMap<Reg, i64> {
+    let mut konst = HashMap::new();
+    let mut stack = vec![body];
+    while let Some(body) = stack.pop() {
+        for stmt in body {
+            match stmt {
+                Stmt::Let(r, Expr::Const(Scalar::I64(k))) => {
+                    konst.insert(*r, *k);
+                }
+                Stmt::Loop { body, .. } => stack.push(body),
+                _ => {}
+            }
+        }
+    }
+    konst
+}
+
+fn mark_body(body: &mut [Stmt], konst: &HashMap<Reg, i64>) {
+    // Loops nest only as deep as lowering's loop nests (a handful); the
+    // recursion is over the kernel, never over user input's depth.
+    for stmt in body {
+        if let Stmt::Loop {
+            row,
+            body,
+            iterations,
+            ..
+        } = stmt
+        {
+            mark_body(body, konst);
+            *iterations = of(*row, body, konst);
+        }
+    }
+}
+
+/// The iterations of the loop over `row` with `body`.
+pub(crate) fn of(row: Reg, body: &[Stmt], konst: &HashMap<Reg, i64>) -> Iterations {
+    let strides = strides(row, body, konst);
+    let mut stored: HashMap<usize, Reg> = HashMap::new();
+    let mut selecting = false;
+    for stmt in body {
+        match stmt {
+            Stmt::Loop { .. } | Stmt::Set(..) | Stmt::StoreCount(..) | Stmt::Store(_, None, _) => {
+                return Iterations::Sequential
+            }
+            Stmt::Store(p, Some(at), _) => {
+                let steps = strides.get(at).is_some_and(|&s| s != 0);
+                if !steps || *stored.entry(p.index()).or_insert(*at) != *at {
+                    return Iterations::Sequential;
+                }
+            }
+            Stmt::KeepRow { .. } => selecting = true,
+            Stmt::Let(..) | Stmt::CheckNonZero(..) => {}
+        }
+    }
+    let reads_own = body.iter().all(|stmt| match stmt {
+        Stmt::Let(_, Expr::Load(p, at)) => stored.get(&p.index()).is_none_or(|s| s == at),
+        Stmt::Let(_, Expr::LoadBit(p, _)) => !stored.contains_key(&p.index()),
+        _ => true,
+    });
+    match (reads_own, selecting) {
+        (false, _) => Iterations::Sequential,
+        (true, true) => Iterations::Selecting,
+        (true, false) => Iterations::Independent,
+    }
+}
+
+/// How far each index register of `body` moves when `row` steps by one,
+/// where it is an affine function of `row` with a constant step: `row`
+/// itself (1), and sums, differences and constant multiples of such
+/// registers and loop invariants.
+pub fn strides(row: Reg, body: &[Stmt], konst: &HashMap<Reg, i64>) -> HashMap<Reg, i64> {
+    let defined: HashSet<Reg> = body
+        .iter()
+        .filter_map(|s| match s {
+            Stmt::Let(r, _) => Some(*r),
+            _ => None,
+        })
+        .collect();
+    let mut strides = HashMap::from([(row, 1i64)]);
+    let mut invariant: HashSet<Reg> = HashSet::new();
+    for stmt in body {
+        let Stmt::Let(r, expr) = stmt else { continue };
+        let inv = |x: &Reg| (*x != row && !defined.contains(x)) || invariant.contains(x);
+        let step = match expr {
+            Expr::Binary(BinaryOp::Add, a, b) => match (strides.get(a), strides.get(b)) {
+                (Some(&s), None) if inv(b) => Some(s),
+                (None, Some(&s)) if inv(a) => Some(s),
+                _ => None,
+            },
+            Expr::Binary(BinaryOp::Sub, a, b) => strides.get(a).copied().filter(|_| inv(b)),
+            Expr::Binary(BinaryOp::Mul, a, b) => match (strides.get(a), strides.get(b)) {
+                (Some(&s), None) => konst.get(b).and_then(|&k| s.checked_mul(k)),
+                (None, Some(&s)) => konst.get(a).and_then(|&k| s.checked_mul(k)),
+                _ => None,
+            },
+            _ => None,
+        };
+        match step {
+            Some(s) => {
+                strides.insert(*r, s);
+            }
+            None => {
+                // Loads may see stores of this loop, a variable its sets;
+                // everything else is a function of its operands (a scalar
+                // input is read-only).
+                let pure = !matches!(expr, Expr::Load(..) | Expr::LoadBit(..) | Expr::Var(_));
+                if matches!(expr, Expr::Const(_)) || (pure && expr.operands().iter().all(inv)) {
+                    invariant.insert(*r);
+                }
+            }
+        }
+    }
+    strides
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{lower, Iterations, LowerOptions, Stmt};
+
+    /// Each loop's iterations in the kernel `src` (kiln text) lowers to, in
+    /// the order the loops start.
+    fn loops(src: &str) -> Vec<Iterations> {
+        let graph = kiln_ir::text::parse(src).expect("the test graph parses");
+        let graph = kiln_ir::verify(graph).expect("the test graph verifies");
+        let kernel = lower(&graph, &LowerOptions::default()).expect("lowers");
+        let mut found = Vec::new();
+        let mut stack = vec![&kernel.body[..]];
+        while let Some(body) = stack.pop() {
+            for stmt in body {
+                if let Stmt::Loop {
+                    body, iterations, ..
+                } = stmt
+                {
+                    found.push(*iterations);
+                    stack.push(body);
+                }
+            }
+        }
+        found
+    }
+
+    #[test]
+    fn elementwise_rows_are_independent() {
+        let src = "graph \"g\"\nv0: f64[n] = input \"x\"\nv1: f64 = const 2.0\nv2: f64[n] = mul v0, v1\noutput \"y\" = v2\n";
+        assert_eq!(loops(src), [Iterations::Independent]);
+    }
+
+    #[test]
+    fn filters_select_and_reductions_are_sequential() {
+        let filter = "graph \"g\"\nv0: f64[n] = input \"x\"\nv1: f64 = const 2.0\nv2: bool[n] = gt v0, v1\nv3: sel[n] = filter v2\noutput \"s\" = v3\n";
+        assert_eq!(loops(filter), [Iterations::Selecting]);
+        let sum = "graph \"g\"\nv0: f64[n] = input \"x\"\nv1: f64 = sum v0\noutput \"y\" = v1\n";
+        assert_eq!(loops(sum), [Iterations::Sequential]);
+    }
+
+    #[test]
+    fn a_matmul_nest_is_sequential_outside_and_independent_inside() {
+        // x @ w: rows of the output, then its columns; the k loop
+        // accumulates into the destination row.
+        let src = "graph \"g\"\nv0: f64[2, 3] = input \"x\"\nv1: f64[3, 4] = input \"w\"\nv2: f64[2, 4] = matmul v0, v1\noutput \"y\" = v2\n";
+        let found = loops(src);
+        assert!(found.contains(&Iterations::Sequential), "{found:?}");
+        assert!(found.contains(&Iterations::Independent), "{found:?}");
+    }
+}
