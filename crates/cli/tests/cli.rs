@@ -299,8 +299,14 @@ fn ir_emits_kernels_and_clif() {
         kernel.contains("loop r") && kernel.contains("select_push"),
         "{kernel}"
     );
-    // One pass over the rows: the mask, the filter and the sum share one loop.
+    // One pass over the rows: the mask, the filter and the sum share one loop,
+    // whose rows the sum makes sequential; parameters print as `p0`.
     assert_eq!(kernel.matches("loop ").count(), 1, "{kernel}");
+    assert!(kernel.contains("loop r2 in 0..p1 sequential {"), "{kernel}");
+    assert!(
+        kernel.contains("load p0[r2]") && kernel.contains("select_push p3,"),
+        "{kernel}"
+    );
     let clif = stdout(&kiln(&["ir", &example("fn.py"), "--emit", "clif"]));
     assert!(
         clif.starts_with("; v0 = x\n") && clif.contains("fadd"),

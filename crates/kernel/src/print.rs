@@ -48,7 +48,7 @@ fn reg(r: Reg) -> String {
 fn extent(e: Extent) -> String {
     match e {
         Extent::Fixed(n) => n.to_string(),
-        Extent::Param(p) => format!("p{p}"),
+        Extent::Param(p) => format!("{p}"),
         Extent::Reg(r) => format!("r{}", r.0),
     }
 }
@@ -56,9 +56,9 @@ fn extent(e: Extent) -> String {
 fn expr(e: &Expr) -> String {
     let r = reg;
     match e {
-        Expr::Input(p) => format!("input p{p}"),
-        Expr::Load(p, row) => format!("load p{p}[{}]", r(*row)),
-        Expr::LoadBit(p, row) => format!("load_bit p{p}[{}]", r(*row)),
+        Expr::Input(p) => format!("input {p}"),
+        Expr::Load(p, row) => format!("load {p}[{}]", r(*row)),
+        Expr::LoadBit(p, row) => format!("load_bit {p}[{}]", r(*row)),
         Expr::Const(c) => format!("const {c}"),
         Expr::ExtentValue(x) => format!("extent {}", extent(*x)),
         Expr::Var(v) => format!("var{}", v.0),
@@ -112,18 +112,18 @@ fn block(out: &mut String, kernel: &Kernel, stmts: &[Stmt], depth: usize) {
                 "}".to_string()
             }
             Stmt::Set(v, r) => format!("var{} = r{}", v.0, r.0),
-            Stmt::Store(p, Some(row), r) => format!("store p{p}[r{}] = r{}", row.0, r.0),
-            Stmt::Store(p, None, r) => format!("store p{p} = r{}", r.0),
+            Stmt::Store(p, Some(row), r) => format!("store {p}[r{}] = r{}", row.0, r.0),
+            Stmt::Store(p, None, r) => format!("store {p} = r{}", r.0),
             Stmt::KeepRow {
                 sel,
                 count,
                 row,
                 mask,
             } => format!(
-                "select_push p{sel}, var{}, r{} if r{}",
+                "select_push {sel}, var{}, r{} if r{}",
                 count.0, row.0, mask.0
             ),
-            Stmt::StoreCount(p, v) => format!("store p{p} = var{}", v.0),
+            Stmt::StoreCount(p, v) => format!("store {p} = var{}", v.0),
         };
         writeln!(out, "{pad}{line}").expect("writing to a String");
     }
