@@ -46,12 +46,13 @@ pub fn tier_parser() -> impl TypedValueParser<Value = Tier> {
 
 /// `tier`, if this build has it; else an error naming the feature it needs.
 pub fn built(tier: Tier) -> Result<Tier, Failure> {
-    match tier.is_built() {
-        true => Ok(tier),
-        false => Err(Failure::Input(format!(
+    if tier.is_built() {
+        Ok(tier)
+    } else {
+        Err(Failure::Input(format!(
             "error: --tier {tier}: {}",
             kiln::TierError::NotBuilt(tier)
-        ))),
+        )))
     }
 }
 

@@ -1,7 +1,7 @@
 //! kiln's Cranelift tier: translates a [`Kernel`] to CLIF and compiles it to
 //! machine code, in-process ([`jit`]) or as a relocatable object ([`object`]).
 //!
-//! It makes no semantic decisions: lowering (in `kiln-ir`) decided what runs in
+//! It makes no semantic decisions: lowering (in `kiln-kernel`) decided what runs in
 //! which loop and where division can fail; `codegen` translates each kernel
 //! statement into the CLIF instruction of the same meaning, with the native
 //! signature of `kiln_kernel::abi`. Transcendentals call the C names of

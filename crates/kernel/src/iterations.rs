@@ -16,11 +16,39 @@
 //! inside, is [`Iterations::Sequential`] for now: the analysis of outer
 //! loops (the parallel-kernels issue's) is not written yet.
 
-use crate::{Expr, Iterations, Kernel, Reg, Stmt};
-use cranelift_entity::EntityRef;
+use crate::{Expr, Iterations, Kernel, ParamIdx, Reg, Stmt};
 use kiln_ir::op::BinaryOp;
 use kiln_ir::scalar::Scalar;
 use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// Hashes a register or parameter by its index (they are small dense
+/// integers): lowering runs this analysis on every loop of every kernel,
+/// a GP population's thousands included, where SipHash was a measurable
+/// part of compiling one.
+#[derive(Default)]
+pub struct IndexHasher(u64);
+
+impl Hasher for IndexHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.0 = (self.0 ^ u64::from(n)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+/// A map keyed by registers or parameters.
+pub type IndexMap<K, V> = HashMap<K, V, BuildHasherDefault<IndexHasher>>;
+
+type IndexSet<K> = HashSet<K, BuildHasherDefault<IndexHasher>>;
 
 /// Records every loop's iterations in `kernel` (lowering's last step).
 pub(crate) fn mark(kernel: &mut Kernel) {
@@ -30,8 +58,8 @@ pub(crate) fn mark(kernel: &mut Kernel) {
 
 /// Every `i64` constant register of a kernel's `body` and its value (SSA:
 /// one value wherever it is used), as [`strides`] takes them.
-pub fn constants(body: &[Stmt]) -> HashMap<Reg, i64> {
-    let mut konst = HashMap::new();
+pub fn constants(body: &[Stmt]) -> IndexMap<Reg, i64> {
+    let mut konst = IndexMap::default();
     let mut stack = vec![body];
     while let Some(body) = stack.pop() {
         for stmt in body {
@@ -47,7 +75,7 @@ pub fn constants(body: &[Stmt]) -> HashMap<Reg, i64> {
     konst
 }
 
-fn mark_body(body: &mut [Stmt], konst: &HashMap<Reg, i64>) {
+fn mark_body(body: &mut [Stmt], konst: &IndexMap<Reg, i64>) {
     // Loops nest only as deep as lowering's loop nests (a handful); the
     // recursion is over the kernel, never over user input's depth.
     for stmt in body {
@@ -65,9 +93,9 @@ fn mark_body(body: &mut [Stmt], konst: &HashMap<Reg, i64>) {
 }
 
 /// The iterations of the loop over `row` with `body`.
-pub(crate) fn of(row: Reg, body: &[Stmt], konst: &HashMap<Reg, i64>) -> Iterations {
+pub(crate) fn of(row: Reg, body: &[Stmt], konst: &IndexMap<Reg, i64>) -> Iterations {
     let strides = strides(row, body, konst);
-    let mut stored: HashMap<usize, Reg> = HashMap::new();
+    let mut stored: IndexMap<ParamIdx, Reg> = IndexMap::default();
     let mut selecting = false;
     for stmt in body {
         match stmt {
@@ -76,7 +104,7 @@ pub(crate) fn of(row: Reg, body: &[Stmt], konst: &HashMap<Reg, i64>) -> Iteratio
             }
             Stmt::Store(p, Some(at), _) => {
                 let steps = strides.get(at).is_some_and(|&s| s != 0);
-                if !steps || *stored.entry(p.index()).or_insert(*at) != *at {
+                if !steps || *stored.entry(*p).or_insert(*at) != *at {
                     return Iterations::Sequential;
                 }
             }
@@ -85,8 +113,8 @@ pub(crate) fn of(row: Reg, body: &[Stmt], konst: &HashMap<Reg, i64>) -> Iteratio
         }
     }
     let reads_own = body.iter().all(|stmt| match stmt {
-        Stmt::Let(_, Expr::Load(p, at)) => stored.get(&p.index()).is_none_or(|s| s == at),
-        Stmt::Let(_, Expr::LoadBit(p, _)) => !stored.contains_key(&p.index()),
+        Stmt::Let(_, Expr::Load(p, at)) => stored.get(p).is_none_or(|s| s == at),
+        Stmt::Let(_, Expr::LoadBit(p, _)) => !stored.contains_key(p),
         _ => true,
     });
     match (reads_own, selecting) {
@@ -100,16 +128,16 @@ pub(crate) fn of(row: Reg, body: &[Stmt], konst: &HashMap<Reg, i64>) -> Iteratio
 /// where it is an affine function of `row` with a constant step: `row`
 /// itself (1), and sums, differences and constant multiples of such
 /// registers and loop invariants.
-pub fn strides(row: Reg, body: &[Stmt], konst: &HashMap<Reg, i64>) -> HashMap<Reg, i64> {
-    let defined: HashSet<Reg> = body
-        .iter()
-        .filter_map(|s| match s {
-            Stmt::Let(r, _) => Some(*r),
-            _ => None,
-        })
-        .collect();
-    let mut strides = HashMap::from([(row, 1i64)]);
-    let mut invariant: HashSet<Reg> = HashSet::new();
+pub fn strides(row: Reg, body: &[Stmt], konst: &IndexMap<Reg, i64>) -> IndexMap<Reg, i64> {
+    // Sized once: a body's registers are all its lets define.
+    let mut defined = IndexSet::with_capacity_and_hasher(body.len(), Default::default());
+    defined.extend(body.iter().filter_map(|s| match s {
+        Stmt::Let(r, _) => Some(*r),
+        _ => None,
+    }));
+    let mut strides = IndexMap::with_capacity_and_hasher(body.len() + 1, Default::default());
+    strides.insert(row, 1i64);
+    let mut invariant = IndexSet::with_capacity_and_hasher(body.len(), Default::default());
     for stmt in body {
         let Stmt::Let(r, expr) = stmt else { continue };
         let inv = |x: &Reg| (*x != row && !defined.contains(x)) || invariant.contains(x);

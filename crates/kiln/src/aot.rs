@@ -96,9 +96,10 @@ pub fn compile(graph: &Verified, options: &AotOptions) -> Result<Vec<u8>, AotErr
             options.emit.name(),
             options.tier,
             writes.join(" and "),
-            match Tier::Llvm.is_built() {
-                true => String::new(),
-                false => format!("; {NO_LLVM}"),
+            if Tier::Llvm.is_built() {
+                String::new()
+            } else {
+                format!("; {NO_LLVM}")
             }
         )));
     }

@@ -1,6 +1,6 @@
 //! The compiling tiers as [`Engine`]s: every [`Backend`] (the VM, Cranelift,
 //! LLVM) is one, through the same steps: graph → kernel (lowering in
-//! `kiln-ir`, with the backend's choices) → the backend's code, and safe
+//! `kiln-kernel`, with the backend's choices) → the backend's code, and safe
 //! ways to call the result. Every tier produces a [`JitProgram`]: the
 //! calling convention is `kiln_kernel::abi`'s, and every call here is
 //! packed by its one packer (`abi::pack`).

@@ -4,7 +4,7 @@
 //! wasm32 modules for any target LLVM knows ([`emit`]), or compiles it
 //! in process ([`jit`]).
 //!
-//! It makes no semantic decisions: lowering (in `kiln-ir`) decided what runs in
+//! It makes no semantic decisions: lowering (in `kiln-kernel`) decided what runs in
 //! which loop and where division can fail, and `codegen` emits the LLVM IR that
 //! computes exactly `kiln_ir::semantics`: lowering already expanded every case
 //! LLVM would leave undefined. Transcendentals are calls to the C names of

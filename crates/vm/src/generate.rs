@@ -205,7 +205,7 @@ pub(crate) fn source() -> String {
             }
         }
     }
-    // The tables are kiln-ir's own constants, named after their symbols.
+    // The tables are kiln-kernel's own constants, named after their symbols.
     for table in tables {
         writeln!(
             out,

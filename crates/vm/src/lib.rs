@@ -405,7 +405,7 @@ struct Cx<'k> {
     /// Each constant register's bits.
     const_of: Vec<Option<u64>>,
     /// Each `i64` constant register's value, for index strides.
-    konst: HashMap<Reg, i64>,
+    konst: kiln_kernel::iterations::IndexMap<Reg, i64>,
     pos: u32,
     /// In a block loop's body: the registers whose lanes are consecutive
     /// (stride 1), whose loads and stores are contiguous runs.
