@@ -48,7 +48,7 @@ _FORMATS = ("py", "kiln", "fx", "tf")
 
 
 def tiers() -> list[str]:
-    """The tiers this build compiles with: ``['cranelift', 'llvm', 'vm', 'interp']``."""
+    """The tiers this build runs on, the reference interpreter first: ``['interp', 'vm', 'cranelift', 'llvm']``."""
     return list(_kiln.tiers())
 
 

@@ -358,7 +358,7 @@ impl Function {
         self.program().verified().graph().name.clone()
     }
 
-    /// The tier it runs on: `cranelift`, `llvm` or `interp`.
+    /// The tier it runs on: `interp`, `vm`, `cranelift` or `llvm`.
     #[getter]
     fn tier(&self) -> &'static str {
         self.tier.name()
