@@ -17,8 +17,10 @@
 //! loops (the parallel-kernels issue's) is not written yet.
 
 use crate::{Expr, Iterations, Kernel, ParamIdx, Reg, Stmt};
+use cranelift_entity::EntityRef;
 use kiln_ir::op::BinaryOp;
 use kiln_ir::scalar::Scalar;
+use kiln_ir::types::DType;
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -53,7 +55,7 @@ type IndexSet<K> = HashSet<K, BuildHasherDefault<IndexHasher>>;
 /// Records every loop's iterations in `kernel` (lowering's last step).
 pub(crate) fn mark(kernel: &mut Kernel) {
     let konst = constants(&kernel.body);
-    mark_body(&mut kernel.body, &konst);
+    mark_body(&mut kernel.body, &konst, &kernel.regs);
 }
 
 /// Every `i64` constant register of a kernel's `body` and its value (SSA:
@@ -75,7 +77,7 @@ pub fn constants(body: &[Stmt]) -> IndexMap<Reg, i64> {
     konst
 }
 
-fn mark_body(body: &mut [Stmt], konst: &IndexMap<Reg, i64>) {
+fn mark_body(body: &mut [Stmt], konst: &IndexMap<Reg, i64>, regs: &[DType]) {
     // Loops nest only as deep as lowering's loop nests (a handful); the
     // recursion is over the kernel, never over user input's depth.
     for stmt in body {
@@ -86,15 +88,20 @@ fn mark_body(body: &mut [Stmt], konst: &IndexMap<Reg, i64>) {
             ..
         } = stmt
         {
-            mark_body(body, konst);
-            *iterations = of(*row, body, konst);
+            mark_body(body, konst, regs);
+            *iterations = of(*row, body, konst, regs);
         }
     }
 }
 
 /// The iterations of the loop over `row` with `body`.
-pub(crate) fn of(row: Reg, body: &[Stmt], konst: &IndexMap<Reg, i64>) -> Iterations {
-    let strides = strides(row, body, konst);
+pub(crate) fn of(
+    row: Reg,
+    body: &[Stmt],
+    konst: &IndexMap<Reg, i64>,
+    regs: &[DType],
+) -> Iterations {
+    let strides = strides(row, body, konst, regs);
     let mut stored: IndexMap<ParamIdx, Reg> = IndexMap::default();
     let mut selecting = false;
     for stmt in body {
@@ -128,7 +135,16 @@ pub(crate) fn of(row: Reg, body: &[Stmt], konst: &IndexMap<Reg, i64>) -> Iterati
 /// where it is an affine function of `row` with a constant step: `row`
 /// itself (1), and sums, differences and constant multiples of such
 /// registers and loop invariants.
-pub fn strides(row: Reg, body: &[Stmt], konst: &IndexMap<Reg, i64>) -> IndexMap<Reg, i64> {
+///
+/// Index arithmetic is `i64`: a register of another dtype has no stride and
+/// counts as varying (so an `i64` computed from it has no stride either),
+/// which keeps this walk to a population member's few index registers.
+pub fn strides(
+    row: Reg,
+    body: &[Stmt],
+    konst: &IndexMap<Reg, i64>,
+    regs: &[DType],
+) -> IndexMap<Reg, i64> {
     // Sized once: a body's registers are all its lets define.
     let mut defined = IndexSet::with_capacity_and_hasher(body.len(), Default::default());
     defined.extend(body.iter().filter_map(|s| match s {
@@ -140,6 +156,9 @@ pub fn strides(row: Reg, body: &[Stmt], konst: &IndexMap<Reg, i64>) -> IndexMap<
     let mut invariant = IndexSet::with_capacity_and_hasher(body.len(), Default::default());
     for stmt in body {
         let Stmt::Let(r, expr) = stmt else { continue };
+        if regs[r.index()] != DType::I64 {
+            continue;
+        }
         let inv = |x: &Reg| (*x != row && !defined.contains(x)) || invariant.contains(x);
         let step = match expr {
             Expr::Binary(BinaryOp::Add, a, b) => match (strides.get(a), strides.get(b)) {

@@ -515,11 +515,16 @@ impl Cx<'_> {
                         Vec::new()
                     };
                     if block {
-                        self.units = kiln_kernel::iterations::strides(*row, body, &self.konst)
-                            .into_iter()
-                            .filter(|&(_, s)| s == 1)
-                            .map(|(r, _)| r)
-                            .collect();
+                        self.units = kiln_kernel::iterations::strides(
+                            *row,
+                            body,
+                            &self.konst,
+                            &self.kernel.regs,
+                        )
+                        .into_iter()
+                        .filter(|&(_, s)| s == 1)
+                        .map(|(r, _)| r)
+                        .collect();
                     }
                     let inner = self.block(body)?;
                     self.units.clear();
