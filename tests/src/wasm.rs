@@ -200,9 +200,9 @@ impl Bind for WasmBind<'_, '_, '_> {
     }
 
     fn output(&mut self, output: usize, dtype: DType, len: usize) -> Result<u64, Self::Error> {
-        let addr = self
-            .heap
-            .alloc(&vec![0; len.max(1) * dtype.size_bytes().max(8)]);
+        // A direct kernel's returned output is written to 8 bytes
+        // (`CompiledKernel::call`); anything else to its elements.
+        let addr = self.heap.alloc(&vec![0; (len * dtype.size_bytes()).max(8)]);
         self.outs[output] = Some(Out::Column(dtype, addr, len));
         Ok(addr as u64)
     }

@@ -11,7 +11,6 @@ use arrow_array::{
 use arrow_buffer::{BooleanBuffer, Buffer as ArrowBuffer, NullBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use kiln::kernel::abi::{self, Bind};
-use kiln::kernel::Param;
 use kiln::{
     Buffer, CompileOptions, DType, Data, Engine, ExecError, JitProgram, Program, Scalar, Verified,
 };
@@ -407,28 +406,21 @@ fn run_jit(
     // Every symbolic dimension of an Arrow graph is the batch's row count.
     let extents = vec![n as u64; kernel.params.len()];
     let args = abi::args(kernel, &extents);
-    let n_outputs = variant.graph.graph().outputs().len();
+    let graph = variant.graph.graph();
     let mut bind = ArrowBind {
         inputs: &input_ptrs,
-        scalar: vec![false; n_outputs],
-        outs: (0..n_outputs).map(|_| None).collect(),
+        // Scalar outputs are aggregates, or a query with no column in it
+        // (`0`, `2 > 1`), which lowers to a direct kernel that returns its
+        // one scalar: the uniform entry writes it where the slot points,
+        // like any scalar output.
+        scalar: graph
+            .outputs()
+            .iter()
+            .map(|o| graph.ty(o.value).as_tensor().is_some_and(|t| t.is_scalar()))
+            .collect(),
+        outs: graph.outputs().iter().map(|_| None).collect(),
         selection,
     };
-    // Scalar outputs are aggregates, or a query with no column in it (`0`,
-    // `2 > 1`), which lowers to a direct kernel that returns its one scalar:
-    // the uniform entry writes it where the slot points, like any scalar
-    // output.
-    let mut outputs = 0;
-    for param in &kernel.params {
-        match param {
-            Param::ScalarOut { .. } => {
-                bind.scalar[outputs] = true;
-                outputs += 1;
-            }
-            Param::ArrayOut { .. } | Param::SelectionOut { .. } => outputs += 1,
-            _ => {}
-        }
-    }
     let mut slots = vec![0u64; args.len()];
     let Ok(()) = abi::pack(&args, &mut bind, &mut slots);
     let outs = bind.outs;
@@ -441,7 +433,6 @@ fn run_jit(
     let status = unsafe { program.call_slots(&mut slots) };
     drop((keep_data, keep_buffers));
     if status != abi::STATUS_OK {
-        let graph = variant.graph.graph();
         return Err(exec_error(graph, kernel.status_error(graph, status)));
     }
     Ok(outs

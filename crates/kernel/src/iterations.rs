@@ -101,14 +101,22 @@ pub(crate) fn of(
     konst: &IndexMap<Reg, i64>,
     regs: &[DType],
 ) -> Iterations {
+    // What makes a loop sequential whatever its indices (every loop of a
+    // tensor nest but the innermost), before the walk of its indices.
+    let carries = |stmt: &Stmt| {
+        matches!(
+            stmt,
+            Stmt::Loop { .. } | Stmt::Set(..) | Stmt::StoreCount(..) | Stmt::Store(_, None, _)
+        )
+    };
+    if body.iter().any(carries) {
+        return Iterations::Sequential;
+    }
     let strides = strides(row, body, konst, regs);
     let mut stored: IndexMap<ParamIdx, Reg> = IndexMap::default();
     let mut selecting = false;
     for stmt in body {
         match stmt {
-            Stmt::Loop { .. } | Stmt::Set(..) | Stmt::StoreCount(..) | Stmt::Store(_, None, _) => {
-                return Iterations::Sequential
-            }
             Stmt::Store(p, Some(at), _) => {
                 let steps = strides.get(at).is_some_and(|&s| s != 0);
                 if !steps || *stored.entry(*p).or_insert(*at) != *at {
@@ -116,7 +124,7 @@ pub(crate) fn of(
                 }
             }
             Stmt::KeepRow { .. } => selecting = true,
-            Stmt::Let(..) | Stmt::CheckNonZero(..) => {}
+            _ => {}
         }
     }
     let reads_own = body.iter().all(|stmt| match stmt {

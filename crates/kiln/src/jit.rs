@@ -315,10 +315,7 @@ impl JitProgram {
                 got: outputs.len(),
             });
         }
-        let mut params = kernel.params.iter().filter_map(|p| match p {
-            Param::ScalarIn { dtype, .. } => Some(*dtype),
-            _ => None,
-        });
+        let mut params = self.scalar_inputs();
         if inputs.len() != graph.inputs().len()
             || inputs.iter().any(|s| params.next() != Some(s.dtype()))
         {
@@ -340,15 +337,15 @@ impl JitProgram {
     }
 
     /// The dtypes of a direct kernel's scalar inputs, in order.
+    fn scalar_inputs(&self) -> impl Iterator<Item = DType> + '_ {
+        self.kernel().params.iter().filter_map(|p| match p {
+            Param::ScalarIn { dtype, .. } => Some(*dtype),
+            _ => None,
+        })
+    }
+
     fn input_dtypes(&self) -> Vec<DType> {
-        self.kernel()
-            .params
-            .iter()
-            .filter_map(|p| match p {
-                Param::ScalarIn { dtype, .. } => Some(*dtype),
-                _ => None,
-            })
-            .collect()
+        self.scalar_inputs().collect()
     }
 }
 

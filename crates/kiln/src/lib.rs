@@ -309,7 +309,7 @@ pub trait Program: Send + Sync {
 }
 
 /// Something that runs graphs: the interpreter, or a compiling tier. Each
-/// returns its own program type ([`JitProgram`] for both compiling tiers);
+/// returns its own program type ([`JitProgram`] for every compiling tier);
 /// [`engines()`] lists them behind [`DynEngine`] for code that treats every
 /// tier alike.
 pub trait Engine: Send + Sync {

@@ -35,7 +35,7 @@ pub const NO_LLVM: &str = "this build has no LLVM tier: rebuild with `--features
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum TierError {
     /// A name that is no tier's.
-    #[error("unknown tier `{0}` (interp, vm, cranelift, llvm)")]
+    #[error("unknown tier `{0}` ({names})", names = Tier::names())]
     Unknown(String),
     /// A tier this build was compiled without.
     #[error("{}", not_built(*.0))]
@@ -71,6 +71,12 @@ impl Tier {
             Tier::Cranelift => "cranelift",
             Tier::Llvm => "llvm",
         }
+    }
+
+    /// Every tier's name, in [`Self::ALL`]'s order: `interp, vm, cranelift,
+    /// llvm`, for messages that list them.
+    pub fn names() -> String {
+        Self::ALL.map(Tier::name).join(", ")
     }
 
     /// Whether this build has the tier: every one but LLVM always, LLVM

@@ -15,7 +15,8 @@ use std::collections::HashMap;
 pub fn tier_named(name: &str) -> PyResult<Tier> {
     name.parse::<Tier>().map_err(|_| {
         PyValueError::new_err(format!(
-            "tier must be 'cranelift', 'llvm', 'vm' or 'interp', not {name:?}"
+            "tier must be one of {}, not {name:?}",
+            Tier::names()
         ))
     })
 }
