@@ -52,6 +52,7 @@ fn every_filetest_on_every_engine() {
             Err(e) => failures.push(format!("{}: {e}", path.display())),
         }
     }
+    assert!(kiln::threads::chunked_runs() > 0, "no kernel ran in chunks");
     assert!(
         failures.is_empty(),
         "{} failure(s):\n{}",

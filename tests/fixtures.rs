@@ -202,6 +202,20 @@ fn check_case_on(
                     continue;
                 }
             };
+            // The same bits at every thread count, every loop cut.
+            kiln::threads::set_grain(0);
+            for threads in kiln::threads::TESTED {
+                let again = kiln::threads::with_num_threads(threads, || program.run(&inputs));
+                let same = again.as_ref().is_ok_and(|again| {
+                    again.len() == got.len() && again.iter().zip(&got).all(|(a, g)| a.same_data(g))
+                });
+                if !same {
+                    failures.push(format!(
+                        "{name} run {run_idx} on {} at {threads} threads: other bits",
+                        engine.name()
+                    ));
+                }
+            }
             if engine.name() == "interp" {
                 oracle.push(got.clone());
             } else if let Some(want) = oracle.get(run_idx) {

@@ -204,8 +204,11 @@ pub fn variants(graph: &Graph) -> Result<Vec<(&'static str, Verified)>, String> 
     ])
 }
 
-/// Runs every run line of `test` on every engine and variant; returns failures.
+/// Runs every run line of `test` on every engine and variant, at every
+/// count of `kiln::threads::TESTED` (every loop cut, however small: the
+/// grain is 0 for the process); returns failures.
 pub fn run_all(path: &Path, test: &FileTest, engines: &[Box<dyn DynEngine>]) -> Vec<String> {
+    kiln::threads::set_grain(0);
     let mut failures = Vec::new();
     let variants = match variants(&test.graph) {
         Ok(v) => v,
@@ -242,13 +245,18 @@ pub fn run_all(path: &Path, test: &FileTest, engines: &[Box<dyn DynEngine>]) -> 
                 }
             };
             for run in &test.runs {
-                if let Err(e) = check_run(graph.graph(), program.as_ref(), run) {
-                    failures.push(format!(
-                        "{}:{}: {} ({variant}): {e}",
-                        path.display(),
-                        run.line,
-                        engine.name()
-                    ));
+                for threads in kiln::threads::TESTED {
+                    let checked = kiln::threads::with_num_threads(threads, || {
+                        check_run(graph.graph(), program.as_ref(), run)
+                    });
+                    if let Err(e) = checked {
+                        failures.push(format!(
+                            "{}:{}: {} ({variant}, {threads} threads): {e}",
+                            path.display(),
+                            run.line,
+                            engine.name()
+                        ));
+                    }
                 }
             }
         }

@@ -62,3 +62,10 @@ pub fn engine(tier: Tier) -> Result<Box<dyn kiln::DynEngine>, Failure> {
         .engine()
         .map_err(|e| Failure::Input(format!("error: --tier {tier}: {e}")))
 }
+
+/// The parser of `--threads N`: a positive integer.
+pub fn threads_parser() -> impl TypedValueParser<Value = usize> {
+    clap::value_parser!(u64)
+        .range(1..=4096)
+        .map(|n| usize::try_from(n).unwrap_or(4096))
+}

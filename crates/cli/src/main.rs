@@ -57,6 +57,11 @@ struct RunOptions {
     /// Run the graph as written, without the optimization passes.
     #[arg(long)]
     no_opt: bool,
+    /// Threads the kernels may use (default: KILN_NUM_THREADS, else every
+    /// core); with --population, threads to compile and evaluate on, one
+    /// expression per thread at a time.
+    #[arg(long, value_name = "N", value_parser = kiln_cli::threads_parser())]
+    threads: Option<usize>,
 }
 
 #[derive(Subcommand)]
@@ -91,9 +96,6 @@ enum Command {
         /// With --population: print compile time, evaluation time and node-evaluations/s to stderr.
         #[arg(long, requires = "population")]
         stats: bool,
-        /// With --population: threads to compile and evaluate on (default: all cores).
-        #[arg(long, requires = "population", value_name = "N")]
-        threads: Option<usize>,
         #[command(flatten)]
         run: RunOptions,
         /// The input CSV file, with a header row.
@@ -136,6 +138,11 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::Run { run, .. } | Command::Eval { run, .. } = &cli.command {
+        if let Some(n) = run.threads {
+            kiln::threads::set_num_threads(n);
+        }
+    }
     let result = match cli.command {
         Command::Run {
             source,
@@ -149,7 +156,6 @@ fn main() -> ExitCode {
             csv,
             target_column,
             stats,
-            threads,
             ..
         } => population::run(&population::PopulationArgs {
             population: &population,
@@ -158,7 +164,8 @@ fn main() -> ExitCode {
             stats,
             // The population's rule (`kiln::DEFAULT_TIER`) unless named.
             tier: run.tier.unwrap_or(kiln::DEFAULT_TIER),
-            threads: threads
+            threads: run
+                .threads
                 .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from)),
         }),
         Command::Eval {

@@ -37,6 +37,10 @@ pub struct QueryArgs {
     /// Never draw the progress line (it is drawn only when stderr is a terminal).
     #[arg(long)]
     no_progress: bool,
+    /// Threads each batch's kernel may use (default: KILN_NUM_THREADS, else
+    /// every core); a batch too small to pay for threads runs on one.
+    #[arg(long, value_name = "N", value_parser = kiln_cli::threads_parser())]
+    pub threads: Option<usize>,
 }
 
 /// How far a scan has got, for the progress line.
@@ -226,6 +230,9 @@ impl<R: RecordBatchReader> RecordBatchReader for Counted<R> {
 
 /// Runs `kiln query`.
 pub fn run(args: &QueryArgs) -> Result<(), Failure> {
+    if let Some(n) = args.threads {
+        kiln::threads::set_num_threads(n);
+    }
     let tier = kiln_cli::built(args.tier)?;
     if args.batch_size == 0 {
         return Err(Failure::Input(

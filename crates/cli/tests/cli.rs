@@ -219,6 +219,42 @@ fn bad_arguments_exit_2() {
             .code(),
         Some(2)
     );
+    for threads in ["--threads=0", "--threads=-1", "--threads=many"] {
+        let out = kiln(&["run", "-e", "x", "--arg", "x=1", threads]);
+        assert_eq!(out.status.code(), Some(2), "--threads {threads}");
+        assert!(stderr(&out).contains("--threads"), "{}", stderr(&out));
+    }
+}
+
+#[test]
+fn threads_keep_the_bits() {
+    // A filter over 20,000 rows at 1 and 3 threads (KILN_NUM_THREADS is the
+    // default; --threads sets it): the same selection, ascending.
+    let xs: Vec<String> = (0..20_000)
+        .map(|i| format!("{}", (i * 37 % 101) as f64))
+        .collect();
+    let arg = format!("x=[{}]", xs.join(", "));
+    let src = "def f(x: float[n]): return filter(x > 50.0), x * 2.0 + 1.0";
+    let mut runs = Vec::new();
+    for threads in ["1", "3"] {
+        for tier in tiers() {
+            let out = kiln(&[
+                "run",
+                "-e",
+                src,
+                "--arg",
+                &arg,
+                "--tier",
+                tier,
+                "--threads",
+                threads,
+            ]);
+            assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+            runs.push(stdout(&out));
+        }
+    }
+    assert!(runs.iter().all(|r| *r == runs[0]));
+    assert!(runs[0].starts_with("out0 = [2, 5, "), "{}", &runs[0][..40]);
 }
 
 #[test]

@@ -203,7 +203,9 @@ impl PhysicalExpr for KilnExpr {
             .collect();
         let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
         let input = RecordBatch::try_new_with_options(self.schema.clone(), columns, &options)?;
-        match self.projector.evaluate(&input) {
+        // DataFusion runs a partition per core: the kernel runs on the
+        // partition's thread.
+        match kiln::threads::with_num_threads(1, || self.projector.evaluate(&input)) {
             Ok(out) => Ok(ColumnarValue::Array(self.to_datafusion(out.column(0))?)),
             // A decimal column holding more digits than its type says:
             // DataFusion's kernels compute it in i128.

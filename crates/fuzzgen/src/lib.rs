@@ -660,8 +660,9 @@ pub fn same(a: &ExecResult<Vec<Data>>, b: &ExecResult<Vec<Data>>) -> bool {
 }
 
 /// Runs `case` on the interpreter (the oracle, graph as written) and on every
-/// engine of this build, as written and optimized; also checks that the text
-/// format round-trips. On a mismatch, returns a report ending in a filetest.
+/// engine of this build, as written and optimized, each at every thread
+/// count of `kiln::threads::TESTED` with every loop cut (the grain is 0
+/// for the process); also checks that the text format round-trips. On a mismatch, returns a report ending in a filetest.
 pub fn differential(case: &Case) -> std::result::Result<(), String> {
     differential_with(case, &kiln::engines())
 }
@@ -682,25 +683,35 @@ pub fn differential_with(
     let oracle = interpret(graph, &case.inputs)
         .map_err(|e| format!("generated graph is invalid: {e}\n{printed}"))?;
     let verified = kiln::verify(graph.clone()).expect("the interpreter verified it");
+    kiln::threads::set_grain(0);
+    // A crash (a signal) ends the process before any report: with
+    // KILN_CASE_DIR set, each case is written there first, one file per
+    // test thread, so the last one names the culprit.
+    if let Some(dir) = std::env::var_os("KILN_CASE_DIR") {
+        let name = format!("case-{:?}.kiln", std::thread::current().id());
+        let _ = std::fs::write(std::path::Path::new(&dir).join(name), filetest(case));
+    }
     for engine in engines {
         for optimize in [false, true] {
             let options = CompileOptions {
                 optimize,
                 ..CompileOptions::default()
             };
-            let got = engine
-                .compile_dyn(&verified, &options)
-                .map_err(|e| format!("{} cannot compile: {e}\n{}", engine.name(), filetest(case)))?
-                .run(&case.inputs);
-            if !same(&oracle, &got) {
-                return Err(format!(
-                    "{} (optimize: {optimize}) disagrees with the interpreter:\n  interpreter: {}\n  {}: {}\n\n{}",
+            let program = engine.compile_dyn(&verified, &options).map_err(|e| {
+                format!("{} cannot compile: {e}\n{}", engine.name(), filetest(case))
+            })?;
+            for threads in kiln::threads::TESTED {
+                let got = kiln::threads::with_num_threads(threads, || program.run(&case.inputs));
+                if !same(&oracle, &got) {
+                    return Err(format!(
+                    "{} (optimize: {optimize}, {threads} threads) disagrees with the interpreter:\n  interpreter: {}\n  {}: {}\n\n{}",
                     engine.name(),
                     show(graph, &oracle),
                     engine.name(),
                     show(graph, &got),
                     filetest(case)
                 ));
+                }
             }
         }
     }

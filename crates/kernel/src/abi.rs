@@ -373,6 +373,9 @@ enum Entry {
     },
     /// A host function taking the slots.
     Host(HostEntry),
+    /// Stages run in order, each maybe in chunks on several threads
+    /// (`crate::stages`, `crate::threads`).
+    Stages(Arc<[crate::threads::Stage]>),
 }
 
 /// A kernel compiled in memory, by any tier: machine code (Cranelift,
@@ -435,6 +438,23 @@ impl CompiledKernel {
         }
     }
 
+    /// A kernel run as `stages` (`crate::stages::split` of `kernel`, each
+    /// stage compiled): [`Self::call`] runs them in order, in chunks where
+    /// the work pays for threads (`crate::threads`).
+    pub fn staged(kernel: Arc<Kernel>, stages: Vec<crate::threads::Stage>) -> CompiledKernel {
+        CompiledKernel {
+            code: Arc::new(()),
+            kernel,
+            entry: Entry::Stages(stages.into()),
+        }
+    }
+
+    /// Whether the kernel runs in stages (none of which is its native
+    /// function, [`Self::native_ptr`]).
+    pub fn is_staged(&self) -> bool {
+        matches!(self.entry, Entry::Stages(_))
+    }
+
     /// The handles of kernels compiled together into the module `code` owns,
     /// from each kernel's native address and uniform entry.
     ///
@@ -467,7 +487,7 @@ impl CompiledKernel {
     pub fn native_ptr(&self) -> Option<*const u8> {
         match self.entry {
             Entry::Native { native, .. } => Some(native as *const u8),
-            Entry::Host(_) => None,
+            Entry::Host(_) | Entry::Stages(_) => None,
         }
     }
 
@@ -490,6 +510,8 @@ impl CompiledKernel {
         let (native, wrapper) = match &self.entry {
             Entry::Native { native, wrapper } => (*native, *wrapper),
             Entry::Host(entry) => return entry(slots),
+            // SAFETY: the stages' contract is the kernel's (`threads::run`).
+            Entry::Stages(stages) => return unsafe { crate::threads::run(stages, slots) },
         };
         match wrapper {
             Some(wrapper) => {

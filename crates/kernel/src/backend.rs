@@ -20,6 +20,10 @@ pub struct BackendOptions {
     /// Whether row loops may run in vectors where the backend decides that
     /// itself (the Cranelift tier's vectorizer; the others ignore it).
     pub vectorize: bool,
+    /// Whether [`compile`] cuts kernels into stages that may run in chunks
+    /// on several threads (`crate::stages`); off, each kernel is one
+    /// function run on the calling thread.
+    pub parallel: bool,
 }
 
 impl Default for BackendOptions {
@@ -27,6 +31,7 @@ impl Default for BackendOptions {
         BackendOptions {
             opt_level: OptLevel::default(),
             vectorize: true,
+            parallel: true,
         }
     }
 }
@@ -165,6 +170,54 @@ pub trait Backend: Send + Sync {
             options.emit.name()
         )))
     }
+}
+
+/// Compiles `kernels` with `backend` as in-process code: each kernel that
+/// has loops worth cutting ([`crate::stages::split`]) as its stages, run in
+/// chunks on kiln's threads ([`crate::threads`]) when
+/// [`BackendOptions::parallel`] asks; every other kernel as one function.
+/// All of them go to the backend as one unit.
+pub fn compile<B: Backend + ?Sized>(
+    backend: &B,
+    kernels: Vec<Kernel>,
+    options: &BackendOptions,
+    symbols: Symbols<'_>,
+) -> BackendResult<Vec<CompiledKernel>> {
+    if !options.parallel {
+        return backend.compile_kernels(kernels, options, symbols);
+    }
+    // For each kernel: the kernel and its stages' chunking, if it has any.
+    let mut plans = Vec::with_capacity(kernels.len());
+    let mut all = Vec::with_capacity(kernels.len());
+    for kernel in kernels {
+        match crate::stages::split(&kernel) {
+            Some(stages) => {
+                all.extend(stages.kernels);
+                plans.push(Some((kernel, stages.chunks)));
+            }
+            None => {
+                all.push(kernel);
+                plans.push(None);
+            }
+        }
+    }
+    let mut code = backend.compile_kernels(all, options, symbols)?.into_iter();
+    Ok(plans
+        .into_iter()
+        .map(|plan| match plan {
+            None => code.next().expect("one compiled kernel per kernel"),
+            Some((kernel, chunks)) => {
+                let stages = chunks
+                    .into_iter()
+                    .map(|chunk| crate::threads::Stage {
+                        code: code.next().expect("one compiled kernel per stage"),
+                        chunk,
+                    })
+                    .collect();
+                CompiledKernel::staged(std::sync::Arc::new(kernel), stages)
+            }
+        })
+        .collect())
 }
 
 /// A reference to a backend is the backend (`&'static dyn Backend` is how

@@ -2,7 +2,8 @@
 //! lowering on every loop it builds ([`mark`]), recorded in the kernel
 //! ([`Stmt::Loop`]'s `iterations`) and checked by the kernel verifier, so
 //! that backends (the VM's blocks of rows, Cranelift's vectors) and the
-//! runtime read a fact instead of each recognising it again.
+//! runtime (chunks of a loop on several threads, `crate::stages`) read a
+//! fact instead of each recognising it again.
 //!
 //! An innermost loop is [`Iterations::Independent`] when no iteration
 //! reads what another writes and none carries a value to the next: no
@@ -12,11 +13,20 @@
 //! at all, at that same index (each row reads what it wrote itself, as a
 //! convolution's tap does). With `KeepRow`s (a filter) it is
 //! [`Iterations::Selecting`]: independent but for the selection, which
-//! keeps rows in iteration order. Anything else, and every loop with a loop
-//! inside, is [`Iterations::Sequential`] for now: the analysis of outer
-//! loops (the parallel-kernels issue's) is not written yet.
-
-use crate::{Expr, Iterations, Kernel, ParamIdx, Reg, Stmt};
+//! keeps rows in iteration order.
+//!
+//! A loop with loops inside (a tensor nest: the rows of a matmul, the
+//! output-channel blocks of a convolution) is [`Iterations::Independent`]
+//! when each iteration computes whole elements of its outputs and keeps
+//! nothing for the next ([`nest`]): every variable it reads it set earlier
+//! in the same iteration; every store is at an index computed from the row
+//! (lowering's nests address their outputs by every loop's index, so rows
+//! write disjoint elements), or to a *temporary*: a scratch buffer that
+//! nothing outside the loop touches and that each iteration writes before it
+//! reads (a convolution's accumulator planes), which a chunk of rows run
+//! apart gets its own room for; and buffers the loop stores by the row it
+//! reads only by the row. Anything else is [`Iterations::Sequential`].
+use crate::{Expr, Iterations, Kernel, Param, ParamIdx, Reg, Stmt, Var};
 use cranelift_entity::EntityRef;
 use kiln_ir::op::BinaryOp;
 use kiln_ir::scalar::Scalar;
@@ -55,7 +65,156 @@ type IndexSet<K> = HashSet<K, BuildHasherDefault<IndexHasher>>;
 /// Records every loop's iterations in `kernel` (lowering's last step).
 pub(crate) fn mark(kernel: &mut Kernel) {
     let konst = constants(&kernel.body);
-    mark_body(&mut kernel.body, &konst, &kernel.regs);
+    let refs = Refs::of(&kernel.body);
+    let params = &kernel.params;
+    mark_body(&mut kernel.body, &konst, &kernel.regs, &|body, row| {
+        nest(row, body, &refs, params)
+    });
+}
+
+/// How many statements name each parameter and variable, in a body and
+/// the loops inside it.
+#[derive(Default)]
+pub struct Refs {
+    params: IndexMap<ParamIdx, usize>,
+    vars: IndexMap<Var, usize>,
+}
+
+impl Refs {
+    /// The references in `body`, its loops' bodies included.
+    pub fn of(body: &[Stmt]) -> Refs {
+        let mut refs = Refs::default();
+        let mut stack = vec![body];
+        while let Some(body) = stack.pop() {
+            for stmt in body {
+                let (param, var) = match stmt {
+                    Stmt::Let(_, Expr::Load(p, _) | Expr::LoadBit(p, _) | Expr::Input(p)) => {
+                        (Some(*p), None)
+                    }
+                    Stmt::Let(_, Expr::Var(v)) | Stmt::Set(v, _) => (None, Some(*v)),
+                    Stmt::Store(p, ..) => (Some(*p), None),
+                    Stmt::StoreCount(p, v) => (Some(*p), Some(*v)),
+                    Stmt::KeepRow { sel, count, .. } => (Some(*sel), Some(*count)),
+                    Stmt::Loop { body, .. } => {
+                        stack.push(body);
+                        (None, None)
+                    }
+                    _ => (None, None),
+                };
+                if let Some(p) = param {
+                    *refs.params.entry(p).or_default() += 1;
+                }
+                if let Some(v) = var {
+                    *refs.vars.entry(v).or_default() += 1;
+                }
+            }
+        }
+        refs
+    }
+
+    /// How many statements name parameter `p`.
+    pub fn param(&self, p: ParamIdx) -> usize {
+        self.params.get(&p).copied().unwrap_or(0)
+    }
+
+    /// How many statements name variable `v`.
+    pub fn var(&self, v: Var) -> usize {
+        self.vars.get(&v).copied().unwrap_or(0)
+    }
+}
+
+/// The iterations of the loop over `row` with `body`, which holds a loop
+/// (see the module documentation): `kernel` is every statement of the
+/// kernel ([`Refs::of`] its body), which says whether a scratch buffer or
+/// a variable is touched outside the loop.
+pub fn nest(row: Reg, body: &[Stmt], kernel: &Refs, params: &[Param]) -> Iterations {
+    match temporaries(row, body, kernel, params) {
+        Some(_) => Iterations::Independent,
+        None => Iterations::Sequential,
+    }
+}
+
+/// The temporaries of the loop over `row` with `body` (a nest, as for
+/// [`nest`]), in parameter order, if its iterations are independent.
+pub fn temporaries(
+    row: Reg,
+    body: &[Stmt],
+    kernel: &Refs,
+    params: &[Param],
+) -> Option<Vec<ParamIdx>> {
+    let inside = Refs::of(body);
+    // The registers computed from the row, anywhere in the nest (SSA: a
+    // register is defined before its uses, in walk order).
+    let mut rowwise: IndexSet<Reg> = IndexSet::default();
+    rowwise.insert(row);
+    // Buffers stored at an index from the row; buffers stored elsewhere
+    // (temporaries); whether each buffer's first access is a store.
+    let mut by_row: IndexSet<ParamIdx> = IndexSet::default();
+    let mut temps: IndexSet<ParamIdx> = IndexSet::default();
+    let mut stored_first: IndexMap<ParamIdx, bool> = IndexMap::default();
+    let mut loads: Vec<(ParamIdx, Reg)> = Vec::new();
+    // Variables set so far, at this level and the levels around it.
+    let mut set: Vec<Var> = Vec::new();
+    // (body, next statement, how many of `set` were set before the body).
+    let mut stack: Vec<(&[Stmt], usize, usize)> = vec![(body, 0, 0)];
+    while let Some((body, at, outer)) = stack.pop() {
+        let Some(stmt) = body.get(at) else {
+            set.truncate(outer);
+            continue;
+        };
+        stack.push((body, at + 1, outer));
+        match stmt {
+            Stmt::Let(r, expr) => {
+                match expr {
+                    Expr::Var(v) if !set.contains(v) => return None,
+                    Expr::Load(p, at) | Expr::LoadBit(p, at) => {
+                        stored_first.entry(*p).or_insert(false);
+                        loads.push((*p, *at));
+                    }
+                    _ => {}
+                }
+                if expr.operands().iter().any(|o| rowwise.contains(o)) {
+                    rowwise.insert(*r);
+                }
+            }
+            Stmt::Set(v, _) => {
+                if kernel.var(*v) != inside.var(*v) {
+                    return None;
+                }
+                set.push(*v);
+            }
+            Stmt::Store(p, Some(at), _) => {
+                stored_first.entry(*p).or_insert(true);
+                if rowwise.contains(at) {
+                    by_row.insert(*p);
+                } else {
+                    temps.insert(*p);
+                }
+            }
+            Stmt::Loop { body, .. } => stack.push((body, 0, set.len())),
+            Stmt::CheckNonZero(..) => {}
+            Stmt::Store(_, None, _) | Stmt::StoreCount(..) | Stmt::KeepRow { .. } => return None,
+        }
+    }
+    // A buffer stored by the row may be read only by the row; a temporary
+    // is scratch that only this loop touches and writes before it reads.
+    for (p, at) in loads {
+        if by_row.contains(&p) && !rowwise.contains(&at) {
+            return None;
+        }
+    }
+    let mut temps: Vec<ParamIdx> = temps.into_iter().collect();
+    temps.sort();
+    for &p in &temps {
+        let temporary = !by_row.contains(&p)
+            && matches!(params[p.index()], Param::Scratch { .. })
+            && stored_first.get(&p) == Some(&true)
+            && kernel.param(p) == inside.param(p);
+        if !temporary {
+            return None;
+        }
+    }
+    Some(temps)
 }
 
 /// Every `i64` constant register of a kernel's `body` and its value (SSA:
@@ -77,7 +236,12 @@ pub fn constants(body: &[Stmt]) -> IndexMap<Reg, i64> {
     konst
 }
 
-fn mark_body(body: &mut [Stmt], konst: &IndexMap<Reg, i64>, regs: &[DType]) {
+fn mark_body(
+    body: &mut [Stmt],
+    konst: &IndexMap<Reg, i64>,
+    regs: &[DType],
+    nest: &dyn Fn(&[Stmt], Reg) -> Iterations,
+) {
     // Loops nest only as deep as lowering's loop nests (a handful); the
     // recursion is over the kernel, never over user input's depth.
     for stmt in body {
@@ -88,8 +252,12 @@ fn mark_body(body: &mut [Stmt], konst: &IndexMap<Reg, i64>, regs: &[DType]) {
             ..
         } = stmt
         {
-            mark_body(body, konst, regs);
-            *iterations = of(*row, body, konst, regs);
+            mark_body(body, konst, regs, nest);
+            *iterations = if body.iter().any(|s| matches!(s, Stmt::Loop { .. })) {
+                nest(body, *row)
+            } else {
+                of(*row, body, konst, regs)
+            };
         }
     }
 }

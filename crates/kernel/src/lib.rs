@@ -30,7 +30,9 @@ mod lower;
 mod math;
 mod print;
 mod scratch;
+pub mod stages;
 mod tensor;
+pub mod threads;
 mod verify;
 
 pub use lower::{lower, math_kernel, LowerError, LowerOptions};

@@ -95,7 +95,11 @@ impl Verifier<'_> {
             } = stmt
             {
                 self.extent(*extent)?;
-                iterations_claim(*row, body, *iterations)?;
+                if body.iter().any(|s| matches!(s, Stmt::Loop { .. })) {
+                    nest_claim(*row, body, *iterations, &self.kernel.params)?;
+                } else {
+                    iterations_claim(*row, body, *iterations)?;
+                }
                 let depth = self.scope.len();
                 self.define(*row, DType::I64)?;
                 stack.push((body.iter(), depth));
@@ -402,6 +406,65 @@ fn iterations_claim(row: Reg, body: &[Stmt], iterations: Iterations) -> Check {
                 ))
             }
             _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Checks an independent claim of a loop with loops inside (a tensor nest,
+/// `crate::iterations::nest`): no variable read before the iteration sets
+/// it, no selection, count or scalar stored, and every store at an index
+/// computed from the row or to scratch (a temporary each chunk of rows gets
+/// its own room for).
+fn nest_claim(row: Reg, body: &[Stmt], iterations: Iterations, params: &[Param]) -> Check {
+    if iterations == Iterations::Sequential {
+        return Ok(());
+    }
+    ensure(iterations == Iterations::Independent, || {
+        format!("a loop over r{} with loops inside is selecting", row.0)
+    })?;
+    let mut rowwise = vec![row];
+    let mut set: Vec<Var> = Vec::new();
+    let mut stack: Vec<(&[Stmt], usize, usize)> = vec![(body, 0, 0)];
+    while let Some((body, at, outer)) = stack.pop() {
+        let Some(stmt) = body.get(at) else {
+            set.truncate(outer);
+            continue;
+        };
+        stack.push((body, at + 1, outer));
+        match stmt {
+            Stmt::Let(r, expr) => {
+                if let Expr::Var(v) = expr {
+                    ensure(set.contains(v), || {
+                        format!(
+                            "an independent loop over r{} reads var{} before its iteration sets it",
+                            row.0, v.0
+                        )
+                    })?;
+                }
+                if expr.operands().iter().any(|o| rowwise.contains(o)) {
+                    rowwise.push(*r);
+                }
+            }
+            Stmt::Set(v, _) => set.push(*v),
+            Stmt::Store(p, Some(at), _) => ensure(
+                rowwise.contains(at)
+                    || matches!(params.get(p.index()), Some(Param::Scratch { .. })),
+                || {
+                    format!(
+                        "an independent loop over r{} stores {p} at r{}, which does not depend on the row",
+                        row.0, at.0
+                    )
+                },
+            )?,
+            Stmt::Loop { body, .. } => stack.push((body, 0, set.len())),
+            Stmt::CheckNonZero(..) => {}
+            Stmt::Store(_, None, _) | Stmt::StoreCount(..) | Stmt::KeepRow { .. } => {
+                return Err(format!(
+                    "an independent loop over r{} stores a scalar, a count or a selection",
+                    row.0
+                ))
+            }
         }
     }
     Ok(())

@@ -72,8 +72,14 @@ fn compile_with<B: Backend + ?Sized>(
     let backend_options = BackendOptions {
         opt_level: options.opt_level,
         vectorize: options.vectorize.unwrap_or(true),
+        parallel: options.parallel.unwrap_or(true),
     };
-    let code = backend.compile_kernels(kernels, &backend_options, &runtime::libm_symbols())?;
+    let code = kiln_kernel::backend::compile(
+        backend,
+        kernels,
+        &backend_options,
+        &runtime::libm_symbols(),
+    )?;
     Ok(prepared
         .into_iter()
         .zip(code)
@@ -173,7 +179,8 @@ impl JitProgram {
 
     /// The kernel's address with its native signature (`docs/abi.md`), for
     /// callers who manage the ABI themselves. Valid while `self` (or a clone) is.
-    /// `None` on the VM, which runs kernels without machine code.
+    /// `None` on the VM, which runs kernels without machine code, and for a
+    /// kernel compiled in stages (docs/abi.md; `CompileOptions::parallel`).
     ///
     /// # Safety
     /// Calling it requires the exact native signature and valid buffers.

@@ -42,6 +42,9 @@ pub use kiln_ir::{
 };
 pub use kiln_kernel as kernel;
 pub use kiln_kernel::backend::{Backend, BackendError, BackendOptions, Emit, EmitOptions};
+/// How many threads kernels use (`set_num_threads`, `with_num_threads`,
+/// `KILN_NUM_THREADS`), and when a loop is worth cutting (`set_grain`).
+pub use kiln_kernel::threads;
 pub use kiln_kernel::OptLevel;
 #[cfg(feature = "llvm")]
 pub use kiln_llvm as llvm;
@@ -238,6 +241,12 @@ pub struct CompileOptions {
     /// docs/performance.md), so a caller that compiles many kernels for
     /// short columns turns it off. The bits are the same.
     pub vectorize: Option<bool>,
+    /// Whether kernels may run on several threads (`kiln::threads`): loops
+    /// whose iterations are independent run in chunks when the work pays
+    /// for it. `None`, the default: yes. A caller that runs many kernels
+    /// side by side itself (a population) turns it off; the bits are the
+    /// same at any thread count.
+    pub parallel: Option<bool>,
 }
 
 impl Default for CompileOptions {
@@ -248,6 +257,7 @@ impl Default for CompileOptions {
             packed_bools: false,
             libm_calls: None,
             vectorize: None,
+            parallel: None,
         }
     }
 }

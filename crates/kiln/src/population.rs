@@ -381,8 +381,10 @@ impl Population {
     ) -> Population {
         let threads = options.threads();
         let chunk = exprs.len().div_ceil(threads).max(1);
+        // Members run side by side, each on one thread: no stages.
         let compile = CompileOptions {
             vectorize: Some(options.compile.vectorize.unwrap_or(false)),
+            parallel: Some(false),
             ..options.compile.clone()
         };
         let compile = &compile;

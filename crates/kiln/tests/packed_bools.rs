@@ -15,6 +15,7 @@ const PACKED: CompileOptions = CompileOptions {
     packed_bools: true,
     libm_calls: None,
     vectorize: None,
+    parallel: None,
 };
 
 fn graph() -> Verified {

@@ -40,6 +40,8 @@ __all__ = [
     "aot",
     "tiers",
     "jit",
+    "set_num_threads",
+    "get_num_threads",
 ]
 
 Source = Union[str, bytes, "os.PathLike[str]"]
@@ -50,6 +52,22 @@ _FORMATS = ("py", "kiln", "fx", "tf")
 def tiers() -> list[str]:
     """The tiers this build runs on, the reference interpreter first: ``['interp', 'vm', 'cranelift', 'llvm']``."""
     return list(_kiln.tiers())
+
+
+def set_num_threads(n: int) -> None:
+    """Sets how many threads kiln's kernels may use, for the whole process.
+
+    The default is ``KILN_NUM_THREADS`` if set, else every core. A kernel
+    cuts a loop into chunks only when each thread gets enough work (small
+    calls stay on the calling thread), and returns the same bits at any
+    count. Raises ``ValueError`` unless ``n`` is a positive integer.
+    """
+    _kiln.set_num_threads(n)
+
+
+def get_num_threads() -> int:
+    """How many threads kiln's kernels called from this thread may use."""
+    return _kiln.get_num_threads()
 
 
 def _format_of(path: Path) -> Optional[str]:

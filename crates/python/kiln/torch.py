@@ -298,7 +298,13 @@ class _KilnGraph(torch.nn.Module):
         return self.gm(*args)
 
     def _run(self, fn, tensors, args):
-        results = fn(**{name: t.detach().numpy() for name, t in tensors.items()})
+        # kiln's kernels use the threads eager torch would (users set
+        # them with torch.set_num_threads), call by call.
+        previous = _kiln._swap_thread_override(torch.get_num_threads())
+        try:
+            results = fn(**{name: t.detach().numpy() for name, t in tensors.items()})
+        finally:
+            _kiln._swap_thread_override(previous)
         if len(self.computed) == 1:
             results = (results,)
         env = dict(zip(self.placeholders, args))

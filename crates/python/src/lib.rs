@@ -209,6 +209,35 @@ fn tiers() -> Vec<&'static str> {
     kiln::Tier::all().map(kiln::Tier::name).collect()
 }
 
+/// Sets how many threads kiln's kernels may use, for the whole process
+/// (`kiln::threads::set_num_threads`).
+#[pyfunction]
+fn set_num_threads(n: i64) -> PyResult<()> {
+    match usize::try_from(n) {
+        Ok(n) if n > 0 => {
+            kiln::threads::set_num_threads(n);
+            Ok(())
+        }
+        _ => Err(PyValueError::new_err(format!(
+            "set_num_threads: the number of threads must be a positive integer, not {n}"
+        ))),
+    }
+}
+
+/// How many threads kiln's kernels called from this thread may use.
+#[pyfunction]
+fn get_num_threads() -> usize {
+    kiln::threads::num_threads()
+}
+
+/// Sets this thread's own count (`0`: none, the process's) and returns the
+/// one it replaces: the torch backend's way to follow
+/// `torch.get_num_threads()` call by call.
+#[pyfunction]
+fn _swap_thread_override(n: usize) -> usize {
+    kiln::threads::swap_override(n)
+}
+
 /// The module's allocator: kiln's front half allocates per node, and
 /// mimalloc compiles a GP population in about two thirds of glibc
 /// malloc's time (docs/performance.md), as polars ships jemalloc for its
@@ -226,6 +255,9 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(compile, m)?)?;
     m.add_function(wrap_pyfunction!(aot, m)?)?;
     m.add_function(wrap_pyfunction!(tiers, m)?)?;
+    m.add_function(wrap_pyfunction!(set_num_threads, m)?)?;
+    m.add_function(wrap_pyfunction!(get_num_threads, m)?)?;
+    m.add_function(wrap_pyfunction!(_swap_thread_override, m)?)?;
     m.add_function(wrap_pyfunction!(check_syntax, m)?)?;
     m.add_function(wrap_pyfunction!(fx::compile_fx, m)?)?;
     m.add_function(wrap_pyfunction!(fx::fx_supports, m)?)?;

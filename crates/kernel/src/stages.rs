@@ -1,0 +1,774 @@
+//! A kernel as stages that may run in chunks on several threads: the
+//! kernel IR side of parallel kernels (the runtime side is
+//! `crate::threads`).
+//!
+//! A kernel's body is a sequence of loop nests (one per fused group of
+//! nodes) and the statements between them. [`split`] cuts it into
+//! *stages*, run one after the other, each a kernel of its own with the
+//! original parameters and two more, the `[start, end)` of its *chunk loop*:
+//!
+//! - a nest whose loop is independent ([`crate::Iterations`], decided by
+//!   lowering's analysis) is a stage alone, its chunk loop the outermost
+//!   independent loop of the nest worth splitting (loops of one or a few
+//!   iterations, such as a batch of 1, are run whole inside each chunk when
+//!   nothing but index arithmetic stands between them and the next); a
+//!   filter's loop takes the counts it stores along;
+//! - every other statement (sequential nests, reductions into variables,
+//!   division checks of scalars) belongs to a sequential stage, run whole.
+//!
+//! Index arithmetic at the kernel's top (extents, strides, tile counts:
+//! registers computed from constants, extents and scalar inputs) is
+//! computed again by each stage that uses it. Where a stage would need a
+//! value another stage loaded or accumulated, or shares a variable with
+//! one, the two merge into one sequential stage: no value crosses a stage
+//! boundary but through memory.
+//!
+//! A chunk runs whole iterations of its loop and nothing that one chunk
+//! writes is read by another, so the bits never depend on how a loop is
+//! cut. The exceptions are explicit: each chunk has its own room for the
+//! nest's temporaries ([`Chunking::temps`]), and each keeps its selected
+//! rows apart, joined in row order after the last chunk
+//! ([`Chunking::selections`]).
+
+use crate::iterations::{self, IndexMap, Refs};
+use crate::{Expr, Extent, Iterations, Kernel, Param, ParamIdx, Reg, Stmt, Var};
+use cranelift_entity::EntityRef;
+use kiln_ir::op::BinaryOp;
+use kiln_ir::scalar::Scalar;
+use kiln_ir::types::{DType, Dim};
+
+/// The name of the extent parameter that holds a chunk's first iteration.
+pub const CHUNK_START: &str = "chunk_start";
+/// The name of the extent parameter that holds the end of a chunk's range.
+pub const CHUNK_END: &str = "chunk_end";
+
+/// A kernel cut into stages ([`split`]).
+#[derive(Clone, Debug)]
+pub struct Stages {
+    /// The stages, in order: each takes the original kernel's parameters
+    /// then `chunk_start` and `chunk_end` (ignored by a sequential stage).
+    pub kernels: Vec<Kernel>,
+    /// For each stage, how it runs in chunks; `None` for a sequential one.
+    pub chunks: Vec<Option<Chunking>>,
+}
+
+/// How a stage's chunk loop is cut.
+#[derive(Clone, Debug)]
+pub struct Chunking {
+    /// The chunk loop's trip count.
+    pub trip: Count,
+    /// The work of one iteration, in statements run (the loops around the
+    /// chunk loop, which every chunk runs whole, included).
+    pub work: Work,
+    /// The nest's temporaries: scratch parameters that each chunk needs its
+    /// own room for, with that room's size in elements and their dtype.
+    pub temps: Vec<(usize, Vec<Count>, DType)>,
+    /// Selections the loop keeps rows in: (selection parameter, count
+    /// parameter). Each chunk keeps its rows at its own `start` and counts
+    /// them apart; the runtime joins them in order.
+    pub selections: Vec<(usize, usize)>,
+}
+
+/// An `i64` a stage's runtime computes from a call's slots: a trip count
+/// or an extent, by the kernel's own index arithmetic.
+#[derive(Clone, Debug)]
+pub struct Count {
+    lets: Vec<(Reg, Expr)>,
+    value: Extent,
+}
+
+impl Count {
+    /// The count for `slots` (one per parameter of the original kernel);
+    /// `None` if its arithmetic overflows or it is negative.
+    pub fn eval(&self, slots: &[u64]) -> Option<u64> {
+        let mut regs: IndexMap<Reg, i64> = IndexMap::default();
+        let value = |regs: &IndexMap<Reg, i64>, e: &Extent| -> Option<i64> {
+            match *e {
+                Extent::Fixed(n) => i64::try_from(n).ok(),
+                Extent::Param(p) => Some(*slots.get(p.index())? as i64),
+                Extent::Reg(r) => regs.get(&r).copied(),
+            }
+        };
+        for (r, expr) in &self.lets {
+            let v = match expr {
+                Expr::Const(Scalar::I64(k)) => *k,
+                Expr::ExtentValue(e) => value(&regs, e)?,
+                Expr::Binary(op, a, b) => {
+                    let (a, b) = (*regs.get(a)?, *regs.get(b)?);
+                    match kiln_ir::semantics::binary(*op, Scalar::I64(a), Scalar::I64(b)) {
+                        Ok(Scalar::I64(v)) => v,
+                        _ => return None,
+                    }
+                }
+                _ => return None,
+            };
+            regs.insert(*r, v);
+        }
+        u64::try_from(value(&regs, &self.value)?).ok()
+    }
+}
+
+/// The statements one iteration of a loop runs, with its inner loops'.
+#[derive(Clone, Debug, Default)]
+pub struct Work {
+    stmts: u64,
+    loops: Vec<(Option<Count>, Work)>,
+}
+
+impl Work {
+    /// Whether an iteration runs no loop (a row of an elementwise kernel).
+    pub fn is_row(&self) -> bool {
+        self.loops.is_empty()
+    }
+
+    /// The statements one iteration runs for `slots` (an inner loop whose
+    /// trip count the runtime cannot compute counts once).
+    pub fn eval(&self, slots: &[u64]) -> u64 {
+        self.loops.iter().fold(self.stmts, |sum, (trip, body)| {
+            let trip = trip.as_ref().and_then(|t| t.eval(slots)).unwrap_or(1);
+            sum.saturating_add(trip.saturating_mul(body.eval(slots)))
+        })
+    }
+
+    fn of(body: &[Stmt], top: &TopLets) -> Work {
+        let mut work = Work::default();
+        for stmt in body {
+            match stmt {
+                Stmt::Loop { extent, body, .. } => {
+                    work.loops.push((top.count(*extent), Work::of(body, top)))
+                }
+                _ => work.stmts += 1,
+            }
+        }
+        work
+    }
+
+    fn times(self, n: u64) -> Work {
+        if n == 1 {
+            return self;
+        }
+        Work {
+            stmts: 0,
+            loops: vec![(Some(Count::fixed(n)), self)],
+        }
+    }
+}
+
+impl Count {
+    fn fixed(n: u64) -> Count {
+        Count {
+            lets: Vec::new(),
+            value: Extent::Fixed(n),
+        }
+    }
+}
+
+/// The kernel's top-level `let`s that any stage may compute again: index
+/// arithmetic (no load, no variable, no integer division, which must stay
+/// behind its division check), and where each is defined.
+struct TopLets<'a> {
+    /// For each register a top-level `let` defines: its statement's index,
+    /// and whether it is recomputable.
+    defs: IndexMap<Reg, (usize, bool)>,
+    body: &'a [Stmt],
+}
+
+impl<'a> TopLets<'a> {
+    fn of(kernel: &'a Kernel) -> TopLets<'a> {
+        let mut defs: IndexMap<Reg, (usize, bool)> = IndexMap::default();
+        for (i, stmt) in kernel.body.iter().enumerate() {
+            if let Stmt::Let(r, expr) = stmt {
+                // An integer division may run only where the division
+                // checks before it ran: it stays in its place.
+                let divides = matches!(expr, Expr::Binary(BinaryOp::Div | BinaryOp::Rem, ..))
+                    && kernel.reg_type(*r).is_int();
+                let pure = !divides
+                    && !matches!(expr, Expr::Load(..) | Expr::LoadBit(..) | Expr::Var(_))
+                    && expr
+                        .operands()
+                        .iter()
+                        .all(|o| defs.get(o).is_some_and(|d| d.1));
+                defs.insert(*r, (i, pure));
+            }
+        }
+        TopLets {
+            defs,
+            body: &kernel.body,
+        }
+    }
+
+    fn pure(&self, r: Reg) -> bool {
+        self.defs.get(&r).is_some_and(|d| d.1)
+    }
+
+    /// The recomputable `let`s `roots` need, in kernel order (closed over
+    /// their operands).
+    fn closure(&self, roots: impl IntoIterator<Item = Reg>) -> Vec<usize> {
+        let mut seen: IndexMap<Reg, ()> = IndexMap::default();
+        let mut stack: Vec<Reg> = roots.into_iter().collect();
+        let mut lets = Vec::new();
+        while let Some(r) = stack.pop() {
+            let Some(&(i, true)) = self.defs.get(&r) else {
+                continue;
+            };
+            if seen.insert(r, ()).is_some() {
+                continue;
+            }
+            lets.push(i);
+            if let Stmt::Let(_, expr) = &self.body[i] {
+                stack.extend(expr.operands());
+                if let Expr::ExtentValue(Extent::Reg(e)) = expr {
+                    stack.push(*e);
+                }
+            }
+        }
+        lets.sort_unstable();
+        lets
+    }
+
+    /// The runtime's count of `extent`, if only recomputable `let`s of
+    /// `i64` arithmetic stand behind it.
+    fn count(&self, extent: Extent) -> Option<Count> {
+        let roots = match extent {
+            Extent::Reg(r) if !self.pure(r) => return None,
+            Extent::Reg(r) => vec![r],
+            _ => Vec::new(),
+        };
+        let lets: Vec<(Reg, Expr)> = self
+            .closure(roots)
+            .into_iter()
+            .map(|i| match &self.body[i] {
+                Stmt::Let(r, e) => (*r, e.clone()),
+                _ => unreachable!("the closure holds lets"),
+            })
+            .collect();
+        let arithmetic = lets.iter().all(|(_, e)| {
+            matches!(
+                e,
+                Expr::Const(Scalar::I64(_))
+                    | Expr::ExtentValue(_)
+                    | Expr::Binary(
+                        BinaryOp::Add
+                            | BinaryOp::Sub
+                            | BinaryOp::Mul
+                            | BinaryOp::Shl
+                            | BinaryOp::ShrLogical
+                            | BinaryOp::ShrArith
+                            | BinaryOp::And,
+                        ..
+                    )
+            )
+        });
+        arithmetic.then_some(Count {
+            lets,
+            value: extent,
+        })
+    }
+}
+
+/// Where a nest's chunk loop is: the indices of the loops from the nest's
+/// top-level loop down to it (each a position in its parent's body).
+struct Chain {
+    path: Vec<usize>,
+    /// The product of the trip counts of the loops around the chunk loop.
+    outer: u64,
+}
+
+/// Loops of fewer fixed iterations than this are run whole in each chunk
+/// when a loop inside them can be cut instead (a batch of 1, a group).
+const FEW: u64 = 8;
+
+/// The chunk loop of the top-level loop `stmt`, if the nest has one.
+fn chain(stmt: &Stmt, top: &TopLets) -> Option<Chain> {
+    let mut chain = Chain {
+        path: Vec::new(),
+        outer: 1,
+    };
+    let mut cur = stmt;
+    loop {
+        let Stmt::Loop {
+            extent,
+            body,
+            iterations,
+            ..
+        } = cur
+        else {
+            return None;
+        };
+        let few = match extent {
+            Extent::Fixed(n) => Some(*n),
+            _ => None,
+        };
+        let trivial = few.is_some_and(|n| n <= 1);
+        // The one loop of a body that holds nothing else but index
+        // arithmetic.
+        let inner = {
+            let mut loops = body
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| matches!(s, Stmt::Loop { .. }));
+            let only = loops.next();
+            let rest = body.iter().all(|s| {
+                matches!(s, Stmt::Loop { .. })
+                    || matches!(s, Stmt::Let(_, e) if !matches!(e, Expr::Var(_)))
+            });
+            match (only, loops.next()) {
+                (Some(only), None) if rest => Some(only),
+                _ => None,
+            }
+        };
+        let descend = inner.is_some_and(|(_, s)| match s {
+            Stmt::Loop {
+                iterations, extent, ..
+            } => *iterations == Iterations::Independent || *extent == Extent::Fixed(1),
+            _ => false,
+        }) && (trivial
+            || (few.is_some_and(|n| n < FEW) && *iterations != Iterations::Sequential));
+        if descend {
+            let (i, next) = inner.expect("descend has an inner loop");
+            chain.path.push(i);
+            chain.outer = chain.outer.saturating_mul(few.expect("a few iterations"));
+            cur = next;
+            continue;
+        }
+        let selecting_ok = *iterations != Iterations::Selecting || chain.path.is_empty();
+        if trivial || *iterations == Iterations::Sequential || !selecting_ok {
+            return None;
+        }
+        top.count(*extent)?;
+        return Some(chain);
+    }
+}
+
+/// The loop at `path` under the top-level loop `stmt`.
+fn at<'s>(stmt: &'s Stmt, path: &[usize]) -> &'s Stmt {
+    path.iter().fold(stmt, |s, &i| match s {
+        Stmt::Loop { body, .. } => &body[i],
+        _ => unreachable!("a chain runs through loops"),
+    })
+}
+
+fn at_mut<'s>(stmt: &'s mut Stmt, path: &[usize]) -> &'s mut Stmt {
+    path.iter().fold(stmt, |s, &i| match s {
+        Stmt::Loop { body, .. } => &mut body[i],
+        _ => unreachable!("a chain runs through loops"),
+    })
+}
+
+/// The registers a statement reads, its loops' bodies included.
+fn reads(stmt: &Stmt, out: &mut Vec<Reg>) {
+    match stmt {
+        Stmt::Let(_, e) => {
+            out.extend(e.operands());
+            if let Expr::ExtentValue(Extent::Reg(r)) = e {
+                out.push(*r);
+            }
+        }
+        Stmt::CheckNonZero(r, _) | Stmt::Set(_, r) => out.push(*r),
+        Stmt::Loop { extent, body, .. } => {
+            if let Extent::Reg(r) = extent {
+                out.push(*r);
+            }
+            for s in body {
+                reads(s, out);
+            }
+        }
+        Stmt::Store(_, at, v) => out.extend(at.iter().copied().chain([*v])),
+        Stmt::KeepRow { row, mask, .. } => out.extend([*row, *mask]),
+        Stmt::StoreCount(..) => {}
+    }
+}
+
+/// The variables a statement names, its loops' bodies included.
+fn vars(stmt: &Stmt, out: &mut Vec<Var>) {
+    match stmt {
+        Stmt::Let(_, Expr::Var(v)) | Stmt::Set(v, _) | Stmt::StoreCount(_, v) => out.push(*v),
+        Stmt::KeepRow { count, .. } => out.push(*count),
+        Stmt::Loop { body, .. } => body.iter().for_each(|s| vars(s, out)),
+        _ => {}
+    }
+}
+
+/// One stage while [`split`] builds it: its top-level statements and its
+/// chunk loop.
+struct Part {
+    stmts: Vec<usize>,
+    chain: Option<Chain>,
+}
+
+/// `kernel` as stages, if any part of it can run in chunks; `None` when it
+/// is best run whole (a direct kernel, or no loop to cut).
+pub fn split(kernel: &Kernel) -> Option<Stages> {
+    if kernel.direct {
+        return None;
+    }
+    let top = TopLets::of(kernel);
+    let body = &kernel.body;
+    let mut parts: Vec<Part> = Vec::new();
+    let mut seq: Vec<usize> = Vec::new();
+    let mut i = 0;
+    while i < body.len() {
+        let stmt = &body[i];
+        if let Stmt::Let(r, _) = stmt {
+            if top.pure(*r) {
+                i += 1;
+                continue;
+            }
+        }
+        let chain = matches!(stmt, Stmt::Loop { .. })
+            .then(|| chain(stmt, &top))
+            .flatten();
+        let Some(chain) = chain else {
+            seq.push(i);
+            i += 1;
+            continue;
+        };
+        if !seq.is_empty() {
+            parts.push(Part {
+                stmts: std::mem::take(&mut seq),
+                chain: None,
+            });
+        }
+        let mut stmts = vec![i];
+        // A filter's counts go with it (after the loop, with index
+        // arithmetic between).
+        if matches!(
+            stmt,
+            Stmt::Loop {
+                iterations: Iterations::Selecting,
+                ..
+            }
+        ) {
+            let mut j = i + 1;
+            while let Some(next) = body.get(j) {
+                match next {
+                    Stmt::StoreCount(..) => stmts.push(j),
+                    Stmt::Let(r, _) if top.pure(*r) => {}
+                    _ => break,
+                }
+                j += 1;
+            }
+            i = j;
+        } else {
+            i += 1;
+        }
+        parts.push(Part {
+            stmts,
+            chain: Some(chain),
+        });
+    }
+    if !seq.is_empty() {
+        parts.push(Part {
+            stmts: seq,
+            chain: None,
+        });
+    }
+    merge(&mut parts, kernel, &top);
+    if parts.iter().all(|p| p.chain.is_none()) {
+        return None;
+    }
+    let refs = Refs::of(body);
+    let mut stages = Stages {
+        kernels: Vec::with_capacity(parts.len()),
+        chunks: Vec::with_capacity(parts.len()),
+    };
+    for (n, part) in parts.iter().enumerate() {
+        let (stage, chunking) = build(kernel, &top, &refs, part, n);
+        if cfg!(debug_assertions) {
+            if let Err(e) = crate::verify(&stage) {
+                panic!("a stage of `{}` does not verify: {e}", kernel.name);
+            }
+        }
+        stages.kernels.push(stage);
+        stages.chunks.push(chunking);
+    }
+    Some(stages)
+}
+
+/// Merges stages until no value but memory crosses a boundary: a register
+/// a stage reads that another defines and cannot be computed again, or a
+/// variable two stages name, makes the stages from one to the other one
+/// sequential stage.
+fn merge(parts: &mut Vec<Part>, kernel: &Kernel, top: &TopLets) {
+    loop {
+        let mut owner_reg: IndexMap<Reg, usize> = IndexMap::default();
+        let mut owner_var: IndexMap<Var, usize> = IndexMap::default();
+        let mut span: Option<(usize, usize)> = None;
+        'parts: for (n, part) in parts.iter().enumerate() {
+            let mut read = Vec::new();
+            let mut named = Vec::new();
+            for &s in &part.stmts {
+                reads(&kernel.body[s], &mut read);
+                vars(&kernel.body[s], &mut named);
+            }
+            for r in read {
+                if let Some(&(_, false)) = top.defs.get(&r) {
+                    match owner_reg.get(&r) {
+                        Some(&m) if m != n => {
+                            span = Some((m, n));
+                            break 'parts;
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            for v in named {
+                match owner_var.get(&v) {
+                    Some(&m) if m != n => {
+                        span = Some((m, n));
+                        break 'parts;
+                    }
+                    _ => {
+                        owner_var.insert(v, n);
+                    }
+                }
+            }
+            for &s in &part.stmts {
+                if let Stmt::Let(r, _) = &kernel.body[s] {
+                    owner_reg.insert(*r, n);
+                }
+            }
+        }
+        let Some((from, to)) = span else { return };
+        let mut stmts: Vec<usize> = parts[from..=to]
+            .iter()
+            .flat_map(|p| p.stmts.iter().copied())
+            .collect();
+        stmts.sort_unstable();
+        parts.splice(from..=to, [Part { stmts, chain: None }]);
+    }
+}
+
+/// The stage kernel of `part` (the `n`th) and how it runs in chunks.
+fn build(
+    kernel: &Kernel,
+    top: &TopLets,
+    refs: &Refs,
+    part: &Part,
+    n: usize,
+) -> (Kernel, Option<Chunking>) {
+    let mut stage = Kernel {
+        name: format!("{}__stage{n}", kernel.name),
+        body: Vec::new(),
+        ..kernel.clone()
+    };
+    let start = ParamIdx::new(stage.params.len());
+    stage.params.push(Param::Extent {
+        dim: CHUNK_START.into(),
+    });
+    stage.params.push(Param::Extent {
+        dim: CHUNK_END.into(),
+    });
+    let mut read = Vec::new();
+    for &s in &part.stmts {
+        reads(&kernel.body[s], &mut read);
+    }
+    let lets = top.closure(read);
+    let mut body: Vec<Stmt> = Vec::with_capacity(lets.len() + part.stmts.len());
+    body.extend(lets.iter().map(|&i| kernel.body[i].clone()));
+    let first = body.len();
+    body.extend(part.stmts.iter().map(|&i| kernel.body[i].clone()));
+    let Some(chain) = &part.chain else {
+        stage.body = body;
+        return (stage, None);
+    };
+    // The chunk loop runs `row = start + i` for `i` in `0..end - start`.
+    let nest = &kernel.body[part.stmts[0]];
+    let Stmt::Loop {
+        extent,
+        row,
+        body: loop_body,
+        ..
+    } = at(nest, &chain.path)
+    else {
+        unreachable!("a chain ends at a loop")
+    };
+    let temps = if loop_body.iter().any(|s| matches!(s, Stmt::Loop { .. })) {
+        iterations::temporaries(*row, loop_body, refs, &kernel.params)
+            .expect("an independent nest's temporaries are known")
+    } else {
+        Vec::new()
+    };
+    let trip = top.count(*extent).expect("a chain's loop has a count");
+    let work = Work::of(loop_body, top).times(chain.outer);
+    let target = at_mut(&mut body[first], &chain.path);
+    let Stmt::Loop {
+        extent,
+        row,
+        body: inner,
+        ..
+    } = target
+    else {
+        unreachable!("a chain ends at a loop")
+    };
+    let (s, e, len, i) = (
+        stage.new_reg(DType::I64, None),
+        stage.new_reg(DType::I64, None),
+        stage.new_reg(DType::I64, None),
+        stage.new_reg(DType::I64, None),
+    );
+    let row = std::mem::replace(row, i);
+    *extent = Extent::Reg(len);
+    inner.insert(0, Stmt::Let(row, Expr::Binary(BinaryOp::Add, i, s)));
+    let bounds = [
+        Stmt::Let(s, Expr::ExtentValue(Extent::Param(start))),
+        Stmt::Let(e, Expr::ExtentValue(Extent::Param(start.next()))),
+        Stmt::Let(len, Expr::Binary(BinaryOp::Sub, e, s)),
+    ];
+    // The bounds go where the chunk loop starts: the kernel's top for a
+    // top-level loop, else the body of the loop around it.
+    match chain.path.split_last() {
+        None => {
+            body.splice(first..first, bounds);
+        }
+        Some((&last, outer)) => {
+            let Stmt::Loop { body: around, .. } = at_mut(&mut body[first], outer) else {
+                unreachable!("a chain runs through loops")
+            };
+            around.splice(last..last, bounds);
+        }
+    }
+    stage.body = body;
+    let temps = temps
+        .into_iter()
+        .map(|p| {
+            let Param::Scratch { dtype, shape } = &kernel.params[p.index()] else {
+                unreachable!("temporaries are scratch")
+            };
+            let dims = shape
+                .iter()
+                .map(|d| match d {
+                    Dim::Fixed(n) => Count::fixed(*n),
+                    Dim::Sym(name) => Count {
+                        lets: Vec::new(),
+                        value: Extent::Param(
+                            kernel
+                                .params
+                                .iter()
+                                .position(|q| matches!(q, Param::Extent { dim } if *dim == **name))
+                                .map(ParamIdx::new)
+                                .expect("lowering gives every symbol an extent parameter"),
+                        ),
+                    },
+                })
+                .collect();
+            (p.index(), dims, *dtype)
+        })
+        .collect();
+    let selections = part
+        .stmts
+        .iter()
+        .filter_map(|&s| match &kernel.body[s] {
+            Stmt::StoreCount(count, var) => {
+                let sel = keeps(nest, *var)?;
+                Some((sel.index(), count.index()))
+            }
+            _ => None,
+        })
+        .collect();
+    (
+        stage,
+        Some(Chunking {
+            trip,
+            work,
+            temps,
+            selections,
+        }),
+    )
+}
+
+/// The selection parameter a filter loop keeps rows in with count `var`.
+fn keeps(stmt: &Stmt, var: Var) -> Option<ParamIdx> {
+    let Stmt::Loop { body, .. } = stmt else {
+        return None;
+    };
+    body.iter().find_map(|s| match s {
+        Stmt::KeepRow { sel, count, .. } if *count == var => Some(*sel),
+        _ => None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{lower, LowerOptions};
+
+    fn stages(src: &str) -> Option<Stages> {
+        stages_with(src, &LowerOptions::default())
+    }
+
+    fn stages_with(src: &str, options: &LowerOptions) -> Option<Stages> {
+        let graph = kiln_ir::text::parse(src).expect("the test graph parses");
+        let graph = kiln_ir::verify(graph).expect("the test graph verifies");
+        split(&lower(&graph, options).expect("lowers"))
+    }
+
+    /// The slots of a kernel with `extents` for its extent parameters (0
+    /// for everything else), and the stage's range.
+    fn slots(kernel: &Kernel, extents: &[u64]) -> Vec<u64> {
+        let mut extents = extents.iter();
+        kernel
+            .params
+            .iter()
+            .map(|p| match p {
+                Param::Extent { .. } => extents.next().copied().unwrap_or(0),
+                _ => 0,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn rows_of_an_elementwise_kernel_are_one_chunked_stage() {
+        let src = "graph \"g\"\nv0: f64[n] = input \"x\"\nv1: f64 = const 2.0\nv2: f64[n] = mul v0, v1\noutput \"y\" = v2\n";
+        let s = stages(src).expect("cut");
+        assert_eq!(s.kernels.len(), 1);
+        let chunk = s.chunks[0].as_ref().expect("chunked");
+        let slots = slots(&s.kernels[0], &[1000]);
+        assert_eq!(chunk.trip.eval(&slots), Some(1000));
+        assert!(chunk.work.eval(&slots) >= 3, "load, mul, store");
+        assert!(chunk.temps.is_empty() && chunk.selections.is_empty());
+        assert_eq!(s.kernels[0].params.len(), 5, "x, n, y, start, end");
+    }
+
+    #[test]
+    fn a_matmul_cuts_its_row_tiles_by_the_kernels_own_arithmetic() {
+        let src = "graph \"g\"\nv0: f32[64, 32] = input \"x\"\nv1: f32[32, 48] = input \"w\"\nv2: f32[64, 48] = matmul v0, v1\noutput \"y\" = v2\n";
+        let tiles = LowerOptions {
+            register_tiles: true,
+            ..LowerOptions::default()
+        };
+        let s = stages_with(src, &tiles).expect("cut");
+        let trips: Vec<u64> = s
+            .chunks
+            .iter()
+            .flatten()
+            .filter_map(|c| c.trip.eval(&[0, 0, 0]))
+            .collect();
+        assert!(trips.contains(&16), "64 rows in tiles of 4: {trips:?}");
+        let rows = stages(src).expect("cut");
+        assert_eq!(
+            rows.chunks[0].as_ref().map(|c| c.trip.eval(&[0, 0, 0])),
+            Some(Some(64))
+        );
+    }
+
+    #[test]
+    fn a_convolution_gives_each_chunk_its_own_accumulator_planes() {
+        let src = "graph \"c\"\nv0: f32[1, 8, 10, 10] = input \"x\"\nv1: f32[8, 8, 3, 3] = input \"w\"\nv2: f32[1, 8, 10, 10] = conv2d v0, v1 pad [1, 1, 1, 1]\noutput \"y\" = v2\n";
+        let s = stages(src).expect("cut");
+        assert!(
+            s.chunks.iter().flatten().any(|c| !c.temps.is_empty()),
+            "the output-channel blocks' planes are temporaries"
+        );
+    }
+
+    #[test]
+    fn a_filter_keeps_its_counts_and_a_mean_keeps_its_loops_together() {
+        let filter = "graph \"g\"\nv0: f64[n] = input \"x\"\nv1: f64 = const 2.0\nv2: bool[n] = gt v0, v1\nv3: sel[n] = filter v2\noutput \"s\" = v3\n";
+        let s = stages(filter).expect("cut");
+        assert_eq!(s.chunks[0].as_ref().expect("chunked").selections.len(), 1);
+        // x - mean(x): the second loop reads the first's accumulator.
+        let centred = "graph \"g\"\nv0: f64[n] = input \"x\"\nv1: f64 = mean v0\nv2: f64[n] = sub v0, v1\noutput \"y\" = v2\n";
+        assert!(stages(centred).is_none_or(|s| s.chunks.iter().all(Option::is_none)));
+    }
+}

@@ -1,0 +1,317 @@
+//! kiln's threads: one pool per process, how many threads a call may use,
+//! and the runtime that runs a kernel's stages ([`crate::stages`]) in
+//! chunks on them.
+//!
+//! - **How many.** [`num_threads`]: the calling thread's override
+//!   ([`with_num_threads`]) if any, else the process's setting
+//!   ([`set_num_threads`]), else `KILN_NUM_THREADS`, else the machine's
+//!   available parallelism. A call inside a worker of any rayon pool (a
+//!   chunk, a user's `par_iter`) runs on its own thread: parallel work is
+//!   never nested.
+//! - **When.** A stage runs in chunks when its work (statements run, as
+//!   [`crate::stages::Work`] counts them) gives every thread at least
+//!   [`grain`] of it; below that it runs whole on the calling thread and
+//!   wakes no thread (docs/performance.md has the measurement behind the
+//!   default).
+//! - **Where.** One rayon pool, made on first use with one worker fewer
+//!   than the threads asked for (the calling thread runs the first chunk),
+//!   and made again larger when more are asked for, or anew in a child
+//!   process after `fork()` (whose pool's threads did not survive the fork).
+//!   Callers on many threads share it; rayon queues their chunks.
+
+use crate::abi::CompiledKernel;
+use crate::stages::Chunking;
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// The work below which a thread is not worth waking, per thread: a stage
+/// runs in `min(threads, work / grain)` chunks.
+pub const DEFAULT_GRAIN: u64 = 1 << 16;
+
+/// The thread counts kiln's tests check every kernel at (with a grain of
+/// 0): 3 and 7 put chunk edges in the middle of vectors and tiles.
+pub const TESTED: [usize; 4] = [1, 2, 3, 7];
+
+/// Rows of an elementwise or filter loop run in vectors: each chunk gets at
+/// least `grain / ROW_GRAIN` rows (4,096 at the default grain, Inductor's
+/// figure per thread) as well as `grain` statements.
+const ROW_GRAIN: u64 = 16;
+
+static THREADS: AtomicUsize = AtomicUsize::new(0);
+static CHUNKED: AtomicU64 = AtomicU64::new(0);
+static GRAIN: AtomicU64 = AtomicU64::new(DEFAULT_GRAIN);
+
+thread_local! {
+    static OVERRIDE: Cell<usize> = const { Cell::new(0) };
+}
+
+/// The threads a kernel may use when none is set: `KILN_NUM_THREADS` if it
+/// is a positive integer, else the machine's available parallelism.
+pub fn default_threads() -> usize {
+    static DEFAULT: OnceLock<usize> = OnceLock::new();
+    *DEFAULT.get_or_init(|| {
+        std::env::var("KILN_NUM_THREADS")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .filter(|&n| n > 0)
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+    })
+}
+
+/// How many threads a kernel called from this thread may use now.
+pub fn num_threads() -> usize {
+    match OVERRIDE.with(Cell::get) {
+        0 => match THREADS.load(Ordering::Relaxed) {
+            0 => default_threads(),
+            n => n,
+        },
+        n => n,
+    }
+}
+
+/// Sets how many threads kernels may use, for every thread of the process
+/// without an override; `0` returns to the default ([`default_threads`]).
+pub fn set_num_threads(n: usize) {
+    THREADS.store(n, Ordering::Relaxed);
+}
+
+/// Runs `f` with kernels called from this thread using at most `n` threads
+/// (`0`: the process's setting), then restores what was set before, also
+/// when `f` panics.
+pub fn with_num_threads<R>(n: usize, f: impl FnOnce() -> R) -> R {
+    struct Restore(usize);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            swap_override(self.0);
+        }
+    }
+    let _restore = Restore(swap_override(n));
+    f()
+}
+
+/// Sets this thread's override (`0`: none) and returns the one it replaces:
+/// [`with_num_threads`] for callers that cannot pass a closure (a binding
+/// that restores it in a `finally`).
+pub fn swap_override(n: usize) -> usize {
+    OVERRIDE.with(|o| o.replace(n))
+}
+
+/// The work each thread must get before a stage is cut in chunks.
+pub fn grain() -> u64 {
+    GRAIN.load(Ordering::Relaxed)
+}
+
+/// Sets [`grain`] for the process (`0` cuts every loop that has as many
+/// iterations as threads, which tests use to cut small kernels; the
+/// default is [`DEFAULT_GRAIN`]).
+pub fn set_grain(work: u64) {
+    GRAIN.store(work, Ordering::Relaxed);
+}
+
+/// How many stage runs this process cut into chunks on several threads so
+/// far (a figure for tests and profiles: a kernel below the grain adds
+/// nothing).
+pub fn chunked_runs() -> u64 {
+    CHUNKED.load(Ordering::Relaxed)
+}
+
+/// The process's pool: its process id, its workers and the pool.
+static POOL: Mutex<Option<(u32, usize, Arc<rayon::ThreadPool>)>> = Mutex::new(None);
+
+/// A pool with at least `workers` threads.
+fn pool(workers: usize) -> Option<Arc<rayon::ThreadPool>> {
+    let pid = std::process::id();
+    let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+    match &*pool {
+        Some((p, n, pool)) if *p == pid && *n >= workers => return Some(pool.clone()),
+        Some((p, ..)) if *p != pid => {
+            // Made before a fork: its threads are the parent's. Dropping it
+            // would wait for them; leave it.
+            std::mem::forget(pool.take());
+        }
+        _ => {}
+    }
+    let built = rayon::ThreadPoolBuilder::new()
+        .num_threads(workers)
+        .thread_name(|i| format!("kiln-{i}"))
+        .build()
+        .ok()?;
+    let built = Arc::new(built);
+    *pool = Some((pid, workers, built.clone()));
+    Some(built)
+}
+
+/// One stage of a kernel compiled in stages.
+#[derive(Clone, Debug)]
+pub struct Stage {
+    /// The stage's code.
+    pub code: CompiledKernel,
+    /// How it runs in chunks; `None` for a sequential stage.
+    pub chunk: Option<Chunking>,
+}
+
+/// A 64-byte line of a chunk's temporaries (aligned as scratch rooms are).
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Line([u8; 64]);
+
+/// Runs `stages` with the original kernel's `slots`; the status of the
+/// first stage that fails, or of the last.
+///
+/// # Safety
+/// As for [`CompiledKernel::call`] of the kernel the stages were split
+/// from.
+pub(crate) unsafe fn run(stages: &[Stage], slots: &[u64]) -> i32 {
+    let n = slots.len();
+    let mut stack = [0u64; 34];
+    let mut heap = Vec::new();
+    let buf: &mut [u64] = if n + 2 <= stack.len() {
+        &mut stack[..n + 2]
+    } else {
+        heap.resize(n + 2, 0);
+        &mut heap
+    };
+    buf[..n].copy_from_slice(slots);
+    let threads = if rayon::current_thread_index().is_some() {
+        1
+    } else {
+        num_threads()
+    };
+    for stage in stages {
+        let status = match &stage.chunk {
+            None => {
+                buf[n] = 0;
+                buf[n + 1] = 0;
+                // SAFETY: the caller's slots, and a range the stage ignores.
+                unsafe { stage.code.call(buf) }
+            }
+            Some(chunk) => {
+                let trip = chunk.trip.eval(slots).unwrap_or(0);
+                let parts = if threads > 1 {
+                    let grain = grain();
+                    let work = trip.saturating_mul(chunk.work.eval(slots));
+                    let mut parts = (threads as u64).min(trip).min(work / grain.max(1));
+                    if chunk.work.is_row() {
+                        // Rows of vector code run several per statement.
+                        parts = parts.min(trip / (grain / ROW_GRAIN).max(1));
+                    }
+                    parts.max(1) as usize
+                } else {
+                    1
+                };
+                buf[n] = 0;
+                buf[n + 1] = trip;
+                if parts <= 1 {
+                    // SAFETY: the caller's slots and the whole range.
+                    unsafe { stage.code.call(buf) }
+                } else {
+                    // SAFETY: as above, each chunk a part of the range.
+                    unsafe { chunked(&stage.code, chunk, buf, trip, parts) }
+                }
+            }
+        };
+        if status != crate::abi::STATUS_OK {
+            return status;
+        }
+    }
+    crate::abi::STATUS_OK
+}
+
+/// Runs `code` over `0..trip` in `parts` chunks on the pool, the first on
+/// this thread; `slots` are the stage's, its range last.
+///
+/// # Safety
+/// As for [`run`].
+unsafe fn chunked(
+    code: &CompiledKernel,
+    chunk: &Chunking,
+    slots: &[u64],
+    trip: u64,
+    parts: usize,
+) -> i32 {
+    CHUNKED.fetch_add(1, Ordering::Relaxed);
+    let n = slots.len() - 2;
+    let bound = |j: usize| (u128::from(trip) * j as u128 / parts as u128) as u64;
+    let sels = chunk.selections.len();
+    let mut counts = vec![0i64; parts * sels];
+    let mut rooms: Vec<Vec<Line>> = Vec::new();
+    let mut calls: Vec<Vec<u64>> = Vec::with_capacity(parts);
+    for j in 0..parts {
+        let mut s = slots.to_vec();
+        let (start, end) = (bound(j), bound(j + 1));
+        s[n] = start;
+        s[n + 1] = end;
+        if j > 0 {
+            for (param, dims, dtype) in &chunk.temps {
+                let elements = dims
+                    .iter()
+                    .map(|d| d.eval(&slots[..n]).unwrap_or(0))
+                    .fold(1u64, u64::saturating_mul);
+                let bytes = elements.saturating_mul(dtype.size_bytes() as u64);
+                // Debug builds fill new rooms with NaN/-1/true, as the
+                // arena does: no lowering may rely on zeroed scratch.
+                let fill = if cfg!(debug_assertions) { 0xff } else { 0 };
+                let room = vec![Line([fill; 64]); bytes.div_ceil(64) as usize];
+                s[*param] = room.as_ptr() as u64;
+                rooms.push(room);
+            }
+        }
+        for (k, &(sel, count)) in chunk.selections.iter().enumerate() {
+            s[sel] = slots[sel] + start * 4;
+            s[count] = counts[j * sels + k..].as_mut_ptr() as u64;
+        }
+        calls.push(s);
+    }
+    let mut statuses = vec![crate::abi::STATUS_OK; parts];
+    let run = |s: &mut Vec<u64>| {
+        // SAFETY: the caller's slots; a chunk's range, its own rooms for
+        // temporaries and its own part of each selection, so no chunk
+        // writes what another reads or writes.
+        unsafe { code.call(s) }
+    };
+    match pool(parts - 1) {
+        Some(pool) => pool.in_place_scope(|scope| {
+            let (first, rest) = calls.split_first_mut().expect("two parts or more");
+            let (status0, others) = statuses.split_first_mut().expect("two parts or more");
+            for (s, status) in rest.iter_mut().zip(others) {
+                scope.spawn(move |_| *status = run(s));
+            }
+            *status0 = run(first);
+        }),
+        // No threads to be had: the chunks in order, here.
+        None => {
+            for (s, status) in calls.iter_mut().zip(&mut statuses) {
+                *status = run(s);
+            }
+        }
+    }
+    drop(rooms);
+    if let Some(&failed) = statuses.iter().find(|&&s| s != crate::abi::STATUS_OK) {
+        return failed;
+    }
+    // Each chunk kept its rows at its own start: join them in order.
+    for (k, &(sel, count)) in chunk.selections.iter().enumerate() {
+        let base = slots[sel] as *mut u32;
+        let mut total = 0u64;
+        for j in 0..parts {
+            let kept = counts[j * sels + k] as u64;
+            let start = bound(j);
+            if start != total && kept > 0 {
+                // SAFETY: both ranges lie in the selection's room (one
+                // index per row; `total <= start`); `copy` allows overlap.
+                unsafe {
+                    std::ptr::copy(
+                        base.add(start as usize),
+                        base.add(total as usize),
+                        kept as usize,
+                    )
+                };
+            }
+            total += kept;
+        }
+        // SAFETY: the count slot is the caller's pointer to an `int64_t`.
+        unsafe { *(slots[count] as *mut i64) = total as i64 };
+    }
+    crate::abi::STATUS_OK
+}
