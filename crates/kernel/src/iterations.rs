@@ -66,10 +66,84 @@ type IndexSet<K> = HashSet<K, BuildHasherDefault<IndexHasher>>;
 pub(crate) fn mark(kernel: &mut Kernel) {
     let konst = constants(&kernel.body);
     let refs = Refs::of(&kernel.body);
+    let after = Scope::after_each(&kernel.body);
     let params = &kernel.params;
-    mark_body(&mut kernel.body, &konst, &kernel.regs, &|body, row| {
-        nest(row, body, &refs, params)
-    });
+    let Kernel { body, regs, .. } = kernel;
+    for (stmt, after) in body.iter_mut().zip(after) {
+        let scope = Scope {
+            kernel: &refs,
+            top: Refs::of(std::slice::from_ref(stmt)),
+            after,
+        };
+        mark_body(std::slice::from_mut(stmt), &konst, regs, &|body, row| {
+            nest(row, body, &scope, params)
+        });
+    }
+}
+
+/// Where a nest is, for [`nest`]: what the kernel, and the top-level
+/// statement holding the nest, name; and, for each buffer the statements
+/// after it touch, whether they store to it first.
+pub struct Scope<'a> {
+    /// Every statement of the kernel.
+    pub kernel: &'a Refs,
+    /// The top-level statement that holds the nest.
+    pub top: Refs,
+    /// For each buffer the top-level statements after it touch, whether
+    /// the first touch is a store.
+    pub after: IndexMap<ParamIdx, bool>,
+}
+
+impl<'a> Scope<'a> {
+    /// The scope of a nest in top-level statement `at` of `body`, whose
+    /// references are `kernel`.
+    pub fn of(kernel: &'a Refs, body: &[Stmt], at: usize) -> Scope<'a> {
+        let mut after = IndexMap::default();
+        for stmt in body[at + 1..].iter().rev() {
+            first_touches(stmt, &mut after);
+        }
+        Scope {
+            kernel,
+            top: Refs::of(&body[at..=at]),
+            after,
+        }
+    }
+
+    /// For each top-level statement of `body`, [`Scope::after`]: one walk
+    /// from the end.
+    fn after_each(body: &[Stmt]) -> Vec<IndexMap<ParamIdx, bool>> {
+        let mut after = IndexMap::default();
+        let mut each = vec![IndexMap::default(); body.len()];
+        for (i, stmt) in body.iter().enumerate().rev() {
+            each[i] = after.clone();
+            first_touches(stmt, &mut after);
+        }
+        each
+    }
+}
+
+/// Records in `after` whether `stmt` first stores to or loads from each
+/// buffer it touches (it runs before what `after` holds, so it wins).
+fn first_touches(stmt: &Stmt, after: &mut IndexMap<ParamIdx, bool>) {
+    let mut seen: IndexMap<ParamIdx, bool> = IndexMap::default();
+    // Pre-order: a loop's body runs where the loop is.
+    let mut order: Vec<&Stmt> = vec![stmt];
+    while let Some(s) = order.pop() {
+        let touch = match s {
+            Stmt::Let(_, Expr::Load(p, _) | Expr::LoadBit(p, _)) => Some((*p, false)),
+            Stmt::Store(p, ..) | Stmt::StoreCount(p, _) => Some((*p, true)),
+            Stmt::KeepRow { sel, .. } => Some((*sel, true)),
+            Stmt::Loop { body, .. } => {
+                order.extend(body.iter().rev());
+                None
+            }
+            _ => None,
+        };
+        if let Some((p, store)) = touch {
+            seen.entry(p).or_insert(store);
+        }
+    }
+    after.extend(seen);
 }
 
 /// How many statements name each parameter and variable, in a body and
@@ -127,8 +201,8 @@ impl Refs {
 /// (see the module documentation): `kernel` is every statement of the
 /// kernel ([`Refs::of`] its body), which says whether a scratch buffer or
 /// a variable is touched outside the loop.
-pub fn nest(row: Reg, body: &[Stmt], kernel: &Refs, params: &[Param]) -> Iterations {
-    match temporaries(row, body, kernel, params) {
+pub fn nest(row: Reg, body: &[Stmt], scope: &Scope, params: &[Param]) -> Iterations {
+    match temporaries(row, body, scope, params) {
         Some(_) => Iterations::Independent,
         None => Iterations::Sequential,
     }
@@ -139,9 +213,10 @@ pub fn nest(row: Reg, body: &[Stmt], kernel: &Refs, params: &[Param]) -> Iterati
 pub fn temporaries(
     row: Reg,
     body: &[Stmt],
-    kernel: &Refs,
+    scope: &Scope,
     params: &[Param],
 ) -> Option<Vec<ParamIdx>> {
+    let kernel = scope.kernel;
     let inside = Refs::of(body);
     // The registers computed from the row, anywhere in the nest (SSA: a
     // register is defined before its uses, in walk order).
@@ -209,7 +284,11 @@ pub fn temporaries(
         let temporary = !by_row.contains(&p)
             && matches!(params[p.index()], Param::Scratch { .. })
             && stored_first.get(&p) == Some(&true)
-            && kernel.param(p) == inside.param(p);
+            // Nothing else in its top-level statement touches it, and
+            // nothing after reads what it left: only scratch shared by
+            // liveness, which the next tensor writes before it reads.
+            && scope.top.param(p) == inside.param(p)
+            && (kernel.param(p) == inside.param(p) || scope.after.get(&p) != Some(&false));
         if !temporary {
             return None;
         }

@@ -28,6 +28,7 @@ pub mod iterations;
 pub mod libcalls;
 mod lower;
 mod math;
+mod pool;
 mod print;
 mod scratch;
 pub mod stages;

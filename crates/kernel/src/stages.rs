@@ -584,7 +584,8 @@ fn build(
         unreachable!("a chain ends at a loop")
     };
     let temps = if loop_body.iter().any(|s| matches!(s, Stmt::Loop { .. })) {
-        iterations::temporaries(*row, loop_body, refs, &kernel.params)
+        let scope = iterations::Scope::of(refs, &kernel.body, part.stmts[0]);
+        iterations::temporaries(*row, loop_body, &scope, &kernel.params)
             .expect("an independent nest's temporaries are known")
     } else {
         Vec::new()

@@ -5,24 +5,26 @@
 //! - **How many.** [`num_threads`]: the calling thread's override
 //!   ([`with_num_threads`]) if any, else the process's setting
 //!   ([`set_num_threads`]), else `KILN_NUM_THREADS`, else the machine's
-//!   available parallelism. A call inside a worker of any rayon pool (a
-//!   chunk, a user's `par_iter`) runs on its own thread: parallel work is
-//!   never nested.
+//!   available parallelism.
 //! - **When.** A stage runs in chunks when its work (statements run, as
 //!   [`crate::stages::Work`] counts them) gives every thread at least
 //!   [`grain`] of it; below that it runs whole on the calling thread and
 //!   wakes no thread (docs/performance.md has the measurement behind the
 //!   default).
-//! - **Where.** One rayon pool, made on first use with one worker fewer
-//!   than the threads asked for (the calling thread runs the first chunk),
-//!   and made again larger when more are asked for, or anew in a child
-//!   process after `fork()` (whose pool's threads did not survive the fork).
-//!   Callers on many threads share it; rayon queues their chunks.
+//! - **Where.** One pool (`crate::pool`, kiln's own: it hands a stage to
+//!   spinning workers in about a microsecond where rayon's took 13–18 µs),
+//!   made on first use with one worker fewer than the threads asked for
+//!   (the calling thread takes chunks too), made again larger when more are
+//!   asked for, and anew in a child process after `fork()` (whose pool's
+//!   threads did not survive the fork). It runs one stage at a time: a
+//!   caller that finds it busy with another thread's stage runs its chunks
+//!   itself, so threads are never oversubscribed and work is never nested.
 
 use crate::abi::CompiledKernel;
+use crate::pool::Pool;
 use crate::stages::Chunking;
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// The work below which a thread is not worth waking, per thread: a stage
@@ -44,6 +46,9 @@ static GRAIN: AtomicU64 = AtomicU64::new(DEFAULT_GRAIN);
 
 thread_local! {
     static OVERRIDE: Cell<usize> = const { Cell::new(0) };
+    /// The calling thread's rooms for chunks' temporaries, kept between
+    /// calls ([`chunked`]).
+    static ROOMS: Cell<Vec<Line>> = const { Cell::new(Vec::new()) };
 }
 
 /// The threads a kernel may use when none is set: `KILN_NUM_THREADS` if it
@@ -116,29 +121,24 @@ pub fn chunked_runs() -> u64 {
     CHUNKED.load(Ordering::Relaxed)
 }
 
-/// The process's pool: its process id, its workers and the pool.
-static POOL: Mutex<Option<(u32, usize, Arc<rayon::ThreadPool>)>> = Mutex::new(None);
+/// The process's pool and the process it was made in.
+static POOL: Mutex<Option<(u32, Arc<Pool>)>> = Mutex::new(None);
 
 /// A pool with at least `workers` threads.
-fn pool(workers: usize) -> Option<Arc<rayon::ThreadPool>> {
+fn pool(workers: usize) -> Option<Arc<Pool>> {
     let pid = std::process::id();
     let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
     match &*pool {
-        Some((p, n, pool)) if *p == pid && *n >= workers => return Some(pool.clone()),
-        Some((p, ..)) if *p != pid => {
-            // Made before a fork: its threads are the parent's. Dropping it
-            // would wait for them; leave it.
+        Some((p, pool)) if *p == pid && pool.workers() >= workers => return Some(pool.clone()),
+        Some((p, _)) if *p != pid => {
+            // Made before a fork: its threads were the parent's, and its
+            // locks may be held by threads that are not here. Leave it.
             std::mem::forget(pool.take());
         }
         _ => {}
     }
-    let built = rayon::ThreadPoolBuilder::new()
-        .num_threads(workers)
-        .thread_name(|i| format!("kiln-{i}"))
-        .build()
-        .ok()?;
-    let built = Arc::new(built);
-    *pool = Some((pid, workers, built.clone()));
+    let built = Arc::new(Pool::new(workers)?);
+    *pool = Some((pid, built.clone()));
     Some(built)
 }
 
@@ -173,11 +173,7 @@ pub(crate) unsafe fn run(stages: &[Stage], slots: &[u64]) -> i32 {
         &mut heap
     };
     buf[..n].copy_from_slice(slots);
-    let threads = if rayon::current_thread_index().is_some() {
-        1
-    } else {
-        num_threads()
-    };
+    let threads = num_threads();
     for stage in stages {
         let status = match &stage.chunk {
             None => {
@@ -235,7 +231,33 @@ unsafe fn chunked(
     let bound = |j: usize| (u128::from(trip) * j as u128 / parts as u128) as u64;
     let sels = chunk.selections.len();
     let mut counts = vec![0i64; parts * sels];
-    let mut rooms: Vec<Vec<Line>> = Vec::new();
+    // Rooms for the temporaries of every chunk but the first (which uses
+    // the caller's): one buffer per calling thread, kept for its next call.
+    let lines: Vec<usize> = chunk
+        .temps
+        .iter()
+        .map(|(_, dims, dtype)| {
+            let elements = dims
+                .iter()
+                .map(|d| d.eval(&slots[..n]).unwrap_or(0))
+                .fold(1u64, u64::saturating_mul);
+            elements
+                .saturating_mul(dtype.size_bytes() as u64)
+                .div_ceil(64) as usize
+        })
+        .collect();
+    let per_chunk: usize = lines.iter().sum();
+    let mut rooms = ROOMS.with(|r| r.take());
+    let want = per_chunk * (parts - 1);
+    if rooms.len() < want {
+        rooms = vec![Line([0; 64]); want];
+    }
+    // Debug builds fill rooms with NaN/-1/true on every call, as the arena
+    // does: no lowering may rely on zeroed or left-over scratch.
+    if cfg!(debug_assertions) {
+        rooms[..want].fill(Line([0xff; 64]));
+    }
+    let base = rooms.as_mut_ptr();
     let mut calls: Vec<Vec<u64>> = Vec::with_capacity(parts);
     for j in 0..parts {
         let mut s = slots.to_vec();
@@ -243,18 +265,11 @@ unsafe fn chunked(
         s[n] = start;
         s[n + 1] = end;
         if j > 0 {
-            for (param, dims, dtype) in &chunk.temps {
-                let elements = dims
-                    .iter()
-                    .map(|d| d.eval(&slots[..n]).unwrap_or(0))
-                    .fold(1u64, u64::saturating_mul);
-                let bytes = elements.saturating_mul(dtype.size_bytes() as u64);
-                // Debug builds fill new rooms with NaN/-1/true, as the
-                // arena does: no lowering may rely on zeroed scratch.
-                let fill = if cfg!(debug_assertions) { 0xff } else { 0 };
-                let room = vec![Line([fill; 64]); bytes.div_ceil(64) as usize];
-                s[*param] = room.as_ptr() as u64;
-                rooms.push(room);
+            let mut at = per_chunk * (j - 1);
+            for ((param, ..), len) in chunk.temps.iter().zip(&lines) {
+                // SAFETY: `at + len <= want <= rooms.len()`.
+                s[*param] = unsafe { base.add(at) } as u64;
+                at += len;
             }
         }
         for (k, &(sel, count)) in chunk.selections.iter().enumerate() {
@@ -263,30 +278,23 @@ unsafe fn chunked(
         }
         calls.push(s);
     }
-    let mut statuses = vec![crate::abi::STATUS_OK; parts];
-    let run = |s: &mut Vec<u64>| {
+    let statuses: Vec<AtomicI32> = (0..parts).map(|_| AtomicI32::new(0)).collect();
+    let calls: Vec<Mutex<Vec<u64>>> = calls.into_iter().map(Mutex::new).collect();
+    let run = |j: usize| {
+        let mut s = calls[j].lock().unwrap_or_else(|e| e.into_inner());
         // SAFETY: the caller's slots; a chunk's range, its own rooms for
         // temporaries and its own part of each selection, so no chunk
         // writes what another reads or writes.
-        unsafe { code.call(s) }
+        let status = unsafe { code.call(&mut s) };
+        statuses[j].store(status, Ordering::Relaxed);
     };
     match pool(parts - 1) {
-        Some(pool) => pool.in_place_scope(|scope| {
-            let (first, rest) = calls.split_first_mut().expect("two parts or more");
-            let (status0, others) = statuses.split_first_mut().expect("two parts or more");
-            for (s, status) in rest.iter_mut().zip(others) {
-                scope.spawn(move |_| *status = run(s));
-            }
-            *status0 = run(first);
-        }),
+        Some(pool) => pool.run(parts, parts, &run),
         // No threads to be had: the chunks in order, here.
-        None => {
-            for (s, status) in calls.iter_mut().zip(&mut statuses) {
-                *status = run(s);
-            }
-        }
+        None => (0..parts).for_each(run),
     }
-    drop(rooms);
+    let statuses: Vec<i32> = statuses.into_iter().map(AtomicI32::into_inner).collect();
+    ROOMS.with(|r| r.replace(rooms));
     if let Some(&failed) = statuses.iter().find(|&&s| s != crate::abi::STATUS_OK) {
         return failed;
     }

@@ -12,6 +12,12 @@
 //!   it runs on the caller's thread; beside it the same kernel compiled
 //!   whole (`parallel: Some(false)`), the cost of running in stages.
 //!
+//! - with `KILN_BENCH_FX=DIR` (a `module.txt` and `weights.safetensors` as
+//!   `crates/python/tests/models.py`'s `write_fx` writes them, of a network
+//!   taking `input` or `x: f32[1, 3, 224, 224]`), that network on the LLVM tier:
+//!   compile time and run time compiled in stages and whole, at 1 thread
+//!   and at each count.
+//!
 //! Each figure is the median of several repetitions; this machine is noisy,
 //! so compare ratios within one run.
 
@@ -72,6 +78,42 @@ fn time(p: &kiln::JitProgram, inputs: &[Data], threads: usize, reps: usize) -> D
 /// A benchmark: its name, graph, inputs and repetitions.
 type Case<'a> = (&'a str, &'a kiln::Verified, &'a [Data], usize);
 
+/// The fx network in `dir` on the LLVM tier, in stages and whole.
+#[cfg(feature = "llvm")]
+fn fx_network(dir: &std::path::Path, counts: &[usize]) {
+    let read = |name: &str| std::fs::read(dir.join(name)).expect("the network's files");
+    let mut options = kiln::LoadOptions::default();
+    for name in ["input", "x"] {
+        options.fx.inputs.insert(
+            name.into(),
+            kiln::parse_type("f32[1, 3, 224, 224]").expect("a type"),
+        );
+    }
+    options.fx.weights =
+        kiln::frontend::fx::read_weights(&read("weights.safetensors")).expect("safetensors");
+    let graph = kiln::load_bytes(&read("module.txt"), Format::Fx, &options)
+        .expect("loads")
+        .graph;
+    let graph = kiln::verify(graph).expect("verifies");
+    let input = [f32s(3 * 224 * 224, 0.37)];
+    for parallel in [true, false] {
+        let start = Instant::now();
+        let p = compile(Tier::Llvm, &graph, parallel);
+        let compiled = start.elapsed();
+        let row: Vec<String> = counts
+            .iter()
+            .filter(|&&t| parallel || t == 1)
+            .map(|&t| format!("{t}: {:.2} ms", time(&p, &input, t, 15).as_secs_f64() * 1e3))
+            .collect();
+        println!(
+            "llvm      fx network ({}) compile {:.2} s | {}",
+            if parallel { "stages" } else { "whole" },
+            compiled.as_secs_f64(),
+            row.join(" | ")
+        );
+    }
+}
+
 fn main() {
     let mut counts: Vec<usize> = std::env::args()
         .skip(1)
@@ -99,6 +141,10 @@ fn main() {
         "CPU threads available: {}",
         kiln::threads::default_threads()
     );
+    #[cfg(feature = "llvm")]
+    if let Some(dir) = std::env::var_os("KILN_BENCH_FX") {
+        fx_network(std::path::Path::new(&dir), &counts);
+    }
     for tier in Tier::compiling() {
         let cases: [Case; 3] = [
             ("NNC d+f, 10M f64", &nnc, std::slice::from_ref(&x), 5),
@@ -129,25 +175,35 @@ fn main() {
         let staged = compile(tier, &small, true);
         let whole = compile(tier, &small, false);
         let per_call = |p: &kiln::JitProgram| {
-            kiln::threads::with_num_threads(counts.iter().copied().max().unwrap_or(2), || {
-                median(
-                    (0..7)
-                        .map(|_| {
-                            let t = Instant::now();
-                            for _ in 0..2000 {
-                                std::hint::black_box(p.run(&xy).expect("runs"));
-                            }
-                            t.elapsed() / 2000
-                        })
-                        .collect(),
-                )
-            })
+            median(
+                (0..7)
+                    .map(|_| {
+                        let t = Instant::now();
+                        for _ in 0..2000 {
+                            std::hint::black_box(p.run(&xy).expect("runs"));
+                        }
+                        t.elapsed() / 2000
+                    })
+                    .collect(),
+            )
         };
         println!(
             "{tier:9} {:26} staged {:.2} us | whole {:.2} us",
             "1,000-row x*2+y call",
             per_call(&staged).as_secs_f64() * 1e6,
             per_call(&whole).as_secs_f64() * 1e6
+        );
+        // What waking the pool costs: the same call cut in two (grain 0)
+        // against one thread.
+        kiln::threads::set_grain(0);
+        let one = kiln::threads::with_num_threads(1, || per_call(&staged));
+        let two = kiln::threads::with_num_threads(2, || per_call(&staged));
+        kiln::threads::set_grain(kiln::threads::DEFAULT_GRAIN);
+        println!(
+            "{tier:9} {:26} 1 thread {:.2} us | cut in 2 {:.2} us",
+            "same, every loop cut",
+            one.as_secs_f64() * 1e6,
+            two.as_secs_f64() * 1e6
         );
     }
 }

@@ -1,0 +1,222 @@
+//! kiln's thread pool: workers that take the chunks of one stage at a time.
+//!
+//! A kernel's stages run back to back (a ResNet is some eighty of them, a
+//! few hundred microseconds each), so what a pool costs per stage is what
+//! matters: waking a parked thread costs 10–20 µs here (rayon's pool
+//! measured 13–18 µs for a stage cut in two, `benches/threads.rs`).
+//! Workers therefore spin for a while after a stage ([`SPIN`]) before they
+//! park, as OpenMP runtimes do between parallel regions, and a stage is
+//! handed out through a few atomics rather than a queue.
+//!
+//! One stage at a time: a caller that finds the pool busy (another thread's
+//! stage) runs its chunks itself, in order. The bits are the same either
+//! way, and threads are never oversubscribed.
+//!
+//! The protocol. The caller, holding `busy`, writes the stage (`run`,
+//! `parts`, `next`, `done`, `active`), then `stage` and `epoch`, both the
+//! next epoch. A worker that sees a new epoch announces itself in
+//! `entered`, then checks that `epoch` has not moved and that `stage`
+//! equals it: else the stage is over (or not one at all: the bump that
+//! ends a stage) and it leaves without touching it. Else
+//! it claims chunks with `next` until none is left, counting each in
+//! `done`. The caller claims chunks the same way, waits for `done`, bumps
+//! `epoch` (no late worker may start) and waits for `entered` to drain
+//! (no worker still holds `run`) before it returns and `run`'s closure
+//! dies. The two `SeqCst` pairs (entered/epoch on each side) make a late
+//! worker either seen by the caller or turned away.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long a worker spins for the next stage before it parks.
+const SPIN: Duration = Duration::from_micros(200);
+
+/// A chunk runner: called with each chunk's index.
+type Run<'a> = &'a (dyn Fn(usize) + Sync);
+
+struct Shared {
+    epoch: AtomicU64,
+    /// The epoch the stage in the fields below was published at: written
+    /// after them, so a worker that sees it equal to `epoch` sees a whole
+    /// stage.
+    stage: AtomicU64,
+    /// A pointer to the current stage's `Run` (on the caller's stack).
+    run: AtomicPtr<()>,
+    parts: AtomicUsize,
+    next: AtomicUsize,
+    done: AtomicUsize,
+    /// How many workers may take chunks of this stage (the caller's thread
+    /// count less one).
+    active: AtomicUsize,
+    entered: AtomicUsize,
+    panicked: AtomicBool,
+    shutdown: AtomicBool,
+    sleeping: AtomicUsize,
+    park: Mutex<()>,
+    wake: Condvar,
+    busy: Mutex<()>,
+}
+
+/// A pool of worker threads.
+pub(crate) struct Pool {
+    shared: Arc<Shared>,
+    workers: usize,
+}
+
+impl Pool {
+    /// A pool of `workers` threads, or `None` if the system gives none.
+    pub(crate) fn new(workers: usize) -> Option<Pool> {
+        let shared = Arc::new(Shared {
+            epoch: AtomicU64::new(0),
+            stage: AtomicU64::new(u64::MAX),
+            run: AtomicPtr::new(std::ptr::null_mut()),
+            parts: AtomicUsize::new(0),
+            next: AtomicUsize::new(0),
+            done: AtomicUsize::new(0),
+            active: AtomicUsize::new(0),
+            entered: AtomicUsize::new(0),
+            panicked: AtomicBool::new(false),
+            shutdown: AtomicBool::new(false),
+            sleeping: AtomicUsize::new(0),
+            park: Mutex::new(()),
+            wake: Condvar::new(),
+            busy: Mutex::new(()),
+        });
+        for id in 0..workers {
+            let theirs = shared.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("kiln-{id}"))
+                .spawn(move || worker(&theirs, id));
+            if spawned.is_err() {
+                shared.shutdown.store(true, SeqCst);
+                return None;
+            }
+        }
+        Some(Pool { shared, workers })
+    }
+
+    /// How many workers it has.
+    pub(crate) fn workers(&self) -> usize {
+        self.workers
+    }
+
+    /// Runs `run(j)` for every `j` in `0..parts`, on this thread and at most
+    /// `threads - 1` workers; returns when all have returned. When another
+    /// caller's stage holds the pool, this thread runs them all, in order.
+    pub(crate) fn run(&self, parts: usize, threads: usize, run: Run<'_>) {
+        let s = &*self.shared;
+        let Ok(_busy) = s.busy.try_lock() else {
+            (0..parts).for_each(run);
+            return;
+        };
+        let ptr: *const Run<'_> = &run;
+        s.run.store(ptr as *mut (), SeqCst);
+        s.parts.store(parts, SeqCst);
+        s.next.store(0, SeqCst);
+        s.done.store(0, SeqCst);
+        s.panicked.store(false, SeqCst);
+        s.active
+            .store(threads.saturating_sub(1).min(self.workers), SeqCst);
+        let epoch = s.epoch.load(SeqCst) + 1;
+        s.stage.store(epoch, SeqCst);
+        s.epoch.store(epoch, SeqCst);
+        if s.sleeping.load(SeqCst) > 0 {
+            let _park = s.park.lock().unwrap_or_else(|e| e.into_inner());
+            s.wake.notify_all();
+        }
+        let mine = catch_unwind(AssertUnwindSafe(|| take_chunks(s, run)));
+        // Wait for the chunks workers took, then turn late workers away and
+        // wait for those inside to leave.
+        wait_until(|| s.done.load(SeqCst) >= parts);
+        s.epoch.fetch_add(1, SeqCst);
+        wait_until(|| s.entered.load(SeqCst) == 0);
+        s.run.store(std::ptr::null_mut(), SeqCst);
+        if let Err(panic) = mine {
+            std::panic::resume_unwind(panic);
+        }
+        assert!(
+            !s.panicked.load(SeqCst),
+            "a chunk of a kernel panicked on a kiln worker"
+        );
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        let s = &*self.shared;
+        s.shutdown.store(true, SeqCst);
+        s.epoch.fetch_add(1, SeqCst);
+        let _park = s.park.lock().unwrap_or_else(|e| e.into_inner());
+        s.wake.notify_all();
+    }
+}
+
+/// Claims and runs chunks of the current stage until none is left.
+fn take_chunks(s: &Shared, run: Run<'_>) {
+    let parts = s.parts.load(SeqCst);
+    loop {
+        let j = s.next.fetch_add(1, SeqCst);
+        if j >= parts {
+            return;
+        }
+        let ran = catch_unwind(AssertUnwindSafe(|| run(j)));
+        if ran.is_err() {
+            s.panicked.store(true, SeqCst);
+        }
+        s.done.fetch_add(1, SeqCst);
+    }
+}
+
+/// Spins on `ready`, then yields, until it holds.
+fn wait_until(ready: impl Fn() -> bool) {
+    let start = Instant::now();
+    while !ready() {
+        if start.elapsed() < SPIN {
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+    }
+}
+
+fn worker(s: &Shared, id: usize) {
+    let mut seen = s.epoch.load(SeqCst);
+    loop {
+        // Wait for a new stage: spin, then park.
+        let start = Instant::now();
+        let mut epoch = s.epoch.load(SeqCst);
+        while epoch == seen {
+            if start.elapsed() < SPIN {
+                std::hint::spin_loop();
+            } else {
+                let mut park = s.park.lock().unwrap_or_else(|e| e.into_inner());
+                s.sleeping.fetch_add(1, SeqCst);
+                while s.epoch.load(SeqCst) == seen {
+                    park = s.wake.wait(park).unwrap_or_else(|e| e.into_inner());
+                }
+                s.sleeping.fetch_sub(1, SeqCst);
+            }
+            epoch = s.epoch.load(SeqCst);
+        }
+        seen = epoch;
+        if s.shutdown.load(SeqCst) {
+            return;
+        }
+        s.entered.fetch_add(1, SeqCst);
+        let current = s.epoch.load(SeqCst) == epoch && s.stage.load(SeqCst) == epoch;
+        let wanted = id < s.active.load(SeqCst);
+        if current && wanted {
+            let ptr = s.run.load(SeqCst) as *const Run<'_>;
+            if !ptr.is_null() {
+                // SAFETY: the epoch has not moved since this worker entered,
+                // so the caller is still in `Pool::run`, which keeps `run`
+                // alive until every entered worker has left.
+                let run = unsafe { *ptr };
+                take_chunks(s, run);
+            }
+        }
+        s.entered.fetch_sub(1, SeqCst);
+    }
+}
