@@ -79,7 +79,7 @@ pub struct Count {
 
 impl Count {
     /// The count for `slots` (one per parameter of the original kernel);
-    /// `None` if its arithmetic overflows or it is negative.
+    /// `None` if it is negative or `slots` lacks a parameter it reads.
     pub fn eval(&self, slots: &[u64]) -> Option<u64> {
         let mut regs: IndexMap<Reg, i64> = IndexMap::default();
         let value = |regs: &IndexMap<Reg, i64>, e: &Extent| -> Option<i64> {

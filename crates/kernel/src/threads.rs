@@ -183,7 +183,13 @@ pub(crate) unsafe fn run(stages: &[Stage], slots: &[u64]) -> i32 {
                 unsafe { stage.code.call(buf) }
             }
             Some(chunk) => {
-                let trip = chunk.trip.eval(slots).unwrap_or(0);
+                // The kernel's own index arithmetic on its extents
+                // (`stages::split` takes no loop whose count it cannot
+                // compute): it cannot fail on the slots of a valid call.
+                let trip = chunk
+                    .trip
+                    .eval(slots)
+                    .expect("a stage's trip count is computable from its call's extents");
                 let parts = if threads > 1 {
                     let grain = grain();
                     let work = trip.saturating_mul(chunk.work.eval(slots));

@@ -9,7 +9,6 @@ in one process; and the NNC kernel from Python at each count.
 
 Prints one JSON object per figure (medians of interleaved runs)."""
 
-import json
 import os
 import statistics
 import sys
@@ -23,19 +22,8 @@ import torchvision
 import kiln
 import kiln.torch  # noqa: F401  (registers the backend)
 
-
-def emit(**row):
-    print(json.dumps(row), flush=True)
-
-
-def interleaved(loops, repeats):
-    times = [[] for _ in loops]
-    for _ in range(repeats):
-        for i, run in enumerate(loops):
-            start = time.perf_counter()
-            run()
-            times[i].append(time.perf_counter() - start)
-    return times
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench import emit, interleaved  # noqa: E402  (the harness's helpers)
 
 
 def main():

@@ -186,8 +186,9 @@ impl ArrowFilter {
         let threads = match threads {
             Some(0) => return Err(PyValueError::new_err("threads must be at least 1")),
             Some(t) => t,
-            None => std::thread::available_parallelism()
-                .map_or(1, usize::from)
+            // kiln's thread count (kiln.set_num_threads), at most one per
+            // million rows.
+            None => kiln::threads::num_threads()
                 .min(rows.div_ceil(1 << 20))
                 .max(1),
         };
@@ -429,7 +430,15 @@ fn take(
         std::thread::scope(|s| {
             let handles: Vec<_> = ranges
                 .iter()
-                .map(|r| s.spawn(|| filter.count(&batch.slice(r.start, r.len()))))
+                // Each slice's kernel on its own thread: these threads are
+                // the call's parallelism.
+                .map(|r| {
+                    s.spawn(|| {
+                        kiln::threads::with_num_threads(1, || {
+                            filter.count(&batch.slice(r.start, r.len()))
+                        })
+                    })
+                })
                 .collect();
             handles
                 .into_iter()
@@ -467,7 +476,13 @@ fn take(
                 let handles: Vec<_> = parts
                     .iter_mut()
                     .zip(&ranges)
-                    .map(|(part, r)| s.spawn(move || part.fill(filter, batch, sources, r.clone())))
+                    .map(|(part, r)| {
+                        s.spawn(move || {
+                            kiln::threads::with_num_threads(1, || {
+                                part.fill(filter, batch, sources, r.clone())
+                            })
+                        })
+                    })
                     .collect();
                 handles
                     .into_iter()
