@@ -237,6 +237,9 @@ unsafe fn chunked(
     let bound = |j: usize| (u128::from(trip) * j as u128 / parts as u128) as u64;
     let sels = chunk.selections.len();
     let mut counts = vec![0i64; parts * sels];
+    // One pointer for every chunk's counts (reborrowing `counts` per chunk
+    // would invalidate the pointers taken before).
+    let counts_at = counts.as_mut_ptr();
     // Rooms for the temporaries of every chunk but the first (which uses
     // the caller's): one buffer per calling thread, kept for its next call.
     let lines: Vec<usize> = chunk
@@ -280,7 +283,8 @@ unsafe fn chunked(
         }
         for (k, &(sel, count)) in chunk.selections.iter().enumerate() {
             s[sel] = slots[sel] + start * 4;
-            s[count] = counts[j * sels + k..].as_mut_ptr() as u64;
+            // SAFETY: `j * sels + k < parts * sels`, the length of `counts`.
+            s[count] = unsafe { counts_at.add(j * sels + k) } as u64;
         }
         calls.push(s);
     }
