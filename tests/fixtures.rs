@@ -204,8 +204,16 @@ fn check_case_on(
             };
             // The same bits at every thread count, every loop cut.
             kiln::threads::set_grain(0);
-            for threads in kiln::threads::TESTED {
-                let again = kiln::threads::with_num_threads(threads, || program.run(&inputs));
+            let counts = kiln::threads::TESTED.map(|t| (t, false));
+            for (threads, reversed) in counts.into_iter().chain([(7, true)]) {
+                let run = || program.run(&inputs);
+                let again = kiln::threads::with_num_threads(threads, || {
+                    if reversed {
+                        kiln::threads::with_chunks_reversed(run)
+                    } else {
+                        run()
+                    }
+                });
                 let same = again.as_ref().is_ok_and(|again| {
                     again.len() == got.len() && again.iter().zip(&got).all(|(a, g)| a.same_data(g))
                 });

@@ -205,8 +205,9 @@ pub fn variants(graph: &Graph) -> Result<Vec<(&'static str, Verified)>, String> 
 }
 
 /// Runs every run line of `test` on every engine and variant, at every
-/// count of `kiln::threads::TESTED` (every loop cut, however small: the
-/// grain is 0 for the process); returns failures.
+/// count of `kiln::threads::TESTED` and with 7 chunks run last first
+/// (every loop cut, however small: the grain is 0 for the process);
+/// returns failures.
 pub fn run_all(path: &Path, test: &FileTest, engines: &[Box<dyn DynEngine>]) -> Vec<String> {
     kiln::threads::set_grain(0);
     let mut failures = Vec::new();
@@ -245,16 +246,23 @@ pub fn run_all(path: &Path, test: &FileTest, engines: &[Box<dyn DynEngine>]) -> 
                 }
             };
             for run in &test.runs {
-                for threads in kiln::threads::TESTED {
+                let counts = kiln::threads::TESTED.map(|t| (t, false));
+                for (threads, reversed) in counts.into_iter().chain([(7, true)]) {
+                    let check = || check_run(graph.graph(), program.as_ref(), run);
                     let checked = kiln::threads::with_num_threads(threads, || {
-                        check_run(graph.graph(), program.as_ref(), run)
+                        if reversed {
+                            kiln::threads::with_chunks_reversed(check)
+                        } else {
+                            check()
+                        }
                     });
                     if let Err(e) = checked {
                         failures.push(format!(
-                            "{}:{}: {} ({variant}, {threads} threads): {e}",
+                            "{}:{}: {} ({variant}, {threads} threads{}): {e}",
                             path.display(),
                             run.line,
-                            engine.name()
+                            engine.name(),
+                            if reversed { ", chunks last first" } else { "" }
                         ));
                     }
                 }

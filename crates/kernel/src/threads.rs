@@ -46,6 +46,7 @@ static GRAIN: AtomicU64 = AtomicU64::new(DEFAULT_GRAIN);
 
 thread_local! {
     static OVERRIDE: Cell<usize> = const { Cell::new(0) };
+    static REVERSED: Cell<bool> = const { Cell::new(false) };
     /// The calling thread's rooms for chunks' temporaries, kept between
     /// calls ([`chunked`]).
     static ROOMS: Cell<Vec<Line>> = const { Cell::new(Vec::new()) };
@@ -92,6 +93,22 @@ pub fn with_num_threads<R>(n: usize, f: impl FnOnce() -> R) -> R {
         }
     }
     let _restore = Restore(swap_override(n));
+    f()
+}
+
+/// Runs `f` with every stage cut in chunks running on this thread, one
+/// after the other, the last first: for tests. The bits must be the same
+/// (iterations that are independent may run in any order); a loop whose
+/// iterations were not would read what a later one had not written yet,
+/// deterministically, where threads would race.
+pub fn with_chunks_reversed<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            REVERSED.with(|r| r.set(self.0));
+        }
+    }
+    let _restore = Restore(REVERSED.with(|r| r.replace(true)));
     f()
 }
 
@@ -298,10 +315,14 @@ unsafe fn chunked(
         let status = unsafe { code.call(&mut s) };
         statuses[j].store(status, Ordering::Relaxed);
     };
-    match pool(parts - 1) {
-        Some(pool) => pool.run(parts, parts, &run),
-        // No threads to be had: the chunks in order, here.
-        None => (0..parts).for_each(run),
+    if REVERSED.with(Cell::get) {
+        (0..parts).rev().for_each(run);
+    } else {
+        match pool(parts - 1) {
+            Some(pool) => pool.run(parts, parts, &run),
+            // No threads to be had: the chunks in order, here.
+            None => (0..parts).for_each(run),
+        }
     }
     let statuses: Vec<i32> = statuses.into_iter().map(AtomicI32::into_inner).collect();
     ROOMS.with(|r| r.replace(rooms));

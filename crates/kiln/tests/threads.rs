@@ -179,3 +179,96 @@ fn the_thread_count_is_the_callers_override_then_the_process_setting() {
         kiln::threads::default_threads()
     );
 }
+
+/// A kernel whose outer loop claims independence falsely: row `i` stores
+/// `y[i] = i` and reads `y[min(i + 1, 7)]`, which row `i + 1` writes. The
+/// verifier cannot tell (both indices come from the row), so the tests'
+/// order check must: run last first, the chunks give other bits every time.
+#[test]
+fn chunks_run_last_first_expose_a_false_independence_claim() {
+    use kiln::ir::op::BinaryOp;
+    use kiln::ir::types::{DType, Dim};
+    use kiln::kernel::{Expr, Extent, Iterations, Kernel, Param, ParamIdx, Reg, Stmt};
+    let _turn = turn();
+    let reg = |i: u32| Reg::from_u32(i);
+    let (y, z) = (ParamIdx::from_u32(0), ParamIdx::from_u32(1));
+    let out = |name: &str| Param::ArrayOut {
+        name: name.into(),
+        dtype: DType::F64,
+        shape: vec![Dim::Fixed(8)],
+    };
+    let inner = vec![
+        Stmt::Let(reg(2), Expr::Const(kiln::Scalar::I64(1))),
+        Stmt::Let(reg(3), Expr::Binary(BinaryOp::Add, reg(0), reg(2))),
+        Stmt::Let(reg(4), Expr::Const(kiln::Scalar::I64(7))),
+        Stmt::Let(reg(5), Expr::Binary(BinaryOp::Min, reg(3), reg(4))),
+        Stmt::Let(reg(6), Expr::Cast(DType::F64, reg(0))),
+        Stmt::Store(y, Some(reg(0)), reg(6)),
+        Stmt::Let(reg(7), Expr::Load(y, reg(5))),
+        Stmt::Store(z, Some(reg(0)), reg(7)),
+    ];
+    let kernel = Kernel {
+        name: "false_claim".into(),
+        params: vec![out("y"), out("z")],
+        regs: vec![
+            DType::I64,
+            DType::I64,
+            DType::I64,
+            DType::I64,
+            DType::I64,
+            DType::I64,
+            DType::F64,
+            DType::F64,
+        ],
+        vars: Vec::new(),
+        body: vec![Stmt::Loop {
+            extent: Extent::Fixed(8),
+            row: reg(0),
+            body: vec![Stmt::Loop {
+                extent: Extent::Fixed(1),
+                row: reg(1),
+                body: inner,
+                iterations: Iterations::Sequential,
+            }],
+            iterations: Iterations::Independent,
+        }],
+        checks: Vec::new(),
+        direct: false,
+        reg_names: vec![None; 8],
+    };
+    kiln::kernel::verify(&kernel).expect("the verifier cannot see the false claim");
+    let code = kiln::kernel::backend::compile(
+        &kiln::Vm,
+        vec![kernel],
+        &kiln::BackendOptions::default(),
+        &kiln::runtime::libm_symbols(),
+    )
+    .expect("compiles");
+    assert!(code[0].is_staged());
+    let run = |reversed: bool| {
+        let (mut y, mut z) = ([0.0f64; 8], [0.0f64; 8]);
+        let mut slots = [y.as_mut_ptr() as u64, z.as_mut_ptr() as u64];
+        let call = || {
+            // SAFETY: one slot per parameter, each room for 8 f64.
+            unsafe { code[0].call(&mut slots) }
+        };
+        let status = kiln::threads::with_num_threads(7, || {
+            if reversed {
+                kiln::threads::with_chunks_reversed(call)
+            } else {
+                kiln::threads::with_num_threads(1, call)
+            }
+        });
+        assert_eq!(status, 0);
+        z
+    };
+    kiln::threads::set_grain(0);
+    let in_order = run(false);
+    let last_first = run(true);
+    kiln::threads::set_grain(kiln::threads::DEFAULT_GRAIN);
+    assert_eq!(in_order, [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 7.0]);
+    assert_ne!(
+        last_first, in_order,
+        "the order check sees the claim is false"
+    );
+}
