@@ -108,7 +108,13 @@ impl Count {
     }
 }
 
-/// The statements one iteration of a loop runs, with its inner loops'.
+/// What a call of a math function counts for in [`Work`]: about what its
+/// inline expansion would (a `libm` `sin` is some tens of arithmetic
+/// operations).
+const MATH_CALL: u64 = 16;
+
+/// The statements one iteration of a loop runs, with its inner loops' (a
+/// math function's call counting [`MATH_CALL`]).
 #[derive(Clone, Debug, Default)]
 pub struct Work {
     stmts: u64,
@@ -130,15 +136,29 @@ impl Work {
         })
     }
 
-    fn of(body: &[Stmt], top: &TopLets) -> Work {
+    fn of(body: &[Stmt], top: &TopLets, regs: &[DType]) -> Work {
         let mut work = Work::default();
         for stmt in body {
-            match stmt {
+            work.stmts += match stmt {
                 Stmt::Loop { extent, body, .. } => {
-                    work.loops.push((top.count(*extent), Work::of(body, top)))
+                    work.loops
+                        .push((top.count(*extent), Work::of(body, top, regs)));
+                    0
                 }
-                _ => work.stmts += 1,
-            }
+                // A call of a math function (`sin` where the tier calls
+                // `libm`) costs what some tens of arithmetic statements do.
+                Stmt::Let(r, Expr::Unary(op, _))
+                    if crate::libcalls::unary_name(*op, regs[r.index()]).is_some() =>
+                {
+                    MATH_CALL
+                }
+                Stmt::Let(r, Expr::Binary(op, ..))
+                    if crate::libcalls::binary_name(*op, regs[r.index()]).is_some() =>
+                {
+                    MATH_CALL
+                }
+                _ => 1,
+            };
         }
         work
     }
@@ -591,7 +611,7 @@ fn build(
         Vec::new()
     };
     let trip = top.count(*extent).expect("a chain's loop has a count");
-    let work = Work::of(loop_body, top).times(chain.outer);
+    let work = Work::of(loop_body, top, &kernel.regs).times(chain.outer);
     let target = at_mut(&mut body[first], &chain.path);
     let Stmt::Loop {
         extent,
