@@ -6,7 +6,9 @@
 //! measured 13–18 µs for a stage cut in two, `benches/threads.rs`).
 //! Workers therefore spin for a while after a stage ([`SPIN`]) before they
 //! park, as OpenMP runtimes do between parallel regions, and a stage is
-//! handed out through a few atomics rather than a queue.
+//! handed out through a few atomics rather than a queue. Only the workers
+//! a stage uses spin after it and are unparked for the next: a pool made
+//! for seven threads, called for two, keeps five parked.
 //!
 //! One stage at a time: a caller that finds the pool busy (another thread's
 //! stage) runs its chunks itself, in order. The bits are the same either
@@ -27,7 +29,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering::*};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long a worker spins for the next stage before it parks.
@@ -53,16 +55,16 @@ struct Shared {
     entered: AtomicUsize,
     panicked: AtomicBool,
     shutdown: AtomicBool,
-    sleeping: AtomicUsize,
-    park: Mutex<()>,
-    wake: Condvar,
+    /// Whether each worker is parked (or about to park).
+    asleep: Vec<AtomicBool>,
     busy: Mutex<()>,
 }
 
 /// A pool of worker threads.
 pub(crate) struct Pool {
     shared: Arc<Shared>,
-    workers: usize,
+    /// The workers, to unpark.
+    threads: Vec<std::thread::Thread>,
 }
 
 impl Pool {
@@ -79,27 +81,36 @@ impl Pool {
             entered: AtomicUsize::new(0),
             panicked: AtomicBool::new(false),
             shutdown: AtomicBool::new(false),
-            sleeping: AtomicUsize::new(0),
-            park: Mutex::new(()),
-            wake: Condvar::new(),
+            asleep: (0..workers).map(|_| AtomicBool::new(false)).collect(),
             busy: Mutex::new(()),
         });
+        let mut pool = Pool {
+            shared: shared.clone(),
+            threads: Vec::with_capacity(workers),
+        };
         for id in 0..workers {
             let theirs = shared.clone();
             let spawned = std::thread::Builder::new()
                 .name(format!("kiln-{id}"))
                 .spawn(move || worker(&theirs, id));
-            if spawned.is_err() {
-                shared.shutdown.store(true, SeqCst);
-                return None;
-            }
+            // On failure, dropping `pool` stops the workers made so far.
+            pool.threads.push(spawned.ok()?.thread().clone());
         }
-        Some(Pool { shared, workers })
+        Some(pool)
     }
 
     /// How many workers it has.
     pub(crate) fn workers(&self) -> usize {
-        self.workers
+        self.threads.len()
+    }
+
+    /// Unparks the first `n` workers that are parked.
+    fn wake(&self, n: usize) {
+        for (thread, asleep) in self.threads.iter().zip(&self.shared.asleep).take(n) {
+            if asleep.load(SeqCst) {
+                thread.unpark();
+            }
+        }
     }
 
     /// Runs `run(j)` for every `j` in `0..parts`, on this thread and at most
@@ -117,15 +128,12 @@ impl Pool {
         s.next.store(0, SeqCst);
         s.done.store(0, SeqCst);
         s.panicked.store(false, SeqCst);
-        s.active
-            .store(threads.saturating_sub(1).min(self.workers), SeqCst);
+        let active = threads.saturating_sub(1).min(self.workers());
+        s.active.store(active, SeqCst);
         let epoch = s.epoch.load(SeqCst) + 1;
         s.stage.store(epoch, SeqCst);
         s.epoch.store(epoch, SeqCst);
-        if s.sleeping.load(SeqCst) > 0 {
-            let _park = s.park.lock().unwrap_or_else(|e| e.into_inner());
-            s.wake.notify_all();
-        }
+        self.wake(active);
         let mine = catch_unwind(AssertUnwindSafe(|| take_chunks(s, run)));
         // Wait for the chunks workers took, then turn late workers away and
         // wait for those inside to leave.
@@ -148,8 +156,9 @@ impl Drop for Pool {
         let s = &*self.shared;
         s.shutdown.store(true, SeqCst);
         s.epoch.fetch_add(1, SeqCst);
-        let _park = s.park.lock().unwrap_or_else(|e| e.into_inner());
-        s.wake.notify_all();
+        for thread in &self.threads {
+            thread.unpark();
+        }
     }
 }
 
@@ -184,19 +193,24 @@ fn wait_until(ready: impl Fn() -> bool) {
 fn worker(s: &Shared, id: usize) {
     let mut seen = s.epoch.load(SeqCst);
     loop {
-        // Wait for a new stage: spin, then park.
+        // Wait for a new stage: a worker the last stage used spins first
+        // (the next stage is likely a few microseconds away); one it did
+        // not use parks at once, so idle workers take no core from those
+        // at work. A caller unparks only the workers its stage wants.
         let start = Instant::now();
+        let spins = id < s.active.load(SeqCst);
         let mut epoch = s.epoch.load(SeqCst);
         while epoch == seen {
-            if start.elapsed() < SPIN {
+            if spins && start.elapsed() < SPIN {
                 std::hint::spin_loop();
             } else {
-                let mut park = s.park.lock().unwrap_or_else(|e| e.into_inner());
-                s.sleeping.fetch_add(1, SeqCst);
+                // Announce, then look again: a caller that bumped the epoch
+                // before seeing the flag is seen here (both `SeqCst`).
+                s.asleep[id].store(true, SeqCst);
                 while s.epoch.load(SeqCst) == seen {
-                    park = s.wake.wait(park).unwrap_or_else(|e| e.into_inner());
+                    std::thread::park();
                 }
-                s.sleeping.fetch_sub(1, SeqCst);
+                s.asleep[id].store(false, SeqCst);
             }
             epoch = s.epoch.load(SeqCst);
         }
@@ -218,5 +232,46 @@ fn worker(s: &Shared, id: usize) {
             }
         }
         s.entered.fetch_sub(1, SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Pool;
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+
+    #[test]
+    fn every_chunk_runs_once_at_any_count_and_after_idle_workers_park() {
+        let pool = Pool::new(6).expect("threads");
+        for (parts, threads) in [(2, 2), (7, 7), (3, 2), (7, 1), (50, 4), (2, 7)] {
+            let ran: Vec<AtomicUsize> = (0..parts).map(|_| AtomicUsize::new(0)).collect();
+            pool.run(parts, threads, &|j| {
+                ran[j].fetch_add(1, SeqCst);
+            });
+            assert!(
+                ran.iter().all(|r| r.load(SeqCst) == 1),
+                "{parts} parts at {threads} threads"
+            );
+            // Long enough for the spinning workers to park.
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
+    #[test]
+    fn a_busy_pool_leaves_a_second_caller_its_own_chunks() {
+        let pool = Pool::new(1).expect("threads");
+        let total = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    for _ in 0..200 {
+                        pool.run(4, 2, &|j| {
+                            total.fetch_add(j + 1, SeqCst);
+                        });
+                    }
+                });
+            }
+        });
+        assert_eq!(total.load(SeqCst), 4 * 200 * 10);
     }
 }
