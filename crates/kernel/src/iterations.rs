@@ -65,14 +65,27 @@ type IndexSet<K> = HashSet<K, BuildHasherDefault<IndexHasher>>;
 /// Records every loop's iterations in `kernel` (lowering's last step).
 pub(crate) fn mark(kernel: &mut Kernel) {
     let konst = constants(&kernel.body);
-    let refs = Refs::of(&kernel.body);
-    let after = Scope::after_each(&kernel.body);
+    // Only a top-level loop that holds a loop has nests to judge: the
+    // scopes are built for those alone (a GP population's thousands of
+    // kernels have none).
+    let holds_loop = |s: &Stmt| matches!(s, Stmt::Loop { body, .. } if body.iter().any(|s| matches!(s, Stmt::Loop { .. })));
+    let nests: Vec<bool> = kernel.body.iter().map(holds_loop).collect();
+    let refs = if nests.contains(&true) {
+        Refs::of(&kernel.body)
+    } else {
+        Refs::default()
+    };
+    let after = Scope::after_each(&kernel.body, &nests);
     let params = &kernel.params;
     let Kernel { body, regs, .. } = kernel;
-    for (stmt, after) in body.iter_mut().zip(after) {
+    for ((stmt, after), nest_here) in body.iter_mut().zip(after).zip(nests) {
         let scope = Scope {
             kernel: &refs,
-            top: Refs::of(std::slice::from_ref(stmt)),
+            top: if nest_here {
+                Refs::of(std::slice::from_ref(stmt))
+            } else {
+                Refs::default()
+            },
             after,
         };
         mark_body(std::slice::from_mut(stmt), &konst, regs, &|body, row| {
@@ -109,13 +122,19 @@ impl<'a> Scope<'a> {
         }
     }
 
-    /// For each top-level statement of `body`, [`Scope::after`]: one walk
-    /// from the end.
-    fn after_each(body: &[Stmt]) -> Vec<IndexMap<ParamIdx, bool>> {
+    /// For each top-level statement of `body` that `wanted` marks,
+    /// [`Scope::after`] (empty for the others): one walk from the end.
+    fn after_each(body: &[Stmt], wanted: &[bool]) -> Vec<IndexMap<ParamIdx, bool>> {
+        let mut each: Vec<IndexMap<ParamIdx, bool>> =
+            (0..body.len()).map(|_| IndexMap::default()).collect();
+        let Some(first) = wanted.iter().position(|&w| w) else {
+            return each;
+        };
         let mut after = IndexMap::default();
-        let mut each = vec![IndexMap::default(); body.len()];
-        for (i, stmt) in body.iter().enumerate().rev() {
-            each[i] = after.clone();
+        for (i, stmt) in body.iter().enumerate().skip(first).rev() {
+            if wanted[i] {
+                each[i] = after.clone();
+            }
             first_touches(stmt, &mut after);
         }
         each
