@@ -204,22 +204,13 @@ fn check_case_on(
             };
             // The same bits at every thread count, every loop cut.
             kiln::threads::set_grain(0);
-            let counts = kiln::threads::TESTED.map(|t| (t, false));
-            for (threads, reversed) in counts.into_iter().chain([(7, true)]) {
-                let run = || program.run(&inputs);
-                let again = kiln::threads::with_num_threads(threads, || {
-                    if reversed {
-                        kiln::threads::with_chunks_reversed(run)
-                    } else {
-                        run()
-                    }
-                });
+            for (mode, again) in kiln::threads::in_tested_modes(|| program.run(&inputs)) {
                 let same = again.as_ref().is_ok_and(|again| {
                     again.len() == got.len() && again.iter().zip(&got).all(|(a, g)| a.same_data(g))
                 });
                 if !same {
                     failures.push(format!(
-                        "{name} run {run_idx} on {} at {threads} threads: other bits",
+                        "{name} run {run_idx} on {} ({mode}): other bits",
                         engine.name()
                     ));
                 }

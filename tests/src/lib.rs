@@ -204,10 +204,9 @@ pub fn variants(graph: &Graph) -> Result<Vec<(&'static str, Verified)>, String> 
     ])
 }
 
-/// Runs every run line of `test` on every engine and variant, at every
-/// count of `kiln::threads::TESTED` and with 7 chunks run last first
-/// (every loop cut, however small: the grain is 0 for the process);
-/// returns failures.
+/// Runs every run line of `test` on every engine and variant, in every
+/// mode of `kiln::threads::TESTED` (every loop cut, however small: the
+/// grain is 0 for the process); returns failures.
 pub fn run_all(path: &Path, test: &FileTest, engines: &[Box<dyn DynEngine>]) -> Vec<String> {
     kiln::threads::set_grain(0);
     let mut failures = Vec::new();
@@ -246,23 +245,14 @@ pub fn run_all(path: &Path, test: &FileTest, engines: &[Box<dyn DynEngine>]) -> 
                 }
             };
             for run in &test.runs {
-                let counts = kiln::threads::TESTED.map(|t| (t, false));
-                for (threads, reversed) in counts.into_iter().chain([(7, true)]) {
-                    let check = || check_run(graph.graph(), program.as_ref(), run);
-                    let checked = kiln::threads::with_num_threads(threads, || {
-                        if reversed {
-                            kiln::threads::with_chunks_reversed(check)
-                        } else {
-                            check()
-                        }
-                    });
+                let check = || check_run(graph.graph(), program.as_ref(), run);
+                for (mode, checked) in kiln::threads::in_tested_modes(check) {
                     if let Err(e) = checked {
                         failures.push(format!(
-                            "{}:{}: {} ({variant}, {threads} threads{}): {e}",
+                            "{}:{}: {} ({variant}, {mode}): {e}",
                             path.display(),
                             run.line,
-                            engine.name(),
-                            if reversed { ", chunks last first" } else { "" }
+                            engine.name()
                         ));
                     }
                 }

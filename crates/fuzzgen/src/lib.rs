@@ -660,9 +660,9 @@ pub fn same(a: &ExecResult<Vec<Data>>, b: &ExecResult<Vec<Data>>) -> bool {
 }
 
 /// Runs `case` on the interpreter (the oracle, graph as written) and on every
-/// engine of this build, as written and optimized, each at every thread
-/// count of `kiln::threads::TESTED` with every loop cut (the grain is 0
-/// for the process); also checks that the text format round-trips. On a mismatch, returns a report ending in a filetest.
+/// engine of this build, as written and optimized, each in every mode of
+/// `kiln::threads::TESTED` with every loop cut (the grain is 0 for the
+/// process); also checks that the text format round-trips. On a mismatch, returns a report ending in a filetest.
 pub fn differential(case: &Case) -> std::result::Result<(), String> {
     differential_with(case, &kiln::engines())
 }
@@ -700,23 +700,13 @@ pub fn differential_with(
             let program = engine.compile_dyn(&verified, &options).map_err(|e| {
                 format!("{} cannot compile: {e}\n{}", engine.name(), filetest(case))
             })?;
-            // Every count of TESTED, then 7 chunks run last first on this
-            // thread: a loop claimed independent that is not gives other
-            // bits there every time, where threads would only race.
-            let runs = kiln::threads::TESTED.map(|t| (t, false));
-            for (threads, reversed) in runs.into_iter().chain([(7, true)]) {
-                let run = || program.run(&case.inputs);
-                let got = kiln::threads::with_num_threads(threads, || {
-                    if reversed {
-                        kiln::threads::with_chunks_reversed(run)
-                    } else {
-                        run()
-                    }
-                });
+            // Every mode of TESTED, the last one chunks run last first on
+            // this thread: a loop claimed independent that is not gives
+            // other bits there every time, where threads would only race.
+            for (mode, got) in kiln::threads::in_tested_modes(|| program.run(&case.inputs)) {
                 if !same(&oracle, &got) {
-                    let order = if reversed { ", chunks last first" } else { "" };
                     return Err(format!(
-                        "{} (optimize: {optimize}, {threads} threads{order}) disagrees with the interpreter:\n  interpreter: {}\n  {}: {}\n\n{}",
+                        "{} (optimize: {optimize}, {mode}) disagrees with the interpreter:\n  interpreter: {}\n  {}: {}\n\n{}",
                         engine.name(),
                         show(graph, &oracle),
                         engine.name(),

@@ -97,20 +97,20 @@ pub(crate) fn mark(kernel: &mut Kernel) {
 /// Where a nest is, for [`nest`]: what the kernel, and the top-level
 /// statement holding the nest, name; and, for each buffer the statements
 /// after it touch, whether they store to it first.
-pub struct Scope<'a> {
+pub(crate) struct Scope<'a> {
     /// Every statement of the kernel.
-    pub kernel: &'a Refs,
+    pub(crate) kernel: &'a Refs,
     /// The top-level statement that holds the nest.
-    pub top: Refs,
+    pub(crate) top: Refs,
     /// For each buffer the top-level statements after it touch, whether
     /// the first touch is a store.
-    pub after: IndexMap<ParamIdx, bool>,
+    pub(crate) after: IndexMap<ParamIdx, bool>,
 }
 
 impl<'a> Scope<'a> {
     /// The scope of a nest in top-level statement `at` of `body`, whose
     /// references are `kernel`.
-    pub fn of(kernel: &'a Refs, body: &[Stmt], at: usize) -> Scope<'a> {
+    pub(crate) fn of(kernel: &'a Refs, body: &[Stmt], at: usize) -> Scope<'a> {
         let mut after = IndexMap::default();
         for stmt in body[at + 1..].iter().rev() {
             first_touches(stmt, &mut after);
@@ -168,14 +168,14 @@ fn first_touches(stmt: &Stmt, after: &mut IndexMap<ParamIdx, bool>) {
 /// How many statements name each parameter and variable, in a body and
 /// the loops inside it.
 #[derive(Default)]
-pub struct Refs {
+pub(crate) struct Refs {
     params: IndexMap<ParamIdx, usize>,
     vars: IndexMap<Var, usize>,
 }
 
 impl Refs {
     /// The references in `body`, its loops' bodies included.
-    pub fn of(body: &[Stmt]) -> Refs {
+    pub(crate) fn of(body: &[Stmt]) -> Refs {
         let mut refs = Refs::default();
         let mut stack = vec![body];
         while let Some(body) = stack.pop() {
@@ -206,12 +206,12 @@ impl Refs {
     }
 
     /// How many statements name parameter `p`.
-    pub fn param(&self, p: ParamIdx) -> usize {
+    pub(crate) fn param(&self, p: ParamIdx) -> usize {
         self.params.get(&p).copied().unwrap_or(0)
     }
 
     /// How many statements name variable `v`.
-    pub fn var(&self, v: Var) -> usize {
+    pub(crate) fn var(&self, v: Var) -> usize {
         self.vars.get(&v).copied().unwrap_or(0)
     }
 }
@@ -220,16 +220,45 @@ impl Refs {
 /// (see the module documentation): `kernel` is every statement of the
 /// kernel ([`Refs::of`] its body), which says whether a scratch buffer or
 /// a variable is touched outside the loop.
-pub fn nest(row: Reg, body: &[Stmt], scope: &Scope, params: &[Param]) -> Iterations {
+pub(crate) fn nest(row: Reg, body: &[Stmt], scope: &Scope, params: &[Param]) -> Iterations {
     match temporaries(row, body, scope, params) {
         Some(_) => Iterations::Independent,
         None => Iterations::Sequential,
     }
 }
 
+/// Visits every statement of a nest's `body` in order (a loop's body where
+/// the loop stands) with the variables set so far in the same iteration, at
+/// the statement's level and the levels around it: a `Set` counts from the
+/// next statement on, and one inside a loop is forgotten after the loop
+/// (which may run no iteration). Stops at the first error of `visit`. The
+/// analysis ([`temporaries`]) and the verifier's own check walk nests so.
+pub(crate) fn walk_nest<E>(
+    body: &[Stmt],
+    mut visit: impl FnMut(&Stmt, &[Var]) -> Result<(), E>,
+) -> Result<(), E> {
+    let mut set: Vec<Var> = Vec::new();
+    // (body, next statement, how many of `set` were set before the body).
+    let mut stack: Vec<(&[Stmt], usize, usize)> = vec![(body, 0, 0)];
+    while let Some((body, at, outer)) = stack.pop() {
+        let Some(stmt) = body.get(at) else {
+            set.truncate(outer);
+            continue;
+        };
+        stack.push((body, at + 1, outer));
+        visit(stmt, &set)?;
+        match stmt {
+            Stmt::Set(v, _) => set.push(*v),
+            Stmt::Loop { body, .. } => stack.push((body, 0, set.len())),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// The temporaries of the loop over `row` with `body` (a nest, as for
 /// [`nest`]), in parameter order, if its iterations are independent.
-pub fn temporaries(
+pub(crate) fn temporaries(
     row: Reg,
     body: &[Stmt],
     scope: &Scope,
@@ -247,20 +276,11 @@ pub fn temporaries(
     let mut temps: IndexSet<ParamIdx> = IndexSet::default();
     let mut stored_first: IndexMap<ParamIdx, bool> = IndexMap::default();
     let mut loads: Vec<(ParamIdx, Reg)> = Vec::new();
-    // Variables set so far, at this level and the levels around it.
-    let mut set: Vec<Var> = Vec::new();
-    // (body, next statement, how many of `set` were set before the body).
-    let mut stack: Vec<(&[Stmt], usize, usize)> = vec![(body, 0, 0)];
-    while let Some((body, at, outer)) = stack.pop() {
-        let Some(stmt) = body.get(at) else {
-            set.truncate(outer);
-            continue;
-        };
-        stack.push((body, at + 1, outer));
+    walk_nest(body, |stmt, set| {
         match stmt {
             Stmt::Let(r, expr) => {
                 match expr {
-                    Expr::Var(v) if !set.contains(v) => return None,
+                    Expr::Var(v) if !set.contains(v) => return Err(()),
                     Expr::Load(p, at) | Expr::LoadBit(p, at) => {
                         stored_first.entry(*p).or_insert(false);
                         loads.push((*p, *at));
@@ -271,12 +291,7 @@ pub fn temporaries(
                     rowwise.insert(*r);
                 }
             }
-            Stmt::Set(v, _) => {
-                if kernel.var(*v) != inside.var(*v) {
-                    return None;
-                }
-                set.push(*v);
-            }
+            Stmt::Set(v, _) if kernel.var(*v) != inside.var(*v) => return Err(()),
             Stmt::Store(p, Some(at), _) => {
                 stored_first.entry(*p).or_insert(true);
                 if rowwise.contains(at) {
@@ -285,11 +300,12 @@ pub fn temporaries(
                     temps.insert(*p);
                 }
             }
-            Stmt::Loop { body, .. } => stack.push((body, 0, set.len())),
-            Stmt::CheckNonZero(..) => {}
-            Stmt::Store(_, None, _) | Stmt::StoreCount(..) | Stmt::KeepRow { .. } => return None,
+            Stmt::Store(_, None, _) | Stmt::StoreCount(..) | Stmt::KeepRow { .. } => return Err(()),
+            Stmt::Set(..) | Stmt::Loop { .. } | Stmt::CheckNonZero(..) => {}
         }
-    }
+        Ok(())
+    })
+    .ok()?;
     // A buffer stored by the row may be read only by the row; a temporary
     // is scratch that only this loop touches and writes before it reads.
     for (p, at) in loads {

@@ -418,6 +418,24 @@ pub enum Stmt {
     StoreCount(ParamIdx, Var),
 }
 
+impl Stmt {
+    /// The registers the statement itself reads, in order (a loop's
+    /// register extent; not its body's).
+    pub fn operands(&self) -> Vec<Reg> {
+        match self {
+            Stmt::Let(_, expr) => expr.operands(),
+            Stmt::CheckNonZero(r, _) | Stmt::Set(_, r) => vec![*r],
+            Stmt::Loop { extent, .. } => match extent {
+                Extent::Reg(r) => vec![*r],
+                _ => Vec::new(),
+            },
+            Stmt::Store(_, row, r) => row.iter().copied().chain([*r]).collect(),
+            Stmt::KeepRow { row, mask, .. } => vec![*row, *mask],
+            Stmt::StoreCount(..) => Vec::new(),
+        }
+    }
+}
+
 /// What a loop's iterations may assume of each other: how a backend or the
 /// runtime may reorder, batch or split them without changing a bit.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]

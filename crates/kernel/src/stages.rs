@@ -279,9 +279,15 @@ impl<'a> TopLets<'a> {
                     )
             )
         });
-        arithmetic.then_some(Count {
+        let count = Count {
             lets,
             value: extent,
+        };
+        // A count of fixed extents is folded now, not computed per call.
+        Some(match count.eval(&[]) {
+            Some(n) => Count::fixed(n),
+            None if arithmetic => count,
+            None => return None,
         })
     }
 }
@@ -377,25 +383,11 @@ fn at_mut<'s>(stmt: &'s mut Stmt, path: &[usize]) -> &'s mut Stmt {
 
 /// The registers a statement reads, its loops' bodies included.
 fn reads(stmt: &Stmt, out: &mut Vec<Reg>) {
-    match stmt {
-        Stmt::Let(_, e) => {
-            out.extend(e.operands());
-            if let Expr::ExtentValue(Extent::Reg(r)) = e {
-                out.push(*r);
-            }
+    out.extend(stmt.operands());
+    if let Stmt::Loop { body, .. } = stmt {
+        for s in body {
+            reads(s, out);
         }
-        Stmt::CheckNonZero(r, _) | Stmt::Set(_, r) => out.push(*r),
-        Stmt::Loop { extent, body, .. } => {
-            if let Extent::Reg(r) = extent {
-                out.push(*r);
-            }
-            for s in body {
-                reads(s, out);
-            }
-        }
-        Stmt::Store(_, at, v) => out.extend(at.iter().copied().chain([*v])),
-        Stmt::KeepRow { row, mask, .. } => out.extend([*row, *mask]),
-        Stmt::StoreCount(..) => {}
     }
 }
 
@@ -567,10 +559,16 @@ fn build(
     part: &Part,
     n: usize,
 ) -> (Kernel, Option<Chunking>) {
+    // Everything but the body, which is the part's.
     let mut stage = Kernel {
         name: format!("{}__stage{n}", kernel.name),
+        params: kernel.params.clone(),
+        regs: kernel.regs.clone(),
+        vars: kernel.vars.clone(),
         body: Vec::new(),
-        ..kernel.clone()
+        checks: kernel.checks.clone(),
+        direct: kernel.direct,
+        reg_names: kernel.reg_names.clone(),
     };
     let start = ParamIdx::new(stage.params.len());
     stage.params.push(Param::Extent {

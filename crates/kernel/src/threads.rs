@@ -31,9 +31,32 @@ use std::sync::{Arc, Mutex, OnceLock};
 /// runs in `min(threads, work / grain)` chunks.
 pub const DEFAULT_GRAIN: u64 = 1 << 16;
 
-/// The thread counts kiln's tests check every kernel at (with a grain of
-/// 0): 3 and 7 put chunk edges in the middle of vectors and tiles.
-pub const TESTED: [usize; 4] = [1, 2, 3, 7];
+/// The ways kiln's tests run every kernel, by name: at 1, 2, 3 and 7
+/// threads (3 and 7 put chunk edges in the middle of vectors and tiles),
+/// then with 7 chunks run last first on the calling thread
+/// ([`with_chunks_reversed`]). With a grain of 0 every loop is cut.
+pub const TESTED: [(&str, usize, bool); 5] = [
+    ("1 thread", 1, false),
+    ("2 threads", 2, false),
+    ("3 threads", 3, false),
+    ("7 threads", 7, false),
+    ("7 chunks last first", 7, true),
+];
+
+/// `run` in each mode of [`TESTED`], in order: each mode's name and what
+/// `run` returned there.
+pub fn in_tested_modes<R>(run: impl Fn() -> R) -> impl Iterator<Item = (&'static str, R)> {
+    TESTED.into_iter().map(move |(name, threads, reversed)| {
+        let got = with_num_threads(threads, || {
+            if reversed {
+                with_chunks_reversed(&run)
+            } else {
+                run()
+            }
+        });
+        (name, got)
+    })
+}
 
 /// Rows of an elementwise or filter loop run in vectors: each chunk gets at
 /// least `grain / ROW_GRAIN` rows (4,096 at the default grain, Inductor's
@@ -181,6 +204,8 @@ struct Line([u8; 64]);
 /// from.
 pub(crate) unsafe fn run(stages: &[Stage], slots: &[u64]) -> i32 {
     let n = slots.len();
+    // A stage's slots: the kernel's and its range, on the stack for the
+    // kernels of up to 32 parameters (every GP member and column kernel).
     let mut stack = [0u64; 34];
     let mut heap = Vec::new();
     let buf: &mut [u64] = if n + 2 <= stack.len() {

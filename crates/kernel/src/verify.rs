@@ -424,50 +424,36 @@ fn nest_claim(row: Reg, body: &[Stmt], iterations: Iterations, params: &[Param])
         format!("a loop over r{} with loops inside is selecting", row.0)
     })?;
     let mut rowwise = vec![row];
-    let mut set: Vec<Var> = Vec::new();
-    let mut stack: Vec<(&[Stmt], usize, usize)> = vec![(body, 0, 0)];
-    while let Some((body, at, outer)) = stack.pop() {
-        let Some(stmt) = body.get(at) else {
-            set.truncate(outer);
-            continue;
-        };
-        stack.push((body, at + 1, outer));
-        match stmt {
-            Stmt::Let(r, expr) => {
-                if let Expr::Var(v) = expr {
-                    ensure(set.contains(v), || {
-                        format!(
-                            "an independent loop over r{} reads var{} before its iteration sets it",
-                            row.0, v.0
-                        )
-                    })?;
-                }
-                if expr.operands().iter().any(|o| rowwise.contains(o)) {
-                    rowwise.push(*r);
-                }
-            }
-            Stmt::Set(v, _) => set.push(*v),
-            Stmt::Store(p, Some(at), _) => ensure(
-                rowwise.contains(at)
-                    || matches!(params.get(p.index()), Some(Param::Scratch { .. })),
-                || {
+    crate::iterations::walk_nest(body, |stmt, set| match stmt {
+        Stmt::Let(r, expr) => {
+            if let Expr::Var(v) = expr {
+                ensure(set.contains(v), || {
                     format!(
+                        "an independent loop over r{} reads var{} before its iteration sets it",
+                        row.0, v.0
+                    )
+                })?;
+            }
+            if expr.operands().iter().any(|o| rowwise.contains(o)) {
+                rowwise.push(*r);
+            }
+            Ok(())
+        }
+        Stmt::Store(p, Some(at), _) => ensure(
+            rowwise.contains(at) || matches!(params.get(p.index()), Some(Param::Scratch { .. })),
+            || {
+                format!(
                         "an independent loop over r{} stores {p} at r{}, which does not depend on the row",
                         row.0, at.0
                     )
-                },
-            )?,
-            Stmt::Loop { body, .. } => stack.push((body, 0, set.len())),
-            Stmt::CheckNonZero(..) => {}
-            Stmt::Store(_, None, _) | Stmt::StoreCount(..) | Stmt::KeepRow { .. } => {
-                return Err(format!(
-                    "an independent loop over r{} stores a scalar, a count or a selection",
-                    row.0
-                ))
-            }
-        }
-    }
-    Ok(())
+            },
+        ),
+        Stmt::Store(_, None, _) | Stmt::StoreCount(..) | Stmt::KeepRow { .. } => Err(format!(
+            "an independent loop over r{} stores a scalar, a count or a selection",
+            row.0
+        )),
+        Stmt::Set(..) | Stmt::Loop { .. } | Stmt::CheckNonZero(..) => Ok(()),
+    })
 }
 
 #[cfg(test)]

@@ -368,7 +368,7 @@ impl Liveness {
     fn uses(&mut self, stmts: &[Stmt], stack: &mut Vec<usize>, next_loop: &mut usize) {
         for stmt in stmts {
             self.pos += 1;
-            for used in stmt_regs(stmt) {
+            for used in stmt.operands() {
                 self.used(used, stack);
             }
             match stmt {
@@ -501,7 +501,7 @@ impl Cx<'_> {
                         self.blocks = true;
                         let mut outer: Vec<VReg> = Vec::new();
                         for stmt in body {
-                            for r in stmt_regs(stmt) {
+                            for r in stmt.operands() {
                                 if self.live.def[r.index()] < start
                                     && self.const_of[r.index()].is_none()
                                     && !outer.contains(&self.vreg(r))
@@ -727,21 +727,6 @@ fn with_dst(mut inst: Inst, vreg: VReg) -> Inst {
         | Inst::Fallback { dst, .. } => *dst = vreg,
     }
     inst
-}
-
-/// The registers a statement reads (not the ones it defines).
-fn stmt_regs(stmt: &Stmt) -> Vec<Reg> {
-    match stmt {
-        Stmt::Let(_, expr) => expr.operands(),
-        Stmt::CheckNonZero(r, _) | Stmt::Set(_, r) => vec![*r],
-        Stmt::Loop { extent, .. } => match extent {
-            Extent::Reg(r) => vec![*r],
-            _ => vec![],
-        },
-        Stmt::Store(_, row, r) => row.iter().copied().chain([*r]).collect(),
-        Stmt::KeepRow { row, mask, .. } => vec![*row, *mask],
-        Stmt::StoreCount(..) => vec![],
-    }
 }
 
 thread_local! {
