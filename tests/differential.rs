@@ -106,6 +106,7 @@ fn the_generator_covers_every_op_and_dtype() {
             "conv2d",
             "max_pool2d",
             "avg_pool2d",
+            "gather",
         ])
         .collect();
     let missing: Vec<&&str> = all.iter().filter(|m| !mnemonics.contains(**m)).collect();

@@ -246,7 +246,9 @@ fn execute(
         )
         .map_err(|e| Failure::Input(format!("{}: error: {e}", source.name)))?;
     program.run(inputs).map_err(|e| match e {
-        kiln::ExecError::DivisionByZero { .. } | kiln::ExecError::Unsupported(_) => {
+        kiln::ExecError::DivisionByZero { .. }
+        | kiln::ExecError::IndexOutOfRange { .. }
+        | kiln::ExecError::Unsupported(_) => {
             Failure::Run(format!("{}: error: {e}", source.name))
         }
         other => Failure::Input(format!("{}: error: {other}", source.name)),

@@ -282,15 +282,63 @@ impl Gen<'_, '_> {
         Ok(self.b.op(Op::Pool2d(pool), &[a]).ok())
     }
 
+    /// A gather from `a` along a random axis, by a constant index (of
+    /// rank 0 to 2, now and then an index outside the axis) or by another
+    /// pool value cast to an integer, mostly taken `mod` the axis' extent
+    /// (so in range), sometimes as it is (so it may fail).
+    fn gather_step(&mut self, a: Value, dims: &[u64]) -> Result<Option<Value>> {
+        let axis = self.u.int_in_range(0..=dims.len() - 1)?;
+        let extent = dims[axis] as i64;
+        let dtype = *self.u.choose(&[DType::I32, DType::I64])?;
+        let other = self.pick()?;
+        let small = self.fixed_dims(other).iter().product::<u64>() <= 64;
+        let index = if small && self.u.ratio(1u8, 2u8)? {
+            let index = self.b.cast(other, dtype).expect("casts are valid");
+            if self.u.ratio(4u8, 5u8)? {
+                let m = self.b.constant(kiln::ir::semantics::cast(Scalar::I64(extent), dtype));
+                self.b
+                    .binary(BinaryOp::Mod, index, m)
+                    .expect("a mod of one dtype")
+            } else {
+                index
+            }
+        } else {
+            let rank = self.u.int_in_range(0..=2u8)?;
+            let mut shape = Vec::new();
+            for _ in 0..rank {
+                shape.push(self.u.int_in_range(1..=3u64)?);
+            }
+            let mut values = Vec::new();
+            for _ in 0..shape.iter().product::<u64>() {
+                let k = if self.u.ratio(1u8, 16u8)? {
+                    *self.u.choose(&[-1, extent])?
+                } else {
+                    self.u.int_in_range(0..=extent - 1)?
+                };
+                values.push(kiln::ir::semantics::cast(Scalar::I64(k), dtype));
+            }
+            let t = TensorConst {
+                dtype,
+                dims: shape,
+                values,
+            };
+            self.b
+                .op(Op::Tensor(Arc::new(t)), &[])
+                .expect("a constant of its own shape")
+        };
+        Ok(self.b.op(Op::Gather(axis as u32), &[a, index]).ok())
+    }
+
     /// A tensor step: matmul with a constant, transpose, reshape, a
-    /// reduction over axes, a slice, a concat, a broadcast_to, or a window
-    /// op.
+    /// reduction over axes, a slice, a concat, a broadcast_to, a gather, or
+    /// a window op.
     fn tensor_step(&mut self) -> Result<Option<Value>> {
         let a = self.pick()?;
         let dims = self.fixed_dims(a);
         let dtype = self.b.dtype(a).expect("pool values are tensors");
-        Ok(match self.u.int_in_range(0..=7u8)? {
+        Ok(match self.u.int_in_range(0..=8u8)? {
             7 if !dims.is_empty() => return self.window_step(a, &dims, dtype),
+            8 if !dims.is_empty() => return self.gather_step(a, &dims),
             4 if !dims.is_empty() => {
                 // Per axis: whole, or start:stop:step within it.
                 let mut ranges = Vec::with_capacity(dims.len());
@@ -643,14 +691,18 @@ fn interpret(graph: &Graph, inputs: &[Data]) -> Result<ExecResult<Vec<Data>>, ki
 
 fn error_kind(e: &kiln::ExecError) -> String {
     match e {
-        kiln::ExecError::DivisionByZero { .. } => "integer division by zero".to_string(),
+        // Which failing check a run reports (of several divisions and
+        // gathers) is unspecified (docs/semantics.md).
+        kiln::ExecError::DivisionByZero { .. } | kiln::ExecError::IndexOutOfRange { .. } => {
+            "a failed run-time check".to_string()
+        }
         other => other.to_string(),
     }
 }
 
 /// Whether two runs agree as the differential test requires: the same bits
-/// (every NaN equal), or errors of the same kind (which division by zero a
-/// fused loop reports first is unspecified).
+/// (every NaN equal), or errors of the same kind (which division by zero or
+/// index out of range a fused loop reports first is unspecified).
 pub fn same(a: &ExecResult<Vec<Data>>, b: &ExecResult<Vec<Data>>) -> bool {
     match (a, b) {
         (Ok(x), Ok(y)) => x.len() == y.len() && x.iter().zip(y).all(|(p, q)| p.same_data(q)),

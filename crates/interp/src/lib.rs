@@ -11,7 +11,7 @@
 #![forbid(unsafe_code)]
 
 use kiln_ir::exec::{bind_inputs, DimBindings, ExecError, ExecResult};
-use kiln_ir::semantics::{self, EvalResult};
+use kiln_ir::semantics::{self, EvalError, EvalResult};
 use kiln_ir::{BinaryOp, Buffer, Data, Dim, EntityRef, NodeData, Op, Scalar, Type, Verified};
 use std::borrow::Borrow;
 
@@ -280,6 +280,38 @@ fn eval_node(node: &NodeData, args: &[Arg<'_>], out_dims: &[usize]) -> EvalResul
                     let slab: usize = a.dims[axis..].iter().product();
                     for offset in o * slab..(o + 1) * slab {
                         out.push(element(a.data, offset));
+                    }
+                }
+            }
+            Ok(tensor_data(out_dims, out))
+        }
+        Op::Gather(axis) => {
+            let (table, index) = (&args[0], &args[1]);
+            let axis = *axis as usize;
+            let extent = table.dims[axis];
+            let outer: usize = table.dims[..axis].iter().product();
+            let inner: usize = table.dims[axis + 1..].iter().product();
+            let count: usize = index.dims.iter().product();
+            let mut out = Buffer::with_capacity(
+                dtype.expect("verified: a tensor"),
+                outer * count * inner,
+            );
+            // Row-major: for each index of the axes before `axis`, each
+            // index's slab of the axes after it.
+            for o in 0..outer {
+                for i in 0..count {
+                    let at = match element(index.data, i) {
+                        Scalar::I32(k) => i64::from(k),
+                        Scalar::I64(k) => k,
+                        _ => unreachable!("verified: an integer index"),
+                    };
+                    let at = usize::try_from(at)
+                        .ok()
+                        .filter(|&k| k < extent)
+                        .ok_or(EvalError::IndexOutOfRange)?;
+                    let base = (o * extent + at) * inner;
+                    for offset in base..base + inner {
+                        out.push(element(table.data, offset));
                     }
                 }
             }

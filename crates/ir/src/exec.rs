@@ -51,6 +51,14 @@ pub enum ExecError {
         /// Its source name, if any.
         name: Option<String>,
     },
+    /// A `gather` index outside its axis at a node.
+    #[error("index out of range in {}", describe_node(*node, name))]
+    IndexOutOfRange {
+        /// The node that gathered.
+        node: Value,
+        /// Its source name, if any.
+        name: Option<String>,
+    },
     /// Room for the wrong number of outputs.
     #[error("the graph has {expected} output(s), got room for {got}")]
     OutputCount {
@@ -87,24 +95,28 @@ pub type ExecResult<T> = Result<T, ExecError>;
 impl ExecError {
     /// The error for a failed scalar operation at `node` of `graph`.
     pub fn at_node(graph: &Graph, node: Value, err: EvalError) -> ExecError {
+        let name = graph.source_name(node).map(str::to_string);
         match err {
-            EvalError::DivisionByZero => ExecError::DivisionByZero {
-                node,
-                name: graph.source_name(node).map(str::to_string),
-            },
+            EvalError::DivisionByZero => ExecError::DivisionByZero { node, name },
+            EvalError::IndexOutOfRange => ExecError::IndexOutOfRange { node, name },
             other => ExecError::Unsupported(format!("{node}: {other}")),
         }
     }
 
-    /// The error a kernel's nonzero status stands for: a division by zero
-    /// at `node` of `graph` (the division check the status names, which
-    /// `kiln_kernel::Kernel::status_error` looks up), else an unknown status.
+    /// The error a kernel's nonzero status stands for: the failed check
+    /// at `node` of `graph` (the check the status names, which
+    /// `kiln_kernel::Kernel::status_error` looks up): an index out of
+    /// range where the node is a `gather`, else a division by zero; an
+    /// unknown status without a node.
     pub fn from_status(graph: &Graph, node: Option<Value>, status: i32) -> ExecError {
         match node {
-            Some(node) => ExecError::DivisionByZero {
-                node,
-                name: graph.source_name(node).map(str::to_string),
-            },
+            Some(node) => {
+                let err = match graph.node(node).op {
+                    crate::Op::Gather(_) => EvalError::IndexOutOfRange,
+                    _ => EvalError::DivisionByZero,
+                };
+                ExecError::at_node(graph, node, err)
+            }
             None => ExecError::Unsupported(format!("kernel returned status {status}")),
         }
     }

@@ -95,6 +95,15 @@ pub enum Op {
     /// `x`, row by row. Average: floats, the sum of those taps in that order
     /// divided by the window's count.
     Pool2d(Pool2d),
+    /// `gather(table, index)` along `axis`, NumPy's `take(table, index,
+    /// axis)` (torch `embedding` and `index_select`, ONNX and TF `Gather`):
+    /// `index` is an `i32` or `i64` tensor of any shape (a scalar too); the
+    /// result's shape is `table`'s axes before `axis`, then `index`'s, then
+    /// `table`'s after `axis`; its element at `(pre, at, post)` is
+    /// `table[pre, index[at], post]`. An index outside `0..extent` of the
+    /// axis (negative ones included) fails the call, as integer division by
+    /// zero does: no element is read out of bounds.
+    Gather(u32),
 }
 
 /// The attributes of [`Op::Conv2d`].
@@ -565,7 +574,7 @@ impl Op {
             | Op::Slice(_)
             | Op::BroadcastTo(_)
             | Op::Pool2d(_) => 1,
-            Op::Binary(_) | Op::Compare(_) | Op::MatMul | Op::Conv2d(_) => 2,
+            Op::Binary(_) | Op::Compare(_) | Op::MatMul | Op::Conv2d(_) | Op::Gather(_) => 2,
             Op::Select => 3,
         })
     }
@@ -586,6 +595,7 @@ impl Op {
                 | Op::BroadcastTo(_)
                 | Op::Conv2d(_)
                 | Op::Pool2d(_)
+                | Op::Gather(_)
         )
     }
 
@@ -610,6 +620,7 @@ impl Op {
             Op::Slice(_) => "slice",
             Op::BroadcastTo(_) => "broadcast_to",
             Op::Conv2d(_) => "conv2d",
+            Op::Gather(_) => "gather",
             Op::Pool2d(p) => match p.kind {
                 PoolKind::Max => "max_pool2d",
                 PoolKind::Avg => "avg_pool2d",

@@ -16,6 +16,9 @@ pub enum EvalError {
     /// Integer `div`, `rem`, `floordiv` or `mod` by zero.
     #[error("integer division by zero")]
     DivisionByZero,
+    /// A `gather` index outside its axis.
+    #[error("index out of range")]
+    IndexOutOfRange,
     /// The operands' dtypes do not fit the op (a verified graph never does this).
     #[error("`{op}` is not defined for {dtype}")]
     BadDType {

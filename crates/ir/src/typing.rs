@@ -231,6 +231,30 @@ fn concat_type(op: &str, axis: u32, args: &[&TensorType]) -> TypeResult<Type> {
     }))
 }
 
+/// `gather(table, index)` along `axis`: `table`'s axes before `axis`,
+/// `index`'s axes, `table`'s axes after `axis`.
+fn gather_type(axis: u32, table: &TensorType, index: &TensorType) -> TypeResult<Type> {
+    let axis = axis as usize;
+    if axis >= table.shape.len() {
+        return fail(format!(
+            "`gather` of {table} along axis {axis}: it has {} axes",
+            table.shape.len()
+        ));
+    }
+    if !matches!(index.dtype, DType::I32 | DType::I64) {
+        return fail(format!(
+            "`gather` takes an i32 or i64 index, got {index}"
+        ));
+    }
+    let mut shape = table.shape[..axis].to_vec();
+    shape.extend(index.shape.iter().cloned());
+    shape.extend(table.shape[axis + 1..].iter().cloned());
+    Ok(Type::Tensor(TensorType {
+        dtype: table.dtype,
+        shape,
+    }))
+}
+
 /// `[n, c, h, w]` of an NCHW argument, with `c`, `h`, `w` fixed.
 fn nchw(op: &str, t: &TensorType) -> TypeResult<(Dim, [u64; 3])> {
     let fixed = |d: &Dim| match d {
@@ -627,6 +651,7 @@ pub fn result_type(op: &Op, args: &[&Type]) -> TypeResult<Type> {
         }
         Op::Conv2d(c) => conv2d_type(name, c, tensors[0], tensors[1]),
         Op::Pool2d(p) => pool2d_type(name, p, tensors[0]),
+        Op::Gather(axis) => gather_type(*axis, tensors[0], tensors[1]),
         Op::Reshape(shape) => {
             let t = tensors[0];
             if size_and_symbols(&t.shape) != size_and_symbols(shape) {
@@ -771,6 +796,25 @@ mod tests {
             "error: `reshape` of f32[4, 3] to f32[5]: the number of elements differs",
         );
         check(Op::Concat(1), vec![t(&[4, 3]), t(&[4, 2])], "f32[4, 5]");
+        let index = |dims: &[u64]| {
+            Type::Tensor(TensorType {
+                dtype: DType::I64,
+                shape: dims.iter().map(|&d| Dim::Fixed(d)).collect(),
+            })
+        };
+        check(Op::Gather(0), vec![t(&[10, 4]), index(&[2, 3])], "f32[2, 3, 4]");
+        check(Op::Gather(1), vec![t(&[10, 4, 5]), index(&[7])], "f32[10, 7, 5]");
+        check(Op::Gather(1), vec![t(&[10, 4]), index(&[])], "f32[10]");
+        check(
+            Op::Gather(2),
+            vec![t(&[10, 4]), index(&[3])],
+            "error: `gather` of f32[10, 4] along axis 2: it has 2 axes",
+        );
+        check(
+            Op::Gather(0),
+            vec![t(&[10, 4]), t(&[3])],
+            "error: `gather` takes an i32 or i64 index, got f32[3]",
+        );
         check(
             Op::Concat(0),
             vec![t(&[4, 3]), t(&[4, 2])],

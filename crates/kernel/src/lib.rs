@@ -485,7 +485,9 @@ pub struct Kernel {
     pub vars: Vec<Scalar>,
     /// The statements.
     pub body: Vec<Stmt>,
-    /// For each division check, the graph node that divides.
+    /// For each check ([`Stmt::CheckNonZero`]), the graph node it guards:
+    /// an integer division (its divisor is not zero) or a `gather` (its
+    /// index is inside the axis).
     pub checks: Vec<Value>,
     /// True when every input and output is a scalar and nothing can fail: the
     /// kernel then has the direct C signature (`double f(double x)`; first output
@@ -496,7 +498,8 @@ pub struct Kernel {
 }
 
 impl Kernel {
-    /// The node a nonzero status refers to, if it is a division by zero.
+    /// The node a nonzero status refers to: the division or `gather` whose
+    /// check failed.
     pub fn failed_check(&self, status: i32) -> Option<Value> {
         self.checks
             .get(abi::failed_division_check(status)?)
@@ -504,7 +507,7 @@ impl Kernel {
     }
 
     /// The error this kernel's nonzero `status` stands for, naming the node
-    /// of `graph` (the graph it was lowered from) whose division failed.
+    /// of `graph` (the graph it was lowered from) whose check failed.
     pub fn status_error(&self, graph: &kiln_ir::Graph, status: i32) -> kiln_ir::ExecError {
         kiln_ir::ExecError::from_status(graph, self.failed_check(status), status)
     }

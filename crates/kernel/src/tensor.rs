@@ -197,6 +197,14 @@ impl Lowerer<'_> {
                 self.concat(out, &st.loc, *axis as usize, &parts, &d);
                 Loc::View(d)
             }
+            Op::Gather(axis) => {
+                let dtype = dtype.expect("a tensor");
+                let dest = self.dest(value, &dims, &mut st.claimed);
+                let d = self.dense(out, dest, dims);
+                let (table, index) = (arg(0), arg(1));
+                self.gather(out, &st.loc, value, *axis as usize, (&table, &index), &d);
+                self.scalar_if_rank0(out, d, dtype)
+            }
             Op::Reshape(_) => {
                 let dtype = dtype.expect("a tensor");
                 let claimed = &mut st.claimed;

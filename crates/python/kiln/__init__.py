@@ -16,6 +16,7 @@ from ._errors import (
     CompileError,
     DivisionByZeroError,
     ExecError,
+    IndexOutOfRangeError,
     KilnError,
     ParseError,
 )
@@ -36,6 +37,7 @@ __all__ = [
     "CompileError",
     "ExecError",
     "DivisionByZeroError",
+    "IndexOutOfRangeError",
     "compile",
     "aot",
     "tiers",

@@ -25,3 +25,9 @@ class ExecError(KilnError, RuntimeError):
 class DivisionByZeroError(ExecError, ZeroDivisionError):
     """Integer division or remainder by zero (kiln's integer semantics make it
     an error, as Python does; float division follows IEEE 754)."""
+
+
+class IndexOutOfRangeError(ExecError, IndexError):
+    """An index outside its axis (``embedding``, ``gather``,
+    ``index_select``): the call fails, as PyTorch's does, and nothing is read
+    out of bounds."""

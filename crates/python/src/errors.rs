@@ -14,6 +14,7 @@ mod exec {
     pyo3::import_exception!(kiln._errors, ExecError);
 }
 pyo3::import_exception!(kiln._errors, DivisionByZeroError);
+pyo3::import_exception!(kiln._errors, IndexOutOfRangeError);
 
 /// A `kiln.ParseError` (a `SyntaxError`) with kiln's located `message` and
 /// the location as `SyntaxError` attributes (`filename`, `lineno`,
@@ -38,13 +39,15 @@ pub fn compile_error(message: impl Into<String>) -> PyErr {
 }
 
 /// A run-time error: integer division by zero is a
-/// `kiln.DivisionByZeroError` (a `kiln.ExecError` and a `ZeroDivisionError`);
+/// `kiln.DivisionByZeroError` (a `kiln.ExecError` and a `ZeroDivisionError`),
+/// an index outside its axis a `kiln.IndexOutOfRangeError` (an `IndexError`);
 /// arguments of the wrong count or type are `TypeError`s, of the wrong shape
 /// `ValueError`s, as for any Python function.
 pub fn exec_error(e: ExecError) -> PyErr {
     let message = e.to_string();
     match e {
         ExecError::DivisionByZero { .. } => DivisionByZeroError::new_err(message),
+        ExecError::IndexOutOfRange { .. } => IndexOutOfRangeError::new_err(message),
         ExecError::InputCount { .. } | ExecError::InputType { .. } => PyTypeError::new_err(message),
         ExecError::Length { .. } | ExecError::OutputCount { .. } | ExecError::Output { .. } => {
             PyValueError::new_err(message)

@@ -468,6 +468,7 @@ impl<'a> Parser<'a> {
                     "transpose" => Op::Transpose(Vec::new()),
                     // The axis follows the arguments; the ranges, the argument.
                     "concat" => Op::Concat(0),
+                    "gather" => Op::Gather(0),
                     "slice" => Op::Slice(Vec::new()),
                     // So do the axes, the reduction and `keepdim`.
                     "reduce_axes" => Op::ReduceAxes {
@@ -521,6 +522,13 @@ impl<'a> Parser<'a> {
                         match axis_list(line)?.as_slice() {
                             [axis] => Op::Concat(*axis),
                             _ => return Err(line.err(at, "`concat` takes one axis, as `[1]`")),
+                        }
+                    }
+                    Op::Gather(_) => {
+                        let at = line.toks.get(line.pos).map_or(line.end, |t| t.0);
+                        match axis_list(line)?.as_slice() {
+                            [axis] => Op::Gather(*axis),
+                            _ => return Err(line.err(at, "`gather` takes one axis, as `[0]`")),
                         }
                     }
                     Op::Slice(_) => Op::Slice(slice_ranges(line)?),

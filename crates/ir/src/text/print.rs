@@ -39,7 +39,9 @@ pub fn print(graph: &Graph) -> String {
                 }
                 match &node.op {
                     Op::Transpose(perm) => write!(out, " {perm:?}").expect("writing to a String"),
-                    Op::Concat(axis) => write!(out, " [{axis}]").expect("writing to a String"),
+                    Op::Concat(axis) | Op::Gather(axis) => {
+                        write!(out, " [{axis}]").expect("writing to a String")
+                    }
                     Op::Slice(ranges) => {
                         out.push_str(" [");
                         for (idx, r) in ranges.iter().enumerate() {

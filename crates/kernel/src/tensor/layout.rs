@@ -1,11 +1,13 @@
 //! Layout ops: `transpose`, `slice`, `broadcast_to` and `reshape` of a dense
 //! buffer are new views of the same buffer (index arithmetic, no copy);
-//! `concat` copies each argument to its place.
+//! `concat` copies each argument to its place; `gather` copies the table's
+//! elements its index names, each index checked first.
 
 use super::{Loc, View};
 use crate::lower::Lowerer;
 use crate::{Expr, Param, Reg, Stmt};
-use kiln_ir::op::BinaryOp;
+use kiln_ir::entities::Value;
+use kiln_ir::op::{BinaryOp, CmpOp};
 use kiln_ir::op::SliceRange;
 use kiln_ir::types::{DType, Dim, Shape};
 
@@ -161,5 +163,52 @@ impl Lowerer<'_> {
             });
             start += extent;
         }
+    }
+
+    /// `dest = gather(table, index)` along `axis` (node `value`): a nest
+    /// over the result; each element checks its index against the axis'
+    /// extent (failing the kernel with the node's check) before it reads
+    /// the table there.
+    pub(super) fn gather(
+        &mut self,
+        out: &mut Vec<Stmt>,
+        locs: &[Option<Loc>],
+        value: Value,
+        axis: usize,
+        (table, index): (&Loc, &Loc),
+        dest: &View,
+    ) {
+        let table_dims = match table {
+            Loc::View(v) => v.dims.clone(),
+            Loc::Fused { dims, .. } => dims.clone(),
+            Loc::Scalar(_) => unreachable!("verified: gather's table is a tensor"),
+        };
+        let index_rank = dest.dims.len() + 1 - table_dims.len();
+        let extent = self.extent(&table_dims[axis]);
+        let extent = self.emit(out, DType::I64, Expr::ExtentValue(extent), None);
+        let zero = self.i64_const(out, 0);
+        self.kernel.checks.push(value);
+        let check = (self.kernel.checks.len() - 1) as u32;
+        let dims = dest.dims.clone();
+        self.nest(out, &dims, |lw, body, rows| {
+            let rows: Vec<Option<Reg>> = rows.iter().copied().map(Some).collect();
+            let at = lw.read(body, locs, index, &rows[axis..axis + index_rank]);
+            let at = if lw.kernel.reg_type(at) == DType::I64 {
+                at
+            } else {
+                lw.emit(body, DType::I64, Expr::Cast(DType::I64, at), None)
+            };
+            let above = lw.emit(body, DType::Bool, Expr::Compare(CmpOp::Ge, at, zero), None);
+            let below = lw.emit(body, DType::Bool, Expr::Compare(CmpOp::Lt, at, extent), None);
+            let inside = lw.emit(body, DType::Bool, Expr::Binary(BinaryOp::And, above, below), None);
+            let flag = lw.emit(body, DType::I32, Expr::Cast(DType::I32, inside), None);
+            body.push(Stmt::CheckNonZero(flag, check));
+            let mut from = rows[..axis].to_vec();
+            from.push(Some(at));
+            from.extend_from_slice(&rows[axis + index_rank..]);
+            let x = lw.read(body, locs, table, &from);
+            let to = lw.view_index(body, dest, &rows);
+            body.push(Stmt::Store(dest.param, Some(to), x));
+        });
     }
 }
