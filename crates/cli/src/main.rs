@@ -248,9 +248,7 @@ fn execute(
     program.run(inputs).map_err(|e| match e {
         kiln::ExecError::DivisionByZero { .. }
         | kiln::ExecError::IndexOutOfRange { .. }
-        | kiln::ExecError::Unsupported(_) => {
-            Failure::Run(format!("{}: error: {e}", source.name))
-        }
+        | kiln::ExecError::Unsupported(_) => Failure::Run(format!("{}: error: {e}", source.name)),
         other => Failure::Input(format!("{}: error: {other}", source.name)),
     })
 }

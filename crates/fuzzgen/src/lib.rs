@@ -295,7 +295,9 @@ impl Gen<'_, '_> {
         let index = if small && self.u.ratio(1u8, 2u8)? {
             let index = self.b.cast(other, dtype).expect("casts are valid");
             if self.u.ratio(4u8, 5u8)? {
-                let m = self.b.constant(kiln::ir::semantics::cast(Scalar::I64(extent), dtype));
+                let m = self
+                    .b
+                    .constant(kiln::ir::semantics::cast(Scalar::I64(extent), dtype));
                 self.b
                     .binary(BinaryOp::Mod, index, m)
                     .expect("a mod of one dtype")

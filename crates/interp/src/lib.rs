@@ -292,10 +292,8 @@ fn eval_node(node: &NodeData, args: &[Arg<'_>], out_dims: &[usize]) -> EvalResul
             let outer: usize = table.dims[..axis].iter().product();
             let inner: usize = table.dims[axis + 1..].iter().product();
             let count: usize = index.dims.iter().product();
-            let mut out = Buffer::with_capacity(
-                dtype.expect("verified: a tensor"),
-                outer * count * inner,
-            );
+            let mut out =
+                Buffer::with_capacity(dtype.expect("verified: a tensor"), outer * count * inner);
             // Row-major: for each index of the axes before `axis`, each
             // index's slab of the axes after it.
             for o in 0..outer {

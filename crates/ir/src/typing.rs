@@ -242,9 +242,7 @@ fn gather_type(axis: u32, table: &TensorType, index: &TensorType) -> TypeResult<
         ));
     }
     if !matches!(index.dtype, DType::I32 | DType::I64) {
-        return fail(format!(
-            "`gather` takes an i32 or i64 index, got {index}"
-        ));
+        return fail(format!("`gather` takes an i32 or i64 index, got {index}"));
     }
     let mut shape = table.shape[..axis].to_vec();
     shape.extend(index.shape.iter().cloned());
@@ -802,8 +800,16 @@ mod tests {
                 shape: dims.iter().map(|&d| Dim::Fixed(d)).collect(),
             })
         };
-        check(Op::Gather(0), vec![t(&[10, 4]), index(&[2, 3])], "f32[2, 3, 4]");
-        check(Op::Gather(1), vec![t(&[10, 4, 5]), index(&[7])], "f32[10, 7, 5]");
+        check(
+            Op::Gather(0),
+            vec![t(&[10, 4]), index(&[2, 3])],
+            "f32[2, 3, 4]",
+        );
+        check(
+            Op::Gather(1),
+            vec![t(&[10, 4, 5]), index(&[7])],
+            "f32[10, 7, 5]",
+        );
         check(Op::Gather(1), vec![t(&[10, 4]), index(&[])], "f32[10]");
         check(
             Op::Gather(2),

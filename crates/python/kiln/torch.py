@@ -111,6 +111,12 @@ def _why_not(node: torch.fx.Node) -> Optional[str]:
     target = _target_name(node)
     if not _kiln.fx_supports(node.op, target):
         return f"kiln has no `{target}`"
+    if node.target is torch.ops.aten.as_strided.default:
+        # kiln reads it as a reshape of the input's elements in order,
+        # which is what it is only when the input is contiguous.
+        base = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) else None
+        if not isinstance(base, torch.Tensor) or not base.is_contiguous() or base.storage_offset():
+            return "an as_strided of a tensor that is not contiguous"
     val = node.meta.get("val")
     if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool, int, float, bool)):
         return "a size computation"

@@ -21,6 +21,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 mod cnn;
+mod nn;
 mod tensor;
 
 /// Tensor ops kiln does not import (data-dependent shapes, arg-reductions,
@@ -69,7 +70,50 @@ pub fn op_name(kind: &str, target: &str) -> String {
 }
 
 /// Ops with several results (a tuple `getitem` takes apart).
-const MULTI_OPS: &[&str] = &["split", "split_with_sizes", "chunk", "unbind"];
+const MULTI_OPS: &[&str] = &[
+    "split",
+    "split_with_sizes",
+    "chunk",
+    "unbind",
+    "var_mean",
+    "std_mean",
+];
+
+/// Ops whose result is a tuple of which kiln computes the first item only
+/// (the others are training statistics, indices or a log-sum-exp that no
+/// inference graph uses): the op, the tuple's length in torch, what the
+/// other items are, and the builder of the first.
+const PARTIAL_TUPLE_OPS: &[(&str, i64, &str, Build)] = &[
+    (
+        "native_batch_norm",
+        3,
+        "a batch norm's saved statistics",
+        |this, op, node| this.batch_norm(op, node),
+    ),
+    (
+        "_native_batch_norm_legit_no_training",
+        3,
+        "a batch norm's saved statistics",
+        |this, op, node| this.batch_norm(op, node),
+    ),
+    (
+        "max_pool2d_with_indices",
+        2,
+        "a max pool's indices",
+        |this, op, node| this.pool(op, node),
+    ),
+    (
+        "_scaled_dot_product_flash_attention_for_cpu",
+        2,
+        "attention's log-sum-exp",
+        |this, op, node| this.attention(op, node),
+    ),
+];
+
+/// The entry of [`PARTIAL_TUPLE_OPS`] for op `name`.
+fn partial_tuple_op(name: &str) -> Option<&'static (&'static str, i64, &'static str, Build)> {
+    PARTIAL_TUPLE_OPS.iter().find(|(op, ..)| *op == name)
+}
 
 /// How an op is built: from the lowering, the op's name (one builder serves
 /// several spellings) and the node.
@@ -93,6 +137,7 @@ const OPS: &[(&[&str], Build)] = &[
             "permute",
             "reshape",
             "view",
+            "_unsafe_view",
             "flatten",
             "unsqueeze",
             "squeeze",
@@ -184,6 +229,7 @@ const OPS: &[(&[&str], Build)] = &[
             "detach",
             "identity",
             "dropout_eval",
+            "lift_fresh_copy",
         ],
         |this, _, node| {
             Ok({
@@ -494,6 +540,16 @@ const OPS: &[(&[&str], Build)] = &[
             this.binary(node, if is_max { BinaryOp::Max } else { BinaryOp::Min })?
         })
     }),
+    (
+        &["embedding", "index_select", "gather"],
+        |this, op, node| this.lookup_op(op, node),
+    ),
+    (&["arange"], |this, _, node| this.arange(node)),
+    (&["var", "std"], |this, op, node| this.spread(op, node)),
+    (&["scaled_dot_product_attention"], |this, op, node| {
+        this.attention(op, node)
+    }),
+    (&["as_strided"], |this, _, node| this.as_strided(node)),
     (&["where"], |this, _, node| {
         Ok({
             let c = this.truth(node, 0)?;
@@ -539,7 +595,7 @@ pub fn supports(kind: &str, target: &str) -> bool {
     let name = op_name(kind, target);
     builder(&name).is_some()
         || MULTI_OPS.contains(&name.as_str())
-        || cnn::PARTIAL_TUPLE_OPS.contains(&name.as_str())
+        || partial_tuple_op(&name).is_some()
 }
 
 /// Ops whose result kiln does not compute, accepted where nothing uses them
@@ -636,13 +692,13 @@ pub fn lower(
             continue;
         }
         let at = |m: String| ParseError::at(src, node.offset, format!("`%{}`: {m}", node.name));
-        if node.kind.starts_with("call_") && cnn::PARTIAL_TUPLE_OPS.contains(&op.as_str()) {
-            let first = fx.partial_tuple(&op, node).map_err(at)?;
+        let partial = partial_tuple_op(&op).filter(|_| node.kind.starts_with("call_"));
+        if let Some(&(_, len, what, build)) = partial {
+            let first = build(&mut fx, &op, node).map_err(at)?;
             fx.b.set_source_name(first, &format!("{}[0]", node.name));
             fx.source_map.set(first, Loc::of_offset(src, node.offset));
             fx.tuples.insert(node.name.clone(), vec![first]);
-            fx.partial
-                .insert(node.name.clone(), cnn::missing_items(&op));
+            fx.partial.insert(node.name.clone(), (len, what));
             continue;
         }
         let value = fx
@@ -758,7 +814,7 @@ fn check_supported(
             tensor.push(format!("`{}` (%{})", node.target, node.name));
         } else if builder(&name).is_none()
             && !MULTI_OPS.contains(&name.as_str())
-            && !cnn::PARTIAL_TUPLE_OPS.contains(&name.as_str())
+            && partial_tuple_op(&name).is_none()
             && !UNCOMPUTED_OPS.iter().any(|(op, _)| *op == name)
         {
             unsupported.push(format!("`{}` (%{})", node.target, node.name));

@@ -7,8 +7,8 @@ use super::{Loc, View};
 use crate::lower::Lowerer;
 use crate::{Expr, Param, Reg, Stmt};
 use kiln_ir::entities::Value;
-use kiln_ir::op::{BinaryOp, CmpOp};
 use kiln_ir::op::SliceRange;
+use kiln_ir::op::{BinaryOp, CmpOp};
 use kiln_ir::types::{DType, Dim, Shape};
 
 impl Lowerer<'_> {
@@ -199,8 +199,18 @@ impl Lowerer<'_> {
                 lw.emit(body, DType::I64, Expr::Cast(DType::I64, at), None)
             };
             let above = lw.emit(body, DType::Bool, Expr::Compare(CmpOp::Ge, at, zero), None);
-            let below = lw.emit(body, DType::Bool, Expr::Compare(CmpOp::Lt, at, extent), None);
-            let inside = lw.emit(body, DType::Bool, Expr::Binary(BinaryOp::And, above, below), None);
+            let below = lw.emit(
+                body,
+                DType::Bool,
+                Expr::Compare(CmpOp::Lt, at, extent),
+                None,
+            );
+            let inside = lw.emit(
+                body,
+                DType::Bool,
+                Expr::Binary(BinaryOp::And, above, below),
+                None,
+            );
             let flag = lw.emit(body, DType::I32, Expr::Cast(DType::I32, inside), None);
             body.push(Stmt::CheckNonZero(flag, check));
             let mut from = rows[..axis].to_vec();

@@ -17,21 +17,6 @@ use kiln_ir::{Conv2d, Op, Pool2d, PoolKind, Value};
 /// Ops with a tuple result of which kiln computes only the first item: the
 /// others (a batch norm's saved mean and inverse deviation, which eval mode
 /// leaves empty; a max pool's indices) are an error only where used.
-pub(super) const PARTIAL_TUPLE_OPS: &[&str] = &[
-    "native_batch_norm",
-    "_native_batch_norm_legit_no_training",
-    "max_pool2d_with_indices",
-];
-
-/// A partial tuple's length in torch, and what its missing items are.
-pub(super) fn missing_items(op: &str) -> (i64, &'static str) {
-    if op == "max_pool2d_with_indices" {
-        (2, "a max pool's indices")
-    } else {
-        (3, "a batch norm's saved statistics")
-    }
-}
-
 /// A pair of ints from an int or a sequence of one or two (`3`, `(3, 3)`,
 /// `[2]`), each at least `min`.
 fn pair(
@@ -246,15 +231,6 @@ impl Fx<'_> {
         let x = self.required(node, 0, "input")?;
         let [h, w] = pair(self.arg(node, 1, "output_size"), "output_size", None, 1)?;
         cnn::adaptive_avg_pool(&mut self.b, x, [u64::from(h), u64::from(w)])
-    }
-
-    /// The ops of [`PARTIAL_TUPLE_OPS`]: their first item.
-    pub(super) fn partial_tuple(&mut self, op: &str, node: &Node) -> Result<Value, String> {
-        if op == "max_pool2d_with_indices" {
-            self.pool(op, node)
-        } else {
-            self.batch_norm(op, node)
-        }
     }
 }
 

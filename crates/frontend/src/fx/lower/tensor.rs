@@ -147,7 +147,7 @@ impl Fx<'_> {
                     .collect::<Result<Vec<_>, _>>()?;
                 self.transpose(x, perm)
             }
-            "reshape" | "view" => {
+            "reshape" | "view" | "_unsafe_view" => {
                 let x = input(self, 0, "input")?;
                 let dims = match self.arg(node, 1, "shape") {
                     Some(Arg::Seq(items)) => items.clone(),
@@ -221,7 +221,7 @@ impl Fx<'_> {
     }
 
     /// An int argument, or `default` when it is absent or `None`.
-    fn int_at(
+    pub(super) fn int_at(
         &self,
         node: &Node,
         idx: usize,
@@ -251,6 +251,9 @@ impl Fx<'_> {
 
     /// `split`, `split_with_sizes`, `chunk`, `unbind`: a tuple of tensors.
     pub(super) fn multi(&mut self, op: &str, node: &Node) -> Result<Vec<Value>, String> {
+        if op == "var_mean" || op == "std_mean" {
+            return self.moments_pair(op, node);
+        }
         let x = self.tensor_at(node, 0, if op == "chunk" { "input" } else { "self" })?;
         let rank = self.shape_of(x).len();
         let axis = layout::axis(self.int_at(node, 2, "dim", Some(0))?, rank)?;
@@ -287,7 +290,15 @@ impl Fx<'_> {
     pub(super) fn layout_op(&mut self, op: &str, node: &Node) -> Result<Value, String> {
         match op {
             "cat" | "concat" | "concatenate" | "stack" => {
-                let xs = self.tensors_at(node, 0, "tensors")?;
+                let mut xs = self.tensors_at(node, 0, "tensors")?;
+                if op != "stack" && xs.len() > 1 {
+                    // torch's `cat` skips 1-D tensors of no elements (a
+                    // model's empty key-value cache); kiln has none to keep.
+                    let empty = |fx: &Self, v: Value| fx.shape_of(v) == [Dim::Fixed(0)];
+                    if xs.iter().any(|&v| !empty(self, v)) {
+                        xs.retain(|&v| !empty(self, v));
+                    }
+                }
                 let first = *xs.first().ok_or(format!("`{op}` of no tensors"))?;
                 let rank = self.shape_of(first).len() + usize::from(op == "stack");
                 let axis = layout::axis(self.int_at(node, 1, "dim", Some(0))?, rank)?;
@@ -419,7 +430,12 @@ impl Fx<'_> {
 
     /// The axes a `dim` argument names (an int, a list, or none: every axis),
     /// ascending.
-    fn dims_arg(&self, node: &Node, idx: usize, rank: usize) -> Result<Vec<u32>, String> {
+    pub(super) fn dims_arg(
+        &self,
+        node: &Node,
+        idx: usize,
+        rank: usize,
+    ) -> Result<Vec<u32>, String> {
         let items: Vec<Arg> = match self.arg(node, idx, "dim") {
             None | Some(Arg::None) => return Ok((0..rank as u32).collect()),
             Some(Arg::Seq(items)) => items.clone(),
@@ -441,7 +457,7 @@ impl Fx<'_> {
         Ok(axes)
     }
 
-    fn reduce_axes(
+    pub(super) fn reduce_axes(
         &mut self,
         op: ReduceOp,
         x: Value,

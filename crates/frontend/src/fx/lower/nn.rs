@@ -1,0 +1,423 @@
+//! The ops transformers are built of, as the compositions of kiln ops torch
+//! computes them by: lookups (`embedding`, `index_select`, `gather`: kiln's
+//! `gather`, whose out-of-range index fails the call as torch's does),
+//! `arange`, moments (`var_mean`, `var`, `std`), scaled dot-product
+//! attention, and `as_strided` where it is a view of a contiguous layout.
+
+use super::{te, Fx};
+use crate::fx::text::{Arg, Node};
+use crate::layout;
+use kiln_ir::{BinaryOp, CmpOp, DType, Dim, Op, ReduceOp, Scalar, TensorConst, UnaryOp, Value};
+use std::sync::Arc;
+
+/// The most elements an `arange` may make (it becomes a constant).
+const MAX_ARANGE: u64 = 1 << 24;
+
+impl Fx<'_> {
+    /// An integer index tensor argument.
+    fn index_at(&self, node: &Node, idx: usize, key: &str) -> Result<Value, String> {
+        let v = self.tensor_at(node, idx, key)?;
+        match self.b.dtype(v) {
+            Some(DType::I32 | DType::I64) => Ok(v),
+            other => Err(format!(
+                "`{key}` must be an int32 or int64 tensor, not {}",
+                other.map_or("a selection".to_string(), |d| d.to_string())
+            )),
+        }
+    }
+
+    fn gather(&mut self, table: Value, index: Value, axis: usize) -> Result<Value, String> {
+        self.b
+            .op(Op::Gather(axis as u32), &[table, index])
+            .map_err(te)
+    }
+
+    /// `embedding(weight, indices)`: rows of `weight`; `index_select(x, dim,
+    /// index)`: entries of `x` along `dim`; `gather(x, dim, index)`: torch's
+    /// `take_along_dim`.
+    pub(super) fn lookup_op(&mut self, op: &str, node: &Node) -> Result<Value, String> {
+        match op {
+            "embedding" => {
+                let weight = self.tensor_at(node, 0, "weight")?;
+                let index = self.index_at(node, 1, "indices")?;
+                if self.shape_of(weight).len() != 2 {
+                    return Err("`embedding` takes a 2-D weight".into());
+                }
+                self.gather(weight, index, 0)
+            }
+            "index_select" => {
+                let x = self.tensor_at(node, 0, "self")?;
+                let axis =
+                    layout::axis(self.int_at(node, 1, "dim", None)?, self.shape_of(x).len())?;
+                let index = self.index_at(node, 2, "index")?;
+                if self.shape_of(index).len() > 1 {
+                    return Err("`index_select` takes a 0-D or 1-D index".into());
+                }
+                self.gather(x, index, axis)
+            }
+            _ => {
+                let x = self.tensor_at(node, 0, "self")?;
+                let rank = self.shape_of(x).len();
+                let axis = layout::axis(self.int_at(node, 1, "dim", None)?, rank)?;
+                let index = self.index_at(node, 2, "index")?;
+                self.take_along(x, axis, index)
+            }
+        }
+    }
+
+    /// torch's `gather(x, axis, index)`: `out[c] = x[c with c[axis] =
+    /// index[c]]`, `index` of `x`'s rank and no larger along the other axes.
+    /// Built as a `gather` of `x` (sliced to `index`'s extents, `axis` moved
+    /// first, flattened) at `index * rest + offset`, where `offset` is the
+    /// element's place among the other axes (below `rest`): that flat index
+    /// is inside the table exactly when `index` is inside the axis, once an
+    /// index outside it is made -1 (so no product can wrap around into
+    /// range).
+    fn take_along(&mut self, x: Value, axis: usize, index: Value) -> Result<Value, String> {
+        let fixed = |shape: Vec<Dim>, what: &str| -> Result<Vec<u64>, String> {
+            shape
+                .iter()
+                .map(|d| match d {
+                    Dim::Fixed(n) => Ok(*n),
+                    Dim::Sym(s) => Err(format!("`gather` of {what} symbolic along `{s}`")),
+                })
+                .collect()
+        };
+        let dims = fixed(self.shape_of(x), "a tensor")?;
+        let at = fixed(self.shape_of(index), "an index")?;
+        let rank = dims.len();
+        if at.len() != rank || rank == 0 {
+            return Err(format!(
+                "`gather` takes an index of the input's rank {rank}, got rank {}",
+                at.len()
+            ));
+        }
+        let mut x = x;
+        for d in 0..rank {
+            if d != axis && at[d] != dims[d] {
+                if at[d] > dims[d] {
+                    return Err(format!(
+                        "`gather`: the index's extent {} along dim {d} is above the input's {}",
+                        at[d], dims[d]
+                    ));
+                }
+                x = layout::slice_axis(&mut self.b, x, d, (0, at[d]))?;
+            }
+        }
+        let extent = dims[axis];
+        // The other axes, in order, after `axis`.
+        let others: Vec<usize> = (0..rank).filter(|&d| d != axis).collect();
+        let mut perm = vec![axis as u32];
+        perm.extend(others.iter().map(|&d| d as u32));
+        let x = if axis == 0 {
+            x
+        } else {
+            self.b.op(Op::Transpose(perm), &[x]).map_err(te)?
+        };
+        let rest: u64 = others.iter().map(|&d| at[d]).product();
+        let total = extent
+            .checked_mul(rest)
+            .ok_or("`gather` of too many elements")?;
+        let flat = self.reshape(x, vec![Dim::Fixed(total)])?;
+        // The place of each element among the other axes, row-major in
+        // their order, shaped as the index with extent 1 along `axis`.
+        let mut offset_dims = at.clone();
+        offset_dims[axis] = 1;
+        let count: u64 = offset_dims.iter().product();
+        let mut offsets = Vec::with_capacity(count as usize);
+        for flat_idx in 0..count {
+            // Row-major over `offset_dims` equals row-major over `others`.
+            offsets.push(Scalar::I64(flat_idx as i64));
+        }
+        let offsets = self.constant_tensor(DType::I64, offset_dims, offsets)?;
+        let index = if self.b.dtype(index) == Some(DType::I64) {
+            index
+        } else {
+            self.b.cast(index, DType::I64).map_err(te)?
+        };
+        let zero = self.b.constant(Scalar::I64(0));
+        let top = self.b.constant(Scalar::I64(extent as i64));
+        let below = self.b.compare(CmpOp::Lt, index, zero).map_err(te)?;
+        let above = self.b.compare(CmpOp::Ge, index, top).map_err(te)?;
+        let outside = self.b.binary(BinaryOp::Or, below, above).map_err(te)?;
+        let minus_one = self.b.constant(Scalar::I64(-1));
+        let index = self.b.select(outside, minus_one, index).map_err(te)?;
+        let stride = self.b.constant(Scalar::I64(rest as i64));
+        let scaled = self.b.binary(BinaryOp::Mul, index, stride).map_err(te)?;
+        let flat_index = self.b.binary(BinaryOp::Add, scaled, offsets).map_err(te)?;
+        self.gather(flat, flat_index, 0)
+    }
+
+    /// A constant tensor of `dims`.
+    fn constant_tensor(
+        &mut self,
+        dtype: DType,
+        dims: Vec<u64>,
+        values: Vec<Scalar>,
+    ) -> Result<Value, String> {
+        let t = TensorConst {
+            dtype,
+            dims,
+            values,
+        };
+        self.b.op(Op::Tensor(Arc::new(t)), &[]).map_err(te)
+    }
+
+    /// `arange(end)`, `arange(start, end[, step])`: a constant, `int64`
+    /// when every bound is an int, else `float32` (or the `dtype` given).
+    pub(super) fn arange(&mut self, node: &Node) -> Result<Value, String> {
+        let numbers: Vec<&Arg> = node
+            .args
+            .iter()
+            .filter(|a| matches!(a, Arg::Int(_) | Arg::Float(_)))
+            .collect();
+        let kw = |key: &str| node.kwargs.iter().find(|(k, _)| k == key).map(|(_, a)| a);
+        let mut bounds: Vec<&Arg> = numbers;
+        for key in ["start", "end", "step"] {
+            if let Some(a) = kw(key) {
+                bounds.push(a);
+            }
+        }
+        let num = |a: &Arg| match a {
+            Arg::Int(i) => Ok(*i as f64),
+            Arg::Float(f) => Ok(*f),
+            other => Err(format!("`arange` takes numbers, not {other:?}")),
+        };
+        let all_int = bounds.iter().all(|a| matches!(a, Arg::Int(_)));
+        let (start, end, step) = match bounds.as_slice() {
+            [end] => (0.0, num(end)?, 1.0),
+            [start, end] => (num(start)?, num(end)?, 1.0),
+            [start, end, step] => (num(start)?, num(end)?, num(step)?),
+            _ => return Err("`arange` takes one to three numbers".into()),
+        };
+        let dtype = match kw("dtype") {
+            None | Some(Arg::None) => {
+                if all_int {
+                    DType::I64
+                } else {
+                    DType::F32
+                }
+            }
+            Some(Arg::Name(n) | Arg::Str(n)) => {
+                super::torch_dtype(n).ok_or_else(|| format!("unsupported dtype `{n}`"))?
+            }
+            Some(other) => return Err(format!("`dtype` must be a dtype, not {other:?}")),
+        };
+        if step == 0.0 || !step.is_finite() || !start.is_finite() || !end.is_finite() {
+            return Err(format!(
+                "`arange({start}, {end}, {step})` has no finite length"
+            ));
+        }
+        let len = ((end - start) / step).ceil();
+        if !(len >= 1.0) {
+            return Err(format!(
+                "`arange({start}, {end}, {step})` is empty, and kiln has no empty tensors"
+            ));
+        }
+        if len > MAX_ARANGE as f64 {
+            return Err(format!("`arange` of {len} elements (at most {MAX_ARANGE})"));
+        }
+        let values: Vec<Scalar> = (0..len as u64)
+            .map(|i| {
+                let v = start + i as f64 * step;
+                match dtype {
+                    DType::I64 => Scalar::I64(v as i64),
+                    DType::I32 => Scalar::I32(v as i32),
+                    DType::F64 => Scalar::F64(v),
+                    DType::F32 => Scalar::F32(v as f32),
+                    DType::Bool => Scalar::Bool(v != 0.0),
+                }
+            })
+            .collect();
+        self.constant_tensor(dtype, vec![len as u64], values)
+    }
+
+    /// `var_mean`/`std_mean(x, dim, correction, keepdim)`: `[var or std,
+    /// mean]`.
+    pub(super) fn moments_pair(&mut self, op: &str, node: &Node) -> Result<Vec<Value>, String> {
+        let (spread, mean) = self.moments(op.starts_with("std"), node)?;
+        Ok(vec![spread, mean])
+    }
+
+    /// `var`/`std(x, dim, correction, keepdim)`.
+    pub(super) fn spread(&mut self, op: &str, node: &Node) -> Result<Value, String> {
+        Ok(self.moments(op == "std", node)?.0)
+    }
+
+    /// The variance (or standard deviation) and the mean of `x` over `dim`
+    /// (every axis without one): the mean first, then the sum of squared
+    /// deviations from it divided by `max(0, n - correction)` (two passes,
+    /// as torch's CPU kernels compute it up to rounding). `correction`
+    /// defaults to 1; the older `unbiased=False` means 0.
+    fn moments(&mut self, std: bool, node: &Node) -> Result<(Value, Value), String> {
+        let x = self.floating(node)?;
+        let shape = self.shape_of(x);
+        let rank = shape.len();
+        if rank == 0 {
+            return Err("the variance of a scalar".into());
+        }
+        let axes = self.dims_arg(node, 1, rank)?;
+        let correction = match self.arg(node, 2, "correction") {
+            Some(Arg::Int(c)) => *c as f64,
+            Some(Arg::Float(c)) => *c,
+            Some(Arg::Bool(unbiased)) => f64::from(u8::from(*unbiased)),
+            None | Some(Arg::None) => match node.kwargs.iter().find(|(k, _)| k == "unbiased") {
+                Some((_, Arg::Bool(false))) => 0.0,
+                _ => 1.0,
+            },
+            Some(other) => return Err(format!("`correction` must be a number, not {other:?}")),
+        };
+        let keepdim = matches!(self.arg(node, 3, "keepdim"), Some(Arg::Bool(true)));
+        let n = axes
+            .iter()
+            .try_fold(1u64, |acc, &a| match &shape[a as usize] {
+                Dim::Fixed(k) => Ok(acc * k),
+                Dim::Sym(s) => Err(format!("the variance along the symbolic dimension `{s}`")),
+            })?;
+        let dtype = self.b.dtype(x).expect("a tensor");
+        let mean = self.reduce_axes(ReduceOp::Mean, x, axes.clone(), true)?;
+        let dev = self.b.binary(BinaryOp::Sub, x, mean).map_err(te)?;
+        let sq = self.b.binary(BinaryOp::Mul, dev, dev).map_err(te)?;
+        let total = self.reduce_axes(ReduceOp::Sum, sq, axes.clone(), keepdim)?;
+        let divisor = crate::eltwise::konst(&mut self.b, dtype, (n as f64 - correction).max(0.0));
+        let var = self.b.binary(BinaryOp::Div, total, divisor).map_err(te)?;
+        let spread = if std {
+            self.b.unary(UnaryOp::Sqrt, var).map_err(te)?
+        } else {
+            var
+        };
+        let mean = if keepdim {
+            mean
+        } else {
+            let out = self.shape_of(spread);
+            self.reshape(mean, out)?
+        };
+        Ok((spread, mean))
+    }
+
+    /// Scaled dot-product attention, `softmax(q @ k^T * scale + mask) @ v`
+    /// over the last axis (torch's `scaled_dot_product_attention` and ATen's
+    /// `_scaled_dot_product_flash_attention_for_cpu`, whose log-sum-exp kiln
+    /// does not compute): `scale` defaults to `1 / sqrt(q.size(-1))`;
+    /// `is_causal` masks each query's later keys; a bool `attn_mask` keeps
+    /// where true, a float one is added. Inference only: `dropout_p` must
+    /// be 0.
+    pub(super) fn attention(&mut self, op: &str, node: &Node) -> Result<Value, String> {
+        let flash = op.starts_with('_');
+        let q = self.tensor_at(node, 0, "query")?;
+        let k = self.tensor_at(node, 1, "key")?;
+        let v = self.tensor_at(node, 2, "value")?;
+        let (mask_idx, dropout_idx, causal_idx) =
+            if flash { (usize::MAX, 3, 4) } else { (3, 4, 5) };
+        let dropout = self.number_at(node, dropout_idx, "dropout_p", 0.0)?;
+        if dropout != 0.0 {
+            return Err(format!(
+                "attention with dropout_p={dropout}: kiln compiles inference"
+            ));
+        }
+        let causal = matches!(
+            self.arg(node, causal_idx, "is_causal"),
+            Some(Arg::Bool(true))
+        );
+        if matches!(self.arg(node, 7, "enable_gqa"), Some(Arg::Bool(true))) {
+            return Err("unsupported: attention with enable_gqa".into());
+        }
+        let dtype = self.b.dtype(q).expect("a tensor");
+        if !dtype.is_float() {
+            return Err(format!("attention of {dtype} tensors"));
+        }
+        let qs = self.shape_of(q);
+        let ks = self.shape_of(k);
+        let rank = qs.len();
+        if rank < 2 || ks.len() != rank {
+            return Err("attention takes query and key of one rank, at least 2".into());
+        }
+        let head = match qs[rank - 1] {
+            Dim::Fixed(e) => e,
+            Dim::Sym(_) => return Err("attention over a symbolic head size".into()),
+        };
+        let scale = match self.optional_number(node, 6, "scale")? {
+            Some(s) => s,
+            None => 1.0 / (head as f64).sqrt(),
+        };
+        let mut perm: Vec<u32> = (0..rank as u32).collect();
+        perm.swap(rank - 2, rank - 1);
+        let kt = self.b.op(Op::Transpose(perm), &[k]).map_err(te)?;
+        let scores = self.b.op(Op::MatMul, &[q, kt]).map_err(te)?;
+        let scale = crate::eltwise::konst(&mut self.b, dtype, scale);
+        let mut scores = self.b.binary(BinaryOp::Mul, scores, scale).map_err(te)?;
+        let neg_inf = crate::eltwise::konst(&mut self.b, dtype, f64::NEG_INFINITY);
+        if causal {
+            let (Dim::Fixed(l), Dim::Fixed(s)) = (&qs[rank - 2], &ks[rank - 2]) else {
+                return Err("causal attention over symbolic lengths".into());
+            };
+            let (l, s) = (*l, *s);
+            let keep: Vec<Scalar> = (0..l * s).map(|i| Scalar::Bool(i % s <= i / s)).collect();
+            let keep = self.constant_tensor(DType::Bool, vec![l, s], keep)?;
+            scores = self.b.select(keep, scores, neg_inf).map_err(te)?;
+        }
+        let mask = match self.arg(node, mask_idx, "attn_mask") {
+            None | Some(Arg::None) => None,
+            Some(_) => Some(self.tensor_at(node, mask_idx, "attn_mask")?),
+        };
+        if let Some(mask) = mask {
+            scores = match self.b.dtype(mask) {
+                Some(DType::Bool) => self.b.select(mask, scores, neg_inf).map_err(te)?,
+                Some(d) if d == dtype => self.b.binary(BinaryOp::Add, scores, mask).map_err(te)?,
+                other => {
+                    return Err(format!(
+                        "`attn_mask` must be bool or {dtype}, not {}",
+                        other.map_or("a selection".to_string(), |d| d.to_string())
+                    ))
+                }
+            };
+        }
+        let last = vec![rank as u32 - 1];
+        let max = self.reduce_axes(ReduceOp::Max, scores, last.clone(), true)?;
+        let shifted = self.b.binary(BinaryOp::Sub, scores, max).map_err(te)?;
+        let e = self.b.unary(UnaryOp::Exp, shifted).map_err(te)?;
+        let total = self.reduce_axes(ReduceOp::Sum, e, last, true)?;
+        let p = self.b.binary(BinaryOp::Div, e, total).map_err(te)?;
+        self.b.op(Op::MatMul, &[p, v]).map_err(te)
+    }
+
+    /// `as_strided(x, size, stride, storage_offset)` where it reads `x`'s
+    /// elements in order (the strides of a contiguous `size`, any stride
+    /// along an axis of extent 1, no offset, as many elements): a reshape.
+    /// (The torch backend sends it only for a contiguous `x`.)
+    pub(super) fn as_strided(&mut self, node: &Node) -> Result<Value, String> {
+        let x = self.tensor_at(node, 0, "input")?;
+        let ints = |a: Option<&Arg>, key: &str| -> Result<Vec<i64>, String> {
+            match a {
+                Some(Arg::Seq(items)) => items
+                    .iter()
+                    .map(|i| match i {
+                        Arg::Int(k) => Ok(*k),
+                        other => Err(format!("`{key}` holds {other:?}, not an int")),
+                    })
+                    .collect(),
+                other => Err(format!("`{key}` must be a list of ints, not {other:?}")),
+            }
+        };
+        let size = ints(self.arg(node, 1, "size"), "size")?;
+        let stride = ints(self.arg(node, 2, "stride"), "stride")?;
+        let offset = self.int_at(node, 3, "storage_offset", Some(0))?;
+        let count: i64 = size.iter().product();
+        let own = super::fixed_product(&self.shape_of(x))?;
+        let mut expect = 1i64;
+        let mut contiguous = size.len() == stride.len() && offset == 0 && count == own as i64;
+        for (&n, &s) in size.iter().zip(&stride).rev() {
+            if n < 0 || (n != 1 && s != expect) {
+                contiguous = false;
+            }
+            expect *= n.max(1);
+        }
+        if !contiguous {
+            return Err(format!(
+                "unsupported: `as_strided` to size {size:?}, stride {stride:?}, offset {offset}, \
+                 which is not a view of the input's elements in order"
+            ));
+        }
+        self.reshape(x, size.iter().map(|&n| Dim::Fixed(n as u64)).collect())
+    }
+}
