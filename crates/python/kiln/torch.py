@@ -444,6 +444,8 @@ class Explanation:
     graphs: int
     #: How many kiln programs were compiled.
     compiles: int
+    #: What the compiled model returned on the inputs.
+    output: Any = None
 
     @property
     def kiln_nodes(self) -> list:
@@ -468,11 +470,11 @@ class Explanation:
 def explain(model: Callable, *inputs: Any, tier: str = "cranelift", optimize: bool = True) -> Explanation:
     """Compiles ``model`` with the kiln backend, runs it once on ``inputs``
     (without gradients), and reports which ATen nodes kiln ran and which
-    eager PyTorch ran, and why."""
+    eager PyTorch ran, and why, with what the model returned."""
     tier, optimize = _check_options({"tier": tier, "optimize": optimize})
     stats = _Stats()
     compiled = torch.compile(model, backend=_make_backend(tier, optimize, stats), dynamic=False)
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        compiled(*inputs)
-    return Explanation(list(stats.nodes.values()), stats.graphs, stats.compiles)
+        output = compiled(*inputs)
+    return Explanation(list(stats.nodes.values()), stats.graphs, stats.compiles, output)

@@ -74,3 +74,65 @@ def write_fx(model, directory):
         for blob in blobs:
             f.write(blob)
     return directory / "module.txt"
+
+
+def _torchvision(name):
+    def build():
+        import torchvision.models as tv
+
+        torch.manual_seed(0)
+        model = getattr(tv, name)()
+        if name.startswith("vit"):
+            # torchvision zero-initializes ViT's head: its logits would all be 0.
+            nn.init.normal_(model.heads.head.weight, std=0.02)
+        return model.eval()
+
+    return build
+
+
+def _image():
+    return (torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(1)),)
+
+
+def _tokens(vocab=1000, length=128):
+    return (torch.randint(0, vocab, (1, length), generator=torch.Generator().manual_seed(1)),)
+
+
+def bert():
+    """Hugging Face's BertModel from a config (hidden 256, 4 layers, 4
+    heads, intermediate 1024), random weights, eval mode."""
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(0)
+    config = BertConfig(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024)
+    return BertModel(config).eval()
+
+
+def gpt2():
+    """Hugging Face's GPT2Model from a config (n_embd 256, 4 layers, 4
+    heads), random weights, eval mode."""
+    from transformers import GPT2Config, GPT2Model
+
+    torch.manual_seed(0)
+    return GPT2Model(GPT2Config(n_embd=256, n_layer=4, n_head=4)).eval()
+
+
+#: The real models kiln is measured on (issue 37): name -> (build, inputs).
+#: torchvision's at 1x3x224x224, Hugging Face's on 128 tokens; random
+#: weights, nothing downloaded.
+ZOO = {
+    "resnet18": (_torchvision("resnet18"), _image),
+    "resnet50": (_torchvision("resnet50"), _image),
+    "mobilenet_v2": (_torchvision("mobilenet_v2"), _image),
+    "efficientnet_b0": (_torchvision("efficientnet_b0"), _image),
+    "convnext_tiny": (_torchvision("convnext_tiny"), _image),
+    "vit_b_16": (_torchvision("vit_b_16"), _image),
+    "bert": (bert, _tokens),
+    "gpt2": (gpt2, _tokens),
+}
+
+
+def output_tensor(out):
+    """A model's main output: the tensor, or a Hugging Face output's
+    `last_hidden_state`."""
+    return out.last_hidden_state if hasattr(out, "last_hidden_state") else out

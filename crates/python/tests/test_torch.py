@@ -328,3 +328,166 @@ def test_bad_options():
         kt.backend(gm, [torch.ones(2)], options={"optimize": "yes"})
     with pytest.raises(Exception, match="tier must be one of"):
         compiled(nnc, "gpu")(torch.ones(2))
+
+
+# The ops transformers are built of: each on every tier against eager, with
+# the same bits on every tier.
+
+
+class Lookups(nn.Module):
+    """embedding, index_select and gather (torch's take_along_dim) with
+    int64 and int32 indices, and position ids from arange."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.emb = nn.Embedding(50, 6)
+        self.pos = nn.Embedding(12, 6)
+
+    def forward(self, ids, cols, picks):
+        positions = torch.arange(ids.shape[1]).unsqueeze(0)
+        h = self.emb(ids) + self.pos(positions)
+        h = torch.index_select(h, 2, cols)
+        return h, torch.gather(h, 1, picks), torch.gather(h, 2, picks.transpose(1, 2)[:, :, :2] % 4)
+
+
+def lookup_inputs(bad=None):
+    g = torch.Generator().manual_seed(4)
+    ids = torch.randint(0, 50, (2, 12), generator=g)
+    cols = torch.tensor([5, 0, 0, 3], dtype=torch.int32)
+    picks = torch.randint(0, 12, (2, 3, 4), generator=g)
+    if bad == "ids":
+        ids[1, 7] = 50
+    elif bad == "cols":
+        cols[2] = -1
+    elif bad == "picks":
+        picks[0, 2, 1] = 12
+    return ids, cols, picks
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_embedding_index_select_gather(tier):
+    model = Lookups().eval()
+    x = lookup_inputs()
+    with torch.no_grad():
+        got = compiled(model, tier)(*x)
+        want = model(*x)
+    for g, w in zip(got, want):
+        assert torch.equal(g, w)  # copies: exactly eager's values
+
+
+@pytest.mark.parametrize("bad", ["ids", "cols", "picks"])
+def test_index_out_of_range_is_an_index_error(bad):
+    """An index outside its axis fails the call, as eager's IndexError
+    does (kiln.IndexOutOfRangeError is one), and never reads out of
+    bounds; the next good call works."""
+    model = Lookups().eval()
+    fn = compiled(model, "cranelift")
+    with torch.no_grad():
+        fn(*lookup_inputs())
+        # (eager's gather raises a RuntimeError, its embedding and
+        # index_select an IndexError)
+        with pytest.raises((IndexError, RuntimeError), match="out of"):
+            model(*lookup_inputs(bad))
+        with pytest.raises(kiln.IndexOutOfRangeError, match="index out of range"):
+            fn(*lookup_inputs(bad))
+        assert torch.equal(fn(*lookup_inputs())[0], model(*lookup_inputs())[0])
+
+
+def moments(x):
+    v, m = torch.var_mean(x, dim=-1, keepdim=True, correction=0)
+    v1 = torch.var(x, dim=(0, 2))
+    s, m2 = torch.std_mean(x, dim=1, unbiased=True)
+    return (x - m) / torch.sqrt(v + 1e-5), v1, s, m2, torch.std(x, correction=3)
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_var_mean_std_and_layer_norm(tier):
+    x = torch.randn(3, 5, 7, generator=torch.Generator().manual_seed(2)) * 3 + 1
+    ln = nn.LayerNorm(7).eval()
+    with torch.no_grad():
+        for g, w in zip(compiled(moments, tier)(x), moments(x)):
+            close(g, w, rtol=2e-6, atol=1e-6)
+        torch._dynamo.reset()
+        close(compiled(ln, tier)(x), ln(x), rtol=2e-6, atol=1e-6)
+
+
+def attention(q, k, v, bool_mask, float_mask):
+    F = torch.nn.functional
+    return (
+        F.scaled_dot_product_attention(q, k, v),
+        F.scaled_dot_product_attention(q, k, v, is_causal=True),
+        F.scaled_dot_product_attention(q, k, v, attn_mask=bool_mask),
+        F.scaled_dot_product_attention(q, k, v, attn_mask=float_mask, scale=0.3),
+    )
+
+
+def attention_inputs():
+    g = torch.Generator().manual_seed(5)
+    q, k, v = (torch.randn(2, 3, 6, 8, generator=g) for _ in range(3))
+    bool_mask = torch.rand(6, 6, generator=g) > 0.3
+    bool_mask[:, 0] = True  # every query keeps a key
+    return q, k, v, bool_mask, torch.randn(2, 1, 6, 6, generator=g)
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_scaled_dot_product_attention(tier):
+    x = attention_inputs()
+    with torch.no_grad():
+        for g, w in zip(compiled(attention, tier)(*x), attention(*x)):
+            close(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_attention_identical_bits_across_tiers():
+    x = attention_inputs()
+    results = []
+    with torch.no_grad():
+        for tier in TIERS:
+            torch._dynamo.reset()
+            results.append(compiled(attention, tier)(*x))
+    for r in results[1:]:
+        for a, b in zip(r, results[0]):
+            assert torch.equal(a.view(torch.int32), b.view(torch.int32))
+
+
+def test_cat_skips_empty_1d_and_as_strided_is_a_view():
+    """torch's cat skips a 1-D tensor of no elements (GPT-2's empty cache);
+    an as_strided that reads a contiguous tensor in order is a reshape."""
+
+    def f(x):
+        y = torch.cat([torch.tensor([]), x.transpose(0, 1)], dim=-2)
+        m = y.mean(dim=(-1, -2), keepdim=True)
+        return torch.as_strided(m, (4, 1, 1), (1, 4, 4)) * 2 + y
+
+    x = torch.randn(3, 4, 5, generator=torch.Generator().manual_seed(6))
+    e = kt.explain(f, x)
+    assert not e.eager_nodes, str(e)
+    close(e.output, f(x))
+
+
+def indexing(x, i, j):
+    """Advanced indexing by integer tensors (negative ones count from the
+    end) and the filled tensors models build."""
+    a = x[i.unsqueeze(1), j]
+    b = x[:, j]
+    c = x[i]
+    fills = torch.full((2, 3), 1.5) + torch.ones(3) - x.new_zeros((2, 1)) * torch.scalar_tensor(2.0)
+    return a, b, c, fills, torch.zeros_like(x) + x.new_full((5,), 7.0), x.new_ones((4, 1), dtype=torch.int64)
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_advanced_indexing_and_filled_tensors(tier):
+    x = torch.randn(4, 5, generator=torch.Generator().manual_seed(7))
+    i = torch.tensor([3, -1])
+    j = torch.tensor([0, -5, 4], dtype=torch.int32)
+    e = kt.explain(indexing, x, i, j, tier=tier)
+    assert not e.eager_nodes, str(e)
+    for g, w in zip(e.output, indexing(x, i, j)):
+        assert torch.equal(g, w)
+    fn = compiled(indexing, tier)
+    with pytest.raises(IndexError):
+        indexing(x, i, torch.tensor([0, 5, 1], dtype=torch.int32))
+    with pytest.raises(kiln.IndexOutOfRangeError):
+        fn(x, i, torch.tensor([0, 5, 1], dtype=torch.int32))
+    with pytest.raises(kiln.IndexOutOfRangeError):
+        fn(x, torch.tensor([3, -5]), j)

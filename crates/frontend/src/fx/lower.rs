@@ -550,6 +550,22 @@ const OPS: &[(&[&str], Build)] = &[
         this.attention(op, node)
     }),
     (&["as_strided"], |this, _, node| this.as_strided(node)),
+    (&["index"], |this, _, node| this.advanced_index(node)),
+    (
+        &[
+            "full",
+            "ones",
+            "zeros",
+            "new_ones",
+            "new_zeros",
+            "new_full",
+            "ones_like",
+            "zeros_like",
+            "full_like",
+            "scalar_tensor",
+        ],
+        |this, op, node| this.filled(op, node),
+    ),
     (&["where"], |this, _, node| {
         Ok({
             let c = this.truth(node, 0)?;
@@ -561,7 +577,9 @@ const OPS: &[(&[&str], Build)] = &[
         })
     }),
     (
-        &["to", "type", "float", "double", "int", "long", "bool"],
+        &[
+            "to", "_to_copy", "type", "float", "double", "int", "long", "bool",
+        ],
         |this, op, node| this.convert(op, node),
     ),
 ];
@@ -1301,6 +1319,10 @@ impl Fx<'_> {
             "int" => DType::I32,
             "long" => DType::I64,
             "bool" => DType::Bool,
+            // `_to_copy(x, dtype=None, device=...)`: a copy, converted if asked.
+            "_to_copy" if matches!(self.arg(node, 1, "dtype"), None | Some(Arg::None)) => {
+                return Ok(x)
+            }
             _ => {
                 let arg = self.arg(node, 1, "dtype").ok_or("`to` without a dtype")?;
                 match arg {

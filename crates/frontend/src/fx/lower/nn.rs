@@ -2,9 +2,11 @@
 //! computes them by: lookups (`embedding`, `index_select`, `gather`: kiln's
 //! `gather`, whose out-of-range index fails the call as torch's does),
 //! `arange`, moments (`var_mean`, `var`, `std`), scaled dot-product
-//! attention, and `as_strided` where it is a view of a contiguous layout.
+//! attention, `as_strided` where it is a view of a contiguous layout,
+//! advanced indexing by integer tensors (`index.Tensor`), and the filled
+//! tensors models make (`full`, `ones`, `new_ones`, `scalar_tensor`, ...).
 
-use super::{te, Fx};
+use super::{lit, te, Fx, Operand};
 use crate::fx::text::{Arg, Node};
 use crate::layout;
 use kiln_ir::{BinaryOp, CmpOp, DType, Dim, Op, ReduceOp, Scalar, TensorConst, UnaryOp, Value};
@@ -419,5 +421,176 @@ impl Fx<'_> {
             ));
         }
         self.reshape(x, size.iter().map(|&n| Dim::Fixed(n as u64)).collect())
+    }
+
+    /// A tensor filled with one value: `full(size, v)`, `ones(size)`,
+    /// `zeros(size)`, `new_ones(x, size)`, `new_zeros(x, size)`,
+    /// `new_full(x, size, v)`, `ones_like(x)`, `zeros_like(x)`,
+    /// `full_like(x, v)`, `scalar_tensor(v)`: a constant broadcast to the
+    /// shape. The dtype is `dtype=` if given, else the template's
+    /// (`new_*`, `*_like`), else the value's (bool, int64, or float32,
+    /// torch's default).
+    pub(super) fn filled(&mut self, op: &str, node: &Node) -> Result<Value, String> {
+        let template = if op.starts_with("new_") || op.ends_with("_like") {
+            Some(self.tensor_at(node, 0, "input")?)
+        } else {
+            None
+        };
+        let first = usize::from(template.is_some());
+        let sizes = |fx: &Self, idx: usize| -> Result<Vec<Dim>, String> {
+            let items: Vec<Arg> = match fx.arg(node, idx, "size") {
+                Some(Arg::Seq(items)) => items.clone(),
+                Some(Arg::Int(_)) => node.args[idx..]
+                    .iter()
+                    .take_while(|a| matches!(a, Arg::Int(_)))
+                    .cloned()
+                    .collect(),
+                other => return Err(format!("`size` must be a list of ints, not {other:?}")),
+            };
+            items
+                .iter()
+                .map(|a| match a {
+                    Arg::Int(k) if *k > 0 => Ok(Dim::Fixed(*k as u64)),
+                    Arg::Int(0) => Err("a size of 0: kiln has no empty tensors".to_string()),
+                    other => Err(format!("`size` holds {other:?}, not a positive int")),
+                })
+                .collect()
+        };
+        let (shape, value) = match op {
+            "scalar_tensor" => (Vec::new(), self.arg(node, 0, "s")),
+            "ones_like" | "zeros_like" => (self.shape_of(template.expect("a template")), None),
+            "full_like" => (
+                self.shape_of(template.expect("a template")),
+                self.arg(node, 1, "fill_value"),
+            ),
+            "full" => (sizes(self, 0)?, self.arg(node, 1, "fill_value")),
+            "new_full" => (sizes(self, 1)?, self.arg(node, 2, "fill_value")),
+            _ => (sizes(self, first)?, None),
+        };
+        let value = match (op, value) {
+            (_, Some(a)) => {
+                lit(a).ok_or_else(|| format!("`{op}` fills with a number, not {a:?}"))?
+            }
+            (o, None) if o.contains("ones") => Operand::Int(1),
+            (o, None) if o.contains("zeros") => Operand::Int(0),
+            (_, None) => return Err(format!("`{op}` without a fill value")),
+        };
+        let dtype = match node
+            .kwargs
+            .iter()
+            .find(|(k, _)| k == "dtype")
+            .map(|(_, a)| a)
+        {
+            Some(Arg::Name(n) | Arg::Str(n)) => {
+                super::torch_dtype(n).ok_or_else(|| format!("unsupported dtype `{n}`"))?
+            }
+            None | Some(Arg::None) => match (template, value) {
+                (Some(t), _) => self.b.dtype(t).expect("a tensor"),
+                (None, Operand::Bool(_)) => DType::Bool,
+                (None, Operand::Int(_)) if op == "full" || op == "scalar_tensor" => DType::I64,
+                (None, Operand::Int(_)) | (None, _) => DType::F32,
+            },
+            Some(other) => return Err(format!("`dtype` must be a dtype, not {other:?}")),
+        };
+        let value = self.tensor(value, dtype)?;
+        if shape.is_empty() {
+            return Ok(value);
+        }
+        layout::broadcast_to(&mut self.b, value, shape)
+    }
+
+    /// `x[i0, i1, ...]` by integer tensors (ATen's `index.Tensor`): the
+    /// indexed axes must be adjacent (`None` for the whole axes before
+    /// them); the index tensors broadcast to one shape `B`, and the result
+    /// is `x`'s axes before them, `B`, `x`'s axes after them. A negative
+    /// index counts from the end, as in Python; one still outside its axis
+    /// fails the call. Built as a `gather` of `x` with the indexed axes
+    /// flattened into one, at the flat index (made -1, so out of range,
+    /// where any index is).
+    pub(super) fn advanced_index(&mut self, node: &Node) -> Result<Value, String> {
+        let x = self.tensor_at(node, 0, "self")?;
+        let items = match self.arg(node, 1, "indices") {
+            Some(Arg::Seq(items)) => items.clone(),
+            other => return Err(format!("`index` takes a list of indices, not {other:?}")),
+        };
+        let shape = self.shape_of(x);
+        let lead = items.iter().take_while(|a| matches!(a, Arg::None)).count();
+        let indices: Vec<Value> = items[lead..]
+            .iter()
+            .map(|a| match self.operand(a)? {
+                Operand::Tensor(v) => Ok(v),
+                other => Err(format!("`index` by {other:?}")),
+            })
+            .collect::<Result<_, String>>()?;
+        if indices.is_empty() || lead + indices.len() > shape.len() {
+            return Err(format!(
+                "`index` of a rank-{} tensor by {} indices",
+                shape.len(),
+                items.len()
+            ));
+        }
+        for &i in &indices {
+            match self.b.dtype(i) {
+                Some(DType::I32 | DType::I64) => {}
+                Some(DType::Bool) => {
+                    return Err(
+                        "unsupported: indexing by a bool mask (its shape depends on the data)"
+                            .into(),
+                    )
+                }
+                other => return Err(format!("`index` by a tensor of {other:?}")),
+            }
+        }
+        let axes = lead..lead + indices.len();
+        let extents = shape[axes.clone()]
+            .iter()
+            .map(|d| match d {
+                Dim::Fixed(n) => Ok(*n),
+                Dim::Sym(s) => Err(format!("`index` along the symbolic dimension `{s}`")),
+            })
+            .collect::<Result<Vec<u64>, String>>()?;
+        let total = extents
+            .iter()
+            .try_fold(1u64, |acc, &n| acc.checked_mul(n))
+            .ok_or("`index` of too many elements")?;
+        // The flat index over the indexed axes, row-major; `outside` where
+        // any index is outside its axis.
+        let mut flat: Option<Value> = None;
+        let mut outside: Option<Value> = None;
+        let mut stride = total;
+        let zero = self.b.constant(Scalar::I64(0));
+        for (&i, &extent) in indices.iter().zip(&extents) {
+            stride /= extent;
+            let i = if self.b.dtype(i) == Some(DType::I64) {
+                i
+            } else {
+                self.b.cast(i, DType::I64).map_err(te)?
+            };
+            let n = self.b.constant(Scalar::I64(extent as i64));
+            let negative = self.b.compare(CmpOp::Lt, i, zero).map_err(te)?;
+            let wrapped = self.b.binary(BinaryOp::Add, i, n).map_err(te)?;
+            let i = self.b.select(negative, wrapped, i).map_err(te)?;
+            let below = self.b.compare(CmpOp::Lt, i, zero).map_err(te)?;
+            let above = self.b.compare(CmpOp::Ge, i, n).map_err(te)?;
+            let bad = self.b.binary(BinaryOp::Or, below, above).map_err(te)?;
+            outside = Some(match outside {
+                None => bad,
+                Some(o) => self.b.binary(BinaryOp::Or, o, bad).map_err(te)?,
+            });
+            let s = self.b.constant(Scalar::I64(stride as i64));
+            let term = self.b.binary(BinaryOp::Mul, i, s).map_err(te)?;
+            flat = Some(match flat {
+                None => term,
+                Some(f) => self.b.binary(BinaryOp::Add, f, term).map_err(te)?,
+            });
+        }
+        let (flat, outside) = (flat.expect("an index"), outside.expect("an index"));
+        let minus_one = self.b.constant(Scalar::I64(-1));
+        let flat = self.b.select(outside, minus_one, flat).map_err(te)?;
+        let mut merged: Vec<Dim> = shape[..lead].to_vec();
+        merged.push(Dim::Fixed(total));
+        merged.extend_from_slice(&shape[axes.end..]);
+        let x = self.reshape(x, merged)?;
+        self.gather(x, flat, lead)
     }
 }
