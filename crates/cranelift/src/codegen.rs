@@ -336,7 +336,7 @@ impl<'a, M: Module> FunctionCx<'a, M> {
         let status = self
             .bcx
             .ins()
-            .iconst(types::I32, i64::from(abi::division_by_zero_status(check)));
+            .iconst(types::I32, i64::from(abi::check_status(check)));
         self.bcx.ins().return_(&[status]);
         self.bcx.switch_to_block(cont);
         self.bcx.seal_block(cont);

@@ -1054,3 +1054,147 @@ fn tf_convolutions_pools_and_pads() {
         "{err}"
     );
 }
+
+fn i64_tensor(dims: &[u64]) -> Type {
+    Type::Tensor(TensorType {
+        dtype: DType::I64,
+        shape: dims.iter().map(|&d| Dim::Fixed(d)).collect(),
+    })
+}
+
+#[test]
+fn fx_lookups_moments_attention_from_text() {
+    // The torch-level spellings a traced transformer prints: embedding,
+    // gather, index_select, var_mean through getitem, arange, and
+    // F.scaled_dot_product_attention (hand-computed values).
+    let g = fx_graph(
+        "    %w : [num_users=2] = placeholder[target=w]
+    %ids : [num_users=1] = placeholder[target=ids]
+    %e : [num_users=1] = call_function[target=torch.nn.functional.embedding](args = (%ids, %w), kwargs = {})
+    %pos : [num_users=1] = call_function[target=torch.arange](args = (2,), kwargs = {})
+    %sel : [num_users=1] = call_function[target=torch.index_select](args = (%w, 1, %pos), kwargs = {})
+    %vm : [num_users=2] = call_function[target=torch.var_mean](args = (%sel,), kwargs = {dim: 1, correction: 0})
+    %v : [num_users=1] = call_function[target=operator.getitem](args = (%vm, 0), kwargs = {})
+    %m : [num_users=1] = call_function[target=operator.getitem](args = (%vm, 1), kwargs = {})
+    %ix : [num_users=1] = call_function[target=torch.tensor](args = ([[1, 0], [0, 0], [2, 1]],), kwargs = {})
+    return (e, v, m)",
+        &[("w", f32_tensor(&[3, 2])), ("ids", i64_tensor(&[2]))],
+    );
+    // `torch.tensor` of a literal is not an op kiln builds: reported.
+    assert!(g.as_ref().unwrap_err().contains("torch.tensor"), "{g:?}");
+    let g = fx_graph(
+        "    %w : [num_users=3] = placeholder[target=w]
+    %ids : [num_users=1] = placeholder[target=ids]
+    %g : [num_users=1] = placeholder[target=g]
+    %e : [num_users=1] = call_function[target=torch.nn.functional.embedding](args = (%ids, %w), kwargs = {})
+    %pos : [num_users=1] = call_function[target=torch.arange](args = (2,), kwargs = {})
+    %sel : [num_users=1] = call_function[target=torch.index_select](args = (%w, 1, %pos), kwargs = {})
+    %vm : [num_users=2] = call_function[target=torch.var_mean](args = (%sel,), kwargs = {dim: 1, correction: 0})
+    %v : [num_users=1] = call_function[target=operator.getitem](args = (%vm, 0), kwargs = {})
+    %m : [num_users=1] = call_function[target=operator.getitem](args = (%vm, 1), kwargs = {})
+    %t : [num_users=1] = call_function[target=torch.gather](args = (%w, 1, %g), kwargs = {})
+    return (e, v, m, t)",
+        &[
+            ("w", f32_tensor(&[3, 2])),
+            ("ids", i64_tensor(&[2])),
+            ("g", i64_tensor(&[3, 1])),
+        ],
+    )
+    .unwrap();
+    let w = f32s(&[1.0, 3.0, 0.0, 4.0, 5.0, 5.0]);
+    let ids = Data::Column(Buffer::I64(vec![2, 0]));
+    let picks = Data::Column(Buffer::I64(vec![1, 0, 1]));
+    let out = run(&g, &[w.clone(), ids.clone(), picks]);
+    assert_eq!(out[0], f32s(&[5.0, 5.0, 1.0, 3.0]));
+    assert_eq!(out[1], f32s(&[1.0, 4.0, 0.0]));
+    assert_eq!(out[2], f32s(&[2.0, 2.0, 5.0]));
+    assert_eq!(out[3], f32s(&[3.0, 0.0, 5.0]));
+    // An index outside the axis: a run-time error naming the node.
+    let g = kiln_ir::verify(g).unwrap();
+    let bad = Data::Column(Buffer::I64(vec![1, 2, 0]));
+    let err = kiln_interp::run(&g, &[w, ids, bad]).unwrap_err();
+    assert!(
+        matches!(err, kiln_ir::ExecError::IndexOutOfRange { ref name, .. } if name.as_deref() == Some("t")),
+        "{err}"
+    );
+
+    // Attention of one query over two keys, scale 1: softmax([0, 1]).
+    let g = fx_graph(
+        "    %q : [num_users=1] = placeholder[target=q]
+    %k : [num_users=1] = placeholder[target=k]
+    %v : [num_users=1] = placeholder[target=v]
+    %a : [num_users=1] = call_function[target=torch._C._nn.scaled_dot_product_attention](args = (%q, %k, %v), kwargs = {scale: 1.0})
+    return a",
+        &[
+            ("q", f32_tensor(&[1, 1])),
+            ("k", f32_tensor(&[2, 1])),
+            ("v", f32_tensor(&[2, 1])),
+        ],
+    )
+    .unwrap();
+    let out = run(&g, &[f32s(&[1.0]), f32s(&[0.0, 1.0]), f32s(&[0.0, 1.0])]);
+    let e = std::f32::consts::E;
+    let Data::Column(Buffer::F32(a)) = &out[0] else {
+        panic!("a tensor")
+    };
+    assert!((a[0] - e / (1.0 + e)).abs() < 1e-6, "{a:?}");
+}
+
+#[test]
+fn fx_refuses_what_it_cannot_build_with_located_errors() {
+    let cases: &[(&str, &[(&str, Type)], &str)] = &[
+        (
+            "    %x : [num_users=1] = placeholder[target=x]
+    %a : [num_users=1] = call_function[target=torch.ops.aten.as_strided.default](args = (%x, [2, 2], [1, 2]), kwargs = {})
+    return a",
+            &[("x", f32_tensor(&[2, 2]))],
+            "not a view of the input's elements in order",
+        ),
+        (
+            "    %a : [num_users=1] = call_function[target=torch.arange](args = (3, 3), kwargs = {})
+    return a",
+            &[],
+            "kiln has no empty tensors",
+        ),
+        (
+            "    %x : [num_users=1] = placeholder[target=x]
+    %i : [num_users=1] = placeholder[target=i]
+    %a : [num_users=1] = call_function[target=torch.gather](args = (%x, 0, %i), kwargs = {})
+    return a",
+            &[("x", f32_tensor(&[2, 2])), ("i", i64_tensor(&[2]))],
+            "an index of the input's rank 2",
+        ),
+        (
+            "    %x : [num_users=1] = placeholder[target=x]
+    %i : [num_users=1] = placeholder[target=i]
+    %a : [num_users=1] = call_function[target=torch.nn.functional.embedding](args = (%i, %x), kwargs = {})
+    return a",
+            &[("x", f32_tensor(&[2, 2])), ("i", f32_tensor(&[2]))],
+            "must be an int32 or int64 tensor",
+        ),
+        (
+            "    %q : [num_users=3] = placeholder[target=q]
+    %a : [num_users=1] = call_function[target=torch._C._nn.scaled_dot_product_attention](args = (%q, %q, %q), kwargs = {dropout_p: 0.1})
+    return a",
+            &[("q", f32_tensor(&[2, 2]))],
+            "kiln compiles inference",
+        ),
+        (
+            "    %x : [num_users=1] = placeholder[target=x]
+    %m : [num_users=1] = placeholder[target=m]
+    %a : [num_users=1] = call_function[target=torch.ops.aten.index.Tensor](args = (%x, [%m]), kwargs = {})
+    return a",
+            &[("x", f32_tensor(&[2, 2])), ("m", Type::Tensor(TensorType { dtype: DType::Bool, shape: vec![Dim::Fixed(2)] }))],
+            "bool mask",
+        ),
+    ];
+    for (body, inputs, want) in cases {
+        let err = fx_graph(body, inputs).unwrap_err();
+        assert!(err.contains(want), "{body}: {err}");
+        // Located: `line:col: `%node`: ...`.
+        assert!(
+            err.starts_with(|c: char| c.is_ascii_digit()) && err.contains("`%a`"),
+            "located: {err}"
+        );
+    }
+}

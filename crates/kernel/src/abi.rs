@@ -2,7 +2,7 @@
 //!
 //! - how a kernel's parameters become native arguments ([`signature`]): both
 //!   backends build their function types from it;
-//! - what a kernel's status means ([`division_by_zero_status`],
+//! - what a kernel's status means ([`check_status`],
 //!   [`Kernel::failed_check`]);
 //! - what a caller passes for each parameter ([`args`]), and the one packer
 //!   that fills a call's 8-byte slots from it ([`pack`]): the facade's
@@ -81,20 +81,22 @@ pub fn signature(kernel: &Kernel) -> NativeSignature {
 /// The status of a successful call.
 pub const STATUS_OK: i32 = 0;
 
-/// The low byte of the status of a call that divided an integer by zero; the
-/// rest is the index into [`Kernel::checks`].
-pub const STATUS_DIVISION_BY_ZERO: i32 = 1;
+/// The low byte of the status of a call whose run-time check failed (an
+/// integer division by zero, a `gather` index outside its axis); the rest is
+/// the index into [`Kernel::checks`].
+pub const STATUS_FAILED_CHECK: i32 = 1;
 
-/// The status a kernel returns when division check `check` fails: the
-/// kind in the low byte, the check's index above it.
-pub fn division_by_zero_status(check: u32) -> i32 {
-    STATUS_DIVISION_BY_ZERO | ((check as i32) << 8)
+/// The status a kernel returns when check `check` fails (an integer
+/// division by zero or a `gather` index outside its axis; the checked node
+/// says which): the kind in the low byte, the check's index above it.
+pub fn check_status(check: u32) -> i32 {
+    STATUS_FAILED_CHECK | ((check as i32) << 8)
 }
 
-/// The index into [`Kernel::checks`] of the division check a status says
-/// failed ([`division_by_zero_status`]'s inverse), if it says one did.
-pub fn failed_division_check(status: i32) -> Option<usize> {
-    (status & 0xff == STATUS_DIVISION_BY_ZERO).then_some((status >> 8) as usize)
+/// The index into [`Kernel::checks`] of the check a status says failed
+/// ([`check_status`]'s inverse), if it says one did.
+pub fn failed_check(status: i32) -> Option<usize> {
+    (status & 0xff == STATUS_FAILED_CHECK).then_some((status >> 8) as usize)
 }
 
 /// Kernels with more parameters than this are called through their uniform
@@ -495,7 +497,7 @@ impl CompiledKernel {
     /// in 8 bytes, as [`args`] describes it: a pointer, an extent, a direct
     /// kernel's scalar input (`Scalar::to_bits`: low bytes, zero above), and for
     /// its returned output a pointer to 8 bytes where it is written. Returns
-    /// the status ([`STATUS_OK`] or [`division_by_zero_status`]).
+    /// the status ([`STATUS_OK`] or [`check_status`]).
     ///
     /// # Safety
     /// `slots` has one entry per parameter, every pointer valid for the

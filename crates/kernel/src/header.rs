@@ -111,7 +111,7 @@ pub fn header(kernel: &Kernel, symbol: &str) -> String {
     let status = if kernel.direct {
         "/* Direct signature: the first output is returned, later ones are written through pointers. */\n".to_string()
     } else {
-        "/* Returns 0, or a nonzero status: (status & 0xff) == 1 means integer division by zero\n   (status >> 8 indexes the dividing node). An array holds the product of its dims\n   elements, row-major and contiguous (a column: one per row); a selection output needs\n   room for one index per row and gets its length in *_count. */\n".to_string()
+        "/* Returns 0, or a nonzero status: (status & 0xff) == 1 means a failed run-time\n   check, an integer division by zero or an index outside its axis (status >> 8 indexes\n   the checks, in the order of the nodes they guard). An array holds the product of its dims\n   elements, row-major and contiguous (a column: one per row); a selection output needs\n   room for one index per row and gets its length in *_count. */\n".to_string()
     };
     let (ret, params) = c_params(kernel);
     let arrays: Vec<String> = params

@@ -501,9 +501,7 @@ impl Kernel {
     /// The node a nonzero status refers to: the division or `gather` whose
     /// check failed.
     pub fn failed_check(&self, status: i32) -> Option<Value> {
-        self.checks
-            .get(abi::failed_division_check(status)?)
-            .copied()
+        self.checks.get(abi::failed_check(status)?).copied()
     }
 
     /// The error this kernel's nonzero `status` stands for, naming the node

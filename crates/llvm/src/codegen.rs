@@ -483,7 +483,7 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
         let cont = self.cx.append_basic_block(self.function, "checked");
         self.builder.build_conditional_branch(is_zero, fail, cont)?;
         self.builder.position_at_end(fail);
-        let status = i64::from(abi::division_by_zero_status(check));
+        let status = i64::from(abi::check_status(check));
         self.builder
             .build_return(Some(&self.cx.i32_type().const_int(status as u64, true)))?;
         self.builder.position_at_end(cont);

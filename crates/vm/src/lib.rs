@@ -478,7 +478,7 @@ impl Cx<'_> {
                 }
                 Stmt::CheckNonZero(reg, check) => nodes.push(Node::Check {
                     src: self.vreg(*reg),
-                    status: kiln_kernel::abi::division_by_zero_status(*check),
+                    status: kiln_kernel::abi::check_status(*check),
                 }),
                 Stmt::Loop {
                     extent,

@@ -40,8 +40,19 @@ impl Fx<'_> {
     pub(super) fn lookup_op(&mut self, op: &str, node: &Node) -> Result<Value, String> {
         match op {
             "embedding" => {
-                let weight = self.tensor_at(node, 0, "weight")?;
-                let index = self.index_at(node, 1, "indices")?;
+                // ATen's `embedding(weight, indices)`; torch's
+                // `F.embedding(input, weight)`.
+                let (weight, index) = if node.target.starts_with("torch.ops.aten.") {
+                    (
+                        self.tensor_at(node, 0, "weight")?,
+                        self.index_at(node, 1, "indices")?,
+                    )
+                } else {
+                    (
+                        self.tensor_at(node, 1, "weight")?,
+                        self.index_at(node, 0, "input")?,
+                    )
+                };
                 if self.shape_of(weight).len() != 2 {
                     return Err("`embedding` takes a 2-D weight".into());
                 }
