@@ -47,6 +47,7 @@ impl Backend for Cranelift {
         LowerOptions {
             packed_bools: false,
             register_tiles: true,
+            panels: false,
             libm_calls: true,
         }
     }

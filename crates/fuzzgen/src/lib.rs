@@ -427,10 +427,25 @@ impl Gen<'_, '_> {
                     return Ok(self.b.op(Op::MatMul, &[c, a]).ok());
                 }
                 let k = *dims.last().expect("rank >= 1");
+                // Now and then as wide as a panel (64 f32 or 32 f64
+                // columns) and more, so LLVM's panels, their packed `b`
+                // and their remainders run; now and then `a @ w.T` of a
+                // `w` larger than `a`, which lowering computes as
+                // `(w @ a.T).T`.
+                let cols = if self.u.ratio(1u8, 6u8)? {
+                    self.u.int_in_range(30..=70u64)?
+                } else {
+                    self.u.int_in_range(1..=5u64)?
+                };
+                if dims.len() == 2 && self.u.ratio(1u8, 6u8)? {
+                    let w = self.tensor_const(dtype, &[cols, k])?;
+                    let wt = self.b.op(Op::Transpose(vec![1, 0]), &[w]).ok();
+                    return Ok(wt.and_then(|wt| self.b.op(Op::MatMul, &[a, wt]).ok()));
+                }
                 let b_dims = if self.u.ratio(1u8, 4u8)? {
                     vec![k]
                 } else {
-                    vec![k, self.u.int_in_range(1..=5u64)?]
+                    vec![k, cols]
                 };
                 let b = self.tensor_const(dtype, &b_dims)?;
                 let (x, y) = if self.u.ratio(1u8, 5u8)? && b_dims.len() == 1 {

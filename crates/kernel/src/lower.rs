@@ -42,6 +42,8 @@ pub(super) struct Lowerer<'a> {
     pub(super) output_params: Vec<ParamIdx>,
     /// [`LowerOptions::register_tiles`].
     pub(super) register_tiles: bool,
+    /// [`LowerOptions::panels`].
+    pub(super) panels: bool,
     /// [`LowerOptions::libm_calls`].
     pub(super) libm_calls: bool,
 }
@@ -79,6 +81,15 @@ pub struct LowerOptions {
     /// (Cranelift). Each element still sums in `k` order, so the bits are
     /// the same either way.
     pub register_tiles: bool,
+    /// Compute a `matmul` of two matrices in *panels*: blocks of 4 result
+    /// rows × 256 bytes of columns (64 `f32`), the columns' loop innermost
+    /// with that fixed extent and the rows unrolled in it, over `k` in
+    /// order. A loop vectorizer turns the columns into vector registers and
+    /// the whole block's accumulators stay in registers across `k` (LLVM:
+    /// the loop vectorizer, full unrolling, then LICM's promotion), each
+    /// `b` vector loaded once for 4 rows; the column panel of `b` stays in
+    /// cache across the row blocks. Each element still sums in `k` order.
+    pub panels: bool,
     /// Keep transcendentals as calls by their C names ([`crate::libcalls`])
     /// instead of inline math ([`crate::math`]): for an in-process JIT that
     /// binds the names to the `libm` crate and does not vectorize, where one
@@ -137,6 +148,7 @@ pub fn lower(verified: &Verified, options: &LowerOptions) -> Result<Kernel, Lowe
         input_params: Vec::new(),
         output_params: Vec::new(),
         register_tiles: options.register_tiles,
+        panels: options.panels,
         libm_calls: options.libm_calls,
     };
     lw.params(options);

@@ -33,7 +33,7 @@ use fusion::{fused_nodes, Fusion};
 use kiln_ir::entities::Value;
 use kiln_ir::graph::{Graph, NodeData};
 use kiln_ir::op::{Op, TensorConst};
-use kiln_ir::types::{Shape, Type};
+use kiln_ir::types::{DType, Dim, Shape, Type};
 use kiln_ir::verify::GraphInfo;
 
 /// True when a live node needs loop nests: a tensor of rank ≥ 2, a tensor op,
@@ -292,8 +292,11 @@ impl Lowerer<'_> {
         (x, y): (Loc, Loc),
         dims: Shape,
     ) -> Option<Loc> {
-        let out = &mut st.out;
         let dtype = self.graph.ty(value).dtype().expect("a tensor");
+        if let Some(loc) = self.matmul_by_transposed_weight(st, value, &x, &dims, dtype) {
+            return Some(loc);
+        }
+        let out = &mut st.out;
         let a = self.as_view(out, &st.loc, &x, false);
         let b = self.as_view(out, &st.loc, &y, true);
         if let Some(e) = st.fusion.epilogue[value.index()] {
@@ -304,6 +307,65 @@ impl Lowerer<'_> {
         let d = self.dense(out, dest, dims);
         self.matmul(out, (&a, &b, &d), None, dtype);
         Some(self.scalar_if_rank0(out, d, dtype))
+    }
+
+    /// `x @ w.T` of matrices, `w` `[n, k]` dense (torch's `Linear`, whose
+    /// weight is `[out, in]`) and larger than `x`, computed as `(w @ x.T).T`:
+    /// the multiply reads `b` densely, so one operand is copied densely
+    /// first, and copying `x` (`m × k`) and reading the `n × m` result
+    /// through a transposed view moves less than copying `w` (`n × k`).
+    /// Each element is the same sum in the same `k` order (`x * w == w *
+    /// x`): the same bits. `None` where it does not apply or does not pay
+    /// (the caller multiplies as written); the result is a transposed view
+    /// (a later elementwise node reads it, no epilogue).
+    fn matmul_by_transposed_weight(
+        &mut self,
+        st: &mut Nest,
+        value: Value,
+        x: &Loc,
+        dims: &Shape,
+        dtype: DType,
+    ) -> Option<Loc> {
+        let y_value = self.graph.node(value).args[1];
+        let Op::Transpose(perm) = &self.graph.node(y_value).op else {
+            return None;
+        };
+        let w_value = self.graph.node(y_value).args[0];
+        let (Some(Loc::View(w)), Loc::View(_) | Loc::Fused { .. }) = (&st.loc[w_value.index()], x)
+        else {
+            return None;
+        };
+        let fixed = |d: &[Dim]| -> Option<Vec<u64>> {
+            d.iter()
+                .map(|d| match d {
+                    Dim::Fixed(n) => Some(*n),
+                    Dim::Sym(_) => None,
+                })
+                .collect()
+        };
+        let (wd, out) = (fixed(&w.dims)?, fixed(dims)?);
+        if *perm != [1, 0] || !w.dense || wd.len() != 2 || out.len() != 2 {
+            return None;
+        }
+        let (n, k, m) = (wd[0], wd[1], out[0]);
+        if m.saturating_mul(k).saturating_add(m.saturating_mul(n)) >= n.saturating_mul(k) {
+            return None;
+        }
+        let w = w.clone();
+        let out_stmts = &mut st.out;
+        let xv = self.as_view(out_stmts, &st.loc, x, false);
+        let xt = match self.transpose(xv, &[1, 0], vec![Dim::Fixed(k), Dim::Fixed(m)]) {
+            Loc::View(v) => v,
+            _ => unreachable!("a transposed view"),
+        };
+        let xt = self.as_view(out_stmts, &st.loc, &Loc::View(xt), true);
+        let scratch = self.param(Param::Scratch {
+            dtype,
+            shape: vec![Dim::Fixed(n), Dim::Fixed(m)],
+        });
+        let t = self.dense(out_stmts, scratch, vec![Dim::Fixed(n), Dim::Fixed(m)]);
+        self.matmul(out_stmts, (&w, &xt, &t), None, dtype);
+        Some(self.transpose(t, &[1, 0], dims.clone()))
     }
 
     /// Each output not computed in place stored to its parameter.
@@ -346,6 +408,7 @@ pub(super) mod tests {
             register_tiles: true,
             ..LowerOptions::default()
         };
+        // (Panels add their own blocks and packed columns.)
         for options in [LowerOptions::default(), tiles] {
             let kernel = lower(&graph, &options).expect("lowers");
             let shapes: Vec<String> = kernel

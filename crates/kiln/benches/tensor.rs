@@ -1,6 +1,8 @@
-//! Tensors: a 256×256×256 f32 matmul, a batch-64 MLP forward (784→256→10,
-//! ReLU) and one 3×3 convolution layer of ResNet-18 (64→64 channels at
-//! 56×56, padding 1), on the VM, the Cranelift tier and (with the `llvm`
+//! Tensors: 256×256×256 and 512×512×512 f32 matmuls, a transformer's
+//! `Linear(768, 3072)` on 128 rows (its weight an input, as torch.compile
+//! passes it, in torch's `[out, in]` layout and pre-transposed), a batch-64
+//! MLP forward (784→256→10, ReLU) and one 3×3 convolution layer of
+//! ResNet-18 (64→64 channels at 56×56, padding 1), on the VM, the Cranelift tier and (with the `llvm`
 //! feature) the LLVM tier, against the naive triple loop in C at `-O3`
 //! (`benches/c/tensor.c`, same summation order) and the machine's measured
 //! peak f32 FLOP/s: independent FMAs (`-O3 -march=native`), and independent
@@ -37,6 +39,25 @@ fn matmul_graph(n: u64) -> Graph {
     let y = b.input("b", tensor(&[n, n]));
     let c = b.op(Op::MatMul, &[x, y]).unwrap();
     b.output("c", c);
+    b.finish()
+}
+
+/// `x @ w.T + bias` (torch's `Linear` as aot_autograd writes it, `addmm(b,
+/// x, t(w))`, the weight `[out, in]`), or `x @ w + bias` with `w` given
+/// `[in, out]`; every operand an input.
+fn linear_graph(rows: u64, inp: u64, out: u64, torch_layout: bool) -> Graph {
+    let mut b = Builder::new("linear");
+    let x = b.input("x", tensor(&[rows, inp]));
+    let w = if torch_layout {
+        let w = b.input("w", tensor(&[out, inp]));
+        b.op(Op::Transpose(vec![1, 0]), &[w]).unwrap()
+    } else {
+        b.input("w", tensor(&[inp, out]))
+    };
+    let bias = b.input("bias", tensor(&[out]));
+    let y = b.op(Op::MatMul, &[x, w]).unwrap();
+    let y = b.binary(kiln::ir::BinaryOp::Add, y, bias).unwrap();
+    b.output("y", y);
     b.finish()
 }
 
@@ -202,6 +223,45 @@ fn main() {
         .and_then(|t| c_run(t, &["matmul", "256", "21"]))
     {
         report("C naive loop, -O3", ns, flops, peak);
+    }
+
+    let n = 512u64;
+    println!(
+        "matmul {n}×{n}×{n} f32 ({:.1} MFLOP):",
+        2.0 * (n * n * n) as f64 / 1e6
+    );
+    let flops = 2.0 * (n * n * n) as f64;
+    let a = Data::Column(Buffer::F32(filled((n * n) as usize)));
+    let b = Data::Column(Buffer::F32(filled((n * n) as usize)));
+    for (tier, program) in compile(&matmul_graph(n)) {
+        let reps = if tier == "vm" { 3 } else { 11 };
+        report(
+            &format!("kiln {tier}"),
+            median_ns(&program, &[a.clone(), b.clone()], reps),
+            flops,
+            peak,
+        );
+    }
+
+    let (rows, inp, outs) = (128u64, 768u64, 3072u64);
+    let flops = 2.0 * (rows * inp * outs) as f64;
+    let x = Data::Column(Buffer::F32(filled((rows * inp) as usize)));
+    let w = Data::Column(Buffer::F32(filled((inp * outs) as usize)));
+    let bias = Data::Column(Buffer::F32(filled(outs as usize)));
+    for (layout, torch_layout) in [("[out, in] (torch's)", true), ("[in, out]", false)] {
+        println!(
+            "Linear({inp}, {outs}) on {rows} rows, weight {layout} ({:.1} MFLOP):",
+            flops / 1e6
+        );
+        for (tier, program) in compile(&linear_graph(rows, inp, outs, torch_layout)) {
+            let reps = if tier == "vm" { 3 } else { 11 };
+            report(
+                &format!("kiln {tier}"),
+                median_ns(&program, &[x.clone(), w.clone(), bias.clone()], reps),
+                flops,
+                peak,
+            );
+        }
     }
 
     let batch = 64u64;

@@ -85,10 +85,13 @@ impl Backend for Llvm {
         "llvm"
     }
 
-    /// Inline math and matmuls row by row in the destination: LLVM
-    /// vectorizes both.
+    /// Inline math, and matmuls in panels (`LowerOptions::panels`), which
+    /// LLVM vectorizes into register blocks.
     fn lower_options(&self) -> LowerOptions {
-        LowerOptions::default()
+        LowerOptions {
+            panels: true,
+            ..LowerOptions::default()
+        }
     }
 
     fn compile_kernels(

@@ -32,6 +32,15 @@ mean anything on a noisy machine).
   torch.compile(backend="kiln") on both JIT tiers against eager on one
   thread; medians of 5.
 
+- models: the real models of issue 37 (crates/python/tests/models.py ZOO:
+  torchvision ResNet-18/50, MobileNet-V2, EfficientNet-B0, ConvNeXt-tiny,
+  ViT-B/16 on one 1x3x224x224 image; Hugging Face BERT and GPT-2, hidden
+  256, 4 layers, on 128 tokens; random weights, eval mode, no_grad): eager,
+  torch.compile's default backend (inductor) and
+  torch.compile(backend="kiln") on both JIT tiers, torch on 1 then 2
+  threads (everything compiled again for each), the first call's time,
+  then the median of 7 interleaved calls. `models NAME...` picks models.
+
 Build the release wheel first (docs/performance.md has the commands).
 """
 
@@ -264,8 +273,54 @@ def resnet_layers():
             emit(workload=name, peer=peer, median_ms=statistics.median(ts) * 1e3)
 
 
+def models(names=()):
+    import warnings
+
+    import torch
+    import torch._dynamo
+
+    sys.path.insert(0, str(ROOT / "crates" / "python" / "tests"))
+    from models import ZOO, output_tensor
+
+    warnings.simplefilter("ignore")
+    for name in names or list(ZOO):
+        build, inputs = ZOO[name]
+        model, x = build(), inputs()
+        with torch.no_grad():
+            want = output_tensor(model(*x))
+        scale = want.abs().max().item()
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            torch._dynamo.reset()
+            runs = [
+                ("torch-eager", model),
+                ("torch.compile-inductor", torch.compile(model)),
+                ("kiln-cranelift", torch.compile(model, backend="kiln")),
+                ("kiln-llvm", torch.compile(model, backend="kiln", options={"tier": "llvm"})),
+            ]
+            with torch.no_grad():
+                for peer, f in runs:
+                    start = time.perf_counter()
+                    got = output_tensor(f(*x))
+                    first = time.perf_counter() - start
+                    error = (got - want).abs().max().item() / scale
+                    if peer.startswith("kiln"):
+                        assert error <= 1e-5, f"{name} {peer}: error {error:.2g} of the output's scale"
+                    emit(workload=name, peer=peer, threads=threads, first_call_s=round(first, 3),
+                         error=float(f"{error:.2g}"))
+                times = interleaved([lambda f=f: f(*x) for _, f in runs], repeats=7)
+            eager = statistics.median(times[0])
+            for (peer, _), ts in zip(runs, times):
+                emit(workload=name, peer=peer, threads=threads,
+                     median_ms=round(statistics.median(ts) * 1e3, 2),
+                     vs_eager=round(statistics.median(ts) / eager, 3))
+
+
 if __name__ == "__main__":
     which = sys.argv[1:] or ["scalar", "population", "query", "torch"]
-    for w in which:
-        {"scalar": scalar, "population": population, "query": query, "torch": torch_mlp,
-         "resnet": resnet, "resnet-layers": resnet_layers}[w]()
+    if which[0] == "models":
+        models(which[1:])
+    else:
+        for w in which:
+            {"scalar": scalar, "population": population, "query": query, "torch": torch_mlp,
+             "resnet": resnet, "resnet-layers": resnet_layers}[w]()

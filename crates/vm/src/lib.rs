@@ -67,6 +67,7 @@ impl Backend for Vm {
         LowerOptions {
             packed_bools: false,
             register_tiles: false,
+            panels: false,
             libm_calls: true,
         }
     }

@@ -1,6 +1,8 @@
 //! Lowering of `matmul` to loop nests: the i, k, j nest that accumulates
-//! each result row in place (what LLVM vectorizes), and the register-tiled
-//! nest the Cranelift tier asks for ([`crate::LowerOptions::register_tiles`]).
+//! each result row in place (the VM's), panels of 4 rows × 256 bytes of
+//! columns that a loop vectorizer holds in registers across `k` (LLVM's,
+//! [`crate::LowerOptions::panels`]), and the register-tiled nest the
+//! Cranelift tier asks for ([`crate::LowerOptions::register_tiles`]).
 //!
 //! Both keep the semantics' order: every result element folds its products
 //! in `k` order from the identity, `acc = acc + a * b`, two roundings and no
@@ -8,7 +10,7 @@
 
 use super::{Epilogue, Loc, View};
 use crate::lower::Lowerer;
-use crate::{Expr, Extent, Reg, Stmt, Var};
+use crate::{Expr, Extent, Param, ParamIdx, Reg, Stmt, Var};
 use kiln_ir::op::{BinaryOp, ReduceOp};
 use kiln_ir::semantics::reduce_identity;
 use kiln_ir::types::{DType, Dim};
@@ -19,6 +21,13 @@ const TILE_ROWS: u32 = 4;
 /// accumulators plus the 4 + 2 loaded elements fit x86-64's 16 float
 /// registers.
 const TILE_COLS: u32 = 2;
+
+/// Rows of a panel ([`crate::LowerOptions::panels`]).
+const PANEL_ROWS: u32 = 4;
+/// Bytes of a panel's row: four 64-byte vectors (AVX-512), so a panel's
+/// 4 × 4 accumulators, the 4 vectors of `b` and a broadcast fit in 32
+/// vector registers.
+const PANEL_BYTES: u32 = 256;
 
 impl Lowerer<'_> {
     /// `dest = a @ b`: for every result element, a sum over `k` in order from
@@ -81,6 +90,11 @@ impl Lowerer<'_> {
         if a_mat && b_mat && self.register_tiles {
             let strides = [a_batch, vec![a_i, a_k], b_batch, vec![b_k, b_j]];
             self.matmul_tiles(out, (av, bv, d), &strides, epi, dtype);
+            return;
+        }
+        if a_mat && b_mat && self.panels {
+            let strides = [a_batch, vec![a_i, a_k], b_batch, vec![b_k, b_j]];
+            self.matmul_panels(out, (av, bv, d), &strides, epi, dtype);
             return;
         }
         debug_assert!(epi.is_none() || b_mat, "epilogues need a matrix b");
@@ -412,5 +426,334 @@ impl Lowerer<'_> {
                 body.push(Stmt::Store(d.param, Some(at), v));
             }
         }
+    }
+
+    /// `dest = a @ b` for matrices (with batch axes) in panels
+    /// ([`crate::LowerOptions::panels`]): for each block of `nr` columns
+    /// (`PANEL_BYTES` of them), each block of [`PANEL_ROWS`] rows (then
+    /// each remaining row) is one [`Self::panel`]; the columns past the last
+    /// full block go row by row, `k` then `j`, in the destination. Every
+    /// element folds in `k` order from the identity.
+    fn matmul_panels(
+        &mut self,
+        out: &mut Vec<Stmt>,
+        (a, b, d): (&View, &View, &View),
+        strides: &[Vec<Option<Reg>>; 4],
+        epi: Option<Epilogue<'_>>,
+        dtype: DType,
+    ) {
+        let dims = d.dims.clone();
+        let batch = dims.len() - 2;
+        let k_dim = a.dims[a.dims.len() - 1].clone();
+        let (m_dim, n_dim) = (dims[batch].clone(), dims[batch + 1].clone());
+        let nr = PANEL_BYTES / dtype.size_bytes() as u32;
+        let (nr_log, mr_log) = (
+            nr.trailing_zeros() as i64,
+            PANEL_ROWS.trailing_zeros() as i64,
+        );
+        let i64_op = |lw: &mut Self, body: &mut Vec<Stmt>, op: BinaryOp, x: Reg, y: i64| {
+            let y = lw.i64_const(body, y);
+            lw.emit(body, DType::I64, Expr::Binary(op, x, y), None)
+        };
+        let acc = self.param(Param::Scratch {
+            dtype,
+            shape: vec![Dim::Fixed(u64::from(PANEL_ROWS)), Dim::Fixed(u64::from(nr))],
+        });
+        // A column block of `b` is copied to a dense `[k, nr]` panel first
+        // where more than one block of rows reads it: `b`'s own rows are a
+        // whole row of `b` apart, often a power of two of bytes, and such
+        // strides fall into a handful of cache sets.
+        let pack = match m_dim {
+            Dim::Fixed(m) => m > u64::from(PANEL_ROWS),
+            Dim::Sym(_) => true,
+        };
+        let packed = pack.then(|| {
+            self.param(Param::Scratch {
+                dtype,
+                shape: vec![k_dim.clone(), Dim::Fixed(u64::from(nr))],
+            })
+        });
+        let outer = dims[..batch].to_vec();
+        self.nest(out, &outer, |lw, body, brows| {
+            let me = lw.extent(&m_dim);
+            let m = lw.emit(body, DType::I64, Expr::ExtentValue(me), None);
+            let ne = lw.extent(&n_dim);
+            let n = lw.emit(body, DType::I64, Expr::ExtentValue(ne), None);
+            let col_blocks = i64_op(lw, body, BinaryOp::ShrLogical, n, nr_log);
+            let n_full = i64_op(lw, body, BinaryOp::Shl, col_blocks, nr_log);
+            let n_rest = lw.emit(
+                body,
+                DType::I64,
+                Expr::Binary(BinaryOp::Sub, n, n_full),
+                None,
+            );
+            let row_blocks = i64_op(lw, body, BinaryOp::ShrLogical, m, mr_log);
+            let m_full = i64_op(lw, body, BinaryOp::Shl, row_blocks, mr_log);
+            let m_rest = lw.emit(
+                body,
+                DType::I64,
+                Expr::Binary(BinaryOp::Sub, m, m_full),
+                None,
+            );
+            let panel = |lw: &mut Self,
+                         body: &mut Vec<Stmt>,
+                         (b, b_j0, strides): (&View, Reg, &[Vec<Option<Reg>>; 4]),
+                         rows: &[Reg],
+                         j0: Reg,
+                         cols: Extent| {
+                let views = (a, b, d, acc);
+                let at = (rows, (b_j0, j0), cols, nr);
+                lw.panel(body, views, strides, brows, at, &k_dim, dtype);
+                if let Some(epi) = epi {
+                    // The block is complete: its epilogue, in place.
+                    let j = lw.new_reg(DType::I64, Some("j"));
+                    let mut e_body = Vec::new();
+                    let col = lw.emit(
+                        &mut e_body,
+                        DType::I64,
+                        Expr::Binary(BinaryOp::Add, j0, j),
+                        None,
+                    );
+                    for &i in rows {
+                        let mut at = brows.to_vec();
+                        at.extend([i, col]);
+                        lw.epilogue_at(&mut e_body, epi, d, &at);
+                    }
+                    body.push(Stmt::Loop {
+                        extent: cols,
+                        row: j,
+                        body: e_body,
+                        iterations: crate::Iterations::Sequential,
+                    });
+                }
+            };
+            // The rows of one column block (starting at `j0`, `cols` wide):
+            // blocks of PANEL_ROWS, then the rest one at a time.
+            let row_loops = |lw: &mut Self, body: &mut Vec<Stmt>, j0: Reg, cols: Extent| {
+                let (b_panel, b_j0, b_strides) = match packed {
+                    Some(param) => {
+                        let view =
+                            lw.pack_panel(body, (b, strides, brows), param, (j0, cols, nr), &k_dim);
+                        let zero = lw.i64_const(body, 0);
+                        let mut s = strides.clone();
+                        s[2] = vec![None; batch];
+                        s[3] = view.strides.clone();
+                        (view, zero, s)
+                    }
+                    None => (b.clone(), j0, strides.clone()),
+                };
+                let b_at = (&b_panel, b_j0, &b_strides);
+                let ib = lw.new_reg(DType::I64, Some("ib"));
+                let mut ib_body = Vec::new();
+                let first = i64_op(lw, &mut ib_body, BinaryOp::Shl, ib, mr_log);
+                let rows: Vec<Reg> = (0..i64::from(PANEL_ROWS))
+                    .map(|r| i64_op(lw, &mut ib_body, BinaryOp::Add, first, r))
+                    .collect();
+                panel(lw, &mut ib_body, b_at, &rows, j0, cols);
+                body.push(Stmt::Loop {
+                    extent: Extent::Reg(row_blocks),
+                    row: ib,
+                    body: ib_body,
+                    iterations: crate::Iterations::Sequential,
+                });
+                let ir = lw.new_reg(DType::I64, Some("ir"));
+                let mut ir_body = Vec::new();
+                let i = lw.emit(
+                    &mut ir_body,
+                    DType::I64,
+                    Expr::Binary(BinaryOp::Add, m_full, ir),
+                    None,
+                );
+                panel(lw, &mut ir_body, b_at, &[i], j0, cols);
+                body.push(Stmt::Loop {
+                    extent: Extent::Reg(m_rest),
+                    row: ir,
+                    body: ir_body,
+                    iterations: crate::Iterations::Sequential,
+                });
+            };
+            let jb = lw.new_reg(DType::I64, Some("jb"));
+            let mut jb_body = Vec::new();
+            let j0 = i64_op(lw, &mut jb_body, BinaryOp::Shl, jb, nr_log);
+            row_loops(lw, &mut jb_body, j0, Extent::Fixed(u64::from(nr)));
+            body.push(Stmt::Loop {
+                extent: Extent::Reg(col_blocks),
+                row: jb,
+                body: jb_body,
+                iterations: crate::Iterations::Sequential,
+            });
+            row_loops(lw, body, n_full, Extent::Reg(n_rest));
+        });
+    }
+
+    /// One panel: `d[i, j0 + j] = Σ_k a[i, k] * b[k, j0 + j]` for every `i`
+    /// of `rows` and `j` below `cols`, accumulated in `acc` (a scratch
+    /// block of `rows × nr`, row `r` at `r * nr`): the block set to the
+    /// identity, then per `k` in order each row's `a` element loaded and,
+    /// in one loop over the columns, `b`'s element loaded once and added
+    /// into every row; then the block copied to `d`. Every place in the
+    /// block is a constant offset from its own buffer, so the optimizer
+    /// sees them apart (LLVM's LICM then keeps the block in registers
+    /// across `k`; with `d`'s own row arithmetic its alias analysis could
+    /// not tell the rows apart).
+    #[allow(clippy::too_many_arguments)]
+    fn panel(
+        &mut self,
+        body: &mut Vec<Stmt>,
+        (a, b, d, acc): (&View, &View, &View, ParamIdx),
+        [a_batch, a_ik, b_batch, b_kj]: &[Vec<Option<Reg>>; 4],
+        brows: &[Reg],
+        (rows, (b_j0, j0), cols, nr): (&[Reg], (Reg, Reg), Extent, u32),
+        k_dim: &Dim,
+        dtype: DType,
+    ) {
+        let index = |lw: &mut Self,
+                     out: &mut Vec<Stmt>,
+                     v: &View,
+                     batch: &[Option<Reg>],
+                     own: &[Option<Reg>],
+                     pair: [Reg; 2]| {
+            let mut idx_rows = brows.to_vec();
+            let mut idx_strides = batch.to_vec();
+            idx_rows.extend(pair);
+            idx_strides.extend_from_slice(own);
+            lw.flat(out, v.offset, &idx_rows, &idx_strides)
+        };
+        let add = |lw: &mut Self, out: &mut Vec<Stmt>, x: Reg, y: Reg| {
+            lw.emit(out, DType::I64, Expr::Binary(BinaryOp::Add, x, y), None)
+        };
+        // Row `r` of the block at `r * nr + j`.
+        let block_at = |lw: &mut Self, out: &mut Vec<Stmt>, r: usize, j: Reg| {
+            if r == 0 {
+                return j;
+            }
+            let base = lw.i64_const(out, r as i64 * i64::from(nr));
+            add(lw, out, base, j)
+        };
+        let identity = self.emit(
+            body,
+            dtype,
+            Expr::Const(reduce_identity(ReduceOp::Sum, dtype)),
+            None,
+        );
+        // The block set to the identity.
+        let j = self.new_reg(DType::I64, Some("j"));
+        let mut init = Vec::new();
+        for r in 0..rows.len() {
+            let at = block_at(self, &mut init, r, j);
+            init.push(Stmt::Store(acc, Some(at), identity));
+        }
+        body.push(Stmt::Loop {
+            extent: cols,
+            row: j,
+            body: init,
+            iterations: crate::Iterations::Sequential,
+        });
+        // Per k: the rows' `a` elements, then the columns.
+        let k = self.new_reg(DType::I64, Some("k"));
+        let mut kb = Vec::new();
+        let xs: Vec<Reg> = rows
+            .iter()
+            .map(|&i| {
+                let at = index(self, &mut kb, a, a_batch, a_ik, [i, k]);
+                self.emit(&mut kb, dtype, Expr::Load(a.param, at), None)
+            })
+            .collect();
+        let j = self.new_reg(DType::I64, Some("j"));
+        let mut jb = Vec::new();
+        let b_col = add(self, &mut jb, b_j0, j);
+        let b_at = index(self, &mut jb, b, b_batch, b_kj, [k, b_col]);
+        let y = self.emit(&mut jb, dtype, Expr::Load(b.param, b_at), None);
+        for (r, &x) in xs.iter().enumerate() {
+            let at = block_at(self, &mut jb, r, j);
+            let sum = self.emit(&mut jb, dtype, Expr::Load(acc, at), None);
+            let p = self.emit(&mut jb, dtype, Expr::Binary(BinaryOp::Mul, x, y), None);
+            let next = self.emit(&mut jb, dtype, Expr::Binary(BinaryOp::Add, sum, p), None);
+            jb.push(Stmt::Store(acc, Some(at), next));
+        }
+        kb.push(Stmt::Loop {
+            extent: cols,
+            row: j,
+            body: jb,
+            iterations: crate::Iterations::Sequential,
+        });
+        let extent = self.extent(k_dim);
+        body.push(Stmt::Loop {
+            extent,
+            row: k,
+            body: kb,
+            iterations: crate::Iterations::Sequential,
+        });
+        // The block to `d`.
+        let d_batch: Vec<Option<Reg>> = d.strides[..brows.len()].to_vec();
+        let d_ij: Vec<Option<Reg>> = d.strides[brows.len()..].to_vec();
+        let j = self.new_reg(DType::I64, Some("j"));
+        let mut copy = Vec::new();
+        let col = add(self, &mut copy, j0, j);
+        for (r, &i) in rows.iter().enumerate() {
+            let from = block_at(self, &mut copy, r, j);
+            let v = self.emit(&mut copy, dtype, Expr::Load(acc, from), None);
+            let to = index(self, &mut copy, d, &d_batch, &d_ij, [i, col]);
+            copy.push(Stmt::Store(d.param, Some(to), v));
+        }
+        body.push(Stmt::Loop {
+            extent: cols,
+            row: j,
+            body: copy,
+            iterations: crate::Iterations::Sequential,
+        });
+    }
+
+    /// Columns `j0 .. j0 + cols` of `b` (with the batch rows `brows`)
+    /// copied to `packed`, a dense `[k, nr]` panel: the view of it.
+    fn pack_panel(
+        &mut self,
+        body: &mut Vec<Stmt>,
+        (b, strides, brows): (&View, &[Vec<Option<Reg>>; 4], &[Reg]),
+        packed: ParamIdx,
+        (j0, cols, nr): (Reg, Extent, u32),
+        k_dim: &Dim,
+    ) -> View {
+        let dtype = self.param_dtype(b.param).expect("a tensor buffer");
+        let nr_reg = self.i64_const(body, i64::from(nr));
+        let one = self.i64_const(body, 1);
+        let view = View {
+            param: packed,
+            dims: vec![k_dim.clone(), Dim::Fixed(u64::from(nr))],
+            offset: None,
+            strides: vec![Some(nr_reg), Some(one)],
+            dense: true,
+        };
+        let k = self.new_reg(DType::I64, Some("k"));
+        let j = self.new_reg(DType::I64, Some("j"));
+        let mut jb = Vec::new();
+        let col = self.emit(
+            &mut jb,
+            DType::I64,
+            Expr::Binary(BinaryOp::Add, j0, j),
+            None,
+        );
+        let mut rows = brows.to_vec();
+        rows.extend([k, col]);
+        let mut from_strides = strides[2].clone();
+        from_strides.extend_from_slice(&strides[3]);
+        let from = self.flat(&mut jb, b.offset, &rows, &from_strides);
+        let x = self.emit(&mut jb, dtype, Expr::Load(b.param, from), None);
+        let to = self.flat(&mut jb, None, &[k, j], &view.strides);
+        jb.push(Stmt::Store(packed, Some(to), x));
+        let kb = vec![Stmt::Loop {
+            extent: cols,
+            row: j,
+            body: jb,
+            iterations: crate::Iterations::Sequential,
+        }];
+        let extent = self.extent(k_dim);
+        body.push(Stmt::Loop {
+            extent,
+            row: k,
+            body: kb,
+            iterations: crate::Iterations::Sequential,
+        });
+        view
     }
 }
