@@ -130,8 +130,8 @@ fn cases() -> Vec<Case> {
             packed: true,
         },
         Case {
-            // Loop nests: a matmul wide enough for Cranelift's register tiles
-            // (6 rows, 5 columns: tiles and remainders), a fused bias + ReLU,
+            // Loop nests: a matmul in panels (its rows in blocks of 4 and the
+            // rest, its 5 columns a partial panel, `b` packed), a fused bias + ReLU,
             // transpose and slice as strided views, concat, a reduction over
             // an axis, and a scratch buffer.
             format: Format::Kiln,
@@ -428,7 +428,7 @@ fn llvm_object(kernel: &Kernel, target: &str, symbol: &str) -> Vec<u8> {
     object(kiln::Tier::Llvm, kernel, target, symbol)
 }
 
-fn check_target(target: &str, cc: &str, runner: Option<&str>, object: &ObjectFn, tiles: bool) {
+fn check_target(target: &str, cc: &str, runner: Option<&str>, object: &ObjectFn) {
     for tool in std::iter::once(cc).chain(runner) {
         if !tool_available(tool) {
             assert!(
@@ -454,8 +454,7 @@ fn check_target(target: &str, cc: &str, runner: Option<&str>, object: &ObjectFn,
         let graph = kiln::optimize(&graph).expect("optimizes");
         let options = kiln::kernel::LowerOptions {
             packed_bools: case.packed,
-            register_tiles: tiles,
-            panels: !tiles,
+            panels: true,
             // Objects carry kiln's inline math, as `kiln::aot` makes them.
             libm_calls: false,
         };
@@ -526,7 +525,7 @@ fn run_ok(cmd: &mut Command, dir: &Path) -> String {
 
 #[test]
 fn x86_64_objects_run_natively() {
-    check_target("x86_64", "cc", None, &cranelift_object, true);
+    check_target("x86_64", "cc", None, &cranelift_object);
 }
 
 #[test]
@@ -536,7 +535,6 @@ fn aarch64_objects_run_under_qemu() {
         "aarch64-linux-gnu-gcc",
         Some("qemu-aarch64"),
         &cranelift_object,
-        true,
     );
 }
 
@@ -547,14 +545,13 @@ fn riscv64_objects_run_under_qemu() {
         "riscv64-linux-gnu-gcc",
         Some("qemu-riscv64"),
         &cranelift_object,
-        true,
     );
 }
 
 #[cfg(feature = "llvm")]
 #[test]
 fn llvm_x86_64_objects_run_natively() {
-    check_target("x86_64", "cc", None, &llvm_object, false);
+    check_target("x86_64", "cc", None, &llvm_object);
 }
 
 #[cfg(feature = "llvm")]
@@ -565,7 +562,6 @@ fn llvm_aarch64_objects_run_under_qemu() {
         "aarch64-linux-gnu-gcc",
         Some("qemu-aarch64"),
         &llvm_object,
-        false,
     );
 }
 
@@ -577,7 +573,6 @@ fn llvm_riscv64_objects_run_under_qemu() {
         "riscv64-linux-gnu-gcc",
         Some("qemu-riscv64"),
         &llvm_object,
-        false,
     );
 }
 

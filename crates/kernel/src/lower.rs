@@ -40,8 +40,6 @@ pub(super) struct Lowerer<'a> {
     pub(super) scalars: SecondaryMap<Value, Option<Reg>>,
     pub(super) input_params: Vec<ParamIdx>,
     pub(super) output_params: Vec<ParamIdx>,
-    /// [`LowerOptions::register_tiles`].
-    pub(super) register_tiles: bool,
     /// [`LowerOptions::panels`].
     pub(super) panels: bool,
     /// [`LowerOptions::libm_calls`].
@@ -75,20 +73,17 @@ pub struct LowerOptions {
     /// Pass `bool` column inputs as packed bitmaps ([`Param::BitmapIn`]) rather
     /// than one byte per row: how Arrow stores booleans and validity.
     pub packed_bools: bool,
-    /// Compute `matmul` in 4×2 register tiles (eight accumulators, each
-    /// `a` and `b` element loaded once per tile and `k`) rather than row by
-    /// row in the destination: for a backend that does not vectorize
-    /// (Cranelift). Each element still sums in `k` order, so the bits are
-    /// the same either way.
-    pub register_tiles: bool,
     /// Compute a `matmul` of two matrices in *panels*: blocks of 4 result
-    /// rows × 256 bytes of columns (64 `f32`), the columns' loop innermost
-    /// with that fixed extent and the rows unrolled in it, over `k` in
-    /// order. A loop vectorizer turns the columns into vector registers and
-    /// the whole block's accumulators stay in registers across `k` (LLVM:
-    /// the loop vectorizer, full unrolling, then LICM's promotion), each
-    /// `b` vector loaded once for 4 rows; the column panel of `b` stays in
-    /// cache across the row blocks. Each element still sums in `k` order.
+    /// rows × 256 bytes of columns (64 `f32`), accumulated in a scratch
+    /// block over `k` in order, the columns' loop innermost with that fixed
+    /// extent and the rows unrolled in it, `b`'s column block packed
+    /// densely first. A loop vectorizer runs the columns in vector
+    /// registers, each `b` vector loaded once for 4 rows (LLVM also keeps
+    /// the whole block in registers across `k`: the loop vectorizer, full
+    /// unrolling, then LICM's promotion; Cranelift's vectorizer runs it in
+    /// 128-bit vectors through the block in L1). Without it, a matmul goes
+    /// row by row, `k` then `j`, in the destination (the VM's dispatch runs
+    /// long rows best). Each element sums in `k` order either way.
     pub panels: bool,
     /// Keep transcendentals as calls by their C names ([`crate::libcalls`])
     /// instead of inline math ([`crate::math`]): for an in-process JIT that
@@ -147,7 +142,6 @@ pub fn lower(verified: &Verified, options: &LowerOptions) -> Result<Kernel, Lowe
         scalars: SecondaryMap::new(),
         input_params: Vec::new(),
         output_params: Vec::new(),
-        register_tiles: options.register_tiles,
         panels: options.panels,
         libm_calls: options.libm_calls,
     };

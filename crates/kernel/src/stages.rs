@@ -750,20 +750,20 @@ mod tests {
     }
 
     #[test]
-    fn a_matmul_cuts_its_row_tiles_by_the_kernels_own_arithmetic() {
+    fn a_matmul_cuts_its_row_blocks_by_the_kernels_own_arithmetic() {
         let src = "graph \"g\"\nv0: f32[64, 32] = input \"x\"\nv1: f32[32, 48] = input \"w\"\nv2: f32[64, 48] = matmul v0, v1\noutput \"y\" = v2\n";
-        let tiles = LowerOptions {
-            register_tiles: true,
+        let panels = LowerOptions {
+            panels: true,
             ..LowerOptions::default()
         };
-        let s = stages_with(src, &tiles).expect("cut");
+        let s = stages_with(src, &panels).expect("cut");
         let trips: Vec<u64> = s
             .chunks
             .iter()
             .flatten()
             .filter_map(|c| c.trip.eval(&[0, 0, 0]))
             .collect();
-        assert!(trips.contains(&16), "64 rows in tiles of 4: {trips:?}");
+        assert!(trips.contains(&16), "64 rows in blocks of 4: {trips:?}");
         let rows = stages(src).expect("cut");
         assert_eq!(
             rows.chunks[0].as_ref().map(|c| c.trip.eval(&[0, 0, 0])),

@@ -398,37 +398,23 @@ pub(super) mod tests {
     use crate::{lower, LowerOptions, Param};
     use kiln_ir::types::Dim;
 
-    /// The shapes of the scratch buffers `src` lowers to, with either
-    /// tier's options (they must agree).
+    /// The shapes of the scratch buffers `src` lowers to (without panels,
+    /// which add their own blocks and packed columns).
     pub(crate) fn scratch(src: &str) -> Vec<String> {
         let graph = kiln_ir::text::parse(src).expect("the test graph parses");
         let graph = kiln_ir::verify(graph).expect("the test graph verifies");
-        let mut found = Vec::new();
-        let tiles = LowerOptions {
-            register_tiles: true,
-            ..LowerOptions::default()
-        };
-        // (Panels add their own blocks and packed columns.)
-        for options in [LowerOptions::default(), tiles] {
-            let kernel = lower(&graph, &options).expect("lowers");
-            let shapes: Vec<String> = kernel
-                .params
-                .iter()
-                .filter_map(|p| match p {
-                    Param::Scratch { dtype, shape } => {
-                        let dims: Vec<String> = shape.iter().map(Dim::to_string).collect();
-                        Some(format!("{dtype}[{}]", dims.join(", ")))
-                    }
-                    _ => None,
-                })
-                .collect();
-            found.push(shapes);
-        }
-        assert_eq!(
-            found[0], found[1],
-            "both tiers' kernels take the same scratch"
-        );
-        found.remove(0)
+        let kernel = lower(&graph, &LowerOptions::default()).expect("lowers");
+        kernel
+            .params
+            .iter()
+            .filter_map(|p| match p {
+                Param::Scratch { dtype, shape } => {
+                    let dims: Vec<String> = shape.iter().map(Dim::to_string).collect();
+                    Some(format!("{dtype}[{}]", dims.join(", ")))
+                }
+                _ => None,
+            })
+            .collect()
     }
 
     #[test]

@@ -66,7 +66,6 @@ impl Backend for Vm {
     fn lower_options(&self) -> LowerOptions {
         LowerOptions {
             packed_bools: false,
-            register_tiles: false,
             panels: false,
             libm_calls: true,
         }

@@ -1,8 +1,7 @@
 //! Lowering of `matmul` to loop nests: the i, k, j nest that accumulates
-//! each result row in place (the VM's), panels of 4 rows × 256 bytes of
-//! columns that a loop vectorizer holds in registers across `k` (LLVM's,
-//! [`crate::LowerOptions::panels`]), and the register-tiled nest the
-//! Cranelift tier asks for ([`crate::LowerOptions::register_tiles`]).
+//! each result row in place (the VM's), and panels of 4 rows × 256 bytes
+//! of columns, whose column loop a vectorizer runs in vector registers
+//! (the JIT tiers', [`crate::LowerOptions::panels`]).
 //!
 //! Both keep the semantics' order: every result element folds its products
 //! in `k` order from the identity, `acc = acc + a * b`, two roundings and no
@@ -10,17 +9,10 @@
 
 use super::{Epilogue, Loc, View};
 use crate::lower::Lowerer;
-use crate::{Expr, Extent, Param, ParamIdx, Reg, Stmt, Var};
+use crate::{Expr, Extent, Param, ParamIdx, Reg, Stmt};
 use kiln_ir::op::{BinaryOp, ReduceOp};
 use kiln_ir::semantics::reduce_identity;
 use kiln_ir::types::{DType, Dim};
-
-/// Rows of a register tile of `matmul` (a power of two).
-const TILE_ROWS: u32 = 4;
-/// Columns of a register tile of `matmul` (a power of two): 4 × 2
-/// accumulators plus the 4 + 2 loaded elements fit x86-64's 16 float
-/// registers.
-const TILE_COLS: u32 = 2;
 
 /// Rows of a panel ([`crate::LowerOptions::panels`]).
 const PANEL_ROWS: u32 = 4;
@@ -87,11 +79,6 @@ impl Lowerer<'_> {
             Expr::Const(reduce_identity(ReduceOp::Sum, dtype)),
             None,
         );
-        if a_mat && b_mat && self.register_tiles {
-            let strides = [a_batch, vec![a_i, a_k], b_batch, vec![b_k, b_j]];
-            self.matmul_tiles(out, (av, bv, d), &strides, epi, dtype);
-            return;
-        }
         if a_mat && b_mat && self.panels {
             let strides = [a_batch, vec![a_i, a_k], b_batch, vec![b_k, b_j]];
             self.matmul_panels(out, (av, bv, d), &strides, epi, dtype);
@@ -231,203 +218,6 @@ impl Lowerer<'_> {
         body.push(Stmt::Store(d.param, Some(at), x));
     }
 
-    /// `dest = a @ b` for matrices (with batch axes) in register tiles of
-    /// [`TILE_ROWS`] × [`TILE_COLS`] result elements: per tile and `k`, each
-    /// `a` and `b` element is loaded once into a register and the products
-    /// accumulate in registers, not in memory. Rows and columns that do not
-    /// fill a tile get thinner tiles. Every element still folds in `k` order
-    /// from the identity. `strides` are a's batch strides, a's (i, k), b's
-    /// batch strides, b's (k, j).
-    fn matmul_tiles(
-        &mut self,
-        out: &mut Vec<Stmt>,
-        (a, b, d): (&View, &View, &View),
-        strides: &[Vec<Option<Reg>>; 4],
-        epi: Option<Epilogue<'_>>,
-        dtype: DType,
-    ) {
-        let dims = d.dims.clone();
-        let batch = dims.len() - 2;
-        let k_dim = a.dims[a.dims.len() - 1].clone();
-        let (m_dim, n_dim) = (dims[batch].clone(), dims[batch + 1].clone());
-        let shr = |lw: &mut Self, body: &mut Vec<Stmt>, x: Reg, by: i64| {
-            let by = lw.i64_const(body, by);
-            lw.emit(
-                body,
-                DType::I64,
-                Expr::Binary(BinaryOp::ShrLogical, x, by),
-                None,
-            )
-        };
-        let shl = |lw: &mut Self, body: &mut Vec<Stmt>, x: Reg, by: i64| {
-            let by = lw.i64_const(body, by);
-            lw.emit(body, DType::I64, Expr::Binary(BinaryOp::Shl, x, by), None)
-        };
-        let add = |lw: &mut Self, body: &mut Vec<Stmt>, x: Reg, y: Reg| {
-            lw.emit(body, DType::I64, Expr::Binary(BinaryOp::Add, x, y), None)
-        };
-        let sub = |lw: &mut Self, body: &mut Vec<Stmt>, x: Reg, y: Reg| {
-            lw.emit(body, DType::I64, Expr::Binary(BinaryOp::Sub, x, y), None)
-        };
-        let (m_log, n_log) = (
-            TILE_ROWS.trailing_zeros() as i64,
-            TILE_COLS.trailing_zeros() as i64,
-        );
-        let outer = dims[..batch].to_vec();
-        self.nest(out, &outer, |lw, body, brows| {
-            let me = lw.extent(&m_dim);
-            let m = lw.emit(body, DType::I64, Expr::ExtentValue(me), None);
-            let ne = lw.extent(&n_dim);
-            let n = lw.emit(body, DType::I64, Expr::ExtentValue(ne), None);
-            let (mb, nb) = (shr(lw, body, m, m_log), shr(lw, body, n, n_log));
-            let (m_full, n_full) = (shl(lw, body, mb, m_log), shl(lw, body, nb, n_log));
-            let (m_rest, n_rest) = (sub(lw, body, m, m_full), sub(lw, body, n, n_full));
-            let tile = |lw: &mut Self, body: &mut Vec<Stmt>, i: &[Reg], j: &[Reg]| {
-                lw.tile(body, (a, b, d), strides, brows, (i, j), &k_dim, dtype);
-                // The tile is complete: its epilogue, in place.
-                if let Some(epi) = epi {
-                    for &i in i {
-                        for &j in j {
-                            let mut rows = brows.to_vec();
-                            rows.extend([i, j]);
-                            lw.epilogue_at(body, epi, d, &rows);
-                        }
-                    }
-                }
-            };
-            // Full tiles, then the last columns of their rows.
-            let ib = lw.new_reg(DType::I64, Some("ib"));
-            let mut ib_body = Vec::new();
-            // Block `b` of `count`: indices `b * count + 0 .. count`.
-            let block = |lw: &mut Self, body: &mut Vec<Stmt>, b: Reg, count: u32| -> Vec<Reg> {
-                let first = shl(lw, body, b, count.trailing_zeros() as i64);
-                (0..count as i64)
-                    .map(|r| {
-                        let r = lw.i64_const(body, r);
-                        add(lw, body, first, r)
-                    })
-                    .collect()
-            };
-            let rows = block(lw, &mut ib_body, ib, TILE_ROWS);
-            let jb = lw.new_reg(DType::I64, Some("jb"));
-            let mut jb_body = Vec::new();
-            let cols = block(lw, &mut jb_body, jb, TILE_COLS);
-            tile(lw, &mut jb_body, &rows, &cols);
-            ib_body.push(Stmt::Loop {
-                extent: Extent::Reg(nb),
-                row: jb,
-                body: jb_body,
-                iterations: crate::Iterations::Sequential,
-            });
-            let jr = lw.new_reg(DType::I64, Some("j"));
-            let mut jr_body = Vec::new();
-            let j = add(lw, &mut jr_body, n_full, jr);
-            tile(lw, &mut jr_body, &rows, &[j]);
-            ib_body.push(Stmt::Loop {
-                extent: Extent::Reg(n_rest),
-                row: jr,
-                body: jr_body,
-                iterations: crate::Iterations::Sequential,
-            });
-            body.push(Stmt::Loop {
-                extent: Extent::Reg(mb),
-                row: ib,
-                body: ib_body,
-                iterations: crate::Iterations::Sequential,
-            });
-            // The last rows, one element at a time.
-            let ir = lw.new_reg(DType::I64, Some("i"));
-            let mut ir_body = Vec::new();
-            let i = add(lw, &mut ir_body, m_full, ir);
-            let jj = lw.new_reg(DType::I64, Some("j"));
-            let mut jj_body = Vec::new();
-            tile(lw, &mut jj_body, &[i], &[jj]);
-            ir_body.push(Stmt::Loop {
-                extent: ne,
-                row: jj,
-                body: jj_body,
-                iterations: crate::Iterations::Sequential,
-            });
-            body.push(Stmt::Loop {
-                extent: Extent::Reg(m_rest),
-                row: ir,
-                body: ir_body,
-                iterations: crate::Iterations::Sequential,
-            });
-        });
-    }
-
-    /// One register tile: `d[i, j] = Σ_k a[i, k] * b[k, j]` for every `i`
-    /// of `rows` and `j` of `cols`, accumulators in variables, `k` in order.
-    #[allow(clippy::too_many_arguments)]
-    fn tile(
-        &mut self,
-        body: &mut Vec<Stmt>,
-        (a, b, d): (&View, &View, &View),
-        [a_batch, a_ik, b_batch, b_kj]: &[Vec<Option<Reg>>; 4],
-        brows: &[Reg],
-        (rows, cols): (&[Reg], &[Reg]),
-        k_dim: &Dim,
-        dtype: DType,
-    ) {
-        let identity = reduce_identity(ReduceOp::Sum, dtype);
-        let accs: Vec<Var> = (0..rows.len() * cols.len())
-            .map(|_| self.new_var(identity))
-            .collect();
-        let zero = self.emit(body, dtype, Expr::Const(identity), None);
-        for &acc in &accs {
-            body.push(Stmt::Set(acc, zero));
-        }
-        let k = self.new_reg(DType::I64, Some("k"));
-        let mut kb = Vec::new();
-        let index = |lw: &mut Self,
-                     kb: &mut Vec<Stmt>,
-                     v: &View,
-                     batch: &[Option<Reg>],
-                     own: &[Option<Reg>],
-                     pair: [Reg; 2]| {
-            let mut idx_rows = brows.to_vec();
-            let mut idx_strides = batch.to_vec();
-            idx_rows.extend(pair);
-            idx_strides.extend_from_slice(own);
-            lw.flat(kb, v.offset, &idx_rows, &idx_strides)
-        };
-        let xs: Vec<Reg> = rows
-            .iter()
-            .map(|&i| {
-                let at = index(self, &mut kb, a, a_batch, a_ik, [i, k]);
-                self.emit(&mut kb, dtype, Expr::Load(a.param, at), None)
-            })
-            .collect();
-        for (c, &j) in cols.iter().enumerate() {
-            let at = index(self, &mut kb, b, b_batch, b_kj, [k, j]);
-            let y = self.emit(&mut kb, dtype, Expr::Load(b.param, at), None);
-            for (r, &x) in xs.iter().enumerate() {
-                let acc = accs[r * cols.len() + c];
-                let sum = self.emit(&mut kb, dtype, Expr::Var(acc), None);
-                let p = self.emit(&mut kb, dtype, Expr::Binary(BinaryOp::Mul, x, y), None);
-                let next = self.emit(&mut kb, dtype, Expr::Binary(BinaryOp::Add, sum, p), None);
-                kb.push(Stmt::Set(acc, next));
-            }
-        }
-        let extent = self.extent(k_dim);
-        body.push(Stmt::Loop {
-            extent,
-            row: k,
-            body: kb,
-            iterations: crate::Iterations::Sequential,
-        });
-        let d_batch: Vec<Option<Reg>> = d.strides[..brows.len()].to_vec();
-        let d_ij = &d.strides[brows.len()..];
-        for (r, &i) in rows.iter().enumerate() {
-            for (c, &j) in cols.iter().enumerate() {
-                let v = self.emit(body, dtype, Expr::Var(accs[r * cols.len() + c]), None);
-                let at = index(self, body, d, &d_batch, d_ij, [i, j]);
-                body.push(Stmt::Store(d.param, Some(at), v));
-            }
-        }
-    }
-
     /// `dest = a @ b` for matrices (with batch axes) in panels
     /// ([`crate::LowerOptions::panels`]): for each block of `nr` columns
     /// (`PANEL_BYTES` of them), each block of [`PANEL_ROWS`] rows (then
@@ -455,10 +245,16 @@ impl Lowerer<'_> {
             let y = lw.i64_const(body, y);
             lw.emit(body, DType::I64, Expr::Binary(op, x, y), None)
         };
-        let acc = self.param(Param::Scratch {
-            dtype,
-            shape: vec![Dim::Fixed(u64::from(PANEL_ROWS)), Dim::Fixed(u64::from(nr))],
-        });
+        // The block's rows, each its own `[nr]` buffer (a loop storing to
+        // one buffer at one place per row is what a vectorizer takes).
+        let acc: Vec<ParamIdx> = (0..PANEL_ROWS)
+            .map(|_| {
+                self.param(Param::Scratch {
+                    dtype,
+                    shape: vec![Dim::Fixed(u64::from(nr))],
+                })
+            })
+            .collect();
         // A column block of `b` is copied to a dense `[k, nr]` panel first
         // where more than one block of rows reads it: `b`'s own rows are a
         // whole row of `b` apart, often a power of two of bytes, and such
@@ -501,8 +297,8 @@ impl Lowerer<'_> {
                          rows: &[Reg],
                          j0: Reg,
                          cols: Extent| {
-                let views = (a, b, d, acc);
-                let at = (rows, (b_j0, j0), cols, nr);
+                let views = (a, b, d, &acc[..]);
+                let at = (rows, (b_j0, j0), cols);
                 lw.panel(body, views, strides, brows, at, &k_dim, dtype);
                 if let Some(epi) = epi {
                     // The block is complete: its epilogue, in place.
@@ -588,7 +384,7 @@ impl Lowerer<'_> {
 
     /// One panel: `d[i, j0 + j] = Σ_k a[i, k] * b[k, j0 + j]` for every `i`
     /// of `rows` and `j` below `cols`, accumulated in `acc` (a scratch
-    /// block of `rows × nr`, row `r` at `r * nr`): the block set to the
+    /// block, row `r` in `acc[r]`): the block set to the
     /// identity, then per `k` in order each row's `a` element loaded and,
     /// in one loop over the columns, `b`'s element loaded once and added
     /// into every row; then the block copied to `d`. Every place in the
@@ -600,10 +396,10 @@ impl Lowerer<'_> {
     fn panel(
         &mut self,
         body: &mut Vec<Stmt>,
-        (a, b, d, acc): (&View, &View, &View, ParamIdx),
+        (a, b, d, acc): (&View, &View, &View, &[ParamIdx]),
         [a_batch, a_ik, b_batch, b_kj]: &[Vec<Option<Reg>>; 4],
         brows: &[Reg],
-        (rows, (b_j0, j0), cols, nr): (&[Reg], (Reg, Reg), Extent, u32),
+        (rows, (b_j0, j0), cols): (&[Reg], (Reg, Reg), Extent),
         k_dim: &Dim,
         dtype: DType,
     ) {
@@ -622,14 +418,6 @@ impl Lowerer<'_> {
         let add = |lw: &mut Self, out: &mut Vec<Stmt>, x: Reg, y: Reg| {
             lw.emit(out, DType::I64, Expr::Binary(BinaryOp::Add, x, y), None)
         };
-        // Row `r` of the block at `r * nr + j`.
-        let block_at = |lw: &mut Self, out: &mut Vec<Stmt>, r: usize, j: Reg| {
-            if r == 0 {
-                return j;
-            }
-            let base = lw.i64_const(out, r as i64 * i64::from(nr));
-            add(lw, out, base, j)
-        };
         let identity = self.emit(
             body,
             dtype,
@@ -639,9 +427,8 @@ impl Lowerer<'_> {
         // The block set to the identity.
         let j = self.new_reg(DType::I64, Some("j"));
         let mut init = Vec::new();
-        for r in 0..rows.len() {
-            let at = block_at(self, &mut init, r, j);
-            init.push(Stmt::Store(acc, Some(at), identity));
+        for &row in &acc[..rows.len()] {
+            init.push(Stmt::Store(row, Some(j), identity));
         }
         body.push(Stmt::Loop {
             extent: cols,
@@ -664,12 +451,11 @@ impl Lowerer<'_> {
         let b_col = add(self, &mut jb, b_j0, j);
         let b_at = index(self, &mut jb, b, b_batch, b_kj, [k, b_col]);
         let y = self.emit(&mut jb, dtype, Expr::Load(b.param, b_at), None);
-        for (r, &x) in xs.iter().enumerate() {
-            let at = block_at(self, &mut jb, r, j);
-            let sum = self.emit(&mut jb, dtype, Expr::Load(acc, at), None);
+        for (&row, &x) in acc.iter().zip(&xs) {
+            let sum = self.emit(&mut jb, dtype, Expr::Load(row, j), None);
             let p = self.emit(&mut jb, dtype, Expr::Binary(BinaryOp::Mul, x, y), None);
             let next = self.emit(&mut jb, dtype, Expr::Binary(BinaryOp::Add, sum, p), None);
-            jb.push(Stmt::Store(acc, Some(at), next));
+            jb.push(Stmt::Store(row, Some(j), next));
         }
         kb.push(Stmt::Loop {
             extent: cols,
@@ -690,9 +476,8 @@ impl Lowerer<'_> {
         let j = self.new_reg(DType::I64, Some("j"));
         let mut copy = Vec::new();
         let col = add(self, &mut copy, j0, j);
-        for (r, &i) in rows.iter().enumerate() {
-            let from = block_at(self, &mut copy, r, j);
-            let v = self.emit(&mut copy, dtype, Expr::Load(acc, from), None);
+        for (&row, &i) in acc.iter().zip(rows) {
+            let v = self.emit(&mut copy, dtype, Expr::Load(row, j), None);
             let to = index(self, &mut copy, d, &d_batch, &d_ij, [i, col]);
             copy.push(Stmt::Store(d.param, Some(to), v));
         }
