@@ -349,6 +349,26 @@ mod llvm {
         ]));
         assert!(!plain.contains("vmulsd"), "{plain}");
         assert!(avx.contains("vmulsd"), "{avx}");
+        // `native` is the host's CPU; a name LLVM does not know is its
+        // warning and the generic CPU, never an abort of the process (it
+        // aborted: "64-bit code requested on a subtarget that doesn't
+        // support it").
+        ok(&aot(&[&nnc, "--cpu", "native", "--emit", "asm"]));
+        let out = aot(&[
+            &nnc, "--target", "x86_64", "--cpu", "wobble", "--emit", "asm",
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("not a recognized processor"),
+            "{}",
+            stderr(&out)
+        );
+        assert_refused(
+            &aot(&[
+                &nnc, "--target", "aarch64", "--cpu", "native", "--emit", "asm",
+            ]),
+            "is the host's",
+        );
     }
 
     #[test]

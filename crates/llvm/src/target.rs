@@ -105,6 +105,16 @@ pub fn resolve_target(
     }
     let native = arch(&triple) == arch(&host) && triple.contains("linux") == host.contains("linux");
     let is_riscv64 = arch(&triple).starts_with("riscv64");
+    // `--cpu native` (or `host`) is the host's CPU, where it is the target's.
+    let cpu = match cpu {
+        Some("native" | "host") if native => None,
+        Some(c @ ("native" | "host")) => {
+            return Err(CodegenError::Unsupported(format!(
+                "cpu `{c}` is the host's, which is not a `{triple}` CPU: name one"
+            )))
+        }
+        other => other,
+    };
     // A CPU given without features means that CPU's own features, not the host's.
     let (default_cpu, default_features) = if native && cpu.is_none() {
         (
@@ -124,10 +134,21 @@ pub fn resolve_target(
     } else {
         (String::new(), String::new())
     };
+    let mut features = features.map_or(default_features, str::to_string);
+    if cpu.is_some() && arch(&triple) == "x86_64" && !features.contains("64bit") {
+        // A CPU name LLVM does not know leaves it a subtarget without
+        // 64-bit mode, on which it aborts the process: with `+64bit` it
+        // says it ignores the name and builds for the generic CPU.
+        features = if features.is_empty() {
+            "+64bit".to_string()
+        } else {
+            format!("{features},+64bit")
+        };
+    }
     Ok(TargetSpec {
         triple,
         cpu: cpu.map_or(default_cpu, str::to_string),
-        features: features.map_or(default_features, str::to_string),
+        features,
         abi: is_riscv64.then(|| "lp64d".to_string()),
     })
 }
