@@ -210,7 +210,7 @@ pub enum Extent {
     /// The value of an [`Param::Extent`] parameter.
     Param(ParamIdx),
     /// The value of an `i64` register defined before the loop (a count of
-    /// register tiles, a remainder); never negative.
+    /// a matmul's row or column blocks, a remainder); never negative.
     Reg(Reg),
 }
 
