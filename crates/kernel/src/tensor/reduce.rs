@@ -8,7 +8,11 @@ use kiln_ir::entities::Value;
 use kiln_ir::op::{BinaryOp, ReduceOp};
 use kiln_ir::scalar::Scalar;
 use kiln_ir::semantics::reduce_identity;
-use kiln_ir::types::{DType, Shape};
+use kiln_ir::types::{DType, Dim, Shape};
+
+/// Results of a reduction over axes folded together, along the last kept
+/// axis: independent chains of steps the machine runs side by side.
+const ROW_BLOCK: u64 = 8;
 
 impl Lowerer<'_> {
     pub(super) fn reduce(
@@ -127,40 +131,105 @@ impl Lowerer<'_> {
             Expr::Const(reduce_identity(op, in_dtype)),
             None,
         );
-        let var = self.new_var(reduce_identity(op, in_dtype));
         let step = step_op(op).expect("count is handled above");
         let mean_divisor =
             (op == ReduceOp::Mean).then(|| self.emit(out, dtype, Expr::Cast(dtype, folded), None));
-        self.nest(out, dims, |lw, body, rows| {
-            body.push(Stmt::Set(var, identity));
-            // The kept axes' indices, from the result's (keepdim adds 1s).
-            let kept_rows: Vec<Reg> = if keepdim {
-                kept.iter().map(|&a| rows[a]).collect()
-            } else {
-                rows.to_vec()
-            };
-            let mut inner = Vec::new();
-            lw.nest(&mut inner, &red_dims, |lw, ib, red_rows| {
-                let mut src_rows = vec![red_rows[0]; src_dims.len()];
-                for (&a, &r) in kept.iter().zip(&kept_rows) {
-                    src_rows[a] = r;
-                }
-                for (&a, &r) in reduced.iter().zip(red_rows) {
-                    src_rows[a] = r;
-                }
-                let src_rows: Vec<Option<Reg>> = src_rows.into_iter().map(Some).collect();
-                let x = lw.read(ib, locs, src, &src_rows);
-                let acc = lw.emit(ib, in_dtype, Expr::Var(var), None);
-                let next = lw.emit(ib, in_dtype, Expr::Binary(step, acc, x), None);
-                ib.push(Stmt::Set(var, next));
-            });
-            body.extend(inner);
-            let mut result = lw.emit(body, in_dtype, Expr::Var(var), None);
-            if let Some(n) = mean_divisor {
-                result = lw.emit(body, dtype, Expr::Binary(BinaryOp::Div, result, n), None);
-            }
-            let to = lw.flat(body, None, rows, &out_strides);
-            body.push(Stmt::Store(dest, Some(to), result));
+        // The result axis of the last kept axis: its results are folded
+        // [`ROW_BLOCK`] at a time, each in its own variable, so the folds
+        // are independent chains the machine overlaps (a fold is a chain
+        // of dependent steps, latency-bound alone). Each result still folds
+        // its elements in order: the same bits.
+        let block_axis = kept
+            .last()
+            .map(|&a| if keepdim { a } else { kept.len() - 1 });
+        let blocked = block_axis.and_then(|ba| match dims[ba] {
+            Dim::Fixed(n) if n >= ROW_BLOCK => Some((ba, n)),
+            _ => None,
         });
+        // Folds the results of `nest_dims` (the result's dims, the block
+        // axis as given), `width` results along the block axis per
+        // iteration, starting at `first` (its index there is `first +
+        // width * row + r`).
+        let fold =
+            |lw: &mut Self, out: &mut Vec<Stmt>, nest_dims: &[Dim], width: u64, first: u64| {
+                let vars: Vec<_> = (0..width)
+                    .map(|_| lw.new_var(reduce_identity(op, in_dtype)))
+                    .collect();
+                lw.nest(out, nest_dims, |lw, body, rows| {
+                    // The result's indices of each of the `width` results.
+                    let mut result_rows: Vec<Vec<Reg>> = Vec::with_capacity(vars.len());
+                    for r in 0..width {
+                        let mut at = rows.to_vec();
+                        if let Some(ba) = block_axis.filter(|_| width > 1 || first > 0) {
+                            let scale = lw.i64_const(body, width as i64);
+                            let base = lw.emit(
+                                body,
+                                DType::I64,
+                                Expr::Binary(BinaryOp::Mul, rows[ba], scale),
+                                None,
+                            );
+                            let off = lw.i64_const(body, (first + r) as i64);
+                            at[ba] = lw.emit(
+                                body,
+                                DType::I64,
+                                Expr::Binary(BinaryOp::Add, base, off),
+                                None,
+                            );
+                        }
+                        result_rows.push(at);
+                    }
+                    for &var in &vars {
+                        body.push(Stmt::Set(var, identity));
+                    }
+                    let mut inner = Vec::new();
+                    lw.nest(&mut inner, &red_dims, |lw, ib, red_rows| {
+                        for (at, &var) in result_rows.iter().zip(&vars) {
+                            // The kept axes' indices, from the result's (keepdim adds 1s).
+                            let kept_rows: Vec<Reg> = if keepdim {
+                                kept.iter().map(|&a| at[a]).collect()
+                            } else {
+                                at.clone()
+                            };
+                            let mut src_rows = vec![red_rows[0]; src_dims.len()];
+                            for (&a, &r) in kept.iter().zip(&kept_rows) {
+                                src_rows[a] = r;
+                            }
+                            for (&a, &r) in reduced.iter().zip(red_rows) {
+                                src_rows[a] = r;
+                            }
+                            let src_rows: Vec<Option<Reg>> =
+                                src_rows.into_iter().map(Some).collect();
+                            let x = lw.read(ib, locs, src, &src_rows);
+                            let acc = lw.emit(ib, in_dtype, Expr::Var(var), None);
+                            let next = lw.emit(ib, in_dtype, Expr::Binary(step, acc, x), None);
+                            ib.push(Stmt::Set(var, next));
+                        }
+                    });
+                    body.extend(inner);
+                    for (at, &var) in result_rows.iter().zip(&vars) {
+                        let mut result = lw.emit(body, in_dtype, Expr::Var(var), None);
+                        if let Some(n) = mean_divisor {
+                            result =
+                                lw.emit(body, dtype, Expr::Binary(BinaryOp::Div, result, n), None);
+                        }
+                        let to = lw.flat(body, None, at, &out_strides);
+                        body.push(Stmt::Store(dest, Some(to), result));
+                    }
+                });
+            };
+        match blocked {
+            Some((ba, n)) => {
+                let mut block_dims = dims.clone();
+                block_dims[ba] = Dim::Fixed(n / ROW_BLOCK);
+                fold(self, out, &block_dims, ROW_BLOCK, 0);
+                let rest = n % ROW_BLOCK;
+                if rest > 0 {
+                    let mut rest_dims = dims.clone();
+                    rest_dims[ba] = Dim::Fixed(rest);
+                    fold(self, out, &rest_dims, 1, n - rest);
+                }
+            }
+            None => fold(self, out, dims, 1, 0),
+        }
     }
 }
