@@ -41,6 +41,12 @@ mean anything on a noisy machine).
   threads (everything compiled again for each), the first call's time,
   then the median of 7 interleaved calls. `models NAME...` picks models.
 
+- transformer-ops: a transformer's parts one at a time through
+  torch.compile(backend="kiln") on both JIT tiers against eager, one thread
+  (softmax of [1, 12, 197, 197], LayerNorm(768) of [1, 197, 768], GELU of
+  [1, 197, 3072], scaled dot-product attention of three [1, 12, 197, 64],
+  Linear(768, 3072) + GELU); medians of 21.
+
 Build the release wheel first (docs/performance.md has the commands).
 """
 
@@ -316,6 +322,42 @@ def models(names=()):
                      vs_eager=round(statistics.median(ts) / eager, 3))
 
 
+def transformer_ops():
+    import warnings
+
+    import torch
+    import torch._dynamo
+    from torch import nn
+
+    warnings.simplefilter("ignore")
+    torch.set_num_threads(1)
+    g = torch.Generator().manual_seed(5)
+    parts = {
+        "softmax-12x197x197": (lambda x: torch.softmax(x, -1), (torch.randn(1, 12, 197, 197, generator=g),)),
+        "layernorm-197x768": (nn.LayerNorm(768).eval(), (torch.randn(1, 197, 768, generator=g),)),
+        "gelu-197x3072": (nn.GELU(), (torch.randn(1, 197, 3072, generator=g),)),
+        "sdpa-12x197x64": (
+            lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v),
+            tuple(torch.randn(1, 12, 197, 64, generator=g) for _ in range(3)),
+        ),
+        "linear-gelu-197x768x3072": (
+            nn.Sequential(nn.Linear(768, 3072), nn.GELU()).eval(),
+            (torch.randn(1, 197, 768, generator=g),),
+        ),
+    }
+    with torch.no_grad():
+        for name, (f, x) in parts.items():
+            runs = [("torch-eager", f)]
+            for tier in ("cranelift", "llvm"):
+                torch._dynamo.reset()
+                runs.append((f"kiln-{tier}", torch.compile(f, backend="kiln", options={"tier": tier})))
+            for _, r in runs:
+                r(*x)
+            times = interleaved([lambda r=r: r(*x) for _, r in runs], repeats=21)
+            for (peer, _), ts in zip(runs, times):
+                emit(workload=name, peer=peer, median_us=round(statistics.median(ts) * 1e6, 1))
+
+
 if __name__ == "__main__":
     which = sys.argv[1:] or ["scalar", "population", "query", "torch"]
     if which[0] == "models":
@@ -323,4 +365,5 @@ if __name__ == "__main__":
     else:
         for w in which:
             {"scalar": scalar, "population": population, "query": query, "torch": torch_mlp,
-             "resnet": resnet, "resnet-layers": resnet_layers}[w]()
+             "resnet": resnet, "resnet-layers": resnet_layers,
+             "transformer-ops": transformer_ops}[w]()
