@@ -1142,7 +1142,9 @@ fn fx_lookups_moments_attention_from_text() {
 
 #[test]
 fn fx_refuses_what_it_cannot_build_with_located_errors() {
-    let cases: &[(&str, &[(&str, Type)], &str)] = &[
+    // (graph body, its placeholders' types, what the error says)
+    type Case<'a> = (&'a str, &'a [(&'a str, Type)], &'a str);
+    let cases: &[Case] = &[
         (
             "    %x : [num_users=1] = placeholder[target=x]
     %a : [num_users=1] = call_function[target=torch.ops.aten.as_strided.default](args = (%x, [2, 2], [1, 2]), kwargs = {})

@@ -222,7 +222,7 @@ impl Fx<'_> {
             ));
         }
         let len = ((end - start) / step).ceil();
-        if !(len >= 1.0) {
+        if len < 1.0 {
             return Err(format!(
                 "`arange({start}, {end}, {step})` is empty, and kiln has no empty tensors"
             ));
