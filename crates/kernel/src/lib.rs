@@ -419,6 +419,18 @@ pub enum Stmt {
 }
 
 impl Stmt {
+    /// `for row in 0..extent { body }` as lowering writes it: `Sequential`
+    /// until its last step ([`iterations::mark`]) records what the
+    /// iterations may assume of each other.
+    pub fn loop_of(extent: Extent, row: Reg, body: Vec<Stmt>) -> Stmt {
+        Stmt::Loop {
+            extent,
+            row,
+            body,
+            iterations: Iterations::Sequential,
+        }
+    }
+
     /// The registers the statement itself reads, in order (a loop's
     /// register extent; not its body's).
     pub fn operands(&self) -> Vec<Reg> {

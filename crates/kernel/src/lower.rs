@@ -767,12 +767,7 @@ impl Lowerer<'_> {
                 mask,
             });
         }
-        out.push(Stmt::Loop {
-            extent,
-            row,
-            body,
-            iterations: crate::Iterations::Sequential,
-        });
+        out.push(Stmt::loop_of(extent, row, body));
         for (root, op, var) in accs {
             let name = self.graph.source_name(root);
             let reg = match (op, var) {

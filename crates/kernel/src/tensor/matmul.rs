@@ -108,12 +108,7 @@ impl Lowerer<'_> {
                 let next = lw.emit(&mut inner, dtype, Expr::Binary(BinaryOp::Add, acc, p), None);
                 inner.push(Stmt::Set(var, next));
                 let extent = lw.extent(&k_dim);
-                body.push(Stmt::Loop {
-                    extent,
-                    row: k,
-                    body: inner,
-                    iterations: crate::Iterations::Sequential,
-                });
+                body.push(Stmt::loop_of(extent, k, inner));
                 let result = lw.emit(body, dtype, Expr::Var(var), None);
                 let to = lw.flat(body, None, rows, &out_strides);
                 body.push(Stmt::Store(dest, Some(to), result));
@@ -138,12 +133,7 @@ impl Lowerer<'_> {
             d_rows.push(j0);
             let to = lw.flat(&mut init, None, &d_rows, &d_strides);
             init.push(Stmt::Store(dest, Some(to), identity));
-            body.push(Stmt::Loop {
-                extent: j_extent,
-                row: j0,
-                body: init,
-                iterations: crate::Iterations::Sequential,
-            });
+            body.push(Stmt::loop_of(j_extent, j0, init));
             let k = lw.new_reg(DType::I64, Some("k"));
             let mut k_body = Vec::new();
             let (a_rows, a_strides) = a_index(batch_rows, rest, k);
@@ -169,19 +159,9 @@ impl Lowerer<'_> {
                 None,
             );
             j_body.push(Stmt::Store(dest, Some(to), next));
-            k_body.push(Stmt::Loop {
-                extent: j_extent,
-                row: j,
-                body: j_body,
-                iterations: crate::Iterations::Sequential,
-            });
+            k_body.push(Stmt::loop_of(j_extent, j, j_body));
             let k_extent = lw.extent(&k_dim);
-            body.push(Stmt::Loop {
-                extent: k_extent,
-                row: k,
-                body: k_body,
-                iterations: crate::Iterations::Sequential,
-            });
+            body.push(Stmt::loop_of(k_extent, k, k_body));
             // The row is complete: its epilogue, in place.
             if let Some(epi) = epi {
                 let j = lw.new_reg(DType::I64, Some("j"));
@@ -189,12 +169,7 @@ impl Lowerer<'_> {
                 let mut e_rows = rows.to_vec();
                 e_rows.push(j);
                 lw.epilogue_at(&mut e_body, epi, d, &e_rows);
-                body.push(Stmt::Loop {
-                    extent: j_extent,
-                    row: j,
-                    body: e_body,
-                    iterations: crate::Iterations::Sequential,
-                });
+                body.push(Stmt::loop_of(j_extent, j, e_body));
             }
         });
     }
@@ -315,12 +290,7 @@ impl Lowerer<'_> {
                         at.extend([i, col]);
                         lw.epilogue_at(&mut e_body, epi, d, &at);
                     }
-                    body.push(Stmt::Loop {
-                        extent: cols,
-                        row: j,
-                        body: e_body,
-                        iterations: crate::Iterations::Sequential,
-                    });
+                    body.push(Stmt::loop_of(cols, j, e_body));
                 }
             };
             // The rows of one column block (starting at `j0`, `cols` wide):
@@ -346,12 +316,7 @@ impl Lowerer<'_> {
                     .map(|r| i64_op(lw, &mut ib_body, BinaryOp::Add, first, r))
                     .collect();
                 panel(lw, &mut ib_body, b_at, &rows, j0, cols);
-                body.push(Stmt::Loop {
-                    extent: Extent::Reg(row_blocks),
-                    row: ib,
-                    body: ib_body,
-                    iterations: crate::Iterations::Sequential,
-                });
+                body.push(Stmt::loop_of(Extent::Reg(row_blocks), ib, ib_body));
                 let ir = lw.new_reg(DType::I64, Some("ir"));
                 let mut ir_body = Vec::new();
                 let i = lw.emit(
@@ -361,23 +326,13 @@ impl Lowerer<'_> {
                     None,
                 );
                 panel(lw, &mut ir_body, b_at, &[i], j0, cols);
-                body.push(Stmt::Loop {
-                    extent: Extent::Reg(m_rest),
-                    row: ir,
-                    body: ir_body,
-                    iterations: crate::Iterations::Sequential,
-                });
+                body.push(Stmt::loop_of(Extent::Reg(m_rest), ir, ir_body));
             };
             let jb = lw.new_reg(DType::I64, Some("jb"));
             let mut jb_body = Vec::new();
             let j0 = i64_op(lw, &mut jb_body, BinaryOp::Shl, jb, nr_log);
             row_loops(lw, &mut jb_body, j0, Extent::Fixed(u64::from(nr)));
-            body.push(Stmt::Loop {
-                extent: Extent::Reg(col_blocks),
-                row: jb,
-                body: jb_body,
-                iterations: crate::Iterations::Sequential,
-            });
+            body.push(Stmt::loop_of(Extent::Reg(col_blocks), jb, jb_body));
             row_loops(lw, body, n_full, Extent::Reg(n_rest));
         });
     }
@@ -430,12 +385,7 @@ impl Lowerer<'_> {
         for &row in &acc[..rows.len()] {
             init.push(Stmt::Store(row, Some(j), identity));
         }
-        body.push(Stmt::Loop {
-            extent: cols,
-            row: j,
-            body: init,
-            iterations: crate::Iterations::Sequential,
-        });
+        body.push(Stmt::loop_of(cols, j, init));
         // Per k: the rows' `a` elements, then the columns.
         let k = self.new_reg(DType::I64, Some("k"));
         let mut kb = Vec::new();
@@ -457,19 +407,9 @@ impl Lowerer<'_> {
             let next = self.emit(&mut jb, dtype, Expr::Binary(BinaryOp::Add, sum, p), None);
             jb.push(Stmt::Store(row, Some(j), next));
         }
-        kb.push(Stmt::Loop {
-            extent: cols,
-            row: j,
-            body: jb,
-            iterations: crate::Iterations::Sequential,
-        });
+        kb.push(Stmt::loop_of(cols, j, jb));
         let extent = self.extent(k_dim);
-        body.push(Stmt::Loop {
-            extent,
-            row: k,
-            body: kb,
-            iterations: crate::Iterations::Sequential,
-        });
+        body.push(Stmt::loop_of(extent, k, kb));
         // The block to `d`.
         let d_batch: Vec<Option<Reg>> = d.strides[..brows.len()].to_vec();
         let d_ij: Vec<Option<Reg>> = d.strides[brows.len()..].to_vec();
@@ -481,12 +421,7 @@ impl Lowerer<'_> {
             let to = index(self, &mut copy, d, &d_batch, &d_ij, [i, col]);
             copy.push(Stmt::Store(d.param, Some(to), v));
         }
-        body.push(Stmt::Loop {
-            extent: cols,
-            row: j,
-            body: copy,
-            iterations: crate::Iterations::Sequential,
-        });
+        body.push(Stmt::loop_of(cols, j, copy));
     }
 
     /// Columns `j0 .. j0 + cols` of `b` (with the batch rows `brows`)
@@ -526,19 +461,9 @@ impl Lowerer<'_> {
         let x = self.emit(&mut jb, dtype, Expr::Load(b.param, from), None);
         let to = self.flat(&mut jb, None, &[k, j], &view.strides);
         jb.push(Stmt::Store(packed, Some(to), x));
-        let kb = vec![Stmt::Loop {
-            extent: cols,
-            row: j,
-            body: jb,
-            iterations: crate::Iterations::Sequential,
-        }];
+        let kb = vec![Stmt::loop_of(cols, j, jb)];
         let extent = self.extent(k_dim);
-        body.push(Stmt::Loop {
-            extent,
-            row: k,
-            body: kb,
-            iterations: crate::Iterations::Sequential,
-        });
+        body.push(Stmt::loop_of(extent, k, kb));
         view
     }
 }

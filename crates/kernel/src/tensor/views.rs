@@ -273,12 +273,7 @@ impl Lowerer<'_> {
         body(self, &mut inner, &rows);
         for (axis, dim) in dims.iter().enumerate().rev() {
             let extent = self.extent(dim);
-            inner = vec![Stmt::Loop {
-                extent,
-                row: rows[axis],
-                body: inner,
-                iterations: crate::Iterations::Sequential,
-            }];
+            inner = vec![Stmt::loop_of(extent, rows[axis], inner)];
         }
         out.extend(inner);
     }

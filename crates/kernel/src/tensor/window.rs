@@ -207,27 +207,20 @@ impl Lowerer<'_> {
             for taps in taps.chunks((kw as u64 * unroll) as usize) {
                 lw.wide_taps(&mut ic_body, &accs, ph.view.param, taps, dtype);
             }
-            oc_body.push(Stmt::Loop {
-                extent: Extent::Fixed(per_group / unroll),
-                row: icg,
-                body: ic_body,
-                iterations: crate::Iterations::Sequential,
-            });
+            oc_body.push(Stmt::loop_of(
+                Extent::Fixed(per_group / unroll),
+                icg,
+                ic_body,
+            ));
             for (acc, &oc) in accs.iter().zip(&ocs) {
                 lw.unwiden(&mut oc_body, acc, (d, epi), [b, oc], output, ph.width);
             }
-            g_body.push(Stmt::Loop {
-                extent: Extent::Fixed(out_per_group / block),
-                row: ocb,
-                body: oc_body,
-                iterations: crate::Iterations::Sequential,
-            });
-            body.push(Stmt::Loop {
-                extent: Extent::Fixed(u64::from(c.groups)),
-                row: g,
-                body: g_body,
-                iterations: crate::Iterations::Sequential,
-            });
+            g_body.push(Stmt::loop_of(
+                Extent::Fixed(out_per_group / block),
+                ocb,
+                oc_body,
+            ));
+            body.push(Stmt::loop_of(Extent::Fixed(u64::from(c.groups)), g, g_body));
         });
     }
 
@@ -381,12 +374,11 @@ impl Lowerer<'_> {
             }
             p_body.push(Stmt::Store(acc.param, Some(p), sum));
         }
-        body.push(Stmt::Loop {
-            extent: Extent::Fixed(fixed(&accs[0].dims[0])),
-            row: p,
-            body: p_body,
-            iterations: crate::Iterations::Sequential,
-        });
+        body.push(Stmt::loop_of(
+            Extent::Fixed(fixed(&accs[0].dims[0])),
+            p,
+            p_body,
+        ));
     }
 
     /// `d[plane.., y, x] = acc[y * wp + x]`: the wide rows' valid columns,
@@ -555,18 +547,16 @@ impl Lowerer<'_> {
         let acc = self.emit(&mut x_body, dtype, Expr::Load(dest.param, to), None);
         let next = self.emit(&mut x_body, dtype, Expr::Binary(fold, acc, value), None);
         x_body.push(Stmt::Store(dest.param, Some(to), next));
-        y_body.push(Stmt::Loop {
-            extent: Extent::Fixed(rect[1].1 - rect[1].0),
-            row: rx,
-            body: x_body,
-            iterations: crate::Iterations::Sequential,
-        });
-        body.push(Stmt::Loop {
-            extent: Extent::Fixed(rect[0].1 - rect[0].0),
-            row: ry,
-            body: y_body,
-            iterations: crate::Iterations::Sequential,
-        });
+        y_body.push(Stmt::loop_of(
+            Extent::Fixed(rect[1].1 - rect[1].0),
+            rx,
+            x_body,
+        ));
+        body.push(Stmt::loop_of(
+            Extent::Fixed(rect[0].1 - rect[0].0),
+            ry,
+            y_body,
+        ));
     }
 
     /// `row + k` (just `row` for 0).
