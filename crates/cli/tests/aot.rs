@@ -354,15 +354,15 @@ mod llvm {
         // aborted: "64-bit code requested on a subtarget that doesn't
         // support it").
         ok(&aot(&[&nnc, "--cpu", "native", "--emit", "asm"]));
-        let out = aot(&[
-            &nnc, "--target", "x86_64", "--cpu", "wobble", "--emit", "asm",
-        ]);
-        assert!(out.status.success(), "{}", stderr(&out));
-        assert!(
-            stderr(&out).contains("not a recognized processor"),
-            "{}",
-            stderr(&out)
-        );
+        for target in ["x86_64", "aarch64", "riscv64", "wasm32"] {
+            let out = aot(&[&nnc, "--target", target, "--cpu", "wobble", "--emit", "asm"]);
+            assert!(out.status.success(), "{target}: {}", stderr(&out));
+            assert!(
+                stderr(&out).contains("not a recognized processor"),
+                "{}",
+                stderr(&out)
+            );
+        }
         assert_refused(
             &aot(&[
                 &nnc, "--target", "aarch64", "--cpu", "native", "--emit", "asm",

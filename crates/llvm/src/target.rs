@@ -135,10 +135,13 @@ pub fn resolve_target(
         (String::new(), String::new())
     };
     let mut features = features.map_or(default_features, str::to_string);
-    if cpu.is_some() && arch(&triple) == "x86_64" && !features.contains("64bit") {
+    let wide = arch(&triple) == "x86_64" || is_riscv64;
+    if cpu.is_some() && wide && !features.contains("64bit") {
         // A CPU name LLVM does not know leaves it a subtarget without
-        // 64-bit mode, on which it aborts the process: with `+64bit` it
-        // says it ignores the name and builds for the generic CPU.
+        // 64-bit mode, on which it aborts the process (x86-64: "64-bit code
+        // requested on a subtarget that doesn't support it"; RISC-V: "RV64
+        // target requires an RV64 CPU"): with `+64bit` it says it ignores
+        // the name and builds for the generic CPU.
         features = if features.is_empty() {
             "+64bit".to_string()
         } else {
