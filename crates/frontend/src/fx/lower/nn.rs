@@ -148,17 +148,22 @@ impl Fx<'_> {
         } else {
             self.b.cast(index, DType::I64).map_err(te)?
         };
-        let zero = self.b.constant(Scalar::I64(0));
         let top = self.b.constant(Scalar::I64(extent as i64));
-        let below = self.b.compare(CmpOp::Lt, index, zero).map_err(te)?;
-        let above = self.b.compare(CmpOp::Ge, index, top).map_err(te)?;
-        let outside = self.b.binary(BinaryOp::Or, below, above).map_err(te)?;
+        let outside = self.outside(index, top)?;
         let minus_one = self.b.constant(Scalar::I64(-1));
         let index = self.b.select(outside, minus_one, index).map_err(te)?;
         let stride = self.b.constant(Scalar::I64(rest as i64));
         let scaled = self.b.binary(BinaryOp::Mul, index, stride).map_err(te)?;
         let flat_index = self.b.binary(BinaryOp::Add, scaled, offsets).map_err(te)?;
         self.gather(flat, flat_index, 0)
+    }
+
+    /// Where the `i64` index `i` is outside `0..extent` (an `i64` value).
+    fn outside(&mut self, i: Value, extent: Value) -> Result<Value, String> {
+        let zero = self.b.constant(Scalar::I64(0));
+        let below = self.b.compare(CmpOp::Lt, i, zero).map_err(te)?;
+        let above = self.b.compare(CmpOp::Ge, i, extent).map_err(te)?;
+        self.b.binary(BinaryOp::Or, below, above).map_err(te)
     }
 
     /// A constant tensor of `dims`.
@@ -581,9 +586,7 @@ impl Fx<'_> {
             let negative = self.b.compare(CmpOp::Lt, i, zero).map_err(te)?;
             let wrapped = self.b.binary(BinaryOp::Add, i, n).map_err(te)?;
             let i = self.b.select(negative, wrapped, i).map_err(te)?;
-            let below = self.b.compare(CmpOp::Lt, i, zero).map_err(te)?;
-            let above = self.b.compare(CmpOp::Ge, i, n).map_err(te)?;
-            let bad = self.b.binary(BinaryOp::Or, below, above).map_err(te)?;
+            let bad = self.outside(i, n)?;
             outside = Some(match outside {
                 None => bad,
                 Some(o) => self.b.binary(BinaryOp::Or, o, bad).map_err(te)?,
