@@ -24,6 +24,24 @@ pub struct BackendOptions {
     /// on several threads (`crate::stages`); off, each kernel is one
     /// function run on the calling thread.
     pub parallel: bool,
+    /// How a backend that keeps a persistent code cache (LLVM's:
+    /// `kiln_llvm::cache`, where the environment puts it) uses it; the
+    /// others keep none and ignore it.
+    pub cache: CacheUse,
+}
+
+/// How a backend uses its persistent code cache.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum CacheUse {
+    /// Neither reads nor writes it.
+    Off,
+    /// Links what it holds, compiles and stores what it lacks.
+    #[default]
+    ReadWrite,
+    /// Links what it holds and compiles nothing: [`BackendError::NotCached`]
+    /// where it would have to (the `auto` tier's probe). A backend with no
+    /// cache compiles as usual.
+    ReadOnly,
 }
 
 impl Default for BackendOptions {
@@ -32,6 +50,7 @@ impl Default for BackendOptions {
             opt_level: OptLevel::default(),
             vectorize: true,
             parallel: true,
+            cache: CacheUse::ReadWrite,
         }
     }
 }
@@ -50,6 +69,9 @@ pub enum BackendError {
     /// The backend failed on a valid kernel: a bug in the tier.
     #[error("{0}")]
     Failed(String),
+    /// [`CacheUse::ReadOnly`] and the cache holds no code for the kernels.
+    #[error("the code cache holds no code for these kernels")]
+    NotCached,
 }
 
 /// Result of a backend's work.

@@ -136,6 +136,7 @@ pub fn compile(graph: &Verified, options: &AotOptions) -> Result<Vec<u8>, AotErr
                 AotError::Request(format!("{m}{}", llvm_hint(options.tier)))
             }
             BackendError::Failed(m) => AotError::Request(m),
+            e @ BackendError::NotCached => AotError::Request(e.to_string()),
         })
 }
 

@@ -10,7 +10,7 @@ use crate::{runtime, CompileError, CompileOptions, CompileResult, Engine, Progra
 use kiln_ir::exec::{bind_inputs, bind_shapes, ExecError, ExecResult, InputShape};
 use kiln_ir::{Buffer, DType, Data, Scalar, Verified};
 use kiln_kernel::abi::{self, Arg, Bind, CompiledKernel};
-use kiln_kernel::backend::{Backend, BackendError, BackendOptions};
+use kiln_kernel::backend::{Backend, BackendError, BackendOptions, CacheUse};
 use kiln_kernel::{Kernel, LowerOptions, Param};
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -39,6 +39,7 @@ impl From<BackendError> for CompileError {
         match e {
             BackendError::Unsupported(m) => CompileError::Unsupported(m),
             BackendError::Failed(m) => CompileError::Codegen(m),
+            e @ BackendError::NotCached => CompileError::Unsupported(e.to_string()),
         }
     }
 }
@@ -73,6 +74,11 @@ fn compile_with<B: Backend + ?Sized>(
         opt_level: options.opt_level,
         vectorize: options.vectorize.unwrap_or(true),
         parallel: options.parallel.unwrap_or(true),
+        cache: if options.cache {
+            CacheUse::ReadWrite
+        } else {
+            CacheUse::Off
+        },
     };
     let code = kiln_kernel::backend::compile(
         backend,

@@ -247,6 +247,10 @@ pub struct CompileOptions {
     /// side by side itself (a population) turns it off; the bits are the
     /// same at any thread count.
     pub parallel: Option<bool>,
+    /// Whether the LLVM tier may read and write the persistent code cache
+    /// (`kiln::llvm::cache`: `KILN_CACHE_DIR`, `KILN_CACHE=0` to turn it
+    /// off for the process). Default on; the other tiers keep none.
+    pub cache: bool,
 }
 
 impl Default for CompileOptions {
@@ -258,6 +262,7 @@ impl Default for CompileOptions {
             libm_calls: None,
             vectorize: None,
             parallel: None,
+            cache: true,
         }
     }
 }

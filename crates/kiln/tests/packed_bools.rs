@@ -16,6 +16,7 @@ const PACKED: CompileOptions = CompileOptions {
     libm_calls: None,
     vectorize: None,
     parallel: None,
+    cache: true,
 };
 
 fn graph() -> Verified {

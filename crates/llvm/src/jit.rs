@@ -1,136 +1,317 @@
-//! The in-process LLVM JIT (MCJIT): kernels optimized for the host CPU, math
-//! functions bound to the addresses the caller gives, one context, module and
-//! execution engine per call, freed when the last `CompiledKernel` drops.
+//! The in-process LLVM JIT: kernels compiled into one relocatable object for
+//! the host CPU and its features (or that object read back from the code
+//! cache, `crate::cache`), linked into the process by ORC's LLJIT, with the
+//! C math names kernels call bound to the addresses the caller gives. One
+//! LLJIT instance per object, freed when the last `CompiledKernel` drops.
+//!
+//! Compiling to an object first (rather than handing the module to an
+//! execution engine) is what makes the cache possible: a cache miss and a
+//! cache hit run the same loader on the same bytes, so the code a second
+//! process runs is the code the first one ran.
 
-use crate::{codegen, optimize, resolve_target, CodegenError, CodegenResult, OptLevel};
+use crate::cache::{self, Cache};
+use crate::{codegen, optimize, resolve_target, CodegenError, CodegenResult, OptLevel, TargetSpec};
 use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::context::Context;
-use inkwell::execution_engine::ExecutionEngine;
-use inkwell::module::Module;
+use inkwell::llvm_sys::core::LLVMCreateMemoryBufferWithMemoryRangeCopy;
+use inkwell::llvm_sys::error::{LLVMDisposeErrorMessage, LLVMErrorRef, LLVMGetErrorMessage};
+use inkwell::llvm_sys::orc2::lljit::{
+    LLVMOrcCreateLLJIT, LLVMOrcCreateLLJITBuilder, LLVMOrcDisposeLLJIT, LLVMOrcLLJITAddObjectFile,
+    LLVMOrcLLJITGetMainJITDylib, LLVMOrcLLJITLookup, LLVMOrcLLJITMangleAndIntern, LLVMOrcLLJITRef,
+};
+use inkwell::llvm_sys::orc2::{
+    LLVMJITEvaluatedSymbol, LLVMJITSymbolFlags, LLVMJITSymbolGenericFlags, LLVMOrcAbsoluteSymbols,
+    LLVMOrcCSymbolMapPair, LLVMOrcJITDylibDefine,
+};
+use inkwell::targets::FileType;
 use kiln_kernel::abi::{self, CompiledKernel};
 use kiln_kernel::Kernel;
-use std::mem::ManuallyDrop;
-use std::sync::Arc;
+use std::ffi::{CStr, CString};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Once};
 
-/// An LLVM context, module and execution engine that own machine code.
-struct JitCode {
-    module: ManuallyDrop<Module<'static>>,
-    engine: ManuallyDrop<ExecutionEngine<'static>>,
-    context: *mut Context,
-}
+/// An LLJIT instance that owns linked machine code.
+struct JitCode(LLVMOrcLLJITRef);
 
 impl Drop for JitCode {
     fn drop(&mut self) {
-        // SAFETY: each field is dropped exactly once, in the order LLVM needs:
-        // the module handle (owned by the engine, so this only releases
-        // inkwell's reference), then the engine (which frees the module and
-        // the machine code), then the context both were created in. Every
-        // function pointer into the code is held by a `CompiledKernel` that
-        // also holds an `Arc` to this `JitCode`, so none is called after this.
-        unsafe {
-            ManuallyDrop::drop(&mut self.module);
-            ManuallyDrop::drop(&mut self.engine);
-            drop(Box::from_raw(self.context));
-        }
+        // SAFETY: the instance was created by `LLVMOrcCreateLLJIT` and is
+        // disposed of exactly once, here. Every function pointer into its
+        // code is held by a `CompiledKernel` that also holds an `Arc` to this
+        // `JitCode`, so none is called after this.
+        let error = unsafe { LLVMOrcDisposeLLJIT(self.0) };
+        // A failure to release is not actionable at drop: consume it.
+        drop(take_error(error));
     }
 }
 
-// SAFETY: after the engine has produced the function addresses, nothing touches
-// the context, module or engine again except `drop`, which runs once, on
-// whichever thread drops the last `Arc`. The inkwell `Rc`s inside are never
-// cloned after construction, so their counts are not raced. The machine code
-// is immutable.
+// SAFETY: after the symbols have been looked up, nothing touches the LLJIT
+// instance again except `drop`, which runs once, on whichever thread drops
+// the last `Arc`. The machine code is immutable.
 unsafe impl Send for JitCode {}
-// SAFETY: as for `Send`: shared access never touches the LLVM objects.
+// SAFETY: as for `Send`: shared access never touches the instance.
 unsafe impl Sync for JitCode {}
 
-/// Compiles kernels into one LLVM module, optimized at `opt` for the host CPU
-/// and its features, with one execution engine, binding the C math names
-/// kernels call to `symbols`.
+/// The message of an LLVM error, consuming it; `None` for success.
+fn take_error(error: LLVMErrorRef) -> Option<String> {
+    if error.is_null() {
+        return None;
+    }
+    // SAFETY: a non-null `LLVMErrorRef` is consumed by `LLVMGetErrorMessage`,
+    // whose string is freed with `LLVMDisposeErrorMessage`.
+    unsafe {
+        let message = LLVMGetErrorMessage(error);
+        let text = CStr::from_ptr(message).to_string_lossy().into_owned();
+        LLVMDisposeErrorMessage(message);
+        Some(text)
+    }
+}
+
+fn check(error: LLVMErrorRef, what: &str) -> CodegenResult<()> {
+    match take_error(error) {
+        None => Ok(()),
+        Some(message) => Err(CodegenError::Llvm(format!("{what}: {message}"))),
+    }
+}
+
+/// The symbol kernel `idx` of a JIT object is exported as.
+fn kernel_symbol(idx: usize) -> String {
+    format!("__kiln_kernel_{idx}")
+}
+
+/// LLVM work in flight in this address space, and the process that started
+/// it: what makes exit and `fork()` safe while another thread compiles (a
+/// background tier-up).
+///
+/// - **Exit.** LLVM's global objects (its command-line options, pass
+///   registries) are destroyed by the process's exit handlers while other
+///   threads still run. The first LLVM use registers an `atexit` handler,
+///   which runs before those destructors (handlers run in reverse order of
+///   registration, and LLVM's were registered when it was loaded): it
+///   refuses new work and waits for what runs to finish.
+/// - **`fork()`.** A child forked while a thread was inside LLVM inherits
+///   LLVM's locks and half-updated state but not the thread: it refuses
+///   LLVM work for good (a typed error; a program on the `auto` tier stays
+///   on its first tier). A child forked while LLVM was idle compiles as
+///   usual.
+pub(crate) struct InFlight(());
+
+static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+static OWNER: AtomicU32 = AtomicU32::new(0);
+static EXITING: AtomicBool = AtomicBool::new(false);
+
+impl InFlight {
+    /// Enters LLVM work, or says why this process may not.
+    pub(crate) fn enter() -> CodegenResult<InFlight> {
+        static AT_EXIT: Once = Once::new();
+        AT_EXIT.call_once(|| {
+            // SAFETY: registers a plain `extern "C" fn()`; a failure to
+            // register leaves exit as it was without the wait.
+            #[cfg(unix)]
+            unsafe {
+                libc::atexit(wait_at_exit);
+            }
+        });
+        let pid = std::process::id();
+        if IN_FLIGHT.load(SeqCst) > 0 && OWNER.load(SeqCst) != pid {
+            return Err(CodegenError::Unsupported(
+                "this process was forked while LLVM was compiling on another thread; LLVM is \
+                 not safe to use in it (compile on cranelift, or before forking)"
+                    .into(),
+            ));
+        }
+        OWNER.store(pid, SeqCst);
+        IN_FLIGHT.fetch_add(1, SeqCst);
+        // Counted first, checked second: the exit handler sets the flag
+        // first and reads the count second, so one of them sees the other.
+        if EXITING.load(SeqCst) {
+            IN_FLIGHT.fetch_sub(1, SeqCst);
+            return Err(CodegenError::Unsupported("the process is exiting".into()));
+        }
+        Ok(InFlight(()))
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        IN_FLIGHT.fetch_sub(1, SeqCst);
+    }
+}
+
+#[cfg(unix)]
+extern "C" fn wait_at_exit() {
+    EXITING.store(true, SeqCst);
+    let pid = std::process::id();
+    while IN_FLIGHT.load(SeqCst) > 0 && OWNER.load(SeqCst) == pid {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+/// Compiles kernels into one LLVM module, optimized at `opt` for the host
+/// CPU and its features, and links it into the process, binding the C math
+/// names kernels call to `symbols`. With a `cache`, the object is looked up
+/// there first and stored there after a compile; an entry that does not
+/// link (it lacks a kernel's symbol) is compiled again and replaced.
 pub fn jit(
     kernels: Vec<Kernel>,
     opt: OptLevel,
     symbols: &[(&'static str, *const u8)],
+    cache: Option<&Cache>,
 ) -> CodegenResult<Vec<CompiledKernel>> {
+    let _in_flight = InFlight::enter()?;
     let spec = resolve_target("native", None, None)?;
-    let machine = spec.machine(opt)?;
-    let context: &'static Context = Box::leak(Box::new(Context::create()));
-    let context_ptr = context as *const Context as *mut Context;
-    // From here, every early return must free the context.
-    let built = (|| {
-        let module = context.create_module("kiln_jit");
-        module.set_triple(&machine.get_triple());
-        module.set_data_layout(&machine.get_target_data().get_data_layout());
-        let cpu = context.create_string_attribute("target-cpu", &spec.cpu);
-        let features = context.create_string_attribute("target-features", &spec.features);
-        for (idx, kernel) in kernels.iter().enumerate() {
-            let symbol = format!("__kiln_kernel_{idx}");
-            codegen::define_kernel(context, &module, kernel, &symbol, true)?;
-            // The kernel stays exported (typed handles call it directly), so
-            // inlining it into its wrapper would only compile it twice.
-            let kernel_fn = module.get_function(&symbol).expect("just defined");
-            let noinline = Attribute::get_named_enum_kind_id("noinline");
-            kernel_fn.add_attribute(
-                AttributeLoc::Function,
-                context.create_enum_attribute(noinline, 0),
-            );
-        }
-        // MCJIT builds its own target machine for the generic host CPU;
-        // these attributes make its code generator use the real one, for
-        // every function defined here (kernels, wrappers, math helpers, whose
-        // vector arguments must be passed alike on both sides of a call).
-        for f in module
-            .get_functions()
-            .filter(|f| f.count_basic_blocks() > 0)
-        {
-            f.add_attribute(AttributeLoc::Function, cpu);
-            f.add_attribute(AttributeLoc::Function, features);
-        }
-        module
-            .verify()
-            .map_err(|e| CodegenError::Invalid(format!("LLVM verifier: {e}")))?;
-        optimize(&module, &machine, opt)?;
-        let engine = module
-            .create_jit_execution_engine(crate::codegen_level(opt))
-            .map_err(|e| CodegenError::Llvm(e.to_string()))?;
-        for &(name, address) in symbols {
-            if let Some(f) = module.get_function(name) {
-                engine.add_global_mapping(&f, address as usize);
-            }
-        }
-        let mut addresses = Vec::with_capacity(kernels.len());
-        for (idx, kernel) in kernels.iter().enumerate() {
-            let symbol = format!("__kiln_kernel_{idx}");
-            let lookup = |name: &str| {
-                engine
-                    .get_function_address(name)
-                    .map(|a| a as *const u8)
-                    .map_err(|e| CodegenError::Llvm(format!("{name}: {e}")))
-            };
-            let wrapper = abi::needs_wrapper(kernel)
-                .then(|| lookup(&abi::wrapper_symbol(&symbol)))
-                .transpose()?;
-            addresses.push((lookup(&symbol)?, wrapper));
-        }
-        Ok((module, engine, addresses))
-    })();
-    let (module, engine, addresses) = match built {
-        Ok(parts) => parts,
-        Err(e) => {
-            // SAFETY: the context was leaked above and nothing created in it
-            // survives the failed closure (its module and engine were dropped).
-            drop(unsafe { Box::from_raw(context_ptr) });
-            return Err(e);
-        }
+    let Some(cache) = cache else {
+        let object = compile_object(&kernels, opt, &spec)?;
+        return link(kernels, &object, symbols);
     };
-    let code = Arc::new(JitCode {
-        module: ManuallyDrop::new(module),
-        engine: ManuallyDrop::new(engine),
-        context: context_ptr,
-    });
+    let key = cache::key(&kernels, opt, &spec);
+    if let Some(object) = cache.load(&key) {
+        if let Ok(code) = link(kernels.clone(), &object, symbols) {
+            return Ok(code);
+        }
+    }
+    let object = compile_object(&kernels, opt, &spec)?;
+    // A cache that cannot be written costs the next process a compile,
+    // never this one its result.
+    let _ = cache.store(&key, &object);
+    link(kernels, &object, symbols)
+}
+
+/// The kernels linked from the object `cache` holds for them, or `None`
+/// when it holds none (or a bad one): compiles nothing.
+pub fn load_cached(
+    kernels: Vec<Kernel>,
+    opt: OptLevel,
+    symbols: &[(&'static str, *const u8)],
+    cache: &Cache,
+) -> CodegenResult<Option<Vec<CompiledKernel>>> {
+    let _in_flight = InFlight::enter()?;
+    let spec = resolve_target("native", None, None)?;
+    let Some(object) = cache.load(&cache::key(&kernels, opt, &spec)) else {
+        return Ok(None);
+    };
+    Ok(link(kernels, &object, symbols).ok())
+}
+
+/// The kernels as one relocatable object for `spec` (the host): each kernel
+/// exported as `__kiln_kernel_{idx}`, with its uniform entry where
+/// `abi::needs_wrapper`.
+fn compile_object(kernels: &[Kernel], opt: OptLevel, spec: &TargetSpec) -> CodegenResult<Vec<u8>> {
+    let machine = spec.machine(opt)?;
+    let context = Context::create();
+    let module = context.create_module("kiln_jit");
+    module.set_triple(&machine.get_triple());
+    module.set_data_layout(&machine.get_target_data().get_data_layout());
+    let cpu = context.create_string_attribute("target-cpu", &spec.cpu);
+    let features = context.create_string_attribute("target-features", &spec.features);
+    for (idx, kernel) in kernels.iter().enumerate() {
+        let symbol = kernel_symbol(idx);
+        let kernel_fn = codegen::define_kernel(&context, &module, kernel, &symbol, true)?;
+        // The kernel stays exported (typed handles call it directly), so
+        // inlining it into its wrapper would only compile it twice.
+        let noinline = Attribute::get_named_enum_kind_id("noinline");
+        kernel_fn.add_attribute(
+            AttributeLoc::Function,
+            context.create_enum_attribute(noinline, 0),
+        );
+    }
+    // Every function defined here (kernels, wrappers, math helpers, whose
+    // vector arguments must be passed alike on both sides of a call) is
+    // compiled for the host's CPU and features, as the machine is.
+    for f in module
+        .get_functions()
+        .filter(|f| f.count_basic_blocks() > 0)
+    {
+        f.add_attribute(AttributeLoc::Function, cpu);
+        f.add_attribute(AttributeLoc::Function, features);
+    }
+    module
+        .verify()
+        .map_err(|e| CodegenError::Invalid(format!("LLVM verifier: {e}")))?;
+    optimize(&module, &machine, opt)?;
+    machine
+        .write_to_memory_buffer(&module, FileType::Object)
+        .map(|b| b.as_slice().to_vec())
+        .map_err(|e| CodegenError::Llvm(e.to_string()))
+}
+
+/// Links `object` (from [`compile_object`], for these `kernels`) into a new
+/// LLJIT instance, with `symbols` defined as absolute addresses, and returns
+/// a handle per kernel.
+fn link(
+    kernels: Vec<Kernel>,
+    object: &[u8],
+    symbols: &[(&'static str, *const u8)],
+) -> CodegenResult<Vec<CompiledKernel>> {
+    crate::target::init_targets();
+    let mut instance: LLVMOrcLLJITRef = std::ptr::null_mut();
+    // SAFETY: the builder is consumed by `LLVMOrcCreateLLJIT`, which writes
+    // the instance on success.
+    check(
+        unsafe { LLVMOrcCreateLLJIT(&mut instance, LLVMOrcCreateLLJITBuilder()) },
+        "creating the JIT",
+    )?;
+    // From here, dropping `code` disposes of the instance on every path.
+    let code = Arc::new(JitCode(instance));
+    // SAFETY: `instance` is live (owned by `code`). The symbol pairs hold
+    // interned names whose references `LLVMOrcAbsoluteSymbols` takes over,
+    // and the materialization unit is consumed by `LLVMOrcJITDylibDefine`
+    // (which disposes of it on failure too). The object buffer is copied
+    // and then owned by `LLVMOrcLLJITAddObjectFile`.
+    unsafe {
+        let dylib = LLVMOrcLLJITGetMainJITDylib(instance);
+        let flags = || LLVMJITSymbolFlags {
+            GenericFlags: LLVMJITSymbolGenericFlags::LLVMJITSymbolGenericFlagsExported as u8
+                | LLVMJITSymbolGenericFlags::LLVMJITSymbolGenericFlagsCallable as u8,
+            TargetFlags: 0,
+        };
+        let mut pairs = Vec::with_capacity(symbols.len());
+        for &(name, address) in symbols {
+            let name = CString::new(name).expect("C math names have no NUL");
+            pairs.push(LLVMOrcCSymbolMapPair {
+                Name: LLVMOrcLLJITMangleAndIntern(instance, name.as_ptr()),
+                Sym: LLVMJITEvaluatedSymbol {
+                    Address: address as u64,
+                    Flags: flags(),
+                },
+            });
+        }
+        if !pairs.is_empty() {
+            let unit = LLVMOrcAbsoluteSymbols(pairs.as_mut_ptr(), pairs.len());
+            check(LLVMOrcJITDylibDefine(dylib, unit), "binding math functions")?;
+        }
+        let buffer = LLVMCreateMemoryBufferWithMemoryRangeCopy(
+            object.as_ptr().cast(),
+            object.len(),
+            c"kiln_jit".as_ptr(),
+        );
+        check(
+            LLVMOrcLLJITAddObjectFile(instance, dylib, buffer),
+            "adding the object",
+        )?;
+    }
+    let lookup = |name: &str| -> CodegenResult<*const u8> {
+        let c_name = CString::new(name).expect("kernel symbols have no NUL");
+        let mut address = 0u64;
+        // SAFETY: `instance` is live; the lookup links the object on first
+        // use and writes the symbol's address on success.
+        check(
+            unsafe { LLVMOrcLLJITLookup(instance, &mut address, c_name.as_ptr()) },
+            name,
+        )?;
+        Ok(address as usize as *const u8)
+    };
+    let mut addresses = Vec::with_capacity(kernels.len());
+    for (idx, kernel) in kernels.iter().enumerate() {
+        let symbol = kernel_symbol(idx);
+        let wrapper = abi::needs_wrapper(kernel)
+            .then(|| lookup(&abi::wrapper_symbol(&symbol)))
+            .transpose()?;
+        addresses.push((lookup(&symbol)?, wrapper));
+    }
     // SAFETY: each address is its kernel defined by `codegen` with
     // `abi::signature`, and its uniform entry (defined exactly when
-    // `abi::needs_wrapper`), in `code`'s execution engine, which lives as long
-    // as any handle holding `code`.
+    // `abi::needs_wrapper`), linked by `code`'s instance, which lives as
+    // long as any handle holding `code`.
     Ok(unsafe { CompiledKernel::for_module(kernels, code, addresses) })
 }

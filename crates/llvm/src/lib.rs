@@ -2,7 +2,8 @@
 //! optimizes it with the new pass manager (`default<O0>` … `default<O3>`) for a
 //! target machine, and emits objects, assembly, textual IR, bitcode and linked
 //! wasm32 modules for any target LLVM knows ([`emit`]), or compiles it
-//! in process ([`jit`]).
+//! in process ([`jit`]), keeping the objects it compiles in a persistent
+//! code cache ([`cache`]) for the next process.
 //!
 //! It makes no semantic decisions: lowering (in `kiln-kernel`) decided what runs in
 //! which loop and where division can fail, and `codegen` emits the LLVM IR that
@@ -16,12 +17,14 @@
 //! Every call builds a fresh LLVM context and module: a module optimized or
 //! emitted for one target is never reused for another.
 
+pub mod cache;
 mod codegen;
 mod fallback;
 mod jit;
 mod target;
 
-pub use jit::jit;
+pub use cache::Cache;
+pub use jit::{jit, load_cached};
 pub use target::{resolve_target, TargetSpec, TARGETS};
 
 use inkwell::context::Context;
@@ -30,7 +33,7 @@ use inkwell::passes::PassBuilderOptions;
 use inkwell::targets::{FileType, TargetMachine};
 use kiln_kernel::abi::CompiledKernel;
 use kiln_kernel::backend::{
-    Backend, BackendError, BackendOptions, BackendResult, Emit, EmitOptions, Symbols,
+    Backend, BackendError, BackendOptions, BackendResult, CacheUse, Emit, EmitOptions, Symbols,
 };
 use kiln_kernel::{Kernel, LowerOptions};
 
@@ -100,7 +103,17 @@ impl Backend for Llvm {
         options: &BackendOptions,
         symbols: Symbols<'_>,
     ) -> BackendResult<Vec<CompiledKernel>> {
-        jit(kernels, options.opt_level, symbols).map_err(CodegenError::into_backend)
+        let cache = match options.cache {
+            CacheUse::Off => None,
+            CacheUse::ReadWrite | CacheUse::ReadOnly => Cache::from_env(),
+        };
+        if options.cache == CacheUse::ReadOnly {
+            let cache = cache.ok_or(BackendError::NotCached)?;
+            return load_cached(kernels, options.opt_level, symbols, &cache)
+                .map_err(CodegenError::into_backend)?
+                .ok_or(BackendError::NotCached);
+        }
+        jit(kernels, options.opt_level, symbols, cache.as_ref()).map_err(CodegenError::into_backend)
     }
 
     fn emits(&self) -> &'static [Emit] {
@@ -179,6 +192,7 @@ fn build_module<'ctx>(
 /// imports them from module `env`). Links wasm with `wasm-ld`
 /// (`$KILN_WASM_LD`, else `wasm-ld-19`, else `wasm-ld`).
 pub fn emit(kernel: &Kernel, symbol: &str, options: &EmitOptions) -> CodegenResult<Vec<u8>> {
+    let _in_flight = jit::InFlight::enter()?;
     let spec = resolve_target(
         &options.target,
         options.cpu.as_deref(),

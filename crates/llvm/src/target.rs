@@ -33,7 +33,7 @@ pub struct TargetSpec {
     pub abi: Option<String>,
 }
 
-fn init_targets() {
+pub(crate) fn init_targets() {
     static INIT: Once = Once::new();
     INIT.call_once(|| {
         Target::initialize_all(&InitializationConfig::default());
