@@ -37,9 +37,11 @@ use arrow_schema::DataType;
 /// included (it copies the columns; the oracle in tests).
 pub use kiln::Tier;
 
-/// The tier [`Filter::make`] and [`Projector::make`] compile on: Cranelift,
-/// which compiles in microseconds.
-pub const DEFAULT_TIER: Tier = Tier::Cranelift;
+/// The tier [`Filter::make`] and [`Projector::make`] compile on: `auto`
+/// (Cranelift, which compiles in microseconds, then LLVM on a background
+/// thread once the batches have paid for it; LLVM at once where the code
+/// cache holds the kernel).
+pub const DEFAULT_TIER: Tier = Tier::Auto;
 
 /// What can go wrong compiling or evaluating an expression.
 #[derive(Debug, thiserror::Error)]

@@ -22,6 +22,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 enum Code {
     Interp(kiln::InterpProgram),
     Jit(JitProgram),
+    /// The `auto` tier: Cranelift, then LLVM once the batches paid for it.
+    Auto(kiln::TieredProgram),
 }
 
 /// One compiled variant: the kernel for one pattern of columns with nulls.
@@ -64,6 +66,7 @@ fn compile(tier: Tier, graph: kiln::Graph) -> Result<(Verified, Arc<Code>), Erro
     };
     let code = Arc::new(match tier {
         Tier::Interp => Code::Interp(kiln::Interpreter.compile(&graph, &options)?),
+        Tier::Auto => Code::Auto(kiln::Auto.compile(&graph, &options)?),
         t => {
             let backend = t.backend().map_err(kiln::CompileError::from)?;
             Code::Jit(backend.compile(&graph, &options)?)
@@ -178,6 +181,9 @@ impl Compiled {
                     .map_err(|e| exec_error(variant.graph.graph(), e))?
             }
             Code::Jit(program) => run_jit(program, &variant, batch, selection)?,
+            Code::Auto(program) => {
+                program.with(|program| run_jit(program, &variant, batch, selection))?
+            }
         };
         Ok((variant, outs))
     }

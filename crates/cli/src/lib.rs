@@ -40,7 +40,7 @@ pub use kiln::Tier;
 /// so asking for one this build lacks is a clear error (exit 2) where it is
 /// used, not an unknown option.
 pub fn tier_parser() -> impl TypedValueParser<Value = Tier> {
-    clap::builder::PossibleValuesParser::new(Tier::ALL.map(Tier::name))
+    clap::builder::PossibleValuesParser::new(Tier::NAMED.map(Tier::name))
         .map(|name| name.parse::<Tier>().expect("a possible value names a tier"))
 }
 

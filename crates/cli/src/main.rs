@@ -47,8 +47,10 @@ enum Emit {
 
 #[derive(clap::Args)]
 struct RunOptions {
-    /// The engine that runs the graph [default: cranelift; with --population,
-    /// vm, which measured fastest there].
+    /// The engine that runs the graph [default: auto (LLVM's code at once
+    /// where the code cache holds it, else Cranelift, with LLVM compiled in
+    /// the background once the calls paid for it); with --population, vm,
+    /// which measured fastest there].
     #[arg(long, value_parser = kiln_cli::tier_parser())]
     tier: Option<Tier>,
     /// An input value, such as `--arg x=2.5` or `--arg xs=[1, 2, 3]` for a column.
@@ -236,7 +238,7 @@ fn execute(
     run: &RunOptions,
     inputs: &[Data],
 ) -> Result<Vec<Data>, Failure> {
-    let program = kiln_cli::engine(run.tier.unwrap_or(Tier::Cranelift))?
+    let program = kiln_cli::engine(run.tier.unwrap_or(Tier::Auto))?
         .compile_dyn(
             &source.verified,
             &kiln::CompileOptions {

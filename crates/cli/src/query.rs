@@ -29,7 +29,7 @@ pub struct QueryArgs {
     #[arg(long)]
     count: bool,
     /// The engine that runs the condition.
-    #[arg(long, value_parser = kiln_cli::tier_parser(), default_value = "cranelift")]
+    #[arg(long, value_parser = kiln_cli::tier_parser(), default_value = "auto")]
     tier: Tier,
     /// Rows per batch.
     #[arg(long, default_value_t = 65_536, value_name = "ROWS")]

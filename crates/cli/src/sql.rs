@@ -25,7 +25,7 @@ pub struct SqlArgs {
     #[arg(long)]
     explain: bool,
     /// The engine that compiles the expressions.
-    #[arg(long, value_parser = kiln_cli::tier_parser(), default_value = "cranelift")]
+    #[arg(long, value_parser = kiln_cli::tier_parser(), default_value = "auto")]
     tier: Tier,
     /// The partitions DataFusion splits the work into (default: one per core).
     #[arg(long, value_name = "N")]

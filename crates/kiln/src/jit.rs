@@ -54,6 +54,36 @@ fn compile_with<B: Backend + ?Sized>(
     graphs: &[Verified],
     options: &CompileOptions,
 ) -> CompileResult<Vec<JitProgram>> {
+    let cache = if options.cache {
+        CacheUse::ReadWrite
+    } else {
+        CacheUse::Off
+    };
+    compile_using(backend, graphs, options, cache)
+}
+
+/// `graph`'s program from the code `backend`'s cache holds for it, compiling
+/// nothing: an error where it holds none (the `auto` tier's probe).
+pub(crate) fn compile_cached_only<B: Backend + ?Sized>(
+    backend: &B,
+    graph: &Verified,
+    options: &CompileOptions,
+) -> CompileResult<JitProgram> {
+    let mut programs = compile_using(
+        backend,
+        std::slice::from_ref(graph),
+        options,
+        CacheUse::ReadOnly,
+    )?;
+    Ok(programs.pop().expect("one graph in, one program out"))
+}
+
+fn compile_using<B: Backend + ?Sized>(
+    backend: &B,
+    graphs: &[Verified],
+    options: &CompileOptions,
+    cache: CacheUse,
+) -> CompileResult<Vec<JitProgram>> {
     let tier = backend.lower_options();
     let lower = LowerOptions {
         packed_bools: options.packed_bools,
@@ -74,11 +104,7 @@ fn compile_with<B: Backend + ?Sized>(
         opt_level: options.opt_level,
         vectorize: options.vectorize.unwrap_or(true),
         parallel: options.parallel.unwrap_or(true),
-        cache: if options.cache {
-            CacheUse::ReadWrite
-        } else {
-            CacheUse::Off
-        },
+        cache,
     };
     let code = kiln_kernel::backend::compile(
         backend,

@@ -27,6 +27,7 @@ pub mod runtime;
 #[cfg(feature = "formats")]
 pub mod tensors;
 mod tier;
+pub mod tierup;
 
 pub use arrays::{ArrayMut, ArrayRef};
 pub use jit::{JitProgram, NativeScalar, ScalarArgs, TypedFunc};
@@ -53,7 +54,8 @@ pub use kiln_llvm::Llvm;
 pub use kiln_vm as vm;
 pub use kiln_vm::Vm;
 pub use population::{MemberError, Population, PopulationOptions, DEFAULT_TIER};
-pub use tier::{Tier, TierError, NO_LLVM};
+pub use tier::{Auto, Tier, TierError, NO_LLVM};
+pub use tierup::{TierStats, TierUp, TierUpState, TieredProgram};
 
 use std::path::Path;
 

@@ -3,7 +3,9 @@
 //! what is its own (which tiers it accepts, its default); the names, the
 //! parsing and the way to a tier's engine are here.
 
-use crate::{CompileError, DynEngine, Emit, Interpreter};
+use crate::tierup::{TierUp, TieredProgram};
+use crate::{CompileError, CompileOptions, CompileResult, DynEngine, Emit, Engine, Interpreter};
+use kiln_ir::Verified;
 use kiln_kernel::backend::Backend;
 use std::fmt;
 use std::str::FromStr;
@@ -25,6 +27,12 @@ pub enum Tier {
     /// The LLVM tier (O3 by default; the `llvm` feature): JIT in process,
     /// and every ahead-of-time output for any LLVM target.
     Llvm,
+    /// The tier that decides ([`crate::tierup`]): LLVM's code at once where
+    /// the code cache holds it, else Cranelift, with LLVM compiled on a
+    /// background thread once the calls have paid for it. Not a backend of
+    /// its own, so not in [`Self::ALL`]; its programs are
+    /// [`TieredProgram`]s.
+    Auto,
 }
 
 /// The message for a request that needs the LLVM tier in a build without it.
@@ -43,6 +51,9 @@ pub enum TierError {
     /// The interpreter asked for what only a compiling tier has (a backend).
     #[error("the interpreter compiles nothing: choose vm, cranelift or llvm")]
     Interpreter,
+    /// `auto` asked for one backend (ahead-of-time output).
+    #[error("auto is no single backend: choose vm, cranelift or llvm")]
+    Auto,
 }
 
 fn not_built(tier: Tier) -> String {
@@ -63,6 +74,15 @@ impl Tier {
     /// first, then the compiling tiers from the cheapest compile.
     pub const ALL: [Tier; 4] = [Tier::Interp, Tier::Vm, Tier::Cranelift, Tier::Llvm];
 
+    /// Every name `--tier` and `tier=` take: [`Self::ALL`] and `auto`.
+    pub const NAMED: [Tier; 5] = [
+        Tier::Interp,
+        Tier::Vm,
+        Tier::Cranelift,
+        Tier::Llvm,
+        Tier::Auto,
+    ];
+
     /// The tier's name, as `--tier`, `tier=` and `kiln.tiers()` write it.
     pub fn name(self) -> &'static str {
         match self {
@@ -70,13 +90,14 @@ impl Tier {
             Tier::Vm => "vm",
             Tier::Cranelift => "cranelift",
             Tier::Llvm => "llvm",
+            Tier::Auto => "auto",
         }
     }
 
-    /// Every tier's name, in [`Self::ALL`]'s order: `interp, vm, cranelift,
-    /// llvm`, for messages that list them.
+    /// Every tier's name, in [`Self::NAMED`]'s order: `interp, vm,
+    /// cranelift, llvm, auto`, for messages that list them.
     pub fn names() -> String {
-        Self::ALL.map(Tier::name).join(", ")
+        Self::NAMED.map(Tier::name).join(", ")
     }
 
     /// Whether this build has the tier: every one but LLVM always, LLVM
@@ -101,6 +122,7 @@ impl Tier {
     pub fn backend(self) -> Result<&'static dyn Backend, TierError> {
         Ok(match self {
             Tier::Interp => return Err(TierError::Interpreter),
+            Tier::Auto => return Err(TierError::Auto),
             Tier::Vm => &kiln_vm::Vm,
             Tier::Cranelift => &kiln_cranelift::Cranelift,
             #[cfg(feature = "llvm")]
@@ -110,10 +132,11 @@ impl Tier {
         })
     }
 
-    /// The tier as an engine: the interpreter, or the backend's.
+    /// The tier as an engine: the interpreter, [`Auto`], or the backend's.
     pub fn engine(self) -> Result<Box<dyn DynEngine>, TierError> {
         Ok(match self {
             Tier::Interp => Box::new(Interpreter),
+            Tier::Auto => Box::new(Auto),
             t => Box::new(t.backend()?),
         })
     }
@@ -137,9 +160,34 @@ impl FromStr for Tier {
     /// The tier called `name`, whether or not this build has it (so asking
     /// for a missing one is [`TierError::NotBuilt`] where it is used).
     fn from_str(name: &str) -> Result<Tier, TierError> {
-        Self::ALL
+        Self::NAMED
             .into_iter()
             .find(|t| t.name() == name)
             .ok_or_else(|| TierError::Unknown(name.to_string()))
+    }
+}
+
+/// The `auto` tier as an engine: each graph a [`TieredProgram`], tiering up
+/// as `KILN_TIER_UP_AFTER` says ([`TierUp::from_env`]).
+#[derive(Copy, Clone, Debug, Default)]
+pub struct Auto;
+
+impl Engine for Auto {
+    type Program = TieredProgram;
+
+    fn name(&self) -> &'static str {
+        "auto"
+    }
+
+    fn compile_batch(
+        &self,
+        graphs: &[Verified],
+        options: &CompileOptions,
+    ) -> CompileResult<Vec<TieredProgram>> {
+        let rule = TierUp::from_env();
+        graphs
+            .iter()
+            .map(|g| TieredProgram::compile(g, options, rule))
+            .collect()
     }
 }

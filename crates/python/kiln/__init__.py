@@ -140,7 +140,7 @@ def _spec(
 def compile(
     source: Source,
     *,
-    tier: str = "cranelift",
+    tier: str = "auto",
     inputs: Optional[Mapping[str, str]] = None,
     format: Optional[str] = None,
     optimize: bool = True,
@@ -152,9 +152,12 @@ def compile(
     ``source`` is Python-subset text (an expression such as ``"x * 2.0 + 1.0"``
     or a ``def``), or a path (``pathlib.Path``) to a ``.py``, ``.kiln``,
     torch.fx (``.fx``, ``graph.txt``, ``module.txt``) or TensorFlow
-    (``.pbtxt``, ``.pb``) file. ``tier`` is ``"cranelift"`` (compiles in
-    microseconds), ``"llvm"`` (O3) or ``"interp"`` (the reference
-    interpreter). ``inputs`` gives input types by name, such as
+    (``.pbtxt``, ``.pb``) file. ``tier`` is ``"auto"`` (the default: LLVM's
+    code at once where the code cache holds it, else Cranelift, with LLVM
+    compiled on a background thread once the calls have paid for it and
+    swapped in between calls; ``Function.tier`` and ``Function.stats`` say
+    where it stands), ``"cranelift"`` (compiles in microseconds), ``"llvm"``
+    (O3), ``"vm"`` or ``"interp"`` (the reference interpreter). ``inputs`` gives input types by name, such as
     ``{"x": "f64[n]", "k": "i64"}``: free names of an expression are ``f64``
     scalars otherwise.
     """

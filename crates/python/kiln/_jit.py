@@ -65,7 +65,7 @@ def _type_of(value, name, dynamic):
 class JitFunction:
     """A Python function compiled by kiln on first call, per signature."""
 
-    def __init__(self, fn, *, tier="cranelift", dynamic=False, optimize=True):
+    def __init__(self, fn, *, tier="auto", dynamic=False, optimize=True):
         functools.update_wrapper(self, fn)
         self._fn = fn
         self._tier, self._dynamic, self._optimize = tier, dynamic, optimize
@@ -143,7 +143,7 @@ def _rebuild_jit(text, file, name, params, tier, dynamic, optimize):
     return self
 
 
-def jit(fn=None, *, tier="cranelift", dynamic=False, optimize=True):
+def jit(fn=None, *, tier="auto", dynamic=False, optimize=True):
     """Compiles a Python function with kiln on its first call.
 
     Each distinct signature (argument dtypes and shapes) compiles once;

@@ -32,7 +32,7 @@ def _batches(data: Batch):
 class Filter:
     """A compiled condition over batches of ``schema``."""
 
-    def __init__(self, schema: pa.Schema, expr: str, *, tier: str = "cranelift"):
+    def __init__(self, schema: pa.Schema, expr: str, *, tier: str = "auto"):
         self.schema, self.expr, self.tier = schema, expr, tier
         self._inner = _kiln._Filter(schema, expr, tier)
 
@@ -89,7 +89,7 @@ class Projector:
         schema: pa.Schema,
         exprs: Union[Mapping[str, str], Sequence[Tuple[str, str]]],
         *,
-        tier: str = "cranelift",
+        tier: str = "auto",
     ):
         items = list(exprs.items()) if isinstance(exprs, Mapping) else [tuple(e) for e in exprs]
         self.schema, self.exprs, self.tier = schema, items, tier

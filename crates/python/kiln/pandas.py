@@ -78,19 +78,19 @@ class KilnAccessor:
     def __init__(self, df: pd.DataFrame):
         self._df = df
 
-    def indices(self, expr: str, *, tier: str = "cranelift") -> np.ndarray:
+    def indices(self, expr: str, *, tier: str = "auto") -> np.ndarray:
         """The positions of the rows where `expr` is true: a ``uint32``
         selection vector."""
         batch, _ = _batch(self._df, expr)
         return _compiled("filter", batch.schema, expr, tier).indices(batch)
 
-    def mask(self, expr: str, *, tier: str = "cranelift") -> np.ndarray:
+    def mask(self, expr: str, *, tier: str = "auto") -> np.ndarray:
         """`expr` as a boolean mask over the rows (null is False)."""
         m = np.zeros(len(self._df), dtype=bool)
         m[self.indices(expr, tier=tier)] = True
         return m
 
-    def query(self, expr: str, *, tier: str = "cranelift", threads: int | None = None) -> pd.DataFrame:
+    def query(self, expr: str, *, tier: str = "auto", threads: int | None = None) -> pd.DataFrame:
         """The rows where `expr` is true, index kept: what ``df.query``
         returns.
 
@@ -123,7 +123,7 @@ class KilnAccessor:
         out.columns = df.columns
         return out.__finalize__(df)
 
-    def eval(self, expr: str, *, tier: str = "cranelift") -> pd.Series:
+    def eval(self, expr: str, *, tier: str = "auto") -> pd.Series:
         """`expr` over every row, as a Series on the frame's index. Nullable
         inputs give a nullable result (``Float64``, ``Int64``, ``boolean``);
         otherwise a NumPy dtype, with nulls (from SQL's rules) as NaN."""

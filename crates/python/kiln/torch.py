@@ -401,8 +401,8 @@ def _check_options(options: Optional[dict]) -> tuple:
     unknown = sorted(set(options) - set(_OPTIONS))
     if unknown:
         raise ValueError(f"unknown kiln backend options {unknown}: the options are {list(_OPTIONS)}")
-    tier = options.get("tier", "cranelift")
-    tiers = _kiln.tiers()
+    tier = options.get("tier", "auto")
+    tiers = [*_kiln.tiers(), "auto"]
     if tier not in tiers:
         raise ValueError(f"tier must be one of {', '.join(tiers)}, not {tier!r}")
     optimize = options.get("optimize", True)
@@ -413,8 +413,10 @@ def _check_options(options: Optional[dict]) -> tuple:
 
 def backend(gm: torch.fx.GraphModule, example_inputs, options: Optional[dict] = None, **kwargs):
     """The TorchDynamo backend: ``torch.compile(model, backend="kiln",
-    options={"tier": "llvm"})``. Options: ``tier`` (``"cranelift"``, the
-    default, ``"llvm"`` or ``"interp"``) and ``optimize`` (kiln's graph
+    options={"tier": "llvm"})``. Options: ``tier`` (``"auto"``, the default:
+    Cranelift at once, LLVM from the background once the calls paid for it,
+    or at once from the code cache; ``"cranelift"``, ``"llvm"``, ``"vm"`` or
+    ``"interp"``) and ``optimize`` (kiln's graph
     optimizations, on by default)."""
     if kwargs.get("mode") not in (None, "default"):
         raise ValueError(f"the kiln backend has no mode {kwargs['mode']!r}")
@@ -467,7 +469,7 @@ class Explanation:
         return "\n".join(lines)
 
 
-def explain(model: Callable, *inputs: Any, tier: str = "cranelift", optimize: bool = True) -> Explanation:
+def explain(model: Callable, *inputs: Any, tier: str = "auto", optimize: bool = True) -> Explanation:
     """Compiles ``model`` with the kiln backend, runs it once on ``inputs``
     (without gradients), and reports which ATen nodes kiln ran and which
     eager PyTorch ran, and why, with what the model returned."""

@@ -98,7 +98,7 @@ pub struct ArrowFilter {
 #[pymethods]
 impl ArrowFilter {
     #[new]
-    #[pyo3(signature = (schema, query, tier="cranelift"))]
+    #[pyo3(signature = (schema, query, tier="auto"))]
     fn new(py: Python<'_>, schema: &Bound<'_, PyAny>, query: &str, tier: &str) -> PyResult<Self> {
         let schema = import_schema(schema)?;
         let tier = tier_named(tier)?;
@@ -513,7 +513,7 @@ pub struct ArrowProjector {
 #[pymethods]
 impl ArrowProjector {
     #[new]
-    #[pyo3(signature = (schema, exprs, tier="cranelift"))]
+    #[pyo3(signature = (schema, exprs, tier="auto"))]
     fn new(
         py: Python<'_>,
         schema: &Bound<'_, PyAny>,

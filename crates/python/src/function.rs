@@ -4,12 +4,13 @@ use crate::errors::exec_error;
 use crate::values::{self, Held, Room};
 use kiln::{
     ArrayRef, CompileOptions, CompileResult, Dim, Engine, InterpProgram, JitProgram, Program,
-    Scalar, Tier, Type, Verified,
+    Scalar, Tier, TierUpState, TieredProgram, Type, Verified,
 };
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyRuntimeWarning, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The tier called `name`, as `tier=` takes it.
 pub fn tier_named(name: &str) -> PyResult<Tier> {
@@ -24,6 +25,8 @@ pub fn tier_named(name: &str) -> PyResult<Tier> {
 enum Compiled {
     Interp(InterpProgram),
     Jit(JitProgram),
+    /// The `auto` tier: Cranelift, then LLVM (`kiln::tierup`).
+    Auto(TieredProgram),
 }
 
 impl Compiled {
@@ -31,6 +34,7 @@ impl Compiled {
         match self {
             Compiled::Interp(p) => p,
             Compiled::Jit(p) => p,
+            Compiled::Auto(p) => p,
         }
     }
 }
@@ -55,6 +59,8 @@ pub struct Function {
     direct: bool,
     /// What `kiln._rebuild` needs to compile this function again (pickling).
     recipe: Option<Py<PyAny>>,
+    /// Whether a failed tier-up has been reported (a `RuntimeWarning`, once).
+    reported: AtomicBool,
 }
 
 impl Function {
@@ -62,6 +68,7 @@ impl Function {
     pub fn compile(tier: Tier, graph: &Verified, options: &CompileOptions) -> CompileResult<Self> {
         let compiled = match tier {
             Tier::Interp => Compiled::Interp(kiln::Interpreter.compile(graph, options)?),
+            Tier::Auto => Compiled::Auto(kiln::Auto.compile(graph, options)?),
             t => Compiled::Jit(t.backend()?.compile(graph, options)?),
         };
         let g = compiled.program().verified().graph();
@@ -73,11 +80,11 @@ impl Function {
             .map(|o| named(&o.name, o.value))
             .collect();
         let direct = match &compiled {
-            Compiled::Jit(p) => {
-                p.kernel().direct && inputs.len() <= MAX_DIRECT && outputs.len() <= MAX_DIRECT
-            }
+            Compiled::Jit(p) => p.kernel().direct,
+            Compiled::Auto(p) => p.current().kernel().direct,
             Compiled::Interp(_) => false,
-        };
+        } && inputs.len() <= MAX_DIRECT
+            && outputs.len() <= MAX_DIRECT;
         Ok(Function {
             compiled,
             tier,
@@ -85,6 +92,7 @@ impl Function {
             outputs,
             direct,
             recipe: None,
+            reported: AtomicBool::new(false),
         })
     }
 
@@ -347,10 +355,79 @@ impl Function {
                 args.len()
             )));
         }
-        match (&self.compiled, self.direct, out) {
+        let result = match (&self.compiled, self.direct, out) {
             (Compiled::Jit(p), true, None) => self.call_direct(py, p, args),
+            (Compiled::Auto(p), true, None) => p.with(|p| self.call_direct(py, p, args)),
             _ => self.call_arrays(py, args, out),
+        };
+        if let Compiled::Auto(p) = &self.compiled {
+            if let Some(error) = p.failure() {
+                if !self.reported.swap(true, Ordering::Relaxed) {
+                    let message =
+                        format!("{}: {error}; it stays on {}", self.name(), p.tier().name());
+                    PyErr::warn(
+                        py,
+                        &py.get_type::<PyRuntimeWarning>(),
+                        &std::ffi::CString::new(message).unwrap_or_default(),
+                        1,
+                    )?;
+                }
+            }
         }
+        result
+    }
+
+    /// How the `auto` tier has served this function: a dict with `tier`
+    /// (running now), `first_tier`, `compile_seconds`, `cache_hit` (it
+    /// started on LLVM code from the code cache), `calls` and
+    /// `call_seconds` (timed on the first tier), `threshold_seconds` (calls'
+    /// time after which LLVM compiles; `None`: never), `state`
+    /// (`counting`, `queued`, `compiling`, `done`, `failed`, `settled`),
+    /// `error`, `llvm_compile_seconds` and `switched_after_seconds`. On a
+    /// named tier: `{"tier": name, "state": "settled"}`.
+    #[getter]
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        let Compiled::Auto(p) = &self.compiled else {
+            d.set_item("tier", self.tier.name())?;
+            d.set_item("state", "settled")?;
+            return Ok(d);
+        };
+        let s = p.stats();
+        d.set_item("tier", s.tier.name())?;
+        d.set_item("first_tier", s.first_tier.name())?;
+        d.set_item("compile_seconds", s.compile_seconds)?;
+        d.set_item("cache_hit", s.cache_hit)?;
+        d.set_item("calls", s.calls)?;
+        d.set_item("call_seconds", s.call_seconds)?;
+        d.set_item("threshold_seconds", s.threshold_seconds)?;
+        let (state, error) = match s.state {
+            TierUpState::Counting => ("counting", None),
+            TierUpState::Queued => ("queued", None),
+            TierUpState::Compiling => ("compiling", None),
+            TierUpState::Done => ("done", None),
+            TierUpState::Failed(e) => ("failed", Some(e)),
+            TierUpState::Settled => ("settled", None),
+        };
+        d.set_item("state", state)?;
+        d.set_item("error", error)?;
+        d.set_item("llvm_compile_seconds", s.llvm_compile_seconds)?;
+        d.set_item("switched_after_seconds", s.switched_after_seconds)?;
+        Ok(d)
+    }
+
+    /// Waits (the GIL released) until an `auto` function's LLVM compile
+    /// has ended, at most `timeout` seconds; returns whether it has (true at
+    /// once on a named tier). For tests and benchmarks: calls never wait.
+    #[pyo3(signature = (timeout = 600.0))]
+    fn wait_for_tier_up(&self, py: Python<'_>, timeout: f64) -> PyResult<bool> {
+        let Compiled::Auto(p) = &self.compiled else {
+            return Ok(true);
+        };
+        let timeout = std::time::Duration::try_from_secs_f64(timeout).map_err(|_| {
+            PyValueError::new_err("timeout must be a non-negative number of seconds")
+        })?;
+        Ok(py.detach(|| p.wait(timeout)))
     }
 
     /// The graph's name.
@@ -359,10 +436,14 @@ impl Function {
         self.program().verified().graph().name.clone()
     }
 
-    /// The tier it runs on: `interp`, `vm`, `cranelift` or `llvm`.
+    /// The tier its calls run on now: `interp`, `vm`, `cranelift` or
+    /// `llvm` (an `auto` function's changes when LLVM's code takes over).
     #[getter]
     fn tier(&self) -> &'static str {
-        self.tier.name()
+        match &self.compiled {
+            Compiled::Auto(p) => p.tier().name(),
+            _ => self.tier.name(),
+        }
     }
 
     /// The inputs, as `{name: type}` in signature order (`{"x": "f64[n]"}`).
@@ -385,6 +466,7 @@ impl Function {
     fn scratch_bytes(&self) -> Option<usize> {
         match &self.compiled {
             Compiled::Jit(p) => p.scratch_bytes(&[]),
+            Compiled::Auto(p) => p.current().scratch_bytes(&[]),
             Compiled::Interp(_) => None,
         }
     }
@@ -401,7 +483,7 @@ impl Function {
             self.name(),
             self.describe(&self.inputs),
             self.describe(&self.outputs),
-            self.tier.name()
+            self.tier()
         )
     }
 

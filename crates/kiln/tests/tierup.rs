@@ -1,0 +1,192 @@
+//! The `auto` tier: programs that switch from Cranelift to LLVM between
+//! calls, under load from several threads, with the interpreter's bits
+//! before and after; the code cache that starts a program on LLVM; and
+//! programs dropped while their compile waits or runs. (Exit and `fork()`
+//! during a background compile: the Python tests, which run processes.)
+#![cfg(feature = "llvm")]
+
+use kiln::{
+    ArrayMut, ArrayRef, CompileOptions, Engine, Format, Interpreter, Program, Tier, TierUp,
+    TierUpState, TieredProgram, Verified,
+};
+use std::sync::Once;
+use std::time::Duration;
+
+fn setup() {
+    static DIR: Once = Once::new();
+    DIR.call_once(|| {
+        let dir = std::env::temp_dir().join(format!("kiln-tierup-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::env::set_var("KILN_CACHE_DIR", &dir);
+        std::env::remove_var("KILN_CACHE");
+    });
+}
+
+/// A row-wise graph with math and a reduction, so the tiers' code differs
+/// (LLVM inlines and vectorizes the math; Cranelift calls it).
+fn graph(scale: f64) -> Verified {
+    let src = format!(
+        "def f(x: f64[n], y: f64[n]):\n    \
+         z = sin(x) * {scale} + exp(y * 0.25) - sqrt(abs(x * y))\n    \
+         return z, sum(z * x)\n"
+    );
+    let graph = kiln::load(&src, Format::Py, &Default::default())
+        .expect("parses")
+        .graph;
+    kiln::verify(graph).expect("verifies")
+}
+
+fn inputs(n: usize, seed: u64) -> (Vec<f64>, Vec<f64>) {
+    let mut state = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    let mut next = || {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((state >> 11) as f64 / (1u64 << 53) as f64) * 8.0 - 4.0
+    };
+    (
+        (0..n).map(|_| next()).collect(),
+        (0..n).map(|_| next()).collect(),
+    )
+}
+
+/// Runs `program` over `x, y`: the column and the sum, as bits.
+fn run(program: &dyn Program, x: &[f64], y: &[f64]) -> (Vec<u64>, u64) {
+    let mut z = vec![0.0; x.len()];
+    let mut total = [0.0f64];
+    program
+        .run_arrays(
+            &[ArrayRef::F64(x), ArrayRef::F64(y)],
+            &mut [ArrayMut::F64(&mut z), ArrayMut::F64(&mut total)],
+        )
+        .expect("runs");
+    (z.iter().map(|v| v.to_bits()).collect(), total[0].to_bits())
+}
+
+#[test]
+fn a_program_switches_tier_under_load_with_the_same_bits() {
+    setup();
+    let graph = graph(3.0);
+    // Off the cache: the switch itself is under test.
+    let options = CompileOptions {
+        cache: false,
+        ..CompileOptions::default()
+    };
+    let oracle = Interpreter.compile(&graph, &options).unwrap();
+    let program = TieredProgram::compile(&graph, &options, TierUp::After(Duration::ZERO)).unwrap();
+    assert_eq!(program.tier(), Tier::Cranelift);
+    let tiers = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..4u64)
+            .map(|t| {
+                let (program, oracle) = (&program, &oracle);
+                s.spawn(move || {
+                    let mut seen = Vec::new();
+                    let mut after_switch = 0;
+                    for call in 0u64.. {
+                        let (x, y) = inputs(1000 + (call % 7) as usize, t * 1000 + call);
+                        let tier = program.tier();
+                        assert_eq!(run(program, &x, &y), run(oracle, &x, &y), "call {call}");
+                        if seen.last() != Some(&tier) {
+                            seen.push(tier);
+                        }
+                        if tier == Tier::Llvm {
+                            after_switch += 1;
+                        }
+                        if after_switch == 50 || call == 2_000_000 {
+                            break;
+                        }
+                    }
+                    seen
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| w.join().unwrap())
+            .collect::<Vec<_>>()
+    });
+    for seen in tiers {
+        // Each thread saw Cranelift and then LLVM, never back.
+        assert_eq!(seen.last(), Some(&Tier::Llvm), "{seen:?}");
+        assert!(seen.len() <= 2, "{seen:?}");
+    }
+    let stats = program.stats();
+    assert_eq!(stats.state, TierUpState::Done);
+    assert_eq!(
+        (stats.tier, stats.first_tier),
+        (Tier::Llvm, Tier::Cranelift)
+    );
+    assert!(stats.calls >= 1 && stats.llvm_compile_seconds.is_some());
+    assert!(!stats.cache_hit);
+}
+
+#[test]
+fn the_code_cache_starts_a_program_on_llvm() {
+    setup();
+    let graph = graph(5.0);
+    let first = TieredProgram::compile(
+        &graph,
+        &CompileOptions::default(),
+        TierUp::After(Duration::ZERO),
+    )
+    .unwrap();
+    let (x, y) = inputs(100, 7);
+    let before = run(&first, &x, &y);
+    assert!(first.wait(Duration::from_secs(120)));
+    assert_eq!(first.tier(), Tier::Llvm);
+    assert_eq!(run(&first, &x, &y), before);
+    // The tier-up stored its object: the next program links it at once.
+    let second = TieredProgram::compile(&graph, &CompileOptions::default(), TierUp::Never).unwrap();
+    let stats = second.stats();
+    assert_eq!(
+        (stats.tier, stats.cache_hit, stats.state),
+        (Tier::Llvm, true, TierUpState::Settled)
+    );
+    assert_eq!(run(&second, &x, &y), before);
+}
+
+#[test]
+fn never_and_dropped_programs() {
+    setup();
+    let options = CompileOptions {
+        cache: false,
+        ..CompileOptions::default()
+    };
+    let (x, y) = inputs(64, 3);
+    let stays = TieredProgram::compile(&graph(7.0), &options, TierUp::Never).unwrap();
+    for _ in 0..10 {
+        run(&stays, &x, &y);
+    }
+    assert_eq!(stays.tier(), Tier::Cranelift);
+    assert_eq!(stays.stats().state, TierUpState::Settled);
+    // Programs dropped right after asking for their compile (queued or
+    // compiling): the thread skips or finishes them, and serves the next.
+    for k in 0..3 {
+        let p = TieredProgram::compile(
+            &graph(8.0 + k as f64),
+            &options,
+            TierUp::After(Duration::ZERO),
+        )
+        .unwrap();
+        run(&p, &x, &y);
+        drop(p);
+    }
+    let last =
+        TieredProgram::compile(&graph(11.0), &options, TierUp::After(Duration::ZERO)).unwrap();
+    let expected = run(&last, &x, &y);
+    assert!(last.wait(Duration::from_secs(120)));
+    assert_eq!(last.tier(), Tier::Llvm);
+    assert_eq!(run(&last, &x, &y), expected);
+    // A measured rule: the threshold is the Cranelift compile times the ratio.
+    let measured = TieredProgram::compile(&graph(12.0), &options, TierUp::Measured).unwrap();
+    let stats = measured.stats();
+    let threshold = stats.threshold_seconds.expect("LLVM is built");
+    let ratio = threshold / stats.compile_seconds;
+    assert!(
+        (ratio - kiln::tierup::LLVM_PER_CRANELIFT as f64).abs() < 0.5,
+        "{threshold} s after a {} s compile",
+        stats.compile_seconds
+    );
+}
