@@ -20,8 +20,10 @@
 //! a time, oldest request first. Calls never wait for it. A program dropped
 //! before its compile starts is skipped; one dropped while it compiles is
 //! freed when the compile ends. Exit and `fork()` while it compiles are
-//! `kiln::llvm`'s guards (the exit waits for the compile; a forked child
-//! stays on the quick tier).
+//! `kiln::llvm`'s guards (`kiln_llvm::InFlight`): an exit waits for the
+//! compile that runs (so its object reaches the cache) and refuses queued
+//! ones; a child forked while it ran refuses LLVM work, so its programs stay
+//! on the quick tier.
 
 use crate::{ArrayMut, ArrayRef, Tier};
 use crate::{CompileOptions, CompileResult, Cranelift, Engine, JitProgram, Program};
@@ -386,8 +388,14 @@ fn tier_up(program: Weak<Shared>) {
     }
 }
 
+/// The LLVM compile, lowering included, inside one of `kiln::llvm`'s
+/// guards: an exit that starts meanwhile waits for all of it (so its object
+/// reaches the cache), and a process that is exiting, or a child forked
+/// while LLVM was busy, refuses it.
 #[cfg(feature = "llvm")]
 fn llvm_compile(graph: &Verified, options: &CompileOptions) -> CompileResult<JitProgram> {
+    let _guard =
+        kiln_llvm::InFlight::enter().map_err(|e| crate::CompileError::from(e.into_backend()))?;
     crate::Llvm.compile(graph, options)
 }
 
@@ -431,25 +439,42 @@ type Job = Box<dyn FnOnce() + Send>;
 /// it belongs to (a forked child starts its own).
 struct Worker {
     pid: u32,
-    queue: Mutex<VecDeque<Job>>,
+    jobs: Mutex<Jobs>,
     ready: Condvar,
+    idle: Condvar,
+}
+
+#[derive(Default)]
+struct Jobs {
+    queue: VecDeque<Job>,
+    running: bool,
 }
 
 static WORKER: AtomicPtr<Worker> = AtomicPtr::new(std::ptr::null_mut());
+
+/// This process's worker, if it has started one.
+fn worker() -> Option<&'static Worker> {
+    let current = WORKER.load(Ordering::Acquire);
+    // SAFETY: a published `Worker` is leaked, never freed.
+    let worker = unsafe { current.as_ref() }?;
+    (worker.pid == std::process::id()).then_some(worker)
+}
 
 /// Queues `job` for this process's background thread, starting the thread
 /// the first time (and the first time in a forked child, whose parent's
 /// thread did not follow it: its queue and lock are left behind).
 fn submit(job: Job) -> Result<(), String> {
     let pid = std::process::id();
-    let mut current = WORKER.load(Ordering::Acquire);
-    // SAFETY (each dereference below): a published `Worker` is leaked, never
-    // freed, so a pointer read from `WORKER` stays valid.
-    while current.is_null() || unsafe { (*current).pid } != pid {
+    let worker = loop {
+        if let Some(worker) = worker() {
+            break worker;
+        }
+        let current = WORKER.load(Ordering::Acquire);
         let fresh = Box::into_raw(Box::new(Worker {
             pid,
-            queue: Mutex::new(VecDeque::new()),
+            jobs: Mutex::default(),
             ready: Condvar::new(),
+            idle: Condvar::new(),
         }));
         match WORKER.compare_exchange(current, fresh, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => {
@@ -459,42 +484,54 @@ fn submit(job: Job) -> Result<(), String> {
                     .name("kiln-tier-up".into())
                     .spawn(move || worker.run())
                     .map_err(|e| format!("cannot start the tier-up thread: {e}"))?;
-                current = fresh;
+                break worker;
             }
-            Err(found) => {
-                // SAFETY: `fresh` was never published.
-                drop(unsafe { Box::from_raw(fresh) });
-                current = found;
-            }
+            // SAFETY: `fresh` was never published.
+            Err(_) => drop(unsafe { Box::from_raw(fresh) }),
         }
-    }
-    // SAFETY: as above.
-    let worker = unsafe { &*current };
-    worker
-        .queue
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .push_back(job);
+    };
+    let mut jobs = worker.jobs.lock().unwrap_or_else(PoisonError::into_inner);
+    jobs.queue.push_back(job);
     worker.ready.notify_one();
     Ok(())
 }
 
+/// Waits until this process's background thread has no compile queued or
+/// running, at most `timeout`; returns whether it is idle. (Every `auto`
+/// program that asked for LLVM has its answer then: `kiln.wait_for_tier_up()`
+/// in Python, for benchmarks and for servers that warm up before serving.)
+pub fn wait_idle(timeout: Duration) -> bool {
+    let Some(worker) = worker() else {
+        return true;
+    };
+    let jobs = worker.jobs.lock().unwrap_or_else(PoisonError::into_inner);
+    let (_jobs, result) = worker
+        .idle
+        .wait_timeout_while(jobs, timeout, |j| j.running || !j.queue.is_empty())
+        .unwrap_or_else(PoisonError::into_inner);
+    !result.timed_out()
+}
+
 impl Worker {
     fn run(&self) {
+        let mut jobs = self.jobs.lock().unwrap_or_else(PoisonError::into_inner);
         loop {
-            let job = {
-                let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
-                loop {
-                    if let Some(job) = queue.pop_front() {
-                        break job;
-                    }
-                    queue = self
+            match jobs.queue.pop_front() {
+                Some(job) => {
+                    jobs.running = true;
+                    drop(jobs);
+                    job();
+                    jobs = self.jobs.lock().unwrap_or_else(PoisonError::into_inner);
+                    jobs.running = false;
+                }
+                None => {
+                    self.idle.notify_all();
+                    jobs = self
                         .ready
-                        .wait(queue)
+                        .wait(jobs)
                         .unwrap_or_else(PoisonError::into_inner);
                 }
-            };
-            job();
+            }
         }
     }
 }

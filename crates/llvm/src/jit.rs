@@ -94,15 +94,23 @@ fn kernel_symbol(idx: usize) -> String {
 ///   LLVM work for good (a typed error; a program on the `auto` tier stays
 ///   on its first tier). A child forked while LLVM was idle compiles as
 ///   usual.
-pub(crate) struct InFlight(());
+pub struct InFlight(());
 
 static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+thread_local! {
+    /// The guards this thread holds: work nested in a guard (the compile
+    /// inside the `auto` tier's) is part of it, never refused.
+    static HELD: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
 static OWNER: AtomicU32 = AtomicU32::new(0);
 static EXITING: AtomicBool = AtomicBool::new(false);
 
 impl InFlight {
-    /// Enters LLVM work, or says why this process may not.
-    pub(crate) fn enter() -> CodegenResult<InFlight> {
+    /// Enters LLVM work, or says why this process may not: held for the
+    /// guard's life (a caller may hold one around more than LLVM's part, as
+    /// the `auto` tier does around a whole background compile, so an exit
+    /// waits for it all).
+    pub fn enter() -> CodegenResult<InFlight> {
         static AT_EXIT: Once = Once::new();
         AT_EXIT.call_once(|| {
             // SAFETY: registers a plain `extern "C" fn()`; a failure to
@@ -112,6 +120,11 @@ impl InFlight {
                 libc::atexit(wait_at_exit);
             }
         });
+        if HELD.get() > 0 {
+            IN_FLIGHT.fetch_add(1, SeqCst);
+            HELD.set(HELD.get() + 1);
+            return Ok(InFlight(()));
+        }
         let pid = std::process::id();
         if IN_FLIGHT.load(SeqCst) > 0 && OWNER.load(SeqCst) != pid {
             return Err(CodegenError::Unsupported(
@@ -128,12 +141,14 @@ impl InFlight {
             IN_FLIGHT.fetch_sub(1, SeqCst);
             return Err(CodegenError::Unsupported("the process is exiting".into()));
         }
+        HELD.set(1);
         Ok(InFlight(()))
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
+        HELD.set(HELD.get() - 1);
         IN_FLIGHT.fetch_sub(1, SeqCst);
     }
 }

@@ -24,7 +24,7 @@ mod jit;
 mod target;
 
 pub use cache::Cache;
-pub use jit::{jit, load_cached};
+pub use jit::{jit, load_cached, InFlight};
 pub use target::{resolve_target, TargetSpec, TARGETS};
 
 use inkwell::context::Context;
@@ -192,7 +192,7 @@ fn build_module<'ctx>(
 /// imports them from module `env`). Links wasm with `wasm-ld`
 /// (`$KILN_WASM_LD`, else `wasm-ld-19`, else `wasm-ld`).
 pub fn emit(kernel: &Kernel, symbol: &str, options: &EmitOptions) -> CodegenResult<Vec<u8>> {
-    let _in_flight = jit::InFlight::enter()?;
+    let _in_flight = InFlight::enter()?;
     let spec = resolve_target(
         &options.target,
         options.cpu.as_deref(),

@@ -41,6 +41,8 @@ __all__ = [
     "compile",
     "aot",
     "tiers",
+    "wait_for_tier_up",
+    "cache_info",
     "jit",
     "set_num_threads",
     "get_num_threads",
@@ -54,6 +56,22 @@ _FORMATS = ("py", "kiln", "fx", "tf")
 def tiers() -> list[str]:
     """The tiers this build runs on, the reference interpreter first: ``['interp', 'vm', 'cranelift', 'llvm']``."""
     return list(_kiln.tiers())
+
+
+def wait_for_tier_up(timeout: float = 600.0) -> bool:
+    """Waits until no ``auto`` function's LLVM compile is queued or running
+    on the background thread, at most ``timeout`` seconds; returns whether
+    none is. Calls never wait for it: this is for benchmarks, and for a
+    server that warms up before it serves."""
+    return _kiln.wait_for_tier_up(float(timeout))
+
+
+def cache_info() -> dict:
+    """The LLVM code cache: ``{"dir": path or None, "hits": …, "misses": …,
+    "writes": …}`` (this process's counts). ``KILN_CACHE_DIR`` moves it,
+    ``KILN_CACHE_SIZE`` bounds it (bytes, or ``512M``, ``2G``; 1 GiB by
+    default), ``KILN_CACHE=0`` turns it off."""
+    return _kiln.cache_info()
 
 
 def set_num_threads(n: int) -> None:

@@ -205,6 +205,28 @@ fn check_syntax(text: &str, name: &str) -> PyResult<()> {
 /// The tiers this build runs on: the reference interpreter, then the
 /// compiling tiers from the cheapest compile (`kiln::Tier::all`).
 #[pyfunction]
+#[pyo3(signature = (timeout = 600.0))]
+fn wait_for_tier_up(py: Python<'_>, timeout: f64) -> PyResult<bool> {
+    let timeout = std::time::Duration::try_from_secs_f64(timeout)
+        .map_err(|_| PyValueError::new_err("timeout must be a non-negative number of seconds"))?;
+    Ok(py.detach(|| kiln::tierup::wait_idle(timeout)))
+}
+
+/// The code cache's directory (`None` when `KILN_CACHE=0` or no directory
+/// can be named) and this process's hits, misses and writes.
+#[pyfunction]
+fn cache_info(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
+    let d = pyo3::types::PyDict::new(py);
+    let cache = kiln::llvm::Cache::from_env();
+    d.set_item("dir", cache.as_ref().map(|c| c.dir().to_path_buf()))?;
+    let c = kiln::llvm::cache::counters();
+    d.set_item("hits", c.hits)?;
+    d.set_item("misses", c.misses)?;
+    d.set_item("writes", c.writes)?;
+    Ok(d)
+}
+
+#[pyfunction]
 fn tiers() -> Vec<&'static str> {
     kiln::Tier::all().map(kiln::Tier::name).collect()
 }
@@ -255,6 +277,8 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(compile, m)?)?;
     m.add_function(wrap_pyfunction!(aot, m)?)?;
     m.add_function(wrap_pyfunction!(tiers, m)?)?;
+    m.add_function(wrap_pyfunction!(wait_for_tier_up, m)?)?;
+    m.add_function(wrap_pyfunction!(cache_info, m)?)?;
     m.add_function(wrap_pyfunction!(set_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(get_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(_swap_thread_override, m)?)?;
