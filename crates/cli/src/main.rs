@@ -165,7 +165,7 @@ fn main() -> ExitCode {
             target: target_column.as_deref(),
             stats,
             // The population's rule (`kiln::DEFAULT_TIER`) unless named.
-            tier: run.tier.unwrap_or(kiln::DEFAULT_TIER),
+            tier: kiln::population::tier_for(run.tier.unwrap_or(kiln::DEFAULT_TIER)),
             threads: run
                 .threads
                 .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from)),

@@ -731,9 +731,75 @@ pub fn same(a: &ExecResult<Vec<Data>>, b: &ExecResult<Vec<Data>>) -> bool {
 /// Runs `case` on the interpreter (the oracle, graph as written) and on every
 /// engine of this build, as written and optimized, each in every mode of
 /// `kiln::threads::TESTED` with every loop cut (the grain is 0 for the
-/// process); also checks that the text format round-trips. On a mismatch, returns a report ending in a filetest.
+/// process), and through an `auto` program's switch from Cranelift to LLVM
+/// ([`Switching`]); also checks that the text format round-trips. On a
+/// mismatch, returns a report ending in a filetest.
 pub fn differential(case: &Case) -> std::result::Result<(), String> {
-    differential_with(case, &kiln::engines())
+    let mut engines = kiln::engines();
+    if kiln::Tier::Llvm.is_built() {
+        engines.push(Box::new(Switching));
+    }
+    differential_with(case, &engines)
+}
+
+/// The `auto` tier's switch as an engine: each program starts on Cranelift
+/// and asks for LLVM at its first call (code cache off, so it compiles);
+/// a run calls it, waits for the switch, calls it again on LLVM's code,
+/// and fails unless both calls agree and the second ran on LLVM.
+pub struct Switching;
+
+/// A [`Switching`] program.
+pub struct SwitchingProgram(kiln::TieredProgram);
+
+impl kiln::Engine for Switching {
+    type Program = SwitchingProgram;
+
+    fn name(&self) -> &'static str {
+        "auto (switching)"
+    }
+
+    fn compile_batch(
+        &self,
+        graphs: &[kiln::Verified],
+        options: &CompileOptions,
+    ) -> kiln::CompileResult<Vec<SwitchingProgram>> {
+        let options = CompileOptions {
+            cache: false,
+            ..options.clone()
+        };
+        let rule = kiln::TierUp::After(std::time::Duration::ZERO);
+        graphs
+            .iter()
+            .map(|g| kiln::TieredProgram::compile(g, &options, rule).map(SwitchingProgram))
+            .collect()
+    }
+}
+
+impl kiln::Program for SwitchingProgram {
+    fn verified(&self) -> &kiln::Verified {
+        self.0.verified()
+    }
+
+    fn run_refs(&self, inputs: &[&Data]) -> ExecResult<Vec<Data>> {
+        let unsupported = kiln::ExecError::Unsupported;
+        let before = self.0.run_refs(inputs);
+        if !self.0.wait(std::time::Duration::from_secs(300)) {
+            return Err(unsupported("the tier-up did not finish in 300 s".into()));
+        }
+        if self.0.tier() != kiln::Tier::Llvm {
+            return Err(unsupported(format!(
+                "no switch to LLVM: {:?}",
+                self.0.stats().state
+            )));
+        }
+        let after = self.0.run_refs(inputs);
+        if !same(&before, &after) {
+            return Err(unsupported(format!(
+                "the switch changed the result: {before:?} before, {after:?} after"
+            )));
+        }
+        before
+    }
 }
 
 /// [`differential`] on the given engines (for pseudo-engines of the tests,

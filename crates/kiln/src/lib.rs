@@ -55,7 +55,7 @@ pub use kiln_vm as vm;
 pub use kiln_vm::Vm;
 pub use population::{MemberError, Population, PopulationOptions, DEFAULT_TIER};
 pub use tier::{Auto, Tier, TierError, NO_LLVM};
-pub use tierup::{TierStats, TierUp, TierUpState, TieredProgram};
+pub use tierup::{KernelSize, TierStats, TierUp, TierUpState, TieredProgram};
 
 use std::path::Path;
 

@@ -83,6 +83,17 @@ pub const GROUP: usize = 256;
 /// overrides it.
 pub const DEFAULT_TIER: crate::Tier = crate::Tier::Vm;
 
+/// The tier a population runs on when its caller names `tier`: `auto`
+/// (kiln decides) is [`DEFAULT_TIER`], the measured choice; a population's
+/// members are compiled in batches, one module per thread, which a
+/// program-by-program tier-up would break up.
+pub fn tier_for(tier: crate::Tier) -> crate::Tier {
+    match tier {
+        crate::Tier::Auto => DEFAULT_TIER,
+        t => t,
+    }
+}
+
 /// Rows per block when [`Population::mse`] runs a group into scratch.
 const BLOCK: usize = 4096;
 

@@ -8,9 +8,10 @@
 //! when their total reaches the LLVM compile's expected cost, the compile
 //! starts. Renting until the rent paid equals the price, then buying, costs
 //! at most twice what the best choice in hindsight costs, whatever the
-//! number of calls still to come. The expected cost is [`LLVM_PER_CRANELIFT`]
-//! times the quick tier's own compile time, measured on this program
-//! (docs/performance.md: how the ratio was measured).
+//! number of calls still to come. The expected cost comes from the program's
+//! own Cranelift compile time and its kernel's math calls ([`LLVM_COST`],
+//! [`KernelSize`]), calibrated by the compiles this process has finished
+//! (docs/performance.md: how the constants were measured).
 //!
 //! **The cache.** Where LLVM's code cache (`kiln::llvm::cache`) already holds
 //! the program's object, `auto` links it at once and never starts on the
@@ -33,9 +34,103 @@ use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
-/// How many times a program's Cranelift compile its LLVM compile is
-/// expected to take (measured: docs/performance.md, "Tier-up").
-pub const LLVM_PER_CRANELIFT: u32 = 8;
+/// LLVM's expected compile time for a program (O3, with its inline vector
+/// math), before calibration: `per_cranelift` times the quick tier's
+/// compile of the same program (which grows with the code, and with the
+/// machine's speed), plus `per_math` seconds per call of a math function
+/// in its kernel (LLVM compiles each inline and vectorized, Cranelift only
+/// calls it), plus `base` seconds. Fit to the compiles `bench.py tierup`
+/// measures, from GP expressions to ResNet-18 and MobileNet-V2
+/// (docs/performance.md, "Tier-up"); each finished background compile
+/// then calibrates the process's estimates to this machine.
+pub const LLVM_COST: LlvmCost = LlvmCost {
+    per_cranelift: 6.0,
+    per_math: 0.01,
+    base: 0.005,
+};
+
+/// The terms of [`LLVM_COST`].
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct LlvmCost {
+    /// Times the Cranelift compile's seconds.
+    pub per_cranelift: f64,
+    /// Seconds per math function call in the kernel.
+    pub per_math: f64,
+    /// Fixed seconds.
+    pub base: f64,
+}
+
+/// How far this process's LLVM compiles ran from [`LLVM_COST`]'s
+/// estimates: a running geometric mean of actual over estimated (as `f64`
+/// bits; 1.0 until a compile finishes).
+static CALIBRATION: AtomicU64 = AtomicU64::new(0x3ff0_0000_0000_0000);
+
+/// A kernel's statements and math function calls, each counted once.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct KernelSize {
+    /// Statements, loops' bodies included once.
+    pub statements: u64,
+    /// Calls of math functions (`sin`, `exp`, `pow`, …) among them.
+    pub math_calls: u64,
+}
+
+impl KernelSize {
+    /// The size of `kernel`.
+    pub fn of(kernel: &kiln_kernel::Kernel) -> KernelSize {
+        fn walk(body: &[kiln_kernel::Stmt], size: &mut KernelSize) {
+            use kiln_kernel::{Expr, Stmt};
+            for stmt in body {
+                size.statements += 1;
+                match stmt {
+                    Stmt::Loop { body, .. } => walk(body, size),
+                    Stmt::Let(_, Expr::Unary(op, _))
+                        if kiln_kernel::libcalls::unary_name(*op, kiln_ir::DType::F64)
+                            .is_some() =>
+                    {
+                        size.math_calls += 1
+                    }
+                    Stmt::Let(_, Expr::Binary(op, ..))
+                        if kiln_kernel::libcalls::binary_name(*op, kiln_ir::DType::F64)
+                            .is_some() =>
+                    {
+                        size.math_calls += 1
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let mut size = KernelSize::default();
+        walk(&kernel.body, &mut size);
+        size
+    }
+
+    /// [`LLVM_COST`]'s estimate for a program whose Cranelift compile
+    /// took `cranelift`, uncalibrated, in seconds.
+    fn raw_estimate(self, cranelift: Duration) -> f64 {
+        let c = LLVM_COST;
+        c.base + c.per_cranelift * cranelift.as_secs_f64() + c.per_math * self.math_calls as f64
+    }
+
+    /// The expected LLVM compile time in this process, for a program of
+    /// this size whose Cranelift compile took `cranelift`.
+    pub fn llvm_estimate(self, cranelift: Duration) -> Duration {
+        let calibration = f64::from_bits(CALIBRATION.load(Ordering::Relaxed));
+        Duration::try_from_secs_f64(self.raw_estimate(cranelift) * calibration)
+            .unwrap_or(Duration::MAX)
+    }
+
+    /// Folds a finished compile into the calibration.
+    fn calibrate(self, cranelift: Duration, took: Duration) {
+        let ratio = took.as_secs_f64() / self.raw_estimate(cranelift);
+        if !(ratio.is_finite() && ratio > 0.0) {
+            return;
+        }
+        let _ = CALIBRATION.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
+            let old = f64::from_bits(bits);
+            Some((old * ratio).sqrt().to_bits())
+        });
+    }
+}
 
 /// When an `auto` program starts its LLVM compile.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
@@ -93,9 +188,13 @@ pub struct TierStats {
     pub tier: Tier,
     /// The tier it started on.
     pub first_tier: Tier,
-    /// Seconds its first compile took (the quick tier's, or linking the
-    /// cached LLVM code).
+    /// Seconds its first compile took, all told (preparing the graph, the
+    /// code cache lookup, the quick tier's compile or linking the cached
+    /// LLVM code).
     pub compile_seconds: f64,
+    /// Seconds of that in the quick tier's compile itself (or the cache's
+    /// load and link).
+    pub first_tier_compile_seconds: f64,
     /// Whether it started on LLVM code from the code cache.
     pub cache_hit: bool,
     /// Calls timed on the quick tier (until the LLVM compile was asked for).
@@ -104,6 +203,10 @@ pub struct TierStats {
     pub call_seconds: f64,
     /// Seconds of calls after which the LLVM compile starts (`None`: never).
     pub threshold_seconds: Option<f64>,
+    /// The size of the quick tier's kernel, which the estimate reads.
+    pub size: KernelSize,
+    /// The LLVM compile's expected seconds, when the program was made.
+    pub llvm_estimate_seconds: f64,
     /// Where the LLVM compile stands.
     pub state: TierUpState,
     /// Seconds the background LLVM compile took, once done.
@@ -133,6 +236,10 @@ struct Shared {
     created: Instant,
     compile: Duration,
     cache_hit: bool,
+    size: KernelSize,
+    /// The first tier's own compile (Cranelift's, or linking cached code).
+    quick: Duration,
+    estimate: Duration,
     /// The background compile's outcome: its time, the switch's time, or
     /// the error; and a condition variable for [`TieredProgram::wait`].
     outcome: Mutex<Outcome>,
@@ -179,22 +286,32 @@ impl TieredProgram {
         };
         if cfg!(feature = "llvm") && options.cache {
             if let Some(program) = cached_llvm(&graph, &options) {
-                return Ok(Self::new(program, Tier::Llvm, start, true, None, options));
+                let linked = start.elapsed();
+                return Ok(Self::new(
+                    program,
+                    Tier::Llvm,
+                    start,
+                    (true, linked, Duration::ZERO),
+                    None,
+                    options,
+                ));
             }
         }
+        let quick_start = Instant::now();
         let first = Cranelift.compile(&graph, &options)?;
-        let compile = start.elapsed();
+        let quick = quick_start.elapsed();
+        let estimate = KernelSize::of(first.kernel()).llvm_estimate(quick);
         let threshold = match rule {
             _ if !Tier::Llvm.is_built() => None,
             TierUp::Never => None,
             TierUp::After(d) => Some(d),
-            TierUp::Measured => Some(compile * LLVM_PER_CRANELIFT),
+            TierUp::Measured => Some(estimate),
         };
         Ok(Self::new(
             first,
             Tier::Cranelift,
             start,
-            false,
+            (false, quick, estimate),
             threshold,
             options,
         ))
@@ -204,11 +321,12 @@ impl TieredProgram {
         first: JitProgram,
         first_tier: Tier,
         start: Instant,
-        cache_hit: bool,
+        (cache_hit, quick, estimate): (bool, Duration, Duration),
         threshold: Option<Duration>,
         options: CompileOptions,
     ) -> TieredProgram {
         let threshold = threshold.map(|d| d.as_nanos().min(u64::MAX as u128) as u64);
+        let size = KernelSize::of(first.kernel());
         TieredProgram {
             shared: Arc::new(Shared {
                 first,
@@ -226,6 +344,9 @@ impl TieredProgram {
                 created: start,
                 compile: start.elapsed(),
                 cache_hit,
+                size,
+                quick,
+                estimate,
                 outcome: Mutex::new(Outcome::default()),
                 settled: Condvar::new(),
             }),
@@ -324,10 +445,13 @@ impl TieredProgram {
             tier: self.tier(),
             first_tier: shared.first_tier,
             compile_seconds: shared.compile.as_secs_f64(),
+            first_tier_compile_seconds: shared.quick.as_secs_f64(),
             cache_hit: shared.cache_hit,
             calls: shared.calls.load(Ordering::Relaxed),
             call_seconds: shared.nanos.load(Ordering::Relaxed) as f64 * 1e-9,
             threshold_seconds: shared.threshold.map(|n| n as f64 * 1e-9),
+            size: shared.size,
+            llvm_estimate_seconds: shared.estimate.as_secs_f64(),
             state,
             llvm_compile_seconds: outcome.llvm_compile.map(|d| d.as_secs_f64()),
             switched_after_seconds: outcome.switched_after.map(|d| d.as_secs_f64()),
@@ -372,11 +496,13 @@ fn tier_up(program: Weak<Shared>) {
     }));
     match result {
         Ok(Ok(program)) => {
+            let took = start.elapsed();
+            shared.size.calibrate(shared.quick, took);
             let mut outcome = shared
                 .outcome
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
-            outcome.llvm_compile = Some(start.elapsed());
+            outcome.llvm_compile = Some(took);
             outcome.switched_after = Some(shared.created.elapsed());
             // The one write of `tuned`: calls from here on run LLVM's code.
             let _ = shared.tuned.set(program);
@@ -407,6 +533,8 @@ fn llvm_compile(_: &Verified, _: &CompileOptions) -> CompileResult<JitProgram> {
 /// LLVM's program for `graph` if the code cache holds its object.
 #[cfg(feature = "llvm")]
 fn cached_llvm(graph: &Verified, options: &CompileOptions) -> Option<JitProgram> {
+    // No cache (`KILN_CACHE=0`): not even the lowering a lookup needs.
+    kiln_llvm::Cache::from_env()?;
     crate::jit::compile_cached_only(&crate::Llvm, graph, options).ok()
 }
 

@@ -24,14 +24,15 @@ fn setup() -> std::sync::MutexGuard<'static, ()> {
     TURN.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// `y = x @ w` for a `[4, 16]` weight whose elements are `scale * k`.
-fn graph(scale: f32) -> Verified {
-    let weights: Vec<String> = (0..64)
+/// `y = x @ w` for a `[4, cols]` weight whose elements are `scale * k`
+/// (each test its own `cols`: the code depends on the shapes only).
+fn graph(scale: f32, cols: usize) -> Verified {
+    let weights: Vec<String> = (0..4 * cols)
         .map(|k| format!("{:.1}", scale * k as f32))
         .collect();
     let text = format!(
-        "graph \"cached\"\nv0: f32[2, 4] = input \"x\"\nv1: f32[4, 16] = tensor {}\n\
-         v2: f32[2, 16] = matmul v0, v1\noutput \"y\" = v2\n",
+        "graph \"cached\"\nv0: f32[2, 4] = input \"x\"\nv1: f32[4, {cols}] = tensor {}\n\
+         v2: f32[2, {cols}] = matmul v0, v1\noutput \"y\" = v2\n",
         weights.join(", ")
     );
     let graph = kiln::load(&text, Format::Kiln, &Default::default())
@@ -52,12 +53,12 @@ fn run(graph: &Verified) -> Vec<f32> {
 }
 
 /// `x @ w` by hand.
-fn expected(scale: f32) -> Vec<f32> {
-    let mut y = vec![0f32; 32];
+fn expected(scale: f32, cols: usize) -> Vec<f32> {
+    let mut y = vec![0f32; 2 * cols];
     for i in 0..2 {
-        for j in 0..16 {
+        for j in 0..cols {
             for k in 0..4 {
-                y[i * 16 + j] += ((i * 4 + k + 1) as f32) * (scale * (k * 16 + j) as f32);
+                y[i * cols + j] += ((i * 4 + k + 1) as f32) * (scale * (k * cols + j) as f32);
             }
         }
     }
@@ -68,14 +69,14 @@ fn expected(scale: f32) -> Vec<f32> {
 fn a_second_compile_links_the_stored_object_and_weights_are_not_code() {
     let _turn = setup();
     let before = cache::counters();
-    assert_eq!(run(&graph(1.0)), expected(1.0));
+    assert_eq!(run(&graph(1.0, 16)), expected(1.0, 16));
     let first = cache::counters();
     assert_eq!(first.writes, before.writes + 1, "a miss writes its object");
-    assert_eq!(run(&graph(1.0)), expected(1.0));
+    assert_eq!(run(&graph(1.0, 16)), expected(1.0, 16));
     let second = cache::counters();
     assert_eq!((second.hits, second.writes), (first.hits + 1, first.writes));
     // Other weights, same code: a hit, computing with the new weights.
-    assert_eq!(run(&graph(0.5)), expected(0.5));
+    assert_eq!(run(&graph(0.5, 16)), expected(0.5, 16));
     assert_eq!(cache::counters().hits, second.hits + 1);
     // Without the cache: nothing read or written.
     let off = CompileOptions {
@@ -83,7 +84,7 @@ fn a_second_compile_links_the_stored_object_and_weights_are_not_code() {
         ..CompileOptions::default()
     };
     let now = cache::counters();
-    let program = Llvm.compile(&graph(1.0), &off).expect("compiles");
+    let program = Llvm.compile(&graph(1.0, 16), &off).expect("compiles");
     assert_eq!(cache::counters(), now);
     let x = Data::Column(Buffer::F32(vec![0.0; 8]));
     assert_eq!(
@@ -95,8 +96,8 @@ fn a_second_compile_links_the_stored_object_and_weights_are_not_code() {
 #[test]
 fn a_bad_entry_is_compiled_again_and_replaced() {
     let _turn = setup();
-    let graph = graph(2.0);
-    assert_eq!(run(&graph), expected(2.0));
+    let graph = graph(2.0, 8);
+    assert_eq!(run(&graph), expected(2.0, 8));
     let dir = std::path::PathBuf::from(std::env::var_os("KILN_CACHE_DIR").unwrap()).join("llvm");
     for damage in ["truncate", "flip", "foreign"] {
         // Every entry of the directory damaged: this graph's among them.
@@ -114,14 +115,14 @@ fn a_bad_entry_is_compiled_again_and_replaced() {
             std::fs::write(&path, bytes).unwrap();
         }
         let before = cache::counters();
-        assert_eq!(run(&graph), expected(2.0), "{damage}");
+        assert_eq!(run(&graph), expected(2.0, 8), "{damage}");
         let after = cache::counters();
         assert_eq!(
             (after.hits, after.writes),
             (before.hits, before.writes + 1),
             "{damage}: compiled again and stored"
         );
-        assert_eq!(run(&graph), expected(2.0));
+        assert_eq!(run(&graph), expected(2.0, 8));
         assert_eq!(
             cache::counters().hits,
             after.hits + 1,

@@ -179,14 +179,20 @@ fn never_and_dropped_programs() {
     assert!(last.wait(Duration::from_secs(120)));
     assert_eq!(last.tier(), Tier::Llvm);
     assert_eq!(run(&last, &x, &y), expected);
-    // A measured rule: the threshold is the Cranelift compile times the ratio.
+    // The measured rule: the threshold is the LLVM compile's estimate, from
+    // the Cranelift compile and the kernel's math calls (`sin` and `exp`;
+    // `sqrt` and `abs` are instructions).
     let measured = TieredProgram::compile(&graph(12.0), &options, TierUp::Measured).unwrap();
     let stats = measured.stats();
     let threshold = stats.threshold_seconds.expect("LLVM is built");
-    let ratio = threshold / stats.compile_seconds;
     assert!(
-        (ratio - kiln::tierup::LLVM_PER_CRANELIFT as f64).abs() < 0.5,
-        "{threshold} s after a {} s compile",
-        stats.compile_seconds
+        (threshold - stats.llvm_estimate_seconds).abs() < 1e-6,
+        "{stats:?}"
     );
+    assert!(
+        stats.size.math_calls == 2 && stats.size.statements > 10,
+        "{:?}",
+        stats.size
+    );
+    assert!(stats.llvm_estimate_seconds > 0.0);
 }

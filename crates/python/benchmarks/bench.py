@@ -11,8 +11,9 @@ mean anything on a noisy machine).
 - population: kiln.Population over ../shared/fixtures/gp (1000 expressions ×
   10,000 rows), compile + MSE against x0, 1 and 2 threads, best of 3.
 - query: the seed query `(x > 2.0) & (x < 6.0)` over 10M rows of a
-  DataFrame: df.kiln.query against df.query (numexpr engine) and a NumPy
-  boolean mask (median of 7 interleaved repeats).
+  DataFrame: df.kiln.query (the default tier, auto; and cranelift, llvm)
+  against df.query (numexpr engine) and a NumPy boolean mask (median of 7
+  interleaved repeats).
 - torch: the batch-64 784→256→10 MLP (Linear, ReLU, Linear) under
   torch.no_grad: eager, torch.compile's default backend (inductor) and
   torch.compile(backend="kiln") on both JIT tiers, with torch on 1 and 2
@@ -46,6 +47,18 @@ mean anything on a noisy machine).
   (softmax of [1, 12, 197, 197], LayerNorm(768) of [1, 197, 768], GELU of
   [1, 197, 3072], scaled dot-product attention of three [1, 12, 197, 64],
   Linear(768, 3072) + GELU); medians of 21.
+
+- tierup: the auto tier (issue 36). The compile-time ratio its rule uses
+  (LLVM's background compile over the Cranelift compile, each program's
+  own, code cache off) over GP expressions, row-wise kernels of 2 to 120
+  math terms and torchvision ResNet-18 and MobileNet-V2 through
+  torch.compile; then, for those two models at one thread, each step in a
+  fresh process (after Dynamo's start-up, and with the first call of
+  backend="aot_eager", Dynamo's and aot_autograd's own cost, as the floor):
+  cranelift's first call (the default before auto); with an empty code
+  cache, auto's first call, the calls until the switch, and auto's median
+  call after it against the cranelift and llvm tiers'; then, with that
+  cache, auto's first call against its median call.
 
 Build the release wheel first (docs/performance.md has the commands).
 """
@@ -148,6 +161,8 @@ def query():
         ("pandas-query-numexpr", lambda: df.query(q, engine="numexpr")),
         ("numpy-bool-mask", lambda: df[(x > 2.0) & (x < 6.0)]),
         ("kiln-df.kiln.query", lambda: df.kiln.query(q)),
+        ("kiln-df.kiln.query-cranelift", lambda: df.kiln.query(q, tier="cranelift")),
+        ("kiln-df.kiln.query-llvm", lambda: df.kiln.query(q, tier="llvm")),
         ("kiln-df.kiln.indices", lambda: df.kiln.indices(q)),
     ]
     assert df.kiln.query(q).equals(df.query(q))
@@ -173,7 +188,7 @@ def torch_mlp():
         runs = [
             ("torch-eager", model),
             ("torch.compile-inductor", torch.compile(model)),
-            ("kiln-cranelift", torch.compile(model, backend="kiln")),
+            ("kiln-cranelift", torch.compile(model, backend="kiln", options={"tier": "cranelift"})),
             ("kiln-llvm", torch.compile(model, backend="kiln", options={"tier": "llvm"})),
         ]
         with torch.no_grad():
@@ -301,7 +316,7 @@ def models(names=()):
             runs = [
                 ("torch-eager", model),
                 ("torch.compile-inductor", torch.compile(model)),
-                ("kiln-cranelift", torch.compile(model, backend="kiln")),
+                ("kiln-cranelift", torch.compile(model, backend="kiln", options={"tier": "cranelift"})),
                 ("kiln-llvm", torch.compile(model, backend="kiln", options={"tier": "llvm"})),
             ]
             with torch.no_grad():
@@ -358,7 +373,158 @@ def transformer_ops():
                 emit(workload=name, peer=peer, median_us=round(statistics.median(ts) * 1e6, 1))
 
 
+GP_RATIO_EXPRS = 24
+
+
+def _tierup_ratio_child():
+    """One process, code cache off, every program tiered up at its first
+    call: each program's Cranelift compile and LLVM compile."""
+    import gc
+    import warnings
+
+    rows = []
+
+    def measure(label, f, *args):
+        f(*args)
+        kiln.wait_for_tier_up()
+        s = f.stats
+        assert s["state"] == "done", s
+        rows.append((label, s))
+
+    exprs = [line.strip() for line in (GP / "gp_population.txt").read_text().splitlines() if line.strip()]
+    x = np.linspace(0.5, 2.0, 1000)
+    for k, e in enumerate(exprs[:GP_RATIO_EXPRS]):
+        names = sorted({f"x{i}" for i in range(10) if f"x{i}" in e})
+        f = kiln.compile(e, inputs={n: "f64[n]" for n in names})
+        measure(f"gp-{k}", f, *([x] * len(names)))
+    for terms in (2, 8, 30, 120):
+        body = " + ".join(f"sin(x * {k + 1}.5) * cos(y - {k}.25)" for k in range(terms))
+        f = kiln.compile(f"def f(x: f64[n], y: f64[n]):\n    return {body}\n")
+        measure(f"rowwise-{terms}-terms", f, x, x)
+    import torch
+    import torchvision
+    from kiln.torch import _KilnGraph as KilnGraph
+
+    warnings.simplefilter("ignore")
+    torch.set_num_threads(1)
+    for name in ("resnet18", "mobilenet_v2"):
+        model = getattr(torchvision.models, name)().eval()
+        img = torch.randn(1, 3, 224, 224)
+        with torch.no_grad():
+            torch.compile(model, backend="kiln")(img)
+            kiln.wait_for_tier_up()
+        graphs = [o for o in gc.get_objects() if type(o) is KilnGraph]
+        fns = [f for g in graphs for f in g.cache.values()]
+        assert fns, "kiln compiled the model"
+        for f in fns:
+            s = f.stats
+            if s["llvm_compile_seconds"] is not None and s["first_tier_compile_seconds"] > 0.05:
+                rows.append((f"torch-{name}", s))
+        torch._dynamo.reset()
+        del fns, graphs
+        gc.collect()
+    for label, s in rows:
+        c, l = s["first_tier_compile_seconds"], s["llvm_compile_seconds"]
+        emit(workload="tierup-estimate", graph=label, statements=s["kernel_statements"],
+             math_calls=s["math_calls"], cranelift_s=round(c, 4), llvm_s=round(l, 4),
+             estimate_s=round(s["llvm_estimate_seconds"], 4), ratio_to_cranelift=round(l / c, 1))
+
+
+def _tierup_model_child(name, mode):
+    import gc
+    import warnings
+
+    import torch
+    import torch._dynamo
+    import torchvision
+    from kiln.torch import _KilnGraph as KilnGraph
+
+    warnings.simplefilter("ignore")
+    torch.set_num_threads(1)
+    model = getattr(torchvision.models, name)().eval()
+    img = torch.randn(1, 3, 224, 224)
+    warm = mode == "warm"
+    process = {"cold": "first", "warm": "second", "cranelift": "cranelift-only"}[mode]
+
+    def first_call(f):
+        start = time.perf_counter()
+        f(img)
+        return time.perf_counter() - start
+
+    def functions():
+        graphs = [o for o in gc.get_objects() if type(o) is KilnGraph]
+        return [f for g in graphs for f in g.cache.values()]
+
+    with torch.no_grad():
+        # Dynamo's one-time start-up, paid before anything is timed.
+        torch.compile(torch.nn.Linear(4, 4), backend="aot_eager")(torch.randn(2, 4))
+        # What Dynamo and aot_autograd cost without any compiler: the floor
+        # of every backend's first call.
+        floor = first_call(torch.compile(model, backend="aot_eager"))
+        emit(workload=f"tierup-{name}", peer="aot_eager", process=process, first_call_s=round(floor, 3))
+        torch._dynamo.reset()
+        crane = torch.compile(model, backend="kiln", options={"tier": "cranelift"})
+        if mode == "cranelift":
+            # Today's default, alone in its process: the first call auto's
+            # is held to.
+            emit(workload=f"tierup-{name}", peer="kiln-cranelift", process=process,
+                 first_call_s=round(first_call(crane), 3))
+            return
+        before = set(map(id, functions()))
+        auto = torch.compile(model, backend="kiln")
+        start = time.perf_counter()
+        first = first_call(auto)
+        mine = [f for f in functions() if id(f) not in before]
+        kiln_compile = sum(f.stats["compile_seconds"] for f in mine)
+        calls = 1
+        while any(f.stats["state"] not in ("done", "failed", "settled") for f in mine):
+            auto(img)
+            calls += 1
+        switched = time.perf_counter() - start
+        states = sorted({(f.stats["first_tier"], f.stats["tier"], f.stats["state"]) for f in mine})
+        emit(workload=f"tierup-{name}", peer="kiln-auto", process=process, first_call_s=round(first, 3),
+             kiln_compile_s=round(kiln_compile, 3), calls_to_switch=calls,
+             switch_s=round(switched, 2), tiers=states)
+        runs = [("kiln-auto", auto)]
+        if not warm:
+            runs += [("kiln-cranelift", crane),
+                     ("kiln-llvm", torch.compile(model, backend="kiln", options={"tier": "llvm"}))]
+            for _, f in runs[1:]:
+                f(img)  # compiled here, after auto's first call
+        times = interleaved([lambda f=f: f(img) for _, f in runs], repeats=9)
+        for (peer, _), ts in zip(runs, times):
+            median = statistics.median(ts)
+            row = dict(workload=f"tierup-{name}", peer=peer, process=process,
+                       median_ms=round(median * 1e3, 2))
+            if peer == "kiln-auto":
+                row.update(first_over_median=round(first / median, 1),
+                           beyond_floor_over_median=round((first - floor) / median, 1))
+            emit(**row)
+
+
+def tierup():
+    import os
+    import subprocess
+    import tempfile
+
+    def child(*args, **env):
+        subprocess.run([sys.executable, __file__, *args], env={**os.environ, **env}, check=True)
+
+    child("_tierup-ratio", KILN_CACHE="0", KILN_TIER_UP_AFTER="0")
+    for name in ("resnet18", "mobilenet_v2"):
+        with tempfile.TemporaryDirectory() as cache:
+            child("_tierup-model", name, "cranelift", KILN_CACHE_DIR=cache)
+            child("_tierup-model", name, "cold", KILN_CACHE_DIR=cache)
+            child("_tierup-model", name, "warm", KILN_CACHE_DIR=cache)
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["_tierup-ratio"]:
+        _tierup_ratio_child()
+        sys.exit(0)
+    if sys.argv[1:2] == ["_tierup-model"]:
+        _tierup_model_child(sys.argv[2], sys.argv[3])
+        sys.exit(0)
     which = sys.argv[1:] or ["scalar", "population", "query", "torch"]
     if which[0] == "models":
         models(which[1:])
@@ -366,4 +532,4 @@ if __name__ == "__main__":
         for w in which:
             {"scalar": scalar, "population": population, "query": query, "torch": torch_mlp,
              "resnet": resnet, "resnet-layers": resnet_layers,
-             "transformer-ops": transformer_ops}[w]()
+             "transformer-ops": transformer_ops, "tierup": tierup}[w]()

@@ -378,10 +378,13 @@ impl Function {
     }
 
     /// How the `auto` tier has served this function: a dict with `tier`
-    /// (running now), `first_tier`, `compile_seconds`, `cache_hit` (it
+    /// (running now), `first_tier`, `compile_seconds` (all told) and
+    /// `first_tier_compile_seconds` (the first tier's own), `cache_hit` (it
     /// started on LLVM code from the code cache), `calls` and
     /// `call_seconds` (timed on the first tier), `threshold_seconds` (calls'
-    /// time after which LLVM compiles; `None`: never), `state`
+    /// time after which LLVM compiles; `None`: never), `llvm_estimate_seconds`
+    /// (what the LLVM compile is expected to take, from the kernel's
+    /// `kernel_statements` and `math_calls`), `state`
     /// (`counting`, `queued`, `compiling`, `done`, `failed`, `settled`),
     /// `error`, `llvm_compile_seconds` and `switched_after_seconds`. On a
     /// named tier: `{"tier": name, "state": "settled"}`.
@@ -397,10 +400,14 @@ impl Function {
         d.set_item("tier", s.tier.name())?;
         d.set_item("first_tier", s.first_tier.name())?;
         d.set_item("compile_seconds", s.compile_seconds)?;
+        d.set_item("first_tier_compile_seconds", s.first_tier_compile_seconds)?;
         d.set_item("cache_hit", s.cache_hit)?;
         d.set_item("calls", s.calls)?;
         d.set_item("call_seconds", s.call_seconds)?;
         d.set_item("threshold_seconds", s.threshold_seconds)?;
+        d.set_item("llvm_estimate_seconds", s.llvm_estimate_seconds)?;
+        d.set_item("kernel_statements", s.size.statements)?;
+        d.set_item("math_calls", s.size.math_calls)?;
         let (state, error) = match s.state {
             TierUpState::Counting => ("counting", None),
             TierUpState::Queued => ("queued", None),

@@ -156,7 +156,7 @@ impl Population {
     ) -> PyResult<Self> {
         // Unnamed: the population's rule (`kiln::DEFAULT_TIER`).
         let tier = match tier {
-            Some(name) => tier_named(name)?,
+            Some(name) => kiln::population::tier_for(tier_named(name)?),
             None => kiln::DEFAULT_TIER,
         };
         if threads == Some(0) {
