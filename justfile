@@ -18,7 +18,7 @@ example:
 lint:
     cargo fmt --all --check
     cargo fmt --manifest-path fuzz/Cargo.toml --all --check
-    cargo clippy --workspace --all-targets --features llvm --locked -- -D warnings
+    cargo clippy --workspace --all-targets --features llvm,sql --locked -- -D warnings
 
 # The long bit-exactness run of inline math (docs/testing.md): 10^9 random
 # inputs per f64 function, then all 2^32 inputs of every f32 function, then

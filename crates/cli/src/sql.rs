@@ -57,7 +57,7 @@ pub fn run(args: &SqlArgs) -> Result<(), Failure> {
     {
         let _ = args;
         Err(Failure::Input(
-            "error: kiln sql: this kiln was built without DataFusion (kiln-cli's feature `sql`, on by default)".into(),
+            "error: kiln sql: this kiln was built without DataFusion: build it with `--features sql` (`cargo run --features llvm,sql --bin kiln -- sql …`)".into(),
         ))
     }
 }

@@ -403,7 +403,7 @@ fn sql_runs_or_is_refused() {
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
         assert_eq!(stdout(&out), "y\n3.0\n");
     } else {
-        assert_bad_input(&out, "feature `sql`");
+        assert_bad_input(&out, "--features sql");
     }
 }
 

@@ -23,7 +23,14 @@ def _source(fn):
     try:
         lines, first = inspect.getsourcelines(fn)
     except (OSError, TypeError) as e:
-        raise TypeError(f"@kiln.jit needs the source of {fn!r}: {e}") from None
+        # numba reads bytecode; kiln reads the source, with its lines, so
+        # that its errors point into it.
+        raise TypeError(
+            f"@kiln.jit needs the source of {fn!r} ({e}): Python keeps it for functions "
+            "defined in a file or a notebook cell, not in the plain REPL, `python -c` or "
+            "`exec`. Define the function in a file, or compile its text: "
+            "kiln.compile(\"def f(x: f64[n]):\\n    return x * 2.0\")"
+        ) from None
     text = textwrap.dedent("".join(lines))
     body = text.splitlines(keepends=True)
     while body and not body[0].lstrip().startswith("def "):

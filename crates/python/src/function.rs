@@ -11,6 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 /// The tier called `name`, as `tier=` takes it.
 pub fn tier_named(name: &str) -> PyResult<Tier> {
@@ -61,6 +62,12 @@ pub struct Function {
     recipe: Option<Py<PyAny>>,
     /// Whether a failed tier-up has been reported (a `RuntimeWarning`, once).
     reported: AtomicBool,
+    /// The inputs that take scalars or arrays as a ufunc's do: an
+    /// expression's free names no type was given for (`kiln.compile("x *
+    /// 2.0")`). Compiled as `f64` scalars; arrays compile a variant.
+    ufunc: Vec<usize>,
+    /// The variants compiled for arrays, by their inputs' types.
+    variants: Mutex<HashMap<String, Py<Function>>>,
 }
 
 impl Function {
@@ -93,6 +100,8 @@ impl Function {
             direct,
             recipe: None,
             reported: AtomicBool::new(false),
+            ufunc: Vec::new(),
+            variants: Mutex::default(),
         })
     }
 
@@ -100,6 +109,130 @@ impl Function {
     pub fn with_recipe(mut self, recipe: Py<PyAny>) -> PyResult<Self> {
         self.recipe = Some(recipe);
         Ok(self)
+    }
+
+    /// Makes the inputs not named in `typed` take arrays as a ufunc's do
+    /// (each new combination of array dtypes and ranks compiles a variant,
+    /// kept on the function). Needs the recipe, which says how to compile.
+    pub fn with_ufunc_inputs(mut self, typed: &HashMap<String, String>) -> Self {
+        self.ufunc = (self.inputs.iter().enumerate())
+            .filter(|(_, (name, _))| !typed.contains_key(name))
+            .map(|(i, _)| i)
+            .collect();
+        self
+    }
+
+    /// The variant for these arguments when an untyped input got an array
+    /// (compiled on first use: its inputs typed as the arrays are), with the
+    /// arguments as arrays; `None` when every untyped input got a scalar.
+    fn ufunc_variant<'py>(
+        &self,
+        py: Python<'py>,
+        args: &Bound<'py, PyTuple>,
+    ) -> PyResult<Option<(Bound<'py, PyAny>, Bound<'py, PyTuple>)>> {
+        let numpy = py.import("numpy")?;
+        let mut arrays: Vec<(usize, Bound<'py, PyAny>)> = Vec::new();
+        for &i in &self.ufunc {
+            let arg = args.get_item(i)?;
+            let scalar = arg.is_instance_of::<pyo3::types::PyFloat>()
+                || arg.is_instance_of::<pyo3::types::PyInt>()
+                || arg.is_instance(&numpy.getattr("generic")?)?
+                || arg
+                    .getattr("ndim")
+                    .is_ok_and(|n| n.extract::<usize>().ok() == Some(0));
+            if !scalar {
+                arrays.push((i, numpy.call_method1("asarray", (arg,))?));
+            }
+        }
+        if arrays.is_empty() {
+            return Ok(None);
+        }
+        let shapes: Vec<Vec<usize>> = arrays
+            .iter()
+            .map(|(_, a)| a.getattr("shape")?.extract())
+            .collect::<PyResult<_>>()?;
+        // One shape for all: its leading extent is a symbol (as
+        // `@kiln.jit(dynamic=True)` makes it), so other lengths reuse the
+        // variant; shapes that differ broadcast as written.
+        let shared = shapes.windows(2).all(|w| w[0] == w[1]);
+        let mut types = Vec::with_capacity(arrays.len());
+        for ((i, array), shape) in arrays.iter().zip(&shapes) {
+            let name = &self.inputs[*i].0;
+            let dtype: String = array.getattr("dtype")?.getattr("name")?.extract()?;
+            let dtype = match dtype.as_str() {
+                "float64" => "f64",
+                "float32" => "f32",
+                "int64" => "i64",
+                "int32" => "i32",
+                "bool" => "bool",
+                other => {
+                    return Err(PyTypeError::new_err(format!(
+                        "input `{name}` is an array of {other}; kiln computes with float64, \
+                         float32, int64, int32 and bool"
+                    )))
+                }
+            };
+            let dims: Vec<String> = (shape.iter().enumerate())
+                .map(|(k, n)| {
+                    if shared && k == 0 {
+                        "n".to_string()
+                    } else {
+                        n.to_string()
+                    }
+                })
+                .collect();
+            types.push((name.clone(), format!("{dtype}[{}]", dims.join(", "))));
+        }
+        let key = (types.iter())
+            .map(|(n, t)| format!("{n}: {t}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let mut call_args: Vec<Bound<'py, PyAny>> = args.iter().collect();
+        for (i, array) in arrays {
+            call_args[i] = array;
+        }
+        let call_args = PyTuple::new(py, call_args)?;
+        let cached = (self.variants.lock().unwrap_or_else(PoisonError::into_inner))
+            .get(&key)
+            .map(|v| v.clone_ref(py));
+        if let Some(variant) = cached {
+            return Ok(Some((variant.into_bound(py).into_any(), call_args)));
+        }
+        let recipe = self
+            .recipe
+            .as_ref()
+            .expect("ufunc inputs come with a recipe")
+            .bind(py);
+        let spec = recipe.get_item(1)?.call_method0("copy")?;
+        let inputs = spec.get_item("inputs")?.call_method0("copy")?;
+        for (name, ty) in &types {
+            inputs.set_item(name, ty)?;
+        }
+        spec.set_item("inputs", inputs)?;
+        let (tier, optimize): (String, bool) = (
+            recipe.get_item(2)?.extract()?,
+            recipe.get_item(3)?.extract()?,
+        );
+        let variant_recipe = PyTuple::new(
+            py,
+            [
+                "compile".into_pyobject(py)?.into_any(),
+                spec.clone(),
+                tier.clone().into_pyobject(py)?.into_any(),
+                pyo3::types::PyBool::new(py, optimize).to_owned().into_any(),
+            ],
+        )?;
+        let variant = crate::compile_spec(
+            py,
+            spec.extract()?,
+            &tier,
+            optimize,
+            variant_recipe.into_any().unbind(),
+        )?;
+        let variant = Py::new(py, variant)?;
+        (self.variants.lock().unwrap_or_else(PoisonError::into_inner))
+            .insert(key, variant.clone_ref(py));
+        Ok(Some((variant.into_bound(py).into_any(), call_args)))
     }
 
     fn program(&self) -> &dyn Program {
@@ -354,6 +487,15 @@ impl Function {
                 self.describe(&self.inputs),
                 args.len()
             )));
+        }
+        if !self.ufunc.is_empty() {
+            if let Some((variant, args)) = self.ufunc_variant(py, args)? {
+                let kwargs = PyDict::new(py);
+                if let Some(out) = out {
+                    kwargs.set_item("out", out)?;
+                }
+                return variant.call(args, Some(&kwargs));
+            }
         }
         let result = match (&self.compiled, self.direct, out) {
             (Compiled::Jit(p), true, None) => self.call_direct(py, p, args),

@@ -23,7 +23,7 @@ use std::collections::HashMap;
 /// What a source is and how to read it, as `kiln.compile` and `kiln.aot` pass
 /// it down.
 #[derive(FromPyObject)]
-struct SourceSpec {
+pub(crate) struct SourceSpec {
     /// The source: UTF-8 text, or a binary GraphDef.
     #[pyo3(item)]
     data: Vec<u8>,
@@ -118,15 +118,37 @@ fn compile(
     optimize: bool,
     recipe: Py<PyAny>,
 ) -> PyResult<Function> {
+    compile_spec(py, spec, tier, optimize, recipe)
+}
+
+/// [`compile`]: an expression of the Python subset (no `def`) also takes
+/// arrays for the free names `spec` gives no type, as a ufunc does.
+pub(crate) fn compile_spec(
+    py: Python<'_>,
+    spec: SourceSpec,
+    tier: &str,
+    optimize: bool,
+    recipe: Py<PyAny>,
+) -> PyResult<Function> {
     let tier = function::tier_named(tier)?;
     let graph = load(&spec)?;
     let options = kiln::CompileOptions {
         optimize,
         ..Default::default()
     };
-    py.detach(|| Function::compile(tier, &graph, &options))
+    let function = py
+        .detach(|| Function::compile(tier, &graph, &options))
         .map_err(|e| compile_error(format!("{}: {e}", spec.name)))?
-        .with_recipe(recipe)
+        .with_recipe(recipe)?;
+    let expression = spec.format == "py"
+        && !String::from_utf8_lossy(&spec.data)
+            .lines()
+            .any(|l| l.trim_start().starts_with("def "));
+    Ok(if expression {
+        function.with_ufunc_inputs(&spec.inputs)
+    } else {
+        function
+    })
 }
 
 /// Compiles a source ahead of time: `bytes` for objects, bitcode and wasm,

@@ -313,3 +313,36 @@ def test_files_in_every_format(tier):
         kiln.compile(EXAMPLES / "x.csv")
     with pytest.raises(FileNotFoundError):
         kiln.compile(EXAMPLES / "missing.py")
+
+
+def test_an_expression_takes_arrays_as_a_ufunc_does():
+    f = kiln.compile("x * 2.0 + 1.0")
+    assert f(3.0) == 7.0
+    x = np.arange(5.0)
+    np.testing.assert_array_equal(f(x), x * 2.0 + 1.0)
+    np.testing.assert_array_equal(f([1.0, 2.0]), [3.0, 5.0])
+    np.testing.assert_array_equal(f(np.arange(7.0)), np.arange(7.0) * 2.0 + 1.0)
+    m = np.arange(6, dtype=np.float32).reshape(2, 3)
+    got = f(m)
+    assert got.dtype == np.float32 and got.shape == (2, 3)
+    np.testing.assert_array_equal(got, m * 2.0 + 1.0)
+    np.testing.assert_array_equal(f(np.arange(3)), np.arange(3) * 2.0 + 1.0)
+    assert f(np.float64(2.0)) == 5.0 and f(np.array(2.0)) == 5.0
+    out = np.empty(4)
+    assert f(np.arange(4.0), out=out) is out
+    np.testing.assert_array_equal(out, np.arange(4.0) * 2.0 + 1.0)
+    # Two names, NumPy's broadcasting between different shapes, and a scalar.
+    g = kiln.compile("sin(x) + y")
+    col, row = np.linspace(0, 1, 2).reshape(2, 1), np.arange(3.0)
+    np.testing.assert_array_equal(g(col, row), np.sin(col) + row)
+    np.testing.assert_array_equal(g(row, 0.5), np.sin(row) + 0.5)
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(f))(x), x * 2.0 + 1.0)
+    with pytest.raises(TypeError, match="int8"):
+        f(np.arange(3, dtype=np.int8))
+    # A name with a type takes what its type says.
+    h = kiln.compile("x + 1", inputs={"x": "i64"})
+    with pytest.raises(TypeError, match="scalar"):
+        h(np.arange(3))
+    d = kiln.compile("def d(x):\n    return x * 2.0\n")
+    with pytest.raises(TypeError):
+        d(np.arange(3.0))

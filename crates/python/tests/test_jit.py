@@ -87,3 +87,14 @@ def test_bad_arguments():
 def test_jit_functions_pickle_as_source():
     g = pickle.loads(pickle.dumps(affine))
     assert g(1.0, 1.0) == 3.0
+
+
+def test_a_function_without_source_says_what_to_do():
+    import subprocess
+    import sys
+
+    code = "import kiln\n@kiln.jit\ndef k(x):\n    return x * 2.0\n"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert "TypeError" in done.stderr and "Define the function in a file" in done.stderr, done.stderr
+    assert "kiln.compile(" in done.stderr
