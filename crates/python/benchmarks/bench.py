@@ -115,7 +115,7 @@ def scalar():
         g = numba.njit(lambda x: x + 2.0)
         assert g(1.0) == 3.0
         peers.append(("numba-njit-dispatcher", g, (time.perf_counter() - t0) * 1e3))
-    for tier in ("cranelift", "llvm"):
+    for tier in ("auto", "cranelift", "llvm"):
         t0 = time.perf_counter()
         f = kiln.compile("x + 2.0", tier=tier)
         compile_ms = (time.perf_counter() - t0) * 1e3
@@ -166,6 +166,12 @@ def query():
         ("kiln-df.kiln.indices", lambda: df.kiln.indices(q)),
     ]
     assert df.kiln.query(q).equals(df.query(q))
+    # The default tier (auto) starts on Cranelift; its figure below includes
+    # the calls before the switch. After the switch:
+    for _ in range(20):
+        df.kiln.query(q)
+    kiln.wait_for_tier_up()
+    runs.append(("kiln-df.kiln.query-auto-switched", lambda: df.kiln.query(q)))
     times = interleaved([f for _, f in runs], repeats=7)
     for (peer, _), ts in zip(runs, times):
         emit(workload="df-query-10M", peer=peer, median_ms=statistics.median(ts) * 1e3,

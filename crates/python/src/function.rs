@@ -130,13 +130,26 @@ impl Function {
         py: Python<'py>,
         args: &Bound<'py, PyTuple>,
     ) -> PyResult<Option<(Bound<'py, PyAny>, Bound<'py, PyTuple>)>> {
+        // Python numbers first, without NumPy: the scalar calls this path
+        // serves must stay nanoseconds.
+        let builtin = |arg: &Bound<'py, PyAny>| {
+            arg.is_instance_of::<pyo3::types::PyFloat>()
+                || arg.is_instance_of::<pyo3::types::PyInt>()
+        };
+        let mut all_builtin = true;
+        for &i in &self.ufunc {
+            all_builtin &= builtin(&args.get_item(i)?);
+        }
+        if all_builtin {
+            return Ok(None);
+        }
         let numpy = py.import("numpy")?;
+        let generic = numpy.getattr("generic")?;
         let mut arrays: Vec<(usize, Bound<'py, PyAny>)> = Vec::new();
         for &i in &self.ufunc {
             let arg = args.get_item(i)?;
-            let scalar = arg.is_instance_of::<pyo3::types::PyFloat>()
-                || arg.is_instance_of::<pyo3::types::PyInt>()
-                || arg.is_instance(&numpy.getattr("generic")?)?
+            let scalar = builtin(&arg)
+                || arg.is_instance(&generic)?
                 || arg
                     .getattr("ndim")
                     .is_ok_and(|n| n.extract::<usize>().ok() == Some(0));
