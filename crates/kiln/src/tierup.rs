@@ -41,7 +41,7 @@ use std::time::{Duration, Instant};
 /// in its kernel (LLVM compiles each inline and vectorized, Cranelift only
 /// calls it), plus `base` seconds. Fit to the compiles `bench.py tierup`
 /// measures, from GP expressions to ResNet-18 and MobileNet-V2
-/// (docs/performance.md, "Tier-up"); each finished background compile
+/// (docs/performance.md, "Fast without choosing"); each finished background compile
 /// then calibrates the process's estimates to this machine.
 pub const LLVM_COST: LlvmCost = LlvmCost {
     per_cranelift: 6.0,
