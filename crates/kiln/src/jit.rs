@@ -64,6 +64,7 @@ fn compile_with<B: Backend + ?Sized>(
 
 /// `graph`'s program from the code `backend`'s cache holds for it, compiling
 /// nothing: an error where it holds none (the `auto` tier's probe).
+#[cfg(feature = "llvm")]
 pub(crate) fn compile_cached_only<B: Backend + ?Sized>(
     backend: &B,
     graph: &Verified,

@@ -489,10 +489,12 @@ fn tier_up(program: Weak<Shared>) {
     let Some(shared) = program.upgrade() else {
         return;
     };
-    shared.state.store(COMPILING, Ordering::Release);
     let start = Instant::now();
+    // `compiling` once inside LLVM's guard: a `fork()` that sees it finds
+    // LLVM busy.
+    let compiling = || shared.state.store(COMPILING, Ordering::Release);
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        llvm_compile(shared.first.verified(), &shared.options)
+        llvm_compile(shared.first.verified(), &shared.options, compiling)
     }));
     match result {
         Ok(Ok(program)) => {
@@ -515,18 +517,23 @@ fn tier_up(program: Weak<Shared>) {
 }
 
 /// The LLVM compile, lowering included, inside one of `kiln::llvm`'s
-/// guards: an exit that starts meanwhile waits for all of it (so its object
-/// reaches the cache), and a process that is exiting, or a child forked
-/// while LLVM was busy, refuses it.
+/// guards (`entered` runs once inside it): an exit that starts meanwhile
+/// waits for all of it (so its object reaches the cache), and a process that
+/// is exiting, or a child forked while LLVM was busy, refuses it.
 #[cfg(feature = "llvm")]
-fn llvm_compile(graph: &Verified, options: &CompileOptions) -> CompileResult<JitProgram> {
+fn llvm_compile(
+    graph: &Verified,
+    options: &CompileOptions,
+    entered: impl FnOnce(),
+) -> CompileResult<JitProgram> {
     let _guard =
         kiln_llvm::InFlight::enter().map_err(|e| crate::CompileError::from(e.into_backend()))?;
+    entered();
     crate::Llvm.compile(graph, options)
 }
 
 #[cfg(not(feature = "llvm"))]
-fn llvm_compile(_: &Verified, _: &CompileOptions) -> CompileResult<JitProgram> {
+fn llvm_compile(_: &Verified, _: &CompileOptions, _: impl FnOnce()) -> CompileResult<JitProgram> {
     Err(crate::CompileError::Unsupported(crate::NO_LLVM.into()))
 }
 
