@@ -172,7 +172,6 @@ def test_exit_while_a_background_compile_runs(cache_dir):
     assert again.returncode == 0 and again.stdout.split() == ["llvm", "True"], again.stderr
 
 
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork() is POSIX")
 def test_fork_while_a_background_compile_runs(cache_dir):
     # The parent forks while LLVM compiles on the background thread. The
     # child keeps calling its functions on Cranelift, refuses LLVM work with
