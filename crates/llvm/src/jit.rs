@@ -177,19 +177,19 @@ pub fn jit(
     let spec = resolve_target("native", None, None)?;
     let Some(cache) = cache else {
         let object = compile_object(&kernels, opt, &spec)?;
-        return link(kernels, &object, symbols);
+        return Ok(link(&kernels, &object, symbols)?.handles(kernels));
     };
     let key = cache::key(&kernels, opt, &spec);
     if let Some(object) = cache.load(&key) {
-        if let Ok(code) = link(kernels.clone(), &object, symbols) {
-            return Ok(code);
+        if let Ok(linked) = link(&kernels, &object, symbols) {
+            return Ok(linked.handles(kernels));
         }
     }
     let object = compile_object(&kernels, opt, &spec)?;
     // A cache that cannot be written costs the next process a compile,
     // never this one its result.
     let _ = cache.store(&key, &object);
-    link(kernels, &object, symbols)
+    Ok(link(&kernels, &object, symbols)?.handles(kernels))
 }
 
 /// The kernels linked from the object `cache` holds for them, or `None`
@@ -205,7 +205,9 @@ pub fn load_cached(
     let Some(object) = cache.load(&cache::key(&kernels, opt, &spec)) else {
         return Ok(None);
     };
-    Ok(link(kernels, &object, symbols).ok())
+    Ok(link(&kernels, &object, symbols)
+        .ok()
+        .map(|linked| linked.handles(kernels)))
 }
 
 /// The kernels as one relocatable object for `spec` (the host): each kernel
@@ -251,13 +253,13 @@ fn compile_object(kernels: &[Kernel], opt: OptLevel, spec: &TargetSpec) -> Codeg
 }
 
 /// Links `object` (from [`compile_object`], for these `kernels`) into a new
-/// LLJIT instance, with `symbols` defined as absolute addresses, and returns
-/// a handle per kernel.
+/// LLJIT instance, with `symbols` defined as absolute addresses, and looks
+/// up each kernel's entries.
 fn link(
-    kernels: Vec<Kernel>,
+    kernels: &[Kernel],
     object: &[u8],
     symbols: &[(&'static str, *const u8)],
-) -> CodegenResult<Vec<CompiledKernel>> {
+) -> CodegenResult<Linked> {
     crate::target::init_targets();
     let mut instance: LLVMOrcLLJITRef = std::ptr::null_mut();
     // SAFETY: the builder is consumed by `LLVMOrcCreateLLJIT`, which writes
@@ -324,9 +326,23 @@ fn link(
             .transpose()?;
         addresses.push((lookup(&symbol)?, wrapper));
     }
-    // SAFETY: each address is its kernel defined by `codegen` with
-    // `abi::signature`, and its uniform entry (defined exactly when
-    // `abi::needs_wrapper`), linked by `code`'s instance, which lives as
-    // long as any handle holding `code`.
-    Ok(unsafe { CompiledKernel::for_module(kernels, code, addresses) })
+    Ok(Linked { code, addresses })
+}
+
+/// An object linked for some kernels: the instance that owns the code, and
+/// each kernel's native address and uniform entry.
+struct Linked {
+    code: Arc<JitCode>,
+    addresses: Vec<(*const u8, Option<*const u8>)>,
+}
+
+impl Linked {
+    /// The handles of `kernels`, the kernels [`link`] linked this for.
+    fn handles(self, kernels: Vec<Kernel>) -> Vec<CompiledKernel> {
+        // SAFETY: each address is its kernel defined by `codegen` with
+        // `abi::signature`, and its uniform entry (defined exactly when
+        // `abi::needs_wrapper`), linked by `code`'s instance, which lives as
+        // long as any handle holding `code`.
+        unsafe { CompiledKernel::for_module(kernels, self.code, self.addresses) }
+    }
 }
