@@ -287,11 +287,12 @@ impl TieredProgram {
         if cfg!(feature = "llvm") && options.cache {
             if let Some(program) = cached_llvm(&graph, &options) {
                 let linked = start.elapsed();
+                let size = KernelSize::of(program.kernel());
                 return Ok(Self::new(
                     program,
                     Tier::Llvm,
                     start,
-                    (true, linked, Duration::ZERO),
+                    (true, linked, size, Duration::ZERO),
                     None,
                     options,
                 ));
@@ -300,7 +301,8 @@ impl TieredProgram {
         let quick_start = Instant::now();
         let first = Cranelift.compile(&graph, &options)?;
         let quick = quick_start.elapsed();
-        let estimate = KernelSize::of(first.kernel()).llvm_estimate(quick);
+        let size = KernelSize::of(first.kernel());
+        let estimate = size.llvm_estimate(quick);
         let threshold = match rule {
             _ if !Tier::Llvm.is_built() => None,
             TierUp::Never => None,
@@ -311,7 +313,7 @@ impl TieredProgram {
             first,
             Tier::Cranelift,
             start,
-            (false, quick, estimate),
+            (false, quick, size, estimate),
             threshold,
             options,
         ))
@@ -321,12 +323,11 @@ impl TieredProgram {
         first: JitProgram,
         first_tier: Tier,
         start: Instant,
-        (cache_hit, quick, estimate): (bool, Duration, Duration),
+        (cache_hit, quick, size, estimate): (bool, Duration, KernelSize, Duration),
         threshold: Option<Duration>,
         options: CompileOptions,
     ) -> TieredProgram {
         let threshold = threshold.map(|d| d.as_nanos().min(u64::MAX as u128) as u64);
-        let size = KernelSize::of(first.kernel());
         TieredProgram {
             shared: Arc::new(Shared {
                 first,
