@@ -182,6 +182,9 @@ fn main() -> ExitCode {
         Command::Query(args) => query::run(&args),
         Command::Sql(args) => sql::run(&args),
     };
+    // An `auto` program's tier-up may still be compiling on the background
+    // thread: it finishes before the exit handlers destroy LLVM.
+    kiln::before_exit();
     Failure::report(result)
 }
 

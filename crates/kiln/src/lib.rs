@@ -59,6 +59,18 @@ pub use tierup::{KernelSize, TierStats, TierUp, TierUpState, TieredProgram};
 
 use std::path::Path;
 
+/// Prepares kiln for the process's exit: no new LLVM compile starts, and the
+/// one a background thread runs (an `auto` program's tier-up) finishes
+/// first. Call it before returning from `main` or calling `exit` in a
+/// program that may tier up, so that no exit handler destroys LLVM's
+/// globals under a compile (`kiln_llvm::InFlight`); Python's `kiln` calls it
+/// from an `atexit` callback. It cannot be undone. Without the LLVM tier it
+/// does nothing.
+pub fn before_exit() {
+    #[cfg(feature = "llvm")]
+    kiln_llvm::before_exit();
+}
+
 /// The source languages kiln reads.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Format {

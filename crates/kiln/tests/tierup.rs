@@ -1,8 +1,9 @@
 //! The `auto` tier: programs that switch from Cranelift to LLVM between
 //! calls, under load from several threads, with the interpreter's bits
 //! before and after; the code cache that starts a program on LLVM; and
-//! programs dropped while their compile waits or runs. (Exit and `fork()`
-//! during a background compile: the Python tests, which run processes.)
+//! programs dropped while their compile waits or runs; a process that exits
+//! while its tier-up compiles (`kiln::before_exit`, in a child process).
+//! (Exit and `fork()` from Python: the Python tests.)
 #![cfg(feature = "llvm")]
 
 use kiln::{
@@ -195,4 +196,84 @@ fn never_and_dropped_programs() {
         stats.size
     );
     assert!(stats.llvm_estimate_seconds > 0.0);
+}
+
+/// Set in the child process [`exit_while_a_tier_up_compiles`] runs.
+const EXIT_CHILD: &str = "KILN_TIERUP_EXIT_CHILD";
+
+/// A process whose tier-up is inside LLVM when it exits: `before_exit`
+/// waits for that compile (the program is on LLVM after it), refuses the
+/// next, and the exit handlers then find LLVM idle. The child is this test
+/// binary running [`exit_child`], and every run must exit 0. (A compile cut
+/// off by LLVM's destructors died of SIGSEGV in 4 of 10 runs from the
+/// static-LLVM wheel, `test_tierup.py`; this build's shared libLLVM has not
+/// shown it.)
+#[test]
+fn exit_while_a_tier_up_compiles() {
+    for _ in 0..3 {
+        let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
+            .args(["--exact", "exit_child", "--nocapture", "--test-threads=1"])
+            .env(EXIT_CHILD, "1")
+            .env("KILN_CACHE", "0")
+            .output()
+            .expect("the child runs");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && text.contains("exit_child: exiting"),
+            "{:?}\n{text}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// The child of [`exit_while_a_tier_up_compiles`] (does nothing in the
+/// test run itself): a long LLVM compile in the background, the exit while
+/// it runs.
+#[test]
+fn exit_child() {
+    if std::env::var_os(EXIT_CHILD).is_none() {
+        return;
+    }
+    let terms: Vec<String> = (0..40)
+        .map(|k| format!("sin(x * {}.5) * cos(y - {k}.25)", k + 1))
+        .collect();
+    let src = format!(
+        "def f(x: f64[n], y: f64[n]):\n    return {}\n",
+        terms.join(" + ")
+    );
+    let graph = kiln::verify(
+        kiln::load(&src, Format::Py, &Default::default())
+            .expect("parses")
+            .graph,
+    )
+    .expect("verifies");
+    let options = CompileOptions {
+        cache: false,
+        ..CompileOptions::default()
+    };
+    let program = TieredProgram::compile(&graph, &options, TierUp::After(Duration::ZERO)).unwrap();
+    let (x, y) = inputs(16, 5);
+    let mut z = vec![0.0; 16];
+    program
+        .run_arrays(
+            &[ArrayRef::F64(&x), ArrayRef::F64(&y)],
+            &mut [ArrayMut::F64(&mut z)],
+        )
+        .expect("runs");
+    while program.stats().state != TierUpState::Compiling {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    kiln::before_exit();
+    // The compile that ran has finished; no other starts.
+    assert_eq!(program.stats().state, TierUpState::Done);
+    let refused = kiln::Llvm.compile(&graph, &options).map(|_| ());
+    assert!(
+        refused
+            .as_ref()
+            .is_err_and(|e| e.to_string().contains("exiting")),
+        "a compile after before_exit: {refused:?}"
+    );
+    println!("exit_child: exiting");
+    std::process::exit(0);
 }

@@ -83,12 +83,16 @@ fn kernel_symbol(idx: usize) -> String {
 /// it: what makes exit and `fork()` safe while another thread compiles (a
 /// background tier-up).
 ///
-/// - **Exit.** LLVM's global objects (its command-line options, pass
-///   registries) are destroyed by the process's exit handlers while other
-///   threads still run. The first LLVM use registers an `atexit` handler,
-///   which runs before those destructors (handlers run in reverse order of
-///   registration, and LLVM's were registered when it was loaded): it
-///   refuses new work and waits for what runs to finish.
+/// - **Exit.** LLVM's global objects are destroyed by the process's exit
+///   handlers while other threads still run. A host calls [`before_exit`]
+///   first: it refuses new work and waits for what runs to finish (Python's
+///   `kiln` does from an `atexit` callback, which runs before any C exit
+///   handler; kiln's CLI at the end of `main`). The first LLVM use also
+///   registers a C `atexit` handler that does the same, for hosts that do
+///   not. It protects only the globals that existed before it (handlers run
+///   in reverse order of registration): LLVM builds some on first use, in
+///   the middle of a compile (`TargetLibraryInfoImpl::getLibFunc`'s table,
+///   the X86 fold tables), and their destructors run before it.
 /// - **`fork()`.** A child forked while a thread was inside LLVM inherits
 ///   LLVM's locks and half-updated state but not the thread: it refuses
 ///   LLVM work for good (a typed error; a program on the `auto` tier stays
@@ -155,9 +159,19 @@ impl Drop for InFlight {
 
 #[cfg(unix)]
 extern "C" fn wait_at_exit() {
+    before_exit();
+}
+
+/// Prepares this process's LLVM for exit: refuses new LLVM work from now on
+/// (it fails with a typed error, and an `auto` program stays on its first
+/// tier) and waits for the work in flight on other threads (a background
+/// tier-up) to finish. Call it before `exit` when LLVM may be compiling on
+/// another thread, so that no exit handler destroys LLVM's globals under
+/// it ([`InFlight`]). It cannot be undone.
+pub fn before_exit() {
     EXITING.store(true, SeqCst);
     let pid = std::process::id();
-    while IN_FLIGHT.load(SeqCst) > 0 && OWNER.load(SeqCst) == pid {
+    while IN_FLIGHT.load(SeqCst) > HELD.get() && OWNER.load(SeqCst) == pid {
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
 }

@@ -24,7 +24,7 @@ mod jit;
 mod target;
 
 pub use cache::Cache;
-pub use jit::{jit, load_cached, InFlight};
+pub use jit::{before_exit, jit, load_cached, InFlight};
 pub use target::{resolve_target, TargetSpec, TARGETS};
 
 use inkwell::context::Context;

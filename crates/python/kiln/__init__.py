@@ -7,6 +7,7 @@ and wasm modules. See docs/python.md.
 
 from __future__ import annotations
 
+import atexit
 import os
 from pathlib import Path
 from typing import Mapping, Optional, Sequence, Union
@@ -23,6 +24,10 @@ from ._errors import (
 from ._kiln import Function, Population
 
 __version__ = _kiln.__version__
+
+# At exit, a background tier-up's LLVM compile finishes before the C exit
+# handlers destroy LLVM's globals (Python runs these callbacks first).
+atexit.register(_kiln._before_exit)
 
 try:  # `df.kiln` and `kiln.arrow` when pandas and pyarrow are installed.
     from . import arrow, pandas  # noqa: F401

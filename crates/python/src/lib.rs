@@ -8,6 +8,7 @@ mod arrow;
 mod errors;
 mod function;
 mod fx;
+mod glibc;
 mod population;
 mod values;
 
@@ -234,6 +235,15 @@ fn wait_for_tier_up(py: Python<'_>, timeout: f64) -> PyResult<bool> {
     Ok(py.detach(|| kiln::tierup::wait_idle(timeout)))
 }
 
+/// Called at interpreter exit (`atexit`, registered by `kiln/__init__.py`;
+/// Python runs those callbacks before any C exit handler): no new LLVM
+/// compile starts, and a background tier-up that is compiling finishes
+/// before LLVM's globals are destroyed (`kiln::before_exit`).
+#[pyfunction]
+fn _before_exit(py: Python<'_>) {
+    py.detach(kiln::before_exit);
+}
+
 /// The code cache's directory (`None` when `KILN_CACHE=0` or no directory
 /// can be named) and this process's hits, misses and writes.
 #[pyfunction]
@@ -300,6 +310,7 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(aot, m)?)?;
     m.add_function(wrap_pyfunction!(tiers, m)?)?;
     m.add_function(wrap_pyfunction!(wait_for_tier_up, m)?)?;
+    m.add_function(wrap_pyfunction!(_before_exit, m)?)?;
     m.add_function(wrap_pyfunction!(cache_info, m)?)?;
     m.add_function(wrap_pyfunction!(set_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(get_num_threads, m)?)?;
