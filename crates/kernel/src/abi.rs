@@ -378,6 +378,17 @@ enum Entry {
     /// Stages run in order, each maybe in chunks on several threads
     /// (`crate::stages`, `crate::threads`).
     Stages(Arc<[crate::threads::Stage]>),
+    /// Another kernel's code, called with the slots `map` picks from this
+    /// kernel's `arity` slots (`crate::canon`: a stage compiled once for
+    /// every stage with the same code).
+    Remapped(Arc<Remap>),
+}
+
+/// The code and the slot map of an [`Entry::Remapped`].
+struct Remap {
+    code: CompiledKernel,
+    map: Box<[u32]>,
+    arity: usize,
 }
 
 /// A kernel compiled in memory, by any tier: machine code (Cranelift,
@@ -451,6 +462,30 @@ impl CompiledKernel {
         }
     }
 
+    /// `code`, called with the slots `map` picks from `arity` slots: the
+    /// handle of a kernel of `arity` parameters whose body is `code`'s
+    /// kernel's once its parameter `i` is the kernel's `map[i]`
+    /// (`crate::canon::compact`). [`Self::kernel`] is `code`'s kernel.
+    ///
+    /// # Panics
+    /// If `map` names a slot at or past `arity`, or is not as long as
+    /// `code`'s kernel's parameters.
+    pub fn remapped(code: CompiledKernel, map: Vec<u32>, arity: usize) -> CompiledKernel {
+        assert!(
+            map.len() == code.kernel.params.len() && map.iter().all(|&i| (i as usize) < arity),
+            "a slot map names one slot of the caller's per parameter"
+        );
+        CompiledKernel {
+            kernel: code.kernel.clone(),
+            code: Arc::new(()),
+            entry: Entry::Remapped(Arc::new(Remap {
+                code,
+                map: map.into(),
+                arity,
+            })),
+        }
+    }
+
     /// Whether the kernel runs in stages (none of which is its native
     /// function, [`Self::native_ptr`]).
     pub fn is_staged(&self) -> bool {
@@ -487,9 +522,9 @@ impl CompiledKernel {
     /// valid while this handle (or a clone) is alive; `None` for a kernel
     /// the host runs, which has no machine code.
     pub fn native_ptr(&self) -> Option<*const u8> {
-        match self.entry {
-            Entry::Native { native, .. } => Some(native as *const u8),
-            Entry::Host(_) | Entry::Stages(_) => None,
+        match &self.entry {
+            Entry::Native { native, .. } => Some(*native as *const u8),
+            Entry::Host(_) | Entry::Stages(_) | Entry::Remapped(_) => None,
         }
     }
 
@@ -504,6 +539,25 @@ impl CompiledKernel {
     /// kernel's reads or writes of as many elements as [`args`] says, and no
     /// output or scratch buffer overlaps another buffer.
     pub unsafe fn call(&self, slots: &mut [u64]) -> i32 {
+        if let Entry::Remapped(remap) = &self.entry {
+            assert_eq!(slots.len(), remap.arity, "one slot per parameter");
+            // The picked slots, on the stack for up to 32 of them.
+            let mut stack = [0u64; 32];
+            let mut heap = Vec::new();
+            let picked: &mut [u64] = if remap.map.len() <= stack.len() {
+                &mut stack[..remap.map.len()]
+            } else {
+                heap.resize(remap.map.len(), 0);
+                &mut heap
+            };
+            for (slot, &i) in picked.iter_mut().zip(remap.map.iter()) {
+                *slot = slots[i as usize];
+            }
+            // SAFETY: the kernel reads and writes through the picked slots
+            // what the caller's kernel would through the same slots
+            // (`remapped`'s contract), so the caller's guarantees carry over.
+            return unsafe { remap.code.call(picked) };
+        }
         assert_eq!(
             slots.len(),
             self.kernel.params.len(),
@@ -514,6 +568,7 @@ impl CompiledKernel {
             Entry::Host(entry) => return entry(slots),
             // SAFETY: the stages' contract is the kernel's (`threads::run`).
             Entry::Stages(stages) => return unsafe { crate::threads::run(stages, slots) },
+            Entry::Remapped(_) => unreachable!("called above"),
         };
         match wrapper {
             Some(wrapper) => {

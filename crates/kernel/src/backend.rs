@@ -11,6 +11,7 @@
 
 use crate::abi::CompiledKernel;
 use crate::{Kernel, LowerOptions, OptLevel};
+use std::collections::HashMap;
 
 /// What a backend is asked for beyond its kernels, for in-process code.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -198,7 +199,10 @@ pub trait Backend: Send + Sync {
 /// has loops worth cutting ([`crate::stages::split`]) as its stages, run in
 /// chunks on kiln's threads ([`crate::threads`]) when
 /// [`BackendOptions::parallel`] asks; every other kernel as one function.
-/// All of them go to the backend as one unit.
+/// All of them go to the backend as one unit, each stage reduced to the
+/// parameters it uses, and stages with the same code (a network's repeated
+/// blocks) once: each such stage calls the one compiled kernel with its
+/// own buffers ([`crate::canon`]).
 pub fn compile<B: Backend + ?Sized>(
     backend: &B,
     kernels: Vec<Kernel>,
@@ -208,32 +212,62 @@ pub fn compile<B: Backend + ?Sized>(
     if !options.parallel {
         return backend.compile_kernels(kernels, options, symbols);
     }
-    // For each kernel: the kernel and its stages' chunking, if it has any.
-    let mut plans = Vec::with_capacity(kernels.len());
-    let mut all = Vec::with_capacity(kernels.len());
-    for kernel in kernels {
-        match crate::stages::split(&kernel) {
-            Some(stages) => {
-                all.extend(stages.kernels);
-                plans.push(Some((kernel, stages.chunks)));
-            }
-            None => {
-                all.push(kernel);
-                plans.push(None);
-            }
-        }
+    /// A stage: the unit's kernel `code` called with `map` picked from its
+    /// kernel's `arity` slots, and its chunking.
+    struct StagePlan {
+        code: usize,
+        map: Vec<u32>,
+        arity: usize,
+        chunk: Option<crate::stages::Chunking>,
     }
-    let mut code = backend.compile_kernels(all, options, symbols)?.into_iter();
+    /// A kernel: the unit's kernel `i`, or the kernel and its stages.
+    enum Plan {
+        Whole(usize),
+        Staged(Kernel, Vec<StagePlan>),
+    }
+    let mut plans = Vec::with_capacity(kernels.len());
+    let mut unit: Vec<Kernel> = Vec::with_capacity(kernels.len());
+    let mut by_code: HashMap<String, usize> = HashMap::new();
+    for kernel in kernels {
+        let Some(stages) = crate::stages::split(&kernel) else {
+            plans.push(Plan::Whole(unit.len()));
+            unit.push(kernel);
+            continue;
+        };
+        let arity = kernel.params.len() + 2;
+        let stages = stages
+            .kernels
+            .into_iter()
+            .zip(stages.maps)
+            .zip(stages.chunks)
+            .map(|((stage, map), chunk)| {
+                let mut text = String::new();
+                crate::canon::write_code(&stage, &mut text).expect("a String takes any text");
+                let code = *by_code.entry(text).or_insert_with(|| {
+                    unit.push(stage);
+                    unit.len() - 1
+                });
+                StagePlan {
+                    code,
+                    map,
+                    arity,
+                    chunk,
+                }
+            })
+            .collect();
+        plans.push(Plan::Staged(kernel, stages));
+    }
+    let code = backend.compile_kernels(unit, options, symbols)?;
     Ok(plans
         .into_iter()
         .map(|plan| match plan {
-            None => code.next().expect("one compiled kernel per kernel"),
-            Some((kernel, chunks)) => {
-                let stages = chunks
+            Plan::Whole(i) => code[i].clone(),
+            Plan::Staged(kernel, stages) => {
+                let stages = stages
                     .into_iter()
-                    .map(|chunk| crate::threads::Stage {
-                        code: code.next().expect("one compiled kernel per stage"),
-                        chunk,
+                    .map(|s| crate::threads::Stage {
+                        code: CompiledKernel::remapped(code[s.code].clone(), s.map, s.arity),
+                        chunk: s.chunk,
                     })
                     .collect();
                 CompiledKernel::staged(std::sync::Arc::new(kernel), stages)

@@ -23,6 +23,7 @@
 
 pub mod abi;
 pub mod backend;
+pub mod canon;
 pub mod header;
 pub mod iterations;
 pub mod libcalls;

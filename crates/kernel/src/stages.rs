@@ -30,6 +30,7 @@
 //! rows apart, joined in row order after the last chunk
 //! ([`Chunking::selections`]).
 
+use crate::canon::{Compactor, Source};
 use crate::iterations::{self, IndexMap, Refs};
 use crate::{Expr, Extent, Iterations, Kernel, Param, ParamIdx, Reg, Stmt, Var};
 use cranelift_entity::EntityRef;
@@ -45,9 +46,14 @@ pub const CHUNK_END: &str = "chunk_end";
 /// A kernel cut into stages ([`split`]).
 #[derive(Clone, Debug)]
 pub struct Stages {
-    /// The stages, in order: each takes the original kernel's parameters
-    /// then `chunk_start` and `chunk_end` (ignored by a sequential stage).
+    /// The stages, in order, each with only the parameters, registers and
+    /// variables it uses ([`crate::canon::Compactor`]).
     pub kernels: Vec<Kernel>,
+    /// For each stage, where its parameters come from: indices into the
+    /// original kernel's parameters followed by `chunk_start` and
+    /// `chunk_end` (which a sequential stage does not take), the slots a
+    /// call of the stage picks from the original kernel's and its range.
+    pub maps: Vec<Vec<u32>>,
     /// For each stage, how it runs in chunks; `None` for a sequential one.
     pub chunks: Vec<Option<Chunking>>,
 }
@@ -482,20 +488,31 @@ pub fn split(kernel: &Kernel) -> Option<Stages> {
     let refs = Refs::of(body);
     let mut stages = Stages {
         kernels: Vec::with_capacity(parts.len()),
+        maps: Vec::with_capacity(parts.len()),
         chunks: Vec::with_capacity(parts.len()),
     };
+    let mut compactor = Compactor::new(
+        kernel.params.len() + 2,
+        kernel.regs.len() + BOUNDS,
+        kernel.vars.len(),
+    );
     for (n, part) in parts.iter().enumerate() {
-        let (stage, chunking) = build(kernel, &top, &refs, part, n);
+        let (stage, map, chunking) = build(kernel, &top, &refs, part, n, &mut compactor);
         if cfg!(debug_assertions) {
             if let Err(e) = crate::verify(&stage) {
                 panic!("a stage of `{}` does not verify: {e}", kernel.name);
             }
         }
         stages.kernels.push(stage);
+        stages.maps.push(map);
         stages.chunks.push(chunking);
     }
     Some(stages)
 }
+
+/// The registers a chunked stage adds to the kernel's: its range's start,
+/// end and length, and the chunk loop's counter.
+const BOUNDS: usize = 4;
 
 /// Merges stages until no value but memory crosses a boundary: a register
 /// a stage reads that another defines and cannot be computed again, or a
@@ -551,57 +568,43 @@ fn merge(parts: &mut Vec<Part>, kernel: &Kernel, top: &TopLets) {
     }
 }
 
-/// The stage kernel of `part` (the `n`th) and how it runs in chunks.
-/// Copies into `names` the source names of the registers `body` defines
-/// or reads.
-fn name_registers(names: &mut [Option<String>], source: &[Option<String>], body: &[Stmt]) {
-    fn name(names: &mut [Option<String>], source: &[Option<String>], r: Reg) {
-        if names[r.index()].is_none() {
-            names[r.index()].clone_from(&source[r.index()]);
-        }
-    }
-    for stmt in body {
-        match stmt {
-            Stmt::Let(r, _) => name(names, source, *r),
-            Stmt::Loop { row, body, .. } => {
-                name(names, source, *row);
-                name_registers(names, source, body);
-            }
-            _ => {}
-        }
-        for r in stmt.operands() {
-            name(names, source, r);
-        }
-    }
-}
-
+/// The stage kernel of `part` (the `n`th), compacted, with its map of
+/// parameters, and how it runs in chunks.
 fn build(
     kernel: &Kernel,
     top: &TopLets,
     refs: &Refs,
     part: &Part,
     n: usize,
-) -> (Kernel, Option<Chunking>) {
-    // Everything but the body, which is the part's.
-    let mut stage = Kernel {
-        name: format!("{}__stage{n}", kernel.name),
-        params: kernel.params.clone(),
-        regs: kernel.regs.clone(),
-        vars: kernel.vars.clone(),
-        body: Vec::new(),
-        checks: kernel.checks.clone(),
-        direct: kernel.direct,
-        // Named below, for the registers the stage uses: cloning every name
-        // for every stage cost MobileNet-V2 most of a second.
-        reg_names: vec![None; kernel.regs.len()],
+    compactor: &mut Compactor,
+) -> (Kernel, Vec<u32>, Option<Chunking>) {
+    // The body is written in the kernel's numbering, with the range's two
+    // extents after the kernel's parameters and the stage's own registers
+    // after its registers; the compactor then keeps what the body uses.
+    let params = kernel.params.len();
+    let regs = kernel.regs.len();
+    let start = ParamIdx::new(params);
+    let param = |i: usize| match i.checked_sub(params) {
+        None => kernel.params[i].clone(),
+        Some(0) => Param::Extent {
+            dim: CHUNK_START.into(),
+        },
+        Some(_) => Param::Extent {
+            dim: CHUNK_END.into(),
+        },
     };
-    let start = ParamIdx::new(stage.params.len());
-    stage.params.push(Param::Extent {
-        dim: CHUNK_START.into(),
-    });
-    stage.params.push(Param::Extent {
-        dim: CHUNK_END.into(),
-    });
+    let reg = |i: usize| match kernel.regs.get(i) {
+        Some(&dtype) => (dtype, kernel.reg_names.get(i).cloned().flatten()),
+        None => (DType::I64, None),
+    };
+    let var = |i: usize| kernel.vars[i];
+    let source = Source {
+        name: format!("{}__stage{n}", kernel.name),
+        param: &param,
+        reg: &reg,
+        var: &var,
+        checks: &kernel.checks,
+    };
     let mut read = Vec::new();
     for &s in &part.stmts {
         reads(&kernel.body[s], &mut read);
@@ -611,10 +614,9 @@ fn build(
     body.extend(lets.iter().map(|&i| kernel.body[i].clone()));
     let first = body.len();
     body.extend(part.stmts.iter().map(|&i| kernel.body[i].clone()));
-    name_registers(&mut stage.reg_names, &kernel.reg_names, &body);
     let Some(chain) = &part.chain else {
-        stage.body = body;
-        return (stage, None);
+        let (stage, map) = compactor.kernel(body, &source);
+        return (stage, map, None);
     };
     // The chunk loop runs `row = start + i` for `i` in `0..end - start`.
     let nest = &kernel.body[part.stmts[0]];
@@ -646,12 +648,7 @@ fn build(
     else {
         unreachable!("a chain ends at a loop")
     };
-    let (s, e, len, i) = (
-        stage.new_reg(DType::I64, None),
-        stage.new_reg(DType::I64, None),
-        stage.new_reg(DType::I64, None),
-        stage.new_reg(DType::I64, None),
-    );
+    let [s, e, len, i] = [0, 1, 2, 3].map(|k| Reg::new(regs + k));
     let row = std::mem::replace(row, i);
     *extent = Extent::Reg(len);
     inner.insert(0, Stmt::Let(row, Expr::Binary(BinaryOp::Add, i, s)));
@@ -673,7 +670,7 @@ fn build(
             around.splice(last..last, bounds);
         }
     }
-    stage.body = body;
+    let (stage, map) = compactor.kernel(body, &source);
     let temps = temps
         .into_iter()
         .map(|p| {
@@ -713,6 +710,7 @@ fn build(
         .collect();
     (
         stage,
+        map,
         Some(Chunking {
             trip,
             work,
@@ -765,14 +763,39 @@ mod tests {
     #[test]
     fn rows_of_an_elementwise_kernel_are_one_chunked_stage() {
         let src = "graph \"g\"\nv0: f64[n] = input \"x\"\nv1: f64 = const 2.0\nv2: f64[n] = mul v0, v1\noutput \"y\" = v2\n";
-        let s = stages(src).expect("cut");
+        let graph = kiln_ir::verify(kiln_ir::text::parse(src).expect("parses")).expect("verifies");
+        let kernel = lower(&graph, &LowerOptions::default()).expect("lowers");
+        let s = split(&kernel).expect("cut");
         assert_eq!(s.kernels.len(), 1);
         let chunk = s.chunks[0].as_ref().expect("chunked");
-        let slots = slots(&s.kernels[0], &[1000]);
+        // Counts read the original kernel's slots.
+        let slots = slots(&kernel, &[1000]);
         assert_eq!(chunk.trip.eval(&slots), Some(1000));
         assert!(chunk.work.eval(&slots) >= 3, "load, mul, store");
         assert!(chunk.temps.is_empty() && chunk.selections.is_empty());
-        assert_eq!(s.kernels[0].params.len(), 5, "x, n, y, start, end");
+        // The stage takes what it uses: x, y and its range (the extent `n`
+        // only bounds the chunk loop, which the range replaces), each
+        // picked from the kernel's slots and the range after them.
+        let names: Vec<String> = s.kernels[0]
+            .params
+            .iter()
+            .map(|p| match p {
+                Param::ArrayIn { name, .. } | Param::ArrayOut { name, .. } => name.clone(),
+                Param::Extent { dim } => dim.clone(),
+                other => format!("{other:?}"),
+            })
+            .collect();
+        let mut sorted = names.clone();
+        sorted.sort();
+        assert_eq!(sorted, [CHUNK_END, CHUNK_START, "x", "y"], "{names:?}");
+        let n = kernel.params.len() as u32;
+        for (param, &i) in s.kernels[0].params.iter().zip(&s.maps[0]) {
+            match param {
+                Param::Extent { dim } if dim == CHUNK_START => assert_eq!(i, n),
+                Param::Extent { dim } if dim == CHUNK_END => assert_eq!(i, n + 1),
+                p => assert_eq!(p, &kernel.params[i as usize]),
+            }
+        }
     }
 
     #[test]

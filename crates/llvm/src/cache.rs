@@ -33,7 +33,7 @@
 //! on Windows). `KILN_CACHE=0` (or `off`, `false`, `no`) turns it off.
 
 use crate::{OptLevel, TargetSpec};
-use kiln_kernel::{Kernel, Param};
+use kiln_kernel::Kernel;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::fs;
@@ -341,22 +341,12 @@ pub fn key(kernels: &[Kernel], opt: OptLevel, spec: &TargetSpec) -> Key {
         spec.cpu,
         spec.features,
     );
+    // What each kernel's code depends on: not the names, nor the values of
+    // constant tensors (the caller's at run time, so a model with other
+    // weights, or another model with the same layers, reuses the object).
     for kernel in kernels {
-        let _ = writeln!(h, "kernel {}", kernel.name);
-        for param in &kernel.params {
-            let _ = match param {
-                // The values are the caller's at run time, not the code's.
-                Param::ConstIn { name, tensor } => {
-                    writeln!(h, "const {name:?} {:?} {:?}", tensor.dtype, tensor.dims)
-                }
-                p => writeln!(h, "{p:?}"),
-            };
-        }
-        let _ = write!(
-            h,
-            "{:?}\n{:?}\n{:?}\n{:?}\n{}\n",
-            kernel.regs, kernel.vars, kernel.body, kernel.checks, kernel.direct
-        );
+        let _ = writeln!(h, "kernel");
+        let _ = kiln_kernel::canon::write_code(kernel, &mut h);
     }
     h.finish()
 }

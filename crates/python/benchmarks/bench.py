@@ -60,6 +60,13 @@ mean anything on a noisy machine).
   call after it against the cranelift and llvm tiers'; then, with that
   cache, auto's first call against its median call.
 
+- compile-times: kiln's own compile time (`Function.stats["compile_seconds"]`,
+  what Dynamo and aot_autograd cost is not in it) of torchvision ResNet-18/50,
+  MobileNet-V2, EfficientNet-B0, ConvNeXt-tiny, DenseNet-121 and ViT-B/16
+  through torch.compile(backend="kiln") on each JIT tier, code cache off, one
+  thread, each in a fresh process; with the first call and the first call of
+  backend="aot_eager" (the floor). `compile-times NAME...` picks models.
+
 Build the release wheel first (docs/performance.md has the commands).
 """
 
@@ -508,6 +515,50 @@ def _tierup_model_child(name, mode):
             emit(**row)
 
 
+COMPILE_MODELS = ("resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0", "convnext_tiny",
+                  "densenet121", "vit_b_16")
+
+
+def _compile_time_child(name, tier):
+    import gc
+    import warnings
+
+    import torch
+    import torch._dynamo
+    import torchvision
+    from kiln.torch import _KilnGraph as KilnGraph
+
+    warnings.simplefilter("ignore")
+    torch.set_num_threads(1)
+    model = getattr(torchvision.models, name)().eval()
+    img = torch.randn(1, 3, 224, 224)
+    with torch.no_grad():
+        torch.compile(torch.nn.Linear(4, 4), backend="aot_eager")(torch.randn(2, 4))
+        start = time.perf_counter()
+        torch.compile(model, backend="aot_eager")(img)
+        floor = time.perf_counter() - start
+        torch._dynamo.reset()
+        f = torch.compile(model, backend="kiln", options={"tier": tier})
+        start = time.perf_counter()
+        f(img)
+        first = time.perf_counter() - start
+    graphs = [o for o in gc.get_objects() if type(o) is KilnGraph]
+    functions = [fn for g in graphs for fn in g.cache.values()]
+    emit(workload=f"compile-{name}", peer=f"kiln-{tier}", programs=len(functions),
+         kiln_compile_s=round(sum(fn.stats["compile_seconds"] for fn in functions), 3),
+         first_call_s=round(first, 3), aot_eager_first_call_s=round(floor, 3))
+
+
+def compile_times(names=()):
+    import os
+    import subprocess
+
+    for name in names or COMPILE_MODELS:
+        for tier in ("cranelift", "llvm"):
+            subprocess.run([sys.executable, __file__, "_compile-time", name, tier],
+                           env={**os.environ, "KILN_CACHE": "0"}, check=True)
+
+
 def tierup():
     import os
     import subprocess
@@ -528,12 +579,17 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["_tierup-ratio"]:
         _tierup_ratio_child()
         sys.exit(0)
+    if sys.argv[1:2] == ["_compile-time"]:
+        _compile_time_child(sys.argv[2], sys.argv[3])
+        sys.exit(0)
     if sys.argv[1:2] == ["_tierup-model"]:
         _tierup_model_child(sys.argv[2], sys.argv[3])
         sys.exit(0)
     which = sys.argv[1:] or ["scalar", "population", "query", "torch"]
     if which[0] == "models":
         models(which[1:])
+    elif which[0] == "compile-times":
+        compile_times(which[1:])
     else:
         for w in which:
             {"scalar": scalar, "population": population, "query": query, "torch": torch_mlp,
