@@ -68,16 +68,20 @@ pub struct Function {
     ufunc: Vec<usize>,
     /// The variants compiled for arrays, by their inputs' types.
     variants: Mutex<HashMap<String, Py<Function>>>,
+    /// How long the compile took (on `auto`, its first tier's).
+    compile_seconds: f64,
 }
 
 impl Function {
     /// Compiles `graph` on `tier` (with the GIL released by the caller).
     pub fn compile(tier: Tier, graph: &Verified, options: &CompileOptions) -> CompileResult<Self> {
+        let start = std::time::Instant::now();
         let compiled = match tier {
             Tier::Interp => Compiled::Interp(kiln::Interpreter.compile(graph, options)?),
             Tier::Auto => Compiled::Auto(kiln::Auto.compile(graph, options)?),
             t => Compiled::Jit(t.backend()?.compile(graph, options)?),
         };
+        let compile_seconds = start.elapsed().as_secs_f64();
         let g = compiled.program().verified().graph();
         let named = |name: &str, v| (name.to_string(), g.ty(v).clone());
         let inputs: Vec<_> = g.inputs().iter().map(|i| named(&i.name, i.value)).collect();
@@ -102,6 +106,7 @@ impl Function {
             reported: AtomicBool::new(false),
             ufunc: Vec::new(),
             variants: Mutex::default(),
+            compile_seconds,
         })
     }
 
@@ -542,13 +547,14 @@ impl Function {
     /// `kernel_statements` and `math_calls`), `state`
     /// (`counting`, `queued`, `compiling`, `done`, `failed`, `settled`),
     /// `error`, `llvm_compile_seconds` and `switched_after_seconds`. On a
-    /// named tier: `{"tier": name, "state": "settled"}`.
+    /// named tier: `tier`, `state` (`settled`) and `compile_seconds`.
     #[getter]
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
         let Compiled::Auto(p) = &self.compiled else {
             d.set_item("tier", self.tier.name())?;
             d.set_item("state", "settled")?;
+            d.set_item("compile_seconds", self.compile_seconds)?;
             return Ok(d);
         };
         let s = p.stats();

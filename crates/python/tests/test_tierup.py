@@ -227,7 +227,10 @@ def test_tier_names_and_bad_options():
     with pytest.raises(ValueError, match="auto"):
         kiln.compile("x + 1.0", tier="fast")
     f = kiln.compile("x + 1.0", tier="cranelift")
-    assert f.stats == {"tier": "cranelift", "state": "settled"}
+    stats = f.stats
+    assert stats.keys() == {"tier", "state", "compile_seconds"}
+    assert (stats["tier"], stats["state"]) == ("cranelift", "settled")
+    assert 0 < stats["compile_seconds"] < 60
     assert f.wait_for_tier_up(0)
     with pytest.raises(ValueError):
         kiln.compile("def f(x: f64[n]):\n    return x\n").wait_for_tier_up(-1)
