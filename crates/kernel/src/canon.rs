@@ -7,10 +7,12 @@
 //! that do the same work on different buffers (a ResNet's identical
 //! convolutions) become equal kernels but for their names
 //! (`crate::stages::split` builds every stage so). [`write_code`] writes
-//! what a backend's code depends on: the parameters' kinds, dtypes and
-//! shapes (never their names, nor a constant tensor's values, which the
-//! caller passes at run time), the registers, variables, body and checks;
-//! two kernels with the same text compile to the same code.
+//! what a backend's code depends on: the parameters' kinds and dtypes
+//! (never their names, nor their declared shapes, nor a constant tensor's
+//! values: the code indexes a buffer at the offsets its body computes and
+//! reads no parameter's shape, and the caller passes the values at run
+//! time), the registers, variables, body and checks; two kernels with the
+//! same text compile to the same code.
 //! `crate::backend::compile` compiles one kernel per text, and each stage
 //! calls it with the slots its map picks (`CompiledKernel::remapped`).
 
@@ -224,24 +226,26 @@ impl Compactor {
 }
 
 /// Writes what `kernel`'s compiled code depends on, and nothing else: not
-/// its name, its registers' names or its parameters' names, nor the values
-/// of its constant tensors (the caller's at run time, [`Param::ConstIn`]).
-/// Equal texts compile to the same code.
+/// its name, its registers' names or its parameters' names, nor its
+/// parameters' declared shapes (no backend reads them: the body computes
+/// every offset; they describe the buffers to `abi::args` and the dumps),
+/// nor the values of its constant tensors (the caller's at run time,
+/// [`Param::ConstIn`]). Equal texts compile to the same code, so stages
+/// of a network whose buffers differ only in size (DenseNet's growing
+/// concatenations) share it.
 pub fn write_code(kernel: &Kernel, out: &mut dyn Write) -> fmt::Result {
     for param in &kernel.params {
         match param {
             Param::ScalarIn { dtype, .. } => writeln!(out, "scalar in {dtype:?}")?,
-            Param::ArrayIn { dtype, shape, .. } => writeln!(out, "array in {dtype:?} {shape:?}")?,
+            Param::ArrayIn { dtype, .. } => writeln!(out, "array in {dtype:?}")?,
             Param::BitmapIn { .. } => writeln!(out, "bitmap in")?,
             Param::Extent { .. } => writeln!(out, "extent")?,
             Param::ScalarOut { dtype, .. } => writeln!(out, "scalar out {dtype:?}")?,
-            Param::ArrayOut { dtype, shape, .. } => writeln!(out, "array out {dtype:?} {shape:?}")?,
+            Param::ArrayOut { dtype, .. } => writeln!(out, "array out {dtype:?}")?,
             Param::SelectionOut { dim, .. } => writeln!(out, "selection {dim:?}")?,
             Param::SelectionCount { .. } => writeln!(out, "selection count")?,
-            Param::ConstIn { tensor, .. } => {
-                writeln!(out, "const {:?} {:?}", tensor.dtype, tensor.dims)?
-            }
-            Param::Scratch { dtype, shape } => writeln!(out, "scratch {dtype:?} {shape:?}")?,
+            Param::ConstIn { tensor, .. } => writeln!(out, "const {:?}", tensor.dtype)?,
+            Param::Scratch { dtype, .. } => writeln!(out, "scratch {dtype:?}")?,
         }
     }
     writeln!(
@@ -351,5 +355,19 @@ mod tests {
             code(&graph("x", 3.0)),
             "an inline constant is code"
         );
+        // A buffer's declared shape is not code (the body computes every
+        // offset); its kind and dtype are.
+        let kernel = graph("x", 2.0);
+        let mut resized = kernel.clone();
+        let mut retyped = kernel.clone();
+        for (param, other) in resized.params.iter_mut().zip(&mut retyped.params) {
+            if let (Param::ArrayIn { shape, .. }, Param::ArrayIn { dtype, .. }) = (param, other) {
+                *shape = vec![kiln_ir::types::Dim::Fixed(7)];
+                *dtype = kiln_ir::types::DType::F32;
+            }
+        }
+        assert_ne!(resized.params, kernel.params);
+        assert_eq!(code(&resized), code(&kernel));
+        assert_ne!(code(&retyped), code(&kernel));
     }
 }
