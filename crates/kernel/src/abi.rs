@@ -465,7 +465,7 @@ impl CompiledKernel {
     /// `code`, called with the slots `map` picks from `arity` slots: the
     /// handle of a kernel of `arity` parameters whose body is `code`'s
     /// kernel's once its parameter `i` is the kernel's `map[i]`
-    /// (`crate::canon::compact`). [`Self::kernel`] is `code`'s kernel.
+    /// (`crate::canon::Compactor`). [`Self::kernel`] is `code`'s kernel.
     ///
     /// # Panics
     /// If `map` names a slot at or past `arity`, or is not as long as

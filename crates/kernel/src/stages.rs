@@ -4,8 +4,10 @@
 //!
 //! A kernel's body is a sequence of loop nests (one per fused group of
 //! nodes) and the statements between them. [`split`] cuts it into
-//! *stages*, run one after the other, each a kernel of its own with the
-//! original parameters and two more, the `[start, end)` of its *chunk loop*:
+//! *stages*, run one after the other, each a kernel of its own that takes
+//! the original parameters it uses and two more, the `[start, end)` of its
+//! *chunk loop* (its map, [`Stages::maps`], picks them from a call's
+//! slots):
 //!
 //! - a nest whose loop is independent ([`crate::Iterations`], decided by
 //!   lowering's analysis) is a stage alone, its chunk loop the outermost
