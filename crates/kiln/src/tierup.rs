@@ -9,7 +9,7 @@
 //! starts. Renting until the rent paid equals the price, then buying, costs
 //! at most twice what the best choice in hindsight costs, whatever the
 //! number of calls still to come. The expected cost comes from the program's
-//! own Cranelift compile time and its kernel's math calls ([`LLVM_COST`],
+//! own Cranelift compile time, its kernel's statements and math calls ([`LLVM_COST`],
 //! [`KernelSize`]), calibrated by the compiles this process has finished
 //! (docs/performance.md: how the constants were measured).
 //!
@@ -37,14 +37,18 @@ use std::time::{Duration, Instant};
 /// LLVM's expected compile time for a program (O3, with its inline vector
 /// math), before calibration: `per_cranelift` times the quick tier's
 /// compile of the same program (which grows with the code, and with the
-/// machine's speed), plus `per_math` seconds per call of a math function
-/// in its kernel (LLVM compiles each inline and vectorized, Cranelift only
+/// machine's speed), plus `per_statement` seconds per statement of its
+/// kernel (tensor code, which Cranelift compiles stage by stage in a
+/// fraction of LLVM's time: ResNet-18's 17,901 statements took it 53 ms and
+/// LLVM 1.55 s), plus `per_math` seconds per call of a math function in
+/// its kernel (LLVM compiles each inline and vectorized, Cranelift only
 /// calls it), plus `base` seconds. Fit to the compiles `bench.py tierup`
-/// measures, from GP expressions to ResNet-18 and MobileNet-V2
-/// (docs/performance.md, "Fast without choosing"); each finished background compile
-/// then calibrates the process's estimates to this machine.
+/// measures, from GP expressions to ResNet-18 (docs/performance.md, "Fast
+/// without choosing" and "No compile cliffs"); each finished background
+/// compile then calibrates the process's estimates to this machine.
 pub const LLVM_COST: LlvmCost = LlvmCost {
     per_cranelift: 6.0,
+    per_statement: 60e-6,
     per_math: 0.01,
     base: 0.005,
 };
@@ -54,6 +58,8 @@ pub const LLVM_COST: LlvmCost = LlvmCost {
 pub struct LlvmCost {
     /// Times the Cranelift compile's seconds.
     pub per_cranelift: f64,
+    /// Seconds per statement of the kernel.
+    pub per_statement: f64,
     /// Seconds per math function call in the kernel.
     pub per_math: f64,
     /// Fixed seconds.
@@ -108,7 +114,10 @@ impl KernelSize {
     /// took `cranelift`, uncalibrated, in seconds.
     fn raw_estimate(self, cranelift: Duration) -> f64 {
         let c = LLVM_COST;
-        c.base + c.per_cranelift * cranelift.as_secs_f64() + c.per_math * self.math_calls as f64
+        c.base
+            + c.per_cranelift * cranelift.as_secs_f64()
+            + c.per_statement * self.statements as f64
+            + c.per_math * self.math_calls as f64
     }
 
     /// The expected LLVM compile time in this process, for a program of
