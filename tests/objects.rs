@@ -454,7 +454,7 @@ fn check_target(target: &str, cc: &str, runner: Option<&str>, object: &ObjectFn)
         let graph = kiln::optimize(&graph).expect("optimizes");
         let options = kiln::kernel::LowerOptions {
             packed_bools: case.packed,
-            panels: true,
+            panels: Some(256),
             // Objects carry kiln's inline math, as `kiln::aot` makes them.
             libm_calls: false,
         };

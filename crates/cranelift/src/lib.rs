@@ -47,7 +47,7 @@ impl Backend for Cranelift {
     fn lower_options(&self) -> LowerOptions {
         LowerOptions {
             packed_bools: false,
-            panels: true,
+            panels: Some(256),
             libm_calls: true,
         }
     }

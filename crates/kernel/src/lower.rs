@@ -41,7 +41,7 @@ pub(super) struct Lowerer<'a> {
     pub(super) input_params: Vec<ParamIdx>,
     pub(super) output_params: Vec<ParamIdx>,
     /// [`LowerOptions::panels`].
-    pub(super) panels: bool,
+    pub(super) panels: Option<u32>,
     /// [`LowerOptions::libm_calls`].
     pub(super) libm_calls: bool,
 }
@@ -73,8 +73,9 @@ pub struct LowerOptions {
     /// Pass `bool` column inputs as packed bitmaps ([`Param::BitmapIn`]) rather
     /// than one byte per row: how Arrow stores booleans and validity.
     pub packed_bools: bool,
-    /// Compute a `matmul` of two matrices in *panels*: blocks of 4 result
-    /// rows × 256 bytes of columns (64 `f32`), accumulated in a scratch
+    /// Compute a `matmul` of two matrices in *panels* (`Some(bytes)`, a
+    /// power of two, at least 16): blocks of 4 result rows × `bytes` of
+    /// columns (64 `f32` for 256 bytes), accumulated in a scratch
     /// block over `k` in order, the columns' loop innermost with that fixed
     /// extent and the rows unrolled in it, `b`'s column block packed
     /// densely first. A loop vectorizer runs the columns in vector
@@ -84,7 +85,11 @@ pub struct LowerOptions {
     /// 128-bit vectors through the block in L1). Without it, a matmul goes
     /// row by row, `k` then `j`, in the destination (the VM's dispatch runs
     /// long rows best). Each element sums in `k` order either way.
-    pub panels: bool,
+    ///
+    /// The width is the backend's to choose for its machine: 4 rows × 4
+    /// vectors where it has 32 vector registers (256 bytes for AVX-512),
+    /// 4 × 2 where it has 16 (64 bytes for AVX2). It never changes the bits.
+    pub panels: Option<u32>,
     /// Keep transcendentals as calls by their C names ([`crate::libcalls`])
     /// instead of inline math ([`crate::math`]): for an in-process JIT that
     /// binds the names to the `libm` crate and does not vectorize, where one

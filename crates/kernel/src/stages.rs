@@ -804,7 +804,7 @@ mod tests {
     fn a_matmul_cuts_its_row_blocks_by_the_kernels_own_arithmetic() {
         let src = "graph \"g\"\nv0: f32[64, 32] = input \"x\"\nv1: f32[32, 48] = input \"w\"\nv2: f32[64, 48] = matmul v0, v1\noutput \"y\" = v2\n";
         let panels = LowerOptions {
-            panels: true,
+            panels: Some(256),
             ..LowerOptions::default()
         };
         let s = stages_with(src, &panels).expect("cut");

@@ -382,8 +382,11 @@ fn values(dtype: kiln::DType, count: u64, seed: u64) -> Data {
 
 #[test]
 fn matmuls_of_every_shape_agree_with_the_interpreter_bit_for_bit() {
-    // Rows below, at and past the 4-row blocks; columns below, at and past
-    // the 64-column (f32) and 32-column (f64) panels; `w` in torch's
+    // Rows below, at and past the 4-row blocks and the 64-row tiles (the
+    // last tile with and without blocks, with and without the rows past
+    // them); columns below, at and past the 64-column (f32) and 32-column
+    // (f64) panels (and the 16- and 8-column ones of 64-byte panels, which
+    // `.ci/test` runs with `KILN_LLVM_PANEL_BYTES=64`); `w` in torch's
     // `[out, in]` layout too (lowered as `(w @ x.T).T` when `w` is the
     // larger); a bias + ReLU epilogue. Each element's sum is in `k` order on
     // every tier, so the bits are the interpreter's.
@@ -394,6 +397,10 @@ fn matmuls_of_every_shape_agree_with_the_interpreter_bit_for_bit() {
         (9, 7, 130),
         (13, 1, 33),
         (6, 17, 5),
+        (64, 3, 64),
+        (70, 2, 97),
+        (131, 3, 66),
+        (259, 2, 9),
     ];
     use kiln::DType::{F32, F64, I32, I64};
     for (dtype, dt) in [("f32", F32), ("f64", F64), ("i32", I32), ("i64", I64)] {

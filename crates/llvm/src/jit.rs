@@ -256,6 +256,7 @@ fn compile_object(kernels: &[Kernel], opt: OptLevel, spec: &TargetSpec) -> Codeg
         f.add_attribute(AttributeLoc::Function, cpu);
         f.add_attribute(AttributeLoc::Function, features);
     }
+    crate::target::prefer_wide_vectors(&context, &module);
     module
         .verify()
         .map_err(|e| CodegenError::Invalid(format!("LLVM verifier: {e}")))?;

@@ -89,10 +89,11 @@ impl Backend for Llvm {
     }
 
     /// Inline math, and matmuls in panels (`LowerOptions::panels`), which
-    /// LLVM vectorizes into register blocks.
+    /// LLVM vectorizes into register blocks, as wide as the host's vector
+    /// registers hold ([`target::panel_bytes`]).
     fn lower_options(&self) -> LowerOptions {
         LowerOptions {
-            panels: true,
+            panels: Some(target::host_panel_bytes()),
             ..LowerOptions::default()
         }
     }
@@ -177,6 +178,7 @@ fn build_module<'ctx>(
     module.set_triple(&machine.get_triple());
     module.set_data_layout(&machine.get_target_data().get_data_layout());
     codegen::define_kernel(cx, &module, kernel, symbol, false)?;
+    target::prefer_wide_vectors(cx, &module);
     module
         .verify()
         .map_err(|e| CodegenError::Invalid(format!("LLVM verifier: {e}")))?;

@@ -5,11 +5,14 @@
 //! conversions, so a module imports nothing but the math functions.
 
 use crate::{CodegenError, CodegenResult, OptLevel};
+use inkwell::attributes::AttributeLoc;
+use inkwell::context::Context;
+use inkwell::module::Module;
 use inkwell::targets::{
     CodeModel, InitializationConfig, RelocMode, Target, TargetMachine, TargetMachineOptions,
     TargetTriple,
 };
-use std::sync::Once;
+use std::sync::{Once, OnceLock};
 
 /// The short target names `--target` accepts, and their triples. Any other
 /// triple LLVM knows is accepted as it is.
@@ -156,6 +159,67 @@ pub fn resolve_target(
     })
 }
 
+/// Sets `"prefer-vector-width"="512"` on every function `module` defines,
+/// for an x86-64 triple (elsewhere it does nothing).
+///
+/// LLVM tunes Intel's AVX-512 cores (`skylake-avx512` through
+/// `emeraldrapids`, and `x86-64-v4`) to prefer 256-bit vectors, AMD's
+/// (`znver4`, `znver5`) 512-bit ones. kiln's matmul panels are sized for
+/// sixteen 512-bit accumulators (4 rows × 256 bytes, `kernel/tensor/
+/// matmul.rs`); in 256-bit vectors they are 32, which with the operands
+/// LLVM spills and shuffles inside the loop. On an Emerald Rapids core a
+/// 512³ f32 matmul ran at 24 GFLOP/s so (docs/performance.md). Where the
+/// CPU has no AVX-512 the attribute changes nothing: 256 bits is then the
+/// widest legal vector.
+pub(crate) fn prefer_wide_vectors(context: &Context, module: &Module<'_>) {
+    let triple = module.get_triple();
+    if !arch(&triple.as_str().to_string_lossy()).starts_with("x86_64") {
+        return;
+    }
+    let width = context.create_string_attribute("prefer-vector-width", "512");
+    for f in module
+        .get_functions()
+        .filter(|f| f.count_basic_blocks() > 0)
+    {
+        f.add_attribute(AttributeLoc::Function, width);
+    }
+}
+
+/// Bytes of a matmul panel's row (`LowerOptions::panels`) for a target:
+/// 64 bytes, and 256 with AVX-512. AVX-512's 32 registers of 64 bytes hold
+/// the 4-row block's 16 accumulators, a row of `b` and a broadcast; AVX2's
+/// 16 of 32 bytes hold 8 accumulators so (at 256 bytes LLVM spilled 100
+/// times in the loop, docs/performance.md), NEON's 32 of 16 bytes hold 16.
+/// Plain SSE (16 of 16 bytes) spills a little at 64 bytes, but at 32 LLVM
+/// leaves the loop scalar.
+pub fn panel_bytes(triple: &str, features: &str) -> u32 {
+    let avx512 = features.split(',').any(|f| f == "+avx512f");
+    if arch(triple) == "x86_64" && avx512 {
+        256
+    } else {
+        64
+    }
+}
+
+/// [`panel_bytes`] of the host (`KILN_LLVM_PANEL_BYTES` overrides it, so
+/// the tests run the other widths on any machine).
+pub(crate) fn host_panel_bytes() -> u32 {
+    static BYTES: OnceLock<u32> = OnceLock::new();
+    *BYTES.get_or_init(|| {
+        let given = std::env::var("KILN_LLVM_PANEL_BYTES")
+            .ok()
+            .and_then(|v| v.parse::<u32>().ok())
+            .filter(|b| b.is_power_of_two() && (16..=1024).contains(b));
+        given.unwrap_or_else(|| {
+            init_targets();
+            panel_bytes(
+                &host_triple(),
+                &TargetMachine::get_host_cpu_features().to_string(),
+            )
+        })
+    })
+}
+
 impl TargetSpec {
     /// A target machine for this spec: position-independent code, default
     /// code model.
@@ -181,5 +245,19 @@ impl TargetSpec {
                     self.triple, self.cpu, self.features
                 ))
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn panels_are_as_wide_as_the_vector_registers_hold() {
+        let x86 = "x86_64-unknown-linux-gnu";
+        assert_eq!(panel_bytes(x86, "+sse2,+avx,+avx2,+avx512f,+fma"), 256);
+        assert_eq!(panel_bytes(x86, "+sse2,+avx,+avx2,-avx512f"), 64);
+        assert_eq!(panel_bytes(x86, "+sse2,-avx"), 64);
+        assert_eq!(panel_bytes("aarch64-unknown-linux-gnu", "+neon"), 64);
     }
 }

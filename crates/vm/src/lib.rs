@@ -66,7 +66,7 @@ impl Backend for Vm {
     fn lower_options(&self) -> LowerOptions {
         LowerOptions {
             packed_bools: false,
-            panels: false,
+            panels: None,
             libm_calls: true,
         }
     }
