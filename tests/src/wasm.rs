@@ -79,10 +79,16 @@ macro_rules! math_imports {
 }
 
 /// A linker with every math function a module may import (module `env`,
-/// C names) bound to the `libm` crate, as the in-process tiers bind them.
+/// C names), and the fused multiply-add (`fma`/`fmaf`: wasm32 has no such
+/// instruction), bound to the `libm` crate, as the in-process tiers bind
+/// them.
 fn linker(engine: &wasmi::Engine) -> Linker<()> {
     let mut l = Linker::new(engine);
     kiln::ir::for_each_math_fn!(math_imports, l);
+    l.func_wrap("env", "fma", |x: f64, y: f64, z: f64| libm::fma(x, y, z))
+        .expect("defines");
+    l.func_wrap("env", "fmaf", |x: f32, y: f32, z: f32| libm::fmaf(x, y, z))
+        .expect("defines");
     l
 }
 

@@ -481,6 +481,12 @@ impl<'a, M: Module> FunctionCx<'a, M> {
                 let (c, a, b) = (self.reg(*c), self.reg(*a), self.reg(*b));
                 self.bcx.ins().select(c, a, b)
             }
+            // The FMA instruction where the ISA has one, else Cranelift's
+            // libcall of `fmaf`/`fma` (bound to the `libm` crate's).
+            Expr::MulAdd(a, b, c) => {
+                let (a, b, c) = (self.reg(*a), self.reg(*b), self.reg(*c));
+                self.bcx.ins().fma(a, b, c)
+            }
             Expr::Cast(to, a) => {
                 let from = self.kernel.reg_type(*a);
                 let a = self.reg(*a);

@@ -673,6 +673,13 @@ impl<M: Module> FunctionCx<'_, M> {
             Expr::Unary(op, a) => self.vector_unary(expr, op, a, dtype)?,
             Expr::Binary(op, a, b) => self.vector_binary(expr, op, a, b, dtype)?,
             Expr::Compare(op, a, b) => self.vector_compare(op, a, b),
+            // x86-64 has a vector FMA only with the FMA extension; without
+            // it each lane is a scalar `fma` (a libcall).
+            Expr::MulAdd(a, b, c) if has_fma(&*self.module) => {
+                let (a, b, c) = (self.vreg(a), self.vreg(b), self.vreg(c));
+                self.bcx.ins().fma(a, b, c)
+            }
+            Expr::MulAdd(..) => self.scalarize(expr, dtype)?,
             Expr::Select(c, a, b) => {
                 let mask = self.vreg(c);
                 let mask = self.mask_as(mask, dtype);
@@ -977,4 +984,14 @@ impl<M: Module> FunctionCx<'_, M> {
         }
         Ok(())
     }
+}
+
+/// Whether `module`'s ISA has a vector fused multiply-add: x86-64's FMA
+/// extension (the vectorizer runs only on x86-64, `vmath::vectorizes`).
+fn has_fma(module: &dyn Module) -> bool {
+    module
+        .isa()
+        .isa_flags()
+        .iter()
+        .any(|f| f.name == "has_fma" && f.as_bool() == Some(true))
 }

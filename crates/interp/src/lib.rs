@@ -384,7 +384,8 @@ fn tap_index(
 
 /// `conv2d(x, w)` as docs/semantics.md defines it: per output element, the
 /// sum from the identity over input channel, kernel row, kernel column of
-/// `x * w`, where `x` is `+0.0` (or `0`) at taps in the padding.
+/// `x * w` (each step a fused multiply-add for floats), where `x` is `+0.0`
+/// (or `0`) at taps in the padding.
 fn conv2d(c: &kiln_ir::Conv2d, x: &Arg<'_>, w: &Arg<'_>, out_dims: &[usize]) -> EvalResult<Data> {
     let [_, chans, h, wd] = x.dims[..] else {
         unreachable!("verified: NCHW")
@@ -419,8 +420,7 @@ fn conv2d(c: &kiln_ir::Conv2d, x: &Arg<'_>, w: &Arg<'_>, out_dims: &[usize]) -> 
                                 };
                                 let b =
                                     element(w.data, ((oc * per_group + icg) * kh + ky) * kw + kx);
-                                let product = semantics::binary(BinaryOp::Mul, a, b)?;
-                                acc = semantics::binary(BinaryOp::Add, acc, product)?;
+                                acc = semantics::mul_add(a, b, acc)?;
                             }
                         }
                     }
@@ -484,8 +484,8 @@ fn pool2d(p: &kiln_ir::Pool2d, x: &Arg<'_>, out_dims: &[usize]) -> EvalResult<Da
 }
 
 /// `a @ b`: each element a sum over `k`, folded in order from the identity
-/// (`+0.0`, or `0`), each step `acc + a * b` rounded twice (no fused
-/// multiply-add), as docs/semantics.md defines it.
+/// (`+0.0`, or `0`), each step `acc + a * b` a fused multiply-add for floats
+/// (one rounding, [`semantics::mul_add`]), as docs/semantics.md defines it.
 fn matmul(a: &Arg<'_>, b: &Arg<'_>, out_dims: &[usize], dtype: kiln_ir::DType) -> EvalResult<Data> {
     // 1-D operands as matrices: a row [1, k], a column [k, 1].
     let a_dims: Vec<usize> = if a.dims.len() == 1 {
@@ -529,8 +529,7 @@ fn matmul(a: &Arg<'_>, b: &Arg<'_>, out_dims: &[usize], dtype: kiln_ir::DType) -
                 for kk in 0..k {
                     let x = element(a.data, oa + i * k + kk);
                     let y = element(b.data, ob + kk * n + j);
-                    let product = semantics::binary(BinaryOp::Mul, x, y)?;
-                    acc = semantics::binary(BinaryOp::Add, acc, product)?;
+                    acc = semantics::mul_add(x, y, acc)?;
                 }
                 out.push(acc);
             }

@@ -233,6 +233,18 @@ macro_rules! float_binary {
     }};
 }
 
+/// One step of a `matmul` or `conv2d` sum, `acc + a * b`: for floats a
+/// fused multiply-add, the exact `a * b + acc` rounded once (IEEE 754's
+/// `fusedMultiplyAdd`, Rust's `mul_add`); for integers the wrapping product,
+/// then the wrapping sum (the same as rounding each). docs/semantics.md.
+pub fn mul_add(a: Scalar, b: Scalar, acc: Scalar) -> EvalResult<Scalar> {
+    Ok(match (a, b, acc) {
+        (Scalar::F32(a), Scalar::F32(b), Scalar::F32(c)) => Scalar::F32(a.mul_add(b, c)),
+        (Scalar::F64(a), Scalar::F64(b), Scalar::F64(c)) => Scalar::F64(a.mul_add(b, c)),
+        _ => binary(BinaryOp::Add, acc, binary(BinaryOp::Mul, a, b)?)?,
+    })
+}
+
 /// Applies a binary op to two scalars of one dtype.
 pub fn binary(op: BinaryOp, a: Scalar, b: Scalar) -> EvalResult<Scalar> {
     Ok(match (a, b) {

@@ -100,7 +100,7 @@ impl Maps {
                 self.reg(a);
                 self.reg(b);
             }
-            Expr::Select(c, a, b) => {
+            Expr::Select(c, a, b) | Expr::MulAdd(c, a, b) => {
                 self.reg(c);
                 self.reg(a);
                 self.reg(b);

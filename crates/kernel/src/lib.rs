@@ -244,6 +244,11 @@ pub enum Expr {
     Compare(CmpOp, Reg, Reg),
     /// `select(cond, a, b)`.
     Select(Reg, Reg, Reg),
+    /// `a * b + c` of floats rounded once: IEEE 754's `fusedMultiplyAdd`
+    /// (Rust's `mul_add`), a machine's FMA instruction, else a correctly
+    /// rounded software fma (the C name `fma`/`fmaf`). A `matmul`'s and a
+    /// convolution's sums step so (`kiln_ir::semantics::mul_add`).
+    MulAdd(Reg, Reg, Reg),
     /// A conversion: from a 0/1 `bool`, or between numbers as Rust's `as`
     /// does (float to int saturates, NaN gives 0); never from a number to
     /// `bool` (lowered to a comparison with zero).
@@ -288,7 +293,7 @@ impl Expr {
             | Expr::Bitcast(_, r)
             | Expr::Table(_, r) => vec![r],
             Expr::Binary(_, a, b) | Expr::Compare(_, a, b) => vec![a, b],
-            Expr::Select(c, a, b) => vec![c, a, b],
+            Expr::Select(c, a, b) | Expr::MulAdd(c, a, b) => vec![c, a, b],
             Expr::Fallback { call, rare, value } => {
                 let mut regs = call.args();
                 regs.extend([rare, value]);

@@ -66,6 +66,7 @@ fn expr(e: &Expr) -> String {
         Expr::Binary(op, a, b) => format!("{op} {}, {}", r(*a), r(*b)),
         Expr::Compare(op, a, b) => format!("{op} {}, {}", r(*a), r(*b)),
         Expr::Select(c, a, b) => format!("select {}, {}, {}", r(*c), r(*a), r(*b)),
+        Expr::MulAdd(a, b, c) => format!("muladd {}, {}, {}", r(*a), r(*b), r(*c)),
         Expr::Cast(to, a) => format!("cast.{to} {}", r(*a)),
         Expr::Bitcast(to, a) => format!("bitcast.{to} {}", r(*a)),
         Expr::Table(table, index) => format!("table {}[{}]", table.name, r(*index)),

@@ -27,12 +27,12 @@ mod views;
 mod window;
 
 use crate::lower::{LowerError, Lowerer};
-use crate::{Param, ParamIdx, Reg, Stmt};
+use crate::{Expr, Param, ParamIdx, Reg, Stmt};
 use cranelift_entity::EntityRef;
 use fusion::{fused_nodes, Fusion};
 use kiln_ir::entities::Value;
 use kiln_ir::graph::{Graph, NodeData};
-use kiln_ir::op::{Op, TensorConst};
+use kiln_ir::op::{BinaryOp, Op, TensorConst};
 use kiln_ir::types::{DType, Dim, Shape, Type};
 use kiln_ir::verify::GraphInfo;
 
@@ -213,6 +213,17 @@ impl Lowerer<'_> {
                 self.reshape(out, &st.loc, arg(0), dtype, dims, dest)
             }
         })
+    }
+
+    /// `acc + x * y`, one step of a `matmul`'s or a convolution's sum
+    /// (`kiln_ir::semantics::mul_add`): a fused multiply-add of floats
+    /// ([`Expr::MulAdd`]), the wrapping product then sum of integers.
+    fn mul_add(&mut self, out: &mut Vec<Stmt>, dtype: DType, x: Reg, y: Reg, acc: Reg) -> Reg {
+        if dtype.is_float() {
+            return self.emit(out, dtype, Expr::MulAdd(x, y, acc), None);
+        }
+        let p = self.emit(out, dtype, Expr::Binary(BinaryOp::Mul, x, y), None);
+        self.emit(out, dtype, Expr::Binary(BinaryOp::Add, acc, p), None)
     }
 
     /// A constant tensor: a parameter the caller passes (weights).

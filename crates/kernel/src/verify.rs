@@ -321,6 +321,12 @@ impl Verifier<'_> {
                 same(*a)?;
                 same(*b)
             }
+            Expr::MulAdd(a, b, c) => {
+                ensure(ty.is_float(), || format!("a fused multiply-add of {ty}"))?;
+                same(*a)?;
+                same(*b)?;
+                same(*c)
+            }
             Expr::Bitcast(to, a) => {
                 ensure(*to == ty, || format!("a bitcast to {to}"))?;
                 let from = self.reg(*a)?;

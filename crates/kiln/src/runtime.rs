@@ -25,16 +25,27 @@ macro_rules! bindings {
             }
         )*
 
-        /// Every C name a kernel may call (`kiln_kernel::libcalls`),
-        /// with the address of the `libm` crate function the in-process
-        /// tiers bind it to.
+        /// Every C name a kernel may call (`kiln_kernel::libcalls`), and
+        /// `fma`/`fmaf` (a fused multiply-add, [`kiln_kernel::Expr::MulAdd`],
+        /// on a CPU without the instruction), with the address of the
+        /// `libm` crate function the in-process tiers bind it to.
         pub fn libm_symbols() -> Vec<(&'static str, *const u8)> {
             vec![
                 $((stringify!($u64), $u64 as *const u8), (stringify!($u32), $u32 as *const u8),)*
                 $((stringify!($b64), $b64 as *const u8), (stringify!($b32), $b32 as *const u8),)*
+                ("fma", fma as *const u8),
+                ("fmaf", fmaf as *const u8),
             ]
         }
     };
 }
 
 kiln_ir::for_each_math_fn!(bindings);
+
+extern "C" fn fma(x: f64, y: f64, z: f64) -> f64 {
+    libm::fma(x, y, z)
+}
+
+extern "C" fn fmaf(x: f32, y: f32, z: f32) -> f32 {
+    libm::fmaf(x, y, z)
+}

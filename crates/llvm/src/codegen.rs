@@ -631,6 +631,13 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
                 self.builder
                     .build_select(self.int(*c), self.reg(*a), self.reg(*b), "select")?
             }
+            // `llvm.fma`, never `llvm.fmuladd` (which may round twice): the
+            // FMA instruction where the CPU has one, else a call of `fmaf`/
+            // `fma` (the JIT binds them to the `libm` crate's).
+            Expr::MulAdd(a, b, c) => {
+                let (a, b, c) = (self.reg(*a), self.reg(*b), self.reg(*c));
+                self.intrinsic("llvm.fma", &[a, b, c], &[a.get_type()])?
+            }
             Expr::Cast(to, a) => {
                 let from = self.kernel.reg_type(*a);
                 self.codegen_cast(self.reg(*a), from, *to)?

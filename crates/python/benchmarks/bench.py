@@ -42,6 +42,15 @@ mean anything on a noisy machine).
   threads (everything compiled again for each), the first call's time,
   then the median of 7 interleaved calls. `models NAME...` picks models.
 
+- scaling: threads, eager against kiln's LLVM tier, no inductor (its
+  compile takes minutes on a big machine's budget): 512³ f32 matmul and
+  `x @ w.T` of `Linear(768, 3072)` on 128 rows (GFLOP/s, kiln.compile
+  against torch's matmul), then each model of the zoo through
+  torch.compile(backend="kiln", tier llvm), compiled once, its median of 7
+  (1 thread) or 11 calls at each thread count against eager's.
+  `KILN_BENCH_THREADS=1,4,16` (default `1,2`) sets the thread counts,
+  `scaling NAME...` picks models (default ResNet-50, ViT-B/16, BERT).
+
 - transformer-ops: a transformer's parts one at a time through
   torch.compile(backend="kiln") on both JIT tiers against eager, one thread
   (softmax of [1, 12, 197, 197], LayerNorm(768) of [1, 197, 768], GELU of
@@ -350,6 +359,65 @@ def models(names=()):
                      vs_eager=round(statistics.median(ts) / eager, 3))
 
 
+def scaling(names=()):
+    import os
+    import warnings
+
+    import torch
+    import torch._dynamo
+
+    sys.path.insert(0, str(ROOT / "crates" / "python" / "tests"))
+    from models import ZOO, output_tensor
+
+    warnings.simplefilter("ignore")
+    counts = [int(t) for t in os.environ.get("KILN_BENCH_THREADS", "1,2").split(",")]
+
+    def median(f, repeats):
+        return statistics.median(interleaved([f], repeats)[0])
+
+    rng = np.random.default_rng(0)
+    products = {
+        "matmul-512x512x512": ("def f(a: f32[512, 512], b: f32[512, 512]):\n    return a @ b\n",
+                               (512, 512), (512, 512), False, 2 * 512**3),
+        "linear-xwT-128x768x3072": ("def f(a: f32[128, 768], b: f32[3072, 768]):\n    return a @ b.T\n",
+                                    (128, 768), (3072, 768), True, 2 * 128 * 768 * 3072),
+    }
+    for name, (src, sa, sb, transposed, flops) in products.items():
+        f = kiln.compile(src, tier="llvm")
+        a, b = rng.random(sa, dtype=np.float32), rng.random(sb, dtype=np.float32)
+        ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+        tb = tb.T if transposed else tb
+        for threads in counts:
+            torch.set_num_threads(threads)
+            kiln.set_num_threads(threads)
+            f(a=a, b=b)
+            k, t = median(lambda: f(a=a, b=b), 30), median(lambda: ta @ tb, 30)
+            emit(workload=name, threads=threads, kiln_llvm_gflops=round(flops / k / 1e9, 1),
+                 torch_gflops=round(flops / t / 1e9, 1))
+    for name in names or ["resnet50", "vit_b_16", "bert"]:
+        build, inputs = ZOO[name]
+        model, x = build(), inputs()
+        with torch.no_grad():
+            want = output_tensor(model(*x))
+            torch._dynamo.reset()
+            f = torch.compile(model, backend="kiln", options={"tier": "llvm"})
+            start = time.perf_counter()
+            got = output_tensor(f(*x))
+            first = time.perf_counter() - start
+            error = (got - want).abs().max().item() / want.abs().max().item()
+            assert error <= 1e-5, f"{name}: error {error:.2g} of the output's scale"
+            emit(workload=name, first_call_s=round(first, 2), error=float(f"{error:.2g}"))
+            for threads in counts:
+                torch.set_num_threads(threads)
+                f(*x)
+                model(*x)
+                repeats = 7 if threads == 1 else 11
+                times = interleaved([lambda: model(*x), lambda: f(*x)], repeats)
+                eager, kiln_ms = (statistics.median(ts) * 1e3 for ts in times)
+                emit(workload=name, threads=threads, eager_ms=round(eager, 2),
+                     kiln_llvm_ms=round(kiln_ms, 2), vs_eager=round(kiln_ms / eager, 3))
+
+
 def transformer_ops():
     import warnings
 
@@ -591,6 +659,8 @@ if __name__ == "__main__":
         models(which[1:])
     elif which[0] == "compile-times":
         compile_times(which[1:])
+    elif which[0] == "scaling":
+        scaling(which[1:])
     else:
         for w in which:
             {"scalar": scalar, "population": population, "query": query, "torch": torch_mlp,

@@ -17,6 +17,9 @@ use kiln_ir::{BinaryOp, CmpOp, DType, UnaryOp};
 pub(crate) type Un = unsafe fn(*mut u64, *const u64, usize);
 /// `dst[i] = f(a[i], b[i])` for `i < n`.
 pub(crate) type Bin = unsafe fn(*mut u64, *const u64, *const u64, usize);
+/// A loop of a ternary lane function, `dst[i] = f(a[i], b[i], c[i])` for
+/// `i < n`: the same contract as [`Bin`], three operands.
+pub(crate) type Tern = unsafe fn(*mut u64, *const u64, *const u64, *const u64, usize);
 
 /// The SIMD variants the VM's loops are compiled in (rustc compiles every
 /// loop three times; the VM runs one, [`simd`]).
@@ -54,7 +57,7 @@ fn cpu_simd() -> Simd {
         use std::arch::is_x86_feature_detected as has;
         if has!("avx512f") && has!("avx512dq") && has!("avx512vl") && has!("avx512bw") {
             Simd::Avx512
-        } else if has!("avx2") {
+        } else if has!("avx2") && has!("fma") {
             Simd::Avx2
         } else {
             Simd::Base
@@ -74,7 +77,7 @@ macro_rules! for_each_simd {
         $(#[$m])*
         unsafe fn $base $($item)*
         #[cfg(target_arch = "x86_64")]
-        #[target_feature(enable = "avx2")]
+        #[target_feature(enable = "avx2,fma")]
         $(#[$m])*
         unsafe fn $avx2 $($item)*
         #[cfg(target_arch = "x86_64")]
@@ -552,6 +555,38 @@ pub(crate) unsafe fn select(d: *mut u64, c: *const u64, a: *const u64, b: *const
             Simd::Avx2 => avx2(d, c, a, b, n),
             Simd::Avx512 => avx512(d, c, a, b, n),
         }
+    }
+}
+
+/// The loop of a fused multiply-add of `dtype` lanes, `a * b + c` rounded
+/// once (`f32::mul_add`: `vfmadd` in the AVX2 and AVX-512 variants, both
+/// compiled with FMA; a correctly rounded `fmaf` call in the baseline's).
+pub(crate) fn mul_add(dtype: DType) -> Option<Tern> {
+    macro_rules! tern {
+        ($f:expr) => {{
+            #[inline(always)]
+            fn body(d: &mut [u64], a: &[u64], b: &[u64], c: &[u64]) {
+                for (((d, &a), &b), &c) in d.iter_mut().zip(a).zip(b).zip(c) {
+                    *d = $f(a, b, c);
+                }
+            }
+            for_each_simd!(base, avx2, avx512,
+            unsafe fn (d: *mut u64, a: *const u64, b: *const u64, c: *const u64, n: usize) {
+                // SAFETY: `Tern`'s contract; each variant only where the
+                // CPU has its features.
+                unsafe { body(slice_mut(d, n), slice(a, n), slice(b, n), slice(c, n)) }
+            });
+            match simd() {
+                Simd::Base => base as Tern,
+                Simd::Avx2 => avx2,
+                Simd::Avx512 => avx512,
+            }
+        }};
+    }
+    match dtype {
+        DType::F32 => Some(tern!(|a, b, c| of_f32(f32_(a).mul_add(f32_(b), f32_(c))))),
+        DType::F64 => Some(tern!(|a, b, c| of_f64(f64_(a).mul_add(f64_(b), f64_(c))))),
+        _ => None,
     }
 }
 

@@ -195,6 +195,14 @@ enum Inst {
         a: VReg,
         b: VReg,
     },
+    /// `a * b + c` rounded once.
+    MulAdd {
+        dst: VReg,
+        f: lanes::Tern,
+        a: VReg,
+        b: VReg,
+        c: VReg,
+    },
     Call {
         dst: VReg,
         f: math::Func,
@@ -636,6 +644,16 @@ impl Cx<'_> {
                     None => return self.invalid(format!("`{op}` of {operand}")),
                 }
             }
+            Expr::MulAdd(a, b, c) => match lanes::mul_add(dtype) {
+                Some(f) => Inst::MulAdd {
+                    dst: 0,
+                    f,
+                    a: s(a),
+                    b: s(b),
+                    c: s(c),
+                },
+                None => return self.invalid(format!("a fused multiply-add of {dtype}")),
+            },
             Expr::Select(c, a, b) => Inst::Select {
                 dst: 0,
                 c: s(c),
@@ -722,6 +740,7 @@ fn with_dst(mut inst: Inst, vreg: VReg) -> Inst {
         | Inst::Bin { dst, .. }
         | Inst::BinK { dst, .. }
         | Inst::Select { dst, .. }
+        | Inst::MulAdd { dst, .. }
         | Inst::Call { dst, .. }
         | Inst::Table { dst, .. }
         | Inst::Fallback { dst, .. } => *dst = vreg,
@@ -1019,6 +1038,16 @@ impl Run<'_> {
             },
             // SAFETY: as above.
             Inst::BinK { dst, f, a, k } => unsafe { f(p.add(lane(dst)), p.add(lane(a)), k, n) },
+            // SAFETY: as above.
+            Inst::MulAdd { dst, f, a, b, c } => unsafe {
+                f(
+                    p.add(lane(dst)),
+                    p.add(lane(a)),
+                    p.add(lane(b)),
+                    p.add(lane(c)),
+                    n,
+                )
+            },
             // SAFETY: as above.
             Inst::Select { dst, c, a, b } => unsafe {
                 lanes::select(

@@ -4,8 +4,9 @@
 //! (the JIT tiers', [`crate::LowerOptions::panels`]).
 //!
 //! Both keep the semantics' order: every result element folds its products
-//! in `k` order from the identity, `acc = acc + a * b`, two roundings and no
-//! FMA (docs/semantics.md). Neither reassociates a sum to go faster.
+//! in `k` order from the identity, each step `acc + a * b` a fused
+//! multiply-add of floats ([`Lowerer::mul_add`], docs/semantics.md).
+//! Neither reassociates a sum to go faster.
 
 use super::{Epilogue, Loc, View};
 use crate::lower::Lowerer;
@@ -25,7 +26,7 @@ const ROW_GROUP_LOG: i64 = 5;
 
 impl Lowerer<'_> {
     /// `dest = a @ b`: for every result element, a sum over `k` in order from
-    /// the identity, `acc = acc + a * b` (docs/semantics.md).
+    /// the identity, `acc = fma(a, b, acc)` (docs/semantics.md).
     pub(super) fn matmul(
         &mut self,
         out: &mut Vec<Stmt>,
@@ -105,9 +106,8 @@ impl Lowerer<'_> {
                 let ib = lw.flat(&mut inner, bv.offset, &b_rows, &b_strides);
                 let x = lw.emit(&mut inner, dtype, Expr::Load(a, ia), None);
                 let y = lw.emit(&mut inner, dtype, Expr::Load(b, ib), None);
-                let p = lw.emit(&mut inner, dtype, Expr::Binary(BinaryOp::Mul, x, y), None);
                 let acc = lw.emit(&mut inner, dtype, Expr::Var(var), None);
-                let next = lw.emit(&mut inner, dtype, Expr::Binary(BinaryOp::Add, acc, p), None);
+                let next = lw.mul_add(&mut inner, dtype, x, y, acc);
                 inner.push(Stmt::Set(var, next));
                 let extent = lw.extent(&k_dim);
                 body.push(Stmt::loop_of(extent, k, inner));
@@ -153,13 +153,7 @@ impl Lowerer<'_> {
             d_rows.push(j);
             let to = lw.flat(&mut j_body, None, &d_rows, &d_strides);
             let acc = lw.emit(&mut j_body, dtype, Expr::Load(dest, to), None);
-            let p = lw.emit(&mut j_body, dtype, Expr::Binary(BinaryOp::Mul, x, y), None);
-            let next = lw.emit(
-                &mut j_body,
-                dtype,
-                Expr::Binary(BinaryOp::Add, acc, p),
-                None,
-            );
+            let next = lw.mul_add(&mut j_body, dtype, x, y, acc);
             j_body.push(Stmt::Store(dest, Some(to), next));
             k_body.push(Stmt::loop_of(j_extent, j, j_body));
             let k_extent = lw.extent(&k_dim);
@@ -483,8 +477,7 @@ impl Lowerer<'_> {
         let y = self.emit(&mut jb, dtype, Expr::Load(b.param, b_at), None);
         for (&row, &x) in acc.iter().zip(&xs) {
             let sum = self.emit(&mut jb, dtype, Expr::Load(row, j), None);
-            let p = self.emit(&mut jb, dtype, Expr::Binary(BinaryOp::Mul, x, y), None);
-            let next = self.emit(&mut jb, dtype, Expr::Binary(BinaryOp::Add, sum, p), None);
+            let next = self.mul_add(&mut jb, dtype, x, y, sum);
             jb.push(Stmt::Store(row, Some(j), next));
         }
         kb.push(Stmt::loop_of(cols, j, jb));

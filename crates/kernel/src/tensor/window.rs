@@ -359,18 +359,7 @@ impl Lowerer<'_> {
         for (j, acc) in accs.iter().enumerate() {
             let mut sum = self.emit(&mut p_body, dtype, Expr::Load(acc.param, p), None);
             for (tap, &value) in taps.iter().zip(&values) {
-                let product = self.emit(
-                    &mut p_body,
-                    dtype,
-                    Expr::Binary(BinaryOp::Mul, value, tap.weights[j]),
-                    None,
-                );
-                sum = self.emit(
-                    &mut p_body,
-                    dtype,
-                    Expr::Binary(BinaryOp::Add, sum, product),
-                    None,
-                );
+                sum = self.mul_add(&mut p_body, dtype, value, tap.weights[j], sum);
             }
             p_body.push(Stmt::Store(acc.param, Some(p), sum));
         }
