@@ -341,7 +341,50 @@ fn link(
             .transpose()?;
         addresses.push((lookup(&symbol)?, wrapper));
     }
+    if std::env::var_os("KILN_PERF_MAP").is_some_and(|v| !v.is_empty() && v != "0") {
+        write_perf_map(kernels, &addresses);
+    }
     Ok(Linked { code, addresses })
+}
+
+/// Appends the kernels' code ranges to `/tmp/perf-PID.map`, the file `perf
+/// report` reads JIT symbols from (`KILN_PERF_MAP=1`): each kernel (and its
+/// wrapper) by its name and the source names of the first values it
+/// computes. A range ends where the next function of the object starts (the
+/// last one is given 4 KiB). Best effort: a failed write only loses names.
+fn write_perf_map(kernels: &[Kernel], addresses: &[(*const u8, Option<*const u8>)]) {
+    use std::io::Write;
+    let mut starts: Vec<(usize, String)> = Vec::new();
+    for (kernel, &(entry, wrapper)) in kernels.iter().zip(addresses) {
+        let mut names: Vec<&str> = Vec::new();
+        for n in kernel.reg_names.iter().flatten() {
+            if names.len() == 4 {
+                break;
+            }
+            if !names.contains(&n.as_str()) {
+                names.push(n);
+            }
+        }
+        let label = format!("kiln:{} [{}]", kernel.name, names.join(" "));
+        starts.push((entry as usize, label.clone()));
+        if let Some(w) = wrapper {
+            starts.push((w as usize, format!("{label} (entry)")));
+        }
+    }
+    starts.sort();
+    let mut text = String::new();
+    for (i, (start, label)) in starts.iter().enumerate() {
+        let end = starts.get(i + 1).map_or(start + 4096, |n| n.0);
+        text.push_str(&format!("{start:x} {:x} {label}\n", end - start));
+    }
+    let path = format!("/tmp/perf-{}.map", std::process::id());
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = f.write_all(text.as_bytes());
+    }
 }
 
 /// An object linked for some kernels: the instance that owns the code, and

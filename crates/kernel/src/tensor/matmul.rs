@@ -12,6 +12,7 @@ use super::{Epilogue, Loc, View};
 use crate::lower::Lowerer;
 use crate::{Expr, Extent, Param, ParamIdx, Reg, Stmt};
 use kiln_ir::op::{BinaryOp, CmpOp, ReduceOp};
+use kiln_ir::scalar::Scalar;
 use kiln_ir::semantics::reduce_identity;
 use kiln_ir::types::{DType, Dim};
 
@@ -264,14 +265,16 @@ impl Lowerer<'_> {
                 Expr::Binary(BinaryOp::Sub, m, m_full),
                 None,
             );
+            // A block of `rows` × `width` columns computed, its first `cols`
+            // stored (`width` is `cols` but for a padded rest block).
             let panel = |lw: &mut Self,
                          body: &mut Vec<Stmt>,
                          (b, b_j0, strides): (&View, Reg, &[Vec<Option<Reg>>; 4]),
                          rows: &[Reg],
                          j0: Reg,
-                         cols: Extent| {
+                         (width, cols): (Extent, Extent)| {
                 let views = (a, b, d, &acc[..]);
-                let at = (rows, (b_j0, j0), cols);
+                let at = (rows, (b_j0, j0), (width, cols));
                 lw.panel(body, views, strides, brows, at, &k_dim, dtype);
                 if let Some(epi) = epi {
                     // The block is complete: its epilogue, in place.
@@ -291,17 +294,23 @@ impl Lowerer<'_> {
                     body.push(Stmt::loop_of(cols, j, e_body));
                 }
             };
-            // Rows of one column block (starting at `j0`, `cols` wide):
-            // `count` blocks of PANEL_ROWS from block `first`, then `rest`
-            // rows one at a time from `m_full`.
+            // Rows of one column block (starting at `j0`, `cols` wide, or
+            // with `padded` a block of that width packed with zeros past
+            // `cols`): `count` blocks of PANEL_ROWS from block `first`, then
+            // `rest` rows one at a time from `m_full`.
             let row_loops = |lw: &mut Self,
                              body: &mut Vec<Stmt>,
-                             (j0, cols): (Reg, Extent),
+                             (j0, cols, padded): (Reg, Extent, Option<(u32, ParamIdx)>),
                              (first, count, rest): (Reg, Reg, Reg)| {
-                let (b_panel, b_j0, b_strides) = match packed {
-                    Some(param) => {
+                let width = padded.map_or(cols, |(w, _)| Extent::Fixed(u64::from(w)));
+                let packing = match padded {
+                    Some((w, param)) => Some((param, w)),
+                    None => packed.map(|param| (param, nr)),
+                };
+                let (b_panel, b_j0, b_strides) = match packing {
+                    Some((param, w)) => {
                         let view =
-                            lw.pack_panel(body, (b, strides, brows), param, (j0, cols, nr), &k_dim);
+                            lw.pack_panel(body, (b, strides, brows), param, (j0, cols, w), &k_dim);
                         let zero = lw.i64_const(body, 0);
                         let mut s = strides.clone();
                         s[2] = vec![None; batch];
@@ -323,7 +332,7 @@ impl Lowerer<'_> {
                 let rows: Vec<Reg> = (0..i64::from(PANEL_ROWS))
                     .map(|r| i64_op(lw, &mut ib_body, BinaryOp::Add, top, r))
                     .collect();
-                panel(lw, &mut ib_body, b_at, &rows, j0, cols);
+                panel(lw, &mut ib_body, b_at, &rows, j0, (width, cols));
                 body.push(Stmt::loop_of(Extent::Reg(count), ib, ib_body));
                 let ir = lw.new_reg(DType::I64, Some("ir"));
                 let mut ir_body = Vec::new();
@@ -333,7 +342,7 @@ impl Lowerer<'_> {
                     Expr::Binary(BinaryOp::Add, m_full, ir),
                     None,
                 );
-                panel(lw, &mut ir_body, b_at, &[i], j0, cols);
+                panel(lw, &mut ir_body, b_at, &[i], j0, (width, cols));
                 body.push(Stmt::loop_of(Extent::Reg(rest), ir, ir_body));
             };
             // The full column blocks, in tiles of up to 2^ROW_GROUP_LOG row
@@ -394,20 +403,35 @@ impl Lowerer<'_> {
             );
             let is_last = lw.emit(tb, DType::Bool, Expr::Compare(CmpOp::Eq, g, last), None);
             let rest = lw.emit(tb, DType::I64, Expr::Select(is_last, m_rest, zero), None);
-            row_loops(
-                lw,
-                tb,
-                (j0, Extent::Fixed(u64::from(nr))),
-                (first, count, rest),
-            );
+            let full = Extent::Fixed(u64::from(nr));
+            row_loops(lw, tb, (j0, full, None), (first, count, rest));
             body.push(Stmt::loop_of(Extent::Reg(tiles), t, t_body));
-            // The columns past the last full block, every row.
-            row_loops(
-                lw,
-                body,
-                (n_full, Extent::Reg(n_rest)),
-                (zero, row_blocks, m_rest),
-            );
+            // The columns past the last full block, every row. Where their
+            // number is known (a fixed `n`), as a block as wide as the
+            // power of two at or above it (at least one 64-byte vector),
+            // `b`'s columns packed with zeros after them: the block runs in
+            // vectors like a full one and only the real columns are stored
+            // (ViT's 197 tokens leave 5: one 16-wide block, rather than a
+            // loop of 5 whose sums stay in memory). Else at their width.
+            match n_dim {
+                Dim::Fixed(n) if n % u64::from(nr) != 0 => {
+                    let left = (n % u64::from(nr)) as u32;
+                    let vector = (64 / dtype.size_bytes() as u32).max(1);
+                    let w = left.next_power_of_two().max(vector).min(nr);
+                    let param = lw.param(Param::Scratch {
+                        dtype,
+                        shape: vec![k_dim.clone(), Dim::Fixed(u64::from(w))],
+                    });
+                    let cols = Extent::Fixed(u64::from(left));
+                    let rows = (zero, row_blocks, m_rest);
+                    row_loops(lw, body, (n_full, cols, Some((w, param))), rows);
+                }
+                Dim::Fixed(_) => {}
+                Dim::Sym(_) => {
+                    let cols = Extent::Reg(n_rest);
+                    row_loops(lw, body, (n_full, cols, None), (zero, row_blocks, m_rest));
+                }
+            }
         });
     }
 
@@ -428,7 +452,7 @@ impl Lowerer<'_> {
         (a, b, d, acc): (&View, &View, &View, &[ParamIdx]),
         [a_batch, a_ik, b_batch, b_kj]: &[Vec<Option<Reg>>; 4],
         brows: &[Reg],
-        (rows, (b_j0, j0), cols): (&[Reg], (Reg, Reg), Extent),
+        (rows, (b_j0, j0), (width, cols)): (&[Reg], (Reg, Reg), (Extent, Extent)),
         k_dim: &Dim,
         dtype: DType,
     ) {
@@ -459,7 +483,7 @@ impl Lowerer<'_> {
         for &row in &acc[..rows.len()] {
             init.push(Stmt::Store(row, Some(j), identity));
         }
-        body.push(Stmt::loop_of(cols, j, init));
+        body.push(Stmt::loop_of(width, j, init));
         // Per k: the rows' `a` elements, then the columns.
         let k = self.new_reg(DType::I64, Some("k"));
         let mut kb = Vec::new();
@@ -480,10 +504,10 @@ impl Lowerer<'_> {
             let next = self.mul_add(&mut jb, dtype, x, y, sum);
             jb.push(Stmt::Store(row, Some(j), next));
         }
-        kb.push(Stmt::loop_of(cols, j, jb));
+        kb.push(Stmt::loop_of(width, j, jb));
         let extent = self.extent(k_dim);
         body.push(Stmt::loop_of(extent, k, kb));
-        // The block to `d`.
+        // The block's first `cols` columns to `d`.
         let d_batch: Vec<Option<Reg>> = d.strides[..brows.len()].to_vec();
         let d_ij: Vec<Option<Reg>> = d.strides[brows.len()..].to_vec();
         let j = self.new_reg(DType::I64, Some("j"));
@@ -534,7 +558,27 @@ impl Lowerer<'_> {
         let x = self.emit(&mut jb, dtype, Expr::Load(b.param, from), None);
         let to = self.flat(&mut jb, None, &[k, j], &view.strides);
         jb.push(Stmt::Store(packed, Some(to), x));
-        let kb = vec![Stmt::loop_of(cols, j, jb)];
+        let mut kb = vec![Stmt::loop_of(cols, j, jb)];
+        // A rest block narrower than the panel: zeros after its columns
+        // (computed, never stored, but every element is written before the
+        // panel reads it).
+        if let Extent::Fixed(c) = cols {
+            if c < u64::from(nr) {
+                let z = self.new_reg(DType::I64, Some("j"));
+                let mut zb = Vec::new();
+                let zero = self.emit(&mut zb, dtype, Expr::Const(Scalar::zero(dtype)), None);
+                let first = self.i64_const(&mut zb, c as i64);
+                let col = self.emit(
+                    &mut zb,
+                    DType::I64,
+                    Expr::Binary(BinaryOp::Add, first, z),
+                    None,
+                );
+                let to = self.flat(&mut zb, None, &[k, col], &view.strides);
+                zb.push(Stmt::Store(packed, Some(to), zero));
+                kb.push(Stmt::loop_of(Extent::Fixed(u64::from(nr) - c), z, zb));
+            }
+        }
         let extent = self.extent(k_dim);
         body.push(Stmt::loop_of(extent, k, kb));
         view
