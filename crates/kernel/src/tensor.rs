@@ -365,11 +365,7 @@ impl Lowerer<'_> {
         let w = w.clone();
         let out_stmts = &mut st.out;
         let xv = self.as_view(out_stmts, &st.loc, x, false);
-        let xt = match self.transpose(xv, &[1, 0], vec![Dim::Fixed(k), Dim::Fixed(m)]) {
-            Loc::View(v) => v,
-            _ => unreachable!("a transposed view"),
-        };
-        let xt = self.as_view(out_stmts, &st.loc, &Loc::View(xt), true);
+        let xt = self.transposed_copy(out_stmts, &xv, (m, k));
         let scratch = self.param(Param::Scratch {
             dtype,
             shape: vec![Dim::Fixed(n), Dim::Fixed(m)],

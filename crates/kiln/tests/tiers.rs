@@ -388,7 +388,8 @@ fn matmuls_of_every_shape_agree_with_the_interpreter_bit_for_bit() {
     // (f64) panels (and the 16- and 8-column ones of 64-byte panels, which
     // `.ci/test` runs with `KILN_LLVM_PANEL_BYTES=64`); `w` in torch's
     // `[out, in]` layout too (lowered as `(w @ x.T).T` when `w` is the
-    // larger); a bias + ReLU epilogue. Each element's sum is in `k` order on
+    // larger, `x.T` copied 8 rows at a time: 10 and 17 rows); a bias + ReLU
+    // epilogue. Each element's sum is in `k` order on
     // every tier, so the bits are the interpreter's.
     let shapes = [
         (1, 3, 70),
@@ -401,6 +402,8 @@ fn matmuls_of_every_shape_agree_with_the_interpreter_bit_for_bit() {
         (70, 2, 97),
         (131, 3, 66),
         (259, 2, 9),
+        (10, 40, 70),
+        (17, 64, 90),
     ];
     use kiln::DType::{F32, F64, I32, I64};
     for (dtype, dt) in [("f32", F32), ("f64", F64), ("i32", I32), ("i64", I64)] {

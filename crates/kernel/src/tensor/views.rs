@@ -4,7 +4,7 @@
 
 use super::{Loc, View};
 use crate::lower::Lowerer;
-use crate::{Expr, Param, ParamIdx, Reg, Stmt};
+use crate::{Expr, Extent, Param, ParamIdx, Reg, Stmt};
 use cranelift_entity::EntityRef;
 use kiln_ir::entities::Value;
 use kiln_ir::op::BinaryOp;
@@ -82,6 +82,66 @@ impl Lowerer<'_> {
         let view = self.dense(out, param, dims);
         self.store_all(out, locs, loc, &view);
         view
+    }
+
+    /// `src.T` (`src` an `[m, k]` view) copied into a dense `[k, m]` scratch
+    /// buffer, 8 of `src`'s rows at a time: their 8 cache lines stay in L1
+    /// while the copy walks `k`. Copied row by row of the result, each
+    /// element came from another line, `k` elements apart (a stride of
+    /// 3072 f32 puts every line in one L1 set): 1.8 ns an element, fc2's
+    /// `x.T` 8 % of ViT-B/16's time.
+    pub(super) fn transposed_copy(
+        &mut self,
+        out: &mut Vec<Stmt>,
+        src: &View,
+        (m, k): (u64, u64),
+    ) -> View {
+        const BLOCK: u64 = 8;
+        let dtype = self.param_dtype(src.param).expect("a tensor buffer");
+        let dims = vec![Dim::Fixed(k), Dim::Fixed(m)];
+        let param = self.param(Param::Scratch {
+            dtype,
+            shape: dims.clone(),
+        });
+        let dest = self.dense(out, param, dims);
+        // Rows `first + j` of `src`, `j` below `rows`, for every `k`.
+        let block = |lw: &mut Self, out: &mut Vec<Stmt>, first: Reg, rows: u64| {
+            let (c, j) = (
+                lw.new_reg(DType::I64, Some("i0")),
+                lw.new_reg(DType::I64, Some("i1")),
+            );
+            let mut jb = Vec::new();
+            let i = lw.emit(
+                &mut jb,
+                DType::I64,
+                Expr::Binary(BinaryOp::Add, first, j),
+                None,
+            );
+            let from = lw.view_index(&mut jb, src, &[Some(i), Some(c)]);
+            let x = lw.emit(&mut jb, dtype, Expr::Load(src.param, from), None);
+            let to = lw.view_index(&mut jb, &dest, &[Some(c), Some(i)]);
+            jb.push(Stmt::Store(dest.param, Some(to), x));
+            let cb = vec![Stmt::loop_of(Extent::Fixed(rows), j, jb)];
+            out.push(Stmt::loop_of(Extent::Fixed(k), c, cb));
+        };
+        if m >= BLOCK {
+            let b = self.new_reg(DType::I64, Some("rb"));
+            let mut bb = Vec::new();
+            let width = self.i64_const(&mut bb, BLOCK as i64);
+            let first = self.emit(
+                &mut bb,
+                DType::I64,
+                Expr::Binary(BinaryOp::Mul, b, width),
+                None,
+            );
+            block(self, &mut bb, first, BLOCK);
+            out.push(Stmt::loop_of(Extent::Fixed(m / BLOCK), b, bb));
+        }
+        if m % BLOCK != 0 {
+            let first = self.i64_const(out, (m / BLOCK * BLOCK) as i64);
+            block(self, out, first, m % BLOCK);
+        }
+        dest
     }
 
     /// `dest[rows] = loc[rows]` over all of `dest`'s dims.
