@@ -215,13 +215,15 @@ pub(super) const ERF_F32: Erf = Erf {
 };
 
 /// What `erf` and `erfc` share: |x|'s word and sign, the small-argument
-/// quotient `y = r/s` of `z = x*x`, and `erfc2`.
+/// quotient `y = r/s` of `z = x*x`, `erfc2`, and `1/x` (where `x` is not
+/// finite).
 pub(super) struct ErfParts {
     pub(super) c: &'static Erf,
     pub(super) hx: Reg,
     pub(super) negative: Reg,
     pub(super) small_y: Reg,
     pub(super) erfc2: Reg,
+    pub(super) inv_x: Reg,
 }
 
 pub(super) fn erf_parts(m: &mut Emitter<'_>, x: Reg) -> ErfParts {
@@ -232,38 +234,49 @@ pub(super) fn erf_parts(m: &mut Emitter<'_>, x: Reg) -> ErfParts {
         &ERF_F64
     };
     let (hx, negative) = magnitude_word(m, x);
-    let small_y = {
-        let z = m.mul(x, x);
-        let r = m.horner(z, c.pp);
-        let s = m.horner(z, c.qq);
-        m.div(r, s)
-    };
     let a = m.abs(x);
+    let one = m.float(dtype, 1.0);
+    // A lane takes one interval, so it needs one of the three quotients
+    // below (r/s of |x| < 0.84375, P/Q below 1.25, R/S above) and one of
+    // 1/x² (above 1.25) and 1/x (not finite): each pair is one division of
+    // the lane's own operands, which are computed as before, so every
+    // lane's bits are the `libm` crate's (6 divisions a lane became 3).
+    let aa = m.mul(a, a);
+    let nonfinite = m.cmp_k(CmpOp::Ge, hx, c.nonfinite);
+    let inv_of = m.select(nonfinite, x, aa);
+    let inv = m.div(one, inv_of);
+    // Below 0.84375: r(z)/s(z), z = x*x.
+    let z = m.mul(x, x);
+    let (r_small, s_small) = (m.horner(z, c.pp), m.horner(z, c.qq));
+    // Below 1.25: P(s)/Q(s), s = |x| - 1.
+    let s_near = m.sub(a, one);
+    let (p_near, q_near) = (m.horner(s_near, c.pa), m.horner(s_near, c.qa));
+    // Above: R(s)/S(s), s = 1/x², the polynomials below or above 1/0.35.
+    let ra = m.horner(inv, c.ra);
+    let sa = m.horner(inv, c.sa);
+    let rb = m.horner(inv, c.rb);
+    let sb = m.horner(inv, c.sb);
+    let below = m.cmp_k(CmpOp::Lt, hx, c.split);
+    let r_far = m.select(below, ra, rb);
+    let s_far = m.select(below, sa, sb);
+    let is_small = m.cmp_k(CmpOp::Lt, hx, c.small);
+    let near = m.cmp_k(CmpOp::Lt, hx, c.near_one);
+    let num = m.select(near, p_near, r_far);
+    let num = m.select(is_small, r_small, num);
+    let den = m.select(near, q_near, s_far);
+    let den = m.select(is_small, s_small, den);
+    let quotient = m.div(num, den);
+    let small_y = quotient;
     // erfc1, below 1.25: 1 - erx - P(s)/Q(s) with s = |x| - 1.
     let erfc1 = {
-        let one = m.float(dtype, 1.0);
-        let s = m.sub(a, one);
-        let p = m.horner(s, c.pa);
-        let q = m.horner(s, c.qa);
         let erx = m.float(dtype, c.erx);
         let d = m.sub(one, erx);
-        let pq = m.div(p, q);
-        m.sub(d, pq)
+        m.sub(d, quotient)
     };
     // Above: exp(-z*z - 0.5625) * exp((z - |x|)*(z + |x|) + R/S) / |x|,
     // with s = 1/x², R/S the polynomials below or above 1/0.35 and z |x|
     // rounded down (its low word, or low 13 bits, cleared).
     let far = {
-        let one = m.float(dtype, 1.0);
-        let aa = m.mul(a, a);
-        let s = m.div(one, aa);
-        let ra = m.horner(s, c.ra);
-        let sa = m.horner(s, c.sa);
-        let rb = m.horner(s, c.rb);
-        let sb = m.horner(s, c.sb);
-        let below = m.cmp_k(CmpOp::Lt, hx, c.split);
-        let r = m.select(below, ra, rb);
-        let big_s = m.select(below, sa, sb);
         let z = m.cut_bits(a, c.z_mask);
         let nz = m.neg(z);
         let zz = m.mul(nz, z);
@@ -272,8 +285,7 @@ pub(super) fn erf_parts(m: &mut Emitter<'_>, x: Reg) -> ErfParts {
         let zm = m.sub(z, a);
         let zp = m.add(z, a);
         let prod = m.mul(zm, zp);
-        let rs = m.div(r, big_s);
-        let arg2 = m.add(prod, rs);
+        let arg2 = m.add(prod, quotient);
         let exp = if dtype == DType::F32 {
             exp_f32
         } else {
@@ -284,7 +296,6 @@ pub(super) fn erf_parts(m: &mut Emitter<'_>, x: Reg) -> ErfParts {
         let e = m.mul(e1, e2);
         m.div(e, a)
     };
-    let near = m.cmp_k(CmpOp::Lt, hx, c.near_one);
     let erfc2 = m.select(near, erfc1, far);
     ErfParts {
         c,
@@ -292,6 +303,7 @@ pub(super) fn erf_parts(m: &mut Emitter<'_>, x: Reg) -> ErfParts {
         negative,
         small_y,
         erfc2,
+        inv_x: inv,
     }
 }
 
@@ -304,6 +316,7 @@ pub(super) fn erf_core(m: &mut Emitter<'_>, x: Reg) -> Reg {
         negative,
         small_y,
         erfc2,
+        inv_x,
     } = erf_parts(m, x);
     let one = m.float(dtype, 1.0);
     // |x| < 0.84375: x + x*y; tiny: 0.125*(8x + efx8*x).
@@ -335,8 +348,7 @@ pub(super) fn erf_core(m: &mut Emitter<'_>, x: Reg) -> Reg {
         let two = m.float(dtype, 2.0);
         let ts = m.mul(two, s);
         let d = m.sub(one, ts);
-        let inv = m.div(one, x);
-        m.add(d, inv)
+        m.add(d, inv_x)
     };
     let is_small = m.cmp_k(CmpOp::Lt, hx, c.small);
     let is_tiny = m.cmp_k(CmpOp::Lt, hx, c.erf_tiny);
@@ -355,6 +367,7 @@ pub(super) fn erfc_core(m: &mut Emitter<'_>, x: Reg) -> Reg {
         negative,
         small_y,
         erfc2,
+        inv_x,
     } = erf_parts(m, x);
     let one = m.float(dtype, 1.0);
     let two = m.float(dtype, 2.0);
@@ -391,8 +404,7 @@ pub(super) fn erfc_core(m: &mut Emitter<'_>, x: Reg) -> Reg {
     let special = {
         let s = sign_value(m, negative, dtype);
         let ts = m.mul(two, s);
-        let inv = m.div(one, x);
-        m.add(ts, inv)
+        m.add(ts, inv_x)
     };
     let is_small = m.cmp_k(CmpOp::Lt, hx, c.small);
     let result = m.select(is_small, small, large);
