@@ -409,22 +409,29 @@ fn matmuls_of_every_shape_agree_with_the_interpreter_bit_for_bit() {
     for (dtype, dt) in [("f32", F32), ("f64", F64), ("i32", I32), ("i64", I64)] {
         for &(m, k, n) in &shapes {
             for transposed in [false, true] {
-                let src = matmul_text(dtype, (m, k, n), transposed);
-                let graph = kiln::ir::text::parse(&src).expect("parses");
-                let graph = kiln::verify(graph).expect("verifies");
-                let inputs = [values(dt, m * k, 1), values(dt, k * n, 2), values(dt, n, 3)];
-                let want = kiln::interp::run(&graph, &inputs).expect("runs");
-                for engine in kiln::engines() {
-                    let program = engine
-                        .compile_dyn(&graph, &CompileOptions::default())
-                        .expect("compiles");
-                    let got = program.run(&inputs).expect("runs");
-                    for (g, w) in got.iter().zip(&want) {
-                        assert!(
-                            g.same_data(w),
-                            "{dtype} {m}×{k}×{n} transposed={transposed} on {}",
-                            engine.name()
-                        );
+                let with_raw = matmul_text(dtype, (m, k, n), transposed);
+                // Returned, the matmul is stored on its own; not returned,
+                // it computes the bias and ReLU as its epilogue (through
+                // the result's transpose where it runs as `(w @ x.T).T`).
+                let alone = with_raw.replace("output \"raw\" = v3\n", "");
+                for src in [with_raw, alone] {
+                    let graph = kiln::ir::text::parse(&src).expect("parses");
+                    let graph = kiln::verify(graph).expect("verifies");
+                    let inputs = [values(dt, m * k, 1), values(dt, k * n, 2), values(dt, n, 3)];
+                    let want = kiln::interp::run(&graph, &inputs).expect("runs");
+                    for engine in kiln::engines() {
+                        let program = engine
+                            .compile_dyn(&graph, &CompileOptions::default())
+                            .expect("compiles");
+                        let got = program.run(&inputs).expect("runs");
+                        for (g, w) in got.iter().zip(&want) {
+                            assert!(
+                                g.same_data(w),
+                                "{dtype} {m}×{k}×{n} transposed={transposed} outputs={} on {}",
+                                want.len(),
+                                engine.name()
+                            );
+                        }
                     }
                 }
             }
