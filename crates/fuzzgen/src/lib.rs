@@ -394,6 +394,18 @@ impl Gen<'_, '_> {
                 self.b.op(Op::BroadcastTo(shape), &[a]).ok()
             }
             3 if !dims.is_empty() => {
+                // Now and then a long last axis (32 to 40 constants after
+                // `a`'s elements), where `reduce_min`/`reduce_max` fold in
+                // lanes.
+                let last = dims.len() - 1;
+                let a = if dims.iter().product::<u64>() <= 64 && self.u.ratio(1u8, 4u8)? {
+                    let mut c = dims.clone();
+                    c[last] = self.u.int_in_range(32..=40u64)?;
+                    let tail = self.tensor_const(dtype, &c)?;
+                    self.b.op(Op::Concat(last as u32), &[a, tail]).unwrap_or(a)
+                } else {
+                    a
+                };
                 // A reduction over a random non-empty set of axes.
                 let mut axes: Vec<u32> = (0..dims.len() as u32)
                     .filter(|_| self.u.ratio(1u8, 2u8).unwrap_or(false))
