@@ -1,7 +1,7 @@
 //! Lowering of `matmul` to loop nests: the i, k, j nest that accumulates
-//! each result row in place (the VM's), and panels of 4 rows × a
-//! backend's width of columns (256 bytes for AVX-512), whose column loop a vectorizer runs in vector registers
-//! (the JIT tiers', [`crate::LowerOptions::panels`]).
+//! each result row in place (the VM's), and panels of 4 rows × a backend's
+//! width of columns (256 bytes for AVX-512), whose column loop a vectorizer
+//! runs in vector registers (the JIT tiers', [`crate::LowerOptions::panels`]).
 //!
 //! Both keep the semantics' order: every result element folds its products
 //! in `k` order from the identity, each step `acc + a * b` a fused
@@ -192,10 +192,11 @@ impl Lowerer<'_> {
 
     /// `dest = a @ b` for matrices (with batch axes) in panels
     /// ([`crate::LowerOptions::panels`]): for each block of `nr` columns
-    /// (`bytes` of them), each block of [`PANEL_ROWS`] rows (then
-    /// each remaining row) is one [`Self::panel`]; the columns past the last
-    /// full block go row by row, `k` then `j`, in the destination. Every
-    /// element folds in `k` order from the identity.
+    /// (`bytes` of them), each block of [`PANEL_ROWS`] rows (then each
+    /// remaining row) is one [`Self::panel`], in tiles of row groups ×
+    /// column blocks; the columns past the last full block are one padded
+    /// block (a fixed `n`) or a block of their own width. Every element
+    /// folds in `k` order from the identity.
     fn matmul_panels(
         &mut self,
         out: &mut Vec<Stmt>,
