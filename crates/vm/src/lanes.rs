@@ -27,7 +27,7 @@ pub(crate) type Tern = unsafe fn(*mut u64, *const u64, *const u64, *const u64, u
 pub enum Simd {
     /// The target's baseline (SSE2 on x86-64).
     Base,
-    /// AVX2.
+    /// AVX2 and FMA (every AVX2 CPU has both but a few VIA/Zhaoxin ones).
     Avx2,
     /// AVX-512 F, DQ, VL and BW: 64-bit integer multiplies and conversions
     /// in vectors, which inline math uses.
@@ -38,7 +38,9 @@ pub enum Simd {
 /// widest, or narrower if the environment variable `KILN_VM_SIMD` says
 /// `avx2` or `base`, so tests and benchmarks can run every variant on one
 /// machine (the bits are the same: rustc contracts no FMA and keeps every
-/// rounding in all three).
+/// rounding in all three; `mul_add` is one rounding in each, the FMA
+/// instruction in the AVX2 and AVX-512 variants, a correctly rounded `fmaf`
+/// call in the baseline's).
 pub fn simd() -> Simd {
     static SIMD: std::sync::OnceLock<Simd> = std::sync::OnceLock::new();
     *SIMD.get_or_init(|| {
