@@ -27,7 +27,7 @@ pub(crate) type Tern = unsafe fn(*mut u64, *const u64, *const u64, *const u64, u
 pub enum Simd {
     /// The target's baseline (SSE2 on x86-64).
     Base,
-    /// AVX2 and FMA (every AVX2 CPU has both but a few VIA/Zhaoxin ones).
+    /// AVX2 with FMA (a CPU with AVX2 but no FMA runs the baseline).
     Avx2,
     /// AVX-512 F, DQ, VL and BW: 64-bit integer multiplies and conversions
     /// in vectors, which inline math uses.
