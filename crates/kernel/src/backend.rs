@@ -167,6 +167,14 @@ pub trait Backend: Send + Sync {
         }
     }
 
+    /// [`Self::emit_lower_options`] for one request's target, CPU and
+    /// features: a backend whose lowering depends on the target's registers
+    /// (the LLVM tier's matmul panel width) overrides it.
+    fn emit_lower_options_for(&self, request: &EmitOptions) -> LowerOptions {
+        let _ = request;
+        self.emit_lower_options()
+    }
+
     /// Compiles `kernels` together (one module, one finalize where the
     /// backend has modules), binding the math names they call to `symbols`:
     /// one [`CompiledKernel`] per kernel, in order.
@@ -289,6 +297,10 @@ impl<B: Backend + ?Sized> Backend for &B {
 
     fn emit_lower_options(&self) -> LowerOptions {
         (**self).emit_lower_options()
+    }
+
+    fn emit_lower_options_for(&self, request: &EmitOptions) -> LowerOptions {
+        (**self).emit_lower_options_for(request)
     }
 
     fn compile_kernels(

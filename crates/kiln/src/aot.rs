@@ -108,7 +108,14 @@ pub fn compile(graph: &Verified, options: &AotOptions) -> Result<Vec<u8>, AotErr
     } else {
         graph.clone()
     };
-    let kernel = lower(&graph, &backend.emit_lower_options())
+    let request = EmitOptions {
+        emit: options.emit,
+        target: options.target.clone(),
+        opt_level: options.opt_level,
+        cpu: options.cpu.clone(),
+        features: options.features.clone(),
+    };
+    let kernel = lower(&graph, &backend.emit_lower_options_for(&request))
         .map_err(|e| CompileError::Unsupported(e.to_string()))?;
     let symbol = options
         .symbol
@@ -122,13 +129,6 @@ pub fn compile(graph: &Verified, options: &AotOptions) -> Result<Vec<u8>, AotErr
     if options.emit == Emit::Header {
         return Ok(header::header(&kernel, &symbol).into_bytes());
     }
-    let request = EmitOptions {
-        emit: options.emit,
-        target: options.target.clone(),
-        opt_level: options.opt_level,
-        cpu: options.cpu.clone(),
-        features: options.features.clone(),
-    };
     backend
         .emit(&kernel, &symbol, &request)
         .map_err(|e| match e {

@@ -98,6 +98,20 @@ impl Backend for Llvm {
         }
     }
 
+    /// The panels as wide as the request's target holds
+    /// ([`target::target_panel_bytes`]).
+    fn emit_lower_options_for(&self, request: &EmitOptions) -> LowerOptions {
+        let spec = resolve_target(
+            &request.target,
+            request.cpu.as_deref(),
+            request.features.as_deref(),
+        );
+        LowerOptions {
+            panels: Some(spec.map_or_else(|_| target::host_panel_bytes(), |s| s.panel_bytes())),
+            ..self.emit_lower_options()
+        }
+    }
+
     fn compile_kernels(
         &self,
         kernels: Vec<Kernel>,

@@ -220,7 +220,41 @@ pub(crate) fn host_panel_bytes() -> u32 {
     })
 }
 
+/// x86-64 CPUs LLVM 19 knows with AVX-512, for a CPU named without
+/// features (whose feature string kiln cannot ask LLVM for).
+const AVX512_CPUS: &[&str] = &[
+    "skylake-avx512",
+    "cascadelake",
+    "cooperlake",
+    "cannonlake",
+    "icelake-client",
+    "icelake-server",
+    "tigerlake",
+    "rocketlake",
+    "sapphirerapids",
+    "emeraldrapids",
+    "graniterapids",
+    "graniterapids-d",
+    "knl",
+    "knm",
+    "znver4",
+    "znver5",
+    "x86-64-v4",
+];
+
 impl TargetSpec {
+    /// The matmul panel width for this target ([`panel_bytes`]): from its
+    /// features, else (a CPU named without them) from the CPU.
+    pub fn panel_bytes(&self) -> u32 {
+        let named = |cpu: &str| AVX512_CPUS.contains(&cpu).then_some("+avx512f");
+        let features = if self.features.contains("avx512f") {
+            self.features.as_str()
+        } else {
+            named(&self.cpu).unwrap_or(self.features.as_str())
+        };
+        panel_bytes(&self.triple, features)
+    }
+
     /// A target machine for this spec: position-independent code, default
     /// code model.
     pub fn machine(&self, opt: OptLevel) -> CodegenResult<TargetMachine> {
@@ -259,5 +293,16 @@ mod tests {
         assert_eq!(panel_bytes(x86, "+sse2,+avx,+avx2,-avx512f"), 64);
         assert_eq!(panel_bytes(x86, "+sse2,-avx"), 64);
         assert_eq!(panel_bytes("aarch64-unknown-linux-gnu", "+neon"), 64);
+        // A target's width: its features, else its CPU's.
+        let spec = |cpu: Option<&str>, features: Option<&str>| {
+            resolve_target("x86_64", cpu, features)
+                .expect("resolves")
+                .panel_bytes()
+        };
+        assert_eq!(spec(Some("emeraldrapids"), None), 256);
+        assert_eq!(spec(Some("znver4"), None), 256);
+        assert_eq!(spec(Some("x86-64-v3"), None), 64);
+        assert_eq!(spec(Some("x86-64-v3"), Some("+avx2,+avx512f")), 256);
+        assert_eq!(spec(Some("emeraldrapids"), Some("+avx2,-avx512f")), 64);
     }
 }

@@ -52,3 +52,16 @@ def test_bad_requests_are_value_errors():
         kiln.aot(FN, target="notatarget", emit="obj")
     with pytest.raises(kiln.ParseError):
         kiln.aot("x +", emit="header")
+
+
+def test_matmul_assembly_fits_the_cpus_vector_registers():
+    """A matmul's panels in the named CPU's widest vectors, stepping with
+    fused multiply-adds, with the accumulators in registers: 512-bit on
+    Intel's AVX-512 cores (which LLVM tunes to prefer 256), 256-bit and
+    narrower panels on an AVX2 CPU, where 256-byte panels spilled."""
+    src = "def f(a: f32[256, 256], b: f32[256, 256]):\n    return a @ b\n"
+    intel = kiln.aot(src, target="x86_64", cpu="emeraldrapids", emit="asm")
+    assert intel.count("vfmadd231ps\t%zmm") == 16 and "ymm" not in intel
+    avx2 = kiln.aot(src, target="x86_64", cpu="x86-64-v3", emit="asm")
+    assert avx2.count("vfmadd231ps\t%ymm") == 8 and "zmm" not in avx2
+    assert avx2.count("(%rsp)") < 40
