@@ -99,7 +99,8 @@ impl Backend for Llvm {
     }
 
     /// The panels as wide as the request's target holds
-    /// ([`target::target_panel_bytes`]).
+    /// ([`TargetSpec::panel_bytes`]; the host's where the target does not
+    /// resolve, which `emit` then reports).
     fn emit_lower_options_for(&self, request: &EmitOptions) -> LowerOptions {
         let spec = resolve_target(
             &request.target,

@@ -6533,16 +6533,12 @@ pub(crate) fn erf_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
     let r425: u64 = mul_f64(r424, r423);
     let r426: u64 = sub_f64(r403, r425);
     let r427: u64 = add_f64(r426, r14);
-    let r428: u64 = 0x3feb0000;
+    let r428: u64 = 0x3e300000;
     let r429: u64 = lt_i64(r5, r428);
-    let r430: u64 = 0x3e300000;
-    let r431: u64 = lt_i64(r5, r430);
-    let r432: u64 = select_lane(r431, r412, r405);
-    let r433: u64 = select_lane(r429, r432, r420);
-    let r434: u64 = 0x7ff00000;
-    let r435: u64 = ge_i64(r5, r434);
-    let r436: u64 = select_lane(r435, r427, r433);
-    (r436, 0)
+    let r430: u64 = select_lane(r429, r412, r405);
+    let r431: u64 = select_lane(r177, r430, r420);
+    let r432: u64 = select_lane(r12, r427, r431);
+    (r432, 0)
 }
 
 #[inline(always)]
@@ -6957,16 +6953,12 @@ pub(crate) fn erf_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
     let r407: u64 = mul_f32(r406, r405);
     let r408: u64 = sub_f32(r385, r407);
     let r409: u64 = add_f32(r408, r12);
-    let r410: u64 = 0x3f580000;
+    let r410: u64 = 0x31800000;
     let r411: u64 = lt_i32(r5, r410);
-    let r412: u64 = 0x31800000;
-    let r413: u64 = lt_i32(r5, r412);
-    let r414: u64 = select_lane(r413, r394, r387);
-    let r415: u64 = select_lane(r411, r414, r402);
-    let r416: u64 = 0x7f800000;
-    let r417: u64 = ge_i32(r5, r416);
-    let r418: u64 = select_lane(r417, r409, r415);
-    (r418, 0)
+    let r412: u64 = select_lane(r411, r394, r387);
+    let r413: u64 = select_lane(r175, r412, r402);
+    let r414: u64 = select_lane(r10, r409, r413);
+    (r414, 0)
 }
 
 #[inline(always)]
@@ -7405,13 +7397,9 @@ pub(crate) fn erfc_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
     let r431: u64 = select_lane(r7, r429, r430);
     let r432: u64 = mul_f64(r404, r431);
     let r433: u64 = add_f64(r432, r14);
-    let r434: u64 = 0x3feb0000;
-    let r435: u64 = lt_i64(r5, r434);
-    let r436: u64 = select_lane(r435, r419, r428);
-    let r437: u64 = 0x7ff00000;
-    let r438: u64 = ge_i64(r5, r437);
-    let r439: u64 = select_lane(r438, r433, r436);
-    (r439, 0)
+    let r434: u64 = select_lane(r177, r419, r428);
+    let r435: u64 = select_lane(r12, r433, r434);
+    (r435, 0)
 }
 
 #[inline(always)]
@@ -7832,13 +7820,9 @@ pub(crate) fn erfc_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
     let r413: u64 = select_lane(r3, r411, r412);
     let r414: u64 = mul_f32(r386, r413);
     let r415: u64 = add_f32(r414, r12);
-    let r416: u64 = 0x3f580000;
-    let r417: u64 = lt_i32(r5, r416);
-    let r418: u64 = select_lane(r417, r401, r410);
-    let r419: u64 = 0x7f800000;
-    let r420: u64 = ge_i32(r5, r419);
-    let r421: u64 = select_lane(r420, r415, r418);
-    (r421, 0)
+    let r416: u64 = select_lane(r175, r401, r410);
+    let r417: u64 = select_lane(r10, r415, r416);
+    (r417, 0)
 }
 
 #[inline(always)]

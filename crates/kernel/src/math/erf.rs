@@ -215,8 +215,8 @@ pub(super) const ERF_F32: Erf = Erf {
 };
 
 /// What `erf` and `erfc` share: |x|'s word and sign, the small-argument
-/// quotient `y = r/s` of `z = x*x`, `erfc2`, and `1/x` (where `x` is not
-/// finite).
+/// quotient `y = r/s` of `z = x*x`, `erfc2`, `1/x` (where `x` is not
+/// finite), and whether `|x| < 0.84375` and whether `x` is not finite.
 pub(super) struct ErfParts {
     pub(super) c: &'static Erf,
     pub(super) hx: Reg,
@@ -224,6 +224,8 @@ pub(super) struct ErfParts {
     pub(super) small_y: Reg,
     pub(super) erfc2: Reg,
     pub(super) inv_x: Reg,
+    pub(super) is_small: Reg,
+    pub(super) nonfinite: Reg,
 }
 
 pub(super) fn erf_parts(m: &mut Emitter<'_>, x: Reg) -> ErfParts {
@@ -304,6 +306,8 @@ pub(super) fn erf_parts(m: &mut Emitter<'_>, x: Reg) -> ErfParts {
         small_y,
         erfc2,
         inv_x: inv,
+        is_small,
+        nonfinite,
     }
 }
 
@@ -317,6 +321,8 @@ pub(super) fn erf_core(m: &mut Emitter<'_>, x: Reg) -> Reg {
         small_y,
         erfc2,
         inv_x,
+        is_small,
+        nonfinite,
     } = erf_parts(m, x);
     let one = m.float(dtype, 1.0);
     // |x| < 0.84375: x + x*y; tiny: 0.125*(8x + efx8*x).
@@ -350,11 +356,9 @@ pub(super) fn erf_core(m: &mut Emitter<'_>, x: Reg) -> Reg {
         let d = m.sub(one, ts);
         m.add(d, inv_x)
     };
-    let is_small = m.cmp_k(CmpOp::Lt, hx, c.small);
     let is_tiny = m.cmp_k(CmpOp::Lt, hx, c.erf_tiny);
     let small = m.select(is_tiny, tiny, small);
     let result = m.select(is_small, small, y);
-    let nonfinite = m.cmp_k(CmpOp::Ge, hx, c.nonfinite);
     m.select(nonfinite, special, result)
 }
 
@@ -368,6 +372,8 @@ pub(super) fn erfc_core(m: &mut Emitter<'_>, x: Reg) -> Reg {
         small_y,
         erfc2,
         inv_x,
+        is_small,
+        nonfinite,
     } = erf_parts(m, x);
     let one = m.float(dtype, 1.0);
     let two = m.float(dtype, 2.0);
@@ -406,9 +412,7 @@ pub(super) fn erfc_core(m: &mut Emitter<'_>, x: Reg) -> Reg {
         let ts = m.mul(two, s);
         m.add(ts, inv_x)
     };
-    let is_small = m.cmp_k(CmpOp::Lt, hx, c.small);
     let result = m.select(is_small, small, large);
-    let nonfinite = m.cmp_k(CmpOp::Ge, hx, c.nonfinite);
     m.select(nonfinite, special, result)
 }
 

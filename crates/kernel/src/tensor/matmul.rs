@@ -323,12 +323,7 @@ impl Lowerer<'_> {
                 let b_at = (&b_panel, b_j0, &b_strides);
                 let ib = lw.new_reg(DType::I64, Some("ib"));
                 let mut ib_body = Vec::new();
-                let block = lw.emit(
-                    &mut ib_body,
-                    DType::I64,
-                    Expr::Binary(BinaryOp::Add, first, ib),
-                    None,
-                );
+                let block = lw.i64_binary(&mut ib_body, BinaryOp::Add, first, ib);
                 let top = i64_op(lw, &mut ib_body, BinaryOp::Shl, block, mr_log);
                 let rows: Vec<Reg> = (0..i64::from(PANEL_ROWS))
                     .map(|r| i64_op(lw, &mut ib_body, BinaryOp::Add, top, r))
@@ -358,50 +353,20 @@ impl Lowerer<'_> {
             let one = lw.i64_const(body, 1);
             let last = i64_op(lw, body, BinaryOp::ShrLogical, row_blocks, ROW_GROUP_LOG);
             let groups = i64_op(lw, body, BinaryOp::Add, last, 1);
-            let tiles = lw.emit(
-                body,
-                DType::I64,
-                Expr::Binary(BinaryOp::Mul, groups, col_blocks),
-                None,
-            );
+            let tiles = lw.mul(body, groups, col_blocks);
             // Never 0: no tile divides by it then (the tile loop is empty).
-            let per_group = lw.emit(
-                body,
-                DType::I64,
-                Expr::Binary(BinaryOp::Max, col_blocks, one),
-                None,
-            );
+            let per_group = lw.i64_binary(body, BinaryOp::Max, col_blocks, one);
             let t = lw.new_reg(DType::I64, Some("tile"));
             let mut t_body = Vec::new();
             let tb = &mut t_body;
-            let g = lw.emit(
-                tb,
-                DType::I64,
-                Expr::Binary(BinaryOp::Div, t, per_group),
-                None,
-            );
-            let g_cols = lw.emit(
-                tb,
-                DType::I64,
-                Expr::Binary(BinaryOp::Mul, g, per_group),
-                None,
-            );
-            let jb = lw.emit(tb, DType::I64, Expr::Binary(BinaryOp::Sub, t, g_cols), None);
+            let g = lw.i64_binary(tb, BinaryOp::Div, t, per_group);
+            let g_cols = lw.mul(tb, g, per_group);
+            let jb = lw.i64_binary(tb, BinaryOp::Sub, t, g_cols);
             let j0 = i64_op(lw, tb, BinaryOp::Shl, jb, nr_log);
             let first = i64_op(lw, tb, BinaryOp::Shl, g, ROW_GROUP_LOG);
-            let left = lw.emit(
-                tb,
-                DType::I64,
-                Expr::Binary(BinaryOp::Sub, row_blocks, first),
-                None,
-            );
+            let left = lw.i64_binary(tb, BinaryOp::Sub, row_blocks, first);
             let group = lw.i64_const(tb, 1 << ROW_GROUP_LOG);
-            let count = lw.emit(
-                tb,
-                DType::I64,
-                Expr::Binary(BinaryOp::Min, left, group),
-                None,
-            );
+            let count = lw.i64_binary(tb, BinaryOp::Min, left, group);
             let is_last = lw.emit(tb, DType::Bool, Expr::Compare(CmpOp::Eq, g, last), None);
             let rest = lw.emit(tb, DType::I64, Expr::Select(is_last, m_rest, zero), None);
             let full = Extent::Fixed(u64::from(nr));
@@ -569,12 +534,7 @@ impl Lowerer<'_> {
                 let mut zb = Vec::new();
                 let zero = self.emit(&mut zb, dtype, Expr::Const(Scalar::zero(dtype)), None);
                 let first = self.i64_const(&mut zb, c as i64);
-                let col = self.emit(
-                    &mut zb,
-                    DType::I64,
-                    Expr::Binary(BinaryOp::Add, first, z),
-                    None,
-                );
+                let col = self.i64_binary(&mut zb, BinaryOp::Add, first, z);
                 let to = self.flat(&mut zb, None, &[k, col], &view.strides);
                 zb.push(Stmt::Store(packed, Some(to), zero));
                 kb.push(Stmt::loop_of(Extent::Fixed(u64::from(nr) - c), z, zb));

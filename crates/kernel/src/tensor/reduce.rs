@@ -5,7 +5,7 @@ use super::{Loc, View};
 use crate::lower::{step_op, Lowerer};
 use crate::{Expr, Extent, Reg, Stmt};
 use kiln_ir::entities::Value;
-use kiln_ir::op::{BinaryOp, ReduceOp};
+use kiln_ir::op::{BinaryOp, CmpOp, ReduceOp};
 use kiln_ir::scalar::Scalar;
 use kiln_ir::semantics::reduce_identity;
 use kiln_ir::types::{DType, Dim, Shape};
@@ -339,12 +339,7 @@ impl Lowerer<'_> {
                     let key = key_of(lw, b, x);
                     let next = lw.emit(b, key_ty, Expr::Binary(step, acc, key), None);
                     let flag = flag.map(|f| {
-                        let nan = lw.emit(
-                            b,
-                            DType::Bool,
-                            Expr::Compare(kiln_ir::op::CmpOp::Ne, x, x),
-                            None,
-                        );
+                        let nan = lw.emit(b, DType::Bool, Expr::Compare(CmpOp::Ne, x, x), None);
                         let nan = lw.emit(b, DType::I32, Expr::Cast(DType::I32, nan), None);
                         lw.emit(b, DType::I32, Expr::Binary(BinaryOp::BOr, f, nan), None)
                     });
@@ -352,8 +347,7 @@ impl Lowerer<'_> {
                 };
             let start = lw.emit(body, dtype, Expr::Const(identity), None);
             let start = key_of(lw, body, start);
-            let no = lw.i64_const(body, 0);
-            let no = lw.emit(body, DType::I32, Expr::Cast(DType::I32, no), None);
+            let no = lw.emit(body, DType::I32, Expr::Const(Scalar::I32(0)), None);
             let l = lw.new_reg(DType::I64, Some("lane"));
             let mut init = vec![Stmt::Store(lanes, Some(l), start)];
             if let Some(n) = nans {
@@ -367,18 +361,8 @@ impl Lowerer<'_> {
             );
             let mut lb = Vec::new();
             let width = lw.i64_const(&mut lb, LANES as i64);
-            let base = lw.emit(
-                &mut lb,
-                DType::I64,
-                Expr::Binary(BinaryOp::Mul, c, width),
-                None,
-            );
-            let col = lw.emit(
-                &mut lb,
-                DType::I64,
-                Expr::Binary(BinaryOp::Add, base, l),
-                None,
-            );
+            let base = lw.mul(&mut lb, c, width);
+            let col = lw.i64_binary(&mut lb, BinaryOp::Add, base, l);
             let acc = lw.emit(&mut lb, key_ty, Expr::Load(lanes, l), None);
             let flag = nans.map(|n| lw.emit(&mut lb, DType::I32, Expr::Load(n, l), None));
             let (next, flag) = fold(lw, &mut lb, col, (acc, flag));
@@ -394,12 +378,7 @@ impl Lowerer<'_> {
             let r = lw.new_reg(DType::I64, Some("c"));
             let mut rb = Vec::new();
             let first = lw.i64_const(&mut rb, (extent / LANES * LANES) as i64);
-            let col = lw.emit(
-                &mut rb,
-                DType::I64,
-                Expr::Binary(BinaryOp::Add, first, r),
-                None,
-            );
+            let col = lw.i64_binary(&mut rb, BinaryOp::Add, first, r);
             let acc = lw.emit(&mut rb, key_ty, Expr::Var(acc_var), None);
             let flag = float.then(|| lw.emit(&mut rb, DType::I32, Expr::Var(nan_var), None));
             let (next, flag) = fold(lw, &mut rb, col, (acc, flag));
@@ -428,13 +407,7 @@ impl Lowerer<'_> {
                 let back = key_of_int(lw, body, key_ty, key, bits);
                 let value = lw.emit(body, dtype, Expr::Bitcast(dtype, back), None);
                 let flag = lw.emit(body, DType::I32, Expr::Var(nan_var), None);
-                let zero = lw.emit(body, DType::I32, Expr::Const(Scalar::I32(0)), None);
-                let any = lw.emit(
-                    body,
-                    DType::Bool,
-                    Expr::Compare(kiln_ir::op::CmpOp::Ne, flag, zero),
-                    None,
-                );
+                let any = lw.emit(body, DType::Bool, Expr::Compare(CmpOp::Ne, flag, no), None);
                 let nan = lw.emit(body, dtype, Expr::Const(nan_of(dtype)), None);
                 lw.emit(body, dtype, Expr::Select(any, nan, value), None)
             } else {

@@ -111,12 +111,7 @@ impl Lowerer<'_> {
                 lw.new_reg(DType::I64, Some("i1")),
             );
             let mut jb = Vec::new();
-            let i = lw.emit(
-                &mut jb,
-                DType::I64,
-                Expr::Binary(BinaryOp::Add, first, j),
-                None,
-            );
+            let i = lw.i64_binary(&mut jb, BinaryOp::Add, first, j);
             let from = lw.view_index(&mut jb, src, &[Some(i), Some(c)]);
             let x = lw.emit(&mut jb, dtype, Expr::Load(src.param, from), None);
             let to = lw.view_index(&mut jb, &dest, &[Some(c), Some(i)]);
@@ -128,12 +123,7 @@ impl Lowerer<'_> {
             let b = self.new_reg(DType::I64, Some("rb"));
             let mut bb = Vec::new();
             let width = self.i64_const(&mut bb, BLOCK as i64);
-            let first = self.emit(
-                &mut bb,
-                DType::I64,
-                Expr::Binary(BinaryOp::Mul, b, width),
-                None,
-            );
+            let first = self.mul(&mut bb, b, width);
             block(self, &mut bb, first, BLOCK);
             out.push(Stmt::loop_of(Extent::Fixed(m / BLOCK), b, bb));
         }
@@ -221,7 +211,12 @@ impl Lowerer<'_> {
     }
 
     pub(super) fn mul(&mut self, out: &mut Vec<Stmt>, a: Reg, b: Reg) -> Reg {
-        self.emit(out, DType::I64, Expr::Binary(BinaryOp::Mul, a, b), None)
+        self.i64_binary(out, BinaryOp::Mul, a, b)
+    }
+
+    /// `op(a, b)` of two `i64` registers (index arithmetic).
+    pub(super) fn i64_binary(&mut self, out: &mut Vec<Stmt>, op: BinaryOp, a: Reg, b: Reg) -> Reg {
+        self.emit(out, DType::I64, Expr::Binary(op, a, b), None)
     }
 
     /// `acc + term`, or `term` when there is no `acc` yet.
