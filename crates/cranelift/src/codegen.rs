@@ -185,6 +185,13 @@ pub(crate) struct FunctionCx<'a, M: Module> {
     /// The kernel's registers of the constant 1 (`vector::ones`), found at
     /// the first loop the vectorizer looks at.
     ones: Option<HashSet<Reg>>,
+    /// In the outer loop of a [`vector::Promotion`]: the promotion, until
+    /// its inner loop is translated.
+    promotion: Option<vector::Promotion>,
+    /// The variables holding each promoted buffer's vectors.
+    pub(crate) promoted: HashMap<ParamIdx, Vec<Variable>>,
+    /// Which of them the unrolled copy being translated uses.
+    pub(crate) promoted_at: usize,
 }
 
 impl<'a, M: Module> FunctionCx<'a, M> {
@@ -211,6 +218,9 @@ impl<'a, M: Module> FunctionCx<'a, M> {
             consts: HashMap::new(),
             bases: HashMap::new(),
             ones: None,
+            promotion: None,
+            promoted: HashMap::new(),
+            promoted_at: 0,
         }
     }
 
@@ -350,20 +360,33 @@ impl<'a, M: Module> FunctionCx<'a, M> {
         iterations: Iterations,
         ret: &mut Option<ir::Value>,
     ) -> CodegenResult<()> {
+        if let Some(promotion) = self.promotion.take_if(|p| p.inner == row) {
+            return self.codegen_unrolled(&promotion, body);
+        }
         let n = self.codegen_extent(extent);
-        let plan = match self.vectorize {
-            // Rows in vectors need rows that do not depend on each other.
-            Some(routines) if iterations == Iterations::Independent => {
-                let kernel = self.kernel;
+        let kernel = self.kernel;
+        let (plan, promotion) = match self.vectorize {
+            Some(routines) => {
                 let one = self.ones.get_or_insert_with(|| {
                     let mut one = HashSet::new();
                     vector::ones(&kernel.body, &mut one);
                     one
                 });
-                vector::plan(kernel, row, body, routines, one)
+                // Rows in vectors need rows that do not depend on each other.
+                let plan = (iterations == Iterations::Independent)
+                    .then(|| vector::plan(kernel, row, body, routines, one))
+                    .flatten();
+                let promotion = vector::promotion(kernel, body, routines, one);
+                (plan, promotion)
             }
-            _ => None,
+            None => (None, None),
         };
+        // Rows an inner loop updates in place, in registers across this one.
+        let promoted = promotion.as_ref().map(|p| {
+            self.load_promoted(p);
+            p.buffers.clone()
+        });
+        self.promotion = promotion;
         let start = match plan {
             // Vectors first; the scalar loop runs what they leave (the last
             // `n % lanes` rows), if anything.
@@ -394,6 +417,9 @@ impl<'a, M: Module> FunctionCx<'a, M> {
         self.bcx.seal_block(body_block);
         self.bcx.switch_to_block(exit);
         self.bcx.seal_block(exit);
+        if let Some(buffers) = promoted {
+            self.store_promoted(&buffers);
+        }
         Ok(())
     }
 

@@ -35,9 +35,10 @@ impl Backend for Cranelift {
         "cranelift"
     }
 
-    /// Matmuls in panels (`LowerOptions::panels`: its vectorizer runs the
-    /// columns in 128-bit vectors, 2.3× the scalar 4×2 register tiles it
-    /// had before, docs/performance.md), and transcendentals as calls (`LowerOptions::libm_calls`), which a vector
+    /// Matmuls in panels of 32-byte rows (`LowerOptions::panels`: 4 rows ×
+    /// two 128-bit vectors, eight sums the vectorizer keeps in registers
+    /// across `k`, [`vector::Promotion`]; wider panels spill them,
+    /// docs/performance.md), and transcendentals as calls (`LowerOptions::libm_calls`), which a vector
     /// loop makes to kiln's vector math routines where they are faster
     /// ([`vmath`]: the inline math, compiled once per process; `f32`
     /// functions) and otherwise to the `libm` crate (one call measured
@@ -47,7 +48,7 @@ impl Backend for Cranelift {
     fn lower_options(&self) -> LowerOptions {
         LowerOptions {
             packed_bools: false,
-            panels: Some(256),
+            panels: Some(32),
             libm_calls: true,
         }
     }

@@ -35,7 +35,7 @@ use cranelift_codegen::ir::{
 };
 use cranelift_module::{Linkage, Module};
 use kiln_ir::{BinaryOp, CmpOp, DType, EntityRef, Scalar, UnaryOp};
-use kiln_kernel::{Expr, Kernel, MathCall, MathFn, ParamIdx, Reg, Stmt};
+use kiln_kernel::{Expr, Extent, Iterations, Kernel, MathCall, MathFn, Param, ParamIdx, Reg, Stmt};
 use std::collections::{HashMap, HashSet};
 
 /// The vector math routines a kernel may call: for each function and dtype,
@@ -215,6 +215,124 @@ pub(crate) fn plan(
     (contiguous && (2..=4).contains(&lanes)).then_some(Plan { lanes, shape })
 }
 
+/// The most vectors a loop keeps in registers across its iterations
+/// ([`promotion`]): x86-64's 16 `xmm` registers less room for the operands
+/// (a matmul panel's broadcasts and its row of `b`).
+const MAX_PROMOTED: usize = 12;
+
+/// A loop whose one inner loop reads, updates and writes back whole rows of
+/// scratch buffers, `acc[j] = f(acc[j], …)` (a matmul panel's `k` loop over
+/// its block of sums): those rows stay in vector registers across the outer
+/// loop's iterations, loaded before it and stored after it, and the inner
+/// loop runs unrolled on them. Cranelift keeps no vector in a register from
+/// one loop iteration to the next by itself; its SSA variables do.
+///
+/// The same operations in the same order on the same values: only where
+/// the values wait between iterations changes. Valid because nothing else
+/// in the outer loop touches those buffers, and a scratch buffer is its
+/// kernel's own (no other parameter points into it, docs/abi.md).
+pub(crate) struct Promotion {
+    /// The inner loop's row register.
+    pub(crate) inner: Reg,
+    /// How the inner loop runs in vectors.
+    pub(crate) plan: Plan,
+    /// Its rows: a multiple of the plan's lanes.
+    pub(crate) width: u64,
+    /// The buffers kept in registers, with their element dtype.
+    pub(crate) buffers: Vec<(ParamIdx, DType)>,
+}
+
+/// Whether `stmt` reads or writes `param`, in its loops too.
+fn touches(stmt: &Stmt, param: ParamIdx) -> bool {
+    match stmt {
+        Stmt::Let(_, Expr::Load(p, _) | Expr::LoadBit(p, _) | Expr::Input(p)) => *p == param,
+        Stmt::Store(p, ..) | Stmt::StoreCount(p, _) => *p == param,
+        Stmt::KeepRow { sel, .. } => *sel == param,
+        Stmt::Loop { body, .. } => body.iter().any(|s| touches(s, param)),
+        _ => false,
+    }
+}
+
+/// The [`Promotion`] of an outer loop's `body`, if it has one: exactly one
+/// inner loop, of a fixed extent the vectorizer takes whole, in which
+/// scratch buffers are loaded and stored at its row itself and nowhere else
+/// in `body`.
+pub(crate) fn promotion(
+    kernel: &Kernel,
+    body: &[Stmt],
+    routines: &Routines,
+    one: &HashSet<Reg>,
+) -> Option<Promotion> {
+    let mut loops = body.iter().filter_map(|s| match s {
+        Stmt::Loop {
+            extent: Extent::Fixed(width),
+            row,
+            body,
+            iterations: Iterations::Independent,
+        } => Some((*width, *row, body)),
+        _ => None,
+    });
+    let (width, inner, inner_body) = loops.next()?;
+    let loop_count = body
+        .iter()
+        .filter(|s| matches!(s, Stmt::Loop { .. }))
+        .count();
+    if loop_count != 1 {
+        return None;
+    }
+    let plan = plan(kernel, inner, inner_body, routines, one)?;
+    if width == 0 || width % u64::from(plan.lanes) != 0 {
+        return None;
+    }
+    let at_row = |p: ParamIdx| {
+        let mut loaded = false;
+        let mut stored = false;
+        for stmt in inner_body {
+            match stmt {
+                Stmt::Let(_, Expr::Load(q, idx)) if *q == p => {
+                    if *idx != inner {
+                        return false;
+                    }
+                    loaded = true;
+                }
+                Stmt::Let(_, Expr::LoadBit(q, _)) if *q == p => return false,
+                Stmt::Store(q, idx, _) if *q == p => {
+                    if *idx != Some(inner) {
+                        return false;
+                    }
+                    stored = true;
+                }
+                _ => {}
+            }
+        }
+        loaded && stored
+    };
+    let outside = |p: ParamIdx| {
+        body.iter()
+            .filter(|s| !matches!(s, Stmt::Loop { .. }))
+            .any(|s| touches(s, p))
+    };
+    let mut buffers = Vec::new();
+    for stmt in inner_body {
+        let Stmt::Store(p, _, _) = stmt else { continue };
+        let Some(Param::Scratch { dtype, .. }) = kernel.params.get(p.index()) else {
+            continue;
+        };
+        let fits = *dtype != DType::Bool && max_lanes(*dtype) == plan.lanes;
+        let new = !buffers.iter().any(|b: &(ParamIdx, DType)| b.0 == *p);
+        if fits && new && at_row(*p) && !outside(*p) {
+            buffers.push((*p, *dtype));
+        }
+    }
+    let vectors = buffers.len() * (width / u64::from(plan.lanes)) as usize;
+    (vectors > 0 && vectors <= MAX_PROMOTED).then_some(Promotion {
+        inner,
+        plan,
+        width,
+        buffers,
+    })
+}
+
 /// The buffers of a loop whose every load and store is at `row` itself (no
 /// offset, no bitmap) and that reads no buffer it writes, each with its
 /// element dtype and whether it is read (else written): the loops
@@ -300,6 +418,57 @@ impl<M: Module> FunctionCx<'_, M> {
         self.bcx.switch_to_block(exit);
         self.bcx.seal_block(exit);
         Ok(Some(end))
+    }
+
+    /// A [`Promotion`]'s rows loaded into variables, before its outer loop.
+    pub(crate) fn load_promoted(&mut self, promotion: &Promotion) {
+        let lanes = u64::from(promotion.plan.lanes);
+        for &(p, dtype) in &promotion.buffers {
+            let ty = vector_of(dtype);
+            let base = self.arg(p);
+            let vars = (0..promotion.width / lanes)
+                .map(|v| {
+                    let var = self.bcx.declare_var(ty);
+                    let offset = (v * lanes) as i32 * dtype.size_bytes() as i32;
+                    let value = self.bcx.ins().load(ty, UNALIGNED, base, offset);
+                    self.bcx.def_var(var, value);
+                    var
+                })
+                .collect();
+            self.promoted.insert(p, vars);
+        }
+    }
+
+    /// A [`Promotion`]'s rows stored back from their variables, after its
+    /// outer loop.
+    pub(crate) fn store_promoted(&mut self, promotion: &[(ParamIdx, DType)]) {
+        for &(p, dtype) in promotion {
+            let vars = self.promoted.remove(&p).expect("loaded before the loop");
+            let base = self.arg(p);
+            let step = vector_of(dtype).bytes() as i32;
+            for (v, var) in vars.into_iter().enumerate() {
+                let value = self.bcx.use_var(var);
+                self.bcx
+                    .ins()
+                    .store(UNALIGNED, value, base, v as i32 * step);
+            }
+        }
+    }
+
+    /// A [`Promotion`]'s inner loop, unrolled: its body once per vector of
+    /// its rows, on the promoted buffers' variables.
+    pub(crate) fn codegen_unrolled(
+        &mut self,
+        promotion: &Promotion,
+        body: &[Stmt],
+    ) -> CodegenResult<()> {
+        let lanes = u64::from(promotion.plan.lanes);
+        for v in 0..promotion.width / lanes {
+            let first = self.bcx.ins().iconst(types::I64, (v * lanes) as i64);
+            self.promoted_at = v as usize;
+            self.vector_body(promotion.inner, body, &promotion.plan, first)?;
+        }
+        Ok(())
     }
 
     /// For each lane k of a column of `n < lanes` rows, the row it copies:
@@ -469,6 +638,13 @@ impl<M: Module> FunctionCx<'_, M> {
     }
 
     fn vector_let(&mut self, reg: Reg, expr: &Expr, shape: &Shape) -> CodegenResult<()> {
+        if let Expr::Load(p, _) = expr {
+            if let Some(vars) = self.promoted.get(p) {
+                let value = self.bcx.use_var(vars[self.promoted_at]);
+                self.vregs.insert(reg, value);
+                return Ok(());
+            }
+        }
         let dtype = self.kernel.reg_type(reg);
         if shape.unit.contains(&reg) {
             // row + offset, or row * 1: kept as its first lane's scalar.
@@ -963,6 +1139,11 @@ impl<M: Module> FunctionCx<'_, M> {
     }
 
     fn vector_store(&mut self, p: ParamIdx, idx: Reg, value: Reg) -> CodegenResult<()> {
+        if let Some(var) = self.promoted.get(&p).map(|vars| vars[self.promoted_at]) {
+            let v = self.vreg(value);
+            self.bcx.def_var(var, v);
+            return Ok(());
+        }
         let dtype = self.kernel.reg_type(value);
         let first = self
             .unit
