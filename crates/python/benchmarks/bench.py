@@ -51,6 +51,12 @@ mean anything on a noisy machine).
   `KILN_BENCH_THREADS=1,4,16` (default `1,2`) sets the thread counts,
   `scaling NAME...` picks models (default ResNet-50, ViT-B/16, BERT).
 
+- tiers: the Cranelift tier against the LLVM tier, one thread: 512³ f32
+  matmul (GFLOP/s, torch's beside them), then each model of the zoo
+  through torch.compile(backend="kiln") on both tiers against eager,
+  median of 5 interleaved calls; no inductor. `tiers NAME...` picks
+  models.
+
 - transformer-ops: a transformer's parts one at a time through
   torch.compile(backend="kiln") on both JIT tiers against eager, one thread
   (softmax of [1, 12, 197, 197], LayerNorm(768) of [1, 197, 768], GELU of
@@ -418,6 +424,49 @@ def scaling(names=()):
                      kiln_llvm_ms=round(kiln_ms, 2), vs_eager=round(kiln_ms / eager, 3))
 
 
+def tiers(names=()):
+    import warnings
+
+    import torch
+    import torch._dynamo
+
+    sys.path.insert(0, str(ROOT / "crates" / "python" / "tests"))
+    from models import ZOO, output_tensor
+
+    warnings.simplefilter("ignore")
+    torch.set_num_threads(1)
+    kiln.set_num_threads(1)
+    src = "def f(a: f32[512, 512], b: f32[512, 512]):\n    return a @ b\n"
+    rng = np.random.default_rng(0)
+    a, b = rng.random((512, 512), dtype=np.float32), rng.random((512, 512), dtype=np.float32)
+    ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+    fs = [kiln.compile(src, tier=t) for t in ("cranelift", "llvm")]
+    for f in fs:
+        f(a=a, b=b)
+    times = interleaved([lambda f=f: f(a=a, b=b) for f in fs] + [lambda: ta @ tb], 15)
+    cl, ll, tt = (2 * 512**3 / statistics.median(ts) / 1e9 for ts in times)
+    emit(workload="matmul-512x512x512", cranelift_gflops=round(cl, 1), llvm_gflops=round(ll, 1),
+         torch_gflops=round(tt, 1))
+    for name in names or list(ZOO):
+        build, inputs = ZOO[name]
+        model, x = build(), inputs()
+        with torch.no_grad():
+            want = output_tensor(model(*x))
+            runs = []
+            for tier in ("cranelift", "llvm"):
+                torch._dynamo.reset()
+                f = torch.compile(model, backend="kiln", options={"tier": tier})
+                got = output_tensor(f(*x))
+                error = (got - want).abs().max().item() / want.abs().max().item()
+                assert error <= 1e-5, f"{name} on {tier}: error {error:.2g} of the output's scale"
+                runs.append(f)
+            times = interleaved([lambda: model(*x)] + [lambda f=f: f(*x) for f in runs], 5)
+            eager, cl, ll = (statistics.median(ts) * 1e3 for ts in times)
+            emit(workload=name, eager_ms=round(eager, 1), cranelift_ms=round(cl, 1),
+                 llvm_ms=round(ll, 1), cranelift_vs_llvm=round(cl / ll, 2),
+                 llvm_vs_eager=round(ll / eager, 3))
+
+
 def transformer_ops():
     import warnings
 
@@ -661,6 +710,8 @@ if __name__ == "__main__":
         compile_times(which[1:])
     elif which[0] == "scaling":
         scaling(which[1:])
+    elif which[0] == "tiers":
+        tiers(which[1:])
     else:
         for w in which:
             {"scalar": scalar, "population": population, "query": query, "torch": torch_mlp,
