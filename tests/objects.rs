@@ -455,6 +455,7 @@ fn check_target(target: &str, cc: &str, runner: Option<&str>, object: &ObjectFn)
         let options = kiln::kernel::LowerOptions {
             packed_bools: case.packed,
             panels: Some(256),
+            conv_panels: true,
             // Objects carry kiln's inline math, as `kiln::aot` makes them.
             libm_calls: false,
         };

@@ -38,7 +38,9 @@ impl Backend for Cranelift {
     /// Matmuls in panels of 32-byte rows (`LowerOptions::panels`: 4 rows ×
     /// two 128-bit vectors, eight sums the vectorizer keeps in registers
     /// across `k`, [`vector::Promotion`]; wider panels spill them,
-    /// docs/performance.md), and transcendentals as calls (`LowerOptions::libm_calls`), which a vector
+    /// docs/performance.md); convolutions as wide-row taps (`conv_panels`
+    /// off: its panels ran 3×3 convolutions at 7×7 to 28×28 up to 15 %
+    /// slower and the 7×7 one 1.8× slower); and transcendentals as calls (`LowerOptions::libm_calls`), which a vector
     /// loop makes to kiln's vector math routines where they are faster
     /// ([`vmath`]: the inline math, compiled once per process; `f32`
     /// functions) and otherwise to the `libm` crate (one call measured
@@ -49,6 +51,7 @@ impl Backend for Cranelift {
         LowerOptions {
             packed_bools: false,
             panels: Some(32),
+            conv_panels: false,
             libm_calls: true,
         }
     }

@@ -254,7 +254,14 @@ impl Gen<'_, '_> {
             } else {
                 1
             };
-            let out = groups * self.u.int_in_range(1..=3u64)?;
+            // Now and then 8 or more output channels a group, which the
+            // JIT tiers run as matmul panels over the taps.
+            let per_group = if self.u.ratio(1u8, 4u8)? {
+                self.u.int_in_range(8..=10u64)?
+            } else {
+                self.u.int_in_range(1..=3u64)?
+            };
+            let out = groups * per_group;
             let k = pair(self.u, 1, 3)?;
             let w = self.tensor_const(
                 dtype,

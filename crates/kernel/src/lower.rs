@@ -42,6 +42,8 @@ pub(super) struct Lowerer<'a> {
     pub(super) output_params: Vec<ParamIdx>,
     /// [`LowerOptions::panels`].
     pub(super) panels: Option<u32>,
+    /// [`LowerOptions::conv_panels`].
+    pub(super) conv_panels: bool,
     /// [`LowerOptions::libm_calls`].
     pub(super) libm_calls: bool,
 }
@@ -90,6 +92,14 @@ pub struct LowerOptions {
     /// vectors where it has 32 vector registers (256 bytes for AVX-512),
     /// 4 × 2 where it has 16 (64 bytes for AVX2). It never changes the bits.
     pub panels: Option<u32>,
+    /// With [`Self::panels`], compute a `conv2d` with 8 or more output
+    /// channels a group in panels too: the weights as `a`, the input's
+    /// taps as the rows of an implicit `b` (`tensor::window`), `k` the
+    /// (input channel, kernel row, kernel column) order of its sum. Else
+    /// as wide-row taps accumulated in memory, each input load shared by a
+    /// block of output channels. The same bits either way; a backend
+    /// chooses by measurement (docs/performance.md).
+    pub conv_panels: bool,
     /// Keep transcendentals as calls by their C names ([`crate::libcalls`])
     /// instead of inline math ([`crate::math`]): for an in-process JIT that
     /// binds the names to the `libm` crate and does not vectorize, where one
@@ -148,6 +158,7 @@ pub fn lower(verified: &Verified, options: &LowerOptions) -> Result<Kernel, Lowe
         input_params: Vec::new(),
         output_params: Vec::new(),
         panels: options.panels,
+        conv_panels: options.conv_panels,
         libm_calls: options.libm_calls,
     };
     lw.params(options);

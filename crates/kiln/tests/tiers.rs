@@ -404,6 +404,10 @@ fn matmuls_of_every_shape_agree_with_the_interpreter_bit_for_bit() {
         (259, 2, 9),
         (10, 40, 70),
         (17, 64, 90),
+        // Past 256 steps of `k`: in `k` blocks, the sums waiting in the
+        // destination between them (a last block of 44, of 1).
+        (9, 300, 70),
+        (70, 513, 20),
     ];
     use kiln::DType::{F32, F64, I32, I64};
     for (dtype, dt) in [("f32", F32), ("f64", F64), ("i32", I32), ("i64", I64)] {
@@ -432,6 +436,92 @@ fn matmuls_of_every_shape_agree_with_the_interpreter_bit_for_bit() {
                                 engine.name()
                             );
                         }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A convolution of the given geometry and dtype, with a per-channel bias
+/// and ReLU as its epilogue: `(n, c_in, c_out, groups, [h, w], [kh, kw],
+/// stride, [top, bottom, left, right], dilation)`.
+#[allow(clippy::type_complexity)]
+fn conv_text(
+    dtype: &str,
+    (n, ci, co, groups, [h, w], [kh, kw], [sh, sw], [t, b, l, r], [dh, dw]): (
+        u64,
+        u64,
+        u64,
+        u64,
+        [u64; 2],
+        [u64; 2],
+        [u64; 2],
+        [u64; 4],
+        [u64; 2],
+    ),
+) -> (String, [u64; 3]) {
+    let oh = (h + t + b - dh * (kh - 1) - 1) / sh + 1;
+    let ow = (w + l + r - dw * (kw - 1) - 1) / sw + 1;
+    let text = format!(
+        "graph \"conv\"\nv0: {dtype}[{n}, {ci}, {h}, {w}] = input \"x\"\n\
+         v1: {dtype}[{co}, {}, {kh}, {kw}] = input \"w\"\n\
+         v2: {dtype}[{n}, {co}, {oh}, {ow}] = conv2d v0, v1 stride [{sh}, {sw}] pad [{t}, {b}, {l}, {r}] dilation [{dh}, {dw}] groups {groups}\n\
+         v3: {dtype}[{co}, 1, 1] = input \"b\"\n\
+         v4: {dtype}[{n}, {co}, {oh}, {ow}] = add v2, v3\n\
+         v5: {dtype} = const 0\n\
+         v6: {dtype}[{n}, {co}, {oh}, {ow}] = max v4, v5\n\
+         output \"y\" = v6\noutput \"raw\" = v2\n",
+        ci / groups
+    );
+    (text, [n * ci * h * w, co * (ci / groups) * kh * kw, co])
+}
+
+#[test]
+fn convolutions_as_matmul_panels_agree_with_the_interpreter_bit_for_bit() {
+    // Enough output channels per group (8 and more) that the LLVM tier runs
+    // the convolution as matmul panels over its taps (`conv2d_panels`):
+    // 1×1, 3×3 and 7×7 kernels, strides, dilations, asymmetric padding,
+    // groups, a batch of 2, channel counts past the 4-row blocks, planes
+    // below, at and past a panel's columns, `k` blocks; with the bias +
+    // ReLU epilogue and without (the convolution stored on its own). Each
+    // element folds its taps in (input channel, kernel row, kernel column)
+    // order.
+    let shapes = [
+        (1, 3, 8, 1, [9, 9], [3, 3], [1, 1], [1, 1, 1, 1], [1, 1]),
+        (2, 5, 12, 1, [6, 7], [1, 1], [1, 1], [0, 0, 0, 0], [1, 1]),
+        (1, 3, 9, 1, [16, 14], [7, 7], [2, 2], [3, 3, 3, 3], [1, 1]),
+        (2, 4, 16, 2, [11, 5], [3, 2], [2, 1], [1, 0, 2, 1], [2, 1]),
+        (1, 6, 10, 1, [3, 3], [3, 3], [1, 1], [1, 1, 1, 1], [1, 1]),
+        (1, 2, 24, 1, [20, 17], [3, 3], [1, 2], [0, 1, 1, 0], [1, 1]),
+        (1, 16, 8, 1, [1, 1], [1, 1], [1, 1], [0, 0, 0, 0], [1, 1]),
+        // More taps than a `k` block holds: blocks of 28 input channels of
+        // 9 taps (252 steps), and of 256 channels of one tap.
+        (1, 40, 8, 1, [5, 6], [3, 3], [1, 1], [1, 1, 1, 1], [1, 1]),
+        (2, 600, 9, 1, [3, 2], [1, 1], [1, 1], [0, 0, 0, 0], [1, 1]),
+    ];
+    use kiln::DType::{F32, F64, I32};
+    for (dtype, dt) in [("f32", F32), ("f64", F64), ("i32", I32)] {
+        for &shape in &shapes {
+            let (with_raw, [nx, nw, nb]) = conv_text(dtype, shape);
+            let alone = with_raw.replace("output \"raw\" = v2\n", "");
+            for src in [with_raw, alone] {
+                let graph = kiln::ir::text::parse(&src).expect("parses");
+                let graph = kiln::verify(graph).expect("verifies");
+                let inputs = [values(dt, nx, 1), values(dt, nw, 2), values(dt, nb, 3)];
+                let want = kiln::interp::run(&graph, &inputs).expect("runs");
+                for engine in kiln::engines() {
+                    let program = engine
+                        .compile_dyn(&graph, &CompileOptions::default())
+                        .expect("compiles");
+                    let got = program.run(&inputs).expect("runs");
+                    for (g, w) in got.iter().zip(&want) {
+                        assert!(
+                            g.same_data(w),
+                            "{dtype} {shape:?} outputs={} on {}",
+                            want.len(),
+                            engine.name()
+                        );
                     }
                 }
             }

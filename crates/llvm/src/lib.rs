@@ -88,12 +88,14 @@ impl Backend for Llvm {
         "llvm"
     }
 
-    /// Inline math, and matmuls in panels (`LowerOptions::panels`), which
-    /// LLVM vectorizes into register blocks, as wide as the host's vector
-    /// registers hold ([`target::panel_bytes`]).
+    /// Inline math, and matmuls and convolutions in panels
+    /// (`LowerOptions::panels`, `conv_panels`), which LLVM vectorizes into
+    /// register blocks, as wide as the host's vector registers hold
+    /// ([`target::panel_bytes`]).
     fn lower_options(&self) -> LowerOptions {
         LowerOptions {
             panels: Some(target::host_panel_bytes()),
+            conv_panels: true,
             ..LowerOptions::default()
         }
     }

@@ -67,6 +67,7 @@ impl Backend for Vm {
         LowerOptions {
             packed_bools: false,
             panels: None,
+            conv_panels: false,
             libm_calls: true,
         }
     }

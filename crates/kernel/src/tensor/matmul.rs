@@ -25,6 +25,43 @@ const PANEL_ROWS: u32 = 4;
 /// `Linear(768, 3072)`'s `(w @ x.T).T` into 24 groups of rows.
 const ROW_GROUP_LOG: i64 = 5;
 
+/// The most `k` steps a packed panel holds (a convolution's: whole input
+/// channels of taps, at least one): past it, a column block runs in `k`
+/// blocks, each packing its rows, and the sums wait in the destination
+/// between them. A `[k, 64]` f32 panel of 4608 steps (a 3×3 convolution
+/// of 512 channels) is 1.2 MB, past a Zen 5 core's L2: in blocks of 1024
+/// that layer went from 1.67 to 1.38 ms on LLVM. Blocks of 256 cost more
+/// than they saved (Cranelift's 512³ 40 → 27 GFLOP/s, LLVM's `Linear`s a
+/// few per cent), by measurement (docs/performance.md).
+const K_BLOCK: u64 = 1024;
+
+/// The `k` steps one panel folds: all of them (`k0` none), or the block of
+/// `extent` steps from `k0`, whose sums start from the identity the first
+/// time and from what the block before stored in the destination the
+/// rest (`reload`, 0 or 1: how many times the loop reading them back
+/// runs).
+#[derive(Clone, Copy)]
+struct Steps {
+    k0: Option<Reg>,
+    extent: Extent,
+    reload: Option<Reg>,
+}
+
+/// A convolution's `b` as a matmul sees it, never built: row
+/// `k = ic * T + t` (input channel `ic` of the group, tap `t` of the
+/// kernel's `T` in row-major order) of batch rows `(n, g)` is the contiguous run of `src`
+/// from plane `(n, g * per_group + ic)`'s start plus `shifts[t]`: the
+/// wide rows a tap reads ([`super::window`]). Packing a column block
+/// copies those runs.
+pub(super) struct ConvTaps {
+    /// The convolution's zero-padded input in stride phases, `[n, c, .., ..]`.
+    pub(super) src: View,
+    /// Input channels per group.
+    pub(super) per_group: u64,
+    /// Where each tap starts reading within a plane.
+    pub(super) shifts: Vec<i64>,
+}
+
 impl Lowerer<'_> {
     /// `dest = a @ b`: for every result element, a sum over `k` in order from
     /// the identity, `acc = fma(a, b, acc)` (docs/semantics.md).
@@ -85,7 +122,7 @@ impl Lowerer<'_> {
         );
         if let (true, true, Some(bytes)) = (a_mat, b_mat, self.panels) {
             let strides = [a_batch, vec![a_i, a_k], b_batch, vec![b_k, b_j]];
-            self.matmul_panels(out, (av, bv, d), &strides, bytes, epi, dtype);
+            self.matmul_panels(out, (av, bv, d), &strides, bytes, epi, dtype, None);
             return;
         }
         debug_assert!(epi.is_none() || b_mat, "epilogues need a matrix b");
@@ -197,7 +234,8 @@ impl Lowerer<'_> {
     /// column blocks; the columns past the last full block are one padded
     /// block (a fixed `n`) or a block of their own width. Every element
     /// folds in `k` order from the identity.
-    fn matmul_panels(
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn matmul_panels(
         &mut self,
         out: &mut Vec<Stmt>,
         (a, b, d): (&View, &View, &View),
@@ -205,6 +243,7 @@ impl Lowerer<'_> {
         bytes: u32,
         epi: Option<Epilogue<'_>>,
         dtype: DType,
+        taps: Option<&ConvTaps>,
     ) {
         let dims = d.dims.clone();
         let batch = dims.len() - 2;
@@ -235,13 +274,27 @@ impl Lowerer<'_> {
         // whole row of `b` apart, often a power of two of bytes, and such
         // strides fall into a handful of cache sets.
         let pack = match m_dim {
+            _ if taps.is_some() => true,
             Dim::Fixed(m) => m > u64::from(PANEL_ROWS),
             Dim::Sym(_) => true,
         };
+        // k blocks where the panel would outgrow the caches: `kc` steps
+        // (a multiple of a convolution's taps).
+        let kc = match (&k_dim, taps) {
+            _ if !pack => None,
+            (Dim::Fixed(k), Some(taps)) => {
+                let t = taps.shifts.len() as u64;
+                let block = (K_BLOCK / t).max(1) * t;
+                (*k > block).then_some(block)
+            }
+            (Dim::Fixed(k), None) => (*k > K_BLOCK).then_some(K_BLOCK),
+            (Dim::Sym(_), _) => Some(K_BLOCK),
+        };
+        let panel_rows = kc.map_or(k_dim.clone(), Dim::Fixed);
         let packed = pack.then(|| {
             self.param(Param::Scratch {
                 dtype,
-                shape: vec![k_dim.clone(), Dim::Fixed(u64::from(nr))],
+                shape: vec![panel_rows.clone(), Dim::Fixed(u64::from(nr))],
             })
         });
         let outer = dims[..batch].to_vec();
@@ -266,39 +319,41 @@ impl Lowerer<'_> {
                 Expr::Binary(BinaryOp::Sub, m, m_full),
                 None,
             );
-            // A block of `rows` × `width` columns computed, its first `cols`
-            // stored (`width` is `cols` but for a padded rest block).
+            let ke = lw.extent(&k_dim);
+            let k_total = lw.emit(body, DType::I64, Expr::ExtentValue(ke), None);
+            // The epilogue of a block of rows × `cols` columns from `j0`,
+            // once it is complete, in place.
+            let epilogue = |lw: &mut Self, body: &mut Vec<Stmt>, rows: &[Reg], j0: Reg, cols| {
+                let Some(epi) = epi else { return };
+                let j = lw.new_reg(DType::I64, Some("j"));
+                let mut e_body = Vec::new();
+                let col = lw.i64_binary(&mut e_body, BinaryOp::Add, j0, j);
+                for &i in rows {
+                    let mut at = brows.to_vec();
+                    at.extend([i, col]);
+                    lw.epilogue_at(&mut e_body, epi, d, &at);
+                }
+                body.push(Stmt::loop_of(cols, j, e_body));
+            };
+            // A block of `rows` × `width` columns computed over `steps`, its
+            // first `cols` stored (`width` is `cols` but for a padded rest
+            // block).
             let panel = |lw: &mut Self,
                          body: &mut Vec<Stmt>,
                          (b, b_j0, strides): (&View, Reg, &[Vec<Option<Reg>>; 4]),
                          rows: &[Reg],
                          j0: Reg,
-                         (width, cols): (Extent, Extent)| {
+                         (width, cols): (Extent, Extent),
+                         steps: Steps| {
                 let views = (a, b, d, &acc[..]);
                 let at = (rows, (b_j0, j0), (width, cols));
-                lw.panel(body, views, strides, brows, at, &k_dim, dtype);
-                if let Some(epi) = epi {
-                    // The block is complete: its epilogue, in place.
-                    let j = lw.new_reg(DType::I64, Some("j"));
-                    let mut e_body = Vec::new();
-                    let col = lw.emit(
-                        &mut e_body,
-                        DType::I64,
-                        Expr::Binary(BinaryOp::Add, j0, j),
-                        None,
-                    );
-                    for &i in rows {
-                        let mut at = brows.to_vec();
-                        at.extend([i, col]);
-                        lw.epilogue_at(&mut e_body, epi, d, &at);
-                    }
-                    body.push(Stmt::loop_of(cols, j, e_body));
-                }
+                lw.panel(body, views, strides, brows, at, steps, dtype);
             };
             // Rows of one column block (starting at `j0`, `cols` wide, or
             // with `padded` a block of that width packed with zeros past
             // `cols`): `count` blocks of PANEL_ROWS from block `first`, then
-            // `rest` rows one at a time from `m_full`.
+            // `rest` rows one at a time from `m_full`; in `k` blocks where
+            // the packed panel would outgrow the caches (`kc`).
             let row_loops = |lw: &mut Self,
                              body: &mut Vec<Stmt>,
                              (j0, cols, padded): (Reg, Extent, Option<(u32, ParamIdx)>),
@@ -308,38 +363,91 @@ impl Lowerer<'_> {
                     Some((w, param)) => Some((param, w)),
                     None => packed.map(|param| (param, nr)),
                 };
-                let (b_panel, b_j0, b_strides) = match packing {
-                    Some((param, w)) => {
-                        let view =
-                            lw.pack_panel(body, (b, strides, brows), param, (j0, cols, w), &k_dim);
-                        let zero = lw.i64_const(body, 0);
-                        let mut s = strides.clone();
-                        s[2] = vec![None; batch];
-                        s[3] = view.strides.clone();
-                        (view, zero, s)
-                    }
-                    None => (b.clone(), j0, strides.clone()),
+                // Each row block's and rest row's registers, in `body`.
+                type Each<'e, L> = dyn FnMut(&mut L, &mut Vec<Stmt>, &[Reg]) + 'e;
+                let blocks = |lw: &mut Self, body: &mut Vec<Stmt>, each: &mut Each<'_, Self>| {
+                    let ib = lw.new_reg(DType::I64, Some("ib"));
+                    let mut ib_body = Vec::new();
+                    let block = lw.i64_binary(&mut ib_body, BinaryOp::Add, first, ib);
+                    let top = i64_op(lw, &mut ib_body, BinaryOp::Shl, block, mr_log);
+                    let rows: Vec<Reg> = (0..i64::from(PANEL_ROWS))
+                        .map(|r| i64_op(lw, &mut ib_body, BinaryOp::Add, top, r))
+                        .collect();
+                    each(lw, &mut ib_body, &rows);
+                    body.push(Stmt::loop_of(Extent::Reg(count), ib, ib_body));
+                    let ir = lw.new_reg(DType::I64, Some("ir"));
+                    let mut ir_body = Vec::new();
+                    let i = lw.i64_binary(&mut ir_body, BinaryOp::Add, m_full, ir);
+                    each(lw, &mut ir_body, &[i]);
+                    body.push(Stmt::loop_of(Extent::Reg(rest), ir, ir_body));
                 };
-                let b_at = (&b_panel, b_j0, &b_strides);
-                let ib = lw.new_reg(DType::I64, Some("ib"));
-                let mut ib_body = Vec::new();
-                let block = lw.i64_binary(&mut ib_body, BinaryOp::Add, first, ib);
-                let top = i64_op(lw, &mut ib_body, BinaryOp::Shl, block, mr_log);
-                let rows: Vec<Reg> = (0..i64::from(PANEL_ROWS))
-                    .map(|r| i64_op(lw, &mut ib_body, BinaryOp::Add, top, r))
-                    .collect();
-                panel(lw, &mut ib_body, b_at, &rows, j0, (width, cols));
-                body.push(Stmt::loop_of(Extent::Reg(count), ib, ib_body));
-                let ir = lw.new_reg(DType::I64, Some("ir"));
-                let mut ir_body = Vec::new();
-                let i = lw.emit(
-                    &mut ir_body,
-                    DType::I64,
-                    Expr::Binary(BinaryOp::Add, m_full, ir),
-                    None,
-                );
-                panel(lw, &mut ir_body, b_at, &[i], j0, (width, cols));
-                body.push(Stmt::loop_of(Extent::Reg(rest), ir, ir_body));
+                let pack = |lw: &mut Self,
+                            body: &mut Vec<Stmt>,
+                            (param, w): (ParamIdx, u32),
+                            ks: (Option<Reg>, Extent)| {
+                    let view = match taps {
+                        Some(taps) => lw.pack_taps(body, taps, brows, param, (j0, cols, w), ks),
+                        None => lw.pack_panel(body, (b, strides, brows), param, (j0, cols, w), ks),
+                    };
+                    let zero = lw.i64_const(body, 0);
+                    let mut s = strides.clone();
+                    s[2] = vec![None; batch];
+                    s[3] = view.strides.clone();
+                    (view, zero, s)
+                };
+                let all_k = lw.extent(&k_dim);
+                match (kc, packing) {
+                    (Some(kc), Some(packing)) => {
+                        // k blocks of `kc` steps: each packs its rows of
+                        // the column block, and each row's sums continue
+                        // from where the block before stored them in `d`.
+                        let kc = lw.i64_const(body, kc as i64);
+                        let one = lw.i64_const(body, 1);
+                        let end = lw.i64_binary(body, BinaryOp::Add, k_total, kc);
+                        let end = lw.i64_binary(body, BinaryOp::Sub, end, one);
+                        let k_blocks = lw.i64_binary(body, BinaryOp::Div, end, kc);
+                        let kb = lw.new_reg(DType::I64, Some("kb"));
+                        let mut kb_body = Vec::new();
+                        let kbb = &mut kb_body;
+                        let k0 = lw.mul(kbb, kb, kc);
+                        let left = lw.i64_binary(kbb, BinaryOp::Sub, k_total, k0);
+                        let kn = lw.i64_binary(kbb, BinaryOp::Min, left, kc);
+                        // 0 for the first block, else 1: how many times the
+                        // sums are read back.
+                        let reload = lw.i64_binary(kbb, BinaryOp::Min, kb, one);
+                        let (b_panel, b_j0, b_strides) =
+                            pack(lw, kbb, packing, (Some(k0), Extent::Reg(kn)));
+                        let steps = Steps {
+                            k0: Some(k0),
+                            extent: Extent::Reg(kn),
+                            reload: Some(reload),
+                        };
+                        let b_at = (&b_panel, b_j0, &b_strides);
+                        blocks(lw, kbb, &mut |lw, body, rows| {
+                            panel(lw, body, b_at, rows, j0, (width, cols), steps)
+                        });
+                        body.push(Stmt::loop_of(Extent::Reg(k_blocks), kb, kb_body));
+                        blocks(lw, body, &mut |lw, body, rows| {
+                            epilogue(lw, body, rows, j0, cols)
+                        });
+                    }
+                    _ => {
+                        let (b_panel, b_j0, b_strides) = match packing {
+                            Some(packing) => pack(lw, body, packing, (None, all_k)),
+                            None => (b.clone(), j0, strides.clone()),
+                        };
+                        let steps = Steps {
+                            k0: None,
+                            extent: all_k,
+                            reload: None,
+                        };
+                        let b_at = (&b_panel, b_j0, &b_strides);
+                        blocks(lw, body, &mut |lw, body, rows| {
+                            panel(lw, body, b_at, rows, j0, (width, cols), steps);
+                            epilogue(lw, body, rows, j0, cols);
+                        });
+                    }
+                }
             };
             // The full column blocks, in tiles of up to 2^ROW_GROUP_LOG row
             // blocks × one column block: tile `t` is row group `t /
@@ -386,7 +494,7 @@ impl Lowerer<'_> {
                     let w = left.next_power_of_two().max(vector).min(nr);
                     let param = lw.param(Param::Scratch {
                         dtype,
-                        shape: vec![k_dim.clone(), Dim::Fixed(u64::from(w))],
+                        shape: vec![panel_rows.clone(), Dim::Fixed(u64::from(w))],
                     });
                     let cols = Extent::Fixed(u64::from(left));
                     let rows = (zero, row_blocks, m_rest);
@@ -419,7 +527,7 @@ impl Lowerer<'_> {
         [a_batch, a_ik, b_batch, b_kj]: &[Vec<Option<Reg>>; 4],
         brows: &[Reg],
         (rows, (b_j0, j0), (width, cols)): (&[Reg], (Reg, Reg), (Extent, Extent)),
-        k_dim: &Dim,
+        steps: Steps,
         dtype: DType,
     ) {
         let index = |lw: &mut Self,
@@ -450,13 +558,33 @@ impl Lowerer<'_> {
             init.push(Stmt::Store(row, Some(j), identity));
         }
         body.push(Stmt::loop_of(width, j, init));
+        let d_batch: Vec<Option<Reg>> = d.strides[..brows.len()].to_vec();
+        let d_ij: Vec<Option<Reg>> = d.strides[brows.len()..].to_vec();
+        // A later `k` block: the sums so far, back from `d`.
+        if let Some(reload) = steps.reload {
+            let once = self.new_reg(DType::I64, Some("reload"));
+            let j = self.new_reg(DType::I64, Some("j"));
+            let mut back = Vec::new();
+            let col = add(self, &mut back, j0, j);
+            for (&row, &i) in acc.iter().zip(rows) {
+                let from = index(self, &mut back, d, &d_batch, &d_ij, [i, col]);
+                let v = self.emit(&mut back, dtype, Expr::Load(d.param, from), None);
+                back.push(Stmt::Store(row, Some(j), v));
+            }
+            let each = vec![Stmt::loop_of(cols, j, back)];
+            body.push(Stmt::loop_of(Extent::Reg(reload), once, each));
+        }
         // Per k: the rows' `a` elements, then the columns.
         let k = self.new_reg(DType::I64, Some("k"));
         let mut kb = Vec::new();
+        let k_abs = match steps.k0 {
+            Some(k0) => add(self, &mut kb, k0, k),
+            None => k,
+        };
         let xs: Vec<Reg> = rows
             .iter()
             .map(|&i| {
-                let at = index(self, &mut kb, a, a_batch, a_ik, [i, k]);
+                let at = index(self, &mut kb, a, a_batch, a_ik, [i, k_abs]);
                 self.emit(&mut kb, dtype, Expr::Load(a.param, at), None)
             })
             .collect();
@@ -471,11 +599,8 @@ impl Lowerer<'_> {
             jb.push(Stmt::Store(row, Some(j), next));
         }
         kb.push(Stmt::loop_of(width, j, jb));
-        let extent = self.extent(k_dim);
-        body.push(Stmt::loop_of(extent, k, kb));
+        body.push(Stmt::loop_of(steps.extent, k, kb));
         // The block's first `cols` columns to `d`.
-        let d_batch: Vec<Option<Reg>> = d.strides[..brows.len()].to_vec();
-        let d_ij: Vec<Option<Reg>> = d.strides[brows.len()..].to_vec();
         let j = self.new_reg(DType::I64, Some("j"));
         let mut copy = Vec::new();
         let col = add(self, &mut copy, j0, j);
@@ -495,14 +620,14 @@ impl Lowerer<'_> {
         (b, strides, brows): (&View, &[Vec<Option<Reg>>; 4], &[Reg]),
         packed: ParamIdx,
         (j0, cols, nr): (Reg, Extent, u32),
-        k_dim: &Dim,
+        (k0, steps): (Option<Reg>, Extent),
     ) -> View {
         let dtype = self.param_dtype(b.param).expect("a tensor buffer");
         let nr_reg = self.i64_const(body, i64::from(nr));
         let one = self.i64_const(body, 1);
         let view = View {
             param: packed,
-            dims: vec![k_dim.clone(), Dim::Fixed(u64::from(nr))],
+            dims: self.scratch_shape(packed),
             offset: None,
             strides: vec![Some(nr_reg), Some(one)],
             dense: true,
@@ -516,8 +641,12 @@ impl Lowerer<'_> {
             Expr::Binary(BinaryOp::Add, j0, j),
             None,
         );
+        let k_abs = match k0 {
+            Some(k0) => self.i64_binary(&mut jb, BinaryOp::Add, k0, k),
+            None => k,
+        };
         let mut rows = brows.to_vec();
-        rows.extend([k, col]);
+        rows.extend([k_abs, col]);
         let mut from_strides = strides[2].clone();
         from_strides.extend_from_slice(&strides[3]);
         let from = self.flat(&mut jb, b.offset, &rows, &from_strides);
@@ -525,23 +654,104 @@ impl Lowerer<'_> {
         let to = self.flat(&mut jb, None, &[k, j], &view.strides);
         jb.push(Stmt::Store(packed, Some(to), x));
         let mut kb = vec![Stmt::loop_of(cols, j, jb)];
-        // A rest block narrower than the panel: zeros after its columns
-        // (computed, never stored, but every element is written before the
-        // panel reads it).
-        if let Extent::Fixed(c) = cols {
-            if c < u64::from(nr) {
-                let z = self.new_reg(DType::I64, Some("j"));
-                let mut zb = Vec::new();
-                let zero = self.emit(&mut zb, dtype, Expr::Const(Scalar::zero(dtype)), None);
-                let first = self.i64_const(&mut zb, c as i64);
-                let col = self.i64_binary(&mut zb, BinaryOp::Add, first, z);
-                let to = self.flat(&mut zb, None, &[k, col], &view.strides);
-                zb.push(Stmt::Store(packed, Some(to), zero));
-                kb.push(Stmt::loop_of(Extent::Fixed(u64::from(nr) - c), z, zb));
-            }
+        self.pad_panel_row(&mut kb, (&view, k), cols, nr, dtype);
+        body.push(Stmt::loop_of(steps, k, kb));
+        view
+    }
+
+    /// A rest block narrower than the panel: zeros after its `cols`
+    /// columns in packed row `k` (computed, never stored, but every element
+    /// is written before the panel reads it).
+    fn pad_panel_row(
+        &mut self,
+        body: &mut Vec<Stmt>,
+        (view, k): (&View, Reg),
+        cols: Extent,
+        nr: u32,
+        dtype: DType,
+    ) {
+        let Extent::Fixed(c) = cols else { return };
+        if c >= u64::from(nr) {
+            return;
         }
-        let extent = self.extent(k_dim);
-        body.push(Stmt::loop_of(extent, k, kb));
+        let z = self.new_reg(DType::I64, Some("j"));
+        let mut zb = Vec::new();
+        let zero = self.emit(&mut zb, dtype, Expr::Const(Scalar::zero(dtype)), None);
+        let first = self.i64_const(&mut zb, c as i64);
+        let col = self.i64_binary(&mut zb, BinaryOp::Add, first, z);
+        let to = self.flat(&mut zb, None, &[k, col], &view.strides);
+        zb.push(Stmt::Store(view.param, Some(to), zero));
+        body.push(Stmt::loop_of(Extent::Fixed(u64::from(nr) - c), z, zb));
+    }
+
+    /// Columns `j0 .. j0 + cols` of a convolution's implicit `b` (batch rows
+    /// `brows`: the batch element and the group) copied to `packed`, a
+    /// dense `[k, nr]` panel, one tap's run of the input at a time: the
+    /// view of it.
+    fn pack_taps(
+        &mut self,
+        body: &mut Vec<Stmt>,
+        taps: &ConvTaps,
+        brows: &[Reg],
+        packed: ParamIdx,
+        (j0, cols, nr): (Reg, Extent, u32),
+        (k0, steps): (Option<Reg>, Extent),
+    ) -> View {
+        let src = &taps.src;
+        let dtype = self.param_dtype(src.param).expect("a tensor buffer");
+        let n_taps = taps.shifts.len() as u64;
+        let nr_reg = self.i64_const(body, i64::from(nr));
+        // The block's input channels: from `k0 / T`, `steps / T` of them
+        // (a block is whole channels of taps).
+        let t_count = self.i64_const(body, n_taps as i64);
+        let ic0 = match k0 {
+            Some(k0) => self.i64_binary(body, BinaryOp::Div, k0, t_count),
+            None => self.i64_const(body, 0),
+        };
+        let channels = match steps {
+            Extent::Fixed(k) => Extent::Fixed(k / n_taps),
+            Extent::Reg(k) => Extent::Reg(self.i64_binary(body, BinaryOp::Div, k, t_count)),
+            Extent::Param(_) => unreachable!("a convolution's k is fixed"),
+        };
+        let one = self.i64_const(body, 1);
+        let view = View {
+            param: packed,
+            dims: self.scratch_shape(packed),
+            offset: None,
+            strides: vec![Some(nr_reg), Some(one)],
+            dense: true,
+        };
+        let (n, g) = (brows[0], brows[1]);
+        let ic = self.new_reg(DType::I64, Some("ic"));
+        let mut icb = Vec::new();
+        let per_group = self.i64_const(&mut icb, taps.per_group as i64);
+        let first = self.mul(&mut icb, g, per_group);
+        let first = self.i64_binary(&mut icb, BinaryOp::Add, first, ic0);
+        let channel = self.i64_binary(&mut icb, BinaryOp::Add, first, ic);
+        let zero = self.i64_const(&mut icb, 0);
+        let plane = self.flat(
+            &mut icb,
+            src.offset,
+            &[n, channel, zero, zero],
+            &src.strides,
+        );
+        let plane = self.i64_binary(&mut icb, BinaryOp::Add, plane, j0);
+        let first_row = self.mul(&mut icb, ic, t_count);
+        for (t, &shift) in taps.shifts.iter().enumerate() {
+            let shift = self.i64_const(&mut icb, shift);
+            let start = self.i64_binary(&mut icb, BinaryOp::Add, plane, shift);
+            let t = self.i64_const(&mut icb, t as i64);
+            let k = self.i64_binary(&mut icb, BinaryOp::Add, first_row, t);
+            let j = self.new_reg(DType::I64, Some("j"));
+            let mut jb = Vec::new();
+            let from = self.i64_binary(&mut jb, BinaryOp::Add, start, j);
+            let x = self.emit(&mut jb, dtype, Expr::Load(src.param, from), None);
+            let to = self.flat(&mut jb, None, &[k, j], &view.strides);
+            jb.push(Stmt::Store(packed, Some(to), x));
+            icb.push(Stmt::loop_of(cols, j, jb));
+            self.pad_panel_row(&mut icb, (&view, k), cols, nr, dtype);
+        }
+        body.push(Stmt::loop_of(channels, ic, icb));
         view
     }
 }

@@ -228,6 +228,14 @@ impl Lowerer<'_> {
     }
 
     /// The element dtype of a buffer parameter.
+    /// The shape of a scratch buffer.
+    pub(super) fn scratch_shape(&self, param: ParamIdx) -> Vec<Dim> {
+        match &self.kernel.params[param.index()] {
+            Param::Scratch { shape, .. } => shape.clone(),
+            _ => unreachable!("a scratch buffer"),
+        }
+    }
+
     pub(super) fn param_dtype(&self, param: ParamIdx) -> Option<DType> {
         match &self.kernel.params[param.index()] {
             Param::ArrayIn { dtype, .. }

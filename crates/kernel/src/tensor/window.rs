@@ -27,6 +27,7 @@
 //! innermost loop runs along output columns, reading the destination row
 //! contiguously, so LLVM vectorizes it without reassociating a sum.
 
+use super::matmul::ConvTaps;
 use super::{Epilogue, Loc, View};
 use crate::lower::{step_op, Lowerer};
 use crate::{Expr, Extent, Param, ParamIdx, Reg, Stmt};
@@ -110,6 +111,12 @@ impl Lowerer<'_> {
         let out_per_group = fixed(&d.dims[1]) / u64::from(c.groups);
         let output = [fixed(&d.dims[2]), fixed(&d.dims[3])];
         let ph = self.phases(out, x, c, [kh, kw], output[0], dtype);
+        if let (Some(bytes), true) = (self.panels, self.conv_panels) {
+            if w.dense && w.offset.is_none() && out_per_group >= PANEL_CHANNELS {
+                let geometry = ([kh, kw], output);
+                return self.conv2d_panels(out, c, (&ph, w, d), geometry, epi, (bytes, dtype));
+            }
+        }
         // A block of output channels shares each input load: one
         // accumulator plane (`oh` rows of the phase width) per channel of
         // the block, each its own buffer.
@@ -221,6 +228,95 @@ impl Lowerer<'_> {
                 oc_body,
             ));
             body.push(Stmt::loop_of(Extent::Fixed(u64::from(c.groups)), g, g_body));
+        });
+    }
+
+    /// `d = conv2d(x, w)` as a matmul per batch element and group, in
+    /// the panels of [`crate::LowerOptions::panels`]: the weights `[g, oc,
+    /// ic * kh * kw]` times the implicit matrix whose row `(ic, ky, kx)` is
+    /// the run of the phases that tap reads ([`ConvTaps`]), into planes of
+    /// wide rows (one scratch `[n, c_out, len]`), whose valid columns are
+    /// then copied to `d` with the epilogue. Each element still folds its
+    /// taps in (input channel, kernel row, kernel column) order from the
+    /// identity: the matmul's `k` order.
+    #[allow(clippy::too_many_arguments)]
+    fn conv2d_panels(
+        &mut self,
+        out: &mut Vec<Stmt>,
+        c: &Conv2d,
+        (ph, w, d): (&Phases, &View, &View),
+        ([kh, kw], output): ([u32; 2], [u64; 2]),
+        epi: Option<Epilogue<'_>>,
+        (bytes, dtype): (u32, DType),
+    ) {
+        let groups = u64::from(c.groups);
+        let per_group = fixed(&w.dims[1]);
+        let c_out = fixed(&d.dims[1]);
+        let out_per_group = c_out / groups;
+        let k = per_group * u64::from(kh) * u64::from(kw);
+        let stride = |lw: &mut Self, out: &mut Vec<Stmt>, v: u64| Some(lw.i64_const(out, v as i64));
+        let a = View {
+            param: w.param,
+            dims: vec![Dim::Fixed(groups), Dim::Fixed(out_per_group), Dim::Fixed(k)],
+            offset: None,
+            strides: vec![
+                stride(self, out, out_per_group * k),
+                stride(self, out, k),
+                stride(self, out, 1),
+            ],
+            dense: true,
+        };
+        let batch = d.dims[0].clone();
+        let planes = vec![
+            batch.clone(),
+            Dim::Fixed(groups),
+            Dim::Fixed(out_per_group),
+            Dim::Fixed(ph.len),
+        ];
+        let param = self.param(Param::Scratch {
+            dtype,
+            shape: planes.clone(),
+        });
+        let acc = self.dense(out, param, planes);
+        let shifts = (0..kh)
+            .flat_map(|ky| (0..kw).map(move |kx| (ky, kx)))
+            .map(|(ky, kx)| ph.shift(ky * c.dilation[0], kx * c.dilation[1]))
+            .collect();
+        let taps = ConvTaps {
+            src: ph.view.clone(),
+            per_group,
+            shifts,
+        };
+        let strides = [
+            vec![None, a.strides[0]],
+            vec![a.strides[1], a.strides[2]],
+            vec![None, None],
+            vec![None, None],
+        ];
+        self.matmul_panels(
+            out,
+            (&a, &ph.view, &acc),
+            &strides,
+            bytes,
+            None,
+            dtype,
+            Some(&taps),
+        );
+        // Each plane's valid columns to `d`, with the epilogue.
+        self.nest(out, &[batch, Dim::Fixed(c_out)], |lw, body, r| {
+            let count = lw.i64_const(body, c_out as i64);
+            let len = lw.i64_const(body, ph.len as i64);
+            let plane = lw.mul(body, r[0], count);
+            let plane = lw.i64_binary(body, BinaryOp::Add, plane, r[1]);
+            let start = lw.mul(body, plane, len);
+            let view = View {
+                param,
+                dims: vec![Dim::Fixed(ph.len)],
+                offset: Some(start),
+                strides: vec![None],
+                dense: false,
+            };
+            lw.unwiden(body, &view, (d, epi), [r[0], r[1]], output, ph.width);
         });
     }
 
@@ -392,6 +488,10 @@ impl Lowerer<'_> {
                 Expr::Binary(BinaryOp::Add, row, yx[1]),
                 None,
             );
+            let p = match acc.offset {
+                Some(start) => lw.i64_binary(inner, BinaryOp::Add, start, p),
+                None => p,
+            };
             let value = lw.emit(inner, dtype, Expr::Load(acc.param, p), None);
             lw.store_plane(inner, d, plane, yx, value);
             if let Some(epi) = epi {
@@ -662,6 +762,12 @@ struct Phases {
 /// remainder: on ResNet-18's 7×7 planes (63 elements) the remainder took
 /// more time than the vectors (docs/performance.md, "CNNs, second step").
 const PLANE_BYTES: u64 = 64;
+
+/// The fewest output channels per group that a convolution runs in matmul
+/// panels ([`Lowerer::conv2d_panels`]); fewer (a depthwise convolution's
+/// one) keep the wide-row taps, which share each input load among a block
+/// of channels instead.
+const PANEL_CHANNELS: u64 = 8;
 
 impl Phases {
     /// Where, within a plane, a tap at offset `(ey, ex)` (kernel index times
