@@ -282,7 +282,9 @@ impl<'a> TopLets<'a> {
                             | BinaryOp::Shl
                             | BinaryOp::ShrLogical
                             | BinaryOp::ShrArith
-                            | BinaryOp::And,
+                            | BinaryOp::And
+                            | BinaryOp::Min
+                            | BinaryOp::Max,
                         ..
                     )
             )
@@ -802,7 +804,11 @@ mod tests {
 
     #[test]
     fn a_matmul_cuts_its_row_blocks_by_the_kernels_own_arithmetic() {
-        let src = "graph \"g\"\nv0: f32[64, 32] = input \"x\"\nv1: f32[32, 48] = input \"w\"\nv2: f32[64, 48] = matmul v0, v1\noutput \"y\" = v2\n";
+        // 512 rows in blocks of 4, in tiles of 8 blocks (one full column
+        // block of 64 and 16 more: fewer than 4): 16 groups and one for
+        // the rows past the last group; then the 16
+        // columns past the last block, each row block's.
+        let src = "graph \"g\"\nv0: f32[512, 32] = input \"x\"\nv1: f32[32, 80] = input \"w\"\nv2: f32[512, 80] = matmul v0, v1\noutput \"y\" = v2\n";
         let panels = LowerOptions {
             panels: Some(256),
             ..LowerOptions::default()
@@ -814,12 +820,41 @@ mod tests {
             .flatten()
             .filter_map(|c| c.trip.eval(&[0, 0, 0]))
             .collect();
-        assert!(trips.contains(&16), "64 rows in blocks of 4: {trips:?}");
+        assert!(
+            trips.contains(&17) && trips.contains(&128),
+            "17 groups of tiles, 128 row blocks: {trips:?}"
+        );
         let rows = stages(src).expect("cut");
         assert_eq!(
             rows.chunks[0].as_ref().map(|c| c.trip.eval(&[0, 0, 0])),
-            Some(Some(64))
+            Some(Some(512))
         );
+    }
+
+    #[test]
+    fn matmuls_and_convolutions_in_k_blocks_still_split() {
+        let panels = LowerOptions {
+            panels: Some(256),
+            conv_panels: true,
+            ..LowerOptions::default()
+        };
+        // 2048 steps of `k`: two blocks; a 3×3 convolution of 256 input
+        // channels: 2304 steps, three blocks of 113 channels.
+        let matmul = "graph \"g\"\nv0: f32[256, 2048] = input \"x\"\nv1: f32[2048, 128] = input \"w\"\nv2: f32[256, 128] = matmul v0, v1\noutput \"y\" = v2\n";
+        let conv = "graph \"c\"\nv0: f32[1, 256, 28, 28] = input \"x\"\nv1: f32[256, 256, 3, 3] = input \"w\"\nv2: f32[1, 256, 28, 28] = conv2d v0, v1 pad [1, 1, 1, 1]\noutput \"y\" = v2\n";
+        for src in [matmul, conv] {
+            let s = stages_with(src, &panels).expect("cut");
+            // Every stage runs in chunks of a loop of 4 or more trips.
+            let trips: Vec<Option<u64>> = s
+                .chunks
+                .iter()
+                .map(|c| c.as_ref().and_then(|c| c.trip.eval(&[0, 0, 0])))
+                .collect();
+            assert!(
+                trips.iter().all(|t| t.is_some_and(|t| t >= 4)),
+                "{src}: chunk loops {trips:?}"
+            );
+        }
     }
 
     #[test]

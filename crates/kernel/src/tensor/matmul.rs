@@ -24,6 +24,9 @@ const PANEL_ROWS: u32 = 4;
 /// block, 128-row tiles 2 %, 256-row tiles alike; 128 rows still cut a
 /// `Linear(768, 3072)`'s `(w @ x.T).T` into 24 groups of rows.
 const ROW_GROUP_LOG: i64 = 5;
+/// Log2 of the row blocks of a tile where there are fewer than 4 column
+/// blocks (8 blocks: 32 rows), so that the tiles still split many ways.
+const FEW_COLUMNS_GROUP_LOG: i64 = 3;
 
 /// The most `k` steps a packed panel holds (a convolution's: whole input
 /// channels of taps, at least one): past it, a column block runs in `k`
@@ -298,29 +301,81 @@ impl Lowerer<'_> {
             })
         });
         let outer = dims[..batch].to_vec();
+        // The nest's index arithmetic, before it (at the kernel's top for
+        // a matrix, where the runtime reads a chunk loop's trip count: a
+        // convolution's tiles split within its batch element and group).
+        let me = self.extent(&m_dim);
+        let m = self.emit(out, DType::I64, Expr::ExtentValue(me), None);
+        let ne = self.extent(&n_dim);
+        let n = self.emit(out, DType::I64, Expr::ExtentValue(ne), None);
+        let col_blocks = i64_op(self, out, BinaryOp::ShrLogical, n, nr_log);
+        let n_full = i64_op(self, out, BinaryOp::Shl, col_blocks, nr_log);
+        let n_rest = self.i64_binary(out, BinaryOp::Sub, n, n_full);
+        let row_blocks = i64_op(self, out, BinaryOp::ShrLogical, m, mr_log);
+        let m_full = i64_op(self, out, BinaryOp::Shl, row_blocks, mr_log);
+        let m_rest = self.i64_binary(out, BinaryOp::Sub, m, m_full);
+        let ke = self.extent(&k_dim);
+        let k_total = self.emit(out, DType::I64, Expr::ExtentValue(ke), None);
+        // The columns past the last full block. Where their number is
+        // known (a fixed `n`), as a block as wide as the power of two at
+        // or above it (at least one 64-byte vector), `b`'s columns packed
+        // with zeros after them: the block runs in vectors like a full one
+        // and only the real columns are stored (ViT's 197 tokens leave 5:
+        // one 16-wide block, rather than a loop of 5 whose sums stay in
+        // memory). Else at their width.
+        let zero = self.i64_const(out, 0);
+        let one = self.i64_const(out, 1);
+        let (rest_block, rest_cols, has_rest) = match n_dim {
+            Dim::Fixed(n) if n % u64::from(nr) != 0 => {
+                let left = (n % u64::from(nr)) as u32;
+                let vector = (64 / dtype.size_bytes() as u32).max(1);
+                let w = left.next_power_of_two().max(vector).min(nr);
+                let param = self.param(Param::Scratch {
+                    dtype,
+                    shape: vec![panel_rows.clone(), Dim::Fixed(u64::from(w))],
+                });
+                (Some((w, param)), Extent::Fixed(u64::from(left)), one)
+            }
+            Dim::Fixed(_) => (None, Extent::Fixed(0), zero),
+            Dim::Sym(_) => {
+                let any = self.i64_binary(out, BinaryOp::Min, n_rest, one);
+                (None, Extent::Reg(n_rest), any)
+            }
+        };
+        // Tiles of up to 2^ROW_GROUP_LOG row blocks × one column block (the
+        // rest block last): tile `t` is row group `t / blocks`, column
+        // block `t % blocks`, and packs its own block of `b`. A chunk of
+        // tiles spans both the rows and the columns, so a `Linear` layer's
+        // few column blocks (its 197 tokens as the columns of `(w @ x.T).T`:
+        // 3 blocks and the rest) still split many ways; with fewer than 4
+        // column blocks of a fixed `n` (a convolution's 7×7 planes: one) the groups are
+        // 2^FEW_COLUMNS_GROUP_LOG row blocks. The last group also takes
+        // the rows past the last block.
+        // Within a batch's loops (a convolution's batch element and group,
+        // a batched matmul), the rest block is the last column block of
+        // each row group's tiles, so that the nest is one loop inside them,
+        // which chunks split. A matrix's rest block is a loop of its own
+        // over every row block after the tiles (Cranelift's tiles ran its
+        // panels at half speed with the rest block in them: regalloc2).
+        let rest_in_tiles = batch > 0 && !matches!(rest_cols, Extent::Fixed(0));
+        let blocks = if rest_in_tiles {
+            self.i64_binary(out, BinaryOp::Add, col_blocks, has_rest)
+        } else {
+            col_blocks
+        };
+        let few_columns = matches!(n_dim, Dim::Fixed(n) if n.div_ceil(u64::from(nr)) < 4);
+        let group_log = if few_columns {
+            FEW_COLUMNS_GROUP_LOG
+        } else {
+            ROW_GROUP_LOG
+        };
+        let group_log = self.i64_const(out, group_log);
+        let last = self.i64_binary(out, BinaryOp::ShrLogical, row_blocks, group_log);
+        let groups = i64_op(self, out, BinaryOp::Add, last, 1);
+        let tiles = self.mul(out, groups, blocks);
+        // Never 0: no tile divides by it then (the tile loop is empty).
+        let per_group = self.i64_binary(out, BinaryOp::Max, blocks, one);
         self.nest(out, &outer, |lw, body, brows| {
-            let me = lw.extent(&m_dim);
-            let m = lw.emit(body, DType::I64, Expr::ExtentValue(me), None);
-            let ne = lw.extent(&n_dim);
-            let n = lw.emit(body, DType::I64, Expr::ExtentValue(ne), None);
-            let col_blocks = i64_op(lw, body, BinaryOp::ShrLogical, n, nr_log);
-            let n_full = i64_op(lw, body, BinaryOp::Shl, col_blocks, nr_log);
-            let n_rest = lw.emit(
-                body,
-                DType::I64,
-                Expr::Binary(BinaryOp::Sub, n, n_full),
-                None,
-            );
-            let row_blocks = i64_op(lw, body, BinaryOp::ShrLogical, m, mr_log);
-            let m_full = i64_op(lw, body, BinaryOp::Shl, row_blocks, mr_log);
-            let m_rest = lw.emit(
-                body,
-                DType::I64,
-                Expr::Binary(BinaryOp::Sub, m, m_full),
-                None,
-            );
-            let ke = lw.extent(&k_dim);
-            let k_total = lw.emit(body, DType::I64, Expr::ExtentValue(ke), None);
             // The epilogue of a block of rows × `cols` columns from `j0`,
             // once it is complete, in place.
             let epilogue = |lw: &mut Self, body: &mut Vec<Stmt>, rows: &[Reg], j0: Reg, cols| {
@@ -449,21 +504,6 @@ impl Lowerer<'_> {
                     }
                 }
             };
-            // The full column blocks, in tiles of up to 2^ROW_GROUP_LOG row
-            // blocks × one column block: tile `t` is row group `t /
-            // col_blocks`, column block `t % col_blocks`, and packs its own
-            // block of `b`. A chunk of tiles spans both the rows and the
-            // columns, so a `Linear` layer's few column blocks (its 197
-            // tokens as the columns of `(w @ x.T).T`: 3 blocks) still split
-            // many ways. The last group also takes the rows past the last
-            // block.
-            let zero = lw.i64_const(body, 0);
-            let one = lw.i64_const(body, 1);
-            let last = i64_op(lw, body, BinaryOp::ShrLogical, row_blocks, ROW_GROUP_LOG);
-            let groups = i64_op(lw, body, BinaryOp::Add, last, 1);
-            let tiles = lw.mul(body, groups, col_blocks);
-            // Never 0: no tile divides by it then (the tile loop is empty).
-            let per_group = lw.i64_binary(body, BinaryOp::Max, col_blocks, one);
             let t = lw.new_reg(DType::I64, Some("tile"));
             let mut t_body = Vec::new();
             let tb = &mut t_body;
@@ -471,40 +511,44 @@ impl Lowerer<'_> {
             let g_cols = lw.mul(tb, g, per_group);
             let jb = lw.i64_binary(tb, BinaryOp::Sub, t, g_cols);
             let j0 = i64_op(lw, tb, BinaryOp::Shl, jb, nr_log);
-            let first = i64_op(lw, tb, BinaryOp::Shl, g, ROW_GROUP_LOG);
+            let first = lw.i64_binary(tb, BinaryOp::Shl, g, group_log);
             let left = lw.i64_binary(tb, BinaryOp::Sub, row_blocks, first);
-            let group = lw.i64_const(tb, 1 << ROW_GROUP_LOG);
+            let group = lw.i64_binary(tb, BinaryOp::Shl, one, group_log);
             let count = lw.i64_binary(tb, BinaryOp::Min, left, group);
             let is_last = lw.emit(tb, DType::Bool, Expr::Compare(CmpOp::Eq, g, last), None);
             let rest = lw.emit(tb, DType::I64, Expr::Select(is_last, m_rest, zero), None);
+            let rows = (first, count, rest);
             let full = Extent::Fixed(u64::from(nr));
-            row_loops(lw, tb, (j0, full, None), (first, count, rest));
+            if !rest_in_tiles {
+                row_loops(lw, tb, (j0, full, None), rows);
+            } else {
+                // A full block or the rest block: loops that run once or
+                // not at all, as the tile's column block is. `j0` is
+                // `n_full` in the rest block, computed from the tile:
+                // stores addressed by the tile's own index arithmetic are
+                // what tells the analysis that tiles write apart
+                // (`iterations`).
+                let is_rest = lw.emit(
+                    tb,
+                    DType::Bool,
+                    Expr::Compare(CmpOp::Eq, jb, col_blocks),
+                    None,
+                );
+                let rest_once = lw.emit(tb, DType::I64, Expr::Select(is_rest, one, zero), None);
+                let full_once = lw.i64_binary(tb, BinaryOp::Sub, one, rest_once);
+                let once = lw.new_reg(DType::I64, Some("full"));
+                let mut full_body = Vec::new();
+                row_loops(lw, &mut full_body, (j0, full, None), rows);
+                tb.push(Stmt::loop_of(Extent::Reg(full_once), once, full_body));
+                let once = lw.new_reg(DType::I64, Some("rest"));
+                let mut rest_body = Vec::new();
+                row_loops(lw, &mut rest_body, (j0, rest_cols, rest_block), rows);
+                tb.push(Stmt::loop_of(Extent::Reg(rest_once), once, rest_body));
+            }
             body.push(Stmt::loop_of(Extent::Reg(tiles), t, t_body));
-            // The columns past the last full block, every row. Where their
-            // number is known (a fixed `n`), as a block as wide as the
-            // power of two at or above it (at least one 64-byte vector),
-            // `b`'s columns packed with zeros after them: the block runs in
-            // vectors like a full one and only the real columns are stored
-            // (ViT's 197 tokens leave 5: one 16-wide block, rather than a
-            // loop of 5 whose sums stay in memory). Else at their width.
-            match n_dim {
-                Dim::Fixed(n) if n % u64::from(nr) != 0 => {
-                    let left = (n % u64::from(nr)) as u32;
-                    let vector = (64 / dtype.size_bytes() as u32).max(1);
-                    let w = left.next_power_of_two().max(vector).min(nr);
-                    let param = lw.param(Param::Scratch {
-                        dtype,
-                        shape: vec![panel_rows.clone(), Dim::Fixed(u64::from(w))],
-                    });
-                    let cols = Extent::Fixed(u64::from(left));
-                    let rows = (zero, row_blocks, m_rest);
-                    row_loops(lw, body, (n_full, cols, Some((w, param))), rows);
-                }
-                Dim::Fixed(_) => {}
-                Dim::Sym(_) => {
-                    let cols = Extent::Reg(n_rest);
-                    row_loops(lw, body, (n_full, cols, None), (zero, row_blocks, m_rest));
-                }
+            if !rest_in_tiles && !matches!(rest_cols, Extent::Fixed(0)) {
+                let rows = (zero, row_blocks, m_rest);
+                row_loops(lw, body, (n_full, rest_cols, rest_block), rows);
             }
         });
     }
