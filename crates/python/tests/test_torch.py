@@ -213,11 +213,14 @@ def test_resnet18_from_fx_text(tmp_path):
         scratch.append(f.scratch_bytes)
     assert torch.equal(results[0].view(torch.int32), results[1].view(torch.int32))
     # Activations share buffers by liveness: the largest activation (conv1's
-    # 64x112x112 floats, 3.2 MB) bounds the scratch from below, and all of
-    # the network's intermediates (31 MB, one buffer each) from above.
+    # 64x112x112 floats, 3.2 MB) bounds each tier's scratch from below, and
+    # all of the network's intermediates (31 MB, one buffer each) from
+    # above. The tiers' scratch differs: the LLVM tier runs convolutions as
+    # matmul panels (their planes for every output channel, packed panels),
+    # Cranelift as wide-row taps.
     largest = 64 * 112 * 112 * 4
-    assert scratch[0] == scratch[1]
-    assert largest < scratch[0] < 4 * largest, scratch
+    for bytes_ in scratch:
+        assert largest < bytes_ < 4 * largest, scratch
 
 
 def test_softmax_and_log_softmax_f64():
