@@ -145,12 +145,44 @@ impl Work {
     }
 
     fn of(body: &[Stmt], top: &TopLets, regs: &[DType]) -> Work {
+        Work::bounded(body, top, regs, &mut IndexMap::default())
+    }
+
+    /// [`Work::of`], with `bounds`: for registers the nest computes itself
+    /// as `min(x, c)` of a count `c` the runtime can compute (a matmul
+    /// tile's row blocks, a `k` block's steps), that count, which bounds
+    /// a loop over them better than counting it once.
+    fn bounded(
+        body: &[Stmt],
+        top: &TopLets,
+        regs: &[DType],
+        bounds: &mut IndexMap<Reg, Count>,
+    ) -> Work {
         let mut work = Work::default();
         for stmt in body {
+            let bound = |bounds: &IndexMap<Reg, Count>, r: &Reg| {
+                top.count(Extent::Reg(*r))
+                    .or_else(|| bounds.get(r).cloned())
+            };
+            match stmt {
+                Stmt::Let(r, Expr::Const(Scalar::I64(k))) if *k >= 0 => {
+                    bounds.insert(*r, Count::fixed(*k as u64));
+                }
+                Stmt::Let(r, Expr::Binary(BinaryOp::Min, a, b)) => {
+                    if let Some(c) = bound(bounds, a).or_else(|| bound(bounds, b)) {
+                        bounds.insert(*r, c);
+                    }
+                }
+                _ => {}
+            }
             work.stmts += match stmt {
                 Stmt::Loop { extent, body, .. } => {
+                    let trip = top.count(*extent).or_else(|| match extent {
+                        Extent::Reg(r) => bounds.get(r).cloned(),
+                        _ => None,
+                    });
                     work.loops
-                        .push((top.count(*extent), Work::of(body, top, regs)));
+                        .push((trip, Work::bounded(body, top, regs, bounds)));
                     0
                 }
                 // A call of a math function (`sin` where the tier calls
@@ -852,6 +884,21 @@ mod tests {
             assert!(
                 trips.iter().all(|t| t.is_some_and(|t| t >= 4)),
                 "{src}: chunk loops {trips:?}"
+            );
+            // The runtime splits a stage by its work: the panels' loops
+            // over a tile's row blocks and a `k` block's steps count as
+            // their bounds, not once (the blocked stages ran on one
+            // thread when they did).
+            let works: Vec<u64> = s
+                .chunks
+                .iter()
+                .flatten()
+                .map(|c| c.trip.eval(&[0, 0, 0]).unwrap_or(0) * c.work.eval(&[0, 0, 0]))
+                .collect();
+            // 256 × 2048 × 128 and 256 × 2304 × 256 multiply-adds.
+            assert!(
+                works.iter().any(|&w| w >= 20_000_000),
+                "{src}: work {works:?}"
             );
         }
     }
