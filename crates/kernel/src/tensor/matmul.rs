@@ -55,10 +55,10 @@ struct Steps {
 
 /// A convolution's `b` as a matmul sees it, never built: row
 /// `k = ic * T + t` (input channel `ic` of the group, tap `t` of the
-/// kernel's `T` in row-major order) of batch rows `(n, g)` is the contiguous run of `src`
-/// from plane `(n, g * per_group + ic)`'s start plus `shifts[t]`: the
-/// wide rows a tap reads ([`super::window`]). Packing a column block
-/// copies those runs.
+/// kernel's `T` in row-major order) of batch rows `(n, g)` is the
+/// contiguous run of `src` from plane `(n, g * per_group + ic)`'s start
+/// plus `shifts[t]`: the wide rows a tap reads ([`super::window`]).
+/// Packing a column block copies those runs.
 pub(super) struct ConvTaps {
     /// The convolution's zero-padded input in stride phases, `[n, c, .., ..]`.
     pub(super) src: View,
@@ -345,15 +345,16 @@ impl Lowerer<'_> {
                 (None, Extent::Reg(n_rest), any)
             }
         };
-        // Tiles of up to 2^ROW_GROUP_LOG row blocks × one column block (the
-        // rest block last): tile `t` is row group `t / blocks`, column
-        // block `t % blocks`, and packs its own block of `b`. A chunk of
-        // tiles spans both the rows and the columns, so a `Linear` layer's
-        // few column blocks (its 197 tokens as the columns of `(w @ x.T).T`:
-        // 3 blocks and the rest) still split many ways; with fewer than 4
-        // column blocks of a fixed `n` (a convolution's 7×7 planes: one) the groups are
+        // Tiles of up to 2^ROW_GROUP_LOG row blocks × one column block:
+        // tile `t` is row group `t / blocks`, column block `t % blocks`,
+        // and packs its own block of `b`. A chunk of tiles spans both the
+        // rows and the columns, so a `Linear` layer's few column blocks
+        // (its 197 tokens as the columns of `(w @ x.T).T`: 3 blocks and the
+        // rest) still split many ways; with fewer than 4 column blocks of a
+        // fixed `n` (a convolution's 7×7 planes: one) the groups are
         // 2^FEW_COLUMNS_GROUP_LOG row blocks. The last group also takes
         // the rows past the last block.
+        //
         // Within a batch's loops (a convolution's batch element and group,
         // a batched matmul), the rest block is the last column block of
         // each row group's tiles, so that the nest is one loop inside them,
