@@ -159,11 +159,11 @@ impl Work {
         bounds: &mut IndexMap<Reg, Count>,
     ) -> Work {
         let mut work = Work::default();
+        let bound = |bounds: &IndexMap<Reg, Count>, r: &Reg| {
+            top.count(Extent::Reg(*r))
+                .or_else(|| bounds.get(r).cloned())
+        };
         for stmt in body {
-            let bound = |bounds: &IndexMap<Reg, Count>, r: &Reg| {
-                top.count(Extent::Reg(*r))
-                    .or_else(|| bounds.get(r).cloned())
-            };
             match stmt {
                 Stmt::Let(r, Expr::Const(Scalar::I64(k))) if *k >= 0 => {
                     bounds.insert(*r, Count::fixed(*k as u64));

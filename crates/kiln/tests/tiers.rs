@@ -349,6 +349,25 @@ fn compiling_and_dropping_many_graphs_returns_the_memory() {
     }
 }
 
+/// Every engine's outputs for `inputs` are the interpreter's, bit for bit.
+fn every_engine_agrees(graph: &Verified, inputs: &[Data], what: &str) {
+    let want = kiln::interp::run(graph, inputs).expect("runs");
+    for engine in kiln::engines() {
+        let program = engine
+            .compile_dyn(graph, &CompileOptions::default())
+            .expect("compiles");
+        let got = program.run(inputs).expect("runs");
+        for (g, w) in got.iter().zip(&want) {
+            assert!(
+                g.same_data(w),
+                "{what} outputs={} on {}",
+                want.len(),
+                engine.name()
+            );
+        }
+    }
+}
+
 /// A matmul `x @ w` (or `x @ w.T` of a `[n, k]` `w`) of the given shape and
 /// dtype, with a bias and ReLU as its epilogue.
 fn matmul_text(dtype: &str, (m, k, n): (u64, u64, u64), transposed: bool) -> String {
@@ -404,10 +423,11 @@ fn matmuls_of_every_shape_agree_with_the_interpreter_bit_for_bit() {
         (259, 2, 9),
         (10, 40, 70),
         (17, 64, 90),
-        // Past 256 steps of `k`: in `k` blocks, the sums waiting in the
-        // destination between them (a last block of 44, of 1).
-        (9, 300, 70),
-        (70, 513, 20),
+        // Past 1024 steps of `k` (`K_BLOCK`): in `k` blocks, the sums
+        // waiting in the destination between them (a last block of 76, of
+        // 1).
+        (9, 1100, 70),
+        (70, 2049, 20),
     ];
     use kiln::DType::{F32, F64, I32, I64};
     for (dtype, dt) in [("f32", F32), ("f64", F64), ("i32", I32), ("i64", I64)] {
@@ -422,21 +442,8 @@ fn matmuls_of_every_shape_agree_with_the_interpreter_bit_for_bit() {
                     let graph = kiln::ir::text::parse(&src).expect("parses");
                     let graph = kiln::verify(graph).expect("verifies");
                     let inputs = [values(dt, m * k, 1), values(dt, k * n, 2), values(dt, n, 3)];
-                    let want = kiln::interp::run(&graph, &inputs).expect("runs");
-                    for engine in kiln::engines() {
-                        let program = engine
-                            .compile_dyn(&graph, &CompileOptions::default())
-                            .expect("compiles");
-                        let got = program.run(&inputs).expect("runs");
-                        for (g, w) in got.iter().zip(&want) {
-                            assert!(
-                                g.same_data(w),
-                                "{dtype} {m}×{k}×{n} transposed={transposed} outputs={} on {}",
-                                want.len(),
-                                engine.name()
-                            );
-                        }
-                    }
+                    let what = format!("{dtype} {m}×{k}×{n} transposed={transposed}");
+                    every_engine_agrees(&graph, &inputs, &what);
                 }
             }
         }
@@ -495,10 +502,10 @@ fn convolutions_as_matmul_panels_agree_with_the_interpreter_bit_for_bit() {
         (1, 6, 10, 1, [3, 3], [3, 3], [1, 1], [1, 1, 1, 1], [1, 1]),
         (1, 2, 24, 1, [20, 17], [3, 3], [1, 2], [0, 1, 1, 0], [1, 1]),
         (1, 16, 8, 1, [1, 1], [1, 1], [1, 1], [0, 0, 0, 0], [1, 1]),
-        // More taps than a `k` block holds: blocks of 28 input channels of
-        // 9 taps (252 steps), and of 256 channels of one tap.
-        (1, 40, 8, 1, [5, 6], [3, 3], [1, 1], [1, 1, 1, 1], [1, 1]),
-        (2, 600, 9, 1, [3, 2], [1, 1], [1, 1], [0, 0, 0, 0], [1, 1]),
+        // More taps than a `k` block holds: blocks of 113 input channels
+        // of 9 taps (1017 steps), and of 1024 channels of one tap.
+        (1, 120, 8, 1, [5, 6], [3, 3], [1, 1], [1, 1, 1, 1], [1, 1]),
+        (2, 1100, 9, 1, [3, 2], [1, 1], [1, 1], [0, 0, 0, 0], [1, 1]),
     ];
     use kiln::DType::{F32, F64, I32};
     for (dtype, dt) in [("f32", F32), ("f64", F64), ("i32", I32)] {
@@ -509,21 +516,7 @@ fn convolutions_as_matmul_panels_agree_with_the_interpreter_bit_for_bit() {
                 let graph = kiln::ir::text::parse(&src).expect("parses");
                 let graph = kiln::verify(graph).expect("verifies");
                 let inputs = [values(dt, nx, 1), values(dt, nw, 2), values(dt, nb, 3)];
-                let want = kiln::interp::run(&graph, &inputs).expect("runs");
-                for engine in kiln::engines() {
-                    let program = engine
-                        .compile_dyn(&graph, &CompileOptions::default())
-                        .expect("compiles");
-                    let got = program.run(&inputs).expect("runs");
-                    for (g, w) in got.iter().zip(&want) {
-                        assert!(
-                            g.same_data(w),
-                            "{dtype} {shape:?} outputs={} on {}",
-                            want.len(),
-                            engine.name()
-                        );
-                    }
-                }
+                every_engine_agrees(&graph, &inputs, &format!("{dtype} {shape:?}"));
             }
         }
     }

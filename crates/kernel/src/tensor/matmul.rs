@@ -42,15 +42,13 @@ const FEW_COLUMNS_GROUP_LOG: i64 = 3;
 const K_BLOCK: u64 = 1024;
 
 /// The `k` steps one panel folds: all of them (`k0` none), or the block of
-/// `extent` steps from `k0`, whose sums start from the identity the first
-/// time and from what the block before stored in the destination the
-/// rest (`reload`, 0 or 1: how many times the loop reading them back
-/// runs).
+/// `extent` steps from `k0`, whose sums start from the identity in the
+/// first block (`k0` 0) and from what the block before stored in the
+/// destination in the others.
 #[derive(Clone, Copy)]
 struct Steps {
     k0: Option<Reg>,
     extent: Extent,
-    reload: Option<Reg>,
 }
 
 /// A convolution's `b` as a matmul sees it, never built: row
@@ -468,7 +466,6 @@ impl Lowerer<'_> {
                         // the column block, and each row's sums continue
                         // from where the block before stored them in `d`.
                         let kc = lw.i64_const(body, kc as i64);
-                        let one = lw.i64_const(body, 1);
                         let end = lw.i64_binary(body, BinaryOp::Add, k_total, kc);
                         let end = lw.i64_binary(body, BinaryOp::Sub, end, one);
                         let k_blocks = lw.i64_binary(body, BinaryOp::Div, end, kc);
@@ -478,15 +475,11 @@ impl Lowerer<'_> {
                         let k0 = lw.mul(kbb, kb, kc);
                         let left = lw.i64_binary(kbb, BinaryOp::Sub, k_total, k0);
                         let kn = lw.i64_binary(kbb, BinaryOp::Min, left, kc);
-                        // 0 for the first block, else 1: how many times the
-                        // sums are read back.
-                        let reload = lw.i64_binary(kbb, BinaryOp::Min, kb, one);
                         let (b_panel, b_j0, b_strides) =
                             pack(lw, kbb, packing, (Some(k0), Extent::Reg(kn)));
                         let steps = Steps {
                             k0: Some(k0),
                             extent: Extent::Reg(kn),
-                            reload: Some(reload),
                         };
                         let b_at = (&b_panel, b_j0, &b_strides);
                         blocks(lw, kbb, &mut |lw, body, rows| {
@@ -505,7 +498,6 @@ impl Lowerer<'_> {
                         let steps = Steps {
                             k0: None,
                             extent: all_k,
-                            reload: None,
                         };
                         let b_at = (&b_panel, b_j0, &b_strides);
                         blocks(lw, body, &mut |lw, body, rows| {
@@ -615,8 +607,11 @@ impl Lowerer<'_> {
         body.push(Stmt::loop_of(width, j, init));
         let d_batch: Vec<Option<Reg>> = d.strides[..brows.len()].to_vec();
         let d_ij: Vec<Option<Reg>> = d.strides[brows.len()..].to_vec();
-        // A later `k` block: the sums so far, back from `d`.
-        if let Some(reload) = steps.reload {
+        // A later `k` block: the sums so far, back from `d` (a loop that
+        // runs min(k0, 1) times: not in the first block).
+        if let Some(k0) = steps.k0 {
+            let one = self.i64_const(body, 1);
+            let reload = self.i64_binary(body, BinaryOp::Min, k0, one);
             let once = self.new_reg(DType::I64, Some("reload"));
             let j = self.new_reg(DType::I64, Some("j"));
             let mut back = Vec::new();
@@ -678,15 +673,7 @@ impl Lowerer<'_> {
         (k0, steps): (Option<Reg>, Extent),
     ) -> View {
         let dtype = self.param_dtype(b.param).expect("a tensor buffer");
-        let nr_reg = self.i64_const(body, i64::from(nr));
-        let one = self.i64_const(body, 1);
-        let view = View {
-            param: packed,
-            dims: self.scratch_shape(packed),
-            offset: None,
-            strides: vec![Some(nr_reg), Some(one)],
-            dense: true,
-        };
+        let view = self.packed_view(body, packed, nr);
         let k = self.new_reg(DType::I64, Some("k"));
         let j = self.new_reg(DType::I64, Some("j"));
         let mut jb = Vec::new();
@@ -712,6 +699,19 @@ impl Lowerer<'_> {
         self.pad_panel_row(&mut kb, (&view, k), cols, nr, dtype);
         body.push(Stmt::loop_of(steps, k, kb));
         view
+    }
+
+    /// The dense `[k, nr]` view of a packed panel.
+    fn packed_view(&mut self, body: &mut Vec<Stmt>, packed: ParamIdx, nr: u32) -> View {
+        let nr = self.i64_const(body, i64::from(nr));
+        let one = self.i64_const(body, 1);
+        View {
+            param: packed,
+            dims: self.scratch_shape(packed),
+            offset: None,
+            strides: vec![Some(nr), Some(one)],
+            dense: true,
+        }
     }
 
     /// A rest block narrower than the panel: zeros after its `cols`
@@ -755,7 +755,6 @@ impl Lowerer<'_> {
         let src = &taps.src;
         let dtype = self.param_dtype(src.param).expect("a tensor buffer");
         let n_taps = taps.shifts.len() as u64;
-        let nr_reg = self.i64_const(body, i64::from(nr));
         // The block's input channels: from `k0 / T`, `steps / T` of them
         // (a block is whole channels of taps).
         let t_count = self.i64_const(body, n_taps as i64);
@@ -768,14 +767,7 @@ impl Lowerer<'_> {
             Extent::Reg(k) => Extent::Reg(self.i64_binary(body, BinaryOp::Div, k, t_count)),
             Extent::Param(_) => unreachable!("a convolution's k is fixed"),
         };
-        let one = self.i64_const(body, 1);
-        let view = View {
-            param: packed,
-            dims: self.scratch_shape(packed),
-            offset: None,
-            strides: vec![Some(nr_reg), Some(one)],
-            dense: true,
-        };
+        let view = self.packed_view(body, packed, nr);
         let (n, g) = (brows[0], brows[1]);
         let ic = self.new_reg(DType::I64, Some("ic"));
         let mut icb = Vec::new();
