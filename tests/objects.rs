@@ -458,6 +458,7 @@ fn check_target(target: &str, cc: &str, runner: Option<&str>, object: &ObjectFn)
             conv_panels: true,
             // Objects carry kiln's inline math, as `kiln::aot` makes them.
             libm_calls: false,
+            running_min_max: true,
         };
         let kernel = kiln::kernel::lower(&graph, &options).expect("lowers");
         let symbol = format!("kiln_case_{case_idx}");

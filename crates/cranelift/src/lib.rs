@@ -53,6 +53,7 @@ impl Backend for Cranelift {
             panels: Some(32),
             conv_panels: false,
             libm_calls: true,
+            running_min_max: false,
         }
     }
 

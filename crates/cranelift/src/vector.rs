@@ -1029,7 +1029,8 @@ impl<M: Module> FunctionCx<'_, M> {
         }
         let vector = match op {
             Add | Sub | Mul => true,
-            Div | Min | Max | Copysign => dtype.is_float(),
+            Min | Max => true,
+            Div | Copysign => dtype.is_float(),
             And | Or | Xor | BAnd | BOr | BXor => true,
             _ => false,
         };
@@ -1041,6 +1042,24 @@ impl<M: Module> FunctionCx<'_, M> {
             return Ok(self.vector_copysign(x, y, dtype));
         }
         let float = dtype.is_float();
+        if matches!(op, Min | Max) && !float {
+            // Signed, as the scalar `smin`/`smax`: `pminsd`/`pmaxsd` for
+            // `i32x4`; a compare and a select for `i64x2`, which SSE4.2
+            // has no instruction for.
+            return Ok(match (op, dtype) {
+                (Min, DType::I32) => self.bcx.ins().smin(x, y),
+                (Max, DType::I32) => self.bcx.ins().smax(x, y),
+                _ => {
+                    let cc = if op == Min {
+                        IntCC::SignedLessThan
+                    } else {
+                        IntCC::SignedGreaterThan
+                    };
+                    let keep = self.bcx.ins().icmp(cc, x, y);
+                    self.bcx.ins().bitselect(keep, x, y)
+                }
+            });
+        }
         let ins = self.bcx.ins();
         Ok(match op {
             Add if float => ins.fadd(x, y),

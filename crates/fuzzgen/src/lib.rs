@@ -403,7 +403,7 @@ impl Gen<'_, '_> {
             3 if !dims.is_empty() => {
                 // Now and then a long last axis (32 to 40 constants after
                 // `a`'s elements), where `reduce_min`/`reduce_max` fold in
-                // lanes.
+                // lanes (a running key on LLVM).
                 let last = dims.len() - 1;
                 let a = if dims.iter().product::<u64>() <= 64 && self.u.ratio(1u8, 4u8)? {
                     let mut c = dims.clone();

@@ -46,6 +46,8 @@ pub(super) struct Lowerer<'a> {
     pub(super) conv_panels: bool,
     /// [`LowerOptions::libm_calls`].
     pub(super) libm_calls: bool,
+    /// [`LowerOptions::running_min_max`].
+    pub(super) running_min_max: bool,
 }
 
 /// The extent of a column type, if it is one.
@@ -107,6 +109,15 @@ pub struct LowerOptions {
     /// never ask for it: their calls would reach the platform's libm, whose
     /// bits may differ.
     pub libm_calls: bool,
+    /// Fold a `reduce_min`/`reduce_max` over a long last axis as one
+    /// running integer key in a variable (plus a NaN flag), which a loop
+    /// vectorizer that recognizes `smax`/`or` reductions runs in vectors
+    /// of its own choosing (LLVM). Else in [`LANES`](crate::tensor) lanes
+    /// of a scratch row, the lane loop independent, for a vectorizer that
+    /// runs only independent rows (Cranelift's): LLVM unrolled that lane
+    /// loop fully and gathered across the chunks. Min and max are exact,
+    /// so any order gives the same bits.
+    pub running_min_max: bool,
 }
 
 /// The direct kernel `dtype f(dtype x)` (or `f(dtype x, dtype y)`)
@@ -160,6 +171,7 @@ pub fn lower(verified: &Verified, options: &LowerOptions) -> Result<Kernel, Lowe
         panels: options.panels,
         conv_panels: options.conv_panels,
         libm_calls: options.libm_calls,
+        running_min_max: options.running_min_max,
     };
     lw.params(options);
     if tensors {

@@ -96,6 +96,7 @@ impl Backend for Llvm {
         LowerOptions {
             panels: Some(target::host_panel_bytes()),
             conv_panels: true,
+            running_min_max: true,
             ..LowerOptions::default()
         }
     }

@@ -476,6 +476,7 @@ def transformer_ops():
 
     warnings.simplefilter("ignore")
     torch.set_num_threads(1)
+    kiln.set_num_threads(1)
     g = torch.Generator().manual_seed(5)
     parts = {
         "softmax-12x197x197": (lambda x: torch.softmax(x, -1), (torch.randn(1, 12, 197, 197, generator=g),)),

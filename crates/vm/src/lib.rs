@@ -69,6 +69,7 @@ impl Backend for Vm {
             panels: None,
             conv_panels: false,
             libm_calls: true,
+            running_min_max: false,
         }
     }
 

@@ -300,11 +300,16 @@ impl Lowerer<'_> {
             key_of_int(lw, body, key_ty, b, bits)
         };
         let identity = reduce_identity(op, dtype);
-        let lanes = self.param(crate::Param::Scratch {
-            dtype: key_ty,
-            shape: vec![Dim::Fixed(LANES)],
+        // The lanes (and their NaN flags), unless the key runs in one
+        // variable (`LowerOptions::running_min_max`).
+        let running = self.running_min_max;
+        let lanes = (!running).then(|| {
+            self.param(crate::Param::Scratch {
+                dtype: key_ty,
+                shape: vec![Dim::Fixed(LANES)],
+            })
         });
-        let nans = float.then(|| {
+        let nans = (float && !running).then(|| {
             self.param(crate::Param::Scratch {
                 dtype: DType::I32,
                 shape: vec![Dim::Fixed(LANES)],
@@ -348,36 +353,43 @@ impl Lowerer<'_> {
             let start = lw.emit(body, dtype, Expr::Const(identity), None);
             let start = key_of(lw, body, start);
             let no = lw.emit(body, DType::I32, Expr::Const(Scalar::I32(0)), None);
-            let l = lw.new_reg(DType::I64, Some("lane"));
-            let mut init = vec![Stmt::Store(lanes, Some(l), start)];
-            if let Some(n) = nans {
-                init.push(Stmt::Store(n, Some(l), no));
-            }
-            body.push(Stmt::loop_of(Extent::Fixed(LANES), l, init));
-            // Each full row of lanes.
-            let (c, l) = (
-                lw.new_reg(DType::I64, Some("c")),
-                lw.new_reg(DType::I64, Some("lane")),
-            );
-            let mut lb = Vec::new();
-            let width = lw.i64_const(&mut lb, LANES as i64);
-            let base = lw.mul(&mut lb, c, width);
-            let col = lw.i64_binary(&mut lb, BinaryOp::Add, base, l);
-            let acc = lw.emit(&mut lb, key_ty, Expr::Load(lanes, l), None);
-            let flag = nans.map(|n| lw.emit(&mut lb, DType::I32, Expr::Load(n, l), None));
-            let (next, flag) = fold(lw, &mut lb, col, (acc, flag));
-            lb.push(Stmt::Store(lanes, Some(l), next));
-            if let (Some(n), Some(f)) = (nans, flag) {
-                lb.push(Stmt::Store(n, Some(l), f));
-            }
-            let cb = vec![Stmt::loop_of(Extent::Fixed(LANES), l, lb)];
-            body.push(Stmt::loop_of(Extent::Fixed(extent / LANES), c, cb));
-            // The rest, then the lanes, into the variables.
+            // The elements the lanes fold: every full row of lanes.
+            let in_lanes = match lanes {
+                Some(lanes) => {
+                    let l = lw.new_reg(DType::I64, Some("lane"));
+                    let mut init = vec![Stmt::Store(lanes, Some(l), start)];
+                    if let Some(n) = nans {
+                        init.push(Stmt::Store(n, Some(l), no));
+                    }
+                    body.push(Stmt::loop_of(Extent::Fixed(LANES), l, init));
+                    let (c, l) = (
+                        lw.new_reg(DType::I64, Some("c")),
+                        lw.new_reg(DType::I64, Some("lane")),
+                    );
+                    let mut lb = Vec::new();
+                    let width = lw.i64_const(&mut lb, LANES as i64);
+                    let base = lw.mul(&mut lb, c, width);
+                    let col = lw.i64_binary(&mut lb, BinaryOp::Add, base, l);
+                    let acc = lw.emit(&mut lb, key_ty, Expr::Load(lanes, l), None);
+                    let flag = nans.map(|n| lw.emit(&mut lb, DType::I32, Expr::Load(n, l), None));
+                    let (next, flag) = fold(lw, &mut lb, col, (acc, flag));
+                    lb.push(Stmt::Store(lanes, Some(l), next));
+                    if let (Some(n), Some(f)) = (nans, flag) {
+                        lb.push(Stmt::Store(n, Some(l), f));
+                    }
+                    let cb = vec![Stmt::loop_of(Extent::Fixed(LANES), l, lb)];
+                    body.push(Stmt::loop_of(Extent::Fixed(extent / LANES), c, cb));
+                    extent / LANES * LANES
+                }
+                None => 0,
+            };
+            // The rest (every element where the key runs in the
+            // variable), then the lanes, into the variables.
             body.push(Stmt::Set(acc_var, start));
             body.push(Stmt::Set(nan_var, no));
             let r = lw.new_reg(DType::I64, Some("c"));
             let mut rb = Vec::new();
-            let first = lw.i64_const(&mut rb, (extent / LANES * LANES) as i64);
+            let first = lw.i64_const(&mut rb, in_lanes as i64);
             let col = lw.i64_binary(&mut rb, BinaryOp::Add, first, r);
             let acc = lw.emit(&mut rb, key_ty, Expr::Var(acc_var), None);
             let flag = float.then(|| lw.emit(&mut rb, DType::I32, Expr::Var(nan_var), None));
@@ -386,20 +398,22 @@ impl Lowerer<'_> {
             if let Some(f) = flag {
                 rb.push(Stmt::Set(nan_var, f));
             }
-            body.push(Stmt::loop_of(Extent::Fixed(extent % LANES), r, rb));
-            let l = lw.new_reg(DType::I64, Some("lane"));
-            let mut fb = Vec::new();
-            let x = lw.emit(&mut fb, key_ty, Expr::Load(lanes, l), None);
-            let acc = lw.emit(&mut fb, key_ty, Expr::Var(acc_var), None);
-            let next = lw.emit(&mut fb, key_ty, Expr::Binary(step, acc, x), None);
-            fb.push(Stmt::Set(acc_var, next));
-            if let Some(n) = nans {
-                let x = lw.emit(&mut fb, DType::I32, Expr::Load(n, l), None);
-                let f = lw.emit(&mut fb, DType::I32, Expr::Var(nan_var), None);
-                let f = lw.emit(&mut fb, DType::I32, Expr::Binary(BinaryOp::BOr, f, x), None);
-                fb.push(Stmt::Set(nan_var, f));
+            body.push(Stmt::loop_of(Extent::Fixed(extent - in_lanes), r, rb));
+            if let Some(lanes) = lanes {
+                let l = lw.new_reg(DType::I64, Some("lane"));
+                let mut fb = Vec::new();
+                let x = lw.emit(&mut fb, key_ty, Expr::Load(lanes, l), None);
+                let acc = lw.emit(&mut fb, key_ty, Expr::Var(acc_var), None);
+                let next = lw.emit(&mut fb, key_ty, Expr::Binary(step, acc, x), None);
+                fb.push(Stmt::Set(acc_var, next));
+                if let Some(n) = nans {
+                    let x = lw.emit(&mut fb, DType::I32, Expr::Load(n, l), None);
+                    let f = lw.emit(&mut fb, DType::I32, Expr::Var(nan_var), None);
+                    let f = lw.emit(&mut fb, DType::I32, Expr::Binary(BinaryOp::BOr, f, x), None);
+                    fb.push(Stmt::Set(nan_var, f));
+                }
+                body.push(Stmt::loop_of(Extent::Fixed(LANES), l, fb));
             }
-            body.push(Stmt::loop_of(Extent::Fixed(LANES), l, fb));
             let key = lw.emit(body, key_ty, Expr::Var(acc_var), None);
             let result = if float {
                 // The key back to the float (the map is its own inverse),
