@@ -68,7 +68,9 @@ impl<'a> ArrayRef<'a> {
         })
     }
 
-    pub(crate) fn shape(&self) -> InputShape {
+    /// What binding sees of it: a scalar's dtype, or an array's dtype and
+    /// length ([`kiln_ir::exec::bind_shapes`]).
+    pub fn shape(&self) -> InputShape {
         let dtype = match self {
             ArrayRef::Scalar(s) => return InputShape::Scalar(s.dtype()),
             ArrayRef::Bool(_) => DType::Bool,
@@ -83,7 +85,8 @@ impl<'a> ArrayRef<'a> {
         )
     }
 
-    pub(crate) fn describe(&self) -> String {
+    /// How an error message names it: `a f64 scalar`, `f32[12]`.
+    pub fn describe(&self) -> String {
         match self.shape() {
             InputShape::Scalar(d) => format!("a {d} scalar"),
             InputShape::Array(d, n) => format!("{d}[{n}]"),
