@@ -6,6 +6,10 @@
 
 const native = require('./kiln.node');
 
+// No LLVM compile may be running while the process's exit handlers destroy
+// LLVM's globals: a tier-up in flight finishes first, and none starts after.
+process.on('exit', () => native.beforeExit());
+
 /** kiln's errors: every one below is a KilnError. */
 class KilnError extends Error {
   constructor(message) {

@@ -850,6 +850,14 @@ fn no_options() -> Options {
     }
 }
 
+/// Prepares kiln for the process's exit (`kiln::before_exit`: a tier-up
+/// compile in flight finishes, none starts); `index.js` calls it on
+/// `process`'s `exit` event, as Python's package does from `atexit`.
+#[napi]
+pub fn before_exit() {
+    kiln::before_exit();
+}
+
 /// The tiers by name, as `options.tier` takes them (and `auto`).
 #[napi]
 pub fn tiers() -> Vec<String> {
