@@ -10,87 +10,19 @@ const native = require('./kiln.node');
 // LLVM's globals: a tier-up in flight finishes first, and none starts after.
 process.on('exit', () => native.beforeExit());
 
-/** kiln's errors: every one below is a KilnError. */
-class KilnError extends Error {
-  constructor(message) {
-    super(message);
-    this.name = new.target.name;
-  }
-}
-/** The source does not parse (a located message: file:line:col). */
-class ParseError extends KilnError {}
-/** The graph does not verify, or the tier cannot compile it. */
-class CompileError extends KilnError {}
-/** A file cannot be read. */
-class IoError extends KilnError {}
-/** A run-time failure. */
-class ExecError extends KilnError {}
-/** Integer division (or remainder) by zero, naming the node. */
-class DivisionByZeroError extends ExecError {}
-/** An index (`gather`, `embedding`) outside its axis, naming the node. */
-class IndexOutOfRangeError extends ExecError {}
-
-const KINDS = {
+const {
+  KilnError,
   ParseError,
   CompileError,
   IoError,
   ExecError,
   DivisionByZeroError,
   IndexOutOfRangeError,
-  TypeError,
-  RangeError,
-};
+  translate,
+} = require('./errors');
+const wasm = require('./wasm');
 
-// The native module tags each error `KILN:<Kind>:`; this makes it that class.
-function translate(e) {
-  const m = e instanceof Error ? /^KILN:(\w+):/.exec(e.message) : null;
-  if (!m || !KINDS[m[1]]) return e;
-  return new KINDS[m[1]](e.message.slice(m[0].length));
-}
-
-const ARRAYS = [
-  [Float32Array, 'f32'],
-  [Float64Array, 'f64'],
-  [Int32Array, 'i32'],
-  [BigInt64Array, 'i64'],
-  [Uint8Array, 'bool'],
-];
-
-function dtypeOf(data) {
-  for (const [type, dtype] of ARRAYS) if (data instanceof type) return dtype;
-  return null;
-}
-
-/**
- * A tensor: its elements in row-major order (a typed array, never copied)
- * and its shape. Outputs come back as tensors; inputs may be tensors or bare
- * typed arrays.
- */
-class Tensor {
-  constructor(data, shape, dtype) {
-    if (!ArrayBuffer.isView(data) || dtypeOf(data) === null && !(data instanceof Uint32Array)) {
-      throw new TypeError(
-        'a tensor holds a Float32Array, Float64Array, Int32Array, BigInt64Array or Uint8Array (bool)');
-    }
-    if (shape === undefined) shape = [data.length];
-    if (!Array.isArray(shape) || !shape.every((d) => Number.isSafeInteger(d) && d >= 0)) {
-      throw new TypeError('a tensor\'s shape is an array of non-negative integers');
-    }
-    this.data = data;
-    this.shape = shape;
-    this.dtype = dtype || dtypeOf(data);
-  }
-
-  /** The number of elements. */
-  get size() {
-    return this.data.length;
-  }
-}
-
-/** `new Tensor(data, shape)`: a typed array with its shape. */
-function tensor(data, shape) {
-  return new Tensor(data, shape);
-}
+const { Tensor, tensor, argumentsFor, resultsFor } = require('./tensor');
 
 const OPTIONS = new Set(['tier', 'inputs', 'format', 'outputs', 'weights', 'modules', 'optimize']);
 
@@ -110,12 +42,6 @@ function nativeOptions(options) {
   return out;
 }
 
-function scalarOf(data, dtype) {
-  const v = data[0];
-  if (dtype === 'bool') return v !== 0;
-  return v; // a number, or a BigInt for i64
-}
-
 /**
  * A compiled graph. `inputs` and `outputs` describe it (name, dtype, shape:
  * numbers and symbols); `run(values)` and `runSync(values)` take the inputs
@@ -129,52 +55,11 @@ class KilnFunction {
     this.tier = handle.tier;
   }
 
-  _arguments(values) {
-    if (values === null || typeof values !== 'object' || ArrayBuffer.isView(values) || values instanceof Tensor) {
-      throw new TypeError(
-        `run takes an object of inputs by name (${this._names()}), such as { ${this.inputs[0] ? this.inputs[0].name : 'x'}: … }`);
-    }
-    const known = new Set(this.inputs.map((p) => p.name));
-    for (const key of Object.keys(values)) {
-      if (!known.has(key)) throw new TypeError(`no input \`${key}\` (the inputs: ${this._names()})`);
-    }
-    const args = [];
-    const shapes = [];
-    for (const port of this.inputs) {
-      if (!(port.name in values)) throw new TypeError(`input \`${port.name}\` is missing (the inputs: ${this._names()})`);
-      const v = values[port.name];
-      if (v instanceof Tensor || (v !== null && typeof v === 'object' && !ArrayBuffer.isView(v) && 'data' in v)) {
-        args.push(v.data);
-        shapes.push(v.shape === undefined ? null : v.shape);
-      } else {
-        args.push(v);
-        shapes.push(null);
-      }
-    }
-    return [args, shapes];
-  }
-
-  _names() {
-    return this.inputs.map((p) => `${p.name}: ${p.dtype}[${p.shape.join(', ')}]`).join(', ');
-  }
-
-  _results(outputs) {
-    const result = {};
-    outputs.forEach((o, i) => {
-      const port = this.outputs[i];
-      result[port.name] =
-        port.shape.length === 0 && port.dtype !== 'selection'
-          ? scalarOf(o.data, port.dtype)
-          : new Tensor(o.data, o.shape, port.dtype);
-    });
-    return result;
-  }
-
   /** Runs on this thread and returns the outputs by name. */
   runSync(values) {
     try {
-      const [args, shapes] = this._arguments(values);
-      return this._results(this._native.runSync(args, shapes));
+      const [args, shapes] = argumentsFor(this.inputs, values);
+      return resultsFor(this.outputs, this._native.runSync(args, shapes));
     } catch (e) {
       throw translate(e);
     }
@@ -187,13 +72,13 @@ class KilnFunction {
   run(values) {
     let pending;
     try {
-      const [args, shapes] = this._arguments(values);
+      const [args, shapes] = argumentsFor(this.inputs, values);
       pending = this._native.run(args, shapes);
     } catch (e) {
       return Promise.reject(translate(e));
     }
     return pending.then(
-      (outputs) => this._results(outputs),
+      (outputs) => resultsFor(this.outputs, outputs),
       (e) => {
         throw translate(e);
       },
@@ -231,6 +116,53 @@ function load(path, options) {
   }
 }
 
+const REQUEST = ['emit', 'target', 'tier', 'optLevel', 'cpu', 'features', 'name'];
+
+// Splits aot's options into the load's and the request's.
+function aotOptions(options) {
+  if (options === null || typeof options !== 'object' || typeof options.emit !== 'string') {
+    throw new TypeError("aot needs options.emit: 'obj', 'asm', 'llvm-ir', 'bc', 'wasm' or 'header'");
+  }
+  const load = {};
+  const request = {};
+  for (const [key, value] of Object.entries(options)) {
+    if (REQUEST.includes(key)) request[key] = value;
+    else load[key] = value;
+  }
+  return [nativeOptions(load), request];
+}
+
+/**
+ * Compiles source text ahead of time (the CLI's `aot`): `options.emit` is
+ * `obj`, `asm`, `llvm-ir`, `bc`, `wasm` or `header`; `options.target`
+ * `native` (default), `x86_64`, `aarch64`, `riscv64`, `wasm32` or a triple;
+ * `tier` `llvm` or `cranelift`; `optLevel`, `cpu`, `features`, `name`; and
+ * `compile`'s options. Text comes back as a string, the rest as a Buffer;
+ * a wasm module runs with `kiln.wasm.instantiate`.
+ */
+function aot(source, options) {
+  try {
+    if (typeof source !== 'string' && !Buffer.isBuffer(source)) {
+      throw new TypeError('aot takes source text (a string or a Buffer); aotLoad takes a file');
+    }
+    const [load, request] = aotOptions(options);
+    return native.aot(source, null, load, request);
+  } catch (e) {
+    throw translate(e);
+  }
+}
+
+/** `aot` of a file, read as `load` reads it. */
+function aotLoad(path, options) {
+  try {
+    if (typeof path !== 'string') throw new TypeError('aotLoad takes a file path');
+    const [load, request] = aotOptions(options);
+    return native.aot(null, path, load, request);
+  } catch (e) {
+    throw translate(e);
+  }
+}
+
 /** The tiers `options.tier` names (besides `auto`). */
 function tiers() {
   return native.tiers();
@@ -251,6 +183,9 @@ function setNumThreads(n) {
 module.exports = {
   compile,
   load,
+  aot,
+  aotLoad,
+  wasm,
   tensor,
   tiers,
   setNumThreads,

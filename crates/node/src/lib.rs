@@ -689,6 +689,54 @@ fn compile_bytes(
             format!("tier must be one of {}, not {tier_name:?}", Tier::names()),
         )
     })?;
+    let verified = load_verified(bytes, name, format, options, beside)?;
+    let compile = CompileOptions {
+        optimize: options.optimize.unwrap_or(true),
+        ..Default::default()
+    };
+    let failed = |e: kiln::CompileError| error(Kind::Compile, format!("{name}: {e}"));
+    let program: Box<dyn Program + Send + Sync> = match tier {
+        Tier::Interp => Box::new(
+            kiln::Interpreter
+                .compile(&verified, &compile)
+                .map_err(failed)?,
+        ),
+        Tier::Auto => Box::new(kiln::Auto.compile(&verified, &compile).map_err(failed)?),
+        t => Box::new(
+            t.backend()
+                .map_err(|e| error(Kind::Compile, format!("{name}: {e}")))?
+                .compile(&verified, &compile)
+                .map_err(failed)?,
+        ),
+    };
+    let g = program.verified().graph();
+    let named = |n: &str, v| (n.to_string(), g.ty(v).clone());
+    let inputs = g.inputs().iter().map(|i| named(&i.name, i.value)).collect();
+    let outputs = g
+        .outputs()
+        .iter()
+        .map(|o| named(&o.name, o.value))
+        .collect();
+    Ok(Function {
+        compiled: Arc::new(Compiled {
+            program,
+            tier,
+            inputs,
+            outputs,
+        }),
+    })
+}
+
+/// Loads `bytes` (named `name` in messages) as `format` with what
+/// `options` gives (input types, outputs, weights and the module tree, or
+/// those files beside `beside`) and verifies it.
+fn load_verified(
+    bytes: &[u8],
+    name: &str,
+    format: Format,
+    options: &Options,
+    beside: Option<&Path>,
+) -> napi::Result<Verified> {
     let mut load = LoadOptions::default();
     for (input, text) in options.inputs.iter().flatten() {
         let ty = kiln::parse_type(text)
@@ -744,42 +792,7 @@ fn compile_bytes(
             },
         )
     })?;
-    let verified = verify_located(loaded.graph, &loaded.source_map, name, &text)?;
-    let compile = CompileOptions {
-        optimize: options.optimize.unwrap_or(true),
-        ..Default::default()
-    };
-    let failed = |e: kiln::CompileError| error(Kind::Compile, format!("{name}: {e}"));
-    let program: Box<dyn Program + Send + Sync> = match tier {
-        Tier::Interp => Box::new(
-            kiln::Interpreter
-                .compile(&verified, &compile)
-                .map_err(failed)?,
-        ),
-        Tier::Auto => Box::new(kiln::Auto.compile(&verified, &compile).map_err(failed)?),
-        t => Box::new(
-            t.backend()
-                .map_err(|e| error(Kind::Compile, format!("{name}: {e}")))?
-                .compile(&verified, &compile)
-                .map_err(failed)?,
-        ),
-    };
-    let g = program.verified().graph();
-    let named = |n: &str, v| (n.to_string(), g.ty(v).clone());
-    let inputs = g.inputs().iter().map(|i| named(&i.name, i.value)).collect();
-    let outputs = g
-        .outputs()
-        .iter()
-        .map(|o| named(&o.name, o.value))
-        .collect();
-    Ok(Function {
-        compiled: Arc::new(Compiled {
-            program,
-            tier,
-            inputs,
-            outputs,
-        }),
-    })
+    verify_located(loaded.graph, &loaded.source_map, name, &text)
 }
 
 fn verify_located(
@@ -820,7 +833,115 @@ pub fn compile(source: Either<String, Buffer>, options: Option<Options>) -> napi
 #[napi]
 pub fn load(path: String, options: Option<Options>) -> napi::Result<Function> {
     let options = options.unwrap_or_else(no_options);
-    let file = Path::new(&path);
+    let (bytes, format) = read_source(&path, &options)?;
+    compile_bytes(&bytes, &path, format, &options, Some(Path::new(&path)))
+}
+
+/// What to write ahead of time (`kiln.aot`): the CLI's `aot` options.
+#[napi(object)]
+pub struct AotRequest {
+    /// `obj`, `asm`, `llvm-ir`, `bc`, `wasm` or `header`.
+    pub emit: String,
+    /// `x86_64`, `aarch64`, `riscv64`, `wasm32`, `native` (the default) or
+    /// an LLVM triple; `wasm` means `wasm32`.
+    pub target: Option<String>,
+    /// `llvm` (the default) or `cranelift`.
+    pub tier: Option<String>,
+    /// LLVM's `-O` level, 0 to 3 (default 3).
+    pub opt_level: Option<u32>,
+    /// The CPU to tune for (LLVM).
+    pub cpu: Option<String>,
+    /// Target features, `+f,-g` (LLVM).
+    pub features: Option<String>,
+    /// The exported symbol (default: the graph's name).
+    pub name: Option<String>,
+}
+
+/// Compiles ahead of time: the object, module or text `request.emit`
+/// names (a string for text, else bytes). `path` loads a file as `load`
+/// does; otherwise `source` is source text as `compile` takes it.
+#[napi]
+pub fn aot(
+    source: Option<Either<String, Buffer>>,
+    path: Option<String>,
+    options: Option<Options>,
+    request: AotRequest,
+) -> napi::Result<Either<String, Buffer>> {
+    let options = options.unwrap_or_else(no_options);
+    let verified = match (source, path) {
+        (Some(source), None) => {
+            let format = format_named(options.format.as_deref().unwrap_or("py"))?;
+            let bytes: Vec<u8> = match source {
+                Either::A(text) => text.into_bytes(),
+                Either::B(buffer) => buffer.to_vec(),
+            };
+            load_verified(&bytes, "<source>", format, &options, None)?
+        }
+        (None, Some(path)) => {
+            let (bytes, format) = read_source(&path, &options)?;
+            load_verified(&bytes, &path, format, &options, Some(Path::new(&path)))?
+        }
+        _ => return Err(error(Kind::Type, "aot takes source text or a file path")),
+    };
+    let emit = kiln::Emit::from_name(&request.emit).ok_or_else(|| {
+        let names: Vec<&str> = kiln::Emit::NAMES.iter().map(|(n, _)| *n).collect();
+        error(
+            Kind::Type,
+            format!(
+                "emit must be one of {}, not {:?}",
+                names.join(", "),
+                request.emit
+            ),
+        )
+    })?;
+    let tier = match request.tier.as_deref() {
+        None => kiln::aot::default_tier(),
+        Some("llvm") => Tier::Llvm,
+        Some("cranelift") => Tier::Cranelift,
+        Some(t) => {
+            return Err(error(
+                Kind::Type,
+                format!("tier must be 'llvm' or 'cranelift' ahead of time, not {t:?}"),
+            ))
+        }
+    };
+    let opt = request.opt_level.unwrap_or(3);
+    let opt_level = u8::try_from(opt)
+        .ok()
+        .and_then(kiln::OptLevel::from_number)
+        .ok_or_else(|| error(Kind::Range, format!("optLevel must be 0 to 3, not {opt}")))?;
+    let target = match request.target.as_deref() {
+        None => "native".to_string(),
+        Some("wasm") => "wasm32".to_string(),
+        Some(t) => t.to_string(),
+    };
+    let aot = kiln::aot::AotOptions {
+        target,
+        emit,
+        tier,
+        opt_level,
+        cpu: request.cpu,
+        features: request.features,
+        symbol: request.name,
+        optimize: options.optimize.unwrap_or(true),
+    };
+    let bytes = kiln::aot::compile(&verified, &aot).map_err(|e| match e {
+        kiln::aot::AotError::Compile(e) => error(Kind::Compile, e.to_string()),
+        kiln::aot::AotError::Request(m) => error(Kind::Type, m),
+    })?;
+    Ok(if emit.is_text() {
+        Either::A(
+            String::from_utf8(bytes)
+                .map_err(|_| error(Kind::Exec, "the backend wrote text that is not UTF-8"))?,
+        )
+    } else {
+        Either::B(bytes.into())
+    })
+}
+
+/// A file's bytes and format (`options.format`, else its name's).
+fn read_source(path: &str, options: &Options) -> napi::Result<(Vec<u8>, Format)> {
+    let file = Path::new(path);
     let format = match options.format.as_deref() {
         Some(f) => format_named(f)?,
         None => Format::from_path(file).ok_or_else(|| {
@@ -835,7 +956,7 @@ pub fn load(path: String, options: Option<Options>) -> napi::Result<Function> {
     };
     let bytes =
         std::fs::read(file).map_err(|e| error(Kind::Io, format!("{path}: cannot read: {e}")))?;
-    compile_bytes(&bytes, &path, format, &options, Some(file))
+    Ok((bytes, format))
 }
 
 fn no_options() -> Options {

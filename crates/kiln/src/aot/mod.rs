@@ -8,6 +8,8 @@ pub use kiln_kernel::backend::Emit;
 use kiln_kernel::backend::{BackendError, EmitOptions};
 use kiln_kernel::{header, lower};
 
+mod wasm;
+
 /// The tier `aot` uses unless told: LLVM when this build has it (every
 /// output, any target), else Cranelift (objects for three targets).
 pub fn default_tier() -> Tier {
@@ -129,7 +131,7 @@ pub fn compile(graph: &Verified, options: &AotOptions) -> Result<Vec<u8>, AotErr
     if options.emit == Emit::Header {
         return Ok(header::header(&kernel, &symbol).into_bytes());
     }
-    backend
+    let bytes = backend
         .emit(&kernel, &symbol, &request)
         .map_err(|e| match e {
             BackendError::Unsupported(m) => {
@@ -137,7 +139,14 @@ pub fn compile(graph: &Verified, options: &AotOptions) -> Result<Vec<u8>, AotErr
             }
             BackendError::Failed(m) => AotError::Request(m),
             e @ BackendError::NotCached => AotError::Request(e.to_string()),
-        })
+        })?;
+    // A wasm module describes its own call, for hosts with only a
+    // WebAssembly engine (`wasm.rs`).
+    Ok(if options.emit == Emit::Wasm {
+        wasm::describe(bytes, graph.graph(), &kernel, &symbol)
+    } else {
+        bytes
+    })
 }
 
 /// What to add to a request another tier than `tier` would serve: the LLVM
