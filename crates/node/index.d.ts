@@ -65,6 +65,44 @@ export class Function {
 export function compile(source: string | Buffer, options?: Options): Function;
 /** Loads a file as kiln's CLI does and compiles it. */
 export function load(path: string, options?: Options): Function;
+export interface AotOptions extends Omit<Options, 'tier'> {
+  /** `obj`, `asm`, `llvm-ir`, `bc`, `wasm` or `header`. */
+  emit: 'obj' | 'asm' | 'llvm-ir' | 'bc' | 'wasm' | 'header';
+  /** `native` (default), `x86_64`, `aarch64`, `riscv64`, `wasm32` or an LLVM triple. */
+  target?: string;
+  /** `llvm` (default) or `cranelift`. */
+  tier?: 'llvm' | 'cranelift';
+  optLevel?: 0 | 1 | 2 | 3;
+  cpu?: string;
+  features?: string;
+  /** The exported symbol. */
+  name?: string;
+}
+
+/** Compiles source text ahead of time: text outputs as a string, the rest as a Buffer. */
+export function aot(source: string | Buffer, options: AotOptions): string | Buffer;
+/** `aot` of a file, read as `load` reads it. */
+export function aotLoad(path: string, options: AotOptions): string | Buffer;
+
+/** A kiln wasm module instantiated on this engine's WebAssembly (no add-on needed). */
+export interface WasmFunction {
+  readonly inputs: Port[];
+  readonly outputs: Port[];
+  readonly tier: 'wasm';
+  runSync(values: Record<string, Value>): Record<string, Result>;
+  run(values: Record<string, Value>): Promise<Record<string, Result>>;
+}
+
+/** `require('kiln/wasm')`, also as `kiln.wasm`. */
+export const wasm: {
+  instantiate(bytes: BufferSource): Promise<WasmFunction>;
+  instantiateSync(bytes: BufferSource): WasmFunction;
+  /** a*b + c rounded once to float64. */
+  fma(a: number, b: number, c: number): number;
+  /** a*b + c rounded once to float32. */
+  fmaf(a: number, b: number, c: number): number;
+};
+
 /** The tiers `options.tier` names besides `auto`. */
 export function tiers(): string[];
 /** How many threads kiln's kernels use. */

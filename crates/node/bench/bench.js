@@ -9,6 +9,9 @@
 // 2. 1000 concurrent run() calls of a small function: the wall time against
 //    the same calls awaited one by one, and how late a 10 ms timer fired
 //    meanwhile (the event loop's stall).
+// 3. ResNet-18 as a wasm module (aot --emit wasm) on Node's WebAssembly
+//    against the add-on's LLVM code.
+// `node bench/bench.js resnet|concurrent|wasm` runs one.
 // Each result is one JSON line.
 
 const path = require('node:path');
@@ -88,6 +91,31 @@ async function resnet(tier, rounds, calls) {
   }
 }
 
+// ResNet-18 as a wasm module on Node's WebAssembly against the add-on's
+// LLVM code, same process, one thread.
+async function wasmForward(calls) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-bench-wasm-'));
+  try {
+    execFileSync(PYTHON, [path.join(__dirname, '..', 'test', 'export_resnet.py'), dir]);
+    const file = path.join(dir, 'module.txt');
+    const options = { inputs: { x: 'f32[1, 3, 224, 224]' } };
+    const bytes = fs.readFileSync(path.join(dir, 'input.f32'));
+    const x = kiln.tensor(new Float32Array(new Uint8Array(bytes).buffer), [1, 3, 224, 224]);
+    const native = kiln.load(file, { ...options, tier: 'llvm' });
+    const net = await kiln.wasm.instantiate(kiln.aotLoad(file, { ...options, emit: 'wasm', target: 'wasm32' }));
+    net.runSync({ x });
+    native.runSync({ x });
+    const w = timeIt(() => net.runSync({ x }), calls);
+    const n = timeIt(() => native.runSync({ x }), calls);
+    console.log(JSON.stringify({
+      workload: 'resnet18-1x3x224x224-wasm', wasm_ms: +w.toFixed(1), native_llvm_ms: +n.toFixed(2),
+      wasm_vs_native: +(w / n).toFixed(1),
+    }));
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 async function concurrent(count) {
   const f = kiln.compile('def f(x):\n    return sin(x) * exp(-x) + sqrt(abs(x))\n', { tier: 'llvm', inputs: { x: 'f64[n]' } });
   const x = Float64Array.from({ length: 20000 }, (_, i) => i / 1000);
@@ -121,4 +149,5 @@ async function concurrent(count) {
     for (const tier of ['llvm', 'cranelift']) await resnet(tier, 5, 10);
   }
   if (which.length === 0 || which.includes('concurrent')) await concurrent(1000);
+  if (which.length === 0 || which.includes('wasm')) await wasmForward(3);
 })();

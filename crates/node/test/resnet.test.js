@@ -1,7 +1,8 @@
 'use strict';
 // The workflow of the libtorch add-on post, without libtorch: a Python script
 // exports torchvision's ResNet-18 as kiln's fx importer reads it; Node loads
-// it and runs a 1x3x224x224 image; the logits match eager torch's.
+// it and runs a 1x3x224x224 image; the logits match eager torch's, on every
+// JIT tier and as a wasm module.
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
@@ -43,6 +44,12 @@ test('ResNet-18 exported by torch runs from Node and matches eager', async () =>
       if (reference === null) reference = sync;
       else assert.deepEqual(sync, reference, tier);
     }
+    // The portable path: the same model as a wasm module on Node's own
+    // WebAssembly, the native bits.
+    const bytes = kiln.aotLoad(path.join(dir, 'module.txt'), { inputs: { x: 'f32[1, 3, 224, 224]' }, emit: 'wasm', target: 'wasm32' });
+    const net = await kiln.wasm.instantiate(bytes);
+    const y = Object.values(net.runSync({ x }))[0];
+    assert.deepEqual(Buffer.from(y.data.buffer), reference, 'wasm');
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }

@@ -72,6 +72,15 @@ test('fmaf rounds once: double rounding cases, and random ones', () => {
       assert.equal(fmaf(x, y, c), Math.fround(reference(x, y, c, 24, -149)), `fmaf(${x}, ${y}, ${c})`);
     }
   }
+  // The wasm build modules call gives the same bits.
+  const compiled = kiln.wasm.fmafWasm();
+  for (let i = 0; i < xs.length; i += 3) {
+    for (const c of [xs[i + 2], Math.fround(-xs[i] * xs[i + 1] * (1 + 2 ** -20)), 2 ** -80, -Infinity, NaN]) {
+      assert.ok(Object.is(compiled(xs[i], xs[i + 1], c), fmaf(xs[i], xs[i + 1], c)), `fmaf(${xs[i]}, ${xs[i + 1]}, ${c})`);
+    }
+  }
+  assert.equal(compiled(a, a, 2 ** -80), Math.fround(1 + 2 ** -11 + 2 ** -23));
+  assert.ok(Object.is(compiled(0, -1, -0), -0));
   // Zeros, infinities, NaN, overflow, subnormal results.
   assert.ok(Object.is(fmaf(0, -1, -0), -0));
   assert.ok(Object.is(fmaf(1, 1, -1), 0));
