@@ -3,7 +3,6 @@
 
 use crate::Failure;
 use clap::{Args, ValueEnum};
-use kiln::ir::diag::render_located;
 use kiln::{Format, Graph, LoadOptions, Loaded, PyOptions, Type, Verified};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -190,17 +189,8 @@ impl SourceArgs {
                     format!("{name}: error: {}", e.message)
                 })
             })?;
-        let verified = kiln::verify(graph).map_err(|errors| {
-            let lines: Vec<String> = errors
-                .0
-                .iter()
-                .map(|e| match e.location.and_then(|v| source_map.get(v)) {
-                    Some(loc) => render_located(&name, &text, loc, &e.to_string()),
-                    None => format!("{name}: error: {e}"),
-                })
-                .collect();
-            Failure::Input(lines.join("\n"))
-        })?;
+        let verified =
+            kiln::verify_located(graph, &source_map, &name, &text).map_err(Failure::Input)?;
         Ok(Source { name, verified })
     }
 }

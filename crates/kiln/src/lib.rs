@@ -128,6 +128,28 @@ pub struct LoadOptions {
     pub tf: kiln_frontend::tf::Options,
 }
 
+/// Verifies a loaded graph, its errors rendered one per line and located
+/// in `text` (the source called `name`) wherever the source map knows the
+/// value: what the CLI, the Python package and the Node add-on report.
+pub fn verify_located(
+    graph: Graph,
+    source_map: &SourceMap,
+    name: &str,
+    text: &str,
+) -> Result<Verified, String> {
+    verify(graph).map_err(|errors| {
+        let lines: Vec<String> = errors
+            .0
+            .iter()
+            .map(|e| match e.location.and_then(|v| source_map.get(v)) {
+                Some(loc) => kiln_ir::diag::render_located(name, text, loc, &e.to_string()),
+                None => format!("{name}: error: {e}"),
+            })
+            .collect();
+        lines.join("\n")
+    })
+}
+
 /// Reads `text` in `format` into an unverified graph.
 pub fn load(text: &str, format: Format, options: &LoadOptions) -> Result<Loaded, ParseError> {
     load_bytes(text.as_bytes(), format, options)

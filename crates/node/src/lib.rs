@@ -792,26 +792,8 @@ fn load_verified(
             },
         )
     })?;
-    verify_located(loaded.graph, &loaded.source_map, name, &text)
-}
-
-fn verify_located(
-    graph: kiln::ir::Graph,
-    source_map: &kiln::ir::SourceMap,
-    name: &str,
-    text: &str,
-) -> napi::Result<Verified> {
-    kiln::verify(graph).map_err(|errors| {
-        let lines: Vec<String> = errors
-            .0
-            .iter()
-            .map(|e| match e.location.and_then(|v| source_map.get(v)) {
-                Some(loc) => kiln::ir::diag::render_located(name, text, loc, &e.to_string()),
-                None => format!("{name}: error: {e}"),
-            })
-            .collect();
-        error(Kind::Compile, lines.join("\n"))
-    })
+    kiln::verify_located(loaded.graph, &loaded.source_map, name, &text)
+        .map_err(|m| error(Kind::Compile, m))
 }
 
 /// Compiles source text (the Python subset unless `options.format` says

@@ -193,3 +193,31 @@ test('setNumThreads checks its argument', () => {
   assert.throws(() => kiln.setNumThreads(1.5), RangeError);
   kiln.setNumThreads(2);
 });
+
+test('load: TensorFlow GraphDefs, text and binary, match TensorFlow', () => {
+  const dir = path.join(ROOT, 'tests', 'fixtures', 'tf', 'cnn_frozen');
+  const c = JSON.parse(fs.readFileSync(path.join(dir, 'case.json'), 'utf8'));
+  const input = c.inputs.image;
+  const [want] = c.outputs;
+  const scale = Math.max(...want.data.map(Math.abs));
+  for (const file of ['graph.pbtxt', 'graph.pb']) {
+    for (const tier of ['llvm', 'cranelift']) {
+      const f = kiln.load(path.join(dir, file), { tier, inputs: { image: 'f32[2, 16, 16, 3]' }, outputs: ['Identity'] });
+      const y = Object.values(f.runSync({ image: kiln.tensor(Float32Array.from(input.data), input.shape) }))[0];
+      assert.deepEqual(y.shape, want.shape);
+      y.data.forEach((v, i) => assert.ok(Math.abs(v - want.data[i]) <= 1e-6 * scale, `${file} on ${tier}: element ${i}`));
+    }
+  }
+  // int64 with TensorFlow's floor division and wraparound: exact.
+  const ints = path.join(ROOT, 'tests', 'fixtures', 'tf', 'int64_ops');
+  const k = JSON.parse(fs.readFileSync(path.join(ints, 'case.json'), 'utf8'));
+  const f = kiln.load(path.join(ints, 'graph.pbtxt'), {
+    tier: 'llvm',
+    inputs: { x: 'i64[8]', y: 'i64[8]' },
+    outputs: k.output_names,
+  });
+  const big = (v) => BigInt64Array.from(v.data, (n) => BigInt(n));
+  const out = f.runSync({ x: big(k.inputs.x), y: big(k.inputs.y) });
+  const results = f.outputs.map((p) => out[p.name]);
+  k.outputs.forEach((o, i) => assert.deepEqual([...results[i].data], o.data.map((n) => BigInt(n)), o.name));
+});

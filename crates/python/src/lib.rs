@@ -95,21 +95,9 @@ fn verify_located(
     name: &str,
     text: &str,
 ) -> PyResult<Verified> {
-    kiln::verify(graph).map_err(|errors| {
-        let lines: Vec<String> = errors
-            .0
-            .iter()
-            .map(|e| match e.location.and_then(|v| source_map.get(v)) {
-                Some(loc) => kiln::ir::diag::render_located(name, text, loc, &e.to_string()),
-                None => format!("{name}: error: {e}"),
-            })
-            .collect();
-        compile_error(lines.join("\n"))
-    })
+    kiln::verify_located(graph, source_map, name, text).map_err(compile_error)
 }
 
-/// Compiles a source into a callable [`Function`] (`kiln.compile` is the
-/// documented front door; it builds `spec`).
 #[pyfunction]
 #[pyo3(signature = (spec, tier, optimize, recipe))]
 fn compile(
