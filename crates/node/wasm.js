@@ -10,8 +10,8 @@
 //
 // The module imports the fused multiply-add its matmuls and convolutions
 // step with (`fmaf`, `fma`: wasm has no such instruction) and, on rare rows,
-// a few C math functions. fma, fmaf, fmod and fmodf are computed here
-// exactly as C defines them, so a module's results are the native tiers'
+// a few C math functions. fma, fmaf, fmod, fmodf, nextafter and nextafterf
+// are computed here exactly as C defines them, so a module's results are the native tiers'
 // bits; the others (`sin`, `pow`, … on the rows kiln's inline math leaves to
 // the C library: huge trigonometric arguments, pow's special cases) come
 // from JavaScript's Math and may differ in the last bit there.
@@ -98,11 +98,14 @@ function roundScaled(m, e) {
 function fma(a, b, c) {
   // An infinite or NaN factor makes the product infinite or NaN, exactly as
   // a*b rounds it; a finite product (even one past float64's range) plus an
-  // infinity or NaN is that; with a zero term, one rounding is all a*b + c
-  // makes.
+  // infinity or NaN is that. A zero factor makes an exact ±0 product, which
+  // IEEE 754's addition then treats as fma does; a zero addend leaves the
+  // nonzero exact product, rounded once, with its own sign even where it
+  // underflows to zero (a*b + 0 would turn -0 into +0).
   if (!Number.isFinite(a) || !Number.isFinite(b)) return a * b + c;
   if (!Number.isFinite(c)) return c;
-  if (a === 0 || b === 0 || c === 0) return a * b + c;
+  if (a === 0 || b === 0) return a * b + c;
+  if (c === 0) return a * b;
   const [sa, ma, ea] = decompose(a);
   const [sb, mb, eb] = decompose(b);
   const [sc, mc, ec] = decompose(c);
@@ -140,6 +143,29 @@ function pow(x, y) {
   return Math.pow(x, y);
 }
 
+const scratch32 = new Float32Array(1);
+const words32 = new Uint32Array(scratch32.buffer);
+
+// C's nextafter and nextafterf: the neighbour of x toward y, by its bits
+// (exact: no rounding is involved).
+function nextafter(x, y) {
+  if (Number.isNaN(x) || Number.isNaN(y)) return x + y;
+  if (x === y) return y;
+  if (x === 0) return y > 0 ? 2 ** -1074 : -(2 ** -1074);
+  scratch64[0] = x;
+  bits64[0] += x < y === x > 0 ? 1n : -1n;
+  return scratch64[0];
+}
+
+function nextafterf(x, y) {
+  if (Number.isNaN(x) || Number.isNaN(y)) return Math.fround(x + y);
+  if (x === y) return y;
+  if (x === 0) return y > 0 ? 2 ** -149 : -(2 ** -149);
+  scratch32[0] = x;
+  words32[0] += x < y === x > 0 ? 1 : -1;
+  return scratch32[0];
+}
+
 const f32 = (f) => (...args) => Math.fround(f(...args));
 
 /** The math functions a module may import from `env`, by their C names. */
@@ -151,6 +177,8 @@ const MATH = {
   fmodf: (x, y) => Math.fround(x % y),
   pow,
   powf: f32(pow),
+  nextafter,
+  nextafterf,
 };
 for (const name of ['sin', 'cos', 'tan', 'asin', 'acos', 'atan', 'sinh', 'cosh', 'tanh', 'asinh', 'acosh',
   'atanh', 'exp', 'expm1', 'log', 'log2', 'log10', 'log1p', 'cbrt', 'atan2', 'hypot']) {

@@ -100,6 +100,12 @@ test('fma rounds once in float64, subnormals and overflow included', () => {
   assert.equal(fma(1e308, 10, -1e308), Infinity); // 9e308 overflows
   assert.equal(fma(1e308, 10, -Infinity), -Infinity);
   assert.ok(Number.isNaN(fma(NaN, 1, 1)));
+  // A product that underflows keeps its sign: -2^-1100 + 0 rounds to -0.
+  assert.ok(Object.is(fma(-(2 ** -600), 2 ** -500, 0), -0));
+  assert.ok(Object.is(fma(2 ** -600, 2 ** -500, -0), 0));
+  assert.ok(Object.is(fma(0, -1, 0), 0));
+  assert.ok(Object.is(fma(0, -1, -0), -0));
+  assert.ok(Object.is(fmaf(-(2 ** -100), 2 ** -100, 0), -0));
   let s = 12345;
   const r = () => {
     s = (Math.imul(s, 1103515245) + 12345) >>> 0;
