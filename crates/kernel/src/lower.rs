@@ -112,11 +112,11 @@ pub struct LowerOptions {
     /// Fold a `reduce_min`/`reduce_max` over a long last axis as one
     /// running integer key in a variable (plus a NaN flag), which a loop
     /// vectorizer that recognizes `smax`/`or` reductions runs in vectors
-    /// of its own choosing (LLVM). Else in [`LANES`](crate::tensor) lanes
-    /// of a scratch row, the lane loop independent, for a vectorizer that
-    /// runs only independent rows (Cranelift's): LLVM unrolled that lane
-    /// loop fully and gathered across the chunks. Min and max are exact,
-    /// so any order gives the same bits.
+    /// of its own choosing (LLVM). Else in 16 lanes of a scratch row, the
+    /// lane loop independent, for a vectorizer that runs only independent
+    /// rows (Cranelift's): LLVM unrolled that lane loop fully and gathered
+    /// across the chunks. Min and max are exact, so any order gives the
+    /// same bits.
     pub running_min_max: bool,
 }
 

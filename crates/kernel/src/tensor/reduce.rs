@@ -267,7 +267,10 @@ impl Lowerer<'_> {
     /// order) with a NaN lane flag beside it, so the lane loop is integer
     /// `max`/`min` and `or`, which every vectorizer runs as vectors
     /// (LLVM left the float `maximum` loop scalar: softmax's row max cost
-    /// 42 % of a `[12, 197, 197]` softmax).
+    /// 42 % of a `[12, 197, 197]` softmax). With
+    /// `LowerOptions::running_min_max` the key runs in one variable over
+    /// every element instead, a reduction LLVM's loop vectorizer takes
+    /// whole (it had unrolled the lane loop and gathered across chunks).
     #[allow(clippy::too_many_arguments)]
     fn fold_in_lanes(
         &mut self,
