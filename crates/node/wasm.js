@@ -289,6 +289,12 @@ class WasmFunction {
         : port.dtype === 'i64' || port.dtype === 'i32' ? typeof value === 'bigint' || Number.isInteger(value)
           : typeof value === 'number';
       if (!ok) throw new TypeError(`input \`${port.name}\` (${port.dtype}) takes a scalar, not ${typeof value}`);
+      if (port.dtype === 'i32' && (value < -(2 ** 31) || value > 2 ** 31 - 1)) {
+        throw new RangeError(`input \`${port.name}\` (i32): ${value} is out of range`);
+      }
+      if (port.dtype === 'i64' && typeof value === 'number' && !Number.isSafeInteger(value)) {
+        throw new TypeError(`input \`${port.name}\` (i64) takes a BigInt or a safe integer, not ${value}`);
+      }
       return;
     }
     if (!(value instanceof ARRAY[port.dtype])) {
@@ -338,11 +344,17 @@ class WasmFunction {
       let value;
       if (p.kind === 'input') {
         const v = args[p.input];
+        // A scalar as its dtype's JavaScript type: BigInt for i64, a number
+        // for the rest (a bool as 0 or 1).
+        const cellValue = () => (p.dtype === 'i64' ? BigInt(v) : Number(v));
         if (at === undefined) {
-          value = p.wasm === 'i64' ? BigInt(v) : p.dtype === 'bool' ? Number(v) : v;
+          value = cellValue();
         } else if (p.shape.length === 0) {
-          const cell = new ARRAY[p.dtype](this._memory.buffer, at, 1);
-          cell[0] = p.dtype === 'i64' ? BigInt(v) : p.dtype === 'bool' ? Number(v) : v;
+          new ARRAY[p.dtype](this._memory.buffer, at, 1)[0] = cellValue();
+          value = at;
+        } else if (p.dtype === 'bool') {
+          // Any nonzero byte is true, as the add-on reads it.
+          bytes.set(Uint8Array.from(v, (b) => (b ? 1 : 0)), at);
           value = at;
         } else {
           bytes.set(new Uint8Array(v.buffer, v.byteOffset, v.byteLength), at);

@@ -178,6 +178,11 @@ test('wasm: scalars, i64, bools, selections and errors as the add-on gives them'
   assert.throws(() => w.runSync({ ...args, b: new Float64Array(2) }), TypeError);
   assert.throws(() => w.runSync({ ...args, b: new BigInt64Array(3) }), RangeError);
   assert.throws(() => w.runSync({ a: args.a }), TypeError);
+  // Integer scalars as numbers or BigInts, range-checked; bool bytes as the add-on reads them.
+  assert.deepEqual([...w.runSync({ ...args, k: 10 }).out.data], [13n, 6n]);
+  const k32 = kiln.wasm.instantiateSync(kiln.aot('def f(x, k):\n    return where(x, k, 0)\n', { inputs: { x: 'bool[n]', k: 'i32' }, emit: 'wasm', target: 'wasm32' }));
+  assert.deepEqual([...k32.runSync({ x: new Uint8Array([0, 1, 7]), k: 5n }).out.data], [0, 5, 5]);
+  assert.throws(() => k32.runSync({ x: new Uint8Array(1), k: 2 ** 40 }), RangeError);
 });
 
 test('wasm.js needs no native add-on; a module kiln did not write is refused', () => {
