@@ -47,6 +47,9 @@ function scalar(dtype, value) {
 function run(request) {
   let fn = modules.get(request.module);
   if (!fn) {
+    // One instance at a time: a program's runs come together, and V8
+    // reserves address space per wasm memory (thousands would exhaust it).
+    modules.clear();
     fn = wasm.instantiateSync(fs.readFileSync(request.module));
     modules.set(request.module, fn);
   }
