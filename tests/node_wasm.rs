@@ -3,7 +3,7 @@
 //! `kiln::aot` (with their `kiln.abi` and `kiln.constants` sections), run
 //! by Node's own WebAssembly through `wasm.js`, must agree with the
 //! interpreter bit for bit, as every engine must. One `node` process serves
-//! every run (`crates/node/test/host.js`, a JSON line each way).
+//! every run (`crates/node/testing/wasm_host.js`, a JSON line each way).
 
 #![cfg(feature = "llvm")]
 
@@ -29,7 +29,8 @@ struct Host {
 fn host() -> &'static Mutex<Host> {
     static HOST: OnceLock<Mutex<Host>> = OnceLock::new();
     HOST.get_or_init(|| {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/node/test/host.js");
+        let script =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/node/testing/wasm_host.js");
         let mut child = Command::new("node")
             .arg(script)
             .stdin(Stdio::piped())

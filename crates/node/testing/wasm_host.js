@@ -4,7 +4,8 @@
 // (a .wasm path; inputs in signature order as { dtype, shape, bits } with
 // every element's bits in hex); each stdout line the outputs in order as
 // { dtype, bits } (a selection as dtype "selection"), or { error, message }.
-// Not a test file itself (node --test runs *.test.js).
+// It lives outside test/ because it is no test: `node --test` would run it
+// and wait on its stdin.
 
 const fs = require('node:fs');
 const readline = require('node:readline');
