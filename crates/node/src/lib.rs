@@ -195,8 +195,24 @@ enum Room {
     Selection(Vec<u32>),
 }
 
+/// `len` zeros, or a `RangeError` where the room cannot be had (an output
+/// of more elements than memory holds must not abort the process).
+fn zeroed<T: Clone>(len: u64, zero: T, what: &str) -> napi::Result<Vec<T>> {
+    let too_big = || {
+        error(
+            Kind::Range,
+            format!("output `{what}`: no room for {len} elements"),
+        )
+    };
+    let len = usize::try_from(len).map_err(|_| too_big())?;
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).map_err(|_| too_big())?;
+    v.resize(len, zero);
+    Ok(v)
+}
+
 impl Room {
-    fn new(ty: &Type, bindings: &DimBindings) -> napi::Result<(Room, Vec<u64>)> {
+    fn new(name: &str, ty: &Type, bindings: &DimBindings) -> napi::Result<(Room, Vec<u64>)> {
         let extent = |d: &Dim| {
             bindings
                 .extent(d)
@@ -209,19 +225,22 @@ impl Room {
                     .iter()
                     .map(extent)
                     .collect::<napi::Result<Vec<_>>>()?;
-                let len = shape.iter().product::<u64>() as usize;
+                let len = shape
+                    .iter()
+                    .try_fold(1u64, |acc, &d| acc.checked_mul(d))
+                    .unwrap_or(u64::MAX);
                 let room = match t.dtype {
-                    DType::F32 => Room::F32(vec![0.0; len]),
-                    DType::F64 => Room::F64(vec![0.0; len]),
-                    DType::I32 => Room::I32(vec![0; len]),
-                    DType::I64 => Room::I64(vec![0; len]),
-                    DType::Bool => Room::Bool(vec![false; len]),
+                    DType::F32 => Room::F32(zeroed(len, 0.0, name)?),
+                    DType::F64 => Room::F64(zeroed(len, 0.0, name)?),
+                    DType::I32 => Room::I32(zeroed(len, 0, name)?),
+                    DType::I64 => Room::I64(zeroed(len, 0, name)?),
+                    DType::Bool => Room::Bool(zeroed(len, false, name)?),
                 };
                 (room, shape)
             }
             Type::Selection(dim) => {
                 let rows = extent(dim)?;
-                (Room::Selection(vec![0; rows as usize]), vec![rows])
+                (Room::Selection(zeroed(rows, 0, name)?), vec![rows])
             }
         })
     }
@@ -349,7 +368,7 @@ impl Compiled {
         let mut rooms = self
             .outputs
             .iter()
-            .map(|(_, ty)| Room::new(ty, &bindings))
+            .map(|(name, ty)| Room::new(name, ty, &bindings))
             .collect::<napi::Result<Vec<_>>>()?;
         let mut muts: Vec<ArrayMut<'_>> = rooms.iter_mut().map(|(r, _)| r.as_mut()).collect();
         let written = self

@@ -221,3 +221,11 @@ test('load: TensorFlow GraphDefs, text and binary, match TensorFlow', () => {
   const results = f.outputs.map((p) => out[p.name]);
   k.outputs.forEach((o, i) => assert.deepEqual([...results[i].data], o.data.map((n) => BigInt(n)), o.name));
 });
+
+test('an output too large for memory is a RangeError, not a crash', () => {
+  // [n] in, [n, n, n] out: n = 2^21 asks for 2^63 elements.
+  const src = 'graph "g"\nv0: f32[n] = input "x"\nv1: f32[n, 1, 1] = reshape v0\nv2: f32[1, n, 1] = reshape v0\nv3: f32[1, 1, n] = reshape v0\nv4: f32[n, n, 1] = mul v1, v2\nv5: f32[n, n, n] = mul v4, v3\noutput "y" = v5\n';
+  const f = kiln.compile(src, { format: 'kiln', tier: 'cranelift' });
+  assert.throws(() => f.runSync({ x: new Float32Array(2 ** 21) }), (e) => e instanceof RangeError && /no room/.test(e.message));
+  assert.deepEqual(Object.values(f.runSync({ x: new Float32Array([1, 2]) }))[0].shape, [2, 2, 2]);
+});
