@@ -39,20 +39,9 @@ proptest! {
 #[test]
 fn wasm_modules_agree_with_the_interpreter() {
     let engines: Vec<Box<dyn kiln::DynEngine>> = vec![Box::new(kiln_tests::wasm::Wasm)];
-    let mut seed = 0x2545_f491_4f6c_dd1du64;
     let mut n_cases = 0;
-    for _ in 0..(cases() / 5).max(50) {
-        let bytes: Vec<u8> = (0..768)
-            .map(|_| {
-                seed ^= seed << 13;
-                seed ^= seed >> 7;
-                seed ^= seed << 17;
-                seed as u8
-            })
-            .collect();
-        let Ok(case) = kiln_fuzzgen::generate(&mut Unstructured::new(&bytes), 24) else {
-            continue;
-        };
+    let tries = (cases() / 5).max(50) as usize;
+    for case in kiln_fuzzgen::seeded(0x2545_f491_4f6c_dd1d, tries, 768) {
         n_cases += 1;
         if let Err(report) = kiln_fuzzgen::differential_with(&case, &engines) {
             panic!("{report}");
@@ -67,19 +56,7 @@ fn the_generator_covers_every_op_and_dtype() {
     use std::collections::HashSet;
     let mut mnemonics = HashSet::new();
     let mut dtypes = HashSet::new();
-    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-    for _ in 0..3000 {
-        let bytes: Vec<u8> = (0..512)
-            .map(|_| {
-                seed ^= seed << 13;
-                seed ^= seed >> 7;
-                seed ^= seed << 17;
-                seed as u8
-            })
-            .collect();
-        let Ok(case) = kiln_fuzzgen::generate(&mut Unstructured::new(&bytes), 24) else {
-            continue;
-        };
+    for case in kiln_fuzzgen::seeded(0x9e37_79b9_7f4a_7c15, 3000, 512) {
         for (_, node) in case.graph.nodes() {
             mnemonics.insert(node.op.mnemonic());
             if let Some(d) = node.ty.dtype() {

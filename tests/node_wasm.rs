@@ -7,7 +7,6 @@
 
 #![cfg(feature = "llvm")]
 
-use arbitrary::Unstructured;
 use kiln::aot::{AotOptions, Emit};
 use kiln::ir::entities::Value;
 use kiln::{
@@ -242,23 +241,12 @@ fn the_node_wasm_host_agrees_with_the_interpreter() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(1000);
     // `DIFFERENTIAL_SEED` picks other graphs for a long run.
-    let mut seed = std::env::var("DIFFERENTIAL_SEED")
+    let seed = std::env::var("DIFFERENTIAL_SEED")
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
         .map_or(0x5851_f42d_4c95_7f2d, |s| s | 1);
     let (mut n_cases, mut inexact) = (0, 0);
-    for _ in 0..(cases / 10).max(60) {
-        let bytes: Vec<u8> = (0..768)
-            .map(|_| {
-                seed ^= seed << 13;
-                seed ^= seed >> 7;
-                seed ^= seed << 17;
-                seed as u8
-            })
-            .collect();
-        let Ok(case) = kiln_fuzzgen::generate(&mut Unstructured::new(&bytes), 24) else {
-            continue;
-        };
+    for case in kiln_fuzzgen::seeded(seed, (cases / 10).max(60) as usize, 768) {
         if !imports_exactly(&case.graph) {
             inexact += 1;
             continue;

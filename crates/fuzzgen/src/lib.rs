@@ -602,6 +602,24 @@ impl Gen<'_, '_> {
     }
 }
 
+/// The cases drawn from `tries` byte strings of `len` bytes that xorshift
+/// makes from `seed` (a nonzero one), leaving out the draws that make no
+/// graph: a fixed stream of graphs (up to 24 operations) for tests that
+/// run outside proptest.
+pub fn seeded(mut seed: u64, tries: usize, len: usize) -> impl Iterator<Item = Case> {
+    (0..tries).filter_map(move |_| {
+        let bytes: Vec<u8> = (0..len)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                seed as u8
+            })
+            .collect();
+        generate(&mut Unstructured::new(&bytes), 24).ok()
+    })
+}
+
 /// A random valid graph with up to `max_ops` operations, and inputs for it.
 pub fn generate(u: &mut Unstructured, max_ops: usize) -> Result<Case> {
     let tensors = u.ratio(1u8, 4u8)?;

@@ -86,6 +86,22 @@ pub enum Format {
 }
 
 impl Format {
+    /// The format named `py`, `kiln`, `fx` or `tf` (as the bindings'
+    /// `format` option takes it); the error lists the names.
+    pub fn named(name: &str) -> Result<Format, String> {
+        Ok(match name {
+            "py" => Format::Py,
+            "kiln" => Format::Kiln,
+            "fx" => Format::Fx,
+            "tf" => Format::Tf,
+            f => {
+                return Err(format!(
+                    "format must be 'py', 'kiln', 'fx' or 'tf', not {f:?}"
+                ))
+            }
+        })
+    }
+
     /// The format a file's name says: `.kiln`, `.py`, `.fx`, `graph.txt` or
     /// `module.txt` (torch.fx: `print(gm.graph)` or `print(gm)`), `.pbtxt` or
     /// `.pb`.
@@ -126,6 +142,22 @@ pub struct LoadOptions {
     pub fx: kiln_frontend::fx::Options,
     /// TensorFlow input types and outputs.
     pub tf: kiln_frontend::tf::Options,
+}
+
+impl LoadOptions {
+    /// Gives input `name` the type `ty` for every frontend: its dtype and
+    /// shape for the Python subset, the placeholder's type for torch.fx and
+    /// TensorFlow (what the bindings' `inputs` option sets).
+    pub fn give_input(&mut self, name: &str, ty: Type) {
+        if let Type::Tensor(tensor) = &ty {
+            self.py
+                .shapes
+                .insert(name.to_string(), tensor.shape.clone());
+            self.py.dtypes.insert(name.to_string(), tensor.dtype);
+        }
+        self.fx.inputs.insert(name.to_string(), ty.clone());
+        self.tf.inputs.insert(name.to_string(), ty);
+    }
 }
 
 /// Verifies a loaded graph, its errors rendered one per line and located

@@ -679,18 +679,7 @@ impl Task for RunTask {
 }
 
 fn format_named(name: &str) -> napi::Result<Format> {
-    Ok(match name {
-        "py" => Format::Py,
-        "kiln" => Format::Kiln,
-        "fx" => Format::Fx,
-        "tf" => Format::Tf,
-        f => {
-            return Err(error(
-                Kind::Type,
-                format!("format must be 'py', 'kiln', 'fx' or 'tf', not {f:?}"),
-            ))
-        }
-    })
+    Format::named(name).map_err(|m| error(Kind::Type, m))
 }
 
 /// Loads `bytes` (named `name` in messages), verifies and compiles it.
@@ -760,13 +749,7 @@ fn load_verified(
     for (input, text) in options.inputs.iter().flatten() {
         let ty = kiln::parse_type(text)
             .map_err(|e| error(Kind::Type, format!("input `{input}`: {e}")))?;
-        let Type::Tensor(tensor) = &ty else {
-            unreachable!("parse_type returns tensor types")
-        };
-        load.py.shapes.insert(input.clone(), tensor.shape.clone());
-        load.py.dtypes.insert(input.clone(), tensor.dtype);
-        load.fx.inputs.insert(input.clone(), ty.clone());
-        load.tf.inputs.insert(input.clone(), ty);
+        load.give_input(input, ty);
     }
     load.tf.outputs = options.outputs.clone().unwrap_or_default();
     // torch.fx: the weights and the module tree given, else the files beside
@@ -884,47 +867,25 @@ pub fn aot(
         }
         _ => return Err(error(Kind::Type, "aot takes source text or a file path")),
     };
-    let emit = kiln::Emit::from_name(&request.emit).ok_or_else(|| {
-        let names: Vec<&str> = kiln::Emit::NAMES.iter().map(|(n, _)| *n).collect();
-        error(
-            Kind::Type,
-            format!(
-                "emit must be one of {}, not {:?}",
-                names.join(", "),
-                request.emit
-            ),
-        )
-    })?;
-    let tier = match request.tier.as_deref() {
-        None => kiln::aot::default_tier(),
-        Some("llvm") => Tier::Llvm,
-        Some("cranelift") => Tier::Cranelift,
-        Some(t) => {
-            return Err(error(
-                Kind::Type,
-                format!("tier must be 'llvm' or 'cranelift' ahead of time, not {t:?}"),
-            ))
-        }
-    };
-    let opt = request.opt_level.unwrap_or(3);
-    let opt_level = u8::try_from(opt)
-        .ok()
-        .and_then(kiln::OptLevel::from_number)
-        .ok_or_else(|| error(Kind::Range, format!("optLevel must be 0 to 3, not {opt}")))?;
     let target = match request.target.as_deref() {
-        None => "native".to_string(),
-        Some("wasm") => "wasm32".to_string(),
-        Some(t) => t.to_string(),
+        None => "native",
+        Some("wasm") => "wasm32",
+        Some(t) => t,
     };
-    let aot = kiln::aot::AotOptions {
+    let named = kiln::aot::AotOptions::named(
         target,
-        emit,
-        tier,
-        opt_level,
+        &request.emit,
+        request.tier.as_deref(),
+        request.opt_level.unwrap_or(3),
+    )
+    .map_err(|m| error(Kind::Type, m))?;
+    let emit = named.emit;
+    let aot = kiln::aot::AotOptions {
         cpu: request.cpu,
         features: request.features,
         symbol: request.name,
         optimize: options.optimize.unwrap_or(true),
+        ..named
     };
     let bytes = kiln::aot::compile(&verified, &aot).map_err(|e| match e {
         kiln::aot::AotError::Compile(e) => error(Kind::Compile, e.to_string()),

@@ -14,8 +14,8 @@ mod values;
 
 use errors::{compile_error, parse_error};
 use function::Function;
-use kiln::aot::{AotError, AotOptions, Emit};
-use kiln::{Format, LoadOptions, OptLevel, Type, Verified};
+use kiln::aot::{AotError, AotOptions};
+use kiln::{Format, LoadOptions, Verified};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
@@ -50,27 +50,10 @@ pub(crate) struct SourceSpec {
 
 /// Reads and verifies a source; errors are located Python exceptions.
 fn load(spec: &SourceSpec) -> PyResult<Verified> {
-    let format = match spec.format.as_str() {
-        "py" => Format::Py,
-        "kiln" => Format::Kiln,
-        "fx" => Format::Fx,
-        "tf" => Format::Tf,
-        f => {
-            return Err(PyValueError::new_err(format!(
-                "format must be 'py', 'kiln', 'fx' or 'tf', not {f:?}"
-            )))
-        }
-    };
+    let format = Format::named(&spec.format).map_err(PyValueError::new_err)?;
     let mut options = LoadOptions::default();
     for (name, text) in &spec.inputs {
-        let ty = kiln::parse_type(text).map_err(PyValueError::new_err)?;
-        let Type::Tensor(tensor) = &ty else {
-            unreachable!("parse_type returns tensor types")
-        };
-        options.py.shapes.insert(name.clone(), tensor.shape.clone());
-        options.py.dtypes.insert(name.clone(), tensor.dtype);
-        options.fx.inputs.insert(name.clone(), ty.clone());
-        options.tf.inputs.insert(name.clone(), ty);
+        options.give_input(name, kiln::parse_type(text).map_err(PyValueError::new_err)?);
     }
     if let Some(bytes) = &spec.weights {
         options.fx.weights = kiln::frontend::fx::read_weights(bytes)
@@ -157,36 +140,15 @@ fn aot(
     name: Option<String>,
     optimize: bool,
 ) -> PyResult<Py<PyAny>> {
-    let emit = Emit::from_name(emit).ok_or_else(|| {
-        let names: Vec<&str> = Emit::NAMES.iter().map(|(n, _)| *n).collect();
-        PyValueError::new_err(format!(
-            "emit must be one of {}, not {emit:?}",
-            names.join(", ")
-        ))
-    })?;
-    let tier = match tier {
-        None => kiln::aot::default_tier(),
-        Some("llvm") => kiln::Tier::Llvm,
-        Some("cranelift") => kiln::Tier::Cranelift,
-        Some(t) => {
-            return Err(PyValueError::new_err(format!(
-                "tier must be 'llvm' or 'cranelift' ahead of time, not {t:?}"
-            )))
-        }
-    };
-    let opt_level = OptLevel::from_number(opt_level).ok_or_else(|| {
-        PyValueError::new_err(format!("opt_level must be 0 to 3, not {opt_level}"))
-    })?;
+    let named = AotOptions::named(&target, emit, tier, u32::from(opt_level))
+        .map_err(PyValueError::new_err)?;
     let graph = load(&spec)?;
     let options = AotOptions {
-        target,
-        emit,
-        tier,
-        opt_level,
         cpu,
         features,
         symbol: name,
         optimize,
+        ..named
     };
     let bytes = py
         .detach(|| kiln::aot::compile(&graph, &options))
@@ -194,7 +156,7 @@ fn aot(
             AotError::Compile(e) => compile_error(format!("{}: {e}", spec.name)),
             AotError::Request(m) => PyValueError::new_err(m),
         })?;
-    Ok(if emit.is_text() {
+    Ok(if options.emit.is_text() {
         let text = String::from_utf8(bytes)
             .map_err(|_| PyTypeError::new_err("the backend wrote text that is not UTF-8"))?;
         PyString::new(py, &text).into_any().unbind()

@@ -45,6 +45,40 @@ pub struct AotOptions {
 }
 
 impl AotOptions {
+    /// Options from the names the bindings take them by (`emit` as
+    /// [`Emit::from_name`] reads it; `tier` `llvm` or `cranelift`, else
+    /// [`default_tier`]; `opt_level` 0 to 3): the error names what is wrong.
+    pub fn named(
+        target: &str,
+        emit: &str,
+        tier: Option<&str>,
+        opt_level: u32,
+    ) -> Result<AotOptions, String> {
+        let emit = Emit::from_name(emit).ok_or_else(|| {
+            let names: Vec<&str> = Emit::NAMES.iter().map(|(n, _)| *n).collect();
+            format!("emit must be one of {}, not {emit:?}", names.join(", "))
+        })?;
+        let tier = match tier {
+            None => default_tier(),
+            Some("llvm") => Tier::Llvm,
+            Some("cranelift") => Tier::Cranelift,
+            Some(t) => {
+                return Err(format!(
+                    "tier must be 'llvm' or 'cranelift' ahead of time, not {t:?}"
+                ))
+            }
+        };
+        let opt_level = u8::try_from(opt_level)
+            .ok()
+            .and_then(OptLevel::from_number)
+            .ok_or_else(|| format!("opt_level must be 0 to 3, not {opt_level}"))?;
+        Ok(AotOptions {
+            tier,
+            opt_level,
+            ..AotOptions::new(target, emit)
+        })
+    }
+
     /// Options for `emit` on `target`, everything else the default.
     pub fn new(target: &str, emit: Emit) -> AotOptions {
         AotOptions {
