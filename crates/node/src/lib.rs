@@ -264,7 +264,17 @@ impl Room {
             Room::F64(v) => Either6::B(Float64Array::new(v)),
             Room::I32(v) => Either6::C(Int32Array::new(v)),
             Room::I64(v) => Either6::D(BigInt64Array::new(v)),
-            Room::Bool(v) => Either6::E(Uint8Array::new(v.into_iter().map(u8::from).collect())),
+            Room::Bool(v) => {
+                let mut v = std::mem::ManuallyDrop::new(v);
+                // SAFETY: `bool` has `u8`'s size and alignment and its bytes
+                // are 0 or 1, so the allocation is a valid `Vec<u8>` of the
+                // same length and capacity, owned by it alone from here (no
+                // copy, as for every other dtype).
+                let bytes = unsafe {
+                    Vec::from_raw_parts(v.as_mut_ptr().cast::<u8>(), v.len(), v.capacity())
+                };
+                Either6::E(Uint8Array::new(bytes))
+            }
             Room::Selection(mut v) => {
                 v.truncate(written);
                 shape = vec![written as f64];
