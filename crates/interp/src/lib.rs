@@ -315,6 +315,25 @@ fn eval_node(node: &NodeData, args: &[Arg<'_>], out_dims: &[usize]) -> EvalResul
             }
             Ok(tensor_data(out_dims, out))
         }
+        Op::Trees(e) => {
+            let x = &args[0];
+            let (n_rows, n_features) = (x.dims[0], x.dims[1]);
+            let mut out = Buffer::with_capacity(e.dtype, n_rows * e.n_outputs());
+            let mut row = vec![0.0; n_features];
+            for row_idx in 0..n_rows {
+                for (f, v) in row.iter_mut().enumerate() {
+                    *v = match element(x.data, row_idx * n_features + f) {
+                        Scalar::F32(v) => f64::from(v),
+                        Scalar::F64(v) => v,
+                        _ => unreachable!("verified: float features"),
+                    };
+                }
+                for v in e.eval_row(&row) {
+                    out.push(semantics::cast(Scalar::F64(v), e.dtype));
+                }
+            }
+            Ok(tensor_data(out_dims, out))
+        }
         Op::Slice(ranges) => {
             let a = &args[0];
             let own = strides(&a.dims);

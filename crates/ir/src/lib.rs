@@ -39,6 +39,7 @@ pub mod passes;
 pub mod scalar;
 pub mod semantics;
 pub mod text;
+pub mod trees;
 pub mod types;
 pub mod typing;
 pub mod verify;

@@ -104,6 +104,13 @@ pub enum Op {
     /// axis (negative ones included) fails the call, as integer division by
     /// zero does: no element is read out of bounds.
     Gather(u32),
+    /// `trees(x)`: a tree ensemble ([`crate::trees`]) over rows of features.
+    /// `x` is `f32` or `f64` `[rows, features]` with `features` fixed and
+    /// equal to the ensemble's `n_features`; the result is the ensemble's
+    /// dtype, `[rows, outputs]`. Row `r`, output `k` is `init[k]` plus the
+    /// leaf each tree of output `k` reaches for row `r`, added in tree order
+    /// in that dtype ([`crate::trees::TreeEnsemble::eval_row`]).
+    Trees(Arc<crate::trees::TreeEnsemble>),
 }
 
 /// The attributes of [`Op::Conv2d`].
@@ -573,7 +580,8 @@ impl Op {
             | Op::ReduceAxes { .. }
             | Op::Slice(_)
             | Op::BroadcastTo(_)
-            | Op::Pool2d(_) => 1,
+            | Op::Pool2d(_)
+            | Op::Trees(_) => 1,
             Op::Binary(_) | Op::Compare(_) | Op::MatMul | Op::Conv2d(_) | Op::Gather(_) => 2,
             Op::Select => 3,
         })
@@ -596,6 +604,7 @@ impl Op {
                 | Op::Conv2d(_)
                 | Op::Pool2d(_)
                 | Op::Gather(_)
+                | Op::Trees(_)
         )
     }
 
@@ -621,6 +630,7 @@ impl Op {
             Op::BroadcastTo(_) => "broadcast_to",
             Op::Conv2d(_) => "conv2d",
             Op::Gather(_) => "gather",
+            Op::Trees(_) => "trees",
             Op::Pool2d(p) => match p.kind {
                 PoolKind::Max => "max_pool2d",
                 PoolKind::Avg => "avg_pool2d",

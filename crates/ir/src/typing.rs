@@ -253,6 +253,26 @@ fn gather_type(axis: u32, table: &TensorType, index: &TensorType) -> TypeResult<
     }))
 }
 
+fn trees_type(ensemble: &crate::trees::TreeEnsemble, x: &TensorType) -> TypeResult<Type> {
+    let problems = ensemble.check();
+    if !problems.is_empty() {
+        return fail(format!("`trees`: {}", problems.join("; ")));
+    }
+    let features = Dim::Fixed(u64::from(ensemble.n_features));
+    match x.shape.as_slice() {
+        [rows, f] if *f == features && matches!(x.dtype, DType::F32 | DType::F64) => {
+            Ok(Type::Tensor(TensorType {
+                dtype: ensemble.dtype,
+                shape: vec![rows.clone(), Dim::Fixed(ensemble.n_outputs() as u64)],
+            }))
+        }
+        _ => fail(format!(
+            "`trees` takes f32 or f64 rows of {} features, [rows, {}], got {x}",
+            ensemble.n_features, ensemble.n_features
+        )),
+    }
+}
+
 /// `[n, c, h, w]` of an NCHW argument, with `c`, `h`, `w` fixed.
 fn nchw(op: &str, t: &TensorType) -> TypeResult<(Dim, [u64; 3])> {
     let fixed = |d: &Dim| match d {
@@ -650,6 +670,7 @@ pub fn result_type(op: &Op, args: &[&Type]) -> TypeResult<Type> {
         Op::Conv2d(c) => conv2d_type(name, c, tensors[0], tensors[1]),
         Op::Pool2d(p) => pool2d_type(name, p, tensors[0]),
         Op::Gather(axis) => gather_type(*axis, tensors[0], tensors[1]),
+        Op::Trees(e) => trees_type(e, tensors[0]),
         Op::Reshape(shape) => {
             let t = tensors[0];
             if size_and_symbols(&t.shape) != size_and_symbols(shape) {

@@ -357,7 +357,8 @@ impl Lowerer<'_> {
             | Op::BroadcastTo(_)
             | Op::Conv2d(_)
             | Op::Pool2d(_)
-            | Op::Gather(_) => {
+            | Op::Gather(_)
+            | Op::Trees(_) => {
                 unreachable!("tensor ops are lowered by `tensor_body`, not per element")
             }
             Op::Unary(op) => return self.unary(out, *op, args[0], dtype, name),

@@ -23,6 +23,7 @@ mod fusion;
 mod layout;
 mod matmul;
 mod reduce;
+mod trees;
 mod views;
 mod window;
 
@@ -204,6 +205,12 @@ impl Lowerer<'_> {
                 let (table, index) = (arg(0), arg(1));
                 self.gather(out, &st.loc, value, *axis as usize, (&table, &index), &d);
                 self.scalar_if_rank0(out, d, dtype)
+            }
+            Op::Trees(e) => {
+                let dest = self.dest(value, &dims, &mut st.claimed);
+                let d = self.dense(out, dest, dims);
+                self.trees(out, &st.loc, e, &arg(0), &d);
+                Loc::View(d)
             }
             Op::Reshape(_) => {
                 let dtype = dtype.expect("a tensor");

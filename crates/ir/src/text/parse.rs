@@ -241,6 +241,143 @@ fn op_from_mnemonic(name: &str) -> Option<Op> {
         })
 }
 
+/// A `trees` op's attribute, as `print` writes it: `features F init [..]`
+/// and `tree OUTPUT [NODE, ..] [LEAF, ..]` per tree. The structure is the
+/// verifier's to check.
+fn trees(line: &mut Line<'_>, dtype: DType) -> ParseResult<crate::trees::TreeEnsemble> {
+    use crate::trees::{Tree, TreeEnsemble};
+    keyword(line, "features")?;
+    let n_features = number(line, "a feature count")?;
+    keyword(line, "init")?;
+    let init = floats(line)?;
+    let mut trees = Vec::new();
+    while line.pos < line.toks.len() {
+        keyword(line, "tree")?;
+        let output = number(line, "an output number")?;
+        line.expect_punct('[')?;
+        let mut nodes = Vec::new();
+        while !line.eat_punct(']') {
+            if !nodes.is_empty() {
+                line.expect_punct(',')?;
+            }
+            nodes.push(tree_node(line)?);
+        }
+        let leaves = floats(line)?;
+        trees.push(Tree {
+            output,
+            nodes,
+            leaves,
+        });
+    }
+    Ok(TreeEnsemble {
+        n_features,
+        dtype,
+        init,
+        trees,
+    })
+}
+
+/// One node: `fFEATURE (le|lt) THRESHOLD` or `fFEATURE in [WORD, ..]`, then
+/// `none|zero|nan`, `left|right` and two children `nI` or `lI`.
+fn tree_node(line: &mut Line<'_>) -> ParseResult<crate::trees::TreeNode> {
+    use crate::trees::{Child, Missing, SplitTest, TreeNode};
+    let (at, word) = line.word("a node's feature, as `f3`")?;
+    let feature = word
+        .strip_prefix('f')
+        .and_then(|d| d.parse().ok())
+        .ok_or_else(|| line.err(at, format!("`{word}` is not a feature, as `f3`")))?;
+    let (at, test) = line.word("a test: `le`, `lt` or `in`")?;
+    let test = match test {
+        "le" | "lt" => {
+            let (lit_at, lit) = line.word("a threshold")?;
+            let t = match parse_scalar(lit, DType::F64) {
+                Ok(crate::scalar::Scalar::F64(t)) => t,
+                Ok(_) => unreachable!("an f64 literal"),
+                Err(e) => return Err(line.err(lit_at, e.to_string())),
+            };
+            if test == "le" {
+                SplitTest::Le(t)
+            } else {
+                SplitTest::Lt(t)
+            }
+        }
+        "in" => {
+            line.expect_punct('[')?;
+            let mut words = Vec::new();
+            while !line.eat_punct(']') {
+                if !words.is_empty() {
+                    line.expect_punct(',')?;
+                }
+                words.push(number(line, "a bitset word")?);
+            }
+            SplitTest::In(words)
+        }
+        other => return Err(line.err(at, format!("unknown test `{other}`: `le`, `lt` or `in`"))),
+    };
+    let (at, missing) = line.word("`none`, `zero` or `nan`")?;
+    let missing = match missing {
+        "none" => Missing::None,
+        "zero" => Missing::Zero,
+        "nan" => Missing::Nan,
+        other => return Err(line.err(at, format!("`{other}` is not `none`, `zero` or `nan`"))),
+    };
+    let (at, default) = line.word("`left` or `right`")?;
+    let default_left = match default {
+        "left" => true,
+        "right" => false,
+        other => return Err(line.err(at, format!("`{other}` is not `left` or `right`"))),
+    };
+    let mut child = || -> ParseResult<Child> {
+        let (at, word) = line.word("a child, as `n2` or `l0`")?;
+        let index = |d: &str| d.parse::<u32>().ok();
+        match (word.strip_prefix('n'), word.strip_prefix('l')) {
+            (Some(d), _) if index(d).is_some() => Ok(Child::Node(index(d).expect("checked"))),
+            (_, Some(d)) if index(d).is_some() => Ok(Child::Leaf(index(d).expect("checked"))),
+            _ => Err(line.err(at, format!("`{word}` is not a child, as `n2` or `l0`"))),
+        }
+    };
+    let (left, right) = (child()?, child()?);
+    Ok(TreeNode {
+        feature,
+        test,
+        missing,
+        default_left,
+        left,
+        right,
+    })
+}
+
+fn keyword(line: &mut Line<'_>, word: &str) -> ParseResult<()> {
+    match line.word(&format!("`{word}`"))? {
+        (_, w) if w == word => Ok(()),
+        (at, w) => Err(line.err(at, format!("expected `{word}`, found `{w}`"))),
+    }
+}
+
+fn number(line: &mut Line<'_>, what: &str) -> ParseResult<u32> {
+    let (at, word) = line.word(what)?;
+    word.parse()
+        .map_err(|_| line.err(at, format!("`{word}` is not {what} (0 to 2^32 - 1)")))
+}
+
+/// `[x, y, ..]` of `f64` literals.
+fn floats(line: &mut Line<'_>) -> ParseResult<Vec<f64>> {
+    line.expect_punct('[')?;
+    let mut values = Vec::new();
+    while !line.eat_punct(']') {
+        if !values.is_empty() {
+            line.expect_punct(',')?;
+        }
+        let (at, lit) = line.word("a number")?;
+        match parse_scalar(lit, DType::F64) {
+            Ok(crate::scalar::Scalar::F64(v)) => values.push(v),
+            Ok(_) => unreachable!("an f64 literal"),
+            Err(e) => return Err(line.err(at, e.to_string())),
+        }
+    }
+    Ok(values)
+}
+
 /// `[a, b, ...]` of exactly `N` non-negative numbers.
 fn numbers<const N: usize>(line: &mut Line<'_>, what: &str) -> ParseResult<[u32; N]> {
     let at = line.toks.get(line.pos).map_or(line.end, |t| t.0);
@@ -469,6 +606,12 @@ impl<'a> Parser<'a> {
                     // The axis follows the arguments; the ranges, the argument.
                     "concat" => Op::Concat(0),
                     "gather" => Op::Gather(0),
+                    "trees" => Op::Trees(std::sync::Arc::new(crate::trees::TreeEnsemble {
+                        n_features: 0,
+                        dtype: ty.dtype().unwrap_or(DType::F64),
+                        init: Vec::new(),
+                        trees: Vec::new(),
+                    })),
                     "slice" => Op::Slice(Vec::new()),
                     // So do the axes, the reduction and `keepdim`.
                     "reduce_axes" => Op::ReduceAxes {
@@ -532,6 +675,7 @@ impl<'a> Parser<'a> {
                         }
                     }
                     Op::Slice(_) => Op::Slice(slice_ranges(line)?),
+                    Op::Trees(e) => Op::Trees(std::sync::Arc::new(trees(line, e.dtype)?)),
                     Op::ReduceAxes { .. } => {
                         let axes = axis_list(line)?;
                         let (at, name) = line.word("a reduction")?;

@@ -39,6 +39,7 @@ pub fn print(graph: &Graph) -> String {
                 }
                 match &node.op {
                     Op::Transpose(perm) => write!(out, " {perm:?}").expect("writing to a String"),
+                    Op::Trees(e) => print_trees(&mut out, e),
                     Op::Concat(axis) | Op::Gather(axis) => {
                         write!(out, " [{axis}]").expect("writing to a String")
                     }
@@ -102,4 +103,60 @@ pub fn print(graph: &Graph) -> String {
             .expect("writing to a String");
     }
     out
+}
+
+/// A tree ensemble's attribute: `features F init [..]`, then per tree
+/// `tree OUTPUT [NODE, ..] [LEAF, ..]`, a node being `fFEATURE TEST
+/// MISSING DEFAULT LEFT RIGHT` (docs/semantics.md shows one).
+fn print_trees(out: &mut String, e: &crate::trees::TreeEnsemble) {
+    use crate::scalar::write_f64;
+    use crate::trees::{Child, Missing, SplitTest};
+    let floats = |out: &mut String, values: &[f64]| {
+        out.push('[');
+        for (idx, v) in values.iter().enumerate() {
+            if idx > 0 {
+                out.push_str(", ");
+            }
+            write_f64(out, *v).expect("writing to a String");
+        }
+        out.push(']');
+    };
+    write!(out, " features {} init ", e.n_features).expect("writing to a String");
+    floats(out, &e.init);
+    for tree in &e.trees {
+        write!(out, " tree {} [", tree.output).expect("writing to a String");
+        for (idx, node) in tree.nodes.iter().enumerate() {
+            if idx > 0 {
+                out.push_str(", ");
+            }
+            write!(out, "f{} ", node.feature).expect("writing to a String");
+            match &node.test {
+                SplitTest::Le(t) | SplitTest::Lt(t) => {
+                    out.push_str(if matches!(node.test, SplitTest::Le(_)) {
+                        "le "
+                    } else {
+                        "lt "
+                    });
+                    write_f64(out, *t).expect("writing to a String");
+                }
+                SplitTest::In(words) => write!(out, "in {words:?}").expect("writing to a String"),
+            }
+            let missing = match node.missing {
+                Missing::None => "none",
+                Missing::Zero => "zero",
+                Missing::Nan => "nan",
+            };
+            let default = if node.default_left { "left" } else { "right" };
+            write!(out, " {missing} {default}").expect("writing to a String");
+            for child in [node.left, node.right] {
+                match child {
+                    Child::Node(i) => write!(out, " n{i}"),
+                    Child::Leaf(i) => write!(out, " l{i}"),
+                }
+                .expect("writing to a String");
+            }
+        }
+        out.push_str("] ");
+        floats(out, &tree.leaves);
+    }
 }
