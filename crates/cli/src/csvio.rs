@@ -75,10 +75,30 @@ impl Table {
 pub fn write(out: &mut dyn Write, graph: &Graph, outputs: &[Data]) -> Result<(), Failure> {
     let io = |e: csv::Error| Failure::Input(format!("error: writing CSV: {e}"));
     let mut writer = csv::Writer::from_writer(out);
-    writer
-        .write_record(graph.outputs().iter().map(|o| o.name.as_str()))
-        .map_err(io)?;
-    let cells: Vec<Vec<String>> = outputs.iter().map(cells_of).collect();
+    // A `[rows, k]` output (a model's classes) is k columns `name_0`, ….
+    let mut headers = Vec::new();
+    let mut cells: Vec<Vec<String>> = Vec::new();
+    for (output, data) in graph.outputs().iter().zip(outputs) {
+        let all = cells_of(data);
+        let width = match graph
+            .ty(output.value)
+            .as_tensor()
+            .map(|t| t.shape.as_slice())
+        {
+            Some([_, kiln::Dim::Fixed(k)]) if *k > 1 => *k as usize,
+            _ => 1,
+        };
+        if width == 1 {
+            headers.push(output.name.clone());
+            cells.push(all);
+            continue;
+        }
+        for col in 0..width {
+            headers.push(format!("{}_{col}", output.name));
+            cells.push(all.iter().skip(col).step_by(width).cloned().collect());
+        }
+    }
+    writer.write_record(&headers).map_err(io)?;
     let n_rows = cells.iter().map(Vec::len).max().unwrap_or(0);
     for row_idx in 0..n_rows {
         writer

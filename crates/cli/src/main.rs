@@ -82,6 +82,10 @@ enum Command {
         /// Print the outputs as a JSON list [{"name", "dtype", "shape", "data"}].
         #[arg(long)]
         json: bool,
+        /// Input columns from a CSV file with a header row, by name (as `eval` reads
+        /// them); the outputs are written as CSV.
+        #[arg(long, value_name = "DATA.csv", conflicts_with_all = ["inputs", "json"])]
+        csv: Option<PathBuf>,
     },
     /// Evaluate a graph over the columns of a CSV file (inputs by column name); write the outputs as CSV.
     /// With --population, evaluate every expression of a file (one a line) instead.
@@ -149,8 +153,15 @@ fn main() -> ExitCode {
         Command::Run {
             source,
             run,
+            csv: Some(csv),
+            ..
+        } => cmd_eval(&source, &run, &csv, None),
+        Command::Run {
+            source,
+            run,
             inputs,
             json,
+            csv: None,
         } => cmd_run(&source, &run, inputs.as_deref(), json),
         Command::Eval {
             population: Some(population),
@@ -386,7 +397,7 @@ fn cmd_eval(
             (h.clone(), ty)
         })
         .collect();
-    let src = source.load_typed(&py, &HashMap::new(), &column_types)?;
+    let src = source.load_for_columns(&py, &column_types)?;
     let inputs = bind(src.graph(), &args, |name, dtype| {
         table.column(csv_path, name, dtype)
     })?;

@@ -11,7 +11,8 @@ use std::path::PathBuf;
 #[derive(Args, Debug)]
 pub struct SourceArgs {
     /// Source file: `.kiln` (text IR), `.py` (Python subset), `.fx` or
-    /// `graph.txt` (torch.fx), `.pbtxt` or `.pb` (TensorFlow GraphDef).
+    /// `graph.txt` (torch.fx), `.pbtxt` or `.pb` (TensorFlow GraphDef), or a
+    /// LightGBM text model (any name; its first line is `tree`).
     #[arg(conflicts_with = "expr")]
     pub file: Option<PathBuf>,
     /// Source text given inline, for example `-e 'sin(x) * 2.0'`; it may
@@ -42,6 +43,10 @@ pub struct SourceArgs {
     /// TensorFlow: an output, `node` or `node:k` (default: nodes nobody reads).
     #[arg(long = "output", value_name = "NAME")]
     pub outputs: Vec<String>,
+    /// Tree models: the raw scores (LightGBM's `raw_score=True`) instead of
+    /// the prediction after the model's link.
+    #[arg(long)]
+    pub raw_score: bool,
 }
 
 /// Parses `NAME:DTYPE[SHAPE]`.
@@ -64,6 +69,8 @@ pub enum FormatArg {
     Fx,
     /// A TensorFlow GraphDef, text or binary.
     Tf,
+    /// A LightGBM text model (`save_model`).
+    Lightgbm,
 }
 
 impl FormatArg {
@@ -73,6 +80,7 @@ impl FormatArg {
             FormatArg::Py => Format::Py,
             FormatArg::Fx => Format::Fx,
             FormatArg::Tf => Format::Tf,
+            FormatArg::Lightgbm => Format::LightGbm,
         }
     }
 }
@@ -119,6 +127,27 @@ impl SourceArgs {
         fx_defaults: &HashMap<String, Type>,
         data_shapes: &HashMap<String, kiln::ir::Shape>,
     ) -> Result<Source, Failure> {
+        self.load_with(py, data_types, fx_defaults, data_shapes, false)
+    }
+
+    /// As [`SourceArgs::load_typed`] for the columns of a CSV file: a tree
+    /// model takes one column per feature, by the feature's name.
+    pub fn load_for_columns(
+        &self,
+        py: &PyOptions,
+        fx_defaults: &HashMap<String, Type>,
+    ) -> Result<Source, Failure> {
+        self.load_with(py, &HashMap::new(), fx_defaults, &HashMap::new(), true)
+    }
+
+    fn load_with(
+        &self,
+        py: &PyOptions,
+        data_types: &HashMap<String, Type>,
+        fx_defaults: &HashMap<String, Type>,
+        data_shapes: &HashMap<String, kiln::ir::Shape>,
+        columns: bool,
+    ) -> Result<Source, Failure> {
         let (name, bytes) = match (&self.file, &self.expr) {
             (_, Some(expr)) => ("<expr>".to_string(), expr.clone().into_bytes()),
             (Some(path), None) => {
@@ -135,14 +164,16 @@ impl SourceArgs {
             (Some(f), _) => f.format(),
             (None, None) => Format::Py,
             (None, Some(_)) if self.expr.is_some() => Format::Py,
-            (None, Some(path)) => Format::from_path(path).ok_or_else(|| {
-                Failure::Input(format!("{name}: error: cannot tell the format from the file name; use --from kiln|py|fx|tf"))
+            (None, Some(path)) => Format::from_path(path).or_else(|| Format::sniff(&bytes)).ok_or_else(|| {
+                Failure::Input(format!("{name}: error: cannot tell the format from the file name or its contents; use --from kiln|py|fx|tf|lightgbm"))
             })?,
         };
         let mut opts = LoadOptions {
             py: py.clone(),
             ..LoadOptions::default()
         };
+        opts.trees.raw_score = self.raw_score;
+        opts.trees.columns = columns;
         let mut types = data_types.clone();
         for spec in &self.input_types {
             let (n, t) =

@@ -7,6 +7,8 @@
 //!   meanings, and their weights from `.safetensors`.
 //! - [`tf`]: TensorFlow GraphDefs, text (`.pbtxt`) and binary (`.pb`), with
 //!   TensorFlow's meanings.
+//! - [`trees`]: tree-ensemble models (LightGBM's text model), with the
+//!   library's meanings.
 //!
 //! Every frontend reports bad input as a located [`kiln_ir::ParseError`], never a
 //! panic, and bounds its recursion so deep input cannot overflow the stack.
@@ -17,4 +19,5 @@ pub mod fx;
 pub mod layout;
 pub mod py;
 pub mod tf;
+pub mod trees;
 mod unsupported;

@@ -83,6 +83,8 @@ pub enum Format {
     Fx,
     /// A TensorFlow GraphDef, text (`.pbtxt`) or binary (`.pb`).
     Tf,
+    /// A LightGBM text model (`save_model`; its first line is `tree`).
+    LightGbm,
 }
 
 impl Format {
@@ -94,9 +96,10 @@ impl Format {
             "kiln" => Format::Kiln,
             "fx" => Format::Fx,
             "tf" => Format::Tf,
+            "lightgbm" => Format::LightGbm,
             f => {
                 return Err(format!(
-                    "format must be 'py', 'kiln', 'fx' or 'tf', not {f:?}"
+                    "format must be 'py', 'kiln', 'fx', 'tf' or 'lightgbm', not {f:?}"
                 ))
             }
         })
@@ -120,6 +123,14 @@ impl Format {
             _ => None,
         }
     }
+
+    /// The format a file's contents say, where its name says none: a
+    /// LightGBM text model starts with the line `tree`.
+    pub fn sniff(bytes: &[u8]) -> Option<Format> {
+        let head = &bytes[..bytes.len().min(64)];
+        let head = String::from_utf8_lossy(head);
+        kiln_frontend::trees::lightgbm::sniff(&head).then_some(Format::LightGbm)
+    }
 }
 
 /// A loaded graph and where its values came from in the source.
@@ -142,6 +153,8 @@ pub struct LoadOptions {
     pub fx: kiln_frontend::fx::Options,
     /// TensorFlow input types and outputs.
     pub tf: kiln_frontend::tf::Options,
+    /// Tree-ensemble models: raw scores or the link, one input or columns.
+    pub trees: kiln_frontend::trees::Options,
 }
 
 impl LoadOptions {
@@ -214,6 +227,14 @@ pub fn load_bytes(
             kiln_frontend::tf::parse_text(text()?, &options.tf)?
         }
         Format::Tf => kiln_frontend::tf::parse_binary(bytes, &options.tf)?,
+        Format::LightGbm => {
+            let src = text()?;
+            let model = kiln_frontend::trees::lightgbm::parse(src)?;
+            let graph = model
+                .graph("lightgbm", &options.trees)
+                .map_err(|e| ParseError::at(src, 0, e))?;
+            (graph, SourceMap::default())
+        }
     };
     Ok(Loaded { graph, source_map })
 }

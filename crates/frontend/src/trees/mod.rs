@@ -1,0 +1,153 @@
+//! Tree-ensemble models as graphs: the model formats users save, read into
+//! one `trees` op ([`kiln_ir::trees`]) and the model's link written with
+//! ordinary ops after it.
+//!
+//! - [`lightgbm`]: LightGBM's text model (`Booster.save_model`,
+//!   `model_to_string`), with LightGBM's meanings.
+//!
+//! The graph takes the rows as one `f64[n, features]` input `x`, or (with
+//! [`Options::columns`]) one `f64[n]` column per feature, named after the
+//! model's features, as a CSV file or a data frame holds them. Its output
+//! `prediction` is `f64[n, outputs]`: the raw scores, or (the default) what
+//! the library's `predict` returns after its link.
+
+pub mod lightgbm;
+
+use kiln_ir::builder::Builder;
+use kiln_ir::op::{Op, ReduceOp};
+use kiln_ir::trees::TreeEnsemble;
+use kiln_ir::types::{DType, Dim, TensorType, Type};
+use kiln_ir::{BinaryOp, CmpOp, Graph, Scalar, UnaryOp, Value};
+use std::sync::Arc;
+
+/// How a model becomes a graph.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Return the raw scores (LightGBM's `raw_score=True`, XGBoost's
+    /// `output_margin=True`) instead of the linked prediction.
+    pub raw_score: bool,
+    /// One `f64[n]` input per feature, named after it, instead of one
+    /// `f64[n, features]` input `x`.
+    pub columns: bool,
+}
+
+/// What a model's `predict` does to the summed scores.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Link {
+    /// Nothing (regression, ranking).
+    Identity,
+    /// `1 / (1 + exp(-scale * x))` per output (binary, one-vs-all).
+    Sigmoid(f64),
+    /// LightGBM's softmax over the outputs: `exp(x - max)`, summed in
+    /// order, each divided by the sum.
+    Softmax,
+    /// `exp(x)` (Poisson, gamma, Tweedie).
+    Exp,
+    /// `log(1 + exp(x))` (LightGBM's `cross_entropy_lambda`).
+    LogOnePlusExp,
+    /// `sign(x) * x * x` (LightGBM's `regression` with `sqrt`).
+    SignedSquare,
+}
+
+/// A parsed model: its ensemble, feature names and link.
+#[derive(Clone, Debug)]
+pub struct Model {
+    /// The trees.
+    pub ensemble: TreeEnsemble,
+    /// The features' names, one per feature.
+    pub feature_names: Vec<String>,
+    /// Divide the sums by this before the link (LightGBM's random forest
+    /// mode averages its trees; its raw scores are the sums).
+    pub average_over: Option<u32>,
+    /// The link `predict` applies.
+    pub link: Link,
+}
+
+impl Model {
+    /// The model as a graph (see the module docs).
+    pub fn graph(&self, name: &str, opts: &Options) -> Result<Graph, String> {
+        let mut b = Builder::new(name);
+        let n = Dim::Sym("n".into());
+        let n_features = self.ensemble.n_features as usize;
+        let x = if opts.columns {
+            let mut cols = Vec::with_capacity(n_features);
+            for feature in &self.feature_names {
+                let col = b.input(feature, Type::column(DType::F64, "n"));
+                let tall = Op::Reshape(vec![n.clone(), Dim::Fixed(1)]);
+                cols.push(b.op(tall, &[col]).map_err(|e| e.to_string())?);
+            }
+            b.op(Op::Concat(1), &cols).map_err(|e| e.to_string())?
+        } else {
+            let ty = Type::Tensor(TensorType {
+                dtype: DType::F64,
+                shape: vec![n, Dim::Fixed(n_features as u64)],
+            });
+            b.input("x", ty)
+        };
+        let ensemble = Arc::new(self.ensemble.clone());
+        let mut y = b.op(Op::Trees(ensemble), &[x]).map_err(|e| e.to_string())?;
+        if !opts.raw_score {
+            // LightGBM's `Predict`: the average, then the link; its
+            // `PredictRaw` (`raw_score=True`) does neither.
+            if let Some(count) = self.average_over {
+                let count = b.constant(Scalar::F64(f64::from(count)));
+                y = b
+                    .binary(BinaryOp::Div, y, count)
+                    .map_err(|e| e.to_string())?;
+            }
+            y = link(&mut b, &self.link, y).map_err(|e| e.to_string())?;
+        }
+        b.output("prediction", y);
+        Ok(b.finish())
+    }
+}
+
+/// `link(y)` of `f64[n, outputs]` scores, as the libraries compute it.
+fn link(b: &mut Builder, link: &Link, y: Value) -> kiln_ir::TypeResult<Value> {
+    let f = |b: &mut Builder, v: f64| b.constant(Scalar::F64(v));
+    Ok(match link {
+        Link::Identity => y,
+        Link::Sigmoid(scale) => {
+            // LightGBM: 1.0f / (1.0f + std::exp(-sigmoid_ * input)).
+            let minus_scale = f(b, -scale);
+            let t = b.binary(BinaryOp::Mul, minus_scale, y)?;
+            let e = b.unary(UnaryOp::Exp, t)?;
+            let one = f(b, 1.0);
+            let d = b.binary(BinaryOp::Add, one, e)?;
+            b.binary(BinaryOp::Div, one, d)?
+        }
+        Link::Softmax => {
+            let reduce = |b: &mut Builder, op, v| {
+                let axes = Op::ReduceAxes {
+                    op,
+                    axes: vec![1],
+                    keepdim: true,
+                };
+                b.op(axes, &[v])
+            };
+            let max = reduce(b, ReduceOp::Max, y)?;
+            let shifted = b.binary(BinaryOp::Sub, y, max)?;
+            let e = b.unary(UnaryOp::Exp, shifted)?;
+            let sum = reduce(b, ReduceOp::Sum, e)?;
+            b.binary(BinaryOp::Div, e, sum)?
+        }
+        Link::Exp => b.unary(UnaryOp::Exp, y)?,
+        Link::LogOnePlusExp => {
+            let e = b.unary(UnaryOp::Exp, y)?;
+            let one = f(b, 1.0);
+            let s = b.binary(BinaryOp::Add, one, e)?;
+            b.unary(UnaryOp::Log, s)?
+        }
+        Link::SignedSquare => {
+            // Common::Sign(x) * x * x, the sign 1, -1 or 0.
+            let zero = f(b, 0.0);
+            let (one, minus_one) = (f(b, 1.0), f(b, -1.0));
+            let pos = b.compare(CmpOp::Gt, y, zero)?;
+            let neg = b.compare(CmpOp::Lt, y, zero)?;
+            let neg_or_zero = b.select(neg, minus_one, zero)?;
+            let sign = b.select(pos, one, neg_or_zero)?;
+            let sx = b.binary(BinaryOp::Mul, sign, y)?;
+            b.binary(BinaryOp::Mul, sx, y)?
+        }
+    })
+}
