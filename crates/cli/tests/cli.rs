@@ -945,3 +945,55 @@ fn sequential_models_from_print_gm() {
     let out = kiln(&["run", &lone, "--inputs", &inputs, "--modules", &bad]);
     assert_bad_input(&out, "bad_module.txt:2:3: error: expected `(name): Type(");
 }
+
+/// The LightGBM fixture (written by real lightgbm, `tests/fixtures/lightgbm`).
+fn lightgbm_fixture(name: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/lightgbm")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+/// The CSV's cells as doubles, with its header.
+fn csv_floats(text: &str) -> (String, Vec<f64>) {
+    let mut lines = text.lines();
+    let header = lines.next().unwrap_or_default().to_string();
+    let cells = lines
+        .flat_map(|l| l.split(','))
+        .map(|c| c.parse::<f64>().expect("a number"))
+        .collect();
+    (header, cells)
+}
+
+#[test]
+fn a_lightgbm_model_over_a_csv_gives_lightgbms_predictions() {
+    let model = lightgbm_fixture("model.txt");
+    let rows = lightgbm_fixture("rows.csv");
+    let read = |name| std::fs::read_to_string(lightgbm_fixture(name)).expect("fixture");
+    let (want_header, want_raw) = csv_floats(&read("expected_raw.csv"));
+    let (_, want) = csv_floats(&read("expected.csv"));
+    for tier in tiers() {
+        let out = kiln(&["run", &model, "--csv", &rows, "--raw-score", "--tier", tier]);
+        assert_eq!(out.status.code(), Some(0), "{tier}: {}", stderr(&out));
+        let (header, raw) = csv_floats(&stdout(&out));
+        assert_eq!(header, want_header);
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&raw), bits(&want_raw), "{tier}: raw scores");
+        let out = kiln(&["eval", &model, "--csv", &rows, "--tier", tier]);
+        let (_, got) = csv_floats(&stdout(&out));
+        assert_eq!(got.len(), want.len(), "{tier}: {}", stderr(&out));
+        for (g, w) in got.iter().zip(&want) {
+            let ulps = (g.to_bits() as i64 - w.to_bits() as i64).abs();
+            assert!(ulps <= 2, "{tier}: {g} against LightGBM's {w}");
+        }
+    }
+    // A model is sniffed whatever its name; bad text is a located error.
+    let text = read("model.txt").replacen("num_leaves=7", "num_leaves=x", 1);
+    let bad = temp_file("bad_model.txt", text.as_bytes());
+    assert_bad_input(&kiln(&["run", &bad, "--csv", &rows]), "bad_model.txt:");
+    let missing = temp_file("short.csv", b"alpha,beta\n1,2\n");
+    let out = kiln(&["run", &model, "--csv", &missing]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("gamma"), "{}", stderr(&out));
+}

@@ -123,6 +123,14 @@ pub fn scalar(u: &mut Unstructured, dtype: DType) -> Result<Scalar> {
     })
 }
 
+/// An `f64` as [`scalar`] draws one.
+fn any_f64(u: &mut Unstructured) -> Result<f64> {
+    match scalar(u, DType::F64)? {
+        Scalar::F64(v) => Ok(v),
+        _ => unreachable!("an f64 scalar"),
+    }
+}
+
 struct Gen<'a, 'b> {
     u: &'a mut Unstructured<'b>,
     b: Builder,
@@ -338,6 +346,109 @@ impl Gen<'_, '_> {
         Ok(self.b.op(Op::Gather(axis as u32), &[a, index]).ok())
     }
 
+    /// A tree ensemble over `a` taken as rows of its last axis' features
+    /// (cast to `f32` or `f64`, reshaped to 2-D): a few small random trees
+    /// with every test, missing rule and default side, thresholds at the
+    /// edges the rules single out, `f32` or `f64` sums over 1 to 3 outputs.
+    fn trees_step(&mut self, a: Value, dims: &[u64]) -> Result<Option<Value>> {
+        use kiln::ir::trees::{Child, Missing, SplitTest, Tree, TreeEnsemble, TreeNode};
+        let n_features = *dims.last().expect("not a scalar");
+        let rows = dims[..dims.len() - 1].iter().product::<u64>();
+        let in_dtype = *self.u.choose(&[DType::F32, DType::F64])?;
+        let x = if self.b.dtype(a) == Some(in_dtype) {
+            a
+        } else {
+            self.b.cast(a, in_dtype).expect("casts are valid")
+        };
+        let shape = vec![Dim::Fixed(rows), Dim::Fixed(n_features)];
+        let Ok(x) = self.b.op(Op::Reshape(shape), &[x]) else {
+            return Ok(None);
+        };
+        let n_outputs = self.u.int_in_range(1..=3u32)?;
+        let mut ensemble = TreeEnsemble {
+            n_features: n_features as u32,
+            dtype: *self.u.choose(&[DType::F32, DType::F64])?,
+            init: Vec::new(),
+            trees: Vec::new(),
+        };
+        for _ in 0..n_outputs {
+            ensemble.init.push(any_f64(self.u)?);
+        }
+        const EDGES: &[f64] = &[0.0, -0.0, 1e-36, -1e-35, 0.5, 1.0, -1.0, 2.0, 3.5, 1e300];
+        for _ in 0..self.u.int_in_range(0..=4u8)? {
+            let mut nodes: Vec<TreeNode> = Vec::new();
+            // Grow by splitting a random leaf; leaves are numbered after.
+            let mut slots = vec![None::<(usize, bool)>];
+            for _ in 0..self.u.int_in_range(0..=6u8)? {
+                let pick = self.u.choose_index(slots.len())?;
+                let parent = slots.swap_remove(pick);
+                let here = nodes.len() as u32;
+                if let Some((p, left)) = parent {
+                    let side = if left {
+                        &mut nodes[p].left
+                    } else {
+                        &mut nodes[p].right
+                    };
+                    *side = Child::Node(here);
+                }
+                let test = match self.u.int_in_range(0..=2u8)? {
+                    0 => SplitTest::Le(self.threshold(EDGES)?),
+                    1 => SplitTest::Lt(self.threshold(EDGES)?),
+                    _ => {
+                        let n_words = self.u.int_in_range(1..=2usize)?;
+                        let mut words = Vec::with_capacity(n_words);
+                        for _ in 0..n_words {
+                            words.push(self.u.arbitrary()?);
+                        }
+                        SplitTest::In(words)
+                    }
+                };
+                let missing = *self
+                    .u
+                    .choose(&[Missing::None, Missing::Zero, Missing::Nan])?;
+                nodes.push(TreeNode {
+                    feature: self.u.int_in_range(0..=n_features as u32 - 1)?,
+                    test,
+                    missing,
+                    default_left: self.u.arbitrary()?,
+                    left: Child::Leaf(0),
+                    right: Child::Leaf(0),
+                });
+                slots.push(Some((here as usize, true)));
+                slots.push(Some((here as usize, false)));
+            }
+            let mut leaves = Vec::new();
+            for slot in slots.into_iter().flatten() {
+                let (p, left) = slot;
+                let side = if left {
+                    &mut nodes[p].left
+                } else {
+                    &mut nodes[p].right
+                };
+                *side = Child::Leaf(leaves.len() as u32);
+                leaves.push(any_f64(self.u)?);
+            }
+            if nodes.is_empty() {
+                leaves.push(any_f64(self.u)?);
+            }
+            ensemble.trees.push(Tree {
+                output: self.u.int_in_range(0..=n_outputs - 1)?,
+                nodes,
+                leaves,
+            });
+        }
+        Ok(self.b.op(Op::Trees(Arc::new(ensemble)), &[x]).ok())
+    }
+
+    /// A threshold: an edge value, an arbitrary double, or an f32's value.
+    fn threshold(&mut self, edges: &[f64]) -> Result<f64> {
+        Ok(match self.u.int_in_range(0..=2u8)? {
+            0 => *self.u.choose(edges)?,
+            1 => any_f64(self.u)?,
+            _ => f64::from(f32::from_bits(self.u.arbitrary()?)),
+        })
+    }
+
     /// A tensor step: matmul with a constant, transpose, reshape, a
     /// reduction over axes, a slice, a concat, a broadcast_to, a gather, or
     /// a window op.
@@ -345,7 +456,8 @@ impl Gen<'_, '_> {
         let a = self.pick()?;
         let dims = self.fixed_dims(a);
         let dtype = self.b.dtype(a).expect("pool values are tensors");
-        Ok(match self.u.int_in_range(0..=8u8)? {
+        Ok(match self.u.int_in_range(0..=9u8)? {
+            9 if !dims.is_empty() => return self.trees_step(a, &dims),
             7 if !dims.is_empty() => return self.window_step(a, &dims, dtype),
             8 if !dims.is_empty() => return self.gather_step(a, &dims),
             4 if !dims.is_empty() => {

@@ -226,7 +226,10 @@ impl TreeEnsemble {
         problems
     }
 
-    fn check_tree(&self, tree: &Tree) -> Result<(), String> {
+    /// The first problem of one tree of this ensemble, if any: its output
+    /// is one of the ensemble's, its features are inside a row, and every
+    /// node and leaf is reached exactly once from the root.
+    pub fn check_tree(&self, tree: &Tree) -> Result<(), String> {
         if tree.output as usize >= self.init.len() {
             return Err(format!(
                 "its output {} is not one of the {} outputs",

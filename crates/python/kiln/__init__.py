@@ -55,7 +55,7 @@ __all__ = [
 
 Source = Union[str, bytes, "os.PathLike[str]"]
 
-_FORMATS = ("py", "kiln", "fx", "tf")
+_FORMATS = ("py", "kiln", "fx", "tf", "lightgbm")
 
 
 def tiers() -> list[str]:
@@ -113,6 +113,8 @@ def _spec(
     inputs: Optional[Mapping[str, str]],
     weights: Union[None, bytes, "os.PathLike[str]"],
     outputs: Optional[Sequence[str]],
+    raw_score: bool = False,
+    columns: bool = False,
 ) -> dict:
     """What the native module needs to read a source: its bytes, format and
     name, and the frontends' options."""
@@ -157,6 +159,8 @@ def _spec(
         "weights": weights,
         "modules": modules,
         "outputs": [str(o) for o in (outputs or [])],
+        "raw_score": bool(raw_score),
+        "columns": bool(columns),
     }
 
 
@@ -244,3 +248,4 @@ def _population(exprs, variables, tier, threads, vectorize=None):
 
 
 from ._jit import jit  # noqa: E402  (needs _spec above)
+from . import trees  # noqa: E402,F401  (needs _spec above)

@@ -28,7 +28,7 @@ pub(crate) struct SourceSpec {
     /// The source: UTF-8 text, or a binary GraphDef.
     #[pyo3(item)]
     data: Vec<u8>,
-    /// `py`, `kiln`, `fx` or `tf`.
+    /// `py`, `kiln`, `fx`, `tf` or `lightgbm`.
     #[pyo3(item)]
     format: String,
     /// The name messages give the source (a file name, or `<source>`).
@@ -46,6 +46,12 @@ pub(crate) struct SourceSpec {
     /// TensorFlow: the outputs (`node` or `node:k`).
     #[pyo3(item)]
     outputs: Vec<String>,
+    /// Tree models: the raw scores instead of the link.
+    #[pyo3(item)]
+    raw_score: bool,
+    /// Tree models: one column input per feature instead of one matrix.
+    #[pyo3(item)]
+    columns: bool,
 }
 
 /// Reads and verifies a source; errors are located Python exceptions.
@@ -64,6 +70,8 @@ fn load(spec: &SourceSpec) -> PyResult<Verified> {
             .map_err(|e| parse_error(&e.render("<modules>", text), "<modules>", text, e.loc))?;
     }
     options.tf.outputs = spec.outputs.clone();
+    options.trees.raw_score = spec.raw_score;
+    options.trees.columns = spec.columns;
     let text = String::from_utf8_lossy(&spec.data);
     let loaded = kiln::load_bytes(&spec.data, format, &options)
         .map_err(|e| parse_error(&e.render(&spec.name, &text), &spec.name, &text, e.loc))?;

@@ -94,7 +94,11 @@ pub fn parse(src: &str) -> ParseResult<Model> {
     };
     for (idx, block) in trees.iter().enumerate() {
         let output = (idx % per_iteration as usize) as u32;
-        ensemble.trees.push(tree(src, block, output, n_features)?);
+        let tree = tree(src, block, output, n_features)?;
+        ensemble
+            .check_tree(&tree)
+            .map_err(|why| err(block.at, format!("tree {idx}: {why}")))?;
+        ensemble.trees.push(tree);
     }
     let average_over = header.flags.contains(&"average_output").then(|| {
         let iterations = ensemble.trees.len() / per_iteration as usize;

@@ -8,8 +8,9 @@
 //! The graph takes the rows as one `f64[n, features]` input `x`, or (with
 //! [`Options::columns`]) one `f64[n]` column per feature, named after the
 //! model's features, as a CSV file or a data frame holds them. Its output
-//! `prediction` is `f64[n, outputs]`: the raw scores, or (the default) what
-//! the library's `predict` returns after its link.
+//! `prediction` is `f64[n, outputs]` (`f64[n]` for one output): the raw
+//! scores, or (the default) what the library's `predict` returns after its
+//! link.
 
 pub mod lightgbm;
 
@@ -96,6 +97,11 @@ impl Model {
                     .map_err(|e| e.to_string())?;
             }
             y = link(&mut b, &self.link, y).map_err(|e| e.to_string())?;
+        }
+        if self.ensemble.n_outputs() == 1 {
+            // One output is a column, as the libraries' `predict` returns it.
+            let column = Op::Reshape(vec![Dim::Sym("n".into())]);
+            y = b.op(column, &[y]).map_err(|e| e.to_string())?;
         }
         b.output("prediction", y);
         Ok(b.finish())
