@@ -84,6 +84,7 @@ fn the_generator_covers_every_op_and_dtype() {
             "max_pool2d",
             "avg_pool2d",
             "gather",
+            "trees",
         ])
         .collect();
     let missing: Vec<&&str> = all.iter().filter(|m| !mnemonics.contains(**m)).collect();

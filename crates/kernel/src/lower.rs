@@ -48,6 +48,8 @@ pub(super) struct Lowerer<'a> {
     pub(super) libm_calls: bool,
     /// [`LowerOptions::running_min_max`].
     pub(super) running_min_max: bool,
+    /// [`LowerOptions::tree_selects`].
+    pub(super) tree_selects: u32,
 }
 
 /// The extent of a column type, if it is one.
@@ -70,6 +72,12 @@ pub(super) fn step_op(op: ReduceOp) -> Option<BinaryOp> {
         ReduceOp::Count => return None,
     })
 }
+
+/// The [`LowerOptions::tree_selects`] of the JIT tiers: up to this many
+/// nodes a tree ensemble is straight-line selects (measured in
+/// docs/performance.md: where the selects' compile time and the work of
+/// taking every node's test overtake the walk's).
+pub const TREE_SELECTS: u32 = 20_000;
 
 /// Choices of the native signature that do not change what a kernel computes.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
@@ -118,6 +126,14 @@ pub struct LowerOptions {
     /// across the chunks. Min and max are exact, so any order gives the
     /// same bits.
     pub running_min_max: bool,
+    /// Compute a tree ensemble (`trees`) of at most this many nodes in all
+    /// as one comparison and one select per node, every node's test taken
+    /// and the row's leaf picked by nested selects: a straight-line body
+    /// of independent rows that a loop vectorizer runs in lanes, no table
+    /// read and no branch. Larger ensembles (all of them at 0) walk
+    /// constant tables, one decision per step, in code whose size does not
+    /// grow with the model (`tensor::trees`). The same rules either way.
+    pub tree_selects: u32,
 }
 
 /// The direct kernel `dtype f(dtype x)` (or `f(dtype x, dtype y)`)
@@ -172,6 +188,7 @@ pub fn lower(verified: &Verified, options: &LowerOptions) -> Result<Kernel, Lowe
         conv_panels: options.conv_panels,
         libm_calls: options.libm_calls,
         running_min_max: options.running_min_max,
+        tree_selects: options.tree_selects,
     };
     lw.params(options);
     if tensors {

@@ -91,12 +91,15 @@ impl Backend for Llvm {
     /// Inline math, and matmuls and convolutions in panels
     /// (`LowerOptions::panels`, `conv_panels`), which LLVM vectorizes into
     /// register blocks, as wide as the host's vector registers hold
-    /// ([`target::panel_bytes`]).
+    /// ([`target::panel_bytes`]). Tree ensembles up to
+    /// [`kiln_kernel::TREE_SELECTS`] nodes as straight-line selects, which
+    /// LLVM runs in vectors of rows.
     fn lower_options(&self) -> LowerOptions {
         LowerOptions {
             panels: Some(target::host_panel_bytes()),
             conv_panels: true,
             running_min_max: true,
+            tree_selects: kiln_kernel::TREE_SELECTS,
             ..LowerOptions::default()
         }
     }

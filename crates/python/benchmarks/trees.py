@@ -3,6 +3,7 @@ compilers that install (lleaves, treelite/tl2cgen, ONNX Runtime), one
 thread, on LightGBM models trained here on generated data.
 
   python crates/python/benchmarks/trees.py [small] [big] [categorical] [--rows 1,100,1000000]
+      [--peers lleaves,tl2cgen,onnxruntime]
 
 - small: 100 trees x 31 leaves, regression on 20 numeric features.
 - big: 1,000 trees x 255 leaves, binary.
@@ -81,7 +82,7 @@ def timed(f):
     return out, time.perf_counter() - t
 
 
-def engines(path):
+def engines(path, peers):
     """name -> (compile seconds, predict(x) -> array)."""
     out = {}
     booster = lgb.Booster(model_file=str(path))
@@ -92,6 +93,8 @@ def engines(path):
         _, first = timed(lambda: f(np.zeros((1, booster.num_feature()))))
         out[f"kiln-{tier}"] = (secs + first, f)
     try:
+        if "lleaves" not in peers:
+            raise LookupError("not asked for (--peers)")
         import lleaves
 
         m = lleaves.Model(model_file=str(path))
@@ -101,6 +104,8 @@ def engines(path):
     except Exception as e:  # noqa: BLE001 - a peer that does not install or run
         print(f"# lleaves left out: {e!r}", file=sys.stderr)
     try:
+        if "tl2cgen" not in peers:
+            raise LookupError("not asked for (--peers)")
         import tl2cgen
         import treelite
 
@@ -116,12 +121,14 @@ def engines(path):
     except Exception as e:  # noqa: BLE001
         print(f"# tl2cgen left out: {e!r}", file=sys.stderr)
     try:
+        if "onnxruntime" not in peers:
+            raise LookupError("not asked for (--peers)")
         import onnxmltools
         import onnxruntime as ort
         from onnxmltools.convert.common.data_types import FloatTensorType
 
         def convert():
-            onx = onnxmltools.convert_lightgbm(booster, initial_types=[("x", FloatTensorType([None, booster.num_feature()]))], target_opset=15)
+            onx = onnxmltools.convert_lightgbm(booster, initial_types=[("x", FloatTensorType([None, booster.num_feature()]))], target_opset=15, zipmap=False)
             opts = ort.SessionOptions()
             opts.intra_op_num_threads = 1
             opts.inter_op_num_threads = 1
@@ -132,7 +139,7 @@ def engines(path):
 
         def onnx(x):
             res = sess.run(None, {"x": x.astype(np.float32)})
-            r = res[names.index("probabilities")] [:, 1] if "probabilities" in names else res[0]
+            r = np.asarray(res[names.index("probabilities")])[:, 1] if "probabilities" in names else res[0]
             return np.asarray(r).reshape(len(x))
 
         out["onnxruntime"] = (secs, onnx)
@@ -148,12 +155,17 @@ def main():
         i = args.index("--rows")
         rows = [int(r) for r in args[i + 1].split(",")]
         del args[i : i + 2]
+    peers = {"lleaves", "tl2cgen", "onnxruntime"}
+    if "--peers" in args:
+        i = args.index("--peers")
+        peers = set(args[i + 1].split(","))
+        del args[i : i + 2]
     names = args or list(MODELS)
-    print(f"# kiln {kiln.__version__}, lightgbm {lgb.__version__}, one thread")
+    print(f"# kiln {kiln.__version__}, lightgbm {lgb.__version__}, one thread", flush=True)
     for name in names:
         path = model(name)
-        es = engines(path)
-        print(f"\n## {name}: " + ", ".join(f"{k} compile {v[0]:.3f} s" for k, v in es.items() if k != "lightgbm"))
+        es = engines(path, peers)
+        print(f"\n## {name}: " + ", ".join(f"{k} compile {v[0]:.3f} s" for k, v in es.items() if k != "lightgbm"), flush=True)
         for n in rows:
             x, _ = data(MODELS[name], n, 1)
             want = es["lightgbm"][1](x)
@@ -175,7 +187,7 @@ def main():
                 f"{k} {statistics.median(v) * 1e6:.1f} us ({statistics.median(v) * 1e9 / n:.0f} ns/row)"
                 for k, v in times.items()
             )
-            print(f"{n} rows: {line}")
+            print(f"{n} rows: {line}", flush=True)
 
 
 if __name__ == "__main__":

@@ -70,6 +70,7 @@ impl Backend for Vm {
             conv_panels: false,
             libm_calls: true,
             running_min_max: false,
+            tree_selects: 0,
         }
     }
 

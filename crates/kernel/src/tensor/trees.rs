@@ -21,7 +21,7 @@ use crate::lower::Lowerer;
 use crate::{Expr, Extent, Param, ParamIdx, Reg, Stmt};
 use kiln_ir::op::{BinaryOp, CmpOp, TensorConst, UnaryOp};
 use kiln_ir::scalar::Scalar;
-use kiln_ir::trees::{Child, Missing, SplitTest, TreeEnsemble, ZERO_THRESHOLD};
+use kiln_ir::trees::{Child, Missing, SplitTest, TreeEnsemble, TreeNode, ZERO_THRESHOLD};
 use kiln_ir::types::DType;
 use std::sync::Arc;
 
@@ -164,6 +164,10 @@ impl Lowerer<'_> {
         x: &Loc,
         dest: &super::View,
     ) {
+        let n_nodes: usize = e.trees.iter().map(|t| t.nodes.len()).sum();
+        if n_nodes <= self.tree_selects as usize {
+            return self.trees_by_selects(out, locs, e, x, dest);
+        }
         let t = Tables::of(e);
         let tables = TablesIn {
             feature: self.table("tree_feature", DType::I64, &t.feature, |v| Scalar::I64(*v)),
@@ -377,6 +381,351 @@ impl Lowerer<'_> {
         emit!(Bool, Expr::Binary(BinaryOp::And, inside, set))
     }
 
+    /// The ensemble as straight-line code per row: each node's test of its
+    /// feature's value (read once per row), and each tree's leaf value
+    /// picked by a select per node, bottom up ([`LowerOptions::tree_selects`]).
+    ///
+    /// [`LowerOptions::tree_selects`]: crate::LowerOptions::tree_selects
+    fn trees_by_selects(
+        &mut self,
+        out: &mut Vec<Stmt>,
+        locs: &[Option<Loc>],
+        e: &TreeEnsemble,
+        x: &Loc,
+        dest: &super::View,
+    ) {
+        // Trees in groups of about `GROUP_NODES` nodes, one row loop each,
+        // the sums kept in `dest` between them (stored and read back
+        // exactly): a loop body is one basic block, and LLVM's instruction
+        // scheduling grows faster than the block (a minute for one body of
+        // 3,000 nodes of a categorical model).
+        const GROUP_NODES: usize = 256;
+        let mut groups: Vec<&[kiln_ir::trees::Tree]> = Vec::new();
+        let (mut start, mut nodes) = (0, 0);
+        for (idx, tree) in e.trees.iter().enumerate() {
+            if nodes > 0 && nodes + tree.nodes.len() > GROUP_NODES {
+                groups.push(&e.trees[start..idx]);
+                (start, nodes) = (idx, 0);
+            }
+            nodes += tree.nodes.len().max(1);
+        }
+        groups.push(&e.trees[start..]);
+        let rows = dest.dims[..1].to_vec();
+        for (group_idx, group) in groups.into_iter().enumerate() {
+            self.nest(out, &rows, |lw, body, rows| {
+                let row = rows[0];
+                let mut features = Features {
+                    row,
+                    values: vec![None; e.n_features as usize],
+                };
+                let at: Vec<Reg> = (0..e.n_outputs())
+                    .map(|k| {
+                        let col = lw.i64_const(body, k as i64);
+                        lw.view_index(body, dest, &[Some(row), Some(col)])
+                    })
+                    .collect();
+                let mut sums: Vec<Reg> = e
+                    .init
+                    .iter()
+                    .zip(&at)
+                    .map(|(&v, &to)| {
+                        if group_idx > 0 {
+                            return lw.emit(body, e.dtype, Expr::Load(dest.param, to), None);
+                        }
+                        let init = kiln_ir::semantics::cast(Scalar::F64(v), e.dtype);
+                        lw.emit(body, e.dtype, Expr::Const(init), None)
+                    })
+                    .collect();
+                for tree in group {
+                    let value = lw.tree_value(body, locs, x, &mut features, tree, e.dtype);
+                    let sum = &mut sums[tree.output as usize];
+                    *sum = lw.emit(
+                        body,
+                        e.dtype,
+                        Expr::Binary(BinaryOp::Add, *sum, value),
+                        None,
+                    );
+                }
+                for (sum, to) in sums.into_iter().zip(at) {
+                    body.push(Stmt::Store(dest.param, Some(to), sum));
+                }
+            });
+        }
+    }
+
+    /// The leaf value `tree` gives the row: its nodes' selects, children
+    /// before parents (an explicit post-order: no recursion over the model).
+    fn tree_value(
+        &mut self,
+        body: &mut Vec<Stmt>,
+        locs: &[Option<Loc>],
+        x: &Loc,
+        features: &mut Features,
+        tree: &kiln_ir::trees::Tree,
+        dtype: DType,
+    ) -> Reg {
+        let leaf = |lw: &mut Self, body: &mut Vec<Stmt>, i: u32| {
+            let v = kiln_ir::semantics::cast(Scalar::F64(tree.leaves[i as usize]), dtype);
+            lw.emit(body, dtype, Expr::Const(v), None)
+        };
+        if tree.nodes.is_empty() {
+            return leaf(self, body, 0);
+        }
+        let mut done: Vec<Option<Reg>> = vec![None; tree.nodes.len()];
+        let mut stack = vec![0u32];
+        while let Some(&at) = stack.last() {
+            let node = &tree.nodes[at as usize];
+            let pending: Vec<u32> = [node.left, node.right]
+                .into_iter()
+                .filter_map(|c| match c {
+                    Child::Node(i) if done[i as usize].is_none() => Some(i),
+                    _ => None,
+                })
+                .collect();
+            if !pending.is_empty() {
+                stack.extend(pending);
+                continue;
+            }
+            stack.pop();
+            let side = |lw: &mut Self, body: &mut Vec<Stmt>, c: Child| match c {
+                Child::Node(i) => done[i as usize].expect("children first"),
+                Child::Leaf(i) => leaf(lw, body, i),
+            };
+            let (left, right) = (side(self, body, node.left), side(self, body, node.right));
+            let go_left = self.goes_left(body, locs, x, features, node);
+            done[at as usize] =
+                Some(self.emit(body, dtype, Expr::Select(go_left, left, right), None));
+        }
+        done[0].expect("the root is done last")
+    }
+
+    /// Whether the row goes left at `node`: `TreeNode::goes_left` with the
+    /// node's rules known, so each is a constant choice here.
+    fn goes_left(
+        &mut self,
+        body: &mut Vec<Stmt>,
+        locs: &[Option<Loc>],
+        x: &Loc,
+        features: &mut Features,
+        node: &TreeNode,
+    ) -> Reg {
+        use DType::{Bool, F64};
+        let f = self.feature(body, locs, x, features, node.feature);
+        macro_rules! emit {
+            ($dtype:expr, $expr:expr) => {
+                self.emit(body, $dtype, $expr, None)
+            };
+        }
+        let threshold = |lw: &mut Self, body: &mut Vec<Stmt>, t: f64| {
+            lw.emit(body, F64, Expr::Const(Scalar::F64(t)), None)
+        };
+        // The common splits: a NaN takes the default side, the test being
+        // false for it: `x <= t` goes right, `!(x > t)` left.
+        // (Not for a NaN threshold, whose test is false for every `x` where
+        // `!(x > t)` would be true.)
+        let numeric = match node.test {
+            SplitTest::Le(t) | SplitTest::Lt(t) => !t.is_nan(),
+            SplitTest::In(_) => false,
+        };
+        if node.missing == Missing::Nan && numeric {
+            if let SplitTest::Le(t) | SplitTest::Lt(t) = node.test {
+                let t = threshold(self, body, t);
+                let strict = matches!(node.test, SplitTest::Lt(_));
+                return match (node.default_left, strict) {
+                    (false, false) => emit!(Bool, Expr::Compare(CmpOp::Le, f.value, t)),
+                    (false, true) => emit!(Bool, Expr::Compare(CmpOp::Lt, f.value, t)),
+                    (true, strict) => {
+                        let op = if strict { CmpOp::Ge } else { CmpOp::Gt };
+                        let right = emit!(Bool, Expr::Compare(op, f.value, t));
+                        let yes = emit!(Bool, Expr::Const(Scalar::Bool(true)));
+                        emit!(Bool, Expr::Binary(BinaryOp::Xor, right, yes))
+                    }
+                };
+            }
+        }
+        let x0 = self.nan_as_zero(body, features, node.feature);
+        let test = match &node.test {
+            SplitTest::Le(t) => {
+                let t = threshold(self, body, *t);
+                emit!(Bool, Expr::Compare(CmpOp::Le, x0, t))
+            }
+            SplitTest::Lt(t) => {
+                let t = threshold(self, body, *t);
+                emit!(Bool, Expr::Compare(CmpOp::Lt, x0, t))
+            }
+            SplitTest::In(words) => self.in_words(body, features, node.feature, words),
+        };
+        let missing = match node.missing {
+            Missing::None => return test,
+            Missing::Nan => f.is_nan,
+            Missing::Zero => {
+                let tiny = emit!(F64, Expr::Const(Scalar::F64(ZERO_THRESHOLD)));
+                let magnitude = emit!(F64, Expr::Unary(UnaryOp::Abs, x0));
+                emit!(Bool, Expr::Compare(CmpOp::Le, magnitude, tiny))
+            }
+        };
+        let default = emit!(Bool, Expr::Const(Scalar::Bool(node.default_left)));
+        emit!(Bool, Expr::Select(missing, default, test))
+    }
+
+    /// Feature `i` of the row as `f64`, and whether it is NaN: read once.
+    fn feature(
+        &mut self,
+        body: &mut Vec<Stmt>,
+        locs: &[Option<Loc>],
+        x: &Loc,
+        features: &mut Features,
+        i: u32,
+    ) -> Feature {
+        if let Some(f) = features.values[i as usize] {
+            return f;
+        }
+        let col = self.i64_const(body, i64::from(i));
+        let value = self.read(body, locs, x, &[Some(features.row), Some(col)]);
+        let value = match self.kernel.reg_type(value) {
+            DType::F64 => value,
+            _ => self.emit(body, DType::F64, Expr::Cast(DType::F64, value), None),
+        };
+        let is_nan = self.emit(
+            body,
+            DType::Bool,
+            Expr::Compare(CmpOp::Ne, value, value),
+            None,
+        );
+        let f = Feature {
+            value,
+            is_nan,
+            zeroed: None,
+            category: None,
+        };
+        features.values[i as usize] = Some(f);
+        f
+    }
+
+    /// Feature `i` with NaN read as 0 (read once).
+    fn nan_as_zero(&mut self, body: &mut Vec<Stmt>, features: &mut Features, i: u32) -> Reg {
+        let f = features.values[i as usize].expect("the feature was read");
+        if let Some(z) = f.zeroed {
+            return z;
+        }
+        let zero = self.emit(body, DType::F64, Expr::Const(Scalar::F64(0.0)), None);
+        let z = self.emit(
+            body,
+            DType::F64,
+            Expr::Select(f.is_nan, zero, f.value),
+            None,
+        );
+        features.values[i as usize] = Some(Feature {
+            zeroed: Some(z),
+            ..f
+        });
+        z
+    }
+
+    /// Whether feature `i` (NaN read as 0) is a category of `words`. A set
+    /// of a few runs of categories is a comparison of the value with each
+    /// run's ends (`trunc(x)` is in `a..=b` exactly when `x` is in `[a, b +
+    /// 1)`, or `(-1, b + 1)` for `a = 0`): `f64` comparisons that a vector
+    /// unit takes as they are (LLVM spent a minute scheduling the `i64`
+    /// vector bit tests of a 100-tree categorical model). Other sets test
+    /// the category's bit.
+    fn in_words(
+        &mut self,
+        body: &mut Vec<Stmt>,
+        features: &mut Features,
+        i: u32,
+        words: &[u32],
+    ) -> Reg {
+        const MAX_RUNS: usize = 6;
+        let runs = category_runs(words);
+        if runs.len() > MAX_RUNS {
+            return self.in_word_bits(body, features, i, words);
+        }
+        let x0 = self.nan_as_zero(body, features, i);
+        let mut inside = self.emit(body, DType::Bool, Expr::Const(Scalar::Bool(false)), None);
+        for (a, b) in runs {
+            let (lo_op, lo) = if a == 0 {
+                (CmpOp::Gt, -1.0)
+            } else {
+                (CmpOp::Ge, a as f64)
+            };
+            let lo = self.emit(body, DType::F64, Expr::Const(Scalar::F64(lo)), None);
+            let hi = self.emit(
+                body,
+                DType::F64,
+                Expr::Const(Scalar::F64(b as f64 + 1.0)),
+                None,
+            );
+            let above = self.emit(body, DType::Bool, Expr::Compare(lo_op, x0, lo), None);
+            let below = self.emit(body, DType::Bool, Expr::Compare(CmpOp::Lt, x0, hi), None);
+            let run = self.emit(
+                body,
+                DType::Bool,
+                Expr::Binary(BinaryOp::And, above, below),
+                None,
+            );
+            inside = self.emit(
+                body,
+                DType::Bool,
+                Expr::Binary(BinaryOp::Or, inside, run),
+                None,
+            );
+        }
+        inside
+    }
+
+    /// Whether feature `i` (NaN read as 0) is a category of `words`: its
+    /// integer part (computed once per row) inside the set and its bit set,
+    /// the word picked by comparisons with constants.
+    fn in_word_bits(
+        &mut self,
+        body: &mut Vec<Stmt>,
+        features: &mut Features,
+        i: u32,
+        words: &[u32],
+    ) -> Reg {
+        use DType::{Bool, I64};
+        let x0 = self.nan_as_zero(body, features, i);
+        let f = features.values[i as usize].expect("the feature was read");
+        let (word_idx, bit_idx) = match f.category {
+            Some(c) => c,
+            None => {
+                let c = self.emit(body, I64, Expr::Cast(I64, x0), None);
+                let five = self.i64_const(body, 5);
+                let w = self.emit(body, I64, Expr::Binary(BinaryOp::ShrArith, c, five), None);
+                let low = self.i64_const(body, 31);
+                let b = self.emit(body, I64, Expr::Binary(BinaryOp::BAnd, c, low), None);
+                features.values[i as usize] = Some(Feature {
+                    category: Some((w, b)),
+                    ..f
+                });
+                (w, b)
+            }
+        };
+        macro_rules! emit {
+            ($dtype:expr, $expr:expr) => {
+                self.emit(body, $dtype, $expr, None)
+            };
+        }
+        // The word of the category's bit: a select per word of the set,
+        // 0 past it (and for a negative category, whose index is negative).
+        let mut word = self.i64_const(body, 0);
+        for (k, &w) in words.iter().enumerate().rev() {
+            if w == 0 {
+                continue;
+            }
+            let k = self.i64_const(body, k as i64);
+            let here = emit!(Bool, Expr::Compare(CmpOp::Eq, word_idx, k));
+            let w = self.i64_const(body, i64::from(w));
+            word = emit!(I64, Expr::Select(here, w, word));
+        }
+        let shifted = emit!(I64, Expr::Binary(BinaryOp::ShrLogical, word, bit_idx));
+        let one = self.i64_const(body, 1);
+        let bit = emit!(I64, Expr::Binary(BinaryOp::BAnd, shifted, one));
+        let zero = self.i64_const(body, 0);
+        emit!(Bool, Expr::Compare(CmpOp::Ne, bit, zero))
+    }
+
     /// A constant table as a [`Param::ConstIn`].
     fn table<T>(
         &mut self,
@@ -395,6 +744,42 @@ impl Lowerer<'_> {
             tensor: Arc::new(tensor),
         })
     }
+}
+
+/// The categories of a bitset as runs `a..=b`, ascending.
+fn category_runs(words: &[u32]) -> Vec<(u64, u64)> {
+    let mut runs: Vec<(u64, u64)> = Vec::new();
+    for (k, &w) in words.iter().enumerate() {
+        for bit in 0..32u64 {
+            if (w >> bit) & 1 == 1 {
+                let c = k as u64 * 32 + bit;
+                match runs.last_mut() {
+                    Some((_, b)) if *b + 1 == c => *b = c,
+                    _ => runs.push((c, c)),
+                }
+            }
+        }
+    }
+    runs
+}
+
+/// A feature of the row, as the select form reads it.
+#[derive(Copy, Clone)]
+struct Feature {
+    value: Reg,
+    is_nan: Reg,
+    /// NaN read as 0, once a node asks.
+    zeroed: Option<Reg>,
+    /// The integer part's word index (negative for a negative category,
+    /// whose word is then 0 as one past the set's is) and bit index, once
+    /// a category node asks.
+    category: Option<(Reg, Reg)>,
+}
+
+/// The row's features read so far.
+struct Features {
+    row: Reg,
+    values: Vec<Option<Feature>>,
 }
 
 /// The tables' parameters.
