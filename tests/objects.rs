@@ -459,7 +459,7 @@ fn check_target(target: &str, cc: &str, runner: Option<&str>, object: &ObjectFn)
             // Objects carry kiln's inline math, as `kiln::aot` makes them.
             libm_calls: false,
             running_min_max: true,
-            tree_selects: kiln_kernel::TREE_SELECTS,
+            tree_selects: kiln::kernel::TREE_SELECTS,
         };
         let kernel = kiln::kernel::lower(&graph, &options).expect("lowers");
         let symbol = format!("kiln_case_{case_idx}");
