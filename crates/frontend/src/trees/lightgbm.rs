@@ -65,15 +65,11 @@ pub fn parse(src: &str) -> ParseResult<Model> {
     if per_iteration == 0 {
         return Err(err(header.at, "num_tree_per_iteration is 0".into()));
     }
-    let feature_names: Vec<String> = match header.fields.get("feature_names") {
-        Some(f) => f.value.split_whitespace().map(str::to_string).collect(),
-        None => (0..n_features).map(|i| format!("Column_{i}")).collect(),
-    };
+    // LightGBM always writes the names (`Column_0`, … when it was given none).
+    let names = field(src, &header, "feature_names")?;
+    let feature_names: Vec<String> = names.value.split_whitespace().map(str::to_string).collect();
     if feature_names.len() != n_features as usize {
-        let at = header
-            .fields
-            .get("feature_names")
-            .map_or(header.at, |f| f.at);
+        let at = names.at;
         return Err(err(
             at,
             format!(
@@ -315,8 +311,14 @@ fn node(at: NodeAt, bounds: &[usize], words: &[u32], n_features: u32) -> Result<
     };
     let (test, missing, default_left) = if at.decision & CATEGORICAL != 0 {
         // `threshold` indexes `cat_boundaries`; NaN always goes right.
+        if !(at.threshold >= 0.0 && at.threshold.fract() == 0.0) {
+            return Err(format!("category set {} is not an index", at.threshold));
+        }
         let idx = at.threshold as usize;
-        let set = match (bounds.get(idx), bounds.get(idx + 1)) {
+        let set = match (
+            bounds.get(idx),
+            idx.checked_add(1).and_then(|i| bounds.get(i)),
+        ) {
             (Some(&lo), Some(&hi)) if lo <= hi && hi <= words.len() => words[lo..hi].to_vec(),
             _ => {
                 return Err(format!(
@@ -347,4 +349,81 @@ fn node(at: NodeAt, bounds: &[usize], words: &[u32], n_features: u32) -> Result<
         left: child(at.children.0),
         right: child(at.children.1),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Written by real lightgbm 4.7.0 (`tests/fixtures/lightgbm`).
+    const MODEL: &str = include_str!("../../../../tests/fixtures/lightgbm/model.txt");
+
+    #[test]
+    fn reads_the_fixture() {
+        let model = parse(MODEL).expect("the fixture parses");
+        assert_eq!(model.ensemble.n_features, 4);
+        assert_eq!(model.ensemble.n_outputs(), 3);
+        assert_eq!(model.ensemble.trees.len(), 30);
+        assert_eq!(model.feature_names, ["alpha", "beta", "gamma", "kind"]);
+        assert_eq!(model.link, Link::Softmax);
+        let categories = model.ensemble.trees.iter().flat_map(|t| &t.nodes);
+        assert!(categories
+            .clone()
+            .any(|n| matches!(n.test, SplitTest::In(_))));
+        assert!(categories.clone().any(|n| n.missing == Missing::Nan));
+        for tree in &model.ensemble.trees {
+            assert_eq!(model.ensemble.check_tree(tree), Ok(()));
+        }
+    }
+
+    #[test]
+    fn bad_text_is_a_located_error_never_a_panic() {
+        // Every prefix that ends a line, and every line dropped.
+        let lines: Vec<&str> = MODEL.lines().collect();
+        for cut in 0..lines.len() {
+            let _ = parse(&lines[..cut].join("\n"));
+            let mut dropped = lines.clone();
+            dropped.remove(cut);
+            let _ = parse(&dropped.join("\n"));
+        }
+        let cases = [
+            (
+                MODEL.replacen("feature_names=", "names=", 1),
+                "`feature_names=` is missing",
+            ),
+            (
+                MODEL.replacen("num_leaves=7", "num_leaves=x", 1),
+                "not a number",
+            ),
+            (
+                MODEL.replacen("threshold=", "threshold=1e300 ", 1),
+                "values",
+            ),
+            (
+                MODEL.replacen("objective=multiclass", "objective=riddle", 1),
+                "unknown objective",
+            ),
+            (
+                MODEL.replacen("decision_type=", "decision_type=12 ", 1),
+                "values",
+            ),
+        ];
+        for (text, message) in cases {
+            let e = parse(&text).expect_err(message);
+            assert!(e.message.contains(message), "{}", e.message);
+        }
+        // A category set's index past `cat_boundaries`, however large.
+        for threshold in [0.0, 1.0, 0.5, 1e300, f64::INFINITY, -1.0, f64::NAN] {
+            let at = NodeAt {
+                feature: 0,
+                threshold,
+                decision: 1,
+                children: (-1, -2),
+            };
+            let got = node(at, &[0, 1], &[6], 4);
+            assert_eq!(got.is_ok(), threshold == 0.0, "{threshold}");
+        }
+        assert!(parse("tree\nversion=v4\n").is_err());
+        assert!(parse("").is_err());
+    }
 }

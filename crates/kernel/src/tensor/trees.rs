@@ -1,20 +1,24 @@
-//! Lowering of `trees` (a tree ensemble, `kiln_ir::trees`) to a
-//! table-driven walk: the ensemble becomes constant tables, and each row
-//! walks each tree by a counted loop, one decision per step.
+//! Lowering of `trees` (a tree ensemble, `kiln_ir::trees`), in one of two
+//! forms, both the rules of `TreeNode::goes_left` and both summing each
+//! output's leaves in tree order in the ensemble's dtype: the same bits.
 //!
-//! Every node and leaf of every tree gets an index into one table space.
-//! A leaf leads to itself both ways, so a tree's walk takes exactly its
-//! depth's steps, and the loop needs no exit: after `depth[t]` steps from
-//! `root[t]` the walk stands on the row's leaf, whose value is added to its
-//! output's sum (a variable, in tree order, in the ensemble's dtype). A
-//! step reads its node's feature, threshold, children and (only where the
-//! ensemble mixes them) its rules from the tables, and computes the
-//! decision of `TreeNode::goes_left` with selects: the same rules, the same
-//! bits. What no node of the ensemble uses (categories, `Missing::Zero`, a
-//! strict test) is left out of the step.
+//! **Straight-line selects** (up to `LowerOptions::tree_selects` nodes):
+//! per row, every node's test of its feature (read once) against its
+//! constant threshold, and each tree's leaf picked by a select per node,
+//! children before parents. No table, no branch: a row loop a vectorizer
+//! runs in lanes. Trees go in groups of about 256 nodes, a row loop each,
+//! the sums kept in the output between them.
 //!
-//! The walk compiles in time linear in nothing but the op (the tables are
-//! data), so a model of a thousand trees compiles as fast as one of ten.
+//! **A table walk** (larger ensembles, and every one where the option is
+//! 0): every node and leaf of every tree gets an index into one table
+//! space. A leaf leads to itself both ways, so a tree's walk takes exactly
+//! its depth's steps and the loop needs no exit: after `depth[t]` steps
+//! from `root[t]` the walk stands on the row's leaf. A step reads its
+//! node's feature, threshold, children and (only where the ensemble mixes
+//! them) its rules from the tables and decides with selects; what no node
+//! uses (categories, `Missing::Zero`, a strict test) is left out. The code
+//! does not grow with the model, so a thousand trees compile as fast as
+//! ten.
 
 use super::Loc;
 use crate::lower::Lowerer;
@@ -24,6 +28,13 @@ use kiln_ir::scalar::Scalar;
 use kiln_ir::trees::{Child, Missing, SplitTest, TreeEnsemble, TreeNode, ZERO_THRESHOLD};
 use kiln_ir::types::DType;
 use std::sync::Arc;
+
+/// `let r = expr` of `dtype` into `body`: `emit!(self, body, dtype, expr)`.
+macro_rules! emit {
+    ($lw:expr, $body:expr, $dtype:expr, $expr:expr) => {
+        $lw.emit($body, $dtype, $expr, None)
+    };
+}
 
 /// Flag bits of a node's rules in the `flags` table.
 const DEFAULT_LEFT: i64 = 1;
@@ -276,22 +287,17 @@ impl Lowerer<'_> {
         here: Reg,
     ) -> Reg {
         use DType::{Bool, F64, I64};
-        macro_rules! emit {
-            ($dtype:expr, $expr:expr) => {
-                self.emit(body, $dtype, $expr, None)
-            };
-        }
-        let feature = emit!(I64, Expr::Load(tables.feature, here));
+        let feature = emit!(self, body, I64, Expr::Load(tables.feature, here));
         let value = self.read(body, locs, x, &[Some(row), Some(feature)]);
         let value = match self.kernel.reg_type(value) {
             F64 => value,
-            _ => emit!(F64, Expr::Cast(F64, value)),
+            _ => emit!(self, body, F64, Expr::Cast(F64, value)),
         };
         let mixed = [DEFAULT_LEFT, ZERO_MISSING, NAN_MISSING, STRICT, CATEGORY];
         let flags = mixed
             .iter()
             .any(|&bit| t.mixed(bit))
-            .then(|| emit!(I64, Expr::Load(tables.flags, here)));
+            .then(|| emit!(self, body, I64, Expr::Load(tables.flags, here)));
         // Whether the node's `bit` is set: a constant where every node agrees.
         let flag = |lw: &mut Self, body: &mut Vec<Stmt>, bit: i64| match flags {
             Some(flags) if t.mixed(bit) => {
@@ -306,43 +312,53 @@ impl Lowerer<'_> {
                 None,
             ),
         };
-        let is_nan = emit!(Bool, Expr::Compare(CmpOp::Ne, value, value));
-        let x0 = emit!(F64, Expr::Select(is_nan, c.zero_f, value));
+        let is_nan = emit!(self, body, Bool, Expr::Compare(CmpOp::Ne, value, value));
+        let x0 = emit!(self, body, F64, Expr::Select(is_nan, c.zero_f, value));
         // Missing: a NaN under `Missing::Nan`; a tiny value under `Zero`.
-        let mut missing = emit!(Bool, Expr::Const(Scalar::Bool(false)));
+        let mut missing = emit!(self, body, Bool, Expr::Const(Scalar::Bool(false)));
         if t.some & NAN_MISSING != 0 {
             let nan_rule = flag(self, body, NAN_MISSING);
-            let m = emit!(Bool, Expr::Binary(BinaryOp::And, is_nan, nan_rule));
-            missing = emit!(Bool, Expr::Binary(BinaryOp::Or, missing, m));
+            let m = emit!(
+                self,
+                body,
+                Bool,
+                Expr::Binary(BinaryOp::And, is_nan, nan_rule)
+            );
+            missing = emit!(self, body, Bool, Expr::Binary(BinaryOp::Or, missing, m));
         }
         if t.some & ZERO_MISSING != 0 {
             let zero_rule = flag(self, body, ZERO_MISSING);
-            let tiny = emit!(F64, Expr::Const(Scalar::F64(ZERO_THRESHOLD)));
-            let magnitude = emit!(F64, Expr::Unary(UnaryOp::Abs, x0));
-            let small = emit!(Bool, Expr::Compare(CmpOp::Le, magnitude, tiny));
-            let m = emit!(Bool, Expr::Binary(BinaryOp::And, small, zero_rule));
-            missing = emit!(Bool, Expr::Binary(BinaryOp::Or, missing, m));
+            let tiny = emit!(self, body, F64, Expr::Const(Scalar::F64(ZERO_THRESHOLD)));
+            let magnitude = emit!(self, body, F64, Expr::Unary(UnaryOp::Abs, x0));
+            let small = emit!(self, body, Bool, Expr::Compare(CmpOp::Le, magnitude, tiny));
+            let m = emit!(
+                self,
+                body,
+                Bool,
+                Expr::Binary(BinaryOp::And, small, zero_rule)
+            );
+            missing = emit!(self, body, Bool, Expr::Binary(BinaryOp::Or, missing, m));
         }
         // The test of a present value.
-        let threshold = emit!(F64, Expr::Load(tables.threshold, here));
-        let le = emit!(Bool, Expr::Compare(CmpOp::Le, x0, threshold));
+        let threshold = emit!(self, body, F64, Expr::Load(tables.threshold, here));
+        let le = emit!(self, body, Bool, Expr::Compare(CmpOp::Le, x0, threshold));
         let mut test = if t.some & STRICT != 0 {
-            let lt = emit!(Bool, Expr::Compare(CmpOp::Lt, x0, threshold));
+            let lt = emit!(self, body, Bool, Expr::Compare(CmpOp::Lt, x0, threshold));
             let strict = flag(self, body, STRICT);
-            emit!(Bool, Expr::Select(strict, lt, le))
+            emit!(self, body, Bool, Expr::Select(strict, lt, le))
         } else {
             le
         };
         if let Some(cats) = &tables.categories {
             let category = self.in_set(body, cats, c, x0, here);
             let is_category = flag(self, body, CATEGORY);
-            test = emit!(Bool, Expr::Select(is_category, category, test));
+            test = emit!(self, body, Bool, Expr::Select(is_category, category, test));
         }
         let default_left = flag(self, body, DEFAULT_LEFT);
-        let go_left = emit!(Bool, Expr::Select(missing, default_left, test));
-        let left = emit!(I64, Expr::Load(tables.left, here));
-        let right = emit!(I64, Expr::Load(tables.right, here));
-        emit!(I64, Expr::Select(go_left, left, right))
+        let go_left = emit!(self, body, Bool, Expr::Select(missing, default_left, test));
+        let left = emit!(self, body, I64, Expr::Load(tables.left, here));
+        let right = emit!(self, body, I64, Expr::Load(tables.right, here));
+        emit!(self, body, I64, Expr::Select(go_left, left, right))
     }
 
     /// Whether `x0` (never NaN) is a category in the set of node `here`.
@@ -355,30 +371,45 @@ impl Lowerer<'_> {
         here: Reg,
     ) -> Reg {
         use DType::{Bool, I64};
-        macro_rules! emit {
-            ($dtype:expr, $expr:expr) => {
-                self.emit(body, $dtype, $expr, None)
-            };
-        }
         // Saturating, as the semantics' `as` is.
-        let category = emit!(I64, Expr::Cast(I64, x0));
-        let count = emit!(I64, Expr::Load(cats.n_categories, here));
-        let above = emit!(Bool, Expr::Compare(CmpOp::Ge, category, c.zero));
-        let below = emit!(Bool, Expr::Compare(CmpOp::Lt, category, count));
-        let inside = emit!(Bool, Expr::Binary(BinaryOp::And, above, below));
+        let category = emit!(self, body, I64, Expr::Cast(I64, x0));
+        let count = emit!(self, body, I64, Expr::Load(cats.n_categories, here));
+        let above = emit!(self, body, Bool, Expr::Compare(CmpOp::Ge, category, c.zero));
+        let below = emit!(self, body, Bool, Expr::Compare(CmpOp::Lt, category, count));
+        let inside = emit!(self, body, Bool, Expr::Binary(BinaryOp::And, above, below));
         // Outside the set, read a word inside the table instead.
-        let safe = emit!(I64, Expr::Select(inside, category, c.zero));
+        let safe = emit!(self, body, I64, Expr::Select(inside, category, c.zero));
         let five = self.i64_const(body, 5);
-        let word_idx = emit!(I64, Expr::Binary(BinaryOp::ShrArith, safe, five));
-        let first = emit!(I64, Expr::Load(cats.word_at, here));
-        let word_at = emit!(I64, Expr::Binary(BinaryOp::Add, first, word_idx));
-        let word = emit!(I64, Expr::Load(cats.words, word_at));
+        let word_idx = emit!(
+            self,
+            body,
+            I64,
+            Expr::Binary(BinaryOp::ShrArith, safe, five)
+        );
+        let first = emit!(self, body, I64, Expr::Load(cats.word_at, here));
+        let word_at = emit!(
+            self,
+            body,
+            I64,
+            Expr::Binary(BinaryOp::Add, first, word_idx)
+        );
+        let word = emit!(self, body, I64, Expr::Load(cats.words, word_at));
         let low = self.i64_const(body, 31);
-        let bit_idx = emit!(I64, Expr::Binary(BinaryOp::BAnd, safe, low));
-        let shifted = emit!(I64, Expr::Binary(BinaryOp::ShrLogical, word, bit_idx));
-        let bit = emit!(I64, Expr::Binary(BinaryOp::BAnd, shifted, c.one));
-        let set = emit!(Bool, Expr::Compare(CmpOp::Ne, bit, c.zero));
-        emit!(Bool, Expr::Binary(BinaryOp::And, inside, set))
+        let bit_idx = emit!(self, body, I64, Expr::Binary(BinaryOp::BAnd, safe, low));
+        let shifted = emit!(
+            self,
+            body,
+            I64,
+            Expr::Binary(BinaryOp::ShrLogical, word, bit_idx)
+        );
+        let bit = emit!(
+            self,
+            body,
+            I64,
+            Expr::Binary(BinaryOp::BAnd, shifted, c.one)
+        );
+        let set = emit!(self, body, Bool, Expr::Compare(CmpOp::Ne, bit, c.zero));
+        emit!(self, body, Bool, Expr::Binary(BinaryOp::And, inside, set))
     }
 
     /// The ensemble as straight-line code per row: each node's test of its
@@ -511,11 +542,6 @@ impl Lowerer<'_> {
     ) -> Reg {
         use DType::{Bool, F64};
         let f = self.feature(body, locs, x, features, node.feature);
-        macro_rules! emit {
-            ($dtype:expr, $expr:expr) => {
-                self.emit(body, $dtype, $expr, None)
-            };
-        }
         let threshold = |lw: &mut Self, body: &mut Vec<Stmt>, t: f64| {
             lw.emit(body, F64, Expr::Const(Scalar::F64(t)), None)
         };
@@ -532,13 +558,13 @@ impl Lowerer<'_> {
                 let t = threshold(self, body, t);
                 let strict = matches!(node.test, SplitTest::Lt(_));
                 return match (node.default_left, strict) {
-                    (false, false) => emit!(Bool, Expr::Compare(CmpOp::Le, f.value, t)),
-                    (false, true) => emit!(Bool, Expr::Compare(CmpOp::Lt, f.value, t)),
+                    (false, false) => emit!(self, body, Bool, Expr::Compare(CmpOp::Le, f.value, t)),
+                    (false, true) => emit!(self, body, Bool, Expr::Compare(CmpOp::Lt, f.value, t)),
                     (true, strict) => {
                         let op = if strict { CmpOp::Ge } else { CmpOp::Gt };
-                        let right = emit!(Bool, Expr::Compare(op, f.value, t));
-                        let yes = emit!(Bool, Expr::Const(Scalar::Bool(true)));
-                        emit!(Bool, Expr::Binary(BinaryOp::Xor, right, yes))
+                        let right = emit!(self, body, Bool, Expr::Compare(op, f.value, t));
+                        let yes = emit!(self, body, Bool, Expr::Const(Scalar::Bool(true)));
+                        emit!(self, body, Bool, Expr::Binary(BinaryOp::Xor, right, yes))
                     }
                 };
             }
@@ -547,11 +573,11 @@ impl Lowerer<'_> {
         let test = match &node.test {
             SplitTest::Le(t) => {
                 let t = threshold(self, body, *t);
-                emit!(Bool, Expr::Compare(CmpOp::Le, x0, t))
+                emit!(self, body, Bool, Expr::Compare(CmpOp::Le, x0, t))
             }
             SplitTest::Lt(t) => {
                 let t = threshold(self, body, *t);
-                emit!(Bool, Expr::Compare(CmpOp::Lt, x0, t))
+                emit!(self, body, Bool, Expr::Compare(CmpOp::Lt, x0, t))
             }
             SplitTest::In(words) => self.in_words(body, features, node.feature, words),
         };
@@ -559,13 +585,18 @@ impl Lowerer<'_> {
             Missing::None => return test,
             Missing::Nan => f.is_nan,
             Missing::Zero => {
-                let tiny = emit!(F64, Expr::Const(Scalar::F64(ZERO_THRESHOLD)));
-                let magnitude = emit!(F64, Expr::Unary(UnaryOp::Abs, x0));
-                emit!(Bool, Expr::Compare(CmpOp::Le, magnitude, tiny))
+                let tiny = emit!(self, body, F64, Expr::Const(Scalar::F64(ZERO_THRESHOLD)));
+                let magnitude = emit!(self, body, F64, Expr::Unary(UnaryOp::Abs, x0));
+                emit!(self, body, Bool, Expr::Compare(CmpOp::Le, magnitude, tiny))
             }
         };
-        let default = emit!(Bool, Expr::Const(Scalar::Bool(node.default_left)));
-        emit!(Bool, Expr::Select(missing, default, test))
+        let default = emit!(
+            self,
+            body,
+            Bool,
+            Expr::Const(Scalar::Bool(node.default_left))
+        );
+        emit!(self, body, Bool, Expr::Select(missing, default, test))
     }
 
     /// Feature `i` of the row as `f64`, and whether it is NaN: read once.
@@ -702,11 +733,6 @@ impl Lowerer<'_> {
                 (w, b)
             }
         };
-        macro_rules! emit {
-            ($dtype:expr, $expr:expr) => {
-                self.emit(body, $dtype, $expr, None)
-            };
-        }
         // The word of the category's bit: a select per word of the set,
         // 0 past it (and for a negative category, whose index is negative).
         let mut word = self.i64_const(body, 0);
@@ -715,15 +741,20 @@ impl Lowerer<'_> {
                 continue;
             }
             let k = self.i64_const(body, k as i64);
-            let here = emit!(Bool, Expr::Compare(CmpOp::Eq, word_idx, k));
+            let here = emit!(self, body, Bool, Expr::Compare(CmpOp::Eq, word_idx, k));
             let w = self.i64_const(body, i64::from(w));
-            word = emit!(I64, Expr::Select(here, w, word));
+            word = emit!(self, body, I64, Expr::Select(here, w, word));
         }
-        let shifted = emit!(I64, Expr::Binary(BinaryOp::ShrLogical, word, bit_idx));
+        let shifted = emit!(
+            self,
+            body,
+            I64,
+            Expr::Binary(BinaryOp::ShrLogical, word, bit_idx)
+        );
         let one = self.i64_const(body, 1);
-        let bit = emit!(I64, Expr::Binary(BinaryOp::BAnd, shifted, one));
+        let bit = emit!(self, body, I64, Expr::Binary(BinaryOp::BAnd, shifted, one));
         let zero = self.i64_const(body, 0);
-        emit!(Bool, Expr::Compare(CmpOp::Ne, bit, zero))
+        emit!(self, body, Bool, Expr::Compare(CmpOp::Ne, bit, zero))
     }
 
     /// A constant table as a [`Param::ConstIn`].
