@@ -71,6 +71,8 @@ pub enum FormatArg {
     Tf,
     /// A LightGBM text model (`save_model`).
     Lightgbm,
+    /// An XGBoost JSON model (`save_model("model.json")`).
+    Xgboost,
 }
 
 impl FormatArg {
@@ -81,6 +83,7 @@ impl FormatArg {
             FormatArg::Fx => Format::Fx,
             FormatArg::Tf => Format::Tf,
             FormatArg::Lightgbm => Format::LightGbm,
+            FormatArg::Xgboost => Format::XgBoost,
         }
     }
 }
@@ -165,7 +168,7 @@ impl SourceArgs {
             (None, None) => Format::Py,
             (None, Some(_)) if self.expr.is_some() => Format::Py,
             (None, Some(path)) => Format::from_path(path).or_else(|| Format::sniff(&bytes)).ok_or_else(|| {
-                Failure::Input(format!("{name}: error: cannot tell the format from the file name or its contents; use --from kiln|py|fx|tf|lightgbm"))
+                Failure::Input(format!("{name}: error: cannot tell the format from the file name or its contents; use --from kiln|py|fx|tf|lightgbm|xgboost"))
             })?,
         };
         let mut opts = LoadOptions {

@@ -967,6 +967,37 @@ fn csv_floats(text: &str) -> (String, Vec<f64>) {
 }
 
 #[test]
+fn an_xgboost_model_over_a_csv_gives_xgboosts_predictions() {
+    let fixture = |name: &str| {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/xgboost");
+        dir.join(name).display().to_string()
+    };
+    let (model, rows) = (fixture("model.json"), fixture("rows.csv"));
+    let read = |name| std::fs::read_to_string(fixture(name)).expect("fixture");
+    // float32 values, written as the doubles they widen to.
+    let bits = |v: &[f64]| v.iter().map(|&x| (x as f32).to_bits()).collect::<Vec<_>>();
+    let (want_header, want_margin) = csv_floats(&read("expected_margin.csv"));
+    let (_, want) = csv_floats(&read("expected.csv"));
+    for tier in tiers() {
+        let out = kiln(&["run", &model, "--csv", &rows, "--raw-score", "--tier", tier]);
+        assert_eq!(out.status.code(), Some(0), "{tier}: {}", stderr(&out));
+        let (header, margin) = csv_floats(&stdout(&out));
+        assert_eq!(header, want_header);
+        assert_eq!(bits(&margin), bits(&want_margin), "{tier}: margins");
+        let out = kiln(&["run", &model, "--csv", &rows, "--tier", tier]);
+        let (_, got) = csv_floats(&stdout(&out));
+        assert_eq!(got.len(), want.len(), "{tier}: {}", stderr(&out));
+        for (g, w) in bits(&got).iter().zip(bits(&want)) {
+            let ulps = (i64::from(*g) - i64::from(w)).abs();
+            assert!(ulps <= 2, "{tier}: {g:#x} against XGBoost's {w:#x}");
+        }
+    }
+    let text = read("model.json").replacen("binary:logistic", "binary:mystery", 1);
+    let bad = temp_file("bad_model.json", text.as_bytes());
+    assert_bad_input(&kiln(&["run", &bad, "--csv", &rows]), "unknown objective");
+}
+
+#[test]
 fn a_lightgbm_model_over_a_csv_gives_lightgbms_predictions() {
     let model = lightgbm_fixture("model.txt");
     let rows = lightgbm_fixture("rows.csv");

@@ -85,6 +85,8 @@ pub enum Format {
     Tf,
     /// A LightGBM text model (`save_model`; its first line is `tree`).
     LightGbm,
+    /// An XGBoost JSON model (`save_model("model.json")`, `save_raw("json")`).
+    XgBoost,
 }
 
 impl Format {
@@ -97,9 +99,10 @@ impl Format {
             "fx" => Format::Fx,
             "tf" => Format::Tf,
             "lightgbm" => Format::LightGbm,
+            "xgboost" => Format::XgBoost,
             f => {
                 return Err(format!(
-                    "format must be 'py', 'kiln', 'fx', 'tf' or 'lightgbm', not {f:?}"
+                    "format must be 'py', 'kiln', 'fx', 'tf', 'lightgbm' or 'xgboost', not {f:?}"
                 ))
             }
         })
@@ -125,10 +128,14 @@ impl Format {
     }
 
     /// The format a file's contents say, where its name says none: a
-    /// LightGBM text model starts with the line `tree`.
+    /// LightGBM text model starts with the line `tree`, an XGBoost JSON model
+    /// with its `"learner"` object.
     pub fn sniff(bytes: &[u8]) -> Option<Format> {
         let head = &bytes[..bytes.len().min(64)];
         let head = String::from_utf8_lossy(head);
+        if kiln_frontend::trees::xgboost::sniff(&head) {
+            return Some(Format::XgBoost);
+        }
         kiln_frontend::trees::lightgbm::sniff(&head).then_some(Format::LightGbm)
     }
 }
@@ -227,11 +234,15 @@ pub fn load_bytes(
             kiln_frontend::tf::parse_text(text()?, &options.tf)?
         }
         Format::Tf => kiln_frontend::tf::parse_binary(bytes, &options.tf)?,
-        Format::LightGbm => {
+        Format::LightGbm | Format::XgBoost => {
             let src = text()?;
-            let model = kiln_frontend::trees::lightgbm::parse(src)?;
+            let (model, name) = if format == Format::LightGbm {
+                (kiln_frontend::trees::lightgbm::parse(src)?, "lightgbm")
+            } else {
+                (kiln_frontend::trees::xgboost::parse(src)?, "xgboost")
+            };
             let graph = model
-                .graph("lightgbm", &options.trees)
+                .graph(name, &options.trees)
                 .map_err(|e| ParseError::at(src, 0, e))?;
             (graph, SourceMap::default())
         }

@@ -55,7 +55,7 @@ __all__ = [
 
 Source = Union[str, bytes, "os.PathLike[str]"]
 
-_FORMATS = ("py", "kiln", "fx", "tf", "lightgbm")
+_FORMATS = ("py", "kiln", "fx", "tf", "lightgbm", "xgboost")
 
 
 def tiers() -> list[str]:

@@ -21,22 +21,37 @@ from typing import Any
 __all__ = ["compile"]
 
 
-def _model_text(model: Any) -> tuple[str, str]:
-    """The model's LightGBM text and the name messages give it."""
+def _format(text: str) -> str:
+    head = text.lstrip()
+    if head.startswith("{"):
+        return "xgboost"
+    return "lightgbm"
+
+
+def _model_text(model: Any) -> tuple[str, str, str]:
+    """The model's text, its format and the name messages give it."""
     booster = getattr(model, "booster_", None)  # a fitted LightGBM estimator
     if booster is not None and hasattr(booster, "model_to_string"):
         model = booster
     if hasattr(model, "model_to_string"):
-        return model.model_to_string(), "<lightgbm.Booster>"
+        return model.model_to_string(), "lightgbm", "<lightgbm.Booster>"
+    if hasattr(model, "get_booster"):  # a fitted XGBoost estimator
+        model = model.get_booster()
+    if hasattr(model, "save_raw") and hasattr(model, "get_dump"):  # an xgboost.Booster
+        return bytes(model.save_raw("json")).decode(), "xgboost", "<xgboost.Booster>"
     if isinstance(model, os.PathLike):
-        return Path(model).read_text(), str(model)
+        model = os.fspath(model)
     if isinstance(model, str):
         if model.startswith("tree\n") or model.startswith("tree\r\n"):
-            return model, "<model>"
-        return Path(model).read_text(), model
+            return model, "lightgbm", "<model>"
+        if model.lstrip().startswith("{"):
+            return model, "xgboost", "<model>"
+        text = Path(model).read_text()
+        return text, _format(text), model
     raise TypeError(
-        "model must be a lightgbm.Booster, a fitted LightGBM estimator, a LightGBM text "
-        f"model or a path to one, not {type(model).__name__}"
+        "model must be a LightGBM or XGBoost booster, a fitted LightGBM or XGBoost "
+        "estimator, a LightGBM text model, an XGBoost JSON model or a path to one, "
+        f"not {type(model).__name__}"
     )
 
 
@@ -62,8 +77,8 @@ def compile(
     """
     from . import _kiln, _spec
 
-    text, name = _model_text(model)
-    spec = _spec(text, "lightgbm", None, None, None, raw_score=raw_score, columns=columns)
+    text, fmt, name = _model_text(model)
+    spec = _spec(text, fmt, None, None, None, raw_score=raw_score, columns=columns)
     spec["name"] = name
     recipe = ("compile", spec, tier, optimize)
     return _kiln.compile(spec, tier, bool(optimize), recipe)

@@ -105,6 +105,8 @@ pub fn parse(src: &str) -> ParseResult<Model> {
         feature_names,
         average_over,
         link,
+        input: DType::F64,
+        nonnegative_categories: Vec::new(),
     })
 }
 

@@ -3,7 +3,10 @@
 //! ordinary ops after it.
 //!
 //! - [`lightgbm`]: LightGBM's text model (`Booster.save_model`,
-//!   `model_to_string`), with LightGBM's meanings.
+//!   `model_to_string`), with LightGBM's meanings;
+//! - [`xgboost`]: XGBoost's JSON model (`save_model("model.json")`,
+//!   `save_raw("json")`), with XGBoost's (rows rounded to `f32`, sums in
+//!   `f32`).
 //!
 //! The graph takes the rows as one `f64[n, features]` input `x`, or (with
 //! [`Options::columns`]) one `f64[n]` column per feature, named after the
@@ -12,10 +15,12 @@
 //! scores, or (the default) what the library's `predict` returns after its
 //! link.
 
+mod json;
 pub mod lightgbm;
+pub mod xgboost;
 
 use kiln_ir::builder::Builder;
-use kiln_ir::op::{Op, ReduceOp};
+use kiln_ir::op::{Op, ReduceOp, TensorConst};
 use kiln_ir::trees::TreeEnsemble;
 use kiln_ir::types::{DType, Dim, TensorType, Type};
 use kiln_ir::{BinaryOp, CmpOp, Graph, Scalar, UnaryOp, Value};
@@ -44,6 +49,17 @@ pub enum Link {
     Softmax,
     /// `exp(x)` (Poisson, gamma, Tweedie).
     Exp,
+    /// XGBoost's `common::Sigmoid` in `float`: `1 / (exp(min(-x, 88.7)) +
+    /// 1)` (its `+ 1e-16` vanishes in `float`).
+    XgboostSigmoid,
+    /// XGBoost's `common::Softmax`: `exp(x - max)` in `float`, summed in
+    /// `double` in order, each divided by the sum rounded to `float`.
+    XgboostSoftmax,
+    /// The first output holding the row's maximum, as a number
+    /// (`multi:softmax`).
+    ArgMax,
+    /// `1` where `x > 0`, else `0` (`binary:hinge`).
+    Hinge,
     /// `log(1 + exp(x))` (LightGBM's `cross_entropy_lambda`).
     LogOnePlusExp,
     /// `sign(x) * x * x` (LightGBM's `regression` with `sqrt`).
@@ -62,6 +78,13 @@ pub struct Model {
     pub average_over: Option<u32>,
     /// The link `predict` applies.
     pub link: Link,
+    /// The dtype the library reads rows in: `f32` rounds each value first
+    /// (XGBoost, scikit-learn), `f64` keeps it (LightGBM).
+    pub input: DType,
+    /// Category features where a negative value is no category (XGBoost's
+    /// `InvalidCat`, so it goes where unlisted ones go): such a value is read
+    /// as -1 (the `in` test's integer part would make -0.5 category 0).
+    pub nonnegative_categories: Vec<u32>,
 }
 
 impl Model {
@@ -85,6 +108,7 @@ impl Model {
             });
             b.input("x", ty)
         };
+        let x = self.read_rows(&mut b, x).map_err(|e| e.to_string())?;
         let ensemble = Arc::new(self.ensemble.clone());
         let mut y = b.op(Op::Trees(ensemble), &[x]).map_err(|e| e.to_string())?;
         if !opts.raw_score {
@@ -96,9 +120,17 @@ impl Model {
                     .binary(BinaryOp::Div, y, count)
                     .map_err(|e| e.to_string())?;
             }
-            y = link(&mut b, &self.link, y).map_err(|e| e.to_string())?;
+            y = link(
+                &mut b,
+                &self.link,
+                self.ensemble.dtype,
+                self.ensemble.n_outputs() as u64,
+                y,
+            )
+            .map_err(|e| e.to_string())?;
         }
-        if self.ensemble.n_outputs() == 1 {
+        let reduced = !opts.raw_score && self.link == Link::ArgMax;
+        if self.ensemble.n_outputs() == 1 && !reduced {
             // One output is a column, as the libraries' `predict` returns it.
             let column = Op::Reshape(vec![Dim::Sym("n".into())]);
             y = b.op(column, &[y]).map_err(|e| e.to_string())?;
@@ -108,9 +140,54 @@ impl Model {
     }
 }
 
-/// `link(y)` of `f64[n, outputs]` scores, as the libraries compute it.
-fn link(b: &mut Builder, link: &Link, y: Value) -> kiln_ir::TypeResult<Value> {
-    let f = |b: &mut Builder, v: f64| b.constant(Scalar::F64(v));
+impl Model {
+    /// The `f64[n, features]` rows as the library reads them: rounded to its
+    /// dtype, negative values of its non-negative category features made -1.
+    fn read_rows(&self, b: &mut Builder, x: Value) -> kiln_ir::TypeResult<Value> {
+        let x = if self.input == DType::F64 {
+            x
+        } else {
+            b.cast(x, self.input)?
+        };
+        if self.nonnegative_categories.is_empty() {
+            return Ok(x);
+        }
+        // x < lower, with lower 0 at those features and -inf elsewhere.
+        let n = self.ensemble.n_features as usize;
+        let mut lower =
+            vec![kiln_ir::semantics::cast(Scalar::F64(f64::NEG_INFINITY), self.input); n];
+        for &f in &self.nonnegative_categories {
+            lower[f as usize] = kiln_ir::semantics::cast(Scalar::F64(0.0), self.input);
+        }
+        let lower = TensorConst {
+            dtype: self.input,
+            dims: vec![n as u64],
+            values: lower,
+        };
+        let lower = b.op(Op::Tensor(Arc::new(lower)), &[])?;
+        let negative = b.compare(CmpOp::Lt, x, lower)?;
+        let minus_one = b.constant(kiln_ir::semantics::cast(Scalar::F64(-1.0), self.input));
+        b.select(negative, minus_one, x)
+    }
+}
+
+/// `link(y)` of `[n, outputs]` scores of `dtype`, as the libraries compute it.
+fn link(
+    b: &mut Builder,
+    link: &Link,
+    dtype: DType,
+    k: u64,
+    y: Value,
+) -> kiln_ir::TypeResult<Value> {
+    let f = |b: &mut Builder, v: f64| b.constant(kiln_ir::semantics::cast(Scalar::F64(v), dtype));
+    let reduce = |b: &mut Builder, op, v, keepdim| {
+        let axes = Op::ReduceAxes {
+            op,
+            axes: vec![1],
+            keepdim,
+        };
+        b.op(axes, &[v])
+    };
     Ok(match link {
         Link::Identity => y,
         Link::Sigmoid(scale) => {
@@ -123,19 +200,51 @@ fn link(b: &mut Builder, link: &Link, y: Value) -> kiln_ir::TypeResult<Value> {
             b.binary(BinaryOp::Div, one, d)?
         }
         Link::Softmax => {
-            let reduce = |b: &mut Builder, op, v| {
-                let axes = Op::ReduceAxes {
-                    op,
-                    axes: vec![1],
-                    keepdim: true,
-                };
-                b.op(axes, &[v])
-            };
-            let max = reduce(b, ReduceOp::Max, y)?;
+            let max = reduce(b, ReduceOp::Max, y, true)?;
             let shifted = b.binary(BinaryOp::Sub, y, max)?;
             let e = b.unary(UnaryOp::Exp, shifted)?;
-            let sum = reduce(b, ReduceOp::Sum, e)?;
+            let sum = reduce(b, ReduceOp::Sum, e, true)?;
             b.binary(BinaryOp::Div, e, sum)?
+        }
+        Link::XgboostSigmoid => {
+            let minus = b.unary(UnaryOp::Neg, y)?;
+            let cap = f(b, 88.7);
+            let t = b.binary(BinaryOp::Min, minus, cap)?;
+            let e = b.unary(UnaryOp::Exp, t)?;
+            let one = f(b, 1.0);
+            let d = b.binary(BinaryOp::Add, e, one)?;
+            b.binary(BinaryOp::Div, one, d)?
+        }
+        Link::XgboostSoftmax => {
+            let max = reduce(b, ReduceOp::Max, y, true)?;
+            let shifted = b.binary(BinaryOp::Sub, y, max)?;
+            let e = b.unary(UnaryOp::Exp, shifted)?;
+            let wide = b.cast(e, DType::F64)?;
+            let sum = reduce(b, ReduceOp::Sum, wide, true)?;
+            let sum = b.cast(sum, dtype)?;
+            b.binary(BinaryOp::Div, e, sum)?
+        }
+        Link::ArgMax => {
+            // min over k of (y[k] == max ? k : outputs): the first maximum.
+            let max = reduce(b, ReduceOp::Max, y, true)?;
+            let at_max = b.compare(CmpOp::Eq, y, max)?;
+            let index = TensorConst {
+                dtype,
+                dims: vec![k],
+                values: (0..k)
+                    .map(|i| kiln_ir::semantics::cast(Scalar::F64(i as f64), dtype))
+                    .collect(),
+            };
+            let index = b.op(Op::Tensor(Arc::new(index)), &[])?;
+            let past = f(b, k as f64);
+            let picked = b.select(at_max, index, past)?;
+            reduce(b, ReduceOp::Min, picked, false)?
+        }
+        Link::Hinge => {
+            let zero = f(b, 0.0);
+            let one = f(b, 1.0);
+            let pos = b.compare(CmpOp::Gt, y, zero)?;
+            b.select(pos, one, zero)?
         }
         Link::Exp => b.unary(UnaryOp::Exp, y)?,
         Link::LogOnePlusExp => {
