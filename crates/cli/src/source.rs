@@ -73,6 +73,8 @@ pub enum FormatArg {
     Lightgbm,
     /// An XGBoost JSON model (`save_model("model.json")`).
     Xgboost,
+    /// kiln's tree-model text (`kiln-trees v0`).
+    KilnTrees,
 }
 
 impl FormatArg {
@@ -84,6 +86,7 @@ impl FormatArg {
             FormatArg::Tf => Format::Tf,
             FormatArg::Lightgbm => Format::LightGbm,
             FormatArg::Xgboost => Format::XgBoost,
+            FormatArg::KilnTrees => Format::KilnTrees,
         }
     }
 }
@@ -168,7 +171,7 @@ impl SourceArgs {
             (None, None) => Format::Py,
             (None, Some(_)) if self.expr.is_some() => Format::Py,
             (None, Some(path)) => Format::from_path(path).or_else(|| Format::sniff(&bytes)).ok_or_else(|| {
-                Failure::Input(format!("{name}: error: cannot tell the format from the file name or its contents; use --from kiln|py|fx|tf|lightgbm|xgboost"))
+                Failure::Input(format!("{name}: error: cannot tell the format from the file name or its contents; use --from kiln|py|fx|tf|lightgbm|xgboost|kiln-trees"))
             })?,
         };
         let mut opts = LoadOptions {

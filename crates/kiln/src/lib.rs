@@ -87,6 +87,9 @@ pub enum Format {
     LightGbm,
     /// An XGBoost JSON model (`save_model("model.json")`, `save_raw("json")`).
     XgBoost,
+    /// kiln's tree-model text (first line `kiln-trees v0`; what `kiln.trees`
+    /// writes for scikit-learn).
+    KilnTrees,
 }
 
 impl Format {
@@ -100,9 +103,10 @@ impl Format {
             "tf" => Format::Tf,
             "lightgbm" => Format::LightGbm,
             "xgboost" => Format::XgBoost,
+            "kiln-trees" => Format::KilnTrees,
             f => {
                 return Err(format!(
-                    "format must be 'py', 'kiln', 'fx', 'tf', 'lightgbm' or 'xgboost', not {f:?}"
+                    "format must be 'py', 'kiln', 'fx', 'tf', 'lightgbm', 'xgboost' or 'kiln-trees', not {f:?}"
                 ))
             }
         })
@@ -129,12 +133,15 @@ impl Format {
 
     /// The format a file's contents say, where its name says none: a
     /// LightGBM text model starts with the line `tree`, an XGBoost JSON model
-    /// with its `"learner"` object.
+    /// with its `"learner"` object, kiln's tree-model text with `kiln-trees v0`.
     pub fn sniff(bytes: &[u8]) -> Option<Format> {
         let head = &bytes[..bytes.len().min(64)];
         let head = String::from_utf8_lossy(head);
         if kiln_frontend::trees::xgboost::sniff(&head) {
             return Some(Format::XgBoost);
+        }
+        if kiln_frontend::trees::kiln::sniff(&head) {
+            return Some(Format::KilnTrees);
         }
         kiln_frontend::trees::lightgbm::sniff(&head).then_some(Format::LightGbm)
     }
@@ -234,12 +241,13 @@ pub fn load_bytes(
             kiln_frontend::tf::parse_text(text()?, &options.tf)?
         }
         Format::Tf => kiln_frontend::tf::parse_binary(bytes, &options.tf)?,
-        Format::LightGbm | Format::XgBoost => {
+        Format::LightGbm | Format::XgBoost | Format::KilnTrees => {
+            use kiln_frontend::trees;
             let src = text()?;
-            let (model, name) = if format == Format::LightGbm {
-                (kiln_frontend::trees::lightgbm::parse(src)?, "lightgbm")
-            } else {
-                (kiln_frontend::trees::xgboost::parse(src)?, "xgboost")
+            let (model, name) = match format {
+                Format::LightGbm => (trees::lightgbm::parse(src)?, "lightgbm"),
+                Format::XgBoost => (trees::xgboost::parse(src)?, "xgboost"),
+                _ => (trees::kiln::parse(src)?, "trees"),
             };
             let graph = model
                 .graph(name, &options.trees)

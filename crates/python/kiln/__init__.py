@@ -55,7 +55,7 @@ __all__ = [
 
 Source = Union[str, bytes, "os.PathLike[str]"]
 
-_FORMATS = ("py", "kiln", "fx", "tf", "lightgbm", "xgboost")
+_FORMATS = ("py", "kiln", "fx", "tf", "lightgbm", "xgboost", "kiln-trees")
 
 
 def tiers() -> list[str]:

@@ -28,7 +28,7 @@ pub(crate) struct SourceSpec {
     /// The source: UTF-8 text, or a binary GraphDef.
     #[pyo3(item)]
     data: Vec<u8>,
-    /// `py`, `kiln`, `fx`, `tf`, `lightgbm` or `xgboost`.
+    /// `py`, `kiln`, `fx`, `tf`, `lightgbm`, `xgboost` or `kiln-trees`.
     #[pyo3(item)]
     format: String,
     /// The name messages give the source (a file name, or `<source>`).

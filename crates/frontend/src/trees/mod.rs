@@ -4,6 +4,9 @@
 //!
 //! - [`lightgbm`]: LightGBM's text model (`Booster.save_model`,
 //!   `model_to_string`), with LightGBM's meanings;
+//! - [`kiln`]: kiln's own tree-model text (what `kiln.trees` writes for
+//!   scikit-learn's estimators: an ensemble in the IR's `trees` syntax and
+//!   the model's link);
 //! - [`xgboost`]: XGBoost's JSON model (`save_model("model.json")`,
 //!   `save_raw("json")`), with XGBoost's (rows rounded to `f32`, sums in
 //!   `f32`).
@@ -16,6 +19,7 @@
 //! link.
 
 mod json;
+pub mod kiln;
 pub mod lightgbm;
 pub mod xgboost;
 
@@ -60,6 +64,9 @@ pub enum Link {
     ArgMax,
     /// `1` where `x > 0`, else `0` (`binary:hinge`).
     Hinge,
+    /// `[1 - p, p]` of `p = 1 / (1 + exp(-x))`, one score's two classes
+    /// (scikit-learn's binary `predict_proba`).
+    SigmoidPair,
     /// `log(1 + exp(x))` (LightGBM's `cross_entropy_lambda`).
     LogOnePlusExp,
     /// `sign(x) * x * x` (LightGBM's `regression` with `sqrt`).
@@ -129,8 +136,12 @@ impl Model {
             )
             .map_err(|e| e.to_string())?;
         }
-        let reduced = !opts.raw_score && self.link == Link::ArgMax;
-        if self.ensemble.n_outputs() == 1 && !reduced {
+        let columns = match (&self.link, opts.raw_score) {
+            (Link::ArgMax, false) => 0, // already f[n]
+            (Link::SigmoidPair, false) => 2,
+            _ => self.ensemble.n_outputs(),
+        };
+        if columns == 1 {
             // One output is a column, as the libraries' `predict` returns it.
             let column = Op::Reshape(vec![Dim::Sym("n".into())]);
             y = b.op(column, &[y]).map_err(|e| e.to_string())?;
@@ -239,6 +250,12 @@ fn link(
             let past = f(b, k as f64);
             let picked = b.select(at_max, index, past)?;
             reduce(b, ReduceOp::Min, picked, false)?
+        }
+        Link::SigmoidPair => {
+            let p = self::link(b, &Link::Sigmoid(1.0), dtype, k, y)?;
+            let one = f(b, 1.0);
+            let q = b.binary(BinaryOp::Sub, one, p)?;
+            b.op(Op::Concat(1), &[q, p])?
         }
         Link::Hinge => {
             let zero = f(b, 0.0);
