@@ -70,7 +70,7 @@ fn the_generator_covers_every_op_and_dtype() {
         .chain(kiln::ir::BinaryOp::ALL.iter().map(|o| o.name()))
         .chain(kiln::ir::CmpOp::ALL.iter().map(|o| o.name()))
         .chain(kiln::ir::ReduceOp::ALL.iter().map(|o| o.name()))
-        .chain(["input", "const", "select", "cast", "filter"])
+        .chain(["input", "const", "select", "cast", "filter", "isin"])
         .chain([
             "tensor",
             "matmul",

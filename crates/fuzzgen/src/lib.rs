@@ -654,6 +654,27 @@ impl Gen<'_, '_> {
                 let b = self.operand(dtype)?;
                 self.b.binary(op, a, b)
             }
+            5 if self.u.ratio(1u8, 3u8)? => {
+                // isin: sets either side of the chain's limit, drawn from
+                // the edge values inputs are biased toward (so rows hit).
+                let dtype = *self
+                    .u
+                    .choose(&[DType::I32, DType::I64, DType::F32, DType::F64])?;
+                let a = self.operand(dtype)?;
+                let len = match self.u.int_in_range(0..=2u8)? {
+                    0 => self.u.int_in_range(0..=4usize)?,
+                    1 => self.u.int_in_range(
+                        kiln::kernel::ISIN_CHAIN - 2..=kiln::kernel::ISIN_CHAIN + 2,
+                    )?,
+                    _ => self.u.int_in_range(20..=70usize)?,
+                };
+                let mut values = Vec::with_capacity(len);
+                for _ in 0..len {
+                    values.push(scalar(self.u, dtype)?);
+                }
+                let set = kiln::ir::semantics::isin_set(values, dtype);
+                self.b.op(Op::IsIn(set.into()), &[a])
+            }
             5 => {
                 let dtype = self.dtype()?;
                 let (a, b) = (self.operand(dtype)?, self.operand(dtype)?);

@@ -186,6 +186,9 @@ fn eval_node(node: &NodeData, args: &[Arg<'_>], out_dims: &[usize]) -> EvalResul
             Ok(semantics::select(x[0] == Scalar::Bool(true), x[1], x[2]))
         }),
         Op::Cast(to) => elementwise(args, out_dims, dtype, |x| Ok(semantics::cast(x[0], *to))),
+        Op::IsIn(set) => elementwise(args, out_dims, dtype, |x| {
+            Ok(Scalar::Bool(semantics::isin(x[0], set)))
+        }),
         Op::Reduce(op) => {
             let column = column(args[0].data);
             let mut acc = semantics::reduce_identity(*op, column.dtype());

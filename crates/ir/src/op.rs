@@ -111,6 +111,13 @@ pub enum Op {
     /// leaf each tree of output `k` reaches for row `r`, added in tree order
     /// in that dtype ([`crate::trees::TreeEnsemble::eval_row`]).
     Trees(Arc<crate::trees::TreeEnsemble>),
+    /// `isin(x, set)`, elementwise: whether `x` equals a member of the
+    /// constant `set` (NumPy's `isin`, SQL's `IN (list)`), as `eq` compares:
+    /// `-0.0` is `0.0`, NaN is in no set. `x` is an int or float of any
+    /// shape; the set holds values of `x`'s dtype, in the canonical form
+    /// [`crate::semantics::isin_set`] gives (ascending, no duplicates, no NaN,
+    /// no `-0.0`). The result is `bool` of `x`'s shape.
+    IsIn(Arc<[Scalar]>),
 }
 
 /// The attributes of [`Op::Conv2d`].
@@ -581,10 +588,20 @@ impl Op {
             | Op::Slice(_)
             | Op::BroadcastTo(_)
             | Op::Pool2d(_)
-            | Op::Trees(_) => 1,
+            | Op::Trees(_)
+            | Op::IsIn(_) => 1,
             Op::Binary(_) | Op::Compare(_) | Op::MatMul | Op::Conv2d(_) | Op::Gather(_) => 2,
             Op::Select => 3,
         })
+    }
+
+    /// True for the elementwise ops: each result element is computed from the
+    /// arguments' elements it broadcasts from alone.
+    pub fn is_elementwise(&self) -> bool {
+        matches!(
+            self,
+            Op::Unary(_) | Op::Binary(_) | Op::Compare(_) | Op::Select | Op::Cast(_) | Op::IsIn(_)
+        )
     }
 
     /// True for the ops only tensor lowering (loop nests) handles: tensor
@@ -631,6 +648,7 @@ impl Op {
             Op::Conv2d(_) => "conv2d",
             Op::Gather(_) => "gather",
             Op::Trees(_) => "trees",
+            Op::IsIn(_) => "isin",
             Op::Pool2d(p) => match p.kind {
                 PoolKind::Max => "max_pool2d",
                 PoolKind::Avg => "avg_pool2d",

@@ -305,6 +305,53 @@ pub fn compare(op: CmpOp, a: Scalar, b: Scalar) -> EvalResult<bool> {
     })
 }
 
+/// `isin(x, set)`: whether `x` equals a member of `set` (canonical, as
+/// [`isin_set`] makes it), as [`compare`]'s `eq` does: `-0.0` equals `0.0`,
+/// NaN equals nothing.
+pub fn isin(x: Scalar, set: &[Scalar]) -> bool {
+    set.binary_search_by(|m| set_order(*m, x)).is_ok()
+}
+
+/// Values as `isin`'s set holds them: of `dtype` (each cast as `cast`
+/// does), NaN dropped (it is in no set), `-0.0` made `0.0` (they are
+/// equal), ascending, without duplicates.
+pub fn isin_set(values: impl IntoIterator<Item = Scalar>, dtype: DType) -> Vec<Scalar> {
+    let mut set: Vec<Scalar> = values
+        .into_iter()
+        .map(|v| cast(v, dtype))
+        .filter(|v| {
+            !matches!(v, Scalar::F32(x) if x.is_nan()) && !matches!(v, Scalar::F64(x) if x.is_nan())
+        })
+        .map(|v| match v {
+            // -0.0 == 0.0: one member for both.
+            Scalar::F32(x) => Scalar::F32(if x == 0.0 { 0.0 } else { x }),
+            Scalar::F64(x) => Scalar::F64(if x == 0.0 { 0.0 } else { x }),
+            v => v,
+        })
+        .collect();
+    set.sort_by(|a, b| set_order(*a, *b));
+    set.dedup();
+    set
+}
+
+/// Numeric order of two values of one dtype, NaN after everything (a
+/// canonical set has none; a NaN `x` then matches nothing).
+fn set_order(a: Scalar, b: Scalar) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    let float = |a: f64, b: f64| {
+        a.partial_cmp(&b)
+            .unwrap_or_else(|| a.is_nan().cmp(&b.is_nan()))
+    };
+    match (a, b) {
+        (Scalar::I32(a), Scalar::I32(b)) => a.cmp(&b),
+        (Scalar::I64(a), Scalar::I64(b)) => a.cmp(&b),
+        (Scalar::F32(a), Scalar::F32(b)) => float(f64::from(a), f64::from(b)),
+        (Scalar::F64(a), Scalar::F64(b)) => float(a, b),
+        (Scalar::Bool(a), Scalar::Bool(b)) => a.cmp(&b),
+        (a, b) => a.dtype().cmp(&b.dtype()).then(Ordering::Equal),
+    }
+}
+
 /// `select(cond, a, b)`.
 pub fn select(cond: bool, a: Scalar, b: Scalar) -> Scalar {
     if cond {
@@ -494,5 +541,28 @@ mod tests {
         assert!(unary(UnaryOp::Sin, Scalar::I32(1)).is_err());
         assert!(binary(BinaryOp::Add, Scalar::I32(1), Scalar::F32(1.0)).is_err());
         assert!(binary(BinaryOp::Shl, Scalar::F64(1.0), Scalar::F64(1.0)).is_err());
+    }
+}
+
+#[cfg(test)]
+mod isin_tests {
+    use super::*;
+
+    #[test]
+    fn sets_are_canonical_and_match_as_eq_does() {
+        let set = isin_set(
+            [3.0, f64::NAN, -0.0, 1.0, 3.0, f64::NEG_INFINITY].map(Scalar::F64),
+            DType::F64,
+        );
+        assert_eq!(set, [f64::NEG_INFINITY, 0.0, 1.0, 3.0].map(Scalar::F64));
+        assert!(set.iter().all(|v| v.bits() != (-0.0f64).to_bits()));
+        for (x, want) in [(0.0, true), (-0.0, true), (3.0, true), (2.0, false), (f64::NAN, false)] {
+            assert_eq!(isin(Scalar::F64(x), &set), want, "{x}");
+        }
+        // Values of another dtype are cast as `cast` does.
+        let ints = isin_set([Scalar::F64(2.7), Scalar::F64(-1.0), Scalar::F64(2.0)], DType::I32);
+        assert_eq!(ints, [Scalar::I32(-1), Scalar::I32(2)]);
+        assert!(isin(Scalar::I32(2), &ints) && !isin(Scalar::I32(3), &ints));
+        assert!(!isin(Scalar::I64(0), &[]));
     }
 }

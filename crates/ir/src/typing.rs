@@ -671,6 +671,24 @@ pub fn result_type(op: &Op, args: &[&Type]) -> TypeResult<Type> {
         Op::Pool2d(p) => pool2d_type(name, p, tensors[0]),
         Op::Gather(axis) => gather_type(*axis, tensors[0], tensors[1]),
         Op::Trees(e) => trees_type(e, tensors[0]),
+        Op::IsIn(set) => {
+            let x = tensors[0];
+            check_class(name, DTypeClass::Numeric, x)?;
+            if let Some(v) = set.iter().find(|v| v.dtype() != x.dtype) {
+                return fail(format!("`isin` of {x} holds {v}, a {}", v.dtype()));
+            }
+            if crate::semantics::isin_set(set.iter().copied(), x.dtype) != **set {
+                return fail(
+                    "`isin`'s set is ascending, without duplicates, NaN or -0.0 \
+                     (kiln_ir::semantics::isin_set)"
+                        .to_string(),
+                );
+            }
+            Ok(Type::Tensor(TensorType {
+                dtype: DType::Bool,
+                shape: x.shape.clone(),
+            }))
+        }
         Op::Reshape(shape) => {
             let t = tensors[0];
             if size_and_symbols(&t.shape) != size_and_symbols(shape) {

@@ -37,7 +37,7 @@ mod tensor;
 pub mod threads;
 mod verify;
 
-pub use lower::{lower, math_kernel, LowerError, LowerOptions, TREE_SELECTS};
+pub use lower::{lower, math_kernel, LowerError, LowerOptions, ISIN_CHAIN, TREE_SELECTS};
 pub use math::{EXP2F_TABLE, EXP2_TABLE};
 pub use print::print;
 pub use verify::{verify, KernelError};

@@ -79,6 +79,10 @@ pub(super) fn step_op(op: ReduceOp) -> Option<BinaryOp> {
 /// taking every node's test overtake the walk's).
 pub const TREE_SELECTS: u32 = 20_000;
 
+/// The largest `isin` set lowered as a chain of `eq`s; larger sets are
+/// searched (docs/performance.md measures the crossover).
+pub const ISIN_CHAIN: usize = 16;
+
 /// Choices of the native signature that do not change what a kernel computes.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct LowerOptions {
@@ -396,11 +400,66 @@ impl Lowerer<'_> {
             Op::Compare(op) => return self.compare(out, *op, args[0], args[1], name),
             Op::Select => Expr::Select(args[0], args[1], args[2]),
             Op::Cast(to) => return self.cast(out, *to, args[0], name),
+            Op::IsIn(set) => return self.isin(out, args[0], set, name),
             Op::Reduce(_) | Op::Filter => {
                 unreachable!("reductions and filters are lowered by their loop")
             }
         };
         self.emit(out, dtype, expr, name)
+    }
+
+    /// `isin(x, set)` without a branch: a chain of `eq` or'ed together for a
+    /// set of at most [`ISIN_CHAIN`] values; above that a search of the
+    /// sorted set, padded with its last value to a power of two `P`, as a
+    /// constant table: `log2(P)` steps, each one load, compare and select
+    /// (`base = t[base + h] <= x ? base + h : base` for `h = P/2 … 1`), then
+    /// `t[base] == x`. A NaN `x` compares false throughout and ends false.
+    fn isin(&mut self, out: &mut Vec<Stmt>, x: Reg, set: &[Scalar], name: Option<&str>) -> Reg {
+        use DType::{Bool, I64};
+        let dtype = self.kernel.reg_type(x);
+        if set.is_empty() {
+            return self.emit(out, Bool, Expr::Const(Scalar::Bool(false)), name);
+        }
+        if set.len() <= ISIN_CHAIN {
+            let mut acc = None;
+            for (idx, &c) in set.iter().enumerate() {
+                let last = idx + 1 == set.len();
+                let c = self.emit(out, dtype, Expr::Const(c), None);
+                let eq_name = if last && acc.is_none() { name } else { None };
+                let eq = self.emit(out, Bool, Expr::Compare(CmpOp::Eq, x, c), eq_name);
+                acc = Some(match acc {
+                    None => eq,
+                    Some(a) => {
+                        let or_name = if last { name } else { None };
+                        self.emit(out, Bool, Expr::Binary(BinaryOp::Or, a, eq), or_name)
+                    }
+                });
+            }
+            return acc.expect("a set that is not empty");
+        }
+        let size = set.len().next_power_of_two();
+        let last = set[set.len() - 1];
+        let values: Vec<Scalar> = (0..size).map(|i| *set.get(i).unwrap_or(&last)).collect();
+        let table = self.param(Param::ConstIn {
+            name: "isin_set".to_string(),
+            tensor: std::sync::Arc::new(kiln_ir::op::TensorConst {
+                dtype,
+                dims: vec![size as u64],
+                values,
+            }),
+        });
+        let mut base = self.konst(out, I64, 0);
+        let mut half = size / 2;
+        while half > 0 {
+            let h = self.konst(out, I64, half as i64);
+            let probe = self.emit(out, I64, Expr::Binary(BinaryOp::Add, base, h), None);
+            let t = self.emit(out, dtype, Expr::Load(table, probe), None);
+            let le = self.emit(out, Bool, Expr::Compare(CmpOp::Le, t, x), None);
+            base = self.emit(out, I64, Expr::Select(le, probe, base), None);
+            half /= 2;
+        }
+        let t = self.emit(out, dtype, Expr::Load(table, base), None);
+        self.emit(out, Bool, Expr::Compare(CmpOp::Eq, t, x), name)
     }
 
     fn konst(&mut self, out: &mut Vec<Stmt>, dtype: DType, x: i64) -> Reg {

@@ -157,9 +157,12 @@ impl Lowerer<'_> {
             }
             Op::Const(_) => Loc::Scalar(self.node(out, value, &[], None)),
             Op::Tensor(t) => self.tensor_const(out, value, t, dims),
-            Op::Unary(_) | Op::Binary(_) | Op::Compare(_) | Op::Select | Op::Cast(_) => {
-                self.elementwise(st, value, &args, dims)
-            }
+            Op::Unary(_)
+            | Op::Binary(_)
+            | Op::Compare(_)
+            | Op::Select
+            | Op::Cast(_)
+            | Op::IsIn(_) => self.elementwise(st, value, &args, dims),
             Op::Reduce(op) => Loc::Scalar(self.reduce(out, &st.loc, value, *op, &arg(0))),
             Op::Filter => {
                 self.filter(out, &st.loc, value, &arg(0));

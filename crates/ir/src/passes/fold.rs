@@ -27,6 +27,7 @@ pub fn eval_const(op: &Op, args: &[Scalar]) -> Option<EvalResult<Scalar>> {
         (Op::Compare(c), [x, y]) => semantics::compare(*c, *x, *y).map(Scalar::Bool),
         (Op::Select, [Scalar::Bool(c), x, y]) => Ok(semantics::select(*c, *x, *y)),
         (Op::Cast(to), [a]) => Ok(semantics::cast(*a, *to)),
+        (Op::IsIn(set), [a]) => Ok(Scalar::Bool(semantics::isin(*a, set))),
         _ => return None,
     })
 }
@@ -107,10 +108,7 @@ fn fold_layout(op: &Op, t: &TensorConst) -> Option<TensorConst> {
 /// larger than every argument (broadcasting would only copy), or an element
 /// that fails (a division by zero stays, to fail at run time).
 fn fold_elementwise(rw: &Rewriter<'_>, node: &NodeData) -> Option<NodeData> {
-    if !matches!(
-        node.op,
-        Op::Unary(_) | Op::Binary(_) | Op::Compare(_) | Op::Select | Op::Cast(_)
-    ) {
+    if !node.op.is_elementwise() {
         return None;
     }
     let out = node.ty.as_tensor()?;

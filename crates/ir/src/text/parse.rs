@@ -606,6 +606,7 @@ impl<'a> Parser<'a> {
                     // The axis follows the arguments; the ranges, the argument.
                     "concat" => Op::Concat(0),
                     "gather" => Op::Gather(0),
+                    "isin" => Op::IsIn(Vec::new().into()),
                     "trees" => Op::Trees(std::sync::Arc::new(crate::trees::TreeEnsemble {
                         n_features: 0,
                         dtype: ty.dtype().unwrap_or(DType::F64),
@@ -676,6 +677,23 @@ impl<'a> Parser<'a> {
                     }
                     Op::Slice(_) => Op::Slice(slice_ranges(line)?),
                     Op::Trees(e) => Op::Trees(std::sync::Arc::new(trees(line, e.dtype)?)),
+                    Op::IsIn(_) => {
+                        // The set's values are the argument's dtype.
+                        let dtype = self.graph.node(args[0]).ty.dtype().unwrap_or(DType::F64);
+                        line.expect_punct('[')?;
+                        let mut values = Vec::new();
+                        while !line.eat_punct(']') {
+                            if !values.is_empty() {
+                                line.expect_punct(',')?;
+                            }
+                            let (at, lit) = line.word("a literal")?;
+                            values.push(
+                                parse_scalar(lit, dtype)
+                                    .map_err(|e| line.err(at, e.to_string()))?,
+                            );
+                        }
+                        Op::IsIn(crate::semantics::isin_set(values, dtype).into())
+                    }
                     Op::ReduceAxes { .. } => {
                         let axes = axis_list(line)?;
                         let (at, name) = line.word("a reduction")?;

@@ -40,6 +40,14 @@ pub fn print(graph: &Graph) -> String {
                 match &node.op {
                     Op::Transpose(perm) => write!(out, " {perm:?}").expect("writing to a String"),
                     Op::Trees(e) => print_trees(&mut out, e),
+                    Op::IsIn(set) => {
+                        out.push_str(" [");
+                        for (idx, v) in set.iter().enumerate() {
+                            let sep = if idx == 0 { "" } else { ", " };
+                            write!(out, "{sep}{v}").expect("writing to a String");
+                        }
+                        out.push(']');
+                    }
                     Op::Concat(axis) | Op::Gather(axis) => {
                         write!(out, " [{axis}]").expect("writing to a String")
                     }

@@ -153,10 +153,7 @@ pub(super) fn fused_nodes(graph: &Graph, info: &GraphInfo) -> Fusion {
 
 /// The ops [`fused_nodes`] fuses.
 fn elementwise(op: &Op) -> bool {
-    matches!(
-        op,
-        Op::Unary(_) | Op::Binary(_) | Op::Compare(_) | Op::Select | Op::Cast(_)
-    )
+    op.is_elementwise()
 }
 
 /// Elementwise ops cheap enough to compute more than once per element
