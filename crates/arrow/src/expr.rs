@@ -68,6 +68,11 @@ pub enum Func {
     If,
     /// Conversion to a dtype (`docs/semantics.md`: float → int saturates).
     Cast(DType),
+    /// `isin(x, a, b, …)`: whether `x` equals one of the literals after it,
+    /// in [`Func::TotalCompare`]'s meaning (NaN equals NaN, `-0.0` equals
+    /// `0.0`); null where `x` is, and (SQL's `IN`) where `x` is not found and
+    /// a literal is `NULL`. pandas' `isin` and `in`, SQL's `IN (list)`.
+    In,
     /// An elementwise function of the Python subset's table, by its canonical
     /// name (`arcsinh`, `clip`, `isinf`, `power`…), with NumPy's meaning
     /// (`kiln::frontend::py::funcs`); null if any argument is.
@@ -102,6 +107,7 @@ impl Func {
             "isnotnull" | "notnull" | "notna" | "is_not_null" => Func::IsNotNull,
             "coalesce" => Func::Coalesce,
             "if" | "where" => Func::If,
+            "isin" => Func::In,
             _ => {
                 if let Some(op) = UnaryOp::from_name(name) {
                     Func::Unary(op)
@@ -145,7 +151,7 @@ impl Func {
     /// number from one (`and`, `or`, `coalesce`).
     pub fn arity(self) -> Option<usize> {
         match self {
-            Func::And | Func::Or | Func::Coalesce => None,
+            Func::And | Func::Or | Func::Coalesce | Func::In => None,
             Func::Numpy(name) => kiln::frontend::py::funcs::arity_of(name),
             Func::Unary(_) | Func::Not | Func::IsNull | Func::IsNotNull | Func::Cast(_) => Some(1),
             Func::Binary(_)
@@ -173,6 +179,7 @@ impl Func {
             Func::IsNotNull => "isnotnull".into(),
             Func::Coalesce => "coalesce".into(),
             Func::If => "if".into(),
+            Func::In => "isin".into(),
             Func::Cast(d) => format!("cast_{d}"),
             Func::Numpy(name) => name.to_string(),
         }

@@ -11,7 +11,7 @@ use crate::expr::{Expr, Func, Literal};
 use crate::Error;
 use arrow_schema::{DataType, Schema};
 use kiln::ir::typing::{self, DTypeClass};
-use kiln::ir::{BinaryOp, Builder, CmpOp, ReduceOp, TypeError, UnaryOp, Value};
+use kiln::ir::{BinaryOp, Builder, CmpOp, Op, ReduceOp, TypeError, UnaryOp, Value};
 use kiln::{DType, Graph, Scalar, Type};
 
 /// The dimension every column has.
@@ -276,6 +276,9 @@ impl Lower<'_> {
                 } else if args.is_empty() {
                     return Err(Error::Type(format!("{} needs an argument", func.name())));
                 }
+                if *func == Func::In {
+                    return self.isin(args, e);
+                }
                 let vals = args
                     .iter()
                     .map(|a| self.expr(a))
@@ -302,6 +305,77 @@ impl Lower<'_> {
         let value = self.constant(s);
         let valid = valid.map(|b| self.constant(Scalar::Bool(b)));
         Val { value, valid, weak }
+    }
+
+    /// [`Func::In`]: one `isin` of the literals (an int `x` meeting a float
+    /// literal is compared as `f64`; an int literal outside `x`'s dtype
+    /// equals none of it), `| isnan(x)` where a literal is NaN.
+    fn isin(&mut self, args: &[Expr], e: &Expr) -> Result<Val, Error> {
+        let x = self.expr(&args[0])?;
+        let mut values = Vec::new();
+        let (mut has_null, mut has_float) = (false, false);
+        for a in &args[1..] {
+            match a {
+                Expr::Literal(Literal::Null(_)) => has_null = true,
+                Expr::Literal(Literal::Float(v)) => {
+                    has_float = true;
+                    values.push(Scalar::F64(*v));
+                }
+                Expr::Literal(Literal::Int(v)) => values.push(Scalar::I64(*v)),
+                Expr::Literal(Literal::Value(s)) if s.dtype() != DType::Bool => {
+                    has_float |= s.dtype().is_float();
+                    values.push(*s);
+                }
+                _ => {
+                    return Err(Error::Type(format!(
+                        "isin looks for number literals, not `{a}` (in `{e}`)"
+                    )))
+                }
+            }
+        }
+        let x = match self.dtype(x) {
+            DType::Bool => {
+                return Err(Error::Type(format!(
+                    "isin looks for numbers, not bools (in `{e}`)"
+                )))
+            }
+            d if d.is_int() && has_float => self.cast(x, DType::F64)?,
+            _ => x,
+        };
+        let dtype = self.dtype(x);
+        let has_nan = values.iter().any(|v| match *v {
+            Scalar::F32(f) => f.is_nan(),
+            Scalar::F64(f) => f.is_nan(),
+            _ => false,
+        });
+        let fits = |v: &Scalar| match (*v, dtype) {
+            (Scalar::I64(i), DType::I32) => i32::try_from(i).is_ok(),
+            _ => true,
+        };
+        let values: Vec<Scalar> = values.into_iter().filter(fits).collect();
+        let set = kiln::ir::semantics::isin_set(values, dtype);
+        let mut found = self
+            .b
+            .op(Op::IsIn(set.into()), &[x.value])
+            .map_err(type_err)?;
+        if has_nan && dtype.is_float() {
+            let nan = self
+                .b
+                .compare(CmpOp::Ne, x.value, x.value)
+                .map_err(type_err)?;
+            found = self.b.binary(BinaryOp::Or, found, nan).map_err(type_err)?;
+        }
+        let valid = if has_null {
+            // x IN (…, NULL) is NULL where x is not found.
+            self.and_valid(x.valid, Some(found))?
+        } else {
+            x.valid
+        };
+        Ok(Val {
+            value: found,
+            valid,
+            weak: Weak::No,
+        })
     }
 
     fn cast(&mut self, v: Val, to: DType) -> Result<Val, Error> {
@@ -366,6 +440,7 @@ impl Lower<'_> {
     fn call(&mut self, func: Func, vals: &[Val], e: &Expr) -> Result<Val, Error> {
         let b_err = type_err;
         match func {
+            Func::In => Err(Error::Type(format!("isin looks for literals (in `{e}`)"))),
             Func::Unary(op) => {
                 let mut a = vals[0];
                 let float_only = typing::unary_class(op) == DTypeClass::Float;

@@ -35,6 +35,9 @@ pub fn parse(src: &str) -> Result<Expr, Error> {
     // The arena lists operands before their users: one forward pass builds
     // every subtree, each moved (never copied) into its single user.
     let mut built: Vec<Option<Expr>> = Vec::with_capacity(ast.exprs.len());
+    // Lists and tuples, which only `in`, `== [...]` and `.isin([...])` take.
+    let mut lists: std::collections::HashMap<usize, (kiln::frontend::py::ast::Span, Vec<Expr>)> =
+        std::collections::HashMap::new();
     let mut depth: Vec<usize> = Vec::with_capacity(ast.exprs.len());
     for node in &ast.exprs {
         let children: Vec<usize> = match &node.kind {
@@ -44,9 +47,35 @@ pub fn parse(src: &str) -> Result<Expr, Error> {
                 .chain(rest.iter().map(|r| r.1))
                 .collect(),
             ExprKind::IfElse(c, a, b) => vec![*c, *a, *b],
-            ExprKind::Call(_, args, _) | ExprKind::Tuple(args) => args.clone(),
+            ExprKind::In(x, c, _) => vec![*x, *c],
+            ExprKind::Call(_, args, _) | ExprKind::Tuple(args) | ExprKind::List(args) => {
+                args.clone()
+            }
             _ => Vec::new(),
         };
+        // A list is an operand only where `in`, `==`/`!=` or `.isin` looks in it.
+        let looks_in = match &node.kind {
+            ExprKind::In(_, c, _) => Some(*c),
+            ExprKind::Compare(_, rest)
+                if rest.len() == 1
+                    && matches!(rest[0].0, kiln::ir::CmpOp::Eq | kiln::ir::CmpOp::Ne) =>
+            {
+                Some(rest[0].1)
+            }
+            ExprKind::Call(name, args, _) if name.ends_with(".isin") && args.len() == 1 => {
+                Some(args[0])
+            }
+            _ => None,
+        };
+        if let Some(&c) = children
+            .iter()
+            .find(|&&c| lists.contains_key(&c) && Some(c) != looks_in)
+        {
+            return Err(err(
+                lists[&c].0,
+                "a list or tuple is only what `in`, `== [...]` and `.isin([...])` look in".into(),
+            ));
+        }
         let d = 1 + children.iter().map(|&c| depth[c]).max().unwrap_or(0);
         depth.push(d);
         if d > MAX_DEPTH {
@@ -55,6 +84,7 @@ pub fn parse(src: &str) -> Result<Expr, Error> {
                 format!("the query nests more than {MAX_DEPTH} levels"),
             ));
         }
+        let idx = built.len();
         let mut take = |id: usize| built[id].take().expect("each operand has one user");
         let call = |f: Func, args: Vec<Expr>| Expr::Call(f, args);
         let e = match &node.kind {
@@ -103,6 +133,52 @@ pub fn parse(src: &str) -> Result<Expr, Error> {
                 };
                 call(func, vec![a, b])
             }
+            // pandas: `x == [1, 2]` is `x in [1, 2]`, `!=` is `not in`.
+            ExprKind::Compare(first, rest)
+                if rest.len() == 1
+                    && matches!(rest[0].0, kiln::ir::CmpOp::Eq | kiln::ir::CmpOp::Ne)
+                    && lists.contains_key(&rest[0].1) =>
+            {
+                let (_, items) = lists.remove(&rest[0].1).expect("a list");
+                let x = take(*first);
+                let found = call(Func::In, std::iter::once(x).chain(items).collect());
+                if rest[0].0 == kiln::ir::CmpOp::Ne {
+                    call(Func::Not, vec![found])
+                } else {
+                    found
+                }
+            }
+            ExprKind::In(x, container, negated) => {
+                let Some((_, items)) = lists.remove(container) else {
+                    return Err(err(
+                        node.span,
+                        "`in` takes a list of numbers, as `x in [1, 2, 3]`".into(),
+                    ));
+                };
+                let x = take(*x);
+                let found = call(Func::In, std::iter::once(x).chain(items).collect());
+                if *negated {
+                    call(Func::Not, vec![found])
+                } else {
+                    found
+                }
+            }
+            ExprKind::Call(name, args, _)
+                if name.ends_with(".isin") && args.len() == 1 && lists.contains_key(&args[0]) =>
+            {
+                let (_, items) = lists.remove(&args[0]).expect("a list");
+                let col = name.trim_end_matches(".isin").to_string();
+                call(
+                    Func::In,
+                    std::iter::once(Expr::Field(col)).chain(items).collect(),
+                )
+            }
+            ExprKind::List(items) | ExprKind::Tuple(items) => {
+                let items: Vec<Expr> = items.iter().map(|&i| take(i)).collect();
+                lists.insert(idx, (node.span, items));
+                built.push(None);
+                continue;
+            }
             ExprKind::Compare(first, rest) => {
                 // a < b <= c is (a < b) & (b <= c), b written once.
                 let mut left = take(*first);
@@ -145,20 +221,24 @@ pub fn parse(src: &str) -> Result<Expr, Error> {
                 }
                 call(func, args)
             }
-            ExprKind::Tuple(_) => return Err(err(node.span, "a query is not a tuple".into())),
-            ExprKind::List(_)
-            | ExprKind::None
+            ExprKind::None
             | ExprKind::Attr(..)
             | ExprKind::Method(..)
             | ExprKind::Subscript(..) => {
                 return Err(err(
                     node.span,
-                    "lists, `None`, attributes, methods of expressions and indexing are not query syntax"
+                    "`None`, attributes, methods of expressions and indexing are not query syntax"
                         .into(),
                 ))
             }
         };
         built.push(Some(e));
+    }
+    if let Some((span, _)) = lists.values().min_by_key(|(span, _)| span.start) {
+        return Err(err(
+            *span,
+            "a list or tuple is only what `in`, `== [...]` and `.isin([...])` look in".into(),
+        ));
     }
     Ok(built[root]
         .take()

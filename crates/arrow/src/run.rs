@@ -296,6 +296,8 @@ enum Out {
 /// A call's memory over a batch: the columns' own buffers (addresses taken
 /// before the call), and room for each output allocated here.
 struct ArrowBind<'a> {
+    /// The program whose constant tables the kernel reads.
+    program: &'a JitProgram,
     /// Each graph input's address: a column's values or a packed bitmap.
     inputs: &'a [u64],
     /// Which outputs are scalars.
@@ -322,8 +324,12 @@ impl Bind for ArrowBind<'_> {
         Ok(self.inputs[input])
     }
 
-    fn constant(&mut self, _: usize) -> Result<u64, Self::Error> {
-        unreachable!("an Arrow graph is columns in, columns or aggregates out")
+    fn constant(&mut self, param: usize) -> Result<u64, Self::Error> {
+        // A constant table of the kernel's (an `isin` set).
+        Ok(self
+            .program
+            .constant_address(param)
+            .expect("a constant parameter has its elements"))
     }
 
     fn scratch(&mut self, _: usize, _: DType, _: usize) -> Result<u64, Self::Error> {
@@ -414,6 +420,7 @@ fn run_jit(
     let args = abi::args(kernel, &extents);
     let graph = variant.graph.graph();
     let mut bind = ArrowBind {
+        program,
         inputs: &input_ptrs,
         // Scalar outputs are aggregates, or a query with no column in it
         // (`0`, `2 > 1`), which lowers to a direct kernel that returns its

@@ -671,3 +671,82 @@ fn decimals_of_up_to_18_digits_are_their_unscaled_i64s() {
     let err = Filter::make(b.schema(), &query::parse("m > 0").unwrap()).unwrap_err();
     assert!(matches!(err, Error::UnsupportedColumn { .. }), "{err}");
 }
+
+#[test]
+fn isin_as_pandas_and_sql_mean_it() {
+    let x: ArrayRef = Arc::new(Float64Array::from(vec![
+        Some(1.0),
+        Some(-0.0),
+        Some(f64::NAN),
+        None,
+        Some(2.5),
+        Some(7.0),
+    ]));
+    let k: ArrayRef = Arc::new(Int32Array::from(vec![
+        Some(1),
+        Some(2),
+        None,
+        Some(40),
+        Some(-5),
+        Some(i32::MAX),
+    ]));
+    let b = batch(vec![("x", x), ("k", k)]);
+    let many: Vec<String> = (0..30).map(|v| (v * 3 - 9).to_string()).collect();
+    let many = many.join(", ");
+    for tier in Tier::all() {
+        // pandas' isin: NaN in the list matches NaN, -0.0 matches 0.0; a
+        // null row is null (so not selected).
+        assert_eq!(
+            filter(&b, "x in [0.0, nan, 7]", tier),
+            [1, 2, 5],
+            "{tier:?}"
+        );
+        assert_eq!(filter(&b, "x == [1, 2.5]", tier), [0, 4]);
+        assert_eq!(filter(&b, "x.isin([2.5, 9])", tier), [4]);
+        assert_eq!(filter(&b, "x not in [1, 2.5]", tier), [1, 2, 5]);
+        assert_eq!(filter(&b, "~(x != [7.0])", tier), [5]);
+        assert_eq!(
+            filter(&b, &format!("k in [{many}, 2147483647, 5000000000]"), tier),
+            [5]
+        );
+        assert_eq!(filter(&b, "k in (1, 2.0, 40.5)", tier), [0, 1]);
+        assert_eq!(
+            bools(&project(&b, "k in [1, 2]", tier)),
+            [
+                Some(true),
+                Some(true),
+                None,
+                Some(false),
+                Some(false),
+                Some(false)
+            ]
+        );
+        // SQL's IN with a NULL: true where found, else null.
+        let with_null = kiln_arrow::expr::Expr::Call(
+            kiln_arrow::expr::Func::In,
+            vec![field("k"), lit(1i32), null(kiln::DType::I32)],
+        );
+        let p = Projector::make_with(b.schema(), &[("c", with_null)], tier).unwrap();
+        let out = p.evaluate(&b).unwrap();
+        assert_eq!(
+            bools(out.column(0)),
+            [Some(true), None, None, None, None, None],
+            "{tier:?}"
+        );
+    }
+    for (q, says) in [
+        ("x in y", "`in` takes a list"),
+        ("x + [1, 2] > 0", "a list or tuple is only what"),
+        ("x < [1, 2]", "a list or tuple is only what"),
+        ("[1, 2]", "a list or tuple is only what"),
+        ("x in [1, k]", "isin looks for number literals"),
+    ] {
+        let e = match query::parse(q) {
+            Err(e) => e.to_string(),
+            Ok(e) => Filter::make_with(b.schema(), &e, Tier::Vm)
+                .err()
+                .map_or_else(|| "no error".to_string(), |e| e.to_string()),
+        };
+        assert!(e.contains(says), "{q}: {e}");
+    }
+}

@@ -451,32 +451,37 @@ impl Translator<'_> {
         Ok(call(Func::Cast(dtype), vec![a]))
     }
 
-    /// `x IN (a, b, …)` of non-null constants: `x = a OR x = b …`, null
-    /// where `x` is.
+    /// `x IN (a, b, …)` of integer constants (ints, dates, decimals): one
+    /// `isin` of a constant set ([`Func::In`]); null where `x` is, and where
+    /// `x` is not found and a constant is `NULL`. DataFusion's simplifier
+    /// makes lists of up to 3 values `=` chains (which kiln computes); a
+    /// longer list of floats stays DataFusion's, whose `IN` compares floats'
+    /// bits (`-0.0` is not `0.0`, a NaN matches only its own bits), which no
+    /// graph op states.
     fn in_list(&mut self, l: &InListExpr) -> Result<KExpr> {
         let xt = self.data_type(l.expr())?;
         output_dtype(&xt)?;
         if l.list().is_empty() {
             return no("an empty IN list");
         }
-        let x = self.expr(l.expr())?;
-        let mut eqs = Vec::with_capacity(l.list().len());
+        if matches!(xt, DataType::Boolean) {
+            return no("IN of booleans");
+        }
+        if matches!(xt, DataType::Float32 | DataType::Float64) {
+            return no("an IN list of floats (DataFusion compares their bits)");
+        }
+        let mut args = Vec::with_capacity(l.list().len() + 1);
+        args.push(self.expr(l.expr())?);
         for item in l.list() {
             let Some(lit) = item.downcast_ref::<Literal>() else {
                 return no("an IN list of other than constants");
             };
-            if lit.value().is_null() {
-                return no("an IN list with NULL");
-            }
             if self.data_type(item)? != xt {
                 return no("an IN list of another type");
             }
-            eqs.push(call(
-                Func::TotalCompare(CmpOp::Eq),
-                vec![x.clone(), literal(lit.value())?],
-            ));
+            args.push(literal(lit.value())?);
         }
-        let any = call(Func::Or, eqs);
+        let any = call(Func::In, args);
         Ok(if l.negated() {
             call(Func::Not, vec![any])
         } else {

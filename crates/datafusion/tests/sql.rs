@@ -234,6 +234,47 @@ async fn float_comparisons_follow_arrows_total_order() {
 }
 
 #[tokio::test]
+async fn in_lists_of_every_size_type_and_null() {
+    // Past 16 values an IN list is a search of its sorted constants.
+    let ks: Vec<String> = (-100..100).step_by(3).map(|v| v.to_string()).collect();
+    let ks = ks.join(", ");
+    check(
+        &format!("SELECT id FROM t WHERE k IN ({ks}) ORDER BY id"),
+        0,
+    )
+    .await;
+    check(
+        &format!("SELECT id, k NOT IN ({ks}, 2147483647) AS c FROM t ORDER BY id"),
+        0,
+    )
+    .await;
+    let ns: Vec<String> = (-2500..2500).step_by(7).map(|v| v.to_string()).collect();
+    let ns = ns.join(", ");
+    check(
+        &format!("SELECT id FROM t WHERE n IN ({ns}, -9223372036854775808) ORDER BY id"),
+        0,
+    )
+    .await;
+    check("SELECT id, n IN (3, 5, -2497) AS c FROM t ORDER BY id", 0).await;
+    // NULL in the list: true where found, else NULL (and NOT IN never true).
+    check("SELECT id, k IN (3, NULL, -100) AS c FROM t ORDER BY id", 0).await;
+    check("SELECT id, k NOT IN (3, NULL) AS c FROM t ORDER BY id", 0).await;
+    // Floats: up to 3 values DataFusion's simplifier writes `=` chains,
+    // which kiln computes; longer lists compare bits and stay DataFusion's.
+    check(
+        "SELECT id, x IN (0.0, 'NaN'::double, 1.5) AS c FROM t ORDER BY id",
+        0,
+    )
+    .await;
+    let xs = "1.5, -2.5, 2.0, 'inf'::double, 'NaN'::double, 0.0, 5e-324, 1e308, 3.25, 4.5";
+    check(
+        &format!("SELECT id, k + 1 AS a, x IN ({xs}) AS c FROM t ORDER BY id"),
+        1,
+    )
+    .await;
+}
+
+#[tokio::test]
 async fn arithmetic_wraps_and_divides_as_datafusion_does() {
     check(
         "SELECT id, k + 1 AS a, k * 3 AS b, -k AS c, n - 7 AS e FROM t ORDER BY id",

@@ -327,3 +327,67 @@ fn deep_nesting_is_an_error_not_a_crash() {
     let nested_ok = format!("{}x{}", "(".repeat(150), ")".repeat(150));
     assert_eq!(run(&nested_ok, &[("x", f(1.0))]), "x = 1.0");
 }
+
+#[test]
+fn membership_in_constant_sets() {
+    let opts = Options {
+        default_shape: vec![Dim::Sym("n".into())],
+        ..Options::default()
+    };
+    let column = |src: &str, x: Data| -> String {
+        let (graph, _) = match py::parse(src, &opts) {
+            Ok(g) => g,
+            Err(e) => return format!("error: {e}"),
+        };
+        let graph = verify(graph).unwrap();
+        kiln_interp::run(&graph, &[x]).unwrap()[0].to_string()
+    };
+    let xs = Data::from(vec![1.0, 2.5, -0.0, f64::NAN, 3.0, 7.0]);
+    // NumPy's `==`: -0.0 is 0.0, NaN is in no set (not even one holding NaN).
+    assert_eq!(
+        column("x in (1, 2.5, 0.0, nan)", xs.clone()),
+        "[true, true, true, false, false, false]"
+    );
+    assert_eq!(
+        column("x not in [3, 7, -inf]", xs.clone()),
+        "[true, true, true, true, false, false]"
+    );
+    assert_eq!(
+        column("np.isin(x, [7.0, 1.0], invert=True)", xs.clone()),
+        "[false, true, true, true, true, false]"
+    );
+    assert_eq!(
+        column("x.isin([2.5])", xs.clone()),
+        "[false, true, false, false, false, false]"
+    );
+    // An int column meets a float value as float64; an int too large for
+    // int32 equals nothing. Twenty values: a search, not a chain.
+    let ints = Data::Column(kiln_ir::Buffer::I64(vec![1, 2, 3, 40, -5, i64::MAX]));
+    assert_eq!(
+        column("def f(x: int[n]): return x in (2.0, 3.5, 40)", ints.clone()),
+        "[false, true, false, true, false, false]"
+    );
+    let many: Vec<String> = (0..20).map(|v| (v * 2 - 6).to_string()).collect();
+    let src = format!(
+        "def f(x: i32[n]): return x in ({}, 3000000000, 2147483647)",
+        many.join(", ")
+    );
+    let i32s = Data::Column(kiln_ir::Buffer::I32(vec![1, 2, 3, 40, -5, i32::MAX]));
+    assert_eq!(
+        column(&src, i32s),
+        "[false, true, false, false, false, true]"
+    );
+    for (src, says) in [
+        ("x in y", "a tuple or list of numbers"),
+        ("x in (1, y)", "number literals only"),
+        ("x < 2 in (1, 2)", "cannot be chained"),
+        ("x in (1, 2) == True", "cannot be chained"),
+        ("(x > 1) in (1, 2)", "not in a bool array"),
+        ("np.isin(x, [1], invert=1)", "True or False"),
+        ("x is 2", "`is` is not supported"),
+    ] {
+        let (graph, _) = (py::parse(src, &opts).map(|_| ()), ());
+        let e = graph.expect_err(src).to_string();
+        assert!(e.contains(says), "{src}: {e}");
+    }
+}

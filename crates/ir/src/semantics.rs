@@ -556,11 +556,20 @@ mod isin_tests {
         );
         assert_eq!(set, [f64::NEG_INFINITY, 0.0, 1.0, 3.0].map(Scalar::F64));
         assert!(set.iter().all(|v| v.bits() != (-0.0f64).to_bits()));
-        for (x, want) in [(0.0, true), (-0.0, true), (3.0, true), (2.0, false), (f64::NAN, false)] {
+        for (x, want) in [
+            (0.0, true),
+            (-0.0, true),
+            (3.0, true),
+            (2.0, false),
+            (f64::NAN, false),
+        ] {
             assert_eq!(isin(Scalar::F64(x), &set), want, "{x}");
         }
         // Values of another dtype are cast as `cast` does.
-        let ints = isin_set([Scalar::F64(2.7), Scalar::F64(-1.0), Scalar::F64(2.0)], DType::I32);
+        let ints = isin_set(
+            [Scalar::F64(2.7), Scalar::F64(-1.0), Scalar::F64(2.0)],
+            DType::I32,
+        );
         assert_eq!(ints, [Scalar::I32(-1), Scalar::I32(2)]);
         assert!(isin(Scalar::I32(2), &ints) && !isin(Scalar::I32(3), &ints));
         assert!(!isin(Scalar::I64(0), &[]));

@@ -192,6 +192,15 @@ impl JitProgram {
         self.code.kernel()
     }
 
+    /// The address of the elements of kernel parameter `param`, a tensor
+    /// constant ([`Param::ConstIn`]: an `isin` set, a tree's tables), for a
+    /// caller that binds the kernel's parameters itself (`abi::Bind::
+    /// constant`); `None` for any other parameter. The elements live as long
+    /// as the program.
+    pub fn constant_address(&self, param: usize) -> Option<u64> {
+        self.consts.get(param)?.as_ref().map(|b| b.as_ptr() as u64)
+    }
+
     /// The bytes of scratch memory one call takes: the room of every
     /// intermediate tensor no loop fuses, buffers shared by liveness
     /// (`docs/abi.md`), laid out as the safe API lays them out. `extents`

@@ -7,12 +7,13 @@ fitted ``XGBRegressor``/``XGBClassifier``, its JSON or a path to it) or a
 fitted scikit-learn tree, forest or gradient-boosting estimator
 into one ``trees`` op of kiln's IR,
 with the model's link after it, and compiles that like any other graph: the
-result is a :class:`kiln.Function` on every tier. Its raw scores are
-LightGBM's bits (the same comparisons, the same sums in tree order, in
-``float64``); its linked predictions are within 2 ulps of LightGBM's
+result is a :class:`kiln.Function` on every tier. Its raw scores are the
+library's bits (the same comparisons, the same sums in tree order, in the
+library's dtype: ``float64`` for LightGBM and scikit-learn, ``float32`` for
+XGBoost); its linked predictions are within 2 ulps of the library's
 (kiln's ``exp`` is its own, docs/semantics.md), and within 1e-13
-relative for ``cross_entropy_lambda``, whose ``log(1 + exp(x))`` magnifies
-``exp``'s last bit.
+relative for LightGBM's ``cross_entropy_lambda``, whose
+``log(1 + exp(x))`` magnifies ``exp``'s last bit.
 """
 
 from __future__ import annotations

@@ -108,6 +108,8 @@ pub enum ExprKind {
     Binary(BinOp, ExprId, ExprId),
     /// A comparison, possibly chained: `a < b <= c`.
     Compare(ExprId, Vec<(kiln_ir::CmpOp, ExprId)>),
+    /// `x in container` (`x not in container` when the flag is set).
+    In(ExprId, ExprId, bool),
     /// `a if cond else b`: (cond, a, b).
     IfElse(ExprId, ExprId, ExprId),
     /// A call of a (dotted) name: `np.sum(x, axis=0)`, or a method of a

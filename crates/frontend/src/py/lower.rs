@@ -302,6 +302,10 @@ impl<'a> Lower<'a> {
                 Lowered::Val(self.np(|np| np.binary(*op, a, b))?)
             }
             ExprKind::Compare(first, rest) => Lowered::Val(self.compare_chain(*first, rest)?),
+            ExprKind::In(x, container, negated) => {
+                let x = self.val(*x)?;
+                Lowered::Val(self.isin(x, *container, *negated)?)
+            }
             ExprKind::IfElse(c, a, b) => {
                 let (c, a, b) = (self.val(*c)?, self.val(*a)?, self.val(*b)?);
                 let v = self.np(|np| {
@@ -383,6 +387,69 @@ impl<'a> Lower<'a> {
     pub fn np<T>(&mut self, f: impl FnOnce(&mut Np<'_>) -> NpResult<T>) -> ParseResult<T> {
         let result = f(&mut Np { b: &mut self.b });
         result.or_else(|m| self.err(m))
+    }
+
+    /// `x in (a, b, …)` (`not in` when `negated`), `np.isin(x, [a, b, …])`:
+    /// true where `x == a or x == b …` by NumPy's rules (a float value
+    /// compares an int `x` as `float64`; an int too large for `x`'s dtype
+    /// equals none of it; NaN equals nothing), as one `isin` of a constant
+    /// set. The values are number literals (or `inf`, `nan`, `pi`, …).
+    pub(super) fn isin(
+        &mut self,
+        x: PyVal,
+        container: ExprId,
+        negated: bool,
+    ) -> ParseResult<PyVal> {
+        let items = match &self.ast.exprs[container].kind {
+            ExprKind::Tuple(items) | ExprKind::List(items) => items.clone(),
+            _ => return self.err("`in` takes a tuple or list of numbers, as `x in (1, 2, 3)`"),
+        };
+        let mut ints = Vec::new();
+        let mut floats = Vec::new();
+        for &item in &items {
+            match &self.ast.exprs[item].kind {
+                ExprKind::Int(v) => ints.push(*v),
+                ExprKind::Float(v) => floats.push(*v),
+                ExprKind::Unary(crate::py::ast::UnOp::Neg, a) => match &self.ast.exprs[*a].kind {
+                    ExprKind::Float(v) => floats.push(-*v),
+                    ExprKind::Name(n) if funcs::constant(n).is_some() => {
+                        floats.push(-funcs::constant(n).expect("a constant"))
+                    }
+                    _ => return self.err("`in` looks for number literals only"),
+                },
+                ExprKind::Name(n) if funcs::constant(n).is_some() => {
+                    floats.push(funcs::constant(n).expect("a constant"))
+                }
+                _ => return self.err("`in` looks for number literals only"),
+            }
+        }
+        let dtype = self.b.dtype(x.v).unwrap_or(DType::Bool);
+        let (x, dtype) = match dtype {
+            DType::Bool => return self.err("`in` looks for numbers, not in a bool array"),
+            d if d.is_int() && !floats.is_empty() => {
+                let wide = self.b.cast(x.v, DType::F64);
+                (wide.or_else(|e| self.err(e.to_string()))?, DType::F64)
+            }
+            d => (x.v, d),
+        };
+        let mut values: Vec<Scalar> = floats.iter().map(|&f| Scalar::F64(f)).collect();
+        for v in ints {
+            match dtype {
+                DType::I32 => values.extend(i32::try_from(v).ok().map(Scalar::I32)),
+                DType::I64 => values.extend(i64::try_from(v).ok().map(Scalar::I64)),
+                _ => values.push(Scalar::F64(v as f64)),
+            }
+        }
+        let set = kiln_ir::semantics::isin_set(values, dtype);
+        let found = self.b.op(kiln_ir::Op::IsIn(set.into()), &[x]);
+        let found = found.or_else(|e| self.err(e.to_string()))?;
+        let v = if negated {
+            let not = self.b.unary(kiln_ir::UnaryOp::Not, found);
+            not.or_else(|e| self.err(e.to_string()))?
+        } else {
+            found
+        };
+        Ok(PyVal { v, weak: false })
     }
 
     /// Lowers `first op1 x1 op2 x2 …` as `(first op1 x1) and (x1 op2 x2) …`.

@@ -458,6 +458,25 @@ impl Parser<'_> {
         let first = self.binary(0)?;
         let mut rest = Vec::new();
         loop {
+            let negated_in = self.is_kw("not")
+                && matches!(self.toks.get(self.pos + 1).map(|t| &t.tok), Some(Tok::Name(n)) if n == "in");
+            if self.is_kw("in") || negated_in {
+                if !rest.is_empty() {
+                    return self.err("`in` cannot be chained with comparisons");
+                }
+                self.bump();
+                if negated_in {
+                    self.bump();
+                }
+                let container = self.binary(0)?;
+                if matches!(self.tok(), Tok::Op("<" | "<=" | ">" | ">=" | "==" | "!="))
+                    || self.is_kw("in")
+                    || self.is_kw("not")
+                {
+                    return self.err("`in` cannot be chained with comparisons");
+                }
+                return Ok(self.push(ExprKind::In(first, container, negated_in), start));
+            }
             let op = match self.tok() {
                 Tok::Op("<") => CmpOp::Lt,
                 Tok::Op("<=") => CmpOp::Le,
@@ -465,9 +484,7 @@ impl Parser<'_> {
                 Tok::Op(">=") => CmpOp::Ge,
                 Tok::Op("==") => CmpOp::Eq,
                 Tok::Op("!=") => CmpOp::Ne,
-                Tok::Name(n) if n == "in" || n == "is" => {
-                    return self.err(format!("`{n}` is not supported"))
-                }
+                Tok::Name(n) if n == "is" => return self.err("`is` is not supported"),
                 _ => break,
             };
             self.bump();
@@ -676,7 +693,7 @@ impl Parser<'_> {
             Tok::Name(n) if n == "None" && self.syntax == Syntax::Python => ExprKind::None,
             Tok::Name(n) if !is_keyword(&n) => return self.name_or_call(),
             Tok::Op("(") => return self.parenthesized(),
-            Tok::Op("[") if self.syntax == Syntax::Python => return self.list(),
+            Tok::Op("[") => return self.list(),
             _ => return self.err(format!("expected an expression, found {}", self.describe())),
         };
         self.bump();

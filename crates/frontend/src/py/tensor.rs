@@ -15,6 +15,7 @@ use kiln_ir::{DType, Op, ParseResult, ReduceOp};
 /// The functions (with a NumPy module prefix, or as methods) this file
 /// lowers; others go to [`super::funcs`].
 const TENSOR_FUNCS: &[&str] = &[
+    "isin",
     "matmul",
     "dot",
     "transpose",
@@ -34,6 +35,7 @@ const TENSOR_FUNCS: &[&str] = &[
 
 /// Methods of an array (`x.sum(axis=0)`).
 const METHODS: &[&str] = &[
+    "isin",
     "dot",
     "transpose",
     "reshape",
@@ -209,6 +211,32 @@ impl Lower<'_> {
         // Positional argument `k` after the array.
         let nth = |k: usize, key: &str| args.get(k + shift, key);
         match name {
+            "isin" => {
+                // np.isin(x, values, invert=False); pandas' x.isin(values).
+                self.no_extra(
+                    name,
+                    args,
+                    &["test_elements", "values", "invert"],
+                    1 + shift,
+                )?;
+                let x = first(self)?;
+                let key = if recv.is_some() {
+                    "values"
+                } else {
+                    "test_elements"
+                };
+                let Some(values) = nth(0, key) else {
+                    return self.err(format!("`{name}` needs the values to look for"));
+                };
+                let invert = match args.kw.iter().find(|(k, _)| k == "invert") {
+                    Some((_, e)) => match self.ast.exprs[*e].kind {
+                        ExprKind::Bool(b) => b,
+                        _ => return self.err("`invert=` takes True or False"),
+                    },
+                    None => false,
+                };
+                self.isin(x, values, invert)
+            }
             "matmul" | "dot" => {
                 self.no_extra(name, args, &["b"], 1 + shift)?;
                 let a = first(self)?;
