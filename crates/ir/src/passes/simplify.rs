@@ -31,7 +31,7 @@ pub fn run(graph: &Graph) -> Graph {
 }
 
 /// True when `node` may fail: an integer division whose divisor is not a nonzero
-/// constant, or any argument that may fail.
+/// constant, a `gather` (an index out of range), or any argument that may fail.
 fn node_may_fail(rw: &Rewriter<'_>, node: &NodeData, may_fail: &SecondaryMap<Value, bool>) -> bool {
     let divides_unsafely = match node.op {
         Op::Binary(op)
@@ -46,7 +46,9 @@ fn node_may_fail(rw: &Rewriter<'_>, node: &NodeData, may_fail: &SecondaryMap<Val
         }
         _ => false,
     };
-    divides_unsafely || node.args.iter().any(|&a| may_fail[a])
+    divides_unsafely
+        || matches!(node.op, Op::Gather(_))
+        || node.args.iter().any(|&a| may_fail[a])
 }
 
 fn constant(rw: &Rewriter<'_>, value: Value) -> Option<Scalar> {
