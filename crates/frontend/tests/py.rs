@@ -378,7 +378,7 @@ fn membership_in_constant_sets() {
         "[false, true, false, false, false, true]"
     );
     for (src, says) in [
-        ("x in y", "a tuple or list of numbers"),
+        ("x in x", "a tuple or list of numbers"),
         ("x in (1, y)", "number literals only"),
         ("x < 2 in (1, 2)", "cannot be chained"),
         ("x in (1, 2) == True", "cannot be chained"),

@@ -80,8 +80,88 @@ pub(super) fn step_op(op: ReduceOp) -> Option<BinaryOp> {
 pub const TREE_SELECTS: u32 = 20_000;
 
 /// The largest `isin` set lowered as a chain of `eq`s; larger sets are
-/// searched (docs/performance.md measures the crossover).
-pub const ISIN_CHAIN: usize = 16;
+/// hashed (docs/performance.md measures the crossover).
+pub const ISIN_CHAIN: usize = 32;
+
+/// An `isin` set as a cuckoo hash table: every member in slot
+/// `h(key, multipliers[0])` or `h(key, multipliers[1])`, `h(key, c) = (key
+/// * c) >>> (64 - log2_size)` (wrapping), the other slots holding the
+/// first member.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IsinTable {
+    pub slots: Vec<Scalar>,
+    pub log2_size: u32,
+    pub multipliers: [u64; 2],
+}
+
+/// The key `isin`'s hash reads: an int as `i64`, a float's bits after `+
+/// 0.0` (as `i64`, an `f32`'s sign-extended from `i32`).
+fn isin_key(v: Scalar) -> u64 {
+    match v {
+        Scalar::I32(v) => i64::from(v) as u64,
+        Scalar::I64(v) => v as u64,
+        Scalar::F32(v) => i64::from((v + 0.0).to_bits() as i32) as u64,
+        Scalar::F64(v) => (v + 0.0).to_bits(),
+        Scalar::Bool(v) => u64::from(v),
+    }
+}
+
+/// Builds the cuckoo table of a canonical `isin` set of more than
+/// [`ISIN_CHAIN`] members, deterministically: at most half full, the
+/// multipliers drawn from a fixed sequence (splitmix64) until every member
+/// places within 500 moves, the table doubled after 32 draws.
+pub fn isin_table(set: &[Scalar]) -> IsinTable {
+    let mut log2_size = (set.len() * 2).next_power_of_two().max(64).trailing_zeros();
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        (z ^ (z >> 31)) | 1
+    };
+    loop {
+        for _ in 0..32 {
+            let multipliers = [next(), next()];
+            if let Some(slots) = cuckoo(set, log2_size, multipliers) {
+                return IsinTable {
+                    slots,
+                    log2_size,
+                    multipliers,
+                };
+            }
+        }
+        log2_size += 1;
+    }
+}
+
+/// Every member of `set` placed in one of its two slots, or `None`.
+fn cuckoo(set: &[Scalar], log2_size: u32, c: [u64; 2]) -> Option<Vec<Scalar>> {
+    let slot = |v: Scalar, k: usize| (isin_key(v).wrapping_mul(c[k]) >> (64 - log2_size)) as usize;
+    let mut table: Vec<Option<Scalar>> = vec![None; 1 << log2_size];
+    for &member in set {
+        let (mut v, mut k) = (member, 0);
+        let mut placed = false;
+        for _ in 0..500 {
+            let at = slot(v, k);
+            match table[at].replace(v) {
+                None => {
+                    placed = true;
+                    break;
+                }
+                Some(evicted) => {
+                    // The evicted value moves to its other slot.
+                    k = usize::from(slot(evicted, 0) == at);
+                    v = evicted;
+                }
+            }
+        }
+        if !placed {
+            return None;
+        }
+    }
+    Some(table.into_iter().map(|s| s.unwrap_or(set[0])).collect())
+}
 
 /// Choices of the native signature that do not change what a kernel computes.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
@@ -409,13 +489,15 @@ impl Lowerer<'_> {
     }
 
     /// `isin(x, set)` without a branch: a chain of `eq` or'ed together for a
-    /// set of at most [`ISIN_CHAIN`] values; above that a search of the
-    /// sorted set, padded with its last value to a power of two `P`, as a
-    /// constant table: `log2(P)` steps, each one load, compare and select
-    /// (`base = t[base + h] <= x ? base + h : base` for `h = P/2 … 1`), then
-    /// `t[base] == x`. A NaN `x` compares false throughout and ends false.
+    /// set of at most [`ISIN_CHAIN`] values; above that a cuckoo hash table
+    /// of the set built here ([`isin_table`]), two probes per element: the
+    /// slots `h1(key)` and `h2(key)` of `key`, `x` as an `i64` (a float's
+    /// bits after `x + 0.0`, which makes `-0.0` the `0.0` the set holds),
+    /// `h(key) = (key * c) >>> (64 - log2(size))`; `x` is in the set when
+    /// either slot `eq`s it. Empty slots hold a member, so a probe there
+    /// compares with a member, never a stranger; a NaN `x` `eq`s nothing.
     fn isin(&mut self, out: &mut Vec<Stmt>, x: Reg, set: &[Scalar], name: Option<&str>) -> Reg {
-        use DType::{Bool, I64};
+        use DType::{Bool, F32, F64, I32, I64};
         let dtype = self.kernel.reg_type(x);
         if set.is_empty() {
             return self.emit(out, Bool, Expr::Const(Scalar::Bool(false)), name);
@@ -437,29 +519,50 @@ impl Lowerer<'_> {
             }
             return acc.expect("a set that is not empty");
         }
-        let size = set.len().next_power_of_two();
-        let last = set[set.len() - 1];
-        let values: Vec<Scalar> = (0..size).map(|i| *set.get(i).unwrap_or(&last)).collect();
-        let table = self.param(Param::ConstIn {
+        let table = isin_table(set);
+        let slots = self.param(Param::ConstIn {
             name: "isin_set".to_string(),
             tensor: std::sync::Arc::new(kiln_ir::op::TensorConst {
                 dtype,
-                dims: vec![size as u64],
-                values,
+                dims: vec![table.slots.len() as u64],
+                values: table.slots.clone(),
             }),
         });
-        let mut base = self.konst(out, I64, 0);
-        let mut half = size / 2;
-        while half > 0 {
-            let h = self.konst(out, I64, half as i64);
-            let probe = self.emit(out, I64, Expr::Binary(BinaryOp::Add, base, h), None);
-            let t = self.emit(out, dtype, Expr::Load(table, probe), None);
-            let le = self.emit(out, Bool, Expr::Compare(CmpOp::Le, t, x), None);
-            base = self.emit(out, I64, Expr::Select(le, probe, base), None);
-            half /= 2;
+        let key = match dtype {
+            I64 => x,
+            I32 => self.emit(out, I64, Expr::Cast(I64, x), None),
+            F32 | F64 => {
+                let zero = self.konst(out, dtype, 0);
+                let plus = self.emit(out, dtype, Expr::Binary(BinaryOp::Add, x, zero), None);
+                let int = if dtype == F32 { I32 } else { I64 };
+                let bits = self.emit(out, int, Expr::Bitcast(int, plus), None);
+                if dtype == F32 {
+                    self.emit(out, I64, Expr::Cast(I64, bits), None)
+                } else {
+                    bits
+                }
+            }
+            Bool => unreachable!("isin takes ints and floats"),
+        };
+        let shift = self.konst(out, I64, i64::from(64 - table.log2_size));
+        let mut found = None;
+        for c in table.multipliers {
+            let c = self.konst(out, I64, c as i64);
+            let product = self.emit(out, I64, Expr::Binary(BinaryOp::Mul, key, c), None);
+            let slot = self.emit(
+                out,
+                I64,
+                Expr::Binary(BinaryOp::ShrLogical, product, shift),
+                None,
+            );
+            let member = self.emit(out, dtype, Expr::Load(slots, slot), None);
+            let eq = self.emit(out, Bool, Expr::Compare(CmpOp::Eq, member, x), None);
+            found = Some(match found {
+                None => eq,
+                Some(a) => self.emit(out, Bool, Expr::Binary(BinaryOp::Or, a, eq), name),
+            });
         }
-        let t = self.emit(out, dtype, Expr::Load(table, base), None);
-        self.emit(out, Bool, Expr::Compare(CmpOp::Eq, t, x), name)
+        found.expect("two probes")
     }
 
     fn konst(&mut self, out: &mut Vec<Stmt>, dtype: DType, x: i64) -> Reg {
@@ -896,5 +999,45 @@ impl Lowerer<'_> {
             // The count parameter directly follows the selection's.
             out.push(Stmt::StoreCount(self.output_params[idx].next(), count));
         }
+    }
+}
+
+#[cfg(test)]
+mod isin_tests {
+    use super::*;
+
+    #[test]
+    fn every_member_sits_in_one_of_its_two_slots() {
+        let sets = [
+            (0..33)
+                .map(|i| Scalar::I32(i * 7 - 100))
+                .collect::<Vec<_>>(),
+            (0..10_000).map(|i| Scalar::I64(i * 3)).collect(),
+            kiln_ir::semantics::isin_set(
+                (0..500).map(|i| Scalar::F64(f64::from(i) * 0.25 - 60.0)),
+                DType::F64,
+            ),
+            kiln_ir::semantics::isin_set((0..40).map(|i| Scalar::F32(i as f32 / 3.0)), DType::F32),
+        ];
+        for set in &sets {
+            let t = isin_table(set);
+            assert!(t.slots.len() >= 2 * set.len());
+            assert_eq!(t.slots.len(), 1 << t.log2_size);
+            let slot =
+                |v: Scalar, c: u64| (isin_key(v).wrapping_mul(c) >> (64 - t.log2_size)) as usize;
+            for &v in set {
+                assert!(
+                    t.multipliers.iter().any(|&c| t.slots[slot(v, c)] == v),
+                    "{v}"
+                );
+            }
+            // Every slot holds a member; the build is deterministic.
+            let members: std::collections::HashSet<u64> = set.iter().map(|m| m.bits()).collect();
+            assert!(t.slots.iter().all(|s| members.contains(&s.bits())));
+            assert_eq!(isin_table(set), t);
+        }
+        // -0.0 hashes as 0.0.
+        assert_eq!(isin_key(Scalar::F64(-0.0)), isin_key(Scalar::F64(0.0)));
+        assert_eq!(isin_key(Scalar::F32(-0.0)), isin_key(Scalar::F32(0.0)));
     }
 }

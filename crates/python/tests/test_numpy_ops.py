@@ -162,3 +162,32 @@ def test_syntax_errors():
     ]:
         with pytest.raises(kiln.ParseError, match=message):
             kiln.compile(src)
+
+
+@pytest.mark.parametrize("size", [0, 3, 16, 17, 200])
+def test_membership_matches_np_isin(tier, size):
+    rng = np.random.default_rng(size)
+    values = sorted({int(v) for v in rng.integers(-50, 50, size)})
+    ints = rng.integers(-60, 60, 500)
+    floats = np.concatenate([ints / 2.0, [np.nan, -0.0, 0.0, np.inf]])
+    listed = ", ".join(str(v) for v in values) or ""
+    cases = [
+        (f"def f(x: int[n]): return x in ({listed}{',' if len(values) == 1 else ''})", ints, False),
+        (f"def f(x: float[n]): return x not in [{listed}]", floats, True),
+        (f"def f(x: f32[n]): return np.isin(x, [{listed}], invert=True)", floats.astype(np.float32), True),
+        (f"def f(x: int[n]): return x.isin([{listed + ', ' if listed else ''}0.5])", ints, False),
+    ]
+    for src, x, invert in cases:
+        f = kiln.compile(src, tier=tier)
+        want = np.isin(x, values + ([0.5] if "0.5" in src else []), invert=invert)
+        np.testing.assert_array_equal(f(x), want, err_msg=src)
+
+
+def test_membership_errors_are_located():
+    for src, says in [
+        ("def f(x: float[n]): return x in x", "a tuple or list of numbers"),
+        ("def f(x: float[n]): return x in (1, x)", "number literals only"),
+        ("def f(x: float[n]): return 1 < x in (1, 2)", "cannot be chained"),
+    ]:
+        with pytest.raises(kiln.ParseError, match=says):
+            kiln.compile(src)

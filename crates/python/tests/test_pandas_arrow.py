@@ -19,6 +19,14 @@ QUERIES = [
     "x * 2.0 + k > 9.5",
     "x != x",                 # NaN rows only
     "abs(x - 5.0) < 1.5",
+    # Membership, as pandas' isin: -0.0 is 0.0 (row 5); `==`/`!=` a list is `in`/`not in`.
+    "x in [0.0, 1.5]",
+    "k in [1, 3, 5]",
+    "k not in [0, 3, 7]",
+    "k == [2, 4]",
+    "k != [-5, 11]",
+    "(x > 5) & (k in [1, 2, 3.0, 3.5])",
+    "k in [" + ", ".join(str(v) for v in range(-20, 40, 3)) + "]",  # past 16: a search
 ]
 
 
