@@ -84,9 +84,9 @@ pub const TREE_SELECTS: u32 = 20_000;
 pub const ISIN_CHAIN: usize = 32;
 
 /// An `isin` set as a cuckoo hash table: every member in slot
-/// `h(key, multipliers[0])` or `h(key, multipliers[1])`, `h(key, c) = (key
-/// * c) >>> (64 - log2_size)` (wrapping), the other slots holding the
-/// first member.
+/// `h(key, multipliers[0])` or `h(key, multipliers[1])`, where
+/// `h(key, c) = (key * c) >>> (64 - log2_size)` (wrapping), the other
+/// slots holding the first member.
 #[derive(Clone, Debug, PartialEq)]
 pub struct IsinTable {
     pub slots: Vec<Scalar>,
