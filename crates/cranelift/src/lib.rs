@@ -57,6 +57,7 @@ impl Backend for Cranelift {
             libm_calls: true,
             running_min_max: false,
             tree_selects: 0,
+            isin_chain: 12,
         }
     }
 

@@ -663,9 +663,8 @@ impl Gen<'_, '_> {
                 let a = self.operand(dtype)?;
                 let len = match self.u.int_in_range(0..=2u8)? {
                     0 => self.u.int_in_range(0..=4usize)?,
-                    1 => self.u.int_in_range(
-                        kiln::kernel::ISIN_CHAIN - 2..=kiln::kernel::ISIN_CHAIN + 2,
-                    )?,
+                    // Either side of each tier's chain limit (12, 16, 32).
+                    1 => self.u.int_in_range(10..=34usize)?,
                     _ => self.u.int_in_range(20..=70usize)?,
                 };
                 let mut values = Vec::with_capacity(len);

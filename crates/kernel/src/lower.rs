@@ -50,6 +50,8 @@ pub(super) struct Lowerer<'a> {
     pub(super) running_min_max: bool,
     /// [`LowerOptions::tree_selects`].
     pub(super) tree_selects: u32,
+    /// [`LowerOptions::isin_chain`].
+    pub(super) isin_chain: u32,
 }
 
 /// The extent of a column type, if it is one.
@@ -79,9 +81,9 @@ pub(super) fn step_op(op: ReduceOp) -> Option<BinaryOp> {
 /// taking every node's test overtake the walk's).
 pub const TREE_SELECTS: u32 = 20_000;
 
-/// The largest `isin` set lowered as a chain of `eq`s; larger sets are
-/// hashed (docs/performance.md measures the crossover).
-pub const ISIN_CHAIN: usize = 32;
+/// The [`LowerOptions::isin_chain`] of the LLVM tier (and of objects):
+/// the largest `isin` set lowered as a chain of `eq`s.
+pub const ISIN_CHAIN: u32 = 32;
 
 /// An `isin` set as a cuckoo hash table: every member in slot
 /// `h(key, multipliers[0])` or `h(key, multipliers[1])`, where
@@ -106,8 +108,8 @@ fn isin_key(v: Scalar) -> u64 {
     }
 }
 
-/// Builds the cuckoo table of a canonical `isin` set of more than
-/// [`ISIN_CHAIN`] members, deterministically: at most half full, the
+/// Builds the cuckoo table of a canonical `isin` set (not empty),
+/// deterministically: at most half full, the
 /// multipliers drawn from a fixed sequence (splitmix64) until every member
 /// places within 500 moves, the table doubled after 32 draws.
 pub fn isin_table(set: &[Scalar]) -> IsinTable {
@@ -218,6 +220,12 @@ pub struct LowerOptions {
     /// constant tables, one decision per step, in code whose size does not
     /// grow with the model (`tensor::trees`). The same rules either way.
     pub tree_selects: u32,
+    /// Compute an `isin` of a set of at most this many values as a chain of
+    /// `eq`s; larger sets probe a cuckoo hash table twice. The crossover is
+    /// each tier's (docs/performance.md): the LLVM tier's vectorized chain
+    /// stays ahead to [`ISIN_CHAIN`] values, Cranelift's to about 12, the
+    /// VM's to about 16. The same bits either way.
+    pub isin_chain: u32,
 }
 
 /// The direct kernel `dtype f(dtype x)` (or `f(dtype x, dtype y)`)
@@ -273,6 +281,7 @@ pub fn lower(verified: &Verified, options: &LowerOptions) -> Result<Kernel, Lowe
         libm_calls: options.libm_calls,
         running_min_max: options.running_min_max,
         tree_selects: options.tree_selects,
+        isin_chain: options.isin_chain,
     };
     lw.params(options);
     if tensors {
@@ -502,7 +511,7 @@ impl Lowerer<'_> {
         if set.is_empty() {
             return self.emit(out, Bool, Expr::Const(Scalar::Bool(false)), name);
         }
-        if set.len() <= ISIN_CHAIN {
+        if set.len() <= self.isin_chain as usize {
             let mut acc = None;
             for (idx, &c) in set.iter().enumerate() {
                 let last = idx + 1 == set.len();

@@ -100,6 +100,7 @@ impl Backend for Llvm {
             conv_panels: true,
             running_min_max: true,
             tree_selects: kiln_kernel::TREE_SELECTS,
+            isin_chain: kiln_kernel::ISIN_CHAIN,
             ..LowerOptions::default()
         }
     }

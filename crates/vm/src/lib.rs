@@ -71,6 +71,7 @@ impl Backend for Vm {
             libm_calls: true,
             running_min_max: false,
             tree_selects: 0,
+            isin_chain: 16,
         }
     }
 
