@@ -201,6 +201,28 @@ trees features 2 init [0.5] tree 0 [f1 le 0.25 nan left l0 l1] [1.0, -1.0] tree 
     }
 
     #[test]
+    fn every_header_makes_a_graph_that_verifies() {
+        for (sums, link) in [
+            ("f64", "sigmoid-pair"),
+            ("f32", "sigmoid 2.5"),
+            ("f32", "exp"),
+        ] {
+            let src = MODEL
+                .replace("link sigmoid-pair", &format!("link {link}"))
+                .replace("input f32", &format!("input f32\nsums {sums}"));
+            let m = parse(&src).expect("parses");
+            for raw_score in [false, true] {
+                let opts = super::super::Options {
+                    raw_score,
+                    columns: raw_score,
+                };
+                let g = m.graph("t", &opts).expect("builds");
+                kiln_ir::verify(g).expect("verifies");
+            }
+        }
+    }
+
+    #[test]
     fn bad_models_are_located_errors() {
         for (from, to, says) in [
             ("link sigmoid-pair", "link tanh", "unknown link `tanh`"),

@@ -122,7 +122,8 @@ impl Model {
             // LightGBM's `Predict`: the average, then the link; its
             // `PredictRaw` (`raw_score=True`) does neither.
             if let Some(count) = self.average_over {
-                let count = b.constant(Scalar::F64(f64::from(count)));
+                let count = Scalar::F64(f64::from(count));
+                let count = b.constant(kiln_ir::semantics::cast(count, self.ensemble.dtype));
                 y = b
                     .binary(BinaryOp::Div, y, count)
                     .map_err(|e| e.to_string())?;
@@ -149,9 +150,7 @@ impl Model {
         b.output("prediction", y);
         Ok(b.finish())
     }
-}
 
-impl Model {
     /// The `f64[n, features]` rows as the library reads them: rounded to its
     /// dtype, negative values of its non-negative category features made -1.
     fn read_rows(&self, b: &mut Builder, x: Value) -> kiln_ir::TypeResult<Value> {
