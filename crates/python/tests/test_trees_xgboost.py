@@ -157,6 +157,18 @@ def test_a_random_forest_and_parallel_trees():
     np.testing.assert_array_equal(got, booster.predict(xgb.DMatrix(x)))
 
 
+@pytest.mark.parametrize("objective", ["reg:squarederror", "binary:logistic", "multi:softprob"])
+def test_dart_scales_each_tree_by_its_weight(objective):
+    booster = _train(objective, booster="dart", rate_drop=0.3, skip_drop=0.0, rounds=10)
+    weights = json.loads(bytes(booster.save_raw("json")))["learner"]["gradient_booster"]["weight_drop"]
+    assert len(set(weights)) > 1
+    x = _test_rows()
+    for tier in TIERS:
+        got = kiln.trees.compile(booster, tier=tier, raw_score=True)(x)
+        want = _predict(booster, x, output_margin=True)
+        np.testing.assert_array_equal(got.view(np.int32), want.view(np.int32))
+
+
 def test_multi_target_regression():
     x, y = _training_rows()
     ys = np.stack([y, -y, y * y], axis=1)
@@ -187,6 +199,9 @@ def test_bad_models_are_clear_errors(models):
     bad = json.loads(text)
     bad["learner"]["gradient_booster"]["name"] = "gblinear"
     cases.append((json.dumps(bad), "the `gblinear` booster is not supported"))
+    dart = json.loads(bytes(_train("reg:squarederror", booster="dart", rate_drop=0.3, rounds=4).save_raw("json")))
+    dart["learner"]["gradient_booster"]["weight_drop"].pop()
+    cases.append((json.dumps(dart), "4 trees but 3 weight_drop entries"))
     cases.append((text[: len(text) // 2], "the JSON ends"))
     cases.append(('{"learner": ' + "[" * 100 + "]" * 100 + "}", "nested deeper"))
     for src, says in cases:

@@ -8,7 +8,8 @@
 //! objective's output space); `learner.objective.name` the objective;
 //! `learner.feature_names` the names (empty when it was given none);
 //! `learner.gradient_booster.model` the trees and `tree_info` (the output
-//! each tree adds to). A tree is columns over nodes: `left_children` and
+//! each tree adds to; a `dart` booster holds them in `gbtree.model`, with
+//! `weight_drop`, one `float` per tree). A tree is columns over nodes: `left_children` and
 //! `right_children` (`-1` at a leaf), `split_indices`, `split_conditions`
 //! (the threshold, or the leaf's value at a leaf), `default_left`,
 //! `split_type` (1 categorical), and per categorical node
@@ -71,15 +72,35 @@ pub fn parse(src: &str) -> ParseResult<Model> {
 
     let booster = learner.field(src, "gradient_booster")?;
     let kind = booster.field(src, "name")?.text(src, "name")?;
-    if kind != "gbtree" {
-        return Err(err(
-            booster.at,
-            format!("the `{kind}` booster is not supported: kiln reads gbtree models"),
-        ));
-    }
-    let model = booster.field(src, "model")?;
+    // DART predicts with each tree's leaf times its `weight_drop`, a `float`
+    // product added in tree order: the leaves are scaled here, in `float`.
+    let (model, weights) = match kind {
+        "gbtree" => (booster.field(src, "model")?, None),
+        "dart" => {
+            let gbtree = booster.field(src, "gbtree")?;
+            let weights: Vec<f32> = booster
+                .field(src, "weight_drop")?
+                .numbers(src, "weight_drop")?;
+            (gbtree.field(src, "model")?, Some(weights))
+        }
+        _ => {
+            return Err(err(
+                booster.at,
+                format!("the `{kind}` booster is not supported: kiln reads gbtree and dart models"),
+            ))
+        }
+    };
     let trees = model.field(src, "trees")?.array(src, "trees")?;
     let tree_info: Vec<u32> = model.field(src, "tree_info")?.numbers(src, "tree_info")?;
+    if let Some(w) = &weights {
+        if w.len() != trees.len() {
+            let at = booster.at;
+            return Err(err(
+                at,
+                format!("{} trees but {} weight_drop entries", trees.len(), w.len()),
+            ));
+        }
+    }
     if tree_info.len() != trees.len() {
         let at = model.at;
         return Err(err(
@@ -105,8 +126,13 @@ pub fn parse(src: &str) -> ParseResult<Model> {
                 format!("tree {idx} adds to output {output} of {n_outputs}"),
             ));
         }
-        let tree = tree(src, t, output, n_features, &mut categorical)
+        let mut tree = tree(src, t, output, n_features, &mut categorical)
             .map_err(|e| e.or_at(src, t.at, idx))?;
+        if let Some(w) = &weights {
+            for leaf in &mut tree.leaves {
+                *leaf = f64::from(*leaf as f32 * w[idx]);
+            }
+        }
         ensemble
             .check_tree(&tree)
             .map_err(|why| err(t.at, format!("tree {idx}: {why}")))?;
