@@ -54,13 +54,21 @@ pub fn parse(src: &str) -> Result<Expr, Error> {
             _ => Vec::new(),
         };
         // A list is an operand only where `in`, `==`/`!=` or `.isin` looks in it.
+        // pandas takes the list on either side (`[1, 2] == k`, `[1, 2] in k`).
+        let either = |a: usize, b: usize| {
+            if lists.contains_key(&a) {
+                Some(a)
+            } else {
+                Some(b)
+            }
+        };
         let looks_in = match &node.kind {
-            ExprKind::In(_, c, _) => Some(*c),
-            ExprKind::Compare(_, rest)
+            ExprKind::In(x, c, _) => either(*x, *c),
+            ExprKind::Compare(first, rest)
                 if rest.len() == 1
                     && matches!(rest[0].0, kiln::ir::CmpOp::Eq | kiln::ir::CmpOp::Ne) =>
             {
-                Some(rest[0].1)
+                either(*first, rest[0].1)
             }
             ExprKind::Call(name, args, _) if name.ends_with(".isin") && args.len() == 1 => {
                 Some(args[0])
@@ -133,14 +141,20 @@ pub fn parse(src: &str) -> Result<Expr, Error> {
                 };
                 call(func, vec![a, b])
             }
-            // pandas: `x == [1, 2]` is `x in [1, 2]`, `!=` is `not in`.
+            // pandas: `x == [1, 2]` (or `[1, 2] == x`) is `x in [1, 2]`, `!=`
+            // is `not in`.
             ExprKind::Compare(first, rest)
                 if rest.len() == 1
                     && matches!(rest[0].0, kiln::ir::CmpOp::Eq | kiln::ir::CmpOp::Ne)
-                    && lists.contains_key(&rest[0].1) =>
+                    && (lists.contains_key(&rest[0].1) || lists.contains_key(first)) =>
             {
-                let (_, items) = lists.remove(&rest[0].1).expect("a list");
-                let x = take(*first);
+                let (list, x) = if lists.contains_key(first) {
+                    (*first, rest[0].1)
+                } else {
+                    (rest[0].1, *first)
+                };
+                let (_, items) = lists.remove(&list).expect("a list");
+                let x = take(x);
                 let found = call(Func::In, std::iter::once(x).chain(items).collect());
                 if rest[0].0 == kiln::ir::CmpOp::Ne {
                     call(Func::Not, vec![found])
@@ -149,13 +163,19 @@ pub fn parse(src: &str) -> Result<Expr, Error> {
                 }
             }
             ExprKind::In(x, container, negated) => {
-                let Some((_, items)) = lists.remove(container) else {
+                // `[1, 2] in x` is pandas' `x.isin([1, 2])` too.
+                let (list, x) = if lists.contains_key(x) {
+                    (*x, *container)
+                } else {
+                    (*container, *x)
+                };
+                let Some((_, items)) = lists.remove(&list) else {
                     return Err(err(
                         node.span,
                         "`in` takes a list of numbers, as `x in [1, 2, 3]`".into(),
                     ));
                 };
-                let x = take(*x);
+                let x = take(x);
                 let found = call(Func::In, std::iter::once(x).chain(items).collect());
                 if *negated {
                     call(Func::Not, vec![found])

@@ -705,6 +705,8 @@ fn isin_as_pandas_and_sql_mean_it() {
         assert_eq!(filter(&b, "x.isin([2.5, 9])", tier), [4]);
         assert_eq!(filter(&b, "x not in [1, 2.5]", tier), [1, 2, 5]);
         assert_eq!(filter(&b, "~(x != [7.0])", tier), [5]);
+        assert_eq!(filter(&b, "[2.5, 1] == x", tier), [0, 4]);
+        assert_eq!(filter(&b, "[2.5, 1] not in x", tier), [1, 2, 5]);
         assert_eq!(
             filter(&b, &format!("k in [{many}, 2147483647, 5000000000]"), tier),
             [5]
@@ -739,6 +741,7 @@ fn isin_as_pandas_and_sql_mean_it() {
         ("x + [1, 2] > 0", "a list or tuple is only what"),
         ("x < [1, 2]", "a list or tuple is only what"),
         ("[1, 2]", "a list or tuple is only what"),
+        ("[1] in [2]", "a list or tuple is only what"),
         ("x in [1, k]", "isin looks for number literals"),
     ] {
         let e = match query::parse(q) {

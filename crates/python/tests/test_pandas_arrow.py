@@ -26,6 +26,8 @@ QUERIES = [
     "k == [2, 4]",
     "k != [-5, 11]",
     "(x > 5) & (k in [1, 2, 3.0, 3.5])",
+    "[2, 4] == k",
+    "[1, 3] not in k",
     "k in [" + ", ".join(str(v) for v in range(-20, 40, 3)) + "]",  # past 16: a search
 ]
 
