@@ -967,6 +967,38 @@ fn csv_floats(text: &str) -> (String, Vec<f64>) {
 }
 
 #[test]
+fn a_kiln_trees_model_over_a_csv() {
+    // Two trees over features named with spaces; sums averaged, then the
+    // sigmoid pair of scikit-learn's binary predict_proba.
+    let model = "kiln-trees v0\ninput f32\nlink sigmoid-pair\naverage 2\n\
+                 feature petal width\nfeature kind\n\
+                 trees features 2 init [0.0] tree 0 [f0 le 0.5 nan left l0 l1] [1.0, -1.0] \
+                 tree 0 [f1 le 2.0 nan right l0 l1] [0.5, 2.5]\n";
+    let path = temp_file("model.trees", model.as_bytes());
+    let rows = temp_file("rows.csv", b"petal width,kind\n0.25,1\n0.75,3\n");
+    for tier in tiers() {
+        let out = kiln(&["run", &path, "--csv", &rows, "--raw-score", "--tier", tier]);
+        assert_eq!(out.status.code(), Some(0), "{tier}: {}", stderr(&out));
+        // (1.0 + 0.5) and (-1.0 + 2.5): sums, not averaged, as raw scores.
+        assert_eq!(stdout(&out), "prediction\n1.5\n1.5\n", "{tier}");
+        let out = kiln(&["run", &path, "--csv", &rows, "--tier", tier]);
+        let (header, got) = csv_floats(&stdout(&out));
+        assert_eq!(header, "prediction_0,prediction_1");
+        // kiln's exp is its own: within an ulp of the C library's.
+        let p = 1.0 / (1.0 + (-0.75f64).exp());
+        for (g, w) in got.iter().zip([1.0 - p, p, 1.0 - p, p]) {
+            assert!((g - w).abs() <= 1e-15, "{tier}: {g} against {w}");
+        }
+        assert_eq!(got[0], 1.0 - got[1], "{tier}: 1 - p from kiln's p");
+    }
+    let bad = temp_file(
+        "bad.trees",
+        model.replace("link sigmoid-pair", "link tanh").as_bytes(),
+    );
+    assert_bad_input(&kiln(&["run", &bad, "--csv", &rows]), "unknown link");
+}
+
+#[test]
 fn an_xgboost_model_over_a_csv_gives_xgboosts_predictions() {
     let fixture = |name: &str| {
         let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/xgboost");
