@@ -216,9 +216,12 @@ def compile(
     The function takes ``x``, a 2-D array of rows by the model's features
     (any float dtype NumPy can cast to ``float64``; a DataFrame's values in
     its column order, as ``Booster.predict`` reads them), and returns what
-    ``Booster.predict(x)`` returns: ``(rows,)`` for a model with one output,
-    ``(rows, classes)`` for a multiclass one. ``raw_score=True`` returns the
-    raw scores (``predict(x, raw_score=True)``). ``columns=True`` takes one
+    the library's ``predict`` returns: ``(rows,)`` for a model with one
+    output, ``(rows, classes)`` for a multiclass one (``float32`` for
+    XGBoost; ``predict_proba``'s columns for a scikit-learn classifier).
+    ``raw_score=True`` returns the raw scores (LightGBM's ``raw_score=True``,
+    XGBoost's ``output_margin=True``, scikit-learn's ``decision_function``
+    or a forest's unaveraged sums). ``columns=True`` takes one
     ``float64`` column per feature instead, named after the model's
     features (``f(**{name: df[name] for name in f.inputs})``). ``tier`` is
     as :func:`kiln.compile` takes it.
