@@ -465,7 +465,25 @@ impl Translator<'_> {
             return no("an empty IN list");
         }
         if matches!(xt, DataType::Boolean) {
-            return no("IN of booleans");
+            // Booleans stay an `=` chain (`isin` takes numbers).
+            let x = self.expr(l.expr())?;
+            let mut eqs = Vec::with_capacity(l.list().len());
+            for item in l.list() {
+                let Some(lit) = item.downcast_ref::<Literal>() else {
+                    return no("an IN list of other than constants");
+                };
+                if lit.value().is_null() {
+                    return no("an IN list with NULL");
+                }
+                let eq = Func::TotalCompare(CmpOp::Eq);
+                eqs.push(call(eq, vec![x.clone(), literal(lit.value())?]));
+            }
+            let any = call(Func::Or, eqs);
+            return Ok(if l.negated() {
+                call(Func::Not, vec![any])
+            } else {
+                any
+            });
         }
         if matches!(xt, DataType::Float32 | DataType::Float64) {
             return no("an IN list of floats (DataFusion compares their bits)");

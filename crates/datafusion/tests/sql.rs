@@ -256,6 +256,11 @@ async fn in_lists_of_every_size_type_and_null() {
     )
     .await;
     check("SELECT id, n IN (3, 5, -2497) AS c FROM t ORDER BY id", 0).await;
+    check(
+        "SELECT id, b IN (true, false, true, true) AS c FROM t ORDER BY id",
+        0,
+    )
+    .await;
     // NULL in the list: true where found, else NULL (and NOT IN never true).
     check("SELECT id, k IN (3, NULL, -100) AS c FROM t ORDER BY id", 0).await;
     check("SELECT id, k NOT IN (3, NULL) AS c FROM t ORDER BY id", 0).await;
