@@ -464,32 +464,12 @@ impl Translator<'_> {
         if l.list().is_empty() {
             return no("an empty IN list");
         }
-        if matches!(xt, DataType::Boolean) {
-            // Booleans stay an `=` chain (`isin` takes numbers).
-            let x = self.expr(l.expr())?;
-            let mut eqs = Vec::with_capacity(l.list().len());
-            for item in l.list() {
-                let Some(lit) = item.downcast_ref::<Literal>() else {
-                    return no("an IN list of other than constants");
-                };
-                if lit.value().is_null() {
-                    return no("an IN list with NULL");
-                }
-                let eq = Func::TotalCompare(CmpOp::Eq);
-                eqs.push(call(eq, vec![x.clone(), literal(lit.value())?]));
-            }
-            let any = call(Func::Or, eqs);
-            return Ok(if l.negated() {
-                call(Func::Not, vec![any])
-            } else {
-                any
-            });
-        }
+        let boolean = matches!(xt, DataType::Boolean);
         if matches!(xt, DataType::Float32 | DataType::Float64) {
             return no("an IN list of floats (DataFusion compares their bits)");
         }
-        let mut args = Vec::with_capacity(l.list().len() + 1);
-        args.push(self.expr(l.expr())?);
+        let x = self.expr(l.expr())?;
+        let mut constants = Vec::with_capacity(l.list().len());
         for item in l.list() {
             let Some(lit) = item.downcast_ref::<Literal>() else {
                 return no("an IN list of other than constants");
@@ -497,9 +477,18 @@ impl Translator<'_> {
             if self.data_type(item)? != xt {
                 return no("an IN list of another type");
             }
-            args.push(literal(lit.value())?);
+            if boolean && lit.value().is_null() {
+                return no("an IN list of booleans with NULL");
+            }
+            constants.push(literal(lit.value())?);
         }
-        let any = call(Func::In, args);
+        let any = if boolean {
+            // Booleans stay an `=` chain (`isin` takes numbers).
+            let eq = |c| call(Func::TotalCompare(CmpOp::Eq), vec![x.clone(), c]);
+            call(Func::Or, constants.into_iter().map(eq).collect())
+        } else {
+            call(Func::In, std::iter::once(x).chain(constants).collect())
+        };
         Ok(if l.negated() {
             call(Func::Not, vec![any])
         } else {

@@ -361,7 +361,7 @@ fn membership_in_constant_sets() {
         "[false, true, false, false, false, false]"
     );
     // An int column meets a float value as float64; an int too large for
-    // int32 equals nothing. Twenty values: a search, not a chain.
+    // int32 equals nothing (twenty values and more).
     let ints = Data::Column(kiln_ir::Buffer::I64(vec![1, 2, 3, 40, -5, i64::MAX]));
     assert_eq!(
         column("def f(x: int[n]): return x in (2.0, 3.5, 40)", ints.clone()),

@@ -77,9 +77,10 @@ def _tree_text(output, feature, threshold, left, right, go_left, is_leaf, leaf_v
     return f"tree {output} [{', '.join(nodes)}] [{values}]"
 
 
-def _sklearn_tree(tree, outputs, scale=None):
-    """An sklearn `Tree`'s text, one IR tree per (output, column) of
-    `outputs`, a function from the tree's `value` array to leaf columns."""
+def _sklearn_tree(tree, outputs, scale=None, first_output=0):
+    """An sklearn `Tree`'s text, one IR tree per leaf column `outputs`
+    (a function of the tree's `value` array) gives, adding to outputs
+    `first_output`, `first_output + 1`, …"""
     left, right = tree.children_left, tree.children_right
     go_left = getattr(tree, "missing_go_to_left", None)
     if go_left is None:
@@ -88,7 +89,8 @@ def _sklearn_tree(tree, outputs, scale=None):
     if scale is not None:
         columns = [scale * c for c in columns]
     return [
-        _tree_text(k, tree.feature, tree.threshold, left, right, go_left, lambda i: left[i] == -1, col)
+        _tree_text(first_output + k, tree.feature, tree.threshold, left, right, go_left,
+                   lambda i: left[i] == -1, col)
         for k, col in enumerate(columns)
     ]
 
@@ -102,7 +104,7 @@ def _sklearn_text(model: Any) -> str:
     n_features = int(model.n_features_in_)
     header = ["kiln-trees v0", "input f32"]
     trees: list[str] = []
-    init = None
+    init = None  # each output's starting value; zeros for trees and forests
 
     def regression(value):
         return [value[:, k, 0] for k in range(value.shape[1])]
@@ -118,11 +120,13 @@ def _sklearn_text(model: Any) -> str:
     if kind in ("DecisionTreeRegressor", "DecisionTreeClassifier"):
         outputs = regression if kind.endswith("Regressor") else proba
         trees = _sklearn_tree(model.tree_, outputs)
+        init = np.zeros(len(trees))
     elif kind in ("RandomForestRegressor", "RandomForestClassifier"):
         outputs = regression if kind.endswith("Regressor") else proba
         for est in model.estimators_:
             trees += _sklearn_tree(est.tree_, outputs)
         header.append(f"average {len(model.estimators_)}")
+        init = np.zeros(len(trees) // len(model.estimators_))
     elif kind in ("GradientBoostingRegressor", "GradientBoostingClassifier"):
         from sklearn.dummy import DummyClassifier, DummyRegressor
 
@@ -133,9 +137,7 @@ def _sklearn_text(model: Any) -> str:
         init = model._raw_predict_init(np.zeros((1, n_features), dtype=np.float32))[0]
         for stage in model.estimators_:
             for k, est in enumerate(stage):
-                tree = est.tree_
-                text = _sklearn_tree(tree, lambda v: [v[:, 0, 0]], scale=model.learning_rate)[0]
-                trees.append(f"tree {k}" + text[len("tree 0"):])
+                trees += _sklearn_tree(est.tree_, lambda v: [v[:, 0, 0]], model.learning_rate, k)
         if kind.endswith("Classifier"):
             header.append("link sigmoid-pair" if len(init) == 1 else "link softmax")
     elif kind in ("HistGradientBoostingRegressor", "HistGradientBoostingClassifier"):
@@ -159,9 +161,6 @@ def _sklearn_text(model: Any) -> str:
             f"{name} is not a tree model kiln reads: scikit-learn's DecisionTree, ExtraTree(s), "
             "RandomForest, GradientBoosting and HistGradientBoosting regressors and classifiers"
         )
-    if init is None:
-        n_outputs = 1 + max(int(t.split(" ", 2)[1]) for t in trees)
-        init = np.zeros(n_outputs)
     for feature in getattr(model, "feature_names_in_", []):
         feature = str(feature)
         if "\n" in feature or "\r" in feature:
