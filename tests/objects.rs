@@ -461,6 +461,7 @@ fn check_target(target: &str, cc: &str, runner: Option<&str>, object: &ObjectFn)
             running_min_max: true,
             tree_selects: kiln::kernel::TREE_SELECTS,
             isin_chain: kiln::kernel::ISIN_CHAIN,
+            tree_block: 8,
         };
         let kernel = kiln::kernel::lower(&graph, &options).expect("lowers");
         let symbol = format!("kiln_case_{case_idx}");

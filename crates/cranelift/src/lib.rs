@@ -46,9 +46,10 @@ impl Backend for Cranelift {
     /// functions) and otherwise to the `libm` crate (one call measured
     /// faster than the inline math's scalar code, docs/performance.md).
     /// Kernels stay small either way, which keeps compiling a population
-    /// fast. Tree ensembles walk their tables: the straight-line selects
-    /// compiled 20× slower here and ran slower than the walk (100 trees ×
-    /// 31 leaves: 7.0 against 4.9 µs a row, docs/performance.md).
+    /// fast. Tree ensembles walk their tables, 8 rows side by side: the
+    /// straight-line selects compiled 20× slower here and ran slower than
+    /// even a walk of one row at a time (100 trees × 31 leaves: 7.0
+    /// against 4.9 µs a row, docs/performance.md).
     fn lower_options(&self) -> LowerOptions {
         LowerOptions {
             packed_bools: false,
@@ -58,6 +59,7 @@ impl Backend for Cranelift {
             running_min_max: false,
             tree_selects: 0,
             isin_chain: 12,
+            tree_block: 8,
         }
     }
 

@@ -346,14 +346,21 @@ impl Gen<'_, '_> {
         Ok(self.b.op(Op::Gather(axis as u32), &[a, index]).ok())
     }
 
-    /// A tree ensemble over `a` taken as rows of its last axis' features
-    /// (cast to `f32` or `f64`, reshaped to 2-D): a few small random trees
-    /// with every test, missing rule and default side, thresholds at the
-    /// edges the rules single out, `f32` or `f64` sums over 1 to 3 outputs.
+    /// A tree ensemble over `a` taken as rows of features (cast to `f32`
+    /// or `f64`, reshaped to 2-D with a random divisor of its size as the
+    /// feature count, so that up to 27 rows make full and partial blocks
+    /// of a walk's rows): a few small random trees with every test,
+    /// missing rule and default side, thresholds at the edges the rules
+    /// single out, `f32` or `f64` sums over 1 to 3 outputs.
     fn trees_step(&mut self, a: Value, dims: &[u64]) -> Result<Option<Value>> {
         use kiln::ir::trees::{Child, Missing, SplitTest, Tree, TreeEnsemble, TreeNode};
-        let n_features = *dims.last().expect("not a scalar");
-        let rows = dims[..dims.len() - 1].iter().product::<u64>();
+        let count = dims.iter().product::<u64>();
+        if count == 0 {
+            return Ok(None);
+        }
+        let divisors: Vec<u64> = (1..=count).filter(|d| count % d == 0).collect();
+        let n_features = *self.u.choose(&divisors)?;
+        let rows = count / n_features;
         let in_dtype = *self.u.choose(&[DType::F32, DType::F64])?;
         let x = if self.b.dtype(a) == Some(in_dtype) {
             a

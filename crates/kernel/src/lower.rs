@@ -50,6 +50,8 @@ pub(super) struct Lowerer<'a> {
     pub(super) running_min_max: bool,
     /// [`LowerOptions::tree_selects`].
     pub(super) tree_selects: u32,
+    /// [`LowerOptions::tree_block`].
+    pub(super) tree_block: u32,
     /// [`LowerOptions::isin_chain`].
     pub(super) isin_chain: u32,
 }
@@ -220,6 +222,11 @@ pub struct LowerOptions {
     /// constant tables, one decision per step, in code whose size does not
     /// grow with the model (`tensor::trees`). The same rules either way.
     pub tree_selects: u32,
+    /// How many rows a tree walk takes side by side (a power of two; 0 or
+    /// 1 is one at a time): each tree's walk of a row takes the same
+    /// steps, so a block of rows is one loop of independent chains of
+    /// loads and compares that the machine overlaps.
+    pub tree_block: u32,
     /// Compute an `isin` of a set of at most this many values as a chain of
     /// `eq`s; larger sets probe a cuckoo hash table twice. The crossover is
     /// each tier's (docs/performance.md): the LLVM tier's vectorized chain
@@ -281,6 +288,7 @@ pub fn lower(verified: &Verified, options: &LowerOptions) -> Result<Kernel, Lowe
         libm_calls: options.libm_calls,
         running_min_max: options.running_min_max,
         tree_selects: options.tree_selects,
+        tree_block: options.tree_block,
         isin_chain: options.isin_chain,
     };
     lw.params(options);

@@ -119,6 +119,13 @@ impl Lowerer<'_> {
             claimed: vec![false; self.graph.outputs().len()],
         };
         for (value, node) in self.graph.nodes() {
+            if let Op::Trees(e) = &node.op {
+                if !trees::walk_fits(e) {
+                    return Err(LowerError::Unsupported(
+                        "a tree ensemble of more than 2^29 nodes and leaves".into(),
+                    ));
+                }
+            }
             if self.info.is_live(value) {
                 let here = self.tensor_node(&mut nest, value, node);
                 nest.loc[value.index()] = here;

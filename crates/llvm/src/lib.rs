@@ -93,7 +93,8 @@ impl Backend for Llvm {
     /// register blocks, as wide as the host's vector registers hold
     /// ([`target::panel_bytes`]). Tree ensembles up to
     /// [`kiln_kernel::TREE_SELECTS`] nodes as straight-line selects, which
-    /// LLVM runs in vectors of rows.
+    /// LLVM runs in vectors of rows; larger ones walk their tables 8 rows
+    /// side by side.
     fn lower_options(&self) -> LowerOptions {
         LowerOptions {
             panels: Some(target::host_panel_bytes()),
@@ -101,6 +102,7 @@ impl Backend for Llvm {
             running_min_max: true,
             tree_selects: kiln_kernel::TREE_SELECTS,
             isin_chain: kiln_kernel::ISIN_CHAIN,
+            tree_block: 8,
             ..LowerOptions::default()
         }
     }

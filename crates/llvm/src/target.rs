@@ -40,24 +40,36 @@ pub(crate) fn init_targets() {
     static INIT: Once = Once::new();
     INIT.call_once(|| {
         Target::initialize_all(&InitializationConfig::default());
-        disable_slp_vectorizer();
+        set_process_options();
     });
 }
 
-/// Turns LLVM's SLP vectorizer off for this process (`-vectorize-slp=false`).
-/// LLVM 19's miscompiled a convolution for AVX-512 targets (x86-64-v4,
-/// znver4): after the tap passes' short loops were unrolled, it gathered the
-/// destination's loads with masked gathers ahead of earlier stores to the
-/// same elements (`tests/filetests/regressions/conv2d_slp.kiln`). The C
-/// API's pipeline option (`LLVMPassBuilderOptionsSetSLPVectorization`) does
-/// not stop it in LLVM 19: the pass runs whatever the option says and obeys
-/// only this flag. kiln's kernels are loops, which the loop vectorizer
-/// takes; the benchmarks measured no loss (docs/performance.md). The flag
-/// is global to the process's LLVM, which only kiln uses here (llvmlite and
-/// numba link their own copy).
-fn disable_slp_vectorizer() {
-    let args = [c"kiln".as_ptr(), c"-vectorize-slp=false".as_ptr()];
-    // SAFETY: two valid NUL-terminated strings that outlive the call; LLVM
+/// Sets the two LLVM options kiln needs for the process (global to the
+/// process's LLVM, which only kiln uses here: llvmlite and numba link
+/// their own copy):
+///
+/// - **`-vectorize-slp=false`**: LLVM 19's SLP vectorizer miscompiled a
+///   convolution for AVX-512 targets (x86-64-v4, znver4): after the tap
+///   passes' short loops were unrolled, it gathered the destination's loads
+///   with masked gathers ahead of earlier stores to the same elements
+///   (`tests/filetests/regressions/conv2d_slp.kiln`). The C API's pipeline
+///   option (`LLVMPassBuilderOptionsSetSLPVectorization`) does not stop it
+///   in LLVM 19: the pass runs whatever the option says and obeys only
+///   this flag. kiln's kernels are loops, which the loop vectorizer takes;
+///   the benchmarks measured no loss (docs/performance.md).
+/// - **`-x86-cmov-converter=false`**: a kernel's `select` is data's choice
+///   (a tree walk's next node, a row's clamp), which kiln computes without
+///   a branch on every tier; the x86 back end's pass turned a tree walk's
+///   selects in loops into branches that the data mispredicts half the
+///   time (the walk of a 1,000-tree model ran 1.5× slower than
+///   Cranelift's cmovs, docs/performance.md).
+fn set_process_options() {
+    let args = [
+        c"kiln".as_ptr(),
+        c"-vectorize-slp=false".as_ptr(),
+        c"-x86-cmov-converter=false".as_ptr(),
+    ];
+    // SAFETY: valid NUL-terminated strings that outlive the call; LLVM
     // copies what it keeps. Called once, before any pass runs.
     unsafe {
         inkwell::llvm_sys::support::LLVMParseCommandLineOptions(

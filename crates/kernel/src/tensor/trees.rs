@@ -7,22 +7,31 @@
 //! constant threshold, and each tree's leaf picked by a select per node,
 //! children before parents. No table, no branch: a row loop a vectorizer
 //! runs in lanes. Trees go in groups of about 256 nodes, a row loop each,
-//! the sums kept in the output between them.
+//! the sums kept in the output between them; with several groups the rows
+//! go in blocks of 128, every group's loop over a block before the next
+//! block, so that a block's rows stay in the first level of cache.
 //!
 //! **A table walk** (larger ensembles, and every one where the option is
-//! 0): every node and leaf of every tree gets an index into one table
-//! space. A leaf leads to itself both ways, so a tree's walk takes exactly
-//! its depth's steps and the loop needs no exit: after `depth[t]` steps
-//! from `root[t]` the walk stands on the row's leaf. A step reads its
-//! node's feature, threshold, children and (only where the ensemble mixes
-//! them) its rules from the tables and decides with selects; what no node
-//! uses (categories, `Missing::Zero`, a strict test) is left out. The code
-//! does not grow with the model, so a thousand trees compile as fast as
-//! ten.
+//! 0): every node and leaf of every tree is a record of 4 words (8 where
+//! some node tests categories) in one table, named by its first word's
+//! offset: feature, threshold, both children's offsets, flags and height
+//! (then the category set). A leaf leads to itself both ways, so the walk
+//! needs no test for a leaf: it steps in segments of a few steps, each as
+//! long as the deepest of its rows' nodes' heights allows, and after them
+//! the rows stand on their leaves, whose values are in their threshold's
+//! word. A step reads its node's record and decides with selects; what no
+//! node uses (categories, `Missing::Zero`, a strict test) is left out.
+//! Rows go in blocks of 512, tree by tree within a block (a tree's records
+//! come into the cache once per block, the sums kept in the output), and
+//! through a tree in groups of `LowerOptions::tree_block` walked side by
+//! side: a step of a group is that many independent chains of loads and
+//! compares, which the machine overlaps where one row's chain would wait
+//! on each load. The code does not grow with the model, so a thousand
+//! trees compile as fast as ten.
 
 use super::Loc;
 use crate::lower::Lowerer;
-use crate::{Expr, Extent, Param, ParamIdx, Reg, Stmt};
+use crate::{Expr, Extent, Param, ParamIdx, Reg, Stmt, Var};
 use kiln_ir::op::{BinaryOp, CmpOp, TensorConst, UnaryOp};
 use kiln_ir::scalar::Scalar;
 use kiln_ir::trees::{Child, Missing, SplitTest, TreeEnsemble, TreeNode, ZERO_THRESHOLD};
@@ -36,60 +45,117 @@ macro_rules! emit {
     };
 }
 
-/// Flag bits of a node's rules in the `flags` table.
+/// Flag bits of a node's rules, in its record's `RULES` word.
 const DEFAULT_LEFT: i64 = 1;
 const ZERO_MISSING: i64 = 2;
 const NAN_MISSING: i64 = 4;
 const STRICT: i64 = 8;
 const CATEGORY: i64 = 16;
 
-/// The ensemble as tables over one index space of nodes and leaves.
+/// The words of a node's record: its feature; its threshold's bits (a
+/// leaf's value's, in the ensemble's dtype widened to `f64`); its
+/// children's record offsets, the left one in the low 32 bits and the
+/// right one in the high (a leaf's own, both ways; the two in one word so
+/// that a step picks one by a select of registers, which LLVM keeps a
+/// select: of two loads it made an unpredictable branch); its flags in
+/// the low 32 bits and its height (the steps from it to its deepest
+/// leaf; a leaf's is 0) in the high; in a record of [`WIDE`] words also
+/// its category set's first word in `tree_words` and its count of
+/// categories (32 per word).
+const FEATURE: i64 = 0;
+const THRESHOLD: i64 = 1;
+const CHILDREN: i64 = 2;
+const RULES: i64 = 3;
+const WORD_AT: i64 = 4;
+const N_CATEGORIES: i64 = 5;
+/// The most words the records may take: offsets fit in 32 bits.
+pub(crate) const MAX_TREE_WORDS: u64 = 1 << 32;
+/// The rows of a walk's block, as a power of two: 512 rows go through a
+/// tree before the next tree. Larger blocks share a big model's records
+/// among more rows (1,024 ran a 1,000-tree model 20 % faster on one
+/// thread) but split among fewer threads (512 ran 1,000 rows twice as fast
+/// on two threads); docs/performance.md.
+const TREE_ROWS_LOG: i64 = 9;
+
+/// How many steps a walk takes between looks at its rows' nodes' heights
+/// (powers of two), for a group of rows side by side and for one row
+/// (docs/performance.md).
+const GROUP_SEGMENT: i64 = 4;
+const ROW_SEGMENT: i64 = 2;
+
+/// A record's words where no node tests categories, and where some do.
+const NARROW: i64 = 4;
+const WIDE: i64 = 8;
+
+/// The ensemble as records of one table, every node and leaf of every
+/// tree a record, named by the offset of its first word.
 struct Tables {
-    feature: Vec<i64>,
-    threshold: Vec<f64>,
-    left: Vec<i64>,
-    right: Vec<i64>,
-    flags: Vec<i64>,
-    /// A category node's first word in `words`, and its count of
-    /// categories (32 per word).
-    word_at: Vec<i64>,
-    n_categories: Vec<i64>,
+    records: Vec<i64>,
+    stride: i64,
+    /// The words of every category set (one unused word if none).
     words: Vec<i64>,
-    value: Vec<f64>,
-    /// Per tree, ordered by output then tree: its root and depth.
-    root: Vec<i64>,
-    depth: Vec<i64>,
-    /// Per output, its trees' range in `root` and `depth`.
+    /// Per tree, ordered by output then tree: its root's offset and its
+    /// depth.
+    trees: Vec<i64>,
+    /// Per output, its trees' range (in trees, not words).
     ranges: Vec<(usize, usize)>,
-    /// Which flags some node has set, and which some node has clear.
+    /// Which flags some node has set, and which every node has.
     some: i64,
     all: i64,
 }
 
+/// A node's flags.
+fn flags_of(node: &TreeNode) -> i64 {
+    let mut flags = if node.default_left { DEFAULT_LEFT } else { 0 };
+    flags |= match node.missing {
+        Missing::None => 0,
+        Missing::Zero => ZERO_MISSING,
+        Missing::Nan => NAN_MISSING,
+    };
+    flags
+        | match node.test {
+            SplitTest::Le(_) => 0,
+            SplitTest::Lt(_) => STRICT,
+            SplitTest::In(_) => CATEGORY,
+        }
+}
+
+/// Whether the walk's records of `e` fit [`MAX_TREE_WORDS`].
+pub(crate) fn walk_fits(e: &TreeEnsemble) -> bool {
+    let records: u64 = e
+        .trees
+        .iter()
+        .map(|t| (t.nodes.len() + t.leaves.len()) as u64)
+        .sum();
+    records.saturating_mul(WIDE as u64) <= MAX_TREE_WORDS
+}
+
 impl Tables {
     fn of(e: &TreeEnsemble) -> Tables {
+        let (mut some, mut all) = (0, !0);
+        for node in e.trees.iter().flat_map(|t| &t.nodes) {
+            let flags = flags_of(node);
+            some |= flags;
+            all &= flags;
+        }
         let mut t = Tables {
-            feature: Vec::new(),
-            threshold: Vec::new(),
-            left: Vec::new(),
-            right: Vec::new(),
-            flags: Vec::new(),
-            word_at: Vec::new(),
-            n_categories: Vec::new(),
+            records: Vec::new(),
+            stride: NARROW,
             words: Vec::new(),
-            value: Vec::new(),
-            root: Vec::new(),
-            depth: Vec::new(),
+            trees: Vec::new(),
             ranges: Vec::new(),
-            some: 0,
-            all: !0,
+            some,
+            all,
         };
+        if some & CATEGORY != 0 {
+            t.stride = WIDE;
+        }
         for output in 0..e.n_outputs() as u32 {
-            let start = t.root.len();
+            let start = t.trees.len() / 2;
             for tree in e.trees.iter().filter(|tree| tree.output == output) {
-                t.push_tree(tree);
+                t.push_tree(tree, e.dtype);
             }
-            t.ranges.push((start, t.root.len()));
+            t.ranges.push((start, t.trees.len() / 2));
         }
         if t.words.is_empty() {
             // A load's index must be inside its table even where its word is not used.
@@ -98,56 +164,44 @@ impl Tables {
         t
     }
 
-    fn push_tree(&mut self, tree: &kiln_ir::trees::Tree) {
-        let base = self.feature.len() as i64;
-        let leaf_base = base + tree.nodes.len() as i64;
+    fn push_tree(&mut self, tree: &kiln_ir::trees::Tree, dtype: DType) {
+        let stride = self.stride;
+        let base = self.records.len() as i64;
+        let leaf_base = base + tree.nodes.len() as i64 * stride;
         let at = |c: Child| match c {
-            Child::Node(i) => base + i64::from(i),
-            Child::Leaf(i) => leaf_base + i64::from(i),
+            Child::Node(i) => base + i64::from(i) * stride,
+            Child::Leaf(i) => leaf_base + i64::from(i) * stride,
         };
-        self.root.push(base);
-        self.depth.push(i64::from(tree.depth()));
-        for node in &tree.nodes {
-            let mut flags = if node.default_left { DEFAULT_LEFT } else { 0 };
-            flags |= match node.missing {
-                Missing::None => 0,
-                Missing::Zero => ZERO_MISSING,
-                Missing::Nan => NAN_MISSING,
-            };
+        let heights = heights(tree);
+        self.trees
+            .extend([base, heights.first().copied().unwrap_or(0)]);
+        for (node, &height) in tree.nodes.iter().zip(&heights) {
             let (threshold, word_at, n_categories) = match &node.test {
-                SplitTest::Le(t) => (*t, 0, 0),
-                SplitTest::Lt(t) => {
-                    flags |= STRICT;
-                    (*t, 0, 0)
-                }
+                SplitTest::Le(t) | SplitTest::Lt(t) => (*t, 0, 0),
                 SplitTest::In(words) => {
-                    flags |= CATEGORY;
                     let word_at = self.words.len() as i64;
                     self.words.extend(words.iter().map(|&w| i64::from(w)));
                     (0.0, word_at, 32 * words.len() as i64)
                 }
             };
-            self.some |= flags;
-            self.all &= flags;
-            self.feature.push(i64::from(node.feature));
-            self.threshold.push(threshold);
-            self.left.push(at(node.left));
-            self.right.push(at(node.right));
-            self.flags.push(flags);
-            self.word_at.push(word_at);
-            self.n_categories.push(n_categories);
-            self.value.push(0.0);
+            let record = [
+                i64::from(node.feature),
+                threshold.to_bits() as i64,
+                at(node.left) | at(node.right) << 32,
+                flags_of(node) | height << 32,
+                word_at,
+                n_categories,
+                0,
+                0,
+            ];
+            self.records.extend(&record[..stride as usize]);
         }
         for (idx, &leaf) in tree.leaves.iter().enumerate() {
-            let me = leaf_base + idx as i64;
-            self.feature.push(0);
-            self.threshold.push(0.0);
-            self.left.push(me);
-            self.right.push(me);
-            self.flags.push(0);
-            self.word_at.push(0);
-            self.n_categories.push(0);
-            self.value.push(leaf);
+            let me = leaf_base + idx as i64 * stride;
+            let value = kiln_ir::semantics::cast(Scalar::F64(leaf), dtype);
+            let value = kiln_ir::semantics::cast(value, DType::F64).bits() as i64;
+            let record = [0, value, me | me << 32, 0, 0, 0, 0, 0];
+            self.records.extend(&record[..stride as usize]);
         }
     }
 
@@ -157,11 +211,57 @@ impl Tables {
     }
 }
 
-/// The registers a step reads that no step changes.
-struct Consts {
-    zero: Reg,
+/// Each node's height: the steps from it to its deepest leaf (a tree's
+/// nodes in an order where parents come first, then back).
+fn heights(tree: &kiln_ir::trees::Tree) -> Vec<i64> {
+    let mut heights = vec![0i64; tree.nodes.len()];
+    if tree.nodes.is_empty() {
+        return heights;
+    }
+    let mut order = Vec::with_capacity(tree.nodes.len());
+    let mut stack = vec![0u32];
+    while let Some(at) = stack.pop() {
+        order.push(at);
+        let node = &tree.nodes[at as usize];
+        for child in [node.left, node.right] {
+            if let Child::Node(i) = child {
+                stack.push(i);
+            }
+        }
+    }
+    for &at in order.iter().rev() {
+        let node = &tree.nodes[at as usize];
+        let below = |c: Child| match c {
+            Child::Node(i) => heights[i as usize],
+            Child::Leaf(_) => 0,
+        };
+        heights[at as usize] = 1 + below(node.left).max(below(node.right));
+    }
+    heights
+}
+
+/// What a walk reads that no step changes: its tables, and constants.
+struct Walk<'t> {
+    t: &'t Tables,
+    records: ParamIdx,
+    words: Option<ParamIdx>,
+    trees: ParamIdx,
+    /// `offsets[w]` is the `i64` constant `w`.
+    offsets: Vec<Reg>,
     zero_f: Reg,
-    one: Reg,
+    /// `2^32 - 1` and 32, which take a word of two halves apart.
+    low_half: Reg,
+    half: Reg,
+}
+
+impl Walk<'_> {
+    fn zero(&self) -> Reg {
+        self.offsets[0]
+    }
+
+    fn one(&self) -> Reg {
+        self.offsets[1]
+    }
 }
 
 impl Lowerer<'_> {
@@ -180,130 +280,241 @@ impl Lowerer<'_> {
             return self.trees_by_selects(out, locs, e, x, dest);
         }
         let t = Tables::of(e);
-        let tables = TablesIn {
-            feature: self.table("tree_feature", DType::I64, &t.feature, |v| Scalar::I64(*v)),
-            threshold: self.table("tree_threshold", DType::F64, &t.threshold, |v| {
-                Scalar::F64(*v)
-            }),
-            left: self.table("tree_left", DType::I64, &t.left, |v| Scalar::I64(*v)),
-            right: self.table("tree_right", DType::I64, &t.right, |v| Scalar::I64(*v)),
-            flags: self.table("tree_flags", DType::I64, &t.flags, |v| Scalar::I64(*v)),
-            categories: (t.some & CATEGORY != 0).then(|| CategoryTables {
-                word_at: self.table("tree_word_at", DType::I64, &t.word_at, |v| Scalar::I64(*v)),
-                n_categories: self.table("tree_categories", DType::I64, &t.n_categories, |v| {
-                    Scalar::I64(*v)
-                }),
-                words: self.table("tree_words", DType::I64, &t.words, |v| Scalar::I64(*v)),
-            }),
-            value: self.table("tree_value", e.dtype, &t.value, |v| {
-                kiln_ir::semantics::cast(Scalar::F64(*v), e.dtype)
-            }),
-            root: self.table("tree_root", DType::I64, &t.root, |v| Scalar::I64(*v)),
-            depth: self.table("tree_depth", DType::I64, &t.depth, |v| Scalar::I64(*v)),
+        let i64_table = |lw: &mut Self, name: &str, values: &[i64]| {
+            lw.table(name, DType::I64, values, |v| Scalar::I64(*v))
         };
-        let consts = Consts {
-            zero: self.i64_const(out, 0),
+        let walk = Walk {
+            t: &t,
+            records: i64_table(self, "tree_nodes", &t.records),
+            words: (t.some & CATEGORY != 0).then(|| i64_table(self, "tree_words", &t.words)),
+            trees: i64_table(self, "tree_roots", &t.trees),
+            offsets: (0..t.stride.max(2))
+                .map(|w| self.i64_const(out, w))
+                .collect(),
             zero_f: self.emit(out, DType::F64, Expr::Const(Scalar::F64(0.0)), None),
-            one: self.i64_const(out, 1),
+            low_half: self.i64_const(out, (1 << 32) - 1),
+            half: self.i64_const(out, 32),
         };
-        let accs: Vec<_> = e
-            .init
-            .iter()
-            .map(|&v| self.new_var(kiln_ir::semantics::cast(Scalar::F64(v), e.dtype)))
-            .collect();
-        let node = self.new_var(Scalar::I64(0));
-        let rows = dest.dims[..1].to_vec();
-        self.nest(out, &rows, |lw, body, rows| {
-            let row = rows[0];
-            for (k, &(start, end)) in t.ranges.iter().enumerate() {
-                let init = kiln_ir::semantics::cast(Scalar::F64(e.init[k]), e.dtype);
-                let init = lw.emit(body, e.dtype, Expr::Const(init), None);
-                body.push(Stmt::Set(accs[k], init));
-                let first = lw.i64_const(body, start as i64);
-                let tree_idx = lw.new_reg(DType::I64, Some("tree"));
-                let mut tree_body = Vec::new();
-                let at = lw.emit(
-                    &mut tree_body,
-                    DType::I64,
-                    Expr::Binary(BinaryOp::Add, tree_idx, first),
-                    None,
+        // Rows in blocks of `ROWS`, and within a block tree by tree:
+        // every row of the block through a tree before the next tree, so
+        // that a tree's records come into the cache once per block (a big
+        // model's are far larger than the cache), the sums kept in `dest`.
+        // A block's rows go through a tree in groups of `tree_block`,
+        // walked side by side (each tree's walk of a row takes the same
+        // steps, so a group's walks are one loop of independent chains),
+        // then the rows past the last group one at a time.
+        let lanes = i64::from(self.tree_block.max(1).next_power_of_two());
+        let rows_log = TREE_ROWS_LOG.max(i64::from(lanes.trailing_zeros()));
+        let extent = self.extent(&dest.dims[0]);
+        let n = self.emit(out, DType::I64, Expr::ExtentValue(extent), None);
+        let log = self.i64_const(out, rows_log);
+        let spread = self.i64_const(out, (1 << rows_log) - 1);
+        let spread = self.i64_binary(out, BinaryOp::Add, n, spread);
+        let blocks = self.i64_binary(out, BinaryOp::ShrLogical, spread, log);
+        let b = self.new_reg(DType::I64, Some("block"));
+        let mut body = Vec::new();
+        let start = self.i64_binary(&mut body, BinaryOp::Shl, b, log);
+        let left = self.i64_binary(&mut body, BinaryOp::Sub, n, start);
+        let size = self.i64_const(&mut body, 1 << rows_log);
+        let count = self.i64_binary(&mut body, BinaryOp::Min, left, size);
+        let lanes_log = self.i64_const(&mut body, i64::from(lanes.trailing_zeros()));
+        let groups = self.i64_binary(&mut body, BinaryOp::ShrLogical, count, lanes_log);
+        let grouped = self.i64_binary(&mut body, BinaryOp::Shl, groups, lanes_log);
+        let singles = self.i64_binary(&mut body, BinaryOp::Sub, count, grouped);
+        let single_start = self.i64_binary(&mut body, BinaryOp::Add, start, grouped);
+        let group_nodes: Vec<Var> = (0..lanes).map(|_| self.new_var(Scalar::I64(0))).collect();
+        let single_node = [self.new_var(Scalar::I64(0))];
+        for (k, &(first_tree, last_tree)) in t.ranges.iter().enumerate() {
+            let col = self.i64_const(&mut body, k as i64);
+            // The sums start at the output's initial score.
+            let r = self.new_reg(DType::I64, Some("row"));
+            let mut init_body = Vec::new();
+            let row = self.i64_binary(&mut init_body, BinaryOp::Add, start, r);
+            let init = kiln_ir::semantics::cast(Scalar::F64(e.init[k]), e.dtype);
+            let init = self.emit(&mut init_body, e.dtype, Expr::Const(init), None);
+            let to = self.view_index(&mut init_body, dest, &[Some(row), Some(col)]);
+            init_body.push(Stmt::Store(dest.param, Some(to), init));
+            body.push(Stmt::loop_of(Extent::Reg(count), r, init_body));
+            let tree = self.new_reg(DType::I64, Some("tree"));
+            let mut tree_body = Vec::new();
+            let first = self.i64_const(&mut tree_body, first_tree as i64);
+            let idx = self.i64_binary(&mut tree_body, BinaryOp::Add, tree, first);
+            let at = self.i64_binary(&mut tree_body, BinaryOp::Add, idx, idx);
+            let root = emit!(self, &mut tree_body, DType::I64, Expr::Load(walk.trees, at));
+            let depth_at = self.i64_binary(&mut tree_body, BinaryOp::Add, at, walk.one());
+            let depth = emit!(
+                self,
+                &mut tree_body,
+                DType::I64,
+                Expr::Load(walk.trees, depth_at)
+            );
+            let tree_at = (root, depth);
+            // The groups, then the rows past them.
+            let g = self.new_reg(DType::I64, Some("group"));
+            let mut g_body = Vec::new();
+            let g_rows = self.i64_binary(&mut g_body, BinaryOp::Shl, g, lanes_log);
+            let top = self.i64_binary(&mut g_body, BinaryOp::Add, start, g_rows);
+            let rows: Vec<Reg> = (0..lanes)
+                .map(|r| {
+                    let r = self.i64_const(&mut g_body, r);
+                    self.i64_binary(&mut g_body, BinaryOp::Add, top, r)
+                })
+                .collect();
+            let lanes_at = (&rows[..], &group_nodes[..]);
+            self.walk_tree(
+                &mut g_body,
+                locs,
+                (e, &walk),
+                x,
+                (dest, col),
+                lanes_at,
+                tree_at,
+            );
+            tree_body.push(Stmt::loop_of(Extent::Reg(groups), g, g_body));
+            if lanes > 1 {
+                let r = self.new_reg(DType::I64, Some("row"));
+                let mut r_body = Vec::new();
+                let row = self.i64_binary(&mut r_body, BinaryOp::Add, single_start, r);
+                let lanes_at = (&[row][..], &single_node[..]);
+                self.walk_tree(
+                    &mut r_body,
+                    locs,
+                    (e, &walk),
+                    x,
+                    (dest, col),
+                    lanes_at,
+                    tree_at,
                 );
-                let root = lw.emit(
-                    &mut tree_body,
-                    DType::I64,
-                    Expr::Load(tables.root, at),
-                    None,
-                );
-                let depth = lw.emit(
-                    &mut tree_body,
-                    DType::I64,
-                    Expr::Load(tables.depth, at),
-                    None,
-                );
-                tree_body.push(Stmt::Set(node, root));
-                let step = lw.new_reg(DType::I64, Some("step"));
-                let mut step_body = Vec::new();
-                let here = lw.emit(&mut step_body, DType::I64, Expr::Var(node), None);
-                let next = lw.step(&mut step_body, locs, (&t, &tables, &consts), x, row, here);
-                step_body.push(Stmt::Set(node, next));
-                tree_body.push(Stmt::loop_of(Extent::Reg(depth), step, step_body));
-                let leaf = lw.emit(&mut tree_body, DType::I64, Expr::Var(node), None);
-                let value = lw.emit(
-                    &mut tree_body,
-                    e.dtype,
-                    Expr::Load(tables.value, leaf),
-                    None,
-                );
-                let acc = lw.emit(&mut tree_body, e.dtype, Expr::Var(accs[k]), None);
-                let sum = lw.emit(
-                    &mut tree_body,
-                    e.dtype,
-                    Expr::Binary(BinaryOp::Add, acc, value),
-                    None,
-                );
-                tree_body.push(Stmt::Set(accs[k], sum));
-                body.push(Stmt::loop_of(
-                    Extent::Fixed((end - start) as u64),
-                    tree_idx,
-                    tree_body,
-                ));
-                let result = lw.emit(body, e.dtype, Expr::Var(accs[k]), None);
-                let col = lw.i64_const(body, k as i64);
-                let to = lw.view_index(body, dest, &[Some(row), Some(col)]);
-                body.push(Stmt::Store(dest.param, Some(to), result));
+                tree_body.push(Stmt::loop_of(Extent::Reg(singles), r, r_body));
             }
-        });
+            body.push(Stmt::loop_of(
+                Extent::Fixed((last_tree - first_tree) as u64),
+                tree,
+                tree_body,
+            ));
+        }
+        out.push(Stmt::loop_of(Extent::Reg(blocks), b, body));
     }
 
-    /// One step of a walk from node `here`: the node it leads to for row
-    /// `row` (a leaf leads to itself).
+    /// Adds the leaf of the tree at `root` (of `depth`) to each of `rows`'
+    /// sums in column `col` of `dest`, the rows walked side by side, each
+    /// on its variable of `nodes`.
+    #[allow(clippy::too_many_arguments)]
+    fn walk_tree(
+        &mut self,
+        body: &mut Vec<Stmt>,
+        locs: &[Option<Loc>],
+        (e, w): (&TreeEnsemble, &Walk<'_>),
+        x: &Loc,
+        (dest, col): (&super::View, Reg),
+        (rows, nodes): (&[Reg], &[Var]),
+        (root, depth): (Reg, Reg),
+    ) {
+        use DType::{F64, I64};
+        for &node in nodes {
+            body.push(Stmt::Set(node, root));
+        }
+        // The steps in segments: before each, the deepest of the rows'
+        // nodes' heights (at most `segment`) is the segment's steps, so
+        // that the walk stops when its rows stand on their leaves rather
+        // than at the tree's depth (a leaf-wise tree's deepest leaf is
+        // often three times as deep as most rows go).
+        let segment = if nodes.len() > 1 {
+            GROUP_SEGMENT
+        } else {
+            ROW_SEGMENT
+        };
+        let spread = self.i64_const(body, segment - 1);
+        let spread = self.i64_binary(body, BinaryOp::Add, depth, spread);
+        let log = self.i64_const(body, i64::from(segment.trailing_zeros()));
+        let segments = self.i64_binary(body, BinaryOp::ShrLogical, spread, log);
+        let segment = self.i64_const(body, segment);
+        let seg = self.new_reg(I64, Some("segment"));
+        let mut seg_body = Vec::new();
+        let mut steps = segment;
+        let mut heights: Option<Reg> = None;
+        for &node in nodes {
+            let here = emit!(self, &mut seg_body, I64, Expr::Var(node));
+            let word = self.field(&mut seg_body, w, here, RULES);
+            let height = self.i64_binary(&mut seg_body, BinaryOp::ShrLogical, word, w.half);
+            heights = Some(match heights {
+                None => height,
+                Some(h) => self.i64_binary(&mut seg_body, BinaryOp::Max, h, height),
+            });
+        }
+        if let Some(h) = heights {
+            steps = self.i64_binary(&mut seg_body, BinaryOp::Min, h, segment);
+        }
+        let step = self.new_reg(I64, Some("step"));
+        let mut step_body = Vec::new();
+        let here: Vec<Reg> = nodes
+            .iter()
+            .map(|&node| emit!(self, &mut step_body, I64, Expr::Var(node)))
+            .collect();
+        let next: Vec<Reg> = rows
+            .iter()
+            .zip(&here)
+            .map(|(&row, &here)| self.step(&mut step_body, locs, w, x, row, here))
+            .collect();
+        for (&node, next) in nodes.iter().zip(next) {
+            step_body.push(Stmt::Set(node, next));
+        }
+        seg_body.push(Stmt::loop_of(Extent::Reg(steps), step, step_body));
+        body.push(Stmt::loop_of(Extent::Reg(segments), seg, seg_body));
+        for (&node, &row) in nodes.iter().zip(rows) {
+            let leaf = emit!(self, body, I64, Expr::Var(node));
+            let value = self.field(body, w, leaf, THRESHOLD);
+            let value = emit!(self, body, F64, Expr::Bitcast(F64, value));
+            let value = match e.dtype {
+                F64 => value,
+                dtype => emit!(self, body, dtype, Expr::Cast(dtype, value)),
+            };
+            let to = self.view_index(body, dest, &[Some(row), Some(col)]);
+            let sum = emit!(self, body, e.dtype, Expr::Load(dest.param, to));
+            let sum = emit!(self, body, e.dtype, Expr::Binary(BinaryOp::Add, sum, value));
+            body.push(Stmt::Store(dest.param, Some(to), sum));
+        }
+    }
+
+    /// Word `word` of the record at offset `at`.
+    fn field(&mut self, body: &mut Vec<Stmt>, w: &Walk<'_>, at: Reg, word: i64) -> Reg {
+        let at = match word {
+            0 => at,
+            _ => self.i64_binary(body, BinaryOp::Add, at, w.offsets[word as usize]),
+        };
+        emit!(self, body, DType::I64, Expr::Load(w.records, at))
+    }
+
+    /// One step of a walk from the record at `here`: the record it leads
+    /// to for row `row` (a leaf leads to itself).
     fn step(
         &mut self,
         body: &mut Vec<Stmt>,
         locs: &[Option<Loc>],
-        (t, tables, c): (&Tables, &TablesIn, &Consts),
+        w: &Walk<'_>,
         x: &Loc,
         row: Reg,
         here: Reg,
     ) -> Reg {
         use DType::{Bool, F64, I64};
-        let feature = emit!(self, body, I64, Expr::Load(tables.feature, here));
+        let t = w.t;
+        let feature = self.field(body, w, here, FEATURE);
         let value = self.read(body, locs, x, &[Some(row), Some(feature)]);
         let value = match self.kernel.reg_type(value) {
             F64 => value,
             _ => emit!(self, body, F64, Expr::Cast(F64, value)),
         };
-        let mixed = [DEFAULT_LEFT, ZERO_MISSING, NAN_MISSING, STRICT, CATEGORY];
-        let flags = mixed
-            .iter()
-            .any(|&bit| t.mixed(bit))
-            .then(|| emit!(self, body, I64, Expr::Load(tables.flags, here)));
+        let rules = [DEFAULT_LEFT, ZERO_MISSING, NAN_MISSING, STRICT, CATEGORY];
+        let flags = rules.iter().any(|&bit| t.mixed(bit)).then(|| {
+            let word = self.field(body, w, here, RULES);
+            self.i64_binary(body, BinaryOp::BAnd, word, w.low_half)
+        });
         // Whether the node's `bit` is set: a constant where every node agrees.
         let flag = |lw: &mut Self, body: &mut Vec<Stmt>, bit: i64| match flags {
             Some(flags) if t.mixed(bit) => {
                 let b = lw.i64_const(body, bit);
                 let masked = lw.emit(body, I64, Expr::Binary(BinaryOp::BAnd, flags, b), None);
-                lw.emit(body, Bool, Expr::Compare(CmpOp::Ne, masked, c.zero), None)
+                lw.emit(body, Bool, Expr::Compare(CmpOp::Ne, masked, w.zero()), None)
             }
             _ => lw.emit(
                 body,
@@ -313,72 +524,102 @@ impl Lowerer<'_> {
             ),
         };
         let is_nan = emit!(self, body, Bool, Expr::Compare(CmpOp::Ne, value, value));
-        let x0 = emit!(self, body, F64, Expr::Select(is_nan, c.zero_f, value));
-        // Missing: a NaN under `Missing::Nan`; a tiny value under `Zero`.
-        let mut missing = emit!(self, body, Bool, Expr::Const(Scalar::Bool(false)));
+        let x0 = emit!(self, body, F64, Expr::Select(is_nan, w.zero_f, value));
+        // Missing: a NaN under `Missing::Nan`; a tiny value under `Zero`;
+        // each rule's part left out where no node has it, and its flag
+        // where every node has it.
+        let mut missing: Option<Reg> = None;
+        let mut either = |lw: &mut Self, body: &mut Vec<Stmt>, m: Reg| {
+            missing = Some(match missing {
+                None => m,
+                Some(old) => lw.emit(body, Bool, Expr::Binary(BinaryOp::Or, old, m), None),
+            });
+        };
         if t.some & NAN_MISSING != 0 {
-            let nan_rule = flag(self, body, NAN_MISSING);
-            let m = emit!(
-                self,
-                body,
-                Bool,
-                Expr::Binary(BinaryOp::And, is_nan, nan_rule)
-            );
-            missing = emit!(self, body, Bool, Expr::Binary(BinaryOp::Or, missing, m));
+            let m = match t.mixed(NAN_MISSING) {
+                true => {
+                    let rule = flag(self, body, NAN_MISSING);
+                    emit!(self, body, Bool, Expr::Binary(BinaryOp::And, is_nan, rule))
+                }
+                false => is_nan,
+            };
+            either(self, body, m);
         }
         if t.some & ZERO_MISSING != 0 {
-            let zero_rule = flag(self, body, ZERO_MISSING);
             let tiny = emit!(self, body, F64, Expr::Const(Scalar::F64(ZERO_THRESHOLD)));
             let magnitude = emit!(self, body, F64, Expr::Unary(UnaryOp::Abs, x0));
-            let small = emit!(self, body, Bool, Expr::Compare(CmpOp::Le, magnitude, tiny));
-            let m = emit!(
-                self,
-                body,
-                Bool,
-                Expr::Binary(BinaryOp::And, small, zero_rule)
-            );
-            missing = emit!(self, body, Bool, Expr::Binary(BinaryOp::Or, missing, m));
+            let mut m = emit!(self, body, Bool, Expr::Compare(CmpOp::Le, magnitude, tiny));
+            if t.mixed(ZERO_MISSING) {
+                let rule = flag(self, body, ZERO_MISSING);
+                m = emit!(self, body, Bool, Expr::Binary(BinaryOp::And, m, rule));
+            }
+            either(self, body, m);
         }
         // The test of a present value.
-        let threshold = emit!(self, body, F64, Expr::Load(tables.threshold, here));
-        let le = emit!(self, body, Bool, Expr::Compare(CmpOp::Le, x0, threshold));
-        let mut test = if t.some & STRICT != 0 {
-            let lt = emit!(self, body, Bool, Expr::Compare(CmpOp::Lt, x0, threshold));
+        let threshold = self.field(body, w, here, THRESHOLD);
+        let threshold = emit!(self, body, F64, Expr::Bitcast(F64, threshold));
+        let le = |lw: &mut Self, body: &mut Vec<Stmt>| {
+            lw.emit(body, Bool, Expr::Compare(CmpOp::Le, x0, threshold), None)
+        };
+        let lt = |lw: &mut Self, body: &mut Vec<Stmt>| {
+            lw.emit(body, Bool, Expr::Compare(CmpOp::Lt, x0, threshold), None)
+        };
+        let mut test = if t.mixed(STRICT) {
+            let (lt, le) = (lt(self, body), le(self, body));
             let strict = flag(self, body, STRICT);
             emit!(self, body, Bool, Expr::Select(strict, lt, le))
+        } else if t.some & STRICT != 0 {
+            lt(self, body)
         } else {
-            le
+            le(self, body)
         };
-        if let Some(cats) = &tables.categories {
-            let category = self.in_set(body, cats, c, x0, here);
-            let is_category = flag(self, body, CATEGORY);
-            test = emit!(self, body, Bool, Expr::Select(is_category, category, test));
+        if let Some(words) = w.words {
+            let category = self.in_set(body, w, words, x0, here);
+            test = match t.mixed(CATEGORY) {
+                true => {
+                    let is_category = flag(self, body, CATEGORY);
+                    emit!(self, body, Bool, Expr::Select(is_category, category, test))
+                }
+                false => category,
+            };
         }
-        let default_left = flag(self, body, DEFAULT_LEFT);
-        let go_left = emit!(self, body, Bool, Expr::Select(missing, default_left, test));
-        let left = emit!(self, body, I64, Expr::Load(tables.left, here));
-        let right = emit!(self, body, I64, Expr::Load(tables.right, here));
+        let go_left = match missing {
+            Some(missing) => {
+                let default_left = flag(self, body, DEFAULT_LEFT);
+                emit!(self, body, Bool, Expr::Select(missing, default_left, test))
+            }
+            None => test,
+        };
+        let children = self.field(body, w, here, CHILDREN);
+        let left = self.i64_binary(body, BinaryOp::BAnd, children, w.low_half);
+        let right = self.i64_binary(body, BinaryOp::ShrLogical, children, w.half);
         emit!(self, body, I64, Expr::Select(go_left, left, right))
     }
 
-    /// Whether `x0` (never NaN) is a category in the set of node `here`.
+    /// Whether `x0` (never NaN) is a category in the set of the node at
+    /// `here`.
     fn in_set(
         &mut self,
         body: &mut Vec<Stmt>,
-        cats: &CategoryTables,
-        c: &Consts,
+        w: &Walk<'_>,
+        words: ParamIdx,
         x0: Reg,
         here: Reg,
     ) -> Reg {
         use DType::{Bool, I64};
         // Saturating, as the semantics' `as` is.
         let category = emit!(self, body, I64, Expr::Cast(I64, x0));
-        let count = emit!(self, body, I64, Expr::Load(cats.n_categories, here));
-        let above = emit!(self, body, Bool, Expr::Compare(CmpOp::Ge, category, c.zero));
+        let count = self.field(body, w, here, N_CATEGORIES);
+        let above = emit!(
+            self,
+            body,
+            Bool,
+            Expr::Compare(CmpOp::Ge, category, w.zero())
+        );
         let below = emit!(self, body, Bool, Expr::Compare(CmpOp::Lt, category, count));
         let inside = emit!(self, body, Bool, Expr::Binary(BinaryOp::And, above, below));
         // Outside the set, read a word inside the table instead.
-        let safe = emit!(self, body, I64, Expr::Select(inside, category, c.zero));
+        let safe = emit!(self, body, I64, Expr::Select(inside, category, w.zero()));
         let five = self.i64_const(body, 5);
         let word_idx = emit!(
             self,
@@ -386,14 +627,14 @@ impl Lowerer<'_> {
             I64,
             Expr::Binary(BinaryOp::ShrArith, safe, five)
         );
-        let first = emit!(self, body, I64, Expr::Load(cats.word_at, here));
+        let first = self.field(body, w, here, WORD_AT);
         let word_at = emit!(
             self,
             body,
             I64,
             Expr::Binary(BinaryOp::Add, first, word_idx)
         );
-        let word = emit!(self, body, I64, Expr::Load(cats.words, word_at));
+        let word = emit!(self, body, I64, Expr::Load(words, word_at));
         let low = self.i64_const(body, 31);
         let bit_idx = emit!(self, body, I64, Expr::Binary(BinaryOp::BAnd, safe, low));
         let shifted = emit!(
@@ -406,9 +647,9 @@ impl Lowerer<'_> {
             self,
             body,
             I64,
-            Expr::Binary(BinaryOp::BAnd, shifted, c.one)
+            Expr::Binary(BinaryOp::BAnd, shifted, w.one())
         );
-        let set = emit!(self, body, Bool, Expr::Compare(CmpOp::Ne, bit, c.zero));
+        let set = emit!(self, body, Bool, Expr::Compare(CmpOp::Ne, bit, w.zero()));
         emit!(self, body, Bool, Expr::Binary(BinaryOp::And, inside, set))
     }
 
@@ -441,47 +682,74 @@ impl Lowerer<'_> {
             nodes += tree.nodes.len().max(1);
         }
         groups.push(&e.trees[start..]);
+        let one_row = |lw: &mut Self, body: &mut Vec<Stmt>, row: Reg, first: bool, group: &[_]| {
+            let mut features = Features {
+                row,
+                values: vec![None; e.n_features as usize],
+            };
+            let at: Vec<Reg> = (0..e.n_outputs())
+                .map(|k| {
+                    let col = lw.i64_const(body, k as i64);
+                    lw.view_index(body, dest, &[Some(row), Some(col)])
+                })
+                .collect();
+            let mut sums: Vec<Reg> = e
+                .init
+                .iter()
+                .zip(&at)
+                .map(|(&v, &to)| {
+                    if !first {
+                        return lw.emit(body, e.dtype, Expr::Load(dest.param, to), None);
+                    }
+                    let init = kiln_ir::semantics::cast(Scalar::F64(v), e.dtype);
+                    lw.emit(body, e.dtype, Expr::Const(init), None)
+                })
+                .collect();
+            for tree in group {
+                let value = lw.tree_value(body, locs, x, &mut features, tree, e.dtype);
+                let sum = &mut sums[tree.output as usize];
+                *sum = lw.emit(
+                    body,
+                    e.dtype,
+                    Expr::Binary(BinaryOp::Add, *sum, value),
+                    None,
+                );
+            }
+            for (sum, to) in sums.into_iter().zip(at) {
+                body.push(Stmt::Store(dest.param, Some(to), sum));
+            }
+        };
         let rows = dest.dims[..1].to_vec();
-        for (group_idx, group) in groups.into_iter().enumerate() {
-            self.nest(out, &rows, |lw, body, rows| {
-                let row = rows[0];
-                let mut features = Features {
-                    row,
-                    values: vec![None; e.n_features as usize],
-                };
-                let at: Vec<Reg> = (0..e.n_outputs())
-                    .map(|k| {
-                        let col = lw.i64_const(body, k as i64);
-                        lw.view_index(body, dest, &[Some(row), Some(col)])
-                    })
-                    .collect();
-                let mut sums: Vec<Reg> = e
-                    .init
-                    .iter()
-                    .zip(&at)
-                    .map(|(&v, &to)| {
-                        if group_idx > 0 {
-                            return lw.emit(body, e.dtype, Expr::Load(dest.param, to), None);
-                        }
-                        let init = kiln_ir::semantics::cast(Scalar::F64(v), e.dtype);
-                        lw.emit(body, e.dtype, Expr::Const(init), None)
-                    })
-                    .collect();
-                for tree in group {
-                    let value = lw.tree_value(body, locs, x, &mut features, tree, e.dtype);
-                    let sum = &mut sums[tree.output as usize];
-                    *sum = lw.emit(
-                        body,
-                        e.dtype,
-                        Expr::Binary(BinaryOp::Add, *sum, value),
-                        None,
-                    );
-                }
-                for (sum, to) in sums.into_iter().zip(at) {
-                    body.push(Stmt::Store(dest.param, Some(to), sum));
-                }
+        if groups.len() == 1 {
+            return self.nest(out, &rows, |lw, body, rows| {
+                one_row(lw, body, rows[0], true, groups[0])
             });
         }
+        // Several groups: the rows in blocks of `ROW_BLOCK`, each group's
+        // row loop over a block while its rows (and their sums) are in the
+        // first level of cache, rather than a pass of each group over all
+        // the rows.
+        const ROW_BLOCK_LOG: i64 = 7;
+        let extent = self.extent(&rows[0]);
+        let n = self.emit(out, DType::I64, Expr::ExtentValue(extent), None);
+        let log = self.i64_const(out, ROW_BLOCK_LOG);
+        let spread = self.i64_const(out, (1 << ROW_BLOCK_LOG) - 1);
+        let spread = self.i64_binary(out, BinaryOp::Add, n, spread);
+        let blocks = self.i64_binary(out, BinaryOp::ShrLogical, spread, log);
+        let b = self.new_reg(DType::I64, Some("block"));
+        let mut body = Vec::new();
+        let start = self.i64_binary(&mut body, BinaryOp::Shl, b, log);
+        let left = self.i64_binary(&mut body, BinaryOp::Sub, n, start);
+        let size = self.i64_const(&mut body, 1 << ROW_BLOCK_LOG);
+        let count = self.i64_binary(&mut body, BinaryOp::Min, left, size);
+        for (group_idx, group) in groups.into_iter().enumerate() {
+            let r = self.new_reg(DType::I64, Some("row"));
+            let mut row_body = Vec::new();
+            let row = self.i64_binary(&mut row_body, BinaryOp::Add, start, r);
+            one_row(self, &mut row_body, row, group_idx == 0, group);
+            body.push(Stmt::loop_of(Extent::Reg(count), r, row_body));
+        }
+        out.push(Stmt::loop_of(Extent::Reg(blocks), b, body));
     }
 
     /// The leaf value `tree` gives the row: its nodes' selects, children
@@ -811,26 +1079,4 @@ struct Feature {
 struct Features {
     row: Reg,
     values: Vec<Option<Feature>>,
-}
-
-/// The tables' parameters.
-struct TablesIn {
-    feature: ParamIdx,
-    threshold: ParamIdx,
-    left: ParamIdx,
-    right: ParamIdx,
-    flags: ParamIdx,
-    value: ParamIdx,
-    root: ParamIdx,
-    depth: ParamIdx,
-    /// Only for an ensemble with category sets.
-    categories: Option<CategoryTables>,
-}
-
-/// A category node's bitset: its first word, its count of categories
-/// (32 per word), and the words of every set.
-struct CategoryTables {
-    word_at: ParamIdx,
-    n_categories: ParamIdx,
-    words: ParamIdx,
 }
