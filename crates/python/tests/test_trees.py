@@ -101,6 +101,29 @@ def test_every_tier_gives_the_same_bits(booster):
         assert _ulps(r, results[0]).max() == 0
 
 
+@pytest.fixture(scope="module", params=[("selects in groups", 60, 31), ("walk", 700, 31)])
+def big_booster(request):
+    """Ensembles past one group of the LLVM tier's straight-line selects
+    (60 trees: about 1,800 nodes in groups of 512, in blocks of 128 rows)
+    and past its selects altogether (700 trees: about 21,000 nodes, which
+    every tier walks in blocks of 512 rows and groups of 8)."""
+    _, n_trees, leaves = request.param
+    x, y = _training_rows(3000)
+    params = dict(verbose=-1, num_leaves=leaves, min_data_in_leaf=5, objective="binary")
+    data = lgb.Dataset(x, (y > 0.5).astype(float), categorical_feature=[CATEGORICAL])
+    return lgb.train(params, data, num_boost_round=n_trees)
+
+
+def test_big_ensembles_over_blocks_of_rows(big_booster, tier):
+    f = kiln.trees.compile(big_booster, tier=tier, raw_score=True)
+    rows = np.concatenate([_test_rows(400, seed=2), _test_rows(400, seed=3), _test_rows(400, seed=4)])
+    # Row counts around the groups of 8, the selects' blocks of 128 and the
+    # walk's blocks of 512: full and partial ones.
+    for n_rows in [1, 7, 9, 130, 1100]:
+        x = rows[:n_rows]
+        assert _ulps(f(x), big_booster.predict(x, raw_score=True)).max() == 0, n_rows
+
+
 def test_text_paths_estimators_and_pickles(tmp_path):
     x, y = _training_rows(600)
     est = lgb.LGBMRegressor(n_estimators=10, num_leaves=7, verbose=-1).fit(x, y)

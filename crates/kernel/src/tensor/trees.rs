@@ -6,7 +6,7 @@
 //! per row, every node's test of its feature (read once) against its
 //! constant threshold, and each tree's leaf picked by a select per node,
 //! children before parents. No table, no branch: a row loop a vectorizer
-//! runs in lanes. Trees go in groups of about 256 nodes, a row loop each,
+//! runs in lanes. Trees go in groups of about 512 nodes, a row loop each,
 //! the sums kept in the output between them; with several groups the rows
 //! go in blocks of 128, every group's loop over a block before the next
 //! block, so that a block's rows stay in the first level of cache.
@@ -670,8 +670,12 @@ impl Lowerer<'_> {
         // the sums kept in `dest` between them (stored and read back
         // exactly): a loop body is one basic block, and LLVM's instruction
         // scheduling grows faster than the block (a minute for one body of
-        // 3,000 nodes of a categorical model).
-        const GROUP_NODES: usize = 256;
+        // 3,000 nodes of a categorical model). Each group's loop in the row
+        // blocks costs LLVM's register allocator more than a loop of its
+        // own would (its hoisted constants live across the block): 512
+        // nodes compiled a 100-tree model in 1.6 s where 256 took 2.3, and
+        // ran 10-20 % faster (docs/performance.md).
+        const GROUP_NODES: usize = 512;
         let mut groups: Vec<&[kiln_ir::trees::Tree]> = Vec::new();
         let (mut start, mut nodes) = (0, 0);
         for (idx, tree) in e.trees.iter().enumerate() {
