@@ -912,10 +912,45 @@ pub fn same(a: &ExecResult<Vec<Data>>, b: &ExecResult<Vec<Data>>) -> bool {
 /// mismatch, returns a report ending in a filetest.
 pub fn differential(case: &Case) -> std::result::Result<(), String> {
     let mut engines = kiln::engines();
-    if kiln::Tier::Llvm.is_built() {
+    if let Ok(llvm) = kiln::Tier::Llvm.backend() {
         engines.push(Box::new(Switching));
+        let trees = case
+            .graph
+            .nodes()
+            .any(|(_, node)| matches!(node.op, Op::Trees(_)));
+        if trees {
+            engines.push(Box::new(WalkingTrees(llvm)));
+        }
     }
     differential_with(case, &engines)
+}
+
+/// A backend with every tree ensemble walked (`LowerOptions::tree_selects`
+/// 0): the LLVM tier walks only past 20,000 nodes, which the generator's
+/// small ensembles never reach, so its walk (rows side by side, selects
+/// LLVM must keep branch-free) runs here on the generator's trees.
+pub struct WalkingTrees(pub &'static dyn kiln::kernel::backend::Backend);
+
+impl kiln::kernel::backend::Backend for WalkingTrees {
+    fn name(&self) -> &'static str {
+        "llvm (trees walked)"
+    }
+
+    fn lower_options(&self) -> kiln::kernel::LowerOptions {
+        kiln::kernel::LowerOptions {
+            tree_selects: 0,
+            ..self.0.lower_options()
+        }
+    }
+
+    fn compile_kernels(
+        &self,
+        kernels: Vec<kiln::kernel::Kernel>,
+        options: &kiln::kernel::backend::BackendOptions,
+        symbols: kiln::kernel::backend::Symbols<'_>,
+    ) -> kiln::kernel::backend::BackendResult<Vec<kiln::kernel::abi::CompiledKernel>> {
+        self.0.compile_kernels(kernels, options, symbols)
+    }
 }
 
 /// The `auto` tier's switch as an engine: each program starts on Cranelift
