@@ -305,18 +305,7 @@ impl Lowerer<'_> {
         // then the rows past the last group one at a time.
         let lanes = i64::from(self.tree_block.max(1).next_power_of_two());
         let rows_log = TREE_ROWS_LOG.max(i64::from(lanes.trailing_zeros()));
-        let extent = self.extent(&dest.dims[0]);
-        let n = self.emit(out, DType::I64, Expr::ExtentValue(extent), None);
-        let log = self.i64_const(out, rows_log);
-        let spread = self.i64_const(out, (1 << rows_log) - 1);
-        let spread = self.i64_binary(out, BinaryOp::Add, n, spread);
-        let blocks = self.i64_binary(out, BinaryOp::ShrLogical, spread, log);
-        let b = self.new_reg(DType::I64, Some("block"));
-        let mut body = Vec::new();
-        let start = self.i64_binary(&mut body, BinaryOp::Shl, b, log);
-        let left = self.i64_binary(&mut body, BinaryOp::Sub, n, start);
-        let size = self.i64_const(&mut body, 1 << rows_log);
-        let count = self.i64_binary(&mut body, BinaryOp::Min, left, size);
+        let (b, blocks, mut body, start, count) = self.row_blocks(out, &dest.dims[0], rows_log);
         let lanes_log = self.i64_const(&mut body, i64::from(lanes.trailing_zeros()));
         let groups = self.i64_binary(&mut body, BinaryOp::ShrLogical, count, lanes_log);
         let grouped = self.i64_binary(&mut body, BinaryOp::Shl, groups, lanes_log);
@@ -394,6 +383,31 @@ impl Lowerer<'_> {
             ));
         }
         out.push(Stmt::loop_of(Extent::Reg(blocks), b, body));
+    }
+
+    /// The rows of `dim` in blocks of `2^log` (the last one partial): the
+    /// block loop's row register and trip count (defined in `out`), its
+    /// body so far, and the block's first row and row count (defined in
+    /// that body).
+    fn row_blocks(
+        &mut self,
+        out: &mut Vec<Stmt>,
+        dim: &kiln_ir::types::Dim,
+        log: i64,
+    ) -> (Reg, Reg, Vec<Stmt>, Reg, Reg) {
+        let extent = self.extent(dim);
+        let n = self.emit(out, DType::I64, Expr::ExtentValue(extent), None);
+        let log_reg = self.i64_const(out, log);
+        let spread = self.i64_const(out, (1 << log) - 1);
+        let spread = self.i64_binary(out, BinaryOp::Add, n, spread);
+        let blocks = self.i64_binary(out, BinaryOp::ShrLogical, spread, log_reg);
+        let block = self.new_reg(DType::I64, Some("block"));
+        let mut body = Vec::new();
+        let start = self.i64_binary(&mut body, BinaryOp::Shl, block, log_reg);
+        let left = self.i64_binary(&mut body, BinaryOp::Sub, n, start);
+        let size = self.i64_const(&mut body, 1 << log);
+        let count = self.i64_binary(&mut body, BinaryOp::Min, left, size);
+        (block, blocks, body, start, count)
     }
 
     /// Adds the leaf of the tree at `root` (of `depth`) to each of `rows`'
@@ -734,18 +748,7 @@ impl Lowerer<'_> {
         // first level of cache, rather than a pass of each group over all
         // the rows.
         const ROW_BLOCK_LOG: i64 = 7;
-        let extent = self.extent(&rows[0]);
-        let n = self.emit(out, DType::I64, Expr::ExtentValue(extent), None);
-        let log = self.i64_const(out, ROW_BLOCK_LOG);
-        let spread = self.i64_const(out, (1 << ROW_BLOCK_LOG) - 1);
-        let spread = self.i64_binary(out, BinaryOp::Add, n, spread);
-        let blocks = self.i64_binary(out, BinaryOp::ShrLogical, spread, log);
-        let b = self.new_reg(DType::I64, Some("block"));
-        let mut body = Vec::new();
-        let start = self.i64_binary(&mut body, BinaryOp::Shl, b, log);
-        let left = self.i64_binary(&mut body, BinaryOp::Sub, n, start);
-        let size = self.i64_const(&mut body, 1 << ROW_BLOCK_LOG);
-        let count = self.i64_binary(&mut body, BinaryOp::Min, left, size);
+        let (b, blocks, mut body, start, count) = self.row_blocks(out, &rows[0], ROW_BLOCK_LOG);
         for (group_idx, group) in groups.into_iter().enumerate() {
             let r = self.new_reg(DType::I64, Some("row"));
             let mut row_body = Vec::new();
