@@ -69,10 +69,10 @@ const RULES: i64 = 3;
 const WORD_AT: i64 = 4;
 const N_CATEGORIES: i64 = 5;
 /// The most words the records may take: offsets fit in 32 bits.
-pub(crate) const MAX_TREE_WORDS: u64 = 1 << 32;
+const MAX_TREE_WORDS: u64 = 1 << 32;
 /// The rows of a walk's block, as a power of two: 512 rows go through a
 /// tree before the next tree. Larger blocks share a big model's records
-/// among more rows (1,024 ran a 1,000-tree model 20 % faster on one
+/// among more rows (1,024 ran a 1,000-tree model 12–23 % faster on one
 /// thread) but split among fewer threads (512 ran 1,000 rows twice as fast
 /// on two threads); docs/performance.md.
 const TREE_ROWS_LOG: i64 = 9;
