@@ -1,4 +1,5 @@
-//! Inline math (`kiln_kernel::math`) against the `libm` crate, bit for
+//! Inline math (`kiln_kernel::math`) against the `libm` crate (and `erf`
+//! of `f32` against kiln's own, `kiln_ir::math::kiln_erff`), bit for
 //! bit (every NaN equal), on every compiling engine and in wasm modules:
 //! special values, both sides of every threshold the scalar algorithm
 //! branches on, every point where its reduction's `k` changes, and random
@@ -967,7 +968,11 @@ fn special_f32() -> Vec<f32> {
         0x3f31_7217,
         0x3980_0000,
         0x42b2_d4fc,
-        // erff and erfcf.
+        // kiln_erff: 1, 2 and 3.92.
+        0x3f80_0000,
+        0x4000_0000,
+        0x407a_e148,
+        // erfcf.
         0x3f58_0000,
         0x3180_0000,
         0x2380_0000,
@@ -1054,7 +1059,8 @@ fn f32_pick(rng: &mut Rng, i: usize) -> f32 {
 
 type OracleF32 = fn(f32) -> f32;
 
-/// Each inline f32 function and the `libm` crate's.
+/// Each inline f32 function and the `libm` crate's (kiln's own `erf`,
+/// `kiln_ir::math::kiln_erff`).
 const F32_FUNCTIONS: [(&str, OracleF32); 22] = [
     ("exp", libm::expf),
     ("exp2", libm::exp2f),
@@ -1063,7 +1069,7 @@ const F32_FUNCTIONS: [(&str, OracleF32); 22] = [
     ("cos", libm::cosf),
     ("expm1", libm::expm1f),
     ("tanh", libm::tanhf),
-    ("erf", libm::erff),
+    ("erf", kiln::ir::math::kiln_erff),
     ("erfc", libm::erfcf),
     ("sinh", libm::sinhf),
     ("cosh", libm::coshf),

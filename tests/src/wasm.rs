@@ -68,12 +68,12 @@ pub struct WasmProgram {
 macro_rules! math_imports {
     (($l:ident) unary: [$($u:ident $u64:ident $u32:ident),*] binary: [$($b:ident $b64:ident $b32:ident),*]) => {
         $(
-            $l.func_wrap("env", stringify!($u64), |x: f64| -> f64 { libm::$u64(x) }).expect("defines");
-            $l.func_wrap("env", stringify!($u32), |x: f32| -> f32 { libm::$u32(x) }).expect("defines");
+            $l.func_wrap("env", stringify!($u64), |x: f64| -> f64 { kiln::ir::math::$u64(x) }).expect("defines");
+            $l.func_wrap("env", stringify!($u32), |x: f32| -> f32 { kiln::ir::math::$u32(x) }).expect("defines");
         )*
         $(
-            $l.func_wrap("env", stringify!($b64), |x: f64, y: f64| -> f64 { libm::$b64(x, y) }).expect("defines");
-            $l.func_wrap("env", stringify!($b32), |x: f32, y: f32| -> f32 { libm::$b32(x, y) }).expect("defines");
+            $l.func_wrap("env", stringify!($b64), |x: f64, y: f64| -> f64 { kiln::ir::math::$b64(x, y) }).expect("defines");
+            $l.func_wrap("env", stringify!($b32), |x: f32, y: f32| -> f32 { kiln::ir::math::$b32(x, y) }).expect("defines");
         )*
     };
 }

@@ -34,6 +34,7 @@ pub mod diag;
 pub mod entities;
 pub mod exec;
 pub mod graph;
+pub mod math;
 pub mod op;
 pub mod passes;
 pub mod scalar;

@@ -658,8 +658,9 @@ impl Op {
 }
 
 /// The one table of the math functions kiln computes by the `libm` crate's
-/// algorithms: each op's variant and its C (and `libm` crate) names for
-/// `f64` and `f32`, unary then binary (float `rem` is C's `fmod`).
+/// algorithms, or by its own (`erf` of `f32`, named `kiln_erff`): each op's
+/// variant and its C (and [`crate::math`]) names for `f64` and `f32`, unary
+/// then binary (float `rem` is C's `fmod`).
 /// `for_each_math_fn!(m, extra…)` expands to `m! { (extra…) unary: [Op
 /// f64name f32name, …] binary: [Op f64name f32name, …] }`, as wasmparser's
 /// `for_each_operator!` does, so every list of them (the interpreter's
@@ -679,7 +680,7 @@ macro_rules! for_each_math_fn {
                 Log log logf, Log2 log2 log2f, Log10 log10 log10f,
                 Log1p log1p log1pf, Cbrt cbrt cbrtf,
                 Asinh asinh asinhf, Acosh acosh acoshf, Atanh atanh atanhf,
-                Erf erf erff, Erfc erfc erfcf
+                Erf erf kiln_erff, Erfc erfc erfcf
             ]
             binary: [
                 Pow pow powf, Atan2 atan2 atan2f, Hypot hypot hypotf,

@@ -4,7 +4,7 @@
 //!
 //! Nothing here may depend on the host's libm or on Rust float operations whose
 //! results are platform-defined: transcendentals come from the pure-Rust `libm`
-//! crate, everything else is exactly specified by IEEE 754 or two's complement.
+//! crate or are kiln's own ([`crate::math`]: `erf` of `f32`), everything else is exactly specified by IEEE 754 or two's complement.
 
 use crate::op::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
 use crate::scalar::Scalar;
@@ -130,8 +130,8 @@ macro_rules! float_unary {
             UnaryOp::Not | UnaryOp::BNot => return bad($op.name(), DType::$m),
         }
     }};
-    (@pick f64, $f64fn:ident, $f32fn:ident) => { libm::$f64fn };
-    (@pick f32, $f64fn:ident, $f32fn:ident) => { libm::$f32fn };
+    (@pick f64, $f64fn:ident, $f32fn:ident) => { crate::math::$f64fn };
+    (@pick f32, $f64fn:ident, $f32fn:ident) => { crate::math::$f32fn };
 }
 
 macro_rules! float_unary_all {

@@ -1,9 +1,11 @@
 //! The math functions kernels call, by their C names. Shared by every tier, so
 //! the tiers cannot disagree about which function an op calls. The in-process
-//! JITs bind the names to the pure-Rust `libm` crate (the facade's
+//! JITs bind the names to the functions of `kiln_ir::math` (the pure-Rust
+//! `libm` crate's, and kiln's own `kiln_erff`; the facade's
 //! `kiln::runtime`), so JIT results match the interpreter bit for bit; objects
 //! keep the C names and link the platform libm; wasm modules import them from
-//! module `env`.
+//! module `env`. (Objects and wasm modules compute `erf` inline, so none
+//! imports `kiln_erff`, which no C library has.)
 
 use kiln_ir::op::{BinaryOp, UnaryOp};
 use kiln_ir::types::DType;

@@ -1,6 +1,7 @@
 //! What compiled code links against in process: the C math names kernels call
-//! (`kiln_kernel::libcalls`) bound to the pure-Rust `libm` crate, the
-//! functions the interpreter's semantics call, so every in-process tier returns
+//! (`kiln_kernel::libcalls`) bound to `kiln_ir::math` (the pure-Rust `libm`
+//! crate, and kiln's own `erf` of `f32`), the functions the interpreter's
+//! semantics call, so every in-process tier returns
 //! the interpreter's bits. Objects and wasm modules import the same names from
 //! their host instead.
 
@@ -8,20 +9,20 @@ macro_rules! bindings {
     (() unary: [$($u:ident $u64:ident $u32:ident),*] binary: [$($b:ident $b64:ident $b32:ident),*]) => {
         $(
             extern "C" fn $u64(x: f64) -> f64 {
-                libm::$u64(x)
+                kiln_ir::math::$u64(x)
             }
 
             extern "C" fn $u32(x: f32) -> f32 {
-                libm::$u32(x)
+                kiln_ir::math::$u32(x)
             }
         )*
         $(
             extern "C" fn $b64(x: f64, y: f64) -> f64 {
-                libm::$b64(x, y)
+                kiln_ir::math::$b64(x, y)
             }
 
             extern "C" fn $b32(x: f32, y: f32) -> f32 {
-                libm::$b32(x, y)
+                kiln_ir::math::$b32(x, y)
             }
         )*
 

@@ -44,7 +44,7 @@ pub(crate) fn init_targets() {
     });
 }
 
-/// Sets the two LLVM options kiln needs for the process (global to the
+/// Sets the three LLVM options kiln needs for the process (global to the
 /// process's LLVM, which only kiln uses here: llvmlite and numba link
 /// their own copy):
 ///
@@ -63,11 +63,20 @@ pub(crate) fn init_targets() {
 ///   selects in loops into branches that the data mispredicts half the
 ///   time (the walk of a 1,000-tree model ran 1.5× slower than
 ///   Cranelift's cmovs, docs/performance.md).
+/// - **`-disable-copyprop`**: LLVM 19's Machine Copy Propagation pass
+///   miscompiled an AArch64 object of 30 inline math functions at O2 and
+///   O3 (`tests/objects.rs`, the f32 math case under qemu: `atan`,
+///   `asinh`, `acosh` and `atanh` wrong in the vector lanes once `erf` of
+///   `f32` became kiln's fused polynomials). `llc -O2` reproduces it from
+///   the optimized IR alone, and `-opt-bisect-limit` names the pass; O1,
+///   or O2 without the pass, is right. The pass only removes register
+///   copies; x86-64 figures showed no loss (docs/performance.md).
 fn set_process_options() {
     let args = [
         c"kiln".as_ptr(),
         c"-vectorize-slp=false".as_ptr(),
         c"-x86-cmov-converter=false".as_ptr(),
+        c"-disable-copyprop".as_ptr(),
     ];
     // SAFETY: valid NUL-terminated strings that outlive the call; LLVM
     // copies what it keeps. Called once, before any pass runs.

@@ -113,6 +113,10 @@ fn routine(name: &str, kernel: &Kernel, tables: &mut Vec<&'static Table>, out: &
             Expr::Select(c, a, b) => {
                 format!("select_lane({}, {}, {})", reg(*c), reg(*a), reg(*b))
             }
+            Expr::MulAdd(a, b, c) => {
+                float(dtype);
+                format!("mul_add_{dtype}({}, {}, {})", reg(*a), reg(*b), reg(*c))
+            }
             Expr::Cast(to, a) => format!(
                 "{}({})",
                 lane(&format!("cast to {to}"), lanes::cast_name(ty(a), *to)),
@@ -143,7 +147,7 @@ fn routine(name: &str, kernel: &Kernel, tables: &mut Vec<&'static Table>, out: &
                     .collect();
                 writeln!(out, "    rare |= {};", reg(*rare)).unwrap();
                 format!(
-                    "if EXACT && {} != 0 {{ {write}(libm::{c_name}({})) }} else {{ {} }}",
+                    "if EXACT && {} != 0 {{ {write}(kiln_ir::math::{c_name}({})) }} else {{ {} }}",
                     reg(*rare),
                     args.join(", "),
                     reg(*value)
@@ -189,7 +193,7 @@ pub(crate) fn source() -> String {
                 let c = MathCall::Unary(*op, Reg::new(0)).name(*dtype).unwrap();
                 writeln!(
                     unary,
-                    "        (UnaryOp::{op:?}, DType::{dtype:?}) => routine1!({name}, |a| {write}(libm::{c}({read}(a)))),"
+                    "        (UnaryOp::{op:?}, DType::{dtype:?}) => routine1!({name}, |a| {write}(kiln_ir::math::{c}({read}(a)))),"
                 )
                 .unwrap();
             }
@@ -199,7 +203,7 @@ pub(crate) fn source() -> String {
                     .unwrap();
                 writeln!(
                     binary,
-                    "        (BinaryOp::{op:?}, DType::{dtype:?}) => routine2!({name}, |a, b| {write}(libm::{c}({read}(a), {read}(b)))),"
+                    "        (BinaryOp::{op:?}, DType::{dtype:?}) => routine2!({name}, |a, b| {write}(kiln_ir::math::{c}({read}(a), {read}(b)))),"
                 )
                 .unwrap();
             }

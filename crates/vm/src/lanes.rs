@@ -586,10 +586,22 @@ pub(crate) fn mul_add(dtype: DType) -> Option<Tern> {
         }};
     }
     match dtype {
-        DType::F32 => Some(tern!(|a, b, c| of_f32(f32_(a).mul_add(f32_(b), f32_(c))))),
-        DType::F64 => Some(tern!(|a, b, c| of_f64(f64_(a).mul_add(f64_(b), f64_(c))))),
+        DType::F32 => Some(tern!(mul_add_f32)),
+        DType::F64 => Some(tern!(mul_add_f64)),
         _ => None,
     }
+}
+
+/// `a * b + c` of `f32` lanes, rounded once.
+#[inline(always)]
+pub(crate) fn mul_add_f32(a: u64, b: u64, c: u64) -> u64 {
+    of_f32(f32_(a).mul_add(f32_(b), f32_(c)))
+}
+
+/// `a * b + c` of `f64` lanes, rounded once.
+#[inline(always)]
+pub(crate) fn mul_add_f64(a: u64, b: u64, c: u64) -> u64 {
+    of_f64(f64_(a).mul_add(f64_(b), f64_(c)))
 }
 
 #[cfg(test)]

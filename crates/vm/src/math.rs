@@ -1,4 +1,4 @@
-//! The `libm` crate functions a kernel calls (`kiln_kernel::libcalls`):
+//! The `kiln_ir::math` functions a kernel calls (`kiln_kernel::libcalls`):
 //! the interpreter's semantics call the same ones, so the VM returns its
 //! bits. Where it is faster, the VM runs a function's routine instead
 //! (`routines.rs`: kiln's inline math, which returns the same bits).
@@ -66,8 +66,8 @@ macro_rules! calls {
         pub(crate) fn unary(op: UnaryOp, dtype: DType) -> Option<Func> {
             Some(match (op, dtype) {
                 $(
-                    (UnaryOp::$u, DType::F64) => Func::F64(libm::$u64),
-                    (UnaryOp::$u, DType::F32) => Func::F32(libm::$u32),
+                    (UnaryOp::$u, DType::F64) => Func::F64(kiln_ir::math::$u64),
+                    (UnaryOp::$u, DType::F32) => Func::F32(kiln_ir::math::$u32),
                 )*
                 _ => return None,
             })
@@ -78,8 +78,8 @@ macro_rules! calls {
         pub(crate) fn binary(op: BinaryOp, dtype: DType) -> Option<Func> {
             Some(match (op, dtype) {
                 $(
-                    (BinaryOp::$b, DType::F64) => Func::F64x2(libm::$b64),
-                    (BinaryOp::$b, DType::F32) => Func::F32x2(libm::$b32),
+                    (BinaryOp::$b, DType::F64) => Func::F64x2(kiln_ir::math::$b64),
+                    (BinaryOp::$b, DType::F32) => Func::F32x2(kiln_ir::math::$b32),
                 )*
                 _ => return None,
             })

@@ -218,7 +218,7 @@ pub(crate) fn sin_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
     let r200: u64 = sub_f64(r0, r0);
     let r201: u64 = select_lane(r179, r200, r199);
     rare |= r184;
-    let r202: u64 = if EXACT && r184 != 0 { of_f64(libm::sin(f64_(r0))) } else { r201 };
+    let r202: u64 = if EXACT && r184 != 0 { of_f64(kiln_ir::math::sin(f64_(r0))) } else { r201 };
     (r202, rare)
 }
 
@@ -358,7 +358,7 @@ pub(crate) fn sin_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
     let r130: u64 = sub_f32(r0, r0);
     let r131: u64 = select_lane(r57, r130, r129);
     rare |= r62;
-    let r132: u64 = if EXACT && r62 != 0 { of_f32(libm::sinf(f32_(r0))) } else { r131 };
+    let r132: u64 = if EXACT && r62 != 0 { of_f32(kiln_ir::math::sinf(f32_(r0))) } else { r131 };
     (r132, rare)
 }
 
@@ -572,7 +572,7 @@ pub(crate) fn cos_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
     let r204: u64 = sub_f64(r0, r0);
     let r205: u64 = select_lane(r179, r204, r203);
     rare |= r184;
-    let r206: u64 = if EXACT && r184 != 0 { of_f64(libm::cos(f64_(r0))) } else { r205 };
+    let r206: u64 = if EXACT && r184 != 0 { of_f64(kiln_ir::math::cos(f64_(r0))) } else { r205 };
     (r206, rare)
 }
 
@@ -717,7 +717,7 @@ pub(crate) fn cos_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
     let r135: u64 = sub_f32(r0, r0);
     let r136: u64 = select_lane(r57, r135, r134);
     rare |= r62;
-    let r137: u64 = if EXACT && r62 != 0 { of_f32(libm::cosf(f32_(r0))) } else { r136 };
+    let r137: u64 = if EXACT && r62 != 0 { of_f32(kiln_ir::math::cosf(f32_(r0))) } else { r136 };
     (r137, rare)
 }
 
@@ -957,7 +957,7 @@ pub(crate) fn tan_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
     let r230: u64 = sub_f64(r0, r0);
     let r231: u64 = select_lane(r224, r230, r222);
     rare |= r229;
-    let r232: u64 = if EXACT && r229 != 0 { of_f64(libm::tan(f64_(r0))) } else { r231 };
+    let r232: u64 = if EXACT && r229 != 0 { of_f64(kiln_ir::math::tan(f64_(r0))) } else { r231 };
     (r232, rare)
 }
 
@@ -1076,7 +1076,7 @@ pub(crate) fn tan_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
     let r109: u64 = sub_f32(r0, r0);
     let r110: u64 = select_lane(r57, r109, r108);
     rare |= r62;
-    let r111: u64 = if EXACT && r62 != 0 { of_f32(libm::tanf(f32_(r0))) } else { r110 };
+    let r111: u64 = if EXACT && r62 != 0 { of_f32(kiln_ir::math::tanf(f32_(r0))) } else { r110 };
     (r111, rare)
 }
 
@@ -4876,7 +4876,7 @@ pub(crate) fn cbrt_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
     let r173: u64 = xor(r14, r172);
     let r174: u64 = and(r171, r173);
     rare |= r174;
-    let r175: u64 = if EXACT && r174 != 0 { of_f64(libm::cbrt(f64_(r0))) } else { r169 };
+    let r175: u64 = if EXACT && r174 != 0 { of_f64(kiln_ir::math::cbrt(f64_(r0))) } else { r169 };
     (r175, rare)
 }
 
@@ -6544,421 +6544,69 @@ pub(crate) fn erf_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
 #[inline(always)]
 pub(crate) fn erf_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
     let r0: u64 = x;
-    let r1: u64 = r0;
-    let r2: u64 = 0x0;
-    let r3: u64 = lt_i32(r1, r2);
-    let r4: u64 = 0x7fffffff;
-    let r5: u64 = and(r1, r4);
-    let r6: u64 = abs_f32(r0);
-    let r7: u64 = 0x3f800000;
-    let r8: u64 = mul_f32(r6, r6);
-    let r9: u64 = 0x7f800000;
-    let r10: u64 = ge_i32(r5, r9);
-    let r11: u64 = select_lane(r10, r0, r8);
-    let r12: u64 = div_f32(r7, r11);
-    let r13: u64 = mul_f32(r0, r0);
-    let r14: u64 = 0xb7c756b1;
-    let r15: u64 = mul_f32(r13, r14);
-    let r16: u64 = 0xbbbd1489;
-    let r17: u64 = add_f32(r16, r15);
-    let r18: u64 = mul_f32(r13, r17);
-    let r19: u64 = 0xbce9528f;
-    let r20: u64 = add_f32(r19, r18);
-    let r21: u64 = mul_f32(r13, r20);
-    let r22: u64 = 0xbea66beb;
-    let r23: u64 = add_f32(r22, r21);
-    let r24: u64 = mul_f32(r13, r23);
-    let r25: u64 = 0x3e0375d4;
-    let r26: u64 = add_f32(r25, r24);
-    let r27: u64 = 0xb684e21a;
-    let r28: u64 = mul_f32(r13, r27);
-    let r29: u64 = 0x390aee49;
-    let r30: u64 = add_f32(r29, r28);
-    let r31: u64 = mul_f32(r13, r30);
-    let r32: u64 = 0x3ba68116;
-    let r33: u64 = add_f32(r32, r31);
-    let r34: u64 = mul_f32(r13, r33);
-    let r35: u64 = 0x3d852a63;
-    let r36: u64 = add_f32(r35, r34);
-    let r37: u64 = mul_f32(r13, r36);
-    let r38: u64 = 0x3ecbbbce;
-    let r39: u64 = add_f32(r38, r37);
-    let r40: u64 = mul_f32(r13, r39);
-    let r41: u64 = 0x3f800000;
-    let r42: u64 = add_f32(r41, r40);
-    let r43: u64 = sub_f32(r6, r7);
-    let r44: u64 = 0xbb0df9c0;
-    let r45: u64 = mul_f32(r43, r44);
-    let r46: u64 = 0x3d1151b3;
-    let r47: u64 = add_f32(r46, r45);
-    let r48: u64 = mul_f32(r43, r47);
-    let r49: u64 = 0xbde31cc2;
-    let r50: u64 = add_f32(r49, r48);
-    let r51: u64 = mul_f32(r43, r50);
-    let r52: u64 = 0x3ea2fe54;
-    let r53: u64 = add_f32(r52, r51);
-    let r54: u64 = mul_f32(r43, r53);
-    let r55: u64 = 0xbebe9208;
-    let r56: u64 = add_f32(r55, r54);
-    let r57: u64 = mul_f32(r43, r56);
-    let r58: u64 = 0x3ed46805;
-    let r59: u64 = add_f32(r58, r57);
-    let r60: u64 = mul_f32(r43, r59);
-    let r61: u64 = 0xbb1acdc6;
-    let r62: u64 = add_f32(r61, r60);
-    let r63: u64 = 0x3c445aa3;
-    let r64: u64 = mul_f32(r43, r63);
-    let r65: u64 = 0x3c5f6e13;
-    let r66: u64 = add_f32(r65, r64);
-    let r67: u64 = mul_f32(r43, r66);
-    let r68: u64 = 0x3e013307;
-    let r69: u64 = add_f32(r68, r67);
-    let r70: u64 = mul_f32(r43, r69);
-    let r71: u64 = 0x3d931ae7;
-    let r72: u64 = add_f32(r71, r70);
-    let r73: u64 = mul_f32(r43, r72);
-    let r74: u64 = 0x3f0a5785;
-    let r75: u64 = add_f32(r74, r73);
-    let r76: u64 = mul_f32(r43, r75);
-    let r77: u64 = 0x3dd9f331;
-    let r78: u64 = add_f32(r77, r76);
-    let r79: u64 = mul_f32(r43, r78);
-    let r80: u64 = 0x3f800000;
-    let r81: u64 = add_f32(r80, r79);
-    let r82: u64 = 0xc11d077e;
-    let r83: u64 = mul_f32(r12, r82);
-    let r84: u64 = 0xc2a2932b;
-    let r85: u64 = add_f32(r84, r83);
-    let r86: u64 = mul_f32(r12, r85);
-    let r87: u64 = 0xc3389ae7;
-    let r88: u64 = add_f32(r87, r86);
-    let r89: u64 = mul_f32(r12, r88);
-    let r90: u64 = 0xc322658c;
-    let r91: u64 = add_f32(r90, r89);
-    let r92: u64 = mul_f32(r12, r91);
-    let r93: u64 = 0xc2798057;
-    let r94: u64 = add_f32(r93, r92);
-    let r95: u64 = mul_f32(r12, r94);
-    let r96: u64 = 0xc128f022;
-    let r97: u64 = add_f32(r96, r95);
-    let r98: u64 = mul_f32(r12, r97);
-    let r99: u64 = 0xbf31a0b7;
-    let r100: u64 = add_f32(r99, r98);
-    let r101: u64 = mul_f32(r12, r100);
-    let r102: u64 = 0xbc21a093;
-    let r103: u64 = add_f32(r102, r101);
-    let r104: u64 = 0xbd777f97;
-    let r105: u64 = mul_f32(r12, r104);
-    let r106: u64 = 0x40d23f7c;
-    let r107: u64 = add_f32(r106, r105);
-    let r108: u64 = mul_f32(r12, r107);
-    let r109: u64 = 0x42d9451f;
-    let r110: u64 = add_f32(r109, r108);
-    let r111: u64 = mul_f32(r12, r110);
-    let r112: u64 = 0x43d6810b;
-    let r113: u64 = add_f32(r112, r111);
-    let r114: u64 = mul_f32(r12, r113);
-    let r115: u64 = 0x442158c9;
-    let r116: u64 = add_f32(r115, r114);
-    let r117: u64 = mul_f32(r12, r116);
-    let r118: u64 = 0x43d9486f;
-    let r119: u64 = add_f32(r118, r117);
-    let r120: u64 = mul_f32(r12, r119);
-    let r121: u64 = 0x4309a863;
-    let r122: u64 = add_f32(r121, r120);
-    let r123: u64 = mul_f32(r12, r122);
-    let r124: u64 = 0x419d35ce;
-    let r125: u64 = add_f32(r124, r123);
-    let r126: u64 = mul_f32(r12, r125);
-    let r127: u64 = 0x3f800000;
-    let r128: u64 = add_f32(r127, r126);
-    let r129: u64 = 0xc3f1c275;
-    let r130: u64 = mul_f32(r12, r129);
-    let r131: u64 = 0xc480230b;
-    let r132: u64 = add_f32(r131, r130);
-    let r133: u64 = mul_f32(r12, r132);
-    let r134: u64 = 0xc41f6441;
-    let r135: u64 = add_f32(r134, r133);
-    let r136: u64 = mul_f32(r12, r135);
-    let r137: u64 = 0xc320a2ea;
-    let r138: u64 = add_f32(r137, r136);
-    let r139: u64 = mul_f32(r12, r138);
-    let r140: u64 = 0xc18e104b;
-    let r141: u64 = add_f32(r140, r139);
-    let r142: u64 = mul_f32(r12, r141);
-    let r143: u64 = 0xbf4c9dd4;
-    let r144: u64 = add_f32(r143, r142);
-    let r145: u64 = mul_f32(r12, r144);
-    let r146: u64 = 0xbc21a092;
-    let r147: u64 = add_f32(r146, r145);
-    let r148: u64 = 0xc1b38712;
-    let r149: u64 = mul_f32(r12, r148);
-    let r150: u64 = 0x43ed43a7;
-    let r151: u64 = add_f32(r150, r149);
-    let r152: u64 = mul_f32(r12, r151);
-    let r153: u64 = 0x451f90ce;
-    let r154: u64 = add_f32(r153, r152);
-    let r155: u64 = mul_f32(r12, r154);
-    let r156: u64 = 0x4547fdbb;
-    let r157: u64 = add_f32(r156, r155);
-    let r158: u64 = mul_f32(r12, r157);
-    let r159: u64 = 0x44c01759;
-    let r160: u64 = add_f32(r159, r158);
-    let r161: u64 = mul_f32(r12, r160);
-    let r162: u64 = 0x43a2e571;
-    let r163: u64 = add_f32(r162, r161);
-    let r164: u64 = mul_f32(r12, r163);
-    let r165: u64 = 0x41f2b459;
-    let r166: u64 = add_f32(r165, r164);
-    let r167: u64 = mul_f32(r12, r166);
-    let r168: u64 = 0x3f800000;
-    let r169: u64 = add_f32(r168, r167);
-    let r170: u64 = 0x4036db6d;
-    let r171: u64 = lt_i32(r5, r170);
-    let r172: u64 = select_lane(r171, r103, r147);
-    let r173: u64 = select_lane(r171, r128, r169);
-    let r174: u64 = 0x3f580000;
-    let r175: u64 = lt_i32(r5, r174);
-    let r176: u64 = 0x3fa00000;
-    let r177: u64 = lt_i32(r5, r176);
-    let r178: u64 = select_lane(r177, r62, r172);
-    let r179: u64 = select_lane(r175, r26, r178);
-    let r180: u64 = select_lane(r177, r81, r173);
-    let r181: u64 = select_lane(r175, r42, r180);
-    let r182: u64 = div_f32(r179, r181);
-    let r183: u64 = 0x3f58560b;
-    let r184: u64 = sub_f32(r7, r183);
-    let r185: u64 = sub_f32(r184, r182);
-    let r186: u64 = r6;
-    let r187: u64 = 0xffffe000;
-    let r188: u64 = and(r186, r187);
-    let r189: u64 = r188;
-    let r190: u64 = neg_f32(r189);
-    let r191: u64 = mul_f32(r190, r189);
-    let r192: u64 = 0x3f100000;
-    let r193: u64 = sub_f32(r191, r192);
-    let r194: u64 = sub_f32(r189, r6);
-    let r195: u64 = add_f32(r189, r6);
-    let r196: u64 = mul_f32(r194, r195);
-    let r197: u64 = add_f32(r196, r182);
-    let r198: u64 = r193;
-    let r199: u64 = 0x1f;
-    let r200: u64 = shr_logical_i32(r198, r199);
-    let r201: u64 = 0x7fffffff;
-    let r202: u64 = and(r198, r201);
-    let r203: u64 = 0x1;
-    let r204: u64 = eq_i32(r200, r203);
-    let r205: u64 = 0x3fb8aa3b;
-    let r206: u64 = mul_f32(r205, r193);
-    let r207: u64 = 0x3f000000;
-    let r208: u64 = 0xbf000000;
-    let r209: u64 = select_lane(r204, r208, r207);
-    let r210: u64 = add_f32(r206, r209);
-    let r211: u64 = trunc_f32(r210);
-    let r212: u64 = i32_to_f32(r200);
-    let r213: u64 = 0x3f800000;
-    let r214: u64 = sub_f32(r213, r212);
-    let r215: u64 = sub_f32(r214, r212);
-    let r216: u64 = 0x3f851592;
-    let r217: u64 = gt_i32(r202, r216);
-    let r218: u64 = select_lane(r217, r211, r215);
-    let r219: u64 = 0x3eb17218;
-    let r220: u64 = gt_i32(r202, r219);
-    let r221: u64 = 0x0;
-    let r222: u64 = select_lane(r220, r218, r221);
-    let r223: u64 = 0x4b400000;
-    let r224: u64 = add_f32(r222, r223);
-    let r225: u64 = r224;
-    let r226: u64 = 0x4b400000;
-    let r227: u64 = sub_i32(r225, r226);
-    let r228: u64 = 0x3f317200;
-    let r229: u64 = mul_f32(r222, r228);
-    let r230: u64 = sub_f32(r193, r229);
-    let r231: u64 = 0x35bfbe8e;
-    let r232: u64 = mul_f32(r222, r231);
-    let r233: u64 = sub_f32(r230, r232);
-    let r234: u64 = mul_f32(r233, r233);
-    let r235: u64 = 0xbb355215;
-    let r236: u64 = mul_f32(r234, r235);
-    let r237: u64 = 0x3e2aaa8f;
-    let r238: u64 = add_f32(r237, r236);
-    let r239: u64 = mul_f32(r234, r238);
-    let r240: u64 = sub_f32(r233, r239);
-    let r241: u64 = mul_f32(r233, r240);
-    let r242: u64 = 0x40000000;
-    let r243: u64 = sub_f32(r242, r240);
-    let r244: u64 = div_f32(r241, r243);
-    let r245: u64 = sub_f32(r244, r232);
-    let r246: u64 = add_f32(r245, r230);
-    let r247: u64 = 0x3f800000;
-    let r248: u64 = add_f32(r247, r246);
-    let r249: u64 = 0x7f;
-    let r250: u64 = 0xffffff82;
-    let r251: u64 = gt_i32(r227, r249);
-    let r252: u64 = lt_i32(r227, r250);
-    let r253: u64 = 0x7f000000;
-    let r254: u64 = mul_f32(r248, r253);
-    let r255: u64 = sub_i32(r227, r249);
-    let r256: u64 = 0xc800000;
-    let r257: u64 = mul_f32(r248, r256);
-    let r258: u64 = 0x66;
-    let r259: u64 = add_i32(r227, r258);
-    let r260: u64 = select_lane(r252, r257, r248);
-    let r261: u64 = select_lane(r251, r254, r260);
-    let r262: u64 = select_lane(r252, r259, r227);
-    let r263: u64 = select_lane(r251, r255, r262);
-    let r264: u64 = add_i32(r263, r249);
-    let r265: u64 = 0x17;
-    let r266: u64 = shl_i32(r264, r265);
-    let r267: u64 = r266;
-    let r268: u64 = mul_f32(r261, r267);
-    let r269: u64 = 0x3f800000;
-    let r270: u64 = 0x39000000;
-    let r271: u64 = le_i32(r202, r270);
-    let r272: u64 = add_f32(r269, r193);
-    let r273: u64 = select_lane(r271, r272, r268);
-    let r274: u64 = 0x42cff1b5;
-    let r275: u64 = ge_i32(r202, r274);
-    let r276: u64 = and(r204, r275);
-    let r277: u64 = 0x0;
-    let r278: u64 = select_lane(r276, r277, r273);
-    let r279: u64 = 0x42b17218;
-    let r280: u64 = ge_i32(r202, r279);
-    let r281: u64 = 0x1;
-    let r282: u64 = xor(r204, r281);
-    let r283: u64 = and(r282, r280);
-    let r284: u64 = 0x7f000000;
-    let r285: u64 = mul_f32(r193, r284);
-    let r286: u64 = select_lane(r283, r285, r278);
-    let r287: u64 = 0x7f800000;
-    let r288: u64 = gt_i32(r202, r287);
-    let r289: u64 = select_lane(r288, r193, r286);
-    let r290: u64 = r197;
-    let r291: u64 = 0x1f;
-    let r292: u64 = shr_logical_i32(r290, r291);
-    let r293: u64 = 0x7fffffff;
-    let r294: u64 = and(r290, r293);
-    let r295: u64 = 0x1;
-    let r296: u64 = eq_i32(r292, r295);
-    let r297: u64 = 0x3fb8aa3b;
-    let r298: u64 = mul_f32(r297, r197);
-    let r299: u64 = 0x3f000000;
-    let r300: u64 = 0xbf000000;
-    let r301: u64 = select_lane(r296, r300, r299);
-    let r302: u64 = add_f32(r298, r301);
-    let r303: u64 = trunc_f32(r302);
-    let r304: u64 = i32_to_f32(r292);
-    let r305: u64 = 0x3f800000;
-    let r306: u64 = sub_f32(r305, r304);
-    let r307: u64 = sub_f32(r306, r304);
-    let r308: u64 = 0x3f851592;
-    let r309: u64 = gt_i32(r294, r308);
-    let r310: u64 = select_lane(r309, r303, r307);
-    let r311: u64 = 0x3eb17218;
-    let r312: u64 = gt_i32(r294, r311);
-    let r313: u64 = 0x0;
-    let r314: u64 = select_lane(r312, r310, r313);
-    let r315: u64 = 0x4b400000;
-    let r316: u64 = add_f32(r314, r315);
-    let r317: u64 = r316;
-    let r318: u64 = 0x4b400000;
-    let r319: u64 = sub_i32(r317, r318);
-    let r320: u64 = 0x3f317200;
-    let r321: u64 = mul_f32(r314, r320);
-    let r322: u64 = sub_f32(r197, r321);
-    let r323: u64 = 0x35bfbe8e;
-    let r324: u64 = mul_f32(r314, r323);
-    let r325: u64 = sub_f32(r322, r324);
-    let r326: u64 = mul_f32(r325, r325);
-    let r327: u64 = 0xbb355215;
-    let r328: u64 = mul_f32(r326, r327);
-    let r329: u64 = 0x3e2aaa8f;
-    let r330: u64 = add_f32(r329, r328);
-    let r331: u64 = mul_f32(r326, r330);
-    let r332: u64 = sub_f32(r325, r331);
-    let r333: u64 = mul_f32(r325, r332);
-    let r334: u64 = 0x40000000;
-    let r335: u64 = sub_f32(r334, r332);
-    let r336: u64 = div_f32(r333, r335);
-    let r337: u64 = sub_f32(r336, r324);
-    let r338: u64 = add_f32(r337, r322);
-    let r339: u64 = 0x3f800000;
-    let r340: u64 = add_f32(r339, r338);
-    let r341: u64 = 0x7f;
-    let r342: u64 = 0xffffff82;
-    let r343: u64 = gt_i32(r319, r341);
-    let r344: u64 = lt_i32(r319, r342);
-    let r345: u64 = 0x7f000000;
-    let r346: u64 = mul_f32(r340, r345);
-    let r347: u64 = sub_i32(r319, r341);
-    let r348: u64 = 0xc800000;
-    let r349: u64 = mul_f32(r340, r348);
-    let r350: u64 = 0x66;
-    let r351: u64 = add_i32(r319, r350);
-    let r352: u64 = select_lane(r344, r349, r340);
-    let r353: u64 = select_lane(r343, r346, r352);
-    let r354: u64 = select_lane(r344, r351, r319);
-    let r355: u64 = select_lane(r343, r347, r354);
-    let r356: u64 = add_i32(r355, r341);
-    let r357: u64 = 0x17;
-    let r358: u64 = shl_i32(r356, r357);
-    let r359: u64 = r358;
-    let r360: u64 = mul_f32(r353, r359);
-    let r361: u64 = 0x3f800000;
-    let r362: u64 = 0x39000000;
-    let r363: u64 = le_i32(r294, r362);
-    let r364: u64 = add_f32(r361, r197);
-    let r365: u64 = select_lane(r363, r364, r360);
-    let r366: u64 = 0x42cff1b5;
-    let r367: u64 = ge_i32(r294, r366);
-    let r368: u64 = and(r296, r367);
-    let r369: u64 = 0x0;
-    let r370: u64 = select_lane(r368, r369, r365);
-    let r371: u64 = 0x42b17218;
-    let r372: u64 = ge_i32(r294, r371);
-    let r373: u64 = 0x1;
-    let r374: u64 = xor(r296, r373);
-    let r375: u64 = and(r374, r372);
-    let r376: u64 = 0x7f000000;
-    let r377: u64 = mul_f32(r197, r376);
-    let r378: u64 = select_lane(r375, r377, r370);
-    let r379: u64 = 0x7f800000;
-    let r380: u64 = gt_i32(r294, r379);
-    let r381: u64 = select_lane(r380, r197, r378);
-    let r382: u64 = mul_f32(r289, r381);
-    let r383: u64 = div_f32(r382, r6);
-    let r384: u64 = select_lane(r177, r185, r383);
-    let r385: u64 = 0x3f800000;
-    let r386: u64 = mul_f32(r0, r182);
-    let r387: u64 = add_f32(r0, r386);
-    let r388: u64 = 0x41000000;
-    let r389: u64 = 0x3f8375d4;
-    let r390: u64 = mul_f32(r388, r0);
-    let r391: u64 = mul_f32(r389, r0);
-    let r392: u64 = add_f32(r390, r391);
-    let r393: u64 = 0x3e000000;
-    let r394: u64 = mul_f32(r393, r392);
-    let r395: u64 = sub_f32(r385, r384);
-    let r396: u64 = 0x3800000;
-    let r397: u64 = sub_f32(r385, r396);
-    let r398: u64 = 0x40c00000;
-    let r399: u64 = lt_i32(r5, r398);
-    let r400: u64 = select_lane(r399, r395, r397);
-    let r401: u64 = neg_f32(r400);
-    let r402: u64 = select_lane(r3, r401, r400);
-    let r403: u64 = 0x3f800000;
-    let r404: u64 = 0x0;
-    let r405: u64 = select_lane(r3, r403, r404);
-    let r406: u64 = 0x40000000;
-    let r407: u64 = mul_f32(r406, r405);
-    let r408: u64 = sub_f32(r385, r407);
-    let r409: u64 = add_f32(r408, r12);
-    let r410: u64 = 0x31800000;
-    let r411: u64 = lt_i32(r5, r410);
-    let r412: u64 = select_lane(r411, r394, r387);
-    let r413: u64 = select_lane(r175, r412, r402);
-    let r414: u64 = select_lane(r10, r409, r413);
-    (r414, 0)
+    let r1: u64 = abs_f32(r0);
+    let r2: u64 = mul_f32(r0, r0);
+    let r3: u64 = 0x38a54eec;
+    let r4: u64 = 0xba5235c2;
+    let r5: u64 = mul_add_f32(r3, r2, r4);
+    let r6: u64 = 0x3baa0b24;
+    let r7: u64 = mul_add_f32(r5, r2, r6);
+    let r8: u64 = 0xbcdbfd9e;
+    let r9: u64 = mul_add_f32(r7, r2, r8);
+    let r10: u64 = 0x3de7168c;
+    let r11: u64 = mul_add_f32(r9, r2, r10);
+    let r12: u64 = 0xbec0939f;
+    let r13: u64 = mul_add_f32(r11, r2, r12);
+    let r14: u64 = 0x3e0375d4;
+    let r15: u64 = mul_add_f32(r13, r2, r14);
+    let r16: u64 = mul_add_f32(r0, r15, r0);
+    let r17: u64 = 0x40000000;
+    let r18: u64 = sub_f32(r1, r17);
+    let r19: u64 = 0xb592e422;
+    let r20: u64 = 0x36e952ca;
+    let r21: u64 = mul_add_f32(r19, r18, r20);
+    let r22: u64 = 0xb6552ddc;
+    let r23: u64 = mul_add_f32(r21, r18, r22);
+    let r24: u64 = 0xb8ae68d6;
+    let r25: u64 = mul_add_f32(r23, r18, r24);
+    let r26: u64 = 0x39805c22;
+    let r27: u64 = mul_add_f32(r25, r18, r26);
+    let r28: u64 = 0x3805824f;
+    let r29: u64 = mul_add_f32(r27, r18, r28);
+    let r30: u64 = 0xbacd436a;
+    let r31: u64 = mul_add_f32(r29, r18, r30);
+    let r32: u64 = 0x3b5ddf0a;
+    let r33: u64 = mul_add_f32(r31, r18, r32);
+    let r34: u64 = 0xb9f89c05;
+    let r35: u64 = mul_add_f32(r33, r18, r34);
+    let r36: u64 = 0xbc5675c3;
+    let r37: u64 = mul_add_f32(r35, r18, r36);
+    let r38: u64 = 0x3d0d1a67;
+    let r39: u64 = mul_add_f32(r37, r18, r38);
+    let r40: u64 = 0xbd458594;
+    let r41: u64 = mul_add_f32(r39, r18, r40);
+    let r42: u64 = 0x3d294d63;
+    let r43: u64 = mul_add_f32(r41, r18, r42);
+    let r44: u64 = 0xbca94dca;
+    let r45: u64 = mul_add_f32(r43, r18, r44);
+    let r46: u64 = 0x3b9947b9;
+    let r47: u64 = mul_add_f32(r45, r18, r46);
+    let r48: u64 = 0x3f800000;
+    let r49: u64 = sub_f32(r48, r47);
+    let r50: u64 = 0x407ae148;
+    let r51: u64 = lt_f32(r1, r50);
+    let r52: u64 = select_lane(r51, r49, r48);
+    let r53: u64 = r0;
+    let r54: u64 = 0x0;
+    let r55: u64 = lt_i32(r53, r54);
+    let r56: u64 = 0x7fffffff;
+    let r57: u64 = and(r53, r56);
+    let r58: u64 = neg_f32(r52);
+    let r59: u64 = select_lane(r55, r58, r52);
+    let r60: u64 = 0x3f800000;
+    let r61: u64 = ge_f32(r1, r60);
+    let r62: u64 = select_lane(r61, r59, r16);
+    (r62, 0)
 }
 
 #[inline(always)]
@@ -8172,7 +7820,7 @@ pub(crate) fn pow_f64<const EXACT: bool>(x: u64, y: u64) -> (u64, u64) {
     let r341: u64 = or(r340, r199);
     let r342: u64 = or(r341, r298);
     rare |= r342;
-    let r343: u64 = if EXACT && r342 != 0 { of_f64(libm::pow(f64_(r0), f64_(r1))) } else { r299 };
+    let r343: u64 = if EXACT && r342 != 0 { of_f64(kiln_ir::math::pow(f64_(r0), f64_(r1))) } else { r299 };
     (r343, rare)
 }
 
@@ -8507,7 +8155,7 @@ pub(crate) fn pow_f32<const EXACT: bool>(x: u64, y: u64) -> (u64, u64) {
     let r325: u64 = or(r324, r187);
     let r326: u64 = or(r325, r282);
     rare |= r326;
-    let r327: u64 = if EXACT && r326 != 0 { of_f32(libm::powf(f32_(r0), f32_(r1))) } else { r283 };
+    let r327: u64 = if EXACT && r326 != 0 { of_f32(kiln_ir::math::powf(f32_(r0), f32_(r1))) } else { r283 };
     (r327, rare)
 }
 
@@ -9009,50 +8657,50 @@ static __KILN_EXP2F_TABLE: [u64; 16] = kiln_kernel::EXP2F_TABLE;
 /// The loop of the routine computing `op` on `dtype`.
 pub(crate) fn unary(op: UnaryOp, dtype: DType) -> Option<Un> {
     Some(match (op, dtype) {
-        (UnaryOp::Sin, DType::F64) => routine1!(sin_f64, |a| of_f64(libm::sin(f64_(a)))),
-        (UnaryOp::Sin, DType::F32) => routine1!(sin_f32, |a| of_f32(libm::sinf(f32_(a)))),
-        (UnaryOp::Cos, DType::F64) => routine1!(cos_f64, |a| of_f64(libm::cos(f64_(a)))),
-        (UnaryOp::Cos, DType::F32) => routine1!(cos_f32, |a| of_f32(libm::cosf(f32_(a)))),
-        (UnaryOp::Tan, DType::F64) => routine1!(tan_f64, |a| of_f64(libm::tan(f64_(a)))),
-        (UnaryOp::Tan, DType::F32) => routine1!(tan_f32, |a| of_f32(libm::tanf(f32_(a)))),
-        (UnaryOp::Asin, DType::F64) => routine1!(asin_f64, |a| of_f64(libm::asin(f64_(a)))),
-        (UnaryOp::Asin, DType::F32) => routine1!(asin_f32, |a| of_f32(libm::asinf(f32_(a)))),
-        (UnaryOp::Acos, DType::F64) => routine1!(acos_f64, |a| of_f64(libm::acos(f64_(a)))),
-        (UnaryOp::Acos, DType::F32) => routine1!(acos_f32, |a| of_f32(libm::acosf(f32_(a)))),
-        (UnaryOp::Atan, DType::F64) => routine1!(atan_f64, |a| of_f64(libm::atan(f64_(a)))),
-        (UnaryOp::Atan, DType::F32) => routine1!(atan_f32, |a| of_f32(libm::atanf(f32_(a)))),
-        (UnaryOp::Sinh, DType::F64) => routine1!(sinh_f64, |a| of_f64(libm::sinh(f64_(a)))),
-        (UnaryOp::Sinh, DType::F32) => routine1!(sinh_f32, |a| of_f32(libm::sinhf(f32_(a)))),
-        (UnaryOp::Cosh, DType::F64) => routine1!(cosh_f64, |a| of_f64(libm::cosh(f64_(a)))),
-        (UnaryOp::Cosh, DType::F32) => routine1!(cosh_f32, |a| of_f32(libm::coshf(f32_(a)))),
-        (UnaryOp::Tanh, DType::F64) => routine1!(tanh_f64, |a| of_f64(libm::tanh(f64_(a)))),
-        (UnaryOp::Tanh, DType::F32) => routine1!(tanh_f32, |a| of_f32(libm::tanhf(f32_(a)))),
-        (UnaryOp::Exp, DType::F64) => routine1!(exp_f64, |a| of_f64(libm::exp(f64_(a)))),
-        (UnaryOp::Exp, DType::F32) => routine1!(exp_f32, |a| of_f32(libm::expf(f32_(a)))),
-        (UnaryOp::Exp2, DType::F64) => routine1!(exp2_f64, |a| of_f64(libm::exp2(f64_(a)))),
-        (UnaryOp::Exp2, DType::F32) => routine1!(exp2_f32, |a| of_f32(libm::exp2f(f32_(a)))),
-        (UnaryOp::Expm1, DType::F64) => routine1!(expm1_f64, |a| of_f64(libm::expm1(f64_(a)))),
-        (UnaryOp::Expm1, DType::F32) => routine1!(expm1_f32, |a| of_f32(libm::expm1f(f32_(a)))),
-        (UnaryOp::Log, DType::F64) => routine1!(log_f64, |a| of_f64(libm::log(f64_(a)))),
-        (UnaryOp::Log, DType::F32) => routine1!(log_f32, |a| of_f32(libm::logf(f32_(a)))),
-        (UnaryOp::Log2, DType::F64) => routine1!(log2_f64, |a| of_f64(libm::log2(f64_(a)))),
-        (UnaryOp::Log2, DType::F32) => routine1!(log2_f32, |a| of_f32(libm::log2f(f32_(a)))),
-        (UnaryOp::Log10, DType::F64) => routine1!(log10_f64, |a| of_f64(libm::log10(f64_(a)))),
-        (UnaryOp::Log10, DType::F32) => routine1!(log10_f32, |a| of_f32(libm::log10f(f32_(a)))),
-        (UnaryOp::Log1p, DType::F64) => routine1!(log1p_f64, |a| of_f64(libm::log1p(f64_(a)))),
-        (UnaryOp::Log1p, DType::F32) => routine1!(log1p_f32, |a| of_f32(libm::log1pf(f32_(a)))),
-        (UnaryOp::Cbrt, DType::F64) => routine1!(cbrt_f64, |a| of_f64(libm::cbrt(f64_(a)))),
-        (UnaryOp::Cbrt, DType::F32) => routine1!(cbrt_f32, |a| of_f32(libm::cbrtf(f32_(a)))),
-        (UnaryOp::Asinh, DType::F64) => routine1!(asinh_f64, |a| of_f64(libm::asinh(f64_(a)))),
-        (UnaryOp::Asinh, DType::F32) => routine1!(asinh_f32, |a| of_f32(libm::asinhf(f32_(a)))),
-        (UnaryOp::Acosh, DType::F64) => routine1!(acosh_f64, |a| of_f64(libm::acosh(f64_(a)))),
-        (UnaryOp::Acosh, DType::F32) => routine1!(acosh_f32, |a| of_f32(libm::acoshf(f32_(a)))),
-        (UnaryOp::Atanh, DType::F64) => routine1!(atanh_f64, |a| of_f64(libm::atanh(f64_(a)))),
-        (UnaryOp::Atanh, DType::F32) => routine1!(atanh_f32, |a| of_f32(libm::atanhf(f32_(a)))),
-        (UnaryOp::Erf, DType::F64) => routine1!(erf_f64, |a| of_f64(libm::erf(f64_(a)))),
-        (UnaryOp::Erf, DType::F32) => routine1!(erf_f32, |a| of_f32(libm::erff(f32_(a)))),
-        (UnaryOp::Erfc, DType::F64) => routine1!(erfc_f64, |a| of_f64(libm::erfc(f64_(a)))),
-        (UnaryOp::Erfc, DType::F32) => routine1!(erfc_f32, |a| of_f32(libm::erfcf(f32_(a)))),
+        (UnaryOp::Sin, DType::F64) => routine1!(sin_f64, |a| of_f64(kiln_ir::math::sin(f64_(a)))),
+        (UnaryOp::Sin, DType::F32) => routine1!(sin_f32, |a| of_f32(kiln_ir::math::sinf(f32_(a)))),
+        (UnaryOp::Cos, DType::F64) => routine1!(cos_f64, |a| of_f64(kiln_ir::math::cos(f64_(a)))),
+        (UnaryOp::Cos, DType::F32) => routine1!(cos_f32, |a| of_f32(kiln_ir::math::cosf(f32_(a)))),
+        (UnaryOp::Tan, DType::F64) => routine1!(tan_f64, |a| of_f64(kiln_ir::math::tan(f64_(a)))),
+        (UnaryOp::Tan, DType::F32) => routine1!(tan_f32, |a| of_f32(kiln_ir::math::tanf(f32_(a)))),
+        (UnaryOp::Asin, DType::F64) => routine1!(asin_f64, |a| of_f64(kiln_ir::math::asin(f64_(a)))),
+        (UnaryOp::Asin, DType::F32) => routine1!(asin_f32, |a| of_f32(kiln_ir::math::asinf(f32_(a)))),
+        (UnaryOp::Acos, DType::F64) => routine1!(acos_f64, |a| of_f64(kiln_ir::math::acos(f64_(a)))),
+        (UnaryOp::Acos, DType::F32) => routine1!(acos_f32, |a| of_f32(kiln_ir::math::acosf(f32_(a)))),
+        (UnaryOp::Atan, DType::F64) => routine1!(atan_f64, |a| of_f64(kiln_ir::math::atan(f64_(a)))),
+        (UnaryOp::Atan, DType::F32) => routine1!(atan_f32, |a| of_f32(kiln_ir::math::atanf(f32_(a)))),
+        (UnaryOp::Sinh, DType::F64) => routine1!(sinh_f64, |a| of_f64(kiln_ir::math::sinh(f64_(a)))),
+        (UnaryOp::Sinh, DType::F32) => routine1!(sinh_f32, |a| of_f32(kiln_ir::math::sinhf(f32_(a)))),
+        (UnaryOp::Cosh, DType::F64) => routine1!(cosh_f64, |a| of_f64(kiln_ir::math::cosh(f64_(a)))),
+        (UnaryOp::Cosh, DType::F32) => routine1!(cosh_f32, |a| of_f32(kiln_ir::math::coshf(f32_(a)))),
+        (UnaryOp::Tanh, DType::F64) => routine1!(tanh_f64, |a| of_f64(kiln_ir::math::tanh(f64_(a)))),
+        (UnaryOp::Tanh, DType::F32) => routine1!(tanh_f32, |a| of_f32(kiln_ir::math::tanhf(f32_(a)))),
+        (UnaryOp::Exp, DType::F64) => routine1!(exp_f64, |a| of_f64(kiln_ir::math::exp(f64_(a)))),
+        (UnaryOp::Exp, DType::F32) => routine1!(exp_f32, |a| of_f32(kiln_ir::math::expf(f32_(a)))),
+        (UnaryOp::Exp2, DType::F64) => routine1!(exp2_f64, |a| of_f64(kiln_ir::math::exp2(f64_(a)))),
+        (UnaryOp::Exp2, DType::F32) => routine1!(exp2_f32, |a| of_f32(kiln_ir::math::exp2f(f32_(a)))),
+        (UnaryOp::Expm1, DType::F64) => routine1!(expm1_f64, |a| of_f64(kiln_ir::math::expm1(f64_(a)))),
+        (UnaryOp::Expm1, DType::F32) => routine1!(expm1_f32, |a| of_f32(kiln_ir::math::expm1f(f32_(a)))),
+        (UnaryOp::Log, DType::F64) => routine1!(log_f64, |a| of_f64(kiln_ir::math::log(f64_(a)))),
+        (UnaryOp::Log, DType::F32) => routine1!(log_f32, |a| of_f32(kiln_ir::math::logf(f32_(a)))),
+        (UnaryOp::Log2, DType::F64) => routine1!(log2_f64, |a| of_f64(kiln_ir::math::log2(f64_(a)))),
+        (UnaryOp::Log2, DType::F32) => routine1!(log2_f32, |a| of_f32(kiln_ir::math::log2f(f32_(a)))),
+        (UnaryOp::Log10, DType::F64) => routine1!(log10_f64, |a| of_f64(kiln_ir::math::log10(f64_(a)))),
+        (UnaryOp::Log10, DType::F32) => routine1!(log10_f32, |a| of_f32(kiln_ir::math::log10f(f32_(a)))),
+        (UnaryOp::Log1p, DType::F64) => routine1!(log1p_f64, |a| of_f64(kiln_ir::math::log1p(f64_(a)))),
+        (UnaryOp::Log1p, DType::F32) => routine1!(log1p_f32, |a| of_f32(kiln_ir::math::log1pf(f32_(a)))),
+        (UnaryOp::Cbrt, DType::F64) => routine1!(cbrt_f64, |a| of_f64(kiln_ir::math::cbrt(f64_(a)))),
+        (UnaryOp::Cbrt, DType::F32) => routine1!(cbrt_f32, |a| of_f32(kiln_ir::math::cbrtf(f32_(a)))),
+        (UnaryOp::Asinh, DType::F64) => routine1!(asinh_f64, |a| of_f64(kiln_ir::math::asinh(f64_(a)))),
+        (UnaryOp::Asinh, DType::F32) => routine1!(asinh_f32, |a| of_f32(kiln_ir::math::asinhf(f32_(a)))),
+        (UnaryOp::Acosh, DType::F64) => routine1!(acosh_f64, |a| of_f64(kiln_ir::math::acosh(f64_(a)))),
+        (UnaryOp::Acosh, DType::F32) => routine1!(acosh_f32, |a| of_f32(kiln_ir::math::acoshf(f32_(a)))),
+        (UnaryOp::Atanh, DType::F64) => routine1!(atanh_f64, |a| of_f64(kiln_ir::math::atanh(f64_(a)))),
+        (UnaryOp::Atanh, DType::F32) => routine1!(atanh_f32, |a| of_f32(kiln_ir::math::atanhf(f32_(a)))),
+        (UnaryOp::Erf, DType::F64) => routine1!(erf_f64, |a| of_f64(kiln_ir::math::erf(f64_(a)))),
+        (UnaryOp::Erf, DType::F32) => routine1!(erf_f32, |a| of_f32(kiln_ir::math::kiln_erff(f32_(a)))),
+        (UnaryOp::Erfc, DType::F64) => routine1!(erfc_f64, |a| of_f64(kiln_ir::math::erfc(f64_(a)))),
+        (UnaryOp::Erfc, DType::F32) => routine1!(erfc_f32, |a| of_f32(kiln_ir::math::erfcf(f32_(a)))),
         _ => return None,
     })
 }
@@ -9060,12 +8708,12 @@ pub(crate) fn unary(op: UnaryOp, dtype: DType) -> Option<Un> {
 /// The loops of the routine computing `op` on `dtype`.
 pub(crate) fn binary(op: BinaryOp, dtype: DType) -> Option<Bins> {
     Some(match (op, dtype) {
-        (BinaryOp::Pow, DType::F64) => routine2!(pow_f64, |a, b| of_f64(libm::pow(f64_(a), f64_(b)))),
-        (BinaryOp::Pow, DType::F32) => routine2!(pow_f32, |a, b| of_f32(libm::powf(f32_(a), f32_(b)))),
-        (BinaryOp::Atan2, DType::F64) => routine2!(atan2_f64, |a, b| of_f64(libm::atan2(f64_(a), f64_(b)))),
-        (BinaryOp::Atan2, DType::F32) => routine2!(atan2_f32, |a, b| of_f32(libm::atan2f(f32_(a), f32_(b)))),
-        (BinaryOp::Hypot, DType::F64) => routine2!(hypot_f64, |a, b| of_f64(libm::hypot(f64_(a), f64_(b)))),
-        (BinaryOp::Hypot, DType::F32) => routine2!(hypot_f32, |a, b| of_f32(libm::hypotf(f32_(a), f32_(b)))),
+        (BinaryOp::Pow, DType::F64) => routine2!(pow_f64, |a, b| of_f64(kiln_ir::math::pow(f64_(a), f64_(b)))),
+        (BinaryOp::Pow, DType::F32) => routine2!(pow_f32, |a, b| of_f32(kiln_ir::math::powf(f32_(a), f32_(b)))),
+        (BinaryOp::Atan2, DType::F64) => routine2!(atan2_f64, |a, b| of_f64(kiln_ir::math::atan2(f64_(a), f64_(b)))),
+        (BinaryOp::Atan2, DType::F32) => routine2!(atan2_f32, |a, b| of_f32(kiln_ir::math::atan2f(f32_(a), f32_(b)))),
+        (BinaryOp::Hypot, DType::F64) => routine2!(hypot_f64, |a, b| of_f64(kiln_ir::math::hypot(f64_(a), f64_(b)))),
+        (BinaryOp::Hypot, DType::F32) => routine2!(hypot_f32, |a, b| of_f32(kiln_ir::math::hypotf(f32_(a), f32_(b)))),
         _ => return None,
     })
 }

@@ -207,6 +207,24 @@ impl Emitter<'_> {
         acc
     }
 
+    /// `a * b + c` rounded once ([`Expr::MulAdd`]).
+    pub(super) fn mul_add(&mut self, a: Reg, b: Reg, c: Reg) -> Reg {
+        let dtype = self.ty(a);
+        self.let_(dtype, Expr::MulAdd(a, b, c))
+    }
+
+    /// `c[0]·x^n + … + c[n]`, highest degree first, each step one fused
+    /// multiply-add (`f32` coefficients).
+    pub(super) fn horner_fused(&mut self, x: Reg, coefficients: &[f32]) -> Reg {
+        let (first, rest) = coefficients.split_first().expect("a polynomial");
+        let mut acc = self.f32(*first);
+        for &c in rest {
+            let c = self.f32(c);
+            acc = self.mul_add(acc, x, c);
+        }
+        acc
+    }
+
     /// `scalbn(y, n)` / `scalbnf(y, n)` (the `libm` crate's generic one) in
     /// `y`'s dtype, for an `i32` `n` that needs at most one pre-scaling step,
     /// which holds wherever exp calls it (f64: `-1075 <= n <= 1024`; f32:

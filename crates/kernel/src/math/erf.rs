@@ -1,5 +1,6 @@
-//! `erf` and `erfc` (`f64`, `f32`): the `libm` crate's rational
-//! approximations on its five intervals.
+//! `erf` and `erfc`: the `libm` crate's rational approximations on its five
+//! intervals (`erf` of `f64`, `erfc` of both), and kiln's own `erf` of `f32`
+//! (`kiln_ir::math::kiln_erff`).
 
 use super::*;
 
@@ -416,9 +417,38 @@ pub(super) fn erfc_core(m: &mut Emitter<'_>, x: Reg) -> Reg {
     m.select(nonfinite, special, result)
 }
 
-/// The `libm` crate's `erf` (f64) and `erff`.
+/// The `libm` crate's `erf` (f64).
 pub(super) fn erf(kernel: &mut Kernel, out: &mut Vec<Stmt>, x: Reg) -> Reg {
     erf_core(&mut Emitter { kernel, out }, x)
+}
+
+/// kiln's `erf` of `f32` ([`kiln_ir::math::kiln_erff`]), both intervals in
+/// every lane and the lane's own kept: `x + x·P(x²)` below 1 (and NaN),
+/// `±(1 - Q(|x| - 2))` below 3.92, `±1` beyond.
+pub(super) fn erf_f32(kernel: &mut Kernel, out: &mut Vec<Stmt>, x: Reg) -> Reg {
+    use kiln_ir::math::{ERFF_LARGE, ERFF_MID, ERFF_ONE, ERFF_SMALL, ERFF_SPLIT};
+    let m = &mut Emitter { kernel, out };
+    let a = m.abs(x);
+    let small = {
+        let z = m.mul(x, x);
+        let y = m.horner_fused(z, &ERFF_SMALL);
+        m.mul_add(x, y, x)
+    };
+    let large = {
+        let mid = m.f32(ERFF_MID);
+        let t = m.sub(a, mid);
+        let q = m.horner_fused(t, &ERFF_LARGE);
+        let one = m.f32(1.0);
+        let v = m.sub(one, q);
+        let end = m.f32(ERFF_ONE);
+        let inside = m.cmp(CmpOp::Lt, a, end);
+        let v = m.select(inside, v, one);
+        let (_, negative) = magnitude_word(m, x);
+        negate_if(m, negative, v)
+    };
+    let split = m.f32(ERFF_SPLIT);
+    let is_large = m.cmp(CmpOp::Ge, a, split);
+    m.select(is_large, large, small)
 }
 
 /// The `libm` crate's `erfc` (f64) and `erfcf`.

@@ -1,6 +1,7 @@
 //! Inline math: transcendentals expanded into kernel expressions that
 //! compute, operation for operation, what the `libm` crate computes (the
-//! interpreter's oracle), so every lane of every tier returns its bits.
+//! interpreter's oracle; for `erf` of `f32`, kiln's own
+//! `kiln_ir::math::kiln_erff`), so every lane of every tier returns its bits.
 //!
 //! Each function is a port of the `libm` crate's algorithm with its
 //! constants and its order of operations, no FMA contraction, and its
@@ -74,7 +75,8 @@ pub(super) fn inline(op: UnaryOp, dtype: DType) -> Option<Expansion> {
         (UnaryOp::Tanh, DType::F64) => tanh_f64,
         (UnaryOp::Expm1, DType::F32) => expm1_f32,
         (UnaryOp::Tanh, DType::F32) => tanh_f32,
-        (UnaryOp::Erf, DType::F64 | DType::F32) => erf,
+        (UnaryOp::Erf, DType::F64) => erf,
+        (UnaryOp::Erf, DType::F32) => erf_f32,
         (UnaryOp::Erfc, DType::F64 | DType::F32) => erfc,
         (UnaryOp::Sinh, DType::F64 | DType::F32) => sinh,
         (UnaryOp::Cosh, DType::F64 | DType::F32) => cosh,
