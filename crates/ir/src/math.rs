@@ -97,14 +97,17 @@ unsafe fn erff_fma(x: f32) -> f32 {
 #[inline(always)]
 fn erff_body(x: f32) -> f32 {
     let a = x.abs();
-    if !(a >= ERFF_SPLIT) {
+    if a >= ERFF_SPLIT {
+        if a < ERFF_ONE {
+            let q = horner(a - ERFF_MID, &ERFF_LARGE);
+            (1.0 - q).copysign(x)
+        } else {
+            1.0f32.copysign(x)
+        }
+    } else {
+        // Below 1, and NaN.
         let y = horner(x * x, &ERFF_SMALL);
         x.mul_add(y, x)
-    } else if a < ERFF_ONE {
-        let q = horner(a - ERFF_MID, &ERFF_LARGE);
-        (1.0 - q).copysign(x)
-    } else {
-        1.0f32.copysign(x)
     }
 }
 
