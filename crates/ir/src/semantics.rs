@@ -4,7 +4,8 @@
 //!
 //! Nothing here may depend on the host's libm or on Rust float operations whose
 //! results are platform-defined: transcendentals come from the pure-Rust `libm`
-//! crate or are kiln's own ([`crate::math`]: `erf` of `f32`), everything else is exactly specified by IEEE 754 or two's complement.
+//! crate or are kiln's own ([`crate::math`]: `erf` of `f32`), everything else
+//! is exactly specified by IEEE 754 or two's complement.
 
 use crate::op::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
 use crate::scalar::Scalar;

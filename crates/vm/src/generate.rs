@@ -114,7 +114,6 @@ fn routine(name: &str, kernel: &Kernel, tables: &mut Vec<&'static Table>, out: &
                 format!("select_lane({}, {}, {})", reg(*c), reg(*a), reg(*b))
             }
             Expr::MulAdd(a, b, c) => {
-                float(dtype);
                 format!("mul_add_{dtype}({}, {}, {})", reg(*a), reg(*b), reg(*c))
             }
             Expr::Cast(to, a) => format!(

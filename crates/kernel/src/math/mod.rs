@@ -3,7 +3,8 @@
 //! interpreter's oracle; for `erf` of `f32`, kiln's own
 //! `kiln_ir::math::kiln_erff`), so every lane of every tier returns its bits.
 //!
-//! Each function is a port of the `libm` crate's algorithm with its
+//! Each function is a port of the `libm` crate's algorithm (or kiln's own
+//! `erf` of `f32`, with the fused multiply-adds its definition has) with its
 //! constants and its order of operations, no FMA contraction, and its
 //! branches turned into `select`s: every path is computed and the one the
 //! scalar code would take is kept. A row loop of such code has no calls and
