@@ -63,7 +63,7 @@ fn horner(v: f32, c: &[f32]) -> f32 {
 
 /// kiln's `erf` of `f32` (docs/semantics.md, "erf of f32"): two
 /// polynomials and no division or `exp`, so a vector of lanes computes it in
-/// about 25 operations, within 1.3 ulp of the exact `erf` over every `f32`
+/// about 30 operations, within 1.3 ulp of the exact `erf` over every `f32`
 /// (the `libm` crate's `erff`, which kiln computed before, takes about 230
 /// in a vector, every interval's rational functions and two `expf`s a lane).
 ///

@@ -6596,17 +6596,11 @@ pub(crate) fn erf_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
     let r50: u64 = 0x407ae148;
     let r51: u64 = lt_f32(r1, r50);
     let r52: u64 = select_lane(r51, r49, r48);
-    let r53: u64 = r0;
-    let r54: u64 = 0x0;
-    let r55: u64 = lt_i32(r53, r54);
-    let r56: u64 = 0x7fffffff;
-    let r57: u64 = and(r53, r56);
-    let r58: u64 = neg_f32(r52);
-    let r59: u64 = select_lane(r55, r58, r52);
-    let r60: u64 = 0x3f800000;
-    let r61: u64 = ge_f32(r1, r60);
-    let r62: u64 = select_lane(r61, r59, r16);
-    (r62, 0)
+    let r53: u64 = copysign_f32(r52, r0);
+    let r54: u64 = 0x3f800000;
+    let r55: u64 = ge_f32(r1, r54);
+    let r56: u64 = select_lane(r55, r53, r16);
+    (r56, 0)
 }
 
 #[inline(always)]

@@ -443,8 +443,8 @@ pub(super) fn erf_f32(kernel: &mut Kernel, out: &mut Vec<Stmt>, x: Reg) -> Reg {
         let end = m.f32(ERFF_ONE);
         let inside = m.cmp(CmpOp::Lt, a, end);
         let v = m.select(inside, v, one);
-        let (_, negative) = magnitude_word(m, x);
-        negate_if(m, negative, v)
+        // x is not NaN where this lane is kept.
+        m.bin(BinaryOp::Copysign, v, x)
     };
     let split = m.f32(ERFF_SPLIT);
     let is_large = m.cmp(CmpOp::Ge, a, split);
