@@ -23,6 +23,12 @@ impl Builder {
         }
     }
 
+    /// A builder that appends to `graph` (a derivative appended after the
+    /// nodes it differentiates, for one).
+    pub fn from_graph(graph: Graph) -> Self {
+        Builder { graph }
+    }
+
     /// The graph built so far.
     pub fn graph(&self) -> &Graph {
         &self.graph

@@ -33,6 +33,7 @@ pub mod data;
 pub mod diag;
 pub mod entities;
 pub mod exec;
+pub mod grad;
 pub mod graph;
 pub mod math;
 pub mod op;

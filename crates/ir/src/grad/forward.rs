@@ -1,0 +1,173 @@
+//! Forward mode: one sweep from the inputs to the outputs per parameter,
+//! each node's tangent (its derivative with respect to the parameter)
+//! computed from its arguments' tangents through the same local
+//! derivatives reverse mode uses.
+//!
+//! For a scalar parameter broadcast over a column of rows this gives the
+//! derivative of every row's result at once, a column of the Jacobian
+//! that Gauss–Newton and Levenberg–Marquardt fits need; reverse mode
+//! would give only its sum. A tangent is kept as small as broadcasting
+//! allows: the parameter's own is the scalar `1`.
+
+use super::reverse::wrt_inputs;
+use super::rules;
+use super::{active_mask, fail, reduction, Ad, GradResult};
+use crate::entities::Value;
+use crate::graph::Graph;
+use crate::op::{Op, ReduceOp};
+use crate::types::DType;
+use crate::verify::Verified;
+use crate::EntityRef;
+
+/// The derivatives of every output with respect to each scalar input named
+/// in `wrt`, element by element: a graph with the same inputs and outputs,
+/// then one output `d<out>/d<p>` of the output's type for each output `out`
+/// and parameter `p`, in that order (parameters inner).
+pub fn jacobian(graph: &Verified, wrt: &[&str]) -> GradResult<Graph> {
+    let g = graph.graph();
+    let params = wrt_inputs(g, wrt)?;
+    for (&p, name) in params.iter().zip(wrt) {
+        if !g.ty(p).as_tensor().is_some_and(|t| t.is_scalar()) {
+            return fail(
+                Some(p),
+                format!(
+                    "the Jacobian is taken with respect to scalar inputs; `{name}` is {}",
+                    g.ty(p)
+                ),
+            );
+        }
+    }
+    for out in g.outputs() {
+        if !g.ty(out.value).dtype().is_some_and(DType::is_float) {
+            return fail(
+                Some(out.value),
+                format!("cannot differentiate output `{}` of type {}: only floats (f32, f64) have derivatives", out.name, g.ty(out.value)),
+            );
+        }
+    }
+    let mut ad = Ad::new(graph);
+    let mut columns = Vec::with_capacity(params.len());
+    for &p in &params {
+        columns.push(tangents(&mut ad, g, p)?);
+    }
+    ad.at = None;
+    for out in g.outputs() {
+        for (tangent, name) in columns.iter().zip(wrt) {
+            let shape = ad.shape(out.value);
+            let d = match tangent[out.value.index()] {
+                Some(t) => ad.expand(t, &shape)?,
+                None => ad.zeros(ad.dtype(out.value), &shape)?,
+            };
+            let label = format!("d{}/d{name}", out.name);
+            if g.outputs().iter().any(|o| o.name == label) {
+                return fail(
+                    None,
+                    format!("the graph already has an output `{label}`, the name of a derivative"),
+                );
+            }
+            ad.b.output(&label, d);
+        }
+    }
+    Ok(ad.finish())
+}
+
+/// The tangent of every value with respect to the scalar input `p`.
+fn tangents(ad: &mut Ad, g: &Graph, p: Value) -> GradResult<Vec<Option<Value>>> {
+    let active = active_mask(g, &[p]);
+    let mut tan: Vec<Option<Value>> = vec![None; g.len()];
+    tan[p.index()] = Some(ad.konst(ad.dtype(p), 1.0));
+    for (v, node) in g.nodes() {
+        if !active[v] || v == p {
+            continue;
+        }
+        ad.at = Some(v);
+        tan[v.index()] = push(ad, v, &node.op, &node.args, &tan)?;
+    }
+    Ok(tan)
+}
+
+/// The tangent of node `v` from its arguments' tangents `tan`.
+fn push(
+    ad: &mut Ad,
+    v: Value,
+    op: &Op,
+    args: &[Value],
+    tan: &[Option<Value>],
+) -> GradResult<Option<Value>> {
+    let t = |arg: Value| tan[arg.index()];
+    let full = |ad: &mut Ad, arg: Value| -> GradResult<Value> {
+        let shape = ad.shape(arg);
+        match t(arg) {
+            Some(ta) => ad.expand(ta, &shape),
+            None => ad.zeros(ad.dtype(arg), &shape),
+        }
+    };
+    Ok(Some(match op {
+        Op::Unary(_) | Op::Binary(_) | Op::Select | Op::Compare(_) | Op::IsIn(_) => {
+            let lins = rules::elementwise(ad, v, op, args)?;
+            let mut sum = None;
+            for (&arg, lin) in args.iter().zip(lins) {
+                if let (Some(lin), Some(ta)) = (lin, t(arg)) {
+                    let c = lin.apply(ad, ta)?;
+                    sum = Some(match sum {
+                        Some(s) => ad.add(s, c)?,
+                        None => c,
+                    });
+                }
+            }
+            return Ok(sum);
+        }
+        Op::Cast(to) => match t(args[0]) {
+            Some(ta) => ad.cast(ta, *to)?,
+            None => return Ok(None),
+        },
+        Op::Reduce(_) | Op::ReduceAxes { .. } => {
+            let x = args[0];
+            let Some(lin) = rules::reduction_lin(ad, v, op, x)? else {
+                return Ok(None);
+            };
+            let tx = full(ad, x)?;
+            let c = lin.apply(ad, tx)?;
+            let (_, axes, keepdim) = reduction(op).expect("a reduction node");
+            match op {
+                Op::Reduce(_) => ad.op(Op::Reduce(ReduceOp::Sum), &[c])?,
+                _ => ad.reduce_axes(ReduceOp::Sum, c, axes, keepdim)?,
+            }
+        }
+        Op::Transpose(_) | Op::Reshape(_) | Op::BroadcastTo(_) | Op::Slice(_) => {
+            let tx = full(ad, args[0])?;
+            ad.op(op.clone(), &[tx])?
+        }
+        Op::Concat(_) => {
+            let mut parts = Vec::with_capacity(args.len());
+            for &arg in args {
+                parts.push(full(ad, arg)?);
+            }
+            ad.op(op.clone(), &parts)?
+        }
+        Op::MatMul => {
+            let (a, b) = (args[0], args[1]);
+            let mut sum = None;
+            if t(a).is_some() {
+                let ta = full(ad, a)?;
+                sum = Some(ad.op(Op::MatMul, &[ta, b])?);
+            }
+            if t(b).is_some() {
+                let tb = full(ad, b)?;
+                let c = ad.op(Op::MatMul, &[a, tb])?;
+                sum = Some(match sum {
+                    Some(s) => ad.add(s, c)?,
+                    None => c,
+                });
+            }
+            return Ok(sum);
+        }
+        Op::Input { .. } | Op::Const(_) | Op::Tensor(_) => return Ok(None),
+        Op::Filter | Op::Conv2d(_) | Op::Pool2d(_) | Op::Gather(_) | Op::Trees(_) => {
+            return fail(
+                Some(v),
+                format!("kiln does not differentiate `{}` yet", op.mnemonic()),
+            )
+        }
+    }))
+}

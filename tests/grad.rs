@@ -1,0 +1,446 @@
+//! Derivatives (`kiln::ir::grad`): each differentiable op's gradient
+//! against central finite differences of the interpreter in `f64`, the
+//! values torch gives at the points where a function has no derivative,
+//! and every engine of this build bit for bit with the interpreter on the
+//! derivative graphs (at every thread count, as the differential test
+//! runs them).
+
+use kiln::ir::grad::{gradient, jacobian};
+use kiln::{Buffer, Data, Graph, Scalar, Verified};
+
+fn verified(text: &str) -> Verified {
+    kiln::verify(kiln::ir::text::parse(text).expect("parses")).expect("verifies")
+}
+
+/// Every engine agrees with the interpreter on `graph` over `inputs`.
+fn on_every_engine(graph: Graph, inputs: &[Data]) {
+    let case = kiln_fuzzgen::Case {
+        graph,
+        inputs: inputs.to_vec(),
+    };
+    if let Err(report) = kiln_fuzzgen::differential(&case) {
+        panic!("{report}");
+    }
+}
+
+fn f64s(data: &Data) -> Vec<f64> {
+    match data {
+        Data::Scalar(Scalar::F64(x)) => vec![*x],
+        Data::Column(Buffer::F64(v)) => v.clone(),
+        other => panic!("not f64: {other:?}"),
+    }
+}
+
+fn with_element(data: &Data, idx: usize, x: f64) -> Data {
+    match data {
+        Data::Scalar(Scalar::F64(_)) => Data::Scalar(Scalar::F64(x)),
+        Data::Column(Buffer::F64(v)) => {
+            let mut v = v.clone();
+            v[idx] = x;
+            Data::Column(Buffer::F64(v))
+        }
+        other => panic!("not f64: {other:?}"),
+    }
+}
+
+/// The sum of the elements of output `of` (in `f64`, in order).
+fn summed(graph: &Verified, inputs: &[Data], of: usize) -> f64 {
+    let outs = kiln::interp::run(graph, inputs).expect("runs");
+    f64s(&outs[of]).iter().sum()
+}
+
+/// Checks the gradient of the sum of output `of` with respect to the
+/// inputs named in `wrt` against central differences (steps of 1e-6
+/// relative) with relative tolerance `tol`, then every engine on the
+/// gradient graph.
+fn check(text: &str, of: &str, wrt: &[&str], inputs: &[Data], tol: f64) {
+    check_with_step(text, of, wrt, inputs, 1e-6, tol);
+}
+
+/// [`check`] with relative steps of `step`.
+fn check_with_step(text: &str, of: &str, wrt: &[&str], inputs: &[Data], step: f64, tol: f64) {
+    let graph = verified(text);
+    let grad = gradient(&graph, Some(of), wrt, false).expect("differentiates");
+    let grad = kiln::verify(grad).expect("the gradient graph verifies");
+    let outs = kiln::interp::run(&grad, inputs).expect("the gradient graph runs");
+    let n_out = graph.graph().outputs().len();
+    let of_idx = graph
+        .graph()
+        .outputs()
+        .iter()
+        .position(|o| o.name == of)
+        .expect("the output");
+    for (k, name) in wrt.iter().enumerate() {
+        let idx = graph
+            .graph()
+            .inputs()
+            .iter()
+            .position(|i| i.name == *name)
+            .expect("the input");
+        let grads = f64s(&outs[n_out + k]);
+        let at = f64s(&inputs[idx]);
+        assert_eq!(grads.len(), at.len(), "grad_{name} has the input's size");
+        for (j, (&x, &g)) in at.iter().zip(&grads).enumerate() {
+            let h = step * x.abs().max(1.0);
+            let mut shifted = inputs.to_vec();
+            shifted[idx] = with_element(&inputs[idx], j, x + h);
+            let up = summed(&graph, &shifted, of_idx);
+            shifted[idx] = with_element(&inputs[idx], j, x - h);
+            let down = summed(&graph, &shifted, of_idx);
+            let fd = (up - down) / (2.0 * h);
+            assert!(
+                (fd - g).abs() <= tol * g.abs().max(1.0),
+                "{}: d{of}/d{name}[{j}] at {x}: kiln {g}, finite differences {fd}",
+                graph.graph().name
+            );
+        }
+    }
+    on_every_engine(grad.into_graph(), inputs);
+}
+
+fn col(values: &[f64]) -> Data {
+    Data::Column(Buffer::F64(values.to_vec()))
+}
+
+fn scalar(x: f64) -> Data {
+    Data::Scalar(Scalar::F64(x))
+}
+
+/// `n` points in `lo..hi`, spread by a fixed sequence (no randomness
+/// between runs).
+fn points(n: usize, lo: f64, hi: f64, seed: u64) -> Vec<f64> {
+    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..n)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            lo + (hi - lo) * ((state >> 11) as f64 / (1u64 << 53) as f64)
+        })
+        .collect()
+}
+
+#[test]
+fn every_unary_function_against_finite_differences() {
+    let domains: &[(&str, f64, f64)] = &[
+        ("neg", -3.0, 3.0),
+        ("abs", 0.1, 3.0),
+        ("abs", -3.0, -0.1),
+        ("sqrt", 0.1, 4.0),
+        ("floor", 0.1, 0.9),
+        ("ceil", 1.1, 1.9),
+        ("trunc", -1.9, -1.1),
+        ("round", 2.1, 2.4),
+        ("sin", -3.0, 3.0),
+        ("cos", -3.0, 3.0),
+        ("tan", -1.2, 1.2),
+        ("asin", -0.9, 0.9),
+        ("acos", -0.9, 0.9),
+        ("atan", -3.0, 3.0),
+        ("sinh", -3.0, 3.0),
+        ("cosh", -3.0, 3.0),
+        ("tanh", -3.0, 3.0),
+        ("exp", -3.0, 3.0),
+        ("exp2", -3.0, 3.0),
+        ("expm1", -3.0, 3.0),
+        ("log", 0.1, 5.0),
+        ("log2", 0.1, 5.0),
+        ("log10", 0.1, 5.0),
+        ("log1p", -0.5, 5.0),
+        ("cbrt", 0.1, 5.0),
+        ("cbrt", -5.0, -0.1),
+        ("asinh", -3.0, 3.0),
+        ("acosh", 1.1, 5.0),
+        ("atanh", -0.9, 0.9),
+        ("erf", -2.5, 2.5),
+        ("erfc", -2.5, 2.5),
+    ];
+    for (seed, &(op, lo, hi)) in domains.iter().enumerate() {
+        let text = format!(
+            "graph \"{op}\"\nv0: f64[n] = input \"x\"\nv1: f64[n] = {op} v0\noutput \"y\" = v1\n"
+        );
+        let x = points(16, lo, hi, seed as u64 + 1);
+        check(&text, "y", &["x"], &[col(&x)], 1e-6);
+    }
+}
+
+#[test]
+fn every_binary_function_against_finite_differences() {
+    // Points away from each function's jumps and ties.
+    type Range = (f64, f64);
+    let domains: &[(&str, Range, Range)] = &[
+        ("add", (-3.0, 3.0), (-3.0, 3.0)),
+        ("sub", (-3.0, 3.0), (-3.0, 3.0)),
+        ("mul", (-3.0, 3.0), (-3.0, 3.0)),
+        ("div", (-3.0, 3.0), (0.5, 3.0)),
+        ("pow", (0.2, 3.0), (-2.0, 2.0)),
+        ("min", (-3.0, -0.1), (0.1, 3.0)),
+        ("max", (0.1, 3.0), (-3.0, -0.1)),
+        ("copysign", (0.1, 3.0), (-3.0, -0.1)),
+        ("atan2", (-3.0, 3.0), (0.2, 3.0)),
+        ("hypot", (-3.0, 3.0), (0.2, 3.0)),
+        ("rem", (0.1, 0.9), (1.0, 1.5)),
+        ("mod", (-0.9, -0.1), (1.0, 1.5)),
+        ("floordiv", (0.1, 0.9), (1.0, 1.5)),
+    ];
+    for (seed, &(op, (alo, ahi), (blo, bhi))) in domains.iter().enumerate() {
+        let text = format!(
+            "graph \"{op}\"\nv0: f64[n] = input \"a\"\nv1: f64[n] = input \"b\"\nv2: f64[n] = {op} v0, v1\noutput \"y\" = v2\n"
+        );
+        let a = points(12, alo, ahi, 2 * seed as u64 + 1);
+        let b = points(12, blo, bhi, 2 * seed as u64 + 2);
+        check(&text, "y", &["a", "b"], &[col(&a), col(&b)], 1e-6);
+    }
+}
+
+/// A scalar broadcast over rows gets the sum of the rows' derivatives;
+/// `select`, comparisons and casts through `f32` pass what torch passes.
+#[test]
+fn broadcasting_select_and_casts() {
+    let text = r#"graph "mixed"
+v0: f64[n] = input "x"
+v1: f64 = input "w"
+v2: f64[n] = mul v0, v1
+v3: f64 = const 0.0
+v4: bool[n] = gt v2, v3
+v5: f64[n] = exp v2
+v6: f64[n] = mul v2, v2
+v7: f64[n] = select v4, v5, v6
+v8: f32[n] = cast v7
+v9: f32[n] = sin v8
+v10: f64[n] = cast v9
+v11: f64[n] = add v10, v7
+output "y" = v11
+"#;
+    let x = points(10, -2.0, 2.0, 7);
+    // Through f32, finite differences see its rounding: longer steps.
+    check_with_step(text, "y", &["x", "w"], &[col(&x), scalar(0.7)], 1e-3, 1e-3);
+}
+
+#[test]
+fn reductions_against_finite_differences() {
+    let text = r#"graph "reductions"
+v0: f64[n] = input "x"
+v1: f64 = sum v0
+v2: f64 = mean v0
+v3: f64 = reduce_max v0
+v4: f64 = reduce_min v0
+v5: f64 = prod v0
+v6: f64[n] = mul v0, v1
+v7: f64[n] = add v6, v2
+v8: f64[n] = mul v7, v3
+v9: f64[n] = sub v8, v4
+v10: f64[n] = add v9, v5
+output "y" = v10
+"#;
+    let x = points(7, 0.5, 1.5, 11);
+    check(text, "y", &["x"], &[col(&x)], 1e-6);
+}
+
+#[test]
+fn tensor_ops_against_finite_differences() {
+    let text = r#"graph "tensors"
+v0: f64[2, 3] = input "x"
+v1: f64[3, 4] = input "w"
+v2: f64[4] = input "b"
+v3: f64[2, 4] = matmul v0, v1
+v4: f64[2, 4] = add v3, v2
+v5: f64[4, 2] = transpose v4 [1, 0]
+v6: f64[8] = reshape v5
+v7: f64[3] = slice v6 [0:8:-3]
+v8: f64[2, 2] = slice v4 [:, 0:4:2]
+v9: f64[2, 6] = concat v8, v4 [1]
+v10: f64[2, 1] = reduce_axes v9 [1] mean keepdim
+v11: f64[2, 6] = mul v9, v10
+v12: f64[3, 2, 6] = broadcast_to v11
+v13: f64[2, 6] = reduce_axes v12 [0] reduce_max
+v14: f64[6] = reduce_axes v13 [0] prod
+v15: f64 = reduce_axes v7 [0] sum
+v16: f64[6] = mul v14, v15
+v17: f64[2, 6] = tanh v13
+output "y" = v16
+output "z" = v17
+"#;
+    let x = col(&points(6, -1.0, 1.0, 3));
+    let w = col(&points(12, -1.0, 1.0, 4));
+    let b = col(&points(4, -1.0, 1.0, 5));
+    check(
+        text,
+        "y",
+        &["x", "w", "b"],
+        &[x.clone(), w.clone(), b.clone()],
+        1e-6,
+    );
+    check(text, "z", &["x", "w", "b"], &[x, w, b], 1e-6);
+}
+
+#[test]
+fn matmul_in_every_rank_against_finite_differences() {
+    let cases: &[(&str, &str, &str, usize, usize)] = &[
+        ("f64[3]", "f64[3, 2]", "f64[2]", 3, 6),
+        ("f64[2, 3]", "f64[3]", "f64[2]", 6, 3),
+        ("f64[3]", "f64[3]", "f64", 3, 3),
+        ("f64[2, 2, 3]", "f64[3, 2]", "f64[2, 2, 2]", 12, 6),
+        ("f64[3]", "f64[2, 3, 2]", "f64[2, 2]", 3, 12),
+        ("f64[2, 2, 3]", "f64[3]", "f64[2, 2]", 12, 3),
+        ("f64[1, 2, 3]", "f64[2, 3, 2]", "f64[2, 2, 2]", 6, 12),
+    ];
+    for (seed, &(ta, tb, ty, na, nb)) in cases.iter().enumerate() {
+        let text = format!(
+            "graph \"mm\"\nv0: {ta} = input \"a\"\nv1: {tb} = input \"b\"\nv2: {ty} = matmul v0, v1\nv3: {ty} = sin v2\noutput \"y\" = v3\n"
+        );
+        let a = points(na, -1.0, 1.0, 100 + seed as u64);
+        let b = points(nb, -1.0, 1.0, 200 + seed as u64);
+        let wrap = |v: &[f64]| {
+            if v.len() == 1 {
+                scalar(v[0])
+            } else {
+                col(v)
+            }
+        };
+        check(&text, "y", &["a", "b"], &[wrap(&a), wrap(&b)], 1e-6);
+    }
+}
+
+/// Where a function has no derivative, kiln gives torch's value (checked
+/// against torch in `crates/python/tests/test_grad.py` too).
+#[test]
+fn torch_choices_where_there_is_no_derivative() {
+    let unary = |op: &str, x: &[f64]| -> Vec<f64> {
+        let text = format!(
+            "graph \"{op}\"\nv0: f64[n] = input \"x\"\nv1: f64[n] = {op} v0\noutput \"y\" = v1\n"
+        );
+        let g = kiln::verify(gradient(&verified(&text), None, &["x"], false).unwrap()).unwrap();
+        on_every_engine(g.graph().clone(), &[col(x)]);
+        f64s(&kiln::interp::run(&g, &[col(x)]).unwrap()[1])
+    };
+    let nan = f64::NAN;
+    assert_eq!(unary("abs", &[0.0, -0.0, 2.0, -1.0]), [0.0, 0.0, 1.0, -1.0]);
+    assert_eq!(unary("abs", &[nan])[0], 0.0);
+    assert_eq!(unary("sqrt", &[0.0])[0], f64::INFINITY);
+    assert_eq!(unary("floor", &[1.0, 2.5]), [0.0, 0.0]);
+    assert_eq!(unary("log", &[0.0])[0], f64::INFINITY);
+    let binary = |op: &str, a: &[f64], b: &[f64]| -> (Vec<f64>, Vec<f64>) {
+        let text = format!(
+            "graph \"{op}\"\nv0: f64[n] = input \"a\"\nv1: f64[n] = input \"b\"\nv2: f64[n] = {op} v0, v1\noutput \"y\" = v2\n"
+        );
+        let g =
+            kiln::verify(gradient(&verified(&text), None, &["a", "b"], false).unwrap()).unwrap();
+        on_every_engine(g.graph().clone(), &[col(a), col(b)]);
+        let outs = kiln::interp::run(&g, &[col(a), col(b)]).unwrap();
+        (f64s(&outs[1]), f64s(&outs[2]))
+    };
+    // torch.maximum: a tie splits, a NaN passes it to both.
+    let (ga, gb) = binary("max", &[1.0, 2.0, nan], &[1.0, 1.0, 1.0]);
+    assert_eq!(ga, [0.5, 1.0, 1.0]);
+    assert_eq!(gb, [0.5, 0.0, 1.0]);
+    // torch.pow: 0 where the exponent is 0; for the exponent, 0 where the
+    // base is 0 and the exponent not negative.
+    let (ga, gb) = binary("pow", &[0.0, 0.0, 2.0], &[0.0, 2.0, 0.0]);
+    assert_eq!(ga, [0.0, 0.0, 0.0]);
+    assert_eq!(gb[..2], [0.0, 0.0]);
+    assert_eq!(gb[2], std::f64::consts::LN_2);
+    let (ga, _) = binary("copysign", &[0.0, -0.0, 3.0], &[-1.0, -1.0, -1.0]);
+    assert_eq!(ga, [0.0, 0.0, -1.0]);
+    let reduce = |op: &str, x: &[f64]| -> Vec<f64> {
+        let text = format!(
+            "graph \"{op}\"\nv0: f64[n] = input \"x\"\nv1: f64 = {op} v0\noutput \"y\" = v1\n"
+        );
+        let g = kiln::verify(gradient(&verified(&text), None, &["x"], false).unwrap()).unwrap();
+        on_every_engine(g.graph().clone(), &[col(x)]);
+        f64s(&kiln::interp::run(&g, &[col(x)]).unwrap()[1])
+    };
+    // amax: an even split among the maxima; NaN everywhere when it is NaN.
+    assert_eq!(reduce("reduce_max", &[1.0, 3.0, 3.0]), [0.0, 0.5, 0.5]);
+    assert!(reduce("reduce_max", &[nan, 1.0]).iter().all(|g| g.is_nan()));
+    // prod: with one zero, the product of the others there; with two, 0.
+    assert_eq!(reduce("prod", &[2.0, 0.0, 3.0]), [0.0, 6.0, 0.0]);
+    assert_eq!(reduce("prod", &[2.0, 0.0, 0.0]), [0.0, 0.0, 0.0]);
+}
+
+/// A vector-Jacobian product takes the cotangent as an input.
+#[test]
+fn a_seeded_gradient_is_a_vector_jacobian_product() {
+    let text = r#"graph "vjp"
+v0: f64[n] = input "x"
+v1: f64[n] = mul v0, v0
+output "y" = v1
+"#;
+    let g = kiln::verify(gradient(&verified(text), None, &["x"], true).unwrap()).unwrap();
+    let inputs = [col(&[1.0, 2.0, -3.0]), col(&[1.0, 0.5, 2.0])];
+    let outs = kiln::interp::run(&g, &inputs).unwrap();
+    assert_eq!(f64s(&outs[1]), [2.0, 2.0, -12.0]);
+    on_every_engine(g.into_graph(), &inputs);
+}
+
+/// Forward mode gives each row's derivative with respect to scalar
+/// parameters: the Jacobian of a least-squares fit.
+#[test]
+fn the_jacobian_of_an_expression_with_respect_to_its_constants() {
+    let text = r#"graph "gp"
+v0: f64[n] = input "x"
+v1: f64 = input "c0"
+v2: f64 = input "c1"
+v3: f64[n] = mul v0, v1
+v4: f64[n] = sub v0, v2
+v5: f64[n] = cos v4
+v6: f64[n] = mul v3, v5
+v7: f64 = sum v6
+v8: f64[n] = div v6, v7
+output "y" = v6
+output "share" = v8
+"#;
+    let graph = verified(text);
+    let jac = kiln::verify(jacobian(&graph, &["c0", "c1"]).unwrap()).unwrap();
+    let names: Vec<&str> = jac
+        .graph()
+        .outputs()
+        .iter()
+        .map(|o| o.name.as_str())
+        .collect();
+    assert_eq!(
+        names,
+        ["y", "share", "dy/dc0", "dy/dc1", "dshare/dc0", "dshare/dc1"]
+    );
+    let x = points(9, -2.0, 2.0, 42);
+    let (c0, c1) = (1.3, 0.4);
+    let inputs = [col(&x), scalar(c0), scalar(c1)];
+    let outs = kiln::interp::run(&jac, &inputs).unwrap();
+    for (k, (name, at)) in [("c0", 1), ("c1", 2)].into_iter().enumerate() {
+        for (out, first) in [(0, 2), (1, 4)] {
+            let d = f64s(&outs[first + k]);
+            let c = if at == 1 { c0 } else { c1 };
+            let h = 1e-6;
+            let mut up = inputs.to_vec();
+            up[at] = scalar(c + h);
+            let mut down = inputs.to_vec();
+            down[at] = scalar(c - h);
+            let yu = f64s(&kiln::interp::run(&graph, &up).unwrap()[out]);
+            let yd = f64s(&kiln::interp::run(&graph, &down).unwrap()[out]);
+            for row in 0..x.len() {
+                let fd = (yu[row] - yd[row]) / (2.0 * h);
+                assert!(
+                    (fd - d[row]).abs() <= 1e-6 * d[row].abs().max(1.0),
+                    "d{out}/d{name}[{row}]: kiln {}, finite differences {fd}",
+                    d[row]
+                );
+            }
+        }
+    }
+    on_every_engine(jac.into_graph(), &inputs);
+}
+
+/// Ops kiln does not differentiate are errors naming the node, from the
+/// frontends' graphs too.
+#[test]
+fn convolution_is_refused_by_name() {
+    let text = r#"graph "conv"
+v0: f64[1, 1, 3, 3] = input "x"
+v1: f64[1, 1, 2, 2] = input "w"
+v2: f64[1, 1, 2, 2] = conv2d v0, v1
+output "y" = v2
+"#;
+    let graph = verified(text);
+    let err = gradient(&graph, None, &["x"], false).expect_err("refused");
+    assert!(err.message.contains("`conv2d`"), "{err}");
+}
