@@ -47,6 +47,24 @@ pub struct SourceArgs {
     /// the prediction after the model's link.
     #[arg(long)]
     pub raw_score: bool,
+    /// Add the gradient of the output's elements' sum with respect to these
+    /// float inputs as outputs `grad_NAME` (reverse mode), such as
+    /// `--grad x,w`.
+    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+    pub grad: Vec<String>,
+    /// The output `--grad` differentiates (default: the only one).
+    #[arg(long, value_name = "OUTPUT", requires = "grad")]
+    pub grad_of: Option<String>,
+    /// Add every output's derivative, element by element, with respect to
+    /// these scalar float inputs as outputs `dOUT/dNAME` (forward mode: a
+    /// least-squares fit's Jacobian), such as `--jacobian c0,c1`.
+    #[arg(
+        long,
+        value_name = "NAMES",
+        value_delimiter = ',',
+        conflicts_with = "grad"
+    )]
+    pub jacobian: Vec<String>,
 }
 
 /// Parses `NAME:DTYPE[SHAPE]`.
@@ -228,6 +246,14 @@ impl SourceArgs {
             })?;
         let verified =
             kiln::verify_located(graph, &source_map, &name, &text).map_err(Failure::Input)?;
+        let derivatives = kiln::Derivatives {
+            grad: self.grad.clone(),
+            grad_of: self.grad_of.clone(),
+            jacobian: self.jacobian.clone(),
+        };
+        let verified = derivatives
+            .apply(verified)
+            .map_err(|e| Failure::Input(format!("{name}: error: {e}")))?;
         Ok(Source { name, verified })
     }
 }

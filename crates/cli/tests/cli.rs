@@ -75,6 +75,71 @@ fn run_prints_outputs() {
     assert_eq!(stdout(&out), "x = 0.1\nout1 = 0.2\n");
 }
 
+/// `--grad` and `--jacobian` add derivatives as outputs on every tier;
+/// bad requests are located input errors.
+#[test]
+fn derivatives_are_outputs_on_every_tier() {
+    for tier in tiers() {
+        let out = kiln(&[
+            "run",
+            "-e",
+            "x * w + sin(w)",
+            "--grad",
+            "x,w",
+            "--arg",
+            "x=2",
+            "--arg",
+            "w=0",
+            "--tier",
+            tier,
+        ]);
+        assert_eq!(
+            stdout(&out),
+            "out = 0.0\ngrad_x = 0.0\ngrad_w = 3.0\n",
+            "{tier}: {}",
+            stderr(&out)
+        );
+        let out = kiln(&[
+            "run",
+            "-e",
+            "c0 * x + c1",
+            "--input",
+            "x:f64[n]",
+            "--jacobian",
+            "c0,c1",
+            "--arg",
+            "x=[1.5, -2.0]",
+            "--arg",
+            "c0=2",
+            "--arg",
+            "c1=1",
+            "--tier",
+            tier,
+        ]);
+        assert_eq!(
+            stdout(&out),
+            "out = [4.0, -3.0]\ndout/dc0 = [1.5, -2.0]\ndout/dc1 = [1.0, 1.0]\n",
+            "{tier}: {}",
+            stderr(&out)
+        );
+    }
+    let out = kiln(&["run", "-e", "x * 2.0", "--grad", "y", "--arg", "x=1"]);
+    assert_bad_input(
+        &out,
+        "<expr>: error: cannot differentiate with respect to `y`",
+    );
+    let out = kiln(&[
+        "run",
+        "-e",
+        "nextafter(x, 1.0)",
+        "--grad",
+        "x",
+        "--arg",
+        "x=1",
+    ]);
+    assert_bad_input(&out, "`nextafter`");
+}
+
 #[test]
 fn ir_opt_keeps_only_live_nodes() {
     let out = kiln(&["ir", &example("fn.py"), "--opt"]);

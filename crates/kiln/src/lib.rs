@@ -21,6 +21,7 @@
 
 pub mod aot;
 mod arrays;
+mod derive;
 mod jit;
 pub mod population;
 pub mod runtime;
@@ -30,6 +31,7 @@ mod tier;
 pub mod tierup;
 
 pub use arrays::{ArrayMut, ArrayRef};
+pub use derive::Derivatives;
 pub use jit::{JitProgram, NativeScalar, ScalarArgs, TypedFunc};
 pub use kiln_cranelift as cranelift;
 pub use kiln_cranelift::Cranelift;

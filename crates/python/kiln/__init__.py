@@ -115,6 +115,9 @@ def _spec(
     outputs: Optional[Sequence[str]],
     raw_score: bool = False,
     columns: bool = False,
+    grad: Optional[Sequence[str]] = None,
+    grad_of: Optional[str] = None,
+    jacobian: Optional[Sequence[str]] = None,
 ) -> dict:
     """What the native module needs to read a source: its bytes, format and
     name, and the frontends' options."""
@@ -161,7 +164,21 @@ def _spec(
         "outputs": [str(o) for o in (outputs or [])],
         "raw_score": bool(raw_score),
         "columns": bool(columns),
+        "grad": _names("grad", grad),
+        "grad_of": None if grad_of is None else str(grad_of),
+        "jacobian": _names("jacobian", jacobian),
     }
+
+
+def _names(option: str, names: Optional[Sequence[str]]) -> list:
+    """Input names as a list: ``("x", "w")``, or one name as a string."""
+    if names is None:
+        return []
+    if isinstance(names, str):
+        return [names]
+    if not all(isinstance(n, str) for n in names):
+        raise TypeError(f"{option} must be input names (str), not {names!r}")
+    return list(names)
 
 
 def compile(
@@ -173,6 +190,9 @@ def compile(
     optimize: bool = True,
     weights: Union[None, bytes, "os.PathLike[str]"] = None,
     outputs: Optional[Sequence[str]] = None,
+    grad: Union[None, str, Sequence[str]] = None,
+    grad_of: Optional[str] = None,
+    jacobian: Union[None, str, Sequence[str]] = None,
 ) -> Function:
     """Compiles a source into a callable :class:`kiln.Function`.
 
@@ -187,8 +207,19 @@ def compile(
     (O3), ``"vm"`` or ``"interp"`` (the reference interpreter). ``inputs`` gives input types by name, such as
     ``{"x": "f64[n]", "k": "i64"}``: free names of an expression are ``f64``
     scalars otherwise.
+
+    ``grad`` names float inputs: the function then also returns the gradient
+    of the sum of its output's elements with respect to each (``grad_x``,
+    shaped like ``x``; reverse mode), after its outputs. ``grad_of`` names
+    the output when there are several. ``jacobian`` names scalar float
+    inputs instead: each output's derivative with respect to each, element
+    by element (``dy/dc``, shaped like ``y``; forward mode). Every tier
+    returns the same bits; docs/semantics.md says what each op's derivative
+    is where it has none.
     """
-    spec = _spec(source, format, inputs, weights, outputs)
+    spec = _spec(
+        source, format, inputs, weights, outputs, grad=grad, grad_of=grad_of, jacobian=jacobian
+    )
     recipe = ("compile", spec, tier, optimize)
     return _kiln.compile(spec, tier, bool(optimize), recipe)
 
@@ -208,6 +239,9 @@ def aot(
     format: Optional[str] = None,
     weights: Union[None, bytes, "os.PathLike[str]"] = None,
     outputs: Optional[Sequence[str]] = None,
+    grad: Union[None, str, Sequence[str]] = None,
+    grad_of: Optional[str] = None,
+    jacobian: Union[None, str, Sequence[str]] = None,
 ) -> Union[str, bytes]:
     """Compiles a source ahead of time, as the ``aot`` command does.
 
@@ -216,9 +250,12 @@ def aot(
     of the function's ABI). Text outputs are returned as ``str``, binary ones
     as ``bytes``. ``target`` is ``"x86_64"``, ``"aarch64"``, ``"riscv64"``,
     ``"wasm32"``, ``"native"`` or any LLVM triple; ``tier`` defaults to
-    ``"llvm"``.
+    ``"llvm"``. ``grad``, ``grad_of`` and ``jacobian`` add derivatives to
+    the function, as :func:`compile`'s do.
     """
-    spec = _spec(source, format, inputs, weights, outputs)
+    spec = _spec(
+        source, format, inputs, weights, outputs, grad=grad, grad_of=grad_of, jacobian=jacobian
+    )
     return _kiln.aot(
         spec, str(target), str(emit), tier, int(opt_level), cpu, features, name, bool(optimize)
     )

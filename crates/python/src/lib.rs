@@ -52,6 +52,15 @@ pub(crate) struct SourceSpec {
     /// Tree models: one column input per feature instead of one matrix.
     #[pyo3(item)]
     columns: bool,
+    /// Reverse mode: the inputs to take the gradient with respect to.
+    #[pyo3(item)]
+    grad: Vec<String>,
+    /// The output `grad` differentiates (the only one when `None`).
+    #[pyo3(item)]
+    grad_of: Option<String>,
+    /// Forward mode: the scalar inputs of the Jacobian.
+    #[pyo3(item)]
+    jacobian: Vec<String>,
 }
 
 /// Reads and verifies a source; errors are located Python exceptions.
@@ -75,7 +84,15 @@ fn load(spec: &SourceSpec) -> PyResult<Verified> {
     let text = String::from_utf8_lossy(&spec.data);
     let loaded = kiln::load_bytes(&spec.data, format, &options)
         .map_err(|e| parse_error(&e.render(&spec.name, &text), &spec.name, &text, e.loc))?;
-    verify_located(loaded.graph, &loaded.source_map, &spec.name, &text)
+    let verified = verify_located(loaded.graph, &loaded.source_map, &spec.name, &text)?;
+    let derivatives = kiln::Derivatives {
+        grad: spec.grad.clone(),
+        grad_of: spec.grad_of.clone(),
+        jacobian: spec.jacobian.clone(),
+    };
+    derivatives
+        .apply(verified)
+        .map_err(|e| compile_error(format!("{}: {e}", spec.name)))
 }
 
 /// Verifies a graph; its errors are one `kiln.CompileError`, each located in
