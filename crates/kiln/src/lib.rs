@@ -22,6 +22,7 @@
 pub mod aot;
 mod arrays;
 mod derive;
+pub mod fit;
 mod jit;
 pub mod population;
 pub mod runtime;
@@ -32,6 +33,7 @@ pub mod tierup;
 
 pub use arrays::{ArrayMut, ArrayRef};
 pub use derive::Derivatives;
+pub use fit::{fit_constants, FitOptions, Fitted};
 pub use jit::{JitProgram, NativeScalar, ScalarArgs, TypedFunc};
 pub use kiln_cranelift as cranelift;
 pub use kiln_cranelift::Cranelift;

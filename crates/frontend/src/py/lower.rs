@@ -39,11 +39,23 @@ pub struct Lower<'a> {
     source_map: SourceMap,
     /// Where the expression being lowered starts (for errors).
     pub at: usize,
+    /// The float literals read as parameters ([`Options::parameters`]).
+    parameters: Vec<super::Parameter>,
 }
 
 impl<'a> Lower<'a> {
     /// Lowers `ast` to a graph.
     pub fn run(src: &'a str, ast: &'a Ast, opts: &'a Options) -> ParseResult<(Graph, SourceMap)> {
+        let (graph, map, _) = Self::run_with_parameters(src, ast, opts)?;
+        Ok((graph, map))
+    }
+
+    /// [`Self::run`], and the float literals read as parameters.
+    pub fn run_with_parameters(
+        src: &'a str,
+        ast: &'a Ast,
+        opts: &'a Options,
+    ) -> ParseResult<(Graph, SourceMap, Vec<super::Parameter>)> {
         let name = ast.name.clone().unwrap_or_else(|| "expr".to_string());
         let mut lw = Lower {
             src,
@@ -54,10 +66,11 @@ impl<'a> Lower<'a> {
             env: HashMap::new(),
             source_map: SourceMap::default(),
             at: 0,
+            parameters: Vec::new(),
         };
         lw.params()?;
         lw.body()?;
-        Ok((lw.b.finish(), lw.source_map))
+        Ok((lw.b.finish(), lw.source_map, lw.parameters))
     }
 
     /// An error at the expression being lowered.
@@ -279,6 +292,19 @@ impl<'a> Lower<'a> {
         }
     }
 
+    /// The float literal `value` of expression `e` as the next parameter: a
+    /// scalar input `$k`, weak as the literal would be.
+    fn parameter(&mut self, value: f64, e: ExprId) -> PyVal {
+        let span = self.ast.exprs[e].span;
+        let name = format!("${}", self.parameters.len());
+        self.parameters.push(super::Parameter {
+            value,
+            span: span.start..span.end,
+        });
+        let v = self.b.input(&name, Type::scalar(DType::F64));
+        PyVal { v, weak: true }
+    }
+
     fn expr(&mut self, e: ExprId) -> ParseResult<()> {
         let expr = &self.ast.exprs[e];
         self.at = expr.span.start;
@@ -291,6 +317,7 @@ impl<'a> Lower<'a> {
                 Ok(v) => Lowered::Val(self.literal(Scalar::I64(v))),
                 Err(_) => return self.err("integer literal out of range for int64"),
             },
+            ExprKind::Float(v) if self.opts.parameters => Lowered::Val(self.parameter(*v, e)),
             ExprKind::Float(v) => Lowered::Val(self.literal(Scalar::F64(*v))),
             ExprKind::Bool(v) => Lowered::Val(self.literal(Scalar::Bool(*v))),
             ExprKind::Unary(op, a) => {

@@ -33,6 +33,36 @@ pub struct Options {
     /// Dtypes of particular inputs without an annotation, by name (default
     /// `f64`).
     pub dtypes: HashMap<String, DType>,
+    /// Float literals become scalar `f64` inputs named `$0`, `$1`, … in the
+    /// order they are read (left to right), weak as literals are: the
+    /// constants a fit adjusts ([`parse_parameters`]).
+    pub parameters: bool,
+}
+
+/// A float literal read as a parameter ([`Options::parameters`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Parameter {
+    /// The literal's value.
+    pub value: f64,
+    /// Where the literal is in the source, in bytes (`start..end`).
+    pub span: std::ops::Range<usize>,
+}
+
+/// [`parse_counted`] with every float literal a parameter: the graph's
+/// inputs named `$k` are the literals, whose values and places
+/// `parameters[k]` gives.
+pub fn parse_parameters(
+    src: &str,
+    opts: &Options,
+) -> ParseResult<(Graph, SourceMap, usize, Vec<Parameter>)> {
+    let ast = parse::parse(src)?;
+    let nodes = ast.exprs.len();
+    let opts = Options {
+        parameters: true,
+        ..opts.clone()
+    };
+    let (graph, map, parameters) = lower::Lower::run_with_parameters(src, &ast, &opts)?;
+    Ok((graph, map, nodes, parameters))
 }
 
 /// The number of expression nodes in `src` as written: names, literals, calls
