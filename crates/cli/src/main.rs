@@ -99,6 +99,14 @@ enum Command {
         /// With --population: print each expression's mean squared error against this column.
         #[arg(long, value_name = "COLUMN", requires = "population")]
         target_column: Option<String>,
+        /// With --population and --target-column: fit each expression's constants (its float
+        /// literals) to the target by least squares (Levenberg-Marquardt); print each
+        /// expression's mean squared error, steps and fitted text, tab-separated.
+        #[arg(long, requires = "target_column")]
+        fit: bool,
+        /// With --fit: the most Levenberg-Marquardt steps per expression.
+        #[arg(long, value_name = "N", default_value_t = 100, requires = "fit")]
+        max_iter: usize,
         /// With --population: print compile time, evaluation time and node-evaluations/s to stderr.
         #[arg(long, requires = "population")]
         stats: bool,
@@ -169,11 +177,14 @@ fn main() -> ExitCode {
             csv,
             target_column,
             stats,
+            fit,
+            max_iter,
             ..
         } => population::run(&population::PopulationArgs {
             population: &population,
             csv: &csv,
             target: target_column.as_deref(),
+            fit: fit.then_some(max_iter),
             stats,
             // The population's rule (`kiln::DEFAULT_TIER`) unless named.
             tier: kiln::population::tier_for(run.tier.unwrap_or(kiln::DEFAULT_TIER)),

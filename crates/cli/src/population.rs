@@ -15,6 +15,8 @@ pub struct PopulationArgs<'a> {
     pub population: &'a Path,
     pub csv: &'a Path,
     pub target: Option<&'a str>,
+    /// Fit each expression's constants to the target, in at most this many steps.
+    pub fit: Option<usize>,
     pub stats: bool,
     pub tier: Tier,
     pub threads: usize,
@@ -93,6 +95,26 @@ pub fn run(args: &PopulationArgs<'_>) -> Result<(), Failure> {
         .sum();
     let t0 = Instant::now();
     let (values, errors) = match &target {
+        Some(y) if args.fit.is_some() => {
+            let options = kiln::FitOptions {
+                max_iter: args.fit.unwrap_or_default(),
+                threads: args.threads,
+                compile: options.compile.clone(),
+            };
+            let engine = kiln_cli::engine(args.tier)?;
+            let fits =
+                kiln::fit_constants(&exprs, population.variables(), &refs, y, &*engine, &options);
+            fits.into_iter()
+                .map(|fit| match fit {
+                    Ok(f) => {
+                        let kept = f.failure.map(|why| format!("\t# kept: {why}"));
+                        let line = format!("{:?}\t{}\t{}", f.mse, f.iterations, f.expr);
+                        (line + kept.as_deref().unwrap_or(""), None)
+                    }
+                    Err(e) => (String::new(), Some(e)),
+                })
+                .unzip()
+        }
         Some(y) => {
             let (mse, errors) = population.mse(&refs, y);
             (

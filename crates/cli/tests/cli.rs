@@ -393,6 +393,50 @@ fn population_mode_compiles_every_line_and_agrees_with_the_interpreter() {
     );
 }
 
+/// `--fit` fits each expression's float literals to the target column and
+/// prints the error, the steps and the fitted text, the same on every tier.
+#[test]
+fn population_fit_recovers_constants_on_every_tier() {
+    let rows: String = (0..40)
+        .map(|i| {
+            let x = f64::from(i) / 10.0;
+            format!("{x},{}\n", 2.5 * (1.3 * x).sin() + 0.5)
+        })
+        .collect();
+    let csv = temp_file("fit.csv", format!("x,y\n{rows}").as_bytes());
+    let pop = temp_file("fit_pop.txt", b"sin(1.0 * x) * 2.0 + 0.0\nsqrt(x - 3.0)\n");
+    let mut first = None;
+    for tier in tiers() {
+        let out = kiln(&[
+            "eval",
+            "--population",
+            &pop,
+            "--csv",
+            &csv,
+            "--target-column",
+            "y",
+            "--fit",
+            "--tier",
+            tier,
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{tier}: {}", stderr(&out));
+        let text = stdout(&out);
+        let lines: Vec<&str> = text.lines().collect();
+        let fields: Vec<&str> = lines[0].split('\t').collect();
+        assert!(fields[0].parse::<f64>().unwrap() < 1e-12, "{tier}: {text}");
+        assert!(fields[2].starts_with("sin(1.300000"), "{tier}: {text}");
+        assert!(
+            lines[1]
+                .ends_with("sqrt(x - 3.0)\t# kept: it is NaN or infinite at its initial constants"),
+            "{tier}: {text}"
+        );
+        match &first {
+            None => first = Some(text),
+            Some(f) => assert_eq!(&text, f, "{tier}"),
+        }
+    }
+}
+
 #[test]
 fn ir_emits_kernels_and_clif() {
     let kernel = stdout(&kiln(&["ir", &example("query.py"), "--emit", "kernel"]));

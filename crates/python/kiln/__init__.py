@@ -21,7 +21,7 @@ from ._errors import (
     KilnError,
     ParseError,
 )
-from ._kiln import Function, Population
+from ._kiln import Fit, Function, Population
 
 __version__ = _kiln.__version__
 
@@ -37,6 +37,7 @@ except ImportError:  # pragma: no cover - the optional extras are absent
 __all__ = [
     "Function",
     "Population",
+    "Fit",
     "KilnError",
     "ParseError",
     "CompileError",

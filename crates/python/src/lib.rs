@@ -279,6 +279,7 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<Function>()?;
     m.add_class::<population::Population>()?;
+    m.add_class::<population::Fit>()?;
     m.add_class::<arrow::ArrowFilter>()?;
     m.add_class::<arrow::ArrowProjector>()?;
     m.add_function(wrap_pyfunction!(compile, m)?)?;

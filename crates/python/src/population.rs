@@ -17,6 +17,8 @@ pub struct Population {
     tier: Tier,
     /// Vector loops as asked (`None`: the default, off for populations).
     vectorize: Option<bool>,
+    /// Threads as asked (0: every core).
+    threads: usize,
     /// The expressions that did not compile and why, by index.
     compile_errors: Vec<(usize, String)>,
     recipe: Option<Py<PyAny>>,
@@ -195,6 +197,7 @@ impl Population {
             inner,
             tier,
             vectorize,
+            threads,
             compile_errors,
             recipe: Some(recipe.into_any().unbind()),
         })
@@ -281,24 +284,7 @@ impl Population {
         errors: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
         let (cols, n) = self.columns(py, x)?;
-        let np = crate::values::numpy(py)?;
-        let y = match y.getattr("to_numpy") {
-            Ok(f) => f.call0()?,
-            Err(_) => y.clone(),
-        };
-        let y = np
-            .call_method1(
-                "require",
-                (np.call_method1("asarray", (y,))?, "float64", ("C", "A")),
-            )?
-            .cast_into::<PyArray1<f64>>()
-            .map_err(|_| PyValueError::new_err("y must be one-dimensional"))?;
-        if y.len() != n {
-            return Err(PyValueError::new_err(format!(
-                "y has {} rows, X has {n}",
-                y.len()
-            )));
-        }
+        let y = target(py, y, n)?;
         let (mse, failures) = {
             let readonly: Vec<_> = cols.iter().map(|c| c.readonly()).collect();
             let slices: Vec<&[f64]> = readonly
@@ -319,6 +305,90 @@ impl Population {
         }
     }
 
+    /// Fits each expression's constants (its float literals, in the order
+    /// they are read) to `y` over `X` by least squares: Levenberg–Marquardt
+    /// (`method="lm"`) on the Jacobian kiln compiles for them, at most
+    /// `max_iter` steps each. A `kiln.Fit`: `constants` (a float64 array per
+    /// expression), `mse`, `iterations`, `exprs` (the expressions with the
+    /// fitted constants written in) and `errors` (`{index: reason}` for
+    /// those that failed or kept their constants); it unpacks as
+    /// `constants, mse, iterations`.
+    #[pyo3(signature = (x, y, *, method="lm", max_iter=100))]
+    fn fit_constants<'py>(
+        &self,
+        py: Python<'py>,
+        x: &Bound<'py, PyAny>,
+        y: &Bound<'py, PyAny>,
+        method: &str,
+        max_iter: usize,
+    ) -> PyResult<Fit> {
+        if method != "lm" {
+            return Err(PyValueError::new_err(format!(
+                "method must be 'lm' (Levenberg-Marquardt), not {method:?}"
+            )));
+        }
+        let (cols, n) = self.columns(py, x)?;
+        let y = target(py, y, n)?;
+        let exprs = self.exprs(py)?;
+        let fits = {
+            let readonly: Vec<_> = cols.iter().map(|c| c.readonly()).collect();
+            let slices: Vec<&[f64]> = readonly
+                .iter()
+                .map(|c| c.as_slice().expect("required C-contiguous"))
+                .collect();
+            let y = y.readonly();
+            let target = y.as_slice().expect("required C-contiguous");
+            let options = kiln::FitOptions {
+                max_iter,
+                threads: self.threads,
+                compile: CompileOptions {
+                    vectorize: self.vectorize,
+                    ..CompileOptions::default()
+                },
+            };
+            let engine = self
+                .tier
+                .engine()
+                .expect("the Python module has every tier");
+            let variables = self.inner.variables();
+            py.detach(|| {
+                kiln::fit_constants(&exprs, variables, &slices, target, &*engine, &options)
+            })
+        };
+        let constants = pyo3::types::PyList::empty(py);
+        let mut mse = Vec::with_capacity(fits.len());
+        let mut iterations = Vec::with_capacity(fits.len());
+        let mut fitted = Vec::with_capacity(fits.len());
+        let errors = PyDict::new(py);
+        for (i, fit) in fits.into_iter().enumerate() {
+            match fit {
+                Ok(f) => {
+                    constants.append(PyArray1::from_vec(py, f.constants))?;
+                    mse.push(f.mse);
+                    iterations.push(f.iterations as i64);
+                    fitted.push(f.expr);
+                    if let Some(why) = f.failure {
+                        errors.set_item(i, why)?;
+                    }
+                }
+                Err(e) => {
+                    constants.append(PyArray1::<f64>::zeros(py, [0], false))?;
+                    mse.push(f64::NAN);
+                    iterations.push(0);
+                    fitted.push(exprs[i].clone());
+                    errors.set_item(i, describe(&e, &exprs[i]))?;
+                }
+            }
+        }
+        Ok(Fit {
+            constants: constants.unbind(),
+            mse: PyArray1::from_vec(py, mse).into_any().unbind(),
+            iterations: PyArray1::from_vec(py, iterations).into_any().unbind(),
+            exprs: fitted,
+            errors: errors.unbind(),
+        })
+    }
+
     fn __repr__(&self) -> String {
         format!(
             "<kiln.Population of {} expressions over ({}) on {}, {} failed to compile>",
@@ -334,6 +404,100 @@ impl Population {
         let recipe = self.recipe.as_ref().expect("made by __new__").bind(py);
         let rebuild = py.import("kiln")?.getattr("_population")?;
         PyTuple::new(py, [rebuild, recipe.clone()])
+    }
+}
+
+/// `y` as a contiguous float64 array of `n` rows.
+fn target<'py>(
+    py: Python<'py>,
+    y: &Bound<'py, PyAny>,
+    n: usize,
+) -> PyResult<Bound<'py, PyArray1<f64>>> {
+    let np = crate::values::numpy(py)?;
+    let y = match y.getattr("to_numpy") {
+        Ok(f) => f.call0()?,
+        Err(_) => y.clone(),
+    };
+    let y = np
+        .call_method1(
+            "require",
+            (np.call_method1("asarray", (y,))?, "float64", ("C", "A")),
+        )?
+        .cast_into::<PyArray1<f64>>()
+        .map_err(|_| PyValueError::new_err("y must be one-dimensional"))?;
+    if y.len() != n {
+        return Err(PyValueError::new_err(format!(
+            "y has {} rows, X has {n}",
+            y.len()
+        )));
+    }
+    Ok(y)
+}
+
+/// What `Population.fit_constants` returns.
+#[pyclass(module = "kiln", name = "Fit", frozen)]
+pub struct Fit {
+    constants: Py<pyo3::types::PyList>,
+    mse: Py<PyAny>,
+    iterations: Py<PyAny>,
+    exprs: Vec<String>,
+    errors: Py<PyDict>,
+}
+
+#[pymethods]
+impl Fit {
+    /// Each expression's fitted constants (float64 arrays, in the order its
+    /// float literals are read; empty for one that did not compile).
+    #[getter]
+    fn constants(&self, py: Python<'_>) -> Py<pyo3::types::PyList> {
+        self.constants.clone_ref(py)
+    }
+
+    /// Each expression's mean squared error at its fitted constants (NaN
+    /// for one that did not compile or run).
+    #[getter]
+    fn mse(&self, py: Python<'_>) -> Py<PyAny> {
+        self.mse.clone_ref(py)
+    }
+
+    /// Levenberg–Marquardt steps each expression took (int64).
+    #[getter]
+    fn iterations(&self, py: Python<'_>) -> Py<PyAny> {
+        self.iterations.clone_ref(py)
+    }
+
+    /// The expressions with their fitted constants written in.
+    #[getter]
+    fn exprs(&self) -> Vec<String> {
+        self.exprs.clone()
+    }
+
+    /// `{index: reason}` for the expressions that did not compile or run,
+    /// or kept their constants (NaN at them, a Jacobian of zeros).
+    #[getter]
+    fn errors(&self, py: Python<'_>) -> Py<PyDict> {
+        self.errors.clone_ref(py)
+    }
+
+    /// `constants, mse, iterations = pop.fit_constants(X, y)`.
+    fn __iter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let items = PyTuple::new(
+            py,
+            [
+                self.constants.clone_ref(py).into_any(),
+                self.mse.clone_ref(py),
+                self.iterations.clone_ref(py),
+            ],
+        )?;
+        items.into_any().try_iter().map(|i| i.into_any())
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<kiln.Fit of {} expressions, {} with errors>",
+            self.exprs.len(),
+            Python::attach(|py| self.errors.bind(py).len())
+        )
     }
 }
 
