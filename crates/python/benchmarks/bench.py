@@ -2,7 +2,7 @@
 `../shared/peers/run.sh w2 w4` in the same session: only ratios from one run
 mean anything on a noisy machine).
 
-  .venv/bin/python crates/python/benchmarks/bench.py [scalar] [population] [query] [torch]
+  .venv/bin/python crates/python/benchmarks/bench.py [scalar] [population] [fit] [query] [torch]
 
 - scalar: `f(1.0)` for f(x) = x + 2.0, 1M calls from a Python loop (W4's
   method: median of 7 interleaved repeats), with the empty loop and a Python
@@ -10,6 +10,15 @@ mean anything on a noisy machine).
   when numba is installed.
 - population: kiln.Population over ../shared/fixtures/gp (1000 expressions ×
   10,000 rows), compile + MSE against x0, 1 and 2 threads, best of 3.
+- fit: constant fitting (issue 38): the 1,000 expressions of
+  ../shared/fixtures/gp over its 10,000 rows, target x0, 10
+  Levenberg-Marquardt steps, one thread: kiln.Population.fit_constants
+  (default tier, the VM; compile included) against
+  scipy.optimize.least_squares(method="lm") with NumPy residuals and its
+  default finite-difference Jacobian, given the same 10 steps (max_nfev
+  11: scipy's "lm" counts the first evaluation and each step's, not the
+  Jacobian's finite differences); the share of expressions where kiln's
+  final MSE is at most scipy's.
 - query: the seed query `(x > 2.0) & (x < 6.0)` over 10M rows of a
   DataFrame: df.kiln.query (the default tier, auto; and cranelift, llvm)
   against df.query (numexpr engine) and a NumPy boolean mask (median of 7
@@ -169,6 +178,56 @@ def population():
         emit(workload="gp-population", peer="kiln-python-cranelift", threads=threads,
              total_s=best[0], compile_s=best[1], compile_us_per_expr=best[1] / len(exprs) * 1e6,
              eval_s=best[2], finite_mse=int(np.isfinite(mse).sum()))
+
+
+def fit(max_iter=10):
+    import re
+    import warnings
+
+    from scipy.optimize import least_squares
+
+    exprs = (GP / "gp_population.txt").read_text().splitlines()
+    data = np.loadtxt(GP / "gp_data.csv", delimiter=",", skiprows=1)
+    X = {f"x{j}": np.ascontiguousarray(data[:, j]) for j in range(data.shape[1])}
+    y = X["x0"]
+    t0 = time.perf_counter()
+    pop = kiln.Population(exprs, variables=list(X), threads=1)
+    result = pop.fit_constants(X, y, max_iter=max_iter)
+    kiln_s = time.perf_counter() - t0
+    # scipy: each literal a parameter p[k] of a NumPy function.
+    literal = re.compile(r"(?<![\w.])\d+\.\d*(?:[eE][-+]?\d+)?")
+    names = {"sin": np.sin, "cos": np.cos, "exp": np.exp, "log": np.log, "sqrt": np.sqrt,
+             "abs": np.abs, **X}
+    scipy_mse = []
+    t0 = time.perf_counter()
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for e in exprs:
+            consts = [float(m.group()) for m in literal.finditer(e)]
+            k = iter(range(len(consts)))
+            body = literal.sub(lambda m: f"p[{next(k)}]", e)
+            f = eval(f"lambda p: {body}", names)  # noqa: S307 - the fixture's expressions
+            if not consts:
+                scipy_mse.append(float(np.mean((f([]) - y) ** 2)))
+                continue
+            r = lambda p, f=f: np.broadcast_to(f(p) - y, y.shape)  # noqa: E731
+            try:
+                fit_ = least_squares(r, consts, method="lm", max_nfev=max_iter + 1)
+                scipy_mse.append(float(np.mean(fit_.fun ** 2)))
+            except ValueError:  # residuals not finite at the start
+                scipy_mse.append(float("nan"))
+    scipy_s = time.perf_counter() - t0
+    kiln_mse = np.asarray(result.mse)
+    scipy_mse = np.asarray(scipy_mse)
+    with_constants = sum(1 for c in result.constants if len(c))
+    both = np.isfinite(scipy_mse)
+    as_good = np.where(both, kiln_mse <= scipy_mse * (1 + 1e-9) + 1e-300, True)
+    emit(workload="gp-fit", exprs=len(exprs), rows=len(y), with_constants=with_constants,
+         max_iter=max_iter, kiln_s=kiln_s, scipy_s=scipy_s, speedup=scipy_s / kiln_s,
+         kiln_as_good_pct=100 * float(np.mean(as_good)),
+         kiln_as_good_with_constants_pct=100 * float(np.mean(
+             [g for g, c in zip(as_good, result.constants) if len(c)])),
+         kiln_errors=len(result.errors))
 
 
 def query():
@@ -715,6 +774,7 @@ if __name__ == "__main__":
         tiers(which[1:])
     else:
         for w in which:
-            {"scalar": scalar, "population": population, "query": query, "torch": torch_mlp,
+            {"scalar": scalar, "population": population, "fit": fit, "query": query,
+             "torch": torch_mlp,
              "resnet": resnet, "resnet-layers": resnet_layers,
              "transformer-ops": transformer_ops, "tierup": tierup}[w]()

@@ -6,18 +6,16 @@
 //! per thread for a population), and every tier gives the same bits, so the
 //! fitted constants are the same on every tier too.
 //!
-//! The algorithm is Marquardt's, with Nielsen's damping update (Madsen,
-//! Nielsen and Tingleff, *Methods for non-linear least squares problems*,
-//! 2004, §3.2): the step solves `(JᵀJ + μ·D) δ = -Jᵀr` with `D` the
-//! diagonal of `JᵀJ` (scale-invariant, as MINPACK's `lmder`), by Cholesky.
-//! It stops, as scipy's `least_squares(method="lm")` does with its default
-//! tolerances, when the error's relative decrease, the step's relative size
-//! or the residual's largest cosine with a Jacobian column falls below
-//! 1e-8, or after `max_iter` steps.
+//! The algorithm is MINPACK's `lmder`, the one scipy's
+//! `least_squares(method="lm")` runs, with its stopping tests and default
+//! tolerances ([`lm`]), on kiln's exact Jacobian where scipy takes finite
+//! differences.
 //!
 //! An expression that cannot be fitted (NaN or infinite at its initial
 //! constants, a Jacobian of zeros) keeps its constants and says why; one
 //! that fails to compile or to run has an error; neither stops the others.
+
+mod lm;
 
 use crate::population::MemberError;
 use crate::{ArrayMut, ArrayRef, CompileOptions, DynEngine, Program, Scalar, Verified};
@@ -65,13 +63,12 @@ pub struct Fitted {
     pub failure: Option<String>,
 }
 
-/// An expression with its float literals as parameters, compiled: the
-/// values alone, and the values with their Jacobian.
+/// An expression with its float literals as parameters, compiled: its
+/// values and their Jacobian, in one program.
 struct Model {
     /// For each graph input: a variable's position, or a parameter's index.
     inputs: Vec<Slot>,
     parameters: Vec<Parameter>,
-    values: Box<dyn Program>,
     jacobian: Box<dyn Program>,
     /// Whether the result is one value for every row (no variable read).
     scalar: bool,
@@ -84,11 +81,12 @@ enum Slot {
 }
 
 /// Parses `expr` with its float literals as parameters and builds the
-/// value and Jacobian graphs; also where each input comes from.
+/// graph of its values and their Jacobian (its values alone without
+/// parameters); also where each input comes from.
 fn graphs(
     expr: &str,
     variables: &[String],
-) -> Result<(Verified, Verified, Vec<Slot>, Vec<Parameter>), MemberError> {
+) -> Result<(Verified, Vec<Slot>, Vec<Parameter>), MemberError> {
     let options = PyOptions {
         default_shape: vec![Dim::Sym("n".into())],
         ..PyOptions::default()
@@ -120,13 +118,13 @@ fn graphs(
     let names: Vec<String> = (0..parameters.len()).map(|k| format!("${k}")).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     let jacobian = if names.is_empty() {
-        graph.clone()
+        graph
     } else {
         let j = kiln_ir::grad::jacobian(&graph, &names)
             .map_err(|e| MemberError::Compile(e.to_string()))?;
         crate::verify(j).map_err(|e| MemberError::Compile(e.to_string()))?
     };
-    Ok((graph, jacobian, slots, parameters))
+    Ok((jacobian, slots, parameters))
 }
 
 /// The expression's text with `constants` in place of its literals.
@@ -185,180 +183,52 @@ impl Model {
     }
 }
 
-/// What one evaluation gives: the residuals' squares' sum, and the
-/// residuals.
-fn residuals(values: &[f64], target: &[f64], r: &mut [f64]) -> f64 {
-    let mut sum = 0.0;
-    for ((r, v), t) in r.iter_mut().zip(values).zip(target) {
-        *r = v - t;
-        sum += *r * *r;
-    }
-    sum
+/// A model's residuals against `target` over `columns`.
+struct Problem<'a> {
+    model: &'a Model,
+    columns: &'a [&'a [f64]],
+    target: &'a [f64],
+    values: Vec<Vec<f64>>,
 }
 
-/// Solves `a x = b` for a symmetric positive definite `a` (`k × k`, row
-/// major) by Cholesky; `None` when `a` is not positive definite.
-fn cholesky_solve(a: &[f64], b: &[f64], k: usize) -> Option<Vec<f64>> {
-    let mut l = vec![0.0; k * k];
-    for i in 0..k {
-        for j in 0..=i {
-            let mut s = a[i * k + j];
-            for p in 0..j {
-                s -= l[i * k + p] * l[j * k + p];
-            }
-            if i == j {
-                // Not positive, or NaN or infinite.
-                if s.is_nan() || s <= 0.0 || s.is_infinite() {
-                    return None;
-                }
-                l[i * k + i] = s.sqrt();
-            } else {
-                l[i * k + j] = s / l[j * k + j];
-            }
-        }
-    }
-    let mut y = vec![0.0; k];
-    for i in 0..k {
-        let mut s = b[i];
-        for p in 0..i {
-            s -= l[i * k + p] * y[p];
-        }
-        y[i] = s / l[i * k + i];
-    }
-    let mut x = vec![0.0; k];
-    for i in (0..k).rev() {
-        let mut s = y[i];
-        for p in i + 1..k {
-            s -= l[p * k + i] * x[p];
-        }
-        x[i] = s / l[i * k + i];
-    }
-    Some(x)
-}
+impl lm::Residuals for Problem<'_> {
+    type Error = MemberError;
 
-/// The relative tolerances of the stopping tests (scipy's defaults).
-const TOL: f64 = 1e-8;
-
-/// `JᵀJ` and `Jᵀr`, each sum in row order.
-fn normal_equations(j: &[Vec<f64>], r: &[f64]) -> (Vec<f64>, Vec<f64>) {
-    let k = j.len();
-    let mut a = vec![0.0; k * k];
-    let mut g = vec![0.0; k];
-    for p in 0..k {
-        for q in 0..=p {
-            let s: f64 = j[p].iter().zip(&j[q]).map(|(x, y)| x * y).sum();
-            a[p * k + q] = s;
-            a[q * k + p] = s;
+    fn jacobian(
+        &mut self,
+        theta: &[f64],
+        r: &mut [f64],
+        j: &mut [Vec<f64>],
+    ) -> Result<(), MemberError> {
+        self.model
+            .run(&*self.model.jacobian, theta, self.columns, &mut self.values)?;
+        for ((r, v), t) in r.iter_mut().zip(&self.values[0]).zip(self.target) {
+            *r = v - t;
         }
-        g[p] = j[p].iter().zip(r).map(|(x, y)| x * y).sum();
+        for (col, d) in j.iter_mut().zip(&self.values[1..]) {
+            col.copy_from_slice(d);
+        }
+        Ok(())
     }
-    (a, g)
 }
 
 /// Fits one compiled model.
-fn levenberg_marquardt(
+fn fit_model(
     model: &Model,
     columns: &[&[f64]],
     target: &[f64],
     max_iter: usize,
-) -> Result<(Vec<f64>, f64, usize, Option<String>), MemberError> {
+) -> Result<lm::Outcome, MemberError> {
     let n = target.len();
     let k = model.parameters.len();
-    let mut theta: Vec<f64> = model.parameters.iter().map(|p| p.value).collect();
-    let mut outs = vec![vec![0.0; n]; 1 + k];
-    model.run(&*model.jacobian, &theta, columns, &mut outs)?;
-    let mut r = vec![0.0; n];
-    let mut cost = residuals(&outs[0], target, &mut r);
-    let mse = |cost: f64| if n == 0 { f64::NAN } else { cost / n as f64 };
-    if !cost.is_finite() {
-        let failure = "it is NaN or infinite at its initial constants".to_string();
-        return Ok((theta, mse(cost), 0, Some(failure)));
-    }
-    if k == 0 || cost == 0.0 {
-        return Ok((theta, mse(cost), 0, None));
-    }
-    if outs[1..].iter().flatten().any(|d| !d.is_finite()) {
-        let failure = "its Jacobian is NaN or infinite at its initial constants".to_string();
-        return Ok((theta, mse(cost), 0, Some(failure)));
-    }
-    let (mut a, mut g) = normal_equations(&outs[1..], &r);
-    if (0..k).all(|p| a[p * k + p] == 0.0) {
-        let failure = "its Jacobian is zero: no constant changes its value".to_string();
-        return Ok((theta, mse(cost), 0, Some(failure)));
-    }
-    // Dimensionless: the damping scales the diagonal (Marquardt).
-    let mut mu = 1e-3;
-    let mut nu = 2.0;
-    let mut trial = vec![vec![0.0; n]];
-    let mut r_trial = vec![0.0; n];
-    let mut iterations = 0;
-    while iterations < max_iter {
-        // The residual's largest cosine with a Jacobian column.
-        let r_norm = cost.sqrt();
-        let cosine = (0..k)
-            .map(|p| {
-                let d = a[p * k + p].sqrt();
-                if d == 0.0 {
-                    0.0
-                } else {
-                    g[p].abs() / (d * r_norm)
-                }
-            })
-            .fold(0.0, f64::max);
-        if cosine <= TOL {
-            break;
-        }
-        iterations += 1;
-        // Marquardt's scaling: the diagonal, with zero columns kept solvable.
-        let floor = 1e-12 * (0..k).map(|p| a[p * k + p]).fold(0.0, f64::max);
-        let mut damped = a.clone();
-        let mut scale = vec![0.0; k];
-        for p in 0..k {
-            scale[p] = a[p * k + p].max(floor);
-            damped[p * k + p] += mu * scale[p];
-        }
-        let minus_g: Vec<f64> = g.iter().map(|x| -x).collect();
-        let Some(delta) = cholesky_solve(&damped, &minus_g, k) else {
-            mu *= nu;
-            nu *= 2.0;
-            continue;
-        };
-        let step: f64 = delta.iter().map(|d| d * d).sum::<f64>().sqrt();
-        let size: f64 = theta.iter().map(|t| t * t).sum::<f64>().sqrt();
-        if step <= TOL * (size + TOL) {
-            break;
-        }
-        let next: Vec<f64> = theta.iter().zip(&delta).map(|(t, d)| t + d).collect();
-        model.run(&*model.values, &next, columns, &mut trial)?;
-        let cost_next = residuals(&trial[0], target, &mut r_trial);
-        // The decrease the linear model predicts: δᵀ(μDδ - g) (twice ½ of it).
-        let predicted: f64 = (0..k)
-            .map(|p| delta[p] * (mu * scale[p] * delta[p] - g[p]))
-            .sum();
-        let rho = (cost - cost_next) / predicted;
-        if cost_next.is_finite() && rho > 0.0 {
-            let decrease = cost - cost_next;
-            model.run(&*model.jacobian, &next, columns, &mut outs)?;
-            theta = next;
-            cost = residuals(&outs[0], target, &mut r);
-            if outs[1..].iter().flatten().any(|d| !d.is_finite()) {
-                break;
-            }
-            (a, g) = normal_equations(&outs[1..], &r);
-            mu *= (1.0 - (2.0 * rho - 1.0).powi(3)).max(1.0 / 3.0);
-            nu = 2.0;
-            if decrease <= TOL * (cost + decrease) || cost == 0.0 {
-                break;
-            }
-        } else {
-            mu *= nu;
-            nu *= 2.0;
-            if !mu.is_finite() {
-                break;
-            }
-        }
-    }
-    Ok((theta, mse(cost), iterations, None))
+    let mut problem = Problem {
+        model,
+        columns,
+        target,
+        values: vec![vec![0.0; n]; 1 + k],
+    };
+    let theta = model.parameters.iter().map(|p| p.value).collect();
+    lm::minimize(&mut problem, theta, n, max_iter)
 }
 
 impl FitOptions {
@@ -370,45 +240,37 @@ impl FitOptions {
     }
 }
 
-/// Compiles a part's models in one batch (two programs each), or each
-/// alone if the batch fails, so an error lands on its expression.
+/// Compiles a part's models in one batch, or each alone if the batch
+/// fails, so an error lands on its expression.
 fn compile_models<S: AsRef<str>>(
     exprs: &[S],
     variables: &[String],
     engine: &dyn DynEngine,
     options: &CompileOptions,
 ) -> Vec<Result<Model, MemberError>> {
-    type Parts = (Verified, Verified, Vec<Slot>, Vec<Parameter>);
+    type Parts = (Verified, Vec<Slot>, Vec<Parameter>);
     let built: Vec<Result<Parts, MemberError>> = exprs
         .iter()
         .map(|e| graphs(e.as_ref(), variables))
         .collect();
-    let make = |(values, _, inputs, parameters): Parts,
-                programs: (Box<dyn Program>, Box<dyn Program>)| {
-        let g = values.graph();
+    let make = |(graph, inputs, parameters): Parts, jacobian: Box<dyn Program>| {
+        let g = graph.graph();
         let scalar = matches!(g.ty(g.outputs()[0].value), Type::Tensor(t) if t.shape.is_empty());
         Model {
             inputs,
             parameters,
-            values: programs.0,
-            jacobian: programs.1,
+            jacobian,
             scalar,
         }
     };
-    let graphs: Vec<Verified> = built
-        .iter()
-        .flatten()
-        .flat_map(|(v, j, _, _)| [v.clone(), j.clone()])
-        .collect();
+    let graphs: Vec<Verified> = built.iter().flatten().map(|(j, _, _)| j.clone()).collect();
     if let Ok(programs) = engine.compile_batch_dyn(&graphs, options) {
         let mut programs = programs.into_iter();
         return built
             .into_iter()
             .map(|b| {
                 let parts = b?;
-                let v = programs.next().expect("two programs per model");
-                let j = programs.next().expect("two programs per model");
-                Ok(make(parts, (v, j)))
+                Ok(make(parts, programs.next().expect("a program per model")))
             })
             .collect();
     }
@@ -416,13 +278,10 @@ fn compile_models<S: AsRef<str>>(
         .into_iter()
         .map(|b| {
             let parts = b?;
-            let compile = |g: &Verified| {
-                engine
-                    .compile_dyn(g, options)
-                    .map_err(|e| MemberError::Compile(e.to_string()))
-            };
-            let programs = (compile(&parts.0)?, compile(&parts.1)?);
-            Ok(make(parts, programs))
+            let program = engine
+                .compile_dyn(&parts.0, options)
+                .map_err(|e| MemberError::Compile(e.to_string()))?;
+            Ok(make(parts, program))
         })
         .collect()
 }
@@ -468,16 +327,20 @@ pub fn fit_constants<S: AsRef<str> + Sync>(
                         .zip(models)
                         .map(|(expr, model)| {
                             let model = model?;
-                            let (constants, mse, iterations, failure) =
-                                levenberg_marquardt(&model, columns, target, options.max_iter)?;
+                            let out = fit_model(&model, columns, target, options.max_iter)?;
                             let initial = model.parameters.iter().map(|p| p.value).collect();
+                            let n = target.len();
                             Ok(Fitted {
-                                expr: rewrite(expr.as_ref(), &model.parameters, &constants),
-                                constants,
+                                expr: rewrite(expr.as_ref(), &model.parameters, &out.theta),
+                                mse: if n == 0 {
+                                    f64::NAN
+                                } else {
+                                    out.cost / n as f64
+                                },
+                                constants: out.theta,
                                 initial,
-                                mse,
-                                iterations,
-                                failure,
+                                iterations: out.iterations,
+                                failure: out.failure,
                             })
                         })
                         .collect::<Vec<_>>()
@@ -494,15 +357,6 @@ pub fn fit_constants<S: AsRef<str> + Sync>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cholesky_solves_a_small_system() {
-        let a = [4.0, 2.0, 2.0, 3.0];
-        let x = cholesky_solve(&a, &[2.0, 1.0], 2).expect("positive definite");
-        assert!((4.0 * x[0] + 2.0 * x[1] - 2.0).abs() < 1e-15);
-        assert!((2.0 * x[0] + 3.0 * x[1] - 1.0).abs() < 1e-15);
-        assert!(cholesky_solve(&[1.0, 2.0, 2.0, 1.0], &[1.0, 1.0], 2).is_none());
-    }
 
     #[test]
     fn fitted_constants_are_written_back_into_the_text() {
