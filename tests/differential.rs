@@ -33,6 +33,51 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: (cases() / 4).max(100), failure_persistence: None, max_shrink_iters: 2000, ..ProptestConfig::default() })]
+
+    /// The derivatives of random graphs (`kiln::ir::grad`: gradients and
+    /// Jacobians) are graphs every engine runs with the interpreter's bits.
+    #[test]
+    fn every_engine_agrees_on_derivatives(bytes in prop::collection::vec(any::<u8>(), 16..1024)) {
+        let mut u = Unstructured::new(&bytes);
+        let Ok(case) = kiln_fuzzgen::generate(&mut u, 24) else { return Ok(()) };
+        for jacobian in [false, true] {
+            if let Some(derived) = kiln_fuzzgen::derivative(&case, jacobian) {
+                if let Err(report) = kiln_fuzzgen::differential(&derived) {
+                    prop_assert!(false, "{}", report);
+                }
+            }
+        }
+    }
+}
+
+/// Derivatives are taken of a good share of the generated graphs: the
+/// test above is not vacuous.
+#[test]
+fn the_generator_gives_graphs_to_differentiate() {
+    let cases: Vec<kiln_fuzzgen::Case> =
+        kiln_fuzzgen::seeded(0x51ed_270b_2760_39a9, 600, 512).collect();
+    let gradients = cases
+        .iter()
+        .filter(|c| kiln_fuzzgen::derivative(c, false).is_some())
+        .count();
+    let jacobians = cases
+        .iter()
+        .filter(|c| kiln_fuzzgen::derivative(c, true).is_some())
+        .count();
+    assert!(
+        gradients * 4 >= cases.len(),
+        "{gradients} gradients of {} cases",
+        cases.len()
+    );
+    assert!(
+        jacobians * 20 >= cases.len(),
+        "{jacobians} Jacobians of {} cases",
+        cases.len()
+    );
+}
+
 /// The LLVM tier's wasm32 modules (linked by wasm-ld, run under wasmi) agree
 /// with the interpreter too: fewer cases, since each links a module.
 #[cfg(feature = "llvm")]

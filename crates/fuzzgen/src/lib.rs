@@ -759,6 +759,50 @@ pub fn seeded(mut seed: u64, tries: usize, len: usize) -> impl Iterator<Item = C
     })
 }
 
+/// The derivatives of `case`'s graph, over the same inputs: the gradient
+/// (reverse mode, `kiln::ir::grad::gradient`) of its first float output
+/// with respect to every float input, or, when `jacobian` and the graph has
+/// scalar float inputs, every output's Jacobian (forward mode) with respect
+/// to them. `None` when there is nothing to differentiate or the graph has
+/// an op kiln does not differentiate. The derivative graph is an ordinary
+/// graph that every engine must run as the interpreter does.
+pub fn derivative(case: &Case, jacobian: bool) -> Option<Case> {
+    let verified = kiln::verify(case.graph.clone()).ok()?;
+    let g = verified.graph();
+    let float = |v| g.ty(v).dtype().is_some_and(DType::is_float);
+    let graph = if jacobian {
+        if !g.outputs().iter().all(|o| float(o.value)) {
+            return None;
+        }
+        let params: Vec<&str> = g
+            .inputs()
+            .iter()
+            .filter(|i| float(i.value) && g.ty(i.value).as_tensor().is_some_and(|t| t.is_scalar()))
+            .map(|i| i.name.as_str())
+            .collect();
+        if params.is_empty() {
+            return None;
+        }
+        kiln::ir::grad::jacobian(&verified, &params).ok()?
+    } else {
+        let of = g.outputs().iter().find(|o| float(o.value))?;
+        let wrt: Vec<&str> = g
+            .inputs()
+            .iter()
+            .filter(|i| float(i.value))
+            .map(|i| i.name.as_str())
+            .collect();
+        if wrt.is_empty() {
+            return None;
+        }
+        kiln::ir::grad::gradient(&verified, Some(&of.name), &wrt, false).ok()?
+    };
+    Some(Case {
+        graph,
+        inputs: case.inputs.clone(),
+    })
+}
+
 /// A random valid graph with up to `max_ops` operations, and inputs for it.
 pub fn generate(u: &mut Unstructured, max_ops: usize) -> Result<Case> {
     let tensors = u.ratio(1u8, 4u8)?;

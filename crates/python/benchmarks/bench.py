@@ -2,7 +2,7 @@
 `../shared/peers/run.sh w2 w4` in the same session: only ratios from one run
 mean anything on a noisy machine).
 
-  .venv/bin/python crates/python/benchmarks/bench.py [scalar] [population] [fit] [query] [torch]
+  .venv/bin/python crates/python/benchmarks/bench.py [scalar] [population] [fit] [grad] [query] [torch]
 
 - scalar: `f(1.0)` for f(x) = x + 2.0, 1M calls from a Python loop (W4's
   method: median of 7 interleaved repeats), with the empty loop and a Python
@@ -19,6 +19,13 @@ mean anything on a noisy machine).
   11: scipy's "lm" counts the first evaluation and each step's, not the
   Jacobian's finite differences); the share of expressions where kiln's
   final MSE is at most scipy's.
+- grad: the gradient of one GP expression, `x1 * cos(x2 - c)` over 100
+  rows (DynamicExpressions.jl's published example, 2.3 µs on its
+  machine): with respect to the constant `c` (`grad=`, summed over the
+  rows), its Jacobian column (`jacobian=`, per row) and with respect to
+  `x1` and `x2`, on each tier, as a Python call; against torch.autograd
+  and, where installed, jax.grad under jax.jit, in the same process (best
+  of 5 runs of 20,000 calls).
 - query: the seed query `(x > 2.0) & (x < 6.0)` over 10M rows of a
   DataFrame: df.kiln.query (the default tier, auto; and cranelift, llvm)
   against df.query (numexpr engine) and a NumPy boolean mask (median of 7
@@ -228,6 +235,48 @@ def fit(max_iter=10):
          kiln_as_good_with_constants_pct=100 * float(np.mean(
              [g for g, c in zip(as_good, result.constants) if len(c)])),
          kiln_errors=len(result.errors))
+
+
+def grad():
+    rng = np.random.default_rng(0)
+    x1, x2 = rng.normal(size=100), rng.normal(size=100)
+
+    def best(f, n=20000):
+        f()
+        runs = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            for _ in range(n):
+                f()
+            runs.append((time.perf_counter() - t0) / n)
+        return min(runs) * 1e6
+
+    src, cols = "x1 * cos(x2 - c)", {"x1": "f64[n]", "x2": "f64[n]"}
+    for tier in ("vm", "cranelift", "llvm"):
+        fs = {
+            "values": kiln.compile(src, inputs=cols, tier=tier),
+            "grad_c": kiln.compile(src, inputs=cols, tier=tier, grad="c"),
+            "jacobian_c": kiln.compile(src, inputs=cols, tier=tier, jacobian="c"),
+            "grad_x1_x2": kiln.compile(src, inputs=cols, tier=tier, grad=("x1", "x2")),
+        }
+        emit(workload="grad", peer=f"kiln-{tier}", rows=100,
+             **{f"{k}_us": best(lambda f=f: f(x1, x2, 3.2)) for k, f in fs.items()})
+    import torch
+
+    torch.set_num_threads(1)
+    t1, t2 = torch.tensor(x1), torch.tensor(x2)
+    c = torch.tensor(3.2, dtype=torch.float64, requires_grad=True)
+    emit(workload="grad", peer="torch.autograd", rows=100,
+         grad_c_us=best(lambda: torch.autograd.grad((t1 * torch.cos(t2 - c)).sum(), c), 5000))
+    try:
+        import jax
+    except ImportError:
+        return
+    jax.config.update("jax_enable_x64", True)
+    g = jax.jit(jax.grad(lambda c, a, b: (a * jax.numpy.cos(b - c)).sum()))
+    ja, jb = jax.numpy.asarray(x1), jax.numpy.asarray(x2)
+    emit(workload="grad", peer="jax.jit(jax.grad)", rows=100,
+         grad_c_us=best(lambda: g(3.2, ja, jb).block_until_ready(), 5000))
 
 
 def query():
@@ -774,7 +823,8 @@ if __name__ == "__main__":
         tiers(which[1:])
     else:
         for w in which:
-            {"scalar": scalar, "population": population, "fit": fit, "query": query,
+            {"scalar": scalar, "population": population, "fit": fit, "grad": grad,
+             "query": query,
              "torch": torch_mlp,
              "resnet": resnet, "resnet-layers": resnet_layers,
              "transformer-ops": transformer_ops, "tierup": tierup}[w]()

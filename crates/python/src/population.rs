@@ -320,8 +320,13 @@ impl Population {
         x: &Bound<'py, PyAny>,
         y: &Bound<'py, PyAny>,
         method: &str,
-        max_iter: usize,
+        max_iter: i64,
     ) -> PyResult<Fit> {
+        let Ok(max_iter) = usize::try_from(max_iter) else {
+            return Err(PyValueError::new_err(format!(
+                "max_iter must be at least 0, not {max_iter}"
+            )));
+        };
         if method != "lm" {
             return Err(PyValueError::new_err(format!(
                 "method must be 'lm' (Levenberg-Marquardt), not {method:?}"

@@ -88,71 +88,92 @@ fn norm(values: impl Iterator<Item = f64> + Clone) -> f64 {
             .sqrt()
 }
 
-/// The Jacobian prepared for the step: its columns with the rows whose
-/// derivatives are not all finite set to 0, their norms, and `r` with
-/// those rows set to 0 (they say nothing of the step).
+/// The Jacobian prepared for the step: where some rows' derivatives are
+/// not all finite, its columns and `r` with those rows set to 0 (they say
+/// nothing of the step); the columns' norms.
 struct Linearized {
-    columns: Vec<Vec<f64>>,
-    r: Vec<f64>,
+    /// The masked columns and residuals, when some row is masked.
+    masked: Option<(Vec<Vec<f64>>, Vec<f64>)>,
     norms: Vec<f64>,
     usable_rows: usize,
 }
 
-fn linearize(j: &[Vec<f64>], r: &[f64]) -> Linearized {
-    let n = r.len();
-    let usable: Vec<bool> = (0..n).map(|i| j.iter().all(|c| c[i].is_finite())).collect();
-    let keep = |v: &[f64]| -> Vec<f64> {
-        v.iter()
-            .zip(&usable)
-            .map(|(&x, &u)| if u { x } else { 0.0 })
-            .collect()
-    };
-    let columns: Vec<Vec<f64>> = j.iter().map(|c| keep(c)).collect();
-    let norms = columns
-        .iter()
-        .map(|c| {
-            // Squares directly; scaled where they overflow or underflow.
-            let sq = dot(c, c);
-            if sq.is_finite() && sq > 1e-280 {
-                sq.sqrt()
-            } else {
-                norm(c.iter().copied())
-            }
-        })
-        .collect();
-    Linearized {
-        r: keep(r),
-        columns,
-        norms,
-        usable_rows: usable.iter().filter(|&&u| u).count(),
+impl Linearized {
+    fn new(j: &[Vec<f64>], r: &[f64]) -> Linearized {
+        let usable = |i: usize| j.iter().all(|c| c[i].is_finite());
+        let n = r.len();
+        let masked = if j.iter().all(|c| c.iter().all(|x| x.is_finite())) {
+            None
+        } else {
+            let keep = |v: &[f64]| -> Vec<f64> {
+                (0..n).map(|i| if usable(i) { v[i] } else { 0.0 }).collect()
+            };
+            Some((j.iter().map(|c| keep(c)).collect(), keep(r)))
+        };
+        let usable_rows = match &masked {
+            None => n,
+            Some(_) => (0..n).filter(|&i| usable(i)).count(),
+        };
+        let mut lin = Linearized {
+            masked,
+            norms: Vec::new(),
+            usable_rows,
+        };
+        let columns = lin.columns(j).0;
+        lin.norms = columns
+            .iter()
+            .map(|c| {
+                // Squares directly; scaled where they overflow or underflow.
+                let sq = dot(c, c);
+                if sq.is_finite() && sq > 1e-280 {
+                    sq.sqrt()
+                } else {
+                    norm(c.iter().copied())
+                }
+            })
+            .collect();
+        lin
     }
-}
 
-/// The normal equations in the scaled parameters `z = D δ`: `J̃ᵀJ̃`
-/// (`k × k`, row major) and `J̃ᵀr` with `J̃ = J D⁻¹`. Scaled, their entries
-/// stay near 1 however large the derivatives are.
-fn normal_equations(lin: &Linearized, d: &[f64]) -> (Vec<f64>, Vec<f64>) {
-    let k = lin.columns.len();
-    let scaled: Vec<Vec<f64>> = lin
-        .columns
-        .iter()
-        .zip(d)
-        .map(|(c, &d)| {
-            let inv = 1.0 / d;
-            c.iter().map(|x| x * inv).collect()
-        })
-        .collect();
-    let mut a = vec![0.0; k * k];
-    let mut g = vec![0.0; k];
-    for p in 0..k {
-        for q in 0..=p {
-            let s = dot(&scaled[p], &scaled[q]);
-            a[p * k + q] = s;
-            a[q * k + p] = s;
+    /// The columns and residuals the step reads.
+    fn columns<'a>(&'a self, j: &'a [Vec<f64>]) -> (&'a [Vec<f64>], Option<&'a [f64]>) {
+        match &self.masked {
+            None => (j, None),
+            Some((columns, r)) => (columns, Some(r)),
         }
-        g[p] = dot(&scaled[p], &lin.r);
     }
-    (a, g)
+
+    /// The normal equations in the scaled parameters `z = D δ`: `J̃ᵀJ̃`
+    /// (`k × k`, row major) and `J̃ᵀr` with `J̃ = J D⁻¹`. Scaled, their
+    /// entries stay near 1 however large the derivatives are (a product
+    /// that overflows is taken over the scaled columns).
+    fn normal_equations(&self, j: &[Vec<f64>], r: &[f64], d: &[f64]) -> (Vec<f64>, Vec<f64>) {
+        let (columns, masked_r) = self.columns(j);
+        let r = masked_r.unwrap_or(r);
+        let k = columns.len();
+        let scaled_dot = |x: &[f64], dx: f64, y: &[f64], dy: f64| {
+            let s = dot(x, y) / dx / dy;
+            if s.is_finite() {
+                s
+            } else {
+                let (ix, iy) = (1.0 / dx, 1.0 / dy);
+                let xs: Vec<f64> = x.iter().map(|v| v * ix).collect();
+                let ys: Vec<f64> = y.iter().map(|v| v * iy).collect();
+                dot(&xs, &ys)
+            }
+        };
+        let mut a = vec![0.0; k * k];
+        let mut g = vec![0.0; k];
+        for p in 0..k {
+            for q in 0..=p {
+                let s = scaled_dot(&columns[p], d[p], &columns[q], d[q]);
+                a[p * k + q] = s;
+                a[q * k + p] = s;
+            }
+            g[p] = scaled_dot(&columns[p], d[p], r, 1.0);
+        }
+        (a, g)
+    }
 }
 
 /// Solves `a x = b` for a symmetric positive definite `a` (`k × k`, row
@@ -306,7 +327,7 @@ pub(crate) fn minimize<R: Residuals>(
             failure: None,
         });
     }
-    let lin = linearize(&j, &r);
+    let lin = Linearized::new(&j, &r);
     if lin.norms.iter().all(|&n| n == 0.0) {
         let why = if lin.usable_rows == 0 {
             "its Jacobian is NaN or infinite at its initial constants"
@@ -321,7 +342,7 @@ pub(crate) fn minimize<R: Residuals>(
         .iter()
         .map(|&n| if n == 0.0 { 1.0 } else { n })
         .collect();
-    let (mut a, mut g) = normal_equations(&lin, &d);
+    let (mut a, mut g) = lin.normal_equations(&j, &r, &d);
     let scaled_theta = |d: &[f64], theta: &[f64]| norm(d.iter().zip(theta).map(|(d, t)| d * t));
     let mut delta = FACTOR * scaled_theta(&d, &theta);
     if delta == 0.0 || !delta.is_finite() {
@@ -406,11 +427,11 @@ pub(crate) fn minimize<R: Residuals>(
                 std::mem::swap(&mut j, &mut trial_j);
                 theta = next;
                 cost = cost_next;
-                let lin = linearize(&j, &r);
+                let lin = Linearized::new(&j, &r);
                 for (d, n) in d.iter_mut().zip(&lin.norms) {
                     *d = d.max(*n);
                 }
-                (a, g) = normal_equations(&lin, &d);
+                (a, g) = lin.normal_equations(&j, &r, &d);
             }
             let converged = (actual.abs() <= TOL && predicted <= TOL && 0.5 * ratio <= 1.0)
                 || delta <= TOL * scaled_theta(&d, &theta)

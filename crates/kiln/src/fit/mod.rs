@@ -149,14 +149,14 @@ fn rewrite(expr: &str, parameters: &[Parameter], constants: &[f64]) -> String {
 }
 
 impl Model {
-    /// Runs `program` at `theta` into `outs` (the values, then one column
-    /// per parameter for the Jacobian program).
+    /// Runs the program at `theta`: the values into `values`, each
+    /// parameter's derivatives into `derivatives`.
     fn run(
         &self,
-        program: &dyn Program,
         theta: &[f64],
         columns: &[&[f64]],
-        outs: &mut [Vec<f64>],
+        values: &mut [f64],
+        derivatives: &mut [Vec<f64>],
     ) -> Result<(), MemberError> {
         let inputs: Vec<ArrayRef<'_>> = self
             .inputs
@@ -166,17 +166,19 @@ impl Model {
                 Slot::Parameter(k) => ArrayRef::Scalar(Scalar::F64(theta[k])),
             })
             .collect();
-        let scalar = self.scalar;
-        let mut rooms: Vec<ArrayMut<'_>> = outs
-            .iter_mut()
-            .map(|o| ArrayMut::F64(if scalar { &mut o[..1] } else { &mut o[..] }))
-            .collect();
-        program.run_arrays(&inputs, &mut rooms)?;
+        // A constant expression's outputs are one value for every row.
+        let len = if self.scalar { 1 } else { values.len() };
+        let mut rooms: Vec<ArrayMut<'_>> = Vec::with_capacity(1 + derivatives.len());
+        rooms.push(ArrayMut::F64(&mut values[..len]));
+        rooms.extend(derivatives.iter_mut().map(|d| ArrayMut::F64(&mut d[..len])));
+        self.jacobian.run_arrays(&inputs, &mut rooms)?;
         drop(rooms);
-        if scalar {
-            for o in outs.iter_mut() {
-                let v = o[0];
-                o.fill(v);
+        if self.scalar {
+            let v = values[0];
+            values.fill(v);
+            for d in derivatives {
+                let v = d[0];
+                d.fill(v);
             }
         }
         Ok(())
@@ -188,7 +190,6 @@ struct Problem<'a> {
     model: &'a Model,
     columns: &'a [&'a [f64]],
     target: &'a [f64],
-    values: Vec<Vec<f64>>,
 }
 
 impl lm::Residuals for Problem<'_> {
@@ -200,13 +201,9 @@ impl lm::Residuals for Problem<'_> {
         r: &mut [f64],
         j: &mut [Vec<f64>],
     ) -> Result<(), MemberError> {
-        self.model
-            .run(&*self.model.jacobian, theta, self.columns, &mut self.values)?;
-        for ((r, v), t) in r.iter_mut().zip(&self.values[0]).zip(self.target) {
-            *r = v - t;
-        }
-        for (col, d) in j.iter_mut().zip(&self.values[1..]) {
-            col.copy_from_slice(d);
+        self.model.run(theta, self.columns, r, j)?;
+        for (r, t) in r.iter_mut().zip(self.target) {
+            *r -= t;
         }
         Ok(())
     }
@@ -220,12 +217,10 @@ fn fit_model(
     max_iter: usize,
 ) -> Result<lm::Outcome, MemberError> {
     let n = target.len();
-    let k = model.parameters.len();
     let mut problem = Problem {
         model,
         columns,
         target,
-        values: vec![vec![0.0; n]; 1 + k],
     };
     let theta = model.parameters.iter().map(|p| p.value).collect();
     lm::minimize(&mut problem, theta, n, max_iter)
