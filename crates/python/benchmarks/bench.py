@@ -36,6 +36,11 @@ mean anything on a noisy machine).
   torch.no_grad: eager, torch.compile's default backend (inductor) and
   torch.compile(backend="kiln") on both JIT tiers, with torch on 1 and 2
   threads; median of 7 interleaved repeats of 1000 calls, after warm-up.
+- train: one SGD step (forward, cross-entropy, backward, update) of the
+  batch-64 784→256→10 MLP: eager, inductor and
+  torch.compile(backend="kiln") (the backward graph on kiln too) on both
+  JIT tiers and auto, torch on 1 and 2 threads; median of 7 interleaved
+  repeats of 200 steps after 3 warm-up steps.
 - resnet: ResNet-18 (the standard 64-128-256-512 layout,
   crates/python/tests/models.py, random weights, eval mode) on one
   1x3x224x224 image under torch.no_grad: eager on 1 and 2 threads against
@@ -344,6 +349,52 @@ def torch_mlp():
         for (peer, _), ts in zip(runs, times):
             emit(workload="mlp-784-256-10-batch64", peer=peer, threads=threads,
                  median_us=statistics.median(ts) / calls * 1e6, min_us=min(ts) / calls * 1e6)
+
+
+def train_mlp():
+    import torch
+    import torch._dynamo
+
+    x = torch.randn(64, 784, generator=torch.Generator().manual_seed(1))
+    y = torch.randint(0, 10, (64,), generator=torch.Generator().manual_seed(2))
+    steps = 200
+
+    def make():
+        torch.manual_seed(0)
+        return torch.nn.Sequential(
+            torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10)
+        )
+
+    for threads in (1, 2):
+        torch.set_num_threads(threads)
+        torch._dynamo.reset()
+        peers = [("torch-eager", None), ("torch.compile-inductor", {}),
+                 ("kiln-cranelift", {"backend": "kiln", "options": {"tier": "cranelift"}}),
+                 ("kiln-llvm", {"backend": "kiln", "options": {"tier": "llvm"}}),
+                 ("kiln-auto", {"backend": "kiln"})]
+        loops = []
+        for _, how in peers:
+            model = make()
+            f = model if how is None else torch.compile(model, **how)
+            opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+            def step(f=f, opt=opt):
+                opt.zero_grad()
+                torch.nn.functional.cross_entropy(f(x), y).backward()
+                opt.step()
+
+            for _ in range(3):  # compile (and tier up) before timing
+                step()
+
+            def run(step=step):
+                for _ in range(steps):
+                    step()
+
+            loops.append(run)
+        times = interleaved(loops, repeats=7)
+        for (peer, _), ts in zip(peers, times):
+            emit(workload="mlp-train-step-784-256-10-batch64", peer=peer, threads=threads,
+                 median_us=statistics.median(ts) / steps * 1e6, min_us=min(ts) / steps * 1e6)
 
 
 def peak_rss_mb():
@@ -827,6 +878,6 @@ if __name__ == "__main__":
         for w in which:
             {"scalar": scalar, "population": population, "fit": fit, "grad": grad,
              "query": query,
-             "torch": torch_mlp,
+             "torch": torch_mlp, "train": train_mlp,
              "resnet": resnet, "resnet-layers": resnet_layers,
              "transformer-ops": transformer_ops, "tierup": tierup}[w]()

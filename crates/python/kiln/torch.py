@@ -11,8 +11,10 @@ Ops kiln cannot compile never make ``torch.compile`` fail: torch's
 supports and eager PyTorch runs the rest. A partition is compiled for the
 shapes it is called with, once per shape (Dynamo's symbolic sizes are
 specialized at call time), so a new batch size compiles again and is then
-cached. Inference only: when a model needs gradients the forward pass runs on
-kiln and the backward pass in eager PyTorch, with a warning the first time.
+cached. Training too: ``aot_autograd``'s backward graph is compiled the
+same way (torch's decompositions of the backward ops below, kiln for what
+it builds, eager PyTorch for the rest, with a warning naming those ops the
+first time).
 
 ``kiln.torch.explain(model, *inputs)`` reports which nodes ran where.
 """
@@ -63,6 +65,22 @@ def _decompositions():
             aten.linalg_vector_norm,
             aten.logsumexp,
             aten.baddbmm,
+            # Training: batch norm's forward with batch statistics, and the
+            # backward graphs' gradients of activations, normalizations and
+            # softmax, as elementwise ops and reductions.
+            aten._native_batch_norm_legit_functional,
+            aten.threshold_backward,
+            aten.sigmoid_backward,
+            aten.tanh_backward,
+            aten.gelu_backward,
+            aten.silu_backward,
+            aten.hardtanh_backward,
+            aten.leaky_relu_backward,
+            aten.elu_backward,
+            aten.native_batch_norm_backward,
+            aten.native_layer_norm_backward,
+            aten._softmax_backward_data,
+            aten._log_softmax_backward_data,
         ]
     )
 
@@ -111,6 +129,12 @@ def _why_not(node: torch.fx.Node) -> Optional[str]:
     target = _target_name(node)
     if not _kiln.fx_supports(node.op, target):
         return f"kiln has no `{target}`"
+    if node.target is torch.ops.aten.max_pool2d_with_indices.default and any(
+        u.target is operator.getitem and u.args[1] == 1 and u.users for u in node.users
+    ):
+        # Training saves the indices for the backward pass; kiln computes
+        # the values only.
+        return "a max pool whose indices are used, which kiln does not compute"
     if node.target is torch.ops.aten.as_strided.default:
         # kiln reads it as a reshape of the input's elements in order,
         # which is what it is only when the input is contiguous.
@@ -367,19 +391,19 @@ def _compile_graph(gm: torch.fx.GraphModule, tier: str, optimize: bool, stats: _
 _BACKWARD_WARNED = False
 
 
-def _backward(gm: torch.fx.GraphModule, example_inputs):
-    """The backward pass runs in eager PyTorch (kiln compiles inference)."""
+def _warn_backward_eager(gm: torch.fx.GraphModule, stats: "_Stats"):
+    """Warns once per process when a backward graph leaves ops to eager
+    PyTorch, naming them."""
     global _BACKWARD_WARNED
-    if not _BACKWARD_WARNED:
+    reports = [stats.nodes.get((stats.graphs, n.name)) for n in gm.graph.nodes]
+    eager = sorted({r.target for r in reports if r is not None and r.ran_on == "eager"})
+    if eager and not _BACKWARD_WARNED:
         _BACKWARD_WARNED = True
         warnings.warn(
-            "kiln compiles inference only: the backward pass runs in eager PyTorch",
+            f"kiln: the backward pass runs {', '.join(eager)} in eager PyTorch",
             RuntimeWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
-    from functorch.compile import make_boxed_func
-
-    return make_boxed_func(gm.forward)
 
 
 def _make_backend(tier: str, optimize: bool, stats: _Stats):
@@ -389,9 +413,14 @@ def _make_backend(tier: str, optimize: bool, stats: _Stats):
         compiled = _compile_graph(gm, tier, optimize, stats)
         return make_boxed_func(compiled.forward if isinstance(compiled, torch.nn.Module) else compiled)
 
+    def backward(gm: torch.fx.GraphModule, example_inputs):
+        compiled = _compile_graph(gm, tier, optimize, stats)
+        _warn_backward_eager(gm, stats)
+        return make_boxed_func(compiled.forward if isinstance(compiled, torch.nn.Module) else compiled)
+
     return aot_autograd(
         fw_compiler=forward,
-        bw_compiler=_backward,
+        bw_compiler=backward,
         decompositions=_decompositions(),
     )
 

@@ -301,26 +301,6 @@ def test_integer_division_by_zero_is_an_exception():
         fn(a, torch.tensor([2, 0, 1], dtype=torch.int64))
 
 
-def test_training_runs_backward_in_eager_with_one_warning():
-    torch.manual_seed(5)
-    model = nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 1))
-    twin = nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 1))
-    twin.load_state_dict(model.state_dict())
-    x = torch.randn(4, 6)
-    kt._BACKWARD_WARNED = False
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        f = compiled(model, "cranelift")
-        f(x).sum().backward()
-        f(x).sum().backward()
-    backward = [w for w in caught if "backward pass runs in eager" in str(w.message)]
-    assert len(backward) == 1
-    twin(x).sum().backward()
-    twin(x).sum().backward()
-    for p, q in zip(model.parameters(), twin.parameters()):
-        close(p.grad, q.grad, rtol=1e-5, atol=1e-6)
-
-
 def test_bad_options():
     gm = torch.fx.symbolic_trace(nnc)
     with pytest.raises(ValueError, match="tier must be one of"):

@@ -197,6 +197,29 @@ impl Fx<'_> {
                         .filter(|d| **d != Dim::Fixed(1))
                         .cloned()
                         .collect(),
+                    // `squeeze.dims` (torch 2.0+): several axes at once.
+                    Some(Arg::Seq(items)) => {
+                        let rank = shape.len() as i64;
+                        let mut drop = vec![false; shape.len()];
+                        for item in items {
+                            let Arg::Int(raw) = item else {
+                                return Err(format!("`dim` must be ints, not {item:?}"));
+                            };
+                            let a = if *raw < 0 { raw + rank } else { *raw };
+                            if !(0..rank.max(1)).contains(&a) {
+                                return Err(format!(
+                                    "dimension {raw} is out of range for a tensor of rank {rank}"
+                                ));
+                            }
+                            if let Some(flag) = drop.get_mut(a as usize) {
+                                *flag = shape[a as usize] == Dim::Fixed(1);
+                            }
+                        }
+                        (shape.iter().zip(&drop))
+                            .filter(|(_, &d)| !d)
+                            .map(|(d, _)| d.clone())
+                            .collect()
+                    }
                     Some(_) => {
                         let at = self.axis(node, 1, "dim", shape.len())?;
                         let mut out = shape.clone();
