@@ -56,10 +56,26 @@ pub struct PopulationOptions {
 
 impl PopulationOptions {
     fn threads(&self) -> usize {
-        match self.threads {
-            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-            n => n,
-        }
+        threads_or_cores(self.threads)
+    }
+}
+
+/// `threads`, or every core for 0.
+pub(crate) fn threads_or_cores(threads: usize) -> usize {
+    match threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    }
+}
+
+/// How a member (an expression, a group, a fitted model) compiles:
+/// `options` with vector loops off unless asked for (many small kernels),
+/// and no stages, since members run side by side, each on one thread.
+pub(crate) fn member_options(options: &CompileOptions) -> CompileOptions {
+    CompileOptions {
+        vectorize: Some(options.vectorize.unwrap_or(false)),
+        parallel: Some(false),
+        ..options.clone()
     }
 }
 
@@ -392,13 +408,7 @@ impl Population {
     ) -> Population {
         let threads = options.threads();
         let chunk = exprs.len().div_ceil(threads).max(1);
-        // Members run side by side, each on one thread: no stages.
-        let compile = CompileOptions {
-            vectorize: Some(options.compile.vectorize.unwrap_or(false)),
-            parallel: Some(false),
-            ..options.compile.clone()
-        };
-        let compile = &compile;
+        let compile = &member_options(&options.compile);
         // Parse on every thread, then compile on every thread: the
         // variables may come from all the expressions.
         let parsed: Vec<Vec<(Result<Verified, MemberError>, usize)>> = std::thread::scope(|s| {

@@ -228,10 +228,7 @@ fn fit_model(
 
 impl FitOptions {
     fn threads(&self) -> usize {
-        match self.threads {
-            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-            n => n,
-        }
+        crate::population::threads_or_cores(self.threads)
     }
 }
 
@@ -306,12 +303,7 @@ pub fn fit_constants<S: AsRef<str> + Sync>(
     let threads = options.threads().min(exprs.len()).max(1);
     let chunk = exprs.len().div_ceil(threads).max(1);
     // Each expression's kernels run on its fitting thread.
-    let compile = CompileOptions {
-        vectorize: Some(options.compile.vectorize.unwrap_or(false)),
-        parallel: Some(false),
-        ..options.compile.clone()
-    };
-    let compile = &compile;
+    let compile = &crate::population::member_options(&options.compile);
     std::thread::scope(|s| {
         let handles: Vec<_> = exprs
             .chunks(chunk)
