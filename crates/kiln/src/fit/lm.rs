@@ -42,7 +42,7 @@ pub(crate) trait Residuals {
 pub(crate) struct Outcome {
     /// The parameters (the initial ones when the fit could not start).
     pub theta: Vec<f64>,
-    /// The residuals' sum of squares at `theta`, in row order.
+    /// The residuals' sum of squares at `theta` ([`dot`]'s order).
     pub cost: f64,
     /// Steps tried (each one evaluation of the residuals).
     pub iterations: usize,
@@ -69,7 +69,7 @@ fn dot(a: &[f64], b: &[f64]) -> f64 {
     (s[0] + s[1]) + (s[2] + s[3]) + tail
 }
 
-/// The sum of squares.
+/// The sum of squares, in [`dot`]'s order.
 fn sum_of_squares(r: &[f64]) -> f64 {
     dot(r, r)
 }

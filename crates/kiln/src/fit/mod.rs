@@ -52,7 +52,8 @@ pub struct Fitted {
     pub constants: Vec<f64>,
     /// The constants as written.
     pub initial: Vec<f64>,
-    /// The mean squared error at `constants`, summed in row order.
+    /// The mean squared error at `constants` (its squares summed in a
+    /// fixed order: the same bits on every tier and thread count).
     pub mse: f64,
     /// Levenberg–Marquardt steps taken.
     pub iterations: usize,
