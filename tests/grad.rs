@@ -430,17 +430,68 @@ output "share" = v8
     on_every_engine(jac.into_graph(), &inputs);
 }
 
+/// `conv2d`'s gradients with respect to the input and the weights, with
+/// strides, asymmetric padding and dilation.
+#[test]
+fn convolution_against_finite_differences() {
+    let configs = [
+        ("", "f64[2, 2, 5, 5]"),
+        (" stride [2, 1] pad [1, 0, 2, 1]", "f64[2, 2, 3, 8]"),
+        (
+            " stride [2, 2] pad [0, 1, 1, 1] dilation [2, 1]",
+            "f64[2, 2, 2, 4]",
+        ),
+        (" dilation [1, 2] pad [1, 1, 0, 0]", "f64[2, 2, 7, 4]"),
+    ];
+    for (seed, (attrs, ty)) in configs.iter().enumerate() {
+        let text = format!(
+            "graph \"conv\"\nv0: f64[2, 3, 7, 6] = input \"x\"\nv1: f64[2, 3, 3, 2] = input \"w\"\nv2: {ty} = conv2d v0, v1{attrs}\nv3: {ty} = sin v2\noutput \"y\" = v3\n"
+        );
+        let x = col(&points(2 * 3 * 7 * 6, -1.0, 1.0, 300 + seed as u64));
+        let w = col(&points(2 * 3 * 3 * 2, -1.0, 1.0, 400 + seed as u64));
+        check(&text, "y", &["x", "w"], &[x.clone(), w.clone()], 1e-6);
+        // Forward mode: the Jacobian with respect to a scale of the weights.
+        let scaled = format!(
+            "graph \"conv\"\nv0: f64[2, 3, 7, 6] = input \"x\"\nv1: f64[2, 3, 3, 2] = input \"w\"\nv2: f64 = input \"s\"\nv3: f64[2, 3, 3, 2] = mul v1, v2\nv4: {ty} = conv2d v0, v3{attrs}\nv5: {ty} = sin v4\noutput \"y\" = v5\n"
+        );
+        let graph = verified(&scaled);
+        let jac =
+            kiln::verify(jacobian(&graph, &["s"]).expect("differentiates")).expect("verifies");
+        let at = [x.clone(), w.clone(), scalar(0.8)];
+        let d = f64s(&kiln::interp::run(&jac, &at).unwrap()[1]);
+        let h = 1e-6;
+        let run = |s: f64| {
+            f64s(&kiln::interp::run(&graph, &[x.clone(), w.clone(), scalar(s)]).unwrap()[0])
+        };
+        let (up, down) = (run(0.8 + h), run(0.8 - h));
+        for (i, di) in d.iter().enumerate() {
+            let fd = (up[i] - down[i]) / (2.0 * h);
+            assert!(
+                (fd - di).abs() <= 1e-6 * di.abs().max(1.0),
+                "dy/ds[{i}]: kiln {di}, finite differences {fd}"
+            );
+        }
+        on_every_engine(jac.into_graph(), &at);
+    }
+}
+
 /// Ops kiln does not differentiate are errors naming the node, from the
 /// frontends' graphs too.
 #[test]
-fn convolution_is_refused_by_name() {
+fn convolution_of_groups_and_pooling_are_refused_by_name() {
     let text = r#"graph "conv"
-v0: f64[1, 1, 3, 3] = input "x"
-v1: f64[1, 1, 2, 2] = input "w"
-v2: f64[1, 1, 2, 2] = conv2d v0, v1
+v0: f64[1, 2, 3, 3] = input "x"
+v1: f64[2, 1, 2, 2] = input "w"
+v2: f64[1, 2, 2, 2] = conv2d v0, v1 groups 2
 output "y" = v2
 "#;
-    let graph = verified(text);
-    let err = gradient(&graph, None, &["x"], false).expect_err("refused");
-    assert!(err.message.contains("`conv2d`"), "{err}");
+    let err = gradient(&verified(text), None, &["x"], false).expect_err("refused");
+    assert!(err.message.contains("one group only"), "{err}");
+    let text = r#"graph "pool"
+v0: f64[1, 1, 4, 4] = input "x"
+v1: f64[1, 1, 2, 2] = max_pool2d v0 kernel [2, 2] stride [2, 2]
+output "y" = v1
+"#;
+    let err = gradient(&verified(text), None, &["x"], false).expect_err("refused");
+    assert!(err.message.contains("`max_pool2d`"), "{err}");
 }

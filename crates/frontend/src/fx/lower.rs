@@ -77,6 +77,7 @@ const MULTI_OPS: &[&str] = &[
     "unbind",
     "var_mean",
     "std_mean",
+    "convolution_backward",
 ];
 
 /// Ops whose result is a tuple of which kiln computes the first item only

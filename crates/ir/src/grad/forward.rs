@@ -145,16 +145,17 @@ fn push(
             }
             ad.op(op.clone(), &parts)?
         }
-        Op::MatMul => {
+        // Bilinear, as `matmul`: `conv2d(t_x, w) + conv2d(x, t_w)`.
+        Op::MatMul | Op::Conv2d(_) => {
             let (a, b) = (args[0], args[1]);
             let mut sum = None;
             if t(a).is_some() {
                 let ta = full(ad, a)?;
-                sum = Some(ad.op(Op::MatMul, &[ta, b])?);
+                sum = Some(ad.op(op.clone(), &[ta, b])?);
             }
             if t(b).is_some() {
                 let tb = full(ad, b)?;
-                let c = ad.op(Op::MatMul, &[a, tb])?;
+                let c = ad.op(op.clone(), &[a, tb])?;
                 sum = Some(match sum {
                     Some(s) => ad.add(s, c)?,
                     None => c,
@@ -163,7 +164,7 @@ fn push(
             return Ok(sum);
         }
         Op::Input { .. } | Op::Const(_) | Op::Tensor(_) => return Ok(None),
-        Op::Filter | Op::Conv2d(_) | Op::Pool2d(_) | Op::Gather(_) | Op::Trees(_) => {
+        Op::Filter | Op::Pool2d(_) | Op::Gather(_) | Op::Trees(_) => {
             return fail(
                 Some(v),
                 format!("kiln does not differentiate `{}` yet", op.mnemonic()),

@@ -24,6 +24,7 @@
 //!
 //! Nothing here recurses: both modes sweep the node arena once.
 
+mod conv;
 mod forward;
 mod reverse;
 mod rules;
@@ -38,6 +39,25 @@ use crate::verify::Verified;
 
 pub use forward::jacobian;
 pub use reverse::gradient;
+
+/// The adjoints of `y = conv2d(x, w)` (one group) for `y`'s adjoint `g`,
+/// appended to `builder`: `∂x` and `∂w`, each where `want` asks for it.
+/// What reverse mode builds for a `conv2d` node, for frontends whose
+/// graphs carry the backward op itself (aten's `convolution_backward`).
+pub fn conv2d_backward(
+    builder: &mut Builder,
+    x: Value,
+    w: Value,
+    attrs: &crate::op::Conv2d,
+    g: Value,
+    want: [bool; 2],
+) -> GradResult<[Option<Value>; 2]> {
+    let taken = std::mem::replace(builder, Builder::new(""));
+    let mut ad = Ad { b: taken, at: None };
+    let result = conv::conv2d(&mut ad, x, w, attrs, g, want[0], want[1]);
+    *builder = ad.b;
+    result.map(|(dx, dw)| [dx, dw])
+}
 
 /// Why a graph cannot be differentiated as asked.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -271,6 +291,83 @@ impl Ad {
             return Ok(v);
         }
         self.op(Op::Reshape(shape.clone()), &[v])
+    }
+
+    /// `v` along `axis` with `by - 1` zeros between its elements (a length
+    /// `n` becomes `(n - 1) * by + 1`): a strided op's adjoint spread back.
+    fn spread(&mut self, v: Value, axis: usize, by: u64) -> GradResult<Value> {
+        let shape = self.shape(v);
+        let Dim::Fixed(len) = shape[axis] else {
+            return fail(self.at, "cannot spread a symbolic axis".to_string());
+        };
+        if by <= 1 || len <= 1 {
+            return Ok(v);
+        }
+        // [.., len, ..] -> [.., len, 1, ..] beside zeros [.., len, by-1, ..],
+        // then [.., len * by, ..] cut after the last element.
+        let dtype = self.dtype(v);
+        let mut one = shape.clone();
+        one.insert(axis + 1, Dim::Fixed(1));
+        let column = self.reshape(v, &one)?;
+        let mut gap = one.clone();
+        gap[axis + 1] = Dim::Fixed(by - 1);
+        let zeros = self.zeros(dtype, &gap)?;
+        let spread = self.op(Op::Concat(axis as u32 + 1), &[column, zeros])?;
+        let mut flat = shape;
+        flat[axis] = Dim::Fixed(len * by);
+        let flat = self.reshape(spread, &flat)?;
+        self.crop(flat, axis, 0, (len - 1) * by + 1)
+    }
+
+    /// `v[.., start..stop, ..]` along `axis`.
+    fn crop(&mut self, v: Value, axis: usize, start: u64, stop: u64) -> GradResult<Value> {
+        let mut ranges = vec![None; self.shape(v).len()];
+        ranges[axis] = Some(crate::op::SliceRange {
+            start,
+            stop,
+            step: 1,
+        });
+        self.op(Op::Slice(ranges), &[v])
+    }
+
+    /// `v` with `before` zeros in front along `axis` and `after` behind; a
+    /// negative count removes that many elements instead.
+    fn pad(&mut self, v: Value, axis: usize, before: i64, after: i64) -> GradResult<Value> {
+        let Dim::Fixed(len) = self.shape(v)[axis] else {
+            return fail(self.at, "cannot pad a symbolic axis".to_string());
+        };
+        let (cut_front, cut_back) = ((-before).max(0) as u64, (-after).max(0) as u64);
+        if cut_front + cut_back >= len {
+            let mut shape = self.shape(v);
+            let kept = (len as i64 + before + after).max(0) as u64;
+            shape[axis] = Dim::Fixed(kept);
+            return self.zeros(self.dtype(v), &shape);
+        }
+        let mut v = v;
+        if cut_front + cut_back > 0 {
+            v = self.crop(v, axis, cut_front, len - cut_back)?;
+        }
+        let dtype = self.dtype(v);
+        let mut parts = Vec::with_capacity(3);
+        for (count, front) in [(before, true), (after, false)] {
+            if count > 0 {
+                let mut shape = self.shape(v);
+                shape[axis] = Dim::Fixed(count as u64);
+                let z = self.zeros(dtype, &shape)?;
+                if front {
+                    parts.push(z);
+                } else {
+                    parts.push(v);
+                    parts.push(z);
+                }
+            } else if !front {
+                parts.push(v);
+            }
+        }
+        if parts.len() == 1 {
+            return Ok(parts[0]);
+        }
+        self.op(Op::Concat(axis as u32), &parts)
     }
 
     fn finish(self) -> Graph {

@@ -219,7 +219,14 @@ fn pull(
             let g = full(ad, v, gv)?;
             out.push((args[0], unslice(ad, v, args[0], ranges, g)?));
         }
-        Op::Filter | Op::Conv2d(_) | Op::Pool2d(_) | Op::Gather(_) | Op::Trees(_) => {
+        Op::Conv2d(attrs) => {
+            let g = full(ad, v, gv)?;
+            let (x, w) = (args[0], args[1]);
+            let (dx, dw) = super::conv::conv2d(ad, x, w, attrs, g, active[x], active[w])?;
+            out.extend(dx.map(|d| (x, d)));
+            out.extend(dw.map(|d| (w, d)));
+        }
+        Op::Filter | Op::Pool2d(_) | Op::Gather(_) | Op::Trees(_) => {
             return fail(
                 Some(v),
                 format!("kiln does not differentiate `{}` yet", op.mnemonic()),
@@ -285,7 +292,6 @@ fn unslice(
     ranges: &[Option<SliceRange>],
     g: Value,
 ) -> GradResult<Value> {
-    let dtype = ad.dtype(x);
     let x_shape = ad.shape(x);
     let mut g = g;
     for (axis, range) in ranges.iter().enumerate() {
@@ -306,47 +312,10 @@ fn unslice(
             g = slice_axis(ad, g, axis, back)?;
         }
         let by = range.step.unsigned_abs();
-        if by > 1 && len > 1 {
-            // [.., len, ..] -> [.., len, 1, ..] beside zeros [.., len, by-1, ..],
-            // then [.., len * by, ..] cut after the last kept element.
-            let mut one = ad.shape(g);
-            one.insert(axis + 1, Dim::Fixed(1));
-            let column = ad.reshape(g, &one)?;
-            let mut gap = one.clone();
-            gap[axis + 1] = Dim::Fixed(by - 1);
-            let zeros = ad.zeros(dtype, &gap)?;
-            let spread = ad.op(Op::Concat(axis as u32 + 1), &[column, zeros])?;
-            let mut flat = ad.shape(g);
-            flat[axis] = Dim::Fixed(len * by);
-            let flat_v = ad.reshape(spread, &flat)?;
-            let keep = SliceRange {
-                start: 0,
-                stop: (len - 1) * by + 1,
-                step: 1,
-            };
-            g = slice_axis(ad, flat_v, axis, keep)?;
-        }
-        let before = range.start;
-        let after = extent - (range.start + (len - 1) * by + 1);
-        let mut parts = Vec::with_capacity(3);
-        for (pad, is_front) in [(before, true), (after, false)] {
-            if pad > 0 {
-                let mut shape: Shape = ad.shape(g);
-                shape[axis] = Dim::Fixed(pad);
-                let z = ad.zeros(dtype, &shape)?;
-                if is_front {
-                    parts.push(z);
-                } else {
-                    parts.push(g);
-                    parts.push(z);
-                }
-            } else if !is_front {
-                parts.push(g);
-            }
-        }
-        if parts.len() > 1 {
-            g = ad.op(Op::Concat(axis as u32), &parts)?;
-        }
+        g = ad.spread(g, axis, by)?;
+        let before = range.start as i64;
+        let after = (extent - (range.start + (len - 1) * by + 1)) as i64;
+        g = ad.pad(g, axis, before, after)?;
     }
     Ok(g)
 }

@@ -132,6 +132,60 @@ impl Fx<'_> {
         cnn::conv2d(&mut self.b, x, w, bias, attrs)
     }
 
+    /// `aten.convolution_backward(grad_output, input, weight, bias_sizes,
+    /// stride, padding, dilation, transposed, output_padding, groups,
+    /// output_mask)`: the gradients of the input, the weights and the bias
+    /// (`output_mask` says which the graph uses; the others are a zero
+    /// nobody reads), built as `kiln_ir::grad` builds a `conv2d`'s.
+    pub(super) fn convolution_backward(&mut self, node: &Node) -> Result<Vec<Value>, String> {
+        let g = self.required(node, 0, "grad_output")?;
+        let x = self.required(node, 1, "input")?;
+        let w = self.required(node, 2, "weight")?;
+        if flag(self.arg(node, 7, "transposed"), "transposed", false)? {
+            return Err("unsupported: the backward of a transposed convolution".to_string());
+        }
+        let stride = pair(self.arg(node, 4, "stride"), "stride", Some([1, 1]), 1)?;
+        let [h, w_pad] = pair(self.arg(node, 5, "padding"), "padding", Some([0, 0]), 0)?;
+        let dilation = pair(self.arg(node, 6, "dilation"), "dilation", Some([1, 1]), 1)?;
+        let groups = match self.arg(node, 9, "groups") {
+            None | Some(Arg::None) => 1,
+            Some(Arg::Int(g)) if *g >= 1 => u32::try_from(*g).map_err(|_| "too many groups")?,
+            Some(other) => return Err(format!("`groups` must be a positive int, not {other:?}")),
+        };
+        let mask: Vec<bool> = match self.arg(node, 10, "output_mask") {
+            Some(Arg::Seq(items)) if items.len() == 3 => items
+                .iter()
+                .map(|a| match a {
+                    Arg::Bool(b) => Ok(*b),
+                    other => Err(format!("`output_mask` holds bools, not {other:?}")),
+                })
+                .collect::<Result<_, String>>()?,
+            other => return Err(format!("`output_mask` must be three bools, not {other:?}")),
+        };
+        let attrs = Conv2d {
+            stride,
+            padding: [h, h, w_pad, w_pad],
+            dilation,
+            groups,
+        };
+        let [dx, dw] =
+            kiln_ir::grad::conv2d_backward(&mut self.b, x, w, &attrs, g, [mask[0], mask[1]])
+                .map_err(|e| e.message)?;
+        let db = if mask[2] {
+            let sum = Op::ReduceAxes {
+                op: kiln_ir::ReduceOp::Sum,
+                axes: vec![0, 2, 3],
+                keepdim: false,
+            };
+            Some(self.b.op(sum, &[g]).map_err(|e| e.message)?)
+        } else {
+            None
+        };
+        let dtype = self.b.dtype(g).unwrap_or(kiln_ir::DType::F32);
+        let unused = self.b.constant(kiln_ir::Scalar::zero(dtype));
+        Ok([dx, dw, db].map(|v| v.unwrap_or(unused)).to_vec())
+    }
+
     /// `batch_norm` in inference: F.batch_norm(input, running_mean,
     /// running_var, weight, bias, training, momentum, eps) (and an
     /// `nn.BatchNorm2d`), or ATen's order (input, weight, bias,

@@ -277,6 +277,9 @@ impl Fx<'_> {
         if op == "var_mean" || op == "std_mean" {
             return self.moments_pair(op, node);
         }
+        if op == "convolution_backward" {
+            return self.convolution_backward(node);
+        }
         let x = self.tensor_at(node, 0, if op == "chunk" { "input" } else { "self" })?;
         let rank = self.shape_of(x).len();
         let axis = layout::axis(self.int_at(node, 2, "dim", Some(0))?, rank)?;

@@ -1,0 +1,122 @@
+//! The adjoint of `conv2d`, in `conv2d`s: for `y = conv2d(x, w)` with the
+//! adjoint `g` of `y`, `∂x` is `g` spread by the stride, padded, and
+//! convolved with `w` flipped and its channel axes swapped (a transposed
+//! convolution, dilated as the forward one); `∂w` is `x` convolved with
+//! `g`, batch and channel axes swapped, the stride and the dilation
+//! trading places. Both are sums in the order `conv2d` folds them
+//! (docs/semantics.md), so every tier gives the same bits.
+
+use super::{fail, Ad, GradResult};
+use crate::entities::Value;
+use crate::op::{Conv2d, Op, SliceRange};
+use crate::types::Dim;
+
+/// `(∂x, ∂w)` of `y = conv2d(x, w)` for `y`'s full adjoint `g`, each when
+/// asked for.
+pub(super) fn conv2d(
+    ad: &mut Ad,
+    x: Value,
+    w: Value,
+    attrs: &Conv2d,
+    g: Value,
+    want_x: bool,
+    want_w: bool,
+) -> GradResult<(Option<Value>, Option<Value>)> {
+    if attrs.groups != 1 {
+        return fail(
+            ad.at,
+            format!(
+                "kiln differentiates `conv2d` with one group only, not {}",
+                attrs.groups
+            ),
+        );
+    }
+    let dx = if want_x {
+        Some(input_adjoint(ad, x, w, attrs, g)?)
+    } else {
+        None
+    };
+    let dw = if want_w {
+        Some(weight_adjoint(ad, x, w, attrs, g)?)
+    } else {
+        None
+    };
+    Ok((dx, dw))
+}
+
+fn fixed(ad: &Ad, v: Value, axis: usize) -> GradResult<u64> {
+    match ad.shape(v)[axis] {
+        Dim::Fixed(n) => Ok(n),
+        Dim::Sym(_) => fail(
+            ad.at,
+            "cannot differentiate `conv2d`'s weights over a symbolic batch".to_string(),
+        ),
+    }
+}
+
+/// `∂x[n, c, h, w] = Σ_{o,a,b} G[n, o, h + pt - a·d, ..] · w[o, c, a, b]`,
+/// `G` being `g` spread by the stride: a convolution of `G` padded by
+/// `(k-1)·d - pt` in front with `w` flipped, `[c, o, kh, kw]`, dilation `d`.
+fn input_adjoint(ad: &mut Ad, x: Value, w: Value, attrs: &Conv2d, g: Value) -> GradResult<Value> {
+    let mut spread = g;
+    for axis in 0..2 {
+        let (h, k) = (
+            fixed(ad, x, 2 + axis)? as i64,
+            fixed(ad, w, 2 + axis)? as i64,
+        );
+        let (s, d) = (
+            u64::from(attrs.stride[axis]),
+            i64::from(attrs.dilation[axis]),
+        );
+        let front = i64::from(attrs.padding[2 * axis]);
+        spread = ad.spread(spread, 2 + axis, s)?;
+        let len = fixed(ad, spread, 2 + axis)? as i64;
+        // The convolution's output is `len + before + after - (k-1)·d`
+        // long, which must be `h`.
+        let before = (k - 1) * d - front;
+        let after = h - len + front;
+        spread = ad.pad(spread, 2 + axis, before, after)?;
+    }
+    // w [o, c, kh, kw] -> [c, o, kh, kw], flipped along kh and kw.
+    let swapped = ad.op(Op::Transpose(vec![1, 0, 2, 3]), &[w])?;
+    let (kh, kw) = (fixed(ad, w, 2)?, fixed(ad, w, 3)?);
+    let flip = |k| {
+        Some(SliceRange {
+            start: 0,
+            stop: k,
+            step: -1,
+        })
+    };
+    let flipped = ad.op(Op::Slice(vec![None, None, flip(kh), flip(kw)]), &[swapped])?;
+    let back = Conv2d {
+        stride: [1, 1],
+        padding: [0; 4],
+        dilation: attrs.dilation,
+        groups: 1,
+    };
+    ad.op(Op::Conv2d(back), &[spread, flipped])
+}
+
+/// `∂w[o, c, a, b] = Σ_{n,i,j} g[n, o, i, j] · x̂[n, c, i·s + a·d - pt, ..]`:
+/// a convolution of `x` as `[c, n, h, w]` with `g` as `[o, n, oh, ow]`,
+/// stride `d` and dilation `s`, the forward padding, cut to `[kh, kw]`.
+fn weight_adjoint(ad: &mut Ad, x: Value, w: Value, attrs: &Conv2d, g: Value) -> GradResult<Value> {
+    fixed(ad, x, 0)?;
+    let xt = ad.op(Op::Transpose(vec![1, 0, 2, 3]), &[x])?;
+    let gt = ad.op(Op::Transpose(vec![1, 0, 2, 3]), &[g])?;
+    let swapped = Conv2d {
+        stride: attrs.dilation,
+        padding: attrs.padding,
+        dilation: attrs.stride,
+        groups: 1,
+    };
+    let mut dw = ad.op(Op::Conv2d(swapped), &[xt, gt])?;
+    for axis in 2..4 {
+        let k = fixed(ad, w, axis)?;
+        if fixed(ad, dw, axis)? != k {
+            dw = ad.crop(dw, axis, 0, k)?;
+        }
+    }
+    // [c, o, kh, kw] -> [o, c, kh, kw]
+    ad.op(Op::Transpose(vec![1, 0, 2, 3]), &[dw])
+}
