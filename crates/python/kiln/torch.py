@@ -135,6 +135,10 @@ def _why_not(node: torch.fx.Node) -> Optional[str]:
         # Training saves the indices for the backward pass; kiln computes
         # the values only.
         return "a max pool whose indices are used, which kiln does not compute"
+    if node.target is torch.ops.aten.convolution_backward.default and (
+        node.args[7] or node.args[9] != 1
+    ):
+        return "the backward of a transposed or grouped convolution"
     if node.target is torch.ops.aten.as_strided.default:
         # kiln reads it as a reshape of the input's elements in order,
         # which is what it is only when the input is contiguous.

@@ -137,3 +137,24 @@ def test_a_cnn_with_a_max_pool_trains_with_the_pool_in_eager():
             "_operator.getitem",
         },
     )
+
+
+class DepthwiseCNN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 6, 3, padding=1)
+        self.depthwise = nn.Conv2d(6, 6, 3, padding=1, groups=6)
+        self.fc = nn.Linear(6 * 8 * 8, 4)
+
+    def forward(self, x):
+        return self.fc(torch.relu(self.depthwise(torch.relu(self.conv1(x)))).flatten(1))
+
+
+def test_a_grouped_convolutions_backward_runs_in_eager_alone():
+    x, y = data(4, 3, 8, 8, classes=4, seed=9)
+    check_training(
+        DepthwiseCNN,
+        x,
+        y,
+        eager_ops={"torch.ops.aten.convolution_backward.default", "_operator.getitem"},
+    )
