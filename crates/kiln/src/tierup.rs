@@ -503,47 +503,58 @@ fn tier_up(program: Weak<Shared>) {
     // `compiling` once inside LLVM's guard: a `fork()` that sees it finds
     // LLVM busy.
     let compiling = || shared.state.store(COMPILING, Ordering::Release);
+    // Published inside LLVM's guard, so that an exit that waits for the
+    // compile (`before_exit`) finds the program on LLVM after it.
+    let publish = |program: JitProgram| {
+        let took = start.elapsed();
+        shared.size.calibrate(shared.quick, took);
+        let mut outcome = shared
+            .outcome
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        outcome.llvm_compile = Some(took);
+        outcome.switched_after = Some(shared.created.elapsed());
+        // The one write of `tuned`: calls from here on run LLVM's code.
+        let _ = shared.tuned.set(program);
+        shared.state.store(DONE, Ordering::Release);
+        shared.settled.notify_all();
+    };
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        llvm_compile(shared.first.verified(), &shared.options, compiling)
+        llvm_compile(shared.first.verified(), &shared.options, compiling, publish)
     }));
     match result {
-        Ok(Ok(program)) => {
-            let took = start.elapsed();
-            shared.size.calibrate(shared.quick, took);
-            let mut outcome = shared
-                .outcome
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            outcome.llvm_compile = Some(took);
-            outcome.switched_after = Some(shared.created.elapsed());
-            // The one write of `tuned`: calls from here on run LLVM's code.
-            let _ = shared.tuned.set(program);
-            shared.state.store(DONE, Ordering::Release);
-            shared.settled.notify_all();
-        }
+        Ok(Ok(())) => {}
         Ok(Err(e)) => shared.fail(format!("the LLVM tier-up failed: {e}")),
         Err(_) => shared.fail("the LLVM tier-up panicked".into()),
     }
 }
 
-/// The LLVM compile, lowering included, inside one of `kiln::llvm`'s
-/// guards (`entered` runs once inside it): an exit that starts meanwhile
-/// waits for all of it (so its object reaches the cache), and a process that
-/// is exiting, or a child forked while LLVM was busy, refuses it.
+/// The LLVM compile, lowering included, and `publish` of its program, inside
+/// one of `kiln::llvm`'s guards (`entered` runs once inside it): an exit
+/// that starts meanwhile waits for all of it (so its object reaches the
+/// cache and the program is published), and a process that is exiting, or
+/// a child forked while LLVM was busy, refuses it.
 #[cfg(feature = "llvm")]
 fn llvm_compile(
     graph: &Verified,
     options: &CompileOptions,
     entered: impl FnOnce(),
-) -> CompileResult<JitProgram> {
+    publish: impl FnOnce(JitProgram),
+) -> CompileResult<()> {
     let _guard =
         kiln_llvm::InFlight::enter().map_err(|e| crate::CompileError::from(e.into_backend()))?;
     entered();
-    crate::Llvm.compile(graph, options)
+    publish(crate::Llvm.compile(graph, options)?);
+    Ok(())
 }
 
 #[cfg(not(feature = "llvm"))]
-fn llvm_compile(_: &Verified, _: &CompileOptions, _: impl FnOnce()) -> CompileResult<JitProgram> {
+fn llvm_compile(
+    _: &Verified,
+    _: &CompileOptions,
+    _: impl FnOnce(),
+    _: impl FnOnce(JitProgram),
+) -> CompileResult<()> {
     Err(crate::CompileError::Unsupported(crate::NO_LLVM.into()))
 }
 
