@@ -12,15 +12,16 @@
 //!
 //! Both modes read one table of local derivatives ([`rules`]), whose
 //! choices at the points where a function has no derivative are torch's
-//! (docs/semantics.md, "Derivatives"). The derivative nodes are appended
+//! (docs/semantics.md, "Derivatives"); `conv2d`'s adjoint is two `conv2d`s
+//! ([`conv`], also [`conv2d_backward`] for importers). The derivative nodes are appended
 //! after the original nodes, so the ordering invariant holds; the caller
 //! verifies the result like any graph.
 //!
 //! Only float values carry derivatives. An integer or `bool` value on the
 //! path (a comparison, a cast to an integer) passes none, as in torch; an
 //! input or output of the request that is not a float is an error naming
-//! it, and so is an op this module does not differentiate (`conv2d`,
-//! pooling, `gather`, tree ensembles, `nextafter`).
+//! it, and so is an op this module does not differentiate (`conv2d` of
+//! several groups, pooling, `gather`, tree ensembles, `nextafter`).
 //!
 //! Nothing here recurses: both modes sweep the node arena once.
 
