@@ -10,10 +10,10 @@
 //!   Jacobian a least-squares fit of an expression's constants needs: few
 //!   parameters, a column of rows.
 //!
-//! Both modes read one table of local derivatives ([`rules`]), whose
+//! Both modes read one table of local derivatives (`rules.rs`), whose
 //! choices at the points where a function has no derivative are torch's
 //! (docs/semantics.md, "Derivatives"); `conv2d`'s adjoint is two `conv2d`s
-//! ([`conv`], also [`conv2d_backward`] for importers). The derivative nodes are appended
+//! (`conv.rs`; [`conv2d_backward`] for importers). The derivative nodes are appended
 //! after the original nodes, so the ordering invariant holds; the caller
 //! verifies the result like any graph.
 //!
