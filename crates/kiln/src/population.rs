@@ -157,15 +157,19 @@ impl std::fmt::Debug for Population {
     }
 }
 
+/// How a member expression is read: its free names are `f64` columns `[n]`.
+pub(crate) fn column_options() -> PyOptions {
+    PyOptions {
+        default_shape: vec![Dim::Sym("n".into())],
+        ..PyOptions::default()
+    }
+}
+
 /// Parses and verifies one expression whose free names are `f64` columns;
 /// also its node count as written ([`kiln_frontend::py::count_nodes`]; 0 if
 /// it does not parse).
 fn parse(expr: &str) -> (Result<Verified, MemberError>, usize) {
-    let options = PyOptions {
-        default_shape: vec![Dim::Sym("n".into())],
-        ..PyOptions::default()
-    };
-    match kiln_frontend::py::parse_counted(expr, &options) {
+    match kiln_frontend::py::parse_counted(expr, &column_options()) {
         Ok((graph, _, nodes)) => (
             crate::verify(graph).map_err(|e| MemberError::Compile(e.to_string())),
             nodes,

@@ -253,16 +253,11 @@ impl Population {
         let (cols, n) = self.columns(py, x)?;
         let m = self.inner.len();
         let out = PyArray2::<f64>::zeros(py, [m, n], false);
-        let failures = {
-            let readonly: Vec<_> = cols.iter().map(|c| c.readonly()).collect();
-            let slices: Vec<&[f64]> = readonly
-                .iter()
-                .map(|c| c.as_slice().expect("required C-contiguous"))
-                .collect();
+        let failures = with_slices(&cols, |slices| {
             let mut rw = out.readwrite();
             let out_slice = rw.as_slice_mut().expect("a new array is contiguous");
-            py.detach(|| self.inner.evaluate(&slices, n, out_slice))
-        };
+            py.detach(|| self.inner.evaluate(slices, n, out_slice))
+        });
         if errors {
             let exprs = self.exprs(py)?;
             let d = self.errors_dict(py, &failures, &exprs)?;
@@ -285,16 +280,11 @@ impl Population {
     ) -> PyResult<Bound<'py, PyAny>> {
         let (cols, n) = self.columns(py, x)?;
         let y = target(py, y, n)?;
-        let (mse, failures) = {
-            let readonly: Vec<_> = cols.iter().map(|c| c.readonly()).collect();
-            let slices: Vec<&[f64]> = readonly
-                .iter()
-                .map(|c| c.as_slice().expect("required C-contiguous"))
-                .collect();
+        let (mse, failures) = with_slices(&cols, |slices| {
             let y = y.readonly();
             let target = y.as_slice().expect("required C-contiguous");
-            py.detach(|| self.inner.mse(&slices, target))
-        };
+            py.detach(|| self.inner.mse(slices, target))
+        });
         let out = PyArray1::from_vec(py, mse).into_any();
         if errors {
             let exprs = self.exprs(py)?;
@@ -335,12 +325,7 @@ impl Population {
         let (cols, n) = self.columns(py, x)?;
         let y = target(py, y, n)?;
         let exprs = self.exprs(py)?;
-        let fits = {
-            let readonly: Vec<_> = cols.iter().map(|c| c.readonly()).collect();
-            let slices: Vec<&[f64]> = readonly
-                .iter()
-                .map(|c| c.as_slice().expect("required C-contiguous"))
-                .collect();
+        let fits = with_slices(&cols, |slices| {
             let y = y.readonly();
             let target = y.as_slice().expect("required C-contiguous");
             let options = kiln::FitOptions {
@@ -356,10 +341,8 @@ impl Population {
                 .engine()
                 .expect("the Python module has every tier");
             let variables = self.inner.variables();
-            py.detach(|| {
-                kiln::fit_constants(&exprs, variables, &slices, target, &*engine, &options)
-            })
-        };
+            py.detach(|| kiln::fit_constants(&exprs, variables, slices, target, &*engine, &options))
+        });
         let constants = pyo3::types::PyList::empty(py);
         let mut mse = Vec::with_capacity(fits.len());
         let mut iterations = Vec::with_capacity(fits.len());
@@ -410,6 +393,16 @@ impl Population {
         let rebuild = py.import("kiln")?.getattr("_population")?;
         PyTuple::new(py, [rebuild, recipe.clone()])
     }
+}
+
+/// `f` of the columns' elements, read-borrowed for the call.
+fn with_slices<R>(cols: &[Bound<'_, PyArray1<f64>>], f: impl FnOnce(&[&[f64]]) -> R) -> R {
+    let readonly: Vec<_> = cols.iter().map(|c| c.readonly()).collect();
+    let slices: Vec<&[f64]> = readonly
+        .iter()
+        .map(|c| c.as_slice().expect("required C-contiguous"))
+        .collect();
+    f(&slices)
 }
 
 /// `y` as a contiguous float64 array of `n` rows.

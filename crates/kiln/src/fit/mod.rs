@@ -19,8 +19,8 @@ mod lm;
 
 use crate::population::MemberError;
 use crate::{ArrayMut, ArrayRef, CompileOptions, DynEngine, Program, Scalar, Verified};
-use kiln_frontend::py::{Options as PyOptions, Parameter};
-use kiln_ir::{Dim, Type};
+use kiln_frontend::py::Parameter;
+use kiln_ir::Type;
 
 /// How to fit.
 #[derive(Clone, Debug)]
@@ -88,10 +88,7 @@ fn graphs(
     expr: &str,
     variables: &[String],
 ) -> Result<(Verified, Vec<Slot>, Vec<Parameter>), MemberError> {
-    let options = PyOptions {
-        default_shape: vec![Dim::Sym("n".into())],
-        ..PyOptions::default()
-    };
+    let options = crate::population::column_options();
     let (graph, _, _, parameters) =
         kiln_frontend::py::parse_parameters(expr, &options).map_err(MemberError::Parse)?;
     let graph = crate::verify(graph).map_err(|e| MemberError::Compile(e.to_string()))?;
