@@ -172,6 +172,13 @@ fn main() -> ExitCode {
             csv: None,
         } => cmd_run(&source, &run, inputs.as_deref(), json),
         Command::Eval {
+            population: Some(_),
+            source,
+            ..
+        } if !source.grad.is_empty() || !source.jacobian.is_empty() => Err(Failure::Input(
+            "error: --grad and --jacobian differentiate one graph; with --population, --fit fits each expression's constants".to_string(),
+        )),
+        Command::Eval {
             population: Some(population),
             run,
             csv,

@@ -138,6 +138,17 @@ fn derivatives_are_outputs_on_every_tier() {
         "x=1",
     ]);
     assert_bad_input(&out, "`nextafter`");
+    let pop = temp_file("grad_pop.txt", b"x * 2.0\n");
+    let out = kiln(&[
+        "eval",
+        "--population",
+        &pop,
+        "--csv",
+        &example("x.csv"),
+        "--grad",
+        "x",
+    ]);
+    assert_bad_input(&out, "with --population, --fit fits");
 }
 
 #[test]
