@@ -110,6 +110,11 @@ enum Command {
         /// With --population: print compile time, evaluation time and node-evaluations/s to stderr.
         #[arg(long, requires = "population")]
         stats: bool,
+        /// With --population: the columns' and values' type, f64 or f32 (Operon's precision:
+        /// twice the lanes); the CSV's numbers are read as f64 and rounded. --fit computes in
+        /// f64 whatever this is [default: f64].
+        #[arg(long, value_name = "f64|f32", requires = "population")]
+        dtype: Option<kiln::Precision>,
         #[command(flatten)]
         run: RunOptions,
         /// The input CSV file, with a header row.
@@ -186,6 +191,7 @@ fn main() -> ExitCode {
             stats,
             fit,
             max_iter,
+            dtype,
             ..
         } => population::run(&population::PopulationArgs {
             population: &population,
@@ -193,6 +199,7 @@ fn main() -> ExitCode {
             target: target_column.as_deref(),
             fit: fit.then_some(max_iter),
             stats,
+            precision: dtype.unwrap_or_default(),
             // The population's rule (`kiln::DEFAULT_TIER`) unless named.
             tier: kiln::population::tier_for(run.tier.unwrap_or(kiln::DEFAULT_TIER)),
             threads: run

@@ -4,7 +4,8 @@
 
 use crate::csvio::Table;
 use kiln::ir::diag::render_located;
-use kiln::{Data, MemberError, Population, PopulationOptions};
+use kiln::population::Element;
+use kiln::{Data, MemberError, Population, PopulationOptions, Precision};
 use kiln_cli::{Failure, Tier};
 use std::io::Write;
 use std::path::Path;
@@ -20,6 +21,9 @@ pub struct PopulationArgs<'a> {
     pub stats: bool,
     pub tier: Tier,
     pub threads: usize,
+    /// The columns' and values' type (`--dtype`); a fit computes in `f64`
+    /// whatever it is.
+    pub precision: Precision,
 }
 
 /// Runs the population mode.
@@ -55,6 +59,7 @@ pub fn run(args: &PopulationArgs<'_>) -> Result<(), Failure> {
             vectorize: Some(n_rows >= VECTOR_ROWS),
             ..kiln::CompileOptions::default()
         },
+        precision: args.precision,
     };
     // The variables are the expressions' free names (each parsed once).
     let population =
@@ -82,12 +87,6 @@ pub fn run(args: &PopulationArgs<'_>) -> Result<(), Failure> {
     if !bad.is_empty() {
         return Err(Failure::Input(bad.join("\n")));
     }
-    let columns: Vec<Vec<f64>> = population
-        .variables()
-        .iter()
-        .map(|name| column_f64(&table, args.csv, name))
-        .collect::<Result<_, _>>()?;
-    let refs: Vec<&[f64]> = columns.iter().map(Vec::as_slice).collect();
     let node_evals: u128 = population
         .nodes()
         .iter()
@@ -96,6 +95,8 @@ pub fn run(args: &PopulationArgs<'_>) -> Result<(), Failure> {
     let t0 = Instant::now();
     let (values, errors) = match &target {
         Some(y) if args.fit.is_some() => {
+            let columns = columns::<f64>(&population, &table, args.csv)?;
+            let refs: Vec<&[f64]> = columns.iter().map(Vec::as_slice).collect();
             let options = kiln::FitOptions {
                 max_iter: args.fit.unwrap_or_default(),
                 threads: args.threads,
@@ -115,28 +116,10 @@ pub fn run(args: &PopulationArgs<'_>) -> Result<(), Failure> {
                 })
                 .unzip()
         }
-        Some(y) => {
-            let (mse, errors) = population.mse(&refs, y);
-            (
-                mse.iter().map(|m| format!("{m:?}")).collect::<Vec<_>>(),
-                errors,
-            )
-        }
-        None => {
-            let mut out = vec![0.0; population.len() * n_rows];
-            let errors = population.evaluate(&refs, n_rows, &mut out);
-            let firsts = (0..population.len())
-                .map(|i| {
-                    out[i * n_rows..(i + 1) * n_rows]
-                        .iter()
-                        .take(5)
-                        .map(|v| format!("{v:?}"))
-                        .collect::<Vec<_>>()
-                        .join(",")
-                })
-                .collect();
-            (firsts, errors)
-        }
+        y => match args.precision {
+            Precision::F64 => measure::<f64>(&population, &table, args.csv, y.as_deref())?,
+            Precision::F32 => measure::<f32>(&population, &table, args.csv, y.as_deref())?,
+        },
     };
     let eval_time = t0.elapsed();
     let mut failed = false;
@@ -155,8 +138,9 @@ pub fn run(args: &PopulationArgs<'_>) -> Result<(), Failure> {
         let n = population.len().max(1);
         let secs = eval_time.as_secs_f64();
         eprintln!(
-            "population: {} expressions x {n_rows} rows, tier {:?}, {} thread(s)\ncompile: {:.3} ms total, {:.1} us per expression (parse, verify, optimize, lower, codegen)\neval: {:.3} ms, {} node-evaluations, {:.0} M node-evaluations/s\ntotal: {:.3} ms",
+            "population: {} expressions x {n_rows} rows, {}, tier {:?}, {} thread(s)\ncompile: {:.3} ms total, {:.1} us per expression (parse, verify, optimize, lower, codegen)\neval: {:.3} ms, {} node-evaluations, {:.0} M node-evaluations/s\ntotal: {:.3} ms",
             population.len(),
+            args.precision.name(),
             args.tier,
             args.threads,
             compile_time.as_secs_f64() * 1e3,
@@ -173,6 +157,64 @@ pub fn run(args: &PopulationArgs<'_>) -> Result<(), Failure> {
         ));
     }
     Ok(())
+}
+
+/// Each expression's line: its MSE against `target`, else its first five
+/// values; and its error.
+type Lines = (Vec<String>, Vec<Option<MemberError>>);
+
+/// The population's lines over the table's columns in its precision `T`
+/// (each read as `f64` and rounded to `T`, as NumPy's `astype` does).
+fn measure<T: Element>(
+    population: &Population,
+    table: &Table,
+    path: &Path,
+    target: Option<&[f64]>,
+) -> Result<Lines, Failure> {
+    let columns = columns::<T>(population, table, path)?;
+    let refs: Vec<&[T]> = columns.iter().map(Vec::as_slice).collect();
+    let n_rows = table.n_rows();
+    Ok(match target {
+        Some(y) => {
+            let y: Vec<T> = y.iter().map(|&v| T::of_scalar(kiln::Scalar::F64(v))).collect();
+            let (mse, errors) = population.mse(&refs, &y);
+            (mse.iter().map(|m| format!("{m:?}")).collect(), errors)
+        }
+        None => {
+            let mut out = vec![T::NAN; population.len() * n_rows];
+            let errors = population.evaluate(&refs, n_rows, &mut out);
+            let firsts = (0..population.len())
+                .map(|i| {
+                    out[i * n_rows..(i + 1) * n_rows]
+                        .iter()
+                        .take(5)
+                        .map(|v| format!("{v:?}"))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                })
+                .collect();
+            (firsts, errors)
+        }
+    })
+}
+
+/// The population's variables' columns, rounded to `T`.
+fn columns<T: Element>(
+    population: &Population,
+    table: &Table,
+    path: &Path,
+) -> Result<Vec<Vec<T>>, Failure> {
+    population
+        .variables()
+        .iter()
+        .map(|name| {
+            let column = column_f64(table, path, name)?;
+            Ok(column
+                .into_iter()
+                .map(|v| T::of_scalar(kiln::Scalar::F64(v)))
+                .collect())
+        })
+        .collect()
 }
 
 fn column_f64(table: &Table, path: &Path, name: &str) -> Result<Vec<f64>, Failure> {

@@ -404,6 +404,60 @@ fn population_mode_compiles_every_line_and_agrees_with_the_interpreter() {
     );
 }
 
+/// `--dtype f32` computes in `f32`: the columns rounded to it, the values
+/// printed as `f32`s, the MSE summed in `f64`; the same on every tier.
+#[test]
+fn population_mode_computes_in_f32_when_asked() {
+    let pop = temp_file("pop32.txt", b"x * 0.1\n0.1\nx > 4.0\n");
+    let csv = example("x.csv");
+    let mut first = None;
+    for tier in tiers() {
+        let run = |extra: &[&str]| {
+            let mut args = vec![
+                "eval",
+                "--population",
+                &pop,
+                "--csv",
+                &csv,
+                "--dtype",
+                "f32",
+                "--tier",
+                tier,
+            ];
+            args.extend_from_slice(extra);
+            let out = kiln(&args);
+            assert_eq!(out.status.code(), Some(0), "{tier}: {}", stderr(&out));
+            stdout(&out)
+        };
+        let values = run(&[]);
+        // 3 * 0.1 in f32 is 0.3 (0.1f32 * 3 rounds to 0.3f32's bits); 0.1f32
+        // prints as 0.1.
+        assert_eq!(
+            values,
+            "0.0,0.1,0.2,0.3,0.4\n0.1,0.1,0.1,0.1,0.1\n0.0,0.0,0.0,0.0,0.0\n",
+            "{tier}"
+        );
+        let stats = kiln(&[
+            "eval", "--population", &pop, "--csv", &csv, "--dtype", "f32", "--stats", "--tier", tier,
+        ]);
+        assert!(stderr(&stats).contains("rows, f32, tier"), "{}", stderr(&stats));
+        let mse = run(&["--target-column", "x"]);
+        match &first {
+            None => first = Some(mse),
+            Some(f) => assert_eq!(&mse, f, "{tier}"),
+        }
+    }
+    // 0.1 rounded to f32, against x = 0..9: mean((0.1f32 - x)^2) in f64.
+    let c = f64::from(0.1f32);
+    let want = (0..10).map(|x| (c - f64::from(x)).powi(2)).sum::<f64>() / 10.0;
+    let mse = first.expect("tiers");
+    assert_eq!(mse.lines().nth(1), Some(format!("{want:?}").as_str()));
+    assert_bad_input(
+        &kiln(&["eval", "--population", &pop, "--csv", &csv, "--dtype", "f16"]),
+        "a population's dtype is f64 (float64) or f32 (float32), not `f16`",
+    );
+}
+
 /// `--fit` fits each expression's float literals to the target column and
 /// prints the error, the steps and the fitted text, the same on every tier.
 #[test]

@@ -57,7 +57,7 @@ pub use kiln_llvm as llvm;
 pub use kiln_llvm::Llvm;
 pub use kiln_vm as vm;
 pub use kiln_vm::Vm;
-pub use population::{MemberError, Population, PopulationOptions, DEFAULT_TIER};
+pub use population::{MemberError, Population, PopulationOptions, Precision, DEFAULT_TIER};
 pub use tier::{Auto, Tier, TierError, NO_LLVM};
 pub use tierup::{KernelSize, TierStats, TierUp, TierUpState, TieredProgram};
 

@@ -1,12 +1,12 @@
-//! GP populations: many Python-subset expressions over the same `f64`
-//! columns, compiled in batches (one module per thread) and evaluated on
+//! GP populations: many Python-subset expressions over the same columns
+//! (`f64`, or `f32` as Operon computes: [`Precision`]), compiled in batches (one module per thread) and evaluated on
 //! every core, with one row of results (or one mean squared error) per
 //! expression. An expression that fails (to parse, to compile, or at run
 //! time, such as an integer division by zero) has its error recorded and does
 //! not stop the others. The `kiln eval --population` command and Python's
 //! `kiln.Population` are thin layers over this.
 //!
-//! Elementwise expressions with one `f64` column out (every GP expression)
+//! Elementwise expressions with one float column out (every GP expression)
 //! are compiled in groups of up to [`GROUP`]: one graph whose outputs are the
 //! group's expressions, so one kernel makes one pass over the rows, loads
 //! each column once and computes a subtree the expressions share once (the
@@ -21,7 +21,124 @@ use crate::{
     ArrayMut, ArrayRef, CompileOptions, Data, DynEngine, ExecError, Program, PyOptions, Scalar,
     Type, Verified,
 };
-use kiln_ir::{Dim, EntityRef, ParseError};
+use kiln_ir::{DType, Dim, EntityRef, ParseError};
+
+/// The element type of a population's columns and values.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Precision {
+    /// `f64`, the default.
+    #[default]
+    F64,
+    /// `f32`, Operon's precision: twice the lanes per vector, half the
+    /// bytes per column. Constant subexpressions are still computed in
+    /// `f64` and rounded once where they meet a column (literals are weak,
+    /// docs/semantics.md), and a constant expression's value is its `f64`
+    /// value rounded to `f32`.
+    F32,
+}
+
+impl Precision {
+    /// Its dtype.
+    pub fn dtype(self) -> DType {
+        match self {
+            Precision::F64 => DType::F64,
+            Precision::F32 => DType::F32,
+        }
+    }
+
+    /// Its name as kiln writes dtypes: `f64` or `f32`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::F64 => "f64",
+            Precision::F32 => "f32",
+        }
+    }
+}
+
+impl std::str::FromStr for Precision {
+    type Err = String;
+
+    /// `f64`/`float64` or `f32`/`float32`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "f64" | "float64" => Ok(Precision::F64),
+            "f32" | "float32" => Ok(Precision::F32),
+            _ => Err(format!(
+                "a population's dtype is f64 (float64) or f32 (float32), not `{s}`"
+            )),
+        }
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for f32 {}
+    impl Sealed for f64 {}
+}
+
+/// An element of a population's columns and values: `f64` or `f32`.
+pub trait Element: Copy + Send + Sync + std::fmt::Debug + sealed::Sealed + 'static {
+    /// The precision of this element type.
+    const PRECISION: Precision;
+    /// Not a number, the value of a failed expression's rows.
+    const NAN: Self;
+    /// `values` as a kernel input.
+    fn array(values: &[Self]) -> ArrayRef<'_>;
+    /// `values` as a kernel output.
+    fn array_mut(values: &mut [Self]) -> ArrayMut<'_>;
+    /// `values` as an owned column.
+    fn buffer(values: &[Self]) -> crate::Buffer;
+    /// `s` cast to this type (kiln's cast: round to nearest).
+    fn of_scalar(s: Scalar) -> Self;
+    /// Exactly as `f64`.
+    fn to_f64(self) -> f64;
+}
+
+impl Element for f64 {
+    const PRECISION: Precision = Precision::F64;
+    const NAN: f64 = f64::NAN;
+    fn array(values: &[f64]) -> ArrayRef<'_> {
+        ArrayRef::F64(values)
+    }
+    fn array_mut(values: &mut [f64]) -> ArrayMut<'_> {
+        ArrayMut::F64(values)
+    }
+    fn buffer(values: &[f64]) -> crate::Buffer {
+        crate::Buffer::F64(values.to_vec())
+    }
+    fn of_scalar(s: Scalar) -> f64 {
+        match kiln_ir::semantics::cast(s, DType::F64) {
+            Scalar::F64(v) => v,
+            _ => unreachable!("a cast to f64 gives f64"),
+        }
+    }
+    fn to_f64(self) -> f64 {
+        self
+    }
+}
+
+impl Element for f32 {
+    const PRECISION: Precision = Precision::F32;
+    const NAN: f32 = f32::NAN;
+    fn array(values: &[f32]) -> ArrayRef<'_> {
+        ArrayRef::F32(values)
+    }
+    fn array_mut(values: &mut [f32]) -> ArrayMut<'_> {
+        ArrayMut::F32(values)
+    }
+    fn buffer(values: &[f32]) -> crate::Buffer {
+        crate::Buffer::F32(values.to_vec())
+    }
+    fn of_scalar(s: Scalar) -> f32 {
+        match kiln_ir::semantics::cast(s, DType::F32) {
+            Scalar::F32(v) => v,
+            _ => unreachable!("a cast to f32 gives f32"),
+        }
+    }
+    fn to_f64(self) -> f64 {
+        f64::from(self)
+    }
+}
 
 /// Why one expression has no results.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -52,6 +169,8 @@ pub struct PopulationOptions {
     /// more compile time than they save on short columns (break-even near
     /// 15,000–20,000 rows, docs/performance.md); `Some(true)` turns them on.
     pub compile: CompileOptions,
+    /// The columns' and values' element type.
+    pub precision: Precision,
 }
 
 impl PopulationOptions {
@@ -145,6 +264,7 @@ pub struct Population {
     groups: Vec<Group>,
     nodes: Vec<usize>,
     threads: usize,
+    precision: Precision,
 }
 
 impl std::fmt::Debug for Population {
@@ -153,23 +273,26 @@ impl std::fmt::Debug for Population {
             .field("variables", &self.variables)
             .field("len", &self.members.len())
             .field("threads", &self.threads)
+            .field("precision", &self.precision)
             .finish_non_exhaustive()
     }
 }
 
-/// How a member expression is read: its free names are `f64` columns `[n]`.
-pub(crate) fn column_options() -> PyOptions {
+/// How a member expression is read: its free names are columns `[n]` of
+/// `precision`.
+pub(crate) fn column_options(precision: Precision) -> PyOptions {
     PyOptions {
         default_shape: vec![Dim::Sym("n".into())],
+        default_dtype: Some(precision.dtype()),
         ..PyOptions::default()
     }
 }
 
-/// Parses and verifies one expression whose free names are `f64` columns;
-/// also its node count as written ([`kiln_frontend::py::count_nodes`]; 0 if
-/// it does not parse).
-fn parse(expr: &str) -> (Result<Verified, MemberError>, usize) {
-    match kiln_frontend::py::parse_counted(expr, &column_options()) {
+/// Parses and verifies one expression whose free names are columns of
+/// `precision`; also its node count as written
+/// ([`kiln_frontend::py::count_nodes`]; 0 if it does not parse).
+fn parse(expr: &str, precision: Precision) -> (Result<Verified, MemberError>, usize) {
+    match kiln_frontend::py::parse_counted(expr, &column_options(precision)) {
         Ok((graph, _, nodes)) => (
             crate::verify(graph).map_err(|e| MemberError::Compile(e.to_string())),
             nodes,
@@ -204,18 +327,19 @@ fn positions(graph: Verified, variables: &[String]) -> Result<(Verified, Vec<usi
     }
 }
 
-/// Whether `graph` can join a group: one `f64` column or scalar out (a
-/// constant expression), every node elementwise (so a group may also run
-/// over a block of the rows), and no integer division, the one thing that
-/// fails at run time (an expression that can fail runs alone, so its
-/// failure costs no other expression its compiled kernel).
+/// Whether `graph` can join a group: one float column or scalar out (a
+/// constant expression: `f64` in an `f32` population too, cast by
+/// [`merge`]), every node elementwise (so a group may also run over a block
+/// of the rows), and no integer division, the one thing that fails at run
+/// time (an expression that can fail runs alone, so its failure costs no
+/// other expression its compiled kernel).
 fn groupable(graph: &Verified) -> bool {
     use kiln_ir::op::Op;
     let g = graph.graph();
-    let f64_out = g.outputs().len() == 1
+    let float_out = g.outputs().len() == 1
         && matches!(g.ty(g.outputs()[0].value),
-            Type::Tensor(t) if t.dtype == kiln_ir::DType::F64 && t.shape.len() <= 1);
-    f64_out
+            Type::Tensor(t) if t.dtype.is_float() && t.shape.len() <= 1);
+    float_out
         && g.nodes().all(|(_, n)| match n.op {
             Op::Binary(op) => {
                 !(op.divides() && matches!(&n.ty, Type::Tensor(t) if t.dtype.is_int()))
@@ -231,10 +355,13 @@ fn groupable(graph: &Verified) -> bool {
 }
 
 /// One graph computing `members` (each a verified graph and its inputs'
-/// positions in `variables`) as its outputs, in order, over every variable.
+/// positions in `variables`) as its outputs, in order, over every variable
+/// (a column of `precision`); an output of another float type is cast to
+/// `precision`.
 fn merge(
     members: &[&(Verified, Vec<usize>)],
     variables: &[String],
+    precision: Precision,
 ) -> Result<Verified, MemberError> {
     use kiln_ir::graph::{Graph, NodeData};
     use kiln_ir::op::Op;
@@ -250,7 +377,7 @@ fn merge(
         })
         .unwrap_or_else(|| {
             Type::Tensor(kiln_ir::TensorType {
-                dtype: kiln_ir::DType::F64,
+                dtype: precision.dtype(),
                 shape: vec![Dim::Sym("n".into())],
             })
         });
@@ -275,7 +402,21 @@ fn merge(
             };
             map.push(mapped);
         }
-        merged.push_output(&format!("e{k}"), map[g.outputs()[0].value.index()]);
+        let mut out = map[g.outputs()[0].value.index()];
+        if let Type::Tensor(t) = merged.ty(out) {
+            if t.dtype != precision.dtype() {
+                let ty = Type::Tensor(kiln_ir::TensorType {
+                    dtype: precision.dtype(),
+                    shape: t.shape.clone(),
+                });
+                out = merged.push_node(NodeData {
+                    op: Op::Cast(precision.dtype()),
+                    args: vec![out],
+                    ty,
+                });
+            }
+        }
+        merged.push_output(&format!("e{k}"), out);
     }
     crate::verify(merged).map_err(|e| MemberError::Compile(e.to_string()))
 }
@@ -293,6 +434,7 @@ fn compile_part(
     variables: &[String],
     engine: &dyn DynEngine,
     options: &CompileOptions,
+    precision: Precision,
 ) -> Part {
     // Which expressions go in groups, and the groups' graphs.
     let grouped: Vec<usize> = part
@@ -308,7 +450,7 @@ fn compile_part(
                 .iter()
                 .map(|&i| part[i].as_ref().expect("grouped members loaded"))
                 .collect();
-            merge(&members, variables)
+            merge(&members, variables, precision)
         })
         .collect();
     // Each grouped expression's group and output.
@@ -381,7 +523,8 @@ fn compile_part(
 
 impl Population {
     /// Parses, verifies and compiles each expression (Python subset; its
-    /// free names are `f64` columns named in `variables`) on `engine`
+    /// free names are columns named in `variables`, of the options'
+    /// [`Precision`]) on `engine`
     /// ([`DEFAULT_TIER`] unless the caller has a reason for another), one
     /// batch per thread. Never fails as a whole: see [`Self::compile_errors`].
     pub fn compile<S: AsRef<str> + Sync>(
@@ -411,6 +554,7 @@ impl Population {
         options: &PopulationOptions,
     ) -> Population {
         let threads = options.threads();
+        let precision = options.precision;
         let chunk = exprs.len().div_ceil(threads).max(1);
         let compile = &member_options(&options.compile);
         // Parse on every thread, then compile on every thread: the
@@ -418,7 +562,9 @@ impl Population {
         let parsed: Vec<Vec<(Result<Verified, MemberError>, usize)>> = std::thread::scope(|s| {
             let handles: Vec<_> = exprs
                 .chunks(chunk)
-                .map(|part| s.spawn(move || part.iter().map(|e| parse(e.as_ref())).collect()))
+                .map(|part| {
+                    s.spawn(move || part.iter().map(|e| parse(e.as_ref(), precision)).collect())
+                })
                 .collect();
             handles
                 .into_iter()
@@ -440,7 +586,8 @@ impl Population {
                             .into_iter()
                             .map(|(g, nodes)| (g.and_then(|g| positions(g, variables)), nodes))
                             .unzip();
-                        let part = compile_part(loaded, k * chunk, variables, engine, compile);
+                        let part =
+                            compile_part(loaded, k * chunk, variables, engine, compile, precision);
                         (part, nodes)
                     })
                 })
@@ -472,7 +619,13 @@ impl Population {
             groups,
             nodes,
             threads,
+            precision,
         }
+    }
+
+    /// The element type of its columns and values.
+    pub fn precision(&self) -> Precision {
+        self.precision
     }
 
     /// How many expressions.
@@ -547,13 +700,14 @@ impl Population {
     /// and its error is returned at its index.
     ///
     /// # Panics
-    /// If `columns` does not have one slice of `n_rows` per variable, or
-    /// `out` is not `len() * n_rows` long.
-    pub fn evaluate(
+    /// If `T` is not the population's [`Precision`], `columns` does not have
+    /// one slice of `n_rows` per variable, or `out` is not `len() * n_rows`
+    /// long.
+    pub fn evaluate<T: Element>(
         &self,
-        columns: &[&[f64]],
+        columns: &[&[T]],
         n_rows: usize,
-        out: &mut [f64],
+        out: &mut [T],
     ) -> Vec<Option<MemberError>> {
         self.check_columns(columns, n_rows);
         assert_eq!(
@@ -565,19 +719,19 @@ impl Population {
             return Vec::new();
         }
         // Each expression's row, handed to the unit that writes it.
-        let mut rows: Vec<Option<&mut [f64]>> = if n_rows == 0 {
+        let mut rows: Vec<Option<&mut [T]>> = if n_rows == 0 {
             (0..self.members.len()).map(|_| Some(&mut [][..])).collect()
         } else {
             out.chunks_mut(n_rows).map(Some).collect()
         };
-        let work: Vec<Vec<UnitRows<'_>>> = self
+        let work: Vec<Vec<UnitRows<'_, T>>> = self
             .units()
             .into_iter()
             .map(|units| {
                 units
                     .into_iter()
                     .map(|unit| {
-                        let mine: Vec<&mut [f64]> = self
+                        let mine: Vec<&mut [T]> = self
                             .unit_members(unit)
                             .iter()
                             .map(|&i| rows[i].take().expect("one writer per row"))
@@ -612,8 +766,14 @@ impl Population {
         errors
     }
 
-    /// Panics unless `columns` are one slice of `n_rows` per variable.
-    fn check_columns(&self, columns: &[&[f64]], n_rows: usize) {
+    /// Panics unless `columns` are one slice of `n_rows` per variable, of
+    /// the population's precision.
+    fn check_columns<T: Element>(&self, columns: &[&[T]], n_rows: usize) {
+        assert_eq!(
+            T::PRECISION,
+            self.precision,
+            "columns of the population's precision"
+        );
         assert_eq!(
             columns.len(),
             self.variables.len(),
@@ -635,28 +795,28 @@ impl Population {
 
     /// Runs one unit into its expressions' rows; records each expression's
     /// outcome.
-    fn evaluate_unit(
+    fn evaluate_unit<T: Element>(
         &self,
         unit: Unit,
-        columns: &[&[f64]],
-        rows: &mut [&mut [f64]],
+        columns: &[&[T]],
+        rows: &mut [&mut [T]],
         results: &mut Vec<(usize, Option<MemberError>)>,
     ) {
         let n_rows = columns.first().map_or(0, |c| c.len());
         if let (Unit::Group(g), true) = (unit, n_rows > 0) {
             let group = &self.groups[g];
-            let inputs: Vec<ArrayRef<'_>> = columns.iter().map(|c| ArrayRef::F64(c)).collect();
+            let inputs: Vec<ArrayRef<'_>> = columns.iter().map(|c| T::array(c)).collect();
             // A constant's one value goes to the row's first element.
             let mut outs: Vec<ArrayMut<'_>> = rows
                 .iter_mut()
                 .zip(&group.scalar)
-                .map(|(r, &scalar)| ArrayMut::F64(if scalar { &mut r[..1] } else { &mut r[..] }))
+                .map(|(r, &scalar)| T::array_mut(if scalar { &mut r[..1] } else { &mut r[..] }))
                 .collect();
             let error = group.program.run_arrays(&inputs, &mut outs).err();
             drop(outs);
             for (r, &scalar) in rows.iter_mut().zip(&group.scalar) {
                 if error.is_some() {
-                    r.fill(f64::NAN);
+                    r.fill(T::NAN);
                 } else if scalar {
                     let v = r[0];
                     r.fill(v);
@@ -675,7 +835,7 @@ impl Population {
                 Err(e) => Err(e.clone()),
             };
             if result.is_err() {
-                row.fill(f64::NAN);
+                row.fill(T::NAN);
             }
             results.push((i, result.err()));
         }
@@ -683,12 +843,18 @@ impl Population {
 
     /// Each expression's mean squared error against `target` over `columns`
     /// (NaN for an expression that failed, whose error is returned at its
-    /// index). Each thread evaluates into a block of scratch, so memory is
-    /// O(threads × group × block), not O(expressions × rows).
+    /// index). The squares are summed in `f64` in row order, whatever the
+    /// precision (each difference taken in `f64` of the values as
+    /// computed). Each thread evaluates into a block of scratch, so memory
+    /// is O(threads × group × block), not O(expressions × rows).
     ///
     /// # Panics
     /// As [`Self::evaluate`], and if `target` is not `n_rows` long.
-    pub fn mse(&self, columns: &[&[f64]], target: &[f64]) -> (Vec<f64>, Vec<Option<MemberError>>) {
+    pub fn mse<T: Element>(
+        &self,
+        columns: &[&[T]],
+        target: &[T],
+    ) -> (Vec<f64>, Vec<Option<MemberError>>) {
         let n_rows = target.len();
         self.check_columns(columns, n_rows);
         let mut mse = vec![f64::NAN; self.members.len()];
@@ -725,11 +891,11 @@ impl Population {
     /// [`Self::mse`] of one unit: a group block by block into scratch, its
     /// squares summed in row order; an expression (or a failed group's, one
     /// by one) into a row of scratch.
-    fn mse_unit(
+    fn mse_unit<T: Element>(
         &self,
         unit: Unit,
-        columns: &[&[f64]],
-        target: &[f64],
+        columns: &[&[T]],
+        target: &[T],
         results: &mut Vec<(usize, f64, Option<MemberError>)>,
     ) {
         let n_rows = target.len();
@@ -737,7 +903,7 @@ impl Population {
             let group = &self.groups[g];
             let k = group.members.len();
             let block = BLOCK.min(n_rows.max(1));
-            let mut scratch = vec![0.0; k * block];
+            let mut scratch = vec![T::NAN; k * block];
             let mut sums = vec![0.0f64; k];
             let mut error = None;
             let mut start = 0;
@@ -745,12 +911,12 @@ impl Population {
                 let len = block.min(n_rows - start);
                 let inputs: Vec<ArrayRef<'_>> = columns
                     .iter()
-                    .map(|c| ArrayRef::F64(&c[start..start + len]))
+                    .map(|c| T::array(&c[start..start + len]))
                     .collect();
                 let mut outs: Vec<ArrayMut<'_>> = scratch
                     .chunks_mut(block)
                     .zip(&group.scalar)
-                    .map(|(r, &scalar)| ArrayMut::F64(&mut r[..if scalar { 1 } else { len }]))
+                    .map(|(r, &scalar)| T::array_mut(&mut r[..if scalar { 1 } else { len }]))
                     .collect();
                 if let Err(e) = group.program.run_arrays(&inputs, &mut outs) {
                     error = Some(MemberError::Exec(e));
@@ -763,13 +929,15 @@ impl Population {
                     .zip(&group.scalar)
                 {
                     if scalar {
-                        let v = row[0];
+                        let v = row[0].to_f64();
                         for t in t {
-                            *sum += (v - t) * (v - t);
+                            let d = v - t.to_f64();
+                            *sum += d * d;
                         }
                     } else {
                         for (v, t) in row[..len].iter().zip(t) {
-                            *sum += (v - t) * (v - t);
+                            let d = v.to_f64() - t.to_f64();
+                            *sum += d * d;
                         }
                     }
                 }
@@ -783,7 +951,7 @@ impl Population {
             }
             return;
         }
-        let mut row = vec![0.0; n_rows];
+        let mut row = vec![T::NAN; n_rows];
         for i in self.unit_members(unit) {
             let result = match &self.members[i] {
                 Ok(Slot::Alone(m)) => run(m, columns, &mut row),
@@ -800,7 +968,7 @@ impl Population {
 }
 
 /// A unit and its expressions' rows of the output.
-type UnitRows<'a> = (Unit, Vec<&'a mut [f64]>);
+type UnitRows<'a, T> = (Unit, Vec<&'a mut [T]>);
 
 /// A unit of evaluation work: a group, or one expression (compiled alone or
 /// not at all).
@@ -810,51 +978,48 @@ enum Unit {
     Expr(usize),
 }
 
-/// Mean squared error, summed in row order.
-fn squared_error(values: &[f64], target: &[f64]) -> f64 {
+/// Mean squared error, the squares summed in `f64` in row order.
+fn squared_error<T: Element>(values: &[T], target: &[T]) -> f64 {
     let sum: f64 = values
         .iter()
         .zip(target)
-        .map(|(v, t)| (v - t) * (v - t))
+        .map(|(v, t)| {
+            let d = v.to_f64() - t.to_f64();
+            d * d
+        })
         .sum();
     sum / values.len() as f64
 }
 
 /// Runs one expression into `row`: straight into it when its first (only)
-/// output is an `f64` column, else through owned data, cast to `f64`.
-fn run(member: &Member, columns: &[&[f64]], row: &mut [f64]) -> Result<(), MemberError> {
-    let inputs: Vec<ArrayRef<'_>> = member
-        .columns
-        .iter()
-        .map(|&c| ArrayRef::F64(columns[c]))
-        .collect();
+/// output is a column of `T`, else through owned data, cast to `T`.
+fn run<T: Element>(member: &Member, columns: &[&[T]], row: &mut [T]) -> Result<(), MemberError> {
     let graph = member.program.verified().graph();
     let out = graph.ty(graph.outputs()[0].value);
     let direct = graph.outputs().len() == 1
-        && matches!(out, Type::Tensor(t) if t.dtype == kiln_ir::DType::F64 && t.shape.len() == 1);
+        && matches!(out, Type::Tensor(t) if t.dtype == T::PRECISION.dtype() && t.shape.len() == 1);
     if direct {
+        let inputs: Vec<ArrayRef<'_>> = member
+            .columns
+            .iter()
+            .map(|&c| T::array(columns[c]))
+            .collect();
         member
             .program
-            .run_arrays(&inputs, &mut [ArrayMut::F64(row)])?;
+            .run_arrays(&inputs, &mut [T::array_mut(row)])?;
         return Ok(());
     }
-    let data: Vec<Data> = inputs
+    let data: Vec<Data> = member
+        .columns
         .iter()
-        .map(|a| match a {
-            ArrayRef::F64(v) => Data::Column(crate::Buffer::F64(v.to_vec())),
-            _ => unreachable!("population inputs are f64 columns"),
-        })
+        .map(|&c| Data::Column(T::buffer(columns[c])))
         .collect();
     let results = member.program.run(&data)?;
-    let f64_of = |s: Scalar| match kiln_ir::semantics::cast(s, kiln_ir::DType::F64) {
-        Scalar::F64(v) => v,
-        _ => unreachable!("a cast to f64 gives f64"),
-    };
     match &results[0] {
-        Data::Scalar(s) => row.fill(f64_of(*s)),
+        Data::Scalar(s) => row.fill(T::of_scalar(*s)),
         Data::Column(b) if b.len() == row.len() => {
             for (r, v) in row.iter_mut().zip(b.iter()) {
-                *r = f64_of(v);
+                *r = T::of_scalar(v);
             }
         }
         Data::Column(b) => {
@@ -875,7 +1040,7 @@ fn run(member: &Member, columns: &[&[f64]], row: &mut [f64]) -> Result<(), Membe
 pub fn variables_of<S: AsRef<str>>(exprs: &[S]) -> Vec<String> {
     let graphs: Vec<Verified> = exprs
         .iter()
-        .filter_map(|e| parse(e.as_ref()).0.ok())
+        .filter_map(|e| parse(e.as_ref(), Precision::F64).0.ok())
         .collect();
     names_of(graphs.iter())
 }

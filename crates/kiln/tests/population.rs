@@ -2,7 +2,7 @@
 //! and the interpreter, errors per expression, and memory that stays flat
 //! when populations are compiled and dropped in a loop.
 
-use kiln::{MemberError, Population, PopulationOptions};
+use kiln::{MemberError, Population, PopulationOptions, Precision};
 
 fn vars(names: &[&str]) -> Vec<String> {
     names.iter().map(|s| s.to_string()).collect()
@@ -35,7 +35,7 @@ fn rows_and_errors_per_expression_on_every_engine() {
             assert_eq!(compile_errors, [5, 6], "{}", engine.name());
             assert!(matches!(p.compile_errors()[0].1, MemberError::Parse(_)));
             assert_eq!(p.compile_errors()[1].1.to_string(), "unknown variable `x9`");
-            let mut out = vec![0.0; 7 * 4];
+            let mut out = vec![0.0f64; 7 * 4];
             let errors = p.evaluate(&[&x0, &x1], 4, &mut out);
             assert_eq!(&out[0..4], [2.5, 5.0, 6.0, -6.0]);
             assert!(out[4..8].iter().all(|v| (v - 1.0).abs() < 1e-15));
@@ -83,7 +83,7 @@ fn variables_are_named_by_first_appearance() {
     let empty: [&str; 0] = [];
     let p = Population::compile(&empty, &[], &kiln::Cranelift, &Default::default());
     assert!(p.is_empty());
-    assert!(p.evaluate(&[], 10, &mut []).is_empty());
+    assert!(p.evaluate::<f64>(&[], 10, &mut []).is_empty());
 }
 
 /// Resident memory in KiB, from /proc.
@@ -128,7 +128,7 @@ fn a_failing_group_isolates_its_expression() {
     let x1 = [1.0, 0.0, 2.0];
     for engine in kiln::engines() {
         let p = Population::compile(&exprs, &vars(&["x0", "x1"]), &*engine, &Default::default());
-        let mut out = vec![0.0; exprs.len() * 3];
+        let mut out = vec![0.0f64; exprs.len() * 3];
         let errors = p.evaluate(&[&x0, &x1], 3, &mut out);
         for (i, e) in errors.iter().enumerate() {
             assert_eq!(
@@ -164,7 +164,7 @@ fn variables_inferred_from_the_expressions() {
         assert_eq!(p.variables(), vars(&["b", "a", "c"]));
         assert_eq!(p.variables(), kiln::population::variables_of(&exprs));
         assert_eq!(p.compile_errors().len(), 1);
-        let mut out = vec![0.0; 5 * 2];
+        let mut out = vec![0.0f64; 5 * 2];
         let errors = p.evaluate(&[&b, &a, &c], 2, &mut out);
         let named = Population::compile(&exprs, &vars(&["a", "b", "c"]), &kiln::Vm, &options);
         let mut want = vec![0.0; 5 * 2];
@@ -173,4 +173,107 @@ fn variables_inferred_from_the_expressions() {
         assert_eq!(out[6..].to_vec(), want[6..].to_vec());
         assert!(errors[2].is_some() && errors[3].is_none());
     }
+}
+
+/// An `f32` population on every engine: its columns, arithmetic and values
+/// in `f32` (hand-computed), constant subexpressions computed in `f64` and
+/// rounded once (weak literals), constant expressions rounded to `f32`,
+/// bools as 0 and 1, an integer division by zero failing its expression
+/// only, grouped and alone alike; `mse` sums the squares in `f64`.
+#[test]
+fn f32_populations_compute_in_f32_on_every_engine() {
+    let exprs = [
+        "x0 * 0.1 + x1",
+        "0.1",
+        "sin(0.5) * x0",
+        "x1 > x0",
+        "float(int(x0) // int(x1))",
+        "exp(x0) / x1",
+    ];
+    let x0 = [1.0f32, 2.5, 3.0, -4.0];
+    let x1 = [0.5f32, 1.0, 0.0, 3.0];
+    for engine in kiln::engines() {
+        for threads in [1, 2] {
+            let options = PopulationOptions {
+                threads,
+                precision: Precision::F32,
+                ..Default::default()
+            };
+            let p = Population::compile(&exprs, &vars(&["x0", "x1"]), &*engine, &options);
+            assert_eq!(p.precision(), Precision::F32);
+            assert!(p.compile_errors().is_empty());
+            let mut out = vec![0.0f32; exprs.len() * 4];
+            let errors = p.evaluate(&[&x0, &x1], 4, &mut out);
+            let name = engine.name();
+            let want: Vec<f32> = x0.iter().zip(&x1).map(|(a, b)| a * 0.1f32 + b).collect();
+            assert_eq!(&out[0..4], want, "{name}: f32 arithmetic");
+            assert_eq!(&out[4..8], [0.1f32; 4], "{name}: 0.1 rounded to f32");
+            let sin = 0.5f64.sin() as f32;
+            let want: Vec<f32> = x0.iter().map(|a| sin * a).collect();
+            assert_eq!(&out[8..12], want, "{name}: sin(0.5) in f64, rounded once");
+            assert_eq!(&out[12..16], [0.0, 0.0, 0.0, 1.0], "{name}: bools");
+            assert!(
+                matches!(
+                    errors[4],
+                    Some(MemberError::Exec(kiln::ExecError::DivisionByZero { .. }))
+                ),
+                "{name}: {:?}",
+                errors[4]
+            );
+            assert!(out[16..20].iter().all(|v| v.is_nan()));
+            // exp in f32 is within an ulp or so of exp in f64 rounded.
+            for (k, (a, b)) in x0.iter().zip(&x1).enumerate() {
+                let wide = (f64::from(*a).exp() / f64::from(*b)) as f32;
+                let got = out[20 + k];
+                assert!(
+                    got == wide || (got - wide).abs() <= 2.0 * f32::EPSILON * wide.abs(),
+                    "{name}: exp({a}) / {b} = {got}, not near {wide}"
+                );
+            }
+            assert!(errors.iter().enumerate().all(|(i, e)| e.is_some() == (i == 4)));
+            let (mse, errors) = p.mse(&[&x0, &x1], &x1);
+            let want = x0
+                .iter()
+                .zip(&x1)
+                .map(|(&a, &b)| {
+                    let d = f64::from(a * 0.1f32 + b) - f64::from(b);
+                    d * d
+                })
+                .sum::<f64>()
+                / 4.0;
+            assert_eq!(mse[0], want, "{name}: f64 sums of f32 differences");
+            assert!(mse[4].is_nan() && errors[4].is_some());
+        }
+    }
+}
+
+/// A population's columns must be of its precision: anything else is the
+/// caller's bug, caught before any kernel runs.
+#[test]
+#[should_panic(expected = "columns of the population's precision")]
+fn columns_of_another_precision_are_refused() {
+    let options = PopulationOptions {
+        precision: Precision::F32,
+        ..Default::default()
+    };
+    let p = Population::compile(&["x0 + 1.0"], &vars(&["x0"]), &kiln::Vm, &options);
+    let mut out = [0.0f64; 2];
+    p.evaluate(&[&[1.0f64, 2.0][..]], 2, &mut out);
+}
+
+#[test]
+fn precisions_are_named_as_numpy_and_kiln_name_them() {
+    for (name, want) in [
+        ("f64", Precision::F64),
+        ("float64", Precision::F64),
+        ("f32", Precision::F32),
+        ("float32", Precision::F32),
+    ] {
+        assert_eq!(name.parse::<Precision>(), Ok(want));
+    }
+    assert_eq!(
+        "f16".parse::<Precision>().unwrap_err(),
+        "a population's dtype is f64 (float64) or f32 (float32), not `f16`"
+    );
+    assert_eq!(Precision::default(), Precision::F64);
 }

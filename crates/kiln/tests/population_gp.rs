@@ -3,7 +3,8 @@
 //! (two of 200 × 10,000 values) would disturb `population.rs`'s measure of
 //! memory.
 
-use kiln::{Population, PopulationOptions};
+use kiln::population::Element;
+use kiln::{Population, PopulationOptions, Scalar};
 
 fn vars(names: &[&str]) -> Vec<String> {
     names.iter().map(|s| s.to_string()).collect()
@@ -13,14 +14,33 @@ fn vars(names: &[&str]) -> Vec<String> {
 /// whose elementwise expressions compile in groups of up to
 /// `kiln::population::GROUP` (one kernel each): rows and mean squared errors
 /// bit-identical to the interpreter's, on one thread and two, and `mse`'s
-/// blocks of rows summed in row order.
+/// blocks of rows summed in row order; in `f64` and in `f32`.
 #[test]
 fn grouped_expressions_match_the_interpreter_bit_for_bit() {
+    let (exprs, names, cols) = fixture();
+    let wide = grouped_bits::<f64>(&exprs, &names, &cols);
+    let narrow = grouped_bits::<f32>(&exprs, &names, &cols);
+    // `f32` computes in `f32`: close to `f64`'s values where they are tame,
+    // but not `f64`'s values rounded.
+    let (mut close, mut differ, mut tame) = (0, 0, 0);
+    for (w, n) in wide.iter().zip(&narrow) {
+        if w.is_finite() && w.abs() > 1e-3 && w.abs() < 1e3 {
+            tame += 1;
+            close += usize::from(((*n as f64 - w) / w).abs() < 1e-3);
+            differ += usize::from(*n != *w as f32);
+        }
+    }
+    assert!(close as f64 > 0.99 * tame as f64, "{close} of {tame} close");
+    assert!(differ > tame / 10, "{differ} of {tame} differ from f64 rounded");
+}
+
+/// The first 200 expressions of the GP fixture, its variables and columns.
+fn fixture() -> (Vec<String>, Vec<String>, Vec<Vec<f64>>) {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/gp");
     let text = std::fs::read_to_string(dir.join("gp_population.txt")).expect("the GP fixture");
     // 200 of the 1000: four groups, and the LLVM tier compiles each
     // expression in tens of milliseconds.
-    let exprs: Vec<&str> = text.lines().take(200).collect();
+    let exprs: Vec<String> = text.lines().take(200).map(str::to_string).collect();
     let data = std::fs::read_to_string(dir.join("gp_data.csv")).expect("the GP data");
     let mut lines = data.lines();
     let names = vars(
@@ -36,18 +56,33 @@ fn grouped_expressions_match_the_interpreter_bit_for_bit() {
             col.push(v.parse::<f64>().expect("a number"));
         }
     }
+    (exprs, names, cols)
+}
+
+/// The population's rows in precision `T` on every engine, checked
+/// bit-identical to the interpreter's (rows and MSEs against `x0`).
+fn grouped_bits<T: Element + Into<f64> + PartialEq>(
+    exprs: &[String],
+    names: &[String],
+    cols: &[Vec<f64>],
+) -> Vec<T> {
+    let cols: Vec<Vec<T>> = cols
+        .iter()
+        .map(|c| c.iter().map(|&v| T::of_scalar(Scalar::F64(v))).collect())
+        .collect();
     let n = cols[0].len();
     assert!(n > 2 * 4096, "more rows than two of mse's blocks");
-    let columns: Vec<&[f64]> = cols.iter().map(|c| &c[..]).collect();
+    let columns: Vec<&[T]> = cols.iter().map(|c| &c[..]).collect();
     let target = &cols[0];
-    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-
-    let one = PopulationOptions {
-        threads: 1,
+    let bits = |v: &[T]| v.iter().map(|&x| x.into().to_bits()).collect::<Vec<_>>();
+    let options = |threads| PopulationOptions {
+        threads,
+        precision: T::PRECISION,
         ..Default::default()
     };
-    let oracle = Population::compile(&exprs, &names, &kiln::Interpreter, &one);
-    let mut want = vec![0.0; exprs.len() * n];
+    let oracle = Population::compile(exprs, names, &kiln::Interpreter, &options(1));
+    assert_eq!(oracle.precision(), T::PRECISION);
+    let mut want = vec![T::NAN; exprs.len() * n];
     assert!(oracle
         .evaluate(&columns, n, &mut want)
         .iter()
@@ -55,11 +90,7 @@ fn grouped_expressions_match_the_interpreter_bit_for_bit() {
     let (want_mse, _) = oracle.mse(&columns, target);
     for engine in kiln::engines().into_iter().filter(|e| e.name() != "interp") {
         for threads in [1, 2] {
-            let options = PopulationOptions {
-                threads,
-                ..Default::default()
-            };
-            let p = Population::compile(&exprs, &names, &*engine, &options);
+            let p = Population::compile(exprs, names, &*engine, &options(threads));
             assert!(p.compile_errors().is_empty());
             assert!(
                 p.kernels() <= exprs.len().div_ceil(kiln::population::GROUP) + threads,
@@ -68,15 +99,27 @@ fn grouped_expressions_match_the_interpreter_bit_for_bit() {
                 p.kernels(),
                 exprs.len()
             );
-            let mut out = vec![0.0; exprs.len() * n];
+            let mut out = vec![T::NAN; exprs.len() * n];
             assert!(p
                 .evaluate(&columns, n, &mut out)
                 .iter()
                 .all(Option::is_none));
-            assert!(bits(&out) == bits(&want), "{} rows", engine.name());
+            assert!(
+                bits(&out) == bits(&want),
+                "{} rows in {:?}",
+                engine.name(),
+                T::PRECISION
+            );
             let (mse, errors) = p.mse(&columns, target);
             assert!(errors.iter().all(Option::is_none));
-            assert_eq!(bits(&mse), bits(&want_mse), "{} mse", engine.name());
+            assert_eq!(
+                mse.iter().map(|m| m.to_bits()).collect::<Vec<_>>(),
+                want_mse.iter().map(|m| m.to_bits()).collect::<Vec<_>>(),
+                "{} mse in {:?}",
+                engine.name(),
+                T::PRECISION
+            );
         }
     }
+    want
 }

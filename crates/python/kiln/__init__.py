@@ -279,10 +279,11 @@ def _rebuild(recipe):
     return hit
 
 
-def _population(exprs, variables, tier, threads, vectorize=None):
+def _population(exprs, variables, tier, threads, vectorize=None, dtype=None):
     """Unpickles a kiln.Population: compiles it again (pickles made before
-    `vectorize` existed have four fields)."""
-    return Population(exprs, variables, tier=tier, threads=threads or None, vectorize=vectorize)
+    `vectorize` existed have four fields, before `dtype` five)."""
+    return Population(exprs, variables, tier=tier, threads=threads or None, vectorize=vectorize,
+                      dtype=dtype)
 
 
 from ._jit import jit  # noqa: E402  (needs _spec above)

@@ -2,15 +2,16 @@
 //! every core, over the columns of a 2-D array, a dict or a DataFrame.
 
 use crate::function::tier_named;
+use kiln::population::Element;
 use kiln::Tier;
-use kiln::{CompileOptions, MemberError, Population as Inner, PopulationOptions};
+use kiln::{CompileOptions, MemberError, Population as Inner, PopulationOptions, Precision};
 use numpy::{PyArray1, PyArray2, PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
-/// A population of Python-subset expressions over `f64` columns named by
-/// `variables`, compiled when made.
+/// A population of Python-subset expressions over columns named by
+/// `variables` (float64, or float32 with `dtype`), compiled when made.
 #[pyclass(module = "kiln", name = "Population", frozen)]
 pub struct Population {
     inner: Inner,
@@ -30,6 +31,7 @@ fn engine_compile(
     tier: Tier,
     threads: usize,
     vectorize: Option<bool>,
+    precision: Precision,
 ) -> Inner {
     let options = PopulationOptions {
         threads,
@@ -37,6 +39,7 @@ fn engine_compile(
             vectorize,
             ..CompileOptions::default()
         },
+        precision,
     };
     let engine = tier.engine().expect("the Python module has every tier");
     match variables {
@@ -53,19 +56,41 @@ fn describe(e: &MemberError, expr: &str) -> String {
     }
 }
 
+/// The precision `dtype` names (anything `numpy.dtype` takes: `"float32"`,
+/// `numpy.float32`, …); float64 for `None`.
+fn precision_of(py: Python<'_>, dtype: Option<&Bound<'_, PyAny>>) -> PyResult<Precision> {
+    let Some(dtype) = dtype.filter(|d| !d.is_none()) else {
+        return Ok(Precision::F64);
+    };
+    let np = crate::values::numpy(py)?;
+    let name: String = np
+        .call_method1("dtype", (dtype,))
+        .map_err(|_| PyTypeError::new_err(format!("dtype must be float64 or float32, not {dtype}")))?
+        .getattr("name")?
+        .extract()?;
+    match name.as_str() {
+        "float64" => Ok(Precision::F64),
+        "float32" => Ok(Precision::F32),
+        _ => Err(PyValueError::new_err(format!(
+            "dtype must be float64 or float32, not {name}"
+        ))),
+    }
+}
+
 impl Population {
-    /// Reads the columns `x` holds for each variable, as contiguous `f64`
-    /// arrays (copies where needed), all of one length.
-    fn columns<'py>(
+    /// Reads the columns `x` holds for each variable, as contiguous arrays
+    /// of `T` (copies where needed, rounding where `T` is narrower), all of
+    /// one length.
+    fn columns<'py, T: Element + numpy::Element>(
         &self,
         py: Python<'py>,
         x: &Bound<'py, PyAny>,
-    ) -> PyResult<(Vec<Bound<'py, PyArray1<f64>>>, usize)> {
+    ) -> PyResult<(Vec<Bound<'py, PyArray1<T>>>, usize)> {
         let np = crate::values::numpy(py)?;
         let vars = self.inner.variables();
-        let mut cols: Vec<Bound<'py, PyArray1<f64>>> = Vec::with_capacity(vars.len());
+        let mut cols: Vec<Bound<'py, PyArray1<T>>> = Vec::with_capacity(vars.len());
         let as_column =
-            |obj: Bound<'py, PyAny>, what: &str| -> PyResult<Bound<'py, PyArray1<f64>>> {
+            |obj: Bound<'py, PyAny>, what: &str| -> PyResult<Bound<'py, PyArray1<T>>> {
                 // `to_numpy` first, for pandas Series (nullable dtypes included).
                 let obj = match obj.getattr("to_numpy") {
                     Ok(f) => f.call0()?,
@@ -81,8 +106,8 @@ impl Population {
                         arr.getattr("dtype")?
                     )));
                 }
-                np.call_method1("require", (arr, "float64", ("C", "A")))?
-                    .cast_into::<PyArray1<f64>>()
+                np.call_method1("require", (arr, numpy_precision(T::PRECISION), ("C", "A")))?
+                    .cast_into::<PyArray1<T>>()
                     .map_err(|_| PyValueError::new_err(format!("{what} must be one-dimensional")))
             };
         let two_d = x
@@ -147,7 +172,7 @@ impl Population {
 #[pymethods]
 impl Population {
     #[new]
-    #[pyo3(signature = (exprs, variables=None, *, tier=None, threads=None, vectorize=None))]
+    #[pyo3(signature = (exprs, variables=None, *, tier=None, threads=None, vectorize=None, dtype=None))]
     fn new(
         py: Python<'_>,
         exprs: Vec<String>,
@@ -155,7 +180,9 @@ impl Population {
         tier: Option<&str>,
         threads: Option<usize>,
         vectorize: Option<bool>,
+        dtype: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
+        let precision = precision_of(py, dtype)?;
         // Unnamed: the population's rule (`kiln::DEFAULT_TIER`).
         let tier = match tier {
             Some(name) => kiln::population::tier_for(tier_named(name)?),
@@ -175,8 +202,16 @@ impl Population {
             )));
         }
         let threads = threads.unwrap_or(0);
-        let inner =
-            py.detach(|| engine_compile(&exprs, variables.as_deref(), tier, threads, vectorize));
+        let inner = py.detach(|| {
+            engine_compile(
+                &exprs,
+                variables.as_deref(),
+                tier,
+                threads,
+                vectorize,
+                precision,
+            )
+        });
         let variables = inner.variables().to_vec();
         let compile_errors = inner
             .compile_errors()
@@ -191,6 +226,7 @@ impl Population {
                 tier.name().into_pyobject(py)?.into_any(),
                 threads.into_pyobject(py)?.into_any(),
                 vectorize.into_pyobject(py)?.into_any(),
+                numpy_precision(precision).into_pyobject(py)?.into_any(),
             ],
         )?;
         Ok(Population {
@@ -219,6 +255,13 @@ impl Population {
         self.tier.name()
     }
 
+    /// The dtype of its columns and values: a `numpy.dtype`, float64 or
+    /// float32.
+    #[getter]
+    fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        crate::values::numpy(py)?.call_method1("dtype", (numpy_precision(self.inner.precision()),))
+    }
+
     /// Whether its row loops were asked to run in vectors: `None` (the
     /// default: off, since a population's many small kernels pay more to
     /// compile vector loops than they save below some 15,000–20,000 rows),
@@ -240,9 +283,10 @@ impl Population {
     }
 
     /// Every expression over `X` (a 2-D array of rows × variables, a dict of
-    /// columns or a DataFrame): an `(expressions, rows)` float64 array. A row
-    /// of NaN marks an expression that failed; `errors=True` also returns
-    /// `{index: reason}` for them.
+    /// columns or a DataFrame, rounded to the population's dtype where
+    /// narrower): an `(expressions, rows)` array of the population's dtype.
+    /// A row of NaN marks an expression that failed; `errors=True` also
+    /// returns `{index: reason}` for them.
     #[pyo3(signature = (x, *, errors=false))]
     fn evaluate<'py>(
         &self,
@@ -250,14 +294,10 @@ impl Population {
         x: &Bound<'py, PyAny>,
         errors: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let (cols, n) = self.columns(py, x)?;
-        let m = self.inner.len();
-        let out = PyArray2::<f64>::zeros(py, [m, n], false);
-        let failures = with_slices(&cols, |slices| {
-            let mut rw = out.readwrite();
-            let out_slice = rw.as_slice_mut().expect("a new array is contiguous");
-            py.detach(|| self.inner.evaluate(slices, n, out_slice))
-        });
+        let (out, failures) = match self.inner.precision() {
+            Precision::F64 => self.evaluate_as::<f64>(py, x)?,
+            Precision::F32 => self.evaluate_as::<f32>(py, x)?,
+        };
         if errors {
             let exprs = self.exprs(py)?;
             let d = self.errors_dict(py, &failures, &exprs)?;
@@ -267,7 +307,8 @@ impl Population {
         }
     }
 
-    /// Each expression's mean squared error against `y` over `X`: a float64
+    /// Each expression's mean squared error against `y` over `X` (both in
+    /// the population's dtype; the squares summed in float64): a float64
     /// array, NaN where an expression failed (`errors=True` also returns
     /// `{index: reason}`).
     #[pyo3(signature = (x, y, *, errors=false))]
@@ -278,13 +319,10 @@ impl Population {
         y: &Bound<'py, PyAny>,
         errors: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let (cols, n) = self.columns(py, x)?;
-        let y = target(py, y, n)?;
-        let (mse, failures) = with_slices(&cols, |slices| {
-            let y = y.readonly();
-            let target = y.as_slice().expect("required C-contiguous");
-            py.detach(|| self.inner.mse(slices, target))
-        });
+        let (mse, failures) = match self.inner.precision() {
+            Precision::F64 => self.mse_as::<f64>(py, x, y)?,
+            Precision::F32 => self.mse_as::<f32>(py, x, y)?,
+        };
         let out = PyArray1::from_vec(py, mse).into_any();
         if errors {
             let exprs = self.exprs(py)?;
@@ -298,7 +336,7 @@ impl Population {
     /// Fits each expression's constants (its float literals, in the order
     /// they are read) to `y` over `X` by least squares: Levenberg–Marquardt
     /// (`method="lm"`) on the Jacobian kiln compiles for them, at most
-    /// `max_iter` steps each. A `kiln.Fit`: `constants` (a float64 array per
+    /// `max_iter` steps each, in float64 whatever the population's dtype. A `kiln.Fit`: `constants` (a float64 array per
     /// expression), `mse`, `iterations`, `exprs` (the expressions with the
     /// fitted constants written in) and `errors` (`{index: reason}` for
     /// those that failed or kept their constants); it unpacks as
@@ -322,8 +360,8 @@ impl Population {
                 "method must be 'lm' (Levenberg-Marquardt), not {method:?}"
             )));
         }
-        let (cols, n) = self.columns(py, x)?;
-        let y = target(py, y, n)?;
+        let (cols, n) = self.columns::<f64>(py, x)?;
+        let y = target::<f64>(py, y, n)?;
         let exprs = self.exprs(py)?;
         let fits = with_slices(&cols, |slices| {
             let y = y.readonly();
@@ -396,21 +434,24 @@ impl Population {
 }
 
 /// `f` of the columns' elements, read-borrowed for the call.
-fn with_slices<R>(cols: &[Bound<'_, PyArray1<f64>>], f: impl FnOnce(&[&[f64]]) -> R) -> R {
+fn with_slices<T: numpy::Element, R>(
+    cols: &[Bound<'_, PyArray1<T>>],
+    f: impl FnOnce(&[&[T]]) -> R,
+) -> R {
     let readonly: Vec<_> = cols.iter().map(|c| c.readonly()).collect();
-    let slices: Vec<&[f64]> = readonly
+    let slices: Vec<&[T]> = readonly
         .iter()
         .map(|c| c.as_slice().expect("required C-contiguous"))
         .collect();
     f(&slices)
 }
 
-/// `y` as a contiguous float64 array of `n` rows.
-fn target<'py>(
+/// `y` as a contiguous array of `n` rows of `T`.
+fn target<'py, T: Element + numpy::Element>(
     py: Python<'py>,
     y: &Bound<'py, PyAny>,
     n: usize,
-) -> PyResult<Bound<'py, PyArray1<f64>>> {
+) -> PyResult<Bound<'py, PyArray1<T>>> {
     let np = crate::values::numpy(py)?;
     let y = match y.getattr("to_numpy") {
         Ok(f) => f.call0()?,
@@ -419,9 +460,9 @@ fn target<'py>(
     let y = np
         .call_method1(
             "require",
-            (np.call_method1("asarray", (y,))?, "float64", ("C", "A")),
+            (np.call_method1("asarray", (y,))?, numpy_precision(T::PRECISION), ("C", "A")),
         )?
-        .cast_into::<PyArray1<f64>>()
+        .cast_into::<PyArray1<T>>()
         .map_err(|_| PyValueError::new_err("y must be one-dimensional"))?;
     if y.len() != n {
         return Err(PyValueError::new_err(format!(
@@ -499,7 +540,51 @@ impl Fit {
     }
 }
 
+/// The NumPy name of `precision`.
+fn numpy_precision(precision: Precision) -> &'static str {
+    match precision {
+        Precision::F64 => "float64",
+        Precision::F32 => "float32",
+    }
+}
+
+/// What `evaluate` and `mse` return before the errors are described.
+type Evaluated<'py> = (Bound<'py, PyAny>, Vec<Option<MemberError>>);
+
 impl Population {
+    /// `evaluate` over columns of `T`, the population's precision.
+    fn evaluate_as<'py, T: Element + numpy::Element>(
+        &self,
+        py: Python<'py>,
+        x: &Bound<'py, PyAny>,
+    ) -> PyResult<Evaluated<'py>> {
+        let (cols, n) = self.columns::<T>(py, x)?;
+        let m = self.inner.len();
+        let out = PyArray2::<T>::zeros(py, [m, n], false);
+        let failures = with_slices(&cols, |slices| {
+            let mut rw = out.readwrite();
+            let out_slice = rw.as_slice_mut().expect("a new array is contiguous");
+            py.detach(|| self.inner.evaluate(slices, n, out_slice))
+        });
+        Ok((out.into_any(), failures))
+    }
+
+    /// `mse` over columns and a target of `T`, the population's precision.
+    fn mse_as<T: Element + numpy::Element>(
+        &self,
+        py: Python<'_>,
+        x: &Bound<'_, PyAny>,
+        y: &Bound<'_, PyAny>,
+    ) -> PyResult<(Vec<f64>, Vec<Option<MemberError>>)> {
+        let (cols, n) = self.columns::<T>(py, x)?;
+        let y = target::<T>(py, y, n)?;
+        Ok(with_slices(&cols, |slices| {
+            let y = y.readonly();
+            let target = y.as_slice().expect("required C-contiguous");
+            py.detach(|| self.inner.mse(slices, target))
+        }))
+    }
+
     fn exprs(&self, py: Python<'_>) -> PyResult<Vec<String>> {
         let recipe = self.recipe.as_ref().expect("made by __new__").bind(py);
         recipe.get_item(0)?.extract()

@@ -167,3 +167,68 @@ def test_compile_evaluate_and_drop_keeps_memory_flat():
     for _ in range(40):
         population()
     assert rss_mb() - settled < 16, f"RSS grew {rss_mb() - settled:.1f} MiB over 40 populations"
+
+
+def test_float32_populations():
+    """dtype=float32 computes in float32 as Operon does: the columns rounded
+    to float32, the values float32 (bit-identical on every tier), the MSE
+    summed in float64; numpy's float32 evaluation agrees to float32's
+    precision on tame rows."""
+    exprs, data = _gp()
+    exprs, data = exprs[:200], data.iloc[:2000]
+    pops = [kiln.Population(exprs, tier=t, threads=2, dtype=np.float32) for t in kiln.tiers()]
+    assert all(p.dtype == np.float32 for p in pops)
+    outs = [p.evaluate(data) for p in pops]
+    assert outs[0].dtype == np.float32 and outs[0].shape == (200, 2000)
+    for o in outs[1:]:
+        assert o.tobytes() == outs[0].tobytes()
+    # Against numpy in float32 (weak Python literals, as kiln's).
+    cols = {c: data[c].to_numpy(np.float32) for c in data.columns}
+    funcs = {"sin": np.sin, "cos": np.cos, "exp": np.exp, "log": np.log,
+             "sqrt": np.sqrt, "tanh": np.tanh, "abs": np.abs}
+    agree = total = 0
+    with np.errstate(all="ignore"):
+        for i, e in enumerate(exprs):
+            want = np.broadcast_to(eval(e, {**funcs, **cols}), outs[0][i].shape)
+            same = np.isclose(outs[0][i], want, rtol=1e-4, atol=1e-6, equal_nan=True)
+            agree += same.sum()
+            total += same.size
+    assert agree >= 0.99 * total, f"{agree} of {total} rows agree"
+    # float64 gives other bits: float32 is not float64 rounded.
+    wide = kiln.Population(exprs, threads=2).evaluate(data)
+    assert wide.dtype == np.float64
+    tame = np.isfinite(wide) & (np.abs(wide) > 1e-3) & (np.abs(wide) < 1e3)
+    assert (outs[0][tame] != wide[tame].astype(np.float32)).mean() > 0.1
+    # ... but close to it, except where float32 overflows or cancels.
+    assert np.isclose(outs[0][tame], wide[tame], rtol=1e-3).mean() > 0.99
+    # The MSE: float64 sums of the float32 values against y rounded to float32.
+    y = data["x0"].to_numpy()
+    mse = pops[0].mse(data, y)
+    assert mse.dtype == np.float64
+    y32 = y.astype(np.float32).astype(np.float64)
+    with np.errstate(all="ignore"):
+        want = ((outs[0].astype(np.float64) - y32) ** 2).mean(axis=1)
+    np.testing.assert_allclose(mse, want, rtol=1e-12, equal_nan=True)
+
+
+def test_float32_populations_take_numpys_names_and_pickle():
+    X = np.array([[1.0, 2.0], [3.0, 0.5]])
+    for dtype in ("float32", np.float32, np.dtype("float32"), "f4"):
+        p = kiln.Population(["a * 0.1 + b", "0.1"], dtype=dtype)
+        assert p.dtype == np.float32
+        np.testing.assert_array_equal(
+            p.evaluate(X), [X[:, 0].astype(np.float32) * np.float32(0.1) + X[:, 1].astype(np.float32),
+                            [np.float32(0.1)] * 2])
+    assert kiln.Population(["a"], dtype=None).dtype == np.float64
+    assert kiln.Population(["a"], dtype="float64").dtype == np.float64
+    q = pickle.loads(pickle.dumps(p))
+    assert q.dtype == np.float32 and q.evaluate(X).tobytes() == p.evaluate(X).tobytes()
+    with pytest.raises(ValueError, match="dtype must be float64 or float32, not int32"):
+        kiln.Population(["a"], dtype=np.int32)
+    with pytest.raises(TypeError, match="dtype must be float64 or float32"):
+        kiln.Population(["a"], dtype="no such type")
+    # Fitting computes in float64 whatever the population's dtype.
+    x = np.linspace(0.0, 3.0, 50)
+    fit = kiln.Population(["sin(1.0 * x) * 2.0"], dtype=np.float32).fit_constants(
+        {"x": x}, 2.5 * np.sin(1.3 * x))
+    np.testing.assert_allclose(fit.constants[0], [1.3, 2.5], rtol=1e-9)

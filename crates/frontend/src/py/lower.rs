@@ -78,10 +78,15 @@ impl<'a> Lower<'a> {
         Err(ParseError::at(self.src, self.at, message))
     }
 
-    /// The dtype of input `name` without an annotation: the options', else
-    /// `f64`.
+    /// The dtype of input `name` without an annotation: the options' for
+    /// it, else their default, else `f64`.
     fn input_dtype(&self, name: &str) -> DType {
-        self.opts.dtypes.get(name).copied().unwrap_or(DType::F64)
+        self.opts
+            .dtypes
+            .get(name)
+            .copied()
+            .or(self.opts.default_dtype)
+            .unwrap_or(DType::F64)
     }
 
     /// The type of input `name`: the annotation's shape, else the options'.

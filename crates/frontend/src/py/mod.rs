@@ -30,9 +30,11 @@ pub struct Options {
     pub default_shape: Shape,
     /// Shapes of particular inputs, by name.
     pub shapes: HashMap<String, Shape>,
-    /// Dtypes of particular inputs without an annotation, by name (default
-    /// `f64`).
+    /// Dtypes of particular inputs without an annotation, by name.
     pub dtypes: HashMap<String, DType>,
+    /// The dtype of an input neither annotated nor in `dtypes` (`None`:
+    /// `f64`).
+    pub default_dtype: Option<DType>,
     /// Float literals become scalar `f64` inputs named `$0`, `$1`, … in the
     /// order they are read (left to right), weak as literals are: the
     /// constants a fit adjusts ([`parse_parameters`]).

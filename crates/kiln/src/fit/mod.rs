@@ -88,7 +88,7 @@ fn graphs(
     expr: &str,
     variables: &[String],
 ) -> Result<(Verified, Vec<Slot>, Vec<Parameter>), MemberError> {
-    let options = crate::population::column_options();
+    let options = crate::population::column_options(crate::population::Precision::F64);
     let (graph, _, _, parameters) =
         kiln_frontend::py::parse_parameters(expr, &options).map_err(MemberError::Parse)?;
     let graph = crate::verify(graph).map_err(|e| MemberError::Compile(e.to_string()))?;
