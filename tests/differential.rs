@@ -136,3 +136,149 @@ fn the_generator_covers_every_op_and_dtype() {
     assert!(missing.is_empty(), "never generated: {missing:?}");
     assert_eq!(dtypes.len(), 5);
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: (cases() / 10).max(50), failure_persistence: None, max_shrink_iters: 2000, ..ProptestConfig::default() })]
+
+    /// Random GP populations (`+ - * /`, the GP functions, columns and
+    /// literals, over edge-biased rows) in `f64` and `f32`: every engine, on
+    /// one thread and two, returns what each expression returns alone on the
+    /// interpreter, bit for bit, values and mean squared errors, so the
+    /// grouping (one kernel for many expressions, their shared subtrees
+    /// computed once, constants cast to the precision) changes nothing.
+    #[test]
+    fn every_engine_agrees_on_populations(bytes in prop::collection::vec(any::<u8>(), 16..1024)) {
+        let mut u = Unstructured::new(&bytes);
+        let Ok((exprs, columns)) = gp_population(&mut u) else { return Ok(()) };
+        if let Err(report) = population_agrees::<f64>(&exprs, &columns) {
+            prop_assert!(false, "{}", report);
+        }
+        if let Err(report) = population_agrees::<f32>(&exprs, &columns) {
+            prop_assert!(false, "{}", report);
+        }
+    }
+}
+
+/// Up to 8 random GP expressions over `x0`, `x1`, `x2`, and up to 300 rows
+/// of them (zeros of both signs, infinities, NaN, huge and tiny values among
+/// ordinary ones).
+fn gp_population(u: &mut Unstructured) -> arbitrary::Result<(Vec<String>, Vec<Vec<f64>>)> {
+    fn expr(u: &mut Unstructured, depth: u32) -> arbitrary::Result<String> {
+        if depth == 0 || u.ratio(1, 4)? {
+            return Ok(match u.int_in_range(0..=4)? {
+                0..=2 => format!("x{}", u.int_in_range(0..=2)?),
+                3 => format!("{:?}", f64::from(u.int_in_range(-50..=50)?) / 8.0),
+                _ => format!("{:?}", f64::from(u.int_in_range(1..=1000)?) * 0.0173),
+            });
+        }
+        let a = expr(u, depth - 1)?;
+        Ok(match u.int_in_range(0..=10)? {
+            0 => format!("({a} + {})", expr(u, depth - 1)?),
+            1 => format!("({a} - {})", expr(u, depth - 1)?),
+            2 => format!("({a} * {})", expr(u, depth - 1)?),
+            3 => format!("({a} / {})", expr(u, depth - 1)?),
+            4 => format!("sin({a})"),
+            5 => format!("cos({a})"),
+            6 => format!("exp({a})"),
+            7 => format!("log(abs({a}))"),
+            8 => format!("sqrt(abs({a}))"),
+            9 => format!("tanh({a})"),
+            _ => format!("({a} ** 2)"),
+        })
+    }
+    let n_exprs = u.int_in_range(1..=8)?;
+    let exprs = (0..n_exprs)
+        .map(|_| expr(u, 4))
+        .collect::<arbitrary::Result<Vec<_>>>()?;
+    let rows = u.int_in_range(1..=300)?;
+    let edges = [
+        0.0,
+        -0.0,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        1e300,
+        -1e-300,
+        3.5e38,
+        1e-40,
+    ];
+    let columns = (0..3)
+        .map(|_| {
+            (0..rows)
+                .map(|_| {
+                    Ok(if u.ratio(1, 8)? {
+                        *u.choose(&edges)?
+                    } else {
+                        f64::from(u.int_in_range(-5000..=5000)?) / 1000.0
+                    })
+                })
+                .collect()
+        })
+        .collect::<arbitrary::Result<Vec<Vec<f64>>>>()?;
+    Ok((exprs, columns))
+}
+
+/// The population of `exprs` in precision `T` on every engine against each
+/// expression alone on the interpreter; the first difference, described.
+fn population_agrees<T: kiln::population::Element>(
+    exprs: &[String],
+    columns: &[Vec<f64>],
+) -> Result<(), String> {
+    use kiln::{Population, PopulationOptions};
+    let names: Vec<String> = ["x0", "x1", "x2"].map(String::from).to_vec();
+    let columns: Vec<Vec<T>> = columns
+        .iter()
+        .map(|c| {
+            c.iter()
+                .map(|&v| T::of_scalar(kiln::Scalar::F64(v)))
+                .collect()
+        })
+        .collect();
+    let refs: Vec<&[T]> = columns.iter().map(Vec::as_slice).collect();
+    let n = columns[0].len();
+    let target = &columns[0];
+    let bits = |v: &[T]| v.iter().map(|x| x.to_f64().to_bits()).collect::<Vec<_>>();
+    let options = |threads| PopulationOptions {
+        threads,
+        precision: T::PRECISION,
+        ..Default::default()
+    };
+    let mut want = Vec::with_capacity(exprs.len() * n);
+    let mut want_mse = Vec::with_capacity(exprs.len());
+    for e in exprs {
+        let alone = Population::compile(&[e], &names, &kiln::Interpreter, &options(1));
+        if let Some((_, err)) = alone.compile_errors().first() {
+            return Err(format!("{e}: {err}"));
+        }
+        let mut row = vec![T::NAN; n];
+        alone.evaluate(&refs, n, &mut row);
+        want.extend(row);
+        want_mse.push(alone.mse(&refs, target).0[0].to_bits());
+    }
+    for engine in kiln::engines() {
+        for threads in [1, 2] {
+            let p = Population::compile(exprs, &names, &*engine, &options(threads));
+            let mut out = vec![T::NAN; exprs.len() * n];
+            let errors = p.evaluate(&refs, n, &mut out);
+            let (mse, _) = p.mse(&refs, target);
+            let mse: Vec<u64> = mse.iter().map(|m| m.to_bits()).collect();
+            let (got, wanted) = (bits(&out), bits(&want));
+            if got != wanted || mse != want_mse || errors.iter().any(Option::is_some) {
+                let k = (0..got.len()).find(|&k| got[k] != wanted[k]).unwrap_or(0);
+                return Err(format!(
+                    "{} on {threads} thread(s), {:?}: expression {} ({}) row {}: {:?}, alone on the interpreter {:?}; mse {:?} against {:?}; errors {errors:?}\nexpressions: {exprs:?}\ncolumns: {columns:?}",
+                    engine.name(),
+                    T::PRECISION,
+                    k / n.max(1),
+                    exprs[k / n.max(1)],
+                    k % n.max(1),
+                    out[k],
+                    want[k],
+                    mse,
+                    want_mse,
+                ));
+            }
+        }
+    }
+    Ok(())
+}

@@ -110,8 +110,8 @@ enum Command {
         /// With --population: print compile time, evaluation time and node-evaluations/s to stderr.
         #[arg(long, requires = "population")]
         stats: bool,
-        /// With --population: the columns' and values' type, f64 or f32 (Operon's precision:
-        /// twice the lanes); the CSV's numbers are read as f64 and rounded. --fit computes in
+        /// With --population: the columns' and values' type, f64 or f32 (Operon's precision;
+        /// shorter math routines); the CSV's numbers are read as f64 and rounded. --fit computes in
         /// f64 whatever this is [default: f64].
         #[arg(long, value_name = "f64|f32", requires = "population")]
         dtype: Option<kiln::Precision>,

@@ -176,7 +176,10 @@ fn measure<T: Element>(
     let n_rows = table.n_rows();
     Ok(match target {
         Some(y) => {
-            let y: Vec<T> = y.iter().map(|&v| T::of_scalar(kiln::Scalar::F64(v))).collect();
+            let y: Vec<T> = y
+                .iter()
+                .map(|&v| T::of_scalar(kiln::Scalar::F64(v)))
+                .collect();
             let (mse, errors) = population.mse(&refs, &y);
             (mse.iter().map(|m| format!("{m:?}")).collect(), errors)
         }

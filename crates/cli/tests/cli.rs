@@ -433,14 +433,26 @@ fn population_mode_computes_in_f32_when_asked() {
         // 3 * 0.1 in f32 is 0.3 (0.1f32 * 3 rounds to 0.3f32's bits); 0.1f32
         // prints as 0.1.
         assert_eq!(
-            values,
-            "0.0,0.1,0.2,0.3,0.4\n0.1,0.1,0.1,0.1,0.1\n0.0,0.0,0.0,0.0,0.0\n",
+            values, "0.0,0.1,0.2,0.3,0.4\n0.1,0.1,0.1,0.1,0.1\n0.0,0.0,0.0,0.0,0.0\n",
             "{tier}"
         );
         let stats = kiln(&[
-            "eval", "--population", &pop, "--csv", &csv, "--dtype", "f32", "--stats", "--tier", tier,
+            "eval",
+            "--population",
+            &pop,
+            "--csv",
+            &csv,
+            "--dtype",
+            "f32",
+            "--stats",
+            "--tier",
+            tier,
         ]);
-        assert!(stderr(&stats).contains("rows, f32, tier"), "{}", stderr(&stats));
+        assert!(
+            stderr(&stats).contains("rows, f32, tier"),
+            "{}",
+            stderr(&stats)
+        );
         let mse = run(&["--target-column", "x"]);
         match &first {
             None => first = Some(mse),
@@ -453,7 +465,15 @@ fn population_mode_computes_in_f32_when_asked() {
     let mse = first.expect("tiers");
     assert_eq!(mse.lines().nth(1), Some(format!("{want:?}").as_str()));
     assert_bad_input(
-        &kiln(&["eval", "--population", &pop, "--csv", &csv, "--dtype", "f16"]),
+        &kiln(&[
+            "eval",
+            "--population",
+            &pop,
+            "--csv",
+            &csv,
+            "--dtype",
+            "f16",
+        ]),
         "a population's dtype is f64 (float64) or f32 (float32), not `f16`",
     );
 }

@@ -158,6 +158,7 @@ fn main() {
                 &kiln::PopulationOptions {
                     threads: 1,
                     compile: compile.clone(),
+                    ..Default::default()
                 },
             )
         };

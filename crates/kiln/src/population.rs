@@ -29,8 +29,9 @@ pub enum Precision {
     /// `f64`, the default.
     #[default]
     F64,
-    /// `f32`, Operon's precision: twice the lanes per vector, half the
-    /// bytes per column. Constant subexpressions are still computed in
+    /// `f32`, Operon's precision: half the bytes per column and shorter
+    /// math routines (the VM still holds an `f32` in an 8-byte lane; the
+    /// LLVM tier's vector loops hold twice as many as `f64`). Constant subexpressions are still computed in
     /// `f64` and rounded once where they meet a column (literals are weak,
     /// docs/semantics.md), and a constant expression's value is its `f64`
     /// value rounded to `f32`.

@@ -230,7 +230,10 @@ fn f32_populations_compute_in_f32_on_every_engine() {
                     "{name}: exp({a}) / {b} = {got}, not near {wide}"
                 );
             }
-            assert!(errors.iter().enumerate().all(|(i, e)| e.is_some() == (i == 4)));
+            assert!(errors
+                .iter()
+                .enumerate()
+                .all(|(i, e)| e.is_some() == (i == 4)));
             let (mse, errors) = p.mse(&[&x0, &x1], &x1);
             let want = x0
                 .iter()

@@ -31,7 +31,10 @@ fn grouped_expressions_match_the_interpreter_bit_for_bit() {
         }
     }
     assert!(close as f64 > 0.99 * tame as f64, "{close} of {tame} close");
-    assert!(differ > tame / 10, "{differ} of {tame} differ from f64 rounded");
+    assert!(
+        differ > tame / 10,
+        "{differ} of {tame} differ from f64 rounded"
+    );
 }
 
 /// The first 200 expressions of the GP fixture, its variables and columns.

@@ -65,7 +65,9 @@ fn precision_of(py: Python<'_>, dtype: Option<&Bound<'_, PyAny>>) -> PyResult<Pr
     let np = crate::values::numpy(py)?;
     let name: String = np
         .call_method1("dtype", (dtype,))
-        .map_err(|_| PyTypeError::new_err(format!("dtype must be float64 or float32, not {dtype}")))?
+        .map_err(|_| {
+            PyTypeError::new_err(format!("dtype must be float64 or float32, not {dtype}"))
+        })?
         .getattr("name")?
         .extract()?;
     match name.as_str() {
@@ -89,27 +91,26 @@ impl Population {
         let np = crate::values::numpy(py)?;
         let vars = self.inner.variables();
         let mut cols: Vec<Bound<'py, PyArray1<T>>> = Vec::with_capacity(vars.len());
-        let as_column =
-            |obj: Bound<'py, PyAny>, what: &str| -> PyResult<Bound<'py, PyArray1<T>>> {
-                // `to_numpy` first, for pandas Series (nullable dtypes included).
-                let obj = match obj.getattr("to_numpy") {
-                    Ok(f) => f.call0()?,
-                    Err(_) => obj,
-                };
-                let arr = np.call_method1("asarray", (obj,))?;
-                let ok: bool = np
-                    .call_method1("can_cast", (arr.getattr("dtype")?, "float64", "same_kind"))?
-                    .extract()?;
-                if !ok {
-                    return Err(PyTypeError::new_err(format!(
-                        "{what} must be numbers (castable to float64), got {}",
-                        arr.getattr("dtype")?
-                    )));
-                }
-                np.call_method1("require", (arr, numpy_precision(T::PRECISION), ("C", "A")))?
-                    .cast_into::<PyArray1<T>>()
-                    .map_err(|_| PyValueError::new_err(format!("{what} must be one-dimensional")))
+        let as_column = |obj: Bound<'py, PyAny>, what: &str| -> PyResult<Bound<'py, PyArray1<T>>> {
+            // `to_numpy` first, for pandas Series (nullable dtypes included).
+            let obj = match obj.getattr("to_numpy") {
+                Ok(f) => f.call0()?,
+                Err(_) => obj,
             };
+            let arr = np.call_method1("asarray", (obj,))?;
+            let ok: bool = np
+                .call_method1("can_cast", (arr.getattr("dtype")?, "float64", "same_kind"))?
+                .extract()?;
+            if !ok {
+                return Err(PyTypeError::new_err(format!(
+                    "{what} must be numbers (castable to float64), got {}",
+                    arr.getattr("dtype")?
+                )));
+            }
+            np.call_method1("require", (arr, numpy_precision(T::PRECISION), ("C", "A")))?
+                .cast_into::<PyArray1<T>>()
+                .map_err(|_| PyValueError::new_err(format!("{what} must be one-dimensional")))
+        };
         let two_d = x
             .cast::<numpy::PyUntypedArray>()
             .is_ok_and(|a| a.ndim() == 2);
@@ -460,7 +461,11 @@ fn target<'py, T: Element + numpy::Element>(
     let y = np
         .call_method1(
             "require",
-            (np.call_method1("asarray", (y,))?, numpy_precision(T::PRECISION), ("C", "A")),
+            (
+                np.call_method1("asarray", (y,))?,
+                numpy_precision(T::PRECISION),
+                ("C", "A"),
+            ),
         )?
         .cast_into::<PyArray1<T>>()
         .map_err(|_| PyValueError::new_err("y must be one-dimensional"))?;
