@@ -237,7 +237,9 @@ fn population_agrees<T: kiln::population::Element>(
     let refs: Vec<&[T]> = columns.iter().map(Vec::as_slice).collect();
     let n = columns[0].len();
     let target = &columns[0];
-    let bits = |v: &[T]| v.iter().map(|x| x.to_f64().to_bits()).collect::<Vec<_>>();
+    // Every NaN equal, as in `kiln_fuzzgen::same`: kiln does not define a
+    // NaN's sign or payload.
+    let bits = |v: &[T]| v.iter().map(|x| canonical(x.to_f64())).collect::<Vec<_>>();
     let options = |threads| PopulationOptions {
         threads,
         precision: T::PRECISION,
@@ -253,7 +255,7 @@ fn population_agrees<T: kiln::population::Element>(
         let mut row = vec![T::NAN; n];
         alone.evaluate(&refs, n, &mut row);
         want.extend(row);
-        want_mse.push(alone.mse(&refs, target).0[0].to_bits());
+        want_mse.push(canonical(alone.mse(&refs, target).0[0]));
     }
     for engine in kiln::engines() {
         for threads in [1, 2] {
@@ -261,7 +263,7 @@ fn population_agrees<T: kiln::population::Element>(
             let mut out = vec![T::NAN; exprs.len() * n];
             let errors = p.evaluate(&refs, n, &mut out);
             let (mse, _) = p.mse(&refs, target);
-            let mse: Vec<u64> = mse.iter().map(|m| m.to_bits()).collect();
+            let mse: Vec<u64> = mse.iter().map(|&m| canonical(m)).collect();
             let (got, wanted) = (bits(&out), bits(&want));
             if got != wanted || mse != want_mse || errors.iter().any(Option::is_some) {
                 let k = (0..got.len()).find(|&k| got[k] != wanted[k]).unwrap_or(0);
@@ -281,4 +283,13 @@ fn population_agrees<T: kiln::population::Element>(
         }
     }
     Ok(())
+}
+
+/// `x`'s bits, one NaN for every NaN.
+fn canonical(x: f64) -> u64 {
+    if x.is_nan() {
+        f64::NAN.to_bits()
+    } else {
+        x.to_bits()
+    }
 }
