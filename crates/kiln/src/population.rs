@@ -1,9 +1,10 @@
 //! GP populations: many Python-subset expressions over the same columns
-//! (`f64`, or `f32` as Operon computes: [`Precision`]), compiled in batches (one module per thread) and evaluated on
-//! every core, with one row of results (or one mean squared error) per
-//! expression. An expression that fails (to parse, to compile, or at run
-//! time, such as an integer division by zero) has its error recorded and does
-//! not stop the others. The `kiln eval --population` command and Python's
+//! (`f64`, or `f32` as Operon computes: [`Precision`]), compiled in batches
+//! (one module per thread) and evaluated on every core, with one row of
+//! results (or one mean squared error) per expression. An expression that
+//! fails (to parse, to compile, or at run time, such as an integer division
+//! by zero) has its error recorded and does not stop the others. The `kiln
+//! eval --population` command and Python's
 //! `kiln.Population` are thin layers over this.
 //!
 //! Elementwise expressions with one float column out (every GP expression)
@@ -30,11 +31,10 @@ pub enum Precision {
     #[default]
     F64,
     /// `f32`, Operon's precision: half the bytes per column and shorter
-    /// math routines (the VM still holds an `f32` in an 8-byte lane; the
-    /// LLVM tier's vector loops hold twice as many as `f64`). Constant subexpressions are still computed in
-    /// `f64` and rounded once where they meet a column (literals are weak,
-    /// docs/semantics.md), and a constant expression's value is its `f64`
-    /// value rounded to `f32`.
+    /// math routines (the VM still holds an `f32` in an 8-byte lane).
+    /// Constant subexpressions are still computed in `f64` and rounded once
+    /// where they meet a column (literals are weak, docs/frontends.md), and
+    /// a constant expression's value is its `f64` value rounded to `f32`.
     F32,
 }
 
