@@ -64,11 +64,7 @@ fn fixture() -> (Vec<String>, Vec<String>, Vec<Vec<f64>>) {
 
 /// The population's rows in precision `T` on every engine, checked
 /// bit-identical to the interpreter's (rows and MSEs against `x0`).
-fn grouped_bits<T: Element + Into<f64> + PartialEq>(
-    exprs: &[String],
-    names: &[String],
-    cols: &[Vec<f64>],
-) -> Vec<T> {
+fn grouped_bits<T: Element>(exprs: &[String], names: &[String], cols: &[Vec<f64>]) -> Vec<T> {
     let cols: Vec<Vec<T>> = cols
         .iter()
         .map(|c| c.iter().map(|&v| T::of_scalar(Scalar::F64(v))).collect())
@@ -77,7 +73,7 @@ fn grouped_bits<T: Element + Into<f64> + PartialEq>(
     assert!(n > 2 * 4096, "more rows than two of mse's blocks");
     let columns: Vec<&[T]> = cols.iter().map(|c| &c[..]).collect();
     let target = &cols[0];
-    let bits = |v: &[T]| v.iter().map(|&x| x.into().to_bits()).collect::<Vec<_>>();
+    let bits = |v: &[T]| v.iter().map(|&x| x.to_f64().to_bits()).collect::<Vec<_>>();
     let options = |threads| PopulationOptions {
         threads,
         precision: T::PRECISION,

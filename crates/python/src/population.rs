@@ -70,13 +70,9 @@ fn precision_of(py: Python<'_>, dtype: Option<&Bound<'_, PyAny>>) -> PyResult<Pr
         })?
         .getattr("name")?
         .extract()?;
-    match name.as_str() {
-        "float64" => Ok(Precision::F64),
-        "float32" => Ok(Precision::F32),
-        _ => Err(PyValueError::new_err(format!(
-            "dtype must be float64 or float32, not {name}"
-        ))),
-    }
+    // numpy's names, `float64` and `float32`, are among kiln's.
+    name.parse()
+        .map_err(|_| PyValueError::new_err(format!("dtype must be float64 or float32, not {name}")))
 }
 
 impl Population {
