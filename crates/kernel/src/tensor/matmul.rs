@@ -31,15 +31,22 @@ const ROW_GROUP_LOG: i64 = 5;
 /// tiles.
 const FEW_COLUMNS_GROUP_LOG: i64 = 3;
 
-/// The most `k` steps a packed panel holds (a convolution's: whole input
-/// channels of taps, at least one): past it, a column block runs in `k`
-/// blocks, each packing its rows, and the sums wait in the destination
-/// between them. A `[k, 64]` f32 panel of 4608 steps (a 3×3 convolution
-/// of 512 channels) is 1.2 MB, past a Zen 5 core's L2: in blocks of 1024
-/// that layer went from 1.67 to 1.38 ms on LLVM. Blocks of 256 cost more
-/// than they saved (Cranelift's 512³ 40 → 27 GFLOP/s, LLVM's `Linear`s a
-/// few per cent), by measurement (docs/performance.md).
-const K_BLOCK: u64 = 1024;
+/// The bytes of a packed panel (`k` steps × the panel's row of `bytes`):
+/// past it, a column block runs in `k` blocks, each packing its rows, and
+/// the sums wait in the destination between them (a convolution's blocks
+/// are whole input channels of taps, at least one). 32 KiB is a Zen 4
+/// core's L1 data cache (an Emerald Rapids core has 48): a block's panel
+/// stays in L1 while every row block of the tile reads it, where a whole
+/// panel streams from L2 for each (its 256 bytes a `k` step for 16 fused
+/// multiply-adds, more than an Intel core's L2 gives at that rate).
+/// AVX-512's panels of 256 bytes fold 128 steps a block: on an Emerald
+/// Rapids core (one thread, best calls) a `Linear(768, 3072)` on 128 rows
+/// went from 112 to 127 GFLOP/s, the batch-64 MLP from 103 to 147,
+/// ResNet-18's 3×3 layer from 95 to 134 (docs/performance.md); the models
+/// did not move measurably on that noisy machine. Cranelift's panels of 32
+/// bytes fold 1024 (their sums stay in L1 either way: blocks of 256 took
+/// its 512³ from 40 to 27 GFLOP/s on Zen 5).
+const PANEL_BLOCK_BYTES: u64 = 32 << 10;
 
 /// The `k` steps one panel folds: all of them (`k0` none), or the block of
 /// `extent` steps from `k0`, whose sums start from the identity in the
@@ -282,17 +289,18 @@ impl Lowerer<'_> {
             Dim::Fixed(m) => m > u64::from(PANEL_ROWS),
             Dim::Sym(_) => true,
         };
-        // k blocks where the panel would outgrow the caches: `kc` steps
-        // (a multiple of a convolution's taps).
+        // k blocks where the panel would outgrow L1: `kc` steps (a
+        // multiple of a convolution's taps).
+        let steps = (PANEL_BLOCK_BYTES / (u64::from(nr) * dtype.size_bytes() as u64)).max(1);
         let kc = match (&k_dim, taps) {
             _ if !pack => None,
             (Dim::Fixed(k), Some(taps)) => {
                 let t = taps.shifts.len() as u64;
-                let block = (K_BLOCK / t).max(1) * t;
+                let block = (steps / t).max(1) * t;
                 (*k > block).then_some(block)
             }
-            (Dim::Fixed(k), None) => (*k > K_BLOCK).then_some(K_BLOCK),
-            (Dim::Sym(_), _) => Some(K_BLOCK),
+            (Dim::Fixed(k), None) => (*k > steps).then_some(steps),
+            (Dim::Sym(_), _) => Some(steps),
         };
         let panel_rows = kc.map_or(k_dim.clone(), Dim::Fixed);
         let packed = pack.then(|| {
@@ -465,10 +473,22 @@ impl Lowerer<'_> {
                         // k blocks of `kc` steps: each packs its rows of
                         // the column block, and each row's sums continue
                         // from where the block before stored them in `d`.
+                        // Their number a constant where `k` is fixed, so
+                        // that the runtime's estimate of a tile's work
+                        // (`stages::Work`) counts every block.
+                        let fixed_blocks = match k_dim {
+                            Dim::Fixed(k) => Some(k.div_ceil(kc) as i64),
+                            Dim::Sym(_) => None,
+                        };
                         let kc = lw.i64_const(body, kc as i64);
-                        let end = lw.i64_binary(body, BinaryOp::Add, k_total, kc);
-                        let end = lw.i64_binary(body, BinaryOp::Sub, end, one);
-                        let k_blocks = lw.i64_binary(body, BinaryOp::Div, end, kc);
+                        let k_blocks = match fixed_blocks {
+                            Some(n) => lw.i64_const(body, n),
+                            None => {
+                                let end = lw.i64_binary(body, BinaryOp::Add, k_total, kc);
+                                let end = lw.i64_binary(body, BinaryOp::Sub, end, one);
+                                lw.i64_binary(body, BinaryOp::Div, end, kc)
+                            }
+                        };
                         let kb = lw.new_reg(DType::I64, Some("kb"));
                         let mut kb_body = Vec::new();
                         let kbb = &mut kb_body;
