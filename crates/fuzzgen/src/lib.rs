@@ -558,9 +558,10 @@ impl Gen<'_, '_> {
                 };
                 let a = self.b.cast(a, dtype).expect("casts are valid");
                 if dims.len() >= 2 && self.u.ratio(1u8, 3u8)? {
-                    // A constant of up to 9 rows on the left: full blocks of
-                    // 4 rows in panels and their remainders.
-                    let rows = self.u.int_in_range(1..=9u64)?;
+                    // A constant of up to 19 rows on the left: full blocks of
+                    // 4 rows in panels, stacks of 4 blocks where the columns
+                    // are narrower than a panel, and their remainders.
+                    let rows = self.u.int_in_range(1..=19u64)?;
                     let c = self.tensor_const(dtype, &[rows, dims[dims.len() - 2]])?;
                     return Ok(self.b.op(Op::MatMul, &[c, a]).ok());
                 }

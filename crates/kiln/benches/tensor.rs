@@ -1,6 +1,7 @@
 //! Tensors: 256×256×256 and 512×512×512 f32 matmuls, a transformer's
 //! `Linear(768, 3072)` on 128 rows (its weight an input, as torch.compile
-//! passes it, in torch's `[out, in]` layout and pre-transposed), a batch-64
+//! passes it, in torch's `[out, in]` layout and pre-transposed) and on
+//! ViT-B/16's 197 tokens (torch's layout), a batch-64
 //! MLP forward (784→256→10, ReLU) and one 3×3 convolution layer of
 //! ResNet-18 (64→64 channels at 56×56, padding 1), on the VM, the Cranelift tier and (with the `llvm`
 //! feature) the LLVM tier, against the naive triple loop in C at `-O3`
@@ -254,12 +255,19 @@ fn main() {
         }
     }
 
-    let (rows, inp, outs) = (128u64, 768u64, 3072u64);
-    let flops = 2.0 * (rows * inp * outs) as f64;
-    let x = Data::Column(Buffer::F32(filled((rows * inp) as usize)));
+    // 128 rows, then ViT-B/16's 197 tokens (whose `(w @ x.T).T` has 5
+    // columns past its third panel), with torch's weight only.
+    let (inp, outs) = (768u64, 3072u64);
     let w = Data::Column(Buffer::F32(filled((inp * outs) as usize)));
     let bias = Data::Column(Buffer::F32(filled(outs as usize)));
-    for (layout, torch_layout) in [("[out, in] (torch's)", true), ("[in, out]", false)] {
+    let layouts = [
+        (128, "[out, in] (torch's)", true),
+        (128, "[in, out]", false),
+        (197, "[out, in] (torch's)", true),
+    ];
+    for (rows, layout, torch_layout) in layouts {
+        let flops = 2.0 * (rows * inp * outs) as f64;
+        let x = Data::Column(Buffer::F32(filled((rows * inp) as usize)));
         println!(
             "Linear({inp}, {outs}) on {rows} rows, weight {layout} ({:.1} MFLOP):",
             flops / 1e6

@@ -423,11 +423,18 @@ fn matmuls_of_every_shape_agree_with_the_interpreter_bit_for_bit() {
         (259, 2, 9),
         (10, 40, 70),
         (17, 64, 90),
-        // Past 1024 steps of `k` (`K_BLOCK`): in `k` blocks, the sums
-        // waiting in the destination between them (a last block of 76, of
-        // 1).
+        // Past a panel's `k` block (32 KiB of it: 128 steps of AVX-512's
+        // 256-byte panels, 512 of 64-byte ones, 1024 on Cranelift): in `k`
+        // blocks, the sums waiting in the destination between them (last
+        // blocks of 76 and of 1 past 1024, of 44 past 128).
         (9, 1100, 70),
         (70, 2049, 20),
+        (45, 300, 21),
+        // A padded rest block narrower than a panel, its row blocks in
+        // stacks of 4 (AVX-512: 6 and 21 columns past the last panel),
+        // then the blocks past the last stack, then the rows past them.
+        (55, 5, 70),
+        (23, 4, 85),
     ];
     use kiln::DType::{F32, F64, I32, I64};
     for (dtype, dt) in [("f32", F32), ("f64", F64), ("i32", I32), ("i64", I64)] {

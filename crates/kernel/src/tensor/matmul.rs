@@ -18,6 +18,9 @@ use kiln_ir::types::{DType, Dim};
 
 /// Rows of a panel ([`crate::LowerOptions::panels`]).
 const PANEL_ROWS: u32 = 4;
+/// The most row blocks a padded rest block narrower than a panel runs at
+/// once (16 rows: its 16 sums a vector each, as many as a full panel's).
+const MAX_STACK: u32 = 4;
 /// Log2 of the row blocks of a panel tile (32 blocks: 128 rows), which
 /// pack their column block of `b` once. Measured on 512³ f32 (Zen 5, one
 /// thread): 64-row tiles ran 8 % slower than packing once per column
@@ -272,7 +275,7 @@ impl Lowerer<'_> {
         };
         // The block's rows, each its own `[nr]` buffer (a loop storing to
         // one buffer at one place per row is what a vectorizer takes).
-        let acc: Vec<ParamIdx> = (0..PANEL_ROWS)
+        let mut acc: Vec<ParamIdx> = (0..PANEL_ROWS)
             .map(|_| {
                 self.param(Param::Scratch {
                     dtype,
@@ -343,6 +346,14 @@ impl Lowerer<'_> {
                     dtype,
                     shape: vec![panel_rows.clone(), Dim::Fixed(u64::from(w))],
                 });
+                // Its rows in blocks of PANEL_ROWS × `nr / w` (below).
+                let rows = PANEL_ROWS * (nr / w).clamp(1, MAX_STACK);
+                while acc.len() < rows as usize {
+                    acc.push(self.param(Param::Scratch {
+                        dtype,
+                        shape: vec![Dim::Fixed(u64::from(nr))],
+                    }));
+                }
                 (Some((w, param)), Extent::Fixed(u64::from(left)), one)
             }
             Dim::Fixed(_) => (None, Extent::Fixed(0), zero),
@@ -435,9 +446,35 @@ impl Lowerer<'_> {
                     Some((w, param)) => Some((param, w)),
                     None => packed.map(|param| (param, nr)),
                 };
+                // A padded block narrower than the panel runs `stack` row
+                // blocks at a time (16 rows of a 16-wide f32 block), so that
+                // as many sums are in flight as in a full panel: 4 rows of
+                // one vector each wait on the fused multiply-add's latency
+                // (ViT's 5 tokens past 192 took a third of a full block's
+                // time for a sixteenth of its columns).
+                let stack = padded.map_or(1, |(w, _)| (nr / w).clamp(1, MAX_STACK));
                 // Each row block's and rest row's registers, in `body`.
                 type Each<'e, L> = dyn FnMut(&mut L, &mut Vec<Stmt>, &[Reg]) + 'e;
                 let blocks = |lw: &mut Self, body: &mut Vec<Stmt>, each: &mut Each<'_, Self>| {
+                    let (mut first, mut count) = (first, count);
+                    if stack > 1 {
+                        let s_log = i64::from(stack.trailing_zeros());
+                        let stacks = i64_op(lw, body, BinaryOp::ShrLogical, count, s_log);
+                        let is = lw.new_reg(DType::I64, Some("is"));
+                        let mut is_body = Vec::new();
+                        let skip = i64_op(lw, &mut is_body, BinaryOp::Shl, is, s_log);
+                        let block = lw.i64_binary(&mut is_body, BinaryOp::Add, first, skip);
+                        let top = i64_op(lw, &mut is_body, BinaryOp::Shl, block, mr_log);
+                        let rows: Vec<Reg> = (0..i64::from(PANEL_ROWS * stack))
+                            .map(|r| i64_op(lw, &mut is_body, BinaryOp::Add, top, r))
+                            .collect();
+                        each(lw, &mut is_body, &rows);
+                        body.push(Stmt::loop_of(Extent::Reg(stacks), is, is_body));
+                        // The row blocks past the last stack, one at a time.
+                        let done = i64_op(lw, body, BinaryOp::Shl, stacks, s_log);
+                        first = lw.i64_binary(body, BinaryOp::Add, first, done);
+                        count = lw.i64_binary(body, BinaryOp::Sub, count, done);
+                    }
                     let ib = lw.new_reg(DType::I64, Some("ib"));
                     let mut ib_body = Vec::new();
                     let block = lw.i64_binary(&mut ib_body, BinaryOp::Add, first, ib);
