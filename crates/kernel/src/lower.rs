@@ -54,6 +54,11 @@ pub(super) struct Lowerer<'a> {
     pub(super) tree_block: u32,
     /// [`LowerOptions::isin_chain`].
     pub(super) isin_chain: u32,
+    /// The registers holding a dense view's unit stride (its last axis's),
+    /// so that a view whose last axis is not the contiguous one (a
+    /// transpose's) is told apart where a nest reads it
+    /// (`tensor::views::store_all`).
+    pub(super) unit_strides: std::collections::HashSet<Reg>,
 }
 
 /// The extent of a column type, if it is one.
@@ -290,6 +295,7 @@ pub fn lower(verified: &Verified, options: &LowerOptions) -> Result<Kernel, Lowe
         tree_selects: options.tree_selects,
         tree_block: options.tree_block,
         isin_chain: options.isin_chain,
+        unit_strides: Default::default(),
     };
     lw.params(options);
     if tensors {

@@ -457,6 +457,62 @@ fn matmuls_of_every_shape_agree_with_the_interpreter_bit_for_bit() {
     }
 }
 
+#[test]
+fn elementwise_ops_through_transposes_agree_with_the_interpreter_bit_for_bit() {
+    // A transposed input under an elementwise op with a broadcast row: the
+    // JIT tiers run such a nest in tiles of 16 rows × every column
+    // (`store_all`), with the rows past the last tile after them; below 16
+    // rows or columns, and on the VM, row by row. With batch axes in front,
+    // and a transpose of a transpose (contiguous again: not tiled).
+    let shapes: [&[u64]; 7] = [
+        &[16, 16],
+        &[17, 33],
+        &[40, 20],
+        &[15, 64],
+        &[64, 15],
+        &[3, 20, 18],
+        &[2, 2, 33, 16],
+    ];
+    use kiln::DType::{F32, F64, I64};
+    for (dtype, dt) in [("f32", F32), ("f64", F64), ("i64", I64)] {
+        for dims in shapes {
+            let r = dims.len();
+            let show = |d: &[u64]| {
+                d.iter()
+                    .map(u64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            // `x` is stored with its last two axes swapped.
+            let mut stored = dims.to_vec();
+            stored.swap(r - 2, r - 1);
+            let mut perm: Vec<usize> = (0..r).collect();
+            perm.swap(r - 2, r - 1);
+            let perm = show(&perm.iter().map(|&p| p as u64).collect::<Vec<_>>());
+            let last = dims[r - 1];
+            let src = format!(
+                "graph \"t\"\n\
+                 v0: {dtype}[{s}] = input \"x\"\n\
+                 v1: {dtype}[{d}] = transpose v0 [{perm}]\n\
+                 v2: {dtype}[{last}] = input \"b\"\n\
+                 v3: {dtype}[{d}] = mul v1, v1\n\
+                 v4: {dtype}[{d}] = add v3, v2\n\
+                 v5: {dtype}[{s}] = transpose v4 [{perm}]\n\
+                 v6: {dtype}[{s}] = sub v5, v0\n\
+                 output \"y\" = v4\n\
+                 output \"z\" = v6\n",
+                s = show(&stored),
+                d = show(dims),
+            );
+            let graph = kiln::ir::text::parse(&src).expect("parses");
+            let graph = kiln::verify(graph).expect("verifies");
+            let n: u64 = dims.iter().product();
+            let inputs = [values(dt, n, 1), values(dt, last, 2)];
+            every_engine_agrees(&graph, &inputs, &format!("{dtype} {dims:?}"));
+        }
+    }
+}
+
 /// A convolution of the given geometry and dtype, with a per-channel bias
 /// and ReLU as its epilogue: `(n, c_in, c_out, groups, [h, w], [kh, kw],
 /// stride, [top, bottom, left, right], dilation)`.
