@@ -58,10 +58,19 @@ def test_matmul_assembly_fits_the_cpus_vector_registers():
     """A matmul's panels in the named CPU's widest vectors, stepping with
     fused multiply-adds, with the accumulators in registers: 512-bit on
     Intel's AVX-512 cores (which LLVM tunes to prefer 256), 256-bit and
-    narrower panels on an AVX2 CPU, where 256-byte panels spilled."""
+    narrower panels on an AVX2 CPU, where 256-byte panels spilled. `k`
+    (256) runs in blocks on AVX-512 (128 steps), whose first block LLVM
+    may compile apart from the others: each copy of the panel's loop is
+    16 (8) fused multiply-adds of registers."""
     src = "def f(a: f32[256, 256], b: f32[256, 256]):\n    return a @ b\n"
+
+    def fmas(asm, reg):
+        lines = [line for line in asm.splitlines() if "vfmadd" in line]
+        assert lines and all(f"vfmadd231ps\t%{reg}" in line and "(" not in line for line in lines), lines
+        return len(lines)
+
     intel = kiln.aot(src, target="x86_64", cpu="emeraldrapids", emit="asm")
-    assert intel.count("vfmadd231ps\t%zmm") == 16 and "ymm" not in intel
+    assert fmas(intel, "zmm") in (16, 32) and "ymm" not in intel
     avx2 = kiln.aot(src, target="x86_64", cpu="x86-64-v3", emit="asm")
-    assert avx2.count("vfmadd231ps\t%ymm") == 8 and "zmm" not in avx2
+    assert fmas(avx2, "ymm") in (8, 16) and "zmm" not in avx2
     assert avx2.count("(%rsp)") < 40
