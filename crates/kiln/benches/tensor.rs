@@ -162,34 +162,23 @@ fn compile(graph: &Graph) -> Vec<(&'static str, JitProgram)> {
             .as_deref()
             .is_none_or(|w| w.split(',').any(|t| t == tier))
     };
-    if wants("vm") {
-        let t0 = Instant::now();
-        let vm = kiln::Vm.compile(&graph, &options).unwrap();
-        println!(
-            "  compile vm        {:8.2} ms",
-            t0.elapsed().as_secs_f64() * 1e3
-        );
-        tiers.push(("vm", vm));
-    }
-    if wants("cranelift") {
-        let t0 = Instant::now();
-        let cl = kiln::Cranelift.compile(&graph, &options).unwrap();
-        println!(
-            "  compile cranelift {:8.2} ms",
-            t0.elapsed().as_secs_f64() * 1e3
-        );
-        tiers.push(("cranelift", cl));
-    }
+    let mut timed = |tier: &'static str, label: &str, compile: &dyn Fn() -> JitProgram| {
+        if wants(tier) {
+            let t0 = Instant::now();
+            let program = compile();
+            let ms = t0.elapsed().as_secs_f64() * 1e3;
+            println!("  compile {label:<9} {ms:8.2} ms");
+            tiers.push((tier, program));
+        }
+    };
+    timed("vm", "vm", &|| kiln::Vm.compile(&graph, &options).unwrap());
+    timed("cranelift", "cranelift", &|| {
+        kiln::Cranelift.compile(&graph, &options).unwrap()
+    });
     #[cfg(feature = "llvm")]
-    if wants("llvm") {
-        let t0 = Instant::now();
-        let ll = kiln::Llvm.compile(&graph, &options).unwrap();
-        println!(
-            "  compile llvm O3   {:8.2} ms",
-            t0.elapsed().as_secs_f64() * 1e3
-        );
-        tiers.push(("llvm", ll));
-    }
+    timed("llvm", "llvm O3", &|| {
+        kiln::Llvm.compile(&graph, &options).unwrap()
+    });
     tiers
 }
 

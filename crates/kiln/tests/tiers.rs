@@ -477,12 +477,7 @@ fn elementwise_ops_through_transposes_agree_with_the_interpreter_bit_for_bit() {
     for (dtype, dt) in [("f32", F32), ("f64", F64), ("i64", I64)] {
         for dims in shapes {
             let r = dims.len();
-            let show = |d: &[u64]| {
-                d.iter()
-                    .map(u64::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            };
+            let show = |d: &[u64]| d.iter().map(u64::to_string).collect::<Vec<_>>().join(", ");
             // `x` is stored with its last two axes swapped.
             let mut stored = dims.to_vec();
             stored.swap(r - 2, r - 1);
