@@ -450,8 +450,8 @@ impl Lowerer<'_> {
                 // blocks at a time (16 rows of a 16-wide f32 block), so that
                 // as many sums are in flight as in a full panel: 4 rows of
                 // one vector each wait on the fused multiply-add's latency
-                // (ViT's 5 tokens past 192 took a third of a full block's
-                // time for a sixteenth of its columns).
+                // (by that count, ViT's 5 tokens past 192 took about a third
+                // of a full block's time for a sixteenth of its columns).
                 let stack = padded.map_or(1, |(w, _)| (nr / w).clamp(1, MAX_STACK));
                 // Each row block's and rest row's registers, in `body`.
                 type Each<'e, L> = dyn FnMut(&mut L, &mut Vec<Stmt>, &[Reg]) + 'e;

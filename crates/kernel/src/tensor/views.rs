@@ -159,28 +159,23 @@ impl Lowerer<'_> {
     ) {
         let dims = dest.dims.clone();
         let n = dims.len();
-        let tiled = match dims[n.saturating_sub(2)..] {
-            [Dim::Fixed(r), Dim::Fixed(c)] => {
-                self.panels.is_some()
-                    && r >= ACROSS_TILE
-                    && c >= ACROSS_TILE
-                    && self.reads_across(locs, loc)
+        let tiles = match dims[n.saturating_sub(2)..] {
+            [Dim::Fixed(rows), Dim::Fixed(cols)]
+                if self.panels.is_some()
+                    && rows >= ACROSS_TILE
+                    && cols >= ACROSS_TILE
+                    && self.reads_across(locs, loc) =>
+            {
+                Some((rows, cols))
             }
-            _ => false,
+            _ => None,
         };
-        if tiled {
-            let Dim::Fixed(cols) = dims[n - 1] else {
-                unreachable!("checked above")
-            };
-            let row_dim = dims[n - 2].clone();
+        if let Some((row_count, cols)) = tiles {
             let store = |lw: &mut Self, body: &mut Vec<Stmt>, rows: Vec<Reg>| {
                 let rows: Vec<Option<Reg>> = rows.into_iter().map(Some).collect();
                 let x = lw.read(body, locs, loc, &rows);
                 let to = lw.view_index(body, dest, &rows);
                 body.push(Stmt::Store(dest.param, Some(to), x));
-            };
-            let Dim::Fixed(row_count) = row_dim else {
-                unreachable!("checked above")
             };
             self.nest(out, &dims[..n - 2], |lw, body, outer| {
                 // Tiles of ACROSS_TILE rows, every column of each.
