@@ -101,8 +101,20 @@ fn the_generator_covers_every_op_and_dtype() {
     use std::collections::HashSet;
     let mut mnemonics = HashSet::new();
     let mut dtypes = HashSet::new();
+    // Transposes of 16 rows and columns or more: the JIT tiers read them
+    // in tiles (`store_all`).
+    let mut wide_transposes = 0;
     for case in kiln_fuzzgen::seeded(0x9e37_79b9_7f4a_7c15, 3000, 512) {
         for (_, node) in case.graph.nodes() {
+            let wide = node.ty.as_tensor().is_some_and(|t| {
+                t.shape.len() == 2
+                    && t.shape
+                        .iter()
+                        .all(|d| matches!(d, kiln::Dim::Fixed(n) if *n >= 16))
+            });
+            if node.op.mnemonic() == "transpose" && wide {
+                wide_transposes += 1;
+            }
             mnemonics.insert(node.op.mnemonic());
             if let Some(d) = node.ty.dtype() {
                 dtypes.insert(d);
@@ -135,6 +147,7 @@ fn the_generator_covers_every_op_and_dtype() {
     let missing: Vec<&&str> = all.iter().filter(|m| !mnemonics.contains(**m)).collect();
     assert!(missing.is_empty(), "never generated: {missing:?}");
     assert_eq!(dtypes.len(), 5);
+    assert!(wide_transposes >= 10, "{wide_transposes} wide transposes");
 }
 
 proptest! {

@@ -594,6 +594,27 @@ impl Gen<'_, '_> {
                 };
                 self.b.op(Op::MatMul, &[x, y]).ok()
             }
+            1 if !dims.is_empty()
+                && matches!(dtype, DType::F32 | DType::F64 | DType::I32 | DType::I64)
+                && self.u.ratio(1u8, 2u8)? =>
+            {
+                // A transposed constant of 16 to 20 rows and columns plus
+                // `a`'s sum: the JIT tiers read it across its contiguous
+                // axis in tiles of 16 rows (`store_all`), with the rows past
+                // the last tile after them.
+                let rows = self.u.int_in_range(16..=20u64)?;
+                let cols = self.u.int_in_range(16..=20u64)?;
+                let c = self.tensor_const(dtype, &[cols, rows])?;
+                let sum = Op::ReduceAxes {
+                    op: ReduceOp::Sum,
+                    axes: (0..dims.len() as u32).collect(),
+                    keepdim: false,
+                };
+                let t = self.b.op(Op::Transpose(vec![1, 0]), &[c]).ok();
+                let s = self.b.op(sum, &[a]).ok();
+                t.zip(s)
+                    .and_then(|(t, s)| self.b.binary(BinaryOp::Add, t, s).ok())
+            }
             1 if dims.len() != 1 => {
                 let mut perm: Vec<u32> = (0..dims.len() as u32).collect();
                 for i in (1..perm.len()).rev() {

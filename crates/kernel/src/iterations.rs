@@ -60,7 +60,8 @@ impl Hasher for IndexHasher {
 /// A map keyed by registers or parameters.
 pub type IndexMap<K, V> = HashMap<K, V, BuildHasherDefault<IndexHasher>>;
 
-type IndexSet<K> = HashSet<K, BuildHasherDefault<IndexHasher>>;
+/// A set of registers or parameters.
+pub type IndexSet<K> = HashSet<K, BuildHasherDefault<IndexHasher>>;
 
 /// Records every loop's iterations in `kernel` (lowering's last step).
 pub(crate) fn mark(kernel: &mut Kernel) {

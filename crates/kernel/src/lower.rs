@@ -58,7 +58,7 @@ pub(super) struct Lowerer<'a> {
     /// so that a view whose last axis is not the contiguous one (a
     /// transpose's) is told apart where a nest reads it
     /// (`tensor::views::store_all`).
-    pub(super) unit_strides: std::collections::HashSet<Reg>,
+    pub(super) unit_strides: crate::iterations::IndexSet<Reg>,
 }
 
 /// The extent of a column type, if it is one.

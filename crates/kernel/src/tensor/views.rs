@@ -171,53 +171,35 @@ impl Lowerer<'_> {
             _ => None,
         };
         if let Some((row_count, cols)) = tiles {
-            let store = |lw: &mut Self, body: &mut Vec<Stmt>, rows: Vec<Reg>| {
-                let rows: Vec<Option<Reg>> = rows.into_iter().map(Some).collect();
-                let x = lw.read(body, locs, loc, &rows);
-                let to = lw.view_index(body, dest, &rows);
-                body.push(Stmt::Store(dest.param, Some(to), x));
-            };
-            self.nest(out, &dims[..n - 2], |lw, body, outer| {
-                // Tiles of ACROSS_TILE rows, every column of each.
-                let (ib, j, ii) = (
-                    lw.new_reg(DType::I64, Some("ib")),
+            // `height` rows from `first`, every column, a column's rows
+            // innermost.
+            let tile = |lw: &mut Self, body: &mut Vec<Stmt>, outer: &[Reg], first, height| {
+                let (j, ii) = (
                     lw.new_reg(DType::I64, Some("j")),
                     lw.new_reg(DType::I64, Some("ii")),
                 );
-                let mut ib_body = Vec::new();
-                let tile = lw.i64_const(&mut ib_body, ACROSS_TILE as i64);
-                let first = lw.mul(&mut ib_body, ib, tile);
                 let mut ii_body = Vec::new();
                 let i = lw.i64_binary(&mut ii_body, BinaryOp::Add, first, ii);
-                let mut rows = outer.to_vec();
-                rows.extend([i, j]);
-                store(lw, &mut ii_body, rows);
-                let j_body = vec![Stmt::loop_of(Extent::Fixed(ACROSS_TILE), ii, ii_body)];
-                ib_body.push(Stmt::loop_of(Extent::Fixed(cols), j, j_body));
-                body.push(Stmt::loop_of(
-                    Extent::Fixed(row_count / ACROSS_TILE),
-                    ib,
-                    ib_body,
-                ));
-                // The rows past the last tile, row by row.
+                let mut rows: Vec<Option<Reg>> = outer.iter().copied().map(Some).collect();
+                rows.extend([Some(i), Some(j)]);
+                let x = lw.read(&mut ii_body, locs, loc, &rows);
+                let to = lw.view_index(&mut ii_body, dest, &rows);
+                ii_body.push(Stmt::Store(dest.param, Some(to), x));
+                let j_body = vec![Stmt::loop_of(Extent::Fixed(height), ii, ii_body)];
+                body.push(Stmt::loop_of(Extent::Fixed(cols), j, j_body));
+            };
+            self.nest(out, &dims[..n - 2], |lw, body, outer| {
+                let ib = lw.new_reg(DType::I64, Some("ib"));
+                let mut ib_body = Vec::new();
+                let height = lw.i64_const(&mut ib_body, ACROSS_TILE as i64);
+                let first = lw.mul(&mut ib_body, ib, height);
+                tile(lw, &mut ib_body, outer, first, ACROSS_TILE);
+                let full = row_count / ACROSS_TILE;
+                body.push(Stmt::loop_of(Extent::Fixed(full), ib, ib_body));
+                // The rows past the last tile, as one shorter tile.
                 if row_count % ACROSS_TILE != 0 {
-                    let (ir, j) = (
-                        lw.new_reg(DType::I64, Some("ir")),
-                        lw.new_reg(DType::I64, Some("j")),
-                    );
-                    let mut j_body = Vec::new();
-                    let first =
-                        lw.i64_const(&mut j_body, (row_count / ACROSS_TILE * ACROSS_TILE) as i64);
-                    let i = lw.i64_binary(&mut j_body, BinaryOp::Add, first, ir);
-                    let mut rows = outer.to_vec();
-                    rows.extend([i, j]);
-                    store(lw, &mut j_body, rows);
-                    let ir_body = vec![Stmt::loop_of(Extent::Fixed(cols), j, j_body)];
-                    body.push(Stmt::loop_of(
-                        Extent::Fixed(row_count % ACROSS_TILE),
-                        ir,
-                        ir_body,
-                    ));
+                    let first = lw.i64_const(body, (full * ACROSS_TILE) as i64);
+                    tile(lw, body, outer, first, row_count % ACROSS_TILE);
                 }
             });
             return;
