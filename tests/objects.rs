@@ -456,6 +456,7 @@ fn check_target(target: &str, cc: &str, runner: Option<&str>, object: &ObjectFn)
             packed_bools: case.packed,
             panels: Some(256),
             conv_panels: true,
+            prefetch: true,
             // Objects carry kiln's inline math, as `kiln::aot` makes them.
             libm_calls: false,
             running_min_max: true,

@@ -314,6 +314,8 @@ impl<'a, M: Module> FunctionCx<'a, M> {
                         .ins()
                         .store(MemFlagsData::trusted(), value, base, 0);
                 }
+                // Cranelift has no prefetch instruction: the hint is dropped.
+                Stmt::Prefetch(..) => {}
             }
         }
         Ok(())

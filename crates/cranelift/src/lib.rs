@@ -55,6 +55,8 @@ impl Backend for Cranelift {
             packed_bools: false,
             panels: Some(32),
             conv_panels: false,
+            // Cranelift has no prefetch instruction.
+            prefetch: false,
             libm_calls: true,
             running_min_max: false,
             tree_selects: 0,

@@ -161,6 +161,10 @@ impl Maps {
                 self.param(p);
                 self.var(v);
             }
+            Stmt::Prefetch(p, row) => {
+                self.param(p);
+                self.reg(row);
+            }
         }
     }
 }

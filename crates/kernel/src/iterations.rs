@@ -302,7 +302,8 @@ pub(crate) fn temporaries(
                 }
             }
             Stmt::Store(_, None, _) | Stmt::StoreCount(..) | Stmt::KeepRow { .. } => return Err(()),
-            Stmt::Set(..) | Stmt::Loop { .. } | Stmt::CheckNonZero(..) => {}
+            // A hint: it reads nothing.
+            Stmt::Set(..) | Stmt::Loop { .. } | Stmt::CheckNonZero(..) | Stmt::Prefetch(..) => {}
         }
         Ok(())
     })

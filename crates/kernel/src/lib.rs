@@ -422,6 +422,12 @@ pub enum Stmt {
     },
     /// Writes a variable's value to a [`Param::SelectionCount`] parameter.
     StoreCount(ParamIdx, Var),
+    /// A hint that element `row` of an array parameter will be read soon:
+    /// a backend with a prefetch instruction issues it (LLVM), the others
+    /// drop it. `row` may lie outside the buffer (the row block after the
+    /// last); the hint never reads, writes or fails, so it changes nothing a
+    /// kernel computes ([`LowerOptions::prefetch`]).
+    Prefetch(ParamIdx, Reg),
 }
 
 impl Stmt {
@@ -450,6 +456,7 @@ impl Stmt {
             Stmt::Store(_, row, r) => row.iter().copied().chain([*r]).collect(),
             Stmt::KeepRow { row, mask, .. } => vec![*row, *mask],
             Stmt::StoreCount(..) => Vec::new(),
+            Stmt::Prefetch(_, row) => vec![*row],
         }
     }
 }

@@ -46,6 +46,8 @@ pub(super) struct Lowerer<'a> {
     pub(super) conv_panels: bool,
     /// [`LowerOptions::libm_calls`].
     pub(super) libm_calls: bool,
+    /// [`LowerOptions::prefetch`].
+    pub(super) prefetch: bool,
     /// [`LowerOptions::running_min_max`].
     pub(super) running_min_max: bool,
     /// [`LowerOptions::tree_selects`].
@@ -203,6 +205,13 @@ pub struct LowerOptions {
     /// block of output channels. The same bits either way; a backend
     /// chooses by measurement (docs/performance.md).
     pub conv_panels: bool,
+    /// With [`Self::panels`], hint a panel's `a` rows of the next row block
+    /// to the caches while a block runs ([`crate::Stmt::Prefetch`]): a
+    /// `Linear` layer's weight in torch's layout, or a convolution's, is
+    /// `a`, read once a call from memory in short runs of each row (a `k`
+    /// block's), which the hardware prefetchers do not see coming. For a
+    /// backend with a prefetch instruction (LLVM); it never changes the bits.
+    pub prefetch: bool,
     /// Keep transcendentals as calls by their C names ([`crate::libcalls`])
     /// instead of inline math ([`crate::math`]): for an in-process JIT that
     /// binds the names to the `libm` crate and does not vectorize, where one
@@ -291,6 +300,7 @@ pub fn lower(verified: &Verified, options: &LowerOptions) -> Result<Kernel, Lowe
         panels: options.panels,
         conv_panels: options.conv_panels,
         libm_calls: options.libm_calls,
+        prefetch: options.prefetch,
         running_min_max: options.running_min_max,
         tree_selects: options.tree_selects,
         tree_block: options.tree_block,

@@ -125,6 +125,7 @@ fn block(out: &mut String, kernel: &Kernel, stmts: &[Stmt], depth: usize) {
                 count.0, row.0, mask.0
             ),
             Stmt::StoreCount(p, v) => format!("store {p} = var{}", v.0),
+            Stmt::Prefetch(p, row) => format!("prefetch {p}[r{}]", row.0),
         };
         writeln!(out, "{pad}{line}").expect("writing to a String");
     }

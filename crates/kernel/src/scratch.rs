@@ -156,7 +156,10 @@ fn each_param(stmt: &mut Stmt, f: &mut impl FnMut(&mut ParamIdx)) {
                 each_param(s, f);
             }
         }
-        Stmt::Store(p, ..) | Stmt::StoreCount(p, _) | Stmt::KeepRow { sel: p, .. } => f(p),
+        Stmt::Store(p, ..)
+        | Stmt::StoreCount(p, _)
+        | Stmt::KeepRow { sel: p, .. }
+        | Stmt::Prefetch(p, _) => f(p),
         Stmt::CheckNonZero(..) | Stmt::Set(..) => {}
     }
 }

@@ -251,6 +251,10 @@ impl Verifier<'_> {
                 self.typed(*row, DType::I64, "the row")?;
                 self.typed(*mask, DType::Bool, "the mask")
             }
+            Stmt::Prefetch(p, row) => {
+                self.readable(*p)?;
+                self.typed(*row, DType::I64, "the prefetched row")
+            }
             Stmt::StoreCount(p, var) => {
                 ensure(
                     matches!(self.param(*p)?, Param::SelectionCount { .. }),
@@ -458,7 +462,7 @@ fn nest_claim(row: Reg, body: &[Stmt], iterations: Iterations, params: &[Param])
             "an independent loop over r{} stores a scalar, a count or a selection",
             row.0
         )),
-        Stmt::Set(..) | Stmt::Loop { .. } | Stmt::CheckNonZero(..) => Ok(()),
+        Stmt::Set(..) | Stmt::Loop { .. } | Stmt::CheckNonZero(..) | Stmt::Prefetch(..) => Ok(()),
     })
 }
 

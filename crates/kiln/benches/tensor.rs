@@ -13,7 +13,8 @@
 //! `cargo bench -p kiln --features llvm --bench tensor`
 //!
 //! `KILN_BENCH_TIERS=llvm` (a comma-separated list) measures only those
-//! tiers; `KILN_BENCH_BEST=1` reports the fastest of three times as many
+//! tiers; `KILN_BENCH_LINEAR` picks the `Linear` layers ([`linear_shapes`]),
+//! `KILN_BENCH_COLD=1` gives each of their calls a weight from memory; `KILN_BENCH_BEST=1` reports the fastest of three times as many
 //! calls rather than the median, which a noisy machine disturbs least.
 //! Set `KILN_NUM_THREADS=1` for one thread's figures (the kernels use
 //! every core by default).
@@ -68,6 +69,40 @@ fn linear_graph(rows: u64, inp: u64, out: u64, torch_layout: bool) -> Graph {
     b.finish()
 }
 
+/// The `Linear` layers measured: `KILN_BENCH_LINEAR` as `ROWS,IN,OUT,t`
+/// (`t` torch's `[out, in]` weight, `p` pre-transposed `[in, out]`)
+/// separated by `;` (ViT-B/16's four: `197,768,2304,t;197,768,768,t;
+/// 197,768,3072,t;197,3072,768,t`), else `Linear(768, 3072)` on 128 rows in
+/// both layouts and on 197 rows in torch's.
+fn linear_shapes() -> Vec<(u64, u64, u64, bool)> {
+    let Ok(spec) = std::env::var("KILN_BENCH_LINEAR") else {
+        return vec![
+            (128, 768, 3072, true),
+            (128, 768, 3072, false),
+            (197, 768, 3072, true),
+        ];
+    };
+    spec.split(';')
+        .map(|shape| {
+            let parts: Vec<&str> = shape.trim().split(',').collect();
+            let dim = |i: usize| -> u64 {
+                parts
+                    .get(i)
+                    .and_then(|p| p.trim().parse().ok())
+                    .unwrap_or_else(|| {
+                        panic!("KILN_BENCH_LINEAR: {shape:?} is not ROWS,IN,OUT,t|p")
+                    })
+            };
+            let torch_layout = match parts.get(3).map(|p| p.trim()) {
+                Some("t") => true,
+                Some("p") => false,
+                _ => panic!("KILN_BENCH_LINEAR: {shape:?} is not ROWS,IN,OUT,t|p"),
+            };
+            (dim(0), dim(1), dim(2), torch_layout)
+        })
+        .collect()
+}
+
 fn constant(b: &mut Builder, dims: &[u64]) -> kiln::ir::Value {
     let n = dims.iter().product::<u64>() as usize;
     let values = filled(n).into_iter().map(Scalar::F32).collect();
@@ -113,12 +148,18 @@ fn conv_graph() -> Graph {
 }
 
 fn median_ns(program: &JitProgram, inputs: &[Data], reps: usize) -> f64 {
-    program.run(inputs).unwrap();
+    median_ns_of(program, std::slice::from_ref(&inputs.to_vec()), reps)
+}
+
+/// [`median_ns`] with call `i` on `sets[i % sets.len()]`.
+fn median_ns_of(program: &JitProgram, sets: &[Vec<Data>], reps: usize) -> f64 {
+    program.run(&sets[0]).unwrap();
     // `KILN_BENCH_BEST=1`: the fastest call of three times as many.
     let best = std::env::var("KILN_BENCH_BEST").is_ok_and(|v| v == "1");
     let reps = if best { reps * 3 } else { reps };
     let mut ts: Vec<f64> = (0..reps)
-        .map(|_| {
+        .map(|i| {
+            let inputs = &sets[i % sets.len()];
             let t0 = Instant::now();
             std::hint::black_box(program.run(inputs).unwrap());
             t0.elapsed().as_secs_f64() * 1e9
@@ -180,6 +221,47 @@ fn compile(graph: &Graph) -> Vec<(&'static str, JitProgram)> {
         kiln::Llvm.compile(&graph, &options).unwrap()
     });
     tiers
+}
+
+/// `KILN_BENCH_AB=NAME=A,B,...`: the graph compiled on the LLVM tier (else
+/// Cranelift) once with the environment variable `NAME` set to each value,
+/// then calls to each in turn, 99 rounds: the best and the first quartile
+/// of each, GFLOP/s. A noisy machine's slow spells then fall on every
+/// variant alike (a variable a lowering reads while experimenting).
+fn interleaved(ab: &str, graph: &Graph, sets: &[Vec<Data>], flops: f64) {
+    let (name, values) = ab.split_once('=').expect("KILN_BENCH_AB is NAME=A,B,...");
+    let graph = kiln::verify(graph.clone()).unwrap();
+    let options = CompileOptions::default();
+    let programs: Vec<(&str, JitProgram)> = values
+        .split(',')
+        .map(|v| {
+            std::env::set_var(name, v);
+            #[cfg(feature = "llvm")]
+            let program = kiln::Llvm.compile(&graph, &options).unwrap();
+            #[cfg(not(feature = "llvm"))]
+            let program = kiln::Cranelift.compile(&graph, &options).unwrap();
+            program.run(&sets[0]).unwrap();
+            (v, program)
+        })
+        .collect();
+    std::env::remove_var(name);
+    let mut times = vec![Vec::new(); programs.len()];
+    for round in 0..99 {
+        let inputs = &sets[round % sets.len()];
+        for (ts, (_, program)) in times.iter_mut().zip(&programs) {
+            let t0 = Instant::now();
+            std::hint::black_box(program.run(inputs).unwrap());
+            ts.push(t0.elapsed().as_secs_f64() * 1e9);
+        }
+    }
+    for (ts, (value, _)) in times.iter_mut().zip(&programs) {
+        ts.sort_by(f64::total_cmp);
+        println!(
+            "  {name}={value:<6} best {:7.2} GFLOP/s, first quartile {:7.2}",
+            flops / ts[0],
+            flops / ts[ts.len() / 4]
+        );
+    }
 }
 
 /// The measured peaks: with FMAs, and with separate multiplies and adds.
@@ -245,27 +327,50 @@ fn main() {
     }
 
     // 128 rows, then ViT-B/16's 197 tokens (whose `(w @ x.T).T` has 5
-    // columns past its third panel), with torch's weight only.
-    let (inp, outs) = (768u64, 3072u64);
-    let w = Data::Column(Buffer::F32(filled((inp * outs) as usize)));
-    let bias = Data::Column(Buffer::F32(filled(outs as usize)));
-    let layouts = [
-        (128, "[out, in] (torch's)", true),
-        (128, "[in, out]", false),
-        (197, "[out, in] (torch's)", true),
-    ];
-    for (rows, layout, torch_layout) in layouts {
+    // columns past its third panel), with torch's weight only; or the
+    // shapes of `KILN_BENCH_LINEAR`.
+    for (rows, inp, outs, torch_layout) in linear_shapes() {
         let flops = 2.0 * (rows * inp * outs) as f64;
         let x = Data::Column(Buffer::F32(filled((rows * inp) as usize)));
+        let bias = Data::Column(Buffer::F32(filled(outs as usize)));
+        // `KILN_BENCH_COLD=1`: a weight of its own for each call, from 512
+        // MiB of them, so that every call reads its weight from memory, as
+        // a model's layers do.
+        let cold = std::env::var("KILN_BENCH_COLD").is_ok_and(|v| v == "1");
+        let copies = if cold {
+            ((512u64 << 20) / (inp * outs * 4)).max(2)
+        } else {
+            1
+        };
+        let sets: Vec<Vec<Data>> = (0..copies)
+            .map(|_| {
+                let w = Data::Column(Buffer::F32(filled((inp * outs) as usize)));
+                vec![x.clone(), w, bias.clone()]
+            })
+            .collect();
+        let layout = if torch_layout {
+            "[out, in] (torch's)"
+        } else {
+            "[in, out]"
+        };
         println!(
             "Linear({inp}, {outs}) on {rows} rows, weight {layout} ({:.1} MFLOP):",
             flops / 1e6
         );
+        if let Ok(ab) = std::env::var("KILN_BENCH_AB") {
+            interleaved(
+                &ab,
+                &linear_graph(rows, inp, outs, torch_layout),
+                &sets,
+                flops,
+            );
+            continue;
+        }
         for (tier, program) in compile(&linear_graph(rows, inp, outs, torch_layout)) {
             let reps = if tier == "vm" { 3 } else { 11 };
             report(
                 &format!("kiln {tier}"),
-                median_ns(&program, &[x.clone(), w.clone(), bias.clone()], reps),
+                median_ns_of(&program, &sets, reps),
                 flops,
                 peak,
             );

@@ -390,8 +390,39 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
                     let base = self.arg(*param).into_pointer_value();
                     self.builder.build_store(base, value)?;
                 }
+                Stmt::Prefetch(param, row) => self.codegen_prefetch(*param, *row)?,
             }
         }
+        Ok(())
+    }
+
+    /// `llvm.prefetch` of a read into every cache level (locality 3) of
+    /// element `row` of `param`. The address is a plain `getelementptr`, not
+    /// `inbounds`: the row may lie past the buffer, and a prefetch of any
+    /// address has no effect on the program (LangRef).
+    fn codegen_prefetch(&self, param: ParamIdx, row: Reg) -> CodegenResult<()> {
+        let dtype = match &self.kernel.params[param.index()] {
+            Param::ScalarIn { dtype, .. } | Param::ScalarOut { dtype, .. } => *dtype,
+            p => p.array_type().map_or(DType::Bool, |t| t.dtype),
+        };
+        let base = self.arg(param).into_pointer_value();
+        // SAFETY (LLVM IR, not Rust): a GEP without `inbounds` is defined
+        // for any offset; only a dereference would not be.
+        let addr = unsafe {
+            self.builder
+                .build_gep(mem_type(self.cx, dtype), base, &[self.int(row)], "ahead")?
+        };
+        let i32t = self.cx.i32_type();
+        let function = Intrinsic::find("llvm.prefetch")
+            .and_then(|i| i.get_declaration(self.module, &[addr.get_type().into()]))
+            .ok_or_else(|| CodegenError::Invalid("no LLVM intrinsic `llvm.prefetch`".into()))?;
+        let args = [
+            addr.into(),
+            i32t.const_zero().into(),
+            i32t.const_int(3, false).into(),
+            i32t.const_int(1, false).into(),
+        ];
+        self.builder.build_call(function, &args, "")?;
         Ok(())
     }
 

@@ -99,6 +99,7 @@ impl Backend for Llvm {
         LowerOptions {
             panels: Some(target::host_panel_bytes()),
             conv_panels: true,
+            prefetch: true,
             running_min_max: true,
             tree_selects: kiln_kernel::TREE_SELECTS,
             isin_chain: kiln_kernel::ISIN_CHAIN,

@@ -61,7 +61,9 @@ def test_matmul_assembly_fits_the_cpus_vector_registers():
     narrower panels on an AVX2 CPU, where 256-byte panels spilled. `k`
     (256) runs in blocks on AVX-512 (128 steps), whose first block LLVM
     may compile apart from the others: each copy of the panel's loop is
-    16 (8) fused multiply-adds of registers."""
+    16 (8) fused multiply-adds of registers, beside a prefetch of the next
+    row block's `a` (one a step: the loop holds no other load of `a`'s
+    rows but its 4 broadcasts)."""
     src = "def f(a: f32[256, 256], b: f32[256, 256]):\n    return a @ b\n"
 
     def fmas(asm, reg):
@@ -71,6 +73,8 @@ def test_matmul_assembly_fits_the_cpus_vector_registers():
 
     intel = kiln.aot(src, target="x86_64", cpu="emeraldrapids", emit="asm")
     assert fmas(intel, "zmm") in (16, 32) and "ymm" not in intel
+    assert intel.count("prefetcht0") == fmas(intel, "zmm") // 16
     avx2 = kiln.aot(src, target="x86_64", cpu="x86-64-v3", emit="asm")
     assert fmas(avx2, "ymm") in (8, 16) and "zmm" not in avx2
+    assert avx2.count("prefetcht0") == fmas(avx2, "ymm") // 8
     assert avx2.count("(%rsp)") < 40

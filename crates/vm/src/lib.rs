@@ -71,6 +71,7 @@ impl Backend for Vm {
             packed_bools: false,
             panels: None,
             conv_panels: false,
+            prefetch: false,
             libm_calls: true,
             running_min_max: false,
             tree_selects: 0,
@@ -583,6 +584,8 @@ impl Cx<'_> {
                     param: param.index(),
                     var: var.index(),
                 }),
+                // A hint for a cache the VM's dispatch does not outrun.
+                Stmt::Prefetch(..) => {}
             }
             self.release();
         }
