@@ -224,7 +224,8 @@ fn compile(graph: &Graph) -> Vec<(&'static str, JitProgram)> {
 }
 
 /// `KILN_BENCH_AB=NAME=A,B,...`: the graph compiled on the LLVM tier (else
-/// Cranelift) once with the environment variable `NAME` set to each value,
+/// Cranelift) once with the environment variable `NAME` set to each value
+/// (`-`: unset),
 /// then calls to each in turn, 99 rounds: the best and the first quartile
 /// of each, GFLOP/s. A noisy machine's slow spells then fall on every
 /// variant alike (a variable a lowering reads while experimenting).
@@ -235,7 +236,11 @@ fn interleaved(ab: &str, graph: &Graph, sets: &[Vec<Data>], flops: f64) {
     let programs: Vec<(&str, JitProgram)> = values
         .split(',')
         .map(|v| {
-            std::env::set_var(name, v);
+            if v == "-" {
+                std::env::remove_var(name);
+            } else {
+                std::env::set_var(name, v);
+            }
             #[cfg(feature = "llvm")]
             let program = kiln::Llvm.compile(&graph, &options).unwrap();
             #[cfg(not(feature = "llvm"))]
