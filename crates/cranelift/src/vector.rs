@@ -566,9 +566,15 @@ impl<M: Module> FunctionCx<'_, M> {
         let mut slots = Vec::with_capacity(buffers.len());
         let mut copies = Vec::with_capacity(buffers.len());
         for (&(_, dtype, loaded), &base) in buffers.iter().zip(&real) {
+            // A lane of each row: a vector's 16 bytes, or more where the
+            // lanes were set by a narrower type than this buffer's (an `i64`
+            // output of a value the same in every row, stored lane by lane
+            // beside `i32` lanes: 32 bytes, which a 16-byte slot overran
+            // into the saved registers).
+            let bytes = (u32::from(plan.lanes) * dtype.size_bytes() as u32).max(16);
             let slot = self.bcx.create_sized_stack_slot(ir::StackSlotData::new(
                 ir::StackSlotKind::ExplicitSlot,
-                16,
+                bytes,
                 4,
             ));
             slots.push(slot);
