@@ -104,8 +104,19 @@ fn the_generator_covers_every_op_and_dtype() {
     // Transposes of 16 rows and columns or more: the JIT tiers read them
     // in tiles (`store_all`).
     let mut wide_transposes = 0;
+    // Matmuls of more than 128 steps: the JIT tiers' panels fold them in
+    // `k` blocks.
+    let mut long_sums = 0;
     for case in kiln_fuzzgen::seeded(0x9e37_79b9_7f4a_7c15, 3000, 512) {
         for (_, node) in case.graph.nodes() {
+            if node.op.mnemonic() == "matmul" {
+                let a = case.graph.ty(node.args[0]).as_tensor();
+                if a.and_then(|t| t.shape.last())
+                    .is_some_and(|d| matches!(d, kiln::Dim::Fixed(k) if *k > 128))
+                {
+                    long_sums += 1;
+                }
+            }
             let wide = node.ty.as_tensor().is_some_and(|t| {
                 t.shape.len() == 2
                     && t.shape
@@ -148,6 +159,10 @@ fn the_generator_covers_every_op_and_dtype() {
     assert!(missing.is_empty(), "never generated: {missing:?}");
     assert_eq!(dtypes.len(), 5);
     assert!(wide_transposes >= 10, "{wide_transposes} wide transposes");
+    assert!(
+        long_sums >= 10,
+        "{long_sums} matmuls of more than 128 steps"
+    );
 }
 
 proptest! {

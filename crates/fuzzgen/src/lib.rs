@@ -557,6 +557,42 @@ impl Gen<'_, '_> {
                     DType::I32
                 };
                 let a = self.b.cast(a, dtype).expect("casts are valid");
+                if self.u.ratio(1u8, 10u8)? {
+                    // A sum of 129 to 150 steps, which the JIT tiers' panels
+                    // fold in `k` blocks (128 steps of AVX-512's panels),
+                    // each block's sums starting from what the block before
+                    // stored: a constant of 1 to 20 rows plus `a`'s sum
+                    // (so nothing folds), times a constant as written or
+                    // as `x @ w.T`.
+                    let rows = self.u.int_in_range(1..=20u64)?;
+                    let k = self.u.int_in_range(129..=150u64)?;
+                    let cols = if self.u.ratio(1u8, 3u8)? {
+                        self.u.int_in_range(30..=70u64)?
+                    } else {
+                        self.u.int_in_range(1..=20u64)?
+                    };
+                    let c = self.tensor_const(dtype, &[rows, k])?;
+                    let sum = Op::ReduceAxes {
+                        op: ReduceOp::Sum,
+                        axes: (0..dims.len() as u32).collect(),
+                        keepdim: false,
+                    };
+                    let Some(x) = self
+                        .b
+                        .op(sum, &[a])
+                        .ok()
+                        .and_then(|s| self.b.binary(BinaryOp::Add, c, s).ok())
+                    else {
+                        return Ok(None);
+                    };
+                    let y = if self.u.arbitrary()? {
+                        let w = self.tensor_const(dtype, &[cols, k])?;
+                        self.b.op(Op::Transpose(vec![1, 0]), &[w]).ok()
+                    } else {
+                        Some(self.tensor_const(dtype, &[k, cols])?)
+                    };
+                    return Ok(y.and_then(|y| self.b.op(Op::MatMul, &[x, y]).ok()));
+                }
                 if dims.len() >= 2 && self.u.ratio(1u8, 3u8)? {
                     // A constant of up to 19 rows on the left: full blocks of
                     // 4 rows in panels, stacks of 4 blocks where the columns

@@ -552,6 +552,20 @@ impl Bind for HostBind<'_, '_, '_> {
             "an output's room was checked against its type"
         );
         self.written[output] = len;
+        // Lowering writes every element of an output (docs/abi.md): debug
+        // builds hand the kernel NaNs and -1s (`true`s) to keep that so, as
+        // they do its scratch, so a kernel that read an output before
+        // writing it would see them rather than the caller's zeros.
+        if cfg!(debug_assertions) {
+            match room {
+                ArrayMut::Bool(v) => v.fill(true),
+                ArrayMut::I32(v) => v.fill(-1),
+                ArrayMut::I64(v) => v.fill(-1),
+                ArrayMut::F32(v) => v.fill(f32::NAN),
+                ArrayMut::F64(v) => v.fill(f64::NAN),
+                ArrayMut::Selection(_) => {}
+            }
+        }
         Ok(room.as_mut_ptr() as u64)
     }
 
