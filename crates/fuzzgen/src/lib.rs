@@ -572,15 +572,8 @@ impl Gen<'_, '_> {
                         self.u.int_in_range(1..=20u64)?
                     };
                     let c = self.tensor_const(dtype, &[rows, k])?;
-                    let sum = Op::ReduceAxes {
-                        op: ReduceOp::Sum,
-                        axes: (0..dims.len() as u32).collect(),
-                        keepdim: false,
-                    };
                     let Some(x) = self
-                        .b
-                        .op(sum, &[a])
-                        .ok()
+                        .sum_all(a, dims.len())
                         .and_then(|s| self.b.binary(BinaryOp::Add, c, s).ok())
                     else {
                         return Ok(None);
@@ -641,13 +634,8 @@ impl Gen<'_, '_> {
                 let rows = self.u.int_in_range(16..=20u64)?;
                 let cols = self.u.int_in_range(16..=20u64)?;
                 let c = self.tensor_const(dtype, &[cols, rows])?;
-                let sum = Op::ReduceAxes {
-                    op: ReduceOp::Sum,
-                    axes: (0..dims.len() as u32).collect(),
-                    keepdim: false,
-                };
                 let t = self.b.op(Op::Transpose(vec![1, 0]), &[c]).ok();
-                let s = self.b.op(sum, &[a]).ok();
+                let s = self.sum_all(a, dims.len());
                 t.zip(s)
                     .and_then(|(t, s)| self.b.binary(BinaryOp::Add, t, s).ok())
             }
@@ -670,6 +658,17 @@ impl Gen<'_, '_> {
                 self.b.op(Op::Reshape(shape), &[a]).ok()
             }
         })
+    }
+
+    /// The sum of all `rank` axes of `a`: a scalar that keeps a constant
+    /// operand from folding.
+    fn sum_all(&mut self, a: Value, rank: usize) -> Option<Value> {
+        let sum = Op::ReduceAxes {
+            op: ReduceOp::Sum,
+            axes: (0..rank as u32).collect(),
+            keepdim: false,
+        };
+        self.b.op(sum, &[a]).ok()
     }
 
     fn column_operand(&mut self) -> Result<Option<Value>> {

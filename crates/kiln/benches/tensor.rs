@@ -14,8 +14,11 @@
 //!
 //! `KILN_BENCH_TIERS=llvm` (a comma-separated list) measures only those
 //! tiers; `KILN_BENCH_LINEAR` picks the `Linear` layers ([`linear_shapes`]),
-//! `KILN_BENCH_COLD=1` gives each of their calls a weight from memory; `KILN_BENCH_BEST=1` reports the fastest of three times as many
-//! calls rather than the median, which a noisy machine disturbs least.
+//! `KILN_BENCH_COLD=1` gives each of their calls a weight from memory, and
+//! `KILN_BENCH_AB` compares variants of a lowering call by call
+//! ([`interleaved`]); `KILN_BENCH_BEST=1` reports the fastest of three
+//! times as many calls rather than the median, which a noisy machine
+//! disturbs least.
 //! Set `KILN_NUM_THREADS=1` for one thread's figures (the kernels use
 //! every core by default).
 
