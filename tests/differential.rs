@@ -38,10 +38,18 @@ proptest! {
 
     /// The derivatives of random graphs (`kiln::ir::grad`: gradients and
     /// Jacobians) are graphs every engine runs with the interpreter's bits.
+    /// Half the cases come from the generator's window mode, whose
+    /// convolutions and pools the other half rarely differentiates.
     #[test]
     fn every_engine_agrees_on_derivatives(bytes in prop::collection::vec(any::<u8>(), 16..1024)) {
-        let mut u = Unstructured::new(&bytes);
-        let Ok(case) = kiln_fuzzgen::generate(&mut u, 24) else { return Ok(()) };
+        let windows = bytes[0] & 1 == 1;
+        let mut u = Unstructured::new(&bytes[1..]);
+        let case = if windows {
+            kiln_fuzzgen::generate_windows(&mut u, 24)
+        } else {
+            kiln_fuzzgen::generate(&mut u, 24)
+        };
+        let Ok(case) = case else { return Ok(()) };
         for jacobian in [false, true] {
             if let Some(derived) = kiln_fuzzgen::derivative(&case, jacobian) {
                 if let Err(report) = kiln_fuzzgen::differential(&derived) {
@@ -76,6 +84,28 @@ fn the_generator_gives_graphs_to_differentiate() {
         "{jacobians} Jacobians of {} cases",
         cases.len()
     );
+    // Pools and grouped convolutions are among the ops the window mode's
+    // gradients reach (Jacobians, which need scalar parameters, reach them
+    // in tests/grad.rs).
+    let mut reached = std::collections::HashMap::new();
+    for case in kiln_fuzzgen::seeded_windows(0x51ed_270b_2760_39a9, 600, 512) {
+        if kiln_fuzzgen::derivative(&case, false).is_some() {
+            for (_, node) in case.graph.nodes() {
+                let what = match &node.op {
+                    kiln::ir::Op::Pool2d(_) if node.ty.dtype().is_some_and(|d| d.is_float()) => {
+                        node.op.mnemonic()
+                    }
+                    kiln::ir::Op::Conv2d(c) if c.groups > 1 => "grouped conv2d",
+                    _ => continue,
+                };
+                *reached.entry(what).or_insert(0) += 1;
+            }
+        }
+    }
+    for what in ["max_pool2d", "avg_pool2d", "grouped conv2d"] {
+        let n = reached.get(what).copied().unwrap_or(0);
+        assert!(n >= 20, "{what} in {n} gradients: {reached:?}");
+    }
 }
 
 /// The LLVM tier's wasm32 modules (linked by wasm-ld, run under wasmi) agree

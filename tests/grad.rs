@@ -475,23 +475,212 @@ fn convolution_against_finite_differences() {
     }
 }
 
-/// Ops kiln does not differentiate are errors naming the node, from the
-/// frontends' graphs too.
+/// Checks the Jacobian of `text`'s first output with respect to its
+/// scalar input `s` against central differences, then every engine on it.
+fn check_jacobian(text: &str, at: &[Data], s_at: usize, tol: f64) {
+    let graph = verified(text);
+    let jac = kiln::verify(jacobian(&graph, &["s"]).expect("differentiates")).expect("verifies");
+    let n_out = graph.graph().outputs().len();
+    let d = f64s(&kiln::interp::run(&jac, at).unwrap()[n_out]);
+    let s = f64s(&at[s_at])[0];
+    let h = 1e-6;
+    let run = |s: f64| {
+        let mut moved = at.to_vec();
+        moved[s_at] = scalar(s);
+        f64s(&kiln::interp::run(&graph, &moved).unwrap()[0])
+    };
+    let (up, down) = (run(s + h), run(s - h));
+    for (i, di) in d.iter().enumerate() {
+        let fd = (up[i] - down[i]) / (2.0 * h);
+        assert!(
+            (fd - di).abs() <= tol * di.abs().max(1.0),
+            "{}: dy/ds[{i}]: kiln {di}, finite differences {fd}",
+            graph.graph().name
+        );
+    }
+    on_every_engine(jac.into_graph(), at);
+}
+
+/// Grouped and depthwise `conv2d`: the gradients with respect to the
+/// input and the weights, and the tangent of a scale of the weights.
 #[test]
-fn convolution_of_groups_and_pooling_are_refused_by_name() {
-    let text = r#"graph "conv"
-v0: f64[1, 2, 3, 3] = input "x"
-v1: f64[2, 1, 2, 2] = input "w"
-v2: f64[1, 2, 2, 2] = conv2d v0, v1 groups 2
-output "y" = v2
-"#;
-    let err = gradient(&verified(text), None, &["x"], false).expect_err("refused");
-    assert!(err.message.contains("one group only"), "{err}");
-    let text = r#"graph "pool"
+fn grouped_convolution_against_finite_differences() {
+    // (x's channels, w's shape, groups, attributes, the result's type)
+    let configs = [
+        (4, "f64[6, 2, 3, 2]", 2, "", "f64[2, 6, 5, 5]"),
+        (
+            4,
+            "f64[4, 1, 3, 3]",
+            4,
+            " stride [2, 2] pad [1, 1, 1, 1]",
+            "f64[2, 4, 4, 3]",
+        ),
+        (
+            6,
+            "f64[3, 2, 2, 2]",
+            3,
+            " stride [1, 2] pad [0, 1, 1, 0] dilation [2, 1]",
+            "f64[2, 3, 6, 3]",
+        ),
+    ];
+    for (seed, (c, wty, groups, attrs, ty)) in configs.iter().enumerate() {
+        let w_len: usize = wty
+            .trim_start_matches("f64[")
+            .trim_end_matches(']')
+            .split(", ")
+            .map(|d| d.parse::<usize>().unwrap())
+            .product();
+        let text = format!(
+            "graph \"grouped\"\nv0: f64[2, {c}, 7, 6] = input \"x\"\nv1: {wty} = input \"w\"\nv2: {ty} = conv2d v0, v1{attrs} groups {groups}\nv3: {ty} = sin v2\noutput \"y\" = v3\n"
+        );
+        let x = col(&points(2 * c * 7 * 6, -1.0, 1.0, 500 + seed as u64));
+        let w = col(&points(w_len, -1.0, 1.0, 600 + seed as u64));
+        check(&text, "y", &["x", "w"], &[x.clone(), w.clone()], 1e-6);
+        let scaled = format!(
+            "graph \"grouped\"\nv0: f64[2, {c}, 7, 6] = input \"x\"\nv1: {wty} = input \"w\"\nv2: f64 = input \"s\"\nv3: {wty} = mul v1, v2\nv4: {ty} = conv2d v0, v3{attrs} groups {groups}\nv5: {ty} = sin v4\noutput \"y\" = v5\n"
+        );
+        check_jacobian(&scaled, &[x, w, scalar(0.8)], 2, 1e-6);
+    }
+}
+
+/// The type of `[2, 2, 7, 5]` pooled by `attrs` (`kernel`, `stride`,
+/// `pad`, `dilation`, `ceil_mode`).
+fn pooled(
+    kernel: [u32; 2],
+    stride: [u32; 2],
+    pad: [u32; 4],
+    dilation: [u32; 2],
+    ceil: bool,
+) -> String {
+    let count = |axis: usize, extent: u64| {
+        kiln::ir::op::window_count(
+            extent,
+            kernel[axis],
+            stride[axis],
+            (pad[2 * axis], pad[2 * axis + 1]),
+            dilation[axis],
+            ceil,
+        )
+        .unwrap()
+    };
+    format!("f64[2, 2, {}, {}]", count(0, 7), count(1, 5))
+}
+
+/// The pools the derivative tests take: max and average with strides,
+/// padding, dilation, `ceil_mode` and `count_include_pad`.
+fn pools() -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    type Config = ([u32; 2], [u32; 2], [u32; 4], [u32; 2], bool);
+    let configs: [Config; 5] = [
+        ([2, 2], [2, 2], [0; 4], [1, 1], false),
+        ([3, 3], [2, 2], [1, 1, 1, 1], [1, 1], false),
+        ([2, 2], [2, 2], [0; 4], [1, 1], true),
+        ([3, 2], [2, 3], [1, 1, 1, 1], [1, 1], true),
+        ([2, 3], [1, 2], [1, 1, 1, 1], [2, 2], true),
+    ];
+    for (kernel, stride, pad, dilation, ceil) in configs {
+        let ty = pooled(kernel, stride, pad, dilation, ceil);
+        let common = format!(
+            " kernel [{}, {}] stride [{}, {}] pad [{}, {}, {}, {}]{}",
+            kernel[0],
+            kernel[1],
+            stride[0],
+            stride[1],
+            pad[0],
+            pad[1],
+            pad[2],
+            pad[3],
+            if ceil { " ceil_mode" } else { "" }
+        );
+        out.push((
+            format!(
+                "max_pool2d v1{common} dilation [{}, {}]",
+                dilation[0], dilation[1]
+            ),
+            ty.clone(),
+        ));
+        if dilation == [1, 1] {
+            out.push((format!("avg_pool2d v1{common}"), ty.clone()));
+            out.push((format!("avg_pool2d v1{common} count_include_pad"), ty));
+        }
+    }
+    out
+}
+
+/// Max and average pooling: the gradient with respect to the input (and a
+/// tangent of its scale) against central differences. Random inputs have
+/// no ties, where a max pool has no derivative.
+#[test]
+fn pooling_against_finite_differences() {
+    for (seed, (pool, ty)) in pools().into_iter().enumerate() {
+        let text = format!(
+            "graph \"pool\"\nv0: f64[2, 2, 7, 5] = input \"x\"\nv1: f64[2, 2, 7, 5] = sin v0\nv2: {ty} = {pool}\nv3: {ty} = mul v2, v2\noutput \"y\" = v3\n"
+        );
+        let x = col(&points(2 * 2 * 7 * 5, -2.0, 2.0, 700 + seed as u64));
+        check(&text, "y", &["x"], std::slice::from_ref(&x), 1e-6);
+        let scaled = format!(
+            "graph \"pool\"\nv0: f64[2, 2, 7, 5] = input \"x\"\nv9: f64 = input \"s\"\nv1: f64[2, 2, 7, 5] = mul v0, v9\nv2: {ty} = {pool}\nv3: {ty} = mul v2, v2\noutput \"y\" = v3\n"
+        );
+        check_jacobian(&scaled, &[x, scalar(0.7)], 1, 1e-6);
+    }
+}
+
+/// A max pool's derivative where it has none is torch's: a tie goes to the
+/// first tap of the window (row by row), a NaN window's to its last NaN;
+/// the padding takes none.
+#[test]
+fn max_pool_ties_and_nans_are_torchs() {
+    let text = r#"graph "ties"
 v0: f64[1, 1, 4, 4] = input "x"
 v1: f64[1, 1, 2, 2] = max_pool2d v0 kernel [2, 2] stride [2, 2]
 output "y" = v1
 "#;
+    let nan = f64::NAN;
+    #[rustfmt::skip]
+    let x = col(&[
+        1.0, 1.0,   nan, 2.0,
+        0.5, 1.0,   nan, 3.0,
+        -0.0, 0.0,  -1.0, -2.0,
+        0.0, -0.0,  -2.0, -1.0,
+    ]);
+    let grad = gradient(&verified(text), None, &["x"], false).unwrap();
+    let grad = kiln::verify(grad).unwrap();
+    let outs = kiln::interp::run(&grad, std::slice::from_ref(&x)).unwrap();
+    #[rustfmt::skip]
+    let want = [
+        1.0, 0.0,  0.0, 0.0,
+        0.0, 0.0,  1.0, 0.0,
+        1.0, 0.0,  1.0, 0.0,
+        0.0, 0.0,  0.0, 0.0,
+    ];
+    assert_eq!(f64s(&outs[1]), want);
+    on_every_engine(grad.into_graph(), &[x]);
+    // Padding: windows at the edges hold zeros of the padding, which are
+    // never the maximum's tap even where every tap inside is below zero or
+    // zero itself.
+    let text = r#"graph "padded"
+v0: f64[1, 1, 2, 2] = input "x"
+v1: f64[1, 1, 2, 2] = max_pool2d v0 kernel [2, 2] stride [1, 1] pad [1, 0, 1, 0]
+output "y" = v1
+"#;
+    let x = col(&[-1.0, 0.0, -3.0, -4.0]);
+    let grad = kiln::verify(gradient(&verified(text), None, &["x"], false).unwrap()).unwrap();
+    let outs = kiln::interp::run(&grad, std::slice::from_ref(&x)).unwrap();
+    // Windows: {x00} -> x00; {x00, x01} -> x01; {x00, x10} -> x00; all -> x01.
+    assert_eq!(f64s(&outs[1]), [2.0, 2.0, 0.0, 0.0]);
+    on_every_engine(grad.into_graph(), &[x]);
+}
+
+/// Ops kiln does not differentiate are errors naming the node, from the
+/// frontends' graphs too.
+#[test]
+fn gather_is_refused_by_name() {
+    let text = r#"graph "gather"
+v0: f64[3, 2] = input "x"
+v1: i64[2] = input "i"
+v2: f64[2, 2] = gather v0, v1 [0]
+output "y" = v2
+"#;
     let err = gradient(&verified(text), None, &["x"], false).expect_err("refused");
-    assert!(err.message.contains("`max_pool2d`"), "{err}");
+    assert!(err.message.contains("`gather`"), "{err}");
 }

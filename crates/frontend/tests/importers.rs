@@ -881,13 +881,16 @@ fn fx_convolutions_batch_norms_and_pools() {
     let g = parse(
         "    %mp : [num_users=2] = call_function[target=torch.ops.aten.max_pool2d_with_indices.default](args = (%getitem, [2, 2], [2, 2], [0, 0], [1, 1], True), kwargs = {})
     %p0 : [num_users=1] = call_function[target=operator.getitem](args = (%mp, 0), kwargs = {})
+    %p1 : [num_users=1] = call_function[target=operator.getitem](args = (%mp, 1), kwargs = {})
     %ap : [num_users=1] = call_function[target=torch.ops.aten.avg_pool2d.default](args = (%x, [3, 3], [1, 1], [1, 1]), kwargs = {})
     %gp : [num_users=1] = call_function[target=torch.nn.functional.adaptive_avg_pool2d](args = (%x, 1), kwargs = {})
-    return (p0, ap, gp)",
+    return (p0, ap, gp, p1)",
     )
     .expect("imports");
     let out = run(&g, &[x]);
     assert_eq!(out[0], f32s(&[12.5, 16.5, 24.5, 28.5]));
+    // The indices: where in the 4x4 plane each maximum is.
+    assert_eq!(out[3], Data::Column(Buffer::I64(vec![5, 6, 9, 10])));
     let sums = [12.0, 21.0, 16.0, 27.0, 45.0, 33.0, 24.0, 39.0, 28.0];
     let avg: Vec<f32> = sums.iter().map(|s| s / 9.0).collect();
     assert_eq!(out[1], f32s(&avg));

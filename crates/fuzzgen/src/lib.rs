@@ -140,6 +140,9 @@ struct Gen<'a, 'b> {
     /// Tensor mode: inputs of small fixed shapes, and tensor steps
     /// (constant tensors, matmul, transpose, reshape, broadcasting).
     tensors: bool,
+    /// Window mode (tensor mode too): half the steps tensor steps, half of
+    /// those convolutions and pools ([`generate_windows`]).
+    windows: bool,
 }
 
 impl Gen<'_, '_> {
@@ -219,21 +222,28 @@ impl Gen<'_, '_> {
             .expect("a constant of its own shape"))
     }
 
-    /// A window step on `a` (reshaped to `[1, 1, rows, columns]` unless it
-    /// is 4-D): a convolution with constant weights or a pool, each
-    /// attribute random (stride, asymmetric padding, dilation, groups,
-    /// ceil_mode, count_include_pad); attributes the typing rejects give
-    /// nothing.
+    /// A window step on `a` (reshaped to `[1, c, rows, columns]` unless it
+    /// is 4-D, with one channel or, where its elements divide, two or
+    /// three, which grouped convolutions split): a convolution with
+    /// constant weights or a pool, each attribute random (stride,
+    /// asymmetric padding, dilation, groups, ceil_mode,
+    /// count_include_pad); attributes the typing rejects give nothing.
     fn window_step(&mut self, a: Value, dims: &[u64], dtype: DType) -> Result<Option<Value>> {
         let (a, dims) = if dims.len() == 4 {
             (a, dims.to_vec())
         } else {
-            let count: u64 = dims.iter().product();
+            let all: u64 = dims.iter().product();
+            let chans = match self.u.int_in_range(0..=3u8)? {
+                2 if all.is_multiple_of(2) => 2,
+                3 if all.is_multiple_of(3) => 3,
+                _ => 1,
+            };
+            let count = all / chans;
             let rows = (1..=count)
                 .rev()
                 .find(|r| count.is_multiple_of(*r) && r * r <= count)
                 .unwrap_or(1);
-            let shape = vec![1, 1, rows, count / rows];
+            let shape = vec![1, chans, rows, count / rows];
             let fixed = shape.iter().map(|&d| Dim::Fixed(d)).collect();
             match self.b.op(Op::Reshape(fixed), &[a]) {
                 Ok(r) => (r, shape),
@@ -463,6 +473,9 @@ impl Gen<'_, '_> {
         let a = self.pick()?;
         let dims = self.fixed_dims(a);
         let dtype = self.b.dtype(a).expect("pool values are tensors");
+        if self.windows && !dims.is_empty() && self.u.arbitrary()? {
+            return self.window_step(a, &dims, dtype);
+        }
         Ok(match self.u.int_in_range(0..=9u8)? {
             9 if !dims.is_empty() => return self.trees_step(a, &dims),
             7 if !dims.is_empty() => return self.window_step(a, &dims, dtype),
@@ -685,7 +698,8 @@ impl Gen<'_, '_> {
     }
 
     fn step(&mut self) -> Result<()> {
-        if self.tensors && self.u.ratio(1u8, 4u8)? {
+        let share = if self.windows { 2u8 } else { 4u8 };
+        if self.tensors && self.u.ratio(1u8, share)? {
             if let Some(v) = self.tensor_step()? {
                 self.pool.push(v);
             }
@@ -802,7 +816,21 @@ impl Gen<'_, '_> {
 /// makes from `seed` (a nonzero one), leaving out the draws that make no
 /// graph: a fixed stream of graphs (up to 24 operations) for tests that
 /// run outside proptest.
-pub fn seeded(mut seed: u64, tries: usize, len: usize) -> impl Iterator<Item = Case> {
+pub fn seeded(seed: u64, tries: usize, len: usize) -> impl Iterator<Item = Case> {
+    seeded_by(seed, tries, len, generate)
+}
+
+/// [`seeded`] from the window mode ([`generate_windows`]).
+pub fn seeded_windows(seed: u64, tries: usize, len: usize) -> impl Iterator<Item = Case> {
+    seeded_by(seed, tries, len, generate_windows)
+}
+
+fn seeded_by(
+    mut seed: u64,
+    tries: usize,
+    len: usize,
+    generate: fn(&mut Unstructured, usize) -> Result<Case>,
+) -> impl Iterator<Item = Case> {
     (0..tries).filter_map(move |_| {
         let bytes: Vec<u8> = (0..len)
             .map(|_| {
@@ -862,7 +890,19 @@ pub fn derivative(case: &Case, jacobian: bool) -> Option<Case> {
 
 /// A random valid graph with up to `max_ops` operations, and inputs for it.
 pub fn generate(u: &mut Unstructured, max_ops: usize) -> Result<Case> {
-    let tensors = u.ratio(1u8, 4u8)?;
+    generate_with(u, max_ops, false)
+}
+
+/// A random valid tensor graph in which convolutions (grouped too) and
+/// pools are frequent: what the derivative test draws half its cases from,
+/// since [`generate`]'s window steps are rare and few of them end up on a
+/// differentiable path.
+pub fn generate_windows(u: &mut Unstructured, max_ops: usize) -> Result<Case> {
+    generate_with(u, max_ops, true)
+}
+
+fn generate_with(u: &mut Unstructured, max_ops: usize, windows: bool) -> Result<Case> {
+    let tensors = windows || u.ratio(1u8, 4u8)?;
     let columns = !tensors && u.ratio(2u8, 3u8)?;
     // Mostly short columns; one in eight spans several of the VM's blocks
     // of rows and a partial one.
@@ -879,6 +919,7 @@ pub fn generate(u: &mut Unstructured, max_ops: usize) -> Result<Case> {
         pool: Vec::new(),
         outputs: Vec::new(),
         tensors,
+        windows,
     };
     let n_inputs = gen.u.int_in_range(1..=4usize)?;
     for input_idx in 0..n_inputs {

@@ -129,16 +129,8 @@ def _why_not(node: torch.fx.Node) -> Optional[str]:
     target = _target_name(node)
     if not _kiln.fx_supports(node.op, target):
         return f"kiln has no `{target}`"
-    if node.target is torch.ops.aten.max_pool2d_with_indices.default and any(
-        u.target is operator.getitem and u.args[1] == 1 and u.users for u in node.users
-    ):
-        # Training saves the indices for the backward pass; kiln computes
-        # the values only.
-        return "a max pool whose indices are used, which kiln does not compute"
-    if node.target is torch.ops.aten.convolution_backward.default and (
-        node.args[7] or node.args[9] != 1
-    ):
-        return "the backward of a transposed or grouped convolution"
+    if node.target is torch.ops.aten.convolution_backward.default and node.args[7]:
+        return "the backward of a transposed convolution"
     if node.target is torch.ops.aten.as_strided.default:
         # kiln reads it as a reshape of the input's elements in order,
         # which is what it is only when the input is contiguous.

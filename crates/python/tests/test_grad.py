@@ -178,6 +178,84 @@ def f(x: f64[4, 3], w: f64[3, 2], b: f64[2]):
         np.testing.assert_allclose(got, t.grad.numpy(), rtol=1e-12, atol=1e-14)
 
 
+def pooled_graph(pool, out_shape, dtype="f64", then="sin"):
+    """A `.kiln` graph: `then` of a pool of `x: [2, 3, 7, 5]`."""
+    ty = f"{dtype}[{', '.join(map(str, out_shape))}]"
+    return (
+        f'graph "pool"\nv0: {dtype}[2, 3, 7, 5] = input "x"\nv1: {ty} = {pool}\n'
+        f'v2: {ty} = {then} v1\noutput "y" = v2\n'
+    )
+
+
+F = torch.nn.functional
+POOLS = [
+    ("max_pool2d v0 kernel [2, 2] stride [2, 2]", lambda t: F.max_pool2d(t, 2)),
+    (
+        "max_pool2d v0 kernel [3, 3] stride [2, 2] pad [1, 1, 1, 1]",
+        lambda t: F.max_pool2d(t, 3, 2, 1),
+    ),
+    (
+        "max_pool2d v0 kernel [2, 3] stride [1, 2] pad [1, 1, 1, 1] dilation [2, 2] ceil_mode",
+        lambda t: F.max_pool2d(t, (2, 3), (1, 2), 1, dilation=2, ceil_mode=True),
+    ),
+    (
+        "avg_pool2d v0 kernel [3, 2] stride [2, 3] pad [1, 1, 1, 1] ceil_mode",
+        lambda t: F.avg_pool2d(t, (3, 2), (2, 3), 1, ceil_mode=True, count_include_pad=False),
+    ),
+    (
+        "avg_pool2d v0 kernel [3, 3] stride [2, 2] pad [1, 1, 1, 1] count_include_pad",
+        lambda t: F.avg_pool2d(t, 3, 2, 1),
+    ),
+]
+
+
+@pytest.mark.parametrize("pool, fn", POOLS)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_pooling_gradients_match_torch_autograd(pool, fn, dtype):
+    x = np.random.default_rng(7).normal(size=(2, 3, 7, 5)).astype(dtype)
+    t = torch.tensor(x, requires_grad=True)
+    torch.sin(fn(t)).sum().backward()
+    name = "f64" if dtype == np.float64 else "f32"
+    src = pooled_graph(pool, fn(t).shape, name)
+    y, gx = on_every_tier(src, (x,), format="kiln", grad="x")
+    tol = 1e-13 if dtype == np.float64 else 2e-6
+    np.testing.assert_allclose(y, torch.sin(fn(t)).detach().numpy(), rtol=tol, atol=tol)
+    np.testing.assert_allclose(gx, t.grad.numpy(), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("pool, fn", POOLS[:3])
+def test_max_pool_ties_and_nans_take_torchs_taps(pool, fn):
+    # Small integers tie in most windows, and a few NaNs: the derivative
+    # goes where torch sends it, exactly.
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 3, size=(2, 3, 7, 5)).astype(np.float64)
+    x.flat[rng.choice(x.size, 12, replace=False)] = np.nan
+    x.flat[rng.choice(x.size, 12, replace=False)] = -0.0
+    t = torch.tensor(x, requires_grad=True)
+    fn(t).sum().backward()
+    _, gx = on_every_tier(pooled_graph(pool, fn(t).shape, then="neg"), (x,), format="kiln", grad="x")
+    np.testing.assert_array_equal(-gx, t.grad.numpy())
+
+
+@pytest.mark.parametrize("groups, w_shape, stride", [(3, (3, 1, 3, 3), 1), (3, (6, 1, 2, 2), 2)])
+def test_grouped_convolution_gradients_match_torch_autograd(groups, w_shape, stride):
+    rng = np.random.default_rng(groups + stride)
+    x, w = rng.normal(size=(2, 3, 7, 5)), rng.normal(size=w_shape)
+    tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    out = F.conv2d(tx, tw, stride=stride, padding=1, groups=groups)
+    torch.tanh(out).sum().backward()
+    ty = f"f64[{', '.join(map(str, out.shape))}]"
+    src = (
+        f'graph "grouped"\nv0: f64[2, 3, 7, 5] = input "x"\n'
+        f'v1: f64[{", ".join(map(str, w_shape))}] = input "w"\n'
+        f"v2: {ty} = conv2d v0, v1 stride [{stride}, {stride}] pad [1, 1, 1, 1] groups {groups}\n"
+        f'v3: {ty} = tanh v2\noutput "y" = v3\n'
+    )
+    _, gx, gw = on_every_tier(src, (x, w), format="kiln", grad=("x", "w"))
+    np.testing.assert_allclose(gx, tx.grad.numpy(), rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(gw, tw.grad.numpy(), rtol=1e-12, atol=1e-13)
+
+
 def test_a_scalar_constant_gets_the_sum_over_rows():
     x = np.linspace(-1, 1, 11)
     f = kiln.compile("sin(w * x) + w", inputs={"x": "f64[n]"}, grad=("w", "x"), tier="llvm")

@@ -123,20 +123,43 @@ def test_a_cnn_trains_on_kiln_forward_and_backward():
     assert "torch.ops.aten.convolution_backward.default" in targets
 
 
-def test_a_cnn_with_a_max_pool_trains_with_the_pool_in_eager():
-    # Not built yet: the max pool's backward, and the indices it needs
-    # (so the training max pool itself).
+def test_a_cnn_with_a_max_pool_trains_on_kiln():
+    # The training max pool computes its indices on kiln, and its backward
+    # runs there too.
     x, y = data(8, 3, 16, 16, classes=10, seed=5)
-    check_training(
-        SmallCNN,
-        x,
-        y,
-        eager_ops={
-            "torch.ops.aten.max_pool2d_with_indices_backward.default",
-            "torch.ops.aten.max_pool2d_with_indices.default",
-            "_operator.getitem",
-        },
-    )
+    stats = check_training(SmallCNN, x, y)
+    targets = {r.target for r in stats.nodes.values()}
+    assert "torch.ops.aten.max_pool2d_with_indices_backward.default" in targets
+    assert "torch.ops.aten.max_pool2d_with_indices.default" in targets
+
+
+class PoolingCNN(nn.Module):
+    """Overlapping, padded, dilated and ceil-mode max pools and average
+    pools (with and without the padding counted): every window geometry
+    the pool derivatives handle."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 6, 3, padding=1)
+        self.conv2 = nn.Conv2d(6, 6, 3, padding=1)
+        self.fc = nn.Linear(6 * 3 * 3 + 6 * 5 * 5, 5)
+
+    def forward(self, x):
+        a = torch.relu(self.conv1(x))
+        p = nn.functional.max_pool2d(a, 3, stride=2, padding=1)  # 8x8
+        p = nn.functional.avg_pool2d(p, 3, stride=2, padding=1, ceil_mode=True)  # 5x5
+        q = nn.functional.max_pool2d(a, 2, stride=2, dilation=2, ceil_mode=True)  # 7x7
+        q = torch.relu(self.conv2(q))
+        q = nn.functional.avg_pool2d(q, 2, stride=3, padding=1, count_include_pad=False)  # 3x3
+        return self.fc(torch.cat([q.flatten(1), p.flatten(1)], 1))
+
+
+def test_max_and_average_pools_of_every_geometry_train_on_kiln():
+    x, y = data(4, 3, 15, 15, classes=5, seed=13)
+    stats = check_training(PoolingCNN, x, y)
+    targets = {r.target for r in stats.nodes.values()}
+    assert "torch.ops.aten.avg_pool2d_backward.default" in targets
+    assert "torch.ops.aten.max_pool2d_with_indices_backward.default" in targets
 
 
 class DepthwiseCNN(nn.Module):
@@ -150,11 +173,61 @@ class DepthwiseCNN(nn.Module):
         return self.fc(torch.relu(self.depthwise(torch.relu(self.conv1(x)))).flatten(1))
 
 
-def test_a_grouped_convolutions_backward_runs_in_eager_alone():
+class GroupedCNN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 6, 3, padding=1)
+        self.grouped = nn.Conv2d(6, 4, 3, stride=2, padding=1, groups=2)
+        self.fc = nn.Linear(4 * 4 * 4, 4)
+
+    def forward(self, x):
+        return self.fc(torch.relu(self.grouped(torch.relu(self.conv1(x)))).flatten(1))
+
+
+def test_depthwise_and_grouped_convolutions_train_on_kiln():
     x, y = data(4, 3, 8, 8, classes=4, seed=9)
+    for make in (DepthwiseCNN, GroupedCNN):
+        stats = check_training(make, x, y)
+        targets = {r.target for r in stats.nodes.values()}
+        assert "torch.ops.aten.convolution_backward.default" in targets
+
+
+class EmbeddingMLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(12, 8)
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, i):
+        return self.fc(self.emb(i).mean(1))
+
+
+def test_a_backward_op_kiln_does_not_build_runs_in_eager_alone():
+    # kiln has no derivative of `gather` yet: the embedding's backward runs
+    # in eager PyTorch, named in one warning, and the rest on kiln.
+    i = torch.randint(0, 12, (16, 5), generator=torch.Generator().manual_seed(21))
+    y = torch.randint(0, 4, (16,), generator=torch.Generator().manual_seed(22))
     check_training(
-        DepthwiseCNN,
-        x,
-        y,
-        eager_ops={"torch.ops.aten.convolution_backward.default", "_operator.getitem"},
+        EmbeddingMLP, i, y, eager_ops={"torch.ops.aten.embedding_dense_backward.default"}
     )
+
+
+def test_max_pool_indices_are_torchs():
+    # Ties in most windows, NaNs in some, padding and overlap: the indices
+    # kiln computes are the ones torch's kernel returns.
+    rng = torch.Generator().manual_seed(17)
+    x = torch.randint(0, 3, (2, 3, 9, 7), generator=rng).double()
+    x.view(-1)[torch.randperm(x.numel(), generator=rng)[:20]] = float("nan")
+
+    def f(t):
+        return nn.functional.max_pool2d(t, 3, stride=2, padding=1, return_indices=True)
+
+    torch._dynamo.reset()
+    stats = kt._Stats()
+    values, indices = torch.compile(f, backend=backend(stats))(x)
+    want_values, want_indices = f(x)
+    torch.testing.assert_close(values, want_values, equal_nan=True)
+    assert torch.equal(indices, want_indices)
+    ran = {r.target: r.ran_on for r in stats.nodes.values()}
+    assert ran["torch.ops.aten.max_pool2d_with_indices.default"] == "kiln", ran
+    assert "eager" not in ran.values(), ran

@@ -78,10 +78,11 @@ const MULTI_OPS: &[&str] = &[
     "var_mean",
     "std_mean",
     "convolution_backward",
+    "max_pool2d_with_indices",
 ];
 
 /// Ops whose result is a tuple of which kiln computes the first item only
-/// (the others are training statistics, indices or a log-sum-exp that no
+/// (the others are training statistics or a log-sum-exp that no
 /// inference graph uses): the op, the tuple's length in torch, what the
 /// other items are, and the builder of the first.
 const PARTIAL_TUPLE_OPS: &[(&str, i64, &str, Build)] = &[
@@ -96,12 +97,6 @@ const PARTIAL_TUPLE_OPS: &[(&str, i64, &str, Build)] = &[
         3,
         "a batch norm's saved statistics",
         |this, op, node| this.batch_norm(op, node),
-    ),
-    (
-        "max_pool2d_with_indices",
-        2,
-        "a max pool's indices",
-        |this, op, node| this.pool(op, node),
     ),
     (
         "_scaled_dot_product_flash_attention_for_cpu",
@@ -167,6 +162,10 @@ const OPS: &[(&[&str], Build)] = &[
     (&["max_pool2d", "avg_pool2d"], |this, op, node| {
         this.pool(op, node)
     }),
+    (
+        &["max_pool2d_with_indices_backward", "avg_pool2d_backward"],
+        |this, op, node| this.pool_backward(op, node),
+    ),
     (
         &["adaptive_avg_pool2d", "_adaptive_avg_pool2d"],
         |this, _, node| this.adaptive_avg_pool(node),

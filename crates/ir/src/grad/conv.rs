@@ -3,7 +3,8 @@
 //! convolved with `w` flipped and its channel axes swapped (a transposed
 //! convolution, dilated as the forward one); `∂w` is `x` convolved with
 //! `g`, batch and channel axes swapped, the stride and the dilation
-//! trading places. Both are sums in the order `conv2d` folds them
+//! trading places. Groups stay groups: the swaps happen within each
+//! (`conv2d`'s `groups` carries over). Both are sums in the order `conv2d` folds them
 //! (docs/semantics.md), so every tier gives the same bits.
 
 use super::{fail, Ad, GradResult};
@@ -22,15 +23,6 @@ pub(super) fn conv2d(
     want_x: bool,
     want_w: bool,
 ) -> GradResult<(Option<Value>, Option<Value>)> {
-    if attrs.groups != 1 {
-        return fail(
-            ad.at,
-            format!(
-                "kiln differentiates `conv2d` with one group only, not {}",
-                attrs.groups
-            ),
-        );
-    }
     let dx = if want_x {
         Some(input_adjoint(ad, x, w, attrs, g)?)
     } else {
@@ -77,9 +69,20 @@ fn input_adjoint(ad: &mut Ad, x: Value, w: Value, attrs: &Conv2d, g: Value) -> G
         let after = h - len + front;
         spread = ad.pad(spread, 2 + axis, before, after)?;
     }
-    // w [o, c, kh, kw] -> [c, o, kh, kw], flipped along kh and kw.
-    let swapped = ad.op(Op::Transpose(vec![1, 0, 2, 3]), &[w])?;
+    // w [o, c/G, kh, kw] -> [c, o/G, kh, kw] (within each of the G groups,
+    // its output and input channels trade places), flipped along kh and kw.
+    let groups = u64::from(attrs.groups);
+    let (o, per_group) = (fixed(ad, w, 0)?, fixed(ad, w, 1)?);
     let (kh, kw) = (fixed(ad, w, 2)?, fixed(ad, w, 3)?);
+    let swapped = if groups == 1 {
+        ad.op(Op::Transpose(vec![1, 0, 2, 3]), &[w])?
+    } else {
+        let split = [groups, o / groups, per_group, kh, kw].map(Dim::Fixed);
+        let split = ad.reshape(w, &split.to_vec())?;
+        let swapped = ad.op(Op::Transpose(vec![0, 2, 1, 3, 4]), &[split])?;
+        let merged = [groups * per_group, o / groups, kh, kw].map(Dim::Fixed);
+        ad.reshape(swapped, &merged.to_vec())?
+    };
     let flip = |k| {
         Some(SliceRange {
             start: 0,
@@ -92,23 +95,37 @@ fn input_adjoint(ad: &mut Ad, x: Value, w: Value, attrs: &Conv2d, g: Value) -> G
         stride: [1, 1],
         padding: [0; 4],
         dilation: attrs.dilation,
-        groups: 1,
+        groups: attrs.groups,
     };
     ad.op(Op::Conv2d(back), &[spread, flipped])
 }
 
-/// `∂w[o, c, a, b] = Σ_{n,i,j} g[n, o, i, j] · x̂[n, c, i·s + a·d - pt, ..]`:
-/// a convolution of `x` as `[c, n, h, w]` with `g` as `[o, n, oh, ow]`,
-/// stride `d` and dilation `s`, the forward padding, cut to `[kh, kw]`.
+/// `∂w[o, c, a, b] = Σ_{n,i,j} g[n, o, i, j] · x̂[n, c', i·s + a·d - pt, ..]`
+/// (`c'` is input channel `c` of `o`'s group): a convolution of `x` as
+/// `[c/G, G·n, h, w]` (group `q`'s channel `c` of batch row `n` at
+/// `[c, q·n_total + n]`) with `g` as `[o, n, oh, ow]` in the forward's `G`
+/// groups, stride `d` and dilation `s`, the forward padding, cut to
+/// `[kh, kw]`. With one group that is `x` as `[c, n, h, w]`.
 fn weight_adjoint(ad: &mut Ad, x: Value, w: Value, attrs: &Conv2d, g: Value) -> GradResult<Value> {
-    fixed(ad, x, 0)?;
-    let xt = ad.op(Op::Transpose(vec![1, 0, 2, 3]), &[x])?;
+    let n = fixed(ad, x, 0)?;
+    let xt = if attrs.groups == 1 {
+        ad.op(Op::Transpose(vec![1, 0, 2, 3]), &[x])?
+    } else {
+        let groups = u64::from(attrs.groups);
+        let per_group = fixed(ad, w, 1)?;
+        let (h, wd) = (fixed(ad, x, 2)?, fixed(ad, x, 3)?);
+        let split = [n, groups, per_group, h, wd].map(Dim::Fixed);
+        let split = ad.reshape(x, &split.to_vec())?;
+        let swapped = ad.op(Op::Transpose(vec![2, 1, 0, 3, 4]), &[split])?;
+        let merged = [per_group, groups * n, h, wd].map(Dim::Fixed);
+        ad.reshape(swapped, &merged.to_vec())?
+    };
     let gt = ad.op(Op::Transpose(vec![1, 0, 2, 3]), &[g])?;
     let swapped = Conv2d {
         stride: attrs.dilation,
         padding: attrs.padding,
         dilation: attrs.stride,
-        groups: 1,
+        groups: attrs.groups,
     };
     let mut dw = ad.op(Op::Conv2d(swapped), &[xt, gt])?;
     for axis in 2..4 {
@@ -117,6 +134,6 @@ fn weight_adjoint(ad: &mut Ad, x: Value, w: Value, attrs: &Conv2d, g: Value) -> 
             dw = ad.crop(dw, axis, 0, k)?;
         }
     }
-    // [c, o, kh, kw] -> [o, c, kh, kw]
+    // [c/G, o, kh, kw] -> [o, c/G, kh, kw]
     ad.op(Op::Transpose(vec![1, 0, 2, 3]), &[dw])
 }

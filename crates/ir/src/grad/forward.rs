@@ -164,7 +164,11 @@ fn push(
             return Ok(sum);
         }
         Op::Input { .. } | Op::Const(_) | Op::Tensor(_) => return Ok(None),
-        Op::Filter | Op::Pool2d(_) | Op::Gather(_) | Op::Trees(_) => {
+        Op::Pool2d(attrs) => {
+            let tx = full(ad, args[0])?;
+            super::pool::tangent(ad, args[0], v, attrs, tx)?
+        }
+        Op::Filter | Op::Gather(_) | Op::Trees(_) => {
             return fail(
                 Some(v),
                 format!("kiln does not differentiate `{}` yet", op.mnemonic()),

@@ -13,20 +13,22 @@
 //! Both modes read one table of local derivatives (`rules.rs`), whose
 //! choices at the points where a function has no derivative are torch's
 //! (docs/semantics.md, "Derivatives"); `conv2d`'s adjoint is two `conv2d`s
-//! (`conv.rs`; [`conv2d_backward`] for importers). The derivative nodes are appended
+//! (`conv.rs`; [`conv2d_backward`] for importers), a pool's a sum over its
+//! window's taps (`pool.rs`; [`pool2d_backward`]). The derivative nodes are appended
 //! after the original nodes, so the ordering invariant holds; the caller
 //! verifies the result like any graph.
 //!
 //! Only float values carry derivatives. An integer or `bool` value on the
 //! path (a comparison, a cast to an integer) passes none, as in torch; an
 //! input or output of the request that is not a float is an error naming
-//! it, and so is an op this module does not differentiate (`conv2d` of
-//! several groups, pooling, `gather`, tree ensembles, `nextafter`).
+//! it, and so is an op this module does not differentiate (`gather`, tree
+//! ensembles, `nextafter`).
 //!
 //! Nothing here recurses: both modes sweep the node arena once.
 
 mod conv;
 mod forward;
+mod pool;
 mod reverse;
 mod rules;
 
@@ -41,7 +43,7 @@ use crate::verify::Verified;
 pub use forward::jacobian;
 pub use reverse::gradient;
 
-/// The adjoints of `y = conv2d(x, w)` (one group) for `y`'s adjoint `g`,
+/// The adjoints of `y = conv2d(x, w)` for `y`'s adjoint `g`,
 /// appended to `builder`: `∂x` and `∂w`, each where `want` asks for it.
 /// What reverse mode builds for a `conv2d` node, for frontends whose
 /// graphs carry the backward op itself (aten's `convolution_backward`).
@@ -53,11 +55,45 @@ pub fn conv2d_backward(
     g: Value,
     want: [bool; 2],
 ) -> GradResult<[Option<Value>; 2]> {
+    let (dx, dw) = on(builder, |ad| {
+        conv::conv2d(ad, x, w, attrs, g, want[0], want[1])
+    })?;
+    Ok([dx, dw])
+}
+
+/// The adjoint `∂x` of `y = pool2d(x)` for `y`'s adjoint `g`, appended to
+/// `builder`: what reverse mode builds for a `max_pool2d` or `avg_pool2d`
+/// node, for frontends whose graphs carry the backward op itself (aten's
+/// `max_pool2d_with_indices_backward`, `avg_pool2d_backward`).
+pub fn pool2d_backward(
+    builder: &mut Builder,
+    x: Value,
+    y: Value,
+    attrs: &crate::op::Pool2d,
+    g: Value,
+) -> GradResult<Value> {
+    on(builder, |ad| pool::adjoint(ad, x, y, attrs, g))
+}
+
+/// The indices of a max pool `y = max_pool2d(x)`: for each window, the
+/// index within its plane (`row * width + column`) of the tap its
+/// derivative goes to (torch's `max_pool2d_with_indices`), `i64`.
+pub fn max_pool2d_indices(
+    builder: &mut Builder,
+    x: Value,
+    y: Value,
+    attrs: &crate::op::Pool2d,
+) -> GradResult<Value> {
+    on(builder, |ad| pool::indices(ad, x, y, attrs))
+}
+
+/// `f` building on a frontend's `builder`.
+fn on<T>(builder: &mut Builder, f: impl FnOnce(&mut Ad) -> GradResult<T>) -> GradResult<T> {
     let taken = std::mem::replace(builder, Builder::new(""));
     let mut ad = Ad { b: taken, at: None };
-    let result = conv::conv2d(&mut ad, x, w, attrs, g, want[0], want[1]);
+    let result = f(&mut ad);
     *builder = ad.b;
-    result.map(|(dx, dw)| [dx, dw])
+    result
 }
 
 /// Why a graph cannot be differentiated as asked.

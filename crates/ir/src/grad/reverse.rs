@@ -226,7 +226,11 @@ fn pull(
             out.extend(dx.map(|d| (x, d)));
             out.extend(dw.map(|d| (w, d)));
         }
-        Op::Filter | Op::Pool2d(_) | Op::Gather(_) | Op::Trees(_) => {
+        Op::Pool2d(attrs) => {
+            let g = full(ad, v, gv)?;
+            out.push((args[0], super::pool::adjoint(ad, args[0], v, attrs, g)?));
+        }
+        Op::Filter | Op::Gather(_) | Op::Trees(_) => {
             return fail(
                 Some(v),
                 format!("kiln does not differentiate `{}` yet", op.mnemonic()),

@@ -4,8 +4,10 @@
 //! into those calls) and ATen spellings (`aten.convolution`,
 //! `aten.native_batch_norm` and `aten._native_batch_norm_legit_no_training`,
 //! whose saved statistics kiln does not compute, `aten.max_pool2d_with_indices`,
-//! whose indices it does not compute, `aten.avg_pool2d`,
-//! `aten._adaptive_avg_pool2d`). torch's defaults and argument forms (an int
+//! `aten.avg_pool2d`, `aten._adaptive_avg_pool2d`), and the backward ops of
+//! training graphs (`aten.convolution_backward`,
+//! `aten.max_pool2d_with_indices_backward`, `aten.avg_pool2d_backward`),
+//! built as `kiln_ir::grad` differentiates. torch's defaults and argument forms (an int
 //! or a pair, `padding='same'`, an empty ATen stride meaning the kernel)
 //! are read here; the shapes are kiln's typing rules.
 
@@ -14,9 +16,6 @@ use crate::cnn::{self, BatchNorm};
 use crate::fx::text::{Arg, Node};
 use kiln_ir::{Conv2d, Op, Pool2d, PoolKind, Value};
 
-/// Ops with a tuple result of which kiln computes only the first item: the
-/// others (a batch norm's saved mean and inverse deviation, which eval mode
-/// leaves empty; a max pool's indices) are an error only where used.
 /// A pair of ints from an int or a sequence of one or two (`3`, `(3, 3)`,
 /// `[2]`), each at least `min`.
 fn pair(
@@ -234,41 +233,37 @@ impl Fx<'_> {
     /// stride, padding, ceil_mode, count_include_pad, divisor_override).
     pub(super) fn pool(&mut self, op: &str, node: &Node) -> Result<Value, String> {
         let x = self.required(node, 0, "input")?;
-        let kernel = pair(self.arg(node, 1, "kernel_size"), "kernel_size", None, 1)?;
-        // `stride=None` (F) or `[]` (ATen) is the kernel.
-        let stride = pair(self.arg(node, 2, "stride"), "stride", Some(kernel), 1)?;
-        let [ph, pw] = pair(self.arg(node, 3, "padding"), "padding", Some([0, 0]), 0)?;
         let max = op != "avg_pool2d";
-        let (dilation, ceil_at) = if max {
-            (
-                pair(self.arg(node, 4, "dilation"), "dilation", Some([1, 1]), 1)?,
-                5,
-            )
-        } else {
-            ([1, 1], 4)
-        };
-        let ceil_mode = flag(self.arg(node, ceil_at, "ceil_mode"), "ceil_mode", false)?;
-        let count_include_pad = !max
-            && flag(
-                self.arg(node, 5, "count_include_pad"),
-                "count_include_pad",
-                true,
-            )?;
         if max
             && op == "max_pool2d"
             && flag(self.arg(node, 6, "return_indices"), "return_indices", false)?
         {
             return Err("unsupported: max pooling's indices".to_string());
         }
-        if !max
-            && !matches!(
-                self.arg(node, 6, "divisor_override"),
-                None | Some(Arg::None)
-            )
-        {
+        let pool = self.pool_attrs(max, node, 0)?;
+        self.b.op(Op::Pool2d(pool), &[x]).map_err(super::te)
+    }
+
+    /// A pool's attributes from its arguments after the input at `base`
+    /// (0 for the pool, 1 for its backward, whose first is the gradient).
+    fn pool_attrs(&self, max: bool, node: &Node, base: usize) -> Result<Pool2d, String> {
+        let at = |i: usize, key: &str| self.arg(node, base + i, key);
+        let kernel = pair(at(1, "kernel_size"), "kernel_size", None, 1)?;
+        // `stride=None` (F) or `[]` (ATen) is the kernel.
+        let stride = pair(at(2, "stride"), "stride", Some(kernel), 1)?;
+        let [ph, pw] = pair(at(3, "padding"), "padding", Some([0, 0]), 0)?;
+        let (dilation, ceil_at) = if max {
+            (pair(at(4, "dilation"), "dilation", Some([1, 1]), 1)?, 5)
+        } else {
+            ([1, 1], 4)
+        };
+        let ceil_mode = flag(at(ceil_at, "ceil_mode"), "ceil_mode", false)?;
+        let count_include_pad =
+            !max && flag(at(5, "count_include_pad"), "count_include_pad", true)?;
+        if !max && !matches!(at(6, "divisor_override"), None | Some(Arg::None)) {
             return Err("unsupported: avg_pool2d with divisor_override".to_string());
         }
-        let pool = Pool2d {
+        Ok(Pool2d {
             kind: if max { PoolKind::Max } else { PoolKind::Avg },
             kernel,
             stride,
@@ -276,8 +271,44 @@ impl Fx<'_> {
             dilation,
             ceil_mode,
             count_include_pad,
-        };
-        self.b.op(Op::Pool2d(pool), &[x]).map_err(super::te)
+        })
+    }
+
+    /// `max_pool2d_with_indices(input, kernel_size, stride, padding,
+    /// dilation, ceil_mode)`: the values and, for each, the index within
+    /// its plane (`row * width + column`) of the tap the maximum came from:
+    /// the one a training graph's backward reads, the tap `kiln_ir::grad`
+    /// gives the derivative (torch's).
+    pub(super) fn pool_with_indices(&mut self, node: &Node) -> Result<Vec<Value>, String> {
+        let x = self.required(node, 0, "input")?;
+        let pool = self.pool_attrs(true, node, 0)?;
+        let y = self.b.op(Op::Pool2d(pool), &[x]).map_err(super::te)?;
+        let indices =
+            kiln_ir::grad::max_pool2d_indices(&mut self.b, x, y, &pool).map_err(|e| e.message)?;
+        Ok(vec![y, indices])
+    }
+
+    /// `max_pool2d_with_indices_backward(grad_output, input, kernel_size,
+    /// stride, padding, dilation, ceil_mode, indices)` and
+    /// `avg_pool2d_backward(grad_output, input, kernel_size, stride,
+    /// padding, ceil_mode, count_include_pad, divisor_override)`: the
+    /// input's gradient as `kiln_ir::grad` builds a pool's. A max pool's
+    /// taps are found again from the input, so `indices` is not read: they
+    /// are the ones [`Self::pool_with_indices`] gives.
+    pub(super) fn pool_backward(&mut self, op: &str, node: &Node) -> Result<Value, String> {
+        let g = self.required(node, 0, "grad_output")?;
+        let x = self.required(node, 1, "input")?;
+        let max = op.starts_with("max");
+        let pool = self.pool_attrs(max, node, 1)?;
+        let y = self.b.op(Op::Pool2d(pool), &[x]).map_err(super::te)?;
+        if self.b.ty(g) != self.b.ty(y) {
+            return Err(format!(
+                "`grad_output` is {}, the pool's result {}",
+                self.b.ty(g),
+                self.b.ty(y)
+            ));
+        }
+        kiln_ir::grad::pool2d_backward(&mut self.b, x, y, &pool, g).map_err(|e| e.message)
     }
 
     /// `adaptive_avg_pool2d(input, output_size)`.

@@ -280,6 +280,9 @@ impl Fx<'_> {
         if op == "convolution_backward" {
             return self.convolution_backward(node);
         }
+        if op == "max_pool2d_with_indices" {
+            return self.pool_with_indices(node);
+        }
         let x = self.tensor_at(node, 0, if op == "chunk" { "input" } else { "self" })?;
         let rank = self.shape_of(x).len();
         let axis = layout::axis(self.int_at(node, 2, "dim", Some(0))?, rank)?;

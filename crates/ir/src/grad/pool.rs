@@ -1,0 +1,298 @@
+//! The derivatives of `max_pool2d` and `avg_pool2d`, tap by tap. A window's
+//! tap `(a, b)` over every window at once is a strided slice of `x` padded
+//! with zeros, `[n, c, oh, ow]` ([`tap`]); its adjoint puts such a tensor
+//! back where the tap read it: spread by the stride, shifted to the tap's
+//! offset and cut to `x`'s extent ([`place`]). So:
+//!
+//! - average: `∂x = Σ_taps place(t / count)`, `count` the window's divisor
+//!   ([`Pool2d::count`]); forward mode is the pool of the tangent;
+//! - max: each window's derivative goes to one tap, torch's: the first tap
+//!   (row by row) equal to the maximum, or, where the maximum is NaN, the
+//!   last NaN tap (torch's CPU kernel takes a tap that is greater than the
+//!   one it holds or NaN). `∂x = Σ_taps place(select(taken, t, 0))`;
+//!   forward mode selects the taken tap's tangent.
+//!
+//! The taps' contributions are added in tap order (row by row), after the
+//! first.
+
+use super::{Ad, GradResult};
+use crate::entities::Value;
+use crate::op::{BinaryOp, CmpOp, Op, Pool2d, PoolKind, SliceRange, TensorConst};
+use crate::scalar::Scalar;
+use crate::types::{DType, Dim};
+use std::sync::Arc;
+
+/// The geometry of a pool along its two spatial axes.
+struct Geometry {
+    /// `x`'s extents.
+    extent: [u64; 2],
+    /// The windows along each axis.
+    windows: [u64; 2],
+    /// Zeros before `x` in the tensor the taps are cut from (the padding
+    /// in front) and after it (as many as the last window's last tap
+    /// needs).
+    before: [u64; 2],
+    after: [u64; 2],
+}
+
+impl Geometry {
+    fn of(ad: &Ad, x: Value, y: Value, attrs: &Pool2d) -> GradResult<Geometry> {
+        let fixed = |v: Value, axis: usize| match ad.shape(v)[axis] {
+            Dim::Fixed(n) => Ok(n),
+            Dim::Sym(_) => super::fail(
+                ad.at,
+                "cannot differentiate a pool over a symbolic plane".to_string(),
+            ),
+        };
+        let mut g = Geometry {
+            extent: [0; 2],
+            windows: [0; 2],
+            before: [0; 2],
+            after: [0; 2],
+        };
+        for axis in 0..2 {
+            let (h, o) = (fixed(x, 2 + axis)?, fixed(y, 2 + axis)?);
+            let (k, s, d) = (
+                u64::from(attrs.kernel[axis]),
+                u64::from(attrs.stride[axis]),
+                u64::from(attrs.dilation[axis]),
+            );
+            let front = u64::from(attrs.padding[2 * axis]);
+            // The last tap of the last window, in padded coordinates.
+            let reach = (o - 1) * s + (k - 1) * d + 1;
+            g.extent[axis] = h;
+            g.windows[axis] = o;
+            g.before[axis] = front;
+            g.after[axis] = reach.saturating_sub(front + h);
+        }
+        Ok(g)
+    }
+
+    /// Where tap `a` of window `o` reads along `axis`, `x`'s first element
+    /// at 0 (negative in the padding in front).
+    fn at(&self, attrs: &Pool2d, axis: usize, o: u64, a: u64) -> i64 {
+        (o * u64::from(attrs.stride[axis]) + a * u64::from(attrs.dilation[axis])) as i64
+            - self.before[axis] as i64
+    }
+}
+
+/// `x` padded with zeros as the taps need it.
+fn padded(ad: &mut Ad, x: Value, geo: &Geometry) -> GradResult<Value> {
+    let mut p = x;
+    for axis in 0..2 {
+        let (before, after) = (geo.before[axis] as i64, geo.after[axis] as i64);
+        p = ad.pad(p, 2 + axis, before, after)?;
+    }
+    Ok(p)
+}
+
+/// Tap `(a, b)` of every window of the padded `p`: `[n, c, oh, ow]`.
+fn tap(ad: &mut Ad, p: Value, attrs: &Pool2d, geo: &Geometry, ab: [u64; 2]) -> GradResult<Value> {
+    let mut ranges = vec![None, None];
+    for (axis, a) in ab.into_iter().enumerate() {
+        let (s, d) = (
+            u64::from(attrs.stride[axis]),
+            u64::from(attrs.dilation[axis]),
+        );
+        let start = a * d;
+        ranges.push(Some(SliceRange {
+            start,
+            stop: start + (geo.windows[axis] - 1) * s + 1,
+            step: s as i64,
+        }));
+    }
+    ad.op(Op::Slice(ranges), &[p])
+}
+
+/// The adjoint of [`tap`] followed by the cut of the padding: `c`
+/// (`[n, c, oh, ow]`) put where tap `(a, b)` read `x`, zeros elsewhere,
+/// `x`'s shape.
+fn place(ad: &mut Ad, c: Value, attrs: &Pool2d, geo: &Geometry, ab: [u64; 2]) -> GradResult<Value> {
+    let mut v = c;
+    for (axis, a) in ab.into_iter().enumerate() {
+        let s = u64::from(attrs.stride[axis]);
+        v = ad.spread(v, 2 + axis, s)?;
+        let len = ((geo.windows[axis] - 1) * s + 1) as i64;
+        let first = geo.at(attrs, axis, 0, a);
+        let after = geo.extent[axis] as i64 - first - len;
+        v = ad.pad(v, 2 + axis, first, after)?;
+    }
+    Ok(v)
+}
+
+/// The taps of a window, row by row.
+fn taps(attrs: &Pool2d) -> Vec<[u64; 2]> {
+    let [kh, kw] = attrs.kernel.map(u64::from);
+    (0..kh).flat_map(|a| (0..kw).map(move |b| [a, b])).collect()
+}
+
+/// A constant `[oh, ow]` tensor of `f(oy, ox)`.
+fn plane(ad: &mut Ad, geo: &Geometry, dtype: DType, f: impl Fn(u64, u64) -> Scalar) -> Value {
+    let [oh, ow] = geo.windows;
+    let values = (0..oh).flat_map(|i| (0..ow).map(move |j| (i, j)));
+    let values = values.map(|(i, j)| f(i, j)).collect();
+    ad.b.op(
+        Op::Tensor(Arc::new(TensorConst {
+            dtype,
+            dims: vec![oh, ow],
+            values,
+        })),
+        &[],
+    )
+    .expect("a constant tensor types")
+}
+
+/// Whether tap `ab` of each window is inside `x`, where some is not.
+fn inside(ad: &mut Ad, attrs: &Pool2d, geo: &Geometry, ab: [u64; 2]) -> Option<Value> {
+    let within = |axis: usize, o: u64| {
+        let at = geo.at(attrs, axis, o, ab[axis]);
+        at >= 0 && at < geo.extent[axis] as i64
+    };
+    let all =
+        (0..geo.windows[0]).all(|i| within(0, i)) && (0..geo.windows[1]).all(|j| within(1, j));
+    (!all).then(|| {
+        plane(ad, geo, DType::Bool, |i, j| {
+            Scalar::Bool(within(0, i) && within(1, j))
+        })
+    })
+}
+
+/// For each tap of a max pool `y` of `x`, whether the window's derivative
+/// goes to it (`[n, c, oh, ow]` bools, one true per window).
+fn taken(
+    ad: &mut Ad,
+    x: Value,
+    y: Value,
+    attrs: &Pool2d,
+    geo: &Geometry,
+) -> GradResult<Vec<Value>> {
+    let p = padded(ad, x, geo)?;
+    let no = ad.b.constant(Scalar::Bool(false));
+    let mut firsts = Vec::new();
+    let mut nans = Vec::new();
+    for ab in taps(attrs) {
+        let xt = tap(ad, p, attrs, geo, ab)?;
+        let mut eq = ad.cmp(CmpOp::Eq, xt, y)?;
+        if let Some(inside) = inside(ad, attrs, geo, ab) {
+            eq = ad.binary(BinaryOp::And, eq, inside)?;
+        }
+        firsts.push(eq);
+        // Zeros of the padding are never NaN.
+        nans.push(ad.cmp(CmpOp::Ne, xt, xt)?);
+    }
+    // The first equal tap: one not seen before.
+    let mut seen: Option<Value> = None;
+    for eq in &mut firsts {
+        if let Some(s) = seen {
+            let first = ad.select(s, no, *eq)?;
+            seen = Some(ad.binary(BinaryOp::Or, s, *eq)?);
+            *eq = first;
+        } else {
+            seen = Some(*eq);
+        }
+    }
+    // The last NaN tap: one with none after it.
+    let mut later: Option<Value> = None;
+    for nan in nans.iter_mut().rev() {
+        if let Some(l) = later {
+            let last = ad.select(l, no, *nan)?;
+            later = Some(ad.binary(BinaryOp::Or, l, *nan)?);
+            *nan = last;
+        } else {
+            later = Some(*nan);
+        }
+    }
+    let y_nan = ad.cmp(CmpOp::Ne, y, y)?;
+    firsts
+        .into_iter()
+        .zip(nans)
+        .map(|(first, nan)| ad.select(y_nan, nan, first))
+        .collect()
+}
+
+/// Each window's divisor, `[oh, ow]` in `dtype`.
+fn counts(ad: &mut Ad, attrs: &Pool2d, geo: &Geometry, dtype: DType) -> Value {
+    let scalar = |n: u64| match dtype {
+        DType::F32 => Scalar::F32(n as f32),
+        _ => Scalar::F64(n as f64),
+    };
+    let count =
+        |axis: usize, o: u64| attrs.count(axis, geo.extent[axis], geo.at(attrs, axis, o, 0));
+    plane(ad, geo, dtype, |i, j| scalar(count(0, i) * count(1, j)))
+}
+
+/// `∂x` of `y = pool2d(x)` for `y`'s full adjoint `g`.
+pub(super) fn adjoint(
+    ad: &mut Ad,
+    x: Value,
+    y: Value,
+    attrs: &Pool2d,
+    g: Value,
+) -> GradResult<Value> {
+    let geo = Geometry::of(ad, x, y, attrs)?;
+    let parts = match attrs.kind {
+        PoolKind::Avg => {
+            let count = counts(ad, attrs, &geo, ad.dtype(g));
+            let each = ad.div(g, count)?;
+            vec![each; taps(attrs).len()]
+        }
+        PoolKind::Max => {
+            let mut parts = Vec::new();
+            for t in taken(ad, x, y, attrs, &geo)? {
+                parts.push(ad.keep_where(t, g)?);
+            }
+            parts
+        }
+    };
+    let mut sum: Option<Value> = None;
+    for (c, ab) in parts.into_iter().zip(taps(attrs)) {
+        let c = place(ad, c, attrs, &geo, ab)?;
+        sum = Some(match sum {
+            Some(s) => ad.add(s, c)?,
+            None => c,
+        });
+    }
+    Ok(sum.expect("a window has a tap"))
+}
+
+/// The tangent of `y = pool2d(x)` for `x`'s full tangent `t`.
+pub(super) fn tangent(
+    ad: &mut Ad,
+    x: Value,
+    y: Value,
+    attrs: &Pool2d,
+    t: Value,
+) -> GradResult<Value> {
+    if attrs.kind == PoolKind::Avg {
+        return ad.op(Op::Pool2d(*attrs), &[t]);
+    }
+    let geo = Geometry::of(ad, x, y, attrs)?;
+    let taken = taken(ad, x, y, attrs, &geo)?;
+    let p = padded(ad, t, &geo)?;
+    // Nested selects, last tap innermost: exactly the taken tap's tangent.
+    let mut out = ad.zeros(ad.dtype(t), &ad.shape(y))?;
+    for (flag, ab) in taken.into_iter().zip(taps(attrs)).rev() {
+        let tt = tap(ad, p, attrs, &geo, ab)?;
+        out = ad.select(flag, tt, out)?;
+    }
+    Ok(out)
+}
+
+/// For each window of the max pool `y` of `x`, the index within its plane
+/// (`row * width + column`) of the tap its derivative goes to: torch's
+/// `max_pool2d_with_indices`' indices, `i64`.
+pub(super) fn indices(ad: &mut Ad, x: Value, y: Value, attrs: &Pool2d) -> GradResult<Value> {
+    let geo = Geometry::of(ad, x, y, attrs)?;
+    let taken = taken(ad, x, y, attrs, &geo)?;
+    let width = geo.extent[1] as i64;
+    // Nested selects, last tap innermost; a tap outside `x` is never taken.
+    let mut out = ad.b.constant(Scalar::I64(0));
+    for (flag, ab) in taken.into_iter().zip(taps(attrs)).rev() {
+        let at = |axis: usize, o: u64| geo.at(attrs, axis, o, ab[axis]);
+        let index = plane(ad, &geo, DType::I64, |i, j| {
+            Scalar::I64(at(0, i) * width + at(1, j))
+        });
+        out = ad.select(flag, index, out)?;
+    }
+    Ok(out)
+}
