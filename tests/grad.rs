@@ -501,13 +501,31 @@ fn check_jacobian(text: &str, at: &[Data], s_at: usize, tol: f64) {
     on_every_engine(jac.into_graph(), at);
 }
 
-/// Grouped and depthwise `conv2d`: the gradients with respect to the
-/// input and the weights, and the tangent of a scale of the weights.
+/// Grouped and depthwise `conv2d`, and convolutions with enough channels
+/// that the weights' adjoint is a matmul a tap: the gradients with respect
+/// to the input and the weights, and the tangent of a scale of the
+/// weights.
 #[test]
 fn grouped_convolution_against_finite_differences() {
     // (x's channels, w's shape, groups, attributes, the result's type)
     let configs = [
         (4, "f64[6, 2, 3, 2]", 2, "", "f64[2, 6, 5, 5]"),
+        // 16 and 20 output × input channels a group: the weights' adjoint
+        // as matmuls, a tap at a time.
+        (
+            8,
+            "f64[8, 4, 3, 2]",
+            2,
+            " stride [2, 1] pad [1, 0, 2, 1]",
+            "f64[2, 8, 3, 8]",
+        ),
+        (
+            4,
+            "f64[5, 4, 2, 3]",
+            1,
+            " stride [2, 2] pad [0, 1, 1, 1] dilation [2, 1]",
+            "f64[2, 5, 3, 3]",
+        ),
         (
             4,
             "f64[4, 1, 3, 3]",

@@ -267,14 +267,37 @@ impl Gen<'_, '_> {
         }
         if self.u.ratio(1u8, 2u8)? {
             let chans = dims[1];
-            let groups = if chans > 1 && self.u.arbitrary()? {
+            // Now and then weights scaled by a scalar of the graph (an
+            // input's function), so that derivatives reach the weights; in
+            // window mode always, by the sum of `a` where no scalar is at
+            // hand, and then mostly with one group, as most layers are.
+            let scalars: Vec<Value> = self
+                .pool
+                .iter()
+                .copied()
+                .filter(|&v| {
+                    self.b.dtype(v) == Some(dtype)
+                        && self.b.ty(v).as_tensor().is_some_and(|t| t.is_scalar())
+                })
+                .collect();
+            let scale = if !scalars.is_empty() && (self.windows || self.u.arbitrary()?) {
+                Some(*self.u.choose(&scalars)?)
+            } else if self.windows && dtype.is_float() {
+                self.sum_all(a, 4)
+            } else {
+                None
+            };
+            let grouped = chans > 1 && self.u.arbitrary()?;
+            let groups = if grouped && !(self.windows && scale.is_some() && self.u.arbitrary()?) {
                 chans
             } else {
                 1
             };
-            // Now and then 8 or more output channels a group, which the
-            // JIT tiers run as matmul panels over the taps.
-            let per_group = if self.u.ratio(1u8, 4u8)? {
+            // Now and then (in window mode often) 8 or more output
+            // channels a group, which the JIT tiers run as matmul panels
+            // over the taps, and whose weights' adjoint is a matmul a tap.
+            let wide = if self.windows { 2u8 } else { 4u8 };
+            let per_group = if self.u.ratio(1u8, wide)? {
                 self.u.int_in_range(8..=10u64)?
             } else {
                 self.u.int_in_range(1..=3u64)?
@@ -285,6 +308,10 @@ impl Gen<'_, '_> {
                 dtype,
                 &[out, chans / groups, u64::from(k[0]), u64::from(k[1])],
             )?;
+            let w = match scale {
+                Some(s) => self.b.op(Op::Binary(BinaryOp::Mul), &[w, s]).unwrap_or(w),
+                None => w,
+            };
             let attrs = Conv2d {
                 stride,
                 padding,

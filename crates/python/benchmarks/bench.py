@@ -39,10 +39,13 @@ mean anything on a noisy machine).
   torch.compile(backend="kiln") on both JIT tiers, with torch on 1 and 2
   threads; median of 7 interleaved repeats of 1000 calls, after warm-up.
 - train: one SGD step (forward, cross-entropy, backward, update) of the
-  batch-64 784→256→10 MLP: eager, inductor and
-  torch.compile(backend="kiln") (the backward graph on kiln too) on both
-  JIT tiers and auto, torch on 1 and 2 threads; median of 7 interleaved
-  repeats of 200 steps after 3 warm-up steps.
+  batch-64 784→256→10 MLP and of torchvision's ResNet-18 (10 classes,
+  4×3×64×64 images: convolutions', batch norms' and the max pool's backward
+  on kiln): eager, inductor and torch.compile(backend="kiln") (the
+  backward graph on kiln too) on both JIT tiers and auto (the ResNet on
+  LLVM only), torch on 1 and 2 threads; median of 7 interleaved repeats of 200
+  steps (the ResNet's: 5) after 3 warm-up steps, kiln's tier-up finished
+  (`kiln.wait_for_tier_up`) and one more step.
 - resnet: ResNet-18 (the standard 64-128-256-512 layout,
   crates/python/tests/models.py, random weights, eval mode) on one
   1x3x224x224 image under torch.no_grad: eager on 1 and 2 threads against
@@ -364,27 +367,47 @@ def torch_mlp():
                  median_us=statistics.median(ts) / calls * 1e6, min_us=min(ts) / calls * 1e6)
 
 
-def train_mlp():
+def train():
     import torch
-    import torch._dynamo
+    import torchvision
 
-    x = torch.randn(64, 784, generator=torch.Generator().manual_seed(1))
-    y = torch.randint(0, 10, (64,), generator=torch.Generator().manual_seed(2))
-    steps = 200
-
-    def make():
+    def mlp():
         torch.manual_seed(0)
         return torch.nn.Sequential(
             torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10)
         )
 
+    def resnet18():
+        torch.manual_seed(0)
+        return torchvision.models.resnet18(num_classes=10)
+
+    gen = lambda seed: torch.Generator().manual_seed(seed)  # noqa: E731
+    train_step("mlp-train-step-784-256-10-batch64", mlp,
+               torch.randn(64, 784, generator=gen(1)), torch.randint(0, 10, (64,), generator=gen(2)),
+               steps=200, tiers=("cranelift", "llvm", None))
+    # Not auto: it moves a program to LLVM once its Cranelift calls add up
+    # to the LLVM compile's estimated cost, which for these training graphs
+    # is tens of steps (3.4 times LLVM's time a step before).
+    train_step("resnet18-train-step-4x3x64x64", resnet18,
+               torch.randn(4, 3, 64, 64, generator=gen(1)), torch.randint(0, 10, (4,), generator=gen(2)),
+               steps=5, tiers=("llvm",))
+
+
+def train_step(workload, make, x, y, steps, tiers):
+    """One SGD step of `make()`'s model on (x, y): eager, inductor and kiln
+    on `tiers` (None: auto, the default), 1 and 2 threads."""
+    import torch
+    import torch._dynamo
+
     for threads in (1, 2):
         torch.set_num_threads(threads)
         torch._dynamo.reset()
-        peers = [("torch-eager", None), ("torch.compile-inductor", {}),
-                 ("kiln-cranelift", {"backend": "kiln", "options": {"tier": "cranelift"}}),
-                 ("kiln-llvm", {"backend": "kiln", "options": {"tier": "llvm"}}),
-                 ("kiln-auto", {"backend": "kiln"})]
+        peers = [("torch-eager", None), ("torch.compile-inductor", {})]
+        for tier in tiers:
+            options = {"backend": "kiln"}
+            if tier is not None:
+                options["options"] = {"tier": tier}
+            peers.append((f"kiln-{tier or 'auto'}", options))
         loops = []
         for _, how in peers:
             model = make()
@@ -398,6 +421,8 @@ def train_mlp():
 
             for _ in range(3):  # compile (and tier up) before timing
                 step()
+            kiln.wait_for_tier_up()
+            step()
 
             def run(step=step):
                 for _ in range(steps):
@@ -406,7 +431,7 @@ def train_mlp():
             loops.append(run)
         times = interleaved(loops, repeats=7)
         for (peer, _), ts in zip(peers, times):
-            emit(workload="mlp-train-step-784-256-10-batch64", peer=peer, threads=threads,
+            emit(workload=workload, peer=peer, threads=threads,
                  median_us=statistics.median(ts) / steps * 1e6, min_us=min(ts) / steps * 1e6)
 
 
@@ -891,6 +916,6 @@ if __name__ == "__main__":
         for w in which:
             {"scalar": scalar, "population": population, "fit": fit, "grad": grad,
              "query": query,
-             "torch": torch_mlp, "train": train_mlp,
+             "torch": torch_mlp, "train": train,
              "resnet": resnet, "resnet-layers": resnet_layers,
              "transformer-ops": transformer_ops, "tierup": tierup}[w]()

@@ -108,11 +108,14 @@ fn input_adjoint(ad: &mut Ad, x: Value, w: Value, attrs: &Conv2d, g: Value) -> G
 /// `[kh, kw]`. With one group that is `x` as `[c, n, h, w]`.
 fn weight_adjoint(ad: &mut Ad, x: Value, w: Value, attrs: &Conv2d, g: Value) -> GradResult<Value> {
     let n = fixed(ad, x, 0)?;
+    let groups = u64::from(attrs.groups);
+    let (o, per_group) = (fixed(ad, w, 0)?, fixed(ad, w, 1)?);
+    if (o / groups) * per_group >= TAPS_AS_MATMUL {
+        return weight_adjoint_by_taps(ad, x, w, attrs, g);
+    }
     let xt = if attrs.groups == 1 {
         ad.op(Op::Transpose(vec![1, 0, 2, 3]), &[x])?
     } else {
-        let groups = u64::from(attrs.groups);
-        let per_group = fixed(ad, w, 1)?;
         let (h, wd) = (fixed(ad, x, 2)?, fixed(ad, x, 3)?);
         let split = [n, groups, per_group, h, wd].map(Dim::Fixed);
         let split = ad.reshape(x, &split.to_vec())?;
@@ -136,4 +139,90 @@ fn weight_adjoint(ad: &mut Ad, x: Value, w: Value, attrs: &Conv2d, g: Value) -> 
     }
     // [c/G, o, kh, kw] -> [o, c/G, kh, kw]
     ad.op(Op::Transpose(vec![1, 0, 2, 3]), &[dw])
+}
+
+/// The output × input channels of a group from which [`weight_adjoint`]
+/// is a matmul per tap ([`weight_adjoint_by_taps`]) rather than one
+/// convolution: that convolution's kernel is `g`'s whole plane and its
+/// output the few taps of `w`, which the convolution nests run at a
+/// fraction of a matmul's speed (ResNet-18's training step spent about
+/// half its time there), while a depthwise layer's matmuls would be dot
+/// products.
+const TAPS_AS_MATMUL: u64 = 16;
+
+/// [`weight_adjoint`] as matmuls: for each tap `(a, b)`, `∂w[.., .., a, b]`
+/// is `g` as `[G, o/G, n·oh·ow]` times the tap's strided slice of `x`
+/// (padded with zeros) as `[G, n·oh·ow, c/G]`. Each sum runs over `n`,
+/// then `i`, then `j`: the order of the convolution it replaces, so the
+/// bits are the same.
+fn weight_adjoint_by_taps(
+    ad: &mut Ad,
+    x: Value,
+    w: Value,
+    attrs: &Conv2d,
+    g: Value,
+) -> GradResult<Value> {
+    let groups = u64::from(attrs.groups);
+    let [n, c, h, wd] = [0, 1, 2, 3].map(|a| fixed(ad, x, a));
+    let [o, per_group, kh, kw] = [0, 1, 2, 3].map(|a| fixed(ad, w, a));
+    let [oh, ow] = [2, 3].map(|a| fixed(ad, g, a));
+    let (n, c, o, per_group) = (n?, c?, o?, per_group?);
+    let (extent, kernel, windows) = ([h?, wd?], [kh?, kw?], [oh?, ow?]);
+    let rows = n * windows[0] * windows[1];
+    // `x` padded as far as the last window's last tap reaches.
+    let mut xp = x;
+    for axis in 0..2 {
+        let (s, d) = (
+            u64::from(attrs.stride[axis]),
+            u64::from(attrs.dilation[axis]),
+        );
+        let front = u64::from(attrs.padding[2 * axis]);
+        let reach = (windows[axis] - 1) * s + (kernel[axis] - 1) * d + 1;
+        let after = reach.saturating_sub(front + extent[axis]);
+        xp = ad.pad(xp, 2 + axis, front as i64, after as i64)?;
+    }
+    // Each tap [n, c, oh, ow] -> [n, G, c/G, oh, ow] -> [1, G, n, oh, ow, c/G]:
+    // all of them [T, G, n·oh·ow, c/G].
+    let mut taps = Vec::new();
+    for a in 0..kernel[0] {
+        for b in 0..kernel[1] {
+            let mut ranges = vec![None, None];
+            for (axis, t) in [a, b].into_iter().enumerate() {
+                let (s, d) = (
+                    u64::from(attrs.stride[axis]),
+                    u64::from(attrs.dilation[axis]),
+                );
+                ranges.push(Some(SliceRange {
+                    start: t * d,
+                    stop: t * d + (windows[axis] - 1) * s + 1,
+                    step: s as i64,
+                }));
+            }
+            let tap = ad.op(Op::Slice(ranges), &[xp])?;
+            let split = [n, groups, c / groups, windows[0], windows[1]].map(Dim::Fixed);
+            let split = ad.reshape(tap, &split.to_vec())?;
+            let moved = ad.op(Op::Transpose(vec![1, 0, 3, 4, 2]), &[split])?;
+            let flat = [1, groups, rows, c / groups].map(Dim::Fixed);
+            taps.push(ad.reshape(moved, &flat.to_vec())?);
+        }
+    }
+    let taps = if taps.len() == 1 {
+        taps[0]
+    } else {
+        ad.op(Op::Concat(0), &taps)?
+    };
+    // g [n, o, oh, ow] -> [G, o/G, n, oh, ow] -> [G, o/G, n·oh·ow].
+    let split = [n, groups, o / groups, windows[0], windows[1]].map(Dim::Fixed);
+    let split = ad.reshape(g, &split.to_vec())?;
+    let moved = ad.op(Op::Transpose(vec![1, 2, 0, 3, 4]), &[split])?;
+    let gm = ad.reshape(moved, &[groups, o / groups, rows].map(Dim::Fixed).to_vec())?;
+    // [T, G, o/G, c/G] -> [G, o/G, c/G, T] -> [o, c/G, kh, kw].
+    let dw = ad.op(Op::MatMul, &[gm, taps])?;
+    let dw = ad.op(Op::Transpose(vec![1, 2, 3, 0]), &[dw])?;
+    ad.reshape(
+        dw,
+        &[o, per_group, kernel[0], kernel[1]]
+            .map(Dim::Fixed)
+            .to_vec(),
+    )
 }
