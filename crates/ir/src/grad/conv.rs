@@ -7,6 +7,7 @@
 //! (`conv2d`'s `groups` carries over). Both are sums in the order `conv2d` folds them
 //! (docs/semantics.md), so every tier gives the same bits.
 
+use super::pool::Windows;
 use super::{fail, Ad, GradResult};
 use crate::entities::Value;
 use crate::op::{Conv2d, Op, SliceRange};
@@ -163,48 +164,25 @@ fn weight_adjoint_by_taps(
     g: Value,
 ) -> GradResult<Value> {
     let groups = u64::from(attrs.groups);
-    let [n, c, h, wd] = [0, 1, 2, 3].map(|a| fixed(ad, x, a));
+    let [n, c] = [0, 1].map(|a| fixed(ad, x, a));
     let [o, per_group, kh, kw] = [0, 1, 2, 3].map(|a| fixed(ad, w, a));
-    let [oh, ow] = [2, 3].map(|a| fixed(ad, g, a));
     let (n, c, o, per_group) = (n?, c?, o?, per_group?);
-    let (extent, kernel, windows) = ([h?, wd?], [kh?, kw?], [oh?, ow?]);
-    let rows = n * windows[0] * windows[1];
-    // `x` padded as far as the last window's last tap reaches.
-    let mut xp = x;
-    for axis in 0..2 {
-        let (s, d) = (
-            u64::from(attrs.stride[axis]),
-            u64::from(attrs.dilation[axis]),
-        );
-        let front = u64::from(attrs.padding[2 * axis]);
-        let reach = (windows[axis] - 1) * s + (kernel[axis] - 1) * d + 1;
-        let after = reach.saturating_sub(front + extent[axis]);
-        xp = ad.pad(xp, 2 + axis, front as i64, after as i64)?;
-    }
+    let kernel = [kh?, kw?];
+    let geometry = (attrs.stride, attrs.dilation, attrs.padding);
+    let windows = Windows::new(ad, (x, g), kernel, geometry)?;
+    let [oh, ow] = windows.count();
+    let rows = n * oh * ow;
     // Each tap [n, c, oh, ow] -> [n, G, c/G, oh, ow] -> [1, G, n, oh, ow, c/G]:
     // all of them [T, G, n·oh·ow, c/G].
+    let xp = windows.padded(ad, x)?;
     let mut taps = Vec::new();
-    for a in 0..kernel[0] {
-        for b in 0..kernel[1] {
-            let mut ranges = vec![None, None];
-            for (axis, t) in [a, b].into_iter().enumerate() {
-                let (s, d) = (
-                    u64::from(attrs.stride[axis]),
-                    u64::from(attrs.dilation[axis]),
-                );
-                ranges.push(Some(SliceRange {
-                    start: t * d,
-                    stop: t * d + (windows[axis] - 1) * s + 1,
-                    step: s as i64,
-                }));
-            }
-            let tap = ad.op(Op::Slice(ranges), &[xp])?;
-            let split = [n, groups, c / groups, windows[0], windows[1]].map(Dim::Fixed);
-            let split = ad.reshape(tap, &split.to_vec())?;
-            let moved = ad.op(Op::Transpose(vec![1, 0, 3, 4, 2]), &[split])?;
-            let flat = [1, groups, rows, c / groups].map(Dim::Fixed);
-            taps.push(ad.reshape(moved, &flat.to_vec())?);
-        }
+    for ab in windows.taps() {
+        let tap = windows.tap(ad, xp, ab)?;
+        let split = [n, groups, c / groups, oh, ow].map(Dim::Fixed);
+        let split = ad.reshape(tap, &split.to_vec())?;
+        let moved = ad.op(Op::Transpose(vec![1, 0, 3, 4, 2]), &[split])?;
+        let flat = [1, groups, rows, c / groups].map(Dim::Fixed);
+        taps.push(ad.reshape(moved, &flat.to_vec())?);
     }
     let taps = if taps.len() == 1 {
         taps[0]
@@ -212,7 +190,7 @@ fn weight_adjoint_by_taps(
         ad.op(Op::Concat(0), &taps)?
     };
     // g [n, o, oh, ow] -> [G, o/G, n, oh, ow] -> [G, o/G, n·oh·ow].
-    let split = [n, groups, o / groups, windows[0], windows[1]].map(Dim::Fixed);
+    let split = [n, groups, o / groups, oh, ow].map(Dim::Fixed);
     let split = ad.reshape(g, &split.to_vec())?;
     let moved = ad.op(Op::Transpose(vec![1, 2, 0, 3, 4]), &[split])?;
     let gm = ad.reshape(moved, &[groups, o / groups, rows].map(Dim::Fixed).to_vec())?;

@@ -22,8 +22,12 @@ use crate::scalar::Scalar;
 use crate::types::{DType, Dim};
 use std::sync::Arc;
 
-/// The geometry of a pool along its two spatial axes.
-struct Geometry {
+/// The windows of a pool or a convolution along its two spatial axes,
+/// and the taps of them all at once.
+pub(super) struct Windows {
+    kernel: [u64; 2],
+    stride: [u64; 2],
+    dilation: [u64; 2],
     /// `x`'s extents.
     extent: [u64; 2],
     /// The windows along each axis.
@@ -35,16 +39,27 @@ struct Geometry {
     after: [u64; 2],
 }
 
-impl Geometry {
-    fn of(ad: &Ad, x: Value, y: Value, attrs: &Pool2d) -> GradResult<Geometry> {
+impl Windows {
+    /// The windows of `kernel` over `x`'s plane that give `y`'s (both
+    /// `[n, c, .., ..]`), with `stride`, `dilation` and `padding` (`[top,
+    /// bottom, left, right]`).
+    pub(super) fn new(
+        ad: &Ad,
+        (x, y): (Value, Value),
+        kernel: [u64; 2],
+        (stride, dilation, padding): ([u32; 2], [u32; 2], [u32; 4]),
+    ) -> GradResult<Windows> {
         let fixed = |v: Value, axis: usize| match ad.shape(v)[axis] {
             Dim::Fixed(n) => Ok(n),
             Dim::Sym(_) => super::fail(
                 ad.at,
-                "cannot differentiate a pool over a symbolic plane".to_string(),
+                "cannot differentiate a window op over a symbolic plane".to_string(),
             ),
         };
-        let mut g = Geometry {
+        let mut w = Windows {
+            kernel,
+            stride: stride.map(u64::from),
+            dilation: dilation.map(u64::from),
             extent: [0; 2],
             windows: [0; 2],
             before: [0; 2],
@@ -52,82 +67,86 @@ impl Geometry {
         };
         for axis in 0..2 {
             let (h, o) = (fixed(x, 2 + axis)?, fixed(y, 2 + axis)?);
-            let (k, s, d) = (
-                u64::from(attrs.kernel[axis]),
-                u64::from(attrs.stride[axis]),
-                u64::from(attrs.dilation[axis]),
-            );
-            let front = u64::from(attrs.padding[2 * axis]);
+            let front = u64::from(padding[2 * axis]);
             // The last tap of the last window, in padded coordinates.
-            let reach = (o - 1) * s + (k - 1) * d + 1;
-            g.extent[axis] = h;
-            g.windows[axis] = o;
-            g.before[axis] = front;
-            g.after[axis] = reach.saturating_sub(front + h);
+            let reach = (o - 1) * w.stride[axis] + (kernel[axis] - 1) * w.dilation[axis] + 1;
+            w.extent[axis] = h;
+            w.windows[axis] = o;
+            w.before[axis] = front;
+            w.after[axis] = reach.saturating_sub(front + h);
         }
-        Ok(g)
+        Ok(w)
+    }
+
+    fn of_pool(ad: &Ad, x: Value, y: Value, attrs: &Pool2d) -> GradResult<Windows> {
+        let kernel = attrs.kernel.map(u64::from);
+        Windows::new(
+            ad,
+            (x, y),
+            kernel,
+            (attrs.stride, attrs.dilation, attrs.padding),
+        )
     }
 
     /// Where tap `a` of window `o` reads along `axis`, `x`'s first element
     /// at 0 (negative in the padding in front).
-    fn at(&self, attrs: &Pool2d, axis: usize, o: u64, a: u64) -> i64 {
-        (o * u64::from(attrs.stride[axis]) + a * u64::from(attrs.dilation[axis])) as i64
-            - self.before[axis] as i64
+    fn at(&self, axis: usize, o: u64, a: u64) -> i64 {
+        (o * self.stride[axis] + a * self.dilation[axis]) as i64 - self.before[axis] as i64
     }
-}
 
-/// `x` padded with zeros as the taps need it.
-fn padded(ad: &mut Ad, x: Value, geo: &Geometry) -> GradResult<Value> {
-    let mut p = x;
-    for axis in 0..2 {
-        let (before, after) = (geo.before[axis] as i64, geo.after[axis] as i64);
-        p = ad.pad(p, 2 + axis, before, after)?;
+    /// The windows along each axis.
+    pub(super) fn count(&self) -> [u64; 2] {
+        self.windows
     }
-    Ok(p)
-}
 
-/// Tap `(a, b)` of every window of the padded `p`: `[n, c, oh, ow]`.
-fn tap(ad: &mut Ad, p: Value, attrs: &Pool2d, geo: &Geometry, ab: [u64; 2]) -> GradResult<Value> {
-    let mut ranges = vec![None, None];
-    for (axis, a) in ab.into_iter().enumerate() {
-        let (s, d) = (
-            u64::from(attrs.stride[axis]),
-            u64::from(attrs.dilation[axis]),
-        );
-        let start = a * d;
-        ranges.push(Some(SliceRange {
-            start,
-            stop: start + (geo.windows[axis] - 1) * s + 1,
-            step: s as i64,
-        }));
+    /// `x` padded with zeros as the taps need it.
+    pub(super) fn padded(&self, ad: &mut Ad, x: Value) -> GradResult<Value> {
+        let mut p = x;
+        for axis in 0..2 {
+            let (before, after) = (self.before[axis] as i64, self.after[axis] as i64);
+            p = ad.pad(p, 2 + axis, before, after)?;
+        }
+        Ok(p)
     }
-    ad.op(Op::Slice(ranges), &[p])
-}
 
-/// The adjoint of [`tap`] followed by the cut of the padding: `c`
-/// (`[n, c, oh, ow]`) put where tap `(a, b)` read `x`, zeros elsewhere,
-/// `x`'s shape.
-fn place(ad: &mut Ad, c: Value, attrs: &Pool2d, geo: &Geometry, ab: [u64; 2]) -> GradResult<Value> {
-    let mut v = c;
-    for (axis, a) in ab.into_iter().enumerate() {
-        let s = u64::from(attrs.stride[axis]);
-        v = ad.spread(v, 2 + axis, s)?;
-        let len = ((geo.windows[axis] - 1) * s + 1) as i64;
-        let first = geo.at(attrs, axis, 0, a);
-        let after = geo.extent[axis] as i64 - first - len;
-        v = ad.pad(v, 2 + axis, first, after)?;
+    /// Tap `(a, b)` of every window of the padded `p`: `[n, c, oh, ow]`.
+    pub(super) fn tap(&self, ad: &mut Ad, p: Value, ab: [u64; 2]) -> GradResult<Value> {
+        let mut ranges = vec![None, None];
+        for (axis, a) in ab.into_iter().enumerate() {
+            let start = a * self.dilation[axis];
+            ranges.push(Some(SliceRange {
+                start,
+                stop: start + (self.windows[axis] - 1) * self.stride[axis] + 1,
+                step: self.stride[axis] as i64,
+            }));
+        }
+        ad.op(Op::Slice(ranges), &[p])
     }
-    Ok(v)
-}
 
-/// The taps of a window, row by row.
-fn taps(attrs: &Pool2d) -> Vec<[u64; 2]> {
-    let [kh, kw] = attrs.kernel.map(u64::from);
-    (0..kh).flat_map(|a| (0..kw).map(move |b| [a, b])).collect()
+    /// The adjoint of [`Self::tap`] followed by the cut of the padding:
+    /// `c` (`[n, c, oh, ow]`) put where tap `(a, b)` read `x`, zeros
+    /// elsewhere, `x`'s shape.
+    fn place(&self, ad: &mut Ad, c: Value, ab: [u64; 2]) -> GradResult<Value> {
+        let mut v = c;
+        for (axis, a) in ab.into_iter().enumerate() {
+            v = ad.spread(v, 2 + axis, self.stride[axis])?;
+            let len = ((self.windows[axis] - 1) * self.stride[axis] + 1) as i64;
+            let first = self.at(axis, 0, a);
+            let after = self.extent[axis] as i64 - first - len;
+            v = ad.pad(v, 2 + axis, first, after)?;
+        }
+        Ok(v)
+    }
+
+    /// The taps of a window, row by row.
+    pub(super) fn taps(&self) -> Vec<[u64; 2]> {
+        let [kh, kw] = self.kernel;
+        (0..kh).flat_map(|a| (0..kw).map(move |b| [a, b])).collect()
+    }
 }
 
 /// A constant `[oh, ow]` tensor of `f(oy, ox)`.
-fn plane(ad: &mut Ad, geo: &Geometry, dtype: DType, f: impl Fn(u64, u64) -> Scalar) -> Value {
+fn plane(ad: &mut Ad, geo: &Windows, dtype: DType, f: impl Fn(u64, u64) -> Scalar) -> Value {
     let [oh, ow] = geo.windows;
     let values = (0..oh).flat_map(|i| (0..ow).map(move |j| (i, j)));
     let values = values.map(|(i, j)| f(i, j)).collect();
@@ -143,9 +162,9 @@ fn plane(ad: &mut Ad, geo: &Geometry, dtype: DType, f: impl Fn(u64, u64) -> Scal
 }
 
 /// Whether tap `ab` of each window is inside `x`, where some is not.
-fn inside(ad: &mut Ad, attrs: &Pool2d, geo: &Geometry, ab: [u64; 2]) -> Option<Value> {
+fn inside(ad: &mut Ad, geo: &Windows, ab: [u64; 2]) -> Option<Value> {
     let within = |axis: usize, o: u64| {
-        let at = geo.at(attrs, axis, o, ab[axis]);
+        let at = geo.at(axis, o, ab[axis]);
         at >= 0 && at < geo.extent[axis] as i64
     };
     let all =
@@ -159,21 +178,15 @@ fn inside(ad: &mut Ad, attrs: &Pool2d, geo: &Geometry, ab: [u64; 2]) -> Option<V
 
 /// For each tap of a max pool `y` of `x`, whether the window's derivative
 /// goes to it (`[n, c, oh, ow]` bools, one true per window).
-fn taken(
-    ad: &mut Ad,
-    x: Value,
-    y: Value,
-    attrs: &Pool2d,
-    geo: &Geometry,
-) -> GradResult<Vec<Value>> {
-    let p = padded(ad, x, geo)?;
+fn taken(ad: &mut Ad, x: Value, y: Value, geo: &Windows) -> GradResult<Vec<Value>> {
+    let p = geo.padded(ad, x)?;
     let no = ad.b.constant(Scalar::Bool(false));
     let mut firsts = Vec::new();
     let mut nans = Vec::new();
-    for ab in taps(attrs) {
-        let xt = tap(ad, p, attrs, geo, ab)?;
+    for ab in geo.taps() {
+        let xt = geo.tap(ad, p, ab)?;
         let mut eq = ad.cmp(CmpOp::Eq, xt, y)?;
-        if let Some(inside) = inside(ad, attrs, geo, ab) {
+        if let Some(inside) = inside(ad, geo, ab) {
             eq = ad.binary(BinaryOp::And, eq, inside)?;
         }
         firsts.push(eq);
@@ -211,13 +224,12 @@ fn taken(
 }
 
 /// Each window's divisor, `[oh, ow]` in `dtype`.
-fn counts(ad: &mut Ad, attrs: &Pool2d, geo: &Geometry, dtype: DType) -> Value {
+fn counts(ad: &mut Ad, attrs: &Pool2d, geo: &Windows, dtype: DType) -> Value {
     let scalar = |n: u64| match dtype {
         DType::F32 => Scalar::F32(n as f32),
         _ => Scalar::F64(n as f64),
     };
-    let count =
-        |axis: usize, o: u64| attrs.count(axis, geo.extent[axis], geo.at(attrs, axis, o, 0));
+    let count = |axis: usize, o: u64| attrs.count(axis, geo.extent[axis], geo.at(axis, o, 0));
     plane(ad, geo, dtype, |i, j| scalar(count(0, i) * count(1, j)))
 }
 
@@ -229,24 +241,24 @@ pub(super) fn adjoint(
     attrs: &Pool2d,
     g: Value,
 ) -> GradResult<Value> {
-    let geo = Geometry::of(ad, x, y, attrs)?;
+    let geo = Windows::of_pool(ad, x, y, attrs)?;
     let parts = match attrs.kind {
         PoolKind::Avg => {
             let count = counts(ad, attrs, &geo, ad.dtype(g));
             let each = ad.div(g, count)?;
-            vec![each; taps(attrs).len()]
+            vec![each; geo.taps().len()]
         }
         PoolKind::Max => {
             let mut parts = Vec::new();
-            for t in taken(ad, x, y, attrs, &geo)? {
+            for t in taken(ad, x, y, &geo)? {
                 parts.push(ad.keep_where(t, g)?);
             }
             parts
         }
     };
     let mut sum: Option<Value> = None;
-    for (c, ab) in parts.into_iter().zip(taps(attrs)) {
-        let c = place(ad, c, attrs, &geo, ab)?;
+    for (c, ab) in parts.into_iter().zip(geo.taps()) {
+        let c = geo.place(ad, c, ab)?;
         sum = Some(match sum {
             Some(s) => ad.add(s, c)?,
             None => c,
@@ -266,13 +278,13 @@ pub(super) fn tangent(
     if attrs.kind == PoolKind::Avg {
         return ad.op(Op::Pool2d(*attrs), &[t]);
     }
-    let geo = Geometry::of(ad, x, y, attrs)?;
-    let taken = taken(ad, x, y, attrs, &geo)?;
-    let p = padded(ad, t, &geo)?;
+    let geo = Windows::of_pool(ad, x, y, attrs)?;
+    let taken = taken(ad, x, y, &geo)?;
+    let p = geo.padded(ad, t)?;
     // Nested selects, last tap innermost: exactly the taken tap's tangent.
     let mut out = ad.zeros(ad.dtype(t), &ad.shape(y))?;
-    for (flag, ab) in taken.into_iter().zip(taps(attrs)).rev() {
-        let tt = tap(ad, p, attrs, &geo, ab)?;
+    for (flag, ab) in taken.into_iter().zip(geo.taps()).rev() {
+        let tt = geo.tap(ad, p, ab)?;
         out = ad.select(flag, tt, out)?;
     }
     Ok(out)
@@ -282,13 +294,13 @@ pub(super) fn tangent(
 /// (`row * width + column`) of the tap its derivative goes to: torch's
 /// `max_pool2d_with_indices`' indices, `i64`.
 pub(super) fn indices(ad: &mut Ad, x: Value, y: Value, attrs: &Pool2d) -> GradResult<Value> {
-    let geo = Geometry::of(ad, x, y, attrs)?;
-    let taken = taken(ad, x, y, attrs, &geo)?;
+    let geo = Windows::of_pool(ad, x, y, attrs)?;
+    let taken = taken(ad, x, y, &geo)?;
     let width = geo.extent[1] as i64;
     // Nested selects, last tap innermost; a tap outside `x` is never taken.
     let mut out = ad.b.constant(Scalar::I64(0));
-    for (flag, ab) in taken.into_iter().zip(taps(attrs)).rev() {
-        let at = |axis: usize, o: u64| geo.at(attrs, axis, o, ab[axis]);
+    for (flag, ab) in taken.into_iter().zip(geo.taps()).rev() {
+        let at = |axis: usize, o: u64| geo.at(axis, o, ab[axis]);
         let index = plane(ad, &geo, DType::I64, |i, j| {
             Scalar::I64(at(0, i) * width + at(1, j))
         });
