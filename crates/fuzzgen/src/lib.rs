@@ -225,7 +225,8 @@ impl Gen<'_, '_> {
     /// A window step on `a` (reshaped to `[1, c, rows, columns]` unless it
     /// is 4-D, with one channel or, where its elements divide, two or
     /// three, which grouped convolutions split): a convolution with
-    /// constant weights or a pool, each attribute random (stride,
+    /// constant weights (now and then scaled by a scalar of the graph) or
+    /// a pool, each attribute random (stride,
     /// asymmetric padding, dilation, groups, ceil_mode,
     /// count_include_pad); attributes the typing rejects give nothing.
     fn window_step(&mut self, a: Value, dims: &[u64], dtype: DType) -> Result<Option<Value>> {
