@@ -154,8 +154,7 @@ const TAPS_AS_MATMUL: u64 = 16;
 /// [`weight_adjoint`] as matmuls: for each tap `(a, b)`, `∂w[.., .., a, b]`
 /// is `g` as `[G, o/G, n·oh·ow]` times the tap's strided slice of `x`
 /// (padded with zeros) as `[G, n·oh·ow, c/G]`. Each sum runs over `n`,
-/// then `i`, then `j`: the order of the convolution it replaces, so the
-/// bits are the same.
+/// then `i`, then `j`: the order of the convolution it replaces.
 fn weight_adjoint_by_taps(
     ad: &mut Ad,
     x: Value,
