@@ -85,10 +85,17 @@ fn the_generator_gives_graphs_to_differentiate() {
         cases.len()
     );
     // Pools and grouped convolutions are among the ops the window mode's
-    // gradients reach (Jacobians, which need scalar parameters, reach them
-    // in tests/grad.rs).
+    // gradients reach, and pools among those its Jacobians (forward mode)
+    // reach.
     let mut reached = std::collections::HashMap::new();
     for case in kiln_fuzzgen::seeded_windows(0x51ed_270b_2760_39a9, 600, 512) {
+        if kiln_fuzzgen::derivative(&case, true).is_some() {
+            for (_, node) in case.graph.nodes() {
+                if matches!(node.op, kiln::ir::Op::Pool2d(_)) {
+                    *reached.entry("pool in a Jacobian").or_insert(0) += 1;
+                }
+            }
+        }
         if kiln_fuzzgen::derivative(&case, false).is_some() {
             for (_, node) in case.graph.nodes() {
                 let what = match &node.op {
@@ -126,6 +133,7 @@ fn the_generator_gives_graphs_to_differentiate() {
         "grouped conv2d",
         "conv2d of computed weights",
         "conv2d of computed weights, by taps",
+        "pool in a Jacobian",
     ] {
         let n = reached.get(what).copied().unwrap_or(0);
         assert!(n >= 5, "{what} in {n} gradients: {reached:?}");

@@ -689,6 +689,52 @@ output "y" = v1
     on_every_engine(grad.into_graph(), &[x]);
 }
 
+/// A max pool's indices (what the fx importer builds for
+/// `max_pool2d_with_indices`) of an integer plane, padded: integers pad
+/// with integer zeros, and the padding is never the tap.
+#[test]
+fn max_pool_indices_of_an_integer_plane() {
+    use kiln::ir::op::{Pool2d, PoolKind};
+    use kiln::ir::types::{TensorType, Type};
+    use kiln::ir::Op;
+    use kiln::{DType, Dim};
+    let mut b = kiln::ir::Builder::new("indices");
+    let shape = [1, 1, 3, 3].map(Dim::Fixed).to_vec();
+    let x = b.input(
+        "x",
+        Type::Tensor(TensorType {
+            dtype: DType::I32,
+            shape,
+        }),
+    );
+    let pool = Pool2d {
+        kind: PoolKind::Max,
+        kernel: [2, 2],
+        stride: [2, 2],
+        padding: [1, 0, 1, 0],
+        dilation: [1, 1],
+        ceil_mode: false,
+        count_include_pad: false,
+    };
+    let y = b.op(Op::Pool2d(pool), &[x]).unwrap();
+    let i = kiln::ir::grad::max_pool2d_indices(&mut b, x, y, &pool).unwrap();
+    b.output("y", y);
+    b.output("i", i);
+    let graph = kiln::verify(b.finish()).unwrap();
+    #[rustfmt::skip]
+    let x = Data::Column(Buffer::I32(vec![
+        -5, -1, -1,
+        -2, 0, -7,
+        -3, -9, -3,
+    ]));
+    let outs = kiln::interp::run(&graph, std::slice::from_ref(&x)).unwrap();
+    // Windows {x00}, {x01, x02}, {x10, x20}, {x11, x12, x21, x22}: the
+    // first maximum's index in the plane.
+    assert_eq!(outs[0], Data::Column(Buffer::I32(vec![-5, -1, -2, 0])));
+    assert_eq!(outs[1], Data::Column(Buffer::I64(vec![0, 1, 3, 4])));
+    on_every_engine(graph.into_graph(), &[x]);
+}
+
 /// Ops kiln does not differentiate are errors naming the node, from the
 /// frontends' graphs too.
 #[test]

@@ -277,7 +277,8 @@ impl Ad {
 
     /// Zeros of `dtype` and `shape`.
     fn zeros(&mut self, dtype: DType, shape: &Shape) -> GradResult<Value> {
-        let zero = self.konst(dtype, 0.0);
+        // Any dtype: a max pool's indices pad integer planes too.
+        let zero = self.b.constant(Scalar::zero(dtype));
         self.expand(zero, shape)
     }
 

@@ -146,75 +146,76 @@ impl Windows {
 }
 
 /// A constant `[oh, ow]` tensor of `f(oy, ox)`.
-fn plane(ad: &mut Ad, geo: &Windows, dtype: DType, f: impl Fn(u64, u64) -> Scalar) -> Value {
+fn plane(
+    ad: &mut Ad,
+    geo: &Windows,
+    dtype: DType,
+    f: impl Fn(u64, u64) -> Scalar,
+) -> GradResult<Value> {
     let [oh, ow] = geo.windows;
     let values = (0..oh).flat_map(|i| (0..ow).map(move |j| (i, j)));
     let values = values.map(|(i, j)| f(i, j)).collect();
-    ad.b.op(
-        Op::Tensor(Arc::new(TensorConst {
-            dtype,
-            dims: vec![oh, ow],
-            values,
-        })),
-        &[],
-    )
-    .expect("a constant tensor types")
+    let t = TensorConst {
+        dtype,
+        dims: vec![oh, ow],
+        values,
+    };
+    ad.op(Op::Tensor(Arc::new(t)), &[])
 }
 
 /// Whether tap `ab` of each window is inside `x`, where some is not.
-fn inside(ad: &mut Ad, geo: &Windows, ab: [u64; 2]) -> Option<Value> {
+fn inside(ad: &mut Ad, geo: &Windows, ab: [u64; 2]) -> GradResult<Option<Value>> {
     let within = |axis: usize, o: u64| {
         let at = geo.at(axis, o, ab[axis]);
         at >= 0 && at < geo.extent[axis] as i64
     };
     let all =
         (0..geo.windows[0]).all(|i| within(0, i)) && (0..geo.windows[1]).all(|j| within(1, j));
-    (!all).then(|| {
-        plane(ad, geo, DType::Bool, |i, j| {
-            Scalar::Bool(within(0, i) && within(1, j))
-        })
-    })
+    if all {
+        return Ok(None);
+    }
+    let mask = plane(ad, geo, DType::Bool, |i, j| {
+        Scalar::Bool(within(0, i) && within(1, j))
+    })?;
+    Ok(Some(mask))
+}
+
+/// `flags` (bools, in the order given) with every one after the first
+/// true one cleared, element by element: which flag comes first.
+fn only_first<'a>(ad: &mut Ad, flags: impl Iterator<Item = &'a mut Value>) -> GradResult<()> {
+    let no = ad.b.constant(Scalar::Bool(false));
+    let mut seen: Option<Value> = None;
+    for flag in flags {
+        if let Some(s) = seen {
+            let first = ad.select(s, no, *flag)?;
+            seen = Some(ad.binary(BinaryOp::Or, s, *flag)?);
+            *flag = first;
+        } else {
+            seen = Some(*flag);
+        }
+    }
+    Ok(())
 }
 
 /// For each tap of a max pool `y` of `x`, whether the window's derivative
 /// goes to it (`[n, c, oh, ow]` bools, one true per window).
 fn taken(ad: &mut Ad, x: Value, y: Value, geo: &Windows) -> GradResult<Vec<Value>> {
     let p = geo.padded(ad, x)?;
-    let no = ad.b.constant(Scalar::Bool(false));
     let mut firsts = Vec::new();
     let mut nans = Vec::new();
     for ab in geo.taps() {
         let xt = geo.tap(ad, p, ab)?;
         let mut eq = ad.cmp(CmpOp::Eq, xt, y)?;
-        if let Some(inside) = inside(ad, geo, ab) {
+        if let Some(inside) = inside(ad, geo, ab)? {
             eq = ad.binary(BinaryOp::And, eq, inside)?;
         }
         firsts.push(eq);
         // Zeros of the padding are never NaN.
         nans.push(ad.cmp(CmpOp::Ne, xt, xt)?);
     }
-    // The first equal tap: one not seen before.
-    let mut seen: Option<Value> = None;
-    for eq in &mut firsts {
-        if let Some(s) = seen {
-            let first = ad.select(s, no, *eq)?;
-            seen = Some(ad.binary(BinaryOp::Or, s, *eq)?);
-            *eq = first;
-        } else {
-            seen = Some(*eq);
-        }
-    }
-    // The last NaN tap: one with none after it.
-    let mut later: Option<Value> = None;
-    for nan in nans.iter_mut().rev() {
-        if let Some(l) = later {
-            let last = ad.select(l, no, *nan)?;
-            later = Some(ad.binary(BinaryOp::Or, l, *nan)?);
-            *nan = last;
-        } else {
-            later = Some(*nan);
-        }
-    }
+    // The first equal tap, and the last NaN tap.
+    only_first(ad, firsts.iter_mut())?;
+    only_first(ad, nans.iter_mut().rev())?;
     let y_nan = ad.cmp(CmpOp::Ne, y, y)?;
     firsts
         .into_iter()
@@ -224,7 +225,7 @@ fn taken(ad: &mut Ad, x: Value, y: Value, geo: &Windows) -> GradResult<Vec<Value
 }
 
 /// Each window's divisor, `[oh, ow]` in `dtype`.
-fn counts(ad: &mut Ad, attrs: &Pool2d, geo: &Windows, dtype: DType) -> Value {
+fn counts(ad: &mut Ad, attrs: &Pool2d, geo: &Windows, dtype: DType) -> GradResult<Value> {
     let scalar = |n: u64| match dtype {
         DType::F32 => Scalar::F32(n as f32),
         _ => Scalar::F64(n as f64),
@@ -244,7 +245,7 @@ pub(super) fn adjoint(
     let geo = Windows::of_pool(ad, x, y, attrs)?;
     let parts = match attrs.kind {
         PoolKind::Avg => {
-            let count = counts(ad, attrs, &geo, ad.dtype(g));
+            let count = counts(ad, attrs, &geo, ad.dtype(g))?;
             let each = ad.div(g, count)?;
             vec![each; geo.taps().len()]
         }
@@ -303,7 +304,7 @@ pub(super) fn indices(ad: &mut Ad, x: Value, y: Value, attrs: &Pool2d) -> GradRe
         let at = |axis: usize, o: u64| geo.at(axis, o, ab[axis]);
         let index = plane(ad, &geo, DType::I64, |i, j| {
             Scalar::I64(at(0, i) * width + at(1, j))
-        });
+        })?;
         out = ad.select(flag, index, out)?;
     }
     Ok(out)
