@@ -84,9 +84,9 @@ fn the_generator_gives_graphs_to_differentiate() {
         "{jacobians} Jacobians of {} cases",
         cases.len()
     );
-    // Pools and grouped convolutions are among the ops the window mode's
-    // gradients reach, and pools among those its Jacobians (forward mode)
-    // reach.
+    // Pools, grouped convolutions, gathers and index_adds are among the
+    // ops the window mode's gradients reach, and pools among those its
+    // Jacobians (forward mode) reach.
     let mut reached = std::collections::HashMap::new();
     for case in kiln_fuzzgen::seeded_windows(0x51ed_270b_2760_39a9, 600, 512) {
         if kiln_fuzzgen::derivative(&case, true).is_some() {
@@ -103,6 +103,13 @@ fn the_generator_gives_graphs_to_differentiate() {
                         node.op.mnemonic()
                     }
                     kiln::ir::Op::Conv2d(c) if c.groups > 1 => "grouped conv2d",
+                    // A gather's adjoint is an `index_add`, whose own
+                    // adjoint is a gather.
+                    kiln::ir::Op::Gather(_) | kiln::ir::Op::IndexAdd(_)
+                        if node.ty.dtype().is_some_and(|d| d.is_float()) =>
+                    {
+                        node.op.mnemonic()
+                    }
                     // Weights that depend on an input: their adjoint too.
                     kiln::ir::Op::Conv2d(_)
                         if !matches!(case.graph.node(node.args[1]).op, kiln::ir::Op::Tensor(_)) =>
@@ -134,6 +141,8 @@ fn the_generator_gives_graphs_to_differentiate() {
         "conv2d of computed weights",
         "conv2d of computed weights, by taps",
         "pool in a Jacobian",
+        "gather",
+        "index_add",
     ] {
         let n = reached.get(what).copied().unwrap_or(0);
         assert!(n >= 5, "{what} in {n} gradients: {reached:?}");
@@ -214,6 +223,7 @@ fn the_generator_covers_every_op_and_dtype() {
             "max_pool2d",
             "avg_pool2d",
             "gather",
+            "index_add",
             "trees",
         ])
         .collect();

@@ -336,9 +336,13 @@ impl Gen<'_, '_> {
     }
 
     /// A gather from `a` along a random axis, by a constant index (of
-    /// rank 0 to 2, now and then an index outside the axis) or by another
-    /// pool value cast to an integer, mostly taken `mod` the axis' extent
-    /// (so in range), sometimes as it is (so it may fail).
+    /// rank 0 to 2, now and then an index outside the axis, often
+    /// repeating one) or by another pool value cast to an integer, mostly
+    /// taken `mod` the axis' extent (so in range), sometimes as it is (so
+    /// it may fail). Half the time, of a numeric `a`, an `index_add` into
+    /// `a` at that index instead, of a source shaped as the gather: another
+    /// pool value of that shape, a constant, or the gather itself (a
+    /// gradient's pattern).
     fn gather_step(&mut self, a: Value, dims: &[u64]) -> Result<Option<Value>> {
         let axis = self.u.int_in_range(0..=dims.len() - 1)?;
         let extent = dims[axis] as i64;
@@ -381,7 +385,25 @@ impl Gen<'_, '_> {
                 .op(Op::Tensor(Arc::new(t)), &[])
                 .expect("a constant of its own shape")
         };
-        Ok(self.b.op(Op::Gather(axis as u32), &[a, index]).ok())
+        let dtype = self.b.dtype(a).expect("pool values are tensors");
+        if dtype == DType::Bool || !self.u.arbitrary()? {
+            return Ok(self.b.op(Op::Gather(axis as u32), &[a, index]).ok());
+        }
+        let mut shape = dims[..axis].to_vec();
+        shape.extend(self.fixed_dims(index));
+        shape.extend_from_slice(&dims[axis + 1..]);
+        let other = self.pick()?;
+        let source = if self.fixed_dims(other) == shape && self.b.dtype(other) == Some(dtype) {
+            other
+        } else if shape.iter().product::<u64>() <= 64 && self.u.arbitrary()? {
+            self.tensor_const(dtype, &shape)?
+        } else {
+            match self.b.op(Op::Gather(axis as u32), &[a, index]) {
+                Ok(g) => g,
+                Err(_) => return Ok(None),
+            }
+        };
+        Ok(self.b.op(Op::IndexAdd(axis as u32), &[a, index, source]).ok())
     }
 
     /// A tree ensemble over `a` taken as rows of features (cast to `f32`

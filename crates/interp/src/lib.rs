@@ -160,6 +160,15 @@ fn element(data: &Data, offset: usize) -> Scalar {
     }
 }
 
+/// Element `offset` of a `gather`'s or an `index_add`'s index.
+fn index_at(data: &Data, offset: usize) -> i64 {
+    match element(data, offset) {
+        Scalar::I32(k) => i64::from(k),
+        Scalar::I64(k) => k,
+        _ => unreachable!("verified: an integer index"),
+    }
+}
+
 /// Data of `dims` from its elements.
 fn tensor_data(dims: &[usize], buffer: Buffer) -> Data {
     if dims.is_empty() {
@@ -301,12 +310,7 @@ fn eval_node(node: &NodeData, args: &[Arg<'_>], out_dims: &[usize]) -> EvalResul
             // index's slab of the axes after it.
             for o in 0..outer {
                 for i in 0..count {
-                    let at = match element(index.data, i) {
-                        Scalar::I32(k) => i64::from(k),
-                        Scalar::I64(k) => k,
-                        _ => unreachable!("verified: an integer index"),
-                    };
-                    let at = usize::try_from(at)
+                    let at = usize::try_from(index_at(index.data, i))
                         .ok()
                         .filter(|&k| k < extent)
                         .ok_or(EvalError::IndexOutOfRange)?;
@@ -317,6 +321,35 @@ fn eval_node(node: &NodeData, args: &[Arg<'_>], out_dims: &[usize]) -> EvalResul
                 }
             }
             Ok(tensor_data(out_dims, out))
+        }
+        Op::IndexAdd(axis) => {
+            let (base, index, source) = (&args[0], &args[1], &args[2]);
+            let axis = *axis as usize;
+            let extent = base.dims[axis];
+            let outer: usize = base.dims[..axis].iter().product();
+            let inner: usize = base.dims[axis + 1..].iter().product();
+            let count: usize = index.dims.iter().product();
+            let mut sums: Vec<Scalar> = (0..outer * extent * inner)
+                .map(|offset| element(base.data, offset))
+                .collect();
+            // Row-major over the source, so each element's additions run in
+            // the order of the index's positions.
+            for o in 0..outer {
+                for i in 0..count {
+                    let at = usize::try_from(index_at(index.data, i))
+                        .ok()
+                        .filter(|&k| k < extent)
+                        .ok_or(EvalError::IndexOutOfRange)?;
+                    let to = (o * extent + at) * inner;
+                    let from = (o * count + i) * inner;
+                    for j in 0..inner {
+                        let add = element(source.data, from + j);
+                        sums[to + j] = semantics::binary(BinaryOp::Add, sums[to + j], add)?;
+                    }
+                }
+            }
+            let dtype = dtype.expect("verified: a tensor");
+            Ok(tensor_data(out_dims, Buffer::from_scalars(dtype, &sums)))
         }
         Op::Trees(e) => {
             let x = &args[0];

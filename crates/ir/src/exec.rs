@@ -106,13 +106,13 @@ impl ExecError {
     /// The error a kernel's nonzero status stands for: the failed check
     /// at `node` of `graph` (the check the status names, which
     /// `kiln_kernel::Kernel::status_error` looks up): an index out of
-    /// range where the node is a `gather`, else a division by zero; an
+    /// range where the node is a `gather` or an `index_add`, else a division by zero; an
     /// unknown status without a node.
     pub fn from_status(graph: &Graph, node: Option<Value>, status: i32) -> ExecError {
         match node {
             Some(node) => {
                 let err = match graph.node(node).op {
-                    crate::Op::Gather(_) => EvalError::IndexOutOfRange,
+                    crate::Op::Gather(_) | crate::Op::IndexAdd(_) => EvalError::IndexOutOfRange,
                     _ => EvalError::DivisionByZero,
                 };
                 ExecError::at_node(graph, node, err)

@@ -104,6 +104,17 @@ pub enum Op {
     /// axis (negative ones included) fails the call, as integer division by
     /// zero does: no element is read out of bounds.
     Gather(u32),
+    /// `index_add(base, index, source)` along `axis`, `gather`'s adjoint
+    /// (torch `index_add` with an index of any shape; the derivative of
+    /// `embedding` and `index_select`): `base` is a numeric tensor, `index`
+    /// an `i32` or `i64` tensor of any shape, `source` of `base`'s dtype and
+    /// of the shape `gather(base, index)` along `axis` has. The result is
+    /// `base` with each `source[pre, at, post]` added to the element
+    /// `[pre, index[at], post]`; each element's additions run in the order
+    /// of `at` (row-major over `index`), from `base`'s value, so a repeated
+    /// index sums its rows in order. An index outside `0..extent` of the
+    /// axis fails the call, as `gather`'s does.
+    IndexAdd(u32),
     /// `trees(x)`: a tree ensemble ([`crate::trees`]) over rows of features.
     /// `x` is `f32` or `f64` `[rows, features]` with `features` fixed and
     /// equal to the ensemble's `n_features`; the result is the ensemble's
@@ -591,7 +602,7 @@ impl Op {
             | Op::Trees(_)
             | Op::IsIn(_) => 1,
             Op::Binary(_) | Op::Compare(_) | Op::MatMul | Op::Conv2d(_) | Op::Gather(_) => 2,
-            Op::Select => 3,
+            Op::Select | Op::IndexAdd(_) => 3,
         })
     }
 
@@ -621,6 +632,7 @@ impl Op {
                 | Op::Conv2d(_)
                 | Op::Pool2d(_)
                 | Op::Gather(_)
+                | Op::IndexAdd(_)
                 | Op::Trees(_)
         )
     }
@@ -647,6 +659,7 @@ impl Op {
             Op::BroadcastTo(_) => "broadcast_to",
             Op::Conv2d(_) => "conv2d",
             Op::Gather(_) => "gather",
+            Op::IndexAdd(_) => "index_add",
             Op::Trees(_) => "trees",
             Op::IsIn(_) => "isin",
             Op::Pool2d(p) => match p.kind {

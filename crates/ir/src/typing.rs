@@ -253,6 +253,42 @@ fn gather_type(axis: u32, table: &TensorType, index: &TensorType) -> TypeResult<
     }))
 }
 
+/// `index_add(base, index, source)` along `axis`: `base`'s type, with
+/// `source` shaped as `gather(base, index)` along `axis`.
+fn index_add_type(
+    axis: u32,
+    base: &TensorType,
+    index: &TensorType,
+    source: &TensorType,
+) -> TypeResult<Type> {
+    let name = "index_add";
+    check_class(name, DTypeClass::Numeric, base)?;
+    same_dtype(name, base, source)?;
+    let axis = axis as usize;
+    if axis >= base.shape.len() {
+        return fail(format!(
+            "`{name}` into {base} along axis {axis}: it has {} axes",
+            base.shape.len()
+        ));
+    }
+    if !matches!(index.dtype, DType::I32 | DType::I64) {
+        return fail(format!("`{name}` takes an i32 or i64 index, got {index}"));
+    }
+    let mut shape = base.shape[..axis].to_vec();
+    shape.extend(index.shape.iter().cloned());
+    shape.extend(base.shape[axis + 1..].iter().cloned());
+    if source.shape != shape {
+        let want = TensorType {
+            dtype: base.dtype,
+            shape,
+        };
+        return fail(format!(
+            "`{name}` into {base} at {index} along axis {axis} adds a source of {want}, got {source}"
+        ));
+    }
+    Ok(Type::Tensor(base.clone()))
+}
+
 fn trees_type(ensemble: &crate::trees::TreeEnsemble, x: &TensorType) -> TypeResult<Type> {
     let problems = ensemble.check();
     if !problems.is_empty() {
@@ -670,6 +706,7 @@ pub fn result_type(op: &Op, args: &[&Type]) -> TypeResult<Type> {
         Op::Conv2d(c) => conv2d_type(name, c, tensors[0], tensors[1]),
         Op::Pool2d(p) => pool2d_type(name, p, tensors[0]),
         Op::Gather(axis) => gather_type(*axis, tensors[0], tensors[1]),
+        Op::IndexAdd(axis) => index_add_type(*axis, tensors[0], tensors[1], tensors[2]),
         Op::Trees(e) => trees_type(e, tensors[0]),
         Op::IsIn(set) => {
             let x = tensors[0];
@@ -859,6 +896,26 @@ mod tests {
             Op::Gather(0),
             vec![t(&[10, 4]), t(&[3])],
             "error: `gather` takes an i32 or i64 index, got f32[3]",
+        );
+        check(
+            Op::IndexAdd(1),
+            vec![t(&[10, 4, 5]), index(&[2, 3]), t(&[10, 2, 3, 5])],
+            "f32[10, 4, 5]",
+        );
+        check(
+            Op::IndexAdd(0),
+            vec![t(&[10, 4]), index(&[3]), t(&[3, 5])],
+            "error: `index_add` into f32[10, 4] at i64[3] along axis 0 adds a source of f32[3, 4], got f32[3, 5]",
+        );
+        check(
+            Op::IndexAdd(2),
+            vec![t(&[10, 4]), index(&[3]), t(&[3])],
+            "error: `index_add` into f32[10, 4] along axis 2: it has 2 axes",
+        );
+        check(
+            Op::IndexAdd(0),
+            vec![t(&[10, 4]), t(&[3]), t(&[3, 4])],
+            "error: `index_add` takes an i32 or i64 index, got f32[3]",
         );
         check(
             Op::Concat(0),

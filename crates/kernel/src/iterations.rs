@@ -288,7 +288,7 @@ pub(crate) fn temporaries(
                     }
                     _ => {}
                 }
-                if expr.operands().iter().any(|o| rowwise.contains(o)) {
+                if computed_from(expr, |o| rowwise.contains(&o)) {
                     rowwise.insert(*r);
                 }
             }
@@ -331,6 +331,15 @@ pub(crate) fn temporaries(
         }
     }
     Some(temps)
+}
+
+/// Whether `expr` computes its value from a register `is_rowwise` names:
+/// by arithmetic on it, not by a load at it. A value loaded at a row's
+/// index is data (an `index_add`'s index, which repeats), so a store at an
+/// index computed from it may write one element in several rows.
+pub(crate) fn computed_from(expr: &Expr, is_rowwise: impl Fn(Reg) -> bool) -> bool {
+    !matches!(expr, Expr::Load(..) | Expr::LoadBit(..))
+        && expr.operands().into_iter().any(is_rowwise)
 }
 
 /// Every `i64` constant register of a kernel's `body` and its value (SSA:
@@ -532,5 +541,21 @@ mod tests {
         let found = loops(src);
         assert!(found.contains(&Iterations::Sequential), "{found:?}");
         assert!(found.contains(&Iterations::Independent), "{found:?}");
+    }
+
+    #[test]
+    fn an_index_add_is_sequential_over_its_index() {
+        // Rows of the source that share an index add to one row of the
+        // result: the loop over the index must not be split, though each
+        // row's own loop over the width may be.
+        let src = "graph \"g\"\nv0: f32[5, 8] = input \"base\"\nv1: i64[n] = input \"ids\"\nv2: f32[n, 8] = input \"g\"\nv3: f32[5, 8] = index_add v0, v1, v2 [0]\noutput \"y\" = v3\n";
+        use Iterations::{Independent, Sequential};
+        // As `loops` finds them: the copy of `base`'s rows and the sums'
+        // loop over the index, then the width loops inside the sums and
+        // inside the copy.
+        assert_eq!(
+            loops(src),
+            [Independent, Sequential, Independent, Independent]
+        );
     }
 }

@@ -492,6 +492,7 @@ impl Lowerer<'_> {
             | Op::Conv2d(_)
             | Op::Pool2d(_)
             | Op::Gather(_)
+            | Op::IndexAdd(_)
             | Op::Trees(_) => {
                 unreachable!("tensor ops are lowered by `tensor_body`, not per element")
             }

@@ -216,6 +216,14 @@ impl Lowerer<'_> {
                 self.gather(out, &st.loc, value, *axis as usize, (&table, &index), &d);
                 self.scalar_if_rank0(out, d, dtype)
             }
+            Op::IndexAdd(axis) => {
+                let dest = self.dest(value, &dims, &mut st.claimed);
+                let d = self.dense(out, dest, dims);
+                let (base, index, source) = (arg(0), arg(1), arg(2));
+                let parts = (&base, &index, &source);
+                self.index_add(out, &st.loc, value, *axis as usize, parts, &d);
+                Loc::View(d)
+            }
             Op::Trees(e) => {
                 let dest = self.dest(value, &dims, &mut st.claimed);
                 let d = self.dense(out, dest, dims);

@@ -384,7 +384,7 @@ fn iterations_claim(row: Reg, body: &[Stmt], iterations: Iterations) -> Check {
     let mut rowwise = vec![row];
     for stmt in body {
         if let Stmt::Let(r, expr) = stmt {
-            if expr.operands().iter().any(|o| rowwise.contains(o)) {
+            if crate::iterations::computed_from(expr, |o| rowwise.contains(&o)) {
                 rowwise.push(*r);
             }
         }
@@ -444,7 +444,7 @@ fn nest_claim(row: Reg, body: &[Stmt], iterations: Iterations, params: &[Param])
                     )
                 })?;
             }
-            if expr.operands().iter().any(|o| rowwise.contains(o)) {
+            if crate::iterations::computed_from(expr, |o| rowwise.contains(&o)) {
                 rowwise.push(*r);
             }
             Ok(())

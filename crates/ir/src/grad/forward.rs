@@ -168,7 +168,24 @@ fn push(
             let tx = full(ad, args[0])?;
             super::pool::tangent(ad, args[0], v, attrs, tx)?
         }
-        Op::Filter | Op::Gather(_) | Op::Trees(_) => {
+        // Linear in the table, as in `base` and `source`: the same op of
+        // the tangents, at the same index.
+        Op::Gather(_) => match t(args[0]) {
+            Some(ta) => {
+                let shape = ad.shape(args[0]);
+                let ta = ad.expand(ta, &shape)?;
+                ad.op(op.clone(), &[ta, args[1]])?
+            }
+            None => return Ok(None),
+        },
+        Op::IndexAdd(_) => {
+            if t(args[0]).is_none() && t(args[2]).is_none() {
+                return Ok(None);
+            }
+            let (tb, ts) = (full(ad, args[0])?, full(ad, args[2])?);
+            ad.op(op.clone(), &[tb, args[1], ts])?
+        }
+        Op::Filter | Op::Trees(_) => {
             return fail(
                 Some(v),
                 format!("kiln does not differentiate `{}` yet", op.mnemonic()),

@@ -230,7 +230,26 @@ fn pull(
             let g = full(ad, v, gv)?;
             out.push((args[0], super::pool::adjoint(ad, args[0], v, attrs, g)?));
         }
-        Op::Filter | Op::Gather(_) | Op::Trees(_) => {
+        // `gather`'s adjoint adds each element's adjoint back at its index
+        // (repeated indices sum in index order); `index_add`'s passes its
+        // adjoint to `base` and gathers it for `source`.
+        Op::Gather(axis) => {
+            let (table, index) = (args[0], args[1]);
+            let g = full(ad, v, gv)?;
+            let zeros = ad.zeros(ad.dtype(table), &ad.shape(table))?;
+            out.push((table, ad.op(Op::IndexAdd(*axis), &[zeros, index, g])?));
+        }
+        Op::IndexAdd(axis) => {
+            let (base, index, source) = (args[0], args[1], args[2]);
+            let g = full(ad, v, gv)?;
+            if active[source] {
+                out.push((source, ad.op(Op::Gather(*axis), &[g, index])?));
+            }
+            if active[base] {
+                out.push((base, g));
+            }
+        }
+        Op::Filter | Op::Trees(_) => {
             return fail(
                 Some(v),
                 format!("kiln does not differentiate `{}` yet", op.mnemonic()),

@@ -46,7 +46,9 @@ fn node_may_fail(rw: &Rewriter<'_>, node: &NodeData, may_fail: &SecondaryMap<Val
         }
         _ => false,
     };
-    divides_unsafely || matches!(node.op, Op::Gather(_)) || node.args.iter().any(|&a| may_fail[a])
+    divides_unsafely
+        || matches!(node.op, Op::Gather(_) | Op::IndexAdd(_))
+        || node.args.iter().any(|&a| may_fail[a])
 }
 
 fn constant(rw: &Rewriter<'_>, value: Value) -> Option<Scalar> {

@@ -606,6 +606,7 @@ impl<'a> Parser<'a> {
                     // The axis follows the arguments; the ranges, the argument.
                     "concat" => Op::Concat(0),
                     "gather" => Op::Gather(0),
+                    "index_add" => Op::IndexAdd(0),
                     "isin" => Op::IsIn(Vec::new().into()),
                     "trees" => Op::Trees(std::sync::Arc::new(crate::trees::TreeEnsemble {
                         n_features: 0,
@@ -673,6 +674,13 @@ impl<'a> Parser<'a> {
                         match axis_list(line)?.as_slice() {
                             [axis] => Op::Gather(*axis),
                             _ => return Err(line.err(at, "`gather` takes one axis, as `[0]`")),
+                        }
+                    }
+                    Op::IndexAdd(_) => {
+                        let at = line.toks.get(line.pos).map_or(line.end, |t| t.0);
+                        match axis_list(line)?.as_slice() {
+                            [axis] => Op::IndexAdd(*axis),
+                            _ => return Err(line.err(at, "`index_add` takes one axis, as `[0]`")),
                         }
                     }
                     Op::Slice(_) => Op::Slice(slice_ranges(line)?),

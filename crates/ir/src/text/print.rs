@@ -48,7 +48,7 @@ pub fn print(graph: &Graph) -> String {
                         }
                         out.push(']');
                     }
-                    Op::Concat(axis) | Op::Gather(axis) => {
+                    Op::Concat(axis) | Op::Gather(axis) | Op::IndexAdd(axis) => {
                         write!(out, " [{axis}]").expect("writing to a String")
                     }
                     Op::Slice(ranges) => {

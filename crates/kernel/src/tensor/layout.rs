@@ -192,27 +192,8 @@ impl Lowerer<'_> {
         let dims = dest.dims.clone();
         self.nest(out, &dims, |lw, body, rows| {
             let rows: Vec<Option<Reg>> = rows.iter().copied().map(Some).collect();
-            let at = lw.read(body, locs, index, &rows[axis..axis + index_rank]);
-            let at = if lw.kernel.reg_type(at) == DType::I64 {
-                at
-            } else {
-                lw.emit(body, DType::I64, Expr::Cast(DType::I64, at), None)
-            };
-            let above = lw.emit(body, DType::Bool, Expr::Compare(CmpOp::Ge, at, zero), None);
-            let below = lw.emit(
-                body,
-                DType::Bool,
-                Expr::Compare(CmpOp::Lt, at, extent),
-                None,
-            );
-            let inside = lw.emit(
-                body,
-                DType::Bool,
-                Expr::Binary(BinaryOp::And, above, below),
-                None,
-            );
-            let flag = lw.emit(body, DType::I32, Expr::Cast(DType::I32, inside), None);
-            body.push(Stmt::CheckNonZero(flag, check));
+            let index_rows = &rows[axis..axis + index_rank];
+            let at = lw.checked_index(body, locs, index, index_rows, (zero, extent), check);
             let mut from = rows[..axis].to_vec();
             from.push(Some(at));
             from.extend_from_slice(&rows[axis + index_rank..]);
@@ -220,5 +201,96 @@ impl Lowerer<'_> {
             let to = lw.view_index(body, dest, &rows);
             body.push(Stmt::Store(dest.param, Some(to), x));
         });
+    }
+
+    /// `dest = index_add(base, index, source)` along `axis` (node
+    /// `value`): `base` copied to `dest`, then a nest over `source` in
+    /// row-major order adding each element to `dest` at its index (checked
+    /// as `gather`'s). A repeated index makes rows of that nest read what
+    /// earlier rows wrote: the loops over the index's axes are sequential
+    /// ([`crate::iterations`] does not count a loaded index as the row's);
+    /// a loop over an axis after `axis` stays independent.
+    pub(super) fn index_add(
+        &mut self,
+        out: &mut Vec<Stmt>,
+        locs: &[Option<Loc>],
+        value: Value,
+        axis: usize,
+        (base, index, source): (&Loc, &Loc, &Loc),
+        dest: &View,
+    ) {
+        let dtype = self.param_dtype(dest.param).expect("a tensor buffer");
+        let base_dims = dest.dims.clone();
+        self.nest(out, &base_dims, |lw, body, rows| {
+            let rows: Vec<Option<Reg>> = rows.iter().copied().map(Some).collect();
+            let x = lw.read(body, locs, base, &rows);
+            let to = lw.view_index(body, dest, &rows);
+            body.push(Stmt::Store(dest.param, Some(to), x));
+        });
+        let source_dims = match source {
+            Loc::View(v) => v.dims.clone(),
+            Loc::Fused { dims, .. } => dims.clone(),
+            // A rank-1 base at a scalar index: one element.
+            Loc::Scalar(_) => Vec::new(),
+        };
+        let index_rank = source_dims.len() + 1 - base_dims.len();
+        let extent = self.extent(&base_dims[axis]);
+        let extent = self.emit(out, DType::I64, Expr::ExtentValue(extent), None);
+        let zero = self.i64_const(out, 0);
+        self.kernel.checks.push(value);
+        let check = (self.kernel.checks.len() - 1) as u32;
+        // The index is read and checked once per source row of the axes up
+        // to the index's; the axes after it are a loop of their own.
+        let (outer_dims, post_dims) = source_dims.split_at(axis + index_rank);
+        self.nest(out, outer_dims, |lw, body, outer| {
+            let outer: Vec<Option<Reg>> = outer.iter().copied().map(Some).collect();
+            let at = lw.checked_index(body, locs, index, &outer[axis..], (zero, extent), check);
+            lw.nest(body, post_dims, |lw, body, post| {
+                let post: Vec<Option<Reg>> = post.iter().copied().map(Some).collect();
+                let rows = [outer.as_slice(), post.as_slice()].concat();
+                let x = lw.read(body, locs, source, &rows);
+                let to_rows = [&outer[..axis], &[Some(at)], post.as_slice()].concat();
+                let to = lw.view_index(body, dest, &to_rows);
+                let sum = lw.emit(body, dtype, Expr::Load(dest.param, to), None);
+                let sum = lw.emit(body, dtype, Expr::Binary(BinaryOp::Add, sum, x), None);
+                body.push(Stmt::Store(dest.param, Some(to), sum));
+            });
+        });
+    }
+
+    /// The `i64` index `index[rows]`, failing the kernel with check
+    /// `check` unless it lies in `zero..extent` (`gather`'s and
+    /// `index_add`'s bounds check).
+    fn checked_index(
+        &mut self,
+        body: &mut Vec<Stmt>,
+        locs: &[Option<Loc>],
+        index: &Loc,
+        rows: &[Option<Reg>],
+        (zero, extent): (Reg, Reg),
+        check: u32,
+    ) -> Reg {
+        let at = self.read(body, locs, index, rows);
+        let at = if self.kernel.reg_type(at) == DType::I64 {
+            at
+        } else {
+            self.emit(body, DType::I64, Expr::Cast(DType::I64, at), None)
+        };
+        let above = self.emit(body, DType::Bool, Expr::Compare(CmpOp::Ge, at, zero), None);
+        let below = self.emit(
+            body,
+            DType::Bool,
+            Expr::Compare(CmpOp::Lt, at, extent),
+            None,
+        );
+        let inside = self.emit(
+            body,
+            DType::Bool,
+            Expr::Binary(BinaryOp::And, above, below),
+            None,
+        );
+        let flag = self.emit(body, DType::I32, Expr::Cast(DType::I32, inside), None);
+        body.push(Stmt::CheckNonZero(flag, check));
+        at
     }
 }
