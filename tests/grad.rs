@@ -738,13 +738,151 @@ fn max_pool_indices_of_an_integer_plane() {
 /// Ops kiln does not differentiate are errors naming the node, from the
 /// frontends' graphs too.
 #[test]
-fn gather_is_refused_by_name() {
-    let text = r#"graph "gather"
-v0: f64[3, 2] = input "x"
-v1: i64[2] = input "i"
-v2: f64[2, 2] = gather v0, v1 [0]
-output "y" = v2
+fn trees_are_refused_by_name() {
+    let text = r#"graph "trees"
+v0: f64[n, 1] = input "x"
+v1: f64[n, 1] = trees v0 features 1 init [0.5] tree 0 [f0 le 0.5 none right l0 l1] [1.0, 2.0]
+output "y" = v1
 "#;
     let err = gradient(&verified(text), None, &["x"], false).expect_err("refused");
-    assert!(err.message.contains("`gather`"), "{err}");
+    assert!(err.message.contains("`trees`"), "{err}");
+}
+
+/// `i64` data of `dims`.
+fn ids(values: &[i64]) -> Data {
+    Data::Column(Buffer::I64(values.to_vec()))
+}
+
+/// `gather` (an embedding, an `index_select` along a middle axis, a
+/// scalar index) and `index_add` (into its base and from its source):
+/// gradients and tangents against central differences, with indices that
+/// repeat, so an adjoint sums several rows in index order.
+#[test]
+fn gather_and_index_add_against_finite_differences() {
+    // (the op and its result type, the inputs' types, the inputs)
+    let embed = r#"graph "embedding"
+v0: f64[5, 3] = input "table"
+v1: i64[2, 4] = input "ids"
+v2: f64[5, 3] = sin v0
+v3: f64[2, 4, 3] = gather v2, v1 [0]
+v4: f64[2, 4, 3] = mul v3, v3
+output "y" = v4
+"#;
+    let table = col(&points(15, -2.0, 2.0, 91));
+    let tokens = ids(&[4, 0, 4, 1, 2, 4, 0, 3]);
+    check(
+        embed,
+        "y",
+        &["table"],
+        &[table.clone(), tokens.clone()],
+        1e-6,
+    );
+    let middle = r#"graph "index_select"
+v0: f64[2, 4, 3] = input "x"
+v1: i32[5] = input "cols"
+v2: f64[2, 4, 3] = exp v0
+v3: f64[2, 5, 3] = gather v2, v1 [1]
+v4: f64[2, 5, 3] = mul v3, v3
+output "y" = v4
+"#;
+    let cols = Data::Column(Buffer::I32(vec![3, 1, 3, 3, 0]));
+    let x = col(&points(24, -1.0, 1.0, 92));
+    check(middle, "y", &["x"], &[x, cols], 1e-6);
+    let one = r#"graph "one"
+v0: f64[4] = input "x"
+v1: i64 = input "at"
+v2: f64 = gather v0, v1 [0]
+v3: f64 = mul v2, v2
+output "y" = v3
+"#;
+    check(
+        one,
+        "y",
+        &["x"],
+        &[col(&[0.5, -1.5, 2.0, 3.0]), Data::Scalar(Scalar::I64(2))],
+        1e-6,
+    );
+    // index_add: the adjoint of the base passes through; the source's is
+    // gathered at the index.
+    let added = r#"graph "index_add"
+v0: f64[5, 3] = input "base"
+v1: i64[2, 4] = input "ids"
+v2: f64[2, 4, 3] = input "src"
+v3: f64[2, 4, 3] = sin v2
+v4: f64[5, 3] = index_add v0, v1, v3 [0]
+v5: f64[5, 3] = mul v4, v4
+output "y" = v5
+"#;
+    let src = col(&points(24, -2.0, 2.0, 93));
+    let inputs = [table.clone(), tokens.clone(), src.clone()];
+    check(added, "y", &["base", "src"], &inputs, 1e-6);
+    // Forward mode: a scale of the table through an embedding, and of the
+    // source through an index_add.
+    let scaled = r#"graph "embedding"
+v0: f64[5, 3] = input "table"
+v1: i64[2, 4] = input "ids"
+v9: f64 = input "s"
+v2: f64[5, 3] = mul v0, v9
+v3: f64[2, 4, 3] = gather v2, v1 [0]
+v4: f64[2, 4, 3] = mul v3, v3
+output "y" = v4
+"#;
+    check_jacobian(
+        scaled,
+        &[table.clone(), tokens.clone(), scalar(0.7)],
+        2,
+        1e-6,
+    );
+    let scaled = r#"graph "index_add"
+v0: f64[5, 3] = input "base"
+v1: i64[2, 4] = input "ids"
+v2: f64[2, 4, 3] = input "src"
+v9: f64 = input "s"
+v3: f64[2, 4, 3] = mul v2, v9
+v4: f64[5, 3] = index_add v0, v1, v3 [0]
+v5: f64[5, 3] = mul v4, v4
+output "y" = v5
+"#;
+    check_jacobian(scaled, &[table, tokens, src, scalar(0.7)], 3, 1e-6);
+}
+
+/// An embedding's gradient sums each token's rows in token order, from
+/// zero, as torch's `embedding_dense_backward` does on the CPU: by hand,
+/// where the order decides the sum; then on every engine over 20,000
+/// tokens into 7 rows (long enough that the engines split loops among
+/// threads, which must not split the loop over the tokens).
+#[test]
+fn an_embeddings_gradient_sums_in_token_order() {
+    let text = r#"graph "embedding"
+v0: f32[3, 2] = input "table"
+v1: i64[n] = input "ids"
+v2: f32[n, 2] = gather v0, v1 [0]
+v3: f32[n, 2] = input "seed"
+v4: f32[n, 2] = mul v2, v3
+output "y" = v4
+"#;
+    let graph = verified(text);
+    let grad = kiln::verify(gradient(&graph, Some("y"), &["table"], false).unwrap()).unwrap();
+    let table = Data::Column(Buffer::F32(vec![1.0; 6]));
+    // Row 1 gets 1e8, -1e8 and 1 (in that order: 1; the reverse: 0).
+    let tokens = ids(&[1, 0, 1, 1]);
+    let seed = Data::Column(Buffer::F32(vec![1e8, 2.0, 5.0, 6.0, -1e8, 3.0, 1.0, 4.0]));
+    let outs = kiln::interp::run(&grad, &[table, tokens, seed]).unwrap();
+    assert_eq!(
+        outs[1],
+        Data::Column(Buffer::F32(vec![5.0, 6.0, 1.0, 9.0, 0.0, 0.0]))
+    );
+    let n = 20_000;
+    let tokens: Vec<i64> = (0..n).map(|i| ((i * 7919) % 13 % 7) as i64 % 3).collect();
+    let seed: Vec<f32> = points(2 * n, -1.0, 1.0, 94)
+        .iter()
+        .map(|&v| v as f32)
+        .collect();
+    let table = Data::Column(Buffer::F32(
+        points(6, -1.0, 1.0, 95).iter().map(|&v| v as f32).collect(),
+    ));
+    on_every_engine(
+        grad.into_graph(),
+        &[table, ids(&tokens), Data::Column(Buffer::F32(seed))],
+    );
 }

@@ -403,7 +403,10 @@ impl Gen<'_, '_> {
                 Err(_) => return Ok(None),
             }
         };
-        Ok(self.b.op(Op::IndexAdd(axis as u32), &[a, index, source]).ok())
+        Ok(self
+            .b
+            .op(Op::IndexAdd(axis as u32), &[a, index, source])
+            .ok())
     }
 
     /// A tree ensemble over `a` taken as rows of features (cast to `f32`
