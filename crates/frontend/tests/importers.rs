@@ -1121,6 +1121,42 @@ fn fx_lookups_moments_attention_from_text() {
         "{err}"
     );
 
+    // The gradients of lookups, as aot_autograd's backward graph spells
+    // them: an embedding's (padding row 1 adds nothing, repeats sum) and
+    // index_select's (`index_add`); `scale_grad_by_freq` is refused.
+    let backward = |scale: &str| {
+        fx_graph(
+            &format!(
+                "    %go : [num_users=1] = placeholder[target=go]
+    %ids : [num_users=1] = placeholder[target=ids]
+    %x : [num_users=1] = placeholder[target=x]
+    %i : [num_users=1] = placeholder[target=i]
+    %s : [num_users=1] = placeholder[target=s]
+    %eb : [num_users=1] = call_function[target=torch.ops.aten.embedding_dense_backward.default](args = (%go, %ids, 4, 1, {scale}), kwargs = {{}})
+    %ia : [num_users=1] = call_function[target=torch.ops.aten.index_add.default](args = (%x, 1, %i, %s), kwargs = {{}})
+    return (eb, ia)"
+            ),
+            &[
+                ("go", f32_tensor(&[2, 2, 2])),
+                ("ids", i64_tensor(&[2, 2])),
+                ("x", f32_tensor(&[2, 3])),
+                ("i", i64_tensor(&[2])),
+                ("s", f32_tensor(&[2, 2])),
+            ],
+        )
+    };
+    let g = backward("False").unwrap();
+    let go = f32s(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]);
+    let ids = Data::Column(Buffer::I64(vec![3, 1, 3, 0]));
+    let x = f32s(&[1.0, 1.0, 1.0, 2.0, 2.0, 2.0]);
+    let i = Data::Column(Buffer::I64(vec![2, 2]));
+    let s = f32s(&[10.0, 20.0, 30.0, 40.0]);
+    let out = run(&g, &[go, ids, x, i, s]);
+    assert_eq!(out[0], f32s(&[7.0, 8.0, 0.0, 0.0, 0.0, 0.0, 6.0, 8.0]));
+    assert_eq!(out[1], f32s(&[1.0, 1.0, 31.0, 2.0, 2.0, 72.0]));
+    let err = backward("True").unwrap_err();
+    assert!(err.contains("scale_grad_by_freq"), "{err}");
+
     // Attention of one query over two keys, scale 1: softmax([0, 1]).
     let g = fx_graph(
         "    %q : [num_users=1] = placeholder[target=q]

@@ -193,22 +193,82 @@ def test_depthwise_and_grouped_convolutions_train_on_kiln():
 
 
 class EmbeddingMLP(nn.Module):
-    def __init__(self):
+    def __init__(self, **embedding):
         super().__init__()
-        self.emb = nn.Embedding(12, 8)
+        self.emb = nn.Embedding(12, 8, **embedding)
         self.fc = nn.Linear(8, 4)
 
     def forward(self, i):
         return self.fc(self.emb(i).mean(1))
 
 
-def test_a_backward_op_kiln_does_not_build_runs_in_eager_alone():
-    # kiln has no derivative of `gather` yet: the embedding's backward runs
-    # in eager PyTorch, named in one warning, and the rest on kiln.
+class IndexSelectMLP(nn.Module):
+    """Rows of a parameter by `index_select`, whose gradient is an `index_add`."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = nn.Parameter(torch.randn(12, 8))
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, i):
+        rows = self.table.index_select(0, i.flatten()).view(i.shape[0], -1, 8)
+        return self.fc(rows.mean(1))
+
+
+def tokens():
+    # Repeated tokens (80 of 12), so the gradient sums rows; 0 among them.
     i = torch.randint(0, 12, (16, 5), generator=torch.Generator().manual_seed(21))
     y = torch.randint(0, 4, (16,), generator=torch.Generator().manual_seed(22))
+    return i, y
+
+
+def test_embeddings_and_index_select_train_on_kiln():
+    i, y = tokens()
+    assert (i == 0).any()
+    for make, backward in (
+        (EmbeddingMLP, "embedding_dense_backward"),
+        (lambda: EmbeddingMLP(padding_idx=0), "embedding_dense_backward"),
+        (IndexSelectMLP, "index_add"),
+    ):
+        stats = check_training(make, i, y)
+        targets = {r.target for r in stats.nodes.values()}
+        assert f"torch.ops.aten.{backward}.default" in targets, targets
+
+
+def test_an_embeddings_gradient_is_torchs_bit_for_bit():
+    # torch's CPU kernel adds each token's row to its weight's row in token
+    # order, from zero; kiln's index_add does the same, so the gradient of a
+    # table with many repeats is equal, not close.
+    i = torch.randint(0, 7, (300,), generator=torch.Generator().manual_seed(5))
+    g = torch.randn(300, 16, generator=torch.Generator().manual_seed(6)) * 1e3
+    for padding_idx in (None, 3):
+        grads = []
+        stats = kt._Stats()
+        for compiled in (False, True):
+            torch._dynamo.reset()
+            w = torch.randn(7, 16, generator=torch.Generator().manual_seed(7)).requires_grad_()
+
+            def f(w, i):
+                return nn.functional.embedding(i, w, padding_idx=padding_idx)
+
+            fn = torch.compile(f, backend=backend(stats)) if compiled else f
+            fn(w, i).backward(g)
+            grads.append(w.grad)
+        ran = {r.target: r.ran_on for r in stats.nodes.values()}
+        assert ran["torch.ops.aten.embedding_dense_backward.default"] != "eager", ran
+        assert torch.equal(grads[0], grads[1])
+
+
+def test_a_backward_op_kiln_does_not_build_runs_in_eager_alone():
+    # kiln does not scale an embedding's gradient by token frequency: that
+    # backward op runs in eager PyTorch, named in one warning, and the rest
+    # on kiln.
+    i, y = tokens()
     check_training(
-        EmbeddingMLP, i, y, eager_ops={"torch.ops.aten.embedding_dense_backward.default"}
+        lambda: EmbeddingMLP(scale_grad_by_freq=True),
+        i,
+        y,
+        eager_ops={"torch.ops.aten.embedding_dense_backward.default"},
     )
 
 

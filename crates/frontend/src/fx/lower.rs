@@ -544,6 +544,10 @@ const OPS: &[(&[&str], Build)] = &[
         &["embedding", "index_select", "gather"],
         |this, op, node| this.lookup_op(op, node),
     ),
+    (&["embedding_dense_backward"], |this, _, node| {
+        this.embedding_backward(node)
+    }),
+    (&["index_add"], |this, _, node| this.index_add(node)),
     (&["arange"], |this, _, node| this.arange(node)),
     (&["var", "std"], |this, op, node| this.spread(op, node)),
     (&["scaled_dot_product_attention"], |this, op, node| {

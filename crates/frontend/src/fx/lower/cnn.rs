@@ -41,7 +41,7 @@ fn pair(
     }
 }
 
-fn flag(arg: Option<&Arg>, key: &str, default: bool) -> Result<bool, String> {
+pub(super) fn flag(arg: Option<&Arg>, key: &str, default: bool) -> Result<bool, String> {
     match arg {
         None | Some(Arg::None) => Ok(default),
         Some(Arg::Bool(b)) => Ok(*b),

@@ -1,6 +1,8 @@
 //! The ops transformers are built of, as the compositions of kiln ops torch
 //! computes them by: lookups (`embedding`, `index_select`, `gather`: kiln's
-//! `gather`, whose out-of-range index fails the call as torch's does),
+//! `gather`, whose out-of-range index fails the call as torch's does) and
+//! their gradients (`embedding_dense_backward`, `index_add`: kiln's
+//! `index_add`),
 //! `arange`, moments (`var_mean`, `var`, `std`), scaled dot-product
 //! attention, `as_strided` where it is a view of a contiguous layout,
 //! advanced indexing by integer tensors (`index.Tensor`), and the filled
@@ -76,6 +78,80 @@ impl Fx<'_> {
                 self.take_along(x, axis, index)
             }
         }
+    }
+
+    /// ATen's `embedding_dense_backward(grad_output, indices, num_weights,
+    /// padding_idx, scale_grad_by_freq)`: each token's gradient row added
+    /// to its weight's row, in token order from zero, as torch's CPU kernel
+    /// does; tokens equal to `padding_idx` (when it is not negative) add
+    /// nothing. `scale_grad_by_freq` (dividing by each token's count) is
+    /// not built.
+    pub(super) fn embedding_backward(&mut self, node: &Node) -> Result<Value, String> {
+        let g = self.tensor_at(node, 0, "grad_output")?;
+        let index = self.index_at(node, 1, "indices")?;
+        let rows = self.int_at(node, 2, "num_weights", None)?;
+        let padding = self.int_at(node, 3, "padding_idx", Some(-1))?;
+        if super::cnn::flag(
+            self.arg(node, 4, "scale_grad_by_freq"),
+            "scale_grad_by_freq",
+            false,
+        )? {
+            return Err("unsupported: `scale_grad_by_freq=True`".into());
+        }
+        let (g_shape, at) = (self.shape_of(g), self.shape_of(index));
+        let width = match g_shape.split_last() {
+            Some((w, lead)) if lead == at.as_slice() => w.clone(),
+            _ => {
+                return Err(format!(
+                    "`grad_output` is {}, not the shape of `indices` ({}) and a width",
+                    self.b.ty(g),
+                    self.b.ty(index)
+                ))
+            }
+        };
+        let rows = u64::try_from(rows)
+            .ok()
+            .filter(|&r| r > 0)
+            .ok_or_else(|| format!("`num_weights` must be positive, not {rows}"))?;
+        let dtype = self.b.dtype(g).expect("a tensor");
+        let zero = self.b.constant(Scalar::zero(dtype));
+        let mut g = g;
+        if padding >= 0 {
+            let index_dtype = self.b.dtype(index).expect("a tensor");
+            let pad = self
+                .b
+                .constant(kiln_ir::semantics::cast(Scalar::I64(padding), index_dtype));
+            let is_pad = self
+                .b
+                .op(Op::Compare(CmpOp::Eq), &[index, pad])
+                .map_err(te)?;
+            let is_pad = layout::unsqueeze(&mut self.b, is_pad, at.len())?;
+            g = self.b.op(Op::Select, &[is_pad, zero, g]).map_err(te)?;
+        }
+        let zeros = layout::broadcast_to(&mut self.b, zero, vec![Dim::Fixed(rows), width])?;
+        self.b.op(Op::IndexAdd(0), &[zeros, index, g]).map_err(te)
+    }
+
+    /// ATen's `index_add(self, dim, index, source, alpha=1)`: `source`'s
+    /// entries along `dim` added to `self`'s at `index` (0-D or 1-D), in
+    /// index order, as torch's CPU kernel adds them (the gradient of
+    /// `index_select`). An `alpha` other than 1 is not built.
+    pub(super) fn index_add(&mut self, node: &Node) -> Result<Value, String> {
+        let x = self.tensor_at(node, 0, "self")?;
+        let axis = layout::axis(self.int_at(node, 1, "dim", None)?, self.shape_of(x).len())?;
+        let mut index = self.index_at(node, 2, "index")?;
+        let source = self.tensor_at(node, 3, "source")?;
+        if self.number_at(node, 4, "alpha", 1.0)? != 1.0 {
+            return Err("unsupported: `index_add` with an `alpha` other than 1".into());
+        }
+        match self.shape_of(index).len() {
+            0 => index = layout::unsqueeze(&mut self.b, index, 0)?,
+            1 => {}
+            _ => return Err("`index_add` takes a 0-D or 1-D index".into()),
+        }
+        self.b
+            .op(Op::IndexAdd(axis as u32), &[x, index, source])
+            .map_err(te)
     }
 
     /// torch's `gather(x, axis, index)`: `out[c] = x[c with c[axis] =
