@@ -29,5 +29,5 @@ class DivisionByZeroError(ExecError, ZeroDivisionError):
 
 class IndexOutOfRangeError(ExecError, IndexError):
     """An index outside its axis (``embedding``, ``gather``,
-    ``index_select``): the call fails, as PyTorch's does, and nothing is read
+    ``index_select``, and their gradients' ``index_add``): the call fails, as PyTorch's does, and nothing is read
     out of bounds."""
