@@ -474,3 +474,31 @@ def test_advanced_indexing_and_filled_tensors(tier):
         fn(x, i, torch.tensor([0, 5, 1], dtype=torch.int32))
     with pytest.raises(kiln.IndexOutOfRangeError):
         fn(x, torch.tensor([3, -5]), j)
+
+
+def masks_and_pads(x, scores):
+    F = torch.nn.functional
+    return (
+        torch.tril(x, 1),
+        torch.triu(x, -1),
+        F.pad(x, (1, -1, 2, 0), value=3.0),
+        F.pad(x, (0, 2)),
+        torch.ops.aten._safe_softmax(scores, -1),
+    )
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_triangles_pads_and_safe_softmax(tier):
+    # What a causal language model's mask is made of; `_safe_softmax` gives
+    # 0, not NaN, along a row masked whole.
+    x = torch.randn(2, 5, 4, generator=torch.Generator().manual_seed(8))
+    scores = torch.randn(3, 6, generator=torch.Generator().manual_seed(9))
+    scores[1] = float("-inf")
+    scores[2, :3] = float("-inf")
+    with torch.no_grad():
+        got = compiled(masks_and_pads, tier)(x, scores)
+        want = masks_and_pads(x, scores)
+    for g, w in zip(got[:4], want[:4]):
+        assert torch.equal(g, w)  # selects and copies: eager's values
+    assert torch.equal(got[4][1], torch.zeros(6))
+    close(got[4], want[4])

@@ -291,3 +291,99 @@ def test_max_pool_indices_are_torchs():
     ran = {r.target: r.ran_on for r in stats.nodes.values()}
     assert ran["torch.ops.aten.max_pool2d_with_indices.default"] == "kiln", ran
     assert "eager" not in ran.values(), ran
+
+
+def tiny_gpt2():
+    """Hugging Face's GPT-2 language model, 2 layers of width 32, no dropout."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config(
+        n_layer=2, n_head=2, n_embd=32, vocab_size=100, n_positions=16,
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+    )
+    return GPT2LMHeadModel(config).train()
+
+
+def tiny_bert():
+    """Hugging Face's BERT classifier, 2 layers of width 32, no dropout."""
+    from transformers import BertConfig, BertForSequenceClassification
+
+    config = BertConfig(
+        num_hidden_layers=2, hidden_size=32, num_attention_heads=2, intermediate_size=64,
+        vocab_size=100, max_position_embeddings=16, num_labels=3,
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+    )
+    return BertForSequenceClassification(config).train()
+
+
+# Dynamo reads a non-leaf tensor's `.grad` while it traces Hugging Face's
+# loss (torch's warning, not kiln's).
+@pytest.mark.filterwarnings("ignore:The .grad attribute of a Tensor that is not a leaf")
+@pytest.mark.parametrize("make", [tiny_gpt2, tiny_bert])
+def test_transformers_train_on_kiln(make):
+    # The loss inside the model (cross-entropy: nll_loss and its backward),
+    # embeddings, attention (the CPU flash kernel's log-sum-exp and its
+    # backward), layer norms, GELU and a causal mask: every node of the
+    # forward and backward graphs on kiln, 5 SGD steps as eager takes them.
+    ids = torch.randint(0, 100, (2, 8), generator=torch.Generator().manual_seed(31))
+    labels = ids if make is tiny_gpt2 else torch.tensor([0, 2])
+
+    def steps(model, run):
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        losses = []
+        for _ in range(5):
+            opt.zero_grad()
+            loss = run(input_ids=ids, labels=labels).loss
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        return losses, [p.grad.clone() for p in model.parameters()]
+
+    torch._dynamo.reset()
+    model, twin = twins(make)
+    stats = kt._Stats()
+    losses, grads = steps(model, torch.compile(model, backend=backend(stats)))
+    want_losses, want_grads = steps(twin, twin)
+    assert losses == pytest.approx(want_losses, rel=1e-5)
+    assert losses[-1] < losses[0]
+    for g, w in zip(grads, want_grads):
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6)
+    eager = {r.target for r in stats.nodes.values() if r.ran_on == "eager"}
+    assert eager == set(), eager
+    targets = {r.target for r in stats.nodes.values()}
+    for op in ("nll_loss_backward", "embedding_dense_backward"):
+        assert f"torch.ops.aten.{op}.default" in targets, targets
+
+
+def test_attention_gradients_are_eagers():
+    # Scaled dot-product attention plain, causal, with a bool mask and with
+    # a float mask and a scale: the gradients of q, k and v (the CPU flash
+    # kernel's backward, or the math path's ops) on kiln, against eager's.
+    g = torch.Generator().manual_seed(41)
+    q, k, v = (torch.randn(2, 3, 6, 8, generator=g) for _ in range(3))
+    keep = torch.rand(6, 6, generator=g) > 0.3
+    keep[:, 0] = True
+    bias = torch.randn(2, 1, 6, 6, generator=g)
+    seed = torch.randn(4, 2, 3, 6, 8, generator=g)
+    F = nn.functional
+
+    def f(q, k, v):
+        outs = (
+            F.scaled_dot_product_attention(q, k, v),
+            F.scaled_dot_product_attention(q, k, v, is_causal=True),
+            F.scaled_dot_product_attention(q, k, v, attn_mask=keep),
+            F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=0.3),
+        )
+        return sum((o * s).sum() for o, s in zip(outs, seed))
+
+    grads = []
+    stats = kt._Stats()
+    for fn in (f, torch.compile(f, backend=backend(stats))):
+        torch._dynamo.reset()
+        x = [t.clone().requires_grad_() for t in (q, k, v)]
+        fn(*x).backward()
+        grads.append([t.grad for t in x])
+    for got, want in zip(grads[1], grads[0]):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    eager = {r.target for r in stats.nodes.values() if r.ran_on == "eager"}
+    assert eager == set(), eager

@@ -79,11 +79,13 @@ const MULTI_OPS: &[&str] = &[
     "std_mean",
     "convolution_backward",
     "max_pool2d_with_indices",
+    "_scaled_dot_product_flash_attention_for_cpu",
+    "_scaled_dot_product_flash_attention_for_cpu_backward",
+    "nll_loss_forward",
 ];
 
 /// Ops whose result is a tuple of which kiln computes the first item only
-/// (the others are training statistics or a log-sum-exp that no
-/// inference graph uses): the op, the tuple's length in torch, what the
+/// (the others are training statistics no inference graph uses): the op, the tuple's length in torch, what the
 /// other items are, and the builder of the first.
 const PARTIAL_TUPLE_OPS: &[(&str, i64, &str, Build)] = &[
     (
@@ -97,12 +99,6 @@ const PARTIAL_TUPLE_OPS: &[(&str, i64, &str, Build)] = &[
         3,
         "a batch norm's saved statistics",
         |this, op, node| this.batch_norm(op, node),
-    ),
-    (
-        "_scaled_dot_product_flash_attention_for_cpu",
-        2,
-        "attention's log-sum-exp",
-        |this, op, node| this.attention(op, node),
     ),
 ];
 
@@ -548,6 +544,17 @@ const OPS: &[(&[&str], Build)] = &[
         this.embedding_backward(node)
     }),
     (&["index_add"], |this, _, node| this.index_add(node)),
+    (&["_safe_softmax"], |this, _, node| this.safe_softmax(node)),
+    (&["select_backward", "slice_backward"], |this, op, node| {
+        this.take_backward(op, node)
+    }),
+    (&["tril", "triu"], |this, op, node| this.triangle(op, node)),
+    (&["constant_pad_nd"], |this, _, node| {
+        this.constant_pad(node)
+    }),
+    (&["nll_loss_backward"], |this, _, node| {
+        this.nll_loss_backward(node)
+    }),
     (&["arange"], |this, _, node| this.arange(node)),
     (&["var", "std"], |this, op, node| this.spread(op, node)),
     (&["scaled_dot_product_attention"], |this, op, node| {

@@ -14,6 +14,10 @@ use crate::layout;
 use kiln_ir::{BinaryOp, CmpOp, DType, Dim, Op, ReduceOp, Scalar, TensorConst, UnaryOp, Value};
 use std::sync::Arc;
 
+/// The place of a keyword-only argument (none: [`Fx::arg`] finds it by
+/// name).
+const NONE: usize = usize::MAX;
+
 /// The most elements an `arange` may make (it becomes a constant).
 const MAX_ARANGE: u64 = 1 << 24;
 
@@ -130,6 +134,343 @@ impl Fx<'_> {
         }
         let zeros = layout::broadcast_to(&mut self.b, zero, vec![Dim::Fixed(rows), width])?;
         self.b.op(Op::IndexAdd(0), &[zeros, index, g]).map_err(te)
+    }
+
+    /// The parts of an `nll_loss_forward` or `nll_loss_backward` node:
+    /// log-probabilities `x` (`[N, C]` or `[C]`), the targets (`[N]` or
+    /// a scalar, with ignored ones made 0), whether each is kept (not
+    /// `ignore_index`), each target's weight where `weight` is given, and
+    /// the reduction (0 none, 1 mean, 2 sum).
+    fn nll_parts(
+        &mut self,
+        node: &Node,
+        first: usize,
+    ) -> Result<(Value, Value, Value, Option<Value>, i64), String> {
+        let x = self.tensor_at(node, first, "self")?;
+        let target = self.index_at(node, first + 1, "target")?;
+        let weight = match self.arg(node, first + 2, "weight") {
+            None | Some(Arg::None) => None,
+            Some(_) => Some(self.tensor_at(node, first + 2, "weight")?),
+        };
+        let reduction = self.int_at(node, first + 3, "reduction", Some(1))?;
+        let ignore = self.int_at(node, first + 4, "ignore_index", Some(-100))?;
+        if !(0..=2).contains(&reduction) {
+            return Err(format!("`reduction` must be 0, 1 or 2, not {reduction}"));
+        }
+        let (xs, ts) = (self.shape_of(x), self.shape_of(target));
+        let fits = match xs.len() {
+            1 => ts.is_empty(),
+            2 => ts.len() == 1 && ts[0] == xs[0],
+            _ => false,
+        };
+        let dtype = self.b.dtype(x).expect("a tensor");
+        if !fits || !dtype.is_float() {
+            return Err(format!(
+                "`nll_loss` takes float [N, C] or [C] log-probabilities and [N] or 0-D targets, got {} and {}",
+                self.b.ty(x),
+                self.b.ty(target)
+            ));
+        }
+        let index_dtype = self.b.dtype(target).expect("a tensor");
+        let ignore = self
+            .b
+            .constant(kiln_ir::semantics::cast(Scalar::I64(ignore), index_dtype));
+        let ignored = self
+            .b
+            .op(Op::Compare(CmpOp::Eq), &[target, ignore])
+            .map_err(te)?;
+        let zero = self.b.constant(Scalar::zero(index_dtype));
+        let target = self.b.select(ignored, zero, target).map_err(te)?;
+        let kept = self.b.op(Op::Unary(UnaryOp::Not), &[ignored]).map_err(te)?;
+        let weight = match weight {
+            Some(w) => Some(self.gather(w, target, 0)?),
+            None => None,
+        };
+        Ok((x, target, kept, weight, reduction))
+    }
+
+    /// ATen's `nll_loss_forward(self, target, weight, reduction,
+    /// ignore_index)`: the loss and the total weight. Each target's loss is
+    /// `-x[i, t_i] * w_i` (`w_i` its class's weight, 1 without `weight`,
+    /// 0 where `t_i` is `ignore_index`); the loss is their sum (reduction
+    /// 2), their sum over the total weight (1, the mean), or each (0, with
+    /// a total weight of 0). A target outside the classes fails the call,
+    /// as torch's does. The sums run in row order (torch's cascade
+    /// differs in the last bits).
+    pub(super) fn nll_loss(&mut self, node: &Node) -> Result<Vec<Value>, String> {
+        let (x, target, kept, weight, reduction) = self.nll_parts(node, 0)?;
+        let dtype = self.b.dtype(x).expect("a tensor");
+        let rank = self.shape_of(x).len();
+        let picked = if rank == 2 {
+            let at = layout::unsqueeze(&mut self.b, target, 1)?;
+            let picked = self.take_along(x, 1, at)?;
+            layout::squeeze(&mut self.b, picked, 1)?
+        } else {
+            self.gather(x, target, 0)?
+        };
+        let one = crate::eltwise::konst(&mut self.b, dtype, 1.0);
+        let zero = crate::eltwise::konst(&mut self.b, dtype, 0.0);
+        let w = match weight {
+            Some(w) => w,
+            None => one,
+        };
+        let w = self.b.select(kept, w, zero).map_err(te)?;
+        let loss = self.b.binary(BinaryOp::Mul, picked, w).map_err(te)?;
+        let loss = self.b.unary(UnaryOp::Neg, loss).map_err(te)?;
+        if reduction == 0 {
+            return Ok(vec![loss, zero]);
+        }
+        let (total, total_weight) = if rank == 2 {
+            let shape = self.shape_of(loss);
+            let w = layout::broadcast_to(&mut self.b, w, shape)?;
+            (
+                self.reduce_axes(ReduceOp::Sum, loss, vec![0], false)?,
+                self.reduce_axes(ReduceOp::Sum, w, vec![0], false)?,
+            )
+        } else {
+            (loss, w)
+        };
+        if reduction == 2 {
+            return Ok(vec![total, total_weight]);
+        }
+        let mean = self
+            .b
+            .binary(BinaryOp::Div, total, total_weight)
+            .map_err(te)?;
+        Ok(vec![mean, total_weight])
+    }
+
+    /// ATen's `nll_loss_backward(grad_output, self, target, weight,
+    /// reduction, ignore_index, total_weight)`: zeros but at each row's
+    /// target, `-(g / total_weight) * w_t` (the mean; `-g * w_t` for the
+    /// sum, `-g_i * w_t` for each), as torch's CPU kernel computes it.
+    pub(super) fn nll_loss_backward(&mut self, node: &Node) -> Result<Value, String> {
+        let g = self.tensor_at(node, 0, "grad_output")?;
+        let (x, target, kept, weight, reduction) = self.nll_parts(node, 1)?;
+        let dtype = self.b.dtype(x).expect("a tensor");
+        let xs = self.shape_of(x);
+        let g = if reduction == 1 {
+            let total_weight = self.tensor_at(node, 6, "total_weight")?;
+            self.b.binary(BinaryOp::Div, g, total_weight).map_err(te)?
+        } else {
+            g
+        };
+        let mut grad = self.b.unary(UnaryOp::Neg, g).map_err(te)?;
+        if let Some(w) = weight {
+            grad = self.b.binary(BinaryOp::Mul, w, grad).map_err(te)?;
+        }
+        let Some(Dim::Fixed(classes)) = xs.last().cloned() else {
+            return Err("`nll_loss_backward` over a symbolic number of classes".into());
+        };
+        let classes: Vec<Scalar> = (0..classes as i64)
+            .map(|c| {
+                kiln_ir::semantics::cast(Scalar::I64(c), self.b.dtype(target).expect("a tensor"))
+            })
+            .collect();
+        let n = classes.len() as u64;
+        let classes =
+            self.constant_tensor(self.b.dtype(target).expect("a tensor"), vec![n], classes)?;
+        let (target, kept, grad) = if xs.len() == 2 {
+            let target = layout::unsqueeze(&mut self.b, target, 1)?;
+            let kept = layout::unsqueeze(&mut self.b, kept, 1)?;
+            let grad = if self.shape_of(grad).len() == 1 {
+                layout::unsqueeze(&mut self.b, grad, 1)?
+            } else {
+                grad
+            };
+            (target, kept, grad)
+        } else {
+            (target, kept, grad)
+        };
+        let hit = self
+            .b
+            .op(Op::Compare(CmpOp::Eq), &[classes, target])
+            .map_err(te)?;
+        let hit = self.b.binary(BinaryOp::And, hit, kept).map_err(te)?;
+        let zero = crate::eltwise::konst(&mut self.b, dtype, 0.0);
+        let grad = self.b.select(hit, grad, zero).map_err(te)?;
+        layout::broadcast_to(&mut self.b, grad, xs)
+    }
+
+    /// ATen's `_safe_softmax(x, dim)`: `softmax`, but 0 along a row whose
+    /// every element is `-inf` (an attention row masked whole), where
+    /// `softmax` gives NaN.
+    pub(super) fn safe_softmax(&mut self, node: &Node) -> Result<Value, String> {
+        let p = self.softmax(false, node)?;
+        let x = self.tensor_at(node, 0, "self")?;
+        let rank = self.shape_of(x).len();
+        let axes = self.dims_arg(node, 1, rank)?;
+        let max = self.reduce_axes(ReduceOp::Max, x, axes, true)?;
+        let dtype = self.b.dtype(p).expect("a tensor");
+        let max = self.b.cast(max, dtype).map_err(te)?;
+        let neg_inf = crate::eltwise::konst(&mut self.b, dtype, f64::NEG_INFINITY);
+        let masked = self
+            .b
+            .op(Op::Compare(CmpOp::Eq), &[max, neg_inf])
+            .map_err(te)?;
+        let zero = crate::eltwise::konst(&mut self.b, dtype, 0.0);
+        self.b.select(masked, zero, p).map_err(te)
+    }
+
+    /// `tril(x, diagonal=0)` and `triu(x, diagonal=0)`: `x` where column
+    /// minus row is at most (`tril`) or at least (`triu`) `diagonal` in
+    /// the last two axes (fixed), else 0.
+    pub(super) fn triangle(&mut self, op: &str, node: &Node) -> Result<Value, String> {
+        let x = self.tensor_at(node, 0, "self")?;
+        let diagonal = self.int_at(node, 1, "diagonal", Some(0))?;
+        let shape = self.shape_of(x);
+        let (Some(Dim::Fixed(rows)), Some(Dim::Fixed(cols))) = (
+            shape.len().checked_sub(2).map(|a| shape[a].clone()),
+            shape.last().cloned(),
+        ) else {
+            return Err(format!(
+                "`{op}` takes at least 2 fixed trailing axes, got {}",
+                self.b.ty(x)
+            ));
+        };
+        if rows.saturating_mul(cols) > MAX_ARANGE {
+            return Err(format!(
+                "`{op}` of a {rows} x {cols} plane: too large a mask"
+            ));
+        }
+        let lower = op == "tril";
+        let keep: Vec<Scalar> = (0..rows as i64)
+            .flat_map(|r| {
+                (0..cols as i64).map(move |c| {
+                    let off = c - r;
+                    Scalar::Bool(if lower {
+                        off <= diagonal
+                    } else {
+                        off >= diagonal
+                    })
+                })
+            })
+            .collect();
+        let keep = self.constant_tensor(DType::Bool, vec![rows, cols], keep)?;
+        let dtype = self.b.dtype(x).expect("a tensor");
+        let zero = self.b.constant(Scalar::zero(dtype));
+        self.b.select(keep, x, zero).map_err(te)
+    }
+
+    /// ATen's `constant_pad_nd(x, pad, value=0)`: `pad` holds a (before,
+    /// after) pair for each trailing axis, the last axis first; a positive
+    /// count adds elements equal to `value`, a negative one cuts them.
+    pub(super) fn constant_pad(&mut self, node: &Node) -> Result<Value, String> {
+        let mut x = self.tensor_at(node, 0, "self")?;
+        let pad: Vec<i64> = match self.arg(node, 1, "pad") {
+            Some(Arg::Seq(items)) => items
+                .iter()
+                .map(|a| match a {
+                    Arg::Int(k) => Ok(*k),
+                    other => Err(format!("`pad` holds {other:?}, not an int")),
+                })
+                .collect::<Result<_, String>>()?,
+            other => return Err(format!("`pad` must be a list of ints, not {other:?}")),
+        };
+        let rank = self.shape_of(x).len();
+        if !pad.len().is_multiple_of(2) || pad.len() / 2 > rank {
+            return Err(format!(
+                "`pad` of {} ints for a tensor of {rank} axes",
+                pad.len()
+            ));
+        }
+        let dtype = self.b.dtype(x).expect("a tensor");
+        let value = match self.arg(node, 2, "value") {
+            None | Some(Arg::None) => Operand::Int(0),
+            Some(a) => lit(a).ok_or_else(|| format!("`value` must be a number, not {a:?}"))?,
+        };
+        let value = self.tensor(value, dtype)?;
+        for (k, pair) in pad.chunks(2).enumerate() {
+            let axis = rank - 1 - k;
+            let (before, after) = (pair[0], pair[1]);
+            let extent = layout::fixed_extent(&self.b, x, axis)? as i64;
+            let (start, stop) = (before.min(0).abs(), extent - after.min(0).abs());
+            if start >= stop {
+                return Err(format!("`pad` cuts every element of axis {axis}"));
+            }
+            if start > 0 || stop < extent {
+                x = layout::slice_axis(&mut self.b, x, axis, (start as u64, stop as u64))?;
+            }
+            let mut parts = Vec::new();
+            for (count, at_end) in [(before, false), (after, true)] {
+                if count > 0 {
+                    let mut shape = self.shape_of(x);
+                    shape[axis] = Dim::Fixed(count as u64);
+                    let filled = layout::broadcast_to(&mut self.b, value, shape)?;
+                    parts.push((at_end, filled));
+                }
+            }
+            let mut all: Vec<Value> = parts.iter().filter(|(e, _)| !e).map(|p| p.1).collect();
+            all.push(x);
+            all.extend(parts.iter().filter(|(e, _)| *e).map(|p| p.1));
+            x = layout::concat(&mut self.b, &all, axis)?;
+        }
+        Ok(x)
+    }
+
+    /// ATen's `select_backward(grad, input_sizes, dim, index)` and
+    /// `slice_backward(grad, input_sizes, dim, start, end, step)` (step 1):
+    /// zeros of `input_sizes` with `grad` where the forward took it.
+    pub(super) fn take_backward(&mut self, op: &str, node: &Node) -> Result<Value, String> {
+        let mut g = self.tensor_at(node, 0, "grad_output")?;
+        let sizes: Vec<u64> = match self.arg(node, 1, "input_sizes") {
+            Some(Arg::Seq(items)) => items
+                .iter()
+                .map(|a| match a {
+                    Arg::Int(k) if *k > 0 => Ok(*k as u64),
+                    other => Err(format!("`input_sizes` holds {other:?}, not a positive int")),
+                })
+                .collect::<Result<_, String>>()?,
+            other => {
+                return Err(format!(
+                    "`input_sizes` must be a list of ints, not {other:?}"
+                ))
+            }
+        };
+        let axis = layout::axis(self.int_at(node, 2, "dim", None)?, sizes.len())?;
+        let extent = sizes[axis] as i64;
+        // Python's reading of a negative index or bound, clamped as a
+        // slice's bounds are.
+        let wrap = |k: i64| if k < 0 { k + extent } else { k };
+        let (start, stop) = if op == "select_backward" {
+            let index = wrap(self.int_at(node, 3, "index", None)?);
+            if !(0..extent).contains(&index) {
+                return Err(format!("`index` {index} outside an axis of {extent}"));
+            }
+            g = layout::unsqueeze(&mut self.b, g, axis)?;
+            (index, index + 1)
+        } else {
+            if self.int_at(node, 5, "step", Some(1))? != 1 {
+                return Err("unsupported: `slice_backward` with a step other than 1".into());
+            }
+            let start = wrap(self.int_at(node, 3, "start", Some(0))?).clamp(0, extent);
+            let stop = wrap(self.int_at(node, 4, "end", Some(extent))?).clamp(start, extent);
+            (start, stop)
+        };
+        let want: Vec<Dim> = sizes
+            .iter()
+            .enumerate()
+            .map(|(a, &n)| Dim::Fixed(if a == axis { (stop - start) as u64 } else { n }))
+            .collect();
+        if self.shape_of(g) != want {
+            return Err(format!(
+                "`grad_output` is {}, not what `{op}` took of {sizes:?}",
+                self.b.ty(g)
+            ));
+        }
+        let dtype = self.b.dtype(g).expect("a tensor");
+        let zero = self.b.constant(Scalar::zero(dtype));
+        let mut parts = Vec::new();
+        for (from, to) in [(0, start), (start, stop), (stop, extent)] {
+            if from == start && to == stop {
+                parts.push(g);
+            } else if to > from {
+                let mut shape = want.clone();
+                shape[axis] = Dim::Fixed((to - from) as u64);
+                parts.push(layout::broadcast_to(&mut self.b, zero, shape)?);
+            }
+        }
+        layout::concat(&mut self.b, &parts, axis)
     }
 
     /// ATen's `index_add(self, dim, index, source, alpha=1)`: `source`'s
@@ -390,30 +731,70 @@ impl Fx<'_> {
     }
 
     /// Scaled dot-product attention, `softmax(q @ k^T * scale + mask) @ v`
-    /// over the last axis (torch's `scaled_dot_product_attention` and ATen's
-    /// `_scaled_dot_product_flash_attention_for_cpu`, whose log-sum-exp kiln
-    /// does not compute): `scale` defaults to `1 / sqrt(q.size(-1))`;
-    /// `is_causal` masks each query's later keys; a bool `attn_mask` keeps
-    /// where true, a float one is added. Inference only: `dropout_p` must
-    /// be 0.
+    /// over the last axis (torch's `scaled_dot_product_attention`):
+    /// `scale` defaults to `1 / sqrt(q.size(-1))`; `is_causal` masks each
+    /// query's later keys; a bool `attn_mask` keeps where true, a float one
+    /// is added. `dropout_p` must be 0 (kiln draws no random numbers).
     pub(super) fn attention(&mut self, op: &str, node: &Node) -> Result<Value, String> {
-        let flash = op.starts_with('_');
+        Ok(self.attention_parts(op, node)?.0)
+    }
+
+    /// ATen's `_scaled_dot_product_flash_attention_for_cpu`: the attention
+    /// and each query's log-sum-exp of its scaled, masked scores
+    /// (`[.., L]`, which the backward reads), `max + log(Σ exp(s - max))`.
+    pub(super) fn flash_attention(&mut self, op: &str, node: &Node) -> Result<Vec<Value>, String> {
+        let (out, lse) = self.attention_parts(op, node)?;
+        Ok(vec![out, lse])
+    }
+
+    /// The attention and its log-sum-exp (see [`Fx::attention`]).
+    fn attention_parts(&mut self, op: &str, node: &Node) -> Result<(Value, Value), String> {
+        // Where `attn_mask`, `dropout_p`, `is_causal`, `scale` and
+        // `enable_gqa` are (`NONE`: keyword-only).
+        let at = if op.starts_with('_') {
+            [NONE, 3, 4, NONE, NONE]
+        } else {
+            [3, 4, 5, 6, 7]
+        };
         let q = self.tensor_at(node, 0, "query")?;
         let k = self.tensor_at(node, 1, "key")?;
         let v = self.tensor_at(node, 2, "value")?;
-        let (mask_idx, dropout_idx, causal_idx) =
-            if flash { (usize::MAX, 3, 4) } else { (3, 4, 5) };
+        let scores = self.attention_scores(node, (q, k), at)?;
+        let rank = self.shape_of(scores).len();
+        let last = vec![rank as u32 - 1];
+        let max = self.reduce_axes(ReduceOp::Max, scores, last.clone(), true)?;
+        let shifted = self.b.binary(BinaryOp::Sub, scores, max).map_err(te)?;
+        let e = self.b.unary(UnaryOp::Exp, shifted).map_err(te)?;
+        let total = self.reduce_axes(ReduceOp::Sum, e, last, true)?;
+        let p = self.b.binary(BinaryOp::Div, e, total).map_err(te)?;
+        let out = self.b.op(Op::MatMul, &[p, v]).map_err(te)?;
+        let log_total = self.b.unary(UnaryOp::Log, total).map_err(te)?;
+        let lse = self.b.binary(BinaryOp::Add, max, log_total).map_err(te)?;
+        let lse = layout::squeeze(&mut self.b, lse, rank - 1)?;
+        Ok((out, lse))
+    }
+
+    /// `q @ k^T * scale`, masked (see [`Fx::attention`]); `at`: the
+    /// places of `attn_mask`, `dropout_p`, `is_causal`, `scale` and
+    /// `enable_gqa` among `node`'s arguments (`NONE` where keyword-only).
+    fn attention_scores(
+        &mut self,
+        node: &Node,
+        (q, k): (Value, Value),
+        at: [usize; 5],
+    ) -> Result<Value, String> {
+        let [mask_idx, dropout_idx, causal_idx, scale_idx, gqa_idx] = at;
         let dropout = self.number_at(node, dropout_idx, "dropout_p", 0.0)?;
         if dropout != 0.0 {
             return Err(format!(
-                "attention with dropout_p={dropout}: kiln compiles inference"
+                "attention with dropout_p={dropout}: kiln draws no random numbers"
             ));
         }
         let causal = matches!(
             self.arg(node, causal_idx, "is_causal"),
             Some(Arg::Bool(true))
         );
-        if matches!(self.arg(node, 7, "enable_gqa"), Some(Arg::Bool(true))) {
+        if matches!(self.arg(node, gqa_idx, "enable_gqa"), Some(Arg::Bool(true))) {
             return Err("unsupported: attention with enable_gqa".into());
         }
         let dtype = self.b.dtype(q).expect("a tensor");
@@ -430,10 +811,7 @@ impl Fx<'_> {
             Dim::Fixed(e) => e,
             Dim::Sym(_) => return Err("attention over a symbolic head size".into()),
         };
-        let scale = match self.optional_number(node, 6, "scale")? {
-            Some(s) => s,
-            None => 1.0 / (head as f64).sqrt(),
-        };
+        let scale = self.attention_scale(node, scale_idx, head)?;
         let mut perm: Vec<u32> = (0..rank as u32).collect();
         perm.swap(rank - 2, rank - 1);
         let kt = self.b.op(Op::Transpose(perm), &[k]).map_err(te)?;
@@ -466,13 +844,61 @@ impl Fx<'_> {
                 }
             };
         }
+        Ok(scores)
+    }
+
+    /// `scale` of an attention node (argument `idx`), else `1 / sqrt(head)`.
+    fn attention_scale(&self, node: &Node, idx: usize, head: u64) -> Result<f64, String> {
+        Ok(match self.optional_number(node, idx, "scale")? {
+            Some(s) => s,
+            None => 1.0 / (head as f64).sqrt(),
+        })
+    }
+
+    /// ATen's `_scaled_dot_product_flash_attention_for_cpu_backward(grad,
+    /// q, k, v, out, logsumexp, dropout_p, is_causal, *, attn_mask, scale)`:
+    /// the gradients of `q`, `k` and `v`, as torch's math defines them.
+    /// With `p = exp(s - logsumexp)` for the forward's scaled, masked
+    /// scores `s`: `dv = pᵀ @ g`; `ds = p * (g @ vᵀ - Σ(g * out))` (the sum
+    /// over each query's last axis); `dq = ds @ k * scale`; `dk = dsᵀ @ q *
+    /// scale`.
+    pub(super) fn flash_attention_backward(&mut self, node: &Node) -> Result<Vec<Value>, String> {
+        let g = self.tensor_at(node, 0, "grad_out")?;
+        let q = self.tensor_at(node, 1, "query")?;
+        let k = self.tensor_at(node, 2, "key")?;
+        let v = self.tensor_at(node, 3, "value")?;
+        let out = self.tensor_at(node, 4, "out")?;
+        let lse = self.tensor_at(node, 5, "logsumexp")?;
+        let scores = self.attention_scores(node, (q, k), [NONE, 6, 7, NONE, NONE])?;
+        let dtype = self.b.dtype(q).expect("a tensor");
+        let rank = self.shape_of(q).len();
+        let lse = layout::unsqueeze(&mut self.b, lse, rank - 1)?;
+        let shifted = self.b.binary(BinaryOp::Sub, scores, lse).map_err(te)?;
+        let p = self.b.unary(UnaryOp::Exp, shifted).map_err(te)?;
+        let mut perm: Vec<u32> = (0..rank as u32).collect();
+        perm.swap(rank - 2, rank - 1);
+        let t = |fx: &mut Self, x: Value| fx.b.op(Op::Transpose(perm.clone()), &[x]).map_err(te);
+        let pt = t(self, p)?;
+        let dv = self.b.op(Op::MatMul, &[pt, g]).map_err(te)?;
+        let vt = t(self, v)?;
+        let dp = self.b.op(Op::MatMul, &[g, vt]).map_err(te)?;
+        let go = self.b.binary(BinaryOp::Mul, g, out).map_err(te)?;
         let last = vec![rank as u32 - 1];
-        let max = self.reduce_axes(ReduceOp::Max, scores, last.clone(), true)?;
-        let shifted = self.b.binary(BinaryOp::Sub, scores, max).map_err(te)?;
-        let e = self.b.unary(UnaryOp::Exp, shifted).map_err(te)?;
-        let total = self.reduce_axes(ReduceOp::Sum, e, last, true)?;
-        let p = self.b.binary(BinaryOp::Div, e, total).map_err(te)?;
-        self.b.op(Op::MatMul, &[p, v]).map_err(te)
+        let d = self.reduce_axes(ReduceOp::Sum, go, last, true)?;
+        let centered = self.b.binary(BinaryOp::Sub, dp, d).map_err(te)?;
+        let ds = self.b.binary(BinaryOp::Mul, p, centered).map_err(te)?;
+        let head = match self.shape_of(q)[rank - 1] {
+            Dim::Fixed(e) => e,
+            Dim::Sym(_) => return Err("attention over a symbolic head size".into()),
+        };
+        let scale = self.attention_scale(node, NONE, head)?;
+        let scale = crate::eltwise::konst(&mut self.b, dtype, scale);
+        let dq = self.b.op(Op::MatMul, &[ds, k]).map_err(te)?;
+        let dq = self.b.binary(BinaryOp::Mul, dq, scale).map_err(te)?;
+        let dst = t(self, ds)?;
+        let dk = self.b.op(Op::MatMul, &[dst, q]).map_err(te)?;
+        let dk = self.b.binary(BinaryOp::Mul, dk, scale).map_err(te)?;
+        Ok(vec![dq, dk, dv])
     }
 
     /// `as_strided(x, size, stride, storage_offset)` where it reads `x`'s

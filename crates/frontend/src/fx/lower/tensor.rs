@@ -283,6 +283,15 @@ impl Fx<'_> {
         if op == "max_pool2d_with_indices" {
             return self.pool_with_indices(node);
         }
+        if op == "_scaled_dot_product_flash_attention_for_cpu" {
+            return self.flash_attention(op, node);
+        }
+        if op == "_scaled_dot_product_flash_attention_for_cpu_backward" {
+            return self.flash_attention_backward(node);
+        }
+        if op == "nll_loss_forward" {
+            return self.nll_loss(node);
+        }
         let x = self.tensor_at(node, 0, if op == "chunk" { "input" } else { "self" })?;
         let rank = self.shape_of(x).len();
         let axis = layout::axis(self.int_at(node, 2, "dim", Some(0))?, rank)?;
