@@ -1157,6 +1157,93 @@ fn fx_lookups_moments_attention_from_text() {
     let err = backward("True").unwrap_err();
     assert!(err.contains("scale_grad_by_freq"), "{err}");
 
+    // A language model's loss and mask ops (hand-computed): nll_loss
+    // (mean over the targets not ignored, and its backward), tril, triu,
+    // constant_pad_nd (a cut and a fill), _safe_softmax of a row masked
+    // whole, select_backward and slice_backward.
+    let g = fx_graph(
+        "    %lp : [num_users=2] = placeholder[target=lp]
+    %t : [num_users=2] = placeholder[target=t]
+    %go : [num_users=1] = placeholder[target=go]
+    %nl : [num_users=2] = call_function[target=torch.ops.aten.nll_loss_forward.default](args = (%lp, %t, None, 1, -100), kwargs = {})
+    %loss : [num_users=1] = call_function[target=operator.getitem](args = (%nl, 0), kwargs = {})
+    %tw : [num_users=2] = call_function[target=operator.getitem](args = (%nl, 1), kwargs = {})
+    %nb : [num_users=1] = call_function[target=torch.ops.aten.nll_loss_backward.default](args = (%go, %lp, %t, None, 1, -100, %tw), kwargs = {})
+    %lo : [num_users=1] = call_function[target=torch.ops.aten.tril.default](args = (%lp, -1), kwargs = {})
+    %up : [num_users=1] = call_function[target=torch.ops.aten.triu.default](args = (%lp,), kwargs = {})
+    %pd : [num_users=1] = call_function[target=torch.ops.aten.constant_pad_nd.default](args = (%lp, [-1, 1, 1, 0], 9.0), kwargs = {})
+    %sm : [num_users=1] = call_function[target=torch.ops.aten._safe_softmax.default](args = (%lp, -1), kwargs = {})
+    %sb : [num_users=1] = call_function[target=torch.ops.aten.select_backward.default](args = (%go, [3], 0, -2), kwargs = {})
+    %lb : [num_users=1] = call_function[target=torch.ops.aten.slice_backward.default](args = (%lp, [5, 2], 0, 1, 4, 1), kwargs = {})
+    return (loss, tw, nb, lo, up, pd, sm, sb, lb)",
+        &[
+            ("lp", f32_tensor(&[3, 2])),
+            ("t", i64_tensor(&[3])),
+            ("go", f32_tensor(&[])),
+        ],
+    )
+    .unwrap();
+    let ninf = f32::NEG_INFINITY;
+    let lp = f32s(&[-1.0, -2.0, -3.0, -4.0, ninf, ninf]);
+    let t = Data::Column(Buffer::I64(vec![1, -100, 0]));
+    let out = run(&g, &[lp, t, Data::Scalar(Scalar::F32(4.0))]);
+    // Rows 0 and 2 count: -(-2 + -inf) / 2.
+    assert_eq!(out[0], Data::Scalar(Scalar::F32(f32::INFINITY)));
+    assert_eq!(out[1], Data::Scalar(Scalar::F32(2.0)));
+    assert_eq!(out[2], f32s(&[0.0, -2.0, 0.0, 0.0, -2.0, 0.0]));
+    assert_eq!(out[3], f32s(&[0.0, 0.0, -3.0, 0.0, ninf, ninf]));
+    assert_eq!(out[4], f32s(&[-1.0, -2.0, 0.0, -4.0, 0.0, 0.0]));
+    assert_eq!(out[5], f32s(&[9.0, 9.0, -2.0, 9.0, -4.0, 9.0, ninf, 9.0]));
+    let e = (-1.0f32).exp();
+    let Data::Column(Buffer::F32(sm)) = &out[6] else {
+        panic!("a tensor")
+    };
+    assert!((sm[0] - 1.0 / (1.0 + e)).abs() < 1e-6, "{sm:?}");
+    assert_eq!(sm[4..], [0.0, 0.0]);
+    assert_eq!(out[7], f32s(&[0.0, 4.0, 0.0]));
+    assert_eq!(
+        out[8],
+        f32s(&[0.0, 0.0, -1.0, -2.0, -3.0, -4.0, ninf, ninf, 0.0, 0.0])
+    );
+    // Bad arguments are errors naming the node.
+    let bad = |call: &str| {
+        fx_graph(
+            &format!(
+                "    %lp : [num_users=1] = placeholder[target=lp]
+    %t : [num_users=1] = placeholder[target=t]
+    %x : [num_users=1] = call_function[target={call}, kwargs = {{}})
+    return x"
+            ),
+            &[("lp", f32_tensor(&[3, 2])), ("t", i64_tensor(&[2]))],
+        )
+        .unwrap_err()
+    };
+    for (call, message) in [
+        (
+            "torch.ops.aten.nll_loss_backward.default](args = (%lp, %lp, %t, None, 1, -100, %lp)",
+            "`nll_loss` takes float [N, C] or [C] log-probabilities and [N] or 0-D targets",
+        ),
+        (
+            "torch.ops.aten.constant_pad_nd.default](args = (%lp, [-1, -1])",
+            "`pad` cuts every element of axis 1",
+        ),
+        (
+            "torch.ops.aten.constant_pad_nd.default](args = (%lp, [1])",
+            "`pad` of 1 ints for a tensor of 2 axes",
+        ),
+        (
+            "torch.ops.aten.select_backward.default](args = (%lp, [3], 0, 3)",
+            "`index` 3 outside an axis of 3",
+        ),
+        (
+            "torch.ops.aten.slice_backward.default](args = (%lp, [4, 2], 0, 0, 2, 1)",
+            "not what `slice_backward` took of [4, 2]",
+        ),
+    ] {
+        let err = bad(call);
+        assert!(err.contains("`%x`") && err.contains(message), "{err}");
+    }
+
     // Attention of one query over two keys, scale 1: softmax([0, 1]).
     let g = fx_graph(
         "    %q : [num_users=1] = placeholder[target=q]
