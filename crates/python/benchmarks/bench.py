@@ -41,11 +41,14 @@ mean anything on a noisy machine).
 - train: one SGD step (forward, cross-entropy, backward, update) of the
   batch-64 784→256→10 MLP and of torchvision's ResNet-18 (10 classes,
   4×3×64×64 images: convolutions', batch norms' and the max pool's backward
-  on kiln): eager, inductor and torch.compile(backend="kiln") (the
-  backward graph on kiln too) on both JIT tiers and auto (the ResNet on
-  LLVM only), torch on 1 and 2 threads; median of 7 interleaved repeats of 200
-  steps (the ResNet's: 5) after 3 warm-up steps, kiln's tier-up finished
-  (`kiln.wait_for_tier_up`) and one more step.
+  on kiln) and of Hugging Face's GPT-2 language model (4 layers of width
+  256, vocabulary 50,257, 2×128 tokens, the loss inside the model, no
+  dropout): eager, inductor and torch.compile(backend="kiln") (the
+  backward graph on kiln too) on both JIT tiers and auto (the ResNet and
+  GPT-2 on LLVM only), torch on 1 and 2 threads; median of 7 interleaved
+  repeats of 200 steps (the ResNet's: 5; GPT-2's: 3) after 3 warm-up
+  steps, kiln's tier-up finished (`kiln.wait_for_tier_up`) and one more
+  step.
 - resnet: ResNet-18 (the standard 64-128-256-512 layout,
   crates/python/tests/models.py, random weights, eval mode) on one
   1x3x224x224 image under torch.no_grad: eager on 1 and 2 threads against
@@ -392,10 +395,26 @@ def train():
                torch.randn(4, 3, 64, 64, generator=gen(1)), torch.randint(0, 10, (4,), generator=gen(2)),
                steps=5, tiers=("llvm",))
 
+    def gpt2():
+        # GPT-2's language model as Hugging Face builds it (vocabulary
+        # 50,257, the loss inside the model), 4 layers of width 256, no
+        # dropout (kiln draws no random numbers: dropout runs in eager).
+        from transformers import GPT2Config, GPT2LMHeadModel
 
-def train_step(workload, make, x, y, steps, tiers):
+        torch.manual_seed(0)
+        config = GPT2Config(n_embd=256, n_layer=4, n_head=4,
+                            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+        return GPT2LMHeadModel(config).train()
+
+    ids = torch.randint(0, 50257, (2, 128), generator=gen(3))
+    train_step("gpt2-lm-train-step-2x128", gpt2, ids, ids, steps=3, tiers=("llvm",),
+               loss=lambda f, x, y: f(input_ids=x, labels=y).loss)
+
+
+def train_step(workload, make, x, y, steps, tiers, loss=None):
     """One SGD step of `make()`'s model on (x, y): eager, inductor and kiln
-    on `tiers` (None: auto, the default), 1 and 2 threads."""
+    on `tiers` (None: auto, the default), 1 and 2 threads. `loss(f, x, y)`:
+    the loss of the model `f` (cross-entropy of `f(x)` by default)."""
     import torch
     import torch._dynamo
 
@@ -416,7 +435,10 @@ def train_step(workload, make, x, y, steps, tiers):
 
             def step(f=f, opt=opt):
                 opt.zero_grad()
-                torch.nn.functional.cross_entropy(f(x), y).backward()
+                if loss is None:
+                    torch.nn.functional.cross_entropy(f(x), y).backward()
+                else:
+                    loss(f, x, y).backward()
                 opt.step()
 
             for _ in range(3):  # compile (and tier up) before timing

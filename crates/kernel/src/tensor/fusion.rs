@@ -24,8 +24,8 @@ const MAX_RECOMPUTE: u32 = 4;
 /// A non-scalar elementwise node that is not returned is fused when:
 /// - it has one use, by a consumer that reads each of its elements exactly
 ///   once (an elementwise node of the same shape, a reduction other than
-///   `count`, a filter, a `concat`), so nothing is skipped (a skipped
-///   division could not fail); or
+///   `count` where the node is [`cheap`], a filter, a `concat`), so nothing
+///   is skipped (a skipped division could not fail); or
 /// - all its uses are elementwise nodes of its shape that are computed in
 ///   one loop (fused into one root, or the root itself), and it is cheap
 ///   ([`cheap`]): the root then computes it once per read, as `relu(y)`
@@ -87,7 +87,14 @@ pub(super) fn fused_nodes(graph: &Graph, info: &GraphInfo) -> Fusion {
                     op: ReduceOp::Count,
                     ..
                 } => false,
-                Op::Reduce(_) | Op::Filter | Op::ReduceAxes { .. } | Op::Concat(_) => true,
+                // A reduction folds its elements one by one, so what it
+                // computes in its loop runs a lane at a time: a node that
+                // is not cheap (a math function, a division) is stored by
+                // its own loop, in vectors, and the fold reads it (a
+                // `log_softmax`'s `sum(exp(x - max))` over 50,257 classes
+                // ran 7x slower fused).
+                Op::Reduce(_) | Op::ReduceAxes { .. } => cheap(&node.op),
+                Op::Filter | Op::Concat(_) => true,
                 _ => false,
             };
             reads_once.then(|| loop_of(*consumer))
