@@ -89,6 +89,11 @@ class _Fallback(Exception):
     """A graph or an argument kiln does not take; eager PyTorch runs it."""
 
 
+#: Ops whose result is a view of their first argument's values, as an
+#: output of a kiln partition: returned as a detached view of it.
+_VIEWS = (torch.ops.aten.detach.default, torch.ops.aten.alias.default)
+
+
 def _target_name(node: torch.fx.Node) -> str:
     """The target as kiln's importer reads it: `torch.ops.aten.addmm.default`,
     `operator.getitem`."""
@@ -237,9 +242,19 @@ class _KilnGraph(torch.nn.Module):
         self.out_tuple = isinstance(outs, (list, tuple))
         self.outs = list(outs) if self.out_tuple else [outs]
         # The outputs kiln computes, each once; inputs and constants that are
-        # also outputs are passed through here.
+        # also outputs are passed through here, and so are detached views of
+        # another output (aot_autograd saves a `detach` of a result for the
+        # backward: eager returns a view of it, not a second copy).
         self.computed: list = []
+        self.views: dict = {}
         for o in self.outs:
+            if isinstance(o, torch.fx.Node) and o.op == "call_function":
+                base = o
+                while base.target in _VIEWS and isinstance(base.args[0], torch.fx.Node):
+                    base = base.args[0]
+                if base is not o:
+                    self.views[o] = base
+                    o = base
             if not isinstance(o, torch.fx.Node) or o.op in ("placeholder", "get_attr"):
                 continue
             if not isinstance(o.meta.get("val", torch.empty(0)), torch.Tensor):
@@ -354,6 +369,12 @@ class _KilnGraph(torch.nn.Module):
         for o in self.outs:
             if not isinstance(o, torch.fx.Node):
                 out.append(o)
+            elif o in self.views:
+                base = self.views[o]
+                if base.op == "get_attr":
+                    out.append(operator.attrgetter(base.target)(self.gm).detach())
+                else:
+                    out.append(env[base].detach())
             elif o.op == "get_attr":
                 out.append(operator.attrgetter(o.target)(self.gm))
             else:
