@@ -627,6 +627,21 @@ pub fn supports(kind: &str, target: &str) -> bool {
         || partial_tuple_op(&name).is_some()
 }
 
+/// Whether `node` is torch's `max_pool2d(..., return_indices=True)` (the
+/// functional form, or an `nn.MaxPool2d` that asks for them): a tuple of
+/// the values and their indices, as ATen's `max_pool2d_with_indices`.
+fn returns_indices(op: &str, node: &Node) -> bool {
+    op == "max_pool2d"
+        && matches!(
+            node.args.get(6).or_else(|| node
+                .kwargs
+                .iter()
+                .find(|(k, _)| k == "return_indices")
+                .map(|(_, a)| a)),
+            Some(Arg::Bool(true))
+        )
+}
+
 /// Ops whose result kiln does not compute, accepted where nothing uses them
 /// (make_fx leaves a dead `aten.empty.memory_format` after each batch norm).
 const UNCOMPUTED_OPS: &[(&str, &str)] = &[("empty", "an uninitialized tensor (`empty`)")];
@@ -705,7 +720,9 @@ pub fn lower(
     };
     for node in &g.nodes {
         let op = op_name(&node.kind, &node.target);
-        if node.kind.starts_with("call_") && MULTI_OPS.contains(&op.as_str()) {
+        if node.kind.starts_with("call_")
+            && (MULTI_OPS.contains(&op.as_str()) || returns_indices(&op, node))
+        {
             let values = fx
                 .multi(&op, node)
                 .map_err(|m| ParseError::at(src, node.offset, format!("`%{}`: {m}", node.name)))?;

@@ -234,11 +234,9 @@ impl Fx<'_> {
     pub(super) fn pool(&mut self, op: &str, node: &Node) -> Result<Value, String> {
         let x = self.required(node, 0, "input")?;
         let max = op != "avg_pool2d";
-        if max
-            && op == "max_pool2d"
-            && flag(self.arg(node, 6, "return_indices"), "return_indices", false)?
-        {
-            return Err("unsupported: max pooling's indices".to_string());
+        if max {
+            // (`return_indices=True` is a tuple: `Self::pool_with_indices`.)
+            flag(self.arg(node, 6, "return_indices"), "return_indices", false)?;
         }
         let pool = self.pool_attrs(max, node, 0)?;
         self.b.op(Op::Pool2d(pool), &[x]).map_err(super::te)
@@ -275,7 +273,8 @@ impl Fx<'_> {
     }
 
     /// `max_pool2d_with_indices(input, kernel_size, stride, padding,
-    /// dilation, ceil_mode)`: the values and, for each, the index within
+    /// dilation, ceil_mode)` and `max_pool2d(..., return_indices=True)`:
+    /// the values and, for each, the index within
     /// its plane (`row * width + column`) of the tap the maximum came from:
     /// the one a training graph's backward reads, the tap `kiln_ir::grad`
     /// gives the derivative (torch's).

@@ -280,7 +280,7 @@ impl Fx<'_> {
         if op == "convolution_backward" {
             return self.convolution_backward(node);
         }
-        if op == "max_pool2d_with_indices" {
+        if op == "max_pool2d_with_indices" || op == "max_pool2d" {
             return self.pool_with_indices(node);
         }
         if op == "_scaled_dot_product_flash_attention_for_cpu" {
