@@ -1244,6 +1244,10 @@ fn fx_lookups_moments_attention_from_text() {
             "`pad` of 1 ints for a tensor of 2 axes",
         ),
         (
+            "torch.ops.aten.constant_pad_nd.default](args = (%lp, [-9223372036854775808, 0])",
+            "`pad` cuts every element of axis 1",
+        ),
+        (
             "torch.ops.aten.select_backward.default](args = (%lp, [3], 0, 3)",
             "`index` 3 outside an axis of 3",
         ),

@@ -384,11 +384,13 @@ impl Fx<'_> {
             let axis = rank - 1 - k;
             let (before, after) = (pair[0], pair[1]);
             let extent = layout::fixed_extent(&self.b, x, axis)? as i64;
-            let (start, stop) = (before.min(0).abs(), extent - after.min(0).abs());
+            // (In i128: a count may be any i64, `i64::MIN` included.)
+            let cut = |k: i64| i128::from(k.min(0)).abs();
+            let (start, stop) = (cut(before), i128::from(extent) - cut(after));
             if start >= stop {
                 return Err(format!("`pad` cuts every element of axis {axis}"));
             }
-            if start > 0 || stop < extent {
+            if start > 0 || stop < i128::from(extent) {
                 x = layout::slice_axis(&mut self.b, x, axis, (start as u64, stop as u64))?;
             }
             let mut parts = Vec::new();
