@@ -904,7 +904,7 @@ fn fx_convolutions_batch_norms_and_pools() {
     return (p0, p1)",
     )
     .expect("imports");
-    let out = run(&g, &[x.clone()]);
+    let out = run(&g, std::slice::from_ref(&x));
     assert_eq!(out[0], f32s(&[12.5, 16.5, 24.5, 28.5]));
     assert_eq!(out[1], Data::Column(Buffer::I64(vec![5, 6, 9, 10])));
     // What kiln does not compute is an error where it is used.

@@ -160,13 +160,18 @@ fn element(data: &Data, offset: usize) -> Scalar {
     }
 }
 
-/// Element `offset` of a `gather`'s or an `index_add`'s index.
-fn index_at(data: &Data, offset: usize) -> i64 {
-    match element(data, offset) {
+/// Element `offset` of a `gather`'s or an `index_add`'s index, checked
+/// to lie in `0..extent`.
+fn index_at(data: &Data, offset: usize, extent: usize) -> EvalResult<usize> {
+    let at = match element(data, offset) {
         Scalar::I32(k) => i64::from(k),
         Scalar::I64(k) => k,
         _ => unreachable!("verified: an integer index"),
-    }
+    };
+    usize::try_from(at)
+        .ok()
+        .filter(|&k| k < extent)
+        .ok_or(EvalError::IndexOutOfRange)
 }
 
 /// Data of `dims` from its elements.
@@ -310,11 +315,7 @@ fn eval_node(node: &NodeData, args: &[Arg<'_>], out_dims: &[usize]) -> EvalResul
             // index's slab of the axes after it.
             for o in 0..outer {
                 for i in 0..count {
-                    let at = usize::try_from(index_at(index.data, i))
-                        .ok()
-                        .filter(|&k| k < extent)
-                        .ok_or(EvalError::IndexOutOfRange)?;
-                    let base = (o * extent + at) * inner;
+                    let base = (o * extent + index_at(index.data, i, extent)?) * inner;
                     for offset in base..base + inner {
                         out.push(element(table.data, offset));
                     }
@@ -336,11 +337,7 @@ fn eval_node(node: &NodeData, args: &[Arg<'_>], out_dims: &[usize]) -> EvalResul
             // the order of the index's positions.
             for o in 0..outer {
                 for i in 0..count {
-                    let at = usize::try_from(index_at(index.data, i))
-                        .ok()
-                        .filter(|&k| k < extent)
-                        .ok_or(EvalError::IndexOutOfRange)?;
-                    let to = (o * extent + at) * inner;
+                    let to = (o * extent + index_at(index.data, i, extent)?) * inner;
                     let from = (o * count + i) * inner;
                     for j in 0..inner {
                         let add = element(source.data, from + j);

@@ -234,23 +234,31 @@ fn concat_type(op: &str, axis: u32, args: &[&TensorType]) -> TypeResult<Type> {
 /// `gather(table, index)` along `axis`: `table`'s axes before `axis`,
 /// `index`'s axes, `table`'s axes after `axis`.
 fn gather_type(axis: u32, table: &TensorType, index: &TensorType) -> TypeResult<Type> {
+    Ok(Type::Tensor(TensorType {
+        dtype: table.dtype,
+        shape: gathered("`gather` of", axis, table, index)?,
+    }))
+}
+
+/// The shape of `table` gathered at `index` along `axis`: `table`'s axes
+/// before `axis`, `index`'s, `table`'s after it (`what`: the op and its
+/// preposition, for the errors).
+fn gathered(what: &str, axis: u32, table: &TensorType, index: &TensorType) -> TypeResult<Shape> {
     let axis = axis as usize;
     if axis >= table.shape.len() {
         return fail(format!(
-            "`gather` of {table} along axis {axis}: it has {} axes",
+            "{what} {table} along axis {axis}: it has {} axes",
             table.shape.len()
         ));
     }
     if !matches!(index.dtype, DType::I32 | DType::I64) {
-        return fail(format!("`gather` takes an i32 or i64 index, got {index}"));
+        let op = what.split(' ').next().unwrap_or(what);
+        return fail(format!("{op} takes an i32 or i64 index, got {index}"));
     }
     let mut shape = table.shape[..axis].to_vec();
     shape.extend(index.shape.iter().cloned());
     shape.extend(table.shape[axis + 1..].iter().cloned());
-    Ok(Type::Tensor(TensorType {
-        dtype: table.dtype,
-        shape,
-    }))
+    Ok(shape)
 }
 
 /// `index_add(base, index, source)` along `axis`: `base`'s type, with
@@ -264,19 +272,7 @@ fn index_add_type(
     let name = "index_add";
     check_class(name, DTypeClass::Numeric, base)?;
     same_dtype(name, base, source)?;
-    let axis = axis as usize;
-    if axis >= base.shape.len() {
-        return fail(format!(
-            "`{name}` into {base} along axis {axis}: it has {} axes",
-            base.shape.len()
-        ));
-    }
-    if !matches!(index.dtype, DType::I32 | DType::I64) {
-        return fail(format!("`{name}` takes an i32 or i64 index, got {index}"));
-    }
-    let mut shape = base.shape[..axis].to_vec();
-    shape.extend(index.shape.iter().cloned());
-    shape.extend(base.shape[axis + 1..].iter().cloned());
+    let shape = gathered("`index_add` into", axis, base, index)?;
     if source.shape != shape {
         let want = TensorType {
             dtype: base.dtype,
