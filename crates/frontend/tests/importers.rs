@@ -1187,7 +1187,8 @@ fn fx_lookups_moments_attention_from_text() {
     %sm : [num_users=1] = call_function[target=torch.ops.aten._safe_softmax.default](args = (%lp, -1), kwargs = {})
     %sb : [num_users=1] = call_function[target=torch.ops.aten.select_backward.default](args = (%go, [3], 0, -2), kwargs = {})
     %lb : [num_users=1] = call_function[target=torch.ops.aten.slice_backward.default](args = (%lp, [5, 2], 0, 1, 4, 1), kwargs = {})
-    return (loss, tw, nb, lo, up, pd, sm, sb, lb)",
+    %ls : [num_users=1] = call_function[target=torch.ops.aten.slice_backward.default](args = (%lp, [6, 2], 0, 1, 9223372036854775807, 2), kwargs = {})
+    return (loss, tw, nb, lo, up, pd, sm, sb, lb, ls)",
         &[
             ("lp", f32_tensor(&[3, 2])),
             ("t", i64_tensor(&[3])),
@@ -1216,6 +1217,11 @@ fn fx_lookups_moments_attention_from_text() {
     assert_eq!(
         out[8],
         f32s(&[0.0, 0.0, -1.0, -2.0, -3.0, -4.0, ninf, ninf, 0.0, 0.0])
+    );
+    // Rows 1, 3 and 5 of 6 (`x[1::2]`).
+    assert_eq!(
+        out[9],
+        f32s(&[0.0, 0.0, -1.0, -2.0, 0.0, 0.0, -3.0, -4.0, 0.0, 0.0, ninf, ninf])
     );
     // Bad arguments are errors naming the node.
     let bad = |call: &str| {
@@ -1254,6 +1260,10 @@ fn fx_lookups_moments_attention_from_text() {
         (
             "torch.ops.aten.slice_backward.default](args = (%lp, [4, 2], 0, 0, 2, 1)",
             "not what `slice_backward` took of [4, 2]",
+        ),
+        (
+            "torch.ops.aten.slice_backward.default](args = (%lp, [6, 2], 0, 0, 6, 0)",
+            "`step` must be positive, not 0",
         ),
     ] {
         let err = bad(call);

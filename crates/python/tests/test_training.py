@@ -387,3 +387,27 @@ def test_attention_gradients_are_eagers():
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     eager = {r.target for r in stats.nodes.values() if r.ran_on == "eager"}
     assert eager == set(), eager
+
+
+def test_gradients_of_selects_and_strided_slices():
+    # `x[:, 2]`, `x[1:3]` and `x[:, 1::2]` take parts of `x`: their
+    # backward ops (`select_backward`, `slice_backward` with steps 1 and 2)
+    # put the gradient back among zeros, on kiln, exactly as eager does.
+    g = torch.Generator().manual_seed(43)
+    x = torch.randn(4, 6, generator=g)
+    w = torch.randn(3, 6, generator=g)
+
+    def f(x):
+        return (x[:, 2] * x[:, 4]).sum() + (x[1:3] * w[:2]).sum() + (x[:, 1::2].exp() * w[:, :3].T.repeat(1, 2)[:4]).sum()
+
+    grads = []
+    stats = kt._Stats()
+    for fn in (f, torch.compile(f, backend=backend(stats))):
+        torch._dynamo.reset()
+        t = x.clone().requires_grad_()
+        fn(t).backward()
+        grads.append(t.grad)
+    torch.testing.assert_close(grads[1], grads[0], rtol=1e-6, atol=1e-6)
+    ran = {r.target: r.ran_on for r in stats.nodes.values()}
+    assert "eager" not in ran.values(), ran
+    assert "torch.ops.aten.slice_backward.default" in ran, ran

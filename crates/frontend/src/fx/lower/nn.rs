@@ -411,8 +411,9 @@ impl Fx<'_> {
     }
 
     /// ATen's `select_backward(grad, input_sizes, dim, index)` and
-    /// `slice_backward(grad, input_sizes, dim, start, end, step)` (step 1):
-    /// zeros of `input_sizes` with `grad` where the forward took it.
+    /// `slice_backward(grad, input_sizes, dim, start, end, step)`: zeros of
+    /// `input_sizes` with `grad` where the forward took it (a step above 1
+    /// places it by an `index_add` at those positions).
     pub(super) fn take_backward(&mut self, op: &str, node: &Node) -> Result<Value, String> {
         let mut g = self.tensor_at(node, 0, "grad_output")?;
         let sizes: Vec<u64> = match self.arg(node, 1, "input_sizes") {
@@ -434,25 +435,28 @@ impl Fx<'_> {
         // Python's reading of a negative index or bound, clamped as a
         // slice's bounds are.
         let wrap = |k: i64| if k < 0 { k + extent } else { k };
-        let (start, stop) = if op == "select_backward" {
+        let (start, stop, step) = if op == "select_backward" {
             let index = wrap(self.int_at(node, 3, "index", None)?);
             if !(0..extent).contains(&index) {
                 return Err(format!("`index` {index} outside an axis of {extent}"));
             }
             g = layout::unsqueeze(&mut self.b, g, axis)?;
-            (index, index + 1)
+            (index, index + 1, 1)
         } else {
-            if self.int_at(node, 5, "step", Some(1))? != 1 {
-                return Err("unsupported: `slice_backward` with a step other than 1".into());
+            let step = self.int_at(node, 5, "step", Some(1))?;
+            if step <= 0 {
+                return Err(format!("`step` must be positive, not {step}"));
             }
             let start = wrap(self.int_at(node, 3, "start", Some(0))?).clamp(0, extent);
             let stop = wrap(self.int_at(node, 4, "end", Some(extent))?).clamp(start, extent);
-            (start, stop)
+            (start, stop, step)
         };
+        // The positions the forward took: `start, start + step, … < stop`.
+        let taken = (stop - start + step - 1) / step;
         let want: Vec<Dim> = sizes
             .iter()
             .enumerate()
-            .map(|(a, &n)| Dim::Fixed(if a == axis { (stop - start) as u64 } else { n }))
+            .map(|(a, &n)| Dim::Fixed(if a == axis { taken as u64 } else { n }))
             .collect();
         if self.shape_of(g) != want {
             return Err(format!(
@@ -462,6 +466,18 @@ impl Fx<'_> {
         }
         let dtype = self.b.dtype(g).expect("a tensor");
         let zero = self.b.constant(Scalar::zero(dtype));
+        if step > 1 {
+            // Strided: the gradient added into zeros at its positions
+            // (each once, so in any order the same bits).
+            let at: Vec<Scalar> = (0..taken).map(|i| Scalar::I64(start + i * step)).collect();
+            let at = self.constant_tensor(DType::I64, vec![taken as u64], at)?;
+            let sizes = sizes.iter().map(|&n| Dim::Fixed(n)).collect();
+            let zeros = layout::broadcast_to(&mut self.b, zero, sizes)?;
+            return self
+                .b
+                .op(Op::IndexAdd(axis as u32), &[zeros, at, g])
+                .map_err(te);
+        }
         let mut parts = Vec::new();
         for (from, to) in [(0, start), (start, stop), (stop, extent)] {
             if from == start && to == stop {
