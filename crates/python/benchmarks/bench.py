@@ -42,13 +42,13 @@ mean anything on a noisy machine).
   batch-64 784→256→10 MLP and of torchvision's ResNet-18 (10 classes,
   4×3×64×64 images: convolutions', batch norms' and the max pool's backward
   on kiln) and of Hugging Face's GPT-2 language model (4 layers of width
-  256, vocabulary 50,257, 2×128 tokens, the loss inside the model, no
-  dropout): eager, inductor and torch.compile(backend="kiln") (the
-  backward graph on kiln too) on both JIT tiers and auto (the ResNet and
-  GPT-2 on LLVM only), torch on 1 and 2 threads; median of 7 interleaved
-  repeats of 200 steps (the ResNet's: 5; GPT-2's: 3) after 3 warm-up
-  steps, kiln's tier-up finished (`kiln.wait_for_tier_up`) and one more
-  step.
+  256, vocabulary 50,257) and BERT classifier (4 layers of width 256), on
+  2×128 tokens, the loss inside the model, no dropout: eager, inductor and
+  torch.compile(backend="kiln") (the backward graph on kiln too) on both
+  JIT tiers and auto (the ResNet and the transformers on LLVM only), torch
+  on 1 and 2 threads; median of 7 interleaved repeats of 200 steps (the
+  ResNet's and BERT's: 5; GPT-2's: 3) after 3 warm-up steps, kiln's
+  tier-up finished (`kiln.wait_for_tier_up`) and one more step.
 - resnet: ResNet-18 (the standard 64-128-256-512 layout,
   crates/python/tests/models.py, random weights, eval mode) on one
   1x3x224x224 image under torch.no_grad: eager on 1 and 2 threads against
@@ -409,6 +409,21 @@ def train():
     ids = torch.randint(0, 50257, (2, 128), generator=gen(3))
     train_step("gpt2-lm-train-step-2x128", gpt2, ids, ids, steps=3, tiers=("llvm",),
                loss=lambda f, x, y: f(input_ids=x, labels=y).loss)
+
+    def bert():
+        # BERT's sequence classifier (3 labels), 4 layers of width 256,
+        # vocabulary 30,522, no dropout.
+        from transformers import BertConfig, BertForSequenceClassification
+
+        torch.manual_seed(0)
+        config = BertConfig(hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
+                            intermediate_size=1024, num_labels=3,
+                            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+        return BertForSequenceClassification(config).train()
+
+    ids = torch.randint(0, 30522, (2, 128), generator=gen(4))
+    train_step("bert-classifier-train-step-2x128", bert, ids, torch.tensor([0, 2]), steps=5,
+               tiers=("llvm",), loss=lambda f, x, y: f(input_ids=x, labels=y).loss)
 
 
 def train_step(workload, make, x, y, steps, tiers, loss=None):
