@@ -1270,6 +1270,63 @@ fn fx_lookups_moments_attention_from_text() {
         assert!(err.contains("`%x`") && err.contains(message), "{err}");
     }
 
+    // Losses and the elementwise ops of their gradients, by hand: xlogy's
+    // zero and NaN cases, sgn of both zeros and NaN, masked_fill, MSE (the
+    // mean) and its backward (2/numel), binary cross-entropy's floor at
+    // -100.
+    let g = fx_graph(
+        "    %a : [num_users=5] = placeholder[target=a]
+    %b : [num_users=3] = placeholder[target=b]
+    %xl : [num_users=1] = call_function[target=torch.ops.aten.xlogy.Tensor](args = (%a, %b), kwargs = {})
+    %sg : [num_users=1] = call_function[target=torch.ops.aten.sgn.default](args = (%a,), kwargs = {})
+    %m : [num_users=1] = call_function[target=torch.ops.aten.gt.Scalar](args = (%a, 0.5), kwargs = {})
+    %mf : [num_users=1] = call_function[target=torch.ops.aten.masked_fill.Scalar](args = (%b, %m, -1.0), kwargs = {})
+    %ms : [num_users=1] = call_function[target=torch.ops.aten.mse_loss.default](args = (%a, %b), kwargs = {})
+    %mb : [num_users=1] = call_function[target=torch.ops.aten.mse_loss_backward.default](args = (%ms, %a, %b, 1), kwargs = {})
+    %be : [num_users=1] = call_function[target=torch.ops.aten.binary_cross_entropy.default](args = (%b, %b, None, 0), kwargs = {})
+    return (xl, sg, mf, ms, mb, be)",
+        &[("a", f32_tensor(&[4])), ("b", f32_tensor(&[4]))],
+    )
+    .unwrap();
+    let nan = f32::NAN;
+    let a = f32s(&[0.0, -0.0, 2.0, nan]);
+    let b = f32s(&[nan, 0.0, 1.0, 0.0]);
+    let out = run(&g, &[a, b]);
+    let bits = |d: &Data| match d {
+        Data::Column(Buffer::F32(v)) => v.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+        Data::Scalar(Scalar::F32(x)) => vec![x.to_bits()],
+        other => panic!("{other:?}"),
+    };
+    // xlogy(0, NaN) is NaN, xlogy(-0, 0) is 0, 2 * log(1) = 0, NaN * log(0).
+    let Data::Column(Buffer::F32(xl)) = &out[0] else {
+        panic!()
+    };
+    assert!(
+        xl[0].is_nan() && xl[1] == 0.0 && xl[2] == 0.0 && xl[3].is_nan(),
+        "{xl:?}"
+    );
+    assert_eq!(bits(&out[1]), bits(&f32s(&[0.0, 0.0, 1.0, 0.0])));
+    assert_eq!(bits(&out[2]), bits(&f32s(&[nan, 0.0, -1.0, 0.0])));
+    // (a - b)² has a NaN: the mean is NaN, and so is its backward.
+    assert!(matches!(out[3], Data::Scalar(Scalar::F32(x)) if x.is_nan()));
+    // binary_cross_entropy(b, b) per element: NaN, 0 at 0 (t = 0: -1 *
+    // log1p(0)), 0 at 1 (t * max(log(1), -100)), 0 at 0.
+    let Data::Column(Buffer::F32(be)) = &out[5] else {
+        panic!()
+    };
+    assert!(be[0].is_nan() && be[1..] == [0.0, 0.0, 0.0], "{be:?}");
+    let err = fx_graph(
+        "    %a : [num_users=2] = placeholder[target=a]
+    %ms : [num_users=1] = call_function[target=torch.ops.aten.mse_loss.default](args = (%a, %a, 3), kwargs = {})
+    return ms",
+        &[("a", f32_tensor(&[4]))],
+    )
+    .unwrap_err();
+    assert!(
+        err.contains("`reduction` must be 0, 1 or 2, not 3"),
+        "{err}"
+    );
+
     // Attention of one query over two keys, scale 1: softmax([0, 1]).
     let g = fx_graph(
         "    %q : [num_users=1] = placeholder[target=q]

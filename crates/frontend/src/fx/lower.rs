@@ -21,6 +21,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 mod cnn;
+mod loss;
 mod nn;
 mod tensor;
 
@@ -544,6 +545,25 @@ const OPS: &[(&[&str], Build)] = &[
         this.embedding_backward(node)
     }),
     (&["index_add"], |this, _, node| this.index_add(node)),
+    (&["mse_loss"], |this, _, node| this.mse_loss(node)),
+    (&["mse_loss_backward"], |this, _, node| {
+        this.mse_loss_backward(node)
+    }),
+    (&["binary_cross_entropy"], |this, _, node| {
+        this.binary_cross_entropy(node)
+    }),
+    (&["binary_cross_entropy_backward"], |this, _, node| {
+        this.binary_cross_entropy_backward(node)
+    }),
+    (&["binary_cross_entropy_with_logits"], |this, _, node| {
+        this.bce_with_logits(node)
+    }),
+    (&["xlogy"], |this, _, node| this.xlogy(node)),
+    (&["sgn", "sign"], |this, _, node| this.sign(node)),
+    (&["masked_fill"], |this, _, node| this.masked_fill(node)),
+    (&["softplus_backward"], |this, _, node| {
+        this.softplus_backward(node)
+    }),
     (&["_safe_softmax"], |this, _, node| this.safe_softmax(node)),
     (&["select_backward", "slice_backward"], |this, op, node| {
         this.take_backward(op, node)
