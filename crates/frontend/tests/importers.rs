@@ -1326,6 +1326,29 @@ fn fx_lookups_moments_attention_from_text() {
         err.contains("`reduction` must be 0, 1 or 2, not 3"),
         "{err}"
     );
+    // Smooth L1 of |d| = 0.25 and 2 with beta 1: 0.5 * 0.0625 and 2 - 0.5;
+    // Huber with delta 1 the same; a beta of 0 (L1) is refused.
+    let smooth = |call: &str| {
+        fx_graph(
+            &format!(
+                "    %a : [num_users=1] = placeholder[target=a]
+    %b : [num_users=1] = placeholder[target=b]
+    %l : [num_users=1] = call_function[target=torch.ops.aten.{call}, kwargs = {{}})
+    return l"
+            ),
+            &[("a", f32_tensor(&[2])), ("b", f32_tensor(&[2]))],
+        )
+    };
+    for call in [
+        "smooth_l1_loss.default](args = (%a, %b, 0, 1.0)",
+        "huber_loss.default](args = (%a, %b, 0, 1.0)",
+    ] {
+        let g = smooth(call).unwrap();
+        let out = run(&g, &[f32s(&[1.25, -1.0]), f32s(&[1.0, 1.0])]);
+        assert_eq!(out[0], f32s(&[0.03125, 1.5]), "{call}");
+    }
+    let err = smooth("smooth_l1_loss.default](args = (%a, %b, 1, 0.0)").unwrap_err();
+    assert!(err.contains("`beta` of 0"), "{err}");
 
     // Attention of one query over two keys, scale 1: softmax([0, 1]).
     let g = fx_graph(

@@ -431,6 +431,9 @@ LOSSES = {
         F.log_softmax(z, -1), F.softmax(y, -1), reduction="batchmean"
     ),
     "softplus": lambda z, y, yb: F.softplus(z, beta=2.0, threshold=1.0).sum(),
+    "smooth_l1": lambda z, y, yb: F.smooth_l1_loss(z, y, beta=0.5),
+    "huber": lambda z, y, yb: F.huber_loss(z, y, delta=0.7, reduction="sum"),
+    "hardswish_mish": lambda z, y, yb: (F.hardswish(z * 4) + F.mish(z)).sum(),
     "label_smoothing": lambda z, y, yb: F.cross_entropy(
         z, (yb[:, 0] + yb[:, 1]).long(), label_smoothing=0.1
     ),
@@ -443,7 +446,8 @@ LOSSES = {
 def test_losses_train_on_kiln(name):
     # Everyday losses and the ops their gradients use (mse_loss and its
     # backward, binary cross-entropy with and without logits, weights and
-    # pos_weight, xlogy, sgn, softplus_backward, masked_fill): a linear
+    # pos_weight, xlogy, sgn, softplus_backward, masked_fill, smooth L1 and
+    # Huber and their backward, hardswish's and mish's backward): a linear
     # layer's gradients through each on kiln, every node, against eager.
     g = torch.Generator().manual_seed(44)
     x, y = torch.randn(8, 6, generator=g), torch.randn(8, 3, generator=g)

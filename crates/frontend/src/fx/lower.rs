@@ -564,6 +564,17 @@ const OPS: &[(&[&str], Build)] = &[
     (&["softplus_backward"], |this, _, node| {
         this.softplus_backward(node)
     }),
+    (&["smooth_l1_loss", "huber_loss"], |this, op, node| {
+        this.smooth_loss(op, node)
+    }),
+    (
+        &["smooth_l1_loss_backward", "huber_loss_backward"],
+        |this, op, node| this.smooth_loss_backward(op, node),
+    ),
+    (
+        &["hardswish_backward", "mish_backward"],
+        |this, op, node| this.activation_backward(op, node),
+    ),
     (&["_safe_softmax"], |this, _, node| this.safe_softmax(node)),
     (&["select_backward", "slice_backward"], |this, op, node| {
         this.take_backward(op, node)

@@ -2,7 +2,8 @@
 //! torch's CPU kernels compute them (`aten/src/ATen/native/Loss.cpp`,
 //! `BinaryOps`, `Activation`): `mse_loss` and its backward,
 //! `binary_cross_entropy` and its backward, `binary_cross_entropy_with_logits`,
-//! `xlogy`, `sgn`/`sign`, `masked_fill`, `softplus_backward`.
+//! `xlogy`, `sgn`/`sign`, `masked_fill`, `softplus_backward`, smooth L1 and
+//! Huber losses and their backward, `hardswish_backward`, `mish_backward`.
 
 use super::{lit, te, Fx, Operand};
 use crate::eltwise::konst;
@@ -247,6 +248,128 @@ impl Fx<'_> {
         let soft = b.binary(BinaryOp::Div, gz, zp1).map_err(te)?;
         let linear = b.compare(CmpOp::Gt, bx, threshold).map_err(te)?;
         b.select(linear, g, soft).map_err(te)
+    }
+
+    /// `smooth_l1_loss(self, target, reduction=1, beta=1)`: `0.5 * z * z /
+    /// beta` where `z = |x - t|` is below `beta`, else `z - 0.5 * beta`;
+    /// `huber_loss(self, target, reduction=1, delta=1)`: `0.5 * z * z`, else
+    /// `delta * (z - 0.5 * delta)`; reduced. A `beta` of 0 (L1) is refused.
+    pub(super) fn smooth_loss(&mut self, op: &str, node: &Node) -> Result<Value, String> {
+        let huber = op == "huber_loss";
+        let x = self.float_at(node, 0, "self", None)?;
+        let d = self.b.dtype(x).expect("a tensor");
+        let t = self.float_at(node, 1, "target", Some(d))?;
+        let k = self.smooth_param(node, huber)?;
+        let b = &mut self.b;
+        let (kc, half) = (konst(b, d, k), konst(b, d, 0.5));
+        let diff = b.binary(BinaryOp::Sub, x, t).map_err(te)?;
+        let z = b.unary(UnaryOp::Abs, diff).map_err(te)?;
+        let hz = b.binary(BinaryOp::Mul, half, z).map_err(te)?;
+        let mut quad = b.binary(BinaryOp::Mul, hz, z).map_err(te)?;
+        let hk = b.binary(BinaryOp::Mul, half, kc).map_err(te)?;
+        let mut lin = b.binary(BinaryOp::Sub, z, hk).map_err(te)?;
+        if huber {
+            lin = b.binary(BinaryOp::Mul, kc, lin).map_err(te)?;
+        } else {
+            quad = b.binary(BinaryOp::Div, quad, kc).map_err(te)?;
+        }
+        let inside = b.compare(CmpOp::Lt, z, kc).map_err(te)?;
+        let loss = b.select(inside, quad, lin).map_err(te)?;
+        self.reduced(node, 2, loss)
+    }
+
+    /// `smooth_l1_loss_backward(grad, self, target, reduction, beta)` and
+    /// `huber_loss_backward(grad, self, target, reduction, delta)`, with `d
+    /// = x - t` and `norm` 1 (or `1 / numel` for the mean): `∓norm * g`
+    /// (times `delta` for Huber) where `d` is at most `-k` or at least `k`,
+    /// else `norm * d * g / beta` (Huber: `norm * d * g`).
+    pub(super) fn smooth_loss_backward(&mut self, op: &str, node: &Node) -> Result<Value, String> {
+        let huber = op == "huber_loss_backward";
+        let x = self.float_at(node, 1, "self", None)?;
+        let d = self.b.dtype(x).expect("a tensor");
+        let g = self.float_at(node, 0, "grad_output", Some(d))?;
+        let t = self.float_at(node, 2, "target", Some(d))?;
+        let norm = self.reduction_scale(node, 3, x)?;
+        let k = self.smooth_param(node, huber)?;
+        let b = &mut self.b;
+        let (kc, nk, norm, nnorm) = (
+            konst(b, d, k),
+            konst(b, d, -k),
+            konst(b, d, norm),
+            konst(b, d, -norm),
+        );
+        let diff = b.binary(BinaryOp::Sub, x, t).map_err(te)?;
+        let mut low = b.binary(BinaryOp::Mul, nnorm, g).map_err(te)?;
+        let mut high = b.binary(BinaryOp::Mul, norm, g).map_err(te)?;
+        let nd = b.binary(BinaryOp::Mul, norm, diff).map_err(te)?;
+        let mut mid = b.binary(BinaryOp::Mul, nd, g).map_err(te)?;
+        if huber {
+            low = b.binary(BinaryOp::Mul, low, kc).map_err(te)?;
+            high = b.binary(BinaryOp::Mul, high, kc).map_err(te)?;
+        } else {
+            mid = b.binary(BinaryOp::Div, mid, kc).map_err(te)?;
+        }
+        let below = b.compare(CmpOp::Le, diff, nk).map_err(te)?;
+        let above = b.compare(CmpOp::Ge, diff, kc).map_err(te)?;
+        let r = b.select(above, high, mid).map_err(te)?;
+        b.select(below, low, r).map_err(te)
+    }
+
+    /// `beta` (smooth L1, argument 3) or `delta` (Huber), positive.
+    fn smooth_param(&self, node: &Node, huber: bool) -> Result<f64, String> {
+        let key = if huber { "delta" } else { "beta" };
+        let idx = if node.target.contains("backward") {
+            4
+        } else {
+            3
+        };
+        let k = self.number_at(node, idx, key, 1.0)?;
+        if k.is_nan() || k <= 0.0 {
+            return Err(format!(
+                "unsupported: `{key}` of {k} (kiln takes a positive one)"
+            ));
+        }
+        Ok(k)
+    }
+
+    /// `hardswish_backward(grad, self)`: 0 below -3, `g * (x / 3 + 0.5)` up
+    /// to 3, `g` above; `mish_backward(grad, self)`: `g * (ts + x * s * (1 -
+    /// ts²))`, `s = 1 / (1 + exp(-x))`, `ts = tanh(log1p(exp(x)))` (torch's
+    /// kernels).
+    pub(super) fn activation_backward(&mut self, op: &str, node: &Node) -> Result<Value, String> {
+        let x = self.float_at(node, 1, "self", None)?;
+        let d = self.b.dtype(x).expect("a tensor");
+        let g = self.float_at(node, 0, "grad_output", Some(d))?;
+        let b = &mut self.b;
+        let one = konst(b, d, 1.0);
+        if op == "hardswish_backward" {
+            let (three, nthree, half, zero) = (
+                konst(b, d, 3.0),
+                konst(b, d, -3.0),
+                konst(b, d, 0.5),
+                konst(b, d, 0.0),
+            );
+            let x3 = b.binary(BinaryOp::Div, x, three).map_err(te)?;
+            let slope = b.binary(BinaryOp::Add, x3, half).map_err(te)?;
+            let mid = b.binary(BinaryOp::Mul, g, slope).map_err(te)?;
+            let below = b.compare(CmpOp::Lt, x, nthree).map_err(te)?;
+            let upto = b.compare(CmpOp::Le, x, three).map_err(te)?;
+            let r = b.select(upto, mid, g).map_err(te)?;
+            return b.select(below, zero, r).map_err(te);
+        }
+        let nx = b.unary(UnaryOp::Neg, x).map_err(te)?;
+        let e = b.unary(UnaryOp::Exp, nx).map_err(te)?;
+        let den = b.binary(BinaryOp::Add, one, e).map_err(te)?;
+        let s = b.binary(BinaryOp::Div, one, den).map_err(te)?;
+        let ex = b.unary(UnaryOp::Exp, x).map_err(te)?;
+        let sp = b.unary(UnaryOp::Log1p, ex).map_err(te)?;
+        let ts = b.unary(UnaryOp::Tanh, sp).map_err(te)?;
+        let ts2 = b.binary(BinaryOp::Mul, ts, ts).map_err(te)?;
+        let omt = b.binary(BinaryOp::Sub, one, ts2).map_err(te)?;
+        let xs = b.binary(BinaryOp::Mul, x, s).map_err(te)?;
+        let xso = b.binary(BinaryOp::Mul, xs, omt).map_err(te)?;
+        let sum = b.binary(BinaryOp::Add, ts, xso).map_err(te)?;
+        b.binary(BinaryOp::Mul, g, sum).map_err(te)
     }
 }
 
