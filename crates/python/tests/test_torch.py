@@ -502,3 +502,23 @@ def test_triangles_pads_and_safe_softmax(tier):
         assert torch.equal(g, w)  # selects and copies: eager's values
     assert torch.equal(got[4][1], torch.zeros(6))
     close(got[4], want[4])
+
+
+def tensor_clamps(x, lo, hi):
+    return torch.clamp(x, min=lo, max=hi), x.clamp_min(lo), x.clamp_max(hi)
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_clamps_by_tensors(tier):
+    # ATen's clamp.Tensor, clamp_min.Tensor and clamp_max.Tensor: torch's
+    # maximum and minimum, a NaN bound giving NaN, `-0.0` kept on a tie.
+    nan = float("nan")
+    x = torch.tensor([[-0.0, 1.0, nan, 5.0], [0.0, -2.0, 3.0, -0.0]])
+    lo = torch.tensor([0.0, nan, 0.5, -1.0])
+    hi = torch.tensor([[0.5], [0.0]])
+    with torch.no_grad():
+        got = compiled(tensor_clamps, tier)(x, lo, hi)
+        want = tensor_clamps(x, lo, hi)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=0, atol=0, equal_nan=True)
+        assert torch.equal(g.signbit(), w.signbit())

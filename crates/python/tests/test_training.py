@@ -434,6 +434,7 @@ LOSSES = {
     "smooth_l1": lambda z, y, yb: F.smooth_l1_loss(z, y, beta=0.5),
     "huber": lambda z, y, yb: F.huber_loss(z, y, delta=0.7, reduction="sum"),
     "hardswish_mish": lambda z, y, yb: (F.hardswish(z * 4) + F.mish(z)).sum(),
+    "cosine": lambda z, y, yb: F.cosine_similarity(z, y).sum(),
     "label_smoothing": lambda z, y, yb: F.cross_entropy(
         z, (yb[:, 0] + yb[:, 1]).long(), label_smoothing=0.1
     ),

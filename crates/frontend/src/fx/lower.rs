@@ -1304,6 +1304,18 @@ impl Fx<'_> {
     }
 
     fn clamp(&mut self, op: &str, node: &Node) -> Result<Value, String> {
+        let tensor_bound = |i: usize, key: &str| {
+            matches!(self.arg(node, i, key), Some(Arg::Node(_) | Arg::Name(_)))
+        };
+        let bounds = match op {
+            "clamp_min" => [tensor_bound(1, "min"), false],
+            "clamp_max" => [false, tensor_bound(1, "max")],
+            "clamp" | "clip" => [tensor_bound(1, "min"), tensor_bound(2, "max")],
+            _ => [false, false],
+        };
+        if bounds.contains(&true) {
+            return self.clamp_by_tensors(op, node);
+        }
         let (lo, hi) = match op {
             "relu" => (Some(0.0), None),
             "relu6" => (Some(0.0), Some(6.0)),
@@ -1330,6 +1342,44 @@ impl Fx<'_> {
         let d = self.result_type(&ops);
         let x = self.tensor(x, d)?;
         eltwise::clamp(&mut self.b, x, lo, hi).map_err(te)
+    }
+
+    /// `clamp_min(x, t)`, `clamp_max(x, t)` and `clamp(x, lo, hi)` with
+    /// tensor bounds (ATen's `.Tensor` overloads): torch's `maximum` and
+    /// `minimum` (`x < t ? t : x`, and `x > t ? t : x`; a NaN on either side
+    /// gives NaN; `x` kept on a tie, so `-0.0` stays), the lower bound
+    /// first.
+    fn clamp_by_tensors(&mut self, op: &str, node: &Node) -> Result<Value, String> {
+        let (lo, hi) = match op {
+            "clamp_min" => (self.arg(node, 1, "min"), None),
+            "clamp_max" => (None, self.arg(node, 1, "max")),
+            _ => (self.arg(node, 1, "min"), self.arg(node, 2, "max")),
+        };
+        let x = self.operand_at(node, 0, "input")?;
+        let bound = |fx: &Self, a: Option<&Arg>| -> Result<Option<Operand>, String> {
+            match a {
+                None | Some(Arg::None) => Ok(None),
+                Some(a) => fx.operand(a).map(Some),
+            }
+        };
+        let (lo, hi) = (bound(self, lo)?, bound(self, hi)?);
+        let mut ops = vec![x];
+        ops.extend(lo.iter().chain(hi.iter()).copied());
+        let d = self.result_type(&ops);
+        let mut v = self.tensor(x, d)?;
+        for (b, cmp) in [(lo, CmpOp::Lt), (hi, CmpOp::Gt)] {
+            let Some(b) = b else { continue };
+            let t = self.tensor(b, d)?;
+            let past = self.b.compare(cmp, v, t).map_err(te)?;
+            let r = self.b.select(past, t, v).map_err(te)?;
+            v = if d.is_float() {
+                let nan = self.b.compare(CmpOp::Ne, t, t).map_err(te)?;
+                self.b.select(nan, t, r).map_err(te)?
+            } else {
+                r
+            };
+        }
+        Ok(v)
     }
 
     fn shift(&mut self, node: &Node, left: bool) -> Result<Value, String> {
