@@ -1349,6 +1349,31 @@ fn fx_lookups_moments_attention_from_text() {
     }
     let err = smooth("smooth_l1_loss.default](args = (%a, %b, 1, 0.0)").unwrap_err();
     assert!(err.contains("`beta` of 0"), "{err}");
+    // index_put with accumulate (advanced indexing's gradient): repeated
+    // indices sum; an assignment is refused.
+    let put = |accumulate: &str| {
+        fx_graph(
+            &format!(
+                "    %x : [num_users=1] = placeholder[target=x]
+    %i : [num_users=1] = placeholder[target=i]
+    %v : [num_users=1] = placeholder[target=v]
+    %p : [num_users=1] = call_function[target=torch.ops.aten.index_put.default](args = (%x, [None, %i], %v, {accumulate}), kwargs = {{}})
+    return p"
+            ),
+            &[
+                ("x", f32_tensor(&[2, 3])),
+                ("i", i64_tensor(&[3])),
+                ("v", f32_tensor(&[3])),
+            ],
+        )
+    };
+    let g = put("True").unwrap();
+    let x = f32s(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    let i = Data::Column(Buffer::I64(vec![2, 0, -1]));
+    let out = run(&g, &[x, i, f32s(&[10.0, 20.0, 30.0])]);
+    assert_eq!(out[0], f32s(&[21.0, 2.0, 43.0, 24.0, 5.0, 46.0]));
+    let err = put("False").unwrap_err();
+    assert!(err.contains("without `accumulate=True`"), "{err}");
 
     // Attention of one query over two keys, scale 1: softmax([0, 1]).
     let g = fx_graph(

@@ -144,6 +144,10 @@ def _why_not(node: torch.fx.Node) -> Optional[str]:
         node.args[4] if len(node.args) > 4 else node.kwargs.get("alpha", 1)
     ) != 1:
         return "an index_add with an alpha other than 1"
+    if node.target in (torch.ops.aten.index_put.default, torch.ops.aten._unsafe_index_put.default) and not (
+        node.args[3] if len(node.args) > 3 else node.kwargs.get("accumulate", False)
+    ):
+        return "an index_put that assigns (without accumulate)"
     if node.target is torch.ops.aten.as_strided.default:
         # kiln reads it as a reshape of the input's elements in order,
         # which is what it is only when the input is contiguous.

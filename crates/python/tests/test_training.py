@@ -435,6 +435,10 @@ LOSSES = {
     "huber": lambda z, y, yb: F.huber_loss(z, y, delta=0.7, reduction="sum"),
     "hardswish_mish": lambda z, y, yb: (F.hardswish(z * 4) + F.mish(z)).sum(),
     "cosine": lambda z, y, yb: F.cosine_similarity(z, y).sum(),
+    "advanced_index": lambda z, y, yb: (z[:, [0, 2, 0]] ** 2).sum(),
+    "upsample_nearest": lambda z, y, yb: F.interpolate(
+        z.reshape(2, 3, 2, 2), scale_factor=2, mode="nearest"
+    ).pow(2).sum(),
     "label_smoothing": lambda z, y, yb: F.cross_entropy(
         z, (yb[:, 0] + yb[:, 1]).long(), label_smoothing=0.1
     ),
@@ -448,7 +452,9 @@ def test_losses_train_on_kiln(name):
     # Everyday losses and the ops their gradients use (mse_loss and its
     # backward, binary cross-entropy with and without logits, weights and
     # pos_weight, xlogy, sgn, softplus_backward, masked_fill, smooth L1 and
-    # Huber and their backward, hardswish's and mish's backward): a linear
+    # Huber and their backward, hardswish's and mish's backward, clamps by
+    # tensors, index_put with accumulate: advanced indexing's and nearest
+    # upsampling's backward): a linear
     # layer's gradients through each on kiln, every node, against eager.
     g = torch.Generator().manual_seed(44)
     x, y = torch.randn(8, 6, generator=g), torch.randn(8, 3, generator=g)

@@ -592,7 +592,12 @@ const OPS: &[(&[&str], Build)] = &[
         this.attention(op, node)
     }),
     (&["as_strided"], |this, _, node| this.as_strided(node)),
-    (&["index"], |this, _, node| this.advanced_index(node)),
+    (&["index", "_unsafe_index"], |this, _, node| {
+        this.advanced_index(node)
+    }),
+    (&["index_put", "_unsafe_index_put"], |this, _, node| {
+        this.index_put(node)
+    }),
     (
         &[
             "full",

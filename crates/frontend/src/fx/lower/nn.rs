@@ -1035,16 +1035,11 @@ impl Fx<'_> {
         layout::broadcast_to(&mut self.b, value, shape)
     }
 
-    /// `x[i0, i1, ...]` by integer tensors (ATen's `index.Tensor`): the
-    /// indexed axes must be adjacent (`None` for the whole axes before
-    /// them); the index tensors broadcast to one shape `B`, and the result
-    /// is `x`'s axes before them, `B`, `x`'s axes after them. A negative
-    /// index counts from the end, as in Python; one still outside its axis
-    /// fails the call. Built as a `gather` of `x` with the indexed axes
-    /// flattened into one, at the flat index (made -1, so out of range,
-    /// where any index is).
-    pub(super) fn advanced_index(&mut self, node: &Node) -> Result<Value, String> {
-        let x = self.tensor_at(node, 0, "self")?;
+    /// The flat row-major index over the axes `node`'s `indices` (argument
+    /// 1) index of `x` (-1 where any index is outside its axis, so a gather
+    /// or an `index_add` there fails), the first indexed axis, and `x`'s
+    /// shape with the indexed axes merged into one.
+    fn flat_index(&mut self, node: &Node, x: Value) -> Result<(Value, usize, Vec<Dim>), String> {
         let items = match self.arg(node, 1, "indices") {
             Some(Arg::Seq(items)) => items.clone(),
             other => return Err(format!("`index` takes a list of indices, not {other:?}")),
@@ -1124,7 +1119,53 @@ impl Fx<'_> {
         let mut merged: Vec<Dim> = shape[..lead].to_vec();
         merged.push(Dim::Fixed(total));
         merged.extend_from_slice(&shape[axes.end..]);
+        Ok((flat, lead, merged))
+    }
+
+    /// `x[i0, i1, ...]` by integer tensors (ATen's `index.Tensor`, and `_unsafe_index`): the
+    /// indexed axes must be adjacent (`None` for the whole axes before
+    /// them); the index tensors broadcast to one shape `B`, and the result
+    /// is `x`'s axes before them, `B`, `x`'s axes after them. A negative
+    /// index counts from the end, as in Python; one still outside its axis
+    /// fails the call. Built as a `gather` of `x` with the indexed axes
+    /// flattened into one, at the flat index (made -1, so out of range,
+    /// where any index is).
+    pub(super) fn advanced_index(&mut self, node: &Node) -> Result<Value, String> {
+        let x = self.tensor_at(node, 0, "self")?;
+        let (flat, lead, merged) = self.flat_index(node, x)?;
         let x = self.reshape(x, merged)?;
         self.gather(x, flat, lead)
+    }
+
+    /// ATen's `index_put(self, indices, values, accumulate=True)` (and
+    /// `_unsafe_index_put`), the gradient of advanced indexing: `values`
+    /// (broadcast to what `self[indices]` would be) added to `self` at the
+    /// indexed places, in index order, as torch's CPU kernel adds them
+    /// (one after another). Without `accumulate` (an assignment, whose
+    /// order among repeated indices torch leaves undefined) it is refused.
+    pub(super) fn index_put(&mut self, node: &Node) -> Result<Value, String> {
+        let x = self.tensor_at(node, 0, "self")?;
+        if !super::cnn::flag(self.arg(node, 3, "accumulate"), "accumulate", false)? {
+            return Err("unsupported: `index_put` without `accumulate=True`".into());
+        }
+        let v = self.tensor_at(node, 2, "values")?;
+        let shape = self.shape_of(x);
+        let (flat, lead, merged) = self.flat_index(node, x)?;
+        let mut taken = shape[..lead].to_vec();
+        taken.extend(self.shape_of(flat));
+        taken.extend_from_slice(&merged[lead + 1..]);
+        let d = self.b.dtype(x).expect("a tensor");
+        let v = if self.b.dtype(v) == Some(d) {
+            v
+        } else {
+            self.b.cast(v, d).map_err(te)?
+        };
+        let v = layout::broadcast_to(&mut self.b, v, taken)?;
+        let base = self.reshape(x, merged)?;
+        let sum = self
+            .b
+            .op(Op::IndexAdd(lead as u32), &[base, flat, v])
+            .map_err(te)?;
+        self.reshape(sum, shape)
     }
 }
