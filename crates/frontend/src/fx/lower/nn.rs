@@ -1035,10 +1035,10 @@ impl Fx<'_> {
         layout::broadcast_to(&mut self.b, value, shape)
     }
 
-    /// The flat row-major index over the axes `node`'s `indices` (argument
-    /// 1) index of `x` (-1 where any index is outside its axis, so a gather
-    /// or an `index_add` there fails), the first indexed axis, and `x`'s
-    /// shape with the indexed axes merged into one.
+    /// The flat row-major index over the axes of `x` that `node`'s second
+    /// argument, `indices`, indexes (-1 where any index is outside its
+    /// axis, so a gather or an `index_add` there fails), the first indexed
+    /// axis, and `x`'s shape with the indexed axes merged into one.
     fn flat_index(&mut self, node: &Node, x: Value) -> Result<(Value, usize, Vec<Dim>), String> {
         let items = match self.arg(node, 1, "indices") {
             Some(Arg::Seq(items)) => items.clone(),
