@@ -28,6 +28,19 @@ impl Fx<'_> {
         self.tensor(o, d)
     }
 
+    /// A loss's input (argument `at`, a float tensor) and target (the next,
+    /// in the input's dtype), and that dtype.
+    fn input_and_target(
+        &mut self,
+        node: &Node,
+        at: usize,
+    ) -> Result<(Value, Value, DType), String> {
+        let x = self.float_at(node, at, "self", None)?;
+        let d = self.b.dtype(x).expect("a tensor");
+        let t = self.float_at(node, at + 1, "target", Some(d))?;
+        Ok((x, t, d))
+    }
+
     /// A loss's elements reduced as `reduction` asks: 0 none, 1 the mean,
     /// 2 the sum (torch's `Reduction` enum, the last argument at `idx`).
     fn reduced(&mut self, node: &Node, idx: usize, loss: Value) -> Result<Value, String> {
@@ -55,9 +68,7 @@ impl Fx<'_> {
 
     /// `mse_loss(self, target, reduction=1)`: `(self - target)²`, reduced.
     pub(super) fn mse_loss(&mut self, node: &Node) -> Result<Value, String> {
-        let x = self.float_at(node, 0, "self", None)?;
-        let d = self.b.dtype(x).expect("a tensor");
-        let t = self.float_at(node, 1, "target", Some(d))?;
+        let (x, t, _) = self.input_and_target(node, 0)?;
         let diff = self.b.binary(BinaryOp::Sub, x, t).map_err(te)?;
         let sq = self.b.binary(BinaryOp::Mul, diff, diff).map_err(te)?;
         self.reduced(node, 2, sq)
@@ -67,10 +78,9 @@ impl Fx<'_> {
     /// target) * grad`, `norm` 2 (or `2 / numel` for the mean), in that
     /// order, as torch's kernel computes it.
     pub(super) fn mse_loss_backward(&mut self, node: &Node) -> Result<Value, String> {
-        let x = self.float_at(node, 1, "self", None)?;
-        let d = self.b.dtype(x).expect("a tensor");
-        let g = self.float_at(node, 0, "grad_output", Some(d))?;
-        let t = self.float_at(node, 2, "target", Some(d))?;
+        let g = self.float_at(node, 0, "grad_output", None)?;
+        let (x, t, d) = self.input_and_target(node, 1)?;
+        let g = self.tensor(Operand::Tensor(g), d)?;
         let norm = 2.0 * self.reduction_scale(node, 3, x)?;
         let norm = konst(&mut self.b, d, norm);
         let diff = self.b.binary(BinaryOp::Sub, x, t).map_err(te)?;
@@ -83,9 +93,7 @@ impl Fx<'_> {
     /// weight, reduced. (torch fails a call whose input lies outside
     /// [0, 1]; kiln computes it: a NaN where the logarithm has none.)
     pub(super) fn binary_cross_entropy(&mut self, node: &Node) -> Result<Value, String> {
-        let x = self.float_at(node, 0, "self", None)?;
-        let d = self.b.dtype(x).expect("a tensor");
-        let t = self.float_at(node, 1, "target", Some(d))?;
+        let (x, t, d) = self.input_and_target(node, 0)?;
         let b = &mut self.b;
         let (one, floor) = (konst(b, d, 1.0), konst(b, d, -100.0));
         let neg = b.unary(UnaryOp::Neg, x).map_err(te)?;
@@ -105,10 +113,9 @@ impl Fx<'_> {
     /// reduction)`: `grad * (x - t) / max((1 - x) * x, 1e-12)`, times the
     /// weight, divided by `numel` for the mean.
     pub(super) fn binary_cross_entropy_backward(&mut self, node: &Node) -> Result<Value, String> {
-        let x = self.float_at(node, 1, "self", None)?;
-        let d = self.b.dtype(x).expect("a tensor");
-        let g = self.float_at(node, 0, "grad_output", Some(d))?;
-        let t = self.float_at(node, 2, "target", Some(d))?;
+        let g = self.float_at(node, 0, "grad_output", None)?;
+        let (x, t, d) = self.input_and_target(node, 1)?;
+        let g = self.tensor(Operand::Tensor(g), d)?;
         let scale = self.reduction_scale(node, 4, x)?;
         let b = &mut self.b;
         let (one, eps) = (konst(b, d, 1.0), konst(b, d, 1e-12));
@@ -133,9 +140,7 @@ impl Fx<'_> {
     /// `log_sigmoid(x) = min(x, 0) - log1p(exp(-|x|))`, times the weight,
     /// reduced.
     pub(super) fn bce_with_logits(&mut self, node: &Node) -> Result<Value, String> {
-        let x = self.float_at(node, 0, "self", None)?;
-        let d = self.b.dtype(x).expect("a tensor");
-        let t = self.float_at(node, 1, "target", Some(d))?;
+        let (x, t, d) = self.input_and_target(node, 0)?;
         let pos = match self.arg(node, 3, "pos_weight") {
             None | Some(Arg::None) => None,
             Some(_) => Some(self.float_at(node, 3, "pos_weight", Some(d))?),
@@ -256,9 +261,7 @@ impl Fx<'_> {
     /// `delta * (z - 0.5 * delta)`; reduced. A `beta` of 0 (L1) is refused.
     pub(super) fn smooth_loss(&mut self, op: &str, node: &Node) -> Result<Value, String> {
         let huber = op == "huber_loss";
-        let x = self.float_at(node, 0, "self", None)?;
-        let d = self.b.dtype(x).expect("a tensor");
-        let t = self.float_at(node, 1, "target", Some(d))?;
+        let (x, t, d) = self.input_and_target(node, 0)?;
         let k = self.smooth_param(node, huber)?;
         let b = &mut self.b;
         let (kc, half) = (konst(b, d, k), konst(b, d, 0.5));
@@ -285,10 +288,9 @@ impl Fx<'_> {
     /// else `norm * d * g / beta` (Huber: `norm * d * g`).
     pub(super) fn smooth_loss_backward(&mut self, op: &str, node: &Node) -> Result<Value, String> {
         let huber = op == "huber_loss_backward";
-        let x = self.float_at(node, 1, "self", None)?;
-        let d = self.b.dtype(x).expect("a tensor");
-        let g = self.float_at(node, 0, "grad_output", Some(d))?;
-        let t = self.float_at(node, 2, "target", Some(d))?;
+        let g = self.float_at(node, 0, "grad_output", None)?;
+        let (x, t, d) = self.input_and_target(node, 1)?;
+        let g = self.tensor(Operand::Tensor(g), d)?;
         let norm = self.reduction_scale(node, 3, x)?;
         let k = self.smooth_param(node, huber)?;
         let b = &mut self.b;
