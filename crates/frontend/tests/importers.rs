@@ -1265,6 +1265,10 @@ fn fx_lookups_moments_attention_from_text() {
             "torch.ops.aten.slice_backward.default](args = (%lp, [6, 2], 0, 0, 6, 0)",
             "`step` must be positive, not 0",
         ),
+        (
+            "torch.ops.aten.slice_backward.default](args = (%lp, [6, 2], 0, 0, 6, 9223372036854775807)",
+            "not what `slice_backward` took of [6, 2]",
+        ),
     ] {
         let err = bad(call);
         assert!(err.contains("`%x`") && err.contains(message), "{err}");

@@ -121,19 +121,44 @@ impl Fx<'_> {
         let zero = self.b.constant(Scalar::zero(dtype));
         let mut g = g;
         if padding >= 0 {
-            let index_dtype = self.b.dtype(index).expect("a tensor");
-            let pad = self
-                .b
-                .constant(kiln_ir::semantics::cast(Scalar::I64(padding), index_dtype));
-            let is_pad = self
-                .b
-                .op(Op::Compare(CmpOp::Eq), &[index, pad])
-                .map_err(te)?;
+            let is_pad = self.equals(index, padding)?;
             let is_pad = layout::unsqueeze(&mut self.b, is_pad, at.len())?;
             g = self.b.op(Op::Select, &[is_pad, zero, g]).map_err(te)?;
         }
         let zeros = layout::broadcast_to(&mut self.b, zero, vec![Dim::Fixed(rows), width])?;
         self.b.op(Op::IndexAdd(0), &[zeros, index, g]).map_err(te)
+    }
+
+    /// Whether each element of the integer tensor `index` equals `k` (in
+    /// its dtype).
+    fn equals(&mut self, index: Value, k: i64) -> Result<Value, String> {
+        let dtype = self.b.dtype(index).expect("a tensor");
+        let k = self
+            .b
+            .constant(kiln_ir::semantics::cast(Scalar::I64(k), dtype));
+        self.b.op(Op::Compare(CmpOp::Eq), &[index, k]).map_err(te)
+    }
+
+    /// `x` with `before` and `after` elements equal to the scalar `fill`
+    /// around it along `axis`.
+    fn pad_axis(
+        &mut self,
+        x: Value,
+        axis: usize,
+        (before, after): (u64, u64),
+        fill: Value,
+    ) -> Result<Value, String> {
+        let mut parts = Vec::with_capacity(3);
+        for (count, here) in [(before, false), (0, true), (after, false)] {
+            if here {
+                parts.push(x);
+            } else if count > 0 {
+                let mut shape = self.shape_of(x);
+                shape[axis] = Dim::Fixed(count);
+                parts.push(layout::broadcast_to(&mut self.b, fill, shape)?);
+            }
+        }
+        layout::concat(&mut self.b, &parts, axis)
     }
 
     /// The parts of an `nll_loss_forward` or `nll_loss_backward` node:
@@ -172,13 +197,7 @@ impl Fx<'_> {
             ));
         }
         let index_dtype = self.b.dtype(target).expect("a tensor");
-        let ignore = self
-            .b
-            .constant(kiln_ir::semantics::cast(Scalar::I64(ignore), index_dtype));
-        let ignored = self
-            .b
-            .op(Op::Compare(CmpOp::Eq), &[target, ignore])
-            .map_err(te)?;
+        let ignored = self.equals(target, ignore)?;
         let zero = self.b.constant(Scalar::zero(index_dtype));
         let target = self.b.select(ignored, zero, target).map_err(te)?;
         let kept = self.b.op(Op::Unary(UnaryOp::Not), &[ignored]).map_err(te)?;
@@ -262,14 +281,16 @@ impl Fx<'_> {
         let Some(Dim::Fixed(classes)) = xs.last().cloned() else {
             return Err("`nll_loss_backward` over a symbolic number of classes".into());
         };
-        let classes: Vec<Scalar> = (0..classes as i64)
-            .map(|c| {
-                kiln_ir::semantics::cast(Scalar::I64(c), self.b.dtype(target).expect("a tensor"))
-            })
+        if classes > MAX_ARANGE {
+            return Err(format!(
+                "`nll_loss_backward` over {classes} classes: too many"
+            ));
+        }
+        let index_dtype = self.b.dtype(target).expect("a tensor");
+        let ids: Vec<Scalar> = (0..classes as i64)
+            .map(|c| kiln_ir::semantics::cast(Scalar::I64(c), index_dtype))
             .collect();
-        let n = classes.len() as u64;
-        let classes =
-            self.constant_tensor(self.b.dtype(target).expect("a tensor"), vec![n], classes)?;
+        let classes = self.constant_tensor(index_dtype, vec![classes], ids)?;
         let (target, kept, grad) = if xs.len() == 2 {
             let target = layout::unsqueeze(&mut self.b, target, 1)?;
             let kept = layout::unsqueeze(&mut self.b, kept, 1)?;
@@ -393,19 +414,8 @@ impl Fx<'_> {
             if start > 0 || stop < i128::from(extent) {
                 x = layout::slice_axis(&mut self.b, x, axis, (start as u64, stop as u64))?;
             }
-            let mut parts = Vec::new();
-            for (count, at_end) in [(before, false), (after, true)] {
-                if count > 0 {
-                    let mut shape = self.shape_of(x);
-                    shape[axis] = Dim::Fixed(count as u64);
-                    let filled = layout::broadcast_to(&mut self.b, value, shape)?;
-                    parts.push((at_end, filled));
-                }
-            }
-            let mut all: Vec<Value> = parts.iter().filter(|(e, _)| !e).map(|p| p.1).collect();
-            all.push(x);
-            all.extend(parts.iter().filter(|(e, _)| *e).map(|p| p.1));
-            x = layout::concat(&mut self.b, &all, axis)?;
+            let grow = |k: i64| k.max(0) as u64;
+            x = self.pad_axis(x, axis, (grow(before), grow(after)), value)?;
         }
         Ok(x)
     }
@@ -451,8 +461,13 @@ impl Fx<'_> {
             let stop = wrap(self.int_at(node, 4, "end", Some(extent))?).clamp(start, extent);
             (start, stop, step)
         };
-        // The positions the forward took: `start, start + step, … < stop`.
-        let taken = (stop - start + step - 1) / step;
+        // The positions the forward took: `start, start + step, … < stop`
+        // (counted without overflow for any step).
+        let taken = if stop > start {
+            (stop - start - 1) / step + 1
+        } else {
+            0
+        };
         let want: Vec<Dim> = sizes
             .iter()
             .enumerate()
@@ -469,6 +484,9 @@ impl Fx<'_> {
         if step > 1 {
             // Strided: the gradient added into zeros at its positions
             // (each once, so in any order the same bits).
+            if taken as u64 > MAX_ARANGE {
+                return Err(format!("`slice_backward` of {taken} positions: too many"));
+            }
             let at: Vec<Scalar> = (0..taken).map(|i| Scalar::I64(start + i * step)).collect();
             let at = self.constant_tensor(DType::I64, vec![taken as u64], at)?;
             let sizes = sizes.iter().map(|&n| Dim::Fixed(n)).collect();
@@ -478,17 +496,7 @@ impl Fx<'_> {
                 .op(Op::IndexAdd(axis as u32), &[zeros, at, g])
                 .map_err(te);
         }
-        let mut parts = Vec::new();
-        for (from, to) in [(0, start), (start, stop), (stop, extent)] {
-            if from == start && to == stop {
-                parts.push(g);
-            } else if to > from {
-                let mut shape = want.clone();
-                shape[axis] = Dim::Fixed((to - from) as u64);
-                parts.push(layout::broadcast_to(&mut self.b, zero, shape)?);
-            }
-        }
-        layout::concat(&mut self.b, &parts, axis)
+        self.pad_axis(g, axis, (start as u64, (extent - stop) as u64), zero)
     }
 
     /// ATen's `index_add(self, dim, index, source, alpha=1)`: `source`'s
