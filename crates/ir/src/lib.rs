@@ -35,6 +35,7 @@ pub mod entities;
 pub mod exec;
 pub mod grad;
 pub mod graph;
+pub mod hoist;
 pub mod math;
 pub mod op;
 pub mod passes;
