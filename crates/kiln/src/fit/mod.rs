@@ -519,7 +519,7 @@ mod tests {
         for tier in [crate::Tier::Vm, crate::Tier::Cranelift] {
             let engine = tier.engine().expect("the engine");
             let fit = |hoist| {
-                fit_all(&exprs, &names, &refs, &refs[0], &*engine, &options, hoist)
+                fit_all(&exprs, &names, &refs, refs[0], &*engine, &options, hoist)
                     .iter()
                     .map(|f| format!("{f:?}"))
                     .collect::<Vec<_>>()
