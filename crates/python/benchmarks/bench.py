@@ -219,10 +219,15 @@ def fit(max_iter=10):
     data = np.loadtxt(GP / "gp_data.csv", delimiter=",", skiprows=1)
     X = {f"x{j}": np.ascontiguousarray(data[:, j]) for j in range(data.shape[1])}
     y = X["x0"]
-    t0 = time.perf_counter()
-    pop = kiln.Population(exprs, variables=list(X), threads=1)
-    result = pop.fit_constants(X, y, max_iter=max_iter)
-    kiln_s = time.perf_counter() - t0
+    # kiln's first call in the process (compile included), then its best of
+    # three more: a GP loop fits every generation's population.
+    times = []
+    for _ in range(4):
+        t0 = time.perf_counter()
+        pop = kiln.Population(exprs, variables=list(X), threads=1)
+        result = pop.fit_constants(X, y, max_iter=max_iter)
+        times.append(time.perf_counter() - t0)
+    kiln_s, kiln_warm_s = times[0], min(times[1:])
     # scipy: each literal a parameter p[k] of a NumPy function.
     literal = re.compile(r"(?<![\w.])\d+\.\d*(?:[eE][-+]?\d+)?")
     names = {"sin": np.sin, "cos": np.cos, "exp": np.exp, "log": np.log, "sqrt": np.sqrt,
@@ -254,7 +259,8 @@ def fit(max_iter=10):
     # exact (1e-9) to 1 %; and how many each run ends lower by more than 1e-6.
     as_good = {f"as_good_{t:g}_pct": 100 * float(np.mean(k <= s_ * (1 + t))) for t in (1e-9, 1e-6, 1e-2)}
     emit(workload="gp-fit", exprs=len(exprs), rows=len(y), fitted=int(fitted.sum()),
-         max_iter=max_iter, kiln_s=kiln_s, scipy_s=scipy_s, speedup=scipy_s / kiln_s, **as_good,
+         max_iter=max_iter, kiln_s=kiln_s, kiln_warm_s=kiln_warm_s, scipy_s=scipy_s,
+         speedup=scipy_s / kiln_s, speedup_warm=scipy_s / kiln_warm_s, **as_good,
          kiln_lower=int(np.sum(k < s_ * (1 - 1e-6))), scipy_lower=int(np.sum(s_ < k * (1 - 1e-6))),
          kiln_errors=len(result.errors))
 

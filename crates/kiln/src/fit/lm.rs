@@ -53,20 +53,72 @@ pub(crate) struct Outcome {
 /// `Σ a_i b_i` over four interleaved partial sums (fixed order, so the
 /// same bits every time; not the row order a single sum would give).
 fn dot(a: &[f64], b: &[f64]) -> f64 {
-    let mut s = [0.0; 4];
-    let (a4, b4) = (a.chunks_exact(4), b.chunks_exact(4));
-    let tail: f64 = a4
-        .remainder()
-        .iter()
-        .zip(b4.remainder())
-        .map(|(x, y)| x * y)
-        .sum();
-    for (x, y) in a4.zip(b4) {
-        for l in 0..4 {
-            s[l] += x[l] * y[l];
+    let mut s = Dot::default();
+    let whole = a.len() - a.len() % 4;
+    s.add(&a[..whole], &b[..whole]);
+    s.finish(&a[whole..], &b[whole..])
+}
+
+/// [`dot`]'s four partial sums, fed a run of rows at a time (each run a
+/// multiple of 4 long) in row order: the same bits as one [`dot`].
+#[derive(Clone, Copy, Default)]
+struct Dot([f64; 4]);
+
+impl Dot {
+    fn add(&mut self, a: &[f64], b: &[f64]) {
+        for (x, y) in a.chunks_exact(4).zip(b.chunks_exact(4)) {
+            for l in 0..4 {
+                self.0[l] += x[l] * y[l];
+            }
         }
     }
-    (s[0] + s[1]) + (s[2] + s[3]) + tail
+
+    /// The sum, with the last rows (fewer than 4) added as [`dot`] does.
+    fn finish(self, a: &[f64], b: &[f64]) -> f64 {
+        let tail: f64 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+        let s = self.0;
+        (s[0] + s[1]) + (s[2] + s[3]) + tail
+    }
+}
+
+/// Rows per block of [`gram`]: 8 KiB of each column, so that a block of
+/// a few columns stays in L1 while every pair of them is summed.
+const GRAM_BLOCK: usize = 1024;
+
+/// `dot(columns[p], columns[q])` for every `q ≤ p` (row major, `k × k`,
+/// both triangles) and `dot(columns[p], r)`, bit for bit, in one sweep of
+/// the rows in blocks: each column is read from memory once rather than
+/// once per pair.
+fn gram(columns: &[Vec<f64>], r: &[f64]) -> (Vec<f64>, Vec<f64>) {
+    let k = columns.len();
+    let n = r.len();
+    let whole = n - n % 4;
+    let mut pairs = vec![Dot::default(); k * k];
+    let mut with_r = vec![Dot::default(); k];
+    let mut at = 0;
+    while at < whole {
+        let end = (at + GRAM_BLOCK).min(whole);
+        for p in 0..k {
+            let x = &columns[p][at..end];
+            for q in 0..=p {
+                pairs[p * k + q].add(x, &columns[q][at..end]);
+            }
+            with_r[p].add(x, &r[at..end]);
+        }
+        at = end;
+    }
+    let mut a = vec![0.0; k * k];
+    for p in 0..k {
+        for q in 0..=p {
+            let s = pairs[p * k + q].finish(&columns[p][whole..], &columns[q][whole..]);
+            a[p * k + q] = s;
+            a[q * k + p] = s;
+        }
+    }
+    let g = (0..k)
+        .map(|p| with_r[p].finish(&columns[p][whole..], &r[whole..]))
+        .collect();
+    (a, g)
 }
 
 /// The sum of squares, in [`dot`]'s order.
@@ -90,25 +142,37 @@ fn norm(values: impl Iterator<Item = f64> + Clone) -> f64 {
 
 /// The Jacobian prepared for the step: where some rows' derivatives are
 /// not all finite, its columns and `r` with those rows set to 0 (they say
-/// nothing of the step); the columns' norms.
+/// nothing of the step); the columns' norms; their products with each
+/// other and with `r` ([`gram`]).
 struct Linearized {
     /// The masked columns and residuals, when some row is masked.
     masked: Option<(Vec<Vec<f64>>, Vec<f64>)>,
     norms: Vec<f64>,
     usable_rows: usize,
+    /// `JᵀJ` (`k × k`, row major) and `Jᵀr`, over the masked columns.
+    products: (Vec<f64>, Vec<f64>),
 }
 
 impl Linearized {
     fn new(j: &[Vec<f64>], r: &[f64]) -> Linearized {
-        let usable = |i: usize| j.iter().all(|c| c[i].is_finite());
         let n = r.len();
-        let masked = if j.iter().all(|c| c.iter().all(|x| x.is_finite())) {
+        let mut products = gram(j, r);
+        // A column's square sum is finite when all its entries are (the
+        // products then are what the step reads); where one is not, look.
+        let k = j.len();
+        let finite = (0..k).all(|p| products.0[p * k + p].is_finite())
+            || j.iter().all(|c| c.iter().all(|x| x.is_finite()));
+        let usable = |i: usize| j.iter().all(|c| c[i].is_finite());
+        let masked = if finite {
             None
         } else {
             let keep = |v: &[f64]| -> Vec<f64> {
                 (0..n).map(|i| if usable(i) { v[i] } else { 0.0 }).collect()
             };
-            Some((j.iter().map(|c| keep(c)).collect(), keep(r)))
+            let (columns, r): (Vec<Vec<f64>>, Vec<f64>) =
+                (j.iter().map(|c| keep(c)).collect(), keep(r));
+            products = gram(&columns, &r);
+            Some((columns, r))
         };
         let usable_rows = match &masked {
             None => n,
@@ -118,13 +182,15 @@ impl Linearized {
             masked,
             norms: Vec::new(),
             usable_rows,
+            products,
         };
         let columns = lin.columns(j).0;
         lin.norms = columns
             .iter()
-            .map(|c| {
+            .enumerate()
+            .map(|(p, c)| {
                 // Squares directly; scaled where they overflow or underflow.
-                let sq = dot(c, c);
+                let sq = lin.products.0[p * k + p];
                 if sq.is_finite() && sq > 1e-280 {
                     sq.sqrt()
                 } else {
@@ -151,8 +217,9 @@ impl Linearized {
         let (columns, masked_r) = self.columns(j);
         let r = masked_r.unwrap_or(r);
         let k = columns.len();
-        let scaled_dot = |x: &[f64], dx: f64, y: &[f64], dy: f64| {
-            let s = dot(x, y) / dx / dy;
+        let (products, with_r) = &self.products;
+        let scaled_dot = |xy: f64, x: &[f64], dx: f64, y: &[f64], dy: f64| {
+            let s = xy / dx / dy;
             if s.is_finite() {
                 s
             } else {
@@ -166,11 +233,11 @@ impl Linearized {
         let mut g = vec![0.0; k];
         for p in 0..k {
             for q in 0..=p {
-                let s = scaled_dot(&columns[p], d[p], &columns[q], d[q]);
+                let s = scaled_dot(products[p * k + q], &columns[p], d[p], &columns[q], d[q]);
                 a[p * k + q] = s;
                 a[q * k + p] = s;
             }
-            g[p] = scaled_dot(&columns[p], d[p], r, 1.0);
+            g[p] = scaled_dot(with_r[p], &columns[p], d[p], r, 1.0);
         }
         (a, g)
     }
@@ -292,6 +359,25 @@ fn fit_region(a: &[f64], g: &[f64], delta: f64, hint: f64) -> Option<(f64, Vec<f
     best.or_else(|| step(a, g, hi).map(|z| (hi, z)))
 }
 
+/// The residuals and Jacobians of a fit's evaluations, kept from one fit
+/// to the next: a population's fits on one thread reuse their memory
+/// (new memory costs the kernel's clearing of its pages).
+#[derive(Default)]
+pub(crate) struct Scratch {
+    r: Vec<f64>,
+    j: Vec<Vec<f64>>,
+    trial: Vec<f64>,
+    trial_j: Vec<Vec<f64>>,
+}
+
+/// `k` columns of `n` rows (their values whatever they were).
+pub(crate) fn columns_of(c: &mut Vec<Vec<f64>>, k: usize, n: usize) {
+    c.resize_with(k, Vec::new);
+    for c in c {
+        c.resize(n, 0.0);
+    }
+}
+
 /// Fits `theta0` to lower the residuals' sum of squares, in at most
 /// `max_iter` steps.
 pub(crate) fn minimize<R: Residuals>(
@@ -299,13 +385,23 @@ pub(crate) fn minimize<R: Residuals>(
     theta0: Vec<f64>,
     n_rows: usize,
     max_iter: usize,
+    scratch: &mut Scratch,
 ) -> Result<Outcome, R::Error> {
     let k = theta0.len();
     let mut theta = theta0;
-    let mut r = vec![0.0; n_rows];
-    let mut j = vec![vec![0.0; n_rows]; k];
-    problem.jacobian(&theta, &mut r, &mut j)?;
-    let mut cost = sum_of_squares(&r);
+    let Scratch {
+        r,
+        j,
+        trial,
+        trial_j,
+    } = scratch;
+    for v in [&mut *r, &mut *trial] {
+        v.resize(n_rows, 0.0);
+    }
+    columns_of(j, k, n_rows);
+    columns_of(trial_j, k, n_rows);
+    problem.jacobian(&theta, r, j)?;
+    let mut cost = sum_of_squares(r);
     let give_up = |theta: Vec<f64>, cost: f64, why: &str| Outcome {
         theta,
         cost,
@@ -327,7 +423,7 @@ pub(crate) fn minimize<R: Residuals>(
             failure: None,
         });
     }
-    let lin = Linearized::new(&j, &r);
+    let lin = Linearized::new(j, r);
     if lin.norms.iter().all(|&n| n == 0.0) {
         let why = if lin.usable_rows == 0 {
             "its Jacobian is NaN or infinite at its initial constants"
@@ -342,15 +438,13 @@ pub(crate) fn minimize<R: Residuals>(
         .iter()
         .map(|&n| if n == 0.0 { 1.0 } else { n })
         .collect();
-    let (mut a, mut g) = lin.normal_equations(&j, &r, &d);
+    let (mut a, mut g) = lin.normal_equations(j, r, &d);
     let scaled_theta = |d: &[f64], theta: &[f64]| norm(d.iter().zip(theta).map(|(d, t)| d * t));
     let mut delta = FACTOR * scaled_theta(&d, &theta);
     if delta == 0.0 || !delta.is_finite() {
         delta = FACTOR;
     }
     let mut lambda = 0.0;
-    let mut trial = vec![0.0; n_rows];
-    let mut trial_j = vec![vec![0.0; n_rows]; k];
     let mut iterations = 0;
     let mut first = true;
     'outer: while iterations < max_iter {
@@ -385,8 +479,8 @@ pub(crate) fn minimize<R: Residuals>(
             }
             let next: Vec<f64> = (0..k).map(|p| theta[p] + z[p] / d[p]).collect();
             iterations += 1;
-            problem.jacobian(&next, &mut trial, &mut trial_j)?;
-            let cost_next = sum_of_squares(&trial);
+            problem.jacobian(&next, trial, trial_j)?;
+            let cost_next = sum_of_squares(trial);
             // MINPACK's reductions, relative to the cost: the actual one, and
             // the one the linear model predicts (‖J δ‖² is zᵀ Ã z).
             let actual = if cost_next.is_finite() && cost_next < 100.0 * cost {
@@ -423,15 +517,15 @@ pub(crate) fn minimize<R: Residuals>(
             }
             let taken = ratio >= 1e-4;
             if taken {
-                std::mem::swap(&mut r, &mut trial);
-                std::mem::swap(&mut j, &mut trial_j);
+                std::mem::swap(r, trial);
+                std::mem::swap(j, trial_j);
                 theta = next;
                 cost = cost_next;
-                let lin = Linearized::new(&j, &r);
+                let lin = Linearized::new(j, r);
                 for (d, n) in d.iter_mut().zip(&lin.norms) {
                     *d = d.max(*n);
                 }
-                (a, g) = lin.normal_equations(&j, &r, &d);
+                (a, g) = lin.normal_equations(j, r, &d);
             }
             let converged = (actual.abs() <= TOL && predicted <= TOL && 0.5 * ratio <= 1.0)
                 || delta <= TOL * scaled_theta(&d, &theta)
@@ -475,7 +569,14 @@ mod tests {
 
     #[test]
     fn rosenbrock_from_minpacks_start() {
-        let out = minimize(&mut Rosenbrock, vec![-1.2, 1.0], 2, 100).unwrap();
+        let out = minimize(
+            &mut Rosenbrock,
+            vec![-1.2, 1.0],
+            2,
+            100,
+            &mut Scratch::default(),
+        )
+        .unwrap();
         assert!(
             (out.theta[0] - 1.0).abs() < 1e-10 && (out.theta[1] - 1.0).abs() < 1e-10,
             "{out:?}"

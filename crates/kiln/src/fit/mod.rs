@@ -221,18 +221,24 @@ fn rewrite(expr: &str, parameters: &[Parameter], constants: &[f64]) -> String {
 }
 
 impl Model {
-    /// The hoisted columns over `variables` (none without an invariant
-    /// program).
-    fn hoisted(&self, variables: &[&[f64]], rows: usize) -> Result<Vec<Vec<f64>>, MemberError> {
+    /// The hoisted columns over `variables` into `columns` (none without
+    /// an invariant program).
+    fn hoisted(
+        &self,
+        variables: &[&[f64]],
+        rows: usize,
+        columns: &mut Vec<Vec<f64>>,
+    ) -> Result<(), MemberError> {
         let Some((program, reads, count)) = &self.invariant else {
-            return Ok(Vec::new());
+            columns.clear();
+            return Ok(());
         };
         let inputs: Vec<ArrayRef<'_>> =
             reads.iter().map(|&v| ArrayRef::F64(variables[v])).collect();
-        let mut columns = vec![vec![0.0; rows]; *count];
+        lm::columns_of(columns, *count, rows);
         let mut rooms: Vec<ArrayMut<'_>> = columns.iter_mut().map(|c| ArrayMut::F64(c)).collect();
         program.run_arrays(&inputs, &mut rooms)?;
-        Ok(columns)
+        Ok(())
     }
 
     /// Runs the program at `theta` over `columns` (the variables, then the
@@ -302,9 +308,10 @@ fn fit_model(
     columns: &[&[f64]],
     target: &[f64],
     max_iter: usize,
+    (scratch, hoisted): &mut (lm::Scratch, Vec<Vec<f64>>),
 ) -> Result<lm::Outcome, MemberError> {
     let n = target.len();
-    let hoisted = model.hoisted(columns, n)?;
+    model.hoisted(columns, n, hoisted)?;
     let columns: Vec<&[f64]> = columns
         .iter()
         .copied()
@@ -316,8 +323,11 @@ fn fit_model(
         target,
     };
     let theta = model.parameters.iter().map(|p| p.value).collect();
-    lm::minimize(&mut problem, theta, n, max_iter)
+    lm::minimize(&mut problem, theta, n, max_iter, scratch)
 }
+
+/// Expressions compiled together (one module on the JIT tiers).
+const BATCH: usize = 64;
 
 impl FitOptions {
     fn threads(&self) -> usize {
@@ -443,12 +453,19 @@ fn fit_all<S: AsRef<str> + Sync>(
             .chunks(chunk)
             .map(|part| {
                 s.spawn(move || {
-                    let models = compile_models(part, variables, engine, compile, hoist);
-                    part.iter()
-                        .zip(models)
+                    let mut scratch = (lm::Scratch::default(), Vec::new());
+                    // Compiled a batch at a time, so that each batch's
+                    // programs reuse the memory of the one before.
+                    part.chunks(BATCH)
+                        .flat_map(|batch| {
+                            batch
+                                .iter()
+                                .zip(compile_models(batch, variables, engine, compile, hoist))
+                        })
                         .map(|(expr, model)| {
                             let model = model?;
-                            let out = fit_model(&model, columns, target, options.max_iter)?;
+                            let out =
+                                fit_model(&model, columns, target, options.max_iter, &mut scratch)?;
                             let initial = model.parameters.iter().map(|p| p.value).collect();
                             let n = target.len();
                             Ok(Fitted {
