@@ -175,6 +175,29 @@ fn math_routines_in_blocks() {
     }
 }
 
+/// A sine and a cosine of one value run as one routine (`sincos`), in
+/// blocks and row by row (a loop with reductions), either first, on both
+/// dtypes: each the bits of its own routine, which the interpreter's are.
+#[test]
+fn sines_and_cosines_of_one_value() {
+    for ty in ["float", "float32"] {
+        let src = format!(
+            "def f(x: {ty}[n], y: {ty}[n]):
+    return cos(x * y) * exp(y) + sin(x * y), sin(x) - cos(x), sum(cos(y)) + sum(sin(y))"
+        );
+        let graph = verified(&src, Format::Py);
+        for n in lengths() {
+            let column = |seed| match ty {
+                "float" => Data::Column(Buffer::F64(floats(n, seed))),
+                _ => Data::Column(Buffer::F32(
+                    floats(n, seed).iter().map(|&v| v as f32).collect(),
+                )),
+            };
+            agree(&graph, &[column(8), column(9)], &format!("{src}, {n} rows"));
+        }
+    }
+}
+
 #[test]
 fn filters_reductions_and_division_errors() {
     // Filters alone run in blocks (each row's index kept in row order);

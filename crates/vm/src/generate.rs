@@ -42,6 +42,14 @@ fn float(dtype: DType) -> (&'static str, &'static str) {
     }
 }
 
+/// Whether `kernel` calls its `libm` function for rare rows.
+fn has_fallbacks(kernel: &Kernel) -> bool {
+    kernel
+        .body
+        .iter()
+        .any(|s| matches!(s, Stmt::Let(_, Expr::Fallback { .. })))
+}
+
 /// One routine: `fn name<const EXACT: bool>(x[, y]) -> (result, rare)`.
 fn routine(name: &str, kernel: &Kernel, tables: &mut Vec<&'static Table>, out: &mut String) {
     let args: Vec<&str> = ["x", "y"]
@@ -54,10 +62,7 @@ fn routine(name: &str, kernel: &Kernel, tables: &mut Vec<&'static Table>, out: &
                 .count(),
         )
         .collect();
-    let fallbacks = kernel
-        .body
-        .iter()
-        .any(|s| matches!(s, Stmt::Let(_, Expr::Fallback { .. })));
+    let fallbacks = has_fallbacks(kernel);
     let params: Vec<String> = args.iter().map(|a| format!("{a}: u64")).collect();
     writeln!(out, "#[inline(always)]").unwrap();
     writeln!(
@@ -69,8 +74,81 @@ fn routine(name: &str, kernel: &Kernel, tables: &mut Vec<&'static Table>, out: &
     if fallbacks {
         writeln!(out, "    let mut rare = 0;").unwrap();
     }
+    let result = statements(name, kernel, &kernel.body, &args, &reg, tables, out);
+    let result = result.unwrap_or_else(|| panic!("{name}: no result"));
+    let rare = if fallbacks { "rare" } else { "0" };
+    writeln!(out, "    ({}, {rare})\n}}\n", reg(result)).unwrap();
+}
+
+/// `sincos_{dtype}`: `sin` and `cos` of one argument, `(sin, cos, rare)`.
+/// Their expansions are one argument reduction and two polynomials, told
+/// apart only by the last selections: the statements both kernels begin
+/// with are written once, then each kernel's rest (the cosine's registers
+/// renamed `c…`), so each result is its routine's, bit for bit.
+fn sincos(dtype: DType, tables: &mut Vec<&'static Table>, out: &mut String) {
+    let name = format!("sincos_{dtype}");
+    let kernel = |op| math_kernel(MathFn::Unary(op), dtype).expect("sin and cos expand");
+    let (sin, cos) = (kernel(UnaryOp::Sin), kernel(UnaryOp::Cos));
+    let common = sin
+        .body
+        .iter()
+        .zip(&cos.body)
+        .take_while(|(a, b)| a == b)
+        .count();
+    assert!(common > 0, "{name}: sin and cos share their reduction");
+    let shared = |r: Reg| {
+        sin.body[..common]
+            .iter()
+            .any(|s| matches!(s, Stmt::Let(d, _) if *d == r))
+    };
+    let cos_name = |r: Reg| {
+        if shared(r) {
+            reg(r)
+        } else {
+            format!("c{}", r.index())
+        }
+    };
+    writeln!(out, "#[inline(always)]").unwrap();
+    writeln!(
+        out,
+        "pub(crate) fn {name}<const EXACT: bool>(x: u64) -> (u64, u64, u64) {{"
+    )
+    .unwrap();
+    let fallbacks = has_fallbacks(&sin) || has_fallbacks(&cos);
+    if fallbacks {
+        writeln!(out, "    let mut rare = 0;").unwrap();
+    }
+    let args = ["x"];
+    statements(&name, &sin, &sin.body[..common], &args, &reg, tables, out);
+    let s = statements(&name, &sin, &sin.body[common..], &args, &reg, tables, out);
+    let c = statements(
+        &name,
+        &cos,
+        &cos.body[common..],
+        &args,
+        &cos_name,
+        tables,
+        out,
+    );
+    let (s, c) = (s.expect("a sine"), c.expect("a cosine"));
+    let rare = if fallbacks { "rare" } else { "0" };
+    writeln!(out, "    ({}, {}, {rare})\n}}\n", reg(s), cos_name(c)).unwrap();
+}
+
+/// Writes `stmts` of `kernel` (a routine's body) as Rust lets, registers
+/// named by `reg`; the register the kernel stores, if `stmts` has its
+/// store.
+fn statements(
+    name: &str,
+    kernel: &Kernel,
+    stmts: &[Stmt],
+    args: &[&str],
+    reg: &dyn Fn(Reg) -> String,
+    tables: &mut Vec<&'static Table>,
+    out: &mut String,
+) -> Option<Reg> {
     let mut result = None;
-    for stmt in &kernel.body {
+    for stmt in stmts {
         let (r, expr) = match stmt {
             Stmt::Let(r, expr) => (*r, expr),
             Stmt::Store(_, None, value) => {
@@ -156,9 +234,7 @@ fn routine(name: &str, kernel: &Kernel, tables: &mut Vec<&'static Table>, out: &
         };
         writeln!(out, "    let {}: u64 = {value};", reg(r)).unwrap();
     }
-    let result = result.unwrap_or_else(|| panic!("{name}: no result"));
-    let rare = if fallbacks { "rare" } else { "0" };
-    writeln!(out, "    ({}, {rare})\n}}\n", reg(result)).unwrap();
+    result
 }
 
 /// The whole of `routines.rs`.
@@ -208,6 +284,9 @@ pub(crate) fn source() -> String {
             }
         }
     }
+    for dtype in [DType::F64, DType::F32] {
+        sincos(dtype, &mut tables, &mut out);
+    }
     // The tables are kiln-kernel's own constants, named after their symbols.
     for table in tables {
         writeln!(
@@ -226,7 +305,13 @@ pub(crate) fn source() -> String {
          Some(match (op, dtype) {{\n{unary}        _ => return None,\n    }})\n}}\n\n\
          /// The loops of the routine computing `op` on `dtype`.\n\
          pub(crate) fn binary(op: BinaryOp, dtype: DType) -> Option<Bins> {{\n    \
-         Some(match (op, dtype) {{\n{binary}        _ => return None,\n    }})\n}}\n"
+         Some(match (op, dtype) {{\n{binary}        _ => return None,\n    }})\n}}\n\n\
+         /// The loop of the routine computing `sin` and `cos` on `dtype`.\n\
+         pub(crate) fn sincos(dtype: DType) -> Option<Un2> {{\n    \
+         Some(match dtype {{\n        \
+         DType::F64 => routine_sincos!(sincos_f64, |a| (of_f64(kiln_ir::math::sin(f64_(a))), of_f64(kiln_ir::math::cos(f64_(a))))),\n        \
+         DType::F32 => routine_sincos!(sincos_f32, |a| (of_f32(kiln_ir::math::sinf(f32_(a))), of_f32(kiln_ir::math::cosf(f32_(a))))),\n        \
+         _ => return None,\n    }})\n}}\n"
     )
     .unwrap();
     out

@@ -15,6 +15,9 @@ use kiln_ir::{BinaryOp, CmpOp, DType, UnaryOp};
 
 /// `dst[i] = f(a[i])` for `i < n`.
 pub(crate) type Un = unsafe fn(*mut u64, *const u64, usize);
+/// `(dst[i], dst2[i]) = f(a[i])` for `i < n`: a function of two results
+/// (`sin` and `cos`), `dst` apart from `dst2`.
+pub(crate) type Un2 = unsafe fn(*mut u64, *mut u64, *const u64, usize);
 /// `dst[i] = f(a[i], b[i])` for `i < n`.
 pub(crate) type Bin = unsafe fn(*mut u64, *const u64, *const u64, usize);
 /// A loop of a ternary lane function, `dst[i] = f(a[i], b[i], c[i])` for
@@ -226,6 +229,50 @@ macro_rules! routine1 {
             routine_loop!(d, x, |&$a| $f::<false>($a), $f::<true>($a).0, $call)
         }
         un_of!(body)
+    }};
+}
+
+/// [`routine1`] of a routine of two results, `(first, second, rare)`
+/// (`sincos`), whose `libm` functions are `call` (a pair), as a [`Un2`].
+macro_rules! routine_sincos {
+    ($f:ident, |$a:ident| $call:expr) => {{
+        #[inline(always)]
+        fn body(d: &mut [u64], e: &mut [u64], x: &[u64]) {
+            if d.len() < $crate::lanes::ROUTINE_MIN_LANES {
+                for ((d, e), &$a) in d.iter_mut().zip(e.iter_mut()).zip(x) {
+                    (*d, *e) = $call;
+                }
+                return;
+            }
+            let mut rare = 0;
+            for ((d, e), &$a) in d.iter_mut().zip(e.iter_mut()).zip(x) {
+                let (first, second, r) = $f::<false>($a);
+                (*d, *e) = (first, second);
+                rare |= r;
+            }
+            if rare != 0 {
+                for ((d, e), &$a) in d.iter_mut().zip(e.iter_mut()).zip(x) {
+                    let (first, second, _) = $f::<true>($a);
+                    (*d, *e) = (first, second);
+                }
+            }
+        }
+        for_each_simd!(base, avx2, avx512, unsafe fn (d: *mut u64, e: *mut u64, x: *const u64, n: usize) {
+            // SAFETY: `Un2`'s contract: `n` lanes at each pointer, `d`, `e`
+            // and `x` apart; each variant only where the CPU has its features.
+            unsafe {
+                body(
+                    $crate::lanes::slice_mut(d, n),
+                    $crate::lanes::slice_mut(e, n),
+                    $crate::lanes::slice(x, n),
+                )
+            }
+        });
+        match $crate::lanes::simd() {
+            $crate::lanes::Simd::Base => base as $crate::lanes::Un2,
+            $crate::lanes::Simd::Avx2 => avx2,
+            $crate::lanes::Simd::Avx512 => avx512,
+        }
     }};
 }
 

@@ -185,6 +185,13 @@ enum Inst {
         f: lanes::Un,
         a: VReg,
     },
+    /// `sin a` into `dst` and `cos a` into `dst2`, by one routine.
+    SinCos {
+        dst: VReg,
+        dst2: VReg,
+        f: lanes::Un2,
+        a: VReg,
+    },
     Bin {
         dst: VReg,
         f: lanes::Bin,
@@ -297,8 +304,79 @@ impl std::fmt::Debug for VmKernel {
     }
 }
 
+/// The loop of the routine computing `sin` and `cos` of one `dtype`
+/// operand together, where the VM computes each by its routine: their
+/// expansions share the argument's reduction (`routines::sincos`).
+fn sincos(dtype: DType) -> Option<lanes::Un2> {
+    let by_routine = |op| lanes::unary(op, dtype).is_none() && routine1(op, dtype).is_some();
+    (by_routine(UnaryOp::Sin) && by_routine(UnaryOp::Cos))
+        .then(|| routines::sincos(dtype))
+        .flatten()
+}
+
+/// Whether `a` and `b` are `sin x` and `cos x` (in either order) of one
+/// `x` that [`sincos`] computes.
+fn sincos_pair(kernel: &Kernel, a: &Stmt, b: &Stmt) -> bool {
+    let (Stmt::Let(ra, Expr::Unary(op_a, xa)), Stmt::Let(_, Expr::Unary(op_b, xb))) = (a, b) else {
+        return false;
+    };
+    let trig = matches!(
+        (op_a, op_b),
+        (UnaryOp::Sin, UnaryOp::Cos) | (UnaryOp::Cos, UnaryOp::Sin)
+    );
+    trig && xa == xb && sincos(kernel.reg_type(*ra)).is_some()
+}
+
+/// `body` with each `cos x` moved up to follow the `sin x` before it (or
+/// each `sin x` to follow its `cos x`), where a body has both, so that the
+/// VM computes the pair by one routine; `None` when nothing moves. Moving
+/// a `let` of a pure function of `x` (defined before either) earlier
+/// changes nothing a kernel does.
+fn pair_sines(kernel: &Kernel, body: &[Stmt]) -> Option<Vec<Stmt>> {
+    let mut moved: Option<Vec<Stmt>> = None;
+    for (i, stmt) in body.iter().enumerate() {
+        if let Stmt::Loop { body: inner, .. } = stmt {
+            if let Some(new) = pair_sines(kernel, inner) {
+                let stmts = moved.get_or_insert_with(|| body.to_vec());
+                if let Stmt::Loop { body, .. } = &mut stmts[i] {
+                    *body = new;
+                }
+            }
+        }
+    }
+    let mut i = 0;
+    while i + 1 < moved.as_deref().unwrap_or(body).len() {
+        let stmts = moved.as_deref().unwrap_or(body);
+        if sincos_pair(kernel, &stmts[i], &stmts[i + 1]) {
+            i += 2;
+            continue;
+        }
+        let partner = (i + 2..stmts.len()).find(|&j| sincos_pair(kernel, &stmts[i], &stmts[j]));
+        if let Some(j) = partner {
+            let stmts = moved.get_or_insert_with(|| body.to_vec());
+            let stmt = stmts.remove(j);
+            stmts.insert(i + 1, stmt);
+            i += 2;
+        } else {
+            i += 1;
+        }
+    }
+    moved
+}
+
 /// Compiles `kernel` for the VM.
 pub fn compile(kernel: &Kernel) -> Result<VmKernel, VmError> {
+    let paired;
+    let kernel = match pair_sines(kernel, &kernel.body) {
+        Some(body) => {
+            paired = Kernel {
+                body,
+                ..kernel.clone()
+            };
+            &paired
+        }
+        None => kernel,
+    };
     let mut live = Liveness {
         pos: 0,
         def: vec![u32::MAX; kernel.regs.len()],
@@ -452,7 +530,12 @@ impl Cx<'_> {
     /// (after its definition took a vreg, so a result never shares its
     /// operands' vregs).
     fn release(&mut self) {
-        for r in std::mem::take(&mut self.frees[self.pos as usize]) {
+        self.release_at(self.pos);
+    }
+
+    /// [`Cx::release`] of the registers last used at `pos`.
+    fn release_at(&mut self, pos: u32) {
+        for r in std::mem::take(&mut self.frees[pos as usize]) {
             if self.const_of[r as usize].is_none() && self.vreg_of[r as usize] != u32::MAX {
                 self.free.push(self.vreg_of[r as usize]);
             }
@@ -469,8 +552,16 @@ impl Cx<'_> {
 
     fn block(&mut self, stmts: &[Stmt]) -> Result<Vec<Node>, VmError> {
         let mut nodes = Vec::with_capacity(stmts.len());
-        for stmt in stmts {
+        let mut stmts = stmts.iter().peekable();
+        while let Some(stmt) = stmts.next() {
             self.pos += 1;
+            if let Some(next) = stmts.peek() {
+                if sincos_pair(self.kernel, stmt, next) {
+                    nodes.push(Node::Inst(self.sincos(stmt, next)));
+                    stmts.next();
+                    continue;
+                }
+            }
             match stmt {
                 Stmt::Let(reg, Expr::Const(c)) => {
                     // Constants of every dtype share a vreg when their
@@ -713,6 +804,28 @@ impl Cx<'_> {
 }
 
 impl Cx<'_> {
+    /// The [`Inst::SinCos`] of a [`sincos_pair`], at the first's position
+    /// (the current one; the second's follows). Both results take their
+    /// vregs before either position releases any, so they never share one.
+    fn sincos(&mut self, first: &Stmt, second: &Stmt) -> Inst {
+        let (Stmt::Let(r1, Expr::Unary(op, x)), Stmt::Let(r2, _)) = (first, second) else {
+            unreachable!("a sincos pair is two lets of unary ops");
+        };
+        let f = sincos(self.kernel.reg_type(*r1)).expect("a sincos pair's routine");
+        let a = self.vreg(*x);
+        let d1 = self.define(*r1);
+        self.pos += 1;
+        let d2 = self.define(*r2);
+        self.release_at(self.pos - 1);
+        self.release();
+        let (dst, dst2) = if *op == UnaryOp::Sin {
+            (d1, d2)
+        } else {
+            (d2, d1)
+        };
+        Inst::SinCos { dst, dst2, f, a }
+    }
+
     /// A binary op's instruction: a constant operand (the second, or the
     /// first when the second is not one) is passed as `k`.
     fn binary(&self, f: lanes::Bins, a: Reg, b: Reg) -> Inst {
@@ -755,6 +868,7 @@ fn with_dst(mut inst: Inst, vreg: VReg) -> Inst {
         | Inst::Call { dst, .. }
         | Inst::Table { dst, .. }
         | Inst::Fallback { dst, .. } => *dst = vreg,
+        Inst::SinCos { .. } => unreachable!("a sine and cosine's vregs are set where it is made"),
     }
     inst
 }
@@ -1043,6 +1157,11 @@ impl Run<'_> {
             // SAFETY: slots are `w >= n` lanes inside `lanes`, and a
             // result's vreg is never an operand's (`Cx::release`).
             Inst::Un { dst, f, a } => unsafe { f(p.add(lane(dst)), p.add(lane(a)), n) },
+            // SAFETY: as above, and the two results' vregs differ (both
+            // are defined before anything is released: `Cx::block`).
+            Inst::SinCos { dst, dst2, f, a } => unsafe {
+                f(p.add(lane(dst)), p.add(lane(dst2)), p.add(lane(a)), n)
+            },
             // SAFETY: as above.
             Inst::Bin { dst, f, a, b } => unsafe {
                 f(p.add(lane(dst)), p.add(lane(a)), p.add(lane(b)), n)
@@ -1185,5 +1304,39 @@ mod tests {
         text.push_str("output \"y\" = v199\n");
         let chain = compile(&kernel(&text)).unwrap();
         assert!(chain.vregs <= 4, "{} vregs", chain.vregs);
+    }
+
+    /// The `sincos` instructions of a compiled kernel, in any loop.
+    fn sincos_count(nodes: &[Node]) -> usize {
+        nodes
+            .iter()
+            .map(|n| match n {
+                Node::Inst(Inst::SinCos { dst, dst2, .. }) => {
+                    assert_ne!(dst, dst2, "a sine and a cosine share a vreg");
+                    1
+                }
+                Node::Loop(l) => sincos_count(&l.body),
+                _ => 0,
+            })
+            .sum()
+    }
+
+    #[test]
+    fn a_sine_and_a_cosine_of_one_value_are_one_routine() {
+        // cos before sin, other ops between: each pair is one instruction;
+        // a sine of a value without a cosine is not paired.
+        for dtype in ["f64", "f32"] {
+            let text = format!(
+                "graph \"g\"\nv0: {dtype}[n] = input \"x\"\nv1: {dtype}[n] = cos v0\n\
+                 v2: {dtype}[n] = exp v0\nv3: {dtype}[n] = sin v2\nv4: {dtype}[n] = sin v0\n\
+                 v5: {dtype}[n] = mul v1, v4\nv6: {dtype}[n] = cos v5\nv7: {dtype}[n] = sin v5\n\
+                 v8: {dtype}[n] = sin v3\nv9: {dtype}[n] = cos v3\n\
+                 output \"a\" = v6\noutput \"b\" = v7\noutput \"c\" = v8\noutput \"d\" = v9\n"
+            );
+            let vm = compile(&kernel(&text)).unwrap();
+            // (cos v0, sin v0), (cos v5, sin v5), (sin v3, cos v3); v2's
+            // sine (v3) has no cosine of v2.
+            assert_eq!(sincos_count(&vm.body), 3, "{dtype}");
+        }
     }
 }
