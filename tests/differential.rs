@@ -60,6 +60,29 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: (cases() / 4).max(100), failure_persistence: None, max_shrink_iters: 2000, ..ProptestConfig::default() })]
+
+    /// A graph split at the values that do not depend on its scalar inputs
+    /// (`kiln::ir::hoist`, a fit's hoisted columns): the rest, given the
+    /// hoisted values, computes the whole graph's outputs, and every engine
+    /// runs it with the interpreter's bits.
+    #[test]
+    fn hoisted_graphs_compute_the_whole(bytes in prop::collection::vec(any::<u8>(), 16..1024)) {
+        let mut u = Unstructured::new(&bytes);
+        let Ok(case) = kiln_fuzzgen::generate(&mut u, 24) else { return Ok(()) };
+        let Some((rest, whole)) = kiln_fuzzgen::hoisted(&case) else { return Ok(()) };
+        let verified = kiln::verify(rest.graph.clone()).expect("the rest verifies");
+        let got = kiln::interp::run(&verified, &rest.inputs).expect("the rest runs");
+        for (k, (a, b)) in whole.iter().zip(&got).enumerate() {
+            prop_assert!(a.same_data(b), "output {k}: whole {a}, rest {b}\n{}", kiln::ir::text::print(&case.graph));
+        }
+        if let Err(report) = kiln_fuzzgen::differential(&rest) {
+            prop_assert!(false, "{}", report);
+        }
+    }
+}
+
 /// Derivatives are taken of a good share of the generated graphs: the
 /// test above is not vacuous.
 #[test]
@@ -82,6 +105,16 @@ fn the_generator_gives_graphs_to_differentiate() {
     assert!(
         jacobians * 20 >= cases.len(),
         "{jacobians} Jacobians of {} cases",
+        cases.len()
+    );
+    // And a good share hoist something.
+    let hoisted = cases
+        .iter()
+        .filter(|c| kiln_fuzzgen::hoisted(c).is_some())
+        .count();
+    assert!(
+        hoisted * 4 >= cases.len(),
+        "{hoisted} hoisted of {} cases",
         cases.len()
     );
     // Pools, grouped convolutions, gathers and index_adds are among the

@@ -941,6 +941,71 @@ pub fn derivative(case: &Case, jacobian: bool) -> Option<Case> {
     })
 }
 
+/// `case` split by [`kiln::ir::hoist::hoist`] at the values that do not
+/// depend on its scalar inputs (a fit's constants; its first input where
+/// it has no scalar one): the rest of the graph, with inputs for the
+/// hoisted values that the interpreter computes from the invariant part,
+/// and the whole graph's outputs on the interpreter, which the rest's must
+/// equal bit for bit. `None` where nothing is hoisted or the whole graph
+/// fails on the interpreter (errors are the differential test's).
+pub fn hoisted(case: &Case) -> Option<(Case, Vec<Data>)> {
+    let verified = kiln::verify(case.graph.clone()).ok()?;
+    let g = verified.graph();
+    let scalar = |v| g.ty(v).as_tensor().is_some_and(|t| t.is_scalar());
+    let mut varying: Vec<&str> = g
+        .inputs()
+        .iter()
+        .filter(|i| scalar(i.value))
+        .map(|i| i.name.as_str())
+        .collect();
+    if varying.is_empty() {
+        varying.push(g.inputs().first()?.name.as_str());
+    }
+    let split = kiln::ir::hoist::hoist(g, &varying, |ty| matches!(ty, Type::Tensor(_)))?;
+    let whole = kiln::interp::run(&verified, &case.inputs).ok()?;
+    let given = |name: &str| {
+        g.inputs()
+            .iter()
+            .position(|i| i.name == name)
+            .map(|k| case.inputs[k].clone())
+    };
+    let invariant = kiln::verify(split.invariant).ok()?;
+    // Computed once for every value of the varying inputs: it cannot read one.
+    for input in invariant.graph().inputs() {
+        assert!(
+            !varying.contains(&input.name.as_str()),
+            "the hoisted part reads `{}`, which varies",
+            input.name
+        );
+    }
+    let reads: Vec<Data> = invariant
+        .graph()
+        .inputs()
+        .iter()
+        .map(|i| given(&i.name))
+        .collect::<Option<_>>()?;
+    let values = kiln::interp::run(&invariant, &reads).ok()?;
+    let outputs = invariant.graph().outputs();
+    let inputs = split
+        .rest
+        .inputs()
+        .iter()
+        .map(|i| {
+            given(&i.name).or_else(|| {
+                let k = outputs.iter().position(|o| o.name == i.name)?;
+                Some(values[k].clone())
+            })
+        })
+        .collect::<Option<_>>()?;
+    Some((
+        Case {
+            graph: split.rest,
+            inputs,
+        },
+        whole,
+    ))
+}
+
 /// A random valid graph with up to `max_ops` operations, and inputs for it.
 pub fn generate(u: &mut Unstructured, max_ops: usize) -> Result<Case> {
     generate_with(u, max_ops, false)
