@@ -331,7 +331,8 @@ fn sincos_pair(kernel: &Kernel, a: &Stmt, b: &Stmt) -> bool {
 /// each `sin x` to follow its `cos x`), where a body has both, so that the
 /// VM computes the pair by one routine; `None` when nothing moves. Moving
 /// a `let` of a pure function of `x` (defined before either) earlier
-/// changes nothing a kernel does.
+/// changes nothing a kernel does. One sweep to find the pairs, one to
+/// place them (a population's kernel has hundreds of statements).
 fn pair_sines(kernel: &Kernel, body: &[Stmt]) -> Option<Vec<Stmt>> {
     let mut moved: Option<Vec<Stmt>> = None;
     for (i, stmt) in body.iter().enumerate() {
@@ -344,24 +345,39 @@ fn pair_sines(kernel: &Kernel, body: &[Stmt]) -> Option<Vec<Stmt>> {
             }
         }
     }
-    let mut i = 0;
-    while i + 1 < moved.as_deref().unwrap_or(body).len() {
-        let stmts = moved.as_deref().unwrap_or(body);
-        if sincos_pair(kernel, &stmts[i], &stmts[i + 1]) {
-            i += 2;
-            continue;
-        }
-        let partner = (i + 2..stmts.len()).find(|&j| sincos_pair(kernel, &stmts[i], &stmts[j]));
-        if let Some(j) = partner {
-            let stmts = moved.get_or_insert_with(|| body.to_vec());
-            let stmt = stmts.remove(j);
-            stmts.insert(i + 1, stmt);
-            i += 2;
-        } else {
-            i += 1;
+    let stmts = moved.as_deref().unwrap_or(body);
+    // The first sine and the first cosine of each operand.
+    let mut trig: HashMap<Reg, [Option<usize>; 2]> = HashMap::new();
+    for (i, stmt) in stmts.iter().enumerate() {
+        if let Stmt::Let(r, Expr::Unary(op @ (UnaryOp::Sin | UnaryOp::Cos), x)) = stmt {
+            if sincos(kernel.reg_type(*r)).is_some() {
+                let at = &mut trig.entry(*x).or_default()[usize::from(*op == UnaryOp::Cos)];
+                at.get_or_insert(i);
+            }
         }
     }
-    moved
+    // Each pair's second statement, by its first's position.
+    let mut partner: HashMap<usize, usize> = HashMap::new();
+    for [sin, cos] in trig.into_values() {
+        if let (Some(a), Some(b)) = (sin, cos) {
+            partner.insert(a.min(b), a.max(b));
+        }
+    }
+    if partner.iter().all(|(&first, &second)| second == first + 1) {
+        return moved;
+    }
+    let seconds: std::collections::HashSet<usize> = partner.values().copied().collect();
+    let mut out = Vec::with_capacity(stmts.len());
+    for (i, stmt) in stmts.iter().enumerate() {
+        if seconds.contains(&i) {
+            continue;
+        }
+        out.push(stmt.clone());
+        if let Some(&j) = partner.get(&i) {
+            out.push(stmts[j].clone());
+        }
+    }
+    Some(out)
 }
 
 /// Compiles `kernel` for the VM.
