@@ -2,8 +2,8 @@
 //! parameters (`kiln_frontend::py::parse_parameters`), forward mode gives the
 //! Jacobian of every row with respect to them (`kiln_ir::grad::jacobian`),
 //! and Levenberg–Marquardt moves them to lower the squared error against a
-//! target. The value and Jacobian graphs compile on any tier (one module
-//! per thread for a population), and every tier gives the same bits, so the
+//! target. The value and Jacobian graphs compile on any tier ([`BATCH`]
+//! expressions a module), and every tier gives the same bits, so the
 //! fitted constants are the same on every tier too.
 //!
 //! The algorithm is MINPACK's `lmder`, the one scipy's
@@ -132,31 +132,14 @@ fn graphs(expr: &str, variables: &[String], hoist: bool) -> Result<Graphs, Membe
             "a fitted expression has one float64 result, a column or a constant".to_string(),
         ));
     }
-    for input in g.inputs() {
-        if !input.name.starts_with('$') {
-            variable(variables, &input.name)?;
-        }
-    }
     let names: Vec<String> = (0..parameters.len()).map(|k| format!("${k}")).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    if names.is_empty() {
-        let inputs = g
-            .inputs()
-            .iter()
-            .map(|i| variable(variables, &i.name).map(Slot::Column))
-            .collect::<Result<_, _>>()?;
-        return Ok(Graphs {
-            jacobian: graph,
-            inputs,
-            parameters,
-            invariant: None,
-        });
-    }
     let column = |ty: &Type| matches!(ty, Type::Tensor(t) if t.dtype == kiln_ir::DType::F64 && t.shape.len() == 1);
-    let (graph, invariant) = match hoist
+    // Without parameters nothing varies: the graph is its values alone.
+    let split = (hoist && !names.is_empty())
         .then(|| kiln_ir::hoist::hoist(g, &names, column))
-        .flatten()
-    {
+        .flatten();
+    let (graph, invariant) = match split {
         None => (graph, None),
         Some(split) => {
             let reads = split
@@ -189,8 +172,12 @@ fn graphs(expr: &str, variables: &[String], hoist: bool) -> Result<Graphs, Membe
             },
         });
     }
-    let jacobian = kiln_ir::grad::jacobian(&graph, &names).map_err(|e| compile_error(&e))?;
-    let jacobian = crate::verify(jacobian).map_err(|e| compile_error(&e))?;
+    let jacobian = if names.is_empty() {
+        graph
+    } else {
+        let j = kiln_ir::grad::jacobian(&graph, &names).map_err(|e| compile_error(&e))?;
+        crate::verify(j).map_err(|e| compile_error(&e))?
+    };
     Ok(Graphs {
         jacobian,
         inputs,
