@@ -117,6 +117,34 @@ fn the_generator_gives_graphs_to_differentiate() {
         "{hoisted} hoisted of {} cases",
         cases.len()
     );
+    // A `sin x` beside a `cos x` (the generator's pairs, and the
+    // derivatives of either), which the VM runs as one routine (`sincos`):
+    // the cases, their gradients and their Jacobians reach it.
+    let sincos = cases
+        .iter()
+        .flat_map(|c| {
+            [
+                Some(c.clone()),
+                kiln_fuzzgen::derivative(c, false),
+                kiln_fuzzgen::derivative(c, true),
+            ]
+        })
+        .flatten()
+        .filter(|d| {
+            let of = |op| {
+                d.graph
+                    .nodes()
+                    .filter(move |(_, n)| n.op == kiln::ir::Op::Unary(op))
+                    .map(|(_, n)| n.args[0])
+            };
+            let sines: Vec<_> = of(kiln::ir::UnaryOp::Sin).collect();
+            of(kiln::ir::UnaryOp::Cos).any(|x| sines.contains(&x))
+        })
+        .count();
+    assert!(
+        sincos >= 20,
+        "{sincos} graphs with a sine and a cosine of one value"
+    );
     // Pools, grouped convolutions, gathers and index_adds are among the
     // ops the window mode's gradients reach, and pools among those its
     // Jacobians (forward mode) reach.

@@ -771,6 +771,20 @@ impl Gen<'_, '_> {
                     return Ok(());
                 }
                 let op = *self.u.choose(&ops)?;
+                // Half the time a sine's cosine too (or a cosine's sine):
+                // the pair the VM runs as one routine (`sincos`).
+                let partner = match op {
+                    UnaryOp::Sin => Some(UnaryOp::Cos),
+                    UnaryOp::Cos => Some(UnaryOp::Sin),
+                    _ => None,
+                };
+                if let Some(partner) = partner {
+                    if self.u.ratio(1u8, 2u8)? {
+                        if let Ok(v) = self.b.unary(partner, a) {
+                            self.pool.push(v);
+                        }
+                    }
+                }
                 self.b.unary(op, a)
             }
             2..=4 => {
