@@ -19,12 +19,19 @@
 //!   threads did not survive the fork). It runs one stage at a time: a
 //!   caller that finds it busy with another thread's stage runs its chunks
 //!   itself, so threads are never oversubscribed and work is never nested.
+//! - **Or the host's.** A host with an OpenMP runtime of its own (PyTorch's
+//!   eager kernels run on libgomp's threads) can hand a call its
+//!   `GOMP_parallel` ([`with_team`]): the stages then run on the host's
+//!   threads, as Inductor's generated `#pragma omp parallel` loops do, and
+//!   no second pool spins beside them for the same cores.
 
 use crate::abi::CompiledKernel;
 use crate::pool::Pool;
 use crate::stages::Chunking;
 use std::cell::Cell;
-use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
+use std::ffi::{c_uint, c_void};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// The work below which a thread is not worth waking, per thread: a stage
@@ -32,27 +39,40 @@ use std::sync::{Arc, Mutex, OnceLock};
 pub const DEFAULT_GRAIN: u64 = 1 << 16;
 
 /// The ways kiln's tests run every kernel, by name: at 1, 2, 3 and 7
-/// threads (3 and 7 put chunk edges in the middle of vectors and tiles),
-/// then with 7 chunks run last first on the calling thread
-/// ([`with_chunks_reversed`]). With a grain of 0 every loop is cut.
-pub const TESTED: [(&str, usize, bool); 5] = [
-    ("1 thread", 1, false),
-    ("2 threads", 2, false),
-    ("3 threads", 3, false),
-    ("7 threads", 7, false),
-    ("7 chunks last first", 7, true),
+/// threads on kiln's pool (3 and 7 put chunk edges in the middle of vectors
+/// and tiles), with 7 chunks run last first on the calling thread
+/// ([`with_chunks_reversed`]), and at 7 threads on a team behind OpenMP's
+/// interface ([`with_team`]). With a grain of 0 every loop is cut.
+pub const TESTED: [(&str, usize, Runner); 6] = [
+    ("1 thread", 1, Runner::Pool),
+    ("2 threads", 2, Runner::Pool),
+    ("3 threads", 3, Runner::Pool),
+    ("7 threads", 7, Runner::Pool),
+    ("7 chunks last first", 7, Runner::LastFirst),
+    ("7 threads on an OpenMP team", 7, Runner::Team),
 ];
+
+/// What runs a tested mode's chunks ([`TESTED`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Runner {
+    /// kiln's pool.
+    Pool,
+    /// The calling thread, the last chunk first.
+    LastFirst,
+    /// Threads behind OpenMP's `GOMP_parallel` interface.
+    Team,
+}
 
 /// `run` in each mode of [`TESTED`], in order: each mode's name and what
 /// `run` returned there.
 pub fn in_tested_modes<R>(run: impl Fn() -> R) -> impl Iterator<Item = (&'static str, R)> {
-    TESTED.into_iter().map(move |(name, threads, reversed)| {
-        let got = with_num_threads(threads, || {
-            if reversed {
-                with_chunks_reversed(&run)
-            } else {
-                run()
-            }
+    TESTED.into_iter().map(move |(name, threads, runner)| {
+        let got = with_num_threads(threads, || match runner {
+            Runner::Pool => run(),
+            Runner::LastFirst => with_chunks_reversed(&run),
+            // SAFETY: `scoped_team` runs `member(data)` on the threads it
+            // is asked for and returns when all have.
+            Runner::Team => unsafe { with_team(Some(scoped_team), &run) },
         });
         (name, got)
     })
@@ -70,6 +90,7 @@ static GRAIN: AtomicU64 = AtomicU64::new(DEFAULT_GRAIN);
 thread_local! {
     static OVERRIDE: Cell<usize> = const { Cell::new(0) };
     static REVERSED: Cell<bool> = const { Cell::new(false) };
+    static TEAM: Cell<Option<GompParallel>> = const { Cell::new(None) };
     /// The calling thread's rooms for chunks' temporaries, kept between
     /// calls ([`chunked`]).
     static ROOMS: Cell<Vec<Line>> = const { Cell::new(Vec::new()) };
@@ -161,6 +182,16 @@ pub fn chunked_runs() -> u64 {
     CHUNKED.load(Ordering::Relaxed)
 }
 
+/// How many workers kiln's pool has in this process (0 before a stage
+/// first ran on it): a figure for tests.
+pub fn pool_workers() -> usize {
+    let pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+    match &*pool {
+        Some((pid, pool)) if *pid == std::process::id() => pool.workers(),
+        _ => 0,
+    }
+}
+
 /// The process's pool and the process it was made in.
 static POOL: Mutex<Option<(u32, Arc<Pool>)>> = Mutex::new(None);
 
@@ -180,6 +211,115 @@ fn pool(workers: usize) -> Option<Arc<Pool>> {
     let built = Arc::new(Pool::new(workers)?);
     *pool = Some((pid, built.clone()));
     Some(built)
+}
+
+/// OpenMP's `GOMP_parallel(fn, data, num_threads, flags)`: runs `fn(data)`
+/// on every thread of a team of `num_threads` (the caller's among them)
+/// and returns when all have. libgomp defines it, and LLVM's and Intel's
+/// OpenMP runtimes define it for code GCC compiled.
+pub type GompParallel = unsafe extern "C" fn(
+    member: unsafe extern "C" fn(*mut c_void),
+    data: *mut c_void,
+    num_threads: c_uint,
+    flags: c_uint,
+);
+
+/// Runs `f` with the stages that kernels called from this thread cut in
+/// chunks running on `team`'s threads (`None`: kiln's own pool), then
+/// restores what was set before, also when `f` panics.
+///
+/// # Safety
+/// `team`, if any, must be an OpenMP runtime's `GOMP_parallel` (or behave
+/// as one: run `member(data)` on `num_threads` threads, the caller's among
+/// them, and return when all have), loaded for as long as `f` runs.
+pub unsafe fn with_team<R>(team: Option<GompParallel>, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<GompParallel>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            // SAFETY: what was set before, under its own setter's contract.
+            unsafe { swap_team(self.0) };
+        }
+    }
+    // SAFETY: the caller's contract.
+    let _restore = Restore(unsafe { swap_team(team) });
+    f()
+}
+
+/// Sets this thread's team ([`with_team`]) and returns the one it
+/// replaces: for callers that cannot pass a closure (the torch backend
+/// shares eager torch's OpenMP threads call by call).
+///
+/// # Safety
+/// As for [`with_team`], for as long as it stays set.
+pub unsafe fn swap_team(team: Option<GompParallel>) -> Option<GompParallel> {
+    TEAM.with(|t| t.replace(team))
+}
+
+/// A team of scoped threads behind OpenMP's interface, for tests: the
+/// calling thread and `num_threads - 1` threads made for the call.
+unsafe extern "C" fn scoped_team(
+    member: unsafe extern "C" fn(*mut c_void),
+    data: *mut c_void,
+    num_threads: c_uint,
+    _flags: c_uint,
+) {
+    let data = data as usize;
+    std::thread::scope(|s| {
+        for _ in 1..num_threads {
+            // SAFETY: `with_team`'s contract for `member(data)`, which the
+            // scope outlives.
+            s.spawn(move || unsafe { member(data as *mut c_void) });
+        }
+        // SAFETY: as above.
+        unsafe { member(data as *mut c_void) };
+    });
+}
+
+/// One OpenMP team's work: chunks claimed in turn, as the pool's workers
+/// claim them.
+struct Team<'a> {
+    run: &'a (dyn Fn(usize) + Sync),
+    parts: usize,
+    next: AtomicUsize,
+    panicked: AtomicBool,
+}
+
+/// What each thread of an OpenMP team runs: chunks until none is left. A
+/// panic must not unwind into the runtime's C frames: it is caught and
+/// raised again on the calling thread.
+unsafe extern "C" fn member(data: *mut c_void) {
+    // SAFETY: `data` is the `Team` that `on_team` keeps alive until
+    // `GOMP_parallel` returns, which is after every member has.
+    let team = unsafe { &*(data as *const Team<'_>) };
+    loop {
+        let j = team.next.fetch_add(1, Ordering::Relaxed);
+        if j >= team.parts {
+            return;
+        }
+        if catch_unwind(AssertUnwindSafe(|| (team.run)(j))).is_err() {
+            team.panicked.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Runs `run(j)` for every `j` in `0..parts` on a team of `parts` OpenMP
+/// threads.
+fn on_team(parallel: GompParallel, parts: usize, run: &(dyn Fn(usize) + Sync)) {
+    let team = Team {
+        run,
+        parts,
+        next: AtomicUsize::new(0),
+        panicked: AtomicBool::new(false),
+    };
+    let threads = c_uint::try_from(parts).unwrap_or(c_uint::MAX);
+    // SAFETY: `with_team`'s contract makes `parallel` OpenMP's entry
+    // point, which returns after every member has returned: `team` outlives
+    // them all.
+    unsafe { parallel(member, &team as *const Team<'_> as *mut c_void, threads, 0) };
+    assert!(
+        !team.panicked.into_inner(),
+        "a chunk of a kernel panicked on an OpenMP thread"
+    );
 }
 
 /// One stage of a kernel compiled in stages.
@@ -342,6 +482,8 @@ unsafe fn chunked(
     };
     if REVERSED.with(Cell::get) {
         (0..parts).rev().for_each(run);
+    } else if let Some(team) = TEAM.with(Cell::get) {
+        on_team(team, parts, &run);
     } else {
         match pool(parts - 1) {
             Some(pool) => pool.run(parts, parts, &run),
@@ -378,4 +520,36 @@ unsafe fn chunked(
         unsafe { *(slots[count] as *mut i64) = total as i64 };
     }
     crate::abi::STATUS_OK
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{on_team, scoped_team};
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+
+    #[test]
+    fn a_team_runs_every_chunk_once() {
+        for parts in [2, 3, 7, 40] {
+            let ran: Vec<AtomicUsize> = (0..parts).map(|_| AtomicUsize::new(0)).collect();
+            on_team(scoped_team, parts, &|j| {
+                ran[j].fetch_add(1, SeqCst);
+            });
+            assert!(ran.iter().all(|r| r.load(SeqCst) == 1), "{parts} parts");
+        }
+    }
+
+    #[test]
+    fn a_chunk_that_panics_on_a_team_panics_in_the_caller_after_the_rest_ran() {
+        let ran = AtomicUsize::new(0);
+        let caught = std::panic::catch_unwind(|| {
+            on_team(scoped_team, 7, &|j| {
+                assert_ne!(j, 3, "chunk 3");
+                ran.fetch_add(1, SeqCst);
+            })
+        });
+        let payload = caught.expect_err("the panic reaches the caller");
+        let message = *payload.downcast::<&str>().expect("a message");
+        assert!(message.contains("OpenMP thread"), "{message}");
+        assert_eq!(ran.load(SeqCst), 6);
+    }
 }

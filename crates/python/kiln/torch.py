@@ -353,10 +353,13 @@ class _KilnGraph(torch.nn.Module):
     def _run(self, fn, tensors, args):
         # kiln's kernels use the threads eager torch would (users set
         # them with torch.set_num_threads), call by call.
+        # On eager torch's OpenMP threads where it has them (`_share_threads`).
         previous = _kiln._swap_thread_override(torch.get_num_threads())
+        shared = _kiln._swap_team(True)
         try:
             results = fn(**{name: t.detach().numpy() for name, t in tensors.items()})
         finally:
+            _kiln._swap_team(shared)
             _kiln._swap_thread_override(previous)
         if len(self.computed) == 1:
             results = (results,)
@@ -435,8 +438,49 @@ def _warn_backward_eager(gm: torch.fx.GraphModule, stats: "_Stats"):
         )
 
 
+def _torch_openmp() -> Optional[str]:
+    """The OpenMP runtime eager torch's kernels run on, if torch's parallel
+    backend is OpenMP: the loaded ``libgomp``/``libomp``/``libiomp5`` in
+    torch's own directories (pip's wheels carry one), else the only one the
+    process has loaded."""
+    import os
+    import re
+
+    if "parallel backend: OpenMP" not in torch.__config__.parallel_info():
+        return None
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = {line.split(None, 5)[5].strip() for line in maps if len(line.split(None, 5)) == 6}
+    except OSError:
+        return None
+    runtimes = sorted(p for p in paths if re.match(r"lib(g|i)?omp[\w.-]*\.so", os.path.basename(p)))
+    home = os.path.dirname(os.path.dirname(torch.__file__))
+    own = [p for p in runtimes if p.startswith(os.path.join(home, "torch"))]
+    if own:
+        return own[0]
+    return runtimes[0] if len(runtimes) == 1 else None
+
+
+_looked_for_openmp = False
+
+
+def _share_threads():
+    """Finds eager torch's OpenMP runtime, on which the backend's kernels
+    run their parallel stages (as Inductor's generated loops do) rather than
+    on a second pool spinning for the same cores: once per process, when
+    the backend first compiles."""
+    global _looked_for_openmp
+    if not _looked_for_openmp:
+        _looked_for_openmp = True
+        path = _torch_openmp()
+        if path is not None:
+            _kiln._share_openmp(path)
+
+
 def _make_backend(tier: str, optimize: bool, stats: _Stats):
     from functorch.compile import make_boxed_func
+
+    _share_threads()
 
     def forward(gm: torch.fx.GraphModule, example_inputs):
         compiled = _compile_graph(gm, tier, optimize, stats)

@@ -267,6 +267,74 @@ fn _swap_thread_override(n: usize) -> usize {
     kiln::threads::swap_override(n)
 }
 
+/// The OpenMP runtime `_share_openmp` found, and the process it found it
+/// in (its threads do not survive a `fork()`).
+static OPENMP: std::sync::Mutex<Option<(u32, kiln::threads::GompParallel)>> =
+    std::sync::Mutex::new(None);
+
+/// Finds the `GOMP_parallel` of the OpenMP runtime loaded from `path` (one
+/// the process has loaded already: PyTorch's libgomp) for `_swap_team`.
+/// The torch backend calls it once.
+#[pyfunction]
+fn _share_openmp(path: std::path::PathBuf) -> PyResult<()> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+            .map_err(|_| PyValueError::new_err("the path has a NUL byte"))?;
+        // SAFETY: RTLD_NOLOAD loads nothing: it finds a library the process
+        // has loaded already, and takes a reference that keeps it loaded.
+        let handle = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
+        if handle.is_null() {
+            return Err(PyValueError::new_err(format!(
+                "{} is not loaded in this process",
+                path.display()
+            )));
+        }
+        // SAFETY: a handle dlopen returned and a NUL-terminated name.
+        let symbol = unsafe { libc::dlsym(handle, c"GOMP_parallel".as_ptr()) };
+        if symbol.is_null() {
+            return Err(PyValueError::new_err(format!(
+                "{} has no GOMP_parallel: not an OpenMP runtime",
+                path.display()
+            )));
+        }
+        // SAFETY: libgomp's `GOMP_parallel` (and libomp's and libiomp5's,
+        // for code GCC compiled) has this signature.
+        let parallel: kiln::threads::GompParallel = unsafe { std::mem::transmute(symbol) };
+        *OPENMP.lock().unwrap_or_else(|e| e.into_inner()) = Some((std::process::id(), parallel));
+        Ok(())
+    }
+    #[cfg(not(target_os = "linux"))]
+    Err(PyValueError::new_err(format!(
+        "sharing an OpenMP runtime ({}) needs Linux",
+        path.display()
+    )))
+}
+
+/// Runs the stages of kernels called from this thread on the OpenMP
+/// runtime `_share_openmp` found (`on`, in the process that found it) or
+/// on kiln's own pool; returns whether they ran on it before. The torch
+/// backend's kernels share eager torch's threads this way, call by call.
+#[pyfunction]
+fn _swap_team(on: bool) -> bool {
+    let team = match *OPENMP.lock().unwrap_or_else(|e| e.into_inner()) {
+        Some((pid, parallel)) if on && pid == std::process::id() => Some(parallel),
+        _ => None,
+    };
+    // SAFETY: `GOMP_parallel` of a runtime that the reference
+    // `_share_openmp`'s dlopen took keeps loaded.
+    unsafe { kiln::threads::swap_team(team) }.is_some()
+}
+
+/// How many stage runs this process cut into chunks on several threads
+/// (`kiln::threads::chunked_runs`), and how many workers kiln's own pool
+/// has (`kiln::threads::pool_workers`): for tests.
+#[pyfunction]
+fn _thread_counts() -> (u64, usize) {
+    (kiln::threads::chunked_runs(), kiln::threads::pool_workers())
+}
+
 /// The module's allocator: kiln's front half allocates per node, and
 /// mimalloc compiles a GP population in about two thirds of glibc
 /// malloc's time (docs/performance.md), as polars ships jemalloc for its
@@ -291,6 +359,9 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(set_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(get_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(_swap_thread_override, m)?)?;
+    m.add_function(wrap_pyfunction!(_share_openmp, m)?)?;
+    m.add_function(wrap_pyfunction!(_swap_team, m)?)?;
+    m.add_function(wrap_pyfunction!(_thread_counts, m)?)?;
     m.add_function(wrap_pyfunction!(check_syntax, m)?)?;
     m.add_function(wrap_pyfunction!(fx::compile_fx, m)?)?;
     m.add_function(wrap_pyfunction!(fx::fx_supports, m)?)?;

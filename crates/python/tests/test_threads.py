@@ -136,3 +136,51 @@ def test_torch_compile_follows_torch_threads(restore_threads):
     finally:
         torch.set_num_threads(before)
     assert kiln.get_num_threads() == 5
+
+
+_SHARED_TEAM_CHILD = """
+import torch, kiln, kiln.torch
+from kiln import _kiln
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(
+    torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(16, 16, 3, padding=1)
+).eval()
+x = torch.randn(1, 3, 64, 64)
+compiled = torch.compile(model, backend="kiln")
+outs = []
+for n in (1, 3):
+    torch.set_num_threads(n)
+    with torch.no_grad():
+        outs.append(compiled(x).numpy().tobytes())
+chunked, pool = _kiln._thread_counts()
+print(chunked, outs[0] == outs[1], pool)
+"""
+
+
+def test_torch_compile_runs_kernels_on_torchs_openmp_threads():
+    # A fresh process: kiln's stages ran in chunks at 3 threads, with the
+    # bits of 1 thread, and kiln made no pool of its own: the chunks ran on
+    # torch's OpenMP threads.
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _SHARED_TEAM_CHILD], capture_output=True,
+                          text=True, timeout=600, check=True)
+    chunked, same, pool = done.stdout.split()
+    assert int(chunked) > 0
+    assert same == "True"
+    assert pool == "0"
+
+
+def test_sharing_an_openmp_runtime_checks_the_library():
+    import kiln.torch
+
+    with pytest.raises(ValueError, match="not loaded in this process"):
+        kiln._kiln._share_openmp("/nonexistent/libgomp.so.1")
+    with pytest.raises(ValueError, match="no GOMP_parallel"):
+        kiln._kiln._share_openmp(kiln._kiln.__file__)
+    # The one torch runs on is found and shared.
+    path = kiln.torch._torch_openmp()
+    assert path is not None and "omp" in path
+    kiln._kiln._share_openmp(path)
