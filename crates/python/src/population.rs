@@ -9,20 +9,26 @@ use numpy::{PyArray1, PyArray2, PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
+use std::sync::OnceLock;
 
 /// A population of Python-subset expressions over columns named by
-/// `variables` (float64, or float32 with `dtype`), compiled when made.
+/// `variables` (float64, or float32 with `dtype`), compiled on first use:
+/// `fit_constants` compiles programs of its own (values and Jacobians), so
+/// a population that is only fitted never compiles its values.
 #[pyclass(module = "kiln", name = "Population", frozen)]
 pub struct Population {
-    inner: Inner,
+    exprs: Vec<String>,
+    /// The variables as given, or as the expressions read them (found on
+    /// first use).
+    variables: OnceLock<Vec<String>>,
+    precision: Precision,
     tier: Tier,
     /// Vector loops as asked (`None`: the default, off for populations).
     vectorize: Option<bool>,
     /// Threads as asked (0: every core).
     threads: usize,
-    /// The expressions that did not compile and why, by index.
-    compile_errors: Vec<(usize, String)>,
-    recipe: Option<Py<PyAny>>,
+    /// The compiled population.
+    inner: OnceLock<Inner>,
 }
 
 fn engine_compile(
@@ -76,6 +82,37 @@ fn precision_of(py: Python<'_>, dtype: Option<&Bound<'_, PyAny>>) -> PyResult<Pr
 }
 
 impl Population {
+    /// The compiled population: compiled on the first call, with the GIL
+    /// released (a second thread's call waits for the first's compile).
+    fn inner(&self, py: Python<'_>) -> &Inner {
+        py.detach(|| {
+            self.inner.get_or_init(|| {
+                engine_compile(
+                    &self.exprs,
+                    self.variables.get().map(Vec::as_slice),
+                    self.tier,
+                    self.threads,
+                    self.vectorize,
+                    self.precision,
+                )
+            })
+        })
+    }
+
+    /// The variables, as given or as the expressions read them.
+    fn variable_names(&self, py: Python<'_>) -> &[String] {
+        if let Some(v) = self.variables.get() {
+            return v;
+        }
+        // Compiling finds them with one parse; a population that is only
+        // fitted parses for them alone.
+        let names = match self.inner.get() {
+            Some(inner) => inner.variables().to_vec(),
+            None => py.detach(|| kiln::population::variables_of(&self.exprs)),
+        };
+        self.variables.get_or_init(|| names)
+    }
+
     /// Reads the columns `x` holds for each variable, as contiguous arrays
     /// of `T` (copies where needed, rounding where `T` is narrower), all of
     /// one length.
@@ -85,7 +122,7 @@ impl Population {
         x: &Bound<'py, PyAny>,
     ) -> PyResult<(Vec<Bound<'py, PyArray1<T>>>, usize)> {
         let np = crate::values::numpy(py)?;
-        let vars = self.inner.variables();
+        let vars = self.variable_names(py);
         let mut cols: Vec<Bound<'py, PyArray1<T>>> = Vec::with_capacity(vars.len());
         let as_column = |obj: Bound<'py, PyAny>, what: &str| -> PyResult<Bound<'py, PyArray1<T>>> {
             // `to_numpy` first, for pandas Series (nullable dtypes included).
@@ -199,51 +236,29 @@ impl Population {
             )));
         }
         let threads = threads.unwrap_or(0);
-        let inner = py.detach(|| {
-            engine_compile(
-                &exprs,
-                variables.as_deref(),
-                tier,
-                threads,
-                vectorize,
-                precision,
-            )
-        });
-        let variables = inner.variables().to_vec();
-        let compile_errors = inner
-            .compile_errors()
-            .into_iter()
-            .map(|(i, e)| (i, describe(e, &exprs[i])))
-            .collect();
-        let recipe = PyTuple::new(
-            py,
-            [
-                exprs.into_pyobject(py)?.into_any(),
-                variables.into_pyobject(py)?.into_any(),
-                tier.name().into_pyobject(py)?.into_any(),
-                threads.into_pyobject(py)?.into_any(),
-                vectorize.into_pyobject(py)?.into_any(),
-                numpy_precision(precision).into_pyobject(py)?.into_any(),
-            ],
-        )?;
+        let known = OnceLock::new();
+        if let Some(v) = variables {
+            known.get_or_init(|| v);
+        }
         Ok(Population {
-            inner,
+            exprs,
+            variables: known,
+            precision,
             tier,
             vectorize,
             threads,
-            compile_errors,
-            recipe: Some(recipe.into_any().unbind()),
+            inner: OnceLock::new(),
         })
     }
 
     fn __len__(&self) -> usize {
-        self.inner.len()
+        self.exprs.len()
     }
 
     /// The variables, in the order the columns of a 2-D `X` give them.
     #[getter]
-    fn variables(&self) -> Vec<String> {
-        self.inner.variables().to_vec()
+    fn variables(&self, py: Python<'_>) -> Vec<String> {
+        self.variable_names(py).to_vec()
     }
 
     /// The tier it runs on.
@@ -256,7 +271,7 @@ impl Population {
     /// float32.
     #[getter]
     fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        crate::values::numpy(py)?.call_method1("dtype", (numpy_precision(self.inner.precision()),))
+        crate::values::numpy(py)?.call_method1("dtype", (numpy_precision(self.precision),))
     }
 
     /// Whether its row loops were asked to run in vectors: `None` (the
@@ -268,13 +283,14 @@ impl Population {
         self.vectorize
     }
 
-    /// The expressions that did not compile, `{index: reason}`; the errors
-    /// of the last `evaluate`/`mse` are in their results' `errors`.
+    /// The expressions that did not compile, `{index: reason}` (compiling
+    /// the population if it was not yet); the errors of the last
+    /// `evaluate`/`mse` are in their results' `errors`.
     #[getter]
     fn errors<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
-        for (i, e) in &self.compile_errors {
-            d.set_item(i, e)?;
+        for (i, e) in self.inner(py).compile_errors() {
+            d.set_item(i, describe(e, &self.exprs[i]))?;
         }
         Ok(d)
     }
@@ -291,13 +307,12 @@ impl Population {
         x: &Bound<'py, PyAny>,
         errors: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let (out, failures) = match self.inner.precision() {
+        let (out, failures) = match self.precision {
             Precision::F64 => self.evaluate_as::<f64>(py, x)?,
             Precision::F32 => self.evaluate_as::<f32>(py, x)?,
         };
         if errors {
-            let exprs = self.exprs(py)?;
-            let d = self.errors_dict(py, &failures, &exprs)?;
+            let d = self.errors_dict(py, &failures, &self.exprs)?;
             Ok(PyTuple::new(py, [out.into_any(), d.into_any()])?.into_any())
         } else {
             Ok(out.into_any())
@@ -316,14 +331,13 @@ impl Population {
         y: &Bound<'py, PyAny>,
         errors: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let (mse, failures) = match self.inner.precision() {
+        let (mse, failures) = match self.precision {
             Precision::F64 => self.mse_as::<f64>(py, x, y)?,
             Precision::F32 => self.mse_as::<f32>(py, x, y)?,
         };
         let out = PyArray1::from_vec(py, mse).into_any();
         if errors {
-            let exprs = self.exprs(py)?;
-            let d = self.errors_dict(py, &failures, &exprs)?;
+            let d = self.errors_dict(py, &failures, &self.exprs)?;
             Ok(PyTuple::new(py, [out, d.into_any()])?.into_any())
         } else {
             Ok(out)
@@ -359,7 +373,8 @@ impl Population {
         }
         let (cols, n) = self.columns::<f64>(py, x)?;
         let y = target::<f64>(py, y, n)?;
-        let exprs = self.exprs(py)?;
+        let exprs = &self.exprs;
+        let variables = self.variable_names(py);
         let fits = with_slices(&cols, |slices| {
             let y = y.readonly();
             let target = y.as_slice().expect("required C-contiguous");
@@ -375,8 +390,7 @@ impl Population {
                 .tier
                 .engine()
                 .expect("the Python module has every tier");
-            let variables = self.inner.variables();
-            py.detach(|| kiln::fit_constants(&exprs, variables, slices, target, &*engine, &options))
+            py.detach(|| kiln::fit_constants(exprs, variables, slices, target, &*engine, &options))
         });
         let constants = pyo3::types::PyList::empty(py);
         let mut mse = Vec::with_capacity(fits.len());
@@ -412,21 +426,40 @@ impl Population {
         })
     }
 
-    fn __repr__(&self) -> String {
+    fn __repr__(&self, py: Python<'_>) -> String {
+        let compiled = match self.inner.get() {
+            Some(inner) => format!("{} failed to compile", inner.compile_errors().len()),
+            None => "not compiled yet".to_string(),
+        };
         format!(
-            "<kiln.Population of {} expressions over ({}) on {}, {} failed to compile>",
-            self.inner.len(),
-            self.inner.variables().join(", "),
+            "<kiln.Population of {} expressions over ({}) on {}, {compiled}>",
+            self.exprs.len(),
+            self.variable_names(py).join(", "),
             self.tier.name(),
-            self.compile_errors.len()
         )
     }
 
-    /// Pickles as the expressions and options; loading compiles again.
+    /// Pickles as the expressions and options; loading compiles again (on
+    /// first use).
     fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        let recipe = self.recipe.as_ref().expect("made by __new__").bind(py);
+        let recipe = PyTuple::new(
+            py,
+            [
+                self.exprs.clone().into_pyobject(py)?.into_any(),
+                self.variable_names(py)
+                    .to_vec()
+                    .into_pyobject(py)?
+                    .into_any(),
+                self.tier.name().into_pyobject(py)?.into_any(),
+                self.threads.into_pyobject(py)?.into_any(),
+                self.vectorize.into_pyobject(py)?.into_any(),
+                numpy_precision(self.precision)
+                    .into_pyobject(py)?
+                    .into_any(),
+            ],
+        )?;
         let rebuild = py.import("kiln")?.getattr("_population")?;
-        PyTuple::new(py, [rebuild, recipe.clone()])
+        PyTuple::new(py, [rebuild, recipe.into_any()])
     }
 }
 
@@ -559,13 +592,14 @@ impl Population {
         py: Python<'py>,
         x: &Bound<'py, PyAny>,
     ) -> PyResult<Evaluated<'py>> {
+        // Compiled first: compiling finds the variables the columns need.
+        let inner = self.inner(py);
         let (cols, n) = self.columns::<T>(py, x)?;
-        let m = self.inner.len();
-        let out = PyArray2::<T>::zeros(py, [m, n], false);
+        let out = PyArray2::<T>::zeros(py, [inner.len(), n], false);
         let failures = with_slices(&cols, |slices| {
             let mut rw = out.readwrite();
             let out_slice = rw.as_slice_mut().expect("a new array is contiguous");
-            py.detach(|| self.inner.evaluate(slices, n, out_slice))
+            py.detach(|| inner.evaluate(slices, n, out_slice))
         });
         Ok((out.into_any(), failures))
     }
@@ -577,17 +611,13 @@ impl Population {
         x: &Bound<'_, PyAny>,
         y: &Bound<'_, PyAny>,
     ) -> PyResult<(Vec<f64>, Vec<Option<MemberError>>)> {
+        let inner = self.inner(py);
         let (cols, n) = self.columns::<T>(py, x)?;
         let y = target::<T>(py, y, n)?;
         Ok(with_slices(&cols, |slices| {
             let y = y.readonly();
             let target = y.as_slice().expect("required C-contiguous");
-            py.detach(|| self.inner.mse(slices, target))
+            py.detach(|| inner.mse(slices, target))
         }))
-    }
-
-    fn exprs(&self, py: Python<'_>) -> PyResult<Vec<String>> {
-        let recipe = self.recipe.as_ref().expect("made by __new__").bind(py);
-        recipe.get_item(0)?.extract()
     }
 }

@@ -232,3 +232,33 @@ def test_float32_populations_take_numpys_names_and_pickle():
     fit = kiln.Population(["sin(1.0 * x) * 2.0"], dtype=np.float32).fit_constants(
         {"x": x}, 2.5 * np.sin(1.3 * x))
     np.testing.assert_allclose(fit.constants[0], [1.3, 2.5], rtol=1e-9)
+
+
+def test_a_population_compiles_on_first_use_and_a_fit_does_not_need_it():
+    exprs = ["x * 2.5 + y", "sin(x) * 0.5", "x +", "x // 0"]
+    X = {"x": np.linspace(-2.0, 2.0, 50), "y": np.linspace(0.0, 1.0, 50)}
+    y = 3.0 * X["x"] + X["y"]
+    p = kiln.Population(exprs)
+    assert repr(p).endswith("not compiled yet>")
+    # The variables come from the expressions without compiling them.
+    assert p.variables == ["x", "y"] and len(p) == 4
+    fit = p.fit_constants(X, y, max_iter=20)
+    assert fit.constants[0][0] == pytest.approx(3.0, rel=1e-12)
+    assert sorted(fit.errors) == [2, 3]
+    assert repr(p).endswith("not compiled yet>")
+    # The first evaluation compiles, and the compile errors are the same as
+    # a population that compiled at once would report.
+    out = p.evaluate(X)
+    assert np.array_equal(out[0], X["x"] * 2.5 + X["y"])
+    assert repr(p).endswith("1 failed to compile>")
+    assert sorted(p.errors) == [2]
+    # Two threads' first calls: one compiles, the other waits for it.
+    from concurrent.futures import ThreadPoolExecutor
+
+    fresh = kiln.Population(exprs[:2], ["x", "y"])
+    with ThreadPoolExecutor(4) as pool:
+        outs = list(pool.map(lambda _: fresh.evaluate(X), range(8)))
+    assert all(np.array_equal(o, out[:2]) for o in outs)
+    # A pickle of a population never compiled compiles on loading's first use.
+    again = pickle.loads(pickle.dumps(kiln.Population(exprs)))
+    assert np.array_equal(again.evaluate(X)[:2], out[:2])

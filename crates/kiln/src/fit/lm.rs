@@ -81,6 +81,25 @@ impl Dot {
     }
 }
 
+/// Advances `N` sums `Σ x·ys[j]` over the same run of rows (a multiple of
+/// 4 long) together: each keeps [`Dot`]'s order and so its bits, and the
+/// `N` chains of additions overlap where one [`Dot::add`] at a time waits
+/// for each addition before the next.
+fn add_together<const N: usize>(dots: &mut [Dot], x: &[f64], ys: [&[f64]; N]) {
+    let dots: &mut [Dot; N] = dots.try_into().expect("N sums");
+    let ys = ys.map(|y| &y[..x.len()]);
+    let mut sums = dots.map(|d| d.0);
+    for (i, x) in x.chunks_exact(4).enumerate() {
+        for (sum, y) in sums.iter_mut().zip(&ys) {
+            let y = &y[4 * i..4 * i + 4];
+            for l in 0..4 {
+                sum[l] += x[l] * y[l];
+            }
+        }
+    }
+    *dots = sums.map(Dot);
+}
+
 /// Rows per block of [`gram`]: 8 KiB of each column, so that a block of
 /// a few columns stays in L1 while every pair of them is summed.
 const GRAM_BLOCK: usize = 1024;
@@ -88,36 +107,54 @@ const GRAM_BLOCK: usize = 1024;
 /// `dot(columns[p], columns[q])` for every `q ≤ p` (row major, `k × k`,
 /// both triangles) and `dot(columns[p], r)`, bit for bit, in one sweep of
 /// the rows in blocks: each column is read from memory once rather than
-/// once per pair.
+/// once per pair, and four sums advance together ([`add_together`]).
 fn gram(columns: &[Vec<f64>], r: &[f64]) -> (Vec<f64>, Vec<f64>) {
     let k = columns.len();
     let n = r.len();
     let whole = n - n % 4;
-    let mut pairs = vec![Dot::default(); k * k];
-    let mut with_r = vec![Dot::default(); k];
+    // Row `p` of the sums: `dot(columns[p], columns[q])` at `q ≤ p`, then
+    // `dot(columns[p], r)` at `p + 1`.
+    let stride = k + 1;
+    let partner = |p: usize, q: usize| if q <= p { &columns[q][..] } else { r };
+    let mut sums = vec![Dot::default(); k * stride];
     let mut at = 0;
     while at < whole {
         let end = (at + GRAM_BLOCK).min(whole);
         for p in 0..k {
             let x = &columns[p][at..end];
-            for q in 0..=p {
-                pairs[p * k + q].add(x, &columns[q][at..end]);
+            let row = &mut sums[p * stride..p * stride + p + 2];
+            let mut q = 0;
+            while q + 4 <= p + 2 {
+                let ys = [0, 1, 2, 3].map(|d| &partner(p, q + d)[at..end]);
+                add_together(&mut row[q..q + 4], x, ys);
+                q += 4;
             }
-            with_r[p].add(x, &r[at..end]);
+            match p + 2 - q {
+                3 => {
+                    let ys = [0, 1, 2].map(|d| &partner(p, q + d)[at..end]);
+                    add_together(&mut row[q..], x, ys);
+                }
+                2 => {
+                    let ys = [0, 1].map(|d| &partner(p, q + d)[at..end]);
+                    add_together(&mut row[q..], x, ys);
+                }
+                1 => add_together(&mut row[q..], x, [&partner(p, q)[at..end]]),
+                _ => {}
+            }
         }
         at = end;
     }
     let mut a = vec![0.0; k * k];
+    let mut g = Vec::with_capacity(k);
     for p in 0..k {
+        let row = &sums[p * stride..];
         for q in 0..=p {
-            let s = pairs[p * k + q].finish(&columns[p][whole..], &columns[q][whole..]);
+            let s = row[q].finish(&columns[p][whole..], &columns[q][whole..]);
             a[p * k + q] = s;
             a[q * k + p] = s;
         }
+        g.push(row[p + 1].finish(&columns[p][whole..], &r[whole..]));
     }
-    let g = (0..k)
-        .map(|p| with_r[p].finish(&columns[p][whole..], &r[whole..]))
-        .collect();
     (a, g)
 }
 
@@ -591,5 +628,35 @@ mod tests {
         assert!((4.0 * x[0] + 2.0 * x[1] - 2.0).abs() < 1e-15);
         assert!((2.0 * x[0] + 3.0 * x[1] - 1.0).abs() < 1e-15);
         assert!(cholesky_solve(&[1.0, 2.0, 2.0, 1.0], &[1.0, 1.0], 2).is_none());
+    }
+
+    #[test]
+    fn gram_sums_every_pair_with_dots_bits() {
+        // Numbers whose sums round differently in every order: a change of
+        // order anywhere changes some bit.
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+        };
+        for k in 1..=7 {
+            for n in [0, 3, 4, 9, 1023, 1025, 2050, 5003] {
+                let columns: Vec<Vec<f64>> = (0..k)
+                    .map(|_| (0..n).map(|_| next() * 1e3).collect())
+                    .collect();
+                let r: Vec<f64> = (0..n).map(|_| next()).collect();
+                let (a, g) = gram(&columns, &r);
+                for p in 0..k {
+                    for q in 0..k {
+                        let want = dot(&columns[p], &columns[q]);
+                        assert_eq!(a[p * k + q].to_bits(), want.to_bits(), "{k} {n} ({p}, {q})");
+                    }
+                    let want = dot(&columns[p], &r);
+                    assert_eq!(g[p].to_bits(), want.to_bits(), "{k} {n} r {p}");
+                }
+            }
+        }
     }
 }
