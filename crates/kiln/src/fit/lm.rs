@@ -3,9 +3,12 @@
 //! the few parameters of an expression over many rows: a trust region on
 //! the scaled step `‖D δ‖ ≤ Δ`, `D` the largest column norms of the
 //! Jacobian seen so far; each step solves `(JᵀJ + λ D²) δ = -Jᵀr` for the
-//! `λ` that fits the region (0, Gauss–Newton, when that fits), by Cholesky
-//! of the small normal equations; the region grows after good steps and
-//! shrinks after bad ones by MINPACK's rules. The stopping tests and
+//! `λ` that fits the region (0, Gauss–Newton, when that fits), found as
+//! MINPACK's `lmpar` finds it, by Cholesky of the small normal equations
+//! (pivoted where a constant only repeats another's effect, as `qrfac`
+//! pivots); the region grows after good steps and shrinks after bad ones
+//! by MINPACK's rules. On a smooth problem its trial points are MINPACK's
+//! to 9 digits (`the_trial_points_are_minpacks`). The stopping tests and
 //! their tolerances are scipy's `least_squares(method="lm")` defaults.
 //!
 //! It knows nothing of kiln: the residuals and the Jacobian come from a
@@ -280,9 +283,10 @@ impl Linearized {
     }
 }
 
-/// Solves `a x = b` for a symmetric positive definite `a` (`k × k`, row
-/// major) by Cholesky; `None` when `a` is not positive definite.
-pub(crate) fn cholesky_solve(a: &[f64], b: &[f64], k: usize) -> Option<Vec<f64>> {
+/// The Cholesky factor `L` (`k × k`, row major, lower) of a symmetric
+/// positive definite `a`: `a = L Lᵀ`; `None` when `a` is not positive
+/// definite (or holds a NaN).
+fn cholesky(a: &[f64], k: usize) -> Option<Vec<f64>> {
     let mut l = vec![0.0; k * k];
     for i in 0..k {
         for j in 0..=i {
@@ -301,6 +305,12 @@ pub(crate) fn cholesky_solve(a: &[f64], b: &[f64], k: usize) -> Option<Vec<f64>>
             }
         }
     }
+    Some(l)
+}
+
+/// `y` solving `L y = b` for a lower triangular `L`.
+fn forward(l: &[f64], b: &[f64]) -> Vec<f64> {
+    let k = b.len();
     let mut y = vec![0.0; k];
     for i in 0..k {
         let mut s = b[i];
@@ -309,6 +319,13 @@ pub(crate) fn cholesky_solve(a: &[f64], b: &[f64], k: usize) -> Option<Vec<f64>>
         }
         y[i] = s / l[i * k + i];
     }
+    y
+}
+
+/// `x` solving `L Lᵀ x = b`.
+fn cholesky_solve_with(l: &[f64], b: &[f64]) -> Vec<f64> {
+    let k = b.len();
+    let y = forward(l, b);
     let mut x = vec![0.0; k];
     for i in (0..k).rev() {
         let mut s = y[i];
@@ -317,83 +334,141 @@ pub(crate) fn cholesky_solve(a: &[f64], b: &[f64], k: usize) -> Option<Vec<f64>>
         }
         x[i] = s / l[i * k + i];
     }
-    Some(x)
+    x
 }
 
-/// The scaled step `z(λ)` solving `(Ã + λ I) z = -g̃`, or `None` where
-/// that matrix is not positive definite.
-fn step(a: &[f64], g: &[f64], lambda: f64) -> Option<Vec<f64>> {
+/// Solves `a x = b` for a symmetric positive definite `a` (`k × k`, row
+/// major) by Cholesky; `None` when `a` is not positive definite.
+#[cfg(test)]
+fn cholesky_solve(a: &[f64], b: &[f64], k: usize) -> Option<Vec<f64>> {
+    cholesky(a, k).map(|l| cholesky_solve_with(&l, b))
+}
+
+/// The scaled step `z(λ)` solving `(Ã + λ I) z = -g̃`, with the Cholesky
+/// factor of `Ã + λ I` when that matrix is positive definite. Where it is
+/// not (`λ` is 0 or too small to lift a constant that only repeats
+/// another's effect: `a * x + log(b) + c`), MINPACK's step: the columns
+/// taken in order of their remaining norm (`qrfac`'s pivoting, here a
+/// pivoted Cholesky) until the rest depend on them within rounding, the
+/// least-squares step over those, and 0 for the rest.
+fn step(a: &[f64], g: &[f64], lambda: f64) -> (Vec<f64>, Option<Vec<f64>>) {
     let k = g.len();
     let mut m = a.to_vec();
     for p in 0..k {
         m[p * k + p] += lambda;
     }
     let minus_g: Vec<f64> = g.iter().map(|x| -x).collect();
-    cholesky_solve(&m, &minus_g, k)
-}
-
-/// MINPACK's `lmpar` in the scaled parameters: the `λ ≥ 0` whose step
-/// fits the trust region `Δ` (within 10 %), or 0 when the Gauss–Newton step
-/// already does, with its step. A safeguarded Newton iteration on
-/// `‖z(λ)‖ = Δ` within a bracket (each try a `k × k` Cholesky), from
-/// `hint`, the last step's `λ`. `None` when no `λ` gives a step.
-fn fit_region(a: &[f64], g: &[f64], delta: f64, hint: f64) -> Option<(f64, Vec<f64>)> {
-    let size = |z: &[f64]| norm(z.iter().copied());
-    if let Some(z) = step(a, g, 0.0) {
-        if size(&z) <= 1.1 * delta {
-            return Some((0.0, z));
-        }
+    if let Some(l) = cholesky(&m, k) {
+        return (cholesky_solve_with(&l, &minus_g), Some(l));
     }
-    // An upper bound: ‖g̃‖ / Δ, raised until the step fits.
-    let mut hi = (size(g) / delta).max(f64::MIN_POSITIVE);
-    let mut fits = false;
-    for _ in 0..64 {
-        if step(a, g, hi).is_some_and(|z| size(&z) <= delta) {
-            fits = true;
+    // Pivoted Cholesky: `left` is what remains of `m` after the columns
+    // taken; a column depends on them when what remains of its diagonal
+    // is within rounding of nothing.
+    let largest = (0..k).map(|p| m[p * k + p]).fold(0.0, f64::max);
+    let tiny = largest * f64::EPSILON * k as f64;
+    let mut left = m.clone();
+    let mut order: Vec<usize> = (0..k).collect();
+    let mut rank = 0;
+    while rank < k {
+        let (at, &best) = order[rank..]
+            .iter()
+            .enumerate()
+            .max_by(|(_, &p), (_, &q)| left[p * k + p].total_cmp(&left[q * k + q]))
+            .expect("a column is left");
+        // (NaN is never taken.)
+        if left[best * k + best].partial_cmp(&tiny) != Some(std::cmp::Ordering::Greater) {
             break;
         }
-        hi *= 10.0;
+        order.swap(rank, rank + at);
+        let pivot = left[best * k + best];
+        for &p in &order[rank + 1..] {
+            let f = left[p * k + best] / pivot;
+            for &q in &order[rank + 1..] {
+                left[p * k + q] -= f * left[best * k + q];
+            }
+        }
+        rank += 1;
     }
-    if !fits {
+    let taken = &order[..rank];
+    let sub: Vec<f64> = taken
+        .iter()
+        .flat_map(|&p| taken.iter().map(|&q| m[p * k + q]).collect::<Vec<_>>())
+        .collect();
+    let rhs: Vec<f64> = taken.iter().map(|&p| minus_g[p]).collect();
+    let mut z = vec![0.0; k];
+    if let Some(l) = cholesky(&sub, rank) {
+        for (&p, v) in taken.iter().zip(cholesky_solve_with(&l, &rhs)) {
+            z[p] = v;
+        }
+    }
+    (z, None)
+}
+
+/// MINPACK's `lmpar`, in the scaled parameters: the `λ ≥ 0` whose step
+/// `z(λ)` fits the trust region `Δ` within 10 % (0 when the Gauss–Newton
+/// step already does), with its step. As `lmpar` does it: a lower bound
+/// from the Gauss–Newton step (where `Ã` has full rank) and an upper one,
+/// `‖g̃‖ / Δ`; from `par` (the last step's `λ`, clamped to them), Newton's
+/// method on `1/‖z(λ)‖ = 1/Δ`, at most 10 tries (each a `k × k`
+/// Cholesky). `None` where `Ã` or `g̃` is not finite.
+fn fit_region(a: &[f64], g: &[f64], delta: f64, par: f64) -> Option<(f64, Vec<f64>)> {
+    const DWARF: f64 = f64::MIN_POSITIVE;
+    if !a.iter().chain(g).all(|v| v.is_finite()) {
         return None;
     }
-    let mut lo = 0.0f64;
-    let mut lambda = if hint > 0.0 && hint < hi {
-        hint
-    } else {
-        hi * 1e-3
-    };
-    let mut best = None;
-    for _ in 0..40 {
-        let Some(z) = step(a, g, lambda) else {
-            lo = lambda;
-            lambda = (lo * hi).sqrt();
-            continue;
-        };
-        let length = size(&z);
-        let phi = length - delta;
-        if phi.abs() <= 0.1 * delta {
-            return Some((lambda, z));
-        }
-        if phi > 0.0 {
-            lo = lambda;
-        } else {
-            hi = lambda;
-            best = Some((lambda, z.clone()));
-        }
-        // Newton on φ(λ) = ‖z‖ - Δ: φ' = -zᵀ (Ã + λI)⁻¹ z / ‖z‖.
-        let minus_z: Vec<f64> = z.iter().map(|x| -x).collect();
-        let newton = step(a, &minus_z, lambda).map(|s| {
-            let slope = -z.iter().zip(&s).map(|(z, s)| z * s).sum::<f64>() / length;
-            lambda - phi / slope
-        });
-        lambda = match newton {
-            Some(next) if next > lo && next < hi => next,
-            _ if lo == 0.0 => hi * 1e-3,
-            _ => (lo * hi).sqrt(),
-        };
+    let size = |z: &[f64]| norm(z.iter().copied());
+    let (gn, factor) = step(a, g, 0.0);
+    let dxnorm = size(&gn);
+    let mut fp = dxnorm - delta;
+    if fp <= 0.1 * delta {
+        return Some((0.0, gn));
     }
-    best.or_else(|| step(a, g, hi).map(|z| (hi, z)))
+    // The Newton correction `((fp / Δ) / ‖w‖) / ‖w‖`, `w` solving
+    // `L w = z / ‖z‖` (`lmpar`'s, on `1/‖z‖`).
+    let correction = |l: &[f64], z: &[f64], length: f64, fp: f64| {
+        let unit: Vec<f64> = z.iter().map(|v| v / length).collect();
+        let w = size(&forward(l, &unit));
+        ((fp / delta) / w) / w
+    };
+    let mut parl = match &factor {
+        Some(l) => correction(l, &gn, dxnorm, fp),
+        None => 0.0,
+    };
+    let gnorm = size(g);
+    let mut paru = gnorm / delta;
+    if paru == 0.0 {
+        paru = DWARF / delta.min(0.1);
+    }
+    let mut par = par.max(parl).min(paru);
+    if par == 0.0 {
+        par = gnorm / dxnorm;
+    }
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        if par == 0.0 {
+            par = DWARF.max(0.001 * paru);
+        }
+        let (z, l) = step(a, g, par);
+        let length = size(&z);
+        let last = fp;
+        fp = length - delta;
+        let done = fp.abs() <= 0.1 * delta || (parl == 0.0 && fp <= last && last < 0.0);
+        // `λ` too small to lift a dependent column: `lmpar`'s correction
+        // is 0 there (a division by its zero pivot), so its later tries
+        // repeat this one.
+        let Some(l) = l.filter(|_| !done && tries < 10) else {
+            return Some((par, z));
+        };
+        let parc = correction(&l, &z, length, fp);
+        if fp > 0.0 {
+            parl = parl.max(par);
+        }
+        if fp < 0.0 {
+            paru = paru.min(par);
+        }
+        par = parl.max(par + parc);
+    }
 }
 
 /// The residuals and Jacobians of a fit's evaluations, kept from one fit
@@ -658,5 +733,89 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// `sqrt|p| u - y`: a step that crosses the kink at 0, so that the
+    /// trust region decides each trial point.
+    #[derive(Default)]
+    struct Kink {
+        tried: Vec<f64>,
+    }
+
+    impl Residuals for Kink {
+        type Error = ();
+
+        fn jacobian(&mut self, t: &[f64], r: &mut [f64], j: &mut [Vec<f64>]) -> Result<(), ()> {
+            self.tried.push(t[0]);
+            for (i, r) in r.iter_mut().enumerate() {
+                let u = 1.0 + (i % 5) as f64 / 10.0;
+                let y = -((i % 3) as f64) + 0.5 * (i % 2) as f64;
+                *r = t[0].abs().sqrt() * u - y;
+                j[0][i] = t[0].signum() / (2.0 * t[0].abs().sqrt()) * u;
+            }
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn the_trial_points_are_minpacks() {
+        // scipy 1.17's least_squares(method="lm", jac=...), MINPACK's
+        // lmder, on the same residuals: its evaluations' points.
+        let minpack = [
+            3.54,
+            -5.77587878068928,
+            -0.23775272309802276,
+            0.8171939253053027,
+            0.43327765920335803,
+            0.02694388297871575,
+            -0.1512717142796317,
+            -0.03344925162168081,
+        ];
+        let mut kink = Kink::default();
+        minimize(&mut kink, vec![3.54], 40, 7, &mut Scratch::default()).unwrap();
+        assert_eq!(kink.tried.len(), minpack.len());
+        for (got, want) in kink.tried.iter().zip(minpack) {
+            assert!((got - want).abs() <= 1e-9 * want.abs(), "{:?}", kink.tried);
+        }
+    }
+
+    /// `a x - log|b| + sqrt|sin c|` against `x` (a GP fixture's
+    /// expression, `3.97 * x0 - log(abs(4.13)) + sqrt(abs(sin(4.49)))`):
+    /// `b` and `c` only move one intercept, so `JᵀJ` is singular and the
+    /// Gauss–Newton step is MINPACK's (the pivoted columns until the rest
+    /// depend on them).
+    struct Redundant;
+
+    impl Residuals for Redundant {
+        type Error = ();
+
+        fn jacobian(&mut self, t: &[f64], r: &mut [f64], j: &mut [Vec<f64>]) -> Result<(), ()> {
+            let (a, b, c) = (t[0], t[1], t[2]);
+            let root = c.sin().abs().sqrt();
+            for (i, r) in r.iter_mut().enumerate() {
+                let x = i as f64 / 10.0 - 2.0;
+                *r = a * x - b.abs().ln() + root - x;
+                j[0][i] = x;
+                j[1][i] = -1.0 / b;
+                j[2][i] = c.sin().signum() * c.cos() / (2.0 * root);
+            }
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_constant_that_repeats_another_does_not_stall_the_fit() {
+        let out = minimize(
+            &mut Redundant,
+            vec![3.97, 4.13, 4.49],
+            40,
+            10,
+            &mut Scratch::default(),
+        )
+        .unwrap();
+        // scipy's `least_squares(method="lm")` ends at 5e-31 on the
+        // fixture's rows; a stalled step search, far above it.
+        assert!(out.cost < 1e-20, "{out:?}");
+        assert!((out.theta[0] - 1.0).abs() < 1e-10, "{out:?}");
     }
 }

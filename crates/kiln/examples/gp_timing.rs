@@ -1,8 +1,9 @@
-//! Where a population's constant fitting spends its time, warm: the GP
-//! fixture's 1,000 expressions over its 10,000 rows, target `x0`, 10
-//! Levenberg–Marquardt steps on one thread, fitted `ROUNDS` times in one
-//! process (a GP loop's case; profile it with `perf record`). Run:
-//! `cargo run --release -p kiln --example fit_timing [ROUNDS]`.
+//! Where a GP loop's time goes, warm, on one thread: the GP fixture's 1,000
+//! expressions over its 10,000 rows, `ROUNDS` times in one process (profile
+//! it with `perf record`). `fit`: their constants fitted to `x0`, 10
+//! Levenberg–Marquardt steps; `compile`: the population compiled on the
+//! default tier, and evaluated. Run:
+//! `cargo run --release -p kiln --example gp_timing -- fit|compile [ROUNDS]`.
 
 use std::time::Instant;
 
@@ -11,8 +12,9 @@ use std::time::Instant;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
+    let what = std::env::args().nth(1).unwrap_or_else(|| "fit".to_string());
     let rounds: usize = std::env::args()
-        .nth(1)
+        .nth(2)
         .map_or(5, |r| r.parse().expect("ROUNDS is a count"));
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/gp");
     let text = std::fs::read_to_string(dir.join("gp_population.txt")).expect("the population");
@@ -33,6 +35,27 @@ fn main() {
     }
     let slices: Vec<&[f64]> = columns.iter().map(Vec::as_slice).collect();
     let engine = kiln::DEFAULT_TIER.engine().expect("the default tier");
+    if what == "compile" {
+        let options = kiln::PopulationOptions {
+            threads: 1,
+            ..kiln::PopulationOptions::default()
+        };
+        for round in 0..rounds {
+            let start = Instant::now();
+            let population = kiln::Population::compile(&exprs, &variables, &*engine, &options);
+            let compiled = start.elapsed();
+            let mut out = vec![0.0; exprs.len() * slices[0].len()];
+            let failed = population.evaluate(&slices, slices[0].len(), &mut out);
+            println!(
+                "round {round}: compile {:.1} ms, evaluate {:.1} ms, {} failed",
+                compiled.as_secs_f64() * 1e3,
+                (start.elapsed() - compiled).as_secs_f64() * 1e3,
+                failed.iter().filter(|f| f.is_some()).count()
+            );
+        }
+        return;
+    }
+    assert_eq!(what, "fit", "fit or compile");
     let options = kiln::FitOptions {
         max_iter: 10,
         threads: 1,
