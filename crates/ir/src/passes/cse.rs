@@ -6,12 +6,13 @@ use super::{Rewrite, Rewriter};
 use crate::entities::Value;
 use crate::graph::Graph;
 use crate::op::Op;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 /// Merges equal nodes.
 pub fn run(graph: &Graph) -> Graph {
-    let mut seen: HashMap<(Op, Vec<Value>), Value> = HashMap::new();
-    Rewriter::run(graph, |rw, _, mut node| {
+    let mut seen: FxHashMap<(Op, Vec<Value>), Value> = FxHashMap::default();
+    Rewriter::run(graph, |rw, _, node| {
+        let mut node = node.clone();
         if let Op::Binary(op) = node.op {
             if op.is_commutative() {
                 node.args.sort();

@@ -7,6 +7,10 @@ use crate::graph::Graph;
 /// Removes dead nodes.
 pub fn run(graph: &Graph) -> Graph {
     let live = graph.live_mask();
+    if graph.nodes().all(|(value, _)| live[value]) {
+        // Nothing dead: the same graph, node for node.
+        return graph.clone();
+    }
     Rewriter::run(graph, |_, value, _| {
         if live[value] {
             Rewrite::Keep

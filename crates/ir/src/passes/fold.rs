@@ -211,7 +211,7 @@ pub fn run(graph: &Graph) -> Graph {
                 }
             }
         }
-        if let Some(folded) = fold_elementwise(rw, &node) {
+        if let Some(folded) = fold_elementwise(rw, node) {
             return Rewrite::Node(folded);
         }
         // Otherwise only scalar results fold: a constant is a scalar.

@@ -92,10 +92,11 @@ impl<'a> Rewriter<'a> {
     }
 
     /// Rebuilds `graph`, asking `decide` about each node with its arguments
-    /// already mapped into the new graph. Inputs are always kept.
+    /// already mapped into the new graph (`Keep` keeps that node). Inputs
+    /// are always kept.
     pub fn run(
         graph: &'a Graph,
-        mut decide: impl FnMut(&mut Rewriter<'a>, Value, NodeData) -> Rewrite,
+        mut decide: impl FnMut(&mut Rewriter<'a>, Value, &NodeData) -> Rewrite,
     ) -> Graph {
         let mut rw = Rewriter {
             old: graph,
@@ -118,7 +119,7 @@ impl<'a> Rewriter<'a> {
                     args,
                     ty: node.ty.clone(),
                 };
-                match decide(&mut rw, value, mapped.clone()) {
+                match decide(&mut rw, value, &mapped) {
                     Rewrite::Keep => Some(rw.out.push_node(mapped)),
                     Rewrite::Drop => None,
                     Rewrite::Use(v) => Some(v),

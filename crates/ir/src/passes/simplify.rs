@@ -18,8 +18,8 @@ pub fn run(graph: &Graph) -> Graph {
     // Whether a value of the new graph may fail, computed as it is built.
     let mut may_fail: SecondaryMap<Value, bool> = SecondaryMap::new();
     Rewriter::run(graph, |rw, _, node| {
-        let new_node = match simplify(rw, &node, &may_fail) {
-            Rewrite::Keep => node,
+        let new_node = match simplify(rw, node, &may_fail) {
+            Rewrite::Keep => node.clone(),
             Rewrite::Node(new_node) => new_node,
             other => return other,
         };
