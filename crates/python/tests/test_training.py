@@ -235,6 +235,64 @@ def test_embeddings_and_index_select_train_on_kiln():
         assert f"torch.ops.aten.{backward}.default" in targets, targets
 
 
+class GatherMLP(nn.Module):
+    """Entries of a parameter picked by `gather` along its second axis, with
+    repeats: the gradient is a `scatter_add` that sums them."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = nn.Parameter(torch.randn(16, 9))
+        self.fc = nn.Linear(5, 4)
+
+    def forward(self, i):
+        picked = torch.gather(self.table, 1, i)  # (16, 5) of the (16, 9) table
+        return self.fc(torch.tanh(picked))
+
+
+def test_gather_trains_on_kiln_through_scatter_add():
+    i = torch.randint(0, 9, (16, 5), generator=torch.Generator().manual_seed(31))
+    y = torch.randint(0, 4, (16,), generator=torch.Generator().manual_seed(32))
+    stats = check_training(GatherMLP, i, y)
+    ran = {r.target: r.ran_on for r in stats.nodes.values()}
+    assert ran["torch.ops.aten.scatter_add.default"] != "eager", ran
+
+
+def test_scatter_add_matches_torch_and_reports_an_index_out_of_range():
+    torch._dynamo.reset()
+    g = torch.Generator().manual_seed(41)
+    x = torch.randn(4, 6, 3, generator=g, dtype=torch.float64)
+    src = torch.randn(5, 6, 4, generator=g, dtype=torch.float64)
+    # Along each axis, an index smaller than the source (and than the
+    # tensor off the axis), with repeats.
+    for dim, shape, top in ((0, (3, 6, 2), 4), (1, (4, 5, 3), 6), (2, (2, 6, 4), 3)):
+        index = torch.randint(0, top, shape, generator=g)
+
+        def f(x, src, index=index, dim=dim):
+            return torch.scatter_add(x * 2.0, dim, index, src)
+
+        stats = kt._Stats()
+        got = torch.compile(f, backend=kt._make_backend("cranelift", True, stats))(x, src)
+        torch.testing.assert_close(got, f(x, src), rtol=1e-12, atol=1e-12)
+        ran = {r.target: r.ran_on for r in stats.nodes.values()}
+        assert ran["torch.ops.aten.scatter_add.default"] != "eager", ran
+        torch._dynamo.reset()
+    # torch refuses an index outside the axis; so does kiln, as an error
+    # naming the node, not a write outside the tensor.
+    bad = torch.tensor([[0, 3], [1, 0]])
+
+    def h(x, src, index):
+        return torch.scatter_add(x * 1.0, 1, index, src)
+
+    x2, src2 = torch.zeros(2, 3), torch.ones(2, 2)
+    with pytest.raises(RuntimeError):
+        h(x2, src2, bad)
+    compiled = torch.compile(h, backend=kt._make_backend("cranelift", True, kt._Stats()))
+    ok = torch.tensor([[0, 2], [1, 1]])
+    torch.testing.assert_close(compiled(x2, src2, ok), h(x2, src2, ok))
+    with pytest.raises(Exception, match="out of range|outside"):
+        compiled(x2, src2, bad)
+
+
 def test_an_embeddings_gradient_is_torchs_bit_for_bit():
     # torch's CPU kernel adds each token's row to its weight's row in token
     # order, from zero; kiln's index_add does the same, so the gradient of a

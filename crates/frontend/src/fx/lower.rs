@@ -545,6 +545,7 @@ const OPS: &[(&[&str], Build)] = &[
         this.embedding_backward(node)
     }),
     (&["index_add"], |this, _, node| this.index_add(node)),
+    (&["scatter_add"], |this, _, node| this.scatter_add(node)),
     (&["mse_loss"], |this, _, node| this.mse_loss(node)),
     (&["mse_loss_backward"], |this, _, node| {
         this.mse_loss_backward(node)

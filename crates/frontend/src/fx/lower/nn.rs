@@ -601,6 +601,109 @@ impl Fx<'_> {
         self.gather(flat, flat_index, 0)
     }
 
+    /// torch's `scatter_add(x, dim, index, src)`: `x` with `src[c]` added at
+    /// `c` with `c[dim]` replaced by `index[c]`, for every `c` of `index`'s
+    /// shape (no larger than `src`'s, nor than `x`'s off `dim`), in row-major
+    /// order as torch's CPU kernel adds them (aot_autograd makes it of
+    /// `gather`'s backward). Built as an `index_add` of the flattened `x` at
+    /// the flat positions `index * stride + offset` (`offset`: `c`'s place
+    /// along the other axes), a position whose index is outside `dim` made
+    /// -1, so that the `index_add` reports it.
+    pub(super) fn scatter_add(&mut self, node: &Node) -> Result<Value, String> {
+        let x = self.tensor_at(node, 0, "self")?;
+        let index = self.index_at(node, 2, "index")?;
+        let src = self.tensor_at(node, 3, "src")?;
+        let fixed = |shape: Vec<Dim>, what: &str| -> Result<Vec<u64>, String> {
+            shape
+                .iter()
+                .map(|d| match d {
+                    Dim::Fixed(n) => Ok(*n),
+                    Dim::Sym(s) => Err(format!("`scatter_add` of {what} symbolic along `{s}`")),
+                })
+                .collect()
+        };
+        let dims = fixed(self.shape_of(x), "a tensor")?;
+        let at = fixed(self.shape_of(index), "an index")?;
+        let from = fixed(self.shape_of(src), "a source")?;
+        let rank = dims.len();
+        let axis = layout::axis(self.int_at(node, 1, "dim", None)?, rank)?;
+        if rank == 0 || at.len() != rank || from.len() != rank {
+            return Err(format!(
+                "`scatter_add` takes a tensor, an index and a source of one rank (at least 1), got {rank}, {} and {}",
+                at.len(),
+                from.len()
+            ));
+        }
+        for d in 0..rank {
+            if at[d] > from[d] || (d != axis && at[d] > dims[d]) {
+                return Err(format!(
+                    "`scatter_add`: the index's extent {} along dim {d} is above the source's {} or the tensor's {}",
+                    at[d], from[d], dims[d]
+                ));
+            }
+        }
+        let d = self.b.dtype(x).expect("a tensor");
+        if self.b.dtype(src) != Some(d) {
+            return Err("`scatter_add` takes a source of the tensor's dtype".into());
+        }
+        let count: u64 = at.iter().product();
+        if count == 0 {
+            return Err("`scatter_add` of an empty index (kiln has no empty tensors)".into());
+        }
+        // The source's elements the index reaches, in the index's order.
+        let mut src = src;
+        for dim in 0..rank {
+            if at[dim] != from[dim] {
+                src = layout::slice_axis(&mut self.b, src, dim, (0, at[dim]))?;
+            }
+        }
+        // Row-major strides of `x`, and each index element's offset along
+        // the axes other than `dim`, shaped as the index with extent 1 there.
+        let mut strides = vec![1u64; rank];
+        for dim in (0..rank - 1).rev() {
+            strides[dim] = strides[dim + 1]
+                .checked_mul(dims[dim + 1])
+                .ok_or("`scatter_add` of too many elements")?;
+        }
+        let total = strides[0]
+            .checked_mul(dims[0])
+            .ok_or("`scatter_add` of too many elements")?;
+        let mut offset_dims = at.clone();
+        offset_dims[axis] = 1;
+        let places: u64 = offset_dims.iter().product();
+        let mut offsets = Vec::with_capacity(places as usize);
+        let mut c = vec![0u64; rank];
+        for _ in 0..places {
+            let place: u64 = (0..rank).map(|dim| c[dim] * strides[dim]).sum();
+            offsets.push(Scalar::I64(place as i64));
+            for dim in (0..rank).rev() {
+                c[dim] += 1;
+                if c[dim] < offset_dims[dim] {
+                    break;
+                }
+                c[dim] = 0;
+            }
+        }
+        let offsets = self.constant_tensor(DType::I64, offset_dims, offsets)?;
+        let index = if self.b.dtype(index) == Some(DType::I64) {
+            index
+        } else {
+            self.b.cast(index, DType::I64).map_err(te)?
+        };
+        let top = self.b.constant(Scalar::I64(dims[axis] as i64));
+        let outside = self.outside(index, top)?;
+        let stride = self.b.constant(Scalar::I64(strides[axis] as i64));
+        let scaled = self.b.binary(BinaryOp::Mul, index, stride).map_err(te)?;
+        let flat = self.b.binary(BinaryOp::Add, scaled, offsets).map_err(te)?;
+        let minus_one = self.b.constant(Scalar::I64(-1));
+        let flat = self.b.select(outside, minus_one, flat).map_err(te)?;
+        let flat = self.reshape(flat, vec![Dim::Fixed(count)])?;
+        let src = self.reshape(src, vec![Dim::Fixed(count)])?;
+        let base = self.reshape(x, vec![Dim::Fixed(total)])?;
+        let sum = self.b.op(Op::IndexAdd(0), &[base, flat, src]).map_err(te)?;
+        self.reshape(sum, dims.into_iter().map(Dim::Fixed).collect())
+    }
+
     /// Where the `i64` index `i` is outside `0..extent` (an `i64` value).
     fn outside(&mut self, i: Value, extent: Value) -> Result<Value, String> {
         let zero = self.b.constant(Scalar::I64(0));
