@@ -214,8 +214,9 @@ fn pool(workers: usize) -> Option<Arc<Pool>> {
 }
 
 /// OpenMP's `GOMP_parallel(fn, data, num_threads, flags)`: runs `fn(data)`
-/// on every thread of a team of `num_threads` (the caller's among them)
-/// and returns when all have. libgomp defines it, and LLVM's and Intel's
+/// on every thread of a team of at most `num_threads` (the caller's among
+/// them; fewer where the runtime's limits say so) and returns when all
+/// have. libgomp defines it, and LLVM's and Intel's
 /// OpenMP runtimes define it for code GCC compiled.
 pub type GompParallel = unsafe extern "C" fn(
     member: unsafe extern "C" fn(*mut c_void),
@@ -230,8 +231,9 @@ pub type GompParallel = unsafe extern "C" fn(
 ///
 /// # Safety
 /// `team`, if any, must be an OpenMP runtime's `GOMP_parallel` (or behave
-/// as one: run `member(data)` on `num_threads` threads, the caller's among
-/// them, and return when all have), loaded for as long as `f` runs.
+/// as one: run `member(data)` on at most `num_threads` threads, the
+/// caller's among them, and return when all have), loaded for as long as
+/// `f` runs.
 pub unsafe fn with_team<R>(team: Option<GompParallel>, f: impl FnOnce() -> R) -> R {
     struct Restore(Option<GompParallel>);
     impl Drop for Restore {

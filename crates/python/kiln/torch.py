@@ -352,8 +352,8 @@ class _KilnGraph(torch.nn.Module):
 
     def _run(self, fn, tensors, args):
         # kiln's kernels use the threads eager torch would (users set
-        # them with torch.set_num_threads), call by call.
-        # On eager torch's OpenMP threads where it has them (`_share_threads`).
+        # them with torch.set_num_threads), call by call, and eager torch's
+        # own OpenMP threads where it has them (`_share_threads`).
         previous = _kiln._swap_thread_override(torch.get_num_threads())
         shared = _kiln._swap_team(True)
         try:

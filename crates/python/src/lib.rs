@@ -294,6 +294,8 @@ fn _share_openmp(path: std::path::PathBuf) -> PyResult<()> {
         // SAFETY: a handle dlopen returned and a NUL-terminated name.
         let symbol = unsafe { libc::dlsym(handle, c"GOMP_parallel".as_ptr()) };
         if symbol.is_null() {
+            // SAFETY: the reference this call's dlopen took, given back.
+            unsafe { libc::dlclose(handle) };
             return Err(PyValueError::new_err(format!(
                 "{} has no GOMP_parallel: not an OpenMP runtime",
                 path.display()

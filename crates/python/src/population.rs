@@ -236,13 +236,9 @@ impl Population {
             )));
         }
         let threads = threads.unwrap_or(0);
-        let known = OnceLock::new();
-        if let Some(v) = variables {
-            known.get_or_init(|| v);
-        }
         Ok(Population {
             exprs,
-            variables: known,
+            variables: variables.map(OnceLock::from).unwrap_or_default(),
             precision,
             tier,
             vectorize,
