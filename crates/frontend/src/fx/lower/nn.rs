@@ -530,17 +530,8 @@ impl Fx<'_> {
     /// index outside it is made -1 (so no product can wrap around into
     /// range).
     fn take_along(&mut self, x: Value, axis: usize, index: Value) -> Result<Value, String> {
-        let fixed = |shape: Vec<Dim>, what: &str| -> Result<Vec<u64>, String> {
-            shape
-                .iter()
-                .map(|d| match d {
-                    Dim::Fixed(n) => Ok(*n),
-                    Dim::Sym(s) => Err(format!("`gather` of {what} symbolic along `{s}`")),
-                })
-                .collect()
-        };
-        let dims = fixed(self.shape_of(x), "a tensor")?;
-        let at = fixed(self.shape_of(index), "an index")?;
+        let dims = self.fixed_extents(x, "gather", "a tensor")?;
+        let at = self.fixed_extents(index, "gather", "an index")?;
         let rank = dims.len();
         if at.len() != rank || rank == 0 {
             return Err(format!(
@@ -613,18 +604,9 @@ impl Fx<'_> {
         let x = self.tensor_at(node, 0, "self")?;
         let index = self.index_at(node, 2, "index")?;
         let src = self.tensor_at(node, 3, "src")?;
-        let fixed = |shape: Vec<Dim>, what: &str| -> Result<Vec<u64>, String> {
-            shape
-                .iter()
-                .map(|d| match d {
-                    Dim::Fixed(n) => Ok(*n),
-                    Dim::Sym(s) => Err(format!("`scatter_add` of {what} symbolic along `{s}`")),
-                })
-                .collect()
-        };
-        let dims = fixed(self.shape_of(x), "a tensor")?;
-        let at = fixed(self.shape_of(index), "an index")?;
-        let from = fixed(self.shape_of(src), "a source")?;
+        let dims = self.fixed_extents(x, "scatter_add", "a tensor")?;
+        let at = self.fixed_extents(index, "scatter_add", "an index")?;
+        let from = self.fixed_extents(src, "scatter_add", "a source")?;
         let rank = dims.len();
         let axis = layout::axis(self.int_at(node, 1, "dim", None)?, rank)?;
         if rank == 0 || at.len() != rank || from.len() != rank {
@@ -702,6 +684,17 @@ impl Fx<'_> {
         let base = self.reshape(x, vec![Dim::Fixed(total)])?;
         let sum = self.b.op(Op::IndexAdd(0), &[base, flat, src]).map_err(te)?;
         self.reshape(sum, dims.into_iter().map(Dim::Fixed).collect())
+    }
+
+    /// `v`'s extents, which `op` needs fixed (`what` names `v` in the error).
+    fn fixed_extents(&self, v: Value, op: &str, what: &str) -> Result<Vec<u64>, String> {
+        self.shape_of(v)
+            .iter()
+            .map(|d| match d {
+                Dim::Fixed(n) => Ok(*n),
+                Dim::Sym(s) => Err(format!("`{op}` of {what} symbolic along `{s}`")),
+            })
+            .collect()
     }
 
     /// Where the `i64` index `i` is outside `0..extent` (an `i64` value).
