@@ -5,8 +5,9 @@
 //! filetest (`tests/filetests/regressions/`).
 //!
 //! CI runs `DIFFERENTIAL_CASES` cases (default 1000); set it higher for a long run.
-//! Every case runs at 1, 2, 3 and 7 threads with every loop cut, and once
-//! with 7 chunks run last first (`kiln::threads::TESTED`). A case that
+//! Every case runs at 1, 2, 3 and 7 threads with every loop cut, once with
+//! 7 chunks run last first, and once on 7 threads behind OpenMP's
+//! `GOMP_parallel` interface (`kiln::threads::TESTED`). A case that
 //! crashes the process is written to `KILN_CASE_DIR` first, when that is
 //! set.
 
