@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 const SPIN: Duration = Duration::from_micros(200);
 
 /// A chunk runner: called with each chunk's index.
-type Run<'a> = &'a (dyn Fn(usize) + Sync);
+pub(crate) type Run<'a> = &'a (dyn Fn(usize) + Sync);
 
 struct Shared {
     epoch: AtomicU64,
@@ -164,17 +164,32 @@ impl Drop for Pool {
 
 /// Claims and runs chunks of the current stage until none is left.
 fn take_chunks(s: &Shared, run: Run<'_>) {
-    let parts = s.parts.load(SeqCst);
+    claim_chunks(&s.next, s.parts.load(SeqCst), &s.panicked, run, || {
+        s.done.fetch_add(1, SeqCst);
+    });
+}
+
+/// Claims chunks of `0..parts` through `next` and runs each, calling `ran`
+/// after each, until none is left; a chunk that panics sets `panicked`
+/// instead of unwinding (into a worker's loop, or an OpenMP runtime's C
+/// frames): the caller raises it. The pool's workers and an OpenMP team's
+/// members (`threads::with_team`) both take chunks this way.
+pub(crate) fn claim_chunks(
+    next: &AtomicUsize,
+    parts: usize,
+    panicked: &AtomicBool,
+    run: Run<'_>,
+    ran: impl Fn(),
+) {
     loop {
-        let j = s.next.fetch_add(1, SeqCst);
+        let j = next.fetch_add(1, SeqCst);
         if j >= parts {
             return;
         }
-        let ran = catch_unwind(AssertUnwindSafe(|| run(j)));
-        if ran.is_err() {
-            s.panicked.store(true, SeqCst);
+        if catch_unwind(AssertUnwindSafe(|| run(j))).is_err() {
+            panicked.store(true, SeqCst);
         }
-        s.done.fetch_add(1, SeqCst);
+        ran();
     }
 }
 

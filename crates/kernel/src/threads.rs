@@ -26,11 +26,10 @@
 //!   no second pool spins beside them for the same cores.
 
 use crate::abi::CompiledKernel;
-use crate::pool::Pool;
+use crate::pool::{claim_chunks, Pool, Run};
 use crate::stages::Chunking;
 use std::cell::Cell;
 use std::ffi::{c_uint, c_void};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -280,7 +279,7 @@ unsafe extern "C" fn scoped_team(
 /// One OpenMP team's work: chunks claimed in turn, as the pool's workers
 /// claim them.
 struct Team<'a> {
-    run: &'a (dyn Fn(usize) + Sync),
+    run: Run<'a>,
     parts: usize,
     next: AtomicUsize,
     panicked: AtomicBool,
@@ -293,20 +292,12 @@ unsafe extern "C" fn member(data: *mut c_void) {
     // SAFETY: `data` is the `Team` that `on_team` keeps alive until
     // `GOMP_parallel` returns, which is after every member has.
     let team = unsafe { &*(data as *const Team<'_>) };
-    loop {
-        let j = team.next.fetch_add(1, Ordering::Relaxed);
-        if j >= team.parts {
-            return;
-        }
-        if catch_unwind(AssertUnwindSafe(|| (team.run)(j))).is_err() {
-            team.panicked.store(true, Ordering::Relaxed);
-        }
-    }
+    claim_chunks(&team.next, team.parts, &team.panicked, team.run, || {});
 }
 
 /// Runs `run(j)` for every `j` in `0..parts` on a team of `parts` OpenMP
 /// threads.
-fn on_team(parallel: GompParallel, parts: usize, run: &(dyn Fn(usize) + Sync)) {
+fn on_team(parallel: GompParallel, parts: usize, run: Run<'_>) {
     let team = Team {
         run,
         parts,
