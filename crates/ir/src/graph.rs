@@ -59,6 +59,15 @@ impl Graph {
         }
     }
 
+    /// An empty graph called `name`, with room for `nodes` nodes.
+    pub fn with_capacity(name: &str, nodes: usize) -> Self {
+        Graph {
+            name: name.to_string(),
+            nodes: PrimaryMap::with_capacity(nodes),
+            ..Graph::default()
+        }
+    }
+
     /// Appends a node without checking anything; the verifier checks later.
     pub fn push_node(&mut self, node: NodeData) -> Value {
         self.nodes.push(node)

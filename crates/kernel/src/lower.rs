@@ -61,6 +61,9 @@ pub(super) struct Lowerer<'a> {
     /// transpose's) is told apart where a nest reads it
     /// (`tensor::views::store_all`).
     pub(super) unit_strides: crate::iterations::IndexSet<Reg>,
+    /// The values an output returns (a population's group has hundreds of
+    /// outputs: a scan of them per node was a tenth of its lowering).
+    pub(super) returned: SecondaryMap<Value, bool>,
 }
 
 /// The extent of a column type, if it is one.
@@ -295,6 +298,13 @@ pub fn lower(verified: &Verified, options: &LowerOptions) -> Result<Kernel, Lowe
             reg_names: Vec::new(),
         },
         scalars: SecondaryMap::new(),
+        returned: {
+            let mut returned = SecondaryMap::with_capacity(graph.len());
+            for output in graph.outputs() {
+                returned[output.value] = true;
+            }
+            returned
+        },
         input_params: Vec::new(),
         output_params: Vec::new(),
         panels: options.panels,
@@ -900,7 +910,7 @@ impl Lowerer<'_> {
     }
 
     pub(super) fn is_output(&self, value: Value) -> bool {
-        self.graph.outputs().iter().any(|o| o.value == value)
+        self.returned[value]
     }
 
     /// The positions in the signature of the outputs that return `value`.

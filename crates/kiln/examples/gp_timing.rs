@@ -2,8 +2,8 @@
 //! expressions over its 10,000 rows, `ROUNDS` times in one process (profile
 //! it with `perf record`). `fit`: their constants fitted to `x0`, 10
 //! Levenberg–Marquardt steps; `compile`: the population compiled on the
-//! default tier, and evaluated. Run:
-//! `cargo run --release -p kiln --example gp_timing -- fit|compile [ROUNDS]`.
+//! default tier, and evaluated; `build`: compiled only. Run:
+//! `cargo run --release -p kiln --example gp_timing -- fit|compile|build [ROUNDS]`.
 
 use std::time::Instant;
 
@@ -35,7 +35,7 @@ fn main() {
     }
     let slices: Vec<&[f64]> = columns.iter().map(Vec::as_slice).collect();
     let engine = kiln::DEFAULT_TIER.engine().expect("the default tier");
-    if what == "compile" {
+    if what == "compile" || what == "build" {
         let options = kiln::PopulationOptions {
             threads: 1,
             ..kiln::PopulationOptions::default()
@@ -44,6 +44,13 @@ fn main() {
             let start = Instant::now();
             let population = kiln::Population::compile(&exprs, &variables, &*engine, &options);
             let compiled = start.elapsed();
+            if what == "build" {
+                println!(
+                    "round {round}: compile {:.1} ms",
+                    compiled.as_secs_f64() * 1e3
+                );
+                continue;
+            }
             let mut out = vec![0.0; exprs.len() * slices[0].len()];
             let failed = population.evaluate(&slices, slices[0].len(), &mut out);
             println!(

@@ -22,7 +22,7 @@ use crate::{
     ArrayMut, ArrayRef, CompileOptions, Data, DynEngine, ExecError, Program, PyOptions, Scalar,
     Type, Verified,
 };
-use kiln_ir::{DType, Dim, EntityRef, ParseError};
+use kiln_ir::{DType, Dim, EntityRef, Graph, ParseError};
 
 /// The element type of a population's columns and values.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -279,6 +279,30 @@ impl std::fmt::Debug for Population {
     }
 }
 
+/// `f` of each item, in order: the first on the calling thread, each other
+/// on a scoped thread of its own; a panic in one is raised again here. One
+/// item spawns nothing, so a one-thread call runs in the caller's allocator
+/// heap and stack: a fresh thread's heap takes fresh pages, whose first
+/// touch was a tenth of a population's compile.
+pub(crate) fn on_threads<T: Send, R: Send>(items: Vec<T>, f: impl Fn(T) -> R + Sync) -> Vec<R> {
+    let mut items = items.into_iter();
+    let Some(first) = items.next() else {
+        return Vec::new();
+    };
+    let f = &f;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = items.map(|item| s.spawn(move || f(item))).collect();
+        let mut results = Vec::with_capacity(handles.len() + 1);
+        results.push(f(first));
+        results.extend(
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))),
+        );
+        results
+    })
+}
+
 /// How a member expression is read: its free names are columns `[n]` of
 /// `precision`.
 pub(crate) fn column_options(precision: Precision) -> PyOptions {
@@ -289,23 +313,26 @@ pub(crate) fn column_options(precision: Precision) -> PyOptions {
     }
 }
 
-/// Parses and verifies one expression whose free names are columns of
-/// `precision`; also its node count as written
-/// ([`kiln_frontend::py::count_nodes`]; 0 if it does not parse).
-fn parse(expr: &str, precision: Precision) -> (Result<Verified, MemberError>, usize) {
+/// Parses one expression whose free names are columns of `precision`;
+/// also its node count as written ([`kiln_frontend::py::count_nodes`]; 0 if
+/// it does not parse). The graph is not verified yet: a group's merged graph
+/// is verified whole ([`merge`]), an expression alone on its own
+/// ([`compile_part`]).
+fn parse(expr: &str, precision: Precision) -> (Result<Graph, MemberError>, usize) {
     match kiln_frontend::py::parse_counted(expr, &column_options(precision)) {
-        Ok((graph, _, nodes)) => (
-            crate::verify(graph).map_err(|e| MemberError::Compile(e.to_string())),
-            nodes,
-        ),
+        Ok((graph, _, nodes)) => (Ok(graph), nodes),
         Err(e) => (Err(MemberError::Parse(e)), 0),
     }
 }
 
-/// A verified expression with each input's position in `variables`.
-fn positions(graph: Verified, variables: &[String]) -> Result<(Verified, Vec<usize>), MemberError> {
+/// [`crate::verify`], with its error as a member's.
+fn verify_member(graph: Graph) -> Result<Verified, MemberError> {
+    crate::verify(graph).map_err(|e| MemberError::Compile(e.to_string()))
+}
+
+/// An expression with each input's position in `variables`.
+fn positions(graph: Graph, variables: &[String]) -> Result<(Graph, Vec<usize>), MemberError> {
     let columns = graph
-        .graph()
         .inputs()
         .iter()
         .map(|i| {
@@ -316,10 +343,10 @@ fn positions(graph: Verified, variables: &[String]) -> Result<(Verified, Vec<usi
         })
         .collect::<Result<Vec<_>, _>>()?;
     match graph
-        .graph()
         .outputs()
         .first()
-        .map(|o| graph.graph().ty(o.value))
+        .and_then(|o| graph.get(o.value))
+        .map(|n| &n.ty)
     {
         Some(Type::Tensor(_)) => Ok((graph, columns)),
         _ => Err(MemberError::Compile(
@@ -334,12 +361,11 @@ fn positions(graph: Verified, variables: &[String]) -> Result<(Verified, Vec<usi
 /// of the rows), and no integer division, the one thing that fails at run
 /// time (an expression that can fail runs alone, so its failure costs no
 /// other expression its compiled kernel).
-fn groupable(graph: &Verified) -> bool {
+fn groupable(g: &Graph) -> bool {
     use kiln_ir::op::Op;
-    let g = graph.graph();
     let float_out = g.outputs().len() == 1
-        && matches!(g.ty(g.outputs()[0].value),
-            Type::Tensor(t) if t.dtype.is_float() && t.shape.len() <= 1);
+        && matches!(g.get(g.outputs()[0].value).map(|n| &n.ty),
+            Some(Type::Tensor(t)) if t.dtype.is_float() && t.shape.len() <= 1);
     float_out
         && g.nodes().all(|(_, n)| match n.op {
             Op::Binary(op) => {
@@ -355,26 +381,28 @@ fn groupable(graph: &Verified) -> bool {
         })
 }
 
-/// One graph computing `members` (each a verified graph and its inputs'
-/// positions in `variables`) as its outputs, in order, over every variable
-/// (a column of `precision`); an output of another float type is cast to
-/// `precision`.
+/// One graph computing `members` (each a graph and its inputs' positions in
+/// `variables`) as its outputs, in order, over every variable (a column of
+/// `precision`); an output of another float type is cast to `precision`.
+/// Verified here, whole: an error in a member fails the group, and
+/// [`compile_part`] then verifies each member alone.
 fn merge(
-    members: &[&(Verified, Vec<usize>)],
+    members: &[&(Graph, Vec<usize>)],
     variables: &[String],
     precision: Precision,
 ) -> Result<Verified, MemberError> {
-    use kiln_ir::graph::{Graph, NodeData};
+    use kiln_ir::graph::NodeData;
     use kiln_ir::op::Op;
-    let mut merged = Graph::new("population");
+    let nodes: usize = members.iter().map(|(g, _)| g.len() + 1).sum();
+    let mut merged = Graph::with_capacity("population", variables.len() + nodes);
     // Every variable is a column like the members' inputs.
     let column = members
         .iter()
         .find_map(|(g, _)| {
-            g.graph()
-                .inputs()
+            g.inputs()
                 .first()
-                .map(|i| g.graph().ty(i.value).clone())
+                .and_then(|i| g.get(i.value))
+                .map(|n| n.ty.clone())
         })
         .unwrap_or_else(|| {
             Type::Tensor(kiln_ir::TensorType {
@@ -386,24 +414,39 @@ fn merge(
         .iter()
         .map(|v| merged.push_input(v, column.clone()))
         .collect();
-    for (k, (graph, columns)) in members.iter().enumerate() {
-        let g = graph.graph();
+    for (k, (g, columns)) in members.iter().enumerate() {
         // The merged value of each of the member's values, by index (nodes
         // come in order, arguments first).
         let mut map: Vec<kiln_ir::Value> = Vec::with_capacity(g.len());
         for (value, node) in g.nodes() {
             debug_assert_eq!(value.index(), map.len());
             let mapped = match node.op {
-                Op::Input { index } => inputs[columns[index as usize]],
-                _ => merged.push_node(NodeData {
-                    op: node.op.clone(),
-                    args: node.args.iter().map(|a| map[a.index()]).collect(),
-                    ty: node.ty.clone(),
-                }),
+                Op::Input { index } => match columns.get(index as usize) {
+                    Some(&column) => inputs[column],
+                    None => return Err(MemberError::Compile(format!("{value}: no such input"))),
+                },
+                _ => {
+                    let args = node
+                        .args
+                        .iter()
+                        .map(|a| map.get(a.index()).copied())
+                        .collect::<Option<Vec<_>>>()
+                        .ok_or_else(|| {
+                            MemberError::Compile(format!("{value}: uses a later value"))
+                        })?;
+                    merged.push_node(NodeData {
+                        op: node.op.clone(),
+                        args,
+                        ty: node.ty.clone(),
+                    })
+                }
             };
             map.push(mapped);
         }
-        let mut out = map[g.outputs()[0].value.index()];
+        let Some(&out) = g.outputs().first().and_then(|o| map.get(o.value.index())) else {
+            return Err(MemberError::Compile("no output".to_string()));
+        };
+        let mut out = out;
         if let Type::Tensor(t) = merged.ty(out) {
             if t.dtype != precision.dtype() {
                 let ty = Type::Tensor(kiln_ir::TensorType {
@@ -419,7 +462,7 @@ fn merge(
         }
         merged.push_output(&format!("e{k}"), out);
     }
-    crate::verify(merged).map_err(|e| MemberError::Compile(e.to_string()))
+    verify_member(merged)
 }
 
 /// A compile thread's expressions (as slots) and groups.
@@ -430,7 +473,7 @@ type Part = (Vec<Result<Slot, MemberError>>, Vec<Group>);
 /// the rest alone. If the batch fails, each expression alone, so the error
 /// lands on the one that caused it. Group numbers are local to the part.
 fn compile_part(
-    part: Vec<Result<(Verified, Vec<usize>), MemberError>>,
+    mut part: Vec<Result<(Graph, Vec<usize>), MemberError>>,
     first: usize,
     variables: &[String],
     engine: &dyn DynEngine,
@@ -447,7 +490,7 @@ fn compile_part(
     let merged: Result<Vec<Verified>, MemberError> = grouped
         .chunks(GROUP)
         .map(|chunk| {
-            let members: Vec<&(Verified, Vec<usize>)> = chunk
+            let members: Vec<&(Graph, Vec<usize>)> = chunk
                 .iter()
                 .map(|&i| part[i].as_ref().expect("grouped members loaded"))
                 .collect();
@@ -459,16 +502,26 @@ fn compile_part(
     for (k, &i) in grouped.iter().enumerate() {
         slot_of[i] = Some((k / GROUP, k % GROUP));
     }
-    let alone: Vec<usize> = (0..part.len())
-        .filter(|&i| part[i].is_ok() && slot_of[i].is_none())
-        .collect();
+    // The expressions alone, verified each (one that fails has its error).
+    let mut verified: Vec<Option<Verified>> = vec![None; part.len()];
+    for (i, member) in part.iter_mut().enumerate() {
+        if slot_of[i].is_none() {
+            if let Ok((graph, _)) = member {
+                match verify_member(std::mem::take(graph)) {
+                    Ok(v) => verified[i] = Some(v),
+                    Err(e) => *member = Err(e),
+                }
+            }
+        }
+    }
+    let alone: Vec<usize> = (0..part.len()).filter(|&i| verified[i].is_some()).collect();
     if let Ok(merged) = merged {
         let mut graphs: Vec<Verified> = merged;
         let n_groups = graphs.len();
         graphs.extend(
             alone
                 .iter()
-                .map(|&i| part[i].as_ref().expect("loaded").0.clone()),
+                .map(|&i| verified[i].clone().expect("verified alone")),
         );
         if let Ok(programs) = engine.compile_batch_dyn(&graphs, options) {
             let mut programs = programs.into_iter();
@@ -511,8 +564,13 @@ fn compile_part(
     // Each alone, so a failure lands on its expression.
     let slots = part
         .into_iter()
-        .map(|m| {
+        .zip(verified)
+        .map(|(m, verified)| {
             let (graph, columns) = m?;
+            let graph = match verified {
+                Some(v) => v,
+                None => verify_member(graph)?,
+            };
             let program = engine
                 .compile_dyn(&graph, options)
                 .map_err(|e| MemberError::Compile(e.to_string()))?;
@@ -560,44 +618,24 @@ impl Population {
         let compile = &member_options(&options.compile);
         // Parse on every thread, then compile on every thread: the
         // variables may come from all the expressions.
-        let parsed: Vec<Vec<(Result<Verified, MemberError>, usize)>> = std::thread::scope(|s| {
-            let handles: Vec<_> = exprs
-                .chunks(chunk)
-                .map(|part| {
-                    s.spawn(move || part.iter().map(|e| parse(e.as_ref(), precision)).collect())
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().expect("parse threads do not panic"))
-                .collect()
-        });
+        let parsed: Vec<Vec<(Result<Graph, MemberError>, usize)>> =
+            on_threads(exprs.chunks(chunk).collect(), |part| {
+                part.iter().map(|e| parse(e.as_ref(), precision)).collect()
+            });
         let variables = match variables {
             Some(v) => v.to_vec(),
             None => names_of(parsed.iter().flatten().filter_map(|(g, _)| g.as_ref().ok())),
         };
         let variables = &variables;
-        let parts: Vec<(Part, Vec<usize>)> = std::thread::scope(|s| {
-            let handles: Vec<_> = parsed
-                .into_iter()
-                .enumerate()
-                .map(|(k, part)| {
-                    s.spawn(move || {
-                        let (loaded, nodes): (Vec<_>, Vec<usize>) = part
-                            .into_iter()
-                            .map(|(g, nodes)| (g.and_then(|g| positions(g, variables)), nodes))
-                            .unzip();
-                        let part =
-                            compile_part(loaded, k * chunk, variables, engine, compile, precision);
-                        (part, nodes)
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().expect("compile threads do not panic"))
-                .collect()
-        });
+        let parts: Vec<(Part, Vec<usize>)> =
+            on_threads(parsed.into_iter().enumerate().collect(), |(k, part)| {
+                let (loaded, nodes): (Vec<_>, Vec<usize>) = part
+                    .into_iter()
+                    .map(|(g, nodes)| (g.and_then(|g| positions(g, variables)), nodes))
+                    .unzip();
+                let part = compile_part(loaded, k * chunk, variables, engine, compile, precision);
+                (part, nodes)
+            });
         // Number the groups across parts.
         let mut members = Vec::with_capacity(exprs.len());
         let mut groups = Vec::new();
@@ -743,23 +781,12 @@ impl Population {
             })
             .collect();
         let mut errors: Vec<Option<MemberError>> = vec![None; self.members.len()];
-        let results: Vec<Vec<(usize, Option<MemberError>)>> = std::thread::scope(|s| {
-            let handles: Vec<_> = work
-                .into_iter()
-                .map(|units| {
-                    s.spawn(move || {
-                        let mut results = Vec::new();
-                        for (unit, mut mine) in units {
-                            self.evaluate_unit(unit, columns, &mut mine, &mut results);
-                        }
-                        results
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().expect("evaluation threads do not panic"))
-                .collect()
+        let results: Vec<Vec<(usize, Option<MemberError>)>> = on_threads(work, |units| {
+            let mut results = Vec::new();
+            for (unit, mut mine) in units {
+                self.evaluate_unit(unit, columns, &mut mine, &mut results);
+            }
+            results
         });
         for (i, e) in results.into_iter().flatten() {
             errors[i] = e;
@@ -863,25 +890,14 @@ impl Population {
         if self.members.is_empty() {
             return (mse, errors);
         }
-        let results: Vec<Vec<(usize, f64, Option<MemberError>)>> = std::thread::scope(|s| {
-            let handles: Vec<_> = self
-                .units()
-                .into_iter()
-                .map(|units| {
-                    s.spawn(move || {
-                        let mut results = Vec::new();
-                        for unit in units {
-                            self.mse_unit(unit, columns, target, &mut results);
-                        }
-                        results
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().expect("evaluation threads do not panic"))
-                .collect()
-        });
+        let results: Vec<Vec<(usize, f64, Option<MemberError>)>> =
+            on_threads(self.units(), |units| {
+                let mut results = Vec::new();
+                for unit in units {
+                    self.mse_unit(unit, columns, target, &mut results);
+                }
+                results
+            });
         for (i, m, e) in results.into_iter().flatten() {
             mse[i] = m;
             errors[i] = e;
@@ -1039,7 +1055,7 @@ fn run<T: Element>(member: &Member, columns: &[&[T]], row: &mut [T]) -> Result<(
 /// (expressions that do not parse contribute nothing).
 /// [`Population::compile_inferring`] finds them without a second parse.
 pub fn variables_of<S: AsRef<str>>(exprs: &[S]) -> Vec<String> {
-    let graphs: Vec<Verified> = exprs
+    let graphs: Vec<Graph> = exprs
         .iter()
         .filter_map(|e| parse(e.as_ref(), Precision::F64).0.ok())
         .collect();
@@ -1047,10 +1063,10 @@ pub fn variables_of<S: AsRef<str>>(exprs: &[S]) -> Vec<String> {
 }
 
 /// The inputs' names of `graphs`, each once, in order of first appearance.
-fn names_of<'a>(graphs: impl Iterator<Item = &'a Verified>) -> Vec<String> {
+fn names_of<'a>(graphs: impl Iterator<Item = &'a Graph>) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
     for graph in graphs {
-        for input in graph.graph().inputs() {
+        for input in graph.inputs() {
             if !names.contains(&input.name) {
                 names.push(input.name.clone());
             }

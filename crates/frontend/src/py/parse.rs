@@ -64,12 +64,17 @@ impl Parser<'_> {
         self.pos.checked_sub(1).map_or(0, |p| self.toks[p].end)
     }
 
-    fn bump(&mut self) -> Token {
-        let t = self.toks[self.pos].clone();
+    /// Moves past the current token; returns its span.
+    fn bump(&mut self) -> Span {
+        let t = &self.toks[self.pos];
+        let span = Span {
+            start: t.start,
+            end: t.end,
+        };
         if self.pos + 1 < self.toks.len() {
             self.pos += 1;
         }
-        t
+        span
     }
 
     fn err<T>(&self, message: impl Into<String>) -> ParseResult<T> {
@@ -130,16 +135,10 @@ impl Parser<'_> {
     }
 
     fn name(&mut self, what: &str) -> ParseResult<(String, Span)> {
-        match self.tok().clone() {
-            Tok::Name(n) if !is_keyword(&n) => {
-                let t = self.bump();
-                Ok((
-                    n,
-                    Span {
-                        start: t.start,
-                        end: t.end,
-                    },
-                ))
+        match self.tok() {
+            Tok::Name(n) if !is_keyword(n) => {
+                let n = n.clone();
+                Ok((n, self.bump()))
             }
             _ => self.err(format!("expected {what}, found {}", self.describe())),
         }
@@ -548,7 +547,7 @@ impl Parser<'_> {
             self.toks.get(self.pos + 1).map(|t| &t.tok),
             Some(Tok::Op("**"))
         );
-        if let (UnOp::Neg, Tok::Int(v), false) = (op, self.tok().clone(), next_is_pow) {
+        if let (UnOp::Neg, &Tok::Int(v), false) = (op, self.tok(), next_is_pow) {
             self.bump();
             return Ok(self.push(
                 ExprKind::Int(-i128::try_from(v).unwrap_or(i128::MAX)),
@@ -686,12 +685,12 @@ impl Parser<'_> {
 
     fn primary(&mut self) -> ParseResult<ExprId> {
         let start = self.start();
-        let kind = match self.tok().clone() {
-            Tok::Int(v) => ExprKind::Int(i128::try_from(v).unwrap_or(i128::MAX)),
-            Tok::Float(v) => ExprKind::Float(v),
+        let kind = match self.tok() {
+            &Tok::Int(v) => ExprKind::Int(i128::try_from(v).unwrap_or(i128::MAX)),
+            &Tok::Float(v) => ExprKind::Float(v),
             Tok::Name(n) if n == "True" || n == "False" => ExprKind::Bool(n == "True"),
             Tok::Name(n) if n == "None" && self.syntax == Syntax::Python => ExprKind::None,
-            Tok::Name(n) if !is_keyword(&n) => return self.name_or_call(),
+            Tok::Name(n) if !is_keyword(n) => return self.name_or_call(),
             Tok::Op("(") => return self.parenthesized(),
             Tok::Op("[") => return self.list(),
             _ => return self.err(format!("expected an expression, found {}", self.describe())),

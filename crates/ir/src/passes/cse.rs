@@ -2,32 +2,19 @@
 //! same arguments; constants compared by bits) reuses the earlier value. Nothing
 //! in the IR has side effects, so this is always sound.
 
-use super::{Rewrite, Rewriter};
-use crate::entities::Value;
 use crate::graph::Graph;
-use crate::op::Op;
-use rustc_hash::FxHashMap;
 
-/// Merges equal nodes.
+/// Merges equal nodes (the merging alone of [`super::rewrite`]; its table is
+/// [`super::Table`]).
 pub fn run(graph: &Graph) -> Graph {
-    let mut seen: FxHashMap<(Op, Vec<Value>), Value> = FxHashMap::default();
-    Rewriter::run(graph, |rw, _, node| {
-        let mut node = node.clone();
-        if let Op::Binary(op) = node.op {
-            if op.is_commutative() {
-                node.args.sort();
-            }
-        }
-        let key = (node.op.clone(), node.args.clone());
-        match seen.get(&key) {
-            Some(&earlier) => Rewrite::Use(earlier),
-            None => {
-                let value = rw.push(node);
-                seen.insert(key, value);
-                Rewrite::Use(value)
-            }
-        }
-    })
+    super::rewrite(
+        graph,
+        super::Steps {
+            fold: false,
+            simplify: false,
+            cse: true,
+        },
+    )
 }
 
 #[cfg(test)]

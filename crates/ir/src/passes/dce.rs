@@ -5,15 +5,15 @@ use super::{Rewrite, Rewriter};
 use crate::graph::Graph;
 
 /// Removes dead nodes.
-pub fn run(graph: &Graph) -> Graph {
+pub fn run(graph: Graph) -> Graph {
     let live = graph.live_mask();
     if graph.nodes().all(|(value, _)| live[value]) {
-        // Nothing dead: the same graph, node for node.
-        return graph.clone();
+        // Nothing dead: the same graph.
+        return graph;
     }
-    Rewriter::run(graph, |_, value, _| {
+    Rewriter::run(&graph, |_, value, node| {
         if live[value] {
-            Rewrite::Keep
+            Rewrite::Node(node)
         } else {
             Rewrite::Drop
         }

@@ -12,7 +12,7 @@
 //! norm's `gamma / sqrt(var + eps)` and the convolution weights it scales
 //! become one constant each.
 
-use super::{Rewrite, Rewriter};
+use super::Rewriter;
 use crate::graph::{Graph, NodeData};
 use crate::op::{Op, TensorConst};
 use crate::scalar::Scalar;
@@ -197,44 +197,55 @@ fn next_index(index: &mut [u64], dims: &[u64]) {
     }
 }
 
-/// Folds constant subexpressions.
+/// Folds constant subexpressions (the folding alone of
+/// [`super::rewrite`]).
 pub fn run(graph: &Graph) -> Graph {
-    Rewriter::run(graph, |rw, _, node| {
-        if let [arg] = node.args.as_slice() {
-            if let Op::Tensor(t) = &rw.node(*arg).op {
-                if let Some(folded) = fold_layout(&node.op, t) {
-                    return Rewrite::Node(NodeData {
-                        op: Op::Tensor(std::sync::Arc::new(folded)),
-                        args: Vec::new(),
-                        ty: node.ty.clone(),
-                    });
-                }
+    super::rewrite(
+        graph,
+        super::Steps {
+            fold: true,
+            simplify: false,
+            cse: false,
+        },
+    )
+}
+
+/// `node` (its arguments in the new graph) as a constant, if it folds.
+pub(crate) fn fold(rw: &Rewriter<'_>, node: &NodeData) -> Option<NodeData> {
+    if let [arg] = node.args.as_slice() {
+        if let Op::Tensor(t) = &rw.node(*arg).op {
+            if let Some(folded) = fold_layout(&node.op, t) {
+                return Some(NodeData {
+                    op: Op::Tensor(std::sync::Arc::new(folded)),
+                    args: Vec::new(),
+                    ty: node.ty.clone(),
+                });
             }
         }
-        if let Some(folded) = fold_elementwise(rw, node) {
-            return Rewrite::Node(folded);
-        }
-        // Otherwise only scalar results fold: a constant is a scalar.
-        if !matches!(&node.ty, Type::Tensor(t) if t.is_scalar()) || node.args.is_empty() {
-            return Rewrite::Keep;
-        }
-        let consts: Option<Vec<Scalar>> = node
-            .args
-            .iter()
-            .map(|&a| match rw.node(a).op {
-                Op::Const(c) => Some(c),
-                _ => None,
-            })
-            .collect();
-        match consts.and_then(|c| eval_const(&node.op, &c)) {
-            Some(Ok(c)) => Rewrite::Node(NodeData {
-                op: Op::Const(c),
-                args: Vec::new(),
-                ty: Type::scalar(c.dtype()),
-            }),
-            _ => Rewrite::Keep,
-        }
-    })
+    }
+    if let Some(folded) = fold_elementwise(rw, node) {
+        return Some(folded);
+    }
+    // Otherwise only scalar results fold: a constant is a scalar.
+    if !matches!(&node.ty, Type::Tensor(t) if t.is_scalar()) || node.args.is_empty() {
+        return None;
+    }
+    let consts: Option<Vec<Scalar>> = node
+        .args
+        .iter()
+        .map(|&a| match rw.node(a).op {
+            Op::Const(c) => Some(c),
+            _ => None,
+        })
+        .collect();
+    match consts.and_then(|c| eval_const(&node.op, &c)) {
+        Some(Ok(c)) => Some(NodeData {
+            op: Op::Const(c),
+            args: Vec::new(),
+            ty: Type::scalar(c.dtype()),
+        }),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

@@ -3,8 +3,10 @@
 //! same division-by-zero errors from every live node.
 //!
 //! Passes rebuild the graph front to back ([`Rewriter`]) instead of editing it in
-//! place, so the ordering invariant holds by construction. The verifier runs
-//! after every pass in debug builds and tests ([`optimize`]).
+//! place, so the ordering invariant holds by construction. Folding,
+//! simplification and CSE are steps applied to each node in turn, in one
+//! rebuild ([`rewrite`]); dead-code elimination follows. The verifier runs
+//! after each rebuild in debug builds and tests ([`optimize`]).
 
 pub mod cse;
 pub mod dce;
@@ -17,33 +19,137 @@ use crate::op::Op;
 use crate::verify::{verify, Verified, VerifyResult};
 use cranelift_entity::SecondaryMap;
 
-/// A pass: a rebuild of the graph.
-type Pass = fn(&Graph) -> Graph;
-
-/// Runs the standard pipeline: fold, simplify, fold, CSE, DCE, on a verified
-/// graph, and returns the optimized graph verified.
+/// Runs the standard pipeline on a verified graph, and returns the
+/// optimized graph verified: each node folded, simplified, folded again and
+/// merged with an equal earlier node (one rebuild), then dead nodes dropped.
 pub fn optimize(input: &Verified) -> VerifyResult<Verified> {
-    let passes: [(&str, Pass); 5] = [
-        ("fold", fold::run),
-        ("simplify", simplify::run),
-        ("fold", fold::run),
-        ("cse", cse::run),
-        ("dce", dce::run),
-    ];
-    let mut graph: Option<Graph> = None;
-    for (name, pass) in passes {
-        let next = pass(graph.as_ref().unwrap_or(input.graph()));
-        if cfg!(debug_assertions) {
-            if let Err(errors) = crate::verify::check(&next) {
-                panic!(
-                    "pass `{name}` produced an invalid graph:\n{errors}\n{}",
-                    crate::text::print(&next)
-                );
+    let rewritten = rewrite(input.graph(), Steps::ALL);
+    check("fold, simplify and cse", &rewritten);
+    let graph = dce::run(rewritten);
+    check("dce", &graph);
+    verify(graph)
+}
+
+/// In debug builds and tests, panics unless the graph `pass` made verifies.
+fn check(pass: &str, graph: &Graph) {
+    if cfg!(debug_assertions) {
+        if let Err(errors) = crate::verify::check(graph) {
+            panic!(
+                "pass `{pass}` produced an invalid graph:\n{errors}\n{}",
+                crate::text::print(graph)
+            );
+        }
+    }
+}
+
+/// Which steps [`rewrite`] applies to each node.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Steps {
+    /// Constant folding ([`fold`]).
+    pub fold: bool,
+    /// The exact algebraic simplifications ([`simplify`]).
+    pub simplify: bool,
+    /// Common-subexpression elimination ([`cse`]).
+    pub cse: bool,
+}
+
+impl Steps {
+    /// Every step.
+    pub const ALL: Steps = Steps {
+        fold: true,
+        simplify: true,
+        cse: true,
+    };
+}
+
+/// Rebuilds `graph` once, applying `steps` to each node (its arguments
+/// already rewritten): fold it; simplify it, and fold what that gives; then
+/// reuse an equal earlier node or append it. Each step sees the nodes before
+/// it fully rewritten, so one rebuild does what fold, simplify, fold and CSE
+/// run one after another would do, and `x` of `min(x, y)` with `y` merged
+/// into `x` simplifies too.
+pub(crate) fn rewrite(graph: &Graph, steps: Steps) -> Graph {
+    let mut table = Table::new(steps.cse, graph.len());
+    Rewriter::run(graph, |rw, _, node| {
+        let mut node = node;
+        if steps.fold {
+            if let Some(folded) = fold::fold(rw, &node) {
+                node = folded;
             }
         }
-        graph = Some(next);
+        if steps.simplify {
+            match simplify::simplify(rw, &node, &mut table) {
+                None => {}
+                Some(Rewrite::Node(simpler)) => {
+                    node = simpler;
+                    if steps.fold {
+                        if let Some(folded) = fold::fold(rw, &node) {
+                            node = folded;
+                        }
+                    }
+                }
+                Some(other) => return other,
+            }
+        }
+        Rewrite::Use(table.intern(rw, node))
+    })
+}
+
+/// The nodes [`rewrite`] has appended: whether each may fail (for
+/// [`simplify`]) and, when merging, each distinct node by op and arguments.
+pub(crate) struct Table {
+    /// Whether to merge equal nodes.
+    cse: bool,
+    /// The value of each distinct node (commutative arguments sorted;
+    /// constants compared by bits).
+    seen: rustc_hash::FxHashMap<(Op, Vec<Value>), Value>,
+    /// Whether a value of the new graph may fail.
+    may_fail: SecondaryMap<Value, bool>,
+}
+
+impl Table {
+    fn new(cse: bool, nodes: usize) -> Table {
+        let mut seen = rustc_hash::FxHashMap::default();
+        if cse {
+            seen.reserve(nodes);
+        }
+        Table {
+            cse,
+            seen,
+            may_fail: SecondaryMap::with_capacity(nodes),
+        }
     }
-    verify(graph.expect("the pipeline has passes"))
+
+    /// Whether `value` (of the new graph) may fail.
+    pub(crate) fn may_fail(&self, value: Value) -> bool {
+        self.may_fail[value]
+    }
+
+    /// The value of `node` in the new graph: an equal earlier node's (when
+    /// merging), else `node` appended.
+    pub(crate) fn intern(&mut self, rw: &mut Rewriter<'_>, mut node: NodeData) -> Value {
+        let key = if self.cse {
+            if let Op::Binary(op) = node.op {
+                if op.is_commutative() {
+                    node.args.sort();
+                }
+            }
+            let key = (node.op.clone(), node.args.clone());
+            if let Some(&earlier) = self.seen.get(&key) {
+                return earlier;
+            }
+            Some(key)
+        } else {
+            None
+        };
+        let fails = simplify::node_may_fail(rw, &node, &self.may_fail);
+        let value = rw.push(node);
+        self.may_fail[value] = fails;
+        if let Some(key) = key {
+            self.seen.insert(key, value);
+        }
+        value
+    }
 }
 
 /// Rebuilds a graph node by node into a new one, mapping old values to new.
@@ -55,13 +161,12 @@ pub struct Rewriter<'a> {
 
 /// What a pass decides for one node.
 pub enum Rewrite {
-    /// Keep the node (with its arguments mapped).
-    Keep,
     /// Drop the node: nothing uses it.
     Drop,
     /// Replace the node's value by this value of the new graph.
     Use(Value),
-    /// Replace the node by this new node (arguments already in the new graph).
+    /// Append this node (arguments in the new graph): the node as handed
+    /// to the pass keeps it.
     Node(NodeData),
 }
 
@@ -92,15 +197,15 @@ impl<'a> Rewriter<'a> {
     }
 
     /// Rebuilds `graph`, asking `decide` about each node with its arguments
-    /// already mapped into the new graph (`Keep` keeps that node). Inputs
-    /// are always kept.
+    /// already mapped into the new graph (`Node` of that node keeps it).
+    /// Inputs are always kept.
     pub fn run(
         graph: &'a Graph,
-        mut decide: impl FnMut(&mut Rewriter<'a>, Value, &NodeData) -> Rewrite,
+        mut decide: impl FnMut(&mut Rewriter<'a>, Value, NodeData) -> Rewrite,
     ) -> Graph {
         let mut rw = Rewriter {
             old: graph,
-            out: Graph::new(&graph.name),
+            out: Graph::with_capacity(&graph.name, graph.len()),
             map: SecondaryMap::with_capacity(graph.len()),
         };
         for (value, node) in graph.nodes() {
@@ -119,8 +224,7 @@ impl<'a> Rewriter<'a> {
                     args,
                     ty: node.ty.clone(),
                 };
-                match decide(&mut rw, value, &mapped) {
-                    Rewrite::Keep => Some(rw.out.push_node(mapped)),
+                match decide(&mut rw, value, mapped) {
                     Rewrite::Drop => None,
                     Rewrite::Use(v) => Some(v),
                     Rewrite::Node(n) => Some(rw.out.push_node(n)),

@@ -6,33 +6,33 @@
 //! only fires when that operand cannot fail (divide an integer by zero), so a
 //! simplified graph reports the same errors.
 
-use super::{Rewrite, Rewriter};
+use super::{Rewrite, Rewriter, Table};
 use crate::entities::Value;
 use crate::graph::{Graph, NodeData};
 use crate::op::{BinaryOp, Op, UnaryOp};
 use crate::scalar::Scalar;
 use cranelift_entity::SecondaryMap;
 
-/// Applies the exact simplifications.
+/// Applies the exact simplifications (the simplifying alone of
+/// [`super::rewrite`]).
 pub fn run(graph: &Graph) -> Graph {
-    // Whether a value of the new graph may fail, computed as it is built.
-    let mut may_fail: SecondaryMap<Value, bool> = SecondaryMap::new();
-    Rewriter::run(graph, |rw, _, node| {
-        let new_node = match simplify(rw, node, &may_fail) {
-            Rewrite::Keep => node.clone(),
-            Rewrite::Node(new_node) => new_node,
-            other => return other,
-        };
-        let fails = node_may_fail(rw, &new_node, &may_fail);
-        let value = rw.push(new_node);
-        may_fail[value] = fails;
-        Rewrite::Use(value)
-    })
+    super::rewrite(
+        graph,
+        super::Steps {
+            fold: false,
+            simplify: true,
+            cse: false,
+        },
+    )
 }
 
 /// True when `node` may fail: an integer division whose divisor is not a nonzero
 /// constant, a `gather` (an index out of range), or any argument that may fail.
-fn node_may_fail(rw: &Rewriter<'_>, node: &NodeData, may_fail: &SecondaryMap<Value, bool>) -> bool {
+pub(crate) fn node_may_fail(
+    rw: &Rewriter<'_>,
+    node: &NodeData,
+    may_fail: &SecondaryMap<Value, bool>,
+) -> bool {
     let divides_unsafely = match node.op {
         Op::Binary(op)
             if op.divides()
@@ -62,54 +62,53 @@ fn is_const(rw: &Rewriter<'_>, value: Value, expect: Scalar) -> bool {
     constant(rw, value) == Some(expect)
 }
 
-/// The rewrite for one node, or `Keep`.
-fn simplify(
+/// The rewrite of `node` (its arguments in the new graph), if a rule
+/// applies: a value of the new graph that equals it, or a simpler node.
+/// `table` says which values may fail, and takes the constants a rule needs.
+pub(crate) fn simplify(
     rw: &mut Rewriter<'_>,
     node: &NodeData,
-    may_fail: &SecondaryMap<Value, bool>,
-) -> Rewrite {
+    table: &mut Table,
+) -> Option<Rewrite> {
     // Replacing a node by one of its operands is only valid if the types agree
     // (a scalar operand cannot stand for a column result).
-    let use_if_same_type = |v: Value| {
-        if rw.out().ty(v) == &node.ty {
-            Rewrite::Use(v)
-        } else {
-            Rewrite::Keep
-        }
-    };
+    let use_if_same_type =
+        |v: Value, rw: &Rewriter<'_>| (rw.out().ty(v) == &node.ty).then_some(Rewrite::Use(v));
     match (&node.op, node.args.as_slice()) {
         (Op::Binary(op), &[a, b]) => {
             let dtype = rw.out().ty(a).dtype().expect("binary operands are tensors");
             match binary_identity(rw, *op, a, b, dtype) {
-                Some(v) => use_if_same_type(v),
-                None => reciprocal(rw, *op, a, b, node),
+                Some(v) => use_if_same_type(v, rw),
+                None => reciprocal(rw, *op, a, b, node, table),
             }
         }
         (Op::Unary(op), &[a]) => match (op, &rw.node(a).op) {
             (UnaryOp::Neg | UnaryOp::Not | UnaryOp::BNot, Op::Unary(inner)) if inner == op => {
-                use_if_same_type(rw.node(a).args[0])
+                use_if_same_type(rw.node(a).args[0], rw)
             }
             // abs(abs x) == abs x and abs(neg x) == abs x, also for wrapping ints.
-            (UnaryOp::Abs, Op::Unary(UnaryOp::Abs | UnaryOp::Neg)) => Rewrite::Node(NodeData {
-                op: node.op.clone(),
-                args: vec![rw.node(a).args[0]],
-                ty: node.ty.clone(),
-            }),
-            _ => Rewrite::Keep,
+            (UnaryOp::Abs, Op::Unary(UnaryOp::Abs | UnaryOp::Neg)) => {
+                Some(Rewrite::Node(NodeData {
+                    op: node.op.clone(),
+                    args: vec![rw.node(a).args[0]],
+                    ty: node.ty.clone(),
+                }))
+            }
+            _ => None,
         },
-        (Op::Cast(to), &[a]) if rw.out().ty(a).dtype() == Some(*to) => use_if_same_type(a),
+        (Op::Cast(to), &[a]) if rw.out().ty(a).dtype() == Some(*to) => use_if_same_type(a, rw),
         (Op::Select, &[c, a, b]) => {
             // Dropping the condition is only exact if it cannot fail.
-            if a == b && !may_fail[c] {
-                return use_if_same_type(a);
+            if a == b && !table.may_fail(c) {
+                return use_if_same_type(a, rw);
             }
             match constant(rw, c) {
-                Some(Scalar::Bool(true)) if !may_fail[b] => use_if_same_type(a),
-                Some(Scalar::Bool(false)) if !may_fail[a] => use_if_same_type(b),
-                _ => Rewrite::Keep,
+                Some(Scalar::Bool(true)) if !table.may_fail(b) => use_if_same_type(a, rw),
+                Some(Scalar::Bool(false)) if !table.may_fail(a) => use_if_same_type(b, rw),
+                _ => None,
             }
         }
-        _ => Rewrite::Keep,
+        _ => None,
     }
 }
 
@@ -160,7 +159,14 @@ fn binary_identity(
 
 /// `x / c → x * (1/c)` when `c` is a power of two whose reciprocal is a normal
 /// number: then both are exact and give the same result for every `x`.
-fn reciprocal(rw: &mut Rewriter<'_>, op: BinaryOp, a: Value, b: Value, node: &NodeData) -> Rewrite {
+fn reciprocal(
+    rw: &mut Rewriter<'_>,
+    op: BinaryOp,
+    a: Value,
+    b: Value,
+    node: &NodeData,
+    table: &mut Table,
+) -> Option<Rewrite> {
     let recip = match (op, constant(rw, b)) {
         (BinaryOp::Div, Some(Scalar::F64(c)))
             if c.abs().to_bits() & ((1 << 52) - 1) == 0
@@ -176,16 +182,19 @@ fn reciprocal(rw: &mut Rewriter<'_>, op: BinaryOp, a: Value, b: Value, node: &No
         {
             Scalar::F32(1.0 / c)
         }
-        _ => return Rewrite::Keep,
+        _ => return None,
     };
-    let recip = rw.push(NodeData {
-        op: Op::Const(recip),
-        args: Vec::new(),
-        ty: crate::types::Type::scalar(recip.dtype()),
-    });
-    Rewrite::Node(NodeData {
+    let recip = table.intern(
+        rw,
+        NodeData {
+            op: Op::Const(recip),
+            args: Vec::new(),
+            ty: crate::types::Type::scalar(recip.dtype()),
+        },
+    );
+    Some(Rewrite::Node(NodeData {
         op: Op::Binary(BinaryOp::Mul),
         args: vec![a, recip],
         ty: node.ty.clone(),
-    })
+    }))
 }
