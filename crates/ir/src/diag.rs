@@ -30,6 +30,58 @@ impl Loc {
     }
 }
 
+/// The line starts of a source text, to locate many offsets in it: a line
+/// by binary search, a column by counting characters from the line's start
+/// (bytes, where the text is ASCII). [`Loc::of_offset`] gives the same
+/// locations, scanning from the start for each.
+#[derive(Clone, Debug)]
+pub struct Lines<'a> {
+    source: &'a str,
+    starts: Vec<usize>,
+    ascii: bool,
+}
+
+impl<'a> Lines<'a> {
+    /// The line starts of `source`.
+    pub fn new(source: &'a str) -> Lines<'a> {
+        let starts = std::iter::once(0)
+            .chain(
+                source
+                    .bytes()
+                    .enumerate()
+                    .filter(|&(_, b)| b == b'\n')
+                    .map(|(i, _)| i + 1),
+            )
+            .collect();
+        Lines {
+            source,
+            starts,
+            ascii: source.is_ascii(),
+        }
+    }
+
+    /// The location of byte offset `offset`, as [`Loc::of_offset`] gives it.
+    pub fn loc(&self, offset: usize) -> Loc {
+        let offset = offset.min(self.source.len());
+        // The last line starting at or before `offset`.
+        let line = self.starts.partition_point(|&s| s <= offset) - 1;
+        let start = self.starts[line];
+        let col = if self.ascii {
+            offset - start
+        } else {
+            match self.source.get(start..offset) {
+                Some(before) => before.chars().count(),
+                // Inside a character: as `of_offset` does.
+                None => return Loc::of_offset(self.source, offset),
+            }
+        };
+        Loc {
+            line: line as u32 + 1,
+            col: col as u32 + 1,
+        }
+    }
+}
+
 /// An error in source text, at a location.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{}:{}: {message}", loc.line, loc.col)]
@@ -99,6 +151,22 @@ impl SourceMap {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `Lines::loc` gives `Loc::of_offset`'s location for every offset,
+    /// in ASCII text and in text with multi-byte characters and blank lines.
+    #[test]
+    fn lines_locate_as_of_offset_does() {
+        for source in ["", "x + 1", "a = 1\n\nb = a * 2\n", "é = 1\n  ψ + é\nz\n"] {
+            let lines = Lines::new(source);
+            for offset in 0..=source.len() + 2 {
+                assert_eq!(
+                    lines.loc(offset),
+                    Loc::of_offset(source, offset),
+                    "{source:?} at {offset}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn renders_the_line_and_a_caret() {

@@ -154,6 +154,60 @@ impl Graph {
         value.index() < self.nodes.len()
     }
 
+    /// The graph of the nodes `keep` marks, in order, renumbered; nodes are
+    /// moved, not copied. Every argument of a kept node, every input and
+    /// every output must be kept (a live mask's nodes are: [`Self::live_mask`]).
+    ///
+    /// # Panics
+    /// If one is not.
+    pub fn retain(self, keep: &SecondaryMap<Value, bool>) -> Graph {
+        let Graph {
+            name,
+            nodes,
+            inputs,
+            outputs,
+            source_names,
+        } = self;
+        let mut map: SecondaryMap<Value, Option<Value>> = SecondaryMap::with_capacity(nodes.len());
+        let mut kept = PrimaryMap::with_capacity(nodes.len());
+        let mut names = SecondaryMap::new();
+        let moved = |map: &SecondaryMap<Value, Option<Value>>, v: Value| {
+            map[v].expect("a kept node's arguments, inputs and outputs are kept")
+        };
+        for (value, mut node) in nodes {
+            if !keep[value] {
+                continue;
+            }
+            for arg in &mut node.args {
+                *arg = moved(&map, *arg);
+            }
+            let new = kept.push(node);
+            map[value] = Some(new);
+            if let Some(name) = source_names.get(value).cloned().flatten() {
+                names[new] = Some(name);
+            }
+        }
+        Graph {
+            name,
+            nodes: kept,
+            inputs: inputs
+                .into_iter()
+                .map(|i| Input {
+                    value: moved(&map, i.value),
+                    ..i
+                })
+                .collect(),
+            outputs: outputs
+                .into_iter()
+                .map(|o| Output {
+                    value: moved(&map, o.value),
+                    ..o
+                })
+                .collect(),
+            source_names: names,
+        }
+    }
+
     /// The nodes the outputs depend on, as a mask indexed by value. Inputs are
     /// always live: they are the signature.
     pub fn live_mask(&self) -> SecondaryMap<Value, bool> {

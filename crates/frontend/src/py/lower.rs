@@ -10,7 +10,7 @@ use super::funcs;
 use super::tensor;
 use super::Options;
 use kiln_ir::{
-    Builder, DType, Graph, Loc, ParseError, ParseResult, Scalar, SourceMap, TensorType, Type,
+    Builder, DType, Graph, ParseError, ParseResult, Scalar, SourceMap, TensorType, Type,
 };
 use std::collections::HashMap;
 
@@ -30,6 +30,8 @@ pub(super) enum Lowered {
 /// Lowering state.
 pub struct Lower<'a> {
     src: &'a str,
+    /// `src`'s lines, to locate each node.
+    lines: kiln_ir::diag::Lines<'a>,
     pub(super) ast: &'a Ast,
     opts: &'a Options,
     /// The graph being built.
@@ -59,6 +61,7 @@ impl<'a> Lower<'a> {
         let name = ast.name.clone().unwrap_or_else(|| "expr".to_string());
         let mut lw = Lower {
             src,
+            lines: kiln_ir::diag::Lines::new(src),
             ast,
             opts,
             b: Builder::new(&name),
@@ -406,8 +409,7 @@ impl<'a> Lower<'a> {
         };
         if let Lowered::Val(v) = &lowered {
             if self.source_map.get(v.v).is_none() {
-                self.source_map
-                    .set(v.v, Loc::of_offset(self.src, expr.span.start));
+                self.source_map.set(v.v, self.lines.loc(expr.span.start));
             }
         }
         self.values[e] = Some(lowered);
