@@ -146,7 +146,7 @@ impl Pool {
         }
         assert!(
             !s.panicked.load(SeqCst),
-            "a chunk of a kernel panicked on a kiln worker"
+            "a chunk panicked on a kiln worker"
         );
     }
 }

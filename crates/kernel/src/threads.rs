@@ -191,6 +191,24 @@ pub fn pool_workers() -> usize {
     }
 }
 
+/// Runs `run(j)` for every `j` in `0..parts` on `threads` threads: the
+/// caller's and workers of kiln's pool (the pool grows to `threads - 1`
+/// workers if it has fewer), each thread taking the next part as it
+/// finishes one; returns when all have returned. For work outside kernels
+/// that would otherwise make threads of its own on every call (a GP
+/// population's compile and evaluation): the pool's workers are made once,
+/// and keep their allocator's memory. As for kernels' stages, a caller that
+/// finds the pool running another's work (or a system that gives no
+/// threads) runs every part itself, in order. A part that panics panics
+/// here, after the others ran.
+pub fn for_each_part(parts: usize, threads: usize, run: &(dyn Fn(usize) + Sync)) {
+    let threads = threads.min(parts);
+    match (threads > 1).then(|| pool(threads - 1)).flatten() {
+        Some(pool) => pool.run(parts, threads, run),
+        None => (0..parts).for_each(run),
+    }
+}
+
 /// The process's pool and the process it was made in.
 static POOL: Mutex<Option<(u32, Arc<Pool>)>> = Mutex::new(None);
 
@@ -517,8 +535,54 @@ unsafe fn chunked(
 
 #[cfg(test)]
 mod tests {
-    use super::{on_team, scoped_team};
+    use super::{for_each_part, on_team, scoped_team};
     use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+
+    /// Every part runs once, for more threads than parts and fewer, and on
+    /// the pool's workers: some part runs off the calling thread (once
+    /// another test's stage has left the pool, which a busy pool waits for
+    /// no one: tries until one does).
+    #[test]
+    fn for_each_part_runs_every_part_once_on_the_pool() {
+        let caller = std::thread::current().id();
+        let mut elsewhere = 0;
+        for round in 0..100 {
+            for (parts, threads) in [(0, 2), (1, 3), (2, 2), (7, 3), (40, 2), (5, 9)] {
+                let ran: Vec<AtomicUsize> = (0..parts).map(|_| AtomicUsize::new(0)).collect();
+                let off = AtomicUsize::new(0);
+                for_each_part(parts, threads, &|j| {
+                    // Long enough that a worker takes some.
+                    std::thread::sleep(std::time::Duration::from_micros(500));
+                    ran[j].fetch_add(1, SeqCst);
+                    if std::thread::current().id() != caller {
+                        off.fetch_add(1, SeqCst);
+                    }
+                });
+                assert!(
+                    ran.iter().all(|r| r.load(SeqCst) == 1),
+                    "{parts} parts, round {round}"
+                );
+                elsewhere += off.load(SeqCst);
+            }
+            if elsewhere > 0 {
+                return;
+            }
+        }
+        panic!("no part ran on a worker in 100 rounds");
+    }
+
+    #[test]
+    fn a_part_that_panics_panics_in_the_caller_after_the_rest_ran() {
+        let ran = AtomicUsize::new(0);
+        let caught = std::panic::catch_unwind(|| {
+            for_each_part(7, 3, &|j| {
+                assert_ne!(j, 3, "part 3");
+                ran.fetch_add(1, SeqCst);
+            })
+        });
+        assert!(caught.is_err(), "the panic reaches the caller");
+        assert_eq!(ran.load(SeqCst), 6);
+    }
 
     #[test]
     fn a_team_runs_every_chunk_once() {

@@ -1,9 +1,9 @@
 //! Where a GP loop's time goes, warm, on one thread: the GP fixture's 1,000
-//! expressions over its 10,000 rows, `ROUNDS` times in one process (profile
-//! it with `perf record`). `fit`: their constants fitted to `x0`, 10
+//! expressions over its 10,000 rows, `ROUNDS` times in one process, on
+//! `THREADS` threads (1 unless given; profile it with `perf record`). `fit`: their constants fitted to `x0`, 10
 //! Levenberg–Marquardt steps; `compile`: the population compiled on the
 //! default tier, and evaluated; `build`: compiled only. Run:
-//! `cargo run --release -p kiln --example gp_timing -- fit|compile|build [ROUNDS]`.
+//! `cargo run --release -p kiln --example gp_timing -- fit|compile|build [ROUNDS [THREADS]]`.
 
 use std::time::Instant;
 
@@ -16,6 +16,9 @@ fn main() {
     let rounds: usize = std::env::args()
         .nth(2)
         .map_or(5, |r| r.parse().expect("ROUNDS is a count"));
+    let threads: usize = std::env::args()
+        .nth(3)
+        .map_or(1, |t| t.parse().expect("THREADS is a count"));
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/gp");
     let text = std::fs::read_to_string(dir.join("gp_population.txt")).expect("the population");
     let exprs: Vec<&str> = text.lines().collect();
@@ -37,7 +40,7 @@ fn main() {
     let engine = kiln::DEFAULT_TIER.engine().expect("the default tier");
     if what == "compile" || what == "build" {
         let options = kiln::PopulationOptions {
-            threads: 1,
+            threads,
             ..kiln::PopulationOptions::default()
         };
         for round in 0..rounds {
@@ -65,7 +68,7 @@ fn main() {
     assert_eq!(what, "fit", "fit or compile");
     let options = kiln::FitOptions {
         max_iter: 10,
-        threads: 1,
+        threads,
         compile: kiln::CompileOptions::default(),
     };
     for round in 0..rounds {

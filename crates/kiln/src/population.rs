@@ -23,6 +23,7 @@ use crate::{
     Type, Verified,
 };
 use kiln_ir::{DType, Dim, EntityRef, Graph, ParseError};
+use std::sync::Mutex;
 
 /// The element type of a population's columns and values.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -230,7 +231,8 @@ pub fn tier_for(tier: crate::Tier) -> crate::Tier {
     }
 }
 
-/// Rows per block when [`Population::mse`] runs a group into scratch.
+/// Rows per block when [`Population::mse`] runs a group into scratch, and
+/// when [`Population::evaluate`] hands a group's rows to its threads.
 const BLOCK: usize = 4096;
 
 struct Member {
@@ -279,28 +281,34 @@ impl std::fmt::Debug for Population {
     }
 }
 
-/// `f` of each item, in order: the first on the calling thread, each other
-/// on a scoped thread of its own; a panic in one is raised again here. One
-/// item spawns nothing, so a one-thread call runs in the caller's allocator
-/// heap and stack: a fresh thread's heap takes fresh pages, whose first
-/// touch was a tenth of a population's compile.
+/// `f` of each item, in order, each on a thread of its own: the calling
+/// thread and workers of kiln's pool ([`crate::threads::for_each_part`]),
+/// which live across calls: a thread made per call took fresh pages for
+/// its allocations, whose first touch was a tenth of a population's
+/// compile. A panic in one is raised again here.
 pub(crate) fn on_threads<T: Send, R: Send>(items: Vec<T>, f: impl Fn(T) -> R + Sync) -> Vec<R> {
-    let mut items = items.into_iter();
-    let Some(first) = items.next() else {
-        return Vec::new();
-    };
-    let f = &f;
-    std::thread::scope(|s| {
-        let handles: Vec<_> = items.map(|item| s.spawn(move || f(item))).collect();
-        let mut results = Vec::with_capacity(handles.len() + 1);
-        results.push(f(first));
-        results.extend(
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))),
-        );
-        results
-    })
+    let n = items.len();
+    let items: Vec<Mutex<Option<T>>> = items.into_iter().map(|i| Mutex::new(Some(i))).collect();
+    let results: Vec<Mutex<Option<R>>> = (0..n).map(|_| Mutex::new(None)).collect();
+    crate::threads::for_each_part(n, n, &|j| {
+        let item = lock(&items[j]).take().expect("each item is taken once");
+        let result = f(item);
+        *lock(&results[j]) = Some(result);
+    });
+    results
+        .into_iter()
+        .map(|r| {
+            r.into_inner()
+                .unwrap_or_else(|e| e.into_inner())
+                .expect("every item ran")
+        })
+        .collect()
+}
+
+/// A slot's lock (a panic elsewhere does not poison the data: each slot is
+/// written once).
+fn lock<T>(slot: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    slot.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// How a member expression is read: its free names are columns `[n]` of
@@ -616,26 +624,38 @@ impl Population {
         let precision = options.precision;
         let chunk = exprs.len().div_ceil(threads).max(1);
         let compile = &member_options(&options.compile);
-        // Parse on every thread, then compile on every thread: the
-        // variables may come from all the expressions.
-        let parsed: Vec<Vec<(Result<Graph, MemberError>, usize)>> =
-            on_threads(exprs.chunks(chunk).collect(), |part| {
-                part.iter().map(|e| parse(e.as_ref(), precision)).collect()
-            });
-        let variables = match variables {
-            Some(v) => v.to_vec(),
-            None => names_of(parsed.iter().flatten().filter_map(|(g, _)| g.as_ref().ok())),
-        };
-        let variables = &variables;
-        let parts: Vec<(Part, Vec<usize>)> =
-            on_threads(parsed.into_iter().enumerate().collect(), |(k, part)| {
+        let compile_part_of =
+            |k: usize, part: Vec<(Result<Graph, MemberError>, usize)>, variables| {
                 let (loaded, nodes): (Vec<_>, Vec<usize>) = part
                     .into_iter()
                     .map(|(g, nodes)| (g.and_then(|g| positions(g, variables)), nodes))
                     .unzip();
                 let part = compile_part(loaded, k * chunk, variables, engine, compile, precision);
                 (part, nodes)
-            });
+            };
+        let parse_part =
+            |part: &[S]| -> Vec<_> { part.iter().map(|e| parse(e.as_ref(), precision)).collect() };
+        let parts: Vec<(Part, Vec<usize>)>;
+        let variables = match variables {
+            // Each thread parses its part and compiles it.
+            Some(variables) => {
+                parts = on_threads(exprs.chunks(chunk).enumerate().collect(), |(k, part)| {
+                    compile_part_of(k, parse_part(part), variables)
+                });
+                variables.to_vec()
+            }
+            // Parse on every thread, then compile on every thread: the
+            // variables come from all the expressions.
+            None => {
+                let parsed = on_threads(exprs.chunks(chunk).collect(), parse_part);
+                let variables =
+                    names_of(parsed.iter().flatten().filter_map(|(g, _)| g.as_ref().ok()));
+                parts = on_threads(parsed.into_iter().enumerate().collect(), |(k, part)| {
+                    compile_part_of(k, part, &variables)
+                });
+                variables
+            }
+        };
         // Number the groups across parts.
         let mut members = Vec::with_capacity(exprs.len());
         let mut groups = Vec::new();
@@ -653,7 +673,7 @@ impl Population {
             groups.extend(part_groups);
         }
         Population {
-            variables: variables.clone(),
+            variables,
             members,
             groups,
             nodes,
@@ -757,41 +777,124 @@ impl Population {
         if self.members.is_empty() {
             return Vec::new();
         }
-        // Each expression's row, handed to the unit that writes it.
+        // Each expression's row, handed to the item that writes it: a
+        // group's rows in blocks of `BLOCK`, so that the threads share the
+        // work evenly by taking the next block as they finish one.
         let mut rows: Vec<Option<&mut [T]>> = if n_rows == 0 {
             (0..self.members.len()).map(|_| Some(&mut [][..])).collect()
         } else {
             out.chunks_mut(n_rows).map(Some).collect()
         };
-        let work: Vec<Vec<UnitRows<'_, T>>> = self
-            .units()
-            .into_iter()
-            .map(|units| {
-                units
-                    .into_iter()
-                    .map(|unit| {
-                        let mine: Vec<&mut [T]> = self
-                            .unit_members(unit)
-                            .iter()
-                            .map(|&i| rows[i].take().expect("one writer per row"))
-                            .collect();
-                        (unit, mine)
+        let mut items: Vec<Item<'_, T>> = Vec::new();
+        if n_rows > 0 {
+            for (g, group) in self.groups.iter().enumerate() {
+                let mut blocks: Vec<std::slice::ChunksMut<'_, T>> = group
+                    .members
+                    .iter()
+                    .map(|&i| {
+                        rows[i]
+                            .take()
+                            .expect("one writer per row")
+                            .chunks_mut(BLOCK)
                     })
-                    .collect()
-            })
-            .collect();
-        let mut errors: Vec<Option<MemberError>> = vec![None; self.members.len()];
-        let results: Vec<Vec<(usize, Option<MemberError>)>> = on_threads(work, |units| {
-            let mut results = Vec::new();
-            for (unit, mut mine) in units {
-                self.evaluate_unit(unit, columns, &mut mine, &mut results);
+                    .collect();
+                for start in (0..n_rows).step_by(BLOCK) {
+                    let block = blocks
+                        .iter_mut()
+                        .map(|b| b.next().expect("a block per member"))
+                        .collect();
+                    items.push(Item::Block {
+                        group: g,
+                        start,
+                        rows: block,
+                    });
+                }
             }
-            results
+        }
+        for (i, row) in rows.iter_mut().enumerate() {
+            if let (Some(row), Err(_) | Ok(Slot::Alone(_))) = (row.take(), &self.members[i]) {
+                items.push(Item::Expr { expr: i, row });
+            }
+        }
+        // Each thread takes the next item as it finishes one.
+        let n_items = items.len();
+        let items: Vec<Mutex<Option<Item<'_, T>>>> =
+            items.into_iter().map(|i| Mutex::new(Some(i))).collect();
+        let outcomes: Vec<Mutex<Option<Outcome>>> =
+            (0..n_items).map(|_| Mutex::new(None)).collect();
+        crate::threads::for_each_part(n_items, self.threads, &|k| {
+            let item = lock(&items[k]).take().expect("each item is taken once");
+            *lock(&outcomes[k]) = Some(self.evaluate_item(item, columns));
         });
-        for (i, e) in results.into_iter().flatten() {
-            errors[i] = e;
+        drop(items);
+        // A group that failed in one block fails every member: its rows are
+        // NaN throughout.
+        let mut errors: Vec<Option<MemberError>> = vec![None; self.members.len()];
+        for outcome in outcomes {
+            let outcome = outcome
+                .into_inner()
+                .unwrap_or_else(|e| e.into_inner())
+                .expect("every item ran");
+            match outcome {
+                Outcome::Group(_, None) => {}
+                Outcome::Group(g, Some(e)) => {
+                    for &i in &self.groups[g].members {
+                        out[i * n_rows..(i + 1) * n_rows].fill(T::NAN);
+                        errors[i] = Some(MemberError::Exec(e.clone()));
+                    }
+                }
+                Outcome::Expr(i, e) => errors[i] = e,
+            }
         }
         errors
+    }
+
+    /// Runs one item of [`Self::evaluate`] into its rows (an expression that
+    /// fails has its row NaN).
+    fn evaluate_item<T: Element>(&self, item: Item<'_, T>, columns: &[&[T]]) -> Outcome {
+        match item {
+            Item::Block {
+                group: g,
+                start,
+                rows: mut block,
+            } => {
+                let group = &self.groups[g];
+                let len = block.first().map_or(0, |r| r.len());
+                let inputs: Vec<ArrayRef<'_>> = columns
+                    .iter()
+                    .map(|c| T::array(&c[start..start + len]))
+                    .collect();
+                // A constant's one value goes to the block's first element.
+                let mut outs: Vec<ArrayMut<'_>> = block
+                    .iter_mut()
+                    .zip(&group.scalar)
+                    .map(|(r, &scalar)| T::array_mut(if scalar { &mut r[..1] } else { &mut r[..] }))
+                    .collect();
+                let error = group.program.run_arrays(&inputs, &mut outs).err();
+                drop(outs);
+                if error.is_none() {
+                    for (r, &scalar) in block.iter_mut().zip(&group.scalar) {
+                        if scalar {
+                            let v = r[0];
+                            r.fill(v);
+                        }
+                    }
+                }
+                Outcome::Group(g, error)
+            }
+            Item::Expr { expr: i, row } => {
+                let result = match &self.members[i] {
+                    Ok(Slot::Alone(m)) => run(m, columns, row),
+                    // A group's member over no rows: nothing to compute.
+                    Ok(Slot::Grouped { .. }) => Ok(()),
+                    Err(e) => Err(e.clone()),
+                };
+                if result.is_err() {
+                    row.fill(T::NAN);
+                }
+                Outcome::Expr(i, result.err())
+            }
+        }
     }
 
     /// Panics unless `columns` are one slice of `n_rows` per variable, of
@@ -818,54 +921,6 @@ impl Population {
         match unit {
             Unit::Group(g) => self.groups[g].members.clone(),
             Unit::Expr(i) => vec![i],
-        }
-    }
-
-    /// Runs one unit into its expressions' rows; records each expression's
-    /// outcome.
-    fn evaluate_unit<T: Element>(
-        &self,
-        unit: Unit,
-        columns: &[&[T]],
-        rows: &mut [&mut [T]],
-        results: &mut Vec<(usize, Option<MemberError>)>,
-    ) {
-        let n_rows = columns.first().map_or(0, |c| c.len());
-        if let (Unit::Group(g), true) = (unit, n_rows > 0) {
-            let group = &self.groups[g];
-            let inputs: Vec<ArrayRef<'_>> = columns.iter().map(|c| T::array(c)).collect();
-            // A constant's one value goes to the row's first element.
-            let mut outs: Vec<ArrayMut<'_>> = rows
-                .iter_mut()
-                .zip(&group.scalar)
-                .map(|(r, &scalar)| T::array_mut(if scalar { &mut r[..1] } else { &mut r[..] }))
-                .collect();
-            let error = group.program.run_arrays(&inputs, &mut outs).err();
-            drop(outs);
-            for (r, &scalar) in rows.iter_mut().zip(&group.scalar) {
-                if error.is_some() {
-                    r.fill(T::NAN);
-                } else if scalar {
-                    let v = r[0];
-                    r.fill(v);
-                }
-            }
-            let error = error.map(MemberError::Exec);
-            results.extend(group.members.iter().map(|&i| (i, error.clone())));
-            return;
-        }
-        // Expressions alone (or a group over no rows): one by one.
-        for (&i, row) in self.unit_members(unit).iter().zip(rows.iter_mut()) {
-            let result = match &self.members[i] {
-                Ok(Slot::Alone(m)) => run(m, columns, row),
-                // A group over no rows: nothing to compute.
-                Ok(Slot::Grouped { .. }) => Ok(()),
-                Err(e) => Err(e.clone()),
-            };
-            if result.is_err() {
-                row.fill(T::NAN);
-            }
-            results.push((i, result.err()));
         }
     }
 
@@ -985,7 +1040,26 @@ impl Population {
 }
 
 /// A unit and its expressions' rows of the output.
-type UnitRows<'a, T> = (Unit, Vec<&'a mut [T]>);
+/// An item of [`Population::evaluate`]'s work: a group over a block of rows
+/// (each member's part of its row, from row `start`), or an expression
+/// alone (its whole row).
+enum Item<'a, T> {
+    Block {
+        group: usize,
+        start: usize,
+        rows: Vec<&'a mut [T]>,
+    },
+    Expr {
+        expr: usize,
+        row: &'a mut [T],
+    },
+}
+
+/// How an [`Item`] went: a group's error (in any block), an expression's.
+enum Outcome {
+    Group(usize, Option<ExecError>),
+    Expr(usize, Option<MemberError>),
+}
 
 /// A unit of evaluation work: a group, or one expression (compiled alone or
 /// not at all).

@@ -70,7 +70,10 @@ fn grouped_bits<T: Element>(exprs: &[String], names: &[String], cols: &[Vec<f64>
         .map(|c| c.iter().map(|&v| T::of_scalar(Scalar::F64(v))).collect())
         .collect();
     let n = cols[0].len();
-    assert!(n > 2 * 4096, "more rows than two of mse's blocks");
+    assert!(
+        n > 2 * 4096,
+        "more rows than two blocks of mse and evaluate"
+    );
     let columns: Vec<&[T]> = cols.iter().map(|c| &c[..]).collect();
     let target = &cols[0];
     let bits = |v: &[T]| v.iter().map(|&x| x.to_f64().to_bits()).collect::<Vec<_>>();

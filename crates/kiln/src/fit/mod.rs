@@ -435,48 +435,39 @@ fn fit_all<S: AsRef<str> + Sync>(
     let chunk = exprs.len().div_ceil(threads).max(1);
     // Each expression's kernels run on its fitting thread.
     let compile = &crate::population::member_options(&options.compile);
-    std::thread::scope(|s| {
-        let handles: Vec<_> = exprs
-            .chunks(chunk)
-            .map(|part| {
-                s.spawn(move || {
-                    let mut scratch = (lm::Scratch::default(), Vec::new());
-                    // Compiled a batch at a time, so that each batch's
-                    // programs reuse the memory of the one before.
-                    part.chunks(BATCH)
-                        .flat_map(|batch| {
-                            batch
-                                .iter()
-                                .zip(compile_models(batch, variables, engine, compile, hoist))
-                        })
-                        .map(|(expr, model)| {
-                            let model = model?;
-                            let out =
-                                fit_model(&model, columns, target, options.max_iter, &mut scratch)?;
-                            let initial = model.parameters.iter().map(|p| p.value).collect();
-                            let n = target.len();
-                            Ok(Fitted {
-                                expr: rewrite(expr.as_ref(), &model.parameters, &out.theta),
-                                mse: if n == 0 {
-                                    f64::NAN
-                                } else {
-                                    out.cost / n as f64
-                                },
-                                constants: out.theta,
-                                initial,
-                                iterations: out.iterations,
-                                failure: out.failure,
-                            })
-                        })
-                        .collect::<Vec<_>>()
+    crate::population::on_threads(exprs.chunks(chunk).collect(), |part| {
+        let mut scratch = (lm::Scratch::default(), Vec::new());
+        // Compiled a batch at a time, so that each batch's
+        // programs reuse the memory of the one before.
+        part.chunks(BATCH)
+            .flat_map(|batch| {
+                batch
+                    .iter()
+                    .zip(compile_models(batch, variables, engine, compile, hoist))
+            })
+            .map(|(expr, model)| {
+                let model = model?;
+                let out = fit_model(&model, columns, target, options.max_iter, &mut scratch)?;
+                let initial = model.parameters.iter().map(|p| p.value).collect();
+                let n = target.len();
+                Ok(Fitted {
+                    expr: rewrite(expr.as_ref(), &model.parameters, &out.theta),
+                    mse: if n == 0 {
+                        f64::NAN
+                    } else {
+                        out.cost / n as f64
+                    },
+                    constants: out.theta,
+                    initial,
+                    iterations: out.iterations,
+                    failure: out.failure,
                 })
             })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().expect("fitting threads do not panic"))
-            .collect()
+            .collect::<Vec<_>>()
     })
+    .into_iter()
+    .flatten()
+    .collect()
 }
 
 #[cfg(test)]
