@@ -1,9 +1,10 @@
 //! Where a GP loop's time goes, warm, on one thread: the GP fixture's 1,000
 //! expressions over its 10,000 rows, `ROUNDS` times in one process, on
-//! `THREADS` threads (1 unless given; profile it with `perf record`). `fit`: their constants fitted to `x0`, 10
+//! `THREADS` threads (1 unless given) on `TIER` (the default tier unless
+//! given; profile it with `perf record`). `fit`: their constants fitted to `x0`, 10
 //! Levenberg–Marquardt steps; `compile`: the population compiled on the
 //! default tier, and evaluated; `build`: compiled only. Run:
-//! `cargo run --release -p kiln --example gp_timing -- fit|compile|build [ROUNDS [THREADS]]`.
+//! `cargo run --release -p kiln --example gp_timing -- fit|compile|build [ROUNDS [THREADS [TIER]]]`.
 
 use std::time::Instant;
 
@@ -37,7 +38,10 @@ fn main() {
         }
     }
     let slices: Vec<&[f64]> = columns.iter().map(Vec::as_slice).collect();
-    let engine = kiln::DEFAULT_TIER.engine().expect("the default tier");
+    let tier: kiln::Tier = std::env::args().nth(4).map_or(kiln::DEFAULT_TIER, |t| {
+        t.parse().expect("TIER is a tier's name")
+    });
+    let engine = tier.engine().expect("the tier");
     if what == "compile" || what == "build" {
         let options = kiln::PopulationOptions {
             threads,

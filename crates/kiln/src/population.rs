@@ -8,7 +8,7 @@
 //! `kiln.Population` are thin layers over this.
 //!
 //! Elementwise expressions with one float column out (every GP expression)
-//! are compiled in groups of up to [`GROUP`]: one graph whose outputs are the
+//! are compiled in groups of up to [`group_size`]: one graph whose outputs are the
 //! group's expressions, so one kernel makes one pass over the rows, loads
 //! each column once and computes a subtree the expressions share once (the
 //! optimizer's CSE). On the GP population that halves the compile time per
@@ -200,14 +200,27 @@ pub(crate) fn member_options(options: &CompileOptions) -> CompileOptions {
     }
 }
 
-/// The most expressions compiled as one graph (one kernel). On the GP
-/// population (`cargo bench -p kiln --bench compile`), groups of 16, 64
-/// and 250 compile in 0.36, 0.30 and 0.28 of the time per expression of
-/// one kernel each, and evaluate in 0.87, 0.78 and 0.67 of its time. A
+/// The most expressions compiled as one graph (one kernel) on `tier`. On
+/// the GP population (`cargo bench -p kiln --bench compile`), groups of 16,
+/// 64 and 250 compile in 0.36, 0.30 and 0.28 of the time per expression of
+/// one kernel each, and evaluate in 0.87, 0.78 and 0.67 of its time; groups
+/// of 1,024 against 256 (`gp_timing`, its 1,000 expressions, one thread):
+/// the VM evaluates in 35.0 ms against 38.4 (19.2 against 20.2 on two
+/// threads) and Cranelift in 151 against 171, each compiling in the same
+/// time, but LLVM compiles in 61 s against 30 and evaluates in 277 ms
+/// against 49. So 1,024, and 256 on LLVM (and on an engine of no tier). A
 /// compile thread's share of the expressions bounds a group too, so every
-/// thread still gets groups. `mse`'s scratch is a group's block of rows per
-/// thread (8 MiB).
-pub const GROUP: usize = 256;
+/// thread still gets groups.
+pub fn group_size(tier: Option<crate::Tier>) -> usize {
+    match tier {
+        Some(crate::Tier::Llvm) | None => 256,
+        Some(_) => 1024,
+    }
+}
+
+/// The bytes of scratch `mse` evaluates a group's block of rows into, per
+/// thread, at most (and a block is at least 256 rows).
+const MSE_SCRATCH: usize = 8 << 20;
 
 /// The tier a population compiles on when its caller names none (`kiln
 /// eval --population` without `--tier`, Python's `kiln.Population` without
@@ -477,7 +490,8 @@ fn merge(
 type Part = (Vec<Result<Slot, MemberError>>, Vec<Group>);
 
 /// Compiles `part` (expressions with their first indices at `first`) on
-/// `engine` as one batch: the groupable ones in groups of up to [`GROUP`],
+/// `engine` as one batch: the groupable ones in groups of up to
+/// [`group_size`],
 /// the rest alone. If the batch fails, each expression alone, so the error
 /// lands on the one that caused it. Group numbers are local to the part.
 fn compile_part(
@@ -489,6 +503,7 @@ fn compile_part(
     precision: Precision,
 ) -> Part {
     // Which expressions go in groups, and the groups' graphs.
+    let group = group_size(engine.name().parse().ok());
     let grouped: Vec<usize> = part
         .iter()
         .enumerate()
@@ -496,7 +511,7 @@ fn compile_part(
         .map(|(i, _)| i)
         .collect();
     let merged: Result<Vec<Verified>, MemberError> = grouped
-        .chunks(GROUP)
+        .chunks(group)
         .map(|chunk| {
             let members: Vec<&(Graph, Vec<usize>)> = chunk
                 .iter()
@@ -508,7 +523,7 @@ fn compile_part(
     // Each grouped expression's group and output.
     let mut slot_of: Vec<Option<(usize, usize)>> = vec![None; part.len()];
     for (k, &i) in grouped.iter().enumerate() {
-        slot_of[i] = Some((k / GROUP, k % GROUP));
+        slot_of[i] = Some((k / group, k % group));
     }
     // The expressions alone, verified each (one that fails has its error).
     let mut verified: Vec<Option<Verified>> = vec![None; part.len()];
@@ -534,7 +549,7 @@ fn compile_part(
         if let Ok(programs) = engine.compile_batch_dyn(&graphs, options) {
             let mut programs = programs.into_iter();
             let groups: Vec<Group> = grouped
-                .chunks(GROUP)
+                .chunks(group)
                 .map(|chunk| {
                     let program = programs.next().expect("one program per group");
                     let g = program.verified().graph();
@@ -974,7 +989,9 @@ impl Population {
         if let (Unit::Group(g), true) = (unit, n_rows > 0) {
             let group = &self.groups[g];
             let k = group.members.len();
-            let block = BLOCK.min(n_rows.max(1));
+            let block = (MSE_SCRATCH / (k * size_of::<T>()))
+                .clamp(256, BLOCK)
+                .min(n_rows.max(1));
             let mut scratch = vec![T::NAN; k * block];
             let mut sums = vec![0.0f64; k];
             let mut error = None;

@@ -12,7 +12,7 @@ fn vars(names: &[&str]) -> Vec<String> {
 
 /// The GP fixture (200 expressions, 10,000 rows) on every compiling engine,
 /// whose elementwise expressions compile in groups of up to
-/// `kiln::population::GROUP` (one kernel each): rows and mean squared errors
+/// `kiln::population::group_size` (one kernel each): rows and mean squared errors
 /// bit-identical to the interpreter's, on one thread and two, and `mse`'s
 /// blocks of rows summed in row order; in `f64` and in `f32`.
 #[test]
@@ -35,6 +35,43 @@ fn grouped_expressions_match_the_interpreter_bit_for_bit() {
         differ > tame / 10,
         "{differ} of {tame} differ from f64 rounded"
     );
+}
+
+/// All 1,000 expressions on the VM, in groups of up to 1,024 (one group on
+/// one thread, one per thread on two), over 4,500 rows (two blocks of
+/// `evaluate`, five of `mse`): rows and mean squared errors bit-identical to
+/// the interpreter's.
+#[test]
+fn groups_of_the_whole_population_match_the_interpreter() {
+    let (_, names, cols) = fixture();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/gp");
+    let text = std::fs::read_to_string(dir.join("gp_population.txt")).expect("the GP fixture");
+    let exprs: Vec<&str> = text.lines().collect();
+    assert!(exprs.len() > kiln::population::group_size(Some(kiln::Tier::Vm)) / 2);
+    let cols: Vec<&[f64]> = cols.iter().map(|c| &c[..4500]).collect();
+    let n = 4500;
+    let run = |engine: &dyn kiln::DynEngine, threads| {
+        let options = PopulationOptions {
+            threads,
+            ..Default::default()
+        };
+        let p = Population::compile(&exprs, &names, engine, &options);
+        assert!(p.compile_errors().is_empty());
+        let mut out = vec![f64::NAN; exprs.len() * n];
+        assert!(p.evaluate(&cols, n, &mut out).iter().all(Option::is_none));
+        let (mse, errors) = p.mse(&cols, cols[0]);
+        assert!(errors.iter().all(Option::is_none));
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        (bits(&out), bits(&mse), p.kernels())
+    };
+    let want = run(&kiln::Interpreter, 1);
+    let vm = kiln::Tier::Vm.engine().expect("the VM");
+    for threads in [1, 2] {
+        let got = run(&*vm, threads);
+        assert_eq!(got.2, threads, "one group per thread");
+        assert!(got.0 == want.0, "rows on {threads} threads");
+        assert!(got.1 == want.1, "mse on {threads} threads");
+    }
 }
 
 /// The first 200 expressions of the GP fixture, its variables and columns.
@@ -95,7 +132,11 @@ fn grouped_bits<T: Element>(exprs: &[String], names: &[String], cols: &[Vec<f64>
             let p = Population::compile(exprs, names, &*engine, &options(threads));
             assert!(p.compile_errors().is_empty());
             assert!(
-                p.kernels() <= exprs.len().div_ceil(kiln::population::GROUP) + threads,
+                p.kernels()
+                    <= exprs
+                        .len()
+                        .div_ceil(kiln::population::group_size(engine.name().parse().ok()))
+                        + threads,
                 "{}: {} kernels for {} expressions",
                 engine.name(),
                 p.kernels(),
