@@ -60,6 +60,6 @@ pub use op::{
 };
 pub use passes::optimize;
 pub use scalar::Scalar;
-pub use types::{DType, Dim, Shape, TensorType, Type};
+pub use types::{DType, Dim, Shape, Sym, TensorType, Type};
 pub use typing::{TypeError, TypeResult};
 pub use verify::{verify, GraphInfo, Verified, VerifierError, VerifierErrors, VerifyResult};

@@ -77,10 +77,119 @@ pub enum Dim {
     /// A fixed extent, such as `4`.
     Fixed(u64),
     /// A symbolic extent, such as `n`, bound by the inputs when the graph
-    /// runs. Shared, not copied, when a type is cloned: every node of a
-    /// column graph has `[n]`, and graphs are cloned and rewritten pass by
-    /// pass (a `String` here was a fifth of a GP population's compile).
-    Sym(std::sync::Arc<str>),
+    /// runs.
+    Sym(Sym),
+}
+
+/// The name of a symbolic dimension, interned: each distinct name is kept
+/// once per process, so that a clone is a copy and equality compares
+/// addresses. Every node of a column graph has `[n]`, and graphs are cloned
+/// and rewritten pass by pass: a `String` here was a fifth of a GP
+/// population's compile, an `Arc<str>`'s counts a tenth. Names are never
+/// freed: a process holds each name it ever used once (a program has a
+/// handful: `n`, a batch size, torch's `s0`…).
+#[derive(Clone, Copy)]
+pub struct Sym(&'static str);
+
+impl Sym {
+    /// The symbol named `name`.
+    pub fn new(name: &str) -> Sym {
+        use std::cell::Cell;
+        use std::collections::HashSet;
+        use std::sync::{Mutex, OnceLock};
+        static NAMES: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
+        thread_local! {
+            /// The name this thread interned last (mostly `n`).
+            static LAST: Cell<Option<&'static str>> = const { Cell::new(None) };
+        }
+        if let Some(last) = LAST.get().filter(|last| *last == name) {
+            return Sym(last);
+        }
+        let mut names = NAMES
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let interned = match names.get(name) {
+            Some(&interned) => interned,
+            None => {
+                let leaked: &'static str = Box::leak(name.into());
+                names.insert(leaked);
+                leaked
+            }
+        };
+        LAST.set(Some(interned));
+        Sym(interned)
+    }
+
+    /// The name.
+    pub fn as_str(self) -> &'static str {
+        self.0
+    }
+}
+
+impl std::ops::Deref for Sym {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.0
+    }
+}
+
+impl PartialEq for Sym {
+    fn eq(&self, other: &Sym) -> bool {
+        // Interned: one address per name.
+        std::ptr::eq(self.0, other.0)
+    }
+}
+
+impl Eq for Sym {}
+
+impl std::hash::Hash for Sym {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        // By name, not address: the same in every run.
+        self.0.hash(state);
+    }
+}
+
+impl PartialOrd for Sym {
+    fn partial_cmp(&self, other: &Sym) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Sym {
+    fn cmp(&self, other: &Sym) -> std::cmp::Ordering {
+        self.0.cmp(other.0)
+    }
+}
+
+impl fmt::Debug for Sym {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.0, f)
+    }
+}
+
+impl fmt::Display for Sym {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl From<&str> for Sym {
+    fn from(name: &str) -> Sym {
+        Sym::new(name)
+    }
+}
+
+impl From<String> for Sym {
+    fn from(name: String) -> Sym {
+        Sym::new(&name)
+    }
+}
+
+impl From<&String> for Sym {
+    fn from(name: &String) -> Sym {
+        Sym::new(name)
+    }
 }
 
 impl fmt::Display for Dim {

@@ -19,7 +19,6 @@
 use crate::{Expr, Extent, Kernel, Param, ParamIdx, Stmt};
 use cranelift_entity::EntityRef;
 use kiln_ir::types::{DType, Dim, Shape};
-use std::sync::Arc;
 
 /// Maps scratch parameters with disjoint lives onto shared ones (see the
 /// module docs), renumbering every parameter reference. The kernel computes
@@ -54,7 +53,7 @@ pub(super) fn share(kernel: &mut Kernel) {
     // product, the last statement any tenant uses, and the parameter of
     // their first tenant.
     struct Room {
-        class: (DType, Vec<Arc<str>>),
+        class: (DType, Vec<kiln_ir::Sym>),
         fixed: u64,
         busy_until: usize,
         param: usize,
@@ -125,7 +124,7 @@ pub(super) fn share(kernel: &mut Kernel) {
 
 /// A scratch buffer's class (dtype, sorted symbolic dimensions) and the
 /// product of its fixed dimensions.
-fn classify(dtype: DType, shape: &[Dim]) -> ((DType, Vec<Arc<str>>), u64) {
+fn classify(dtype: DType, shape: &[Dim]) -> ((DType, Vec<kiln_ir::Sym>), u64) {
     let mut symbols = Vec::new();
     let mut fixed = 1u64;
     for d in shape {
