@@ -130,7 +130,7 @@ fn classify(dtype: DType, shape: &[Dim]) -> ((DType, Vec<kiln_ir::Sym>), u64) {
     for d in shape {
         match d {
             Dim::Fixed(k) => fixed = fixed.saturating_mul(*k),
-            Dim::Sym(s) => symbols.push(s.clone()),
+            Dim::Sym(s) => symbols.push(*s),
         }
     }
     symbols.sort();
