@@ -61,9 +61,10 @@ pub(super) struct Lowerer<'a> {
     /// transpose's) is told apart where a nest reads it
     /// (`tensor::views::store_all`).
     pub(super) unit_strides: crate::iterations::IndexSet<Reg>,
-    /// The values an output returns (a population's group has hundreds of
-    /// outputs: a scan of them per node was a tenth of its lowering).
-    pub(super) returned: SecondaryMap<Value, bool>,
+    /// The positions of the outputs that return each value (a population's
+    /// group has up to 1,024 outputs: a scan of them per node was a tenth
+    /// of its lowering).
+    pub(super) returned: SecondaryMap<Value, Vec<usize>>,
 }
 
 /// The extent of a column type, if it is one.
@@ -299,9 +300,10 @@ pub fn lower(verified: &Verified, options: &LowerOptions) -> Result<Kernel, Lowe
         },
         scalars: SecondaryMap::new(),
         returned: {
-            let mut returned = SecondaryMap::with_capacity(graph.len());
-            for output in graph.outputs() {
-                returned[output.value] = true;
+            let mut returned: SecondaryMap<Value, Vec<usize>> =
+                SecondaryMap::with_capacity(graph.len());
+            for (idx, output) in graph.outputs().iter().enumerate() {
+                returned[output.value].push(idx);
             }
             returned
         },
@@ -910,18 +912,12 @@ impl Lowerer<'_> {
     }
 
     pub(super) fn is_output(&self, value: Value) -> bool {
-        self.returned[value]
+        !self.returned[value].is_empty()
     }
 
     /// The positions in the signature of the outputs that return `value`.
     pub(super) fn output_indices(&self, value: Value) -> Vec<usize> {
-        self.graph
-            .outputs()
-            .iter()
-            .enumerate()
-            .filter(|(_, o)| o.value == value)
-            .map(|(idx, _)| idx)
-            .collect()
+        self.returned[value].clone()
     }
 
     /// One fused loop computing `roots` (column outputs, reductions, filters).

@@ -119,8 +119,7 @@ impl Pool {
     pub(crate) fn run(&self, parts: usize, threads: usize, run: Run<'_>) {
         let s = &*self.shared;
         let Ok(_busy) = s.busy.try_lock() else {
-            (0..parts).for_each(run);
-            return;
+            return run_here(parts, run);
         };
         let ptr: *const Run<'_> = &run;
         s.run.store(ptr as *mut (), SeqCst);
@@ -159,6 +158,21 @@ impl Drop for Pool {
         for thread in &self.threads {
             thread.unpark();
         }
+    }
+}
+
+/// Runs `run(j)` for every `j` in `0..parts` on this thread, in order; a
+/// chunk that panics does not stop the others, and the first panic is
+/// raised after them, as when the chunks run on the pool.
+pub(crate) fn run_here(parts: usize, run: Run<'_>) {
+    let mut first = None;
+    for j in 0..parts {
+        if let Err(panic) = catch_unwind(AssertUnwindSafe(|| run(j))) {
+            first.get_or_insert(panic);
+        }
+    }
+    if let Some(panic) = first {
+        std::panic::resume_unwind(panic);
     }
 }
 

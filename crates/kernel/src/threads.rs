@@ -26,7 +26,7 @@
 //!   no second pool spins beside them for the same cores.
 
 use crate::abi::CompiledKernel;
-use crate::pool::{claim_chunks, Pool, Run};
+use crate::pool::{claim_chunks, run_here, Pool, Run};
 use crate::stages::Chunking;
 use std::cell::Cell;
 use std::ffi::{c_uint, c_void};
@@ -199,13 +199,13 @@ pub fn pool_workers() -> usize {
 /// population's compile and evaluation): the pool's workers are made once,
 /// and keep their allocator's memory. As for kernels' stages, a caller that
 /// finds the pool running another's work (or a system that gives no
-/// threads) runs every part itself, in order. A part that panics panics
-/// here, after the others ran.
+/// threads) runs every part itself, in order. Either way a part that
+/// panics does not stop the others: the panic is raised here after them.
 pub fn for_each_part(parts: usize, threads: usize, run: &(dyn Fn(usize) + Sync)) {
     let threads = threads.min(parts);
     match (threads > 1).then(|| pool(threads - 1)).flatten() {
         Some(pool) => pool.run(parts, threads, run),
-        None => (0..parts).for_each(run),
+        None => run_here(parts, run),
     }
 }
 

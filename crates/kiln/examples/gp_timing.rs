@@ -1,4 +1,4 @@
-//! Where a GP loop's time goes, warm, on one thread: the GP fixture's 1,000
+//! Where a GP loop's time goes, warm: the GP fixture's 1,000
 //! expressions over its 10,000 rows, `ROUNDS` times in one process, on
 //! `THREADS` threads (1 unless given) on `TIER` (the default tier unless
 //! given; profile it with `perf record`). `fit`: their constants fitted to `x0`, 10

@@ -294,16 +294,21 @@ impl std::fmt::Debug for Population {
     }
 }
 
-/// `f` of each item, in order, each on a thread of its own: the calling
+/// `f` of each item, in order, on up to `threads` threads: the calling
 /// thread and workers of kiln's pool ([`crate::threads::for_each_part`]),
-/// which live across calls: a thread made per call took fresh pages for
-/// its allocations, whose first touch was a tenth of a population's
-/// compile. A panic in one is raised again here.
-pub(crate) fn on_threads<T: Send, R: Send>(items: Vec<T>, f: impl Fn(T) -> R + Sync) -> Vec<R> {
+/// which live across calls (a thread made per call took fresh pages for its
+/// allocations, whose first touch was a tenth of a population's compile),
+/// each taking the next item as it finishes one. A panic in one is raised
+/// again here.
+pub(crate) fn on_threads<T: Send, R: Send>(
+    items: Vec<T>,
+    threads: usize,
+    f: impl Fn(T) -> R + Sync,
+) -> Vec<R> {
     let n = items.len();
     let items: Vec<Mutex<Option<T>>> = items.into_iter().map(|i| Mutex::new(Some(i))).collect();
     let results: Vec<Mutex<Option<R>>> = (0..n).map(|_| Mutex::new(None)).collect();
-    crate::threads::for_each_part(n, n, &|j| {
+    crate::threads::for_each_part(n, threads, &|j| {
         let item = lock(&items[j]).take().expect("each item is taken once");
         let result = f(item);
         *lock(&results[j]) = Some(result);
@@ -464,10 +469,13 @@ fn merge(
             };
             map.push(mapped);
         }
-        let Some(&out) = g.outputs().first().and_then(|o| map.get(o.value.index())) else {
+        let Some(mut out) = g
+            .outputs()
+            .first()
+            .and_then(|o| map.get(o.value.index()).copied())
+        else {
             return Err(MemberError::Compile("no output".to_string()));
         };
-        let mut out = out;
         if let Type::Tensor(t) = merged.ty(out) {
             if t.dtype != precision.dtype() {
                 let ty = Type::Tensor(kiln_ir::TensorType {
@@ -654,20 +662,24 @@ impl Population {
         let variables = match variables {
             // Each thread parses its part and compiles it.
             Some(variables) => {
-                parts = on_threads(exprs.chunks(chunk).enumerate().collect(), |(k, part)| {
-                    compile_part_of(k, parse_part(part), variables)
-                });
+                parts = on_threads(
+                    exprs.chunks(chunk).enumerate().collect(),
+                    threads,
+                    |(k, part)| compile_part_of(k, parse_part(part), variables),
+                );
                 variables.to_vec()
             }
             // Parse on every thread, then compile on every thread: the
             // variables come from all the expressions.
             None => {
-                let parsed = on_threads(exprs.chunks(chunk).collect(), parse_part);
+                let parsed = on_threads(exprs.chunks(chunk).collect(), threads, parse_part);
                 let variables =
                     names_of(parsed.iter().flatten().filter_map(|(g, _)| g.as_ref().ok()));
-                parts = on_threads(parsed.into_iter().enumerate().collect(), |(k, part)| {
-                    compile_part_of(k, part, &variables)
-                });
+                parts = on_threads(
+                    parsed.into_iter().enumerate().collect(),
+                    threads,
+                    |(k, part)| compile_part_of(k, part, &variables),
+                );
                 variables
             }
         };
@@ -831,25 +843,13 @@ impl Population {
                 items.push(Item::Expr { expr: i, row });
             }
         }
-        // Each thread takes the next item as it finishes one.
-        let n_items = items.len();
-        let items: Vec<Mutex<Option<Item<'_, T>>>> =
-            items.into_iter().map(|i| Mutex::new(Some(i))).collect();
-        let outcomes: Vec<Mutex<Option<Outcome>>> =
-            (0..n_items).map(|_| Mutex::new(None)).collect();
-        crate::threads::for_each_part(n_items, self.threads, &|k| {
-            let item = lock(&items[k]).take().expect("each item is taken once");
-            *lock(&outcomes[k]) = Some(self.evaluate_item(item, columns));
+        let outcomes = on_threads(items, self.threads, |item| {
+            self.evaluate_item(item, columns)
         });
-        drop(items);
         // A group that failed in one block fails every member: its rows are
         // NaN throughout.
         let mut errors: Vec<Option<MemberError>> = vec![None; self.members.len()];
         for outcome in outcomes {
-            let outcome = outcome
-                .into_inner()
-                .unwrap_or_else(|e| e.into_inner())
-                .expect("every item ran");
             match outcome {
                 Outcome::Group(_, None) => {}
                 Outcome::Group(g, Some(e)) => {
@@ -961,7 +961,7 @@ impl Population {
             return (mse, errors);
         }
         let results: Vec<Vec<(usize, f64, Option<MemberError>)>> =
-            on_threads(self.units(), |units| {
+            on_threads(self.units(), self.threads, |units| {
                 let mut results = Vec::new();
                 for unit in units {
                     self.mse_unit(unit, columns, target, &mut results);

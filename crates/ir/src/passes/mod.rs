@@ -88,7 +88,7 @@ pub(crate) fn rewrite(graph: &Graph, steps: Steps) -> Graph {
                         }
                     }
                 }
-                Some(other) => return other,
+                Some(equal @ Rewrite::Use(_)) => return equal,
             }
         }
         Rewrite::Use(table.intern(rw, node))
@@ -161,8 +161,6 @@ pub struct Rewriter<'a> {
 
 /// What a pass decides for one node.
 pub enum Rewrite {
-    /// Drop the node: nothing uses it.
-    Drop,
     /// Replace the node's value by this value of the new graph.
     Use(Value),
     /// Append this node (arguments in the new graph): the node as handed
@@ -210,32 +208,23 @@ impl<'a> Rewriter<'a> {
         };
         for (value, node) in graph.nodes() {
             let new = if let Op::Input { index } = node.op {
-                Some(
-                    rw.out
-                        .push_input(&graph.inputs()[index as usize].name, node.ty.clone()),
-                )
+                rw.out
+                    .push_input(&graph.inputs()[index as usize].name, node.ty.clone())
             } else {
-                // A dropped argument means this node is dead too: passes only
-                // drop nodes nothing live uses.
-                let args: Option<Vec<Value>> = node.args.iter().map(|&a| rw.map[a]).collect();
-                let Some(args) = args else { continue };
                 let mapped = NodeData {
                     op: node.op.clone(),
-                    args,
+                    args: node.args.iter().map(|&a| rw.mapped(a)).collect(),
                     ty: node.ty.clone(),
                 };
                 match decide(&mut rw, value, mapped) {
-                    Rewrite::Drop => None,
-                    Rewrite::Use(v) => Some(v),
-                    Rewrite::Node(n) => Some(rw.out.push_node(n)),
+                    Rewrite::Use(v) => v,
+                    Rewrite::Node(n) => rw.out.push_node(n),
                 }
             };
-            if let Some(new) = new {
-                if let (Some(name), None) = (graph.source_name(value), rw.out.source_name(new)) {
-                    rw.out.set_source_name(new, name);
-                }
+            if let (Some(name), None) = (graph.source_name(value), rw.out.source_name(new)) {
+                rw.out.set_source_name(new, name);
             }
-            rw.map[value] = new;
+            rw.map[value] = Some(new);
         }
         for output in graph.outputs() {
             let value = rw.mapped(output.value);

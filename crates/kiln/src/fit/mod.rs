@@ -435,7 +435,7 @@ fn fit_all<S: AsRef<str> + Sync>(
     let chunk = exprs.len().div_ceil(threads).max(1);
     // Each expression's kernels run on its fitting thread.
     let compile = &crate::population::member_options(&options.compile);
-    crate::population::on_threads(exprs.chunks(chunk).collect(), |part| {
+    crate::population::on_threads(exprs.chunks(chunk).collect(), threads, |part| {
         let mut scratch = (lm::Scratch::default(), Vec::new());
         // Compiled a batch at a time, so that each batch's
         // programs reuse the memory of the one before.
