@@ -50,7 +50,8 @@ fn has_fallbacks(kernel: &Kernel) -> bool {
         .any(|s| matches!(s, Stmt::Let(_, Expr::Fallback { .. })))
 }
 
-/// One routine: `fn name<const EXACT: bool>(x[, y]) -> (result, rare)`.
+/// One routine: `fn name(x[, y]) -> (result, rare)`, where `rare` is nonzero
+/// for a lane whose result must be the `libm` function's instead.
 fn routine(name: &str, kernel: &Kernel, tables: &mut Vec<&'static Table>, out: &mut String) {
     let args: Vec<&str> = ["x", "y"]
         .into_iter()
@@ -67,7 +68,7 @@ fn routine(name: &str, kernel: &Kernel, tables: &mut Vec<&'static Table>, out: &
     writeln!(out, "#[inline(always)]").unwrap();
     writeln!(
         out,
-        "pub(crate) fn {name}<const EXACT: bool>({}) -> (u64, u64) {{",
+        "pub(crate) fn {name}({}) -> (u64, u64) {{",
         params.join(", ")
     )
     .unwrap();
@@ -109,11 +110,7 @@ fn sincos(dtype: DType, tables: &mut Vec<&'static Table>, out: &mut String) {
         }
     };
     writeln!(out, "#[inline(always)]").unwrap();
-    writeln!(
-        out,
-        "pub(crate) fn {name}<const EXACT: bool>(x: u64) -> (u64, u64, u64) {{"
-    )
-    .unwrap();
+    writeln!(out, "pub(crate) fn {name}(x: u64) -> (u64, u64, u64) {{").unwrap();
     let fallbacks = has_fallbacks(&sin) || has_fallbacks(&cos);
     if fallbacks {
         writeln!(out, "    let mut rare = 0;").unwrap();
@@ -147,7 +144,7 @@ fn statements(
     tables: &mut Vec<&'static Table>,
     out: &mut String,
 ) -> Option<Reg> {
-    let mut result = None;
+    let (mut result, mut fallback) = (None, None);
     for stmt in stmts {
         let (r, expr) = match stmt {
             Stmt::Let(r, expr) => (*r, expr),
@@ -213,27 +210,31 @@ fn statements(
                 )
             }
             Expr::Fallback { call, rare, value } => {
-                let c_name = call
-                    .name(dtype)
-                    .unwrap_or_else(|| panic!("{name}: no libm function for {call:?}"));
-                let (read, write) = float(dtype);
-                let args: Vec<String> = call
-                    .args()
-                    .iter()
-                    .map(|a| format!("{read}({})", reg(*a)))
-                    .collect();
+                // The loop (`lanes::routine_loop`) gives a rare lane the
+                // `libm` function of the routine's arguments in place of
+                // the routine's result: so must the kernel.
+                let is_input = |a: &Reg| {
+                    kernel
+                        .body
+                        .iter()
+                        .any(|s| matches!(s, Stmt::Let(d, Expr::Input(_)) if d == a))
+                };
+                assert!(
+                    call.args().iter().all(is_input),
+                    "{name}: a fallback of other values than the arguments"
+                );
+                fallback = Some(r);
                 writeln!(out, "    rare |= {};", reg(*rare)).unwrap();
-                format!(
-                    "if EXACT && {} != 0 {{ {write}(kiln_ir::math::{c_name}({})) }} else {{ {} }}",
-                    reg(*rare),
-                    args.join(", "),
-                    reg(*value)
-                )
+                reg(*value)
             }
             other => panic!("{name}: a math kernel does not compute {other:?}"),
         };
         writeln!(out, "    let {}: u64 = {value};", reg(r)).unwrap();
     }
+    assert!(
+        fallback.is_none() || fallback == result,
+        "{name}: a fallback that is not the result"
+    );
     result
 }
 
@@ -247,8 +248,8 @@ pub(crate) fn source() -> String {
          //! kiln's inline math as Rust functions of lanes, one per function and\n\
          //! dtype, and the loops running them (`generate.rs` says how they are made).\n\
          //! A routine returns its result and whether a row needs the `libm`\n\
-         //! function (a rare path the expansion does not port): `EXACT` routines\n\
-         //! call it for those rows.\n\
+         //! function instead (a rare path the expansion does not port): the\n\
+         //! loops call it for those rows.\n\
          \n\
          #![allow(unused_variables, clippy::all)]\n\
          \n\

@@ -188,33 +188,42 @@ macro_rules! bin {
 /// algorithm for every lane (a row-by-row loop runs one lane at a time).
 pub(crate) const ROUTINE_MIN_LANES: usize = 8;
 
-/// A generated math routine (`routines.rs`) over the lanes of `d`, whose
-/// arguments `inputs` yields (an expression evaluated once per pass), by
-/// `fast` (the routine: its result and whether the lane needs the `libm`
-/// function), `exact` (the routine calling it for such lanes, the same
-/// bits elsewhere) and `call` (the `libm` function): the routine over every
-/// lane in SIMD, then, only in a block where some lane needs the function,
-/// the exact routine over the block. Short blocks call the function lane
-/// by lane. A macro, not a function of closures: LLVM does not inline a
-/// routine's body through a closure into the SIMD loop (the loop then ran
-/// at the call's speed).
+/// Lanes a routine's loop runs at a time: one flag each (whether the lane
+/// needs the `libm` function) lives on the stack. The VM's blocks are no
+/// longer.
+pub(crate) const ROUTINE_CHUNK: usize = 256;
+
+/// A generated math routine (`routines.rs`) over the lanes of `d` (at most
+/// [`ROUTINE_CHUNK`]), whose arguments `inputs` yields (an expression
+/// evaluated once per pass), by `fast` (the routine: its result and whether
+/// the lane needs the `libm` function) and `call` (the `libm` function):
+/// the routine over every lane in SIMD, then, only in a block where some
+/// lane needs the function, the function for those lanes alone (the
+/// routine's own result there, as `generate.rs` checks). Short blocks call
+/// the function lane by lane. A macro, not a function of closures: LLVM
+/// does not inline a routine's body through a closure into the SIMD loop
+/// (the loop then ran at the call's speed).
 macro_rules! routine_loop {
-    ($d:ident, $inputs:expr, |$v:pat_param| $fast:expr, $exact:expr, $call:expr) => {{
+    ($d:ident, $inputs:expr, |$v:pat_param| $fast:expr, $call:expr) => {{
         if $d.len() < $crate::lanes::ROUTINE_MIN_LANES {
             for (d, $v) in $d.iter_mut().zip($inputs) {
                 *d = $call;
             }
-            return;
-        }
-        let mut rare = 0;
-        for (d, $v) in $d.iter_mut().zip($inputs) {
-            let (v, r) = $fast;
-            *d = v;
-            rare |= r;
-        }
-        if rare != 0 {
-            for (d, $v) in $d.iter_mut().zip($inputs) {
-                *d = $exact;
+        } else {
+            let mut flags = [0u64; $crate::lanes::ROUTINE_CHUNK];
+            let flags = &mut flags[..$d.len()];
+            let mut rare = 0;
+            for ((d, flag), $v) in $d.iter_mut().zip(flags.iter_mut()).zip($inputs) {
+                let (v, r) = $fast;
+                (*d, *flag) = (v, r);
+                rare |= r;
+            }
+            if rare != 0 {
+                for ((d, &flag), $v) in $d.iter_mut().zip(flags.iter()).zip($inputs) {
+                    if flag != 0 {
+                        *d = $call;
+                    }
+                }
             }
         }
     }};
@@ -226,7 +235,10 @@ macro_rules! routine1 {
     ($f:ident, |$a:ident| $call:expr) => {{
         #[inline(always)]
         fn body(d: &mut [u64], x: &[u64]) {
-            routine_loop!(d, x, |&$a| $f::<false>($a), $f::<true>($a).0, $call)
+            let chunk = $crate::lanes::ROUTINE_CHUNK;
+            for (d, x) in d.chunks_mut(chunk).zip(x.chunks(chunk)) {
+                routine_loop!(d, x, |&$a| $f($a), $call)
+            }
         }
         un_of!(body)
     }};
@@ -237,24 +249,34 @@ macro_rules! routine1 {
 macro_rules! routine_sincos {
     ($f:ident, |$a:ident| $call:expr) => {{
         #[inline(always)]
-        fn body(d: &mut [u64], e: &mut [u64], x: &[u64]) {
+        fn chunk(d: &mut [u64], e: &mut [u64], x: &[u64]) {
             if d.len() < $crate::lanes::ROUTINE_MIN_LANES {
                 for ((d, e), &$a) in d.iter_mut().zip(e.iter_mut()).zip(x) {
                     (*d, *e) = $call;
                 }
                 return;
             }
+            let mut flags = [0u64; $crate::lanes::ROUTINE_CHUNK];
+            let flags = &mut flags[..d.len()];
             let mut rare = 0;
-            for ((d, e), &$a) in d.iter_mut().zip(e.iter_mut()).zip(x) {
-                let (first, second, r) = $f::<false>($a);
-                (*d, *e) = (first, second);
+            for (((d, e), flag), &$a) in d.iter_mut().zip(e.iter_mut()).zip(flags.iter_mut()).zip(x) {
+                let (first, second, r) = $f($a);
+                (*d, *e, *flag) = (first, second, r);
                 rare |= r;
             }
             if rare != 0 {
-                for ((d, e), &$a) in d.iter_mut().zip(e.iter_mut()).zip(x) {
-                    let (first, second, _) = $f::<true>($a);
-                    (*d, *e) = (first, second);
+                for (((d, e), &flag), &$a) in d.iter_mut().zip(e.iter_mut()).zip(flags.iter()).zip(x) {
+                    if flag != 0 {
+                        (*d, *e) = $call;
+                    }
                 }
+            }
+        }
+        #[inline(always)]
+        fn body(d: &mut [u64], e: &mut [u64], x: &[u64]) {
+            let n = $crate::lanes::ROUTINE_CHUNK;
+            for ((d, e), x) in d.chunks_mut(n).zip(e.chunks_mut(n)).zip(x.chunks(n)) {
+                chunk(d, e, x);
             }
         }
         for_each_simd!(base, avx2, avx512, unsafe fn (d: *mut u64, e: *mut u64, x: *const u64, n: usize) {
@@ -281,24 +303,27 @@ macro_rules! routine2 {
     ($f:ident, |$a:ident, $b:ident| $call:expr) => {{
         #[inline(always)]
         fn vv(d: &mut [u64], x: &[u64], y: &[u64]) {
-            let xy = || x.iter().zip(y).map(|(&a, &b)| (a, b));
-            routine_loop!(
-                d,
-                xy(),
-                |($a, $b)| $f::<false>($a, $b),
-                $f::<true>($a, $b).0,
-                $call
-            )
+            let n = $crate::lanes::ROUTINE_CHUNK;
+            for ((d, x), y) in d.chunks_mut(n).zip(x.chunks(n)).zip(y.chunks(n)) {
+                let xy = || x.iter().zip(y).map(|(&a, &b)| (a, b));
+                routine_loop!(d, xy(), |($a, $b)| $f($a, $b), $call)
+            }
         }
         #[inline(always)]
         fn vk(d: &mut [u64], x: &[u64], k: u64) {
             let $b = k;
-            routine_loop!(d, x, |&$a| $f::<false>($a, $b), $f::<true>($a, $b).0, $call)
+            let n = $crate::lanes::ROUTINE_CHUNK;
+            for (d, x) in d.chunks_mut(n).zip(x.chunks(n)) {
+                routine_loop!(d, x, |&$a| $f($a, $b), $call)
+            }
         }
         #[inline(always)]
         fn kv(d: &mut [u64], k: u64, y: &[u64]) {
             let $a = k;
-            routine_loop!(d, y, |&$b| $f::<false>($a, $b), $f::<true>($a, $b).0, $call)
+            let n = $crate::lanes::ROUTINE_CHUNK;
+            for (d, y) in d.chunks_mut(n).zip(y.chunks(n)) {
+                routine_loop!(d, y, |&$b| $f($a, $b), $call)
+            }
         }
         bins_of!(vv, vk, kv)
     }};

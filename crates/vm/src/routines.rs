@@ -4,8 +4,8 @@
 //! kiln's inline math as Rust functions of lanes, one per function and
 //! dtype, and the loops running them (`generate.rs` says how they are made).
 //! A routine returns its result and whether a row needs the `libm`
-//! function (a rare path the expansion does not port): `EXACT` routines
-//! call it for those rows.
+//! function instead (a rare path the expansion does not port): the
+//! loops call it for those rows.
 
 #![allow(unused_variables, clippy::all)]
 
@@ -13,7 +13,7 @@ use crate::lanes::*;
 use kiln_ir::{BinaryOp, DType, UnaryOp};
 
 #[inline(always)]
-pub(crate) fn sin_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
+pub(crate) fn sin_f64(x: u64) -> (u64, u64) {
     let mut rare = 0;
     let r0: u64 = x;
     let r1: u64 = r0;
@@ -218,12 +218,12 @@ pub(crate) fn sin_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
     let r200: u64 = sub_f64(r0, r0);
     let r201: u64 = select_lane(r179, r200, r199);
     rare |= r184;
-    let r202: u64 = if EXACT && r184 != 0 { of_f64(kiln_ir::math::sin(f64_(r0))) } else { r201 };
+    let r202: u64 = r201;
     (r202, rare)
 }
 
 #[inline(always)]
-pub(crate) fn sin_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
+pub(crate) fn sin_f32(x: u64) -> (u64, u64) {
     let mut rare = 0;
     let r0: u64 = x;
     let r1: u64 = f32_to_f64(r0);
@@ -358,12 +358,12 @@ pub(crate) fn sin_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
     let r130: u64 = sub_f32(r0, r0);
     let r131: u64 = select_lane(r57, r130, r129);
     rare |= r62;
-    let r132: u64 = if EXACT && r62 != 0 { of_f32(kiln_ir::math::sinf(f32_(r0))) } else { r131 };
+    let r132: u64 = r131;
     (r132, rare)
 }
 
 #[inline(always)]
-pub(crate) fn cos_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
+pub(crate) fn cos_f64(x: u64) -> (u64, u64) {
     let mut rare = 0;
     let r0: u64 = x;
     let r1: u64 = r0;
@@ -572,12 +572,12 @@ pub(crate) fn cos_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
     let r204: u64 = sub_f64(r0, r0);
     let r205: u64 = select_lane(r179, r204, r203);
     rare |= r184;
-    let r206: u64 = if EXACT && r184 != 0 { of_f64(kiln_ir::math::cos(f64_(r0))) } else { r205 };
+    let r206: u64 = r205;
     (r206, rare)
 }
 
 #[inline(always)]
-pub(crate) fn cos_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
+pub(crate) fn cos_f32(x: u64) -> (u64, u64) {
     let mut rare = 0;
     let r0: u64 = x;
     let r1: u64 = f32_to_f64(r0);
@@ -717,12 +717,12 @@ pub(crate) fn cos_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
     let r135: u64 = sub_f32(r0, r0);
     let r136: u64 = select_lane(r57, r135, r134);
     rare |= r62;
-    let r137: u64 = if EXACT && r62 != 0 { of_f32(kiln_ir::math::cosf(f32_(r0))) } else { r136 };
+    let r137: u64 = r136;
     (r137, rare)
 }
 
 #[inline(always)]
-pub(crate) fn tan_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
+pub(crate) fn tan_f64(x: u64) -> (u64, u64) {
     let mut rare = 0;
     let r0: u64 = x;
     let r1: u64 = r0;
@@ -957,12 +957,12 @@ pub(crate) fn tan_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
     let r230: u64 = sub_f64(r0, r0);
     let r231: u64 = select_lane(r224, r230, r222);
     rare |= r229;
-    let r232: u64 = if EXACT && r229 != 0 { of_f64(kiln_ir::math::tan(f64_(r0))) } else { r231 };
+    let r232: u64 = r231;
     (r232, rare)
 }
 
 #[inline(always)]
-pub(crate) fn tan_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
+pub(crate) fn tan_f32(x: u64) -> (u64, u64) {
     let mut rare = 0;
     let r0: u64 = x;
     let r1: u64 = f32_to_f64(r0);
@@ -1076,12 +1076,12 @@ pub(crate) fn tan_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
     let r109: u64 = sub_f32(r0, r0);
     let r110: u64 = select_lane(r57, r109, r108);
     rare |= r62;
-    let r111: u64 = if EXACT && r62 != 0 { of_f32(kiln_ir::math::tanf(f32_(r0))) } else { r110 };
+    let r111: u64 = r110;
     (r111, rare)
 }
 
 #[inline(always)]
-pub(crate) fn asin_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
+pub(crate) fn asin_f64(x: u64) -> (u64, u64) {
     let r0: u64 = x;
     let r1: u64 = r0;
     let r2: u64 = 0x20;
@@ -1217,7 +1217,7 @@ pub(crate) fn asin_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
 }
 
 #[inline(always)]
-pub(crate) fn asin_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
+pub(crate) fn asin_f32(x: u64) -> (u64, u64) {
     let r0: u64 = x;
     let r1: u64 = r0;
     let r2: u64 = 0x0;
@@ -1297,7 +1297,7 @@ pub(crate) fn asin_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
 }
 
 #[inline(always)]
-pub(crate) fn acos_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
+pub(crate) fn acos_f64(x: u64) -> (u64, u64) {
     let r0: u64 = x;
     let r1: u64 = r0;
     let r2: u64 = 0x20;
@@ -1423,7 +1423,7 @@ pub(crate) fn acos_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
 }
 
 #[inline(always)]
-pub(crate) fn acos_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
+pub(crate) fn acos_f32(x: u64) -> (u64, u64) {
     let r0: u64 = x;
     let r1: u64 = r0;
     let r2: u64 = 0x0;
@@ -1511,7 +1511,7 @@ pub(crate) fn acos_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
 }
 
 #[inline(always)]
-pub(crate) fn atan_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
+pub(crate) fn atan_f64(x: u64) -> (u64, u64) {
     let r0: u64 = x;
     let r1: u64 = r0;
     let r2: u64 = 0x20;
@@ -1622,7 +1622,7 @@ pub(crate) fn atan_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
 }
 
 #[inline(always)]
-pub(crate) fn atan_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
+pub(crate) fn atan_f32(x: u64) -> (u64, u64) {
     let r0: u64 = x;
     let r1: u64 = r0;
     let r2: u64 = 0x0;
@@ -1713,7 +1713,7 @@ pub(crate) fn atan_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
 }
 
 #[inline(always)]
-pub(crate) fn sinh_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
+pub(crate) fn sinh_f64(x: u64) -> (u64, u64) {
     let r0: u64 = x;
     let r1: u64 = r0;
     let r2: u64 = 0x20;
@@ -2007,7 +2007,7 @@ pub(crate) fn sinh_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
 }
 
 #[inline(always)]
-pub(crate) fn sinh_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
+pub(crate) fn sinh_f32(x: u64) -> (u64, u64) {
     let r0: u64 = x;
     let r1: u64 = r0;
     let r2: u64 = 0x0;
@@ -2280,7 +2280,7 @@ pub(crate) fn sinh_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
 }
 
 #[inline(always)]
-pub(crate) fn cosh_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
+pub(crate) fn cosh_f64(x: u64) -> (u64, u64) {
     let r0: u64 = x;
     let r1: u64 = r0;
     let r2: u64 = 0x20;
@@ -2570,7 +2570,7 @@ pub(crate) fn cosh_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
 }
 
 #[inline(always)]
-pub(crate) fn cosh_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
+pub(crate) fn cosh_f32(x: u64) -> (u64, u64) {
     let r0: u64 = x;
     let r1: u64 = r0;
     let r2: u64 = 0x0;
@@ -2839,7 +2839,7 @@ pub(crate) fn cosh_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
 }
 
 #[inline(always)]
-pub(crate) fn tanh_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
+pub(crate) fn tanh_f64(x: u64) -> (u64, u64) {
     let r0: u64 = x;
     let r1: u64 = r0;
     let r2: u64 = 0x20;
@@ -3033,7 +3033,7 @@ pub(crate) fn tanh_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
 }
 
 #[inline(always)]
-pub(crate) fn tanh_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
+pub(crate) fn tanh_f32(x: u64) -> (u64, u64) {
     let r0: u64 = x;
     let r1: u64 = r0;
     let r2: u64 = 0x0;
@@ -3214,7 +3214,7 @@ pub(crate) fn tanh_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
 }
 
 #[inline(always)]
-pub(crate) fn exp_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
+pub(crate) fn exp_f64(x: u64) -> (u64, u64) {
     let r0: u64 = x;
     let r1: u64 = r0;
     let r2: u64 = 0x20;
@@ -3320,7 +3320,7 @@ pub(crate) fn exp_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
 }
 
 #[inline(always)]
-pub(crate) fn exp_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
+pub(crate) fn exp_f32(x: u64) -> (u64, u64) {
     let r0: u64 = x;
     let r1: u64 = r0;
     let r2: u64 = 0x1f;
@@ -3418,7 +3418,7 @@ pub(crate) fn exp_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
 }
 
 #[inline(always)]
-pub(crate) fn exp2_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
+pub(crate) fn exp2_f64(x: u64) -> (u64, u64) {
     let r0: u64 = x;
     let r1: u64 = r0;
     let r2: u64 = 0x20;
@@ -3516,7 +3516,7 @@ pub(crate) fn exp2_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
 }
 
 #[inline(always)]
-pub(crate) fn exp2_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
+pub(crate) fn exp2_f32(x: u64) -> (u64, u64) {
     let r0: u64 = x;
     let r1: u64 = r0;
     let r2: u64 = 0x7fffffff;
@@ -3587,7 +3587,7 @@ pub(crate) fn exp2_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
 }
 
 #[inline(always)]
-pub(crate) fn expm1_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
+pub(crate) fn expm1_f64(x: u64) -> (u64, u64) {
     let r0: u64 = x;
     let r1: u64 = r0;
     let r2: u64 = 0x20;
@@ -3743,7 +3743,7 @@ pub(crate) fn expm1_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
 }
 
 #[inline(always)]
-pub(crate) fn expm1_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
+pub(crate) fn expm1_f32(x: u64) -> (u64, u64) {
     let r0: u64 = x;
     let r1: u64 = r0;
     let r2: u64 = 0x0;
@@ -3888,7 +3888,7 @@ pub(crate) fn expm1_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
 }
 
 #[inline(always)]
-pub(crate) fn log_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
+pub(crate) fn log_f64(x: u64) -> (u64, u64) {
     let r0: u64 = x;
     let r1: u64 = 0x20;
     let r2: u64 = r0;
@@ -3988,7 +3988,7 @@ pub(crate) fn log_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
 }
 
 #[inline(always)]
-pub(crate) fn log_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
+pub(crate) fn log_f32(x: u64) -> (u64, u64) {
     let r0: u64 = x;
     let r1: u64 = r0;
     let r2: u64 = 0x800000;
@@ -4068,7 +4068,7 @@ pub(crate) fn log_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
 }
 
 #[inline(always)]
-pub(crate) fn log2_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
+pub(crate) fn log2_f64(x: u64) -> (u64, u64) {
     let r0: u64 = x;
     let r1: u64 = 0x20;
     let r2: u64 = r0;
@@ -4180,7 +4180,7 @@ pub(crate) fn log2_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
 }
 
 #[inline(always)]
-pub(crate) fn log2_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
+pub(crate) fn log2_f32(x: u64) -> (u64, u64) {
     let r0: u64 = x;
     let r1: u64 = r0;
     let r2: u64 = 0x800000;
@@ -4269,7 +4269,7 @@ pub(crate) fn log2_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
 }
 
 #[inline(always)]
-pub(crate) fn log10_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
+pub(crate) fn log10_f64(x: u64) -> (u64, u64) {
     let r0: u64 = x;
     let r1: u64 = 0x20;
     let r2: u64 = r0;
@@ -4386,7 +4386,7 @@ pub(crate) fn log10_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
 }
 
 #[inline(always)]
-pub(crate) fn log10_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
+pub(crate) fn log10_f32(x: u64) -> (u64, u64) {
     let r0: u64 = x;
     let r1: u64 = r0;
     let r2: u64 = 0x800000;
@@ -4480,7 +4480,7 @@ pub(crate) fn log10_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
 }
 
 #[inline(always)]
-pub(crate) fn log1p_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
+pub(crate) fn log1p_f64(x: u64) -> (u64, u64) {
     let r0: u64 = x;
     let r1: u64 = r0;
     let r2: u64 = 0x20;
@@ -4598,7 +4598,7 @@ pub(crate) fn log1p_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
 }
 
 #[inline(always)]
-pub(crate) fn log1p_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
+pub(crate) fn log1p_f32(x: u64) -> (u64, u64) {
     let r0: u64 = x;
     let r1: u64 = r0;
     let r2: u64 = 0x0;
@@ -4698,7 +4698,7 @@ pub(crate) fn log1p_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
 }
 
 #[inline(always)]
-pub(crate) fn cbrt_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
+pub(crate) fn cbrt_f64(x: u64) -> (u64, u64) {
     let mut rare = 0;
     let r0: u64 = x;
     let r1: u64 = r0;
@@ -4876,12 +4876,12 @@ pub(crate) fn cbrt_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
     let r173: u64 = xor(r14, r172);
     let r174: u64 = and(r171, r173);
     rare |= r174;
-    let r175: u64 = if EXACT && r174 != 0 { of_f64(kiln_ir::math::cbrt(f64_(r0))) } else { r169 };
+    let r175: u64 = r169;
     (r175, rare)
 }
 
 #[inline(always)]
-pub(crate) fn cbrt_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
+pub(crate) fn cbrt_f32(x: u64) -> (u64, u64) {
     let r0: u64 = x;
     let r1: u64 = r0;
     let r2: u64 = 0x7fffffff;
@@ -4934,7 +4934,7 @@ pub(crate) fn cbrt_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
 }
 
 #[inline(always)]
-pub(crate) fn asinh_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
+pub(crate) fn asinh_f64(x: u64) -> (u64, u64) {
     let r0: u64 = x;
     let r1: u64 = r0;
     let r2: u64 = 0x20;
@@ -5180,7 +5180,7 @@ pub(crate) fn asinh_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
 }
 
 #[inline(always)]
-pub(crate) fn asinh_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
+pub(crate) fn asinh_f32(x: u64) -> (u64, u64) {
     let r0: u64 = x;
     let r1: u64 = r0;
     let r2: u64 = 0x0;
@@ -5386,7 +5386,7 @@ pub(crate) fn asinh_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
 }
 
 #[inline(always)]
-pub(crate) fn acosh_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
+pub(crate) fn acosh_f64(x: u64) -> (u64, u64) {
     let r0: u64 = x;
     let r1: u64 = r0;
     let r2: u64 = 0x20;
@@ -5630,7 +5630,7 @@ pub(crate) fn acosh_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
 }
 
 #[inline(always)]
-pub(crate) fn acosh_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
+pub(crate) fn acosh_f32(x: u64) -> (u64, u64) {
     let r0: u64 = x;
     let r1: u64 = r0;
     let r2: u64 = 0x0;
@@ -5834,7 +5834,7 @@ pub(crate) fn acosh_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
 }
 
 #[inline(always)]
-pub(crate) fn atanh_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
+pub(crate) fn atanh_f64(x: u64) -> (u64, u64) {
     let r0: u64 = x;
     let r1: u64 = r0;
     let r2: u64 = 0x20;
@@ -5979,7 +5979,7 @@ pub(crate) fn atanh_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
 }
 
 #[inline(always)]
-pub(crate) fn atanh_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
+pub(crate) fn atanh_f32(x: u64) -> (u64, u64) {
     let r0: u64 = x;
     let r1: u64 = r0;
     let r2: u64 = 0x0;
@@ -6104,7 +6104,7 @@ pub(crate) fn atanh_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
 }
 
 #[inline(always)]
-pub(crate) fn erf_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
+pub(crate) fn erf_f64(x: u64) -> (u64, u64) {
     let r0: u64 = x;
     let r1: u64 = r0;
     let r2: u64 = 0x20;
@@ -6542,7 +6542,7 @@ pub(crate) fn erf_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
 }
 
 #[inline(always)]
-pub(crate) fn erf_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
+pub(crate) fn erf_f32(x: u64) -> (u64, u64) {
     let r0: u64 = x;
     let r1: u64 = abs_f32(r0);
     let r2: u64 = mul_f32(r0, r0);
@@ -6604,7 +6604,7 @@ pub(crate) fn erf_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
 }
 
 #[inline(always)]
-pub(crate) fn erfc_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
+pub(crate) fn erfc_f64(x: u64) -> (u64, u64) {
     let r0: u64 = x;
     let r1: u64 = r0;
     let r2: u64 = 0x20;
@@ -7045,7 +7045,7 @@ pub(crate) fn erfc_f64<const EXACT: bool>(x: u64) -> (u64, u64) {
 }
 
 #[inline(always)]
-pub(crate) fn erfc_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
+pub(crate) fn erfc_f32(x: u64) -> (u64, u64) {
     let r0: u64 = x;
     let r1: u64 = r0;
     let r2: u64 = 0x0;
@@ -7468,7 +7468,7 @@ pub(crate) fn erfc_f32<const EXACT: bool>(x: u64) -> (u64, u64) {
 }
 
 #[inline(always)]
-pub(crate) fn pow_f64<const EXACT: bool>(x: u64, y: u64) -> (u64, u64) {
+pub(crate) fn pow_f64(x: u64, y: u64) -> (u64, u64) {
     let mut rare = 0;
     let r0: u64 = x;
     let r1: u64 = y;
@@ -7814,12 +7814,12 @@ pub(crate) fn pow_f64<const EXACT: bool>(x: u64, y: u64) -> (u64, u64) {
     let r341: u64 = or(r340, r199);
     let r342: u64 = or(r341, r298);
     rare |= r342;
-    let r343: u64 = if EXACT && r342 != 0 { of_f64(kiln_ir::math::pow(f64_(r0), f64_(r1))) } else { r299 };
+    let r343: u64 = r299;
     (r343, rare)
 }
 
 #[inline(always)]
-pub(crate) fn pow_f32<const EXACT: bool>(x: u64, y: u64) -> (u64, u64) {
+pub(crate) fn pow_f32(x: u64, y: u64) -> (u64, u64) {
     let mut rare = 0;
     let r0: u64 = x;
     let r1: u64 = y;
@@ -8149,12 +8149,12 @@ pub(crate) fn pow_f32<const EXACT: bool>(x: u64, y: u64) -> (u64, u64) {
     let r325: u64 = or(r324, r187);
     let r326: u64 = or(r325, r282);
     rare |= r326;
-    let r327: u64 = if EXACT && r326 != 0 { of_f32(kiln_ir::math::powf(f32_(r0), f32_(r1))) } else { r283 };
+    let r327: u64 = r283;
     (r327, rare)
 }
 
 #[inline(always)]
-pub(crate) fn atan2_f64<const EXACT: bool>(x: u64, y: u64) -> (u64, u64) {
+pub(crate) fn atan2_f64(x: u64, y: u64) -> (u64, u64) {
     let r0: u64 = x;
     let r1: u64 = y;
     let r2: u64 = r1;
@@ -8341,7 +8341,7 @@ pub(crate) fn atan2_f64<const EXACT: bool>(x: u64, y: u64) -> (u64, u64) {
 }
 
 #[inline(always)]
-pub(crate) fn atan2_f32<const EXACT: bool>(x: u64, y: u64) -> (u64, u64) {
+pub(crate) fn atan2_f32(x: u64, y: u64) -> (u64, u64) {
     let r0: u64 = x;
     let r1: u64 = y;
     let r2: u64 = r1;
@@ -8504,7 +8504,7 @@ pub(crate) fn atan2_f32<const EXACT: bool>(x: u64, y: u64) -> (u64, u64) {
 }
 
 #[inline(always)]
-pub(crate) fn hypot_f64<const EXACT: bool>(x: u64, y: u64) -> (u64, u64) {
+pub(crate) fn hypot_f64(x: u64, y: u64) -> (u64, u64) {
     let r0: u64 = x;
     let r1: u64 = y;
     let r2: u64 = r0;
@@ -8589,7 +8589,7 @@ pub(crate) fn hypot_f64<const EXACT: bool>(x: u64, y: u64) -> (u64, u64) {
 }
 
 #[inline(always)]
-pub(crate) fn hypot_f32<const EXACT: bool>(x: u64, y: u64) -> (u64, u64) {
+pub(crate) fn hypot_f32(x: u64, y: u64) -> (u64, u64) {
     let r0: u64 = x;
     let r1: u64 = y;
     let r2: u64 = r0;
@@ -8645,7 +8645,7 @@ pub(crate) fn hypot_f32<const EXACT: bool>(x: u64, y: u64) -> (u64, u64) {
 }
 
 #[inline(always)]
-pub(crate) fn sincos_f64<const EXACT: bool>(x: u64) -> (u64, u64, u64) {
+pub(crate) fn sincos_f64(x: u64) -> (u64, u64, u64) {
     let mut rare = 0;
     let r0: u64 = x;
     let r1: u64 = r0;
@@ -8850,7 +8850,7 @@ pub(crate) fn sincos_f64<const EXACT: bool>(x: u64) -> (u64, u64, u64) {
     let r200: u64 = sub_f64(r0, r0);
     let r201: u64 = select_lane(r179, r200, r199);
     rare |= r184;
-    let r202: u64 = if EXACT && r184 != 0 { of_f64(kiln_ir::math::sin(f64_(r0))) } else { r201 };
+    let r202: u64 = r201;
     let c189: u64 = 0x1;
     let c190: u64 = add_i32(r115, c189);
     let c191: u64 = 0x1;
@@ -8869,12 +8869,12 @@ pub(crate) fn sincos_f64<const EXACT: bool>(x: u64) -> (u64, u64, u64) {
     let c204: u64 = sub_f64(r0, r0);
     let c205: u64 = select_lane(r179, c204, c203);
     rare |= r184;
-    let c206: u64 = if EXACT && r184 != 0 { of_f64(kiln_ir::math::cos(f64_(r0))) } else { c205 };
+    let c206: u64 = c205;
     (r202, c206, rare)
 }
 
 #[inline(always)]
-pub(crate) fn sincos_f32<const EXACT: bool>(x: u64) -> (u64, u64, u64) {
+pub(crate) fn sincos_f32(x: u64) -> (u64, u64, u64) {
     let mut rare = 0;
     let r0: u64 = x;
     let r1: u64 = f32_to_f64(r0);
@@ -9009,7 +9009,7 @@ pub(crate) fn sincos_f32<const EXACT: bool>(x: u64) -> (u64, u64, u64) {
     let r130: u64 = sub_f32(r0, r0);
     let r131: u64 = select_lane(r57, r130, r129);
     rare |= r62;
-    let r132: u64 = if EXACT && r62 != 0 { of_f32(kiln_ir::math::sinf(f32_(r0))) } else { r131 };
+    let r132: u64 = r131;
     let c110: u64 = 0x1;
     let c111: u64 = add_i32(r53, c110);
     let c112: u64 = 0x1;
@@ -9038,7 +9038,7 @@ pub(crate) fn sincos_f32<const EXACT: bool>(x: u64) -> (u64, u64, u64) {
     let c135: u64 = sub_f32(r0, r0);
     let c136: u64 = select_lane(r57, c135, c134);
     rare |= r62;
-    let c137: u64 = if EXACT && r62 != 0 { of_f32(kiln_ir::math::cosf(f32_(r0))) } else { c136 };
+    let c137: u64 = c136;
     (r132, c137, rare)
 }
 
