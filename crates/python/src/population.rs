@@ -591,13 +591,18 @@ impl Population {
         // Compiled first: compiling finds the variables the columns need.
         let inner = self.inner(py);
         let (cols, n) = self.columns::<T>(py, x)?;
-        let out = PyArray2::<T>::zeros(py, [inner.len(), n], false);
+        // The values in memory of the module's allocator, handed to NumPy:
+        // a population's output is large (80 MB for 1,000 expressions over
+        // 10,000 rows in float64), and NumPy's fresh mapping for it is
+        // faulted in page by page on every call, where the allocator reuses
+        // the memory of the last call's array once that is dropped.
+        let mut values = vec![T::NAN; inner.len() * n];
         let failures = with_slices(&cols, |slices| {
-            let mut rw = out.readwrite();
-            let out_slice = rw.as_slice_mut().expect("a new array is contiguous");
-            py.detach(|| inner.evaluate(slices, n, out_slice))
+            py.detach(|| inner.evaluate(slices, n, &mut values))
         });
-        Ok((out.into_any(), failures))
+        let values = numpy::ndarray::Array2::from_shape_vec((inner.len(), n), values)
+            .expect("a row per expression");
+        Ok((PyArray2::from_owned_array(py, values).into_any(), failures))
     }
 
     /// `mse` over columns and a target of `T`, the population's precision.
