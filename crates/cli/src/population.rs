@@ -46,19 +46,18 @@ pub fn run(args: &PopulationArgs<'_>) -> Result<(), Failure> {
         None => None,
     };
     let n_rows = table.n_rows();
-    /// Rows from which vector loops are used on a population: the measured
-    /// break-even (15,000–20,000 rows, docs/performance.md) with a margin.
-    const VECTOR_ROWS: usize = 32_768;
+    let source = Source {
+        name: args.population.display().to_string(),
+        text: &text,
+        lines: &lines,
+    };
+    if let (Some(y), Some(max_iter)) = (target.as_deref(), args.fit) {
+        return fit(args, &source, &exprs, &table, y, max_iter);
+    }
     let start = Instant::now();
     let options = PopulationOptions {
         threads: args.threads,
-        // The interpreter runs each graph as written; the compiling tiers
-        // optimize first.
-        compile: kiln::CompileOptions {
-            optimize: args.tier != Tier::Interp,
-            vectorize: Some(n_rows >= VECTOR_ROWS),
-            ..kiln::CompileOptions::default()
-        },
+        compile: compile_options(args.tier, n_rows),
         precision: args.precision,
     };
     // The variables are the expressions' free names (each parsed once).
@@ -67,23 +66,7 @@ pub fn run(args: &PopulationArgs<'_>) -> Result<(), Failure> {
     let compile_time = start.elapsed();
     // An expression that does not parse or compile is bad input: report each
     // at its line of POP.txt.
-    let name = args.population.display().to_string();
-    let bad: Vec<String> = population
-        .compile_errors()
-        .into_iter()
-        .map(|(i, e)| {
-            let line = lines[i].0 as u32 + 1;
-            let col = match e {
-                MemberError::Parse(p) => p.loc.col,
-                _ => 1,
-            };
-            let message = match e {
-                MemberError::Parse(p) => p.message.clone(),
-                e => e.to_string(),
-            };
-            render_located(&name, &text, kiln::ir::Loc { line, col }, &message)
-        })
-        .collect();
+    let bad = source.located(population.compile_errors());
     if !bad.is_empty() {
         return Err(Failure::Input(bad.join("\n")));
     }
@@ -93,47 +76,12 @@ pub fn run(args: &PopulationArgs<'_>) -> Result<(), Failure> {
         .map(|&n| (n * n_rows) as u128)
         .sum();
     let t0 = Instant::now();
-    let (values, errors) = match &target {
-        Some(y) if args.fit.is_some() => {
-            let columns = columns::<f64>(&population, &table, args.csv)?;
-            let refs: Vec<&[f64]> = columns.iter().map(Vec::as_slice).collect();
-            let options = kiln::FitOptions {
-                max_iter: args.fit.unwrap_or_default(),
-                threads: args.threads,
-                compile: options.compile.clone(),
-            };
-            let engine = kiln_cli::engine(args.tier)?;
-            let fits =
-                kiln::fit_constants(&exprs, population.variables(), &refs, y, &*engine, &options);
-            fits.into_iter()
-                .map(|fit| match fit {
-                    Ok(f) => {
-                        let kept = f.failure.map(|why| format!("\t# kept: {why}"));
-                        let line = format!("{:?}\t{}\t{}", f.mse, f.iterations, f.expr);
-                        (line + kept.as_deref().unwrap_or(""), None)
-                    }
-                    Err(e) => (String::new(), Some(e)),
-                })
-                .unzip()
-        }
-        y => match args.precision {
-            Precision::F64 => measure::<f64>(&population, &table, args.csv, y.as_deref())?,
-            Precision::F32 => measure::<f32>(&population, &table, args.csv, y.as_deref())?,
-        },
+    let (values, errors) = match args.precision {
+        Precision::F64 => measure::<f64>(&population, &table, args.csv, target.as_deref())?,
+        Precision::F32 => measure::<f32>(&population, &table, args.csv, target.as_deref())?,
     };
     let eval_time = t0.elapsed();
-    let mut failed = false;
-    let mut stdout = std::io::stdout().lock();
-    for ((value, error), (line_idx, _)) in values.iter().zip(&errors).zip(&lines) {
-        let line = match error {
-            Some(e) => {
-                failed = true;
-                format!("error: line {}: {e}", line_idx + 1)
-            }
-            None => value.clone(),
-        };
-        let _ = writeln!(stdout, "{line}");
-    }
+    let failed = print(&values, &errors, &lines);
     if args.stats {
         let n = population.len().max(1);
         let secs = eval_time.as_secs_f64();
@@ -151,12 +99,138 @@ pub fn run(args: &PopulationArgs<'_>) -> Result<(), Failure> {
             (compile_time + eval_time).as_secs_f64() * 1e3
         );
     }
+    finish(failed)
+}
+
+/// Rows from which vector loops are used on a population: the measured
+/// break-even (15,000–20,000 rows, docs/performance.md) with a margin.
+const VECTOR_ROWS: usize = 32_768;
+
+/// How a population's expressions compile on `tier` over `n_rows` rows.
+fn compile_options(tier: Tier, n_rows: usize) -> kiln::CompileOptions {
+    kiln::CompileOptions {
+        // The interpreter runs each graph as written; the compiling tiers
+        // optimize first.
+        optimize: tier != Tier::Interp,
+        vectorize: Some(n_rows >= VECTOR_ROWS),
+        ..kiln::CompileOptions::default()
+    }
+}
+
+/// POP.txt: its name, its text and its expressions' lines (index, text).
+struct Source<'a> {
+    name: String,
+    text: &'a str,
+    lines: &'a [(usize, &'a str)],
+}
+
+impl Source<'_> {
+    /// Each error at its expression's line of POP.txt (and column, for one
+    /// that does not parse), as the compiler reports a located error.
+    fn located<'e>(
+        &self,
+        errors: impl IntoIterator<Item = (usize, &'e MemberError)>,
+    ) -> Vec<String> {
+        errors
+            .into_iter()
+            .map(|(i, e)| {
+                let line = self.lines[i].0 as u32 + 1;
+                let (col, message) = match e {
+                    MemberError::Parse(p) => (p.loc.col, p.message.clone()),
+                    e => (1, e.to_string()),
+                };
+                render_located(&self.name, self.text, kiln::ir::Loc { line, col }, &message)
+            })
+            .collect()
+    }
+}
+
+/// Prints each expression's line (its value, or its error at its line of
+/// POP.txt); whether any failed.
+fn print(values: &[String], errors: &[Option<MemberError>], lines: &[(usize, &str)]) -> bool {
+    let mut failed = false;
+    let mut stdout = std::io::stdout().lock();
+    for ((value, error), (line_idx, _)) in values.iter().zip(errors).zip(lines) {
+        let line = match error {
+            Some(e) => {
+                failed = true;
+                format!("error: line {}: {e}", line_idx + 1)
+            }
+            None => value.clone(),
+        };
+        let _ = writeln!(stdout, "{line}");
+    }
+    failed
+}
+
+/// The exit of a run in which some expressions may have `failed`.
+fn finish(failed: bool) -> Result<(), Failure> {
     if failed {
         return Err(Failure::Run(
             "error: some expressions failed (see their lines)".to_string(),
         ));
     }
     Ok(())
+}
+
+/// `--fit`: each expression's constants fitted to the target `y`, in at
+/// most `max_iter` steps. The population's values are not compiled first:
+/// `fit_constants` compiles what a fit runs (each expression's values and
+/// Jacobian), so an expression that does not parse is bad input, at its
+/// line, as in the other modes.
+fn fit(
+    args: &PopulationArgs<'_>,
+    source: &Source<'_>,
+    exprs: &[&str],
+    table: &Table,
+    y: &[f64],
+    max_iter: usize,
+) -> Result<(), Failure> {
+    let start = Instant::now();
+    let variables = kiln::population::variables_of(exprs);
+    let columns = variables
+        .iter()
+        .map(|name| column_f64(table, args.csv, name))
+        .collect::<Result<Vec<_>, _>>()?;
+    let refs: Vec<&[f64]> = columns.iter().map(Vec::as_slice).collect();
+    let options = kiln::FitOptions {
+        max_iter,
+        threads: args.threads,
+        compile: compile_options(args.tier, table.n_rows()),
+    };
+    let engine = kiln_cli::engine(args.tier)?;
+    let fits = kiln::fit_constants(exprs, &variables, &refs, y, &*engine, &options);
+    let elapsed = start.elapsed();
+    let bad = source.located(fits.iter().enumerate().filter_map(|(i, f)| match f {
+        Err(e @ MemberError::Parse(_)) => Some((i, e)),
+        _ => None,
+    }));
+    if !bad.is_empty() {
+        return Err(Failure::Input(bad.join("\n")));
+    }
+    let (values, errors): (Vec<String>, Vec<Option<MemberError>>) = fits
+        .into_iter()
+        .map(|fit| match fit {
+            Ok(f) => {
+                let kept = f.failure.map(|why| format!("\t# kept: {why}"));
+                let line = format!("{:?}\t{}\t{}", f.mse, f.iterations, f.expr);
+                (line + kept.as_deref().unwrap_or(""), None)
+            }
+            Err(e) => (String::new(), Some(e)),
+        })
+        .unzip();
+    let failed = print(&values, &errors, source.lines);
+    if args.stats {
+        eprintln!(
+            "population: {} expressions x {} rows, fitted in f64, tier {:?}, {} thread(s)\nfit: {:.3} ms, at most {max_iter} Levenberg-Marquardt steps each (parse, value and Jacobian compile, steps)",
+            exprs.len(),
+            table.n_rows(),
+            args.tier,
+            args.threads,
+            elapsed.as_secs_f64() * 1e3,
+        );
+    }
+    finish(failed)
 }
 
 /// Each expression's line: its MSE against `target`, else its first five

@@ -505,6 +505,43 @@ fn population_fit_recovers_constants_on_every_tier() {
             Some(f) => assert_eq!(&text, f, "{tier}"),
         }
     }
+    // The population's values are not compiled first: an expression that
+    // does not parse is still bad input at its line, and `--stats` says
+    // what the fit took.
+    let bad = temp_file("fit_bad.txt", b"sin(1.0 * x)\n2.0 * (x +\n");
+    let fit = |pop: &str, extra: &[&str]| {
+        let mut argv = vec![
+            "eval",
+            "--population",
+            pop,
+            "--csv",
+            &csv,
+            "--target-column",
+            "y",
+            "--fit",
+        ];
+        argv.extend_from_slice(extra);
+        kiln(&argv)
+    };
+    assert_bad_input(&fit(&bad, &[]), "fit_bad.txt:2:11: error:");
+    let out = fit(&pop, &["--stats", "--max-iter", "3"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("fit: ")
+            && stderr(&out).contains("at most 3 Levenberg-Marquardt steps"),
+        "{}",
+        stderr(&out)
+    );
+    let steps: usize = stdout(&out)
+        .lines()
+        .next()
+        .unwrap()
+        .split('\t')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=3).contains(&steps), "{}", stdout(&out));
 }
 
 #[test]
