@@ -321,9 +321,10 @@ proptest! {
     }
 }
 
-/// Up to 8 random GP expressions over `x0`, `x1`, `x2`, and up to 300 rows
-/// of them (zeros of both signs, infinities, NaN, huge and tiny values among
-/// ordinary ones).
+/// Up to 8 random GP expressions over `x0`, `x1`, `x2` (one case in 32
+/// repeats them past a group of 1,024), and up to 300 rows of them (one
+/// case in 16 up to 5,000, past an evaluation block of 4,096; zeros of both
+/// signs, infinities, NaN, huge and tiny values among ordinary ones).
 fn gp_population(u: &mut Unstructured) -> arbitrary::Result<(Vec<String>, Vec<Vec<f64>>)> {
     fn expr(u: &mut Unstructured, depth: u32) -> arbitrary::Result<String> {
         if depth == 0 || u.ratio(1, 4)? {
@@ -349,10 +350,19 @@ fn gp_population(u: &mut Unstructured) -> arbitrary::Result<(Vec<String>, Vec<Ve
         })
     }
     let n_exprs = u.int_in_range(1..=8)?;
-    let exprs = (0..n_exprs)
+    let mut exprs = (0..n_exprs)
         .map(|_| expr(u, 4))
         .collect::<arbitrary::Result<Vec<_>>>()?;
-    let rows = u.int_in_range(1..=300)?;
+    if u.ratio(1, 32)? {
+        // Two groups (1,024 members each on the VM and Cranelift): the
+        // same texts again, so the interpreter's reference stays cheap.
+        exprs = exprs.iter().cycle().take(1030).cloned().collect();
+    }
+    let rows = if u.ratio(1, 16)? {
+        u.int_in_range(1..=5000)?
+    } else {
+        u.int_in_range(1..=300)?
+    };
     let edges = [
         0.0,
         -0.0,
@@ -409,21 +419,43 @@ fn population_agrees<T: kiln::population::Element>(
     };
     let mut want = Vec::with_capacity(exprs.len() * n);
     let mut want_mse = Vec::with_capacity(exprs.len());
+    // Each distinct text once (a case past a group repeats them).
+    let mut alone: std::collections::HashMap<&str, (Vec<T>, u64)> = Default::default();
     for e in exprs {
-        let alone = Population::compile(&[e], &names, &kiln::Interpreter, &options(1));
-        if let Some((_, err)) = alone.compile_errors().first() {
-            return Err(format!("{e}: {err}"));
+        if !alone.contains_key(e.as_str()) {
+            let p = Population::compile(&[e], &names, &kiln::Interpreter, &options(1));
+            if let Some((_, err)) = p.compile_errors().first() {
+                return Err(format!("{e}: {err}"));
+            }
+            let mut row = vec![T::NAN; n];
+            p.evaluate(&refs, n, &mut row);
+            alone.insert(e, (row, canonical(p.mse(&refs, target).0[0])));
         }
-        let mut row = vec![T::NAN; n];
-        alone.evaluate(&refs, n, &mut row);
-        want.extend(row);
-        want_mse.push(canonical(alone.mse(&refs, target).0[0]));
+        let (row, mse) = &alone[e.as_str()];
+        want.extend_from_slice(row);
+        want_mse.push(*mse);
     }
     for engine in kiln::engines() {
         for threads in [1, 2] {
             let p = Population::compile(exprs, &names, &*engine, &options(threads));
             let mut out = vec![T::NAN; exprs.len() * n];
-            let errors = p.evaluate(&refs, n, &mut out);
+            let mut errors = p.evaluate(&refs, n, &mut out);
+            if threads == 2 {
+                // Two callers at once share kiln's pool: the second's
+                // parts run on its own thread, to the same bits.
+                let mut other = vec![T::NAN; exprs.len() * n];
+                let other_errors = std::thread::scope(|s| {
+                    let second = s.spawn(|| p.evaluate(&refs, n, &mut other));
+                    errors = p.evaluate(&refs, n, &mut out);
+                    second.join().expect("the second caller")
+                });
+                if bits(&other) != bits(&out) || other_errors.iter().any(Option::is_some) {
+                    return Err(format!(
+                        "{}: two callers at once differ ({other_errors:?})\nexpressions: {exprs:?}",
+                        engine.name()
+                    ));
+                }
+            }
             let (mse, _) = p.mse(&refs, target);
             let mse: Vec<u64> = mse.iter().map(|&m| canonical(m)).collect();
             let (got, wanted) = (bits(&out), bits(&want));
