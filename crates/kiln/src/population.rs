@@ -864,6 +864,43 @@ impl Population {
         errors
     }
 
+    /// [`Self::evaluate`] into a new vector of `len() * n_rows` values. Its
+    /// memory is first written (NaN) by the population's threads, each a
+    /// part of it, then evaluated into: a large output (80 MB for 1,000
+    /// expressions over 10,000 rows in `f64`) written first by the caller
+    /// alone was a serial pass over all of it before the parallel
+    /// evaluation, a third of the evaluation's time on 16 threads.
+    ///
+    /// # Panics
+    /// As [`Self::evaluate`], and if the output's length overflows `usize`.
+    pub fn evaluate_to_vec<T: Element>(
+        &self,
+        columns: &[&[T]],
+        n_rows: usize,
+    ) -> (Vec<T>, Vec<Option<MemberError>>) {
+        /// Elements a thread writes at a time: 1 MiB of `f64`.
+        const PART: usize = 1 << 17;
+        let len = self
+            .members
+            .len()
+            .checked_mul(n_rows)
+            .expect("the output's length fits in memory");
+        let mut out: Vec<T> = Vec::with_capacity(len);
+        let parts: Vec<&mut [std::mem::MaybeUninit<T>]> =
+            out.spare_capacity_mut()[..len].chunks_mut(PART).collect();
+        on_threads(parts, self.threads, |part| {
+            for v in part {
+                v.write(T::NAN);
+            }
+        });
+        // SAFETY: the capacity is `len`, and every one of the first `len`
+        // elements was written above (the parts cover them, and
+        // `on_threads` returns once each part ran).
+        unsafe { out.set_len(len) };
+        let errors = self.evaluate(columns, n_rows, &mut out);
+        (out, errors)
+    }
+
     /// Runs one item of [`Self::evaluate`] into its rows (an expression that
     /// fails has its row NaN).
     fn evaluate_item<T: Element>(&self, item: Item<'_, T>, columns: &[&[T]]) -> Outcome {
