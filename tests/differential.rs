@@ -442,10 +442,10 @@ fn population_agrees<T: kiln::population::Element>(
             let mut errors = p.evaluate(&refs, n, &mut out);
             if threads == 2 {
                 // Two callers at once share kiln's pool: the second's
-                // parts run on its own thread, to the same bits.
-                let mut other = vec![T::NAN; exprs.len() * n];
-                let other_errors = std::thread::scope(|s| {
-                    let second = s.spawn(|| p.evaluate(&refs, n, &mut other));
+                // parts run on its own thread, to the same bits (the second
+                // into a new vector, as the Python module evaluates).
+                let (other, other_errors) = std::thread::scope(|s| {
+                    let second = s.spawn(|| p.evaluate_to_vec(&refs, n));
                     errors = p.evaluate(&refs, n, &mut out);
                     second.join().expect("the second caller")
                 });
