@@ -1135,7 +1135,8 @@ fn fx_lookups_moments_attention_from_text() {
 
     // The gradients of lookups, as aot_autograd's backward graph spells
     // them: an embedding's (padding row 1 adds nothing, repeats sum) and
-    // index_select's (`index_add`); `scale_grad_by_freq` is refused.
+    // index_select's (`index_add`); with `scale_grad_by_freq`, each token's
+    // row times 1 / its token's count first.
     let backward = |scale: &str| {
         fx_graph(
             &format!(
@@ -1166,8 +1167,16 @@ fn fx_lookups_moments_attention_from_text() {
     let out = run(&g, &[go, ids, x, i, s]);
     assert_eq!(out[0], f32s(&[7.0, 8.0, 0.0, 0.0, 0.0, 0.0, 6.0, 8.0]));
     assert_eq!(out[1], f32s(&[1.0, 1.0, 31.0, 2.0, 2.0, 72.0]));
-    let err = backward("True").unwrap_err();
-    assert!(err.contains("scale_grad_by_freq"), "{err}");
+    // Token 3 twice (rows 1, 2 and 5, 6: halves), token 0 once, token 1 the
+    // padding (counted, adds nothing).
+    let g = backward("True").unwrap();
+    let go = f32s(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]);
+    let ids = Data::Column(Buffer::I64(vec![3, 1, 3, 0]));
+    let x = f32s(&[1.0, 1.0, 1.0, 2.0, 2.0, 2.0]);
+    let i = Data::Column(Buffer::I64(vec![2, 2]));
+    let s = f32s(&[10.0, 20.0, 30.0, 40.0]);
+    let out = run(&g, &[go, ids, x, i, s]);
+    assert_eq!(out[0], f32s(&[7.0, 8.0, 0.0, 0.0, 0.0, 0.0, 3.0, 4.0]));
 
     // A language model's loss and mask ops (hand-computed): nll_loss
     // (mean over the targets not ignored, and its backward), tril, triu,

@@ -136,10 +136,6 @@ def _why_not(node: torch.fx.Node) -> Optional[str]:
         return f"kiln has no `{target}`"
     if node.target is torch.ops.aten.convolution_backward.default and node.args[7]:
         return "the backward of a transposed convolution"
-    if node.target is torch.ops.aten.embedding_dense_backward.default and (
-        node.args[4] if len(node.args) > 4 else node.kwargs.get("scale_grad_by_freq", False)
-    ):
-        return "an embedding's backward scaled by token frequency"
     if node.target is torch.ops.aten.index_add.default and (
         node.args[4] if len(node.args) > 4 else node.kwargs.get("alpha", 1)
     ) != 1:

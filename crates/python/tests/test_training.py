@@ -228,6 +228,8 @@ def test_embeddings_and_index_select_train_on_kiln():
     for make, backward in (
         (EmbeddingMLP, "embedding_dense_backward"),
         (lambda: EmbeddingMLP(padding_idx=0), "embedding_dense_backward"),
+        (lambda: EmbeddingMLP(scale_grad_by_freq=True), "embedding_dense_backward"),
+        (lambda: EmbeddingMLP(padding_idx=0, scale_grad_by_freq=True), "embedding_dense_backward"),
         (IndexSelectMLP, "index_add"),
     ):
         stats = check_training(make, i, y)
@@ -317,17 +319,65 @@ def test_an_embeddings_gradient_is_torchs_bit_for_bit():
         assert torch.equal(grads[0], grads[1])
 
 
+class TripleWithCumsumGrad(torch.autograd.Function):
+    """`3x`, whose gradient also adds `0 * cumsum(g)`: a backward graph with
+    an op kiln does not build (`cumsum`) and the same gradient."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 3.0
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 3.0 + 0.0 * torch.cumsum(g, 1)
+
+
+class CumsumGradMLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(12, 8), nn.Linear(8, 4)
+
+    def forward(self, x):
+        return self.fc2(torch.tanh(TripleWithCumsumGrad.apply(self.fc1(x))))
+
+
 def test_a_backward_op_kiln_does_not_build_runs_in_eager_alone():
-    # kiln does not scale an embedding's gradient by token frequency: that
-    # backward op runs in eager PyTorch, named in one warning, and the rest
-    # on kiln.
-    i, y = tokens()
-    check_training(
-        lambda: EmbeddingMLP(scale_grad_by_freq=True),
-        i,
-        y,
-        eager_ops={"torch.ops.aten.embedding_dense_backward.default"},
-    )
+    # kiln has no cumsum: that backward op runs in eager PyTorch, named in
+    # one warning, and the rest on kiln.
+    x, y = data(16, 12, classes=4, seed=8)
+    check_training(CumsumGradMLP, x, y, eager_ops={"torch.ops.aten.cumsum.default"})
+
+
+def test_an_embeddings_gradient_scaled_by_token_frequency_is_torchs():
+    # scale_grad_by_freq: each token's row times 1 / its token's count (the
+    # padding token's counted too) before the rows are summed; torch scales
+    # by a multiply-add, kiln multiplies then adds: equal to a rounding.
+    i = torch.randint(0, 7, (300,), generator=torch.Generator().manual_seed(5))
+    # float32's sums of ~40 scaled rows cancel: compared as the training
+    # tests compare gradients (1e-5 relative, 1e-6 absolute).
+    for dtype, rtol, atol in ((torch.float64, 1e-13, 0.0), (torch.float32, 1e-5, 1e-6)):
+        g = torch.randn(300, 16, generator=torch.Generator().manual_seed(6), dtype=dtype)
+        for padding_idx in (None, 3):
+            grads = []
+            stats = kt._Stats()
+            for compiled in (False, True):
+                torch._dynamo.reset()
+                w = torch.randn(7, 16, generator=torch.Generator().manual_seed(7), dtype=dtype)
+                w.requires_grad_()
+
+                def f(w, i):
+                    return nn.functional.embedding(
+                        i, w, padding_idx=padding_idx, scale_grad_by_freq=True
+                    )
+
+                fn = torch.compile(f, backend=backend(stats)) if compiled else f
+                fn(w, i).backward(g)
+                grads.append(w.grad)
+            ran = {r.target: r.ran_on for r in stats.nodes.values()}
+            assert ran["torch.ops.aten.embedding_dense_backward.default"] != "eager", ran
+            torch.testing.assert_close(grads[1], grads[0], rtol=rtol, atol=atol)
+            if padding_idx is not None:
+                assert not grads[1][padding_idx].any()
 
 
 def test_max_pool_indices_are_torchs():

@@ -88,20 +88,19 @@ impl Fx<'_> {
     /// padding_idx, scale_grad_by_freq)`: each token's gradient row added
     /// to its weight's row, in token order from zero, as torch's CPU kernel
     /// does; tokens equal to `padding_idx` (when it is not negative) add
-    /// nothing. `scale_grad_by_freq` (dividing by each token's count) is
-    /// not built.
+    /// nothing. With `scale_grad_by_freq`, each token's row is first scaled
+    /// by `1 / count`, its token's count among all the indices (padding
+    /// tokens counted too), as torch's kernel scales it.
     pub(super) fn embedding_backward(&mut self, node: &Node) -> Result<Value, String> {
         let g = self.tensor_at(node, 0, "grad_output")?;
         let index = self.index_at(node, 1, "indices")?;
         let rows = self.int_at(node, 2, "num_weights", None)?;
         let padding = self.int_at(node, 3, "padding_idx", Some(-1))?;
-        if super::cnn::flag(
+        let by_freq = super::cnn::flag(
             self.arg(node, 4, "scale_grad_by_freq"),
             "scale_grad_by_freq",
             false,
-        )? {
-            return Err("unsupported: `scale_grad_by_freq=True`".into());
-        }
+        )?;
         let (g_shape, at) = (self.shape_of(g), self.shape_of(index));
         let width = match g_shape.split_last() {
             Some((w, lead)) if lead == at.as_slice() => w.clone(),
@@ -124,6 +123,19 @@ impl Fx<'_> {
             let is_pad = self.equals(index, padding)?;
             let is_pad = layout::unsqueeze(&mut self.b, is_pad, at.len())?;
             g = self.b.op(Op::Select, &[is_pad, zero, g]).map_err(te)?;
+        }
+        if by_freq {
+            let one = self.b.constant(Scalar::one(dtype));
+            let ones = layout::broadcast_to(&mut self.b, one, at.clone())?;
+            let none = layout::broadcast_to(&mut self.b, zero, vec![Dim::Fixed(rows)])?;
+            let counts = self
+                .b
+                .op(Op::IndexAdd(0), &[none, index, ones])
+                .map_err(te)?;
+            let count = self.b.op(Op::Gather(0), &[counts, index]).map_err(te)?;
+            let scale = self.b.binary(BinaryOp::Div, one, count).map_err(te)?;
+            let scale = layout::unsqueeze(&mut self.b, scale, at.len())?;
+            g = self.b.binary(BinaryOp::Mul, g, scale).map_err(te)?;
         }
         let zeros = layout::broadcast_to(&mut self.b, zero, vec![Dim::Fixed(rows), width])?;
         self.b.op(Op::IndexAdd(0), &[zeros, index, g]).map_err(te)
