@@ -1158,24 +1158,21 @@ fn fx_lookups_moments_attention_from_text() {
             ],
         )
     };
-    let g = backward("False").unwrap();
-    let go = f32s(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]);
-    let ids = Data::Column(Buffer::I64(vec![3, 1, 3, 0]));
-    let x = f32s(&[1.0, 1.0, 1.0, 2.0, 2.0, 2.0]);
-    let i = Data::Column(Buffer::I64(vec![2, 2]));
-    let s = f32s(&[10.0, 20.0, 30.0, 40.0]);
-    let out = run(&g, &[go, ids, x, i, s]);
+    let inputs = || {
+        [
+            f32s(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]),
+            Data::Column(Buffer::I64(vec![3, 1, 3, 0])),
+            f32s(&[1.0, 1.0, 1.0, 2.0, 2.0, 2.0]),
+            Data::Column(Buffer::I64(vec![2, 2])),
+            f32s(&[10.0, 20.0, 30.0, 40.0]),
+        ]
+    };
+    let out = run(&backward("False").unwrap(), &inputs());
     assert_eq!(out[0], f32s(&[7.0, 8.0, 0.0, 0.0, 0.0, 0.0, 6.0, 8.0]));
     assert_eq!(out[1], f32s(&[1.0, 1.0, 31.0, 2.0, 2.0, 72.0]));
     // Token 3 twice (rows 1, 2 and 5, 6: halves), token 0 once, token 1 the
     // padding (counted, adds nothing).
-    let g = backward("True").unwrap();
-    let go = f32s(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]);
-    let ids = Data::Column(Buffer::I64(vec![3, 1, 3, 0]));
-    let x = f32s(&[1.0, 1.0, 1.0, 2.0, 2.0, 2.0]);
-    let i = Data::Column(Buffer::I64(vec![2, 2]));
-    let s = f32s(&[10.0, 20.0, 30.0, 40.0]);
-    let out = run(&g, &[go, ids, x, i, s]);
+    let out = run(&backward("True").unwrap(), &inputs());
     assert_eq!(out[0], f32s(&[7.0, 8.0, 0.0, 0.0, 0.0, 0.0, 3.0, 4.0]));
 
     // A language model's loss and mask ops (hand-computed): nll_loss

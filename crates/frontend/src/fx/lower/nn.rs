@@ -127,10 +127,10 @@ impl Fx<'_> {
         if by_freq {
             let one = self.b.constant(Scalar::one(dtype));
             let ones = layout::broadcast_to(&mut self.b, one, at.clone())?;
-            let none = layout::broadcast_to(&mut self.b, zero, vec![Dim::Fixed(rows)])?;
+            let no_counts = layout::broadcast_to(&mut self.b, zero, vec![Dim::Fixed(rows)])?;
             let counts = self
                 .b
-                .op(Op::IndexAdd(0), &[none, index, ones])
+                .op(Op::IndexAdd(0), &[no_counts, index, ones])
                 .map_err(te)?;
             let count = self.b.op(Op::Gather(0), &[counts, index]).map_err(te)?;
             let scale = self.b.binary(BinaryOp::Div, one, count).map_err(te)?;
