@@ -188,10 +188,7 @@ fn fit(
 ) -> Result<(), Failure> {
     let start = Instant::now();
     let variables = kiln::population::variables_of(exprs);
-    let columns = variables
-        .iter()
-        .map(|name| column_f64(table, args.csv, name))
-        .collect::<Result<Vec<_>, _>>()?;
+    let columns = columns::<f64>(&variables, table, args.csv)?;
     let refs: Vec<&[f64]> = columns.iter().map(Vec::as_slice).collect();
     let options = kiln::FitOptions {
         max_iter,
@@ -208,7 +205,7 @@ fn fit(
     if !bad.is_empty() {
         return Err(Failure::Input(bad.join("\n")));
     }
-    let (values, errors): (Vec<String>, Vec<Option<MemberError>>) = fits
+    let (values, errors): Lines = fits
         .into_iter()
         .map(|fit| match fit {
             Ok(f) => {
@@ -245,7 +242,7 @@ fn measure<T: Element>(
     path: &Path,
     target: Option<&[f64]>,
 ) -> Result<Lines, Failure> {
-    let columns = columns::<T>(population, table, path)?;
+    let columns = columns::<T>(population.variables(), table, path)?;
     let refs: Vec<&[T]> = columns.iter().map(Vec::as_slice).collect();
     let n_rows = table.n_rows();
     Ok(match target {
@@ -258,8 +255,7 @@ fn measure<T: Element>(
             (mse.iter().map(|m| format!("{m:?}")).collect(), errors)
         }
         None => {
-            let mut out = vec![T::NAN; population.len() * n_rows];
-            let errors = population.evaluate(&refs, n_rows, &mut out);
+            let (out, errors) = population.evaluate_to_vec(&refs, n_rows);
             let firsts = (0..population.len())
                 .map(|i| {
                     out[i * n_rows..(i + 1) * n_rows]
@@ -275,14 +271,13 @@ fn measure<T: Element>(
     })
 }
 
-/// The population's variables' columns, rounded to `T`.
+/// The columns named `variables`, rounded to `T`.
 fn columns<T: Element>(
-    population: &Population,
+    variables: &[String],
     table: &Table,
     path: &Path,
 ) -> Result<Vec<Vec<T>>, Failure> {
-    population
-        .variables()
+    variables
         .iter()
         .map(|name| {
             let column = column_f64(table, path, name)?;

@@ -1,6 +1,6 @@
 //! `kiln::Population` on every engine: results against hand-computed values
-//! and the interpreter, errors per expression, and memory that stays flat
-//! when populations are compiled and dropped in a loop.
+//! and the interpreter, errors per expression (the memory of a loop of
+//! populations: `population_memory.rs`).
 
 use kiln::{MemberError, Population, PopulationOptions, Precision};
 
@@ -84,38 +84,6 @@ fn variables_are_named_by_first_appearance() {
     let p = Population::compile(&empty, &[], &kiln::Cranelift, &Default::default());
     assert!(p.is_empty());
     assert!(p.evaluate::<f64>(&[], 10, &mut []).is_empty());
-}
-
-/// Resident memory in KiB, from /proc.
-fn rss_kib() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").expect("Linux");
-    let pages: u64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
-    pages * 4
-}
-
-#[test]
-fn compiling_and_dropping_populations_keeps_memory_flat() {
-    // 200 distinct expressions, so nothing is shared between rounds.
-    let exprs: Vec<String> = (0..200)
-        .map(|i| format!("sin(x0 * {i}.5) + x1 * exp(-x0) - {i}.0 / (x1 + 3.0)"))
-        .collect();
-    let variables = vars(&["x0", "x1"]);
-    let x0: Vec<f64> = (0..100).map(|i| i as f64 / 10.0).collect();
-    let x1: Vec<f64> = (0..100).map(|i| 1.0 - i as f64 / 50.0).collect();
-    let round = || {
-        let p = Population::compile(&exprs, &variables, &kiln::Cranelift, &Default::default());
-        let (mse, _) = p.mse(&[&x0, &x1], &x0);
-        assert_eq!(mse.len(), exprs.len());
-    };
-    for _ in 0..10 {
-        round();
-    }
-    let settled = rss_kib();
-    for _ in 0..60 {
-        round();
-    }
-    let grown = rss_kib().saturating_sub(settled);
-    assert!(grown < 8 * 1024, "RSS grew {grown} KiB over 60 populations");
 }
 
 /// An expression that can fail at run time (integer division) among
@@ -279,52 +247,4 @@ fn precisions_are_named_as_numpy_and_kiln_name_them() {
         "a population's dtype is f64 (float64) or f32 (float32), not `f16`"
     );
     assert_eq!(Precision::default(), Precision::F64);
-}
-
-/// `evaluate_to_vec` is `evaluate` into a new vector, whose memory the
-/// population's threads write first in parts of 2^17 values: the same bits
-/// over outputs of several parts (a failing member's row NaN, a constant's
-/// row filled), f64 and f32, on one and three threads.
-#[test]
-fn evaluate_to_vec_is_evaluate_into_a_new_vector() {
-    let exprs = [
-        "x0 * 2.0 + x1",
-        "1.5",
-        "float(int(x0) // int(x1))",
-        "sin(x1)",
-    ];
-    let rows = 70_000; // 4 × 70,000 values: three parts
-    let x0: Vec<f64> = (0..rows).map(|i| f64::from(i) * 0.25 - 9.0).collect();
-    let x1: Vec<f64> = (0..rows).map(|i| f64::from(i % 7)).collect();
-    fn check<T: kiln::population::Element + PartialEq>(exprs: &[&str], x0: &[f64], x1: &[f64]) {
-        let cast = |c: &[f64]| -> Vec<T> {
-            c.iter()
-                .map(|&v| T::of_scalar(kiln::Scalar::F64(v)))
-                .collect()
-        };
-        let (x0, x1) = (cast(x0), cast(x1));
-        let n = x0.len();
-        for threads in [1, 3] {
-            let options = PopulationOptions {
-                threads,
-                precision: T::PRECISION,
-                ..Default::default()
-            };
-            let p = Population::compile(exprs, &vars(&["x0", "x1"]), &kiln::Vm, &options);
-            let mut want = vec![T::of_scalar(kiln::Scalar::F64(7.0)); exprs.len() * n];
-            let want_errors = p.evaluate(&[&x0, &x1], n, &mut want);
-            let (got, errors) = p.evaluate_to_vec(&[&x0, &x1], n);
-            let bits = |v: &[T]| v.iter().map(|x| x.to_f64().to_bits()).collect::<Vec<_>>();
-            assert_eq!(bits(&got), bits(&want), "{threads} thread(s)");
-            assert_eq!(format!("{errors:?}"), format!("{want_errors:?}"));
-            assert!(
-                matches!(errors[2], Some(MemberError::Exec(_))),
-                "{errors:?}"
-            );
-            assert!(got[2 * n..3 * n].iter().all(|v| v.to_f64().is_nan()));
-            assert!(got[n..2 * n].iter().all(|v| v.to_f64() == 1.5));
-        }
-    }
-    check::<f64>(&exprs, &x0, &x1);
-    check::<f32>(&exprs, &x0, &x1);
 }

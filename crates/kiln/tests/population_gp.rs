@@ -166,3 +166,49 @@ fn grouped_bits<T: Element>(exprs: &[String], names: &[String], cols: &[Vec<f64>
     }
     want
 }
+
+/// `evaluate_to_vec` is `evaluate` into a new vector, whose memory the
+/// population's threads write first in parts of 2^17 values: the same bits
+/// over outputs of several parts (a failing member's row NaN, a constant's
+/// row filled), f64 and f32, on one and three threads. (Here, not beside
+/// `population.rs`'s resident-memory test, which its outputs would disturb.)
+#[test]
+fn evaluate_to_vec_is_evaluate_into_a_new_vector() {
+    let exprs = [
+        "x0 * 2.0 + x1",
+        "1.5",
+        "float(int(x0) // int(x1))",
+        "sin(x1)",
+    ];
+    let rows = 70_000; // 4 × 70,000 values: three parts
+    let x0: Vec<f64> = (0..rows).map(|i| f64::from(i) * 0.25 - 9.0).collect();
+    let x1: Vec<f64> = (0..rows).map(|i| f64::from(i % 7)).collect();
+    fn check<T: Element>(exprs: &[&str], x0: &[f64], x1: &[f64]) {
+        let cast =
+            |c: &[f64]| -> Vec<T> { c.iter().map(|&v| T::of_scalar(Scalar::F64(v))).collect() };
+        let (x0, x1) = (cast(x0), cast(x1));
+        let n = x0.len();
+        for threads in [1, 3] {
+            let options = PopulationOptions {
+                threads,
+                precision: T::PRECISION,
+                ..Default::default()
+            };
+            let p = Population::compile(exprs, &vars(&["x0", "x1"]), &kiln::Vm, &options);
+            let mut want = vec![T::of_scalar(Scalar::F64(7.0)); exprs.len() * n];
+            let want_errors = p.evaluate(&[&x0, &x1], n, &mut want);
+            let (got, errors) = p.evaluate_to_vec(&[&x0, &x1], n);
+            let bits = |v: &[T]| v.iter().map(|x| x.to_f64().to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&want), "{threads} thread(s)");
+            assert_eq!(format!("{errors:?}"), format!("{want_errors:?}"));
+            assert!(
+                matches!(errors[2], Some(kiln::MemberError::Exec(_))),
+                "{errors:?}"
+            );
+            assert!(got[2 * n..3 * n].iter().all(|v| v.to_f64().is_nan()));
+            assert!(got[n..2 * n].iter().all(|v| v.to_f64() == 1.5));
+        }
+    }
+    check::<f64>(&exprs, &x0, &x1);
+    check::<f32>(&exprs, &x0, &x1);
+}

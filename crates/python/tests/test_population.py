@@ -72,6 +72,10 @@ def test_bad_inputs():
     assert kiln.Population([]).evaluate(np.zeros((5, 0))).shape == (0, 5)
 
 
+def _rss_mb():
+    return int(pathlib.Path("/proc/self/statm").read_text().split()[1]) * 4096 / 2**20
+
+
 def _gp():
     exprs = (GP / "gp_population.txt").read_text().splitlines()
     data = pd.read_csv(GP / "gp_data.csv")
@@ -149,9 +153,6 @@ def test_compile_evaluate_and_drop_keeps_memory_flat():
     exprs, data = _gp()
     X = data.iloc[:1000]
 
-    def rss_mb():
-        return int(pathlib.Path("/proc/self/statm").read_text().split()[1]) * 4096 / 2**20
-
     def population():
         kiln.Population(exprs).mse(X, X[data.columns[0]])
 
@@ -163,10 +164,10 @@ def test_compile_evaluate_and_drop_keeps_memory_flat():
     settled = 0.0
     for _ in range(20):
         population()
-        settled = max(settled, rss_mb())
+        settled = max(settled, _rss_mb())
     for _ in range(40):
         population()
-    assert rss_mb() - settled < 16, f"RSS grew {rss_mb() - settled:.1f} MiB over 40 populations"
+    assert _rss_mb() - settled < 16, f"RSS grew {_rss_mb() - settled:.1f} MiB over 40 populations"
 
 
 def test_evaluated_arrays_are_the_callers():
@@ -195,17 +196,14 @@ def test_evaluated_arrays_are_the_callers():
         del second, third
         np.testing.assert_array_equal(row, want[5])
 
-    def rss_mb():
-        return int(pathlib.Path("/proc/self/statm").read_text().split()[1]) * 4096 / 2**20
-
     # 30 arrays of 16 MB each, dropped as they come: memory stays flat.
     p = kiln.Population(exprs[:200], variables=list(data.columns))
     big = pd.concat([X] * 5)
     p.evaluate(big)
-    settled = rss_mb()
+    settled = _rss_mb()
     for _ in range(30):
         p.evaluate(big)
-    assert rss_mb() - settled < 64, f"RSS grew {rss_mb() - settled:.1f} MiB over 30 evaluations"
+    assert _rss_mb() - settled < 64, f"RSS grew {_rss_mb() - settled:.1f} MiB over 30 evaluations"
 
 
 def test_float32_populations():
