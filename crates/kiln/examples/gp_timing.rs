@@ -58,8 +58,8 @@ fn main() {
                 );
                 continue;
             }
-            let mut out = vec![0.0; exprs.len() * slices[0].len()];
-            let failed = population.evaluate(&slices, slices[0].len(), &mut out);
+            // As Python's `Population.evaluate` and the CLI: into a new vector.
+            let (_values, failed) = population.evaluate_to_vec(&slices, slices[0].len());
             println!(
                 "round {round}: compile {:.1} ms, evaluate {:.1} ms, {} failed",
                 compiled.as_secs_f64() * 1e3,

@@ -3,6 +3,7 @@
 
 use kiln_ir::exec::{DimBindings, ExecError, ExecResult, InputShape};
 use kiln_ir::{Buffer, DType, Data, Dim, Graph, Scalar, Type};
+use std::mem::MaybeUninit;
 
 /// A borrowed input: a scalar, or an array's elements in row-major order (its
 /// shape is the graph input's).
@@ -24,7 +25,7 @@ pub enum ArrayRef<'a> {
 
 /// Room for an output, borrowed: its elements in row-major order (a scalar
 /// output is one element), or a selection's row indices.
-#[derive(Debug, PartialEq)]
+#[derive(Debug)]
 pub enum ArrayMut<'a> {
     /// `bool` elements.
     Bool(&'a mut [bool]),
@@ -39,6 +40,13 @@ pub enum ArrayMut<'a> {
     /// A selection: room for at least one index per row; the first
     /// `count` (returned by the call) are written.
     Selection(&'a mut [u32]),
+    /// `f32` elements not written yet (a new vector's spare capacity). A
+    /// call that returns `Ok` has written every one of them (every tier
+    /// writes each element of an output: docs/abi.md); after an error
+    /// they are unspecified, some perhaps still unwritten.
+    F32Uninit(&'a mut [MaybeUninit<f32>]),
+    /// `f64` elements not written yet, as [`ArrayMut::F32Uninit`].
+    F64Uninit(&'a mut [MaybeUninit<f64>]),
 }
 
 macro_rules! each_array {
@@ -104,6 +112,8 @@ impl ArrayMut<'_> {
             ArrayMut::I64(v) => (DType::I64, v.len()),
             ArrayMut::F32(v) => (DType::F32, v.len()),
             ArrayMut::F64(v) => (DType::F64, v.len()),
+            ArrayMut::F32Uninit(v) => (DType::F32, v.len()),
+            ArrayMut::F64Uninit(v) => (DType::F64, v.len()),
             ArrayMut::Selection(_) => return None,
         })
     }
@@ -115,6 +125,8 @@ impl ArrayMut<'_> {
             ArrayMut::I64(v) => v.as_mut_ptr().cast(),
             ArrayMut::F32(v) => v.as_mut_ptr().cast(),
             ArrayMut::F64(v) => v.as_mut_ptr().cast(),
+            ArrayMut::F32Uninit(v) => v.as_mut_ptr().cast(),
+            ArrayMut::F64Uninit(v) => v.as_mut_ptr().cast(),
             ArrayMut::Selection(v) => v.as_mut_ptr().cast(),
         }
     }
@@ -171,9 +183,22 @@ impl ArrayMut<'_> {
             (ArrayMut::F64(room), Buffer::F64(v)) if room.len() == v.len() => {
                 room.copy_from_slice(&v)
             }
+            (ArrayMut::F32Uninit(room), Buffer::F32(v)) if room.len() == v.len() => {
+                write_all(room, &v)
+            }
+            (ArrayMut::F64Uninit(room), Buffer::F64(v)) if room.len() == v.len() => {
+                write_all(room, &v)
+            }
             (room, _) => return Err(wrong(room, expected)),
         }
         Ok(self.array().map_or(0, |(_, n)| n))
+    }
+}
+
+/// Writes `values` into `room`, element by element (as long).
+fn write_all<T: Copy>(room: &mut [MaybeUninit<T>], values: &[T]) {
+    for (r, &v) in room.iter_mut().zip(values) {
+        r.write(v);
     }
 }
 

@@ -563,6 +563,8 @@ impl Bind for HostBind<'_, '_, '_> {
                 ArrayMut::I64(v) => v.fill(-1),
                 ArrayMut::F32(v) => v.fill(f32::NAN),
                 ArrayMut::F64(v) => v.fill(f64::NAN),
+                ArrayMut::F32Uninit(v) => v.fill(std::mem::MaybeUninit::new(f32::NAN)),
+                ArrayMut::F64Uninit(v) => v.fill(std::mem::MaybeUninit::new(f64::NAN)),
                 ArrayMut::Selection(_) => {}
             }
         }

@@ -162,6 +162,70 @@ fn borrowed_arrays_in_and_out() {
     }
 }
 
+/// Room not written yet (a new vector's spare capacity) on every engine:
+/// a call that returns `Ok` writes every element, here of outputs large
+/// enough that the VM stores them past the caches (`kiln_vm::STREAM_BYTES`),
+/// at offsets off the 16-byte boundary and lengths off the vector width.
+#[test]
+fn uninitialized_room_is_written_whole() {
+    let rows = (kiln_vm::STREAM_BYTES as usize) / 8 + 3;
+    let x: Vec<f64> = (0..rows).map(|i| i as f64 * 0.25 - 7.0).collect();
+    let x32: Vec<f32> = x.iter().map(|&v| v as f32).collect();
+    for engine in kiln::engines() {
+        let name = engine.name();
+        let compile = |src: &str| {
+            engine
+                .compile_dyn(&verified(src), &CompileOptions::default())
+                .expect("compiles")
+        };
+        let f = compile("def f(x: float[n]): return x * 3.0 + 1.0, sqrt(x)");
+        let g = compile("def g(x: f32[n]): return x * 3.0 + 1.0");
+        for skip in 0..4 {
+            let n = rows - skip - (skip % 2);
+            let mut a: Vec<f64> = Vec::with_capacity(rows);
+            let mut b: Vec<f64> = Vec::with_capacity(rows);
+            let mut c: Vec<f32> = Vec::with_capacity(rows);
+            let (a, b, c) = (
+                &mut a.spare_capacity_mut()[skip..skip + n],
+                &mut b.spare_capacity_mut()[skip..skip + n],
+                &mut c.spare_capacity_mut()[skip..skip + n],
+            );
+            f.run_arrays(
+                &[ArrayRef::F64(&x[..n])],
+                &mut [ArrayMut::F64Uninit(a), ArrayMut::F64Uninit(b)],
+            )
+            .unwrap();
+            g.run_arrays(&[ArrayRef::F32(&x32[..n])], &mut [ArrayMut::F32Uninit(c)])
+                .unwrap();
+            for i in 0..n {
+                // SAFETY: the calls returned `Ok`, so they wrote every element.
+                let (a, b, c) =
+                    unsafe { (a[i].assume_init(), b[i].assume_init(), c[i].assume_init()) };
+                assert_eq!(
+                    a.to_bits(),
+                    (x[i] * 3.0 + 1.0).to_bits(),
+                    "{name} {skip} {i}"
+                );
+                assert_eq!(b.to_bits(), x[i].sqrt().to_bits(), "{name} {skip} {i}");
+                assert_eq!(
+                    c.to_bits(),
+                    (x32[i] * 3.0 + 1.0).to_bits(),
+                    "{name} {skip} {i}"
+                );
+            }
+        }
+        // Room of the wrong length is refused before anything is written.
+        let mut short: Vec<f32> = Vec::with_capacity(4);
+        let err = g
+            .run_arrays(
+                &[ArrayRef::F32(&x32[..5])],
+                &mut [ArrayMut::F32Uninit(&mut short.spare_capacity_mut()[..4])],
+            )
+            .unwrap_err();
+        assert!(err.to_string().contains("f32[4]"), "{name}: {err}");
+    }
+}
+
 #[test]
 fn programs_are_shared_across_threads() {
     for tier in Tier::compiling() {
