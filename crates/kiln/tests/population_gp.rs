@@ -167,10 +167,10 @@ fn grouped_bits<T: Element>(exprs: &[String], names: &[String], cols: &[Vec<f64>
     want
 }
 
-/// `evaluate_to_vec` is `evaluate` into a new vector, whose memory the
-/// population's threads write first in parts of 2^17 values: the same bits
-/// over outputs of several parts (a failing member's row NaN, a constant's
-/// row filled), f64 and f32, on one and three threads. (Here, not beside
+/// `evaluate_to_vec` is `evaluate` into a new vector, whose memory nothing
+/// writes before the evaluation: the same bits over blocks of rows (a
+/// failing member's row NaN, a constant's row filled from its one value),
+/// f64 and f32, on one and three threads. (Here, not beside
 /// `population.rs`'s resident-memory test, which its outputs would disturb.)
 #[test]
 fn evaluate_to_vec_is_evaluate_into_a_new_vector() {

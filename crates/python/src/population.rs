@@ -595,8 +595,8 @@ impl Population {
         // a population's output is large (80 MB for 1,000 expressions over
         // 10,000 rows in float64), and NumPy's fresh mapping for it is
         // faulted in page by page on every call, where the allocator reuses
-        // the memory of the last call's array once that is dropped (first
-        // written by the population's threads, not this one alone).
+        // the memory of the last call's array once that is dropped (written
+        // once, by the population's threads as they evaluate).
         let (values, failures) = with_slices(&cols, |slices| {
             py.detach(|| inner.evaluate_to_vec(slices, n))
         });
