@@ -1229,6 +1229,38 @@ fn fx_lookups_moments_attention_from_text() {
         out[9],
         f32s(&[0.0, 0.0, -1.0, -2.0, 0.0, 0.0, -3.0, -4.0, 0.0, 0.0, ninf, ninf])
     );
+    // A segmentation model's loss (hand-computed): nll_loss2d over
+    // [N=1, C=2, H=1, W=3] log-probabilities, a class weight, class 0
+    // ignored: the sum of -x[t] * w[t] over the pixels kept, and its
+    // backward at each kept pixel's class.
+    let g = fx_graph(
+        "    %lp : [num_users=2] = placeholder[target=lp]
+    %t : [num_users=2] = placeholder[target=t]
+    %w : [num_users=2] = placeholder[target=w]
+    %go : [num_users=1] = placeholder[target=go]
+    %nl : [num_users=2] = call_function[target=torch.ops.aten.nll_loss2d_forward.default](args = (%lp, %t, %w, 2, 0), kwargs = {})
+    %loss : [num_users=1] = call_function[target=operator.getitem](args = (%nl, 0), kwargs = {})
+    %tw : [num_users=2] = call_function[target=operator.getitem](args = (%nl, 1), kwargs = {})
+    %nb : [num_users=1] = call_function[target=torch.ops.aten.nll_loss2d_backward.default](args = (%go, %lp, %t, %w, 2, 0, %tw), kwargs = {})
+    return (loss, tw, nb)",
+        &[
+            ("lp", f32_tensor(&[1, 2, 1, 3])),
+            ("t", i64_tensor(&[1, 1, 3])),
+            ("w", f32_tensor(&[2])),
+            ("go", f32_tensor(&[])),
+        ],
+    )
+    .unwrap();
+    // Pixel 0 is class 1 (x = -2), pixel 1 class 0 (ignored), pixel 2
+    // class 1 (x = -6); class 1 weighs 3: 3·2 + 3·6 = 24 over weight 6.
+    let lp = f32s(&[-1.0, -3.0, -5.0, -2.0, -4.0, -6.0]);
+    let t = Data::Column(Buffer::I64(vec![1, 0, 1]));
+    let w = f32s(&[0.5, 3.0]);
+    let out = run(&g, &[lp, t, w, Data::Scalar(Scalar::F32(2.0))]);
+    assert_eq!(out[0], Data::Scalar(Scalar::F32(24.0)));
+    assert_eq!(out[1], Data::Scalar(Scalar::F32(6.0)));
+    assert_eq!(out[2], f32s(&[0.0, 0.0, 0.0, -6.0, 0.0, -6.0]));
+
     // Bad arguments are errors naming the node.
     let bad = |call: &str| {
         fx_graph(
@@ -1246,6 +1278,10 @@ fn fx_lookups_moments_attention_from_text() {
         (
             "torch.ops.aten.nll_loss_backward.default](args = (%lp, %lp, %t, None, 1, -100, %lp)",
             "`nll_loss` takes float [N, C] or [C] log-probabilities and [N] or 0-D targets",
+        ),
+        (
+            "torch.ops.aten.nll_loss2d_forward.default](args = (%lp, %t, None, 1, -100)",
+            "`nll_loss2d` takes float [N, C, H, W] log-probabilities and [N, H, W] targets",
         ),
         (
             "torch.ops.aten.constant_pad_nd.default](args = (%lp, [-1, -1])",

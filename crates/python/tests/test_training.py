@@ -463,6 +463,84 @@ def test_transformers_train_on_kiln(make):
         assert f"torch.ops.aten.{op}.default" in targets, targets
 
 
+class TinySegmenter(nn.Module):
+    """A per-pixel classifier: 4 classes' logits at each of 6 × 6 pixels."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.conv2 = nn.Conv2d(8, 4, 1)
+
+    def forward(self, x):
+        return self.conv2(torch.relu(self.conv1(x)))
+
+
+SEGMENTATION_LOSSES = {
+    "mean": {},
+    "weighted_ignoring": {"weight": torch.tensor([0.5, 2.0, 1.0, 0.25]), "ignore_index": 2},
+    "sum": {"reduction": "sum", "ignore_index": 0},
+    "none": {"reduction": "none", "weight": torch.tensor([1.0, 0.5, 3.0, 1.5])},
+}
+
+
+@pytest.mark.parametrize("name", sorted(SEGMENTATION_LOSSES))
+def test_a_per_pixel_cross_entropy_trains_on_kiln(name):
+    # Cross-entropy over [N, C, H, W] logits and [N, H, W] targets is
+    # ATen's nll_loss2d_forward and nll_loss2d_backward (a segmentation
+    # model's loss): with a class weight, an ignored class and each
+    # reduction, 5 SGD steps on kiln, every node, as eager takes them.
+    kwargs = SEGMENTATION_LOSSES[name]
+    g = torch.Generator().manual_seed(52)
+    x = torch.randn(2, 3, 6, 6, generator=g)
+    y = torch.randint(0, 4, (2, 6, 6), generator=g)
+
+    def steps(model, run):
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+        losses = []
+        for _ in range(5):
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(run(x), y, **kwargs)
+            loss = loss.sum() if name == "none" else loss
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        return losses, [p.grad.clone() for p in model.parameters()]
+
+    torch._dynamo.reset()
+    model, twin = twins(TinySegmenter)
+    stats = kt._Stats()
+
+    def compiled_loss(x, y):
+        loss = nn.functional.cross_entropy(model(x), y, **kwargs)
+        return loss.sum() if name == "none" else loss
+
+    step = torch.compile(compiled_loss, backend=backend(stats))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    losses = []
+    for _ in range(5):
+        opt.zero_grad()
+        loss = step(x, y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    grads = [p.grad.clone() for p in model.parameters()]
+    want_losses, want_grads = steps(twin, twin)
+    assert losses == pytest.approx(want_losses, rel=1e-5)
+    assert losses[-1] < losses[0]
+    for got, want in zip(grads, want_grads):
+        # Summed (not averaged) over 72 pixels with weights up to 3, the
+        # gradients are up to ~100 times a mean's: the training tests' 1e-6
+        # absolute, scaled by the largest gradient (the convolutions'
+        # backward sums in another order than torch's).
+        scale = max(1.0, want.abs().max().item())
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6 * scale)
+    eager = {r.target for r in stats.nodes.values() if r.ran_on == "eager"}
+    assert eager == set(), eager
+    targets = {r.target for r in stats.nodes.values()}
+    for op in ("nll_loss2d_forward", "nll_loss2d_backward"):
+        assert f"torch.ops.aten.{op}.default" in targets, targets
+
+
 def test_attention_gradients_are_eagers():
     # Scaled dot-product attention plain, causal, with a bool mask and with
     # a float mask and a scale: the gradients of q, k and v (the CPU flash

@@ -83,6 +83,7 @@ const MULTI_OPS: &[&str] = &[
     "_scaled_dot_product_flash_attention_for_cpu",
     "_scaled_dot_product_flash_attention_for_cpu_backward",
     "nll_loss_forward",
+    "nll_loss2d_forward",
 ];
 
 /// Ops whose result is a tuple of which kiln computes the first item only
@@ -584,9 +585,10 @@ const OPS: &[(&[&str], Build)] = &[
     (&["constant_pad_nd"], |this, _, node| {
         this.constant_pad(node)
     }),
-    (&["nll_loss_backward"], |this, _, node| {
-        this.nll_loss_backward(node)
-    }),
+    (
+        &["nll_loss_backward", "nll_loss2d_backward"],
+        |this, op, node| this.nll_loss_backward(node, op == "nll_loss2d_backward"),
+    ),
     (&["arange"], |this, _, node| this.arange(node)),
     (&["var", "std"], |this, op, node| this.spread(op, node)),
     (&["scaled_dot_product_attention"], |this, op, node| {

@@ -173,15 +173,17 @@ impl Fx<'_> {
         layout::concat(&mut self.b, &parts, axis)
     }
 
-    /// The parts of an `nll_loss_forward` or `nll_loss_backward` node:
-    /// log-probabilities `x` (`[N, C]` or `[C]`), the targets (`[N]` or
-    /// a scalar, with ignored ones made 0), whether each is kept (not
-    /// `ignore_index`), each target's weight where `weight` is given, and
-    /// the reduction (0 none, 1 mean, 2 sum).
+    /// The parts of an `nll_loss_forward` or `nll_loss_backward` node
+    /// (`nll_loss2d_…` with `spatial`): log-probabilities `x` (`[N, C]` or
+    /// `[C]`; `[N, C, H, W]`), the targets (`[N]` or a scalar; `[N, H, W]`),
+    /// with ignored ones made 0, whether each is kept (not `ignore_index`),
+    /// each target's weight where `weight` is given, and the reduction (0
+    /// none, 1 mean, 2 sum).
     fn nll_parts(
         &mut self,
         node: &Node,
         first: usize,
+        spatial: bool,
     ) -> Result<(Value, Value, Value, Option<Value>, i64), String> {
         let x = self.tensor_at(node, first, "self")?;
         let target = self.index_at(node, first + 1, "target")?;
@@ -195,15 +197,23 @@ impl Fx<'_> {
             return Err(format!("`reduction` must be 0, 1 or 2, not {reduction}"));
         }
         let (xs, ts) = (self.shape_of(x), self.shape_of(target));
-        let fits = match xs.len() {
-            1 => ts.is_empty(),
-            2 => ts.len() == 1 && ts[0] == xs[0],
+        // The targets' shape is the log-probabilities' without the classes.
+        let fits = match (spatial, xs.len()) {
+            (false, 1) => ts.is_empty(),
+            (false, 2) | (true, 4) => {
+                ts.len() + 1 == xs.len() && ts[0] == xs[0] && ts[1..] == xs[2..]
+            }
             _ => false,
         };
         let dtype = self.b.dtype(x).expect("a tensor");
         if !fits || !dtype.is_float() {
+            let (op, takes) = if spatial {
+                ("nll_loss2d", "[N, C, H, W] log-probabilities and [N, H, W]")
+            } else {
+                ("nll_loss", "[N, C] or [C] log-probabilities and [N] or 0-D")
+            };
             return Err(format!(
-                "`nll_loss` takes float [N, C] or [C] log-probabilities and [N] or 0-D targets, got {} and {}",
+                "`{op}` takes float {takes} targets, got {} and {}",
                 self.b.ty(x),
                 self.b.ty(target)
             ));
@@ -227,12 +237,14 @@ impl Fx<'_> {
     /// 2), their sum over the total weight (1, the mean), or each (0, with
     /// a total weight of 0). A target outside the classes fails the call,
     /// as torch's does. The sums run in row order (torch's cascade
-    /// differs in the last bits).
-    pub(super) fn nll_loss(&mut self, node: &Node) -> Result<Vec<Value>, String> {
-        let (x, target, kept, weight, reduction) = self.nll_parts(node, 0)?;
+    /// differs in the last bits). `nll_loss2d_forward` (`spatial`) is the
+    /// same over each pixel's classes, `x[n, t, h, w]` for target
+    /// `t = target[n, h, w]`.
+    pub(super) fn nll_loss(&mut self, node: &Node, spatial: bool) -> Result<Vec<Value>, String> {
+        let (x, target, kept, weight, reduction) = self.nll_parts(node, 0, spatial)?;
         let dtype = self.b.dtype(x).expect("a tensor");
         let rank = self.shape_of(x).len();
-        let picked = if rank == 2 {
+        let picked = if rank >= 2 {
             let at = layout::unsqueeze(&mut self.b, target, 1)?;
             let picked = self.take_along(x, 1, at)?;
             layout::squeeze(&mut self.b, picked, 1)?
@@ -251,12 +263,13 @@ impl Fx<'_> {
         if reduction == 0 {
             return Ok(vec![loss, zero]);
         }
-        let (total, total_weight) = if rank == 2 {
+        let (total, total_weight) = if rank >= 2 {
             let shape = self.shape_of(loss);
             let w = layout::broadcast_to(&mut self.b, w, shape)?;
+            let axes: Vec<u32> = (0..rank as u32 - 1).collect();
             (
-                self.reduce_axes(ReduceOp::Sum, loss, vec![0], false)?,
-                self.reduce_axes(ReduceOp::Sum, w, vec![0], false)?,
+                self.reduce_axes(ReduceOp::Sum, loss, axes.clone(), false)?,
+                self.reduce_axes(ReduceOp::Sum, w, axes, false)?,
             )
         } else {
             (loss, w)
@@ -274,10 +287,15 @@ impl Fx<'_> {
     /// ATen's `nll_loss_backward(grad_output, self, target, weight,
     /// reduction, ignore_index, total_weight)`: zeros but at each row's
     /// target, `-(g / total_weight) * w_t` (the mean; `-g * w_t` for the
-    /// sum, `-g_i * w_t` for each), as torch's CPU kernel computes it.
-    pub(super) fn nll_loss_backward(&mut self, node: &Node) -> Result<Value, String> {
+    /// sum, `-g_i * w_t` for each), as torch's CPU kernel computes it;
+    /// `nll_loss2d_backward` (`spatial`) at each pixel's target class.
+    pub(super) fn nll_loss_backward(
+        &mut self,
+        node: &Node,
+        spatial: bool,
+    ) -> Result<Value, String> {
         let g = self.tensor_at(node, 0, "grad_output")?;
-        let (x, target, kept, weight, reduction) = self.nll_parts(node, 1)?;
+        let (x, target, kept, weight, reduction) = self.nll_parts(node, 1, spatial)?;
         let dtype = self.b.dtype(x).expect("a tensor");
         let xs = self.shape_of(x);
         let g = if reduction == 1 {
@@ -290,7 +308,8 @@ impl Fx<'_> {
         if let Some(w) = weight {
             grad = self.b.binary(BinaryOp::Mul, w, grad).map_err(te)?;
         }
-        let Some(Dim::Fixed(classes)) = xs.last().cloned() else {
+        // The classes: axis 1 of `[N, C]` and `[N, C, H, W]`, all of `[C]`.
+        let Some(Dim::Fixed(classes)) = xs.get(1.min(xs.len() - 1)).cloned() else {
             return Err("`nll_loss_backward` over a symbolic number of classes".into());
         };
         if classes > MAX_ARANGE {
@@ -302,11 +321,17 @@ impl Fx<'_> {
         let ids: Vec<Scalar> = (0..classes as i64)
             .map(|c| kiln_ir::semantics::cast(Scalar::I64(c), index_dtype))
             .collect();
-        let classes = self.constant_tensor(index_dtype, vec![classes], ids)?;
-        let (target, kept, grad) = if xs.len() == 2 {
+        // The classes along axis 1 of `[N, C, H, W]` (a column `[C, 1, 1]`),
+        // the last of `[N, C]` and `[C]`; the targets' values beside them.
+        let mut class_shape = vec![classes];
+        class_shape.resize(xs.len().saturating_sub(1).max(1), 1);
+        let classes = self.constant_tensor(index_dtype, class_shape, ids)?;
+        let (target, kept, grad) = if xs.len() >= 2 {
             let target = layout::unsqueeze(&mut self.b, target, 1)?;
             let kept = layout::unsqueeze(&mut self.b, kept, 1)?;
-            let grad = if self.shape_of(grad).len() == 1 {
+            // A gradient per target (no reduction, or a weight) gains the
+            // classes' axis too; a scalar one broadcasts as it is.
+            let grad = if self.shape_of(grad).len() + 1 == xs.len() {
                 layout::unsqueeze(&mut self.b, grad, 1)?
             } else {
                 grad

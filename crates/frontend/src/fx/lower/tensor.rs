@@ -289,8 +289,8 @@ impl Fx<'_> {
         if op == "_scaled_dot_product_flash_attention_for_cpu_backward" {
             return self.flash_attention_backward(node);
         }
-        if op == "nll_loss_forward" {
-            return self.nll_loss(node);
+        if op == "nll_loss_forward" || op == "nll_loss2d_forward" {
+            return self.nll_loss(node, op == "nll_loss2d_forward");
         }
         let x = self.tensor_at(node, 0, if op == "chunk" { "input" } else { "self" })?;
         let rank = self.shape_of(x).len();
