@@ -44,6 +44,19 @@ def train(model, compiled, x, y, steps=20, lr=0.05):
     return losses, [p.grad.clone() for p in model.parameters()]
 
 
+def sgd(model, loss, steps=5, lr=0.1):
+    """`steps` of SGD on `loss()`; the losses and the last gradients."""
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        value = loss()
+        value.backward()
+        opt.step()
+        losses.append(value.item())
+    return losses, [p.grad.clone() for p in model.parameters()]
+
+
 def data(*shape, classes, seed):
     """Inputs and labels from their own generators (the same in any test order)."""
     x = torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
@@ -437,15 +450,7 @@ def test_transformers_train_on_kiln(make):
     labels = ids if make is tiny_gpt2 else torch.tensor([0, 2])
 
     def steps(model, run):
-        opt = torch.optim.SGD(model.parameters(), lr=0.1)
-        losses = []
-        for _ in range(5):
-            opt.zero_grad()
-            loss = run(input_ids=ids, labels=labels).loss
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
-        return losses, [p.grad.clone() for p in model.parameters()]
+        return sgd(model, lambda: run(input_ids=ids, labels=labels).loss)
 
     torch._dynamo.reset()
     model, twin = twins(make)
@@ -494,37 +499,18 @@ def test_a_per_pixel_cross_entropy_trains_on_kiln(name):
     x = torch.randn(2, 3, 6, 6, generator=g)
     y = torch.randint(0, 4, (2, 6, 6), generator=g)
 
-    def steps(model, run):
-        opt = torch.optim.SGD(model.parameters(), lr=0.05)
-        losses = []
-        for _ in range(5):
-            opt.zero_grad()
-            loss = nn.functional.cross_entropy(run(x), y, **kwargs)
-            loss = loss.sum() if name == "none" else loss
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
-        return losses, [p.grad.clone() for p in model.parameters()]
+    def loss_of(model):
+        def loss(x, y):
+            value = nn.functional.cross_entropy(model(x), y, **kwargs)
+            return value.sum() if name == "none" else value
+        return loss
 
     torch._dynamo.reset()
     model, twin = twins(TinySegmenter)
     stats = kt._Stats()
-
-    def compiled_loss(x, y):
-        loss = nn.functional.cross_entropy(model(x), y, **kwargs)
-        return loss.sum() if name == "none" else loss
-
-    step = torch.compile(compiled_loss, backend=backend(stats))
-    opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    losses = []
-    for _ in range(5):
-        opt.zero_grad()
-        loss = step(x, y)
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    grads = [p.grad.clone() for p in model.parameters()]
-    want_losses, want_grads = steps(twin, twin)
+    step = torch.compile(loss_of(model), backend=backend(stats))
+    losses, grads = sgd(model, lambda: step(x, y), lr=0.05)
+    want_losses, want_grads = sgd(twin, lambda: loss_of(twin)(x, y), lr=0.05)
     assert losses == pytest.approx(want_losses, rel=1e-5)
     assert losses[-1] < losses[0]
     for got, want in zip(grads, want_grads):

@@ -52,7 +52,8 @@ pub const BLOCK: usize = 256;
 /// (2 MiB on Intel's Emerald Rapids), so that what would be written back
 /// from L2 before anyone reads it is not first read into it. A GP
 /// population's group (1,024 expressions, a block of 4,096 rows: 32 MiB,
-/// 1,024 streams no prefetcher follows) writes a quarter faster so.
+/// 1,024 streams no prefetcher follows) evaluates 9 % faster so on one
+/// Intel core, 22 % on two; one expression's 80 MB output, twice as fast.
 pub const STREAM_BYTES: u64 = 4 << 20;
 
 /// The VM as a [`Backend`]: the tier called `vm`.
