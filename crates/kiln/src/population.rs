@@ -941,7 +941,7 @@ impl Population {
                 // On an error the caller writes every member's row (NaN).
                 if error.is_none() {
                     for (r, &scalar) in block.iter_mut().zip(&group.scalar) {
-                        if scalar && !r.is_empty() {
+                        if scalar {
                             // SAFETY: the call returned `Ok`, so it wrote
                             // its output, this first element.
                             let v = unsafe { r[0].assume_init() };

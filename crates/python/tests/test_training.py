@@ -33,15 +33,7 @@ class SmallCNN(nn.Module):
 
 def train(model, compiled, x, y, steps=20, lr=0.05):
     """`steps` of SGD on cross-entropy; the losses and the last gradients."""
-    opt = torch.optim.SGD(model.parameters(), lr=lr)
-    losses = []
-    for _ in range(steps):
-        opt.zero_grad()
-        loss = nn.functional.cross_entropy(compiled(x), y)
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    return losses, [p.grad.clone() for p in model.parameters()]
+    return sgd(model, lambda: nn.functional.cross_entropy(compiled(x), y), steps, lr)
 
 
 def sgd(model, loss, steps=5, lr=0.1):

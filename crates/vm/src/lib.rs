@@ -1288,7 +1288,7 @@ impl Run<'_> {
 ///
 /// # Safety
 /// `to` is valid for writing that many elements.
-unsafe fn store_run(lanes: &[u64], to: *mut u8, dtype: DType, stream: bool) {
+pub(crate) unsafe fn store_run(lanes: &[u64], to: *mut u8, dtype: DType, stream: bool) {
     // SAFETY: the caller's contract.
     unsafe {
         match dtype {

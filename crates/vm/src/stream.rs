@@ -3,7 +3,10 @@
 //! non-temporal stores, which do not read each line into the cache before
 //! writing it, and fences once when the loop ends. The bits are the same
 //! as a plain store's; only where the lines go differs. Targets without
-//! such stores store plainly.
+//! such stores, and runs not aligned to their elements, store plainly
+//! ([`crate::store_run`]).
+
+use kiln_ir::DType;
 
 /// Writes `lanes` as consecutive 8-byte elements at `to`.
 ///
@@ -16,13 +19,13 @@ pub(crate) unsafe fn store_u64(lanes: &[u64], to: *mut u8) {
         use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
         if to.align_offset(8) != 0 {
             // No element of the run starts on a 16-byte boundary.
-            std::ptr::copy_nonoverlapping(lanes.as_ptr().cast::<u8>(), to, lanes.len() * 8);
+            crate::store_run(lanes, to, DType::F64, false);
             return;
         }
         // Plain stores up to a 16-byte boundary, then pairs streamed, then
         // the odd last element plainly.
         let head = (to.align_offset(16) / 8).min(lanes.len());
-        std::ptr::copy_nonoverlapping(lanes.as_ptr().cast::<u8>(), to, head * 8);
+        crate::store_run(&lanes[..head], to, DType::F64, false);
         let body = &lanes[head..];
         let at = to.add(head * 8).cast::<__m128i>();
         let pairs = body.len() / 2;
@@ -39,7 +42,7 @@ pub(crate) unsafe fn store_u64(lanes: &[u64], to: *mut u8) {
     #[cfg(not(target_arch = "x86_64"))]
     // SAFETY: the caller's contract.
     unsafe {
-        std::ptr::copy_nonoverlapping(lanes.as_ptr().cast::<u8>(), to, lanes.len() * 8)
+        crate::store_run(lanes, to, DType::F64, false)
     }
 }
 
@@ -48,12 +51,9 @@ pub(crate) unsafe fn store_u64(lanes: &[u64], to: *mut u8) {
 /// # Safety
 /// `to` is valid for writing `lanes.len()` 4-byte elements.
 pub(crate) unsafe fn store_u32(lanes: &[u64], to: *mut u8) {
-    let plain = |lanes: &[u64], to: *mut u8| {
-        for (i, &lane) in lanes.iter().enumerate() {
-            // SAFETY: the caller's contract.
-            unsafe { to.cast::<u32>().add(i).write_unaligned(lane as u32) };
-        }
-    };
+    // SAFETY (each call): the caller's contract, for a part of the run.
+    let plain =
+        |lanes: &[u64], to: *mut u8| unsafe { crate::store_run(lanes, to, DType::F32, false) };
     #[cfg(target_arch = "x86_64")]
     // SAFETY: the caller's contract; SSE2 is part of x86-64.
     unsafe {

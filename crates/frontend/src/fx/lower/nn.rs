@@ -308,23 +308,30 @@ impl Fx<'_> {
         if let Some(w) = weight {
             grad = self.b.binary(BinaryOp::Mul, w, grad).map_err(te)?;
         }
+        let op = if spatial {
+            "nll_loss2d_backward"
+        } else {
+            "nll_loss_backward"
+        };
         // The classes: axis 1 of `[N, C]` and `[N, C, H, W]`, all of `[C]`.
-        let Some(Dim::Fixed(classes)) = xs.get(1.min(xs.len() - 1)).cloned() else {
-            return Err("`nll_loss_backward` over a symbolic number of classes".into());
+        let class_axis = usize::from(xs.len() >= 2);
+        let Dim::Fixed(classes) = xs[class_axis] else {
+            return Err(format!("`{op}` over a symbolic number of classes"));
         };
         if classes > MAX_ARANGE {
-            return Err(format!(
-                "`nll_loss_backward` over {classes} classes: too many"
-            ));
+            return Err(format!("`{op}` over {classes} classes: too many"));
         }
         let index_dtype = self.b.dtype(target).expect("a tensor");
         let ids: Vec<Scalar> = (0..classes as i64)
             .map(|c| kiln_ir::semantics::cast(Scalar::I64(c), index_dtype))
             .collect();
-        // The classes along axis 1 of `[N, C, H, W]` (a column `[C, 1, 1]`),
-        // the last of `[N, C]` and `[C]`; the targets' values beside them.
-        let mut class_shape = vec![classes];
-        class_shape.resize(xs.len().saturating_sub(1).max(1), 1);
+        // The classes as a column `[C, 1, 1]` against `[N, 1, H, W]`
+        // targets; as `[C]` against `[N, 1]` or a scalar.
+        let class_shape = if spatial {
+            vec![classes, 1, 1]
+        } else {
+            vec![classes]
+        };
         let classes = self.constant_tensor(index_dtype, class_shape, ids)?;
         let (target, kept, grad) = if xs.len() >= 2 {
             let target = layout::unsqueeze(&mut self.b, target, 1)?;
