@@ -177,6 +177,12 @@ enum Inst {
         param: usize,
         index: Index,
         dtype: DType,
+        /// Whether a block may read a run of it where it is: an input
+        /// array (no store writes it) of 8-byte elements.
+        in_place: bool,
+        /// Whether the index is a constant (a scalar broadcast over the
+        /// rows): one element read for every lane.
+        uniform: bool,
     },
     LoadBit {
         dst: VReg,
@@ -293,6 +299,10 @@ struct Loop {
     /// stores with a unit index), which with the trip decide whether the
     /// runs stream past the caches ([`STREAM_BYTES`]).
     stored: u64,
+    /// In a block loop: whether the body reads the row's lanes beyond the
+    /// first (else only unit loads and stores read it, from lane 0, and
+    /// each block writes that lane alone).
+    row_lanes: bool,
 }
 
 /// A kernel compiled for the VM. `Send + Sync`; calls from many threads
@@ -683,6 +693,7 @@ impl Cx<'_> {
                     } else {
                         0
                     };
+                    let row_lanes = !block || inner.iter().any(|node| reads_lanes(node, row_vreg));
                     nodes.push(Node::Loop(Box::new(Loop {
                         trip,
                         row: row_vreg,
@@ -690,6 +701,7 @@ impl Cx<'_> {
                         block,
                         spread,
                         stored,
+                        row_lanes,
                     })));
                 }
                 Stmt::Set(var, reg) => nodes.push(Node::Set {
@@ -749,6 +761,12 @@ impl Cx<'_> {
                     unit: self.units.contains(r),
                 },
                 dtype,
+                in_place: dtype.size_bytes() == 8
+                    && matches!(
+                        self.kernel.params[p.index()],
+                        kiln_kernel::Param::ArrayIn { .. }
+                    ),
+                uniform: self.const_of[r.index()].is_some(),
             },
             Expr::LoadBit(p, r) => Inst::LoadBit {
                 dst: 0,
@@ -900,6 +918,33 @@ impl Cx<'_> {
     }
 }
 
+/// Whether `node` reads more of `vreg` than its first lane (all a unit
+/// index's loads and stores read of their row).
+fn reads_lanes(node: &Node, vreg: VReg) -> bool {
+    match node {
+        Node::Inst(inst) => match *inst {
+            Inst::Input { .. } | Inst::Trip { .. } | Inst::Var { .. } => false,
+            Inst::Load { index, .. } => !index.unit && index.vreg == vreg,
+            Inst::LoadBit { index, .. } | Inst::Table { index, .. } => index == vreg,
+            Inst::Un { a, .. } | Inst::SinCos { a, .. } | Inst::BinK { a, .. } => a == vreg,
+            Inst::Bin { a, b, .. } | Inst::Call { a, b, .. } => a == vreg || b == vreg,
+            Inst::Select { c, a, b, .. } | Inst::MulAdd { a, b, c, .. } => {
+                [a, b, c].contains(&vreg)
+            }
+            Inst::Fallback {
+                a, b, rare, value, ..
+            } => [a, b, rare, value].contains(&vreg),
+        },
+        Node::Check { src, .. } | Node::Set { src, .. } => *src == vreg,
+        Node::Store { index, src, .. } => {
+            *src == vreg || index.is_some_and(|i| !i.unit && i.vreg == vreg)
+        }
+        Node::KeepRow { row, mask, .. } => *row == vreg || *mask == vreg,
+        Node::StoreCount { .. } => false,
+        Node::Loop(_) => true,
+    }
+}
+
 fn with_dst(mut inst: Inst, vreg: VReg) -> Inst {
     match &mut inst {
         Inst::Input { dst, .. }
@@ -923,6 +968,8 @@ fn with_dst(mut inst: Inst, vreg: VReg) -> Inst {
 thread_local! {
     /// Each thread's lanes, reused across calls.
     static LANES: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
+    /// Each thread's [`Run::ext`], reused across calls.
+    static EXT: RefCell<Vec<*const u64>> = const { RefCell::new(Vec::new()) };
 }
 
 impl VmKernel {
@@ -946,12 +993,17 @@ impl VmKernel {
             let at = vreg as usize * width;
             lanes[at..at + width].fill(bits);
         }
+        let mut ext = EXT.with(|e| std::mem::take(&mut *e.borrow_mut()));
+        ext.clear();
+        ext.resize(self.vregs, std::ptr::null());
         let mut run = Run {
             lanes: &mut lanes,
+            ext: &mut ext,
             width,
             vars: self.vars.clone(),
             args: slots,
             stream: false,
+            block: false,
         };
         // SAFETY: the caller's contract.
         let status = match unsafe { run.nodes(&self.body, 1) } {
@@ -959,6 +1011,7 @@ impl VmKernel {
             Err(status) => status,
         };
         LANES.with(|l| *l.borrow_mut() = lanes);
+        EXT.with(|e| *e.borrow_mut() = ext);
         status
     }
 }
@@ -966,12 +1019,18 @@ impl VmKernel {
 /// One call's state.
 struct Run<'a> {
     lanes: &'a mut Vec<u64>,
+    /// Per vreg: null while its values are in its lanes, else where a load
+    /// in a block left them (a run of the input, read in place: an 8-byte
+    /// column needs no copy). Read through [`Run::src`].
+    ext: &'a mut Vec<*const u64>,
     /// Lanes per vreg.
     width: usize,
     vars: Vec<u64>,
     args: &'a [u64],
     /// Whether the block loop running stores its runs past the caches.
     stream: bool,
+    /// Whether a block loop is running (where loads may read in place).
+    block: bool,
 }
 
 /// Reads one element of `dtype` at `ptr` as a lane (a `bool` byte is true
@@ -1012,11 +1071,39 @@ impl Run<'_> {
         vreg as usize * self.width
     }
 
+    /// Where `vreg`'s values are: its lanes, or the input run a load left
+    /// it reading ([`Run::ext`]).
+    fn src(&self, vreg: VReg) -> *const u64 {
+        let ext = self.ext[vreg as usize];
+        if ext.is_null() {
+            self.lanes.as_ptr().wrapping_add(self.at(vreg))
+        } else {
+            ext
+        }
+    }
+
+    /// `vreg`'s first value.
+    fn first(&self, vreg: VReg) -> u64 {
+        // SAFETY: a vreg's lanes, or an input run of at least one element
+        // (a load's in a block of at least one row).
+        unsafe { self.src(vreg).read() }
+    }
+
+    /// `vreg`'s first `n` values.
+    ///
+    /// # Safety
+    /// `n` is at most the lanes the current block runs.
+    unsafe fn values(&self, vreg: VReg, n: usize) -> &[u64] {
+        // SAFETY: lanes hold `width >= n` values per vreg; an input run
+        // holds the block's rows (the caller's contract).
+        unsafe { std::slice::from_raw_parts(self.src(vreg), n) }
+    }
+
     fn trip(&self, trip: Trip) -> u64 {
         match trip {
             Trip::Fixed(n) => n,
             Trip::Arg(p) => self.args[p],
-            Trip::Reg(s) => self.lanes[self.at(s)],
+            Trip::Reg(s) => self.first(s),
         }
     }
 
@@ -1034,14 +1121,14 @@ impl Run<'_> {
                 // SAFETY: the caller's contract.
                 Node::Inst(inst) => unsafe { self.inst(inst, n) },
                 Node::Check { src, status } => {
-                    let at = self.at(*src);
-                    if self.lanes[at..at + n].contains(&0) {
+                    // SAFETY: `n` lanes of the block.
+                    if unsafe { self.values(*src, n) }.contains(&0) {
                         return Err(*status);
                     }
                 }
                 // SAFETY: the caller's contract.
                 Node::Loop(l) => unsafe { self.run_loop(l)? },
-                Node::Set { var, src } => self.vars[*var] = self.lanes[self.at(*src)],
+                Node::Set { var, src } => self.vars[*var] = self.first(*src),
                 Node::Store {
                     param,
                     index,
@@ -1050,33 +1137,27 @@ impl Run<'_> {
                 } => {
                     let base = self.ptr(*param);
                     let size = dtype.size_bytes();
-                    let src = self.at(*src);
                     match index {
                         // SAFETY: a scalar output's pointer (or a direct
                         // kernel's returned cell), valid per the contract.
-                        None => unsafe { write(base, *dtype, self.lanes[src]) },
+                        None => unsafe { write(base, *dtype, self.first(*src)) },
                         Some(index) if index.unit => {
-                            let first = self.lanes[self.at(index.vreg)] as usize;
+                            let first = self.first(index.vreg) as usize;
                             let to = base.wrapping_add(first * size);
                             // SAFETY: rows `first..first + n` are inside the
                             // array (lowering's indices, the contract's
-                            // buffers).
-                            unsafe {
-                                store_run(&self.lanes[src..src + n], to, *dtype, self.stream)
-                            };
+                            // buffers); `n` lanes of the block.
+                            unsafe { store_run(self.values(*src, n), to, *dtype, self.stream) };
                         }
                         Some(index) => {
-                            let idx = self.at(index.vreg);
-                            for i in 0..n {
-                                let row = self.lanes[idx + i];
+                            // SAFETY: `n` lanes of the block.
+                            let (rows, values) =
+                                unsafe { (self.values(index.vreg, n), self.values(*src, n)) };
+                            for (&row, &value) in rows.iter().zip(values) {
                                 // SAFETY: lowering keeps indices inside the
                                 // array the contract makes valid.
                                 unsafe {
-                                    write(
-                                        base.wrapping_add(row as usize * size),
-                                        *dtype,
-                                        self.lanes[src + i],
-                                    )
+                                    write(base.wrapping_add(row as usize * size), *dtype, value)
                                 }
                             }
                         }
@@ -1089,17 +1170,15 @@ impl Run<'_> {
                     mask,
                 } => {
                     let base = self.ptr(*sel).cast::<u32>();
-                    let (row, mask) = (self.at(*row), self.at(*mask));
                     let mut kept = self.vars[*count];
-                    for i in 0..n {
+                    // SAFETY: `n` lanes of the block.
+                    let (rows, masks) = unsafe { (self.values(*row, n), self.values(*mask, n)) };
+                    for (&row, &mask) in rows.iter().zip(masks) {
                         // SAFETY: the selection has room for a row per row
                         // of the loop, and at most `row` rows are kept
                         // before row `row`.
-                        unsafe {
-                            base.wrapping_add(kept as usize)
-                                .write_unaligned(self.lanes[row + i] as u32)
-                        };
-                        kept += self.lanes[mask + i];
+                        unsafe { base.wrapping_add(kept as usize).write_unaligned(row as u32) };
+                        kept += mask;
                     }
                     self.vars[*count] = kept;
                 }
@@ -1117,6 +1196,9 @@ impl Run<'_> {
     unsafe fn run_loop(&mut self, l: &Loop) -> Result<(), i32> {
         let trip = self.trip(l.trip);
         let row = self.at(l.row);
+        // Only a block's loads leave a vreg reading an input (and a block
+        // loop has no loop inside): outside blocks, every vreg's values are
+        // in its lanes.
         if !l.block {
             for r in 0..trip {
                 self.lanes[row] = r;
@@ -1132,12 +1214,20 @@ impl Run<'_> {
             self.lanes[at..at + spread].fill(v);
         }
         self.stream = l.stored.saturating_mul(trip) >= STREAM_BYTES;
+        self.block = true;
         let mut start = 0u64;
         let mut ran = Ok(());
         while start < trip {
             let n = ((trip - start) as usize).min(self.width);
-            for (i, lane) in self.lanes[row..row + n].iter_mut().enumerate() {
-                *lane = start + i as u64;
+            // The row's vreg may have served a load after the row's last
+            // use in the block before.
+            self.ext[l.row as usize] = std::ptr::null();
+            if l.row_lanes {
+                for (i, lane) in self.lanes[row..row + n].iter_mut().enumerate() {
+                    *lane = start + i as u64;
+                }
+            } else {
+                self.lanes[row] = start;
             }
             // SAFETY: the caller's contract.
             ran = unsafe { self.nodes(&l.body, n) };
@@ -1146,6 +1236,8 @@ impl Run<'_> {
             }
             start += n as u64;
         }
+        self.block = false;
+        self.ext.fill(std::ptr::null());
         if std::mem::take(&mut self.stream) {
             stream::fence();
         }
@@ -1155,6 +1247,27 @@ impl Run<'_> {
     /// # Safety
     /// [`VmKernel::call`]'s contract.
     unsafe fn inst(&mut self, inst: &Inst, n: usize) {
+        // A result's values go to its lanes (a load's may stay in its
+        // input instead, below).
+        match *inst {
+            Inst::SinCos { dst, dst2, .. } => {
+                self.ext[dst as usize] = std::ptr::null();
+                self.ext[dst2 as usize] = std::ptr::null();
+            }
+            Inst::Input { dst, .. }
+            | Inst::Load { dst, .. }
+            | Inst::LoadBit { dst, .. }
+            | Inst::Trip { dst, .. }
+            | Inst::Var { dst, .. }
+            | Inst::Un { dst, .. }
+            | Inst::Bin { dst, .. }
+            | Inst::BinK { dst, .. }
+            | Inst::Select { dst, .. }
+            | Inst::MulAdd { dst, .. }
+            | Inst::Call { dst, .. }
+            | Inst::Table { dst, .. }
+            | Inst::Fallback { dst, .. } => self.ext[dst as usize] = std::ptr::null(),
+        }
         let p = self.lanes.as_mut_ptr();
         let w = self.width;
         let lane = |s: VReg| s as usize * w;
@@ -1178,29 +1291,46 @@ impl Run<'_> {
                 param,
                 index,
                 dtype,
+                in_place,
+                uniform,
             } => {
                 let base = self.ptr(param).cast_const();
                 let size = dtype.size_bytes();
-                let (d, idx) = (lane(dst), lane(index.vreg));
                 if index.unit {
-                    let first = self.lanes[idx] as usize;
-                    let from = base.wrapping_add(first * size);
-                    let out = &mut self.lanes[d..d + n];
+                    let from = base.wrapping_add(self.first(index.vreg) as usize * size);
+                    // In a block, an aligned run of an input's 8-byte
+                    // elements is read where it is: they are lanes' bits
+                    // already, and nothing writes an input.
+                    if in_place && self.block && from.cast::<u64>().is_aligned() {
+                        self.ext[dst as usize] = from.cast();
+                        return;
+                    }
+                    let out = &mut self.lanes[lane(dst)..lane(dst) + n];
                     // SAFETY: rows `first..first + n` are inside the array
                     // (lowering's indices, the contract's buffers).
                     unsafe { load_run(out, from, dtype) };
+                } else if uniform {
+                    let row = self.first(index.vreg) as usize;
+                    // SAFETY: as above, one element.
+                    let v = unsafe { read(base.wrapping_add(row * size), dtype) };
+                    self.lanes[lane(dst)..lane(dst) + n].fill(v);
                 } else {
+                    let rows = self.src(index.vreg);
                     for i in 0..n {
-                        let row = self.lanes[idx + i] as usize;
+                        // SAFETY: `n` lanes of the block.
+                        let row = unsafe { rows.add(i).read() } as usize;
                         // SAFETY: as above, one element.
-                        self.lanes[d + i] = unsafe { read(base.wrapping_add(row * size), dtype) };
+                        self.lanes[lane(dst) + i] =
+                            unsafe { read(base.wrapping_add(row * size), dtype) };
                     }
                 }
             }
             Inst::LoadBit { dst, param, index } => {
                 let base = self.ptr(param).cast_const();
+                let rows = self.src(index);
                 for i in 0..n {
-                    let row = self.lanes[lane(index) + i];
+                    // SAFETY: `n` lanes of the block.
+                    let row = unsafe { rows.add(i).read() };
                     // SAFETY: the bitmap holds a bit per row.
                     let byte = unsafe { base.wrapping_add((row >> 3) as usize).read() };
                     self.lanes[lane(dst) + i] = u64::from((byte >> (row & 7)) & 1);
@@ -1214,49 +1344,42 @@ impl Run<'_> {
                 let v = self.vars[var];
                 self.lanes[lane(dst)..lane(dst) + n].fill(v);
             }
-            // SAFETY: slots are `w >= n` lanes inside `lanes`, and a
-            // result's vreg is never an operand's (`Cx::release`).
-            Inst::Un { dst, f, a } => unsafe { f(p.add(lane(dst)), p.add(lane(a)), n) },
+            // SAFETY: slots are `w >= n` lanes inside `lanes` (operands
+            // may be `n` elements of an input instead), and a result's vreg
+            // is never an operand's (`Cx::release`).
+            Inst::Un { dst, f, a } => unsafe { f(p.add(lane(dst)), self.src(a), n) },
             // SAFETY: as above, and the two results' vregs differ (both
             // are defined before anything is released: `Cx::block`).
             Inst::SinCos { dst, dst2, f, a } => unsafe {
-                f(p.add(lane(dst)), p.add(lane(dst2)), p.add(lane(a)), n)
+                f(p.add(lane(dst)), p.add(lane(dst2)), self.src(a), n)
             },
             // SAFETY: as above.
             Inst::Bin { dst, f, a, b } => unsafe {
-                f(p.add(lane(dst)), p.add(lane(a)), p.add(lane(b)), n)
+                f(p.add(lane(dst)), self.src(a), self.src(b), n)
             },
             // SAFETY: as above.
-            Inst::BinK { dst, f, a, k } => unsafe { f(p.add(lane(dst)), p.add(lane(a)), k, n) },
+            Inst::BinK { dst, f, a, k } => unsafe { f(p.add(lane(dst)), self.src(a), k, n) },
             // SAFETY: as above.
             Inst::MulAdd { dst, f, a, b, c } => unsafe {
-                f(
-                    p.add(lane(dst)),
-                    p.add(lane(a)),
-                    p.add(lane(b)),
-                    p.add(lane(c)),
-                    n,
-                )
+                f(p.add(lane(dst)), self.src(a), self.src(b), self.src(c), n)
             },
             // SAFETY: as above.
             Inst::Select { dst, c, a, b } => unsafe {
-                lanes::select(
-                    p.add(lane(dst)),
-                    p.add(lane(c)),
-                    p.add(lane(a)),
-                    p.add(lane(b)),
-                    n,
-                )
+                lanes::select(p.add(lane(dst)), self.src(c), self.src(a), self.src(b), n)
             },
             Inst::Call { dst, f, a, b } => {
+                let (a, b) = (self.src(a), self.src(b));
                 for i in 0..n {
-                    self.lanes[lane(dst) + i] =
-                        f.call(self.lanes[lane(a) + i], self.lanes[lane(b) + i]);
+                    // SAFETY: as above.
+                    let v = unsafe { f.call(a.add(i).read(), b.add(i).read()) };
+                    self.lanes[lane(dst) + i] = v;
                 }
             }
             Inst::Table { dst, bits, index } => {
+                let index = self.src(index);
                 for i in 0..n {
-                    let k = self.lanes[lane(index) + i] as usize;
+                    // SAFETY: `n` lanes of the block.
+                    let k = unsafe { index.add(i).read() } as usize;
                     // Lowering masks the index into the table.
                     self.lanes[lane(dst) + i] = bits.get(k).copied().unwrap_or(0);
                 }
@@ -1269,12 +1392,18 @@ impl Run<'_> {
                 rare,
                 value,
             } => {
+                let (a, b, rare, value) =
+                    (self.src(a), self.src(b), self.src(rare), self.src(value));
                 for i in 0..n {
-                    self.lanes[lane(dst) + i] = if self.lanes[lane(rare) + i] != 0 {
-                        f.call(self.lanes[lane(a) + i], self.lanes[lane(b) + i])
-                    } else {
-                        self.lanes[lane(value) + i]
+                    // SAFETY: `n` lanes of the block.
+                    let v = unsafe {
+                        if rare.add(i).read() != 0 {
+                            f.call(a.add(i).read(), b.add(i).read())
+                        } else {
+                            value.add(i).read()
+                        }
                     };
+                    self.lanes[lane(dst) + i] = v;
                 }
             }
         }
@@ -1380,6 +1509,85 @@ mod tests {
         text.push_str("output \"y\" = v199\n");
         let chain = compile(&kernel(&text)).unwrap();
         assert!(chain.vregs <= 4, "{} vregs", chain.vregs);
+    }
+
+    /// The block loops' `row_lanes` flags, in order.
+    fn row_lanes(nodes: &[Node]) -> Vec<bool> {
+        nodes
+            .iter()
+            .filter_map(|n| match n {
+                Node::Loop(l) if l.block => Some(l.row_lanes),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn inputs_are_read_in_place_and_rows_spread_only_when_read() {
+        // `a` reads `x` and `y` in runs, `b` is a scalar broadcast (one
+        // element read for every row), `c` stores `x` itself.
+        let text = "graph \"g\"\nv0: f64[n] = input \"x\"\nv1: f64[n] = input \"y\"\n\
+                    v2: f64 = input \"s\"\nv3: f64[n] = mul v0, v1\nv4: f64 = mul v2, v2\n\
+                    v5: f64[n] = broadcast_to v4\nv6: f64[n] = add v3, v0\nv7: f64[n] = neg v0\n\
+                    output \"a\" = v6\noutput \"b\" = v5\noutput \"c\" = v7\n";
+        let map = kernel(text);
+        let vm = compile(&map).unwrap();
+        // Only unit loads and stores read the rows: no loop spreads them.
+        assert!(row_lanes(&vm.body).iter().all(|&r| !r), "{:?}", map.body);
+        // A filter keeps the rows themselves: every lane of the row.
+        let filter = kernel(
+            "graph \"g\"\nv0: f64[n] = input \"x\"\nv1: f64 = const 2.0\n\
+             v2: bool[n] = gt v0, v1\nv3: sel[n] = filter v2\noutput \"rows\" = v3\n",
+        );
+        let kept = compile(&filter).unwrap();
+        assert_eq!(row_lanes(&kept.body), [true], "{:?}", filter.body);
+        // Several blocks and a tail; `x` once 8-byte aligned (read in
+        // place) and once 4 bytes off (copied): the same values.
+        let n = 3 * BLOCK + 5;
+        let x: Vec<f64> = (0..n).map(|i| i as f64 * 0.5 - 100.0).collect();
+        let y: Vec<f64> = (0..n).map(|i| (i % 7) as f64 + 0.25).collect();
+        let s = 1.5f64;
+        let mut bytes = vec![0u8; n * 8 + 12];
+        for offset in [0usize, 4] {
+            let at = bytes.as_ptr().align_offset(8) + offset;
+            for (i, v) in x.iter().enumerate() {
+                bytes[at + 8 * i..at + 8 * i + 8].copy_from_slice(&v.to_ne_bytes());
+            }
+            let xs = bytes[at..].as_ptr();
+            let (mut a, mut b, mut c) = (vec![0.0f64; n], vec![0.0f64; n], vec![0.0f64; n]);
+            let mut scratch = [0.0f64; 4];
+            let slots: Vec<u64> = map
+                .params
+                .iter()
+                .map(|p| match p {
+                    kiln_kernel::Param::ArrayIn { name, .. } if name == "x" => xs as u64,
+                    kiln_kernel::Param::ArrayIn { .. } => y.as_ptr() as u64,
+                    kiln_kernel::Param::ScalarIn { .. } if map.direct => s.to_bits(),
+                    kiln_kernel::Param::ScalarIn { .. } => &s as *const f64 as u64,
+                    kiln_kernel::Param::Extent { .. } => n as u64,
+                    kiln_kernel::Param::ArrayOut { name, .. } => match name.as_str() {
+                        "a" => a.as_mut_ptr() as u64,
+                        "b" => b.as_mut_ptr() as u64,
+                        _ => c.as_mut_ptr() as u64,
+                    },
+                    kiln_kernel::Param::Scratch { .. } => scratch.as_mut_ptr() as u64,
+                    other => panic!("{other:?}"),
+                })
+                .collect();
+            // SAFETY: a slot per parameter, each buffer `n` elements (the
+            // scratch one), nothing overlapping.
+            let status = unsafe { vm.call(&slots) };
+            assert_eq!(status, kiln_kernel::abi::STATUS_OK);
+            for i in 0..n {
+                assert_eq!(
+                    a[i].to_bits(),
+                    (x[i] * y[i] + x[i]).to_bits(),
+                    "{offset} {i}"
+                );
+                assert_eq!(b[i].to_bits(), (s * s).to_bits(), "{offset} {i}");
+                assert_eq!(c[i].to_bits(), (-x[i]).to_bits(), "{offset} {i}");
+            }
+        }
     }
 
     /// The `sincos` instructions of a compiled kernel, in any loop.

@@ -291,7 +291,16 @@ impl Lowerer<'_> {
         acc.unwrap_or_else(|| self.i64_const(body, 0))
     }
 
+    /// `a * b` of two `i64` registers: the other operand itself when one
+    /// is a unit stride (the row itself, not a multiplication per row for
+    /// every tier to fold, and the VM to run).
     pub(super) fn mul(&mut self, out: &mut Vec<Stmt>, a: Reg, b: Reg) -> Reg {
+        if self.unit_strides.contains(&b) {
+            return a;
+        }
+        if self.unit_strides.contains(&a) {
+            return b;
+        }
         self.i64_binary(out, BinaryOp::Mul, a, b)
     }
 
@@ -376,12 +385,7 @@ impl Lowerer<'_> {
             strides[axis] = (dims[axis] != Dim::Fixed(1)).then_some(stride);
             let extent = self.extent(&dims[axis]);
             let n = self.emit(out, DType::I64, Expr::ExtentValue(extent), None);
-            step = Some(self.emit(
-                out,
-                DType::I64,
-                Expr::Binary(BinaryOp::Mul, stride, n),
-                None,
-            ));
+            step = Some(self.mul(out, stride, n));
         }
         strides
     }
