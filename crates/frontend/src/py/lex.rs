@@ -5,9 +5,10 @@ use kiln_ir::{ParseError, ParseResult};
 
 /// A token kind.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Tok {
-    /// An identifier or keyword.
-    Name(String),
+pub enum Tok<'a> {
+    /// An identifier or keyword (a slice of the source: no allocation per
+    /// name).
+    Name(&'a str),
     /// An integer literal (Python ints are unbounded; range is checked later).
     Int(u128),
     /// A float literal.
@@ -28,9 +29,9 @@ pub enum Tok {
 
 /// A token and where it starts and ends (byte offsets).
 #[derive(Clone, Debug, PartialEq)]
-pub struct Token {
+pub struct Token<'a> {
     /// What it is.
-    pub tok: Tok,
+    pub tok: Tok<'a>,
     /// Byte offset of its first character.
     pub start: usize,
     /// Byte offset just past it.
@@ -65,17 +66,19 @@ fn lone_op(b: u8) -> Option<&'static str> {
 struct Lexer<'a> {
     src: &'a str,
     pos: usize,
-    tokens: Vec<Token>,
+    tokens: Vec<Token<'a>>,
     indents: Vec<usize>,
     nesting: usize,
 }
 
 /// Splits `src` into tokens.
-pub fn lex(src: &str) -> ParseResult<Vec<Token>> {
+pub fn lex(src: &str) -> ParseResult<Vec<Token<'_>>> {
     let mut lx = Lexer {
         src,
         pos: 0,
-        tokens: Vec::new(),
+        // Fewer tokens than bytes, and the layout's and the end's (a GP
+        // expression: about one token for every 1.3 bytes).
+        tokens: Vec::with_capacity(src.len().min(1 << 12) + 2),
         indents: vec![0],
         nesting: 0,
     };
@@ -114,7 +117,7 @@ pub fn lex(src: &str) -> ParseResult<Vec<Token>> {
     Ok(lx.tokens)
 }
 
-impl Lexer<'_> {
+impl<'a> Lexer<'a> {
     fn peek(&self) -> char {
         self.src[self.pos..]
             .chars()
@@ -122,7 +125,7 @@ impl Lexer<'_> {
             .expect("pos is before the end")
     }
 
-    fn push(&mut self, tok: Tok, start: usize, end: usize) {
+    fn push(&mut self, tok: Tok<'a>, start: usize, end: usize) {
         self.tokens.push(Token { tok, start, end });
     }
 
@@ -194,11 +197,7 @@ impl Lexer<'_> {
             .find(|c: char| !(c.is_alphanumeric() || c == '_'))
             .unwrap_or(self.src.len() - start);
         self.pos += len;
-        self.push(
-            Tok::Name(self.src[start..self.pos].to_string()),
-            start,
-            self.pos,
-        );
+        self.push(Tok::Name(&self.src[start..self.pos]), start, self.pos);
     }
 
     fn number(&mut self) -> ParseResult<()> {
@@ -349,7 +348,7 @@ mod tests {
         }
     }
 
-    fn kinds(src: &str) -> Vec<Tok> {
+    fn kinds(src: &str) -> Vec<Tok<'_>> {
         lex(src)
             .expect("lexes")
             .into_iter()
@@ -361,7 +360,7 @@ mod tests {
     fn layout_and_literals() {
         let toks = kinds("def f(x):\n    a = x ** 2  # c\n\n    return (a +\n  1.5e3)\n");
         use Tok::*;
-        let n = |s: &str| Name(s.to_string());
+        let n = |s: &'static str| Name(s);
         assert_eq!(
             toks,
             vec![
@@ -394,8 +393,9 @@ mod tests {
 
     #[test]
     fn the_first_line_sets_the_base_indentation() {
-        let toks =
-            |src: &str| -> Vec<Tok> { lex(src).unwrap().into_iter().map(|t| t.tok).collect() };
+        let toks = |src: &'static str| -> Vec<Tok<'static>> {
+            lex(src).unwrap().into_iter().map(|t| t.tok).collect()
+        };
         assert_eq!(toks("  x + 1"), toks("x + 1"));
         assert_eq!(
             toks("\n  # note\n    def f(x):\n        return x\n"),

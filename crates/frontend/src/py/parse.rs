@@ -14,7 +14,7 @@ pub const MAX_DEPTH: usize = 200;
 
 struct Parser<'a> {
     src: &'a str,
-    toks: Vec<Token>,
+    toks: Vec<Token<'a>>,
     pos: usize,
     depth: usize,
     ast: Ast,
@@ -51,8 +51,8 @@ pub fn parse_with(src: &str, syntax: Syntax) -> ParseResult<Ast> {
     Ok(p.ast)
 }
 
-impl Parser<'_> {
-    fn tok(&self) -> &Tok {
+impl<'a> Parser<'a> {
+    fn tok(&self) -> &Tok<'a> {
         &self.toks[self.pos].tok
     }
 
@@ -106,7 +106,7 @@ impl Parser<'_> {
     }
 
     fn is_kw(&self, kw: &str) -> bool {
-        matches!(self.tok(), Tok::Name(n) if n == kw)
+        matches!(self.tok(), Tok::Name(n) if *n == kw)
     }
 
     fn eat_op(&mut self, op: &str) -> bool {
@@ -137,7 +137,7 @@ impl Parser<'_> {
     fn name(&mut self, what: &str) -> ParseResult<(String, Span)> {
         match self.tok() {
             Tok::Name(n) if !is_keyword(n) => {
-                let n = n.clone();
+                let n = n.to_string();
                 Ok((n, self.bump()))
             }
             _ => self.err(format!("expected {what}, found {}", self.describe())),
@@ -185,8 +185,8 @@ impl Parser<'_> {
                     self.bump();
                 }
                 Tok::Indent => return self.err("unexpected indentation"),
-                Tok::Name(n) if n == "import" || n == "from" => self.import()?,
-                Tok::Name(n) if n == "def" => {
+                Tok::Name(n) if *n == "import" || *n == "from" => self.import()?,
+                Tok::Name(n) if *n == "def" => {
                     if self.ast.name.is_some() || !self.ast.body.is_empty() {
                         return self.err(
                             "expected one function, or statements without a function, not both",
@@ -458,7 +458,7 @@ impl Parser<'_> {
         let mut rest = Vec::new();
         loop {
             let negated_in = self.is_kw("not")
-                && matches!(self.toks.get(self.pos + 1).map(|t| &t.tok), Some(Tok::Name(n)) if n == "in");
+                && matches!(self.toks.get(self.pos + 1).map(|t| &t.tok), Some(Tok::Name(n)) if *n == "in");
             if self.is_kw("in") || negated_in {
                 if !rest.is_empty() {
                     return self.err("`in` cannot be chained with comparisons");
@@ -483,7 +483,7 @@ impl Parser<'_> {
                 Tok::Op(">=") => CmpOp::Ge,
                 Tok::Op("==") => CmpOp::Eq,
                 Tok::Op("!=") => CmpOp::Ne,
-                Tok::Name(n) if n == "is" => return self.err("`is` is not supported"),
+                Tok::Name(n) if *n == "is" => return self.err("`is` is not supported"),
                 _ => break,
             };
             self.bump();
@@ -688,8 +688,8 @@ impl Parser<'_> {
         let kind = match self.tok() {
             &Tok::Int(v) => ExprKind::Int(i128::try_from(v).unwrap_or(i128::MAX)),
             &Tok::Float(v) => ExprKind::Float(v),
-            Tok::Name(n) if n == "True" || n == "False" => ExprKind::Bool(n == "True"),
-            Tok::Name(n) if n == "None" && self.syntax == Syntax::Python => ExprKind::None,
+            Tok::Name(n) if *n == "True" || *n == "False" => ExprKind::Bool(*n == "True"),
+            Tok::Name(n) if *n == "None" && self.syntax == Syntax::Python => ExprKind::None,
             Tok::Name(n) if !is_keyword(n) => return self.name_or_call(),
             Tok::Op("(") => return self.parenthesized(),
             Tok::Op("[") => return self.list(),
