@@ -6,7 +6,7 @@ use crate::graph::{Graph, NodeData};
 use crate::op::{BinaryOp, CmpOp, Op, ReduceOp, UnaryOp};
 use crate::scalar::Scalar;
 use crate::types::{DType, Type};
-use crate::typing::{result_type, TypeError, TypeResult};
+use crate::typing::{TypeError, TypeResult};
 
 /// Builds a [`Graph`] node by node. Every method that appends an op checks the
 /// op's typing rule and returns a [`TypeError`] instead of a bad node.
@@ -66,8 +66,7 @@ impl Builder {
                 message: format!("`{}` uses {bad}, which is not in the graph", op.mnemonic()),
             });
         }
-        let arg_types: Vec<&Type> = args.iter().map(|&a| self.graph.ty(a)).collect();
-        let ty = result_type(&op, &arg_types)?;
+        let ty = self.graph.result_type(&op, args)?;
         Ok(self.graph.push_node(NodeData {
             op,
             args: args.to_vec(),

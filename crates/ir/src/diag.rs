@@ -137,6 +137,13 @@ pub struct SourceMap {
 }
 
 impl SourceMap {
+    /// An empty map with room for the locations of `values` values.
+    pub fn with_capacity(values: usize) -> SourceMap {
+        SourceMap {
+            locs: SecondaryMap::with_capacity(values),
+        }
+    }
+
     /// Records that `value` came from `loc`.
     pub fn set(&mut self, value: Value, loc: Loc) {
         self.locs[value] = Some(loc);

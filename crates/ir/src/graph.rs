@@ -96,6 +96,23 @@ impl Graph {
         });
     }
 
+    /// The type `op` gives arguments `args` (values of this graph) by
+    /// [`crate::typing::result_type`]: the builder's rule for a new node and
+    /// the verifier's for an existing one, without a vector of the
+    /// arguments' types for the usual arities.
+    pub fn result_type(&self, op: &Op, args: &[Value]) -> crate::typing::TypeResult<Type> {
+        use crate::typing::result_type;
+        match *args {
+            [a] => result_type(op, &[self.ty(a)]),
+            [a, b] => result_type(op, &[self.ty(a), self.ty(b)]),
+            [a, b, c] => result_type(op, &[self.ty(a), self.ty(b), self.ty(c)]),
+            _ => {
+                let types: Vec<&Type> = args.iter().map(|&a| self.ty(a)).collect();
+                result_type(op, &types)
+            }
+        }
+    }
+
     /// Records the name `value` has in the source it came from.
     pub fn set_source_name(&mut self, value: Value, name: &str) {
         self.source_names[value] = Some(name.to_string());

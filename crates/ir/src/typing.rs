@@ -106,6 +106,10 @@ pub fn broadcast_shapes<'a>(
             result = t.shape.clone();
             continue;
         };
+        // The same shape again (every operand of a column expression).
+        if t.shape == result {
+            continue;
+        }
         let rank = result.len().max(t.shape.len());
         let mut merged = Vec::with_capacity(rank);
         for axis in 0..rank {
@@ -505,6 +509,12 @@ fn column_dim<'a>(op: &str, t: &'a TensorType) -> TypeResult<&'a Dim> {
     }
 }
 
+/// A placeholder for [`result_type`]'s argument slots.
+static SCALAR_F64: TensorType = TensorType {
+    dtype: DType::F64,
+    shape: Vec::new(),
+};
+
 /// The result type of `op` applied to arguments of types `args`.
 ///
 /// `Input` has no rule (its type is declared); it is reported as an error here.
@@ -522,10 +532,22 @@ pub fn result_type(op: &Op, args: &[&Type]) -> TypeResult<Type> {
         }
         _ => {}
     }
-    let tensors = args
-        .iter()
-        .map(|ty| tensor(name, ty))
-        .collect::<TypeResult<Vec<_>>>()?;
+    // The arguments as tensors: on the stack for the few most ops take
+    // (typing runs for every node the builder adds and the verifier checks).
+    let mut few = [&SCALAR_F64; 4];
+    let many: Vec<&TensorType>;
+    let tensors: &[&TensorType] = if args.len() <= few.len() {
+        for (slot, ty) in few.iter_mut().zip(args) {
+            *slot = tensor(name, ty)?;
+        }
+        &few[..args.len()]
+    } else {
+        many = args
+            .iter()
+            .map(|ty| tensor(name, ty))
+            .collect::<TypeResult<Vec<_>>>()?;
+        &many
+    };
     let elementwise = |dtype: DType| -> TypeResult<Type> {
         Ok(Type::Tensor(TensorType {
             dtype,

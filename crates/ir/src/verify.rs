@@ -10,8 +10,6 @@
 use crate::entities::Value;
 use crate::graph::Graph;
 use crate::op::Op;
-use crate::types::Type;
-use crate::typing::result_type;
 use cranelift_entity::SecondaryMap;
 use std::collections::HashSet;
 use std::fmt;
@@ -144,8 +142,7 @@ impl Verifier<'_> {
             }
             return;
         }
-        let arg_types: Vec<&Type> = node.args.iter().map(|&a| self.graph.ty(a)).collect();
-        match result_type(&node.op, &arg_types) {
+        match self.graph.result_type(&node.op, &node.args) {
             Err(e) => self.report(Some(value), e.message),
             Ok(ty) if ty != node.ty => self.report(
                 Some(value),
@@ -264,7 +261,7 @@ mod tests {
     use super::*;
     use crate::graph::NodeData;
     use crate::op::{BinaryOp, UnaryOp};
-    use crate::types::DType;
+    use crate::types::{DType, Type};
 
     #[test]
     fn reports_every_problem_at_its_node() {

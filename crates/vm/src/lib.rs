@@ -372,7 +372,7 @@ fn pair_sines(kernel: &Kernel, body: &[Stmt]) -> Option<Vec<Stmt>> {
     }
     let stmts = moved.as_deref().unwrap_or(body);
     // The first sine and the first cosine of each operand.
-    let mut trig: HashMap<Reg, [Option<usize>; 2]> = HashMap::new();
+    let mut trig: kiln_kernel::iterations::IndexMap<Reg, [Option<usize>; 2]> = Default::default();
     for (i, stmt) in stmts.iter().enumerate() {
         if let Stmt::Let(r, Expr::Unary(op @ (UnaryOp::Sin | UnaryOp::Cos), x)) = stmt {
             if sincos(kernel.reg_type(*r)).is_some() {
@@ -381,24 +381,28 @@ fn pair_sines(kernel: &Kernel, body: &[Stmt]) -> Option<Vec<Stmt>> {
             }
         }
     }
-    // Each pair's second statement, by its first's position.
-    let mut partner: HashMap<usize, usize> = HashMap::new();
+    // Each pair's second statement by its first's position, and whether
+    // a position is a pair's second.
+    let mut partner: Vec<Option<usize>> = vec![None; stmts.len()];
+    let mut second = vec![false; stmts.len()];
+    let mut apart = false;
     for [sin, cos] in trig.into_values() {
         if let (Some(a), Some(b)) = (sin, cos) {
-            partner.insert(a.min(b), a.max(b));
+            partner[a.min(b)] = Some(a.max(b));
+            second[a.max(b)] = true;
+            apart |= a.abs_diff(b) != 1;
         }
     }
-    if partner.iter().all(|(&first, &second)| second == first + 1) {
+    if !apart {
         return moved;
     }
-    let seconds: std::collections::HashSet<usize> = partner.values().copied().collect();
     let mut out = Vec::with_capacity(stmts.len());
     for (i, stmt) in stmts.iter().enumerate() {
-        if seconds.contains(&i) {
+        if second[i] {
             continue;
         }
         out.push(stmt.clone());
-        if let Some(&j) = partner.get(&i) {
+        if let Some(j) = partner[i] {
             out.push(stmts[j].clone());
         }
     }
@@ -407,28 +411,21 @@ fn pair_sines(kernel: &Kernel, body: &[Stmt]) -> Option<Vec<Stmt>> {
 
 /// Compiles `kernel` for the VM.
 pub fn compile(kernel: &Kernel) -> Result<VmKernel, VmError> {
-    let paired;
-    let kernel = match pair_sines(kernel, &kernel.body) {
-        Some(body) => {
-            paired = Kernel {
-                body,
-                ..kernel.clone()
-            };
-            &paired
-        }
-        None => kernel,
-    };
+    // The body with its sines and cosines paired (the kernel's other
+    // fields as they are).
+    let paired = pair_sines(kernel, &kernel.body);
+    let body = paired.as_deref().unwrap_or(&kernel.body);
     let mut live = Liveness {
         pos: 0,
         def: vec![u32::MAX; kernel.regs.len()],
         last: vec![0; kernel.regs.len()],
         loops: Vec::new(),
     };
-    live.number(&kernel.body);
+    live.number(body);
     live.pos = 0;
     let mut stack = Vec::new();
     let mut next_loop = 0;
-    live.uses(&kernel.body, &mut stack, &mut next_loop);
+    live.uses(body, &mut stack, &mut next_loop);
     let mut cx = Cx {
         kernel,
         live: &live,
@@ -439,7 +436,7 @@ pub fn compile(kernel: &Kernel) -> Result<VmKernel, VmError> {
         consts: Vec::new(),
         const_vreg: HashMap::new(),
         const_of: vec![None; kernel.regs.len()],
-        konst: kiln_kernel::iterations::constants(&kernel.body),
+        konst: kiln_kernel::iterations::constants(body),
         pos: 0,
         units: Vec::new(),
         blocks: false,
@@ -449,7 +446,7 @@ pub fn compile(kernel: &Kernel) -> Result<VmKernel, VmError> {
             cx.frees[last as usize].push(reg as u32);
         }
     }
-    let body = cx.block(&kernel.body)?;
+    let body = cx.block(body)?;
     Ok(VmKernel {
         body,
         vregs: cx.vregs as usize,

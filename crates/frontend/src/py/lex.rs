@@ -119,10 +119,14 @@ pub fn lex(src: &str) -> ParseResult<Vec<Token<'_>>> {
 
 impl<'a> Lexer<'a> {
     fn peek(&self) -> char {
-        self.src[self.pos..]
-            .chars()
-            .next()
-            .expect("pos is before the end")
+        // ASCII (all of a GP expression) without decoding.
+        match self.src.as_bytes()[self.pos] {
+            b if b.is_ascii() => char::from(b),
+            _ => self.src[self.pos..]
+                .chars()
+                .next()
+                .expect("pos is before the end"),
+        }
     }
 
     fn push(&mut self, tok: Tok<'a>, start: usize, end: usize) {
@@ -193,9 +197,17 @@ impl<'a> Lexer<'a> {
 
     fn name(&mut self) {
         let start = self.pos;
-        let len = self.src[start..]
-            .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+        // ASCII letters, digits and `_` byte by byte; from the first other
+        // byte on, by characters (a non-ASCII letter continues a name).
+        let ascii = self.src.as_bytes()[start..]
+            .iter()
+            .position(|&b| !(b.is_ascii_alphanumeric() || b == b'_'))
             .unwrap_or(self.src.len() - start);
+        let rest = start + ascii;
+        let len = ascii
+            + self.src[rest..]
+                .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .unwrap_or(self.src.len() - rest);
         self.pos += len;
         self.push(Tok::Name(&self.src[start..self.pos]), start, self.pos);
     }
@@ -246,7 +258,12 @@ impl<'a> Lexer<'a> {
             prev = c;
             self.pos += 1;
         }
-        let text = self.src[start..self.pos].replace('_', "");
+        let digits = &self.src[start..self.pos];
+        let text: std::borrow::Cow<'_, str> = if digits.contains('_') {
+            digits.replace('_', "").into()
+        } else {
+            digits.into()
+        };
         let bad = || format!("invalid number literal `{}`", &self.src[start..self.pos]);
         if let Some(c) = self.src[self.pos..]
             .chars()

@@ -12,7 +12,7 @@ use super::Options;
 use kiln_ir::{
     Builder, DType, Graph, ParseError, ParseResult, Scalar, SourceMap, TensorType, Type,
 };
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 pub use super::numpy::PyVal;
 use super::numpy::{Np, NpResult};
@@ -37,7 +37,8 @@ pub struct Lower<'a> {
     /// The graph being built.
     pub b: Builder,
     values: Vec<Option<Lowered>>,
-    env: HashMap<String, PyVal>,
+    /// Each bound name's value (Fx: a few short names per expression).
+    env: FxHashMap<String, PyVal>,
     source_map: SourceMap,
     /// Where the expression being lowered starts (for errors).
     pub at: usize,
@@ -64,10 +65,14 @@ impl<'a> Lower<'a> {
             lines: kiln_ir::diag::Lines::new(src),
             ast,
             opts,
-            b: Builder::new(&name),
+            // About a node for every expression and parameter.
+            b: Builder::from_graph(Graph::with_capacity(
+                &name,
+                ast.exprs.len() + ast.params.len(),
+            )),
             values: vec![None; ast.exprs.len()],
-            env: HashMap::new(),
-            source_map: SourceMap::default(),
+            env: FxHashMap::default(),
+            source_map: SourceMap::with_capacity(ast.exprs.len() + ast.params.len()),
             at: 0,
             parameters: Vec::new(),
         };

@@ -39,12 +39,19 @@ pub fn parse(src: &str) -> ParseResult<Ast> {
 
 /// Parses a program with the operator precedence of `syntax`.
 pub fn parse_with(src: &str, syntax: Syntax) -> ParseResult<Ast> {
+    let toks = lex(src)?;
+    // Fewer expressions than tokens (a GP expression: about one for every
+    // two), so the arena grows once at most.
+    let ast = Ast {
+        exprs: Vec::with_capacity(toks.len() / 2 + 1),
+        ..Ast::default()
+    };
     let mut p = Parser {
         src,
-        toks: lex(src)?,
+        toks,
         pos: 0,
         depth: 0,
-        ast: Ast::default(),
+        ast,
         syntax,
     };
     p.program()?;

@@ -102,7 +102,7 @@ pub(crate) struct Table {
     cse: bool,
     /// The value of each distinct node (commutative arguments sorted;
     /// constants compared by bits).
-    seen: rustc_hash::FxHashMap<(Op, Vec<Value>), Value>,
+    seen: rustc_hash::FxHashMap<(Op, Args), Value>,
     /// Whether a value of the new graph may fail.
     may_fail: SecondaryMap<Value, bool>,
 }
@@ -134,7 +134,7 @@ impl Table {
                     node.args.sort();
                 }
             }
-            let key = (node.op.clone(), node.args.clone());
+            let key = (node.op.clone(), Args::of(&node.args));
             if let Some(&earlier) = self.seen.get(&key) {
                 return earlier;
             }
@@ -149,6 +149,27 @@ impl Table {
             self.seen.insert(key, value);
         }
         value
+    }
+}
+
+/// A node's arguments as part of a [`Table`] key: up to three in place (no
+/// vector for each node of a graph being merged), more in a vector.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Args {
+    /// The count, then the arguments (unused slots `v0`).
+    Few(u8, [Value; 3]),
+    Many(Vec<Value>),
+}
+
+impl Args {
+    fn of(args: &[Value]) -> Args {
+        match *args {
+            [] => Args::Few(0, [Value::from_u32(0); 3]),
+            [a] => Args::Few(1, [a, Value::from_u32(0), Value::from_u32(0)]),
+            [a, b] => Args::Few(2, [a, b, Value::from_u32(0)]),
+            [a, b, c] => Args::Few(3, [a, b, c]),
+            _ => Args::Many(args.to_vec()),
+        }
     }
 }
 
