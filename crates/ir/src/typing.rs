@@ -679,7 +679,7 @@ pub fn result_type(op: &Op, args: &[&Type]) -> TypeResult<Type> {
             };
             Ok(Type::Tensor(TensorType { dtype, shape }))
         }
-        Op::Concat(axis) => concat_type(name, *axis, &tensors),
+        Op::Concat(axis) => concat_type(name, *axis, tensors),
         Op::Slice(ranges) => {
             let t = tensors[0];
             if ranges.len() != t.shape.len() {

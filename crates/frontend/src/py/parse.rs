@@ -292,7 +292,7 @@ impl<'a> Parser<'a> {
                         ParseError::at(self.src, self.start(), "dimension too large")
                     })?))
                 }
-                Tok::Name(n) if !is_keyword(&n) => shape.push(kiln_ir::Dim::Sym(n.into())),
+                Tok::Name(n) if !is_keyword(n) => shape.push(kiln_ir::Dim::Sym(n.into())),
                 _ => {
                     return self.err(format!(
                         "expected a dimension (a name or an integer), found {}",
