@@ -164,6 +164,7 @@ struct Index {
     unit: bool,
 }
 
+#[derive(Copy, Clone)]
 enum Inst {
     /// A scalar input (a direct kernel's by value, else behind a pointer).
     Input {
@@ -942,23 +943,34 @@ fn reads_lanes(node: &Node, vreg: VReg) -> bool {
     }
 }
 
-fn with_dst(mut inst: Inst, vreg: VReg) -> Inst {
-    match &mut inst {
-        Inst::Input { dst, .. }
-        | Inst::Load { dst, .. }
-        | Inst::LoadBit { dst, .. }
-        | Inst::Trip { dst, .. }
-        | Inst::Var { dst, .. }
-        | Inst::Un { dst, .. }
-        | Inst::Bin { dst, .. }
-        | Inst::BinK { dst, .. }
-        | Inst::Select { dst, .. }
-        | Inst::MulAdd { dst, .. }
-        | Inst::Call { dst, .. }
-        | Inst::Table { dst, .. }
-        | Inst::Fallback { dst, .. } => *dst = vreg,
-        Inst::SinCos { .. } => unreachable!("a sine and cosine's vregs are set where it is made"),
+impl Inst {
+    /// Its result's vreg (a sine and cosine's sine's).
+    fn dst_mut(&mut self) -> &mut VReg {
+        match self {
+            Inst::Input { dst, .. }
+            | Inst::Load { dst, .. }
+            | Inst::LoadBit { dst, .. }
+            | Inst::Trip { dst, .. }
+            | Inst::Var { dst, .. }
+            | Inst::Un { dst, .. }
+            | Inst::SinCos { dst, .. }
+            | Inst::Bin { dst, .. }
+            | Inst::BinK { dst, .. }
+            | Inst::Select { dst, .. }
+            | Inst::MulAdd { dst, .. }
+            | Inst::Call { dst, .. }
+            | Inst::Table { dst, .. }
+            | Inst::Fallback { dst, .. } => dst,
+        }
     }
+}
+
+fn with_dst(mut inst: Inst, vreg: VReg) -> Inst {
+    assert!(
+        !matches!(inst, Inst::SinCos { .. }),
+        "a sine and cosine's vregs are set where it is made"
+    );
+    *inst.dst_mut() = vreg;
     inst
 }
 
@@ -1246,24 +1258,10 @@ impl Run<'_> {
     unsafe fn inst(&mut self, inst: &Inst, n: usize) {
         // A result's values go to its lanes (a load's may stay in its
         // input instead, below).
-        match *inst {
-            Inst::SinCos { dst, dst2, .. } => {
-                self.ext[dst as usize] = std::ptr::null();
-                self.ext[dst2 as usize] = std::ptr::null();
-            }
-            Inst::Input { dst, .. }
-            | Inst::Load { dst, .. }
-            | Inst::LoadBit { dst, .. }
-            | Inst::Trip { dst, .. }
-            | Inst::Var { dst, .. }
-            | Inst::Un { dst, .. }
-            | Inst::Bin { dst, .. }
-            | Inst::BinK { dst, .. }
-            | Inst::Select { dst, .. }
-            | Inst::MulAdd { dst, .. }
-            | Inst::Call { dst, .. }
-            | Inst::Table { dst, .. }
-            | Inst::Fallback { dst, .. } => self.ext[dst as usize] = std::ptr::null(),
+        let mut copy = *inst;
+        self.ext[*copy.dst_mut() as usize] = std::ptr::null();
+        if let Inst::SinCos { dst2, .. } = *inst {
+            self.ext[dst2 as usize] = std::ptr::null();
         }
         let p = self.lanes.as_mut_ptr();
         let w = self.width;
