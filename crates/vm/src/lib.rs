@@ -1257,11 +1257,14 @@ impl Run<'_> {
     /// [`VmKernel::call`]'s contract.
     unsafe fn inst(&mut self, inst: &Inst, n: usize) {
         // A result's values go to its lanes (a load's may stay in its
-        // input instead, below).
-        let mut copy = *inst;
-        self.ext[*copy.dst_mut() as usize] = std::ptr::null();
-        if let Inst::SinCos { dst2, .. } = *inst {
-            self.ext[dst2 as usize] = std::ptr::null();
+        // input instead, below). Outside blocks no vreg reads an input, so
+        // a loop run row by row pays nothing for it.
+        if self.block {
+            let mut copy = *inst;
+            self.ext[*copy.dst_mut() as usize] = std::ptr::null();
+            if let Inst::SinCos { dst2, .. } = *inst {
+                self.ext[dst2 as usize] = std::ptr::null();
+            }
         }
         let p = self.lanes.as_mut_ptr();
         let w = self.width;
