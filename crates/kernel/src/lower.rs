@@ -46,6 +46,9 @@ pub(super) struct Lowerer<'a> {
     pub(super) conv_panels: bool,
     /// [`LowerOptions::libm_calls`].
     pub(super) libm_calls: bool,
+    /// Expand math for a backend whose fallback calls are the `libm`
+    /// crate's functions ([`math_kernel`]'s).
+    pub(super) crate_fallbacks: bool,
     /// [`LowerOptions::prefetch`].
     pub(super) prefetch: bool,
     /// [`LowerOptions::running_min_max`].
@@ -256,8 +259,11 @@ pub struct LowerOptions {
 /// The direct kernel `dtype f(dtype x)` (or `f(dtype x, dtype y)`)
 /// computing `f` by inline math ([`crate::math`]), if kiln has an inline
 /// port of it: what a backend that vectorizes math functions on their own
-/// (the Cranelift JIT's vector math routines) compiles, so every tier's bits
-/// still come from one expansion.
+/// (the Cranelift JIT's vector math routines, the VM's) compiles, so every
+/// tier's bits still come from one expansion. Its `Expr::Fallback` calls
+/// must be the `libm` crate's functions (`kiln_ir::math`), never the
+/// platform's: it leaves them more of the rare arguments than [`lower`]
+/// does (`crate::math`'s `inline_bound`).
 pub fn math_kernel(f: MathFn, dtype: DType) -> Option<Kernel> {
     let mut b = kiln_ir::Builder::new(&format!("kiln_math_{f}_{dtype}"));
     let x = b.input("x", Type::scalar(dtype));
@@ -278,11 +284,21 @@ pub fn math_kernel(f: MathFn, dtype: DType) -> Option<Kernel> {
         libm_calls: false,
         ..LowerOptions::default()
     };
-    lower(&verified, &options).ok()
+    lower_with(&verified, &options, true).ok()
 }
 
 /// Lowers a verified (normally optimized) graph.
 pub fn lower(verified: &Verified, options: &LowerOptions) -> Result<Kernel, LowerError> {
+    lower_with(verified, options, false)
+}
+
+/// [`lower`]; `crate_fallbacks`: the backend's fallback calls are the `libm`
+/// crate's functions ([`crate::math`]'s `inline_bound`).
+fn lower_with(
+    verified: &Verified,
+    options: &LowerOptions,
+    crate_fallbacks: bool,
+) -> Result<Kernel, LowerError> {
     let (graph, info) = (verified.graph(), verified.info());
     let tensors = crate::tensor::needs_loop_nests(graph, info);
     let mut lw = Lowerer {
@@ -312,6 +328,7 @@ pub fn lower(verified: &Verified, options: &LowerOptions) -> Result<Kernel, Lowe
         panels: options.panels,
         conv_panels: options.conv_panels,
         libm_calls: options.libm_calls,
+        crate_fallbacks,
         prefetch: options.prefetch,
         running_min_max: options.running_min_max,
         tree_selects: options.tree_selects,
@@ -640,7 +657,12 @@ impl Lowerer<'_> {
             return self.emit(out, DType::Bool, Expr::Binary(BinaryOp::Xor, a, t), name);
         }
         if !self.libm_calls {
-            if let Some(expand) = crate::math::inline(op, dtype) {
+            let inline = if self.crate_fallbacks {
+                crate::math::inline_bound
+            } else {
+                crate::math::inline
+            };
+            if let Some(expand) = inline(op, dtype) {
                 return expand(&mut self.kernel, out, a);
             }
         }

@@ -102,3 +102,18 @@ pub(super) fn inline(op: UnaryOp, dtype: DType) -> Option<Expansion> {
         _ => return None,
     })
 }
+
+/// [`inline`] for a backend whose fallback calls are the `libm` crate's own
+/// functions (an in-process JIT or the VM, never an object): the `f64`
+/// `sin`, `cos` and `tan` reduce their argument in one round inline and
+/// leave the rare arguments that need more to that call
+/// ([`trig::Reduction::FirstRound`]), which computes what the whole
+/// expansion would.
+pub(super) fn inline_bound(op: UnaryOp, dtype: DType) -> Option<Expansion> {
+    Some(match (op, dtype) {
+        (UnaryOp::Sin, DType::F64) => sin_f64_bound,
+        (UnaryOp::Cos, DType::F64) => cos_f64_bound,
+        (UnaryOp::Tan, DType::F64) => tan_bound,
+        _ => return inline(op, dtype),
+    })
+}

@@ -143,6 +143,15 @@ pub(super) fn k_tanf(m: &mut Emitter<'_>, x: Reg, odd: Reg) -> Reg {
 /// branch-free over `sin`'s and `sinf`'s reductions; huge arguments take
 /// the `libm` fallback as theirs do.
 pub(super) fn tan(kernel: &mut Kernel, out: &mut Vec<Stmt>, x: Reg) -> Reg {
+    tan_with(kernel, out, x, Reduction::Whole)
+}
+
+/// [`tan`] with [`Reduction::FirstRound`] for `f64`.
+pub(super) fn tan_bound(kernel: &mut Kernel, out: &mut Vec<Stmt>, x: Reg) -> Reg {
+    tan_with(kernel, out, x, Reduction::FirstRound)
+}
+
+fn tan_with(kernel: &mut Kernel, out: &mut Vec<Stmt>, x: Reg, reduction: Reduction) -> Reg {
     let mut m = Emitter { kernel, out };
     if m.ty(x) == DType::F32 {
         let r = reduce_f32(&mut m, x);
@@ -165,7 +174,7 @@ pub(super) fn tan(kernel: &mut Kernel, out: &mut Vec<Stmt>, x: Reg) -> Reg {
     }
     let (ix, negative) = high_word(&mut m, x);
     let direct = m.cmp_k(CmpOp::Le, ix, 0x3fe9_21fb);
-    let (q, y0, y1) = rem_pio2(&mut m, x, ix, negative);
+    let (q, y0, y1, more) = rem_pio2(&mut m, x, ix, negative, reduction);
     let y0 = m.select(direct, x, y0);
     let zero = m.f64(0.0);
     let y1 = m.select(direct, zero, y1);
@@ -179,12 +188,37 @@ pub(super) fn tan(kernel: &mut Kernel, out: &mut Vec<Stmt>, x: Reg) -> Reg {
     let tiny = m.cmp_k(CmpOp::Lt, ix, 0x3e40_0000);
     let value = m.select(tiny, x, value);
     let special = m.cmp_k(CmpOp::Ge, ix, 0x7ff0_0000);
-    let rare = {
-        let huge = m.cmp_k(CmpOp::Ge, ix, 0x4139_21fb);
-        let finite = m.not(special);
-        m.and(huge, finite)
-    };
+    let rare = rare_f64(&mut m, ix, special, more);
     trig_tail(&mut m, UnaryOp::Tan, x, [special, rare], value)
+}
+
+/// How much of `rem_pio2` an `f64` expansion computes inline.
+#[derive(Copy, Clone, PartialEq, Eq)]
+pub(super) enum Reduction {
+    /// Every round: the expansion is the `libm` function wherever the
+    /// argument is below 2^20·pi/2 (objects, wasm: their fallback calls
+    /// reach the platform's libm).
+    Whole,
+    /// The first round only: an argument that needs a second (within about
+    /// 2^-16 of a multiple of pi/2, relative: the first round's result lost
+    /// more than 16 bits) is left to the fallback with the huge ones. For a
+    /// backend whose fallback is the `libm` crate's own function
+    /// ([`crate::math_kernel`]'s), so the bits stay the same: the second
+    /// and third rounds were a sixth of every lane's work.
+    FirstRound,
+}
+
+/// The lanes an `f64` `sin`/`cos`/`tan` leaves to the `libm` function:
+/// huge finite arguments, and those `more` (a first round's reduction that
+/// needs another) flags.
+fn rare_f64(m: &mut Emitter<'_>, ix: Reg, special: Reg, more: Option<Reg>) -> Reg {
+    let huge = m.cmp_k(CmpOp::Ge, ix, 0x4139_21fb);
+    let finite = m.not(special);
+    let rare = m.and(huge, finite);
+    match more {
+        Some(more) => m.or(rare, more),
+        None => rare,
+    }
 }
 
 /// The `libm` crate's `rem_pio2` (FreeBSD's `e_rem_pio2.c`) for `|x|`
@@ -194,7 +228,17 @@ pub(super) fn tan(kernel: &mut Kernel, out: &mut Vec<Stmt>, x: Reg) -> Reg {
 /// cancels and the general path runs); that is the general path's first
 /// round with `n` given instead of rounded, so both share one computation
 /// and only the general path takes further rounds.
-pub(super) fn rem_pio2(m: &mut Emitter<'_>, x: Reg, ix: Reg, negative: Reg) -> (Reg, Reg, Reg) {
+///
+/// With [`Reduction::FirstRound`] only the first round is computed, and the
+/// fourth register returned flags the lanes that need another (the
+/// caller's fallback computes those); with [`Reduction::Whole`] it is `None`.
+pub(super) fn rem_pio2(
+    m: &mut Emitter<'_>,
+    x: Reg,
+    ix: Reg,
+    negative: Reg,
+    reduction: Reduction,
+) -> (Reg, Reg, Reg, Option<Reg>) {
     const PIO2_1: f64 = 1.57079632673412561417e+00;
     const PIO2_1T: f64 = 6.07710050650619224932e-11;
     const PIO2_2: f64 = 6.07710050630396597660e-11;
@@ -248,8 +292,6 @@ pub(super) fn rem_pio2(m: &mut Emitter<'_>, x: Reg, ix: Reg, negative: Reg) -> (
         (r, w, y0)
     };
     let (r1, w1, y01) = round(m, x, [PIO2_1, PIO2_1T], true);
-    let (r2, w2, y02) = round(m, r1, [PIO2_2, PIO2_2T], false);
-    let (r3, w3, y03) = round(m, r2, [PIO2_3, PIO2_3T], false);
     // Another round while the result lost more than 16 (then 49) bits to
     // cancellation: `ex - ey` with `ex` the high word's exponent field.
     let c20 = m.i64(20);
@@ -264,6 +306,19 @@ pub(super) fn rem_pio2(m: &mut Emitter<'_>, x: Reg, ix: Reg, negative: Reg) -> (
         let lost = lost(m, y01, 16);
         m.and(general, lost)
     };
+    let finish = |m: &mut Emitter<'_>, [r, w, y0]: [Reg; 3]| {
+        let d = m.sub(r, y0);
+        let y1 = m.sub(d, w);
+        let n = m.integer_of(f_n);
+        let q = m.band_k(n, 3);
+        (q, y0, y1)
+    };
+    if reduction == Reduction::FirstRound {
+        let (q, y0, y1) = finish(m, [r1, w1, y01]);
+        return (q, y0, y1, Some(second));
+    }
+    let (r2, w2, y02) = round(m, r1, [PIO2_2, PIO2_2T], false);
+    let (r3, w3, y03) = round(m, r2, [PIO2_3, PIO2_3T], false);
     let third = {
         let lost = lost(m, y02, 49);
         m.and(second, lost)
@@ -275,11 +330,8 @@ pub(super) fn rem_pio2(m: &mut Emitter<'_>, x: Reg, ix: Reg, negative: Reg) -> (
     let r = pick(m, [r1, r2, r3]);
     let w = pick(m, [w1, w2, w3]);
     let y0 = pick(m, [y01, y02, y03]);
-    let d = m.sub(r, y0);
-    let y1 = m.sub(d, w);
-    let n = m.integer_of(f_n);
-    let q = m.band_k(n, 3);
-    (q, y0, y1)
+    let (q, y0, y1) = finish(m, [r, w, y0]);
+    (q, y0, y1, None)
 }
 
 /// The `libm` crate's `k_sin` on `x + y` (|x| <= pi/4), both forms: the
@@ -367,10 +419,10 @@ pub(super) struct Trig {
     pub(super) rare: Reg,
 }
 
-pub(super) fn trig_f64(m: &mut Emitter<'_>, x: Reg) -> Trig {
+pub(super) fn trig_f64(m: &mut Emitter<'_>, x: Reg, reduction: Reduction) -> Trig {
     let (ix, negative) = high_word(m, x);
     let direct = m.cmp_k(CmpOp::Le, ix, 0x3fe9_21fb);
-    let (q, y0, y1) = rem_pio2(m, x, ix, negative);
+    let (q, y0, y1, more) = rem_pio2(m, x, ix, negative, reduction);
     let y0 = m.select(direct, x, y0);
     let zero = m.f64(0.0);
     let y1 = m.select(direct, zero, y1);
@@ -379,11 +431,7 @@ pub(super) fn trig_f64(m: &mut Emitter<'_>, x: Reg) -> Trig {
     let (sin_unreduced, sin) = k_sin(m, y0, y1);
     let cos = k_cos(m, y0, y1);
     let special = m.cmp_k(CmpOp::Ge, ix, 0x7ff0_0000);
-    let rare = {
-        let huge = m.cmp_k(CmpOp::Ge, ix, 0x4139_21fb);
-        let finite = m.not(special);
-        m.and(huge, finite)
-    };
+    let rare = rare_f64(m, ix, special, more);
     Trig {
         direct,
         quadrant,
@@ -433,8 +481,17 @@ pub(super) fn trig_tail(
 /// The `libm` crate's `sin` (f64; FreeBSD's `s_sin.c`), branch-free but for
 /// arguments from 2^20·pi/2 on, which the `libm` function reduces.
 pub(super) fn sin_f64(kernel: &mut Kernel, out: &mut Vec<Stmt>, x: Reg) -> Reg {
+    sin_f64_with(kernel, out, x, Reduction::Whole)
+}
+
+/// [`sin_f64`] with [`Reduction::FirstRound`].
+pub(super) fn sin_f64_bound(kernel: &mut Kernel, out: &mut Vec<Stmt>, x: Reg) -> Reg {
+    sin_f64_with(kernel, out, x, Reduction::FirstRound)
+}
+
+fn sin_f64_with(kernel: &mut Kernel, out: &mut Vec<Stmt>, x: Reg, reduction: Reduction) -> Reg {
     let mut m = Emitter { kernel, out };
-    let t = trig_f64(&mut m, x);
+    let t = trig_f64(&mut m, x, reduction);
     let (use_cos, negate) = quadrant_choice(&mut m, UnaryOp::Sin, t.quadrant);
     let k = m.select(use_cos, t.cos, t.sin);
     let reduced = negate_if(&mut m, negate, k);
@@ -447,8 +504,17 @@ pub(super) fn sin_f64(kernel: &mut Kernel, out: &mut Vec<Stmt>, x: Reg) -> Reg {
 
 /// The `libm` crate's `cos` (f64; FreeBSD's `s_cos.c`), as [`sin_f64`].
 pub(super) fn cos_f64(kernel: &mut Kernel, out: &mut Vec<Stmt>, x: Reg) -> Reg {
+    cos_f64_with(kernel, out, x, Reduction::Whole)
+}
+
+/// [`cos_f64`] with [`Reduction::FirstRound`].
+pub(super) fn cos_f64_bound(kernel: &mut Kernel, out: &mut Vec<Stmt>, x: Reg) -> Reg {
+    cos_f64_with(kernel, out, x, Reduction::FirstRound)
+}
+
+fn cos_f64_with(kernel: &mut Kernel, out: &mut Vec<Stmt>, x: Reg, reduction: Reduction) -> Reg {
     let mut m = Emitter { kernel, out };
-    let t = trig_f64(&mut m, x);
+    let t = trig_f64(&mut m, x, reduction);
     // Below pi/4 the quadrant is 0: k_cos of x.
     let (use_cos, negate) = quadrant_choice(&mut m, UnaryOp::Cos, t.quadrant);
     let k = m.select(use_cos, t.cos, t.sin);
