@@ -97,6 +97,47 @@ pub(crate) fn simplify(
             _ => None,
         },
         (Op::Cast(to), &[a]) if rw.out().ty(a).dtype() == Some(*to) => use_if_same_type(a, rw),
+        // A transpose of a transpose is one transpose, by the permutations'
+        // composition; the identity permutation is the operand itself
+        // (aot_autograd writes `t(t(mm(..)))` for every linear layer's
+        // weight gradient).
+        (Op::Transpose(perm), &[a]) => {
+            let (x, perm) = match &rw.node(a).op {
+                Op::Transpose(inner) => {
+                    let composed: Vec<u32> = perm.iter().map(|&i| inner[i as usize]).collect();
+                    (rw.node(a).args[0], composed)
+                }
+                _ => (a, perm.clone()),
+            };
+            if perm.iter().enumerate().all(|(i, &p)| p as usize == i) {
+                use_if_same_type(x, rw)
+            } else if x != a {
+                Some(Rewrite::Node(NodeData {
+                    op: Op::Transpose(perm),
+                    args: vec![x],
+                    ty: node.ty.clone(),
+                }))
+            } else {
+                None
+            }
+        }
+        // A reshape to the operand's own shape is the operand; a reshape of
+        // a reshape, one reshape (the order of the elements is the same).
+        (Op::Reshape(_), &[a]) => match &rw.node(a).op {
+            _ if rw.out().ty(a) == &node.ty => Some(Rewrite::Use(a)),
+            Op::Reshape(_) => {
+                let x = rw.node(a).args[0];
+                if rw.out().ty(x) == &node.ty {
+                    return Some(Rewrite::Use(x));
+                }
+                Some(Rewrite::Node(NodeData {
+                    op: node.op.clone(),
+                    args: vec![x],
+                    ty: node.ty.clone(),
+                }))
+            }
+            _ => None,
+        },
         (Op::Select, &[c, a, b]) => {
             // Dropping the condition is only exact if it cannot fail.
             if a == b && !table.may_fail(c) {
