@@ -289,11 +289,13 @@ class _KilnGraph(torch.nn.Module):
         return nodes, "\n".join(lines) + "\n", pos
 
     def _inputs(self, args):
-        """The tensors kiln reads, by name, with their types, and the values
-        of the symbolic sizes."""
+        """The tensors kiln reads, by name, the key of their types (each
+        tensor's dtype and shape, then the symbolic sizes), and the values
+        of the symbolic sizes. Called on every call: the types' text is made
+        only for a compile (``_types``)."""
         if len(args) != len(self.placeholders):
             raise _Fallback(f"{len(args)} arguments for {len(self.placeholders)} inputs")
-        tensors, types, sizes = {}, {}, {}
+        tensors, sizes = {}, {}
         for n, a in zip(self.placeholders, args):
             if isinstance(a, torch.Tensor):
                 tensors[n.name] = a
@@ -306,11 +308,18 @@ class _KilnGraph(torch.nn.Module):
             if not isinstance(value, torch.Tensor):
                 raise _Fallback(f"attribute {n.target} is not a tensor")
             tensors[n.name] = value
+        key = []
         for name, t in tensors.items():
-            if t.device.type != "cpu":
+            if not t.is_cpu:
                 raise _Fallback(f"{name} is on {t.device}")
-            types[name] = _kiln_type(t.dtype, t.shape)
-        return tensors, types, sizes
+            key.append((t.dtype, tuple(t.shape)))
+        key.extend(sizes.items())
+        return tensors, tuple(key), sizes
+
+    @staticmethod
+    def _types(tensors: dict) -> dict:
+        """The kiln type of each tensor, by name."""
+        return {name: _kiln_type(t.dtype, t.shape) for name, t in tensors.items()}
 
     def _compile(self, types: dict, sizes: dict):
         nodes, source, out_offset = self._source(sizes)
@@ -331,12 +340,11 @@ class _KilnGraph(torch.nn.Module):
     def forward(self, *args):
         if self.eager_reason is None:
             try:
-                tensors, types, sizes = self._inputs(args)
-                key = tuple(types.items()) + tuple(sizes.items())
+                tensors, key, sizes = self._inputs(args)
                 with self.lock:
                     fn = self.cache.get(key)
                     if fn is None:
-                        fn = self._compile(types, sizes)
+                        fn = self._compile(self._types(tensors), sizes)
                         self.cache[key] = fn
                         with self.stats.lock:
                             self.stats.compiles += 1
@@ -353,7 +361,12 @@ class _KilnGraph(torch.nn.Module):
         previous = _kiln._swap_thread_override(torch.get_num_threads())
         shared = _kiln._swap_team(True)
         try:
-            results = fn(**{name: t.detach().numpy() for name, t in tensors.items()})
+            results = fn(
+                **{
+                    name: (t.detach() if t.requires_grad else t).numpy()
+                    for name, t in tensors.items()
+                }
+            )
         finally:
             _kiln._swap_team(shared)
             _kiln._swap_thread_override(previous)
@@ -361,7 +374,8 @@ class _KilnGraph(torch.nn.Module):
             results = (results,)
         env = dict(zip(self.placeholders, args))
         for node, r in zip(self.computed, results):
-            r = np.asarray(r)
+            if not isinstance(r, np.ndarray):
+                r = np.asarray(r)
             if r.ndim:
                 env[node] = torch.from_numpy(r)
             else:  # a 0-d result comes back as a Python scalar
