@@ -963,6 +963,11 @@ impl Inst {
             | Inst::Fallback { dst, .. } => dst,
         }
     }
+
+    /// Its result's vreg (a sine and cosine's sine's).
+    fn dst(mut self) -> VReg {
+        *self.dst_mut()
+    }
 }
 
 fn with_dst(mut inst: Inst, vreg: VReg) -> Inst {
@@ -1260,8 +1265,7 @@ impl Run<'_> {
         // input instead, below). Outside blocks no vreg reads an input, so
         // a loop run row by row pays nothing for it.
         if self.block {
-            let mut copy = *inst;
-            self.ext[*copy.dst_mut() as usize] = std::ptr::null();
+            self.ext[inst.dst() as usize] = std::ptr::null();
             if let Inst::SinCos { dst2, .. } = *inst {
                 self.ext[dst2 as usize] = std::ptr::null();
             }

@@ -102,23 +102,22 @@ pub(crate) fn simplify(
         // (aot_autograd writes `t(t(mm(..)))` for every linear layer's
         // weight gradient).
         (Op::Transpose(perm), &[a]) => {
-            let (x, perm) = match &rw.node(a).op {
+            let identity = |p: &[u32]| p.iter().enumerate().all(|(i, &p)| p as usize == i);
+            match &rw.node(a).op {
                 Op::Transpose(inner) => {
+                    let x = rw.node(a).args[0];
                     let composed: Vec<u32> = perm.iter().map(|&i| inner[i as usize]).collect();
-                    (rw.node(a).args[0], composed)
+                    if identity(&composed) {
+                        return use_if_same_type(x, rw);
+                    }
+                    Some(Rewrite::Node(NodeData {
+                        op: Op::Transpose(composed),
+                        args: vec![x],
+                        ty: node.ty.clone(),
+                    }))
                 }
-                _ => (a, perm.clone()),
-            };
-            if perm.iter().enumerate().all(|(i, &p)| p as usize == i) {
-                use_if_same_type(x, rw)
-            } else if x != a {
-                Some(Rewrite::Node(NodeData {
-                    op: Op::Transpose(perm),
-                    args: vec![x],
-                    ty: node.ty.clone(),
-                }))
-            } else {
-                None
+                _ if identity(perm) => use_if_same_type(a, rw),
+                _ => None,
             }
         }
         // A reshape to the operand's own shape is the operand; a reshape of

@@ -68,8 +68,8 @@ pub(super) fn inline(op: UnaryOp, dtype: DType) -> Option<Expansion> {
         (UnaryOp::Log, DType::F64) => log_f64,
         (UnaryOp::Exp, DType::F32) => exp_f32,
         (UnaryOp::Log, DType::F32) => log_f32,
-        (UnaryOp::Sin, DType::F64) => sin_f64,
-        (UnaryOp::Cos, DType::F64) => cos_f64,
+        (UnaryOp::Sin, DType::F64) => |k, o, x| sin_f64(k, o, x, Reduction::Whole),
+        (UnaryOp::Cos, DType::F64) => |k, o, x| cos_f64(k, o, x, Reduction::Whole),
         (UnaryOp::Sin, DType::F32) => sin_f32,
         (UnaryOp::Cos, DType::F32) => cos_f32,
         (UnaryOp::Expm1, DType::F64) => expm1_f64,
@@ -84,7 +84,7 @@ pub(super) fn inline(op: UnaryOp, dtype: DType) -> Option<Expansion> {
         (UnaryOp::Log1p, DType::F64 | DType::F32) => log1p,
         (UnaryOp::Log2, DType::F64 | DType::F32) => log2,
         (UnaryOp::Log10, DType::F64 | DType::F32) => log10,
-        (UnaryOp::Tan, DType::F64 | DType::F32) => tan,
+        (UnaryOp::Tan, DType::F64 | DType::F32) => |k, o, x| tan(k, o, x, Reduction::Whole),
         (UnaryOp::Atan, DType::F64 | DType::F32) => atan,
         (UnaryOp::Asin, DType::F64 | DType::F32) => asin,
         (UnaryOp::Acos, DType::F64 | DType::F32) => acos,
@@ -111,9 +111,9 @@ pub(super) fn inline(op: UnaryOp, dtype: DType) -> Option<Expansion> {
 /// expansion would.
 pub(super) fn inline_bound(op: UnaryOp, dtype: DType) -> Option<Expansion> {
     Some(match (op, dtype) {
-        (UnaryOp::Sin, DType::F64) => sin_f64_bound,
-        (UnaryOp::Cos, DType::F64) => cos_f64_bound,
-        (UnaryOp::Tan, DType::F64) => tan_bound,
+        (UnaryOp::Sin, DType::F64) => |k, o, x| sin_f64(k, o, x, Reduction::FirstRound),
+        (UnaryOp::Cos, DType::F64) => |k, o, x| cos_f64(k, o, x, Reduction::FirstRound),
+        (UnaryOp::Tan, DType::F64) => |k, o, x| tan(k, o, x, Reduction::FirstRound),
         _ => return inline(op, dtype),
     })
 }

@@ -142,16 +142,8 @@ pub(super) fn k_tanf(m: &mut Emitter<'_>, x: Reg, odd: Reg) -> Reg {
 /// The `libm` crate's `tan` (f64; FreeBSD's `s_tan.c`) and `tanf`,
 /// branch-free over `sin`'s and `sinf`'s reductions; huge arguments take
 /// the `libm` fallback as theirs do.
-pub(super) fn tan(kernel: &mut Kernel, out: &mut Vec<Stmt>, x: Reg) -> Reg {
-    tan_with(kernel, out, x, Reduction::Whole)
-}
-
-/// [`tan`] with [`Reduction::FirstRound`] for `f64`.
-pub(super) fn tan_bound(kernel: &mut Kernel, out: &mut Vec<Stmt>, x: Reg) -> Reg {
-    tan_with(kernel, out, x, Reduction::FirstRound)
-}
-
-fn tan_with(kernel: &mut Kernel, out: &mut Vec<Stmt>, x: Reg, reduction: Reduction) -> Reg {
+/// `reduction`: how much of an `f64` argument's reduction is inline.
+pub(super) fn tan(kernel: &mut Kernel, out: &mut Vec<Stmt>, x: Reg, reduction: Reduction) -> Reg {
     let mut m = Emitter { kernel, out };
     if m.ty(x) == DType::F32 {
         let r = reduce_f32(&mut m, x);
@@ -196,8 +188,8 @@ fn tan_with(kernel: &mut Kernel, out: &mut Vec<Stmt>, x: Reg, reduction: Reducti
 #[derive(Copy, Clone, PartialEq, Eq)]
 pub(super) enum Reduction {
     /// Every round: the expansion is the `libm` function wherever the
-    /// argument is below 2^20·pi/2 (objects, wasm: their fallback calls
-    /// reach the platform's libm).
+    /// argument is below 2^20·pi/2. What `lower` emits for every tier: an
+    /// object's or a wasm module's fallback reaches the platform's libm.
     Whole,
     /// The first round only: an argument that needs a second (within about
     /// 2^-16 of a multiple of pi/2, relative: the first round's result lost
@@ -479,17 +471,14 @@ pub(super) fn trig_tail(
 }
 
 /// The `libm` crate's `sin` (f64; FreeBSD's `s_sin.c`), branch-free but for
-/// arguments from 2^20·pi/2 on, which the `libm` function reduces.
-pub(super) fn sin_f64(kernel: &mut Kernel, out: &mut Vec<Stmt>, x: Reg) -> Reg {
-    sin_f64_with(kernel, out, x, Reduction::Whole)
-}
-
-/// [`sin_f64`] with [`Reduction::FirstRound`].
-pub(super) fn sin_f64_bound(kernel: &mut Kernel, out: &mut Vec<Stmt>, x: Reg) -> Reg {
-    sin_f64_with(kernel, out, x, Reduction::FirstRound)
-}
-
-fn sin_f64_with(kernel: &mut Kernel, out: &mut Vec<Stmt>, x: Reg, reduction: Reduction) -> Reg {
+/// arguments from 2^20·pi/2 on, which the `libm` function reduces (and,
+/// with [`Reduction::FirstRound`], those that need a second round).
+pub(super) fn sin_f64(
+    kernel: &mut Kernel,
+    out: &mut Vec<Stmt>,
+    x: Reg,
+    reduction: Reduction,
+) -> Reg {
     let mut m = Emitter { kernel, out };
     let t = trig_f64(&mut m, x, reduction);
     let (use_cos, negate) = quadrant_choice(&mut m, UnaryOp::Sin, t.quadrant);
@@ -503,16 +492,12 @@ fn sin_f64_with(kernel: &mut Kernel, out: &mut Vec<Stmt>, x: Reg, reduction: Red
 }
 
 /// The `libm` crate's `cos` (f64; FreeBSD's `s_cos.c`), as [`sin_f64`].
-pub(super) fn cos_f64(kernel: &mut Kernel, out: &mut Vec<Stmt>, x: Reg) -> Reg {
-    cos_f64_with(kernel, out, x, Reduction::Whole)
-}
-
-/// [`cos_f64`] with [`Reduction::FirstRound`].
-pub(super) fn cos_f64_bound(kernel: &mut Kernel, out: &mut Vec<Stmt>, x: Reg) -> Reg {
-    cos_f64_with(kernel, out, x, Reduction::FirstRound)
-}
-
-fn cos_f64_with(kernel: &mut Kernel, out: &mut Vec<Stmt>, x: Reg, reduction: Reduction) -> Reg {
+pub(super) fn cos_f64(
+    kernel: &mut Kernel,
+    out: &mut Vec<Stmt>,
+    x: Reg,
+    reduction: Reduction,
+) -> Reg {
     let mut m = Emitter { kernel, out };
     let t = trig_f64(&mut m, x, reduction);
     // Below pi/4 the quadrant is 0: k_cos of x.
