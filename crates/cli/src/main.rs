@@ -478,8 +478,15 @@ fn llvm_dump(graph: &kiln::Verified, asm: bool) -> Result<String, String> {
         cpu: None,
         features: None,
     };
+    // An unnamed graph (a `.kiln` file without a name) as `kernel`: LLVM
+    // drops a function without a name, and the dump was empty.
+    let symbol = if kernel.name.is_empty() {
+        "kernel"
+    } else {
+        &kernel.name
+    };
     let bytes = llvm
-        .emit(&kernel, &kernel.name, &request)
+        .emit(&kernel, symbol, &request)
         .map_err(|e| e.to_string())?;
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }

@@ -644,6 +644,16 @@ fn the_llvm_tier_dumps_ir_and_assembly_or_is_refused() {
     assert!(ir.contains("%a = fadd double %x, 2.0"), "{ir}");
     let asm = stdout(&kiln(&["ir", &nnc, "--emit", "asm"]));
     assert!(asm.contains("nnc:"), "{asm}");
+    // A graph without a name is dumped as `kernel` (it was an empty module).
+    let unnamed = temp_file(
+        "unnamed.kiln",
+        b"v0: f32[4, 3] = input \"a\"\nv1: f32[3, 5] = input \"b\"\n\
+          v2: f32[4, 5] = matmul v0, v1\noutput \"y\" = v2\n",
+    );
+    let asm = stdout(&kiln(&["ir", &unnamed, "--emit", "asm"]));
+    assert!(asm.contains("kernel:") && asm.contains("vfmadd"), "{asm}");
+    let ir = stdout(&kiln(&["ir", &unnamed, "--emit", "llvm-ir"]));
+    assert!(ir.contains("define") && ir.contains("@kernel("), "{ir}");
 }
 
 fn fixture(path: &str) -> String {
