@@ -295,17 +295,21 @@ impl Population {
     /// columns or a DataFrame, rounded to the population's dtype where
     /// narrower): an `(expressions, rows)` array of the population's dtype.
     /// A row of NaN marks an expression that failed; `errors=True` also
-    /// returns `{index: reason}` for them.
-    #[pyo3(signature = (x, *, errors=false))]
+    /// returns `{index: reason}` for them. `out`, a writable C-contiguous
+    /// array of that shape and dtype, receives the values instead (and is
+    /// returned): a GP loop that evaluates each generation into the same
+    /// array allocates and faults in nothing.
+    #[pyo3(signature = (x, *, errors=false, out=None))]
     fn evaluate<'py>(
         &self,
         py: Python<'py>,
         x: &Bound<'py, PyAny>,
         errors: bool,
+        out: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let (out, failures) = match self.precision {
-            Precision::F64 => self.evaluate_as::<f64>(py, x)?,
-            Precision::F32 => self.evaluate_as::<f32>(py, x)?,
+            Precision::F64 => self.evaluate_as::<f64>(py, x, out)?,
+            Precision::F32 => self.evaluate_as::<f32>(py, x, out)?,
         };
         if errors {
             let d = self.errors_dict(py, &failures, &self.exprs)?;
@@ -587,10 +591,26 @@ impl Population {
         &self,
         py: Python<'py>,
         x: &Bound<'py, PyAny>,
+        out: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Evaluated<'py>> {
         // Compiled first: compiling finds the variables the columns need.
         let inner = self.inner(py);
         let (cols, n) = self.columns::<T>(py, x)?;
+        if let Some(out) = out {
+            let array = self.out_array::<T>(out, n)?;
+            let failures = with_slices(&cols, |slices| {
+                // Borrowed after the columns: `out` overlapping one of
+                // them conflicts, and is refused rather than written while
+                // it is read.
+                let mut room = array.try_readwrite().map_err(|e| match e {
+                    numpy::BorrowError::NotWriteable => PyValueError::new_err("out is read-only"),
+                    _ => PyValueError::new_err("out overlaps a column of X"),
+                })?;
+                let room = room.as_slice_mut().expect("checked C-contiguous");
+                PyResult::Ok(py.detach(|| inner.evaluate(slices, n, room)))
+            })?;
+            return Ok((array.into_any(), failures));
+        }
         // The values in memory of the module's allocator, handed to NumPy:
         // a population's output is large (80 MB for 1,000 expressions over
         // 10,000 rows in float64), and NumPy's fresh mapping for it is
@@ -603,6 +623,43 @@ impl Population {
         let values = numpy::ndarray::Array2::from_shape_vec((inner.len(), n), values)
             .expect("a row per expression");
         Ok((PyArray2::from_owned_array(py, values).into_any(), failures))
+    }
+
+    /// `out` as the `(expressions, n)` array of `T` that `evaluate` writes,
+    /// or why it cannot be.
+    fn out_array<'py, T: Element + numpy::Element>(
+        &self,
+        out: &Bound<'py, PyAny>,
+        n: usize,
+    ) -> PyResult<Bound<'py, PyArray2<T>>> {
+        let dtype = numpy_precision(T::PRECISION);
+        let Ok(untyped) = out.cast::<numpy::PyUntypedArray>() else {
+            return Err(PyTypeError::new_err(format!(
+                "out must be a NumPy array of {dtype}, got {}",
+                out.get_type().name()?
+            )));
+        };
+        let shape = (self.exprs.len(), n);
+        if untyped.shape() != [shape.0, shape.1] {
+            let dims: Vec<String> = untyped.shape().iter().map(usize::to_string).collect();
+            let comma = if dims.len() == 1 { "," } else { "" };
+            return Err(PyValueError::new_err(format!(
+                "out has shape ({}{comma}), the population's values are ({}, {})",
+                dims.join(", "),
+                shape.0,
+                shape.1
+            )));
+        }
+        let Ok(array) = out.cast::<PyArray2<T>>() else {
+            return Err(PyTypeError::new_err(format!(
+                "out must be {dtype} (the population's dtype), got {}",
+                untyped.dtype()
+            )));
+        };
+        if !array.is_c_contiguous() {
+            return Err(PyValueError::new_err("out must be C-contiguous"));
+        }
+        Ok(array.clone())
     }
 
     /// `mse` over columns and a target of `T`, the population's precision.

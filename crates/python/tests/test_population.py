@@ -206,6 +206,52 @@ def test_evaluated_arrays_are_the_callers():
     assert _rss_mb() - settled < 64, f"RSS grew {_rss_mb() - settled:.1f} MiB over 30 evaluations"
 
 
+def test_evaluate_into_the_callers_array():
+    """out= receives the values (a failed row NaN) and is returned: the
+    same values as a fresh array, in either dtype; its shape, dtype, layout
+    and writability are checked, and an out that overlaps X is refused."""
+    exprs = ["x * 2.0 + sin(y)", "float(int(x) // int(y))", "y"]
+    X = np.array([[1.0, 0.5], [2.0, 1.0], [3.0, 4.0]])
+    for dtype in (np.float64, np.float32):
+        p = kiln.Population(exprs, variables=["x", "y"], dtype=dtype)
+        want, errors = p.evaluate(X, errors=True)
+        out = np.full((3, 3), 7.0, dtype=dtype)
+        got = p.evaluate(X, out=out)
+        assert got is out
+        np.testing.assert_array_equal(out, want)
+        assert np.isnan(out[1]).all() and sorted(errors) == [1]
+        # Again into the same array, with the errors.
+        out[:] = 0.0
+        got, again = p.evaluate(X, errors=True, out=out)
+        assert got is out and again == errors
+        np.testing.assert_array_equal(out, want)
+        # A dict's columns and a DataFrame too.
+        out[:] = 0.0
+        p.evaluate(pd.DataFrame(X, columns=["x", "y"]), out=out)
+        np.testing.assert_array_equal(out, want)
+    p = kiln.Population(exprs, variables=["x", "y"])
+    with pytest.raises(ValueError, match=r"out has shape \(3, 2\), the population's values are \(3, 3\)"):
+        p.evaluate(X, out=np.zeros((3, 2)))
+    with pytest.raises(TypeError, match="out must be float64 .the population's dtype., got float32"):
+        p.evaluate(X, out=np.zeros((3, 3), dtype=np.float32))
+    with pytest.raises(TypeError, match="out must be a NumPy array of float64, got list"):
+        p.evaluate(X, out=[[0.0] * 3] * 3)
+    with pytest.raises(ValueError, match="out must be C-contiguous"):
+        p.evaluate(X, out=np.zeros((3, 3)).T)
+    frozen = np.zeros((3, 3))
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match="out is read-only"):
+        p.evaluate(X, out=frozen)
+    # The first row of out is also the column x: refused, nothing written.
+    shared = np.arange(9.0).reshape(3, 3)
+    with pytest.raises(ValueError, match="out overlaps a column of X"):
+        p.evaluate({"x": shared[0], "y": X[:, 1]}, out=shared)
+    np.testing.assert_array_equal(shared, np.arange(9.0).reshape(3, 3))
+    # An empty population writes nothing into its (0, rows) array.
+    empty = np.zeros((0, 3))
+    assert kiln.Population([]).evaluate(np.zeros((3, 0)), out=empty) is empty
+
+
 def test_float32_populations():
     """dtype=float32 computes in float32 as Operon does: the columns rounded
     to float32, the values float32 (bit-identical on every tier), the MSE
