@@ -225,7 +225,7 @@ def test_evaluate_into_the_callers_array():
         got, again = p.evaluate(X, errors=True, out=out)
         assert got is out and again == errors
         np.testing.assert_array_equal(out, want)
-        # A dict's columns and a DataFrame too.
+        # A DataFrame too.
         out[:] = 0.0
         p.evaluate(pd.DataFrame(X, columns=["x", "y"]), out=out)
         np.testing.assert_array_equal(out, want)
