@@ -212,7 +212,8 @@ def population():
             # A GP loop that keeps one values array across generations
             # (`out=`), allocated and written before the timing, as Operon's
             # W2 caller keeps its buffer.
-            buf = np.zeros((len(exprs), len(y)), dtype=dtype)
+            # (np.full, not np.zeros: zeros come from calloc, pages untouched.)
+            buf = np.full((len(exprs), len(y)), np.nan, dtype=dtype)
             runs = []
             for _ in range(3):
                 t0 = time.perf_counter()

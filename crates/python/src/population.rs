@@ -298,7 +298,7 @@ impl Population {
     /// returns `{index: reason}` for them. `out`, a writable C-contiguous
     /// array of that shape and dtype, receives the values instead (and is
     /// returned): a GP loop that evaluates each generation into the same
-    /// array allocates and faults in nothing.
+    /// array allocates and faults in no values array.
     #[pyo3(signature = (x, *, errors=false, out=None))]
     fn evaluate<'py>(
         &self,
