@@ -101,17 +101,27 @@ def test_every_tier_gives_the_same_bits(booster):
         assert _ulps(r, results[0]).max() == 0
 
 
-@pytest.fixture(scope="module", params=[("selects in groups", 60, 31), ("walk", 700, 31)])
+# The LLVM tier's straight-line selects take ensembles up to this many
+# nodes (kiln_kernel::TREE_SELECTS); larger ones it walks as the others do.
+TREE_SELECTS = 20_000
+
+
+@pytest.fixture(scope="module", params=[("selects in groups", 60, 31), ("walk", 400, 63)])
 def big_booster(request):
     """Ensembles past one group of the LLVM tier's straight-line selects
     (60 trees: about 1,800 nodes in groups of 512, in blocks of 128 rows)
-    and past its selects altogether (700 trees: about 21,000 nodes, which
-    every tier walks in blocks of 512 rows and groups of 8)."""
-    _, n_trees, leaves = request.param
+    and past its selects altogether (400 full trees of 63 leaves: 24,800
+    nodes, which every tier walks in blocks of 512 rows and groups of 8)."""
+    kind, n_trees, leaves = request.param
     x, y = _training_rows(3000)
-    params = dict(verbose=-1, num_leaves=leaves, min_data_in_leaf=5, objective="binary")
+    # Any leaf with data: every tree grows all its leaves.
+    params = dict(verbose=-1, num_leaves=leaves, min_data_in_leaf=2, min_sum_hessian_in_leaf=0)
+    params["objective"] = "binary"
     data = lgb.Dataset(x, (y > 0.5).astype(float), categorical_feature=[CATEGORICAL])
-    return lgb.train(params, data, num_boost_round=n_trees)
+    booster = lgb.train(params, data, num_boost_round=n_trees)
+    nodes = sum(t["num_leaves"] - 1 for t in booster.dump_model()["tree_info"])
+    assert (nodes > TREE_SELECTS) == (kind == "walk"), nodes
+    return booster
 
 
 def test_big_ensembles_over_blocks_of_rows(big_booster, tier):

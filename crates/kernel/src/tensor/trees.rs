@@ -761,6 +761,14 @@ impl Lowerer<'_> {
 
     /// The leaf value `tree` gives the row: its nodes' selects, children
     /// before parents (an explicit post-order: no recursion over the model).
+    ///
+    /// The selects carry the leaves' bits as integers of the dtype's width,
+    /// the root's bitcast back: the same bits, but an x86 core without
+    /// AVX-512 has no branch-free select of a scalar float, and LLVM gives
+    /// each one (its `CMOV_FR64`) two basic blocks, of which the vectorized
+    /// loop's scalar remainder had thousands. An integer select is a `cmov`.
+    /// (A 700-tree model's 12,900 nodes took LLVM over 20 minutes on a Zen 1
+    /// core, its live-variable analysis quadratic in those blocks.)
     fn tree_value(
         &mut self,
         body: &mut Vec<Stmt>,
@@ -770,12 +778,22 @@ impl Lowerer<'_> {
         tree: &kiln_ir::trees::Tree,
         dtype: DType,
     ) -> Reg {
+        let bits = match dtype {
+            DType::F32 => DType::I32,
+            _ => DType::I64,
+        };
         let leaf = |lw: &mut Self, body: &mut Vec<Stmt>, i: u32| {
             let v = kiln_ir::semantics::cast(Scalar::F64(tree.leaves[i as usize]), dtype);
-            lw.emit(body, dtype, Expr::Const(v), None)
+            lw.emit(
+                body,
+                bits,
+                Expr::Const(Scalar::from_bits(bits, v.bits())),
+                None,
+            )
         };
         if tree.nodes.is_empty() {
-            return leaf(self, body, 0);
+            let value = leaf(self, body, 0);
+            return self.emit(body, dtype, Expr::Bitcast(dtype, value), None);
         }
         let mut done: Vec<Option<Reg>> = vec![None; tree.nodes.len()];
         let mut stack = vec![0u32];
@@ -800,9 +818,10 @@ impl Lowerer<'_> {
             let (left, right) = (side(self, body, node.left), side(self, body, node.right));
             let go_left = self.goes_left(body, locs, x, features, node);
             done[at as usize] =
-                Some(self.emit(body, dtype, Expr::Select(go_left, left, right), None));
+                Some(self.emit(body, bits, Expr::Select(go_left, left, right), None));
         }
-        done[0].expect("the root is done last")
+        let root = done[0].expect("the root is done last");
+        self.emit(body, dtype, Expr::Bitcast(dtype, root), None)
     }
 
     /// Whether the row goes left at `node`: `TreeNode::goes_left` with the
