@@ -115,8 +115,8 @@ def big_booster(request):
     kind, n_trees, leaves = request.param
     x, y = _training_rows(3000)
     # Any leaf with data: every tree grows all its leaves.
-    params = dict(verbose=-1, num_leaves=leaves, min_data_in_leaf=2, min_sum_hessian_in_leaf=0)
-    params["objective"] = "binary"
+    params = dict(verbose=-1, num_leaves=leaves, objective="binary")
+    params.update(min_data_in_leaf=2, min_sum_hessian_in_leaf=0)
     data = lgb.Dataset(x, (y > 0.5).astype(float), categorical_feature=[CATEGORICAL])
     booster = lgb.train(params, data, num_boost_round=n_trees)
     nodes = sum(t["num_leaves"] - 1 for t in booster.dump_model()["tree_info"])

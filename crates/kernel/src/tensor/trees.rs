@@ -5,11 +5,12 @@
 //! **Straight-line selects** (up to `LowerOptions::tree_selects` nodes):
 //! per row, every node's test of its feature (read once) against its
 //! constant threshold, and each tree's leaf picked by a select per node,
-//! children before parents, on the leaves' bits as integers. No table, no branch: a row loop a vectorizer
-//! runs in lanes. Trees go in groups of about 512 nodes, a row loop each,
-//! the sums kept in the output between them; with several groups the rows
-//! go in blocks of 128, every group's loop over a block before the next
-//! block, so that a block's rows stay in the first level of cache.
+//! children before parents, on the leaves' bits as integers. No table, no
+//! branch: a row loop a vectorizer runs in lanes. Trees go in groups of
+//! about 512 nodes, a row loop each, the sums kept in the output between
+//! them; with several groups the rows go in blocks of 128, every group's
+//! loop over a block before the next block, so that a block's rows stay
+//! in the first level of cache.
 //!
 //! **A table walk** (larger ensembles, and every one where the option is
 //! 0): every node and leaf of every tree is a record of 4 words (8 where
