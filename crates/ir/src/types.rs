@@ -63,6 +63,16 @@ impl DType {
             DType::I64 | DType::F64 => 8,
         }
     }
+
+    /// The integer a float's bits are (`f32` to `i32`, `f64` to `i64`, as
+    /// `Bitcast` takes them); any other dtype itself.
+    pub fn bits_int(self) -> DType {
+        match self {
+            DType::F32 => DType::I32,
+            DType::F64 => DType::I64,
+            other => other,
+        }
+    }
 }
 
 impl fmt::Display for DType {

@@ -597,7 +597,7 @@ impl Lowerer<'_> {
             F32 | F64 => {
                 let zero = self.konst(out, dtype, 0);
                 let plus = self.emit(out, dtype, Expr::Binary(BinaryOp::Add, x, zero), None);
-                let int = if dtype == F32 { I32 } else { I64 };
+                let int = dtype.bits_int();
                 let bits = self.emit(out, int, Expr::Bitcast(int, plus), None);
                 if dtype == F32 {
                     self.emit(out, I64, Expr::Cast(I64, bits), None)

@@ -288,11 +288,7 @@ impl Lowerer<'_> {
             BinaryOp::Max
         };
         // The integer the lanes fold: the value itself, or a float's key.
-        let key_ty = match dtype {
-            DType::F32 => DType::I32,
-            DType::F64 => DType::I64,
-            other => other,
-        };
+        let key_ty = dtype.bits_int();
         let float = key_ty != dtype;
         let bits = key_ty.size_bytes() as i64 * 8;
         let key_of = |lw: &mut Self, body: &mut Vec<Stmt>, x: Reg| -> Reg {

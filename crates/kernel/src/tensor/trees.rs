@@ -779,10 +779,7 @@ impl Lowerer<'_> {
         tree: &kiln_ir::trees::Tree,
         dtype: DType,
     ) -> Reg {
-        let bits = match dtype {
-            DType::F32 => DType::I32,
-            _ => DType::I64,
-        };
+        let bits = dtype.bits_int();
         let leaf = |lw: &mut Self, body: &mut Vec<Stmt>, i: u32| {
             let v = kiln_ir::semantics::cast(Scalar::F64(tree.leaves[i as usize]), dtype);
             lw.emit(
