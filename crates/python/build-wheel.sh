@@ -24,6 +24,7 @@ PATH="$(dirname "$python"):$PATH" \
 LLVM_SYS_191_PREFIX="$PWD/crates/python/llvm-static" \
 CARGO_TARGET_DIR="$PWD/target/wheel" \
     "$python" -m maturin build --release --strip --locked --compatibility "$policy" \
+    --target "$(uname -m)-unknown-linux-gnu" \
     -m crates/python/Cargo.toml -i "$python" --out "$out"
 wheel=$(ls "$out"/kiln-*.whl)
 # auditwheel's verdict, on its report with the line breaks taken out.
