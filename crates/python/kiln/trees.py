@@ -22,7 +22,18 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["compile"]
+from . import _kiln
+
+__all__ = ["compile", "TREE_SELECTS"]
+
+#: The most nodes (splits, summed over the trees) an ensemble may have for
+#: the LLVM tier to compile it as straight-line selects: every node's test
+#: and a select per node, branch-free, a row loop that runs in vector lanes.
+#: A larger ensemble is walked through a table, as the other tiers walk
+#: every ensemble; its code does not grow with the model, so it compiles in
+#: a fraction of a second where the selects of a model near this size take
+#: LLVM tens of seconds (docs/performance.md).
+TREE_SELECTS: int = _kiln._TREE_SELECTS
 
 
 def _format(text: str) -> str:
@@ -225,7 +236,7 @@ def compile(
     features (``f(**{name: df[name] for name in f.inputs})``). ``tier`` is
     as :func:`kiln.compile` takes it.
     """
-    from . import _kiln, _spec
+    from . import _spec
 
     text, fmt, name = _model_text(model)
     spec = _spec(text, fmt, None, None, None, raw_score=raw_score, columns=columns)

@@ -347,6 +347,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[pymodule]
 fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("_TREE_SELECTS", kiln::kernel::TREE_SELECTS)?;
     m.add_class::<Function>()?;
     m.add_class::<population::Population>()?;
     m.add_class::<population::Fit>()?;

@@ -101,11 +101,6 @@ def test_every_tier_gives_the_same_bits(booster):
         assert _ulps(r, results[0]).max() == 0
 
 
-# The LLVM tier's straight-line selects take ensembles up to this many
-# nodes (kiln_kernel::TREE_SELECTS); larger ones it walks as the others do.
-TREE_SELECTS = 20_000
-
-
 @pytest.fixture(scope="module", params=[("selects in groups", 60, 31), ("walk", 400, 63)])
 def big_booster(request):
     """Ensembles past one group of the LLVM tier's straight-line selects
@@ -120,7 +115,7 @@ def big_booster(request):
     data = lgb.Dataset(x, (y > 0.5).astype(float), categorical_feature=[CATEGORICAL])
     booster = lgb.train(params, data, num_boost_round=n_trees)
     nodes = sum(t["num_leaves"] - 1 for t in booster.dump_model()["tree_info"])
-    assert (nodes > TREE_SELECTS) == (kind == "walk"), nodes
+    assert (nodes > kiln.trees.TREE_SELECTS) == (kind == "walk"), nodes
     return booster
 
 
