@@ -433,9 +433,14 @@ pub(super) mod tests {
     /// The shapes of the scratch buffers `src` lowers to (without panels,
     /// which add their own blocks and packed columns).
     pub(crate) fn scratch(src: &str) -> Vec<String> {
+        scratch_with(src, &LowerOptions::default())
+    }
+
+    /// The shapes of the scratch buffers `src` lowers to with `options`.
+    fn scratch_with(src: &str, options: &LowerOptions) -> Vec<String> {
         let graph = kiln_ir::text::parse(src).expect("the test graph parses");
         let graph = kiln_ir::verify(graph).expect("the test graph verifies");
-        let kernel = lower(&graph, &LowerOptions::default()).expect("lowers");
+        let kernel = lower(&graph, options).expect("lowers");
         kernel
             .params
             .iter()
@@ -447,6 +452,34 @@ pub(super) mod tests {
                 _ => None,
             })
             .collect()
+    }
+
+    #[test]
+    fn a_dense_b_one_panel_wide_is_read_in_place() {
+        // AVX-512's panels: 64 f32 columns, in `k` blocks of 128 steps.
+        let panels = LowerOptions {
+            panels: Some(256),
+            ..LowerOptions::default()
+        };
+        let mm = |n: u64| {
+            format!(
+                "v0: f32[70, 300] = input \"x\"\nv1: f32[300, {n}] = input \"w\"\n\
+                 v2: f32[70, {n}] = matmul v0, v1\noutput \"y\" = v2\n"
+            )
+        };
+        // `w` is the panel: only the four rows' sums.
+        assert_eq!(scratch_with(&mm(64), &panels), ["f32[64]"; 4]);
+        // Two column blocks: each packed, 128 steps at a time.
+        let two = scratch_with(&mm(128), &panels);
+        assert!(two.contains(&"f32[128, 64]".to_string()), "{two:?}");
+        // A batch-64 `Linear` of torch's `[out, in]` weight, `(w @ x.T).T`:
+        // the dense copy of `x.T` is the panel, not copied again.
+        let linear = "v0: f32[64, 784] = input \"x\"\nv1: f32[256, 784] = input \"w\"\n\
+                      v2: f32[784, 256] = transpose v1 [1, 0]\n\
+                      v3: f32[64, 256] = matmul v0, v2\noutput \"y\" = v3\n";
+        let got = scratch_with(linear, &panels);
+        assert!(got.contains(&"f32[784, 64]".to_string()), "{got:?}");
+        assert!(!got.contains(&"f32[128, 64]".to_string()), "{got:?}");
     }
 
     #[test]

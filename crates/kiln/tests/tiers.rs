@@ -499,6 +499,19 @@ fn matmuls_of_every_shape_agree_with_the_interpreter_bit_for_bit() {
         // then the blocks past the last stack, then the rows past them.
         (55, 5, 70),
         (23, 4, 85),
+        // `b` dense and exactly one panel wide (64, 32, 16 and 8 columns:
+        // f32 and f64 on AVX-512, 64-byte panels, Cranelift's f32), read
+        // in place rather than packed, in `k` blocks; with `w` transposed,
+        // `x.T`'s dense copy is that `b` (`(w @ x.T).T`: `x` of 64, 32, 16
+        // and 8 rows and a larger `w`).
+        (70, 130, 64),
+        (40, 130, 32),
+        (20, 600, 16),
+        (12, 1100, 8),
+        (64, 130, 130),
+        (32, 130, 50),
+        (16, 600, 20),
+        (8, 1100, 12),
     ];
     use kiln::DType::{F32, F64, I32, I64};
     for (dtype, dt) in [("f32", F32), ("f64", F64), ("i32", I32), ("i64", I64)] {

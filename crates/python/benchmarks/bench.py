@@ -45,7 +45,9 @@ mean anything on a noisy machine).
   256, vocabulary 50,257) and BERT classifier (4 layers of width 256), on
   2×128 tokens, the loss inside the model, no dropout: eager, inductor and
   torch.compile(backend="kiln") (the backward graph on kiln too) on both
-  JIT tiers and auto (the ResNet and the transformers on LLVM only), torch
+  JIT tiers and auto (the ResNet and the transformers on LLVM only), and
+  for the MLP backend="aot_eager" (eager's kernels in torch.compile's
+  wrappers: the floor of any backend's step), torch
   on 1 and 2 threads; median of 7 interleaved repeats of 200 steps (the
   ResNet's and BERT's: 5; GPT-2's: 3) after 3 warm-up steps, kiln's
   tier-up finished (`kiln.wait_for_tier_up`) and one more step.
@@ -413,7 +415,7 @@ def train():
     gen = lambda seed: torch.Generator().manual_seed(seed)  # noqa: E731
     train_step("mlp-train-step-784-256-10-batch64", mlp,
                torch.randn(64, 784, generator=gen(1)), torch.randint(0, 10, (64,), generator=gen(2)),
-               steps=200, tiers=("cranelift", "llvm", None))
+               steps=200, tiers=("cranelift", "llvm", None), floor=True)
     # Not auto: it moves a program to LLVM once its Cranelift calls add up
     # to the LLVM compile's estimated cost, which for these training graphs
     # is tens of steps (3.4 times LLVM's time a step before).
@@ -452,10 +454,13 @@ def train():
                tiers=("llvm",), loss=lambda f, x, y: f(input_ids=x, labels=y).loss)
 
 
-def train_step(workload, make, x, y, steps, tiers, loss=None):
+def train_step(workload, make, x, y, steps, tiers, loss=None, floor=False):
     """One SGD step of `make()`'s model on (x, y): eager, inductor and kiln
     on `tiers` (None: auto, the default), 1 and 2 threads. `loss(f, x, y)`:
-    the loss of the model `f` (cross-entropy of `f(x)` by default)."""
+    the loss of the model `f` (cross-entropy of `f(x)` by default). With
+    `floor`, also `backend="aot_eager"`: Dynamo's and aot_autograd's
+    wrappers around eager's own kernels, what any backend's step pays
+    before its kernels."""
     import torch
     import torch._dynamo
 
@@ -463,6 +468,8 @@ def train_step(workload, make, x, y, steps, tiers, loss=None):
         torch.set_num_threads(threads)
         torch._dynamo.reset()
         peers = [("torch-eager", None), ("torch.compile-inductor", {})]
+        if floor:
+            peers.append(("torch.compile-aot_eager", {"backend": "aot_eager"}))
         for tier in tiers:
             options = {"backend": "kiln"}
             if tier is not None:

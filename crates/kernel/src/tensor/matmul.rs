@@ -61,6 +61,15 @@ struct Steps {
     extent: Extent,
 }
 
+/// Where a panel tile reads its column block of `b` from.
+#[derive(Clone, Copy)]
+enum Panel {
+    /// Copied to this scratch `[k, w]` panel first (`w` columns).
+    Packed(ParamIdx, u32),
+    /// `b` itself: dense and one panel wide.
+    InPlace,
+}
+
 /// A convolution's `b` as a matmul sees it, never built: row
 /// `k = ic * T + t` (input channel `ic` of the group, tap `t` of the
 /// kernel's `T` in row-major order) of batch rows `(n, g)` is the
@@ -306,11 +315,23 @@ impl Lowerer<'_> {
             (Dim::Sym(_), _) => Some(steps),
         };
         let panel_rows = kc.map_or(k_dim.clone(), Dim::Fixed);
+        // Where `b` is dense and one block wide (`n` is `nr`: a batch-64
+        // `Linear`'s `(w @ x.T).T` in f32 on AVX-512, `x.T` copied densely
+        // first), each of its `k` blocks already is the packed panel, rows
+        // `nr` apart: the tiles read it in place rather than each copying
+        // it (eight copies of 200 KB a call for the MLP's first layer).
+        let in_place = taps.is_none() && b.dense && n_dim == Dim::Fixed(u64::from(nr));
         let packed = pack.then(|| {
-            self.param(Param::Scratch {
-                dtype,
-                shape: vec![panel_rows.clone(), Dim::Fixed(u64::from(nr))],
-            })
+            if in_place {
+                return Panel::InPlace;
+            }
+            Panel::Packed(
+                self.param(Param::Scratch {
+                    dtype,
+                    shape: vec![panel_rows.clone(), Dim::Fixed(u64::from(nr))],
+                }),
+                nr,
+            )
         });
         let outer = dims[..batch].to_vec();
         // The nest's index arithmetic, before it (at the kernel's top for
@@ -443,8 +464,8 @@ impl Lowerer<'_> {
                              (first, count, rest): (Reg, Reg, Reg)| {
                 let width = padded.map_or(cols, |(w, _)| Extent::Fixed(u64::from(w)));
                 let packing = match padded {
-                    Some((w, param)) => Some((param, w)),
-                    None => packed.map(|param| (param, nr)),
+                    Some((w, param)) => Some(Panel::Packed(param, w)),
+                    None => packed,
                 };
                 // A padded block narrower than the panel runs `stack` row
                 // blocks at a time (16 rows of a 16-wide f32 block), so that
@@ -492,8 +513,21 @@ impl Lowerer<'_> {
                 };
                 let pack = |lw: &mut Self,
                             body: &mut Vec<Stmt>,
-                            (param, w): (ParamIdx, u32),
+                            packing: Panel,
                             ks: (Option<Reg>, Extent)| {
+                    let (param, w) = match packing {
+                        Panel::Packed(param, w) => (param, w),
+                        Panel::InPlace => {
+                            // `b` from row `k0` on, its batch rows as they are.
+                            let mut view = b.clone();
+                            if let Some(k0) = ks.0 {
+                                view.offset =
+                                    Some(lw.flat(body, b.offset, &[k0], &strides[3][..1]));
+                                view.dense = false;
+                            }
+                            return (view, j0, strides.clone());
+                        }
+                    };
                     let view = match taps {
                         Some(taps) => lw.pack_taps(body, taps, brows, param, (j0, cols, w), ks),
                         None => lw.pack_panel(body, (b, strides, brows), param, (j0, cols, w), ks),
