@@ -75,6 +75,31 @@ pub fn pool2d_backward(
     on(builder, |ad| pool::adjoint(ad, x, y, attrs, g))
 }
 
+/// The adjoint `∂x` of a max pool of `x` for its adjoint `g`, from the
+/// pool's `indices` (each window's tap as an index within its plane, as
+/// [`max_pool2d_indices`] and torch's `max_pool2d_with_indices` give
+/// them): each window's `g` added at its index, window by window in
+/// row-major order, as torch's CPU kernel adds them (aten's
+/// `max_pool2d_with_indices_backward`); an index outside its plane is a
+/// run-time error of the `index_add`. Over a symbolic batch or channels,
+/// [`pool2d_backward`]'s (`y = max_pool2d(x)` by `attrs`).
+pub fn max_pool2d_backward(
+    builder: &mut Builder,
+    (x, y): (Value, Value),
+    attrs: &crate::op::Pool2d,
+    indices: Value,
+    g: Value,
+) -> GradResult<Value> {
+    on(builder, |ad| {
+        let shape = ad.shape(x);
+        if shape.iter().all(|d| matches!(d, Dim::Fixed(_))) {
+            pool::scatter_to_planes(ad, &shape, indices, g)
+        } else {
+            pool::adjoint(ad, x, y, attrs, g)
+        }
+    })
+}
+
 /// The indices of a max pool `y = max_pool2d(x)`: for each window, the
 /// index within its plane (`row * width + column`) of the tap its
 /// derivative goes to (torch's `max_pool2d_with_indices`), `i64`.

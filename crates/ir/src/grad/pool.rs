@@ -9,11 +9,13 @@
 //! - max: each window's derivative goes to one tap, torch's: the first tap
 //!   (row by row) equal to the maximum, or, where the maximum is NaN, the
 //!   last NaN tap (torch's CPU kernel takes a tap that is greater than the
-//!   one it holds or NaN). `∂x = Σ_taps place(select(taken, t, 0))`;
-//!   forward mode selects the taken tap's tangent.
+//!   one it holds or NaN). `∂x` is an `index_add` of each window's `t` at
+//!   its taken tap, window by window ([`max_by_index`]); over a symbolic
+//!   batch or channels `Σ_taps place(select(taken, t, 0))`; forward mode
+//!   selects the taken tap's tangent.
 //!
 //! The taps' contributions are added in tap order (row by row), after the
-//! first.
+//! first (average, and max over symbolic planes).
 
 use super::{Ad, GradResult};
 use crate::entities::Value;
@@ -242,6 +244,11 @@ pub(super) fn adjoint(
     attrs: &Pool2d,
     g: Value,
 ) -> GradResult<Value> {
+    if attrs.kind == PoolKind::Max {
+        if let Some(dx) = max_by_index(ad, x, y, attrs, g)? {
+            return Ok(dx);
+        }
+    }
     let geo = Windows::of_pool(ad, x, y, attrs)?;
     let parts = match attrs.kind {
         PoolKind::Avg => {
@@ -266,6 +273,68 @@ pub(super) fn adjoint(
         });
     }
     Ok(sum.expect("a window has a tap"))
+}
+
+/// `∂x` of a max pool `y` of `x` for `y`'s adjoint `g` where `x`'s planes
+/// are counted (a fixed batch and channels): each window's `g` added to
+/// its taken tap's element, window by window in row-major order over `[n,
+/// c, oh, ow]`, one `index_add` into the flattened zeros at
+/// [`indices`] plus each plane's start, which is how torch's CPU kernel
+/// adds them. One gather-like loop where the taps put back one at a time
+/// were a few hundred layout nodes (a 3×3 pool of stride 2 compiled for
+/// seconds on the LLVM tier). `None` for a symbolic batch or channels.
+fn max_by_index(
+    ad: &mut Ad,
+    x: Value,
+    y: Value,
+    attrs: &Pool2d,
+    g: Value,
+) -> GradResult<Option<Value>> {
+    let shape = ad.shape(x);
+    if !shape.iter().all(|d| matches!(d, Dim::Fixed(_))) {
+        return Ok(None);
+    }
+    let index = indices(ad, x, y, attrs)?;
+    scatter_to_planes(ad, &shape, index, g).map(Some)
+}
+
+/// `g` (`[n, c, oh, ow]`) added into zeros of `shape` (`[n, c, h, w]`,
+/// fixed) at `index`, each element's index within its plane, in row-major
+/// order over `g`: a max pool's adjoint from its indices.
+pub(super) fn scatter_to_planes(
+    ad: &mut Ad,
+    shape: &[Dim],
+    index: Value,
+    g: Value,
+) -> GradResult<Value> {
+    let [Dim::Fixed(n), Dim::Fixed(c), Dim::Fixed(h), Dim::Fixed(w)] = shape[..] else {
+        return super::fail(ad.at, "a max pool's planes must be counted".to_string());
+    };
+    // Each plane's first element in the flattened `x`: `(i * c + j) * h * w`
+    // for batch `i` and channel `j`, as a `[n, 1, 1, 1]` and a `[1, c, 1, 1]`
+    // constant.
+    let plane = h.saturating_mul(w);
+    let starts = |ad: &mut Ad, count: u64, step: u64, axis: usize| {
+        let mut dims = vec![1; 4];
+        dims[axis] = count;
+        let values = (0..count)
+            .map(|i| Scalar::I64(i.saturating_mul(step) as i64))
+            .collect();
+        let t = TensorConst {
+            dtype: DType::I64,
+            dims,
+            values,
+        };
+        ad.op(Op::Tensor(Arc::new(t)), &[])
+    };
+    let batch = starts(ad, n, c.saturating_mul(plane), 0)?;
+    let channel = starts(ad, c, plane, 1)?;
+    let index = ad.add(index, batch)?;
+    let index = ad.add(index, channel)?;
+    let total = n.saturating_mul(c).saturating_mul(plane);
+    let zeros = ad.zeros(ad.dtype(g), &vec![Dim::Fixed(total)])?;
+    let dx = ad.op(Op::IndexAdd(0), &[zeros, index, g])?;
+    ad.reshape(dx, &shape.to_vec())
 }
 
 /// The tangent of `y = pool2d(x)` for `x`'s full tangent `t`.

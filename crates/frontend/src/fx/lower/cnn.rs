@@ -14,7 +14,7 @@
 use super::{Fx, Operand};
 use crate::cnn::{self, BatchNorm};
 use crate::fx::text::{Arg, Node};
-use kiln_ir::{Conv2d, Op, Pool2d, PoolKind, Value};
+use kiln_ir::{Conv2d, DType, Op, Pool2d, PoolKind, Value};
 
 /// A pair of ints from an int or a sequence of one or two (`3`, `(3, 3)`,
 /// `[2]`), each at least `min`.
@@ -180,7 +180,7 @@ impl Fx<'_> {
         } else {
             None
         };
-        let dtype = self.b.dtype(g).unwrap_or(kiln_ir::DType::F32);
+        let dtype = self.b.dtype(g).unwrap_or(DType::F32);
         let unused = self.b.constant(kiln_ir::Scalar::zero(dtype));
         Ok([dx, dw, db].map(|v| v.unwrap_or(unused)).to_vec())
     }
@@ -291,9 +291,10 @@ impl Fx<'_> {
     /// stride, padding, dilation, ceil_mode, indices)` and
     /// `avg_pool2d_backward(grad_output, input, kernel_size, stride,
     /// padding, ceil_mode, count_include_pad, divisor_override)`: the
-    /// input's gradient as `kiln_ir::grad` builds a pool's. A max pool's
-    /// taps are found again from the input, so `indices` is not read: they
-    /// are the ones [`Self::pool_with_indices`] gives.
+    /// input's gradient as `kiln_ir::grad` builds a pool's; a max pool's
+    /// from its `indices` (each window's `grad_output` added at its index,
+    /// window by window, as torch's CPU kernel does), the ones
+    /// [`Self::pool_with_indices`] gives or eager's forward returned.
     pub(super) fn pool_backward(&mut self, op: &str, node: &Node) -> Result<Value, String> {
         let g = self.required(node, 0, "grad_output")?;
         let x = self.required(node, 1, "input")?;
@@ -306,6 +307,18 @@ impl Fx<'_> {
                 self.b.ty(g),
                 self.b.ty(y)
             ));
+        }
+        if max {
+            let indices = self.required(node, 7, "indices")?;
+            let (want, got) = (self.b.ty(g).as_tensor(), self.b.ty(indices).as_tensor());
+            if got.map(|t| (t.dtype, &t.shape)) != want.map(|t| (DType::I64, &t.shape)) {
+                return Err(format!(
+                    "`indices` is {}, not the pool's result shape in i64",
+                    self.b.ty(indices)
+                ));
+            }
+            return kiln_ir::grad::max_pool2d_backward(&mut self.b, (x, y), &pool, indices, g)
+                .map_err(|e| e.message);
         }
         kiln_ir::grad::pool2d_backward(&mut self.b, x, y, &pool, g).map_err(|e| e.message)
     }
