@@ -300,6 +300,55 @@ def test_scatter_add_matches_torch_and_reports_an_index_out_of_range():
         compiled(x2, src2, bad)
 
 
+def test_a_max_pools_gradient_is_torchs_bit_for_bit():
+    # Overlapping windows over a plane of many ties: an element is the
+    # maximum of up to nine windows, and torch's CPU kernel adds their
+    # gradients window by window from zero; kiln's index_add does the
+    # same, so the input's gradient is equal, not close.
+    gen = torch.Generator().manual_seed(7)
+    x = torch.randint(0, 3, (2, 3, 9, 8), generator=gen).double()
+    w = torch.randn(2, 3, 9, 8, generator=gen, dtype=torch.float64) * 1e3
+    w2 = torch.randn(2, 3, 5, 5, generator=gen, dtype=torch.float64) * 1e3
+
+    def loss(x):
+        a = nn.functional.max_pool2d(x, 3, stride=1, padding=1)
+        b = nn.functional.max_pool2d(x, 3, stride=2, padding=1, ceil_mode=True)
+        return (a * w).sum() + (b * w2).sum()
+
+    stats = kt._Stats()
+    grads = []
+    for f in (loss, torch.compile(loss, backend=kt._make_backend("cranelift", True, stats))):
+        torch._dynamo.reset()
+        xg = x.clone().requires_grad_()
+        f(xg).backward()
+        grads.append(xg.grad)
+    ran = {r.target: r.ran_on for r in stats.nodes.values()}
+    assert ran["torch.ops.aten.max_pool2d_with_indices_backward.default"] == "kiln", ran
+    assert torch.equal(grads[0], grads[1])
+
+
+def test_a_max_pools_backward_reports_an_index_outside_its_plane():
+    torch._dynamo.reset()
+    x = torch.randn(1, 2, 4, 4, generator=torch.Generator().manual_seed(8))
+    y, idx = torch.ops.aten.max_pool2d_with_indices(x, [2, 2], [2, 2])
+    g = torch.randn(y.shape, generator=torch.Generator().manual_seed(9))
+
+    def back(g, x, idx):
+        return torch.ops.aten.max_pool2d_with_indices_backward(
+            g, x, [2, 2], [2, 2], [0, 0], [1, 1], False, idx
+        )
+
+    stats = kt._Stats()
+    compiled = torch.compile(back, backend=kt._make_backend("cranelift", True, stats))
+    assert torch.equal(compiled(g, x, idx), back(g, x, idx))
+    ran = {r.target: r.ran_on for r in stats.nodes.values()}
+    assert ran["torch.ops.aten.max_pool2d_with_indices_backward.default"] == "kiln", ran
+    bad = idx.clone()
+    bad[0, 1, 1, 0] = 16  # a 4x4 plane's indices are 0..15
+    with pytest.raises(Exception, match="out of range|outside"):
+        compiled(g, x, bad)
+
+
 def test_an_embeddings_gradient_is_torchs_bit_for_bit():
     # torch's CPU kernel adds each token's row to its weight's row in token
     # order, from zero; kiln's index_add does the same, so the gradient of a

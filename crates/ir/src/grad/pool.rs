@@ -165,6 +165,15 @@ fn plane(
     ad.op(Op::Tensor(Arc::new(t)), &[])
 }
 
+/// Each window's index within its plane (`row * width + column`) of tap
+/// `ab`: negative or past the plane for a tap in the padding.
+fn tap_index(ad: &mut Ad, geo: &Windows, ab: [u64; 2]) -> GradResult<Value> {
+    let width = geo.extent[1] as i64;
+    plane(ad, geo, DType::I64, |i, j| {
+        Scalar::I64(geo.at(0, i, ab[0]) * width + geo.at(1, j, ab[1]))
+    })
+}
+
 /// Whether tap `ab` of each window is inside `x`, where some is not.
 fn inside(ad: &mut Ad, geo: &Windows, ab: [u64; 2]) -> GradResult<Option<Value>> {
     let within = |axis: usize, o: u64| {
@@ -182,48 +191,57 @@ fn inside(ad: &mut Ad, geo: &Windows, ab: [u64; 2]) -> GradResult<Option<Value>>
     Ok(Some(mask))
 }
 
-/// `flags` (bools, in the order given) with every one after the first
-/// true one cleared, element by element: which flag comes first.
-fn only_first<'a>(ad: &mut Ad, flags: impl Iterator<Item = &'a mut Value>) -> GradResult<()> {
-    let no = ad.b.constant(Scalar::Bool(false));
-    let mut seen: Option<Value> = None;
-    for flag in flags {
-        if let Some(s) = seen {
-            let first = ad.select(s, no, *flag)?;
-            seen = Some(ad.binary(BinaryOp::Or, s, *flag)?);
-            *flag = first;
-        } else {
-            seen = Some(*flag);
+/// Each window's taken tap of a max pool `y` of `x`, as its index within
+/// the plane (`[n, c, oh, ow]` `i64`): the first tap (row by row) inside
+/// `x` equal to the maximum (`-0.0` equals `0.0`), or, where the maximum
+/// is NaN, the last NaN tap (torch's CPU kernel takes a tap that is
+/// greater than the one it holds or NaN). Nested selects, each tap's
+/// comparison reading only its own tap and `y`: one loop, where flags
+/// made exclusive tap by tap were a chain of values each read twice,
+/// each stored on its own.
+fn taken_index(ad: &mut Ad, x: Value, y: Value, geo: &Windows) -> GradResult<Value> {
+    let p = geo.padded(ad, x)?;
+    let float = ad.dtype(x).is_float();
+    let mut first = ad.b.constant(Scalar::I64(0));
+    let mut last_nan = first;
+    let taps = geo.taps();
+    let values = taps
+        .iter()
+        .map(|&ab| geo.tap(ad, p, ab))
+        .collect::<GradResult<Vec<_>>>()?;
+    // The first equal tap outermost: built from the last tap out.
+    for (&ab, &xt) in taps.iter().zip(&values).rev() {
+        let mut eq = ad.cmp(CmpOp::Eq, xt, y)?;
+        if let Some(inside) = inside(ad, geo, ab)? {
+            eq = ad.binary(BinaryOp::And, eq, inside)?;
         }
+        let at = tap_index(ad, geo, ab)?;
+        first = ad.select(eq, at, first)?;
     }
-    Ok(())
+    if !float {
+        return Ok(first);
+    }
+    // The last NaN tap outermost: built from the first tap on. Zeros of
+    // the padding are never NaN.
+    for (&ab, &xt) in taps.iter().zip(&values) {
+        let nan = ad.cmp(CmpOp::Ne, xt, xt)?;
+        let at = tap_index(ad, geo, ab)?;
+        last_nan = ad.select(nan, at, last_nan)?;
+    }
+    let y_nan = ad.cmp(CmpOp::Ne, y, y)?;
+    ad.select(y_nan, last_nan, first)
 }
 
 /// For each tap of a max pool `y` of `x`, whether the window's derivative
 /// goes to it (`[n, c, oh, ow]` bools, one true per window).
 fn taken(ad: &mut Ad, x: Value, y: Value, geo: &Windows) -> GradResult<Vec<Value>> {
-    let p = geo.padded(ad, x)?;
-    let mut firsts = Vec::new();
-    let mut nans = Vec::new();
+    let index = taken_index(ad, x, y, geo)?;
+    let mut flags = Vec::new();
     for ab in geo.taps() {
-        let xt = geo.tap(ad, p, ab)?;
-        let mut eq = ad.cmp(CmpOp::Eq, xt, y)?;
-        if let Some(inside) = inside(ad, geo, ab)? {
-            eq = ad.binary(BinaryOp::And, eq, inside)?;
-        }
-        firsts.push(eq);
-        // Zeros of the padding are never NaN.
-        nans.push(ad.cmp(CmpOp::Ne, xt, xt)?);
+        let at = tap_index(ad, geo, ab)?;
+        flags.push(ad.cmp(CmpOp::Eq, index, at)?);
     }
-    // The first equal tap, and the last NaN tap.
-    only_first(ad, firsts.iter_mut())?;
-    only_first(ad, nans.iter_mut().rev())?;
-    let y_nan = ad.cmp(CmpOp::Ne, y, y)?;
-    firsts
-        .into_iter()
-        .zip(nans)
-        .map(|(first, nan)| ad.select(y_nan, nan, first))
-        .collect()
+    Ok(flags)
 }
 
 /// Each window's divisor, `[oh, ow]` in `dtype`.
@@ -365,16 +383,5 @@ pub(super) fn tangent(
 /// `max_pool2d_with_indices`' indices, `i64`.
 pub(super) fn indices(ad: &mut Ad, x: Value, y: Value, attrs: &Pool2d) -> GradResult<Value> {
     let geo = Windows::of_pool(ad, x, y, attrs)?;
-    let taken = taken(ad, x, y, &geo)?;
-    let width = geo.extent[1] as i64;
-    // Nested selects, last tap innermost; a tap outside `x` is never taken.
-    let mut out = ad.b.constant(Scalar::I64(0));
-    for (flag, ab) in taken.into_iter().zip(geo.taps()).rev() {
-        let at = |axis: usize, o: u64| geo.at(axis, o, ab[axis]);
-        let index = plane(ad, &geo, DType::I64, |i, j| {
-            Scalar::I64(at(0, i) * width + at(1, j))
-        })?;
-        out = ad.select(flag, index, out)?;
-    }
-    Ok(out)
+    taken_index(ad, x, y, &geo)
 }
