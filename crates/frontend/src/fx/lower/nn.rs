@@ -567,12 +567,9 @@ impl Fx<'_> {
 
     /// torch's `gather(x, axis, index)`: `out[c] = x[c with c[axis] =
     /// index[c]]`, `index` of `x`'s rank and no larger along the other axes.
-    /// Built as a `gather` of `x` (sliced to `index`'s extents, `axis` moved
-    /// first, flattened) at `index * rest + offset`, where `offset` is the
-    /// element's place among the other axes (below `rest`): that flat index
-    /// is inside the table exactly when `index` is inside the axis, once an
-    /// index outside it is made -1 (so no product can wrap around into
-    /// range).
+    /// Built as a `gather` of the flattened `x` at [`Self::flat_positions`]:
+    /// `x` is read where it is (moving `axis` first copied it whole, 51 MB
+    /// a step for GPT-2's loss over its vocabulary, to read 256 elements).
     fn take_along(&mut self, x: Value, axis: usize, index: Value) -> Result<Value, String> {
         let dims = self.fixed_extents(x, "gather", "a tensor")?;
         let at = self.fixed_extents(index, "gather", "an index")?;
@@ -583,42 +580,60 @@ impl Fx<'_> {
                 at.len()
             ));
         }
-        let mut x = x;
         for d in 0..rank {
-            if d != axis && at[d] != dims[d] {
-                if at[d] > dims[d] {
-                    return Err(format!(
-                        "`gather`: the index's extent {} along dim {d} is above the input's {}",
-                        at[d], dims[d]
-                    ));
-                }
-                x = layout::slice_axis(&mut self.b, x, d, (0, at[d]))?;
+            if d != axis && at[d] > dims[d] {
+                return Err(format!(
+                    "`gather`: the index's extent {} along dim {d} is above the input's {}",
+                    at[d], dims[d]
+                ));
             }
         }
-        let extent = dims[axis];
-        // The other axes, in order, after `axis`.
-        let others: Vec<usize> = (0..rank).filter(|&d| d != axis).collect();
-        let mut perm = vec![axis as u32];
-        perm.extend(others.iter().map(|&d| d as u32));
-        let x = if axis == 0 {
-            x
-        } else {
-            self.b.op(Op::Transpose(perm), &[x]).map_err(te)?
-        };
-        let rest: u64 = others.iter().map(|&d| at[d]).product();
-        let total = extent
-            .checked_mul(rest)
-            .ok_or("`gather` of too many elements")?;
+        let (flat_index, total) = self.flat_positions("gather", &dims, (&at, axis), index)?;
         let flat = self.reshape(x, vec![Dim::Fixed(total)])?;
-        // The place of each element among the other axes, row-major in
-        // their order, shaped as the index with extent 1 along `axis`.
-        let mut offset_dims = at.clone();
+        self.gather(flat, flat_index, 0)
+    }
+
+    /// For each element `c` of an index of extents `at` into a tensor of
+    /// `dims` along `axis`, the row-major position of `c` with `c[axis]`
+    /// replaced by `index[c]` (an `i64` tensor of `at`), and the tensor's
+    /// element count. A position whose index is outside the axis is -1, so
+    /// that the `gather` or `index_add` reading it reports it (without the
+    /// select, -1 along an axis after the first would reach an element of
+    /// the row before).
+    fn flat_positions(
+        &mut self,
+        op: &str,
+        dims: &[u64],
+        (at, axis): (&[u64], usize),
+        index: Value,
+    ) -> Result<(Value, u64), String> {
+        let rank = dims.len();
+        let too_many = || format!("`{op}` of too many elements");
+        // Row-major strides of the tensor, and each index element's offset
+        // along the axes other than `axis`, shaped as the index with extent
+        // 1 there.
+        let mut strides = vec![1u64; rank];
+        for dim in (0..rank - 1).rev() {
+            strides[dim] = strides[dim + 1]
+                .checked_mul(dims[dim + 1])
+                .ok_or_else(too_many)?;
+        }
+        let total = strides[0].checked_mul(dims[0]).ok_or_else(too_many)?;
+        let mut offset_dims = at.to_vec();
         offset_dims[axis] = 1;
-        let count: u64 = offset_dims.iter().product();
-        let mut offsets = Vec::with_capacity(count as usize);
-        for flat_idx in 0..count {
-            // Row-major over `offset_dims` equals row-major over `others`.
-            offsets.push(Scalar::I64(flat_idx as i64));
+        let places: u64 = offset_dims.iter().product();
+        let mut offsets = Vec::with_capacity(places as usize);
+        let mut c = vec![0u64; rank];
+        for _ in 0..places {
+            let place: u64 = (0..rank).map(|dim| c[dim] * strides[dim]).sum();
+            offsets.push(Scalar::I64(place as i64));
+            for dim in (0..rank).rev() {
+                c[dim] += 1;
+                if c[dim] < offset_dims[dim] {
+                    break;
+                }
+                c[dim] = 0;
+            }
         }
         let offsets = self.constant_tensor(DType::I64, offset_dims, offsets)?;
         let index = if self.b.dtype(index) == Some(DType::I64) {
@@ -626,14 +641,14 @@ impl Fx<'_> {
         } else {
             self.b.cast(index, DType::I64).map_err(te)?
         };
-        let top = self.b.constant(Scalar::I64(extent as i64));
+        let top = self.b.constant(Scalar::I64(dims[axis] as i64));
         let outside = self.outside(index, top)?;
-        let minus_one = self.b.constant(Scalar::I64(-1));
-        let index = self.b.select(outside, minus_one, index).map_err(te)?;
-        let stride = self.b.constant(Scalar::I64(rest as i64));
+        let stride = self.b.constant(Scalar::I64(strides[axis] as i64));
         let scaled = self.b.binary(BinaryOp::Mul, index, stride).map_err(te)?;
-        let flat_index = self.b.binary(BinaryOp::Add, scaled, offsets).map_err(te)?;
-        self.gather(flat, flat_index, 0)
+        let flat = self.b.binary(BinaryOp::Add, scaled, offsets).map_err(te)?;
+        let minus_one = self.b.constant(Scalar::I64(-1));
+        let flat = self.b.select(outside, minus_one, flat).map_err(te)?;
+        Ok((flat, total))
     }
 
     /// torch's `scatter_add(x, dim, index, src)`: `x` with `src[c]` added at
@@ -683,46 +698,7 @@ impl Fx<'_> {
                 src = layout::slice_axis(&mut self.b, src, dim, (0, at[dim]))?;
             }
         }
-        // Row-major strides of `x`, and each index element's offset along
-        // the axes other than `dim`, shaped as the index with extent 1 there.
-        let mut strides = vec![1u64; rank];
-        for dim in (0..rank - 1).rev() {
-            strides[dim] = strides[dim + 1]
-                .checked_mul(dims[dim + 1])
-                .ok_or("`scatter_add` of too many elements")?;
-        }
-        let total = strides[0]
-            .checked_mul(dims[0])
-            .ok_or("`scatter_add` of too many elements")?;
-        let mut offset_dims = at.clone();
-        offset_dims[axis] = 1;
-        let places: u64 = offset_dims.iter().product();
-        let mut offsets = Vec::with_capacity(places as usize);
-        let mut c = vec![0u64; rank];
-        for _ in 0..places {
-            let place: u64 = (0..rank).map(|dim| c[dim] * strides[dim]).sum();
-            offsets.push(Scalar::I64(place as i64));
-            for dim in (0..rank).rev() {
-                c[dim] += 1;
-                if c[dim] < offset_dims[dim] {
-                    break;
-                }
-                c[dim] = 0;
-            }
-        }
-        let offsets = self.constant_tensor(DType::I64, offset_dims, offsets)?;
-        let index = if self.b.dtype(index) == Some(DType::I64) {
-            index
-        } else {
-            self.b.cast(index, DType::I64).map_err(te)?
-        };
-        let top = self.b.constant(Scalar::I64(dims[axis] as i64));
-        let outside = self.outside(index, top)?;
-        let stride = self.b.constant(Scalar::I64(strides[axis] as i64));
-        let scaled = self.b.binary(BinaryOp::Mul, index, stride).map_err(te)?;
-        let flat = self.b.binary(BinaryOp::Add, scaled, offsets).map_err(te)?;
-        let minus_one = self.b.constant(Scalar::I64(-1));
-        let flat = self.b.select(outside, minus_one, flat).map_err(te)?;
+        let (flat, total) = self.flat_positions("scatter_add", &dims, (&at, axis), index)?;
         let flat = self.reshape(flat, vec![Dim::Fixed(count)])?;
         let src = self.reshape(src, vec![Dim::Fixed(count)])?;
         let base = self.reshape(x, vec![Dim::Fixed(total)])?;
