@@ -687,6 +687,22 @@ output "y" = v1
     // Windows: {x00} -> x00; {x00, x01} -> x01; {x00, x10} -> x00; all -> x01.
     assert_eq!(f64s(&outs[1]), [2.0, 2.0, 0.0, 0.0]);
     on_every_engine(grad.into_graph(), &[x]);
+    // A tap in the padding past a row's end has the index of the next
+    // row's first element (`r * 2 + 2`); where the window takes that
+    // element, forward mode still carries its tangent, not the padding's.
+    let text = r#"graph "edge"
+v0: f64[1, 1, 3, 2] = input "x"
+v1: f64 = input "s"
+v2: f64[1, 1, 3, 2] = mul v0, v1
+v3: f64[1, 1, 2, 2] = max_pool2d v2 kernel [2, 3] stride [1, 1] pad [0, 0, 1, 1]
+output "y" = v3
+"#;
+    let x = col(&[0.0, 1.0, 5.0, 2.0, 0.5, 0.25]);
+    let jac = kiln::verify(jacobian(&verified(text), &["s"]).unwrap()).unwrap();
+    let outs = kiln::interp::run(&jac, &[x.clone(), scalar(1.0)]).unwrap();
+    // dy/ds is the taken element: each window's maximum.
+    assert_eq!(f64s(&outs[1]), [5.0, 5.0, 5.0, 5.0]);
+    on_every_engine(jac.into_graph(), &[x, scalar(1.0)]);
 }
 
 /// A max pool's indices (what the fx importer builds for

@@ -166,7 +166,7 @@ fn plane(
 }
 
 /// Each window's index within its plane (`row * width + column`) of tap
-/// `ab`: negative or past the plane for a tap in the padding.
+/// `ab`; for a tap in the padding, a number that may be another tap's.
 fn tap_index(ad: &mut Ad, geo: &Windows, ab: [u64; 2]) -> GradResult<Value> {
     let width = geo.extent[1] as i64;
     plane(ad, geo, DType::I64, |i, j| {
@@ -239,7 +239,13 @@ fn taken(ad: &mut Ad, x: Value, y: Value, geo: &Windows) -> GradResult<Vec<Value
     let mut flags = Vec::new();
     for ab in geo.taps() {
         let at = tap_index(ad, geo, ab)?;
-        flags.push(ad.cmp(CmpOp::Eq, index, at)?);
+        let mut flag = ad.cmp(CmpOp::Eq, index, at)?;
+        // A tap in the padding past a row's end has the index of the next
+        // row's first element, which the window may take.
+        if let Some(inside) = inside(ad, geo, ab)? {
+            flag = ad.binary(BinaryOp::And, flag, inside)?;
+        }
+        flags.push(flag);
     }
     Ok(flags)
 }
