@@ -90,13 +90,9 @@ pub fn max_pool2d_backward(
     indices: Value,
     g: Value,
 ) -> GradResult<Value> {
-    on(builder, |ad| {
-        let shape = ad.shape(x);
-        if shape.iter().all(|d| matches!(d, Dim::Fixed(_))) {
-            pool::scatter_to_planes(ad, &shape, indices, g)
-        } else {
-            pool::adjoint(ad, x, y, attrs, g)
-        }
+    on(builder, |ad| match pool::counted(&ad.shape(x)) {
+        Some(planes) => pool::scatter_to_planes(ad, planes, indices, g),
+        None => pool::adjoint(ad, x, y, attrs, g),
     })
 }
 

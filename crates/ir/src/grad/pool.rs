@@ -191,6 +191,33 @@ fn inside(ad: &mut Ad, geo: &Windows, ab: [u64; 2]) -> GradResult<Option<Value>>
     Ok(Some(mask))
 }
 
+/// A max pool's taps over every window, built once for the taken index
+/// and the flags derived from it: each tap's values (`[n, c, oh, ow]`,
+/// of `x` padded with zeros), its index within the plane, and whether it
+/// is inside `x` where some window's is not.
+struct Taps {
+    values: Vec<Value>,
+    at: Vec<Value>,
+    inside: Vec<Option<Value>>,
+}
+
+impl Taps {
+    fn of(ad: &mut Ad, x: Value, geo: &Windows) -> GradResult<Taps> {
+        let p = geo.padded(ad, x)?;
+        let mut taps = Taps {
+            values: Vec::new(),
+            at: Vec::new(),
+            inside: Vec::new(),
+        };
+        for ab in geo.taps() {
+            taps.values.push(geo.tap(ad, p, ab)?);
+            taps.at.push(tap_index(ad, geo, ab)?);
+            taps.inside.push(inside(ad, geo, ab)?);
+        }
+        Ok(taps)
+    }
+}
+
 /// Each window's taken tap of a max pool `y` of `x`, as its index within
 /// the plane (`[n, c, oh, ow]` `i64`): the first tap (row by row) inside
 /// `x` equal to the maximum (`-0.0` equals `0.0`), or, where the maximum
@@ -199,33 +226,25 @@ fn inside(ad: &mut Ad, geo: &Windows, ab: [u64; 2]) -> GradResult<Option<Value>>
 /// comparison reading only its own tap and `y`: one loop, where flags
 /// made exclusive tap by tap were a chain of values each read twice,
 /// each stored on its own.
-fn taken_index(ad: &mut Ad, x: Value, y: Value, geo: &Windows) -> GradResult<Value> {
-    let p = geo.padded(ad, x)?;
-    let float = ad.dtype(x).is_float();
+fn taken_index(ad: &mut Ad, x: Value, y: Value, taps: &Taps) -> GradResult<Value> {
     let mut first = ad.b.constant(Scalar::I64(0));
     let mut last_nan = first;
-    let taps = geo.taps();
-    let values = taps
-        .iter()
-        .map(|&ab| geo.tap(ad, p, ab))
-        .collect::<GradResult<Vec<_>>>()?;
+    let each = || taps.values.iter().zip(&taps.at).zip(&taps.inside);
     // The first equal tap outermost: built from the last tap out.
-    for (&ab, &xt) in taps.iter().zip(&values).rev() {
+    for ((&xt, &at), &inside) in each().rev() {
         let mut eq = ad.cmp(CmpOp::Eq, xt, y)?;
-        if let Some(inside) = inside(ad, geo, ab)? {
+        if let Some(inside) = inside {
             eq = ad.binary(BinaryOp::And, eq, inside)?;
         }
-        let at = tap_index(ad, geo, ab)?;
         first = ad.select(eq, at, first)?;
     }
-    if !float {
+    if !ad.dtype(x).is_float() {
         return Ok(first);
     }
     // The last NaN tap outermost: built from the first tap on. Zeros of
     // the padding are never NaN.
-    for (&ab, &xt) in taps.iter().zip(&values) {
+    for ((&xt, &at), _) in each() {
         let nan = ad.cmp(CmpOp::Ne, xt, xt)?;
-        let at = tap_index(ad, geo, ab)?;
         last_nan = ad.select(nan, at, last_nan)?;
     }
     let y_nan = ad.cmp(CmpOp::Ne, y, y)?;
@@ -235,14 +254,14 @@ fn taken_index(ad: &mut Ad, x: Value, y: Value, geo: &Windows) -> GradResult<Val
 /// For each tap of a max pool `y` of `x`, whether the window's derivative
 /// goes to it (`[n, c, oh, ow]` bools, one true per window).
 fn taken(ad: &mut Ad, x: Value, y: Value, geo: &Windows) -> GradResult<Vec<Value>> {
-    let index = taken_index(ad, x, y, geo)?;
+    let taps = Taps::of(ad, x, geo)?;
+    let index = taken_index(ad, x, y, &taps)?;
     let mut flags = Vec::new();
-    for ab in geo.taps() {
-        let at = tap_index(ad, geo, ab)?;
+    for (&at, &inside) in taps.at.iter().zip(&taps.inside) {
         let mut flag = ad.cmp(CmpOp::Eq, index, at)?;
         // A tap in the padding past a row's end has the index of the next
         // row's first element, which the window may take.
-        if let Some(inside) = inside(ad, geo, ab)? {
+        if let Some(inside) = inside {
             flag = ad.binary(BinaryOp::And, flag, inside)?;
         }
         flags.push(flag);
@@ -314,26 +333,30 @@ fn max_by_index(
     attrs: &Pool2d,
     g: Value,
 ) -> GradResult<Option<Value>> {
-    let shape = ad.shape(x);
-    if !shape.iter().all(|d| matches!(d, Dim::Fixed(_))) {
+    let Some(planes) = counted(&ad.shape(x)) else {
         return Ok(None);
-    }
+    };
     let index = indices(ad, x, y, attrs)?;
-    scatter_to_planes(ad, &shape, index, g).map(Some)
+    scatter_to_planes(ad, planes, index, g).map(Some)
 }
 
-/// `g` (`[n, c, oh, ow]`) added into zeros of `shape` (`[n, c, h, w]`,
-/// fixed) at `index`, each element's index within its plane, in row-major
-/// order over `g`: a max pool's adjoint from its indices.
+/// `[n, c, h, w]` where every extent of a pool's input is fixed.
+pub(super) fn counted(shape: &[Dim]) -> Option<[u64; 4]> {
+    match shape[..] {
+        [Dim::Fixed(n), Dim::Fixed(c), Dim::Fixed(h), Dim::Fixed(w)] => Some([n, c, h, w]),
+        _ => None,
+    }
+}
+
+/// `g` (`[n, c, oh, ow]`) added into zeros of `[n, c, h, w]` at `index`,
+/// each element's index within its plane, in row-major order over `g`: a
+/// max pool's adjoint from its indices.
 pub(super) fn scatter_to_planes(
     ad: &mut Ad,
-    shape: &[Dim],
+    [n, c, h, w]: [u64; 4],
     index: Value,
     g: Value,
 ) -> GradResult<Value> {
-    let [Dim::Fixed(n), Dim::Fixed(c), Dim::Fixed(h), Dim::Fixed(w)] = shape[..] else {
-        return super::fail(ad.at, "a max pool's planes must be counted".to_string());
-    };
     // Each plane's first element in the flattened `x`: `(i * c + j) * h * w`
     // for batch `i` and channel `j`, as a `[n, 1, 1, 1]` and a `[1, c, 1, 1]`
     // constant.
@@ -358,7 +381,7 @@ pub(super) fn scatter_to_planes(
     let total = n.saturating_mul(c).saturating_mul(plane);
     let zeros = ad.zeros(ad.dtype(g), &vec![Dim::Fixed(total)])?;
     let dx = ad.op(Op::IndexAdd(0), &[zeros, index, g])?;
-    ad.reshape(dx, &shape.to_vec())
+    ad.reshape(dx, &[n, c, h, w].map(Dim::Fixed).to_vec())
 }
 
 /// The tangent of `y = pool2d(x)` for `x`'s full tangent `t`.
@@ -389,5 +412,6 @@ pub(super) fn tangent(
 /// `max_pool2d_with_indices`' indices, `i64`.
 pub(super) fn indices(ad: &mut Ad, x: Value, y: Value, attrs: &Pool2d) -> GradResult<Value> {
     let geo = Windows::of_pool(ad, x, y, attrs)?;
-    taken_index(ad, x, y, &geo)
+    let taps = Taps::of(ad, x, &geo)?;
+    taken_index(ad, x, y, &taps)
 }
