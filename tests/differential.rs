@@ -240,6 +240,10 @@ fn the_generator_covers_every_op_and_dtype() {
     // Matmuls of more than 128 steps: the JIT tiers' panels fold them in
     // `k` blocks.
     let mut long_sums = 0;
+    // Float matmuls of 5 rows or more by a dense `b` exactly one of
+    // AVX-512's panels wide (64 `f32` columns, 32 `f64`): the JIT tiers
+    // read its `k` blocks in place.
+    let mut in_place_panels = 0;
     for case in kiln_fuzzgen::seeded(0x9e37_79b9_7f4a_7c15, 3000, 512) {
         for (_, node) in case.graph.nodes() {
             if node.op.mnemonic() == "matmul" {
@@ -248,6 +252,28 @@ fn the_generator_covers_every_op_and_dtype() {
                     .is_some_and(|d| matches!(d, kiln::Dim::Fixed(k) if *k > 128))
                 {
                     long_sums += 1;
+                }
+                let dims = |v| {
+                    let t = case.graph.ty(v).as_tensor()?;
+                    let dims: Option<Vec<u64>> = t
+                        .shape
+                        .iter()
+                        .map(|d| match d {
+                            kiln::Dim::Fixed(n) => Some(*n),
+                            kiln::Dim::Sym(_) => None,
+                        })
+                        .collect();
+                    Some((t.dtype, dims?))
+                };
+                if let (Some((_, a)), Some((dtype, b))) = (dims(node.args[0]), dims(node.args[1])) {
+                    let panel = match dtype {
+                        kiln::DType::F32 => 64,
+                        kiln::DType::F64 => 32,
+                        _ => 0,
+                    };
+                    if a.len() == 2 && a[0] >= 5 && b.len() == 2 && b[1] == panel {
+                        in_place_panels += 1;
+                    }
                 }
             }
             let wide = node.ty.as_tensor().is_some_and(|t| {
@@ -296,6 +322,10 @@ fn the_generator_covers_every_op_and_dtype() {
     assert!(
         long_sums >= 10,
         "{long_sums} matmuls of more than 128 steps"
+    );
+    assert!(
+        in_place_panels >= 10,
+        "{in_place_panels} matmuls of a `b` one AVX-512 panel wide"
     );
 }
 

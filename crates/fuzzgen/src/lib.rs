@@ -519,6 +519,30 @@ impl Gen<'_, '_> {
         })
     }
 
+    /// `x @ b` of a float `x` of 5 to 20 rows and `k` steps (a constant
+    /// plus `a`'s sum, so nothing folds) and a dense constant `b` exactly
+    /// one panel wide: 64 `f32` or 32 `f64` columns (AVX-512's 256-byte
+    /// panels), 16 or 8 (64-byte panels), 8 or 4 (Cranelift's 32 bytes).
+    /// The JIT tiers' row blocks read such a `b` in place, each `k` block
+    /// at its offset, rather than packing it.
+    fn one_panel_matmul(&mut self, a: Value, rank: usize, k: u64) -> Result<Option<Value>> {
+        let dtype = *self.u.choose(&[DType::F32, DType::F64])?;
+        // AVX-512's width half the time: the machines CI runs on.
+        let bytes = *self.u.choose(&[256u64, 256, 64, 32])?;
+        let cols = bytes / dtype.size_bytes() as u64;
+        let rows = self.u.int_in_range(5..=20u64)?;
+        let a = self.b.cast(a, dtype).expect("casts are valid");
+        let c = self.tensor_const(dtype, &[rows, k])?;
+        let Some(x) = self
+            .sum_all(a, rank)
+            .and_then(|s| self.b.binary(BinaryOp::Add, c, s).ok())
+        else {
+            return Ok(None);
+        };
+        let b = self.tensor_const(dtype, &[k, cols])?;
+        Ok(self.b.op(Op::MatMul, &[x, b]).ok())
+    }
+
     /// A tensor step: matmul with a constant, transpose, reshape, a
     /// reduction over axes, a slice, a concat, a broadcast_to, a gather, or
     /// a window op.
@@ -623,6 +647,15 @@ impl Gen<'_, '_> {
                     DType::I32
                 };
                 let a = self.b.cast(a, dtype).expect("casts are valid");
+                if self.u.ratio(1u8, 6u8)? {
+                    // In one `k` block or, past 128 steps, several.
+                    let k = if self.u.arbitrary()? {
+                        self.u.int_in_range(129..=150u64)?
+                    } else {
+                        self.u.int_in_range(1..=16u64)?
+                    };
+                    return self.one_panel_matmul(a, dims.len(), k);
+                }
                 if self.u.ratio(1u8, 10u8)? {
                     // A sum of 129 to 150 steps, which the JIT tiers' panels
                     // fold in `k` blocks (128 steps of AVX-512's panels),
