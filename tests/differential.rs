@@ -244,6 +244,9 @@ fn the_generator_covers_every_op_and_dtype() {
     // AVX-512's panels wide (64 `f32` columns, 32 `f64`): the JIT tiers
     // read its `k` blocks in place.
     let mut in_place_panels = 0;
+    // Matmuls of more than 2048 steps into 97 columns or more: the JIT
+    // tiers stream `a` (f64 everywhere, f32 past 192 columns on AVX-512).
+    let mut streamed = 0;
     for case in kiln_fuzzgen::seeded(0x9e37_79b9_7f4a_7c15, 3000, 512) {
         for (_, node) in case.graph.nodes() {
             if node.op.mnemonic() == "matmul" {
@@ -273,6 +276,9 @@ fn the_generator_covers_every_op_and_dtype() {
                     };
                     if a.len() == 2 && a[0] >= 5 && b.len() == 2 && b[1] == panel {
                         in_place_panels += 1;
+                    }
+                    if a.last().is_some_and(|&k| k > 2048) && b.last().is_some_and(|&n| n >= 97) {
+                        streamed += 1;
                     }
                 }
             }
@@ -323,6 +329,7 @@ fn the_generator_covers_every_op_and_dtype() {
         long_sums >= 10,
         "{long_sums} matmuls of more than 128 steps"
     );
+    assert!(streamed >= 3, "{streamed} matmuls streaming `a`");
     assert!(
         in_place_panels >= 10,
         "{in_place_panels} matmuls of a `b` one AVX-512 panel wide"

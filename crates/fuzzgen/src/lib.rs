@@ -657,18 +657,33 @@ impl Gen<'_, '_> {
                     return self.one_panel_matmul(a, dims.len(), k);
                 }
                 if self.u.ratio(1u8, 10u8)? {
-                    // A sum of 129 to 150 steps, which the JIT tiers' panels
-                    // fold in `k` blocks (128 steps of AVX-512's panels),
+                    // A sum of 129 to 150 steps (now and then past 2048),
+                    // which the JIT tiers' panels fold in `k` blocks (128
+                    // steps of AVX-512's panels),
                     // each block's sums starting from what the block before
                     // stored: a constant of 1 to 20 rows plus `a`'s sum
                     // (so nothing folds), times a constant as written or
                     // as `x @ w.T`.
                     let rows = self.u.int_in_range(1..=20u64)?;
-                    let k = self.u.int_in_range(129..=150u64)?;
-                    let cols = if self.u.ratio(1u8, 3u8)? {
-                        self.u.int_in_range(30..=70u64)?
+                    let (k, cols) = if self.u.ratio(1u8, 2u8)? {
+                        // Past 2048 steps and 4 panels wide (where the
+                        // columns are past 96): `a` streamed, its tiles
+                        // running chunks of column blocks in each `k`
+                        // block.
+                        (
+                            self.u.int_in_range(2049..=2080u64)?,
+                            self.u.int_in_range(20..=300u64)?,
+                        )
+                    } else if self.u.ratio(1u8, 3u8)? {
+                        (
+                            self.u.int_in_range(129..=150u64)?,
+                            self.u.int_in_range(30..=70u64)?,
+                        )
                     } else {
-                        self.u.int_in_range(1..=20u64)?
+                        (
+                            self.u.int_in_range(129..=150u64)?,
+                            self.u.int_in_range(1..=20u64)?,
+                        )
                     };
                     let c = self.tensor_const(dtype, &[rows, k])?;
                     let Some(x) = self

@@ -34,6 +34,30 @@ const ROW_GROUP_LOG: i64 = 5;
 /// tiles.
 const FEW_COLUMNS_GROUP_LOG: i64 = 3;
 
+/// Where a row group's rows of `a` over all of `k` outgrow this many bytes
+/// (about a core's L2: 1 MiB on Zen 4, 2 MiB on Emerald Rapids), `a` is
+/// *streamed*: a tile runs several column blocks inside each `k` block,
+/// rather than every `k` block inside each column block, so that its `k`
+/// block of `a` is read from memory once for them all. GPT-2's LM head's
+/// `g @ w` (`[256, 50257] @ [50257, 768]`, f32) read its 51 MB `g` twelve
+/// times (once a column block) and packed its 154 MB `w` twice (once a row
+/// group of 128 rows).
+const STREAMED_A_BYTES: u64 = 1 << 20;
+/// Log2 of the row blocks of a streamed `a`'s row group (512 rows: 256 KiB
+/// of `a` a `k` block in f32 on AVX-512), each of which packs every block
+/// of `b` it reads.
+const STREAM_GROUP_LOG: i64 = 7;
+/// The most column blocks a streamed `a`'s tile runs in each `k` block:
+/// their sums wait in `d` between blocks (512 rows × 4 blocks of 256
+/// bytes: 512 KiB).
+const STREAM_SPAN: i64 = 4;
+/// The fewest tiles a streamed `a`'s product is cut into where its column
+/// blocks allow, so that it still splits across threads. Fewer tiles read
+/// `a` fewer times: GPT-2's `g @ w` (one row group, 12 column blocks) took
+/// 128 ms on one Emerald Rapids thread in 2 tiles, 136 in 4, 145 in 8 and
+/// 161 in 12 (torch 117-123); in tiles of 128 rows × 1 block, 180.
+const STREAM_TILES: i64 = 8;
+
 /// The bytes of a packed panel (`k` steps × the panel's row of `bytes`):
 /// past it, a column block runs in `k` blocks, each packing its rows, and
 /// the sums wait in the destination between them (a convolution's blocks
@@ -315,6 +339,23 @@ impl Lowerer<'_> {
             (Dim::Sym(_), _) => Some(steps),
         };
         let panel_rows = kc.map_or(k_dim.clone(), Dim::Fixed);
+        let few_columns = matches!(n_dim, Dim::Fixed(n) if n.div_ceil(u64::from(nr)) < 4);
+        let group_log = if few_columns {
+            FEW_COLUMNS_GROUP_LOG
+        } else {
+            ROW_GROUP_LOG
+        };
+        // A row group's `a` past L2 over all of `k`: its tiles run several
+        // column blocks in each `k` block ([`STREAMED_A_BYTES`]).
+        let streamed = kc.is_some()
+            && taps.is_none()
+            && match k_dim {
+                Dim::Fixed(k) => {
+                    let group_rows = u64::from(PANEL_ROWS) << group_log;
+                    group_rows * k * dtype.size_bytes() as u64 > STREAMED_A_BYTES
+                }
+                Dim::Sym(_) => false,
+            };
         // Where `b` is dense and one block wide (`n` is `nr`: a batch-64
         // `Linear`'s `(w @ x.T).T` in f32 on AVX-512, `x.T` copied densely
         // first), each of its `k` blocks already is the packed panel, rows
@@ -400,16 +441,13 @@ impl Lowerer<'_> {
         // over every row block after the tiles (Cranelift's tiles ran its
         // panels at half speed with the rest block in them: regalloc2).
         let rest_in_tiles = batch > 0 && !matches!(rest_cols, Extent::Fixed(0));
-        let blocks = if rest_in_tiles {
-            self.i64_binary(out, BinaryOp::Add, col_blocks, has_rest)
+        // A streamed `a`'s tiles are a row group × a chunk of column
+        // blocks (the rest block stays a loop of its own after them).
+        let streamed = streamed && !rest_in_tiles;
+        let group_log = if streamed {
+            STREAM_GROUP_LOG
         } else {
-            col_blocks
-        };
-        let few_columns = matches!(n_dim, Dim::Fixed(n) if n.div_ceil(u64::from(nr)) < 4);
-        let group_log = if few_columns {
-            FEW_COLUMNS_GROUP_LOG
-        } else {
-            ROW_GROUP_LOG
+            group_log
         };
         // `groups` is the row groups that hold a block (at least one, for
         // the rows past the last block): a group of none would make
@@ -421,6 +459,21 @@ impl Lowerer<'_> {
         let covering = self.i64_binary(out, BinaryOp::ShrLogical, spread, group_log);
         let groups = self.i64_binary(out, BinaryOp::Max, covering, one);
         let last = i64_op(self, out, BinaryOp::Sub, groups, 1);
+        // Tiles a row group: its column blocks, or for a streamed `a` its
+        // chunks of them, at most STREAM_SPAN blocks each, and as many as
+        // make STREAM_TILES tiles in all where there are blocks enough.
+        let blocks = if rest_in_tiles {
+            self.i64_binary(out, BinaryOp::Add, col_blocks, has_rest)
+        } else if streamed {
+            let spread = i64_op(self, out, BinaryOp::Add, col_blocks, STREAM_SPAN - 1);
+            let fewest = i64_op(self, out, BinaryOp::Div, spread, STREAM_SPAN);
+            let spread = i64_op(self, out, BinaryOp::Add, groups, STREAM_TILES - 1);
+            let wanted = self.i64_binary(out, BinaryOp::Div, spread, groups);
+            let wanted = self.i64_binary(out, BinaryOp::Min, wanted, col_blocks);
+            self.i64_binary(out, BinaryOp::Max, fewest, wanted)
+        } else {
+            col_blocks
+        };
         let tiles = self.mul(out, groups, blocks);
         // Never 0: no tile divides by it then (the tile loop is empty).
         let per_group = self.i64_binary(out, BinaryOp::Max, blocks, one);
@@ -457,11 +510,14 @@ impl Lowerer<'_> {
             // with `padded` a block of that width packed with zeros past
             // `cols`): `count` blocks of PANEL_ROWS from block `first`, then
             // `rest` rows one at a time from `m_full`; in `k` blocks where
-            // the packed panel would outgrow the caches (`kc`).
+            // the packed panel would outgrow the caches (`kc`). With `span`,
+            // that many full column blocks from `j0`, one after another
+            // inside each `k` block (a streamed `a`).
             let row_loops = |lw: &mut Self,
                              body: &mut Vec<Stmt>,
                              (j0, cols, padded): (Reg, Extent, Option<(u32, ParamIdx)>),
-                             (first, count, rest): (Reg, Reg, Reg)| {
+                             (first, count, rest): (Reg, Reg, Reg),
+                             span: Option<Reg>| {
                 let width = padded.map_or(cols, |(w, _)| Extent::Fixed(u64::from(w)));
                 let packing = match padded {
                     Some((w, param)) => Some(Panel::Packed(param, w)),
@@ -514,6 +570,7 @@ impl Lowerer<'_> {
                 let pack = |lw: &mut Self,
                             body: &mut Vec<Stmt>,
                             packing: Panel,
+                            j0: Reg,
                             ks: (Option<Reg>, Extent)| {
                     let (param, w) = match packing {
                         Panel::Packed(param, w) => (param, w),
@@ -566,24 +623,47 @@ impl Lowerer<'_> {
                         let k0 = lw.mul(kbb, kb, kc);
                         let left = lw.i64_binary(kbb, BinaryOp::Sub, k_total, k0);
                         let kn = lw.i64_binary(kbb, BinaryOp::Min, left, kc);
-                        let (b_panel, b_j0, b_strides) =
-                            pack(lw, kbb, packing, (Some(k0), Extent::Reg(kn)));
                         let steps = Steps {
                             k0: Some(k0),
                             extent: Extent::Reg(kn),
                         };
-                        let b_at = (&b_panel, b_j0, &b_strides);
-                        blocks(lw, kbb, &mut |lw, body, rows| {
-                            panel(lw, body, b_at, rows, j0, (width, cols), steps)
-                        });
+                        // One column block's rows over this `k` block.
+                        let column = |lw: &mut Self, body: &mut Vec<Stmt>, j0: Reg| {
+                            let (b_panel, b_j0, b_strides) =
+                                pack(lw, body, packing, j0, (Some(k0), Extent::Reg(kn)));
+                            let b_at = (&b_panel, b_j0, &b_strides);
+                            blocks(lw, body, &mut |lw, body, rows| {
+                                panel(lw, body, b_at, rows, j0, (width, cols), steps)
+                            });
+                        };
+                        // Each column block of the span (or `j0`'s alone),
+                        // its epilogue once every `k` block has run.
+                        let spanned = |lw: &mut Self,
+                                       body: &mut Vec<Stmt>,
+                                       each: &mut dyn FnMut(&mut Self, &mut Vec<Stmt>, Reg)| {
+                            let Some(span) = span else {
+                                return each(lw, body, j0);
+                            };
+                            let jb = lw.new_reg(DType::I64, Some("jb"));
+                            let mut jb_body = Vec::new();
+                            let skip = i64_op(lw, &mut jb_body, BinaryOp::Shl, jb, nr_log);
+                            let at = lw.i64_binary(&mut jb_body, BinaryOp::Add, j0, skip);
+                            each(lw, &mut jb_body, at);
+                            body.push(Stmt::loop_of(Extent::Reg(span), jb, jb_body));
+                        };
+                        spanned(lw, kbb, &mut |lw, body, j0| column(lw, body, j0));
                         body.push(Stmt::loop_of(Extent::Reg(k_blocks), kb, kb_body));
-                        blocks(lw, body, &mut |lw, body, rows| {
-                            epilogue(lw, body, rows, j0, cols)
-                        });
+                        if epi.is_some() {
+                            spanned(lw, body, &mut |lw, body, j0| {
+                                blocks(lw, body, &mut |lw, body, rows| {
+                                    epilogue(lw, body, rows, j0, cols)
+                                })
+                            });
+                        }
                     }
                     _ => {
                         let (b_panel, b_j0, b_strides) = match packing {
-                            Some(packing) => pack(lw, body, packing, (None, all_k)),
+                            Some(packing) => pack(lw, body, packing, j0, (None, all_k)),
                             None => (b.clone(), j0, strides.clone()),
                         };
                         let steps = Steps {
@@ -604,6 +684,22 @@ impl Lowerer<'_> {
             let g = lw.i64_binary(tb, BinaryOp::Div, t, per_group);
             let g_cols = lw.mul(tb, g, per_group);
             let jb = lw.i64_binary(tb, BinaryOp::Sub, t, g_cols);
+            // A streamed `a`'s tile: chunk `jb` of column blocks, the
+            // blocks split evenly between the chunks.
+            let (jb, span) = if streamed {
+                // Chunk `c` of `per_group` is column blocks
+                // `c * col_blocks / per_group` up to the next's start.
+                let at = |lw: &mut Self, body: &mut Vec<Stmt>, c: Reg| {
+                    let scaled = lw.mul(body, c, col_blocks);
+                    lw.i64_binary(body, BinaryOp::Div, scaled, per_group)
+                };
+                let next = i64_op(lw, tb, BinaryOp::Add, jb, 1);
+                let (jb, end) = (at(lw, tb, jb), at(lw, tb, next));
+                let span = lw.i64_binary(tb, BinaryOp::Sub, end, jb);
+                (jb, Some(span))
+            } else {
+                (jb, None)
+            };
             let j0 = i64_op(lw, tb, BinaryOp::Shl, jb, nr_log);
             let first = lw.i64_binary(tb, BinaryOp::Shl, g, group_log);
             let left = lw.i64_binary(tb, BinaryOp::Sub, row_blocks, first);
@@ -614,7 +710,7 @@ impl Lowerer<'_> {
             let rows = (first, count, rest);
             let full = Extent::Fixed(u64::from(nr));
             if !rest_in_tiles {
-                row_loops(lw, tb, (j0, full, None), rows);
+                row_loops(lw, tb, (j0, full, None), rows, span);
             } else {
                 // A full block or the rest block: loops that run once or
                 // not at all, as the tile's column block is. `j0` is
@@ -632,17 +728,17 @@ impl Lowerer<'_> {
                 let full_once = lw.i64_binary(tb, BinaryOp::Sub, one, rest_once);
                 let once = lw.new_reg(DType::I64, Some("full"));
                 let mut full_body = Vec::new();
-                row_loops(lw, &mut full_body, (j0, full, None), rows);
+                row_loops(lw, &mut full_body, (j0, full, None), rows, None);
                 tb.push(Stmt::loop_of(Extent::Reg(full_once), once, full_body));
                 let once = lw.new_reg(DType::I64, Some("rest"));
                 let mut rest_body = Vec::new();
-                row_loops(lw, &mut rest_body, (j0, rest_cols, rest_block), rows);
+                row_loops(lw, &mut rest_body, (j0, rest_cols, rest_block), rows, None);
                 tb.push(Stmt::loop_of(Extent::Reg(rest_once), once, rest_body));
             }
             body.push(Stmt::loop_of(Extent::Reg(tiles), t, t_body));
             if !rest_in_tiles && !matches!(rest_cols, Extent::Fixed(0)) {
                 let rows = (zero, row_blocks, m_rest);
-                row_loops(lw, body, (n_full, rest_cols, rest_block), rows);
+                row_loops(lw, body, (n_full, rest_cols, rest_block), rows, None);
             }
         });
     }
