@@ -43,9 +43,9 @@ const FEW_COLUMNS_GROUP_LOG: i64 = 3;
 /// times (once a column block) and packed its 154 MB `w` twice (once a row
 /// group of 128 rows).
 const STREAMED_A_BYTES: u64 = 1 << 20;
-/// Log2 of the row blocks of a streamed `a`'s row group (512 rows: 256 KiB
-/// of `a` a `k` block in f32 on AVX-512), each of which packs every block
-/// of `b` it reads.
+/// Log2 of the most row blocks of a streamed `a`'s row group (512 rows:
+/// 256 KiB of `a` a `k` block in f32 on AVX-512), each group packing every
+/// block of `b` it reads.
 const STREAM_GROUP_LOG: i64 = 7;
 /// The most column blocks a streamed `a`'s tile runs in each `k` block:
 /// their sums wait in `d` between blocks (512 rows × 4 blocks of 256
@@ -444,10 +444,23 @@ impl Lowerer<'_> {
         // A streamed `a`'s tiles are a row group × a chunk of column
         // blocks (the rest block stays a loop of its own after them).
         let streamed = streamed && !rest_in_tiles;
-        let group_log = if streamed {
-            STREAM_GROUP_LOG
-        } else {
-            group_log
+        // Its row groups of 512 rows, or, where that leaves fewer than
+        // STREAM_TILES tiles of one column block each, of as few as make
+        // them (down to 128 rows): ViT-B/16's `Linear(3072, 768)` as
+        // `(w @ x.T).T`, 768 rows by 3 blocks of its 197 tokens, in groups
+        // of 256 rows.
+        let group_log = match (&m_dim, &n_dim) {
+            _ if !streamed => group_log,
+            (Dim::Fixed(m), Dim::Fixed(n)) => {
+                let row_blocks = m >> mr_log;
+                let col_blocks = n >> nr_log;
+                let tiles = |log: i64| row_blocks.div_ceil(1 << log).max(1) * col_blocks;
+                (ROW_GROUP_LOG..=STREAM_GROUP_LOG)
+                    .rev()
+                    .find(|&log| tiles(log) >= STREAM_TILES as u64)
+                    .unwrap_or(ROW_GROUP_LOG)
+            }
+            _ => STREAM_GROUP_LOG,
         };
         // `groups` is the row groups that hold a block (at least one, for
         // the rows past the last block): a group of none would make
