@@ -247,6 +247,23 @@ fn the_generator_covers_every_op_and_dtype() {
     // Matmuls of more than 2048 steps into 97 columns or more: the JIT
     // tiers stream `a` (f64 everywhere, f32 past 192 columns on AVX-512).
     let mut streamed = 0;
+    // Convolutions of 8 or more output channels whose weights are a
+    // transpose (a strided view the panels copy dense), in window mode.
+    let strided_weights = kiln_fuzzgen::seeded_windows(0x9e37_79b9_7f4a_7c15, 3000, 512)
+        .map(|case| {
+            let g = &case.graph;
+            g.nodes()
+                .filter(|(_, node)| {
+                    node.op.mnemonic() == "conv2d"
+                        && g.node(node.args[1]).op.mnemonic() == "transpose"
+                })
+                .count()
+        })
+        .sum::<usize>();
+    assert!(
+        strided_weights >= 10,
+        "{strided_weights} convolutions of strided weights"
+    );
     for case in kiln_fuzzgen::seeded(0x9e37_79b9_7f4a_7c15, 3000, 512) {
         for (_, node) in case.graph.nodes() {
             if node.op.mnemonic() == "matmul" {

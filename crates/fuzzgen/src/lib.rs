@@ -305,10 +305,18 @@ impl Gen<'_, '_> {
             };
             let out = groups * per_group;
             let k = pair(self.u, 1, 3)?;
-            let w = self.tensor_const(
-                dtype,
-                &[out, chans / groups, u64::from(k[0]), u64::from(k[1])],
-            )?;
+            let taps = [u64::from(k[0]), u64::from(k[1])];
+            let w = if groups == 1 && per_group >= 8 && self.u.ratio(1u8, 3u8)? {
+                // Now and then a strided view of the weights, their channel
+                // axes swapped (as a gradient's are), which the panels'
+                // lowering copies dense first.
+                let c = self.tensor_const(dtype, &[chans, out, taps[0], taps[1]])?;
+                self.b
+                    .op(Op::Transpose(vec![1, 0, 2, 3]), &[c])
+                    .unwrap_or(c)
+            } else {
+                self.tensor_const(dtype, &[out, chans / groups, taps[0], taps[1]])?
+            };
             let w = match scale {
                 Some(s) => self.b.op(Op::Binary(BinaryOp::Mul), &[w, s]).unwrap_or(w),
                 None => w,

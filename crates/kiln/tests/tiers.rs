@@ -675,7 +675,22 @@ fn convolutions_as_matmul_panels_agree_with_the_interpreter_bit_for_bit() {
         for &shape in &shapes {
             let (with_raw, [nx, nw, nb]) = conv_text(dtype, shape);
             let alone = with_raw.replace("output \"raw\" = v2\n", "");
-            for src in [with_raw, alone] {
+            // With one group, also the weights as a transpose of
+            // `[c_in, c_out, kh, kw]` (as a gradient's are): a strided
+            // view, which the panels copy dense first.
+            let (_, ci, co, groups, _, [kh, kw], ..) = shape;
+            let swapped = (groups == 1).then(|| {
+                let src = alone.replace(
+                    &format!("v1: {dtype}[{co}, {ci}, {kh}, {kw}] = input \"w\"\n"),
+                    &format!(
+                        "v10: {dtype}[{ci}, {co}, {kh}, {kw}] = input \"w\"\n\
+                         v1: {dtype}[{co}, {ci}, {kh}, {kw}] = transpose v10 [1, 0, 2, 3]\n"
+                    ),
+                );
+                assert!(src.contains("transpose v10"), "{src}");
+                src
+            });
+            for src in [with_raw, alone].into_iter().chain(swapped) {
                 let graph = kiln::ir::text::parse(&src).expect("parses");
                 let graph = kiln::verify(graph).expect("verifies");
                 let inputs = [values(dt, nx, 1), values(dt, nw, 2), values(dt, nb, 3)];

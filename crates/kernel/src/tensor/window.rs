@@ -822,7 +822,18 @@ impl Lowerer<'_> {
         let out = &mut st.out;
         let x = self.as_view(out, &st.loc, &args[0], false);
         let w = match op {
-            kiln_ir::op::Op::Conv2d(_) => Some(self.as_view(out, &st.loc, &args[1], false)),
+            kiln_ir::op::Op::Conv2d(c) => {
+                // Where the convolution runs as matmul panels, its weights
+                // are the panels' `a`, read along `k` = (input channel,
+                // tap) with one stride: a strided view of them (a
+                // gradient's flipped, channel-swapped weights) is copied
+                // dense first. ResNet-18's training step ran every input
+                // adjoint as wide-row taps for want of it.
+                let out_per_group = fixed(&dims[1]) / u64::from(c.groups);
+                let dense =
+                    self.panels.is_some() && self.conv_panels && out_per_group >= PANEL_CHANNELS;
+                Some(self.as_view(out, &st.loc, &args[1], dense))
+            }
             _ => None,
         };
         if let (Some(w), Some(e)) = (&w, st.fusion.epilogue[value.index()]) {
