@@ -27,7 +27,7 @@
 //! innermost loop runs along output columns, reading the destination row
 //! contiguously, so LLVM vectorizes it without reassociating a sum.
 
-use super::matmul::ConvTaps;
+use super::matmul::{ConvTaps, Split};
 use super::{Epilogue, Loc, View};
 use crate::lower::{step_op, Lowerer};
 use crate::{Expr, Extent, Param, ParamIdx, Reg, Stmt};
@@ -112,7 +112,7 @@ impl Lowerer<'_> {
         let output = [fixed(&d.dims[2]), fixed(&d.dims[3])];
         let ph = self.phases(out, x, c, [kh, kw], output[0], dtype);
         if let (Some(bytes), true) = (self.panels, self.conv_panels) {
-            if w.dense && w.offset.is_none() && out_per_group >= PANEL_CHANNELS {
+            if out_per_group >= PANEL_CHANNELS {
                 let geometry = ([kh, kw], output);
                 return self.conv2d_panels(out, c, (&ph, w, d), geometry, epi, (bytes, dtype));
             }
@@ -255,16 +255,38 @@ impl Lowerer<'_> {
         let out_per_group = c_out / groups;
         let k = per_group * u64::from(kh) * u64::from(kw);
         let stride = |lw: &mut Self, out: &mut Vec<Stmt>, v: u64| Some(lw.i64_const(out, v as i64));
-        let a = View {
-            param: w.param,
-            dims: vec![Dim::Fixed(groups), Dim::Fixed(out_per_group), Dim::Fixed(k)],
-            offset: None,
-            strides: vec![
-                stride(self, out, out_per_group * k),
-                stride(self, out, k),
-                stride(self, out, 1),
-            ],
-            dense: true,
+        // The weights as `[groups, out_per_group, k]`: dense, `k` one
+        // stride; else (a gradient's flipped, channel-swapped weights)
+        // `k` split into (input channel, kernel row, kernel column), each
+        // read by its own stride ([`Split`]).
+        let (a, weights) = if w.dense && w.offset.is_none() {
+            let a = View {
+                param: w.param,
+                dims: vec![Dim::Fixed(groups), Dim::Fixed(out_per_group), Dim::Fixed(k)],
+                offset: None,
+                strides: vec![
+                    stride(self, out, out_per_group * k),
+                    stride(self, out, k),
+                    stride(self, out, 1),
+                ],
+                dense: true,
+            };
+            (a, None)
+        } else {
+            let per = self.i64_const(out, out_per_group as i64);
+            let group = w.strides[0].map(|s| self.mul(out, s, per));
+            let a = View {
+                param: w.param,
+                dims: vec![Dim::Fixed(groups), Dim::Fixed(out_per_group), Dim::Fixed(k)],
+                offset: w.offset,
+                strides: vec![group, w.strides[0], None],
+                dense: false,
+            };
+            let split = Split {
+                kernel: [kh, kw],
+                strides: [w.strides[1], w.strides[2], w.strides[3]],
+            };
+            (a, Some(split))
         };
         let batch = d.dims[0].clone();
         let planes = vec![
@@ -286,6 +308,7 @@ impl Lowerer<'_> {
             src: ph.view.clone(),
             per_group,
             shifts,
+            weights,
         };
         let strides = [
             vec![None, a.strides[0]],
@@ -822,18 +845,7 @@ impl Lowerer<'_> {
         let out = &mut st.out;
         let x = self.as_view(out, &st.loc, &args[0], false);
         let w = match op {
-            kiln_ir::op::Op::Conv2d(c) => {
-                // Where the convolution runs as matmul panels, its weights
-                // are the panels' `a`, read along `k` = (input channel,
-                // tap) with one stride: a strided view of them (a
-                // gradient's flipped, channel-swapped weights) is copied
-                // dense first. ResNet-18's training step ran every input
-                // adjoint as wide-row taps for want of it.
-                let out_per_group = fixed(&dims[1]) / u64::from(c.groups);
-                let dense =
-                    self.panels.is_some() && self.conv_panels && out_per_group >= PANEL_CHANNELS;
-                Some(self.as_view(out, &st.loc, &args[1], dense))
-            }
+            kiln_ir::op::Op::Conv2d(_) => Some(self.as_view(out, &st.loc, &args[1], false)),
             _ => None,
         };
         if let (Some(w), Some(e)) = (&w, st.fusion.epilogue[value.index()]) {
