@@ -675,22 +675,29 @@ fn convolutions_as_matmul_panels_agree_with_the_interpreter_bit_for_bit() {
         for &shape in &shapes {
             let (with_raw, [nx, nw, nb]) = conv_text(dtype, shape);
             let alone = with_raw.replace("output \"raw\" = v2\n", "");
-            // With one group, also the weights as a transpose of
-            // `[c_in, c_out, kh, kw]` (as a gradient's are): a strided
-            // view, which the panels copy dense first.
+            // Also the weights as strided views, which the panels read by
+            // their strides, `k` as (input channel, kernel row, kernel
+            // column): a transpose of `[c_in, c_out, kh, kw]` with one
+            // group (as a gradient's are), and of `[c_out, c_in / groups,
+            // kw, kh]` with any.
             let (_, ci, co, groups, _, [kh, kw], ..) = shape;
-            let swapped = (groups == 1).then(|| {
+            let cg = ci / groups;
+            let weights = format!("v1: {dtype}[{co}, {cg}, {kh}, {kw}] = input \"w\"\n");
+            let view = |stored: String, perm: &str| {
                 let src = alone.replace(
-                    &format!("v1: {dtype}[{co}, {ci}, {kh}, {kw}] = input \"w\"\n"),
+                    &weights,
                     &format!(
-                        "v10: {dtype}[{ci}, {co}, {kh}, {kw}] = input \"w\"\n\
-                         v1: {dtype}[{co}, {ci}, {kh}, {kw}] = transpose v10 [1, 0, 2, 3]\n"
+                        "v10: {dtype}[{stored}] = input \"w\"\n\
+                         v1: {dtype}[{co}, {cg}, {kh}, {kw}] = transpose v10 [{perm}]\n"
                     ),
                 );
                 assert!(src.contains("transpose v10"), "{src}");
                 src
-            });
-            for src in [with_raw, alone].into_iter().chain(swapped) {
+            };
+            let swapped =
+                (groups == 1).then(|| view(format!("{ci}, {co}, {kh}, {kw}"), "1, 0, 2, 3"));
+            let turned = view(format!("{co}, {cg}, {kw}, {kh}"), "0, 1, 3, 2");
+            for src in [with_raw, alone, turned].into_iter().chain(swapped) {
                 let graph = kiln::ir::text::parse(&src).expect("parses");
                 let graph = kiln::verify(graph).expect("verifies");
                 let inputs = [values(dt, nx, 1), values(dt, nw, 2), values(dt, nb, 3)];
