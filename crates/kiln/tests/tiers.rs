@@ -517,20 +517,26 @@ fn matmuls_of_every_shape_agree_with_the_interpreter_bit_for_bit() {
     for (dtype, dt) in [("f32", F32), ("f64", F64), ("i32", I32), ("i64", I64)] {
         for &(m, k, n) in &shapes {
             for transposed in [false, true] {
-                let with_raw = matmul_text(dtype, (m, k, n), transposed);
-                // Returned, the matmul is stored on its own; not returned,
-                // it computes the bias and ReLU as its epilogue (through
-                // the result's transpose where it runs as `(w @ x.T).T`).
-                let alone = with_raw.replace("output \"raw\" = v3\n", "");
-                for src in [with_raw, alone] {
-                    let graph = kiln::ir::text::parse(&src).expect("parses");
-                    let graph = kiln::verify(graph).expect("verifies");
-                    let inputs = [values(dt, m * k, 1), values(dt, k * n, 2), values(dt, n, 3)];
-                    let what = format!("{dtype} {m}×{k}×{n} transposed={transposed}");
-                    every_engine_agrees(&graph, &inputs, &what);
-                }
+                matmul_agrees((dtype, dt), (m, k, n), transposed);
             }
         }
+    }
+}
+
+/// `x @ w` (`w` as written or as the transpose of `[n, k]`), with a bias +
+/// ReLU, on every engine against the interpreter: returned, the matmul is
+/// stored on its own; not returned, it computes the bias and ReLU as its
+/// epilogue (through the result's transpose where it runs as
+/// `(w @ x.T).T`).
+fn matmul_agrees((dtype, dt): (&str, kiln::DType), (m, k, n): (u64, u64, u64), transposed: bool) {
+    let with_raw = matmul_text(dtype, (m, k, n), transposed);
+    let alone = with_raw.replace("output \"raw\" = v3\n", "");
+    for src in [with_raw, alone] {
+        let graph = kiln::ir::text::parse(&src).expect("parses");
+        let graph = kiln::verify(graph).expect("verifies");
+        let inputs = [values(dt, m * k, 1), values(dt, k * n, 2), values(dt, n, 3)];
+        let what = format!("{dtype} {m}×{k}×{n} transposed={transposed}");
+        every_engine_agrees(&graph, &inputs, &what);
     }
 }
 
@@ -538,26 +544,20 @@ fn matmuls_of_every_shape_agree_with_the_interpreter_bit_for_bit() {
 fn matmuls_that_stream_a_agree_with_the_interpreter_bit_for_bit() {
     // Where a row group's rows of `a` over all of `k` outgrow L2 (past
     // 2048 `f32` steps or 1024 `f64` for a tile of 128 rows), the JIT
-    // tiers' tiles are 512 rows × a chunk of column blocks, each `k` block
-    // run over every block of the chunk. 9 × 2200 × 300: one row group,
-    // chunks of one block (f32 on AVX-512), of one and two (f64), of two
-    // and three (64-byte panels), the rest block after the tiles. 517 ×
-    // 1100 × 100 in f64: two row groups, the second of one block and a
-    // row. Each element still folds its products in `k` order.
+    // tiers' tiles are up to 512 rows × a chunk of column blocks, each `k`
+    // block run over every block of the chunk. 9 × 2200 × 300: one row
+    // group, chunks of one block (f32 on AVX-512), of one and two (f64),
+    // of two to four (64-byte panels, Cranelift's), the rest block after
+    // the tiles. 517 × 1100 × 100 in f64: three row groups of 256 rows,
+    // the last of one block and a row. Each element still folds its
+    // products in `k` order.
     use kiln::DType::{F32, F64};
     for (dtype, dt, shapes) in [
         ("f32", F32, &[(9, 2200, 300)][..]),
         ("f64", F64, &[(9, 2200, 300), (517, 1100, 100)][..]),
     ] {
-        for &(m, k, n) in shapes {
-            let with_raw = matmul_text(dtype, (m, k, n), false);
-            let alone = with_raw.replace("output \"raw\" = v3\n", "");
-            for src in [with_raw, alone] {
-                let graph = kiln::ir::text::parse(&src).expect("parses");
-                let graph = kiln::verify(graph).expect("verifies");
-                let inputs = [values(dt, m * k, 1), values(dt, k * n, 2), values(dt, n, 3)];
-                every_engine_agrees(&graph, &inputs, &format!("{dtype} {m}×{k}×{n}"));
-            }
+        for &shape in shapes {
+            matmul_agrees((dtype, dt), shape, false);
         }
     }
 }
