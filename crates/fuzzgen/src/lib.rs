@@ -308,8 +308,8 @@ impl Gen<'_, '_> {
             let taps = [u64::from(k[0]), u64::from(k[1])];
             let w = if groups == 1 && per_group >= 8 && self.u.ratio(1u8, 3u8)? {
                 // Now and then a strided view of the weights, their channel
-                // axes swapped (as a gradient's are), which the panels'
-                // lowering copies dense first.
+                // axes swapped (as a gradient's are), which the LLVM tier's
+                // panels read by its strides.
                 let c = self.tensor_const(dtype, &[chans, out, taps[0], taps[1]])?;
                 self.b
                     .op(Op::Transpose(vec![1, 0, 2, 3]), &[c])
@@ -667,11 +667,10 @@ impl Gen<'_, '_> {
                 if self.u.ratio(1u8, 10u8)? {
                     // A sum of 129 to 150 steps (now and then past 2048),
                     // which the JIT tiers' panels fold in `k` blocks (128
-                    // steps of AVX-512's panels),
-                    // each block's sums starting from what the block before
-                    // stored: a constant of 1 to 20 rows plus `a`'s sum
-                    // (so nothing folds), times a constant as written or
-                    // as `x @ w.T`.
+                    // steps of AVX-512's panels), each block's sums
+                    // starting from what the block before stored: a
+                    // constant of 1 to 20 rows plus `a`'s sum (so nothing
+                    // folds), times a constant as written or as `x @ w.T`.
                     let rows = self.u.int_in_range(1..=20u64)?;
                     let (k, cols) = if self.u.ratio(1u8, 2u8)? {
                         // Past 2048 steps and 4 panels wide (where the

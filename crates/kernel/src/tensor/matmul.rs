@@ -889,6 +889,8 @@ impl Lowerer<'_> {
                     .map(|&i| {
                         let at = match a_col {
                             Some(col) => {
+                                // The row's stride alone: `index` takes as
+                                // many indices as strides.
                                 let row = index(lw, kb, a, a_batch, &a_ik[..1], [i, i]);
                                 add(lw, kb, row, col)
                             }
@@ -941,7 +943,10 @@ impl Lowerer<'_> {
                 let channels = match steps.extent {
                     Extent::Fixed(n) => Extent::Fixed(n / taps),
                     Extent::Reg(n) => Extent::Reg(self.i64_binary(body, BinaryOp::Div, n, t)),
-                    Extent::Param(_) => unreachable!("a convolution's `k` is fixed"),
+                    param => {
+                        let n = self.emit(body, DType::I64, Expr::ExtentValue(param), None);
+                        Extent::Reg(self.i64_binary(body, BinaryOp::Div, n, t))
+                    }
                 };
                 let first = steps
                     .k0
