@@ -248,7 +248,8 @@ fn the_generator_covers_every_op_and_dtype() {
     // tiers stream `a` (f64 everywhere, f32 past 192 columns on AVX-512).
     let mut streamed = 0;
     // Convolutions of 8 or more output channels whose weights are a
-    // transpose (a strided view the panels copy dense), in window mode.
+    // transpose (a strided view the LLVM panels read by its strides), in
+    // window mode.
     let strided_weights = kiln_fuzzgen::seeded_windows(0x9e37_79b9_7f4a_7c15, 3000, 512)
         .map(|case| {
             let g = &case.graph;
