@@ -889,7 +889,13 @@ mod tests {
         // channels: 2304 steps, three blocks of 113 channels.
         let matmul = "graph \"g\"\nv0: f32[256, 2048] = input \"x\"\nv1: f32[2048, 128] = input \"w\"\nv2: f32[256, 128] = matmul v0, v1\noutput \"y\" = v2\n";
         let conv = "graph \"c\"\nv0: f32[1, 256, 28, 28] = input \"x\"\nv1: f32[256, 256, 3, 3] = input \"w\"\nv2: f32[1, 256, 28, 28] = conv2d v0, v1 pad [1, 1, 1, 1]\noutput \"y\" = v2\n";
-        for src in [matmul, conv] {
+        // 4096 steps over 128-row groups (2 MiB of `a`): `a` streamed, its
+        // tile count from the kernel's top-level arithmetic (a division
+        // there once left the product on one thread); and a convolution
+        // over weights read by their strides (a transpose).
+        let streamed = "graph \"s\"\nv0: f32[256, 4096] = input \"x\"\nv1: f32[4096, 768] = input \"w\"\nv2: f32[256, 768] = matmul v0, v1\noutput \"y\" = v2\n";
+        let strided = "graph \"t\"\nv0: f32[1, 256, 28, 28] = input \"x\"\nv1: f32[256, 256, 3, 3] = input \"w\"\nv2: f32[256, 256, 3, 3] = transpose v1 [1, 0, 2, 3]\nv3: f32[1, 256, 28, 28] = conv2d v0, v2 pad [1, 1, 1, 1]\noutput \"y\" = v3\n";
+        for src in [matmul, conv, streamed, strided] {
             let s = stages_with(src, &panels).expect("cut");
             // Every stage runs in chunks of a loop of 4 or more trips.
             let trips: Vec<Option<u64>> = s

@@ -496,11 +496,22 @@ impl Lowerer<'_> {
         let blocks = if rest_in_tiles {
             self.i64_binary(out, BinaryOp::Add, col_blocks, has_rest)
         } else if streamed {
+            // No division here: the runtime computes the tile count from
+            // the kernel's top-level arithmetic, and a division there stays
+            // behind its check (the product then ran on one thread).
+            // STREAM_SPAN is a power of two; the groups, where `m` is
+            // fixed, are counted now.
+            let span_log = i64::from(STREAM_SPAN.trailing_zeros());
             let spread = i64_op(self, out, BinaryOp::Add, col_blocks, STREAM_SPAN - 1);
-            let fewest = i64_op(self, out, BinaryOp::Div, spread, STREAM_SPAN);
-            let spread = i64_op(self, out, BinaryOp::Add, groups, STREAM_TILES - 1);
-            let wanted = self.i64_binary(out, BinaryOp::Div, spread, groups);
-            let wanted = self.i64_binary(out, BinaryOp::Min, wanted, col_blocks);
+            let fewest = i64_op(self, out, BinaryOp::ShrLogical, spread, span_log);
+            let wanted = match m_dim {
+                Dim::Fixed(m) => {
+                    let groups = (m >> mr_log).div_ceil(group as u64).max(1) as i64;
+                    (STREAM_TILES + groups - 1) / groups
+                }
+                Dim::Sym(_) => STREAM_TILES,
+            };
+            let wanted = i64_op(self, out, BinaryOp::Min, col_blocks, wanted);
             self.i64_binary(out, BinaryOp::Max, fewest, wanted)
         } else {
             col_blocks
