@@ -357,6 +357,8 @@ impl Lowerer<'_> {
             (Dim::Sym(_), _) => Some(steps),
         };
         let panel_rows = kc.map_or(k_dim.clone(), Dim::Fixed);
+        // A convolution's weights read by their own strides.
+        let split = taps.and_then(|t| t.weights);
         let few_columns = matches!(n_dim, Dim::Fixed(n) if n.div_ceil(u64::from(nr)) < 4);
         let group_log = if few_columns {
             FEW_COLUMNS_GROUP_LOG
@@ -668,7 +670,7 @@ impl Lowerer<'_> {
                         let steps = Steps {
                             k0: Some(k0),
                             extent: Extent::Reg(kn),
-                            split: taps.and_then(|t| t.weights),
+                            split,
                         };
                         // One column block's rows over this `k` block.
                         let column = |lw: &mut Self, body: &mut Vec<Stmt>, j0: Reg| {
@@ -712,7 +714,7 @@ impl Lowerer<'_> {
                         let steps = Steps {
                             k0: None,
                             extent: all_k,
-                            split: taps.and_then(|t| t.weights),
+                            split,
                         };
                         let b_at = (&b_panel, b_j0, &b_strides);
                         blocks(lw, body, &mut |lw, body, rows| {
