@@ -53,7 +53,7 @@ pub(super) fn share(kernel: &mut Kernel) {
     // product, the last statement any tenant uses, and the parameter of
     // their first tenant.
     struct Room {
-        class: (DType, Vec<kiln_ir::Sym>),
+        class: (bool, DType, Vec<kiln_ir::Sym>),
         fixed: u64,
         busy_until: usize,
         param: usize,
@@ -65,7 +65,18 @@ pub(super) fn share(kernel: &mut Kernel) {
             Param::Scratch { dtype, shape } => (*dtype, shape),
             _ => unreachable!("only scratch parameters have lives"),
         };
-        let (class, fixed) = classify(dtype, shape);
+        let ((dtype, symbols), fixed) = classify(dtype, shape);
+        // A scratch that one top-level statement alone names (a loop
+        // nest's temporary: a matmul's accumulators and packed panels, a
+        // convolution's planes) shares rooms only with others of its
+        // kind. Each of those writes its room before it reads it, so the
+        // statements after a nest never read what its temporaries left,
+        // and the nest's rows stay independent (`iterations::nest`); an
+        // intermediate tensor's room may be read first by a later nest (a
+        // matmul's `k` blocks load their sums before the first block
+        // discards them), which left ResNet-18's 512-channel convolutions
+        // on one thread.
+        let class = (first == last, dtype, symbols);
         // The free room of the class closest in size (the largest when
         // none is big enough), so small tenants do not grow big rooms.
         let free = rooms
@@ -106,7 +117,7 @@ pub(super) fn share(kernel: &mut Kernel) {
             (Param::Scratch { dtype, shape }, Some(room))
                 if classify(*dtype, shape).1 != room.fixed =>
             {
-                let mut shape: Shape = room.class.1.iter().cloned().map(Dim::Sym).collect();
+                let mut shape: Shape = room.class.2.iter().cloned().map(Dim::Sym).collect();
                 shape.push(Dim::Fixed(room.fixed));
                 Param::Scratch {
                     dtype: *dtype,

@@ -926,6 +926,40 @@ mod tests {
     }
 
     #[test]
+    fn a_nest_stays_chunked_when_a_later_tensor_reads_its_room_first() {
+        // Two convolutions in `k` blocks (512 channels × 9 taps): the
+        // second's sums go to a scratch, and its `k` blocks load them
+        // first (the first block discards what it loads). Were that
+        // scratch to share a room with the first convolution's
+        // accumulators, the statements after the first nest would read
+        // what its temporaries left, and its rows would be sequential: so
+        // ResNet-18's 512-channel convolutions ran on one thread.
+        let panels = LowerOptions {
+            panels: Some(256),
+            conv_panels: true,
+            ..LowerOptions::default()
+        };
+        let src = "graph \"g\"\nv0: f32[512, 512, 3, 3] = input \"w\"\nv1: f32[4, 512, 2, 2] = input \"x\"\nv2: f32[4, 512, 2, 2] = input \"y\"\nv3: f32[4, 512, 2, 2] = conv2d v1, v0 pad [1, 1, 1, 1]\nv4: f32[4, 512, 2, 2] = conv2d v2, v0 pad [1, 1, 1, 1]\nv5: f32[4, 512, 2, 2] = add v3, v4\noutput \"z\" = v5\n";
+        let graph = kiln_ir::verify(kiln_ir::text::parse(src).expect("parses")).expect("verifies");
+        let kernel = lower(&graph, &panels).expect("lowers");
+        let sequential: Vec<usize> = (kernel.body.iter().enumerate())
+            .filter(|(_, s)| {
+                matches!(
+                    s,
+                    Stmt::Loop {
+                        iterations: Iterations::Sequential,
+                        ..
+                    }
+                )
+            })
+            .map(|(i, _)| i)
+            .collect();
+        assert!(sequential.is_empty(), "sequential nests at {sequential:?}");
+        let s = split(&kernel).expect("cut");
+        assert!(s.chunks.iter().all(Option::is_some), "{:?}", s.chunks);
+    }
+
+    #[test]
     fn a_convolution_gives_each_chunk_its_own_accumulator_planes() {
         let src = "graph \"c\"\nv0: f32[1, 8, 10, 10] = input \"x\"\nv1: f32[8, 8, 3, 3] = input \"w\"\nv2: f32[1, 8, 10, 10] = conv2d v0, v1 pad [1, 1, 1, 1]\noutput \"y\" = v2\n";
         let s = stages(src).expect("cut");
