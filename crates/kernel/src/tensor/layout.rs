@@ -98,8 +98,11 @@ impl Lowerer<'_> {
     }
 
     /// `reshape(x, dims)`: the elements keep their row-major order, so a
-    /// dense buffer is aliased and anything else stored densely first; a
-    /// scalar stays a register, or is stored to `dest` as one element.
+    /// dense buffer is aliased and anything else stored densely first, in
+    /// `dest` (an output's own buffer where the reshape is returned, so
+    /// that a gradient's `transpose` then `reshape`, a weight adjoint's
+    /// taps to `[o, c, kh, kw]`, is copied once, not twice); a scalar stays
+    /// a register, or is stored to `dest` as one element.
     pub(super) fn reshape(
         &mut self,
         out: &mut Vec<Stmt>,
@@ -117,9 +120,20 @@ impl Lowerer<'_> {
                 out.push(Stmt::Store(dest, Some(zero), reg));
                 Loc::View(self.dense(out, dest, dims))
             }
-            a => {
-                let v = self.as_view(out, locs, &a, true);
+            Loc::View(v) if v.dense => {
                 let view = self.dense(out, v.param, dims);
+                self.scalar_if_rank0(out, view, dtype)
+            }
+            a => {
+                let from = match &a {
+                    Loc::View(v) => v.dims.clone(),
+                    Loc::Fused { dims, .. } => dims.clone(),
+                    Loc::Scalar(_) => unreachable!("matched above"),
+                };
+                let dest = dest(self);
+                let stored = self.dense(out, dest, from);
+                self.store_all(out, locs, &a, &stored);
+                let view = self.dense(out, dest, dims);
                 self.scalar_if_rank0(out, view, dtype)
             }
         }
