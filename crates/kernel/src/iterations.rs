@@ -144,7 +144,7 @@ impl<'a> Scope<'a> {
 
 /// Records in `after` whether `stmt` first stores to or loads from each
 /// buffer it touches (it runs before what `after` holds, so it wins).
-fn first_touches(stmt: &Stmt, after: &mut IndexMap<ParamIdx, bool>) {
+pub(crate) fn first_touches(stmt: &Stmt, after: &mut IndexMap<ParamIdx, bool>) {
     let mut seen: IndexMap<ParamIdx, bool> = IndexMap::default();
     // Pre-order: a loop's body runs where the loop is.
     let mut order: Vec<&Stmt> = vec![stmt];

@@ -16,6 +16,7 @@
 //! and the buffer's shape is those dimensions followed by the largest
 //! product of fixed ones.
 
+use crate::iterations::IndexMap;
 use crate::{Expr, Extent, Kernel, Param, ParamIdx, Stmt};
 use cranelift_entity::EntityRef;
 use kiln_ir::types::{DType, Dim, Shape};
@@ -33,10 +34,19 @@ pub(super) fn share(kernel: &mut Kernel) {
         .map(|p| matches!(p, Param::Scratch { .. }))
         .collect();
     let mut life: Vec<Option<(usize, usize)>> = vec![None; n];
+    // Whether a scratch's first statement loads it before it stores it:
+    // a matmul's `k` blocks load their sums in the destination before the
+    // first block discards them.
+    let mut loads_first = vec![false; n];
     for (at, stmt) in kernel.body.iter_mut().enumerate() {
+        let mut touches = IndexMap::default();
+        crate::iterations::first_touches(stmt, &mut touches);
         each_param(stmt, &mut |p| {
             if scratch[p.index()] {
-                let span = life[p.index()].get_or_insert((at, at));
+                let span = life[p.index()].get_or_insert_with(|| {
+                    loads_first[p.index()] = touches.get(p) == Some(&false);
+                    (at, at)
+                });
                 span.1 = at;
             }
         });
@@ -53,10 +63,13 @@ pub(super) fn share(kernel: &mut Kernel) {
     // product, the last statement any tenant uses, and the parameter of
     // their first tenant.
     struct Room {
-        class: (bool, DType, Vec<kiln_ir::Sym>),
+        class: (DType, Vec<kiln_ir::Sym>),
         fixed: u64,
         busy_until: usize,
         param: usize,
+        /// Whether its last tenant is a nest's temporary: scratch that one
+        /// top-level statement alone names.
+        temporary: bool,
     }
     let mut rooms: Vec<Room> = Vec::new();
     let mut home: Vec<usize> = (0..n).collect();
@@ -65,24 +78,19 @@ pub(super) fn share(kernel: &mut Kernel) {
             Param::Scratch { dtype, shape } => (*dtype, shape),
             _ => unreachable!("only scratch parameters have lives"),
         };
-        let ((dtype, symbols), fixed) = classify(dtype, shape);
-        // A scratch that one top-level statement alone names (a loop
-        // nest's temporary: a matmul's accumulators and packed panels, a
-        // convolution's planes) shares rooms only with others of its
-        // kind. Each of those writes its room before it reads it, so the
-        // statements after a nest never read what its temporaries left,
-        // and the nest's rows stay independent (`iterations::nest`); an
-        // intermediate tensor's room may be read first by a later nest (a
-        // matmul's `k` blocks load their sums before the first block
-        // discards them), which left ResNet-18's 512-channel convolutions
-        // on one thread.
-        let class = (first == last, dtype, symbols);
+        let (class, fixed) = classify(dtype, shape);
         // The free room of the class closest in size (the largest when
         // none is big enough), so small tenants do not grow big rooms.
         let free = rooms
             .iter()
             .enumerate()
+            // A room a nest's temporary left is not for a tenant that loads
+            // before it stores: the statements after the nest would read
+            // what its temporaries left, and its rows would not be
+            // independent (`iterations::nest`), keeping it off the threads
+            // (ResNet-18's 512-channel convolutions ran on one thread so).
             .filter(|(_, r)| r.class == class && r.busy_until < first)
+            .filter(|(_, r)| !(r.temporary && loads_first[p]))
             .min_by_key(|(_, r)| (r.fixed < fixed, r.fixed.abs_diff(fixed)))
             .map(|(i, _)| i);
         match free {
@@ -90,6 +98,7 @@ pub(super) fn share(kernel: &mut Kernel) {
                 let room = &mut rooms[i];
                 room.fixed = room.fixed.max(fixed);
                 room.busy_until = last;
+                room.temporary = first == last;
                 home[p] = room.param;
             }
             None => rooms.push(Room {
@@ -97,6 +106,7 @@ pub(super) fn share(kernel: &mut Kernel) {
                 fixed,
                 busy_until: last,
                 param: p,
+                temporary: first == last,
             }),
         }
     }
@@ -117,7 +127,7 @@ pub(super) fn share(kernel: &mut Kernel) {
             (Param::Scratch { dtype, shape }, Some(room))
                 if classify(*dtype, shape).1 != room.fixed =>
             {
-                let mut shape: Shape = room.class.2.iter().cloned().map(Dim::Sym).collect();
+                let mut shape: Shape = room.class.1.iter().cloned().map(Dim::Sym).collect();
                 shape.push(Dim::Fixed(room.fixed));
                 Param::Scratch {
                     dtype: *dtype,
