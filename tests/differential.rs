@@ -247,23 +247,46 @@ fn the_generator_covers_every_op_and_dtype() {
     // Matmuls of more than 2048 steps into 97 columns or more: the JIT
     // tiers stream `a` (f64 everywhere, f32 past 192 columns on AVX-512).
     let mut streamed = 0;
-    // Convolutions of 8 or more output channels whose weights are a
-    // transpose (a strided view the LLVM panels read by its strides), in
-    // window mode.
-    let strided_weights = kiln_fuzzgen::seeded_windows(0x9e37_79b9_7f4a_7c15, 3000, 512)
-        .map(|case| {
-            let g = &case.graph;
-            g.nodes()
-                .filter(|(_, node)| {
-                    node.op.mnemonic() == "conv2d"
-                        && g.node(node.args[1]).op.mnemonic() == "transpose"
+    // In window mode: convolutions of 8 or more output channels whose
+    // weights are a transpose (a strided view the LLVM panels read by its
+    // strides); and convolutions of 8 or more output channels a group over
+    // a batch of 2 or more planes of at most 16 positions, which the LLVM
+    // tier runs as one matmul over the batch's gathered columns (f32 on
+    // AVX-512; fewer positions for narrower panels).
+    let (mut strided_weights, mut gathered) = (0, 0);
+    for case in kiln_fuzzgen::seeded_windows(0x9e37_79b9_7f4a_7c15, 3000, 512) {
+        let g = &case.graph;
+        for (_, node) in g.nodes() {
+            let kiln::ir::op::Op::Conv2d(attrs) = &node.op else {
+                continue;
+            };
+            if g.node(node.args[1]).op.mnemonic() == "transpose" {
+                strided_weights += 1;
+            }
+            let Some(out) = node.ty.as_tensor() else {
+                continue;
+            };
+            let fixed: Vec<u64> = out
+                .shape
+                .iter()
+                .map(|d| match d {
+                    kiln::Dim::Fixed(n) => *n,
+                    kiln::Dim::Sym(_) => 0,
                 })
-                .count()
-        })
-        .sum::<usize>();
+                .collect();
+            if fixed[0] >= 2 && fixed[1] / u64::from(attrs.groups) >= 8 && fixed[2] * fixed[3] <= 16
+            {
+                gathered += 1;
+            }
+        }
+    }
     assert!(
         strided_weights >= 10,
         "{strided_weights} convolutions of strided weights"
+    );
+    assert!(
+        gathered >= 100,
+        "{gathered} convolutions of gathered columns"
     );
     for case in kiln_fuzzgen::seeded(0x9e37_79b9_7f4a_7c15, 3000, 512) {
         for (_, node) in case.graph.nodes() {

@@ -222,9 +222,12 @@ impl Gen<'_, '_> {
             .expect("a constant of its own shape"))
     }
 
-    /// A window step on `a` (reshaped to `[1, c, rows, columns]` unless it
-    /// is 4-D, with one channel or, where its elements divide, two or
-    /// three, which grouped convolutions split): a convolution with
+    /// A window step on `a` (reshaped to `[n, c, rows, columns]` unless it
+    /// is 4-D: a batch of one or, where its elements divide, now and then
+    /// two or three, whose small planes the LLVM tier's convolutions
+    /// gather into one matmul's columns; one channel or, where its
+    /// elements divide, two or three, which grouped convolutions split): a
+    /// convolution with
     /// constant weights (now and then scaled by a scalar of the graph) or
     /// a pool, each attribute random (stride,
     /// asymmetric padding, dilation, groups, ceil_mode,
@@ -234,6 +237,12 @@ impl Gen<'_, '_> {
             (a, dims.to_vec())
         } else {
             let all: u64 = dims.iter().product();
+            let batch = match self.u.int_in_range(0..=3u8)? {
+                2 if all.is_multiple_of(2) => 2,
+                3 if all.is_multiple_of(3) => 3,
+                _ => 1,
+            };
+            let all = all / batch;
             let chans = match self.u.int_in_range(0..=3u8)? {
                 2 if all.is_multiple_of(2) => 2,
                 3 if all.is_multiple_of(3) => 3,
@@ -244,7 +253,7 @@ impl Gen<'_, '_> {
                 .rev()
                 .find(|r| count.is_multiple_of(*r) && r * r <= count)
                 .unwrap_or(1);
-            let shape = vec![1, chans, rows, count / rows];
+            let shape = vec![batch, chans, rows, count / rows];
             let fixed = shape.iter().map(|&d| Dim::Fixed(d)).collect();
             match self.b.op(Op::Reshape(fixed), &[a]) {
                 Ok(r) => (r, shape),

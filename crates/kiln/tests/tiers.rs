@@ -683,6 +683,16 @@ fn convolutions_as_matmul_panels_agree_with_the_interpreter_bit_for_bit() {
         // of 9 taps (1017 steps), and of 1024 channels of one tap.
         (1, 120, 8, 1, [5, 6], [3, 3], [1, 1], [1, 1, 1, 1], [1, 1]),
         (2, 1100, 9, 1, [3, 2], [1, 1], [1, 1], [0, 0, 0, 0], [1, 1]),
+        // A batch of small planes (a quarter of a panel's columns or
+        // fewer): one matmul over every element's positions, gathered
+        // first (`conv2d_columns`): 2×2 outputs of 3×3 taps, `k` blocks,
+        // stride 2, groups, dilation, a 1×1 kernel.
+        (4, 24, 16, 1, [2, 2], [3, 3], [1, 1], [1, 1, 1, 1], [1, 1]),
+        (3, 130, 8, 1, [2, 2], [3, 3], [1, 1], [1, 1, 1, 1], [1, 1]),
+        (2, 6, 10, 1, [4, 3], [3, 3], [2, 2], [1, 1, 1, 1], [1, 1]),
+        (3, 8, 16, 2, [3, 3], [1, 1], [1, 1], [0, 0, 0, 0], [1, 1]),
+        (2, 4, 8, 1, [5, 5], [2, 2], [1, 1], [0, 0, 0, 0], [3, 3]),
+        (5, 12, 9, 1, [1, 2], [1, 1], [1, 1], [0, 0, 0, 0], [1, 1]),
     ];
     use kiln::DType::{F32, F64, I32};
     for (dtype, dt) in [("f32", F32), ("f64", F64), ("i32", I32)] {

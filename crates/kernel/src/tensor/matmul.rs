@@ -122,9 +122,6 @@ pub(super) struct ConvTaps {
     pub(super) per_group: u64,
     /// Where each tap starts reading within a plane.
     pub(super) shifts: Vec<i64>,
-    /// The weights (`a`) where they are not dense: read along `k` by
-    /// their own strides.
-    pub(super) weights: Option<Split>,
 }
 
 impl Lowerer<'_> {
@@ -187,7 +184,7 @@ impl Lowerer<'_> {
         );
         if let (true, true, Some(bytes)) = (a_mat, b_mat, self.panels) {
             let strides = [a_batch, vec![a_i, a_k], b_batch, vec![b_k, b_j]];
-            self.matmul_panels(out, (av, bv, d), &strides, bytes, epi, dtype, None);
+            self.matmul_panels(out, (av, bv, d), &strides, bytes, epi, dtype, (None, None));
             return;
         }
         debug_assert!(epi.is_none() || b_mat, "epilogues need a matrix b");
@@ -308,7 +305,7 @@ impl Lowerer<'_> {
         bytes: u32,
         epi: Option<Epilogue<'_>>,
         dtype: DType,
-        taps: Option<&ConvTaps>,
+        (taps, split): (Option<&ConvTaps>, Option<Split>),
     ) {
         let dims = d.dims.clone();
         let batch = dims.len() - 2;
@@ -346,10 +343,21 @@ impl Lowerer<'_> {
         // k blocks where the panel would outgrow L1: `kc` steps (a
         // multiple of a convolution's taps).
         let steps = (PANEL_BLOCK_BYTES / (u64::from(nr) * dtype.size_bytes() as u64)).max(1);
-        let kc = match (&k_dim, taps) {
+        // A convolution's `k` (taps, or weights read by their own strides)
+        // is blocked in whole input channels of taps.
+        let taps_per_channel = match (taps, split) {
+            (Some(taps), _) => Some(taps.shifts.len() as u64),
+            (
+                None,
+                Some(Split {
+                    kernel: [kh, kw], ..
+                }),
+            ) => Some(u64::from(kh * kw)),
+            (None, None) => None,
+        };
+        let kc = match (&k_dim, taps_per_channel) {
             _ if !pack => None,
-            (Dim::Fixed(k), Some(taps)) => {
-                let t = taps.shifts.len() as u64;
+            (Dim::Fixed(k), Some(t)) => {
                 let block = (steps / t).max(1) * t;
                 (*k > block).then_some(block)
             }
@@ -357,8 +365,6 @@ impl Lowerer<'_> {
             (Dim::Sym(_), _) => Some(steps),
         };
         let panel_rows = kc.map_or(k_dim.clone(), Dim::Fixed);
-        // A convolution's weights read by their own strides.
-        let split = taps.and_then(|t| t.weights);
         let few_columns = matches!(n_dim, Dim::Fixed(n) if n.div_ceil(u64::from(nr)) < 4);
         let group_log = if few_columns {
             FEW_COLUMNS_GROUP_LOG
@@ -369,6 +375,7 @@ impl Lowerer<'_> {
         // column blocks in each `k` block ([`STREAMED_A_BYTES`]).
         let streamed = kc.is_some()
             && taps.is_none()
+            && split.is_none()
             && match k_dim {
                 Dim::Fixed(k) => {
                     let group_rows = u64::from(PANEL_ROWS) << group_log;
@@ -381,7 +388,8 @@ impl Lowerer<'_> {
         // first), each of its `k` blocks already is the packed panel, rows
         // `nr` apart: the tiles read it in place rather than each copying
         // it (eight copies of 200 KB a call for the MLP's first layer).
-        let in_place = taps.is_none() && b.dense && n_dim == Dim::Fixed(u64::from(nr));
+        let in_place =
+            taps.is_none() && split.is_none() && b.dense && n_dim == Dim::Fixed(u64::from(nr));
         let packed = pack.then(|| {
             if in_place {
                 return Panel::InPlace;

@@ -114,6 +114,16 @@ impl Lowerer<'_> {
         if let (Some(bytes), true) = (self.panels, self.conv_panels) {
             if out_per_group >= PANEL_CHANNELS {
                 let geometry = ([kh, kw], output);
+                let nr = u64::from(bytes.next_power_of_two()) / dtype.size_bytes() as u64;
+                // A batch of small planes: its columns gathered
+                // ([`Self::conv2d_columns`]).
+                if let Dim::Fixed(batch @ 2..) = d.dims[0] {
+                    let positions = output[0] * output[1];
+                    if positions * COLUMNS_PER_PLANE <= nr && batch * positions <= MAX_COLUMNS {
+                        let at = (&ph, w, d);
+                        return self.conv2d_columns(out, c, at, geometry, epi, (bytes, dtype));
+                    }
+                }
                 return self.conv2d_panels(out, c, (&ph, w, d), geometry, epi, (bytes, dtype));
             }
         }
@@ -253,41 +263,7 @@ impl Lowerer<'_> {
         let per_group = fixed(&w.dims[1]);
         let c_out = fixed(&d.dims[1]);
         let out_per_group = c_out / groups;
-        let k = per_group * u64::from(kh) * u64::from(kw);
-        let stride = |lw: &mut Self, out: &mut Vec<Stmt>, v: u64| Some(lw.i64_const(out, v as i64));
-        // The weights as `[groups, out_per_group, k]`: dense, `k` one
-        // stride; else (a gradient's flipped, channel-swapped weights)
-        // `k` split into (input channel, kernel row, kernel column), each
-        // read by its own stride ([`Split`]).
-        let (a, weights) = if w.dense && w.offset.is_none() {
-            let a = View {
-                param: w.param,
-                dims: vec![Dim::Fixed(groups), Dim::Fixed(out_per_group), Dim::Fixed(k)],
-                offset: None,
-                strides: vec![
-                    stride(self, out, out_per_group * k),
-                    stride(self, out, k),
-                    stride(self, out, 1),
-                ],
-                dense: true,
-            };
-            (a, None)
-        } else {
-            let per = self.i64_const(out, out_per_group as i64);
-            let group = w.strides[0].map(|s| self.mul(out, s, per));
-            let a = View {
-                param: w.param,
-                dims: vec![Dim::Fixed(groups), Dim::Fixed(out_per_group), Dim::Fixed(k)],
-                offset: w.offset,
-                strides: vec![group, w.strides[0], None],
-                dense: false,
-            };
-            let split = Split {
-                kernel: [kh, kw],
-                strides: [w.strides[1], w.strides[2], w.strides[3]],
-            };
-            (a, Some(split))
-        };
+        let (a, weights) = self.conv_weights(out, w, groups, out_per_group, [kh, kw]);
         let batch = d.dims[0].clone();
         let planes = vec![
             batch.clone(),
@@ -308,7 +284,6 @@ impl Lowerer<'_> {
             src: ph.view.clone(),
             per_group,
             shifts,
-            weights,
         };
         let strides = [
             vec![None, a.strides[0]],
@@ -323,7 +298,7 @@ impl Lowerer<'_> {
             bytes,
             None,
             dtype,
-            Some(&taps),
+            (Some(&taps), weights),
         );
         // Each plane's valid columns to `d`, with the epilogue.
         self.nest(out, &[batch, Dim::Fixed(c_out)], |lw, body, r| {
@@ -341,6 +316,167 @@ impl Lowerer<'_> {
             };
             lw.unwiden(body, &view, (d, epi), [r[0], r[1]], output, ph.width);
         });
+    }
+
+    /// A convolution's weights `w` as the `a` of its matmul, `[groups,
+    /// out_per_group, k]`: dense, `k` one stride; else (a gradient's
+    /// flipped, channel-swapped weights) `k` split into (input channel,
+    /// kernel row, kernel column), each read by its own stride ([`Split`]).
+    fn conv_weights(
+        &mut self,
+        out: &mut Vec<Stmt>,
+        w: &View,
+        groups: u64,
+        out_per_group: u64,
+        [kh, kw]: [u32; 2],
+    ) -> (View, Option<Split>) {
+        let per_group = fixed(&w.dims[1]);
+        let k = per_group * u64::from(kh) * u64::from(kw);
+        let dims = vec![Dim::Fixed(groups), Dim::Fixed(out_per_group), Dim::Fixed(k)];
+        if w.dense && w.offset.is_none() {
+            let strides = [out_per_group * k, k, 1].map(|v| Some(self.i64_const(out, v as i64)));
+            let a = View {
+                param: w.param,
+                dims,
+                offset: None,
+                strides: strides.to_vec(),
+                dense: true,
+            };
+            return (a, None);
+        }
+        let per = self.i64_const(out, out_per_group as i64);
+        let group = w.strides[0].map(|s| self.mul(out, s, per));
+        let a = View {
+            param: w.param,
+            dims,
+            offset: w.offset,
+            strides: vec![group, w.strides[0], None],
+            dense: false,
+        };
+        let split = Split {
+            kernel: [kh, kw],
+            strides: [w.strides[1], w.strides[2], w.strides[3]],
+        };
+        (a, Some(split))
+    }
+
+    /// A convolution over a batch of small planes (ResNet's last stage: 2×2
+    /// at 64×64 inputs) as one matmul whose columns are every batch
+    /// element's output positions, gathered from the padded input first
+    /// (`[groups, k, n·oh·ow]`, `k` in the taps' order, so each sum runs as
+    /// the convolution's does). Each element's own panels would read all
+    /// the weights once per element, with few columns to share them: four
+    /// times 9.4 MB for a 512-channel 3×3 layer at batch 4 (2.9 ms against
+    /// torch's 1.6).
+    fn conv2d_columns(
+        &mut self,
+        out: &mut Vec<Stmt>,
+        c: &Conv2d,
+        (ph, w, d): (&Phases, &View, &View),
+        ([kh, kw], output): ([u32; 2], [u64; 2]),
+        epi: Option<Epilogue<'_>>,
+        (bytes, dtype): (u32, DType),
+    ) {
+        let groups = u64::from(c.groups);
+        let per_group = fixed(&w.dims[1]);
+        let c_out = fixed(&d.dims[1]);
+        let out_per_group = c_out / groups;
+        let (a, weights) = self.conv_weights(out, w, groups, out_per_group, [kh, kw]);
+        let batch = fixed(&d.dims[0]);
+        let positions = output[0] * output[1];
+        let cols = batch * positions;
+        let taps: Vec<i64> = (0..kh)
+            .flat_map(|ky| (0..kw).map(move |kx| (ky, kx)))
+            .map(|(ky, kx)| ph.shift(ky * c.dilation[0], kx * c.dilation[1]))
+            .collect();
+        let n_taps = taps.len() as u64;
+        let k = per_group * n_taps;
+        // b[g, ic·T + t, (n·oh + y)·ow + x] = the phases' plane (n, g·pg +
+        // ic) at tap t's shift + y·width + x.
+        let b_dims = vec![Dim::Fixed(groups), Dim::Fixed(k), Dim::Fixed(cols)];
+        let b_param = self.param(Param::Scratch {
+            dtype,
+            shape: b_dims.clone(),
+        });
+        let b = self.dense(out, b_param, b_dims);
+        let src = ph.view.clone();
+        let gather = [groups, per_group, batch, output[0], output[1]].map(Dim::Fixed);
+        self.nest(out, &gather, |lw, body, r| {
+            let (g, ic, n, y, x) = (r[0], r[1], r[2], r[3], r[4]);
+            let pg = lw.i64_const(body, per_group as i64);
+            let channel = lw.mul(body, g, pg);
+            let channel = lw.i64_binary(body, BinaryOp::Add, channel, ic);
+            let zero = lw.i64_const(body, 0);
+            let plane = lw.flat(body, src.offset, &[n, channel, zero, zero], &src.strides);
+            let pitch = lw.i64_const(body, ph.width as i64);
+            let row = lw.mul(body, y, pitch);
+            let at = lw.i64_binary(body, BinaryOp::Add, plane, row);
+            let at = lw.i64_binary(body, BinaryOp::Add, at, x);
+            let oh = lw.i64_const(body, output[0] as i64);
+            let ow = lw.i64_const(body, output[1] as i64);
+            let col = lw.mul(body, n, oh);
+            let col = lw.i64_binary(body, BinaryOp::Add, col, y);
+            let col = lw.mul(body, col, ow);
+            let col = lw.i64_binary(body, BinaryOp::Add, col, x);
+            let t_count = lw.i64_const(body, n_taps as i64);
+            let first = lw.mul(body, ic, t_count);
+            for (t, &shift) in taps.iter().enumerate() {
+                let shift = lw.i64_const(body, shift);
+                let from = lw.i64_binary(body, BinaryOp::Add, at, shift);
+                let value = lw.emit(body, dtype, Expr::Load(src.param, from), None);
+                let t = lw.i64_const(body, t as i64);
+                let kk = lw.i64_binary(body, BinaryOp::Add, first, t);
+                let to = lw.flat(body, None, &[g, kk, col], &b.strides);
+                body.push(Stmt::Store(b_param, Some(to), value));
+            }
+        });
+        // The sums, `[groups, out_per_group, n·oh·ow]`.
+        let c_dims = vec![
+            Dim::Fixed(groups),
+            Dim::Fixed(out_per_group),
+            Dim::Fixed(cols),
+        ];
+        let c_param = self.param(Param::Scratch {
+            dtype,
+            shape: c_dims.clone(),
+        });
+        let sums = self.dense(out, c_param, c_dims);
+        let strides = [
+            vec![a.strides[0]],
+            vec![a.strides[1], a.strides[2]],
+            vec![b.strides[0]],
+            vec![b.strides[1], b.strides[2]],
+        ];
+        self.matmul_panels(
+            out,
+            (&a, &b, &sums),
+            &strides,
+            bytes,
+            None,
+            dtype,
+            (None, weights),
+        );
+        // Each batch element's plane of each channel to `d`, with the
+        // epilogue: channel `co`'s columns from `n·oh·ow` on.
+        self.nest(
+            out,
+            &[Dim::Fixed(batch), Dim::Fixed(c_out)],
+            |lw, body, r| {
+                let width = lw.i64_const(body, cols as i64);
+                let start = lw.mul(body, r[1], width);
+                let per = lw.i64_const(body, positions as i64);
+                let first = lw.mul(body, r[0], per);
+                let start = lw.i64_binary(body, BinaryOp::Add, start, first);
+                let view = View {
+                    param: c_param,
+                    dims: vec![Dim::Fixed(positions)],
+                    offset: Some(start),
+                    strides: vec![None],
+                    dense: false,
+                };
+                lw.unwiden(body, &view, (d, epi), [r[0], r[1]], output, output[1]);
+            },
+        );
     }
 
     /// The input of a convolution, zero-padded and split into its stride
@@ -791,6 +927,15 @@ const PLANE_BYTES: u64 = 64;
 /// one) keep the wide-row taps, which share each input load among a block
 /// of channels instead.
 const PANEL_CHANNELS: u64 = 8;
+
+/// A batch's convolution gathers its columns ([`Lowerer::conv2d_columns`])
+/// where an element's output positions fill at most this fraction of a
+/// panel's columns...
+const COLUMNS_PER_PLANE: u64 = 4;
+
+/// ...and the batch's columns are at most this many (the gathered input,
+/// `k` × these, stays small beside the weights it saves reading again).
+const MAX_COLUMNS: u64 = 512;
 
 impl Phases {
     /// Where, within a plane, a tap at offset `(ey, ex)` (kernel index times
