@@ -259,11 +259,15 @@ impl Lowerer<'_> {
         epi: Option<Epilogue<'_>>,
         (bytes, dtype): (u32, DType),
     ) {
-        let groups = u64::from(c.groups);
-        let per_group = fixed(&w.dims[1]);
-        let c_out = fixed(&d.dims[1]);
-        let out_per_group = c_out / groups;
-        let (a, weights) = self.conv_weights(out, w, groups, out_per_group, [kh, kw]);
+        let ConvMatrix {
+            groups,
+            per_group,
+            c_out,
+            out_per_group,
+            a,
+            weights,
+            shifts,
+        } = self.conv_matrix(out, c, (ph, w, d), [kh, kw]);
         let batch = d.dims[0].clone();
         let planes = vec![
             batch.clone(),
@@ -276,10 +280,6 @@ impl Lowerer<'_> {
             shape: planes.clone(),
         });
         let acc = self.dense(out, param, planes);
-        let shifts = (0..kh)
-            .flat_map(|ky| (0..kw).map(move |kx| (ky, kx)))
-            .map(|(ky, kx)| ph.shift(ky * c.dilation[0], kx * c.dilation[1]))
-            .collect();
         let taps = ConvTaps {
             src: ph.view.clone(),
             per_group,
@@ -318,22 +318,29 @@ impl Lowerer<'_> {
         });
     }
 
-    /// A convolution's weights `w` as the `a` of its matmul, `[groups,
-    /// out_per_group, k]`: dense, `k` one stride; else (a gradient's
-    /// flipped, channel-swapped weights) `k` split into (input channel,
-    /// kernel row, kernel column), each read by its own stride ([`Split`]).
-    fn conv_weights(
+    /// A convolution as a matmul ([`ConvMatrix`]): its weights `w` as the
+    /// `a`, `[groups, out_per_group, k]`: dense, `k` one stride; else (a
+    /// gradient's flipped, channel-swapped weights) `k` split into (input
+    /// channel, kernel row, kernel column), each read by its own stride
+    /// ([`Split`]); and where each tap starts reading a plane of `ph`.
+    fn conv_matrix(
         &mut self,
         out: &mut Vec<Stmt>,
-        w: &View,
-        groups: u64,
-        out_per_group: u64,
+        c: &Conv2d,
+        (ph, w, d): (&Phases, &View, &View),
         [kh, kw]: [u32; 2],
-    ) -> (View, Option<Split>) {
+    ) -> ConvMatrix {
+        let groups = u64::from(c.groups);
         let per_group = fixed(&w.dims[1]);
+        let c_out = fixed(&d.dims[1]);
+        let out_per_group = c_out / groups;
         let k = per_group * u64::from(kh) * u64::from(kw);
+        let shifts = (0..kh)
+            .flat_map(|ky| (0..kw).map(move |kx| (ky, kx)))
+            .map(|(ky, kx)| ph.shift(ky * c.dilation[0], kx * c.dilation[1]))
+            .collect();
         let dims = vec![Dim::Fixed(groups), Dim::Fixed(out_per_group), Dim::Fixed(k)];
-        if w.dense && w.offset.is_none() {
+        let (a, weights) = if w.dense && w.offset.is_none() {
             let strides = [out_per_group * k, k, 1].map(|v| Some(self.i64_const(out, v as i64)));
             let a = View {
                 param: w.param,
@@ -342,22 +349,32 @@ impl Lowerer<'_> {
                 strides: strides.to_vec(),
                 dense: true,
             };
-            return (a, None);
+            (a, None)
+        } else {
+            let per = self.i64_const(out, out_per_group as i64);
+            let group = w.strides[0].map(|s| self.mul(out, s, per));
+            let a = View {
+                param: w.param,
+                dims,
+                offset: w.offset,
+                strides: vec![group, w.strides[0], None],
+                dense: false,
+            };
+            let split = Split {
+                kernel: [kh, kw],
+                strides: [w.strides[1], w.strides[2], w.strides[3]],
+            };
+            (a, Some(split))
+        };
+        ConvMatrix {
+            groups,
+            per_group,
+            c_out,
+            out_per_group,
+            a,
+            weights,
+            shifts,
         }
-        let per = self.i64_const(out, out_per_group as i64);
-        let group = w.strides[0].map(|s| self.mul(out, s, per));
-        let a = View {
-            param: w.param,
-            dims,
-            offset: w.offset,
-            strides: vec![group, w.strides[0], None],
-            dense: false,
-        };
-        let split = Split {
-            kernel: [kh, kw],
-            strides: [w.strides[1], w.strides[2], w.strides[3]],
-        };
-        (a, Some(split))
     }
 
     /// A convolution over a batch of small planes (ResNet's last stage: 2×2
@@ -377,19 +394,19 @@ impl Lowerer<'_> {
         epi: Option<Epilogue<'_>>,
         (bytes, dtype): (u32, DType),
     ) {
-        let groups = u64::from(c.groups);
-        let per_group = fixed(&w.dims[1]);
-        let c_out = fixed(&d.dims[1]);
-        let out_per_group = c_out / groups;
-        let (a, weights) = self.conv_weights(out, w, groups, out_per_group, [kh, kw]);
+        let ConvMatrix {
+            groups,
+            per_group,
+            c_out,
+            out_per_group,
+            a,
+            weights,
+            shifts,
+        } = self.conv_matrix(out, c, (ph, w, d), [kh, kw]);
         let batch = fixed(&d.dims[0]);
         let positions = output[0] * output[1];
         let cols = batch * positions;
-        let taps: Vec<i64> = (0..kh)
-            .flat_map(|ky| (0..kw).map(move |kx| (ky, kx)))
-            .map(|(ky, kx)| ph.shift(ky * c.dilation[0], kx * c.dilation[1]))
-            .collect();
-        let n_taps = taps.len() as u64;
+        let n_taps = shifts.len() as u64;
         let k = per_group * n_taps;
         // b[g, ic·T + t, (n·oh + y)·ow + x] = the phases' plane (n, g·pg +
         // ic) at tap t's shift + y·width + x.
@@ -420,7 +437,7 @@ impl Lowerer<'_> {
             let col = lw.i64_binary(body, BinaryOp::Add, col, x);
             let t_count = lw.i64_const(body, n_taps as i64);
             let first = lw.mul(body, ic, t_count);
-            for (t, &shift) in taps.iter().enumerate() {
+            for (t, &shift) in shifts.iter().enumerate() {
                 let shift = lw.i64_const(body, shift);
                 let from = lw.i64_binary(body, BinaryOp::Add, at, shift);
                 let value = lw.emit(body, dtype, Expr::Load(src.param, from), None);
@@ -904,6 +921,20 @@ impl Lowerer<'_> {
 }
 
 /// A convolution's input split into stride phases ([`Lowerer::phases`]).
+/// A convolution as a matmul ([`Lowerer::conv_matrix`]).
+struct ConvMatrix {
+    groups: u64,
+    per_group: u64,
+    c_out: u64,
+    out_per_group: u64,
+    /// The weights, `[groups, out_per_group, k]`.
+    a: View,
+    /// Their `k` read by three strides, where they are not dense.
+    weights: Option<Split>,
+    /// Where each tap starts reading a plane of the phases.
+    shifts: Vec<i64>,
+}
+
 struct Phases {
     view: View,
     /// Rows per phase.
