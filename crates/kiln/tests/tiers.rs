@@ -693,6 +693,9 @@ fn convolutions_as_matmul_panels_agree_with_the_interpreter_bit_for_bit() {
         (3, 8, 16, 2, [3, 3], [1, 1], [1, 1], [0, 0, 0, 0], [1, 1]),
         (2, 4, 8, 1, [5, 5], [2, 2], [1, 1], [0, 0, 0, 0], [3, 3]),
         (5, 12, 9, 1, [1, 2], [1, 1], [1, 1], [0, 0, 0, 0], [1, 1]),
+        // 64 gathered columns, `k` long enough to stream `a`: AVX-512's
+        // f32 panel width (read in place), two f64 blocks.
+        (4, 520, 16, 1, [4, 4], [3, 3], [1, 1], [1, 1, 1, 1], [1, 1]),
     ];
     use kiln::DType::{F32, F64, I32};
     for (dtype, dt) in [("f32", F32), ("f64", F64), ("i32", I32)] {
