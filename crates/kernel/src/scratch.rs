@@ -38,18 +38,25 @@ pub(super) fn share(kernel: &mut Kernel) {
     // a matmul's `k` blocks load their sums in the destination before the
     // first block discards them.
     let mut loads_first = vec![false; n];
+    let mut born: Vec<ParamIdx> = Vec::new();
     for (at, stmt) in kernel.body.iter_mut().enumerate() {
-        let mut touches = IndexMap::default();
-        crate::iterations::first_touches(stmt, &mut touches);
         each_param(stmt, &mut |p| {
             if scratch[p.index()] {
                 let span = life[p.index()].get_or_insert_with(|| {
-                    loads_first[p.index()] = touches.get(p) == Some(&false);
+                    born.push(*p);
                     (at, at)
                 });
                 span.1 = at;
             }
         });
+        // Only a statement where a scratch's life starts is walked again.
+        if !born.is_empty() {
+            let mut touches = IndexMap::default();
+            crate::iterations::first_touches(stmt, &mut touches);
+            for p in born.drain(..) {
+                loads_first[p.index()] = touches.get(&p) == Some(&false);
+            }
+        }
     }
     // Greedy by first use over each class of interchangeable buffers (the
     // interval-graph colouring that needs the fewest buffers).

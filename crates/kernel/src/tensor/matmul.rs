@@ -124,6 +124,12 @@ pub(super) struct ConvTaps {
     pub(super) shifts: Vec<i64>,
 }
 
+/// A panel's columns of `dtype` for panels of `bytes`: at least one
+/// element a row, a power of two (its log shifts).
+pub(super) fn panel_width(bytes: u32, dtype: DType) -> u32 {
+    (bytes.next_power_of_two() / dtype.size_bytes() as u32).max(1)
+}
+
 impl Lowerer<'_> {
     /// `dest = a @ b`: for every result element, a sum over `k` in order from
     /// the identity, `acc = fma(a, b, acc)` (docs/semantics.md).
@@ -311,8 +317,7 @@ impl Lowerer<'_> {
         let batch = dims.len() - 2;
         let k_dim = a.dims[a.dims.len() - 1].clone();
         let (m_dim, n_dim) = (dims[batch].clone(), dims[batch + 1].clone());
-        // At least one element a row; a power of two (its log shifts).
-        let nr = (bytes.next_power_of_two() / dtype.size_bytes() as u32).max(1);
+        let nr = panel_width(bytes, dtype);
         let (nr_log, mr_log) = (
             nr.trailing_zeros() as i64,
             PANEL_ROWS.trailing_zeros() as i64,

@@ -113,18 +113,17 @@ impl Lowerer<'_> {
         let ph = self.phases(out, x, c, [kh, kw], output[0], dtype);
         if let (Some(bytes), true) = (self.panels, self.conv_panels) {
             if out_per_group >= PANEL_CHANNELS {
-                let geometry = ([kh, kw], output);
-                let nr = u64::from(bytes.next_power_of_two()) / dtype.size_bytes() as u64;
+                let m = self.conv_matrix(out, c, (&ph, w, d), [kh, kw]);
+                let nr = u64::from(super::matmul::panel_width(bytes, dtype));
                 // A batch of small planes: its columns gathered
                 // ([`Self::conv2d_columns`]).
                 if let Dim::Fixed(batch @ 2..) = d.dims[0] {
                     let positions = output[0] * output[1];
                     if positions * COLUMNS_PER_PLANE <= nr && batch * positions <= MAX_COLUMNS {
-                        let at = (&ph, w, d);
-                        return self.conv2d_columns(out, c, at, geometry, epi, (bytes, dtype));
+                        return self.conv2d_columns(out, m, (&ph, d), output, epi, (bytes, dtype));
                     }
                 }
-                return self.conv2d_panels(out, c, (&ph, w, d), geometry, epi, (bytes, dtype));
+                return self.conv2d_panels(out, m, (&ph, d), output, epi, (bytes, dtype));
             }
         }
         // A block of output channels shares each input load: one
@@ -249,13 +248,12 @@ impl Lowerer<'_> {
     /// then copied to `d` with the epilogue. Each element still folds its
     /// taps in (input channel, kernel row, kernel column) order from the
     /// identity: the matmul's `k` order.
-    #[allow(clippy::too_many_arguments)]
     fn conv2d_panels(
         &mut self,
         out: &mut Vec<Stmt>,
-        c: &Conv2d,
-        (ph, w, d): (&Phases, &View, &View),
-        ([kh, kw], output): ([u32; 2], [u64; 2]),
+        m: ConvMatrix,
+        (ph, d): (&Phases, &View),
+        output: [u64; 2],
         epi: Option<Epilogue<'_>>,
         (bytes, dtype): (u32, DType),
     ) {
@@ -267,7 +265,7 @@ impl Lowerer<'_> {
             a,
             weights,
             shifts,
-        } = self.conv_matrix(out, c, (ph, w, d), [kh, kw]);
+        } = m;
         let batch = d.dims[0].clone();
         let planes = vec![
             batch.clone(),
@@ -388,9 +386,9 @@ impl Lowerer<'_> {
     fn conv2d_columns(
         &mut self,
         out: &mut Vec<Stmt>,
-        c: &Conv2d,
-        (ph, w, d): (&Phases, &View, &View),
-        ([kh, kw], output): ([u32; 2], [u64; 2]),
+        m: ConvMatrix,
+        (ph, d): (&Phases, &View),
+        output: [u64; 2],
         epi: Option<Epilogue<'_>>,
         (bytes, dtype): (u32, DType),
     ) {
@@ -402,7 +400,7 @@ impl Lowerer<'_> {
             a,
             weights,
             shifts,
-        } = self.conv_matrix(out, c, (ph, w, d), [kh, kw]);
+        } = m;
         let batch = fixed(&d.dims[0]);
         let positions = output[0] * output[1];
         let cols = batch * positions;
