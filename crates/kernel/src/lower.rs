@@ -68,6 +68,12 @@ pub(super) struct Lowerer<'a> {
     /// group has up to 1,024 outputs: a scan of them per node was a tenth
     /// of its lowering).
     pub(super) returned: SecondaryMap<Value, Vec<usize>>,
+    /// The positions of the outputs that return a reshape (or a chain of
+    /// reshapes) of each value: where the value is stored densely, it is
+    /// stored in such an output's buffer, which the reshape then is,
+    /// rather than in scratch copied out at the end
+    /// (`tensor::views::dest`).
+    pub(super) reshaped: SecondaryMap<Value, Vec<usize>>,
 }
 
 /// The extent of a column type, if it is one.
@@ -322,6 +328,23 @@ fn lower_with(
                 returned[output.value].push(idx);
             }
             returned
+        },
+        reshaped: {
+            let mut reshaped: SecondaryMap<Value, Vec<usize>> =
+                SecondaryMap::with_capacity(graph.len());
+            for (idx, output) in graph.outputs().iter().enumerate() {
+                let mut base = output.value;
+                while let Op::Reshape(_) = graph.node(base).op {
+                    base = graph.node(base).args[0];
+                }
+                // Tensors of at least one element's axis both: a rank-0
+                // output is a scalar parameter, not a buffer.
+                let rank = |v: Value| graph.ty(v).as_tensor().map_or(0, |t| t.shape.len());
+                if base != output.value && rank(base) > 0 && rank(output.value) > 0 {
+                    reshaped[base].push(idx);
+                }
+            }
+            reshaped
         },
         input_params: Vec::new(),
         output_params: Vec::new(),

@@ -503,6 +503,31 @@ pub(super) mod tests {
     }
 
     #[test]
+    fn a_value_returned_as_a_reshape_is_stored_in_that_output() {
+        // The activations feed the next layer and are returned reshaped
+        // (aot_autograd saves a `view` of them for the backward): they are
+        // written once, into the returned reshape's buffer, not to scratch
+        // and copied out.
+        let mlp = "v0: f32[4, 3] = input \"x\"\n\
+                   v1: f32[3, 6] = input \"w\"\n\
+                   v2: f32[4, 6] = matmul v0, v1\n\
+                   v3: f32[4, 6] = tanh v2\n\
+                   v4: f32[6, 2] = input \"w2\"\n\
+                   v5: f32[4, 2] = matmul v3, v4\n\
+                   v6: f32[2, 2, 6] = reshape v3\n\
+                   v7: f32[24] = reshape v6\n\
+                   output \"y\" = v5\n\
+                   output \"saved\" = v7\n";
+        assert_eq!(scratch(mlp), Vec::<String>::new());
+        // Returned twice so: one output holds it, the other is a copy.
+        let twice = format!("{mlp}v8: f32[6, 4] = reshape v3\noutput \"again\" = v8\n");
+        assert_eq!(scratch(&twice), Vec::<String>::new());
+        // Returned itself too: its own output holds it.
+        let own = format!("{mlp}output \"h\" = v3\n");
+        assert_eq!(scratch(&own), Vec::<String>::new());
+    }
+
+    #[test]
     fn batch_norm_and_relu_of_a_convolution_are_its_epilogue() {
         let block = "v0: f32[1, 2, 5, 5] = input \"x\"\n\
                      v1: f32[4, 2, 3, 3] = input \"w\"\n\

@@ -627,6 +627,42 @@ fn elementwise_ops_through_transposes_agree_with_the_interpreter_bit_for_bit() {
     }
 }
 
+#[test]
+fn values_returned_as_reshapes_agree_with_the_interpreter_bit_for_bit() {
+    // Activations read by the next layer and returned as reshapes (as
+    // aot_autograd saves them for the backward): stored in the first
+    // reshape's output, which the second reshape and the second matmul
+    // then read; a matmul's result returned reshaped while its epilogue
+    // reads it; a reduction returned reshaped with a broadcast of it.
+    let src = "graph \"r\"\n\
+               v0: f32[8, 5] = input \"x\"\n\
+               v1: f32[5, 70] = input \"w\"\n\
+               v2: f32[8, 70] = matmul v0, v1\n\
+               v3: f32[8, 70] = tanh v2\n\
+               v4: f32[70, 3] = input \"w2\"\n\
+               v5: f32[8, 3] = matmul v3, v4\n\
+               v6: f32[2, 4, 70] = reshape v3\n\
+               v7: f32[560] = reshape v3\n\
+               v8: f32[8, 3] = mul v5, v5\n\
+               v9: f32[24] = reshape v5\n\
+               v10: f32[8, 1] = reduce_axes v3 [1] sum keepdim\n\
+               v11: f32[8, 70] = sub v3, v10\n\
+               v12: f32[8] = reshape v10\n\
+               output \"y\" = v8\n\
+               output \"saved\" = v6\n\
+               output \"flat\" = v7\n\
+               output \"raw\" = v9\n\
+               output \"centred\" = v11\n\
+               output \"sums\" = v12\n";
+    let graph = kiln::verify(kiln::ir::text::parse(src).expect("parses")).expect("verifies");
+    let inputs = [
+        values(kiln::DType::F32, 40, 1),
+        values(kiln::DType::F32, 350, 2),
+        values(kiln::DType::F32, 210, 3),
+    ];
+    every_engine_agrees(&graph, &inputs, "reshaped outputs");
+}
+
 /// A convolution of the given geometry and dtype, with a per-channel bias
 /// and ReLU as its epilogue: `(n, c_in, c_out, groups, [h, w], [kh, kw],
 /// stride, [top, bottom, left, right], dilation)`.

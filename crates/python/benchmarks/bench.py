@@ -43,7 +43,8 @@ mean anything on a noisy machine).
   4×3×64×64 images: convolutions', batch norms' and the max pool's backward
   on kiln) and of Hugging Face's GPT-2 language model (4 layers of width
   256, vocabulary 50,257) and BERT classifier (4 layers of width 256), on
-  2×128 tokens, the loss inside the model, no dropout: eager, inductor and
+  2×128 tokens, the loss inside the model, their default dropout (0.1;
+  kiln's masks are eager's draws): eager, inductor and
   torch.compile(backend="kiln") (the backward graph on kiln too) on both
   JIT tiers and auto (the ResNet and the transformers on LLVM only), and
   for the MLP backend="aot_eager" (eager's kernels in torch.compile's
@@ -425,13 +426,12 @@ def train():
 
     def gpt2():
         # GPT-2's language model as Hugging Face builds it (vocabulary
-        # 50,257, the loss inside the model), 4 layers of width 256, no
-        # dropout (kiln draws no random numbers: dropout runs in eager).
+        # 50,257, the loss inside the model, dropout 0.1), 4 layers of
+        # width 256.
         from transformers import GPT2Config, GPT2LMHeadModel
 
         torch.manual_seed(0)
-        config = GPT2Config(n_embd=256, n_layer=4, n_head=4,
-                            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+        config = GPT2Config(n_embd=256, n_layer=4, n_head=4)
         return GPT2LMHeadModel(config).train()
 
     ids = torch.randint(0, 50257, (2, 128), generator=gen(3))
@@ -440,13 +440,12 @@ def train():
 
     def bert():
         # BERT's sequence classifier (3 labels), 4 layers of width 256,
-        # vocabulary 30,522, no dropout.
+        # vocabulary 30,522, dropout 0.1.
         from transformers import BertConfig, BertForSequenceClassification
 
         torch.manual_seed(0)
         config = BertConfig(hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
-                            intermediate_size=1024, num_labels=3,
-                            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+                            intermediate_size=1024, num_labels=3)
         return BertForSequenceClassification(config).train()
 
     ids = torch.randint(0, 30522, (2, 128), generator=gen(4))

@@ -81,6 +81,8 @@ def _decompositions():
             aten.native_layer_norm_backward,
             aten._softmax_backward_data,
             aten._log_softmax_backward_data,
+            # Dropout's gradient: the saved mask times the scale.
+            aten.native_dropout_backward,
         ]
     )
 
@@ -202,6 +204,133 @@ def _kiln_type(dtype: torch.dtype, shape: Sequence[int]) -> str:
     return f"{name}[{', '.join(str(int(d)) for d in shape)}]" if len(shape) else name
 
 
+#: The meta key of the nodes a dropout is rewritten into: its name and target.
+_DROPOUT_META = "kiln_dropout"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Draw:
+    """One dropout's mask, drawn by eager PyTorch before a graph runs: each
+    dimension an int or a sympy expression in the graph's symbolic sizes."""
+
+    p: float
+    dtype: torch.dtype
+    shape: tuple
+
+
+def _symbols(placeholders) -> dict:
+    """Where each plain symbolic size of a graph's inputs is found in a
+    call's arguments: symbol -> (argument index, dimension or None)."""
+    found = {}
+    for i, node in enumerate(placeholders):
+        val = node.meta.get("val")
+        dims = [(None, val)] if isinstance(val, torch.SymInt) else []
+        if isinstance(val, torch.Tensor):
+            dims = list(enumerate(val.shape))
+        for d, size in dims:
+            if isinstance(size, torch.SymInt) and size.node.expr.is_Symbol:
+                found.setdefault(size.node.expr, (i, d))
+    return found
+
+
+def _hoist_dropouts(gm: torch.fx.GraphModule):
+    """Takes a graph's random draws out of it, so that kiln can compute the
+    rest in one program: each training `native_dropout(x, p)` becomes
+    `x * mask * scale` and its mask `mask != 0`, the mask a new input that
+    eager PyTorch draws as its CPU kernel does (`bernoulli_(1 - p)` into a
+    tensor of x's dtype and shape), all of them in the graph's order before
+    the graph runs. The masks are then eager's own, bit for bit.
+
+    Only where every random op of the graph is such a dropout (else the
+    draws would change order with the others'), of a dtype kiln has, whose
+    shape is known at the call. Returns the draws and the symbols their
+    shapes read ((None, None) where nothing was hoisted)."""
+    aten = torch.ops.aten
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    symbols = _symbols(placeholders)
+    drops = []
+    for n in gm.graph.nodes:
+        if n.op != "call_function" or not isinstance(n.target, torch._ops.OpOverload):
+            continue
+        if torch.Tag.nondeterministic_seeded not in n.target.tags:
+            continue
+        if n.target is not aten.native_dropout.default:
+            return None, None
+        x, p = n.args[0], n.args[1]
+        train = n.args[2] if len(n.args) > 2 else n.kwargs.get("train")
+        val = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
+        if (
+            train is False
+            or not isinstance(p, float)
+            or not 0.0 <= p <= 1.0
+            or not isinstance(val, torch.Tensor)
+            or val.dtype not in (torch.float32, torch.float64)
+            or val.device.type != "cpu"
+            or any(u.target is not operator.getitem for u in n.users)
+        ):
+            return None, None
+        shape = []
+        for size in val.shape:
+            if isinstance(size, torch.SymInt):
+                expr = size.node.expr
+                if not expr.free_symbols <= symbols.keys():
+                    return None, None
+                shape.append(expr)
+            else:
+                shape.append(int(size))
+        drops.append((n, _Draw(p, val.dtype, tuple(shape))))
+    if not drops:
+        return None, None
+    graph = gm.graph
+    last = placeholders[-1] if placeholders else None
+    for i, (n, draw) in enumerate(drops):
+        x, val = n.args[0], n.args[0].meta["val"]
+        origin = (n.name, _target_name(n))
+        if last is None:
+            with graph.inserting_before(next(iter(graph.nodes))):
+                mask = graph.placeholder(f"kiln_dropout_mask_{i}")
+        else:
+            with graph.inserting_after(last):
+                mask = graph.placeholder(f"kiln_dropout_mask_{i}")
+        last = mask
+        mask.meta["val"] = val
+        p1m = 1.0 - draw.p
+        scale = 0.0 if p1m == 0 else 1.0 / p1m
+        with graph.inserting_before(n):
+            kept = graph.call_function(aten.mul.Tensor, (x, mask))
+            out = graph.call_function(aten.mul.Tensor, (kept, scale))
+            flags = graph.call_function(aten.ne.Scalar, (mask, 0))
+        results = {user.args[1]: user for user in n.users}
+        kept.meta["val"] = out.meta["val"] = val
+        if 1 in results:
+            flags.meta["val"] = results[1].meta.get("val")
+        for new in (kept, out, flags):
+            new.meta[_DROPOUT_META] = origin
+        for index, user in results.items():
+            user.replace_all_uses_with(out if index == 0 else flags)
+            graph.erase_node(user)
+        graph.erase_node(n)
+        if not flags.users:
+            graph.erase_node(flags)
+    gm.recompile()
+    return [d for _, d in drops], symbols
+
+
+def _drawing(run: Callable, draws: list, symbols: dict) -> Callable:
+    """`run` called with the masks of `draws` after its arguments, drawn
+    from torch's generator at each call."""
+
+    def call(*args):
+        values = {s: args[i] if d is None else args[i].shape[d] for s, (i, d) in symbols.items()}
+        masks = []
+        for draw in draws:
+            shape = [d if isinstance(d, int) else int(d.xreplace(values)) for d in draw.shape]
+            masks.append(torch.empty(shape, dtype=draw.dtype).bernoulli_(1.0 - draw.p))
+        return run(*args, *masks)
+
+    return call
+
+
 class _Stats:
     """What a backend instance saw, for `explain`."""
 
@@ -213,9 +342,10 @@ class _Stats:
         self.fallbacks: list = []
 
     def record(self, node: torch.fx.Node, where: str, reason: Optional[str]):
+        # The nodes a dropout was rewritten into report as the dropout.
+        name, target = node.meta.get(_DROPOUT_META, (node.name, _target_name(node)))
         with self.lock:
-            key = (self.graphs, node.name)
-            self.nodes[key] = NodeReport(node.name, _target_name(node), where, reason)
+            self.nodes[(self.graphs, name)] = NodeReport(name, target, where, reason)
 
 
 class _KilnGraph(torch.nn.Module):
@@ -399,9 +529,19 @@ class _KilnGraph(torch.nn.Module):
         return tuple(out) if self.out_tuple else out[0]
 
 
-def _compile_graph(gm: torch.fx.GraphModule, tier: str, optimize: bool, stats: _Stats):
-    """Partitions an ATen graph: kiln runs what it supports, eager the rest."""
+def _compile_graph(gm: torch.fx.GraphModule, tier: str, optimize: bool, stats: _Stats) -> Callable:
+    """Compiles an ATen graph: its dropouts' masks drawn first
+    (`_hoist_dropouts`), then kiln runs what it supports and eager PyTorch
+    the rest."""
     stats.graphs += 1
+    draws, symbols = _hoist_dropouts(gm)
+    compiled = _partition(gm, tier, optimize, stats)
+    run = compiled.forward if isinstance(compiled, torch.nn.Module) else compiled
+    return run if draws is None else _drawing(run, draws, symbols)
+
+
+def _partition(gm: torch.fx.GraphModule, tier: str, optimize: bool, stats: _Stats):
+    """Partitions an ATen graph: kiln runs what it supports, eager the rest."""
     calls = [n for n in gm.graph.nodes if n.op in ("call_function", "call_method")]
     unsupported = {n: _why_not(n) for n in calls}
     unsupported = {n: r for n, r in unsupported.items() if r is not None}
@@ -493,13 +633,12 @@ def _make_backend(tier: str, optimize: bool, stats: _Stats):
     _share_threads()
 
     def forward(gm: torch.fx.GraphModule, example_inputs):
-        compiled = _compile_graph(gm, tier, optimize, stats)
-        return make_boxed_func(compiled.forward if isinstance(compiled, torch.nn.Module) else compiled)
+        return make_boxed_func(_compile_graph(gm, tier, optimize, stats))
 
     def backward(gm: torch.fx.GraphModule, example_inputs):
         compiled = _compile_graph(gm, tier, optimize, stats)
         _warn_backward_eager(gm, stats)
-        return make_boxed_func(compiled.forward if isinstance(compiled, torch.nn.Module) else compiled)
+        return make_boxed_func(compiled)
 
     return aot_autograd(
         fw_compiler=forward,

@@ -338,7 +338,7 @@ impl Function {
                 }
                 Type::Tensor(t) => {
                     let shape = t.shape.iter().map(extent).collect::<PyResult<Vec<_>>>()?;
-                    Room::array(py, out.as_ref(), t.dtype, &shape, name)?
+                    Room::array(out.as_ref(), t.dtype, &shape, name)?
                 }
                 Type::Selection(dim) => {
                     if out.is_some() {

@@ -19,6 +19,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyFloat, PyInt};
 use std::collections::HashMap;
+use std::mem::MaybeUninit;
 
 /// `$body` with `$t` the Rust element type of kiln dtype `$dtype`.
 macro_rules! with_elem {
@@ -273,15 +274,68 @@ pub fn check_shape(
     Ok(())
 }
 
-/// Room for an output: a new NumPy array, the caller's `out=` array, a
-/// scalar cell, or a selection's row indices.
+/// Room for an output: a new array's elements, the caller's `out=` array,
+/// a scalar cell, or a selection's row indices.
 pub enum Room<'py> {
-    /// An array the call writes (`out=`, or new).
+    /// The caller's `out=` array.
     Array(Bound<'py, PyUntypedArray>, Writable<'py>),
+    /// A new array's elements and its shape, in kiln's allocator, handed
+    /// to NumPy once written. NumPy's own `empty` takes large arrays from
+    /// glibc's heap, whose top glibc gives back to the system when enough
+    /// of it is free: a training step's outputs, freed before the next
+    /// step allocates them again, were fresh pages faulted in on every
+    /// call (docs/performance.md, "BERT's training step"). Floats are not
+    /// zeroed first: every element of an output is written (docs/abi.md).
+    Owned(Owned, Vec<usize>),
     /// A scalar output's one element.
     Scalar(Buffer),
     /// Row indices: the array, of which the first `count` are kept.
     Selection(Bound<'py, PyUntypedArray>, PyReadwriteArrayDyn<'py, u32>),
+}
+
+/// A new output array's elements.
+pub enum Owned {
+    /// `bool` elements.
+    Bool(Vec<bool>),
+    /// `i32` elements.
+    I32(Vec<i32>),
+    /// `i64` elements.
+    I64(Vec<i64>),
+    /// `f32` elements, written by the call.
+    F32(Vec<MaybeUninit<f32>>),
+    /// `f64` elements, written by the call.
+    F64(Vec<MaybeUninit<f64>>),
+}
+
+/// `len` elements not written yet.
+fn uninit<T>(len: usize) -> Vec<MaybeUninit<T>> {
+    let mut v = Vec::with_capacity(len);
+    // SAFETY: `MaybeUninit` needs no initialization, and the capacity is
+    // at least `len`.
+    unsafe { v.set_len(len) };
+    v
+}
+
+/// `v` as the initialized elements it now holds.
+///
+/// # Safety
+/// Every element of `v` must have been written.
+unsafe fn assume_init<T>(v: Vec<MaybeUninit<T>>) -> Vec<T> {
+    let mut v = std::mem::ManuallyDrop::new(v);
+    // SAFETY: `MaybeUninit<T>` has `T`'s layout; the caller guarantees the
+    // elements are initialized; the allocation moves over whole.
+    unsafe { Vec::from_raw_parts(v.as_mut_ptr().cast::<T>(), v.len(), v.capacity()) }
+}
+
+/// `values` as a NumPy array of `shape`, owning them.
+fn owned_array<'py, T: Element>(
+    py: Python<'py>,
+    values: Vec<T>,
+    shape: Vec<usize>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let array = numpy::ndarray::ArrayD::from_shape_vec(numpy::ndarray::IxDyn(&shape), values)
+        .map_err(|e| PyValueError::new_err(format!("an output's shape: {e}")))?;
+    Ok(PyArrayDyn::from_owned_array(py, array).into_any())
 }
 
 /// A writable borrow of an output array.
@@ -315,16 +369,26 @@ impl<'py> Room<'py> {
     /// be exactly that: a NumPy array of the dtype and shape, C-contiguous,
     /// aligned and writeable (a copy would lose what the call writes).
     pub fn array(
-        py: Python<'py>,
         out: Option<&Bound<'py, PyAny>>,
         dtype: DType,
         shape: &[usize],
         name: &str,
     ) -> PyResult<Room<'py>> {
         let array = match out {
-            None => numpy(py)?
-                .call_method1("empty", (shape.to_vec(), np_dtype(py, dtype)))?
-                .cast_into::<PyUntypedArray>()?,
+            None => {
+                let len = shape.iter().product();
+                let shape = shape.to_vec();
+                return Ok(Room::Owned(
+                    match dtype {
+                        DType::Bool => Owned::Bool(vec![false; len]),
+                        DType::I32 => Owned::I32(vec![0; len]),
+                        DType::I64 => Owned::I64(vec![0; len]),
+                        DType::F32 => Owned::F32(uninit(len)),
+                        DType::F64 => Owned::F64(uninit(len)),
+                    },
+                    shape,
+                ));
+            }
             Some(obj) => {
                 let array = obj.cast::<PyUntypedArray>().map_err(|_| {
                     PyTypeError::new_err(format!("out for `{name}` must be a NumPy array"))
@@ -377,6 +441,11 @@ impl<'py> Room<'py> {
             Room::Array(_, Writable::I64(a)) => ArrayMut::I64(a.as_slice_mut().map_err(e)?),
             Room::Array(_, Writable::F32(a)) => ArrayMut::F32(a.as_slice_mut().map_err(e)?),
             Room::Array(_, Writable::F64(a)) => ArrayMut::F64(a.as_slice_mut().map_err(e)?),
+            Room::Owned(Owned::Bool(v), _) => ArrayMut::Bool(v),
+            Room::Owned(Owned::I32(v), _) => ArrayMut::I32(v),
+            Room::Owned(Owned::I64(v), _) => ArrayMut::I64(v),
+            Room::Owned(Owned::F32(v), _) => ArrayMut::F32Uninit(v),
+            Room::Owned(Owned::F64(v), _) => ArrayMut::F64Uninit(v),
             Room::Scalar(b) => match b {
                 Buffer::Bool(v) => ArrayMut::Bool(v),
                 Buffer::I32(v) => ArrayMut::I32(v),
@@ -388,13 +457,22 @@ impl<'py> Room<'py> {
         })
     }
 
-    /// The output as a Python value, `count` elements written.
+    /// The output as a Python value, `count` elements written, after a
+    /// call that succeeded (which wrote every element of an array).
     pub fn into_py(self, py: Python<'py>, count: usize) -> PyResult<Bound<'py, PyAny>> {
         match self {
             Room::Array(array, w) => {
                 drop(w);
                 Ok(array.into_any())
             }
+            Room::Owned(values, shape) => match values {
+                Owned::Bool(v) => owned_array(py, v, shape),
+                Owned::I32(v) => owned_array(py, v, shape),
+                Owned::I64(v) => owned_array(py, v, shape),
+                // SAFETY: a call that succeeded wrote every element.
+                Owned::F32(v) => owned_array(py, unsafe { assume_init(v) }, shape),
+                Owned::F64(v) => owned_array(py, unsafe { assume_init(v) }, shape),
+            },
             Room::Scalar(b) => scalar_to_py(py, b.get(0).expect("one element")),
             Room::Selection(array, w) => {
                 drop(w);

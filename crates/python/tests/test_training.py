@@ -10,6 +10,7 @@ import torch
 import torch._dynamo
 from torch import nn
 
+import kiln
 import kiln.torch as kt
 
 
@@ -455,25 +456,25 @@ def test_max_pool_indices_are_torchs():
     assert "eager" not in ran.values(), ran
 
 
-def tiny_gpt2():
-    """Hugging Face's GPT-2 language model, 2 layers of width 32, no dropout."""
+def tiny_gpt2(dropout=0.0):
+    """Hugging Face's GPT-2 language model, 2 layers of width 32."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
     config = GPT2Config(
         n_layer=2, n_head=2, n_embd=32, vocab_size=100, n_positions=16,
-        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+        resid_pdrop=dropout, embd_pdrop=dropout, attn_pdrop=dropout,
     )
     return GPT2LMHeadModel(config).train()
 
 
-def tiny_bert():
-    """Hugging Face's BERT classifier, 2 layers of width 32, no dropout."""
+def tiny_bert(dropout=0.0):
+    """Hugging Face's BERT classifier, 2 layers of width 32."""
     from transformers import BertConfig, BertForSequenceClassification
 
     config = BertConfig(
         num_hidden_layers=2, hidden_size=32, num_attention_heads=2, intermediate_size=64,
         vocab_size=100, max_position_embeddings=16, num_labels=3,
-        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+        hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout,
     )
     return BertForSequenceClassification(config).train()
 
@@ -481,20 +482,24 @@ def tiny_bert():
 # Dynamo reads a non-leaf tensor's `.grad` while it traces Hugging Face's
 # loss (torch's warning, not kiln's).
 @pytest.mark.filterwarnings("ignore:The .grad attribute of a Tensor that is not a leaf")
+@pytest.mark.parametrize("dropout", [0.0, 0.1])
 @pytest.mark.parametrize("make", [tiny_gpt2, tiny_bert])
-def test_transformers_train_on_kiln(make):
+def test_transformers_train_on_kiln(make, dropout):
     # The loss inside the model (cross-entropy: nll_loss and its backward),
     # embeddings, attention (the CPU flash kernel's log-sum-exp and its
     # backward), layer norms, GELU and a causal mask: every node of the
     # forward and backward graphs on kiln, 5 SGD steps as eager takes them.
+    # With the models' own dropout (0.1, their default), its masks are
+    # eager's: drawn from torch's generator in eager's order.
     ids = torch.randint(0, 100, (2, 8), generator=torch.Generator().manual_seed(31))
     labels = ids if make is tiny_gpt2 else torch.tensor([0, 2])
 
     def steps(model, run):
+        torch.manual_seed(5)
         return sgd(model, lambda: run(input_ids=ids, labels=labels).loss)
 
     torch._dynamo.reset()
-    model, twin = twins(make)
+    model, twin = twins(lambda: make(dropout))
     stats = kt._Stats()
     losses, grads = steps(model, torch.compile(model, backend=backend(stats)))
     want_losses, want_grads = steps(twin, twin)
@@ -507,6 +512,79 @@ def test_transformers_train_on_kiln(make):
     targets = {r.target for r in stats.nodes.values()}
     for op in ("nll_loss_backward", "embedding_dense_backward"):
         assert f"torch.ops.aten.{op}.default" in targets, targets
+    assert ("torch.ops.aten.native_dropout.default" in targets) == (dropout > 0), targets
+
+
+class Dropouts(nn.Module):
+    """Dropout at 0.5 on the input and at `p` on an affine map of it, in
+    `dtype`: products and sums only, so eager's values are exact bits."""
+
+    def __init__(self, p, dtype):
+        super().__init__()
+        self.p = p
+        self.w = nn.Parameter(torch.linspace(-1.5, 2.0, 12, dtype=dtype))
+        self.b = nn.Parameter(torch.linspace(0.5, -0.25, 12, dtype=dtype))
+
+    def forward(self, x):
+        h = nn.functional.dropout(x, 0.5) * self.w + self.b
+        return nn.functional.dropout(h, self.p) * self.w
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+@pytest.mark.parametrize("tier", kiln.tiers())
+def test_dropout_is_eagers_bit_for_bit(tier, dynamic):
+    # The masks come from torch's generator in eager's order, so the values
+    # and the input's gradient are eager's bits, on every tier; with
+    # symbolic sizes too (two batch sizes through one dynamic graph).
+    for p, dtype in ((0.25, torch.float64), (0.5, torch.float32)):
+        torch._dynamo.reset()
+        model, twin = twins(lambda: Dropouts(p, dtype))
+        stats = kt._Stats()
+        run = torch.compile(model, backend=kt._make_backend(tier, True, stats), dynamic=dynamic)
+        for rows in (5, 9):
+            outs = []
+            for m, f in ((model, run), (twin, twin)):
+                x = torch.randn(rows, 12, dtype=dtype, generator=torch.Generator().manual_seed(rows))
+                x.requires_grad_()
+                m.zero_grad()
+                torch.manual_seed(rows)
+                y = f(x)
+                (y * y).sum().backward()
+                # The generator's state after the call: as many draws.
+                outs.append((y.detach(), x.grad, [q.grad for q in m.parameters()], torch.get_rng_state()))
+            (y, dx, grads, state), (want_y, want_dx, want_grads, want_state) = outs
+            assert torch.equal(y, want_y), (tier, p, rows)
+            assert torch.equal(dx, want_dx), (tier, p, rows)
+            assert torch.equal(state, want_state)
+            # The parameters' gradients sum over the rows, in kiln's order.
+            for g, w in zip(grads, want_grads):
+                torch.testing.assert_close(g, w, rtol=1e-12 if dtype == torch.float64 else 1e-6, atol=0)
+            dropped = (dx == 0).sum().item()
+            assert 0 < dropped < dx.numel(), "dropout dropped nothing or everything"
+        eager = {r.target for r in stats.nodes.values() if r.ran_on == "eager"}
+        assert not eager - {"torch.ops.aten.sym_size.int"}, eager
+        targets = {r.target for r in stats.nodes.values()}
+        assert "torch.ops.aten.native_dropout.default" in targets, targets
+
+
+def test_dropout_beside_another_random_op_runs_in_eager_in_eagers_order():
+    # kiln draws dropout's masks before the graph runs only where nothing
+    # else in the graph draws: here `rand_like` does, so both run in eager
+    # PyTorch, in the graph's order, and the values are still eager's.
+    def f(x):
+        return nn.functional.dropout(torch.sin(x) + torch.rand_like(x), 0.5) * 2.0
+
+    x = torch.randn(6, 7, generator=torch.Generator().manual_seed(3))
+    stats = kt._Stats()
+    torch._dynamo.reset()
+    torch.manual_seed(4)
+    got = torch.compile(f, backend=backend(stats))(x)
+    torch.manual_seed(4)
+    want = f(x)
+    assert torch.equal(got, want)
+    ran = {r.target: r.ran_on for r in stats.nodes.values()}
+    assert ran["torch.ops.aten.native_dropout.default"] == "eager", ran
+    assert ran["torch.ops.aten.sin.default"] == "kiln", ran
 
 
 class TinySegmenter(nn.Module):

@@ -342,9 +342,12 @@ impl Lowerer<'_> {
     }
 
     /// The buffer a node's result is written to: its output parameter when it
-    /// is returned (the first time), else a new scratch buffer.
+    /// is returned (the first time), else the buffer of an output that
+    /// returns a reshape of it (which is then that buffer, not a copy),
+    /// else a new scratch buffer.
     pub(super) fn dest(&mut self, value: Value, dims: &Shape, claimed: &mut [bool]) -> ParamIdx {
-        for idx in self.output_indices(value) {
+        let own = self.returned[value].iter();
+        for &idx in own.chain(&self.reshaped[value]) {
             if !claimed[idx] {
                 claimed[idx] = true;
                 return self.output_params[idx];
