@@ -288,7 +288,25 @@ fn the_generator_covers_every_op_and_dtype() {
         gathered >= 100,
         "{gathered} convolutions of gathered columns"
     );
+    // Outputs that reshape a value another node reads too: lowering stores
+    // the value in that output's buffer (`views.rs`' `dest`).
+    let mut reshaped_outputs = 0;
     for case in kiln_fuzzgen::seeded(0x9e37_79b9_7f4a_7c15, 3000, 512) {
+        for output in case.graph.outputs() {
+            let node = case.graph.node(output.value);
+            if node.op.mnemonic() != "reshape" {
+                continue;
+            }
+            let base = node.args[0];
+            let readers = case
+                .graph
+                .nodes()
+                .filter(|(v, n)| *v != output.value && n.args.contains(&base))
+                .count();
+            if readers > 0 && case.graph.node(base).op.mnemonic() != "input" {
+                reshaped_outputs += 1;
+            }
+        }
         for (_, node) in case.graph.nodes() {
             if node.op.mnemonic() == "matmul" {
                 let a = case.graph.ty(node.args[0]).as_tensor();
@@ -374,6 +392,10 @@ fn the_generator_covers_every_op_and_dtype() {
     assert!(
         in_place_panels >= 10,
         "{in_place_panels} matmuls of a `b` one AVX-512 panel wide"
+    );
+    assert!(
+        reshaped_outputs >= 50,
+        "{reshaped_outputs} outputs reshaping a value that is read elsewhere too"
     );
 }
 

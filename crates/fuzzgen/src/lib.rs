@@ -189,6 +189,22 @@ impl Gen<'_, '_> {
     }
 
     /// The fixed dimensions of a value (tensor mode has no symbolic ones).
+    /// `v` reshaped: flattened where it has two axes or more, else given a
+    /// leading axis of 1; `None` for a scalar or a symbolic shape.
+    fn reshaped(&mut self, v: Value) -> Option<Value> {
+        let t = self.b.ty(v).as_tensor()?.clone();
+        if t.shape.is_empty() || t.shape.iter().any(|d| matches!(d, Dim::Sym(_))) {
+            return None;
+        }
+        let dims = self.fixed_dims(v);
+        let shape = if dims.len() >= 2 {
+            vec![Dim::Fixed(dims.iter().product())]
+        } else {
+            vec![Dim::Fixed(1), Dim::Fixed(dims[0])]
+        };
+        self.b.op(Op::Reshape(shape), &[v]).ok()
+    }
+
     fn fixed_dims(&self, v: Value) -> Vec<u64> {
         self.b
             .ty(v)
@@ -1146,7 +1162,15 @@ fn generate_with(u: &mut Unstructured, max_ops: usize, windows: bool) -> Result<
     }
     let n_outputs = gen.u.int_in_range(1..=3usize)?;
     for _ in 0..n_outputs {
-        let v = gen.pick()?;
+        let mut v = gen.pick()?;
+        // Now and then a reshape of it, as aot_autograd returns the
+        // activations it saves for the backward: lowering stores such a
+        // value in the reshape's output buffer, where later nodes read it.
+        if tensors && gen.u.ratio(1u8, 4u8)? {
+            if let Some(r) = gen.reshaped(v) {
+                v = r;
+            }
+        }
         gen.outputs.push(v);
     }
     let Gen {
