@@ -91,9 +91,56 @@ class _Fallback(Exception):
     """A graph or an argument kiln does not take; eager PyTorch runs it."""
 
 
-#: Ops whose result is a view of their first argument's values, as an
-#: output of a kiln partition: returned as a detached view of it.
-_VIEWS = (torch.ops.aten.detach.default, torch.ops.aten.alias.default)
+#: Ops whose result is a view of their first argument on any strides: an
+#: output of a kiln partition that is a chain of them from an input or
+#: from another output is that view, as eager returns it, rather than a
+#: copy kiln writes (aot_autograd saves `t` of a `Linear`'s weight and
+#: `detach`es of results for the backward).
+_VIEWS = {
+    torch.ops.aten.detach.default,
+    torch.ops.aten.alias.default,
+    torch.ops.aten.t.default,
+    torch.ops.aten.transpose.int,
+    torch.ops.aten.permute.default,
+    torch.ops.aten.unsqueeze.default,
+    torch.ops.aten.squeeze.dim,
+    torch.ops.aten.expand.default,
+}
+
+
+def _view_chain(node: torch.fx.Node) -> tuple:
+    """The base a chain of `_VIEWS` ops leads `node` down to, and the chain
+    from the base up, each op's other arguments constants."""
+    chain = []
+    while (
+        isinstance(node, torch.fx.Node)
+        and node.op == "call_function"
+        and node.target in _VIEWS
+        and node.args
+        and isinstance(node.args[0], torch.fx.Node)
+        and not node.kwargs
+    ):
+        nodes: list = []
+        torch.fx.node.map_arg(node.args[1:], nodes.append)
+        if nodes:
+            break
+        chain.append(node)
+        node = node.args[0]
+    return node, chain[::-1]
+
+
+def _dense_name(name: str) -> str:
+    """The name of the dense input an input read by `_dense_order` is."""
+    return f"{name}__kiln_dense"
+
+
+def _dense_order(t: torch.Tensor) -> Optional[list]:
+    """The order of `t`'s axes in which it is dense, if it is a permutation
+    of a dense tensor but not dense itself; else None."""
+    if t.is_contiguous() or t.dim() < 2:
+        return None
+    order = sorted(range(t.dim()), key=lambda d: -t.stride(d))
+    return order if t.permute(order).is_contiguous() else None
 
 
 def _target_name(node: torch.fx.Node) -> str:
@@ -372,19 +419,16 @@ class _KilnGraph(torch.nn.Module):
         self.out_tuple = isinstance(outs, (list, tuple))
         self.outs = list(outs) if self.out_tuple else [outs]
         # The outputs kiln computes, each once; inputs and constants that are
-        # also outputs are passed through here, and so are detached views of
-        # another output (aot_autograd saves a `detach` of a result for the
-        # backward: eager returns a view of it, not a second copy).
+        # also outputs are passed through here, and so are views of an
+        # input or of another output (`_VIEWS`): eager returns a view, not
+        # a copy; the view's base is computed instead where it is neither.
         self.computed: list = []
         self.views: dict = {}
         for o in self.outs:
-            if isinstance(o, torch.fx.Node) and o.op == "call_function":
-                base = o
-                while base.target in _VIEWS and isinstance(base.args[0], torch.fx.Node):
-                    base = base.args[0]
-                if base is not o:
-                    self.views[o] = base
-                    o = base
+            base, chain = _view_chain(o)
+            if chain:
+                self.views[o] = (base, chain)
+                o = base
             if not isinstance(o, torch.fx.Node) or o.op in ("placeholder", "get_attr"):
                 continue
             if not isinstance(o.meta.get("val", torch.empty(0)), torch.Tensor):
@@ -398,14 +442,27 @@ class _KilnGraph(torch.nn.Module):
                 if n.op in ("call_function", "call_method"):
                     stats.record(n, "eager", self.eager_reason)
 
-    def _source(self, sizes: dict):
+    def _source(self, sizes: dict, orders: dict):
         """The nodes kiln compiles, tagged, and the text errors point into:
-        the graph as torch prints it, a line a node."""
+        the graph as torch prints it, a line a node. An input read in the
+        order of its axes `orders` gives (`_dense_order`) is the permute of
+        a dense input named `_dense_name`."""
         lines, nodes, pos = [], [], 0
         for n in self.gm.graph.nodes:
             if n.op == "output" or n.name in sizes:
                 continue
-            if n.op in ("placeholder", "get_attr"):
+            if n.op in ("placeholder", "get_attr") and n.name in orders:
+                order = orders[n.name]
+                dense = _dense_name(n.name)
+                line = f"    {dense}: dense, axes {order} of {n.name}"
+                nodes.append((dense, "placeholder", dense, [], [], pos))
+                lines.append(line)
+                pos += len(line) + 1
+                inverse = [order.index(d) for d in range(len(order))]
+                kind, target = "call_function", "torch.ops.aten.permute.default"
+                args = [("n", dense), ("seq", [("i", d) for d in inverse])]
+                kwargs = []
+            elif n.op in ("placeholder", "get_attr"):
                 kind, target, args, kwargs = "placeholder", n.name, [], []
             else:
                 kind, target = n.op, _target_name(n)
@@ -420,9 +477,14 @@ class _KilnGraph(torch.nn.Module):
 
     def _inputs(self, args):
         """The tensors kiln reads, by name, the key of their types (each
-        tensor's dtype and shape, then the symbolic sizes), and the values
-        of the symbolic sizes. Called on every call: the types' text is made
-        only for a compile (``_types``)."""
+        tensor's dtype, shape and the order of its axes in which it is
+        dense, then the symbolic sizes), the values of the symbolic sizes,
+        and the orders of the inputs not dense as they are. Called on every
+        call: the types' text is made only for a compile (``_types``).
+
+        A tensor that is a permutation of a dense one (a transpose, as
+        aot_autograd saves a `Linear`'s weight for the backward) is read as
+        that dense tensor, permuted back inside kiln's program, not copied."""
         if len(args) != len(self.placeholders):
             raise _Fallback(f"{len(args)} arguments for {len(self.placeholders)} inputs")
         tensors, sizes = {}, {}
@@ -438,21 +500,27 @@ class _KilnGraph(torch.nn.Module):
             if not isinstance(value, torch.Tensor):
                 raise _Fallback(f"attribute {n.target} is not a tensor")
             tensors[n.name] = value
-        key = []
+        key, orders, read = [], {}, {}
         for name, t in tensors.items():
             if not t.is_cpu:
                 raise _Fallback(f"{name} is on {t.device}")
-            key.append((t.dtype, tuple(t.shape)))
+            order = _dense_order(t)
+            if order is None:
+                read[name] = t
+            else:
+                orders[name] = order
+                read[_dense_name(name)] = t.permute(order)
+            key.append((t.dtype, tuple(t.shape), order and tuple(order)))
         key.extend(sizes.items())
-        return tensors, tuple(key), sizes
+        return read, tuple(key), sizes, orders
 
     @staticmethod
     def _types(tensors: dict) -> dict:
         """The kiln type of each tensor, by name."""
         return {name: _kiln_type(t.dtype, t.shape) for name, t in tensors.items()}
 
-    def _compile(self, types: dict, sizes: dict):
-        nodes, source, out_offset = self._source(sizes)
+    def _compile(self, types: dict, sizes: dict, orders: dict):
+        nodes, source, out_offset = self._source(sizes, orders)
         output = [("n", n.name) for n in self.computed]
         return _kiln.compile_fx(
             nodes, output, out_offset, source, f"<{self.label}>", types, self.tier, self.optimize
@@ -470,11 +538,11 @@ class _KilnGraph(torch.nn.Module):
     def forward(self, *args):
         if self.eager_reason is None:
             try:
-                tensors, key, sizes = self._inputs(args)
+                tensors, key, sizes, orders = self._inputs(args)
                 with self.lock:
                     fn = self.cache.get(key)
                     if fn is None:
-                        fn = self._compile(self._types(tensors), sizes)
+                        fn = self._compile(self._types(tensors), sizes, orders)
                         self.cache[key] = fn
                         with self.stats.lock:
                             self.stats.compiles += 1
@@ -517,11 +585,14 @@ class _KilnGraph(torch.nn.Module):
             if not isinstance(o, torch.fx.Node):
                 out.append(o)
             elif o in self.views:
-                base = self.views[o]
+                base, chain = self.views[o]
                 if base.op == "get_attr":
-                    out.append(operator.attrgetter(base.target)(self.gm).detach())
+                    view = operator.attrgetter(base.target)(self.gm)
                 else:
-                    out.append(env[base].detach())
+                    view = env[base]
+                for n in chain:
+                    view = n.target(view, *n.args[1:])
+                out.append(view.detach())
             elif o.op == "get_attr":
                 out.append(operator.attrgetter(o.target)(self.gm))
             else:

@@ -522,3 +522,66 @@ def test_clamps_by_tensors(tier):
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w, rtol=0, atol=0, equal_nan=True)
         assert torch.equal(g.signbit(), w.signbit())
+
+
+def capture_compiles(monkeypatch):
+    """The `types` and outputs of every program the backend compiles."""
+    seen = []
+    compile_fx = kt._kiln.compile_fx
+
+    def spy(nodes, output, *rest):
+        seen.append(({n[0] for n in nodes}, [o[1] for o in output], rest[3]))
+        return compile_fx(nodes, output, *rest)
+
+    monkeypatch.setattr(kt._kiln, "compile_fx", spy)
+    return seen
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_permuted_inputs_are_read_where_they_are(tier, monkeypatch):
+    # A transposed input and a 3-D permutation are read as the dense
+    # tensors they permute (kiln permutes them back), not copied; an
+    # expanded input is not a permutation and is copied densely. Values
+    # are eager's bits (elementwise ops).
+    seen = capture_compiles(monkeypatch)
+
+    def f(a, b, c):
+        return a * 2.0 + b.sum(0), b * c
+
+    g = torch.Generator().manual_seed(5)
+    a = torch.randn(5, 3, generator=g).t()  # [3, 5], strides (1, 3)
+    b = torch.randn(4, 5, 3, generator=g).permute(0, 2, 1)  # [4, 3, 5]
+    c = torch.randn(1, 5, generator=g).expand(3, 5)
+    got = compiled(f, tier)(a, b, c)
+    want = f(a, b, c)
+    for x, y in zip(got, want):
+        assert torch.equal(x, y)
+    ((_, _, types),) = seen
+    # aot_autograd names the inputs arg0_1, arg1_1, arg2_1.
+    assert list(types.values()) == ["f32[5, 3]", "f32[4, 5, 3]", "f32[3, 5]"], types
+    dense = [name.endswith("__kiln_dense") for name in types]
+    assert dense == [True, True, False], types
+
+
+def test_transposed_weights_are_views_not_outputs(monkeypatch):
+    # aot_autograd saves each `Linear`'s transposed weight for the
+    # backward: the forward returns it as a view of the weight (as eager
+    # does) rather than kiln writing a transposed copy, and the backward
+    # reads it as the weight itself. The gradients are eager's.
+    seen = capture_compiles(monkeypatch)
+    torch.manual_seed(3)
+    model = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3))
+    twin = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3))
+    twin.load_state_dict(model.state_dict())
+    x = torch.randn(4, 6, generator=torch.Generator().manual_seed(4))
+    compiled(model, "cranelift")(x).square().sum().backward()
+    twin(x).square().sum().backward()
+    for p, q in zip(model.parameters(), twin.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-6, atol=1e-7)
+    (_, fw_outputs, _), (_, _, bw_types) = seen
+    transposes = [n for n in fw_outputs if n == "t" or n.startswith("t_")]
+    assert transposes == [], fw_outputs
+    dense = sorted(k for k in bw_types if k.endswith("__kiln_dense"))
+    assert dense, bw_types
+    for k in dense:
+        assert bw_types[k] in ("f32[8, 6]", "f32[3, 8]"), bw_types
