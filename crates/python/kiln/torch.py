@@ -108,6 +108,35 @@ _VIEWS = {
 }
 
 
+#: The fewest bytes of a view other than a `detach` or `alias` that an output
+#: is returned as rather than copied by kiln: the Python around a view (its
+#: ops replayed at each call, the next graph's input read by its strides)
+#: costs more than kiln copying a smaller one (the MLP's 10×256 transposed
+#: weight: about 20 µs a training step).
+_VIEW_OUTPUT_BYTES = 1 << 16
+
+_DETACH = (torch.ops.aten.detach.default, torch.ops.aten.alias.default)
+
+
+def _worth_a_view(node: torch.fx.Node, base: torch.fx.Node, chain: list, outs: list) -> bool:
+    """Whether output `node`, a view of `base` by `chain`, is returned as
+    the view: a detached one always; another only where kiln would copy
+    (`base` an input, a constant or another output; of an intermediate,
+    kiln writes the view's elements as it computes them), and only a
+    large one."""
+    if all(n.target in _DETACH for n in chain):
+        return True
+    if base.op not in ("placeholder", "get_attr") and base not in outs:
+        return False
+    val = node.meta.get("val")
+    if not isinstance(val, torch.Tensor):
+        return False
+    try:
+        return int(val.numel()) * val.element_size() >= _VIEW_OUTPUT_BYTES
+    except (TypeError, RuntimeError):  # a symbolic size: large, as it may be
+        return True
+
+
 def _view_chain(node: torch.fx.Node) -> tuple:
     """The base a chain of `_VIEWS` ops leads `node` down to, and the chain
     from the base up, each op's other arguments constants."""
@@ -426,7 +455,7 @@ class _KilnGraph(torch.nn.Module):
         self.views: dict = {}
         for o in self.outs:
             base, chain = _view_chain(o)
-            if chain:
+            if chain and _worth_a_view(o, base, chain, self.outs):
                 self.views[o] = (base, chain)
                 o = base
             if not isinstance(o, torch.fx.Node) or o.op in ("placeholder", "get_attr"):
@@ -591,7 +620,8 @@ class _KilnGraph(torch.nn.Module):
                 else:
                     view = env[base]
                 for n in chain:
-                    view = n.target(view, *n.args[1:])
+                    if n.target not in _DETACH:
+                        view = n.target(view, *n.args[1:])
                 out.append(view.detach())
             elif o.op == "get_attr":
                 out.append(operator.attrgetter(o.target)(self.gm))

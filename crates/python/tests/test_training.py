@@ -515,6 +515,36 @@ def test_transformers_train_on_kiln(make, dropout):
     assert ("torch.ops.aten.native_dropout.default" in targets) == (dropout > 0), targets
 
 
+@pytest.mark.filterwarnings("ignore:The .grad attribute of a Tensor that is not a leaf")
+def test_gpt2_trains_on_kiln_with_symbolic_sizes():
+    # `dynamic=True` (as Dynamo recompiles after a second sequence length):
+    # torch's decompositions then write `prims.convert_element_type` in the
+    # backward, which kiln builds; only size arithmetic runs in eager.
+    # Dropout's masks are eager's, their shapes evaluated at each call.
+    def steps(model, run):
+        torch.manual_seed(5)
+        losses = []
+        for length in (8, 6, 8):
+            ids = torch.randint(0, 100, (2, length), generator=torch.Generator().manual_seed(length))
+            loss = run(input_ids=ids, labels=ids).loss
+            loss.backward()
+            losses.append(loss.item())
+        return losses, [p.grad.clone() for p in model.parameters()]
+
+    torch._dynamo.reset()
+    model, twin = twins(lambda: tiny_gpt2(0.1))
+    stats = kt._Stats()
+    losses, grads = steps(model, torch.compile(model, backend=backend(stats), dynamic=True))
+    want_losses, want_grads = steps(twin, twin)
+    assert losses == pytest.approx(want_losses, rel=1e-5)
+    for g, w in zip(grads, want_grads):
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6)
+    eager = {(r.target, r.reason) for r in stats.nodes.values() if r.ran_on == "eager"}
+    assert all(t == "torch.ops.aten.sym_size.int" or why == "a size computation" for t, why in eager), eager
+    targets = {r.target for r in stats.nodes.values()}
+    assert "torch.ops.prims.convert_element_type.default" in targets, targets
+
+
 class Dropouts(nn.Module):
     """Dropout at 0.5 on the input and at `p` on an affine map of it, in
     `dtype`: products and sums only, so eager's values are exact bits."""

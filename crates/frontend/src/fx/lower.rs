@@ -57,6 +57,10 @@ pub fn op_name(kind: &str, target: &str) -> String {
     }
     let name = if let Some(rest) = t.strip_prefix("torch.ops.aten.") {
         rest.split('.').next().unwrap_or(rest)
+    } else if let Some(rest) = t.strip_prefix("torch.ops.prims.") {
+        // A primitive keeps its namespace: `prims.convert_element_type`
+        // (torch's decompositions write it with symbolic sizes).
+        return format!("prims.{}", rest.split('.').next().unwrap_or(rest));
     } else if kind == "call_module" {
         t
     } else {
@@ -628,7 +632,15 @@ const OPS: &[(&[&str], Build)] = &[
     }),
     (
         &[
-            "to", "_to_copy", "type", "float", "double", "int", "long", "bool",
+            "to",
+            "_to_copy",
+            "type",
+            "float",
+            "double",
+            "int",
+            "long",
+            "bool",
+            "prims.convert_element_type",
         ],
         |this, op, node| this.convert(op, node),
     ),
