@@ -617,6 +617,7 @@ impl Population {
         // faulted in page by page on every call, where the allocator reuses
         // the memory of the last call's array once that is dropped (written
         // once, by the population's threads as they evaluate).
+        crate::values::fits_in_memory::<T>(inner.len().checked_mul(n), "the population's values")?;
         let (values, failures) = with_slices(&cols, |slices| {
             py.detach(|| inner.evaluate_to_vec(slices, n))
         });

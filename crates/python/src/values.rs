@@ -307,13 +307,64 @@ pub enum Owned {
     F64(Vec<MaybeUninit<f64>>),
 }
 
-/// `len` elements not written yet.
-fn uninit<T>(len: usize) -> Vec<MaybeUninit<T>> {
-    let mut v = Vec::with_capacity(len);
+/// The bytes of this machine's memory (0 where the system does not say).
+fn physical_memory() -> u64 {
+    // SAFETY: `sysconf` only reads system configuration.
+    let (pages, page) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    u64::try_from(pages)
+        .unwrap_or(0)
+        .saturating_mul(u64::try_from(page).unwrap_or(0))
+}
+
+/// A `MemoryError` unless `len` elements of `T` (`None`: more than `usize`
+/// counts) fit in this machine's memory. kiln's allocator reserves address
+/// space without the system's overcommit check, so a vector larger than
+/// the memory would be granted, and the call writing it would run until
+/// the system killed the process; NumPy's `empty` raises instead.
+pub fn fits_in_memory<T>(len: Option<usize>, what: &str) -> PyResult<()> {
+    let bytes = len
+        .and_then(|n| n.checked_mul(size_of::<T>()))
+        .ok_or_else(|| too_large(what, len))?;
+    let memory = physical_memory();
+    if memory > 0 && bytes as u64 > memory {
+        return Err(too_large(what, len));
+    }
+    Ok(())
+}
+
+/// The `MemoryError` of [`fits_in_memory`].
+fn too_large(what: &str, len: Option<usize>) -> PyErr {
+    let len = len.map_or_else(|| "more than 2^64".to_string(), |n| n.to_string());
+    pyo3::exceptions::PyMemoryError::new_err(format!(
+        "{what} of {len} elements does not fit in this machine's memory"
+    ))
+}
+
+/// `len` elements not written yet; a `MemoryError` where they do not fit
+/// ([`fits_in_memory`]).
+fn uninit<T>(len: usize, name: &str) -> PyResult<Vec<MaybeUninit<T>>> {
+    let what = format!("output `{name}`");
+    fits_in_memory::<T>(Some(len), &what)?;
+    let mut v = Vec::new();
+    v.try_reserve_exact(len)
+        .map_err(|_| too_large(&what, Some(len)))?;
     // SAFETY: `MaybeUninit` needs no initialization, and the capacity is
     // at least `len`.
     unsafe { v.set_len(len) };
-    v
+    Ok(v)
+}
+
+/// `len` elements of `value`, or a `MemoryError` (as [`uninit`]).
+fn filled<T: Copy>(len: usize, value: T, name: &str) -> PyResult<Vec<T>> {
+    let mut v = uninit::<T>(len, name)?;
+    v.fill(MaybeUninit::new(value));
+    // SAFETY: every element was just written.
+    Ok(unsafe { assume_init(v) })
 }
 
 /// `v` as the initialized elements it now holds.
@@ -376,15 +427,18 @@ impl<'py> Room<'py> {
     ) -> PyResult<Room<'py>> {
         let array = match out {
             None => {
-                let len = shape.iter().product();
+                let len = shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
+                let Some(len) = len else {
+                    return Err(too_large(&format!("output `{name}`"), None));
+                };
                 let shape = shape.to_vec();
                 return Ok(Room::Owned(
                     match dtype {
-                        DType::Bool => Owned::Bool(vec![false; len]),
-                        DType::I32 => Owned::I32(vec![0; len]),
-                        DType::I64 => Owned::I64(vec![0; len]),
-                        DType::F32 => Owned::F32(uninit(len)),
-                        DType::F64 => Owned::F64(uninit(len)),
+                        DType::Bool => Owned::Bool(filled(len, false, name)?),
+                        DType::I32 => Owned::I32(filled(len, 0, name)?),
+                        DType::I64 => Owned::I64(filled(len, 0, name)?),
+                        DType::F32 => Owned::F32(uninit(len, name)?),
+                        DType::F64 => Owned::F64(uninit(len, name)?),
                     },
                     shape,
                 ));

@@ -230,6 +230,21 @@ def test_bad_options_are_errors():
         kiln.compile("x", inputs=["x"])
 
 
+def test_an_output_larger_than_memory_is_a_memory_error():
+    # An outer product of two long vectors: 4e12 float64 elements (32 TB)
+    # for the output, an int64 one too. A MemoryError, as NumPy's `empty`
+    # raises, and the function still works on sizes that fit.
+    for dtype, make in (("f64", np.ones), ("i64", lambda n: np.ones(n, np.int64))):
+        src = (
+            f'graph "outer"\nv0: {dtype}[n, 1] = input "a"\nv1: {dtype}[1, m] = input "b"\n'
+            f'v2: {dtype}[n, m] = mul v0, v1\noutput "y" = v2\n'
+        )
+        f = kiln.compile(src, format="kiln", tier="vm")
+        with pytest.raises(MemoryError, match="output `y` of 4000000000000 elements"):
+            f(make(2_000_000).reshape(-1, 1), make(2_000_000).reshape(1, -1))
+        assert f(make(3).reshape(-1, 1), make(2).reshape(1, -1)).shape == (3, 2)
+
+
 def test_huge_and_deep_sources_are_errors_not_crashes():
     deep = "(" * 100_000 + "x" + ")" * 100_000
     with pytest.raises(kiln.KilnError):

@@ -351,3 +351,14 @@ def test_a_population_compiles_on_first_use_and_a_fit_does_not_need_it():
     # A pickle of a population never compiled compiles on loading's first use.
     again = pickle.loads(pickle.dumps(kiln.Population(exprs)))
     assert np.array_equal(again.evaluate(X)[:2], out[:2])
+
+
+def test_values_larger_than_memory_are_a_memory_error():
+    # 20,000 expressions over 20 million rows: 3.2 TB of float64 values. A
+    # MemoryError before anything is evaluated (kiln's allocator would
+    # grant the address space, and the evaluation would run until the
+    # system killed the process); a smaller call still works.
+    p = kiln.Population(["x0 + 1.0"] * 20_000, variables=["x0"])
+    with pytest.raises(MemoryError, match="400000000000 elements"):
+        p.evaluate(np.ones((20_000_000, 1)))
+    assert p.evaluate(np.ones((3, 1))).shape == (20_000, 3)
