@@ -284,7 +284,7 @@ pub enum Room<'py> {
     /// glibc's heap, whose top glibc gives back to the system when enough
     /// of it is free: a training step's outputs, freed before the next
     /// step allocates them again, were fresh pages faulted in on every
-    /// call (docs/performance.md, "BERT's training step"). Floats are not
+    /// call (docs/performance.md, "Training steps at eager's speed"). Floats are not
     /// zeroed first: every element of an output is written (docs/abi.md).
     Owned(Owned, Vec<usize>),
     /// A scalar output's one element.
