@@ -16,6 +16,10 @@ same way (torch's decompositions of the backward ops below, kiln for what
 it builds, eager PyTorch for the rest, with a warning naming those ops the
 first time).
 
+Training dropout runs on kiln too: its masks are drawn by eager PyTorch
+before each graph runs, as eager draws them (``_hoist_dropouts``), so the
+values are eager's.
+
 ``kiln.torch.explain(model, *inputs)`` reports which nodes ran where.
 """
 
