@@ -162,6 +162,27 @@ def _view_chain(node: torch.fx.Node) -> tuple:
     return node, chain[::-1]
 
 
+def _node_key(node) -> Optional[tuple]:
+    """What makes call `node` the same value as another (its target and
+    arguments), or None where it is not a call or an argument does not
+    hash."""
+    if not isinstance(node, torch.fx.Node) or node.op != "call_function":
+        return None
+
+    def freeze(a):
+        if isinstance(a, (list, tuple)):
+            return tuple(freeze(x) for x in a)
+        if isinstance(a, dict):
+            return tuple(sorted((k, freeze(v)) for k, v in a.items()))
+        hash(a)
+        return a
+
+    try:
+        return (node.target, freeze(node.args), freeze(node.kwargs))
+    except TypeError:
+        return None
+
+
 def _dense_name(name: str) -> str:
     """The name of the dense input an input read by `_dense_order` is."""
     return f"{name}__kiln_dense"
@@ -457,7 +478,17 @@ class _KilnGraph(torch.nn.Module):
         # a copy; the view's base is computed instead where it is neither.
         self.computed: list = []
         self.views: dict = {}
+        # An output the same call as an earlier one (aot_autograd saves
+        # attention's input as three identical `view`s, one a projection)
+        # is a detached view of that one: kiln computes a value once, but
+        # wrote each such output.
+        same: dict = {}
         for o in self.outs:
+            key = _node_key(o)
+            first = same.setdefault(key, o) if key is not None else o
+            if first is not o:
+                self.views[o] = self.views.get(first, (first, []))
+                continue
             base, chain = _view_chain(o)
             if chain and _worth_a_view(o, base, chain, self.outs):
                 self.views[o] = (base, chain)

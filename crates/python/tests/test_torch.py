@@ -589,3 +589,32 @@ def test_transposed_weights_are_views_not_outputs(monkeypatch):
     assert transposes == ["t_1"], fw_outputs
     dense = {k: v for k, v in bw_types.items() if k.endswith("__kiln_dense")}
     assert list(dense.values()) == ["f32[160, 128]"], bw_types
+
+
+def test_identical_outputs_are_computed_and_returned_once(monkeypatch):
+    # Three projections of one 3-D input, as attention's query, key and
+    # value: aot_autograd saves the input's `view` three times (one a
+    # projection). kiln writes it once; the other two are views of it. The
+    # gradients are eager's.
+    seen = capture_compiles(monkeypatch)
+
+    class QKV(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q, self.k, self.v = (nn.Linear(8, 8) for _ in range(3))
+
+        def forward(self, x):
+            h = torch.tanh(x)
+            return (self.q(h) * self.k(h) + self.v(h)).sum()
+
+    torch.manual_seed(6)
+    model, twin = QKV(), QKV()
+    twin.load_state_dict(model.state_dict())
+    x = torch.randn(2, 5, 8, generator=torch.Generator().manual_seed(7))
+    compiled(model, "cranelift")(x).backward()
+    twin(x).backward()
+    for p, q in zip(model.parameters(), twin.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-6)
+    (_, fw_outputs, _) = seen[0]
+    views = [n for n in fw_outputs if n == "view" or n.startswith("view_")]
+    assert len(views) == 1, fw_outputs
