@@ -421,8 +421,14 @@ def _drawing(run: Callable, draws: list, symbols: dict) -> Callable:
     """`run` called with the masks of `draws` after its arguments, drawn
     from torch's generator at each call."""
 
+    # The symbolic sizes are read from the arguments only where a mask's
+    # shape has one.
+    symbolic = any(not isinstance(d, int) for draw in draws for d in draw.shape)
+
     def call(*args):
-        values = {s: args[i] if d is None else args[i].shape[d] for s, (i, d) in symbols.items()}
+        values = {}
+        if symbolic:
+            values = {s: args[i] if d is None else args[i].shape[d] for s, (i, d) in symbols.items()}
         masks = []
         for draw in draws:
             shape = [d if isinstance(d, int) else int(d.xreplace(values)) for d in draw.shape]

@@ -918,7 +918,6 @@ impl Lowerer<'_> {
     }
 }
 
-/// A convolution's input split into stride phases ([`Lowerer::phases`]).
 /// A convolution as a matmul ([`Lowerer::conv_matrix`]).
 struct ConvMatrix {
     groups: u64,
@@ -933,6 +932,7 @@ struct ConvMatrix {
     shifts: Vec<i64>,
 }
 
+/// A convolution's input split into stride phases ([`Lowerer::phases`]).
 struct Phases {
     view: View,
     /// Rows per phase.
