@@ -121,6 +121,14 @@ _VIEW_OUTPUT_BYTES = 1 << 16
 
 _DETACH = (torch.ops.aten.detach.default, torch.ops.aten.alias.default)
 
+#: Where a `_KilnGraph`'s output comes from at a call (`_KilnGraph._plan`).
+_COMPUTED, _ARGUMENT, _CONSTANT = range(3)
+
+#: The most call signatures a `_KilnGraph` keeps (`_KilnGraph._prepare`);
+#: past them it forgets them all and finds each again in its cache of
+#: compiled functions.
+_SIGNATURES = 256
+
 
 def _worth_a_view(node: torch.fx.Node, base: torch.fx.Node, chain: list, outs: list) -> bool:
     """Whether output `node`, a view of `base` by `chain`, is returned as
@@ -511,6 +519,30 @@ class _KilnGraph(torch.nn.Module):
             for n in graph.nodes:
                 if n.op in ("call_function", "call_method"):
                     stats.record(n, "eager", self.eager_reason)
+        # A call's signature (`_signature`) to its compiled function and
+        # the reads of its inputs (`_prepare`): a call with a signature seen
+        # before goes straight to kiln.
+        self.calls: dict = {}
+        self.attr_getters = [operator.attrgetter(n.target) for n in self.attrs]
+        self.computed_dtypes = [getattr(n.meta.get("val"), "dtype", None) for n in self.computed]
+        self.out_plan = [self._plan(o) for o in self.outs] if self.eager_reason is None else []
+
+    def _plan(self, o) -> tuple:
+        """Where output `o` comes from at a call: (`_COMPUTED`, its index in
+        kiln's results), (`_ARGUMENT`, the index of the argument or
+        constant), or (`_CONSTANT`, the value); then, for a view, the ops
+        replayed on it (each target with its other arguments) before it is
+        detached, else None."""
+        chain = None
+        if o in self.views:
+            base, ops = self.views[o]
+            chain = tuple((n.target, n.args[1:]) for n in ops if n.target not in _DETACH)
+            o = base
+        if not isinstance(o, torch.fx.Node):
+            return _CONSTANT, o, chain
+        if o in self.computed:
+            return _COMPUTED, self.computed.index(o), chain
+        return _ARGUMENT, (self.placeholders + self.attrs).index(o), chain
 
     def _source(self, sizes: dict, orders: dict):
         """The nodes kiln compiles, tagged, and the text errors point into:
@@ -599,7 +631,7 @@ class _KilnGraph(torch.nn.Module):
     def _eager(self, reason: str):
         self.eager_reason = reason
         warnings.warn(
-            f"kiln: {self.label} runs in eager PyTorch: {reason}", RuntimeWarning, stacklevel=3
+            f"kiln: {self.label} runs in eager PyTorch: {reason}", RuntimeWarning, stacklevel=4
         )
         for n in self.gm.graph.nodes:
             if n.op in ("call_function", "call_method"):
@@ -607,68 +639,106 @@ class _KilnGraph(torch.nn.Module):
 
     def forward(self, *args):
         if self.eager_reason is None:
+            signature = self._signature(args)
             try:
-                tensors, key, sizes, orders = self._inputs(args)
-                with self.lock:
-                    fn = self.cache.get(key)
-                    if fn is None:
-                        fn = self._compile(self._types(tensors), sizes, orders)
-                        self.cache[key] = fn
-                        with self.stats.lock:
-                            self.stats.compiles += 1
-            except (_Fallback, KilnError) as e:
-                self._eager(str(e).splitlines()[0] if str(e) else type(e).__name__)
-            else:
-                return self._run(fn, tensors, args)
+                call = self.calls.get(signature)
+            except TypeError:  # an argument that does not hash
+                signature = call = None
+            if call is None:
+                call = self._prepare(args, signature)
+            if call is not None:
+                return self._run(call, args)
         return self.gm(*args)
 
-    def _run(self, fn, tensors, args):
-        # kiln's kernels use the threads eager torch would (users set
-        # them with torch.set_num_threads), call by call, and eager torch's
-        # own OpenMP threads where it has them (`_share_threads`).
-        previous = _kiln._swap_thread_override(torch.get_num_threads())
-        shared = _kiln._swap_team(True)
-        try:
-            results = fn(
-                **{
-                    name: (t.detach() if t.requires_grad else t).numpy()
-                    for name, t in tensors.items()
-                }
+    def _signature(self, args) -> tuple:
+        """What decides a call's compiled function and how its arguments
+        are read: each tensor's dtype, shape, strides and device, each other
+        argument's type and value (the constants' tensors too, where the
+        graph has any)."""
+        signature = [
+            (a.dtype, a.shape, a.stride(), a.device) if isinstance(a, torch.Tensor) else (type(a), a)
+            for a in args
+        ]
+        for get in self.attr_getters:
+            t = get(self.gm)
+            signature.append(
+                (t.dtype, t.shape, t.stride(), t.device) if isinstance(t, torch.Tensor) else (type(t), t)
             )
-        finally:
-            _kiln._swap_team(shared)
-            _kiln._swap_thread_override(previous)
-        if len(self.computed) == 1:
-            results = (results,)
-        env = dict(zip(self.placeholders, args))
-        for node, r in zip(self.computed, results):
-            if not isinstance(r, np.ndarray):
-                r = np.asarray(r)
-            if r.ndim:
-                env[node] = torch.from_numpy(r)
-            else:  # a 0-d result comes back as a Python scalar
-                meta = node.meta.get("val")
-                dtype = meta.dtype if isinstance(meta, torch.Tensor) else None
-                env[node] = torch.tensor(r.item(), dtype=dtype)
-        out = []
-        for o in self.outs:
-            if not isinstance(o, torch.fx.Node):
-                out.append(o)
-            elif o in self.views:
-                base, chain = self.views[o]
-                if base.op == "get_attr":
-                    view = operator.attrgetter(base.target)(self.gm)
-                else:
-                    view = env[base]
-                for n in chain:
-                    if n.target not in _DETACH:
-                        view = n.target(view, *n.args[1:])
-                out.append(view.detach())
-            elif o.op == "get_attr":
-                out.append(operator.attrgetter(o.target)(self.gm))
+        return tuple(signature)
+
+    def _prepare(self, args, signature: Optional[tuple]) -> Optional[tuple]:
+        """The call for a new signature: the compiled function (compiled
+        for the key `_inputs` makes, or found in `cache` under it) and
+        which argument or constant each of its inputs reads, in which order
+        of axes; kept under `signature` so that the next call with it only
+        reads its arrays. None where eager PyTorch runs the graph from now
+        on."""
+        try:
+            tensors, key, sizes, orders = self._inputs(args)
+            with self.lock:
+                fn = self.cache.get(key)
+                if fn is None:
+                    fn = self._compile(self._types(tensors), sizes, orders)
+                    self.cache[key] = fn
+                    with self.stats.lock:
+                        self.stats.compiles += 1
+        except (_Fallback, KilnError) as e:
+            self._eager(str(e).splitlines()[0] if str(e) else type(e).__name__)
+            return None
+        sources = {}
+        for i, n in enumerate(self.placeholders + self.attrs):
+            if n.name in orders:
+                sources[_dense_name(n.name)] = (i, tuple(orders[n.name]))
             else:
-                out.append(env[o])
+                sources[n.name] = (i, None)
+        call = (fn, tuple(sources[name] for name in fn.inputs))
+        if signature is not None:
+            if len(self.calls) >= _SIGNATURES:
+                self.calls.clear()
+            self.calls[signature] = call
+        return call
+
+    def _run(self, call: tuple, args):
+        fn, reads = call
+        values = args
+        if self.attrs:
+            values = (*args, *(get(self.gm) for get in self.attr_getters))
+        arrays = []
+        for i, order in reads:
+            t = values[i]
+            if order is not None:
+                t = t.permute(order)
+            arrays.append((t.detach() if t.requires_grad else t).numpy())
+        # kiln's kernels use the threads eager torch would (users set them
+        # with torch.set_num_threads), call by call, and eager torch's own
+        # OpenMP threads where it has them (`_share_threads`).
+        results = fn._call_torch(tuple(arrays), torch.get_num_threads())
+        computed = [
+            torch.from_numpy(r) if type(r) is np.ndarray and r.ndim else _scalar_tensor(r, dtype)
+            for r, dtype in zip(results, self.computed_dtypes)
+        ]
+        out = []
+        for kind, source, chain in self.out_plan:
+            if kind == _COMPUTED:
+                value = computed[source]
+            elif kind == _ARGUMENT:
+                value = values[source]
+            else:
+                value = source
+            if chain is not None:
+                for target, rest in chain:
+                    value = target(value, *rest)
+                value = value.detach()
+            out.append(value)
         return tuple(out) if self.out_tuple else out[0]
+
+
+def _scalar_tensor(value, dtype) -> torch.Tensor:
+    """A 0-d result as a tensor of its node's dtype (kiln returns a
+    Python scalar for one)."""
+    if isinstance(value, np.ndarray):
+        value = value.item()
+    return torch.tensor(value, dtype=dtype)
 
 
 def _compile_graph(gm: torch.fx.GraphModule, tier: str, optimize: bool, stats: _Stats) -> Callable:

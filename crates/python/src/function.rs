@@ -537,6 +537,24 @@ impl Function {
         result
     }
 
+    /// The torch backend's call (`kiln.torch`): `args` in signature order,
+    /// the kernels on `threads` threads of eager torch's OpenMP team where
+    /// the backend found it (`with_torch_threads`), and the results as a
+    /// tuple, one output's too.
+    fn _call_torch<'py>(
+        &self,
+        py: Python<'py>,
+        args: &Bound<'py, PyTuple>,
+        threads: usize,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let result = crate::with_torch_threads(threads, || self.__call__(py, args, None, None))?;
+        if self.outputs.len() == 1 {
+            PyTuple::new(py, [result])
+        } else {
+            Ok(result.cast_into::<PyTuple>()?)
+        }
+    }
+
     /// How the `auto` tier has served this function: a dict with `tier`
     /// (running now), `first_tier`, `compile_seconds` (all told) and
     /// `first_tier_compile_seconds` (the first tier's own), `cache_hit` (it

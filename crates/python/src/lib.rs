@@ -329,6 +329,28 @@ fn _swap_team(on: bool) -> bool {
     unsafe { kiln::threads::swap_team(team) }.is_some()
 }
 
+/// Runs `f` with this thread's kernels on `threads` threads
+/// (`_swap_thread_override`) and on the OpenMP team `_share_openmp` found
+/// (`_swap_team`), both given back after `f`, also when it unwinds: the
+/// torch backend's call, `Function._call_torch`.
+pub(crate) fn with_torch_threads<R>(threads: usize, f: impl FnOnce() -> R) -> R {
+    struct Restore {
+        threads: usize,
+        team: bool,
+    }
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            _swap_team(self.team);
+            kiln::threads::swap_override(self.threads);
+        }
+    }
+    let _restore = Restore {
+        threads: kiln::threads::swap_override(threads),
+        team: _swap_team(true),
+    };
+    f()
+}
+
 /// How many stage runs this process cut into chunks on several threads
 /// (`kiln::threads::chunked_runs`), and how many workers kiln's own pool
 /// has (`kiln::threads::pool_workers`): for tests.
