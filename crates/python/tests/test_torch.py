@@ -297,8 +297,29 @@ def test_integer_division_by_zero_is_an_exception():
     ok = torch.tensor([2, 2, -3], dtype=torch.int64)
     fn = compiled(f, "cranelift")
     assert torch.equal(fn(a, ok), f(a, ok))
+    threads = kiln.get_num_threads()
     with pytest.raises(ZeroDivisionError):
         fn(a, torch.tensor([2, 0, 1], dtype=torch.int64))
+    # The call's thread count is given back on the error too.
+    assert kiln.get_num_threads() == threads
+    assert torch.equal(fn(a, ok), f(a, ok))
+
+
+def test_a_graph_called_with_other_strides_reads_each_as_it_is():
+    # The backend's callable, without Dynamo's guards in front: one kiln
+    # graph sees a dense `b`, a transposed one, a strided slice, then the
+    # first two again (each signature read by its own plan, kept).
+    def f(a, b):
+        return (a @ b + 1.0,)
+
+    gm = torch.fx.symbolic_trace(f)
+    g = torch.Generator().manual_seed(0)
+    ints = lambda *shape: torch.randint(-4, 5, shape, generator=g).float()  # noqa: E731
+    a, b = ints(3, 4), ints(4, 5)
+    fn = kt.backend(gm, [a, b], options={"tier": "cranelift"})
+    for x in (b, ints(5, 4).t(), ints(4, 10)[:, ::2], b, ints(5, 4).t()):
+        (got,) = fn(a, x)
+        assert torch.equal(got, a @ x + 1.0)  # small integers: every order of sums exact
 
 
 def test_bad_options():
