@@ -38,7 +38,8 @@ mean anything on a noisy machine).
   torch.no_grad: eager, torch.compile's default backend (inductor) and
   torch.compile(backend="kiln") on both JIT tiers, with torch on 1 and 2
   threads; median of 7 interleaved repeats of 1000 calls, after warm-up.
-- train: one SGD step (forward, cross-entropy, backward, update) of the
+- train: one SGD step (forward, cross-entropy, backward, update) of a
+  batch-4 8→8→4 MLP (kernels of next to nothing: the cost around them), of the
   batch-64 784→256→10 MLP and of torchvision's ResNet-18 (10 classes,
   4×3×64×64 images: convolutions', batch norms' and the max pool's backward
   on kiln) and of Hugging Face's GPT-2 language model (4 layers of width
@@ -46,11 +47,11 @@ mean anything on a noisy machine).
   2×128 tokens, the loss inside the model, their default dropout (0.1;
   kiln's masks are eager's draws): eager, inductor and
   torch.compile(backend="kiln") (the backward graph on kiln too) on both
-  JIT tiers and auto (the ResNet and the transformers on LLVM only), and
-  for the MLP backend="aot_eager" (eager's kernels in torch.compile's
-  wrappers: the floor of any backend's step), torch
+  JIT tiers and auto (the tiny MLP, the ResNet and the transformers on
+  LLVM only), and for the MLPs backend="aot_eager" (eager's kernels in
+  torch.compile's wrappers: the floor of any backend's step), torch
   on 1 and 2 threads; median of 7 interleaved repeats of 200 steps (the
-  ResNet's and BERT's: 5; GPT-2's: 3) after 3 warm-up steps, kiln's
+  tiny MLP's: 2,000; the ResNet's and BERT's: 5; GPT-2's: 3) after 3 warm-up steps, kiln's
   tier-up finished (`kiln.wait_for_tier_up`) and one more step.
 - resnet: ResNet-18 (the standard 64-128-256-512 layout,
   crates/python/tests/models.py, random weights, eval mode) on one
@@ -414,6 +415,15 @@ def train():
         return torchvision.models.resnet18(num_classes=10)
 
     gen = lambda seed: torch.Generator().manual_seed(seed)  # noqa: E731
+    def tiny():
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4))
+
+    # A model whose kernels take next to nothing: what a step costs around
+    # them (Dynamo, aot_autograd, the backend's calls).
+    train_step("mlp-train-step-8-8-4-batch4", tiny,
+               torch.randn(4, 8, generator=gen(1)), torch.randint(0, 4, (4,), generator=gen(2)),
+               steps=2000, tiers=("llvm",), floor=True)
     train_step("mlp-train-step-784-256-10-batch64", mlp,
                torch.randn(64, 784, generator=gen(1)), torch.randint(0, 10, (64,), generator=gen(2)),
                steps=200, tiers=("cranelift", "llvm", None), floor=True)

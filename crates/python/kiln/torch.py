@@ -655,15 +655,8 @@ class _KilnGraph(torch.nn.Module):
         are read: each tensor's dtype, shape, strides and device, each other
         argument's type and value (the constants' tensors too, where the
         graph has any)."""
-        signature = [
-            (a.dtype, a.shape, a.stride(), a.device) if isinstance(a, torch.Tensor) else (type(a), a)
-            for a in args
-        ]
-        for get in self.attr_getters:
-            t = get(self.gm)
-            signature.append(
-                (t.dtype, t.shape, t.stride(), t.device) if isinstance(t, torch.Tensor) else (type(t), t)
-            )
+        signature = [_key_of(a) for a in args]
+        signature.extend(_key_of(get(self.gm)) for get in self.attr_getters)
         return tuple(signature)
 
     def _prepare(self, args, signature: Optional[tuple]) -> Optional[tuple]:
@@ -731,6 +724,14 @@ class _KilnGraph(torch.nn.Module):
                 value = value.detach()
             out.append(value)
         return tuple(out) if self.out_tuple else out[0]
+
+
+def _key_of(value) -> tuple:
+    """A tensor's dtype, shape, strides and device, or another value's type
+    and itself: its part of a call's signature (`_KilnGraph._signature`)."""
+    if isinstance(value, torch.Tensor):
+        return value.dtype, value.shape, value.stride(), value.device
+    return type(value), value
 
 
 def _scalar_tensor(value, dtype) -> torch.Tensor:
