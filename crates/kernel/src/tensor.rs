@@ -527,6 +527,56 @@ pub(super) mod tests {
         assert_eq!(scratch(&own), Vec::<String>::new());
     }
 
+    /// The scratch buffers of `src` that hold a whole `[4, 1000]` tensor.
+    fn whole_scratch(src: &str) -> usize {
+        scratch(src)
+            .iter()
+            .filter(|s| *s == "f32[4, 1000]" || *s == "f32[4000]")
+            .count()
+    }
+
+    #[test]
+    fn a_cheap_node_read_in_two_loops_is_computed_in_each() {
+        // `log_softmax`: `x - max` is read by `exp` (stored for the `sum`)
+        // and by the result. It is computed in both loops, not stored by a
+        // loop of its own: one whole scratch (the `exp`), not two.
+        let log_softmax = "v0: f32[4, 1000] = input \"x\"\n\
+                           v1: f32[4, 1] = reduce_axes v0 [1] reduce_max keepdim\n\
+                           v2: f32[4, 1000] = sub v0, v1\n\
+                           v3: f32[4, 1000] = exp v2\n\
+                           v4: f32[4, 1] = reduce_axes v3 [1] sum keepdim\n\
+                           v5: f32[4, 1] = log v4\n\
+                           v6: f32[4, 1000] = sub v2, v5\n\
+                           output \"y\" = v6\n";
+        assert_eq!(whole_scratch(log_softmax), 1);
+        // Of two whole arguments (`x + z`) it is stored: each loop would read
+        // both where it reads the one stored.
+        let two = "v0: f32[4, 1000] = input \"x\"\n\
+                   v1: f32[4, 1000] = input \"z\"\n\
+                   v2: f32[4, 1] = reduce_axes v0 [1] reduce_max keepdim\n\
+                   v3: f32[4, 1000] = add v0, v1\n\
+                   v4: f32[4, 1000] = exp v3\n\
+                   v5: f32[4, 1] = reduce_axes v4 [1] sum keepdim\n\
+                   v6: f32[4, 1] = log v5\n\
+                   v7: f32[4, 1000] = sub v3, v6\n\
+                   output \"y\" = v7\n";
+        assert_eq!(whole_scratch(two), 2);
+        // A costly node read in two loops is stored; a cheap one in its
+        // place is computed in each.
+        let read_twice = |op: &str| {
+            format!(
+                "v0: f32[4, 1000] = input \"x\"\n\
+                 v1: f32[4, 1000] = {op} v0\n\
+                 v2: f32[4, 1000] = sqrt v1\n\
+                 v3: f32[4, 1] = reduce_axes v2 [1] sum keepdim\n\
+                 v4: f32[4, 1000] = mul v1, v3\n\
+                 output \"y\" = v4\n"
+            )
+        };
+        assert_eq!(whole_scratch(&read_twice("exp")), 2);
+        assert_eq!(whole_scratch(&read_twice("neg")), 1);
+    }
+
     #[test]
     fn batch_norm_and_relu_of_a_convolution_are_its_epilogue() {
         let block = "v0: f32[1, 2, 5, 5] = input \"x\"\n\

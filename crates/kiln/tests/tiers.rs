@@ -663,6 +663,41 @@ fn values_returned_as_reshapes_agree_with_the_interpreter_bit_for_bit() {
     every_engine_agrees(&graph, &inputs, "reshaped outputs");
 }
 
+#[test]
+fn cheap_nodes_computed_in_several_loops_agree_with_the_interpreter_bit_for_bit() {
+    // `log_softmax` (`x - max` read by the stored `exp` and by the result)
+    // and a layer norm (`x - mean` read by the variance's square and by the
+    // result, beside a scale and a shift): each such node is computed in
+    // every loop that reads it, on rows long enough for vector loops,
+    // threads' chunks and panels.
+    let src = "graph \"shared\"\n\
+               v0: f32[6, 300] = input \"x\"\n\
+               v1: f32[6, 1] = reduce_axes v0 [1] reduce_max keepdim\n\
+               v2: f32[6, 300] = sub v0, v1\n\
+               v3: f32[6, 300] = exp v2\n\
+               v4: f32[6, 1] = reduce_axes v3 [1] sum keepdim\n\
+               v5: f32[6, 1] = log v4\n\
+               v6: f32[6, 300] = sub v2, v5\n\
+               v7: f32[6, 1] = reduce_axes v0 [1] mean keepdim\n\
+               v8: f32[6, 300] = sub v0, v7\n\
+               v9: f32[6, 300] = mul v8, v8\n\
+               v10: f32[6, 1] = reduce_axes v9 [1] mean keepdim\n\
+               v11: f32 = const 0.00001\n\
+               v12: f32[6, 1] = add v10, v11\n\
+               v13: f32[6, 1] = sqrt v12\n\
+               v14: f32[300] = input \"gamma\"\n\
+               v15: f32[6, 300] = div v8, v13\n\
+               v16: f32[6, 300] = mul v15, v14\n\
+               output \"log_softmax\" = v6\n\
+               output \"layer_norm\" = v16\n";
+    let graph = kiln::verify(kiln::ir::text::parse(src).expect("parses")).expect("verifies");
+    let inputs = [
+        values(kiln::DType::F32, 1800, 4),
+        values(kiln::DType::F32, 300, 5),
+    ];
+    every_engine_agrees(&graph, &inputs, "shared nodes");
+}
+
 /// A convolution of the given geometry and dtype, with a per-channel bias
 /// and ReLU as its epilogue: `(n, c_in, c_out, groups, [h, w], [kh, kw],
 /// stride, [top, bottom, left, right], dilation)`.

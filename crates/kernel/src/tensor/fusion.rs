@@ -17,6 +17,11 @@ const MAX_FUSED_DEPTH: u32 = 32;
 /// several uses): more, and the node is stored once instead.
 const MAX_RECOMPUTE: u32 = 4;
 
+/// In how many loops a shared node ([`fused_nodes`]) may be computed: with
+/// one argument of its shape read in each, up to three loops read no more
+/// than storing it does (its loop's read and write, then a read per loop).
+const MAX_SHARED_LOOPS: usize = 3;
+
 /// Which elementwise nodes are fused into their consumer (computed where it
 /// reads them, not stored), and which matmuls and convolutions compute an
 /// epilogue.
@@ -30,6 +35,16 @@ const MAX_RECOMPUTE: u32 = 4;
 ///   one loop (fused into one root, or the root itself), and it is cheap
 ///   ([`cheap`]): the root then computes it once per read, as `relu(y)`
 ///   reads `y` twice in `select(y < 0, 0, y)`.
+///
+/// - its uses are elementwise nodes of its shape computed in up to
+///   [`MAX_SHARED_LOOPS`] different loops, it is cheap, and at most one of
+///   its arguments has its whole shape (the others broadcast): each loop
+///   computes it where it reads it ("shared"). `x - max` in `log_softmax`,
+///   read by `exp` (stored for the `sum`) and by the result, or `x - mean`
+///   in a layer norm: storing it cost a loop that reads `x` and writes as
+///   much, then a read per use; computing it again reads `x` in each loop
+///   instead of it. Nothing is fused into a shared node (its arguments
+///   are stored), so no chain is computed once per loop.
 ///
 /// A root computes a fused node at most [`MAX_RECOMPUTE`] times per element
 /// (only cheap nodes more than once), and reading it recurses at most
@@ -56,6 +71,8 @@ pub(super) fn fused_nodes(graph: &Graph, info: &GraphInfo) -> Fusion {
     let mut root: Vec<Option<Value>> = vec![None; n_nodes];
     let mut paths = vec![1u32; n_nodes];
     let mut depth = vec![0u32; n_nodes];
+    // Fused nodes computed in several loops: nothing is fused into them.
+    let mut shared = vec![false; n_nodes];
     let nodes: Vec<(Value, &NodeData)> = graph.nodes().collect();
     for &(value, node) in nodes.iter().rev() {
         let (idx, rank) = (
@@ -63,7 +80,12 @@ pub(super) fn fused_nodes(graph: &Graph, info: &GraphInfo) -> Fusion {
             node.ty.as_tensor().map_or(0, |t| t.shape.len()),
         );
         let uses = &users[idx];
-        if !elementwise(&node.op) || rank == 0 || returned[idx] || uses.is_empty() {
+        if !elementwise(&node.op)
+            || rank == 0
+            || returned[idx]
+            || uses.is_empty()
+            || uses.iter().any(|u| shared[u.index()])
+        {
             continue;
         }
         // The loop each use is computed in, times, depth.
@@ -103,13 +125,27 @@ pub(super) fn fused_nodes(graph: &Graph, info: &GraphInfo) -> Fusion {
                 .iter()
                 .all(|&u| elementwise(&graph.node(u).op) && same_shape(u));
             let first = loop_of(uses[0]).0;
-            (all_elementwise && uses.iter().all(|&u| loop_of(u).0 == first)).then(|| {
-                uses.iter()
-                    .map(|&u| loop_of(u))
-                    .fold((first, 0u32, 0u32), |(r, p, d), (_, up, ud)| {
-                        (r, p.saturating_add(up), d.max(ud))
-                    })
-            })
+            if all_elementwise && uses.iter().all(|&u| loop_of(u).0 == first) {
+                Some(
+                    uses.iter()
+                        .map(|&u| loop_of(u))
+                        .fold((first, 0u32, 0u32), |(r, p, d), (_, up, ud)| {
+                            (r, p.saturating_add(up), d.max(ud))
+                        }),
+                )
+            } else {
+                if all_elementwise && cheap(&node.op) {
+                    if let Some((p, d)) = shared_loops(graph, value, uses, loop_of) {
+                        if d < MAX_FUSED_DEPTH && p <= MAX_RECOMPUTE {
+                            fused[idx] = true;
+                            shared[idx] = true;
+                            paths[idx] = p;
+                            depth[idx] = d + 1;
+                        }
+                    }
+                }
+                None
+            }
         };
         let Some((r, p, d)) = candidate else {
             continue;
@@ -156,6 +192,37 @@ pub(super) fn fused_nodes(graph: &Graph, info: &GraphInfo) -> Fusion {
         }
     }
     Fusion { fused, epilogue }
+}
+
+/// For a node whose uses (`loop_of` each: its loop, times, depth) are
+/// computed in several loops: the most times one loop computes it and the
+/// deepest read, when it may be shared ([`fused_nodes`]): at most
+/// [`MAX_SHARED_LOOPS`] loops, and at most one argument of its shape.
+fn shared_loops(
+    graph: &Graph,
+    value: Value,
+    uses: &[Value],
+    loop_of: impl Fn(Value) -> (Value, u32, u32),
+) -> Option<(u32, u32)> {
+    let node = graph.node(value);
+    let shape = node.ty.as_tensor().map(|t| &t.shape);
+    let whole = node
+        .args
+        .iter()
+        .filter(|&&a| graph.ty(a).as_tensor().map(|t| &t.shape) == shape)
+        .count();
+    let mut loops: Vec<(Value, u32)> = Vec::new();
+    let mut deepest = 0;
+    for &u in uses {
+        let (r, p, d) = loop_of(u);
+        deepest = deepest.max(d);
+        match loops.iter_mut().find(|(l, _)| *l == r) {
+            Some((_, times)) => *times = times.saturating_add(p),
+            None => loops.push((r, p)),
+        }
+    }
+    let most = loops.iter().map(|&(_, p)| p).max().unwrap_or(1);
+    (whole <= 1 && loops.len() <= MAX_SHARED_LOOPS).then_some((most, deepest))
 }
 
 /// The ops [`fused_nodes`] fuses.
