@@ -34,8 +34,7 @@ const MAX_SHARED_LOOPS: usize = 3;
 /// - all its uses are elementwise nodes of its shape that are computed in
 ///   one loop (fused into one root, or the root itself), and it is cheap
 ///   ([`cheap`]): the root then computes it once per read, as `relu(y)`
-///   reads `y` twice in `select(y < 0, 0, y)`.
-///
+///   reads `y` twice in `select(y < 0, 0, y)`; or
 /// - its uses are elementwise nodes of its shape computed in up to
 ///   [`MAX_SHARED_LOOPS`] different loops, it is cheap, and at most one of
 ///   its arguments has its whole shape (the others broadcast): each loop
