@@ -291,6 +291,9 @@ fn the_generator_covers_every_op_and_dtype() {
     // Outputs that reshape a value another node reads too: lowering stores
     // the value in that output's buffer (`views.rs`' `dest`).
     let mut reshaped_outputs = 0;
+    // Cheap nodes read by two elementwise nodes that are loops of their own:
+    // each loop computes them (`fusion.rs`' shared nodes).
+    let mut shared_nodes = 0;
     for case in kiln_fuzzgen::seeded(0x9e37_79b9_7f4a_7c15, 3000, 512) {
         for output in case.graph.outputs() {
             let node = case.graph.node(output.value);
@@ -307,6 +310,7 @@ fn the_generator_covers_every_op_and_dtype() {
                 reshaped_outputs += 1;
             }
         }
+        shared_nodes += shared_candidates(&case.graph);
         for (_, node) in case.graph.nodes() {
             if node.op.mnemonic() == "matmul" {
                 let a = case.graph.ty(node.args[0]).as_tensor();
@@ -397,6 +401,58 @@ fn the_generator_covers_every_op_and_dtype() {
         reshaped_outputs >= 50,
         "{reshaped_outputs} outputs reshaping a value that is read elsewhere too"
     );
+    assert!(
+        shared_nodes >= 50,
+        "{shared_nodes} cheap nodes read by two elementwise nodes in loops of their own"
+    );
+}
+
+/// How many nodes of `graph` lowering computes in two loops at least: a
+/// cheap elementwise node (`fusion.rs`' `cheap`) with at most one argument
+/// of its shape, not returned, read by two or more elementwise nodes of its
+/// shape that are each a loop of its own (returned, or read by a node that
+/// is not elementwise).
+fn shared_candidates(graph: &kiln::ir::Graph) -> usize {
+    let cheap = [
+        "add", "sub", "mul", "min", "max", "and", "or", "xor", "band", "bor", "bxor", "neg", "abs",
+        "not", "bnot", "eq", "ne", "lt", "le", "gt", "ge", "select", "cast",
+    ];
+    let returned: Vec<kiln::ir::Value> = graph.outputs().iter().map(|o| o.value).collect();
+    graph
+        .nodes()
+        .filter(|(value, node)| {
+            let Some(shape) = node.ty.as_tensor().map(|t| &t.shape) else {
+                return false;
+            };
+            let whole = node
+                .args
+                .iter()
+                .filter(|&&a| graph.ty(a).as_tensor().map(|t| &t.shape) == Some(shape))
+                .count();
+            // A reader is a loop of its own where it is returned or read by
+            // a node that is not elementwise (a reduction, a matmul).
+            let root = |v: &kiln::ir::Value| {
+                returned.contains(v)
+                    || graph
+                        .nodes()
+                        .any(|(_, m)| m.args.contains(v) && !m.op.is_elementwise())
+            };
+            let readers = graph
+                .nodes()
+                .filter(|(v, n)| {
+                    n.args.contains(value)
+                        && root(v)
+                        && n.op.is_elementwise()
+                        && n.ty.as_tensor().map(|t| &t.shape) == Some(shape)
+                })
+                .count();
+            !shape.is_empty()
+                && cheap.contains(&node.op.mnemonic())
+                && !returned.contains(value)
+                && whole <= 1
+                && readers >= 2
+        })
+        .count()
 }
 
 proptest! {
