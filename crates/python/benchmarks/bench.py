@@ -39,8 +39,8 @@ mean anything on a noisy machine).
   torch.compile(backend="kiln") on both JIT tiers, with torch on 1 and 2
   threads; median of 7 interleaved repeats of 1000 calls, after warm-up.
 - train: one SGD step (forward, cross-entropy, backward, update) of a
-  batch-4 8→8→4 MLP (kernels of next to nothing: the cost around them), of the
-  batch-64 784→256→10 MLP and of torchvision's ResNet-18 (10 classes,
+  batch-4 8→8→4 MLP (kernels of next to nothing: the cost around them),
+  of the batch-64 784→256→10 MLP and of torchvision's ResNet-18 (10 classes,
   4×3×64×64 images: convolutions', batch norms' and the max pool's backward
   on kiln) and of Hugging Face's GPT-2 language model (4 layers of width
   256, vocabulary 50,257) and BERT classifier (4 layers of width 256), on
@@ -51,8 +51,8 @@ mean anything on a noisy machine).
   LLVM only), and for the MLPs backend="aot_eager" (eager's kernels in
   torch.compile's wrappers: the floor of any backend's step), torch
   on 1 and 2 threads; median of 7 interleaved repeats of 200 steps (the
-  tiny MLP's: 2,000; the ResNet's and BERT's: 5; GPT-2's: 3) after 3 warm-up steps, kiln's
-  tier-up finished (`kiln.wait_for_tier_up`) and one more step.
+  tiny MLP's: 2,000; the ResNet's and BERT's: 5; GPT-2's: 3) after 3
+  warm-up steps, kiln's tier-up finished (`kiln.wait_for_tier_up`) and one more step.
 - resnet: ResNet-18 (the standard 64-128-256-512 layout,
   crates/python/tests/models.py, random weights, eval mode) on one
   1x3x224x224 image under torch.no_grad: eager on 1 and 2 threads against
