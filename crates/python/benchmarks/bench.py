@@ -52,7 +52,8 @@ mean anything on a noisy machine).
   torch.compile's wrappers: the floor of any backend's step), torch
   on 1 and 2 threads; median of 7 interleaved repeats of 200 steps (the
   tiny MLP's: 2,000; the ResNet's and BERT's: 5; GPT-2's: 3) after 3
-  warm-up steps, kiln's tier-up finished (`kiln.wait_for_tier_up`) and one more step.
+  warm-up steps, kiln's tier-up finished (`kiln.wait_for_tier_up`) and
+  one more step.
 - resnet: ResNet-18 (the standard 64-128-256-512 layout,
   crates/python/tests/models.py, random weights, eval mode) on one
   1x3x224x224 image under torch.no_grad: eager on 1 and 2 threads against
