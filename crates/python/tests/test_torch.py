@@ -322,6 +322,82 @@ def test_a_graph_called_with_other_strides_reads_each_as_it_is():
         assert torch.equal(got, a @ x + 1.0)  # small integers: every order of sums exact
 
 
+_RANDOM_OPS = [
+    "{x} + {y}",
+    "{x} - {y}",
+    "{x} * {y}",
+    "torch.maximum({x}, {y})",
+    "torch.relu({x})",
+    "torch.tanh({x})",
+    "torch.exp(-{x} * {x})",
+    "{x}.t()",
+    "{x} - {x}.amax(-1, keepdim=True)",
+    "torch.log_softmax({x}, -1)",
+    "torch.softmax({x}, 0)",
+    "{x} @ {y}",
+    "{x}.sum(0, keepdim=True) * {y}",
+    "({x} - {x}.mean(-1, keepdim=True)) * {y}",
+]
+
+
+def _random_program(rng):
+    """A random function of three square f64 tensors: a few of
+    `_RANDOM_OPS` over the inputs and earlier results, returning the last,
+    and maybe a transpose of it or of an input, a detached result, an
+    input or another result."""
+    names, lines = ["a", "b", "c"], []
+    for i in range(int(rng.integers(2, 7))):
+        op = _RANDOM_OPS[int(rng.integers(len(_RANDOM_OPS)))]
+        x, y = (names[int(rng.integers(len(names)))] for _ in range(2))
+        lines.append(f"    v{i} = " + op.format(x=x, y=y))
+        names.append(f"v{i}")
+    computed = names[3:]
+    outs = [computed[-1]]
+    for extra in rng.permutation(["t", "detach", "input", "another"])[: int(rng.integers(1, 4))]:
+        v = computed[int(rng.integers(len(computed)))]
+        # A transpose of the returned `outs[0]` (or of an input) is a view.
+        t = f"{rng.choice([computed[-1], 'a'])}.t()"
+        outs.append({"t": t, "detach": f"{v}.detach()", "input": "b", "another": v}[extra])
+    return "def f(a, b, c):\n" + "\n".join(lines) + f"\n    return ({', '.join(outs)},)\n"
+
+
+def _layout(rng, n):
+    """An `n × n` f64 tensor dense, transposed or a strided slice."""
+    kind = int(rng.integers(3))
+    base = torch.from_numpy(rng.standard_normal((n, 2 * n) if kind == 2 else (n, n)))
+    return [base, base.t(), base[:, ::2]][kind]
+
+
+def test_random_programs_agree_across_tiers_and_with_eager_whatever_the_layouts():
+    # The backend's own paths (a call's plan by signature, permuted inputs
+    # read in place, outputs returned as views, inputs passed through) on
+    # random programs, each called with several layouts of its inputs
+    # through one compiled callable: every tier gives the interpreter's
+    # bits, and eager's values to rounding.
+    rng = np.random.default_rng(38)
+    for _ in range(30):
+        src = _random_program(rng)
+        scope: dict = {"torch": torch}
+        exec(src, scope)  # noqa: S102 - the test's own generated source
+        f = scope["f"]
+        # Now and then large enough that a transposed output is a view
+        # (`_VIEW_OUTPUT_BYTES`).
+        n = int(rng.integers(96, 100)) if rng.random() < 0.4 else int(rng.integers(3, 24))
+        calls = [[_layout(rng, n) for _ in range(3)] for _ in range(4)]
+        calls.append(calls[0])  # a signature seen before
+        gm = torch.fx.symbolic_trace(f)
+        fns = {tier: kt.backend(gm, calls[0], options={"tier": tier}) for tier in TIERS}
+        for args in calls:
+            want = f(*args)
+            reference = fns["interp"](*args)
+            for tier, fn in fns.items():
+                got = fn(*args)
+                for k, (g, r, w) in enumerate(zip(got, reference, want)):
+                    where = f"{tier}, output {k}, strides {[a.stride() for a in args]}:\n{src}"
+                    assert torch.equal(g, r), where
+                    torch.testing.assert_close(g, w, rtol=1e-9, atol=1e-12, msg=lambda m: f"{where}{m}")
+
+
 def test_bad_options():
     gm = torch.fx.symbolic_trace(nnc)
     with pytest.raises(ValueError, match="tier must be one of"):
