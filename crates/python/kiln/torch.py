@@ -519,9 +519,9 @@ class _KilnGraph(torch.nn.Module):
             for n in graph.nodes:
                 if n.op in ("call_function", "call_method"):
                     stats.record(n, "eager", self.eager_reason)
-        # A call's signature (`_signature`) to its compiled function and
-        # the reads of its inputs (`_prepare`): a call with a signature seen
-        # before goes straight to kiln.
+        # A call's signature (`_key_of` of each argument and constant) to
+        # its compiled function and the reads of its inputs (`_prepare`): a
+        # call with a signature seen before goes straight to kiln.
         self.calls: dict = {}
         self.attr_getters = [operator.attrgetter(n.target) for n in self.attrs]
         self.computed_dtypes = [getattr(n.meta.get("val"), "dtype", None) for n in self.computed]
@@ -639,7 +639,11 @@ class _KilnGraph(torch.nn.Module):
 
     def forward(self, *args):
         if self.eager_reason is None:
-            signature = self._signature(args)
+            # The arguments, then the constants' values (read once a call).
+            values = args
+            if self.attr_getters:
+                values = (*args, *(get(self.gm) for get in self.attr_getters))
+            signature = tuple([_key_of(v) for v in values])
             try:
                 call = self.calls.get(signature)
             except TypeError:  # an argument that does not hash
@@ -647,17 +651,8 @@ class _KilnGraph(torch.nn.Module):
             if call is None:
                 call = self._prepare(args, signature)
             if call is not None:
-                return self._run(call, args)
+                return self._run(call, values)
         return self.gm(*args)
-
-    def _signature(self, args) -> tuple:
-        """What decides a call's compiled function and how its arguments
-        are read: each tensor's dtype, shape, strides and device, each other
-        argument's type and value (the constants' tensors too, where the
-        graph has any)."""
-        signature = [_key_of(a) for a in args]
-        signature.extend(_key_of(get(self.gm)) for get in self.attr_getters)
-        return tuple(signature)
 
     def _prepare(self, args, signature: Optional[tuple]) -> Optional[tuple]:
         """The call for a new signature: the compiled function (compiled
@@ -691,11 +686,10 @@ class _KilnGraph(torch.nn.Module):
             self.calls[signature] = call
         return call
 
-    def _run(self, call: tuple, args):
+    def _run(self, call: tuple, values: tuple):
+        """Calls kiln on `values` (the arguments, then the constants) by
+        `call`'s plan (`_prepare`)."""
         fn, reads = call
-        values = args
-        if self.attrs:
-            values = (*args, *(get(self.gm) for get in self.attr_getters))
         arrays = []
         for i, order in reads:
             t = values[i]
@@ -728,7 +722,8 @@ class _KilnGraph(torch.nn.Module):
 
 def _key_of(value) -> tuple:
     """A tensor's dtype, shape, strides and device, or another value's type
-    and itself: its part of a call's signature (`_KilnGraph._signature`)."""
+    and itself: its part of a call's signature, which decides the compiled
+    function and how the arguments are read (`_KilnGraph.forward`)."""
     if isinstance(value, torch.Tensor):
         return value.dtype, value.shape, value.stride(), value.device
     return type(value), value

@@ -273,7 +273,7 @@ static OPENMP: std::sync::Mutex<Option<(u32, kiln::threads::GompParallel)>> =
     std::sync::Mutex::new(None);
 
 /// Finds the `GOMP_parallel` of the OpenMP runtime loaded from `path` (one
-/// the process has loaded already: PyTorch's libgomp) for `_swap_team`.
+/// the process has loaded already: PyTorch's libgomp) for `swap_team`.
 /// The torch backend calls it once.
 #[pyfunction]
 fn _share_openmp(path: std::path::PathBuf) -> PyResult<()> {
@@ -317,9 +317,9 @@ fn _share_openmp(path: std::path::PathBuf) -> PyResult<()> {
 /// Runs the stages of kernels called from this thread on the OpenMP
 /// runtime `_share_openmp` found (`on`, in the process that found it) or
 /// on kiln's own pool; returns whether they ran on it before. The torch
-/// backend's kernels share eager torch's threads this way, call by call.
-#[pyfunction]
-fn _swap_team(on: bool) -> bool {
+/// backend's kernels share eager torch's threads this way, call by call
+/// (`with_torch_threads`).
+fn swap_team(on: bool) -> bool {
     let team = match *OPENMP.lock().unwrap_or_else(|e| e.into_inner()) {
         Some((pid, parallel)) if on && pid == std::process::id() => Some(parallel),
         _ => None,
@@ -331,7 +331,7 @@ fn _swap_team(on: bool) -> bool {
 
 /// Runs `f` with this thread's kernels on `threads` threads
 /// (`_swap_thread_override`) and on the OpenMP team `_share_openmp` found
-/// (`_swap_team`), both given back after `f`, also when it unwinds: the
+/// (`swap_team`), both given back after `f`, also when it unwinds: the
 /// torch backend's call, `Function._call_torch`.
 pub(crate) fn with_torch_threads<R>(threads: usize, f: impl FnOnce() -> R) -> R {
     struct Restore {
@@ -340,13 +340,13 @@ pub(crate) fn with_torch_threads<R>(threads: usize, f: impl FnOnce() -> R) -> R 
     }
     impl Drop for Restore {
         fn drop(&mut self) {
-            _swap_team(self.team);
+            swap_team(self.team);
             kiln::threads::swap_override(self.threads);
         }
     }
     let _restore = Restore {
         threads: kiln::threads::swap_override(threads),
-        team: _swap_team(true),
+        team: swap_team(true),
     };
     f()
 }
@@ -385,7 +385,6 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(get_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(_swap_thread_override, m)?)?;
     m.add_function(wrap_pyfunction!(_share_openmp, m)?)?;
-    m.add_function(wrap_pyfunction!(_swap_team, m)?)?;
     m.add_function(wrap_pyfunction!(_thread_counts, m)?)?;
     m.add_function(wrap_pyfunction!(check_syntax, m)?)?;
     m.add_function(wrap_pyfunction!(fx::compile_fx, m)?)?;

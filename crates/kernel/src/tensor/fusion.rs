@@ -133,15 +133,16 @@ pub(super) fn fused_nodes(graph: &Graph, info: &GraphInfo) -> Fusion {
                         }),
                 )
             } else {
-                if all_elementwise && cheap(&node.op) {
-                    if let Some((p, d)) = shared_loops(graph, value, uses, loop_of) {
-                        if d < MAX_FUSED_DEPTH && p <= MAX_RECOMPUTE {
-                            fused[idx] = true;
-                            shared[idx] = true;
-                            paths[idx] = p;
-                            depth[idx] = d + 1;
-                        }
-                    }
+                // Uses in several loops: shared, or stored.
+                let computed_in_each = (all_elementwise && cheap(&node.op))
+                    .then(|| shared_loops(graph, value, uses, loop_of))
+                    .flatten()
+                    .filter(|&(p, d)| d < MAX_FUSED_DEPTH && p <= MAX_RECOMPUTE);
+                if let Some((p, d)) = computed_in_each {
+                    fused[idx] = true;
+                    shared[idx] = true;
+                    paths[idx] = p;
+                    depth[idx] = d + 1;
                 }
                 None
             }
