@@ -373,6 +373,69 @@ output "y" = v1
     on_every_engine(g.into_graph(), &inputs);
 }
 
+/// Forward mode through every function whose derivative divides (the
+/// quotient rule, `log`, `sqrt`, `cbrt`, the inverse functions), at
+/// `f(c0 x + c1) / (x² + 1)`: with respect to both constants, whose
+/// tangents share one reciprocal of each divisor, and to `c0` alone,
+/// where `x² + 1` holds no parameter and its reciprocal is computed once.
+#[test]
+fn jacobians_through_divisions_against_finite_differences() {
+    let domains: &[(&str, f64, f64)] = &[
+        ("sqrt", 0.1, 4.0),
+        ("log", 0.1, 5.0),
+        ("log2", 0.1, 5.0),
+        ("log10", 0.1, 5.0),
+        ("log1p", -0.5, 5.0),
+        ("cbrt", 0.1, 5.0),
+        ("asin", -0.9, 0.9),
+        ("acos", -0.9, 0.9),
+        ("atan", -3.0, 3.0),
+        ("asinh", -3.0, 3.0),
+        ("acosh", 1.1, 5.0),
+        ("atanh", -0.9, 0.9),
+    ];
+    let (c0, c1) = (0.8, 0.05);
+    for (seed, &(op, lo, hi)) in domains.iter().enumerate() {
+        let text = format!(
+            "graph \"{op}\"\nv0: f64[n] = input \"x\"\nv1: f64 = input \"c0\"\nv2: f64 = input \"c1\"\n\
+             v3: f64[n] = mul v1, v0\nv4: f64[n] = add v3, v2\nv5: f64[n] = {op} v4\n\
+             v6: f64[n] = mul v0, v0\nv7: f64 = const 1.0\nv8: f64[n] = add v6, v7\n\
+             v9: f64[n] = div v5, v8\noutput \"y\" = v9\n"
+        );
+        // Arguments `c0 x + c1` inside the domain.
+        let x: Vec<f64> = points(12, lo, hi, 50 + seed as u64)
+            .iter()
+            .map(|a| (a - c1) / c0)
+            .collect();
+        let at = [col(&x), scalar(c0), scalar(c1)];
+        let graph = verified(&text);
+        for wrt in [&["c0", "c1"][..], &["c0"]] {
+            let jac =
+                kiln::verify(jacobian(&graph, wrt).expect("differentiates")).expect("verifies");
+            let outs = kiln::interp::run(&jac, &at).unwrap();
+            for (k, name) in wrt.iter().enumerate() {
+                let d = f64s(&outs[1 + k]);
+                let p = 1 + usize::from(*name == "c1");
+                let moved = |by: f64| {
+                    let mut moved = at.to_vec();
+                    moved[p] = scalar(f64s(&at[p])[0] + by);
+                    f64s(&kiln::interp::run(&graph, &moved).unwrap()[0])
+                };
+                let h = 1e-6;
+                let (up, down) = (moved(h), moved(-h));
+                for (i, di) in d.iter().enumerate() {
+                    let fd = (up[i] - down[i]) / (2.0 * h);
+                    assert!(
+                        (fd - di).abs() <= 1e-6 * di.abs().max(1.0),
+                        "{op}: dy/d{name}[{i}]: kiln {di}, finite differences {fd}"
+                    );
+                }
+            }
+            on_every_engine(jac.into_graph(), &at);
+        }
+    }
+}
+
 /// Forward mode gives each row's derivative with respect to scalar
 /// parameters: the Jacobian of a least-squares fit.
 #[test]

@@ -96,6 +96,14 @@ impl Graph {
         });
     }
 
+    /// Makes output `index` return `value` (its name unchanged).
+    ///
+    /// # Panics
+    /// If the graph has no output `index`.
+    pub fn set_output(&mut self, index: usize, value: Value) {
+        self.outputs[index].value = value;
+    }
+
     /// The type `op` gives arguments `args` (values of this graph) by
     /// [`crate::typing::result_type`]: the builder's rule for a new node and
     /// the verifier's for an existing one, without a vector of the

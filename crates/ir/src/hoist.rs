@@ -34,18 +34,24 @@ pub struct Hoisted {
 /// Splits `graph` at the values that do not depend on the inputs named in
 /// `varying`: each such value that the rest of the graph reads, or that an
 /// output returns, and whose type `hoistable` accepts, becomes an output of
-/// [`Hoisted::invariant`] and an input of [`Hoisted::rest`]. Inputs and
-/// constants are never hoisted (they cost nothing to read), nor is a value
-/// of a type `hoistable` refuses: it stays in the rest, computed from
-/// hoisted values where it can be. `None` when nothing is hoisted.
+/// [`Hoisted::invariant`] and an input of [`Hoisted::rest`]. Inputs,
+/// constants and values computed from constants alone are never hoisted
+/// (they cost nothing to read), nor is a value of a type `hoistable`
+/// refuses: it stays in the rest, computed from hoisted values where it
+/// can be. `None` when nothing is hoisted.
 pub fn hoist(
     graph: &Graph,
     varying: &[&str],
     hoistable: impl Fn(&Type) -> bool,
 ) -> Option<Hoisted> {
-    // Which values depend on a varying input.
+    // Which values depend on a varying input, and which on any input (a
+    // value computed from constants alone, such as a derivative's
+    // broadcast `1`, stays: its shape may name a dimension only the rest's
+    // inputs have, and it costs no read).
     let mut depends: SecondaryMap<Value, bool> = SecondaryMap::with_capacity(graph.len());
+    let mut reads: SecondaryMap<Value, bool> = SecondaryMap::with_capacity(graph.len());
     for input in graph.inputs() {
+        reads[input.value] = true;
         if varying.contains(&input.name.as_str()) {
             depends[input.value] = true;
         }
@@ -53,6 +59,9 @@ pub fn hoist(
     for (value, node) in graph.nodes() {
         if node.args.iter().any(|&a| depends[a]) {
             depends[value] = true;
+        }
+        if node.args.iter().any(|&a| reads[a]) {
+            reads[value] = true;
         }
     }
     // From the outputs back: what the rest computes, and where it reads a
@@ -68,7 +77,7 @@ pub fn hoist(
             continue;
         }
         let cheap = matches!(node.op, Op::Input { .. } | Op::Const(_) | Op::Tensor(_));
-        if !depends[value] && !cheap && hoistable(&node.ty) {
+        if !depends[value] && reads[value] && !cheap && hoistable(&node.ty) {
             hoisted[value] = true;
             any = true;
         } else {
@@ -242,6 +251,29 @@ mod tests {
              output \"r\" = v6\n\
              output \"s\" = v7\n"
         );
+        crate::verify(h.invariant).unwrap();
+        crate::verify(h.rest).unwrap();
+    }
+
+    #[test]
+    fn values_of_constants_alone_stay() {
+        // `1` spread over the rows (a Jacobian's `d(x + c)/dc`) reads no
+        // input: it stays in the rest, where an input gives `n`; `exp(x)`
+        // is hoisted.
+        let g = parse(
+            "v0: f64[n] = input \"x\"\n\
+             v1: f64 = input \"c\"\n\
+             v2: f64[n] = exp v0\n\
+             v3: f64[n] = add v2, v1\n\
+             v4: f64 = const 1.0\n\
+             v5: f64[n] = broadcast_to v4\n\
+             output \"r\" = v3\n\
+             output \"dr/dc\" = v5\n",
+        )
+        .unwrap();
+        let h = hoist(&g, &["c"], columns).expect("exp(x) is hoisted");
+        assert_eq!(h.invariant.outputs().len(), 1);
+        assert!(print(&h.rest).contains("broadcast_to"));
         crate::verify(h.invariant).unwrap();
         crate::verify(h.rest).unwrap();
     }

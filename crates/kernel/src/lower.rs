@@ -532,6 +532,10 @@ impl Lowerer<'_> {
                 }
             }
             Op::Const(c) => Expr::Const(*c),
+            // A scalar spread over a column: the column path's one tensor op.
+            Op::BroadcastTo(_) if crate::tensor::spreads_a_scalar(self.graph, node) => {
+                return args[0]
+            }
             // Listed, not `is_tensor_op()`, so a new op must be placed here.
             Op::Tensor(_)
             | Op::MatMul

@@ -37,15 +37,17 @@ use kiln_ir::op::{BinaryOp, Op, TensorConst};
 use kiln_ir::types::{DType, Dim, Shape, Type};
 use kiln_ir::verify::GraphInfo;
 
-/// True when a live node needs loop nests: a tensor of rank ≥ 2, a tensor op,
-/// or an elementwise op that broadcasts one non-scalar shape to another.
+/// True when a live node needs loop nests: a tensor of rank ≥ 2, a tensor op
+/// (but a scalar spread over a column, which each row reads as the scalar:
+/// a derivative `1` in a Jacobian), or an elementwise op that broadcasts one
+/// non-scalar shape to another.
 pub(super) fn needs_loop_nests(graph: &Graph, info: &GraphInfo) -> bool {
     graph.nodes().any(|(value, node)| {
         if !info.is_live(value) {
             return false;
         }
         let rank = node.ty.as_tensor().map_or(0, |t| t.shape.len());
-        let tensor_op = node.op.is_tensor_op();
+        let tensor_op = node.op.is_tensor_op() && !spreads_a_scalar(graph, node);
         let elementwise = !matches!(node.op, Op::Reduce(_) | Op::Filter);
         let broadcast = elementwise
             && node.args.iter().any(|&a| match graph.ty(a) {
@@ -56,6 +58,17 @@ pub(super) fn needs_loop_nests(graph: &Graph, info: &GraphInfo) -> bool {
             });
         rank > 1 || tensor_op || broadcast
     })
+}
+
+/// Whether `node` is a `broadcast_to` of a scalar to a column, which the
+/// column path lowers as the scalar read in every row.
+pub(super) fn spreads_a_scalar(graph: &Graph, node: &NodeData) -> bool {
+    matches!(node.op, Op::BroadcastTo(_))
+        && node.ty.as_tensor().is_some_and(|t| t.shape.len() == 1)
+        && graph
+            .ty(node.args[0])
+            .as_tensor()
+            .is_some_and(|t| t.is_scalar())
 }
 
 /// Where a value lives.
@@ -575,6 +588,44 @@ pub(super) mod tests {
         };
         assert_eq!(whole_scratch(&read_twice("exp")), 2);
         assert_eq!(whole_scratch(&read_twice("neg")), 1);
+    }
+
+    #[test]
+    fn a_scalar_spread_over_a_column_keeps_the_column_path() {
+        // A Jacobian's `d(x + c)/dc` is `1` spread over the rows: it is the
+        // scalar in every row of the one loop that computes the rest, not
+        // a loop nest of its own (and the rest's nodes stored for it).
+        let src = "v0: f64[n] = input \"x\"\n\
+                   v1: f64 = input \"c\"\n\
+                   v2: f64[n] = add v0, v1\n\
+                   v3: f64[n] = sqrt v2\n\
+                   v4: f64 = const 1.0\n\
+                   v5: f64[n] = broadcast_to v4\n\
+                   v6: f64[n] = div v5, v3\n\
+                   output \"y\" = v3\n\
+                   output \"dy\" = v6\n\
+                   output \"ones\" = v5\n";
+        let graph = kiln_ir::verify(kiln_ir::text::parse(src).expect("parses")).expect("verifies");
+        let kernel = lower(&graph, &LowerOptions::default()).expect("lowers");
+        let loops = kernel
+            .body
+            .iter()
+            .filter(|s| matches!(s, crate::Stmt::Loop { .. }))
+            .count();
+        assert_eq!(loops, 1, "{}", crate::print(&kernel));
+        assert!(!kernel
+            .params
+            .iter()
+            .any(|p| matches!(p, Param::Scratch { .. })));
+        // Spread to a matrix, it is a tensor op as before.
+        let matrix = "v0: f64 = const 1.0\n\
+                      v1: f64[2, 3] = broadcast_to v0\n\
+                      v2: f64[2, 3] = input \"x\"\n\
+                      v3: f64[2, 3] = add v1, v2\n\
+                      output \"y\" = v3\n";
+        let graph =
+            kiln_ir::verify(kiln_ir::text::parse(matrix).expect("parses")).expect("verifies");
+        assert!(super::needs_loop_nests(graph.graph(), graph.info()));
     }
 
     #[test]

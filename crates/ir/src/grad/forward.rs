@@ -8,13 +8,22 @@
 //! that Gauss–Newton and Levenberg–Marquardt fits need; reverse mode
 //! would give only its sum. A tangent is kept as small as broadcasting
 //! allows: the parameter's own is the scalar `1`.
+//!
+//! A division by `d` in a tangent (the quotient rule's `t / b`, `log`'s
+//! `t / x`, `sqrt`'s `t / 2y`) is a multiplication by `1 / d` where that
+//! saves divisions: when `d` depends on no parameter (the reciprocal is
+//! then the same at every step of a fit, which computes it once: see
+//! `hoist`), and when the node carries two parameters' tangents or more
+//! (one reciprocal for all of them). A division costs 4 to 16 times a
+//! multiplication; `t * (1 / d)` differs from `t / d` by a rounding, and
+//! overflows where `d` is subnormal.
 
 use super::reverse::wrt_inputs;
-use super::rules;
+use super::rules::{self, Lin};
 use super::{active_mask, fail, reduction, Ad, GradResult};
 use crate::entities::Value;
 use crate::graph::Graph;
-use crate::op::{Op, ReduceOp};
+use crate::op::{BinaryOp, Op, ReduceOp, UnaryOp};
 use crate::types::DType;
 use crate::verify::Verified;
 use crate::EntityRef;
@@ -46,9 +55,18 @@ pub fn jacobian(graph: &Verified, wrt: &[&str]) -> GradResult<Graph> {
         }
     }
     let mut ad = Ad::new(graph);
+    let masks: Vec<_> = params.iter().map(|&p| active_mask(g, &[p])).collect();
+    let mut divisions = Divisions {
+        shared: g
+            .nodes()
+            .map(|(v, _)| masks.iter().filter(|m| m[v]).count() > 1)
+            .collect(),
+        params: params.clone(),
+        varies: Vec::with_capacity(g.len()),
+    };
     let mut columns = Vec::with_capacity(params.len());
-    for &p in &params {
-        columns.push(tangents(&mut ad, g, p)?);
+    for (&p, active) in params.iter().zip(&masks) {
+        columns.push(tangents(&mut ad, g, p, active, &mut divisions)?);
     }
     ad.at = None;
     for out in g.outputs() {
@@ -71,9 +89,74 @@ pub fn jacobian(graph: &Verified, wrt: &[&str]) -> GradResult<Graph> {
     Ok(ad.finish())
 }
 
-/// The tangent of every value with respect to the scalar input `p`.
-fn tangents(ad: &mut Ad, g: &Graph, p: Value) -> GradResult<Vec<Option<Value>>> {
-    let active = active_mask(g, &[p]);
+/// Where a tangent's division by `d` becomes a multiplication by `1 / d`
+/// (the module's doc).
+struct Divisions {
+    /// For each node of the original graph: whether it carries the
+    /// tangents of two parameters or more.
+    shared: Vec<bool>,
+    params: Vec<Value>,
+    /// For each node of the graph being built, from the first: whether it
+    /// depends on a parameter (extended as nodes are appended).
+    varies: Vec<bool>,
+}
+
+impl Divisions {
+    /// Whether the tangent of node `v` multiplies by `1 / d` rather than
+    /// divide by `d`.
+    fn by_reciprocal(&mut self, ad: &Ad, v: Value, d: Value) -> bool {
+        let graph = ad.b.graph();
+        while self.varies.len() <= d.index() {
+            let at = Value::new(self.varies.len());
+            let varies = self.params.contains(&at)
+                || graph.node(at).args.iter().any(|a| self.varies[a.index()]);
+            self.varies.push(varies);
+        }
+        self.shared[v.index()] || !self.varies[d.index()]
+    }
+}
+
+/// The local derivatives of elementwise node `v` ([`rules::elementwise`]),
+/// its divisions made multiplications by a reciprocal where
+/// [`Divisions::by_reciprocal`] says so: the quotient rule as
+/// `(t_a - q t_b) · (1 / b)` (`q` the node), every other `t / d` as
+/// `t · (1 / d)`.
+fn local(
+    ad: &mut Ad,
+    v: Value,
+    op: &Op,
+    args: &[Value],
+    divisions: &mut Divisions,
+) -> GradResult<Vec<Option<Lin>>> {
+    let mut lins = rules::elementwise(ad, v, op, args)?;
+    if let Op::Binary(BinaryOp::Div) = op {
+        if divisions.by_reciprocal(ad, v, args[1]) {
+            let r = ad.reciprocal(args[1])?;
+            let q_r = ad.mul(v, r)?;
+            let neg = ad.unary(UnaryOp::Neg, q_r)?;
+            return Ok(vec![Some(Lin::Mul(r)), Some(Lin::Mul(neg))]);
+        }
+        return Ok(lins);
+    }
+    for lin in lins.iter_mut().flatten() {
+        if let Lin::Div(d) = *lin {
+            if divisions.by_reciprocal(ad, v, d) {
+                *lin = Lin::Mul(ad.reciprocal(d)?);
+            }
+        }
+    }
+    Ok(lins)
+}
+
+/// The tangent of every value with respect to the scalar input `p`, the
+/// values `active` marks.
+fn tangents(
+    ad: &mut Ad,
+    g: &Graph,
+    p: Value,
+    active: &crate::SecondaryMap<Value, bool>,
+    divisions: &mut Divisions,
+) -> GradResult<Vec<Option<Value>>> {
     let mut tan: Vec<Option<Value>> = vec![None; g.len()];
     tan[p.index()] = Some(ad.konst(ad.dtype(p), 1.0));
     for (v, node) in g.nodes() {
@@ -81,7 +164,7 @@ fn tangents(ad: &mut Ad, g: &Graph, p: Value) -> GradResult<Vec<Option<Value>>> 
             continue;
         }
         ad.at = Some(v);
-        tan[v.index()] = push(ad, v, &node.op, &node.args, &tan)?;
+        tan[v.index()] = push(ad, v, &node.op, &node.args, &tan, divisions)?;
     }
     Ok(tan)
 }
@@ -93,6 +176,7 @@ fn push(
     op: &Op,
     args: &[Value],
     tan: &[Option<Value>],
+    divisions: &mut Divisions,
 ) -> GradResult<Option<Value>> {
     let t = |arg: Value| tan[arg.index()];
     let full = |ad: &mut Ad, arg: Value| -> GradResult<Value> {
@@ -104,7 +188,7 @@ fn push(
     };
     Ok(Some(match op {
         Op::Unary(_) | Op::Binary(_) | Op::Select | Op::Compare(_) | Op::IsIn(_) => {
-            let lins = rules::elementwise(ad, v, op, args)?;
+            let lins = local(ad, v, op, args, divisions)?;
             let mut sum = None;
             for (&arg, lin) in args.iter().zip(lins) {
                 if let (Some(lin), Some(ta)) = (lin, t(arg)) {

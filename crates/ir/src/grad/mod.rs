@@ -243,6 +243,12 @@ impl Ad {
         self.binary(BinaryOp::Div, a, b)
     }
 
+    /// `1 / a`.
+    fn reciprocal(&mut self, a: Value) -> GradResult<Value> {
+        let one = self.konst(self.dtype(a), 1.0);
+        self.div(one, a)
+    }
+
     fn cmp(&mut self, op: CmpOp, a: Value, b: Value) -> GradResult<Value> {
         self.op(Op::Compare(op), &[a, b])
     }

@@ -52,6 +52,56 @@ fn jacobian_outputs_name_output_and_parameter() {
     assert_eq!(g.graph().ty(last.value).to_string(), "f64[n]");
 }
 
+/// The `div` nodes of `graph` after the standard passes.
+fn divisions(graph: crate::Graph) -> usize {
+    let g = crate::optimize(&verify(graph).expect("verifies")).expect("optimizes");
+    g.graph()
+        .nodes()
+        .filter(|(_, n)| matches!(n.op, crate::Op::Binary(crate::BinaryOp::Div)))
+        .count()
+}
+
+#[test]
+fn tangents_divide_once_per_divisor() {
+    // `(c0 * x) / (x + c1)`: the value's division, then one reciprocal
+    // for both parameters' tangents, not a division each (and `b²`'s).
+    let quotient = graph(
+        r#"graph "q"
+v0: f64[n] = input "x"
+v1: f64 = input "c0"
+v2: f64 = input "c1"
+v3: f64[n] = mul v1, v0
+v4: f64[n] = add v0, v2
+v5: f64[n] = div v3, v4
+output "y" = v5
+"#,
+    );
+    assert_eq!(divisions(jacobian(&quotient, &["c0", "c1"]).unwrap()), 2);
+    // With `c0` alone a parameter, `x + c1` is constant: its reciprocal
+    // replaces the tangent's division all the same.
+    assert_eq!(divisions(jacobian(&quotient, &["c0"]).unwrap()), 2);
+    // `log(c * x) / (x + 2)` for one parameter: the divisor without a
+    // parameter is a reciprocal, which a fit computes once (hoisted out
+    // of its steps); `log`'s `t / (c x)` divides, as with one parameter.
+    let by_column = graph(
+        r#"graph "l"
+v0: f64[n] = input "x"
+v1: f64 = input "c"
+v2: f64[n] = mul v1, v0
+v3: f64[n] = log v2
+v4: f64 = const 2.0
+v5: f64[n] = add v0, v4
+v6: f64[n] = div v3, v5
+output "y" = v6
+"#,
+    );
+    let j = crate::optimize(&verify(jacobian(&by_column, &["c"]).unwrap()).unwrap()).unwrap();
+    let column = |t: &crate::Type| t.as_tensor().is_some_and(|t| t.shape.len() == 1);
+    let split = crate::hoist::hoist(j.graph(), &["c"], column).expect("1 / (x + 2) is hoisted");
+    assert_eq!(divisions(split.invariant), 1);
+    assert_eq!(divisions(split.rest), 2);
+}
+
 #[test]
 fn bad_requests_are_errors_naming_what_is_wrong() {
     let g = graph(AFFINE);

@@ -53,42 +53,40 @@ pub(crate) struct Outcome {
     pub failure: Option<String>,
 }
 
-/// `Σ a_i b_i` over four interleaved partial sums (fixed order, so the
+/// How many interleaved partial sums a [`Dot`] keeps: row `i` goes to sum
+/// `i % LANES`. Eight are two AVX2 registers, whose chains of additions
+/// overlap (one register's chain waits 4 cycles per addition).
+const LANES: usize = 8;
+
+/// `Σ a_i b_i` over [`LANES`] interleaved partial sums (fixed order, so the
 /// same bits every time; not the row order a single sum would give).
 fn dot(a: &[f64], b: &[f64]) -> f64 {
-    let mut s = Dot::default();
-    let whole = a.len() - a.len() % 4;
-    s.add(&a[..whole], &b[..whole]);
-    s.finish(&a[whole..], &b[whole..])
+    let mut s = [Dot::default()];
+    let whole = a.len() - a.len() % LANES;
+    add_together(&mut s, &a[..whole], [&b[..whole]]);
+    s[0].finish(&a[whole..], &b[whole..])
 }
 
-/// [`dot`]'s four partial sums, fed a run of rows at a time (each run a
-/// multiple of 4 long) in row order: the same bits as one [`dot`].
+/// [`dot`]'s partial sums, fed a run of rows at a time (each run a
+/// multiple of [`LANES`] long) in row order: the same bits as one [`dot`].
 #[derive(Clone, Copy, Default)]
-struct Dot([f64; 4]);
+struct Dot([f64; LANES]);
 
 impl Dot {
-    fn add(&mut self, a: &[f64], b: &[f64]) {
-        for (x, y) in a.chunks_exact(4).zip(b.chunks_exact(4)) {
-            for l in 0..4 {
-                self.0[l] += x[l] * y[l];
-            }
-        }
-    }
-
-    /// The sum, with the last rows (fewer than 4) added as [`dot`] does.
+    /// The sum, with the last rows (fewer than [`LANES`]) added as [`dot`]
+    /// does.
     fn finish(self, a: &[f64], b: &[f64]) -> f64 {
         let tail: f64 = a.iter().zip(b).map(|(x, y)| x * y).sum();
         let s = self.0;
-        (s[0] + s[1]) + (s[2] + s[3]) + tail
+        (((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))) + tail
     }
 }
 
 /// Advances `N` sums `Σ x·ys[j]` over the same run of rows (a multiple of
-/// 4 long) together: each keeps [`Dot`]'s order and so its bits, and the
-/// `N` chains of additions overlap where one [`Dot::add`] at a time waits
-/// for each addition before the next.
-/// On x86-64 with AVX2, a [`Dot`]'s four sums are one vector register (the
+/// [`LANES`] long) together: each keeps [`Dot`]'s order and so its bits,
+/// and the `N` sums' chains of additions overlap where one at a time
+/// would wait for each addition before the next.
+/// On x86-64 with AVX2, a [`Dot`]'s sums are two vector registers (the
 /// same additions lane by lane, so the same bits: Rust never fuses a
 /// multiply and an add).
 fn add_together<const N: usize>(dots: &mut [Dot], x: &[f64], ys: [&[f64]; N]) {
@@ -116,10 +114,10 @@ fn add_together_here<const N: usize>(dots: &mut [Dot], x: &[f64], ys: [&[f64]; N
     let dots: &mut [Dot; N] = dots.try_into().expect("N sums");
     let ys = ys.map(|y| &y[..x.len()]);
     let mut sums = dots.map(|d| d.0);
-    for (i, x) in x.chunks_exact(4).enumerate() {
+    for (i, x) in x.chunks_exact(LANES).enumerate() {
         for (sum, y) in sums.iter_mut().zip(&ys) {
-            let y = &y[4 * i..4 * i + 4];
-            for l in 0..4 {
+            let y = &y[LANES * i..LANES * i + LANES];
+            for l in 0..LANES {
                 sum[l] += x[l] * y[l];
             }
         }
@@ -134,11 +132,11 @@ const GRAM_BLOCK: usize = 1024;
 /// `dot(columns[p], columns[q])` for every `q ≤ p` (row major, `k × k`,
 /// both triangles) and `dot(columns[p], r)`, bit for bit, in one sweep of
 /// the rows in blocks: each column is read from memory once rather than
-/// once per pair, and four sums advance together ([`add_together`]).
+/// once per pair, and up to four sums advance together ([`add_together`]).
 fn gram(columns: &[Vec<f64>], r: &[f64]) -> (Vec<f64>, Vec<f64>) {
     let k = columns.len();
     let n = r.len();
-    let whole = n - n % 4;
+    let whole = n - n % LANES;
     // Row `p` of the sums: `dot(columns[p], columns[q])` at `q ≤ p`, then
     // `dot(columns[p], r)` at `p + 1`.
     let stride = k + 1;
@@ -506,12 +504,18 @@ pub(crate) struct Scratch {
     trial_j: Vec<Vec<f64>>,
 }
 
-/// `k` columns of `n` rows (their values whatever they were).
-pub(crate) fn columns_of(c: &mut Vec<Vec<f64>>, k: usize, n: usize) {
-    c.resize_with(k, Vec::new);
-    for c in c {
+/// The first `k` of `c`'s columns, each `n` rows long (their values
+/// whatever they were); the columns past them are kept for a later call,
+/// so that a fit after a fit with more parameters allocates nothing.
+pub(crate) fn columns_of(c: &mut Vec<Vec<f64>>, k: usize, n: usize) -> &mut [Vec<f64>] {
+    if c.len() < k {
+        c.resize_with(k, Vec::new);
+    }
+    let c = &mut c[..k];
+    for c in c.iter_mut() {
         c.resize(n, 0.0);
     }
+    c
 }
 
 /// Fits `theta0` to lower the residuals' sum of squares, in at most
@@ -534,8 +538,8 @@ pub(crate) fn minimize<R: Residuals>(
     for v in [&mut *r, &mut *trial] {
         v.resize(n_rows, 0.0);
     }
-    columns_of(j, k, n_rows);
-    columns_of(trial_j, k, n_rows);
+    let j = columns_of(j, k, n_rows);
+    let trial_j = columns_of(trial_j, k, n_rows);
     problem.jacobian(&theta, r, j)?;
     let mut cost = sum_of_squares(r);
     let give_up = |theta: Vec<f64>, cost: f64, why: &str| Outcome {
@@ -654,7 +658,7 @@ pub(crate) fn minimize<R: Residuals>(
             let taken = ratio >= 1e-4;
             if taken {
                 std::mem::swap(r, trial);
-                std::mem::swap(j, trial_j);
+                j.swap_with_slice(trial_j);
                 theta = next;
                 cost = cost_next;
                 let lin = Linearized::new(j, r);

@@ -93,7 +93,14 @@ enum Slot {
     /// column's.
     Column(usize),
     Parameter(usize),
+    /// The target, of which a column model's program returns its values'
+    /// difference: the residuals.
+    Target,
 }
+
+/// The name of a column model's target input (no variable's: not a
+/// Python name).
+const TARGET: &str = "%target";
 
 /// A model's graphs before they compile: the value and Jacobian graph with
 /// where its inputs come from, and the hoisted columns' graph with the
@@ -132,15 +139,46 @@ fn graphs(expr: &str, variables: &[String], hoist: bool) -> Result<Graphs, Membe
             "a fitted expression has one float64 result, a column or a constant".to_string(),
         ));
     }
+    // A column's residuals in the graph (`out - target`): one pass less
+    // over the rows than subtracting after it.
+    let graph = if g
+        .ty(g.outputs()[0].value)
+        .as_tensor()
+        .is_some_and(|t| t.shape.len() == 1)
+    {
+        let mut g = graph.into_graph();
+        let out = g.outputs()[0].value;
+        let ty = g.ty(out).clone();
+        let target = g.push_input(TARGET, ty.clone());
+        let residual = g.push_node(kiln_ir::graph::NodeData {
+            op: kiln_ir::Op::Binary(kiln_ir::BinaryOp::Sub),
+            args: vec![out, target],
+            ty,
+        });
+        g.set_output(0, residual);
+        crate::verify(g).map_err(|e| compile_error(&e))?
+    } else {
+        graph
+    };
     let names: Vec<String> = (0..parameters.len()).map(|k| format!("${k}")).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    // The values and their derivatives in one graph (the values alone
+    // without parameters), merged and pruned so that a subtree the two
+    // share is cut out once.
+    let jacobian = if names.is_empty() {
+        graph
+    } else {
+        let j = kiln_ir::grad::jacobian(&graph, &names).map_err(|e| compile_error(&e))?;
+        let j = crate::verify(j).map_err(|e| compile_error(&e))?;
+        kiln_ir::passes::optimize(&j).map_err(|e| compile_error(&e))?
+    };
     let column = |ty: &Type| matches!(ty, Type::Tensor(t) if t.dtype == kiln_ir::DType::F64 && t.shape.len() == 1);
     // Without parameters nothing varies: the graph is its values alone.
     let split = (hoist && !names.is_empty())
-        .then(|| kiln_ir::hoist::hoist(g, &names, column))
+        .then(|| kiln_ir::hoist::hoist(jacobian.graph(), &names, column))
         .flatten();
-    let (graph, invariant) = match split {
-        None => (graph, None),
+    let (jacobian, invariant) = match split {
+        None => (jacobian, None),
         Some(split) => {
             let reads = split
                 .invariant
@@ -162,22 +200,17 @@ fn graphs(expr: &str, variables: &[String], hoist: bool) -> Result<Graphs, Membe
             .collect(),
         None => Vec::new(),
     };
-    let mut inputs = Vec::with_capacity(graph.graph().inputs().len());
-    for input in graph.graph().inputs() {
+    let mut inputs = Vec::with_capacity(jacobian.graph().inputs().len());
+    for input in jacobian.graph().inputs() {
         inputs.push(match input.name.strip_prefix('$') {
             Some(k) => Slot::Parameter(k.parse().expect("parameters are named $k")),
+            None if input.name == TARGET => Slot::Target,
             None => match hoisted.iter().position(|h| *h == input.name) {
                 Some(h) => Slot::Column(variables.len() + h),
                 None => Slot::Column(variable(variables, &input.name)?),
             },
         });
     }
-    let jacobian = if names.is_empty() {
-        graph
-    } else {
-        let j = kiln_ir::grad::jacobian(&graph, &names).map_err(|e| compile_error(&e))?;
-        crate::verify(j).map_err(|e| compile_error(&e))?
-    };
     Ok(Graphs {
         jacobian,
         inputs,
@@ -208,34 +241,33 @@ fn rewrite(expr: &str, parameters: &[Parameter], constants: &[f64]) -> String {
 }
 
 impl Model {
-    /// The hoisted columns over `variables` into `columns` (none without
-    /// an invariant program).
-    fn hoisted(
+    /// The hoisted columns over `variables` into the first of `columns`
+    /// (none without an invariant program): those columns.
+    fn hoisted<'c>(
         &self,
         variables: &[&[f64]],
         rows: usize,
-        columns: &mut Vec<Vec<f64>>,
-    ) -> Result<(), MemberError> {
+        columns: &'c mut Vec<Vec<f64>>,
+    ) -> Result<&'c [Vec<f64>], MemberError> {
         let Some((program, reads, count)) = &self.invariant else {
-            columns.clear();
-            return Ok(());
+            return Ok(&columns[..0]);
         };
         let inputs: Vec<ArrayRef<'_>> =
             reads.iter().map(|&v| ArrayRef::F64(variables[v])).collect();
-        lm::columns_of(columns, *count, rows);
+        let columns = lm::columns_of(columns, *count, rows);
         let mut rooms: Vec<ArrayMut<'_>> = columns.iter_mut().map(|c| ArrayMut::F64(c)).collect();
         program.run_arrays(&inputs, &mut rooms)?;
-        Ok(())
+        Ok(columns)
     }
 
     /// Runs the program at `theta` over `columns` (the variables, then the
-    /// hoisted columns): the values into `values`, each parameter's
-    /// derivatives into `derivatives`.
+    /// hoisted columns): the residuals against `target` into `residuals`,
+    /// each parameter's derivatives into `derivatives`.
     fn run(
         &self,
         theta: &[f64],
-        columns: &[&[f64]],
-        values: &mut [f64],
+        (columns, target): (&[&[f64]], &[f64]),
+        residuals: &mut [f64],
         derivatives: &mut [Vec<f64>],
     ) -> Result<(), MemberError> {
         let inputs: Vec<ArrayRef<'_>> = self
@@ -244,18 +276,22 @@ impl Model {
             .map(|slot| match *slot {
                 Slot::Column(c) => ArrayRef::F64(columns[c]),
                 Slot::Parameter(k) => ArrayRef::Scalar(Scalar::F64(theta[k])),
+                Slot::Target => ArrayRef::F64(target),
             })
             .collect();
-        // A constant expression's outputs are one value for every row.
-        let len = if self.scalar { 1 } else { values.len() };
+        // A constant expression's outputs are one value for every row, its
+        // residuals subtracted here.
+        let len = if self.scalar { 1 } else { residuals.len() };
         let mut rooms: Vec<ArrayMut<'_>> = Vec::with_capacity(1 + derivatives.len());
-        rooms.push(ArrayMut::F64(&mut values[..len]));
+        rooms.push(ArrayMut::F64(&mut residuals[..len]));
         rooms.extend(derivatives.iter_mut().map(|d| ArrayMut::F64(&mut d[..len])));
         self.jacobian.run_arrays(&inputs, &mut rooms)?;
         drop(rooms);
         if self.scalar {
-            let v = values[0];
-            values.fill(v);
+            let v = residuals[0];
+            for (r, t) in residuals.iter_mut().zip(target) {
+                *r = v - t;
+            }
             for d in derivatives {
                 let v = d[0];
                 d.fill(v);
@@ -281,11 +317,7 @@ impl lm::Residuals for Problem<'_> {
         r: &mut [f64],
         j: &mut [Vec<f64>],
     ) -> Result<(), MemberError> {
-        self.model.run(theta, self.columns, r, j)?;
-        for (r, t) in r.iter_mut().zip(self.target) {
-            *r -= t;
-        }
-        Ok(())
+        self.model.run(theta, (self.columns, self.target), r, j)
     }
 }
 
@@ -298,7 +330,7 @@ fn fit_model(
     (scratch, hoisted): &mut (lm::Scratch, Vec<Vec<f64>>),
 ) -> Result<lm::Outcome, MemberError> {
     let n = target.len();
-    model.hoisted(columns, n, hoisted)?;
+    let hoisted = model.hoisted(columns, n, hoisted)?;
     let columns: Vec<&[f64]> = columns
         .iter()
         .copied()
