@@ -10,6 +10,37 @@
 
 pub use libm::*;
 
+mod huge;
+
+/// `sin` of `f64`: the `libm` crate's, bit for bit, its reduction of
+/// arguments past `2^20·π/2` ported (`huge`), about twice as fast.
+pub fn sin(x: f64) -> f64 {
+    if huge::is_huge(x) {
+        huge::sin(x)
+    } else {
+        libm::sin(x)
+    }
+}
+
+/// `cos` of `f64`: as [`sin`].
+pub fn cos(x: f64) -> f64 {
+    if huge::is_huge(x) {
+        huge::cos(x)
+    } else {
+        libm::cos(x)
+    }
+}
+
+/// `(sin x, cos x)`, each [`sin`]'s and [`cos`]'s bits, from one reduction
+/// where `x` is past `2^20·π/2`: what a caller that needs both computes.
+pub fn sincos(x: f64) -> (f64, f64) {
+    if huge::is_huge(x) {
+        huge::sincos(x)
+    } else {
+        (libm::sin(x), libm::cos(x))
+    }
+}
+
 /// Below this `|x|`, [`kiln_erff`] is `x + x·P(x²)`.
 pub const ERFF_SPLIT: f32 = 1.0;
 

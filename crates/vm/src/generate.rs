@@ -310,7 +310,7 @@ pub(crate) fn source() -> String {
          /// The loop of the routine computing `sin` and `cos` on `dtype`.\n\
          pub(crate) fn sincos(dtype: DType) -> Option<Un2> {{\n    \
          Some(match dtype {{\n        \
-         DType::F64 => routine_sincos!(sincos_f64, |a| (of_f64(kiln_ir::math::sin(f64_(a))), of_f64(kiln_ir::math::cos(f64_(a))))),\n        \
+         DType::F64 => routine_sincos!(sincos_f64, |a| {{ let (s, c) = kiln_ir::math::sincos(f64_(a)); (of_f64(s), of_f64(c)) }}),\n        \
          DType::F32 => routine_sincos!(sincos_f32, |a| (of_f32(kiln_ir::math::sinf(f32_(a))), of_f32(kiln_ir::math::cosf(f32_(a))))),\n        \
          _ => return None,\n    }})\n}}\n"
     )
