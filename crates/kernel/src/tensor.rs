@@ -347,7 +347,8 @@ impl Lowerer<'_> {
         }
         let out = &mut st.out;
         let a = self.as_view(out, &st.loc, &x, false);
-        let b = self.as_view(out, &st.loc, &y, true);
+        let b_dense = !self.packs_b_where_it_is(&dims, &y);
+        let b = self.as_view(out, &st.loc, &y, b_dense);
         if let Some(e) = st.fusion.epilogue[value.index()] {
             st.pending[e.index()] = Some((a, b, value));
             return None;
@@ -356,6 +357,26 @@ impl Lowerer<'_> {
         let d = self.dense(out, dest, dims);
         self.matmul(out, (&a, &b, &d), None, dtype);
         Some(self.scalar_if_rank0(out, d, dtype))
+    }
+
+    /// Whether a matmul of result `dims` reads a strided `b` (`y`, a view:
+    /// `wte.T` in GPT-2's LM head) where it is: wherever the panels of `b`
+    /// are packed (copied by `b`'s strides, a column block at a time, once
+    /// per group of rows), as they are for more than [`matmul::PANEL_ROWS`]
+    /// rows. Copying `b` densely first copies all of it once more: GPT-2's
+    /// `[256, 256] @ wte.T` (51 MB) took 73–79 ms so, 54 ms without (eager
+    /// 62), and with 4 and 8 groups of rows the copy still lost (`[512,
+    /// 256]`: 137 against 106 ms; `[1024, 256]`: 246 against 209). A pack
+    /// reads `b` once per 128 rows' multiply-adds.
+    fn packs_b_where_it_is(&self, dims: &[Dim], y: &Loc) -> bool {
+        let Loc::View(b) = y else { return false };
+        self.panels.is_some()
+            && b.dims.len() >= 2
+            && dims.len() >= 2
+            && match dims[dims.len() - 2] {
+                Dim::Fixed(m) => m > u64::from(matmul::PANEL_ROWS),
+                Dim::Sym(_) => true,
+            }
     }
 
     /// `x @ w.T` of matrices, `w` `[n, k]` dense (torch's `Linear`, whose
@@ -465,6 +486,32 @@ pub(super) mod tests {
                 _ => None,
             })
             .collect()
+    }
+
+    #[test]
+    fn a_transposed_b_is_packed_where_it_is() {
+        // `x @ w.T` with `w` `[100, 32]`, not worth `(w @ x.T).T` (its
+        // result is larger than `w`): `w.T`'s panels are packed by its
+        // strides, never copied densely first; without panels (the VM's
+        // rows, which read `b` a row at a time), it is copied.
+        let panels = LowerOptions {
+            panels: Some(64),
+            ..LowerOptions::default()
+        };
+        let mm = |m: u64| {
+            format!(
+                "v0: f32[{m}, 32] = input \"x\"\nv1: f32[100, 32] = input \"w\"\n\
+                 v2: f32[32, 100] = transpose v1 [1, 0]\n\
+                 v3: f32[{m}, 100] = matmul v0, v2\noutput \"y\" = v3\n"
+            )
+        };
+        let copied = |src: &str, options: &LowerOptions| {
+            scratch_with(src, options)
+                .iter()
+                .any(|s| s == "f32[32, 100]")
+        };
+        assert!(!copied(&mm(64), &panels));
+        assert!(copied(&mm(64), &LowerOptions::default()));
     }
 
     #[test]

@@ -664,6 +664,36 @@ fn values_returned_as_reshapes_agree_with_the_interpreter_bit_for_bit() {
 }
 
 #[test]
+fn matmuls_packing_a_strided_b_agree_with_the_interpreter_bit_for_bit() {
+    // `b` a transpose (an LM head's `x @ wte.T`, wider than one column
+    // block with a ragged last one, `k` past one block of panel rows), a
+    // batched transpose (attention's `q @ k.T`) and a slice with a row
+    // stride: each packed by its strides where the tiers pack panels.
+    let src = "graph \"strided_b\"\n\
+               v0: f32[70, 300] = input \"x\"\n\
+               v1: f32[90, 300] = input \"w\"\n\
+               v2: f32[300, 90] = transpose v1 [1, 0]\n\
+               v3: f32[70, 90] = matmul v0, v2\n\
+               v4: f64[2, 3, 9, 5] = input \"q\"\n\
+               v5: f64[2, 3, 11, 5] = input \"k\"\n\
+               v6: f64[2, 3, 5, 11] = transpose v5 [0, 1, 3, 2]\n\
+               v7: f64[2, 3, 9, 11] = matmul v4, v6\n\
+               v8: f32[300, 45] = slice v2 [:, 0:90:2]\n\
+               v9: f32[70, 45] = matmul v0, v8\n\
+               output \"head\" = v3\n\
+               output \"scores\" = v7\n\
+               output \"every_other\" = v9\n";
+    let graph = kiln::verify(kiln::ir::text::parse(src).expect("parses")).expect("verifies");
+    let inputs = [
+        values(kiln::DType::F32, 70 * 300, 11),
+        values(kiln::DType::F32, 90 * 300, 12),
+        values(kiln::DType::F64, 2 * 3 * 9 * 5, 13),
+        values(kiln::DType::F64, 2 * 3 * 11 * 5, 14),
+    ];
+    every_engine_agrees(&graph, &inputs, "strided b");
+}
+
+#[test]
 fn cheap_nodes_computed_in_several_loops_agree_with_the_interpreter_bit_for_bit() {
     // `log_softmax` (`x - max` read by the stored `exp` and by the result)
     // and a layer norm (`x - mean` read by the variance's square and by the

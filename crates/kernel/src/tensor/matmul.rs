@@ -17,7 +17,7 @@ use kiln_ir::semantics::reduce_identity;
 use kiln_ir::types::{DType, Dim};
 
 /// Rows of a panel ([`crate::LowerOptions::panels`]).
-const PANEL_ROWS: u32 = 4;
+pub(super) const PANEL_ROWS: u32 = 4;
 /// The most row blocks a padded rest block narrower than a panel runs at
 /// once (16 rows: its 16 sums a vector each, as many as a full panel's).
 const MAX_STACK: u32 = 4;
