@@ -12,6 +12,29 @@ pub use libm::*;
 
 mod huge;
 
+/// `S1`..`S6` of the `libm` crate's (FreeBSD's) `__sin` kernel, which the
+/// inline math (`kiln_kernel::math`) and [`sin`]'s port of huge arguments
+/// both compute with.
+pub const K_SIN: [f64; 6] = [
+    -1.66666666666666324348e-01,
+    8.33333333332248946124e-03,
+    -1.98412698298579493134e-04,
+    2.75573137070700676789e-06,
+    -2.50507602534068634195e-08,
+    1.58969099521155010221e-10,
+];
+
+/// `C1`..`C6` of the `libm` crate's (FreeBSD's) `__cos` kernel, as
+/// [`K_SIN`].
+pub const K_COS: [f64; 6] = [
+    4.16666666666666019037e-02,
+    -1.38888888888741095749e-03,
+    2.48015872894767294178e-05,
+    -2.75573143513906633035e-07,
+    2.08757232129817482790e-09,
+    -1.13596475577881948265e-11,
+];
+
 /// `sin` of `f64`: the `libm` crate's, bit for bit, its reduction of
 /// arguments past `2^20·π/2` ported (`huge`), about twice as fast.
 pub fn sin(x: f64) -> f64 {

@@ -248,30 +248,20 @@ fn rem_pio2_large(x: &[f64], e0: i32) -> (i32, f64, f64) {
 
 /// FreeBSD's `__sin(x, y, 1)`.
 fn k_sin(x: f64, y: f64) -> f64 {
-    const S1: f64 = -1.66666666666666324348e-01;
-    const S2: f64 = 8.33333333332248946124e-03;
-    const S3: f64 = -1.98412698298579493134e-04;
-    const S4: f64 = 2.75573137070700676789e-06;
-    const S5: f64 = -2.50507602534068634195e-08;
-    const S6: f64 = 1.58969099521155010221e-10;
+    let [s1, s2, s3, s4, s5, s6] = super::K_SIN;
     let z = x * x;
     let w = z * z;
-    let r = S2 + z * (S3 + z * S4) + z * w * (S5 + z * S6);
+    let r = s2 + z * (s3 + z * s4) + z * w * (s5 + z * s6);
     let v = z * x;
-    x - ((z * (0.5 * y - v * r) - y) - v * S1)
+    x - ((z * (0.5 * y - v * r) - y) - v * s1)
 }
 
 /// FreeBSD's `__cos(x, y)`.
 fn k_cos(x: f64, y: f64) -> f64 {
-    const C1: f64 = 4.16666666666666019037e-02;
-    const C2: f64 = -1.38888888888741095749e-03;
-    const C3: f64 = 2.48015872894767294178e-05;
-    const C4: f64 = -2.75573143513906633035e-07;
-    const C5: f64 = 2.08757232129817482790e-09;
-    const C6: f64 = -1.13596475577881948265e-11;
+    let [c1, c2, c3, c4, c5, c6] = super::K_COS;
     let z = x * x;
     let w = z * z;
-    let r = z * (C1 + z * (C2 + z * C3)) + w * w * (C4 + z * (C5 + z * C6));
+    let r = z * (c1 + z * (c2 + z * c3)) + w * w * (c4 + z * (c5 + z * c6));
     let hz = 0.5 * z;
     let w = 1.0 - hz;
     w + (((1.0 - w) - hz) + (z * r - x * y))

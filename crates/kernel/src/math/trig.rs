@@ -329,29 +329,24 @@ pub(super) fn rem_pio2(
 /// The `libm` crate's `k_sin` on `x + y` (|x| <= pi/4), both forms: the
 /// first (`iy = 0`) for an unreduced `x`, the second for a reduced one.
 pub(super) fn k_sin(m: &mut Emitter<'_>, x: Reg, y: Reg) -> (Reg, Reg) {
-    const S1: f64 = -1.66666666666666324348e-01;
-    const S2: f64 = 8.33333333332248946124e-03;
-    const S3: f64 = -1.98412698298579493134e-04;
-    const S4: f64 = 2.75573137070700676789e-06;
-    const S5: f64 = -2.50507602534068634195e-08;
-    const S6: f64 = 1.58969099521155010221e-10;
+    let [s1, s2, s3, s4, s5, s6] = kiln_ir::math::K_SIN;
     let z = m.mul(x, x);
     let w = m.mul(z, z);
-    let p = m.horner(z, &[S2, S3, S4]);
+    let p = m.horner(z, &[s2, s3, s4]);
     let zw = m.mul(z, w);
-    let q = m.horner(z, &[S5, S6]);
+    let q = m.horner(z, &[s5, s6]);
     let t = m.mul(zw, q);
     let r = m.add(p, t);
     let v = m.mul(z, x);
-    let s1 = m.f64(S1);
-    // x + v*(S1 + z*r)
+    let s1 = m.f64(s1);
+    // x + v*(s1 + z*r)
     let unreduced = {
         let zr = m.mul(z, r);
         let t = m.add(s1, zr);
         let t = m.mul(v, t);
         m.add(x, t)
     };
-    // x - ((z*(0.5*y - v*r) - y) - v*S1)
+    // x - ((z*(0.5*y - v*r) - y) - v*s1)
     let reduced = {
         let half = m.f64(0.5);
         let hy = m.mul(half, y);
@@ -368,18 +363,13 @@ pub(super) fn k_sin(m: &mut Emitter<'_>, x: Reg, y: Reg) -> (Reg, Reg) {
 
 /// The `libm` crate's `k_cos` on `x + y` (|x| <= pi/4).
 pub(super) fn k_cos(m: &mut Emitter<'_>, x: Reg, y: Reg) -> Reg {
-    const C1: f64 = 4.16666666666666019037e-02;
-    const C2: f64 = -1.38888888888741095749e-03;
-    const C3: f64 = 2.48015872894767294178e-05;
-    const C4: f64 = -2.75573143513906633035e-07;
-    const C5: f64 = 2.08757232129817482790e-09;
-    const C6: f64 = -1.13596475577881948265e-11;
+    let [c1, c2, c3, c4, c5, c6] = kiln_ir::math::K_COS;
     let z = m.mul(x, x);
     let w = m.mul(z, z);
-    let p = m.horner(z, &[C1, C2, C3]);
+    let p = m.horner(z, &[c1, c2, c3]);
     let a = m.mul(z, p);
     let ww = m.mul(w, w);
-    let q = m.horner(z, &[C4, C5, C6]);
+    let q = m.horner(z, &[c4, c5, c6]);
     let b = m.mul(ww, q);
     let r = m.add(a, b);
     let half = m.f64(0.5);
