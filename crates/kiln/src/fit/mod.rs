@@ -174,8 +174,11 @@ fn graphs(expr: &str, variables: &[String], hoist: bool) -> Result<Graphs, Membe
     };
     let column = |ty: &Type| matches!(ty, Type::Tensor(t) if t.dtype == kiln_ir::DType::F64 && t.shape.len() == 1);
     // Without parameters nothing varies: the graph is its values alone.
+    // The target varies as the parameters do, for the split: what reads it
+    // (the residuals) stays, even where the values hold no parameter.
+    let varying: Vec<&str> = names.iter().copied().chain([TARGET]).collect();
     let split = (hoist && !names.is_empty())
-        .then(|| kiln_ir::hoist::hoist(jacobian.graph(), &names, column))
+        .then(|| kiln_ir::hoist::hoist(jacobian.graph(), &varying, column))
         .flatten();
     let (jacobian, invariant) = match split {
         None => (jacobian, None),
@@ -556,6 +559,41 @@ mod tests {
                 assert_eq!(h, w, "{tier:?}: {e}");
             }
         }
+    }
+
+    /// An expression whose values, once optimized, hold none of its
+    /// constants (`where(c, a, a)` is `a`): the residuals still read the
+    /// target in the fitted program, not in the hoisted one, and the fit
+    /// keeps the constant, saying why.
+    #[test]
+    fn values_without_their_constants_keep_them() {
+        let names: Vec<String> = ["x0", "x1"].map(String::from).to_vec();
+        let x0 = [0.5, 1.0, 2.0, 3.0];
+        let x1 = [1.0, -2.0, 0.25, 4.0];
+        let target = [1.0, 1.0, 1.0, 1.0];
+        let engine = crate::Tier::Vm.engine().expect("the VM");
+        let fits = fit_constants(
+            &["where(x0 > 1.5, x1 * 2, x1 * 2)"],
+            &names,
+            &[&x0, &x1],
+            &target,
+            &*engine,
+            &FitOptions::default(),
+        );
+        let fit = fits[0].as_ref().expect("fits");
+        assert_eq!(fit.constants, [1.5]);
+        assert!(
+            fit.failure.as_deref().is_some_and(|f| f.contains("zero")),
+            "{:?}",
+            fit.failure
+        );
+        let want = x1
+            .iter()
+            .zip(target)
+            .map(|(x, t)| (2.0 * x - t) * (2.0 * x - t))
+            .sum::<f64>()
+            / 4.0;
+        assert_eq!(fit.mse, want);
     }
 
     #[test]
