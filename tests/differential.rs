@@ -146,6 +146,46 @@ fn the_generator_gives_graphs_to_differentiate() {
         sincos >= 20,
         "{sincos} graphs with a sine and a cosine of one value"
     );
+    // Of 3,000 more cases, Jacobians of column graphs whose derivative is
+    // a constant spread over the rows (`d(x + c)/dc`: 18), which lowering
+    // keeps on the column path (`tensor::spreads_a_scalar`), and Jacobians
+    // with forward mode's reciprocals (a divisor without the parameter, or
+    // shared by two: 34).
+    let (mut spread, mut reciprocals) = (0, 0);
+    for case in kiln_fuzzgen::seeded(0x51ed_270b_2760_39a9, 3000, 512) {
+        let Some(d) = kiln_fuzzgen::derivative(&case, true) else {
+            continue;
+        };
+        let column = |v| {
+            d.graph
+                .ty(v)
+                .as_tensor()
+                .is_some_and(|t| t.shape.len() <= 1)
+        };
+        let g = &d.graph;
+        if g.nodes().all(|(v, _)| column(v))
+            && g.nodes().any(|(_, n)| {
+                matches!(n.op, kiln::ir::Op::BroadcastTo(_))
+                    && g.ty(n.args[0]).as_tensor().is_some_and(|t| t.is_scalar())
+            })
+        {
+            spread += 1;
+        }
+        let one = |v| matches!(&g.node(v).op, kiln::ir::Op::Const(c) if *c == kiln::ir::Scalar::one(c.dtype()));
+        if g.nodes()
+            .any(|(_, n)| n.op == kiln::ir::Op::Binary(kiln::ir::BinaryOp::Div) && one(n.args[0]))
+        {
+            reciprocals += 1;
+        }
+    }
+    assert!(
+        spread >= 10,
+        "{spread} column Jacobians with a spread constant"
+    );
+    assert!(
+        reciprocals >= 20,
+        "{reciprocals} Jacobians with a reciprocal"
+    );
     // Pools, grouped convolutions, gathers and index_adds are among the
     // ops the window mode's gradients reach, and pools among those its
     // Jacobians (forward mode) reach.
@@ -247,6 +287,7 @@ fn the_generator_covers_every_op_and_dtype() {
     // Matmuls of more than 2048 steps into 97 columns or more: the JIT
     // tiers stream `a` (f64 everywhere, f32 past 192 columns on AVX-512).
     let mut streamed = 0;
+    let mut strided_b = 0;
     // In window mode: convolutions of 8 or more output channels whose
     // weights are a transpose (a strided view the LLVM panels read by its
     // strides); and convolutions of 8 or more output channels a group over
@@ -331,6 +372,17 @@ fn the_generator_covers_every_op_and_dtype() {
                         .collect();
                     Some((t.dtype, dims?))
                 };
+                // A transposed or sliced `b` under more than 4 rows: the
+                // JIT tiers' panels pack it by its strides.
+                let view = matches!(
+                    case.graph.node(node.args[1]).op.mnemonic(),
+                    "transpose" | "slice"
+                );
+                if view
+                    && dims(node.args[0]).is_some_and(|(_, a)| a.len() >= 2 && a[a.len() - 2] > 4)
+                {
+                    strided_b += 1;
+                }
                 if let (Some((_, a)), Some((dtype, b))) = (dims(node.args[0]), dims(node.args[1])) {
                     let panel = match dtype {
                         kiln::DType::F32 => 64,
@@ -393,6 +445,10 @@ fn the_generator_covers_every_op_and_dtype() {
         "{long_sums} matmuls of more than 128 steps"
     );
     assert!(streamed >= 3, "{streamed} matmuls streaming `a`");
+    assert!(
+        strided_b >= 10,
+        "{strided_b} matmuls of a transposed or sliced `b` over more than 4 rows"
+    );
     assert!(
         in_place_panels >= 10,
         "{in_place_panels} matmuls of a `b` one AVX-512 panel wide"

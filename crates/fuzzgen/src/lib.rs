@@ -732,6 +732,28 @@ impl Gen<'_, '_> {
                     };
                     return Ok(y.and_then(|y| self.b.op(Op::MatMul, &[x, y]).ok()));
                 }
+                if dims.len() == 2 && self.u.ratio(1u8, 4u8)? {
+                    // A constant of 5 to 20 rows times `a.T` or every other
+                    // column of `a`: a strided `b`, which the JIT tiers'
+                    // panels pack by its strides.
+                    let rows = self.u.int_in_range(5..=20u64)?;
+                    let (b, k) = if self.u.arbitrary()? {
+                        (self.b.op(Op::Transpose(vec![1, 0]), &[a]).ok(), dims[1])
+                    } else {
+                        let every_other = Some(SliceRange {
+                            start: 0,
+                            stop: dims[1],
+                            step: 2,
+                        });
+                        (
+                            self.b.op(Op::Slice(vec![None, every_other]), &[a]).ok(),
+                            dims[0],
+                        )
+                    };
+                    let Some(b) = b else { return Ok(None) };
+                    let c = self.tensor_const(dtype, &[rows, k])?;
+                    return Ok(self.b.op(Op::MatMul, &[c, b]).ok());
+                }
                 if dims.len() >= 2 && self.u.ratio(1u8, 3u8)? {
                     // A constant of up to 19 rows on the left: full blocks of
                     // 4 rows in panels, stacks of 4 blocks where the columns
