@@ -260,6 +260,17 @@ enum Inst {
 
 enum Node {
     Inst(Inst),
+    /// In a block loop: an instruction whose values are stored to output
+    /// `param` at the block's rows (a unit store of 8-byte elements at the
+    /// loop's row), computed there rather than in its lanes
+    /// ([`outputs_in_place`]); the store then finds them in place. In its
+    /// lanes as [`Node::Inst`] where the block streams its stores or the
+    /// output is not 8-byte aligned.
+    InstTo {
+        inst: Inst,
+        param: usize,
+        row: VReg,
+    },
     Check {
         src: VReg,
         status: i32,
@@ -673,7 +684,10 @@ impl Cx<'_> {
                         .map(|(r, _)| r)
                         .collect();
                     }
-                    let inner = self.block(body)?;
+                    let mut inner = self.block(body)?;
+                    if block {
+                        outputs_in_place(&mut inner, row_vreg);
+                    }
                     self.units.clear();
                     self.pos += 1;
                     let stored = if block {
@@ -916,11 +930,62 @@ impl Cx<'_> {
     }
 }
 
+/// Marks the instructions of a block loop's `body` whose results a unit
+/// store of 8-byte elements at the loop's `row` writes to an output
+/// ([`Node::InstTo`]): each computes its values there, and the store (the
+/// first of that value, if several) copies nothing. Only the instructions
+/// that write their results through a pointer (math routines, binary ops,
+/// multiply-adds, selects), with no check between them and the store (an
+/// output is written no earlier than before when a check fails).
+fn outputs_in_place(body: &mut [Node], row: VReg) {
+    for s in 0..body.len() {
+        let Node::Store {
+            param,
+            index: Some(Index { vreg, unit: true }),
+            src,
+            dtype,
+        } = body[s]
+        else {
+            continue;
+        };
+        if vreg != row || dtype.size_bytes() != 8 {
+            continue;
+        }
+        for d in (0..s).rev() {
+            match &body[d] {
+                Node::Inst(inst) if inst.dst() == row => break,
+                Node::Inst(inst) if inst.dst() == src => {
+                    if matches!(
+                        inst,
+                        Inst::Un { .. }
+                            | Inst::Bin { .. }
+                            | Inst::BinK { .. }
+                            | Inst::MulAdd { .. }
+                            | Inst::Select { .. }
+                    ) {
+                        body[d] = Node::InstTo {
+                            inst: *inst,
+                            param,
+                            row,
+                        };
+                    }
+                    break;
+                }
+                Node::Inst(Inst::SinCos { dst2, .. }) if *dst2 == src || *dst2 == row => break,
+                Node::InstTo { inst, .. } if inst.dst() == src || inst.dst() == row => break,
+                Node::Check { .. } | Node::Loop(_) => break,
+                _ => {}
+            }
+        }
+    }
+}
+
 /// Whether `node` reads more of `vreg` than its first lane (all a unit
 /// index's loads and stores read of their row).
 fn reads_lanes(node: &Node, vreg: VReg) -> bool {
     match node {
-        Node::Inst(inst) => match *inst {
+        // The row's first lane places the values.
+        Node::Inst(inst) | Node::InstTo { inst, .. } => match *inst {
             Inst::Input { .. } | Inst::Trip { .. } | Inst::Var { .. } => false,
             Inst::Load { index, .. } => !index.unit && index.vreg == vreg,
             Inst::LoadBit { index, .. } | Inst::Table { index, .. } => index == vreg,
@@ -1133,7 +1198,19 @@ impl Run<'_> {
         for node in nodes {
             match node {
                 // SAFETY: the caller's contract.
-                Node::Inst(inst) => unsafe { self.inst(inst, n) },
+                Node::Inst(inst) => unsafe { self.inst(inst, n, None) },
+                Node::InstTo { inst, param, row } => {
+                    let to = self
+                        .ptr(*param)
+                        .wrapping_add(self.first(*row) as usize * 8)
+                        .cast::<u64>();
+                    let to = (!self.stream && to.is_aligned()).then_some(to);
+                    // SAFETY: the caller's contract; the store after it
+                    // writes rows `row..row + n` of the output (lowering's
+                    // indices, the contract's buffers), which no other
+                    // buffer overlaps.
+                    unsafe { self.inst(inst, n, to) }
+                }
                 Node::Check { src, status } => {
                     // SAFETY: `n` lanes of the block.
                     if unsafe { self.values(*src, n) }.contains(&0) {
@@ -1158,6 +1235,10 @@ impl Run<'_> {
                         Some(index) if index.unit => {
                             let first = self.first(index.vreg) as usize;
                             let to = base.wrapping_add(first * size);
+                            // Computed there already (`Node::InstTo`).
+                            if std::ptr::eq(self.src(*src).cast::<u8>(), to) {
+                                continue;
+                            }
                             // SAFETY: rows `first..first + n` are inside the
                             // array (lowering's indices, the contract's
                             // buffers); `n` lanes of the block.
@@ -1259,8 +1340,11 @@ impl Run<'_> {
     }
 
     /// # Safety
-    /// [`VmKernel::call`]'s contract.
-    unsafe fn inst(&mut self, inst: &Inst, n: usize) {
+    /// [`VmKernel::call`]'s contract; `to`, where given, is valid for
+    /// writing `n` elements apart from every other buffer, and `inst`
+    /// one that writes through its destination pointer
+    /// ([`outputs_in_place`]).
+    unsafe fn inst(&mut self, inst: &Inst, n: usize, to: Option<*mut u64>) {
         // A result's values go to its lanes (a load's may stay in its
         // input instead, below). Outside blocks no vreg reads an input, so
         // a loop run row by row pays nothing for it.
@@ -1273,6 +1357,21 @@ impl Run<'_> {
         let p = self.lanes.as_mut_ptr();
         let w = self.width;
         let lane = |s: VReg| s as usize * w;
+        // Where the result goes: its lanes, or the output (the values
+        // stay there for the instructions after it, as a load's in its
+        // input).
+        let d = |s: VReg| to.unwrap_or_else(|| p.wrapping_add(lane(s)));
+        if let Some(to) = to {
+            debug_assert!(matches!(
+                inst,
+                Inst::Un { .. }
+                    | Inst::Bin { .. }
+                    | Inst::BinK { .. }
+                    | Inst::MulAdd { .. }
+                    | Inst::Select { .. }
+            ));
+            self.ext[inst.dst() as usize] = to;
+        }
         match *inst {
             Inst::Input {
                 dst,
@@ -1347,27 +1446,26 @@ impl Run<'_> {
                 self.lanes[lane(dst)..lane(dst) + n].fill(v);
             }
             // SAFETY: slots are `w >= n` lanes inside `lanes` (operands
-            // may be `n` elements of an input instead), and a result's vreg
+            // may be `n` elements of an input or an output instead, a
+            // result `n` elements of an output: `to`), and a result's vreg
             // is never an operand's (`Cx::release`).
-            Inst::Un { dst, f, a } => unsafe { f(p.add(lane(dst)), self.src(a), n) },
+            Inst::Un { dst, f, a } => unsafe { f(d(dst), self.src(a), n) },
             // SAFETY: as above, and the two results' vregs differ (both
             // are defined before anything is released: `Cx::block`).
             Inst::SinCos { dst, dst2, f, a } => unsafe {
                 f(p.add(lane(dst)), p.add(lane(dst2)), self.src(a), n)
             },
             // SAFETY: as above.
-            Inst::Bin { dst, f, a, b } => unsafe {
-                f(p.add(lane(dst)), self.src(a), self.src(b), n)
-            },
+            Inst::Bin { dst, f, a, b } => unsafe { f(d(dst), self.src(a), self.src(b), n) },
             // SAFETY: as above.
-            Inst::BinK { dst, f, a, k } => unsafe { f(p.add(lane(dst)), self.src(a), k, n) },
+            Inst::BinK { dst, f, a, k } => unsafe { f(d(dst), self.src(a), k, n) },
             // SAFETY: as above.
             Inst::MulAdd { dst, f, a, b, c } => unsafe {
-                f(p.add(lane(dst)), self.src(a), self.src(b), self.src(c), n)
+                f(d(dst), self.src(a), self.src(b), self.src(c), n)
             },
             // SAFETY: as above.
             Inst::Select { dst, c, a, b } => unsafe {
-                lanes::select(p.add(lane(dst)), self.src(c), self.src(a), self.src(b), n)
+                lanes::select(d(dst), self.src(c), self.src(a), self.src(b), n)
             },
             Inst::Call { dst, f, a, b } => {
                 let (a, b) = (self.src(a), self.src(b));
@@ -1588,6 +1686,92 @@ mod tests {
                 );
                 assert_eq!(b[i].to_bits(), (s * s).to_bits(), "{offset} {i}");
                 assert_eq!(c[i].to_bits(), (-x[i]).to_bits(), "{offset} {i}");
+            }
+        }
+    }
+
+    /// The instructions of a compiled kernel computed in an output, in any
+    /// loop.
+    fn in_place_count(nodes: &[Node]) -> usize {
+        nodes
+            .iter()
+            .map(|n| match n {
+                Node::InstTo { .. } => 1,
+                Node::Loop(l) => in_place_count(&l.body),
+                _ => 0,
+            })
+            .sum()
+    }
+
+    #[test]
+    fn results_stored_to_outputs_are_computed_there() {
+        // `a` is read after it is stored, `b` stored twice, `e` (a sine
+        // paired with a cosine) and the `i32` `f` through their lanes.
+        let map = kernel(
+            "graph \"g\"\nv0: f64[n] = input \"x\"\nv1: f64[n] = input \"y\"\n\
+             v2: f64[n] = mul v0, v1\nv3: f64[n] = sqrt v1\nv4: f64[n] = add v2, v3\n\
+             v5: f64[n] = sin v0\nv6: f64[n] = cos v0\nv7: f64[n] = mul v5, v6\n\
+             v8: i32[n] = cast v0\noutput \"a\" = v2\noutput \"b\" = v3\noutput \"c\" = v4\n\
+             output \"d\" = v3\noutput \"e\" = v5\noutput \"g\" = v7\noutput \"f\" = v8\n",
+        );
+        let vm = compile(&map).unwrap();
+        // v2, v3, v4, v7.
+        assert_eq!(in_place_count(&vm.body), 4, "{:?}", map.body);
+        // Several blocks and a tail; then enough rows that the block loop
+        // streams its stores (computed in lanes); `a` once 8-byte aligned
+        // and once 4 bytes off (computed in lanes): the same values.
+        for n in [3 * BLOCK + 5, (STREAM_BYTES / 40) as usize + 7] {
+            let x: Vec<f64> = (0..n).map(|i| i as f64 * 0.5 - 100.0).collect();
+            let y: Vec<f64> = (0..n).map(|i| (i % 7) as f64 + 0.25).collect();
+            for offset in [0usize, 4] {
+                let mut a_bytes = vec![0u8; n * 8 + 12];
+                let a_at = a_bytes.as_ptr().align_offset(8) + offset;
+                let mut outs = vec![vec![0.0f64; n]; 5];
+                let mut f = vec![0i32; n];
+                let slots: Vec<u64> = map
+                    .params
+                    .iter()
+                    .map(|p| match p {
+                        kiln_kernel::Param::ArrayIn { name, .. } if name == "x" => {
+                            x.as_ptr() as u64
+                        }
+                        kiln_kernel::Param::ArrayIn { .. } => y.as_ptr() as u64,
+                        kiln_kernel::Param::Extent { .. } => n as u64,
+                        kiln_kernel::Param::ArrayOut { name, .. } => match name.as_str() {
+                            "a" => a_bytes[a_at..].as_mut_ptr() as u64,
+                            "f" => f.as_mut_ptr() as u64,
+                            other => {
+                                let k = ["b", "c", "d", "e", "g"]
+                                    .iter()
+                                    .position(|o| *o == other)
+                                    .expect("an output");
+                                outs[k].as_mut_ptr() as u64
+                            }
+                        },
+                        other => panic!("{other:?}"),
+                    })
+                    .collect();
+                // SAFETY: a slot per parameter, each buffer `n` elements,
+                // nothing overlapping.
+                let status = unsafe { vm.call(&slots) };
+                assert_eq!(status, kiln_kernel::abi::STATUS_OK);
+                for i in 0..n {
+                    let at = a_at + 8 * i;
+                    let a = f64::from_ne_bytes(a_bytes[at..at + 8].try_into().unwrap());
+                    let (sin, cos) = (kiln_ir::math::sin(x[i]), kiln_ir::math::cos(x[i]));
+                    let want = [
+                        y[i].sqrt(),
+                        x[i] * y[i] + y[i].sqrt(),
+                        y[i].sqrt(),
+                        sin,
+                        sin * cos,
+                    ];
+                    assert_eq!(a.to_bits(), (x[i] * y[i]).to_bits(), "{n} {offset} {i}");
+                    for (k, w) in want.iter().enumerate() {
+                        assert_eq!(outs[k][i].to_bits(), w.to_bits(), "{n} {offset} {k} {i}");
+                    }
+                    assert_eq!(f[i], x[i] as i32, "{n} {offset} {i}");
+                }
             }
         }
     }
