@@ -686,7 +686,7 @@ impl Cx<'_> {
                     }
                     let mut inner = self.block(body)?;
                     if block {
-                        outputs_in_place(&mut inner, row_vreg);
+                        outputs_in_place(&mut inner, row_vreg, self.vregs as usize);
                     }
                     self.units.clear();
                     self.pos += 1;
@@ -934,48 +934,45 @@ impl Cx<'_> {
 /// store of 8-byte elements at the loop's `row` writes to an output
 /// ([`Node::InstTo`]): each computes its values there, and the store (the
 /// first of that value, if several) copies nothing. Only the instructions
-/// that write their results through a pointer (math routines, binary ops,
-/// multiply-adds, selects), with no check between them and the store (an
-/// output is written no earlier than before when a check fails).
-fn outputs_in_place(body: &mut [Node], row: VReg) {
-    for s in 0..body.len() {
-        let Node::Store {
-            param,
-            index: Some(Index { vreg, unit: true }),
-            src,
-            dtype,
-        } = body[s]
-        else {
-            continue;
-        };
-        if vreg != row || dtype.size_bytes() != 8 {
-            continue;
-        }
-        for d in (0..s).rev() {
-            match &body[d] {
-                Node::Inst(inst) if inst.dst() == row => break,
-                Node::Inst(inst) if inst.dst() == src => {
-                    if matches!(
-                        inst,
-                        Inst::Un { .. }
-                            | Inst::Bin { .. }
-                            | Inst::BinK { .. }
-                            | Inst::MulAdd { .. }
-                            | Inst::Select { .. }
-                    ) {
-                        body[d] = Node::InstTo {
-                            inst: *inst,
-                            param,
-                            row,
-                        };
-                    }
-                    break;
+/// that write their results through a pointer
+/// ([`Inst::writes_through_pointer`]), with no check between them and the
+/// store (an output is written no earlier than before when a check fails)
+/// and the row's vreg not redefined between them. One pass over the body;
+/// `vregs` bounds its vregs.
+fn outputs_in_place(body: &mut [Node], row: VReg, vregs: usize) {
+    // Each vreg's defining instruction while it may still be placed.
+    let mut def: Vec<Option<usize>> = vec![None; vregs];
+    for i in 0..body.len() {
+        match body[i] {
+            Node::Inst(inst) => {
+                let dsts = match inst {
+                    Inst::SinCos { dst, dst2, .. } => [dst, dst2],
+                    _ => [inst.dst(); 2],
+                };
+                if dsts.contains(&row) {
+                    def.fill(None);
                 }
-                Node::Inst(Inst::SinCos { dst2, .. }) if *dst2 == src || *dst2 == row => break,
-                Node::InstTo { inst, .. } if inst.dst() == src || inst.dst() == row => break,
-                Node::Check { .. } | Node::Loop(_) => break,
-                _ => {}
+                for dst in dsts {
+                    def[dst as usize] = None;
+                }
+                if inst.writes_through_pointer() {
+                    def[inst.dst() as usize] = Some(i);
+                }
             }
+            Node::Check { .. } | Node::Loop(_) => def.fill(None),
+            Node::Store {
+                param,
+                index: Some(Index { vreg, unit: true }),
+                src,
+                dtype,
+            } if vreg == row && dtype.size_bytes() == 8 => {
+                if let Some(d) = def[src as usize].take() {
+                    if let Node::Inst(inst) = body[d] {
+                        body[d] = Node::InstTo { inst, param, row };
+                    }
+                }
+            }
+            _ => {}
         }
     }
 }
@@ -1032,6 +1029,20 @@ impl Inst {
     /// Its result's vreg (a sine and cosine's sine's).
     fn dst(mut self) -> VReg {
         *self.dst_mut()
+    }
+
+    /// Whether it writes its one result through a destination pointer,
+    /// which may be an output's run ([`outputs_in_place`]): math routines,
+    /// binary ops, multiply-adds and selects.
+    fn writes_through_pointer(&self) -> bool {
+        matches!(
+            self,
+            Inst::Un { .. }
+                | Inst::Bin { .. }
+                | Inst::BinK { .. }
+                | Inst::MulAdd { .. }
+                | Inst::Select { .. }
+        )
     }
 }
 
@@ -1362,14 +1373,7 @@ impl Run<'_> {
         // input).
         let d = |s: VReg| to.unwrap_or_else(|| p.wrapping_add(lane(s)));
         if let Some(to) = to {
-            debug_assert!(matches!(
-                inst,
-                Inst::Un { .. }
-                    | Inst::Bin { .. }
-                    | Inst::BinK { .. }
-                    | Inst::MulAdd { .. }
-                    | Inst::Select { .. }
-            ));
+            debug_assert!(inst.writes_through_pointer());
             self.ext[inst.dst() as usize] = to;
         }
         match *inst {
