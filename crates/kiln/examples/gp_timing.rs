@@ -3,7 +3,9 @@
 //! `THREADS` threads (1 unless given) on `TIER` (the default tier unless
 //! given; profile it with `perf record`). `fit`: their constants fitted to `x0`, 10
 //! Levenberg–Marquardt steps; `compile`: the population compiled on the
-//! default tier, and evaluated; `build`: compiled only. Run:
+//! default tier, and evaluated; `build`: compiled only. `compile` and
+//! `build` in `f32` (the columns converted once, before the rounds) with
+//! `KILN_GP_PRECISION=f32`. Run:
 //! `cargo run --release -p kiln --example gp_timing -- fit|compile|build [ROUNDS [THREADS [TIER]]]`.
 
 use std::time::Instant;
@@ -43,10 +45,21 @@ fn main() {
     });
     let engine = tier.engine().expect("the tier");
     if what == "compile" || what == "build" {
+        let f32 = std::env::var("KILN_GP_PRECISION").is_ok_and(|p| p == "f32");
         let options = kiln::PopulationOptions {
             threads,
+            precision: if f32 {
+                kiln::Precision::F32
+            } else {
+                kiln::Precision::F64
+            },
             ..kiln::PopulationOptions::default()
         };
+        let columns32: Vec<Vec<f32>> = columns
+            .iter()
+            .map(|c| c.iter().map(|&v| v as f32).collect())
+            .collect();
+        let slices32: Vec<&[f32]> = columns32.iter().map(Vec::as_slice).collect();
         for round in 0..rounds {
             let start = Instant::now();
             let population = kiln::Population::compile(&exprs, &variables, &*engine, &options);
@@ -59,7 +72,11 @@ fn main() {
                 continue;
             }
             // As Python's `Population.evaluate` and the CLI: into a new vector.
-            let (_values, failed) = population.evaluate_to_vec(&slices, slices[0].len());
+            let failed = if f32 {
+                population.evaluate_to_vec(&slices32, slices[0].len()).1
+            } else {
+                population.evaluate_to_vec(&slices, slices[0].len()).1
+            };
             println!(
                 "round {round}: compile {:.1} ms, evaluate {:.1} ms, {} failed",
                 compiled.as_secs_f64() * 1e3,

@@ -50,9 +50,36 @@ fn has_fallbacks(kernel: &Kernel) -> bool {
         .any(|s| matches!(s, Stmt::Let(_, Expr::Fallback { .. })))
 }
 
+/// The Rust type of a register of `dtype` in a routine: `u64` (a lane),
+/// or in a [`narrow`] routine `u32` for a 4-byte value or a `bool` (0 or 1).
+fn lane_type(dtype: DType, narrow: bool) -> &'static str {
+    if narrow && (dtype == DType::Bool || dtype.size_bytes() == 4) {
+        "u32"
+    } else {
+        "u64"
+    }
+}
+
+/// Whether the routines of `dtype` are *narrow*: an `f32` routine holds its
+/// 4-byte values and its `bool`s in `u32`s (its 8-byte ones, an `f64`
+/// argument reduction's, in `u64`s), so that rustc vectorizes its loop in
+/// 32-bit lanes, twice as many to a vector as the VM's 8-byte lanes
+/// (`lanes::routine_loop_32` narrows the arguments and widens the results
+/// around it). Each statement still calls the VM's lane function, on its
+/// operands zero-extended and its result truncated (a 4-byte lane is its
+/// bits zero-extended), so it computes what it did.
+fn narrow(dtype: DType) -> bool {
+    dtype == DType::F32
+}
+
 /// One routine: `fn name(x[, y]) -> (result, rare)`, where `rare` is nonzero
 /// for a lane whose result must be the `libm` function's instead.
-fn routine(name: &str, kernel: &Kernel, tables: &mut Vec<&'static Table>, out: &mut String) {
+fn routine(
+    name: &str,
+    (kernel, dtype): (&Kernel, DType),
+    tables: &mut Vec<&'static Table>,
+    out: &mut String,
+) {
     let args: Vec<&str> = ["x", "y"]
         .into_iter()
         .take(
@@ -64,18 +91,21 @@ fn routine(name: &str, kernel: &Kernel, tables: &mut Vec<&'static Table>, out: &
         )
         .collect();
     let fallbacks = has_fallbacks(kernel);
-    let params: Vec<String> = args.iter().map(|a| format!("{a}: u64")).collect();
+    let narrow = narrow(dtype);
+    let ty = lane_type(dtype, narrow);
+    let params: Vec<String> = args.iter().map(|a| format!("{a}: {ty}")).collect();
     writeln!(out, "#[inline(always)]").unwrap();
     writeln!(
         out,
-        "pub(crate) fn {name}({}) -> (u64, u64) {{",
+        "pub(crate) fn {name}({}) -> ({ty}, {ty}) {{",
         params.join(", ")
     )
     .unwrap();
     if fallbacks {
         writeln!(out, "    let mut rare = 0;").unwrap();
     }
-    let result = statements(name, kernel, &kernel.body, &args, &reg, tables, out);
+    let body = (&kernel.body[..], narrow);
+    let result = statements(name, kernel, body, &args, &reg, tables, out);
     let result = result.unwrap_or_else(|| panic!("{name}: no result"));
     let rare = if fallbacks { "rare" } else { "0" };
     writeln!(out, "    ({}, {rare})\n}}\n", reg(result)).unwrap();
@@ -109,19 +139,26 @@ fn sincos(dtype: DType, tables: &mut Vec<&'static Table>, out: &mut String) {
             format!("c{}", r.index())
         }
     };
+    let narrow = narrow(dtype);
+    let ty = lane_type(dtype, narrow);
     writeln!(out, "#[inline(always)]").unwrap();
-    writeln!(out, "pub(crate) fn {name}(x: u64) -> (u64, u64, u64) {{").unwrap();
+    writeln!(
+        out,
+        "pub(crate) fn {name}(x: {ty}) -> ({ty}, {ty}, {ty}) {{"
+    )
+    .unwrap();
     let fallbacks = has_fallbacks(&sin) || has_fallbacks(&cos);
     if fallbacks {
         writeln!(out, "    let mut rare = 0;").unwrap();
     }
     let args = ["x"];
-    statements(&name, &sin, &sin.body[..common], &args, &reg, tables, out);
-    let s = statements(&name, &sin, &sin.body[common..], &args, &reg, tables, out);
+    let (shared, rest) = sin.body.split_at(common);
+    statements(&name, &sin, (shared, narrow), &args, &reg, tables, out);
+    let s = statements(&name, &sin, (rest, narrow), &args, &reg, tables, out);
     let c = statements(
         &name,
         &cos,
-        &cos.body[common..],
+        (&cos.body[common..], narrow),
         &args,
         &cos_name,
         tables,
@@ -132,19 +169,27 @@ fn sincos(dtype: DType, tables: &mut Vec<&'static Table>, out: &mut String) {
     writeln!(out, "    ({}, {}, {rare})\n}}\n", reg(s), cos_name(c)).unwrap();
 }
 
-/// Writes `stmts` of `kernel` (a routine's body) as Rust lets, registers
-/// named by `reg`; the register the kernel stores, if `stmts` has its
-/// store.
+/// Writes `stmts` of `kernel` (a routine's body, [`narrow`] or not) as Rust
+/// lets, registers named by `reg`; the register the kernel stores, if
+/// `stmts` has its store.
 fn statements(
     name: &str,
     kernel: &Kernel,
-    stmts: &[Stmt],
+    (stmts, narrow): (&[Stmt], bool),
     args: &[&str],
-    reg: &dyn Fn(Reg) -> String,
+    reg_name: &dyn Fn(Reg) -> String,
     tables: &mut Vec<&'static Table>,
     out: &mut String,
 ) -> Option<Reg> {
     let (mut result, mut fallback) = (None, None);
+    // A register as a lane function's operand: a `u32` zero-extended.
+    let reg = |r: Reg| {
+        if lane_type(kernel.reg_type(r), narrow) == "u32" {
+            format!("u64::from({})", reg_name(r))
+        } else {
+            reg_name(r)
+        }
+    };
     for stmt in stmts {
         let (r, expr) = match stmt {
             Stmt::Let(r, expr) => (*r, expr),
@@ -159,15 +204,24 @@ fn statements(
         let lane = |what: &str, name: Option<&'static str>| {
             name.unwrap_or_else(|| panic!("{name:?}: no lane function for {what}"))
         };
+        // Whether `value` is already of the let's type (an argument, a
+        // constant, a register of the same width), not a lane (`u64`).
+        let mut own_type = false;
         let value = match expr {
-            Expr::Input(p) => args[kernel
-                .params
-                .iter()
-                .take(p.index())
-                .filter(|p| matches!(p, Param::ScalarIn { .. }))
-                .count()]
-            .to_string(),
-            Expr::Const(c) => format!("{:#x}", c.bits()),
+            Expr::Input(p) => {
+                own_type = true;
+                args[kernel
+                    .params
+                    .iter()
+                    .take(p.index())
+                    .filter(|p| matches!(p, Param::ScalarIn { .. }))
+                    .count()]
+                .to_string()
+            }
+            Expr::Const(c) => {
+                own_type = true;
+                format!("{:#x}", c.bits())
+            }
             Expr::Unary(op, a) => format!(
                 "{}({})",
                 lane(&format!("{op} {dtype}"), lanes::unary_name(*op, dtype)),
@@ -196,8 +250,11 @@ fn statements(
                 lane(&format!("cast to {to}"), lanes::cast_name(ty(a), *to)),
                 reg(*a)
             ),
-            // A lane is only bits.
-            Expr::Bitcast(_, a) => reg(*a),
+            // A lane is only bits (of the same width).
+            Expr::Bitcast(_, a) => {
+                own_type = true;
+                reg_name(*a)
+            }
             Expr::Table(table, index) => {
                 if !tables.iter().any(|t| t.name == table.name) {
                     tables.push(table);
@@ -224,12 +281,19 @@ fn statements(
                     "{name}: a fallback of other values than the arguments"
                 );
                 fallback = Some(r);
-                writeln!(out, "    rare |= {};", reg(*rare)).unwrap();
-                reg(*value)
+                writeln!(out, "    rare |= {};", reg_name(*rare)).unwrap();
+                own_type = true;
+                reg_name(*value)
             }
             other => panic!("{name}: a math kernel does not compute {other:?}"),
         };
-        writeln!(out, "    let {}: u64 = {value};", reg(r)).unwrap();
+        let ty = lane_type(dtype, narrow);
+        let value = if ty == "u32" && !own_type {
+            format!("({value}) as u32")
+        } else {
+            value
+        };
+        writeln!(out, "    let {}: {ty} = {value};", reg_name(r)).unwrap();
     }
     assert!(
         fallback.is_none() || fallback == result,
@@ -262,14 +326,17 @@ pub(crate) fn source() -> String {
     let mut binary = String::new();
     for (f, dtype, kernel) in &functions {
         let name = format!("{f}_{dtype}");
-        routine(&name, kernel, &mut tables, &mut out);
+        routine(&name, (kernel, *dtype), &mut tables, &mut out);
         let (read, write) = float(*dtype);
+        // A narrow routine's loop narrows its arguments and widens its
+        // results around it.
+        let looped = if narrow(*dtype) { "_32" } else { "" };
         match f {
             MathFn::Unary(op) => {
                 let c = MathCall::Unary(*op, Reg::new(0)).name(*dtype).unwrap();
                 writeln!(
                     unary,
-                    "        (UnaryOp::{op:?}, DType::{dtype:?}) => routine1!({name}, |a| {write}(kiln_ir::math::{c}({read}(a)))),"
+                    "        (UnaryOp::{op:?}, DType::{dtype:?}) => routine1{looped}!({name}, |a| {write}(kiln_ir::math::{c}({read}(a)))),"
                 )
                 .unwrap();
             }
@@ -279,7 +346,7 @@ pub(crate) fn source() -> String {
                     .unwrap();
                 writeln!(
                     binary,
-                    "        (BinaryOp::{op:?}, DType::{dtype:?}) => routine2!({name}, |a, b| {write}(kiln_ir::math::{c}({read}(a), {read}(b)))),"
+                    "        (BinaryOp::{op:?}, DType::{dtype:?}) => routine2{looped}!({name}, |a, b| {write}(kiln_ir::math::{c}({read}(a), {read}(b)))),"
                 )
                 .unwrap();
             }
@@ -311,7 +378,7 @@ pub(crate) fn source() -> String {
          pub(crate) fn sincos(dtype: DType) -> Option<Un2> {{\n    \
          Some(match dtype {{\n        \
          DType::F64 => routine_sincos!(sincos_f64, |a| {{ let (s, c) = kiln_ir::math::sincos(f64_(a)); (of_f64(s), of_f64(c)) }}),\n        \
-         DType::F32 => routine_sincos!(sincos_f32, |a| (of_f32(kiln_ir::math::sinf(f32_(a))), of_f32(kiln_ir::math::cosf(f32_(a))))),\n        \
+         DType::F32 => routine_sincos_32!(sincos_f32, |a| (of_f32(kiln_ir::math::sinf(f32_(a))), of_f32(kiln_ir::math::cosf(f32_(a))))),\n        \
          _ => return None,\n    }})\n}}\n"
     )
     .unwrap();

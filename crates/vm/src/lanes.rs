@@ -259,13 +259,16 @@ macro_rules! routine_sincos {
             let mut flags = [0u64; $crate::lanes::ROUTINE_CHUNK];
             let flags = &mut flags[..d.len()];
             let mut rare = 0;
-            for (((d, e), flag), &$a) in d.iter_mut().zip(e.iter_mut()).zip(flags.iter_mut()).zip(x) {
+            for (((d, e), flag), &$a) in d.iter_mut().zip(e.iter_mut()).zip(flags.iter_mut()).zip(x)
+            {
                 let (first, second, r) = $f($a);
                 (*d, *e, *flag) = (first, second, r);
                 rare |= r;
             }
             if rare != 0 {
-                for (((d, e), &flag), &$a) in d.iter_mut().zip(e.iter_mut()).zip(flags.iter()).zip(x) {
+                for (((d, e), &flag), &$a) in
+                    d.iter_mut().zip(e.iter_mut()).zip(flags.iter()).zip(x)
+                {
                     if flag != 0 {
                         (*d, *e) = $call;
                     }
@@ -279,11 +282,18 @@ macro_rules! routine_sincos {
                 chunk(d, e, x);
             }
         }
+        un2_of!(body)
+    }};
+}
+
+/// The [`Un2`] for this CPU of `body(d, e, x)`, a loop over `d.len()` lanes.
+macro_rules! un2_of {
+    ($body:ident) => {{
         for_each_simd!(base, avx2, avx512, unsafe fn (d: *mut u64, e: *mut u64, x: *const u64, n: usize) {
             // SAFETY: `Un2`'s contract: `n` lanes at each pointer, `d`, `e`
             // and `x` apart; each variant only where the CPU has its features.
             unsafe {
-                body(
+                $body(
                     $crate::lanes::slice_mut(d, n),
                     $crate::lanes::slice_mut(e, n),
                     $crate::lanes::slice(x, n),
@@ -326,6 +336,202 @@ macro_rules! routine2 {
             }
         }
         bins_of!(vv, vk, kv)
+    }};
+}
+
+/// [`routine_loop`] of a *narrow* routine (`generate.rs`: an `f32`
+/// routine of `u32` values) over the lanes of `d` (at most
+/// [`ROUTINE_CHUNK`]), whose narrowed arguments `inputs` yields (an
+/// expression evaluated once per pass, over `u32` buffers): the routine
+/// over them into a `u32` buffer, a loop of 32-bit values only, which
+/// rustc vectorizes twice as wide as a loop storing 8-byte lanes (a
+/// routine that reduces in `f64`, `sinf`'s, still runs those steps four
+/// to an AVX2 vector; docs/performance.md has the figures), then widened
+/// into `d`. A rare lane's `call` gets its arguments widened again: a
+/// 4-byte lane is its bits zero-extended, so they are the lanes it was
+/// given.
+macro_rules! routine_loop_32 {
+    ($d:ident, $inputs:expr, |$v:pat_param| $fast:expr, |$w:pat_param| $call:expr) => {{
+        let mut out = [0u32; $crate::lanes::ROUTINE_CHUNK];
+        let mut flags = [0u32; $crate::lanes::ROUTINE_CHUNK];
+        let n = $d.len();
+        let (out, flags) = (&mut out[..n], &mut flags[..n]);
+        let mut rare = 0;
+        for ((o, flag), $v) in out.iter_mut().zip(flags.iter_mut()).zip($inputs) {
+            let (v, r) = $fast;
+            (*o, *flag) = (v, r);
+            rare |= r;
+        }
+        for (d, &o) in $d.iter_mut().zip(out.iter()) {
+            *d = u64::from(o);
+        }
+        if rare != 0 {
+            for ((d, &flag), $w) in $d.iter_mut().zip(flags.iter()).zip($inputs) {
+                if flag != 0 {
+                    *d = $call;
+                }
+            }
+        }
+    }};
+}
+
+/// `x`'s lanes (4-byte values, zero-extended) as `u32`s in `buf`.
+#[inline(always)]
+pub(crate) fn narrowed<'a>(x: &[u64], buf: &'a mut [u32; ROUTINE_CHUNK]) -> &'a [u32] {
+    let buf = &mut buf[..x.len()];
+    for (b, &x) in buf.iter_mut().zip(x) {
+        *b = x as u32;
+    }
+    buf
+}
+
+/// [`routine1`] of a narrow routine (`generate.rs`).
+macro_rules! routine1_32 {
+    ($f:ident, |$a:ident| $call:expr) => {{
+        #[inline(always)]
+        fn body(d: &mut [u64], x: &[u64]) {
+            let chunk = $crate::lanes::ROUTINE_CHUNK;
+            for (d, x) in d.chunks_mut(chunk).zip(x.chunks(chunk)) {
+                if d.len() < $crate::lanes::ROUTINE_MIN_LANES {
+                    for (d, &$a) in d.iter_mut().zip(x) {
+                        *d = $call;
+                    }
+                    continue;
+                }
+                let mut buf = [0u32; $crate::lanes::ROUTINE_CHUNK];
+                let x = $crate::lanes::narrowed(x, &mut buf);
+                routine_loop_32!(d, x, |&a| $f(a), |&a| {
+                    let $a = u64::from(a);
+                    $call
+                })
+            }
+        }
+        un_of!(body)
+    }};
+}
+
+/// [`routine2`] of a narrow routine (`generate.rs`).
+macro_rules! routine2_32 {
+    ($f:ident, |$a:ident, $b:ident| $call:expr) => {{
+        #[inline(always)]
+        fn vv(d: &mut [u64], x: &[u64], y: &[u64]) {
+            let n = $crate::lanes::ROUTINE_CHUNK;
+            for ((d, x), y) in d.chunks_mut(n).zip(x.chunks(n)).zip(y.chunks(n)) {
+                if d.len() < $crate::lanes::ROUTINE_MIN_LANES {
+                    for ((d, &$a), &$b) in d.iter_mut().zip(x).zip(y) {
+                        *d = $call;
+                    }
+                    continue;
+                }
+                let (mut xb, mut yb) = (
+                    [0u32; $crate::lanes::ROUTINE_CHUNK],
+                    [0u32; $crate::lanes::ROUTINE_CHUNK],
+                );
+                let x = $crate::lanes::narrowed(x, &mut xb);
+                let y = $crate::lanes::narrowed(y, &mut yb);
+                let xy = || x.iter().zip(y).map(|(&a, &b)| (a, b));
+                routine_loop_32!(d, xy(), |(a, b)| $f(a, b), |(a, b)| {
+                    let ($a, $b) = (u64::from(a), u64::from(b));
+                    $call
+                })
+            }
+        }
+        #[inline(always)]
+        fn vk(d: &mut [u64], x: &[u64], k: u64) {
+            let n = $crate::lanes::ROUTINE_CHUNK;
+            for (d, x) in d.chunks_mut(n).zip(x.chunks(n)) {
+                if d.len() < $crate::lanes::ROUTINE_MIN_LANES {
+                    for (d, &$a) in d.iter_mut().zip(x) {
+                        let $b = k;
+                        *d = $call;
+                    }
+                    continue;
+                }
+                let mut buf = [0u32; $crate::lanes::ROUTINE_CHUNK];
+                let x = $crate::lanes::narrowed(x, &mut buf);
+                routine_loop_32!(d, x, |&a| $f(a, k as u32), |&a| {
+                    let ($a, $b) = (u64::from(a), k);
+                    $call
+                })
+            }
+        }
+        #[inline(always)]
+        fn kv(d: &mut [u64], k: u64, y: &[u64]) {
+            let n = $crate::lanes::ROUTINE_CHUNK;
+            for (d, y) in d.chunks_mut(n).zip(y.chunks(n)) {
+                if d.len() < $crate::lanes::ROUTINE_MIN_LANES {
+                    for (d, &$b) in d.iter_mut().zip(y) {
+                        let $a = k;
+                        *d = $call;
+                    }
+                    continue;
+                }
+                let mut buf = [0u32; $crate::lanes::ROUTINE_CHUNK];
+                let y = $crate::lanes::narrowed(y, &mut buf);
+                routine_loop_32!(d, y, |&b| $f(k as u32, b), |&b| {
+                    let ($a, $b) = (k, u64::from(b));
+                    $call
+                })
+            }
+        }
+        bins_of!(vv, vk, kv)
+    }};
+}
+
+/// [`routine_sincos`] of a narrow routine (`generate.rs`).
+macro_rules! routine_sincos_32 {
+    ($f:ident, |$a:ident| $call:expr) => {{
+        #[inline(always)]
+        fn chunk(d: &mut [u64], e: &mut [u64], x: &[u64]) {
+            if d.len() < $crate::lanes::ROUTINE_MIN_LANES {
+                for ((d, e), &$a) in d.iter_mut().zip(e.iter_mut()).zip(x) {
+                    (*d, *e) = $call;
+                }
+                return;
+            }
+            let mut buf = [0u32; $crate::lanes::ROUTINE_CHUNK];
+            let x = $crate::lanes::narrowed(x, &mut buf);
+            let n = d.len();
+            let mut first = [0u32; $crate::lanes::ROUTINE_CHUNK];
+            let mut second = [0u32; $crate::lanes::ROUTINE_CHUNK];
+            let mut flags = [0u32; $crate::lanes::ROUTINE_CHUNK];
+            let (first, second, flags) = (&mut first[..n], &mut second[..n], &mut flags[..n]);
+            let mut rare = 0;
+            for (((s, c), flag), &a) in first
+                .iter_mut()
+                .zip(second.iter_mut())
+                .zip(flags.iter_mut())
+                .zip(x)
+            {
+                let (sv, cv, r) = $f(a);
+                (*s, *c, *flag) = (sv, cv, r);
+                rare |= r;
+            }
+            for ((d, e), (&s, &c)) in d
+                .iter_mut()
+                .zip(e.iter_mut())
+                .zip(first.iter().zip(second.iter()))
+            {
+                (*d, *e) = (u64::from(s), u64::from(c));
+            }
+            if rare != 0 {
+                for (((d, e), &flag), &a) in d.iter_mut().zip(e.iter_mut()).zip(flags.iter()).zip(x)
+                {
+                    if flag != 0 {
+                        let $a = u64::from(a);
+                        (*d, *e) = $call;
+                    }
+                }
+            }
+        }
+        #[inline(always)]
+        fn body(d: &mut [u64], e: &mut [u64], x: &[u64]) {
+            let n = $crate::lanes::ROUTINE_CHUNK;
+            for ((d, e), x) in d.chunks_mut(n).zip(e.chunks_mut(n)).zip(x.chunks(n)) {
+                chunk(d, e, x);
+            }
+        }
+        un2_of!(body)
     }};
 }
 
