@@ -33,7 +33,8 @@ pub enum Precision {
     #[default]
     F64,
     /// `f32`, Operon's precision: half the bytes per column and shorter
-    /// math routines (the VM still holds an `f32` in an 8-byte lane).
+    /// math routines, which run in 32-bit lanes (the VM's other
+    /// instructions still hold an `f32` in an 8-byte lane).
     /// Constant subexpressions are still computed in `f64` and rounded once
     /// where they meet a column (literals are weak, docs/frontends.md), and
     /// a constant expression's value is its `f64` value rounded to `f32`.

@@ -13,18 +13,18 @@ use kiln_kernel::MathFn;
 /// figures are in docs/performance.md, "Compile latency, third step"). A
 /// routine computes every path of the algorithm for every lane where the
 /// scalar function takes one branch, so the wider the lanes the more
-/// routines win: with AVX-512 every one, with AVX2 all but `cosh` and the
-/// `f32` `sinh` and `acosh`, and with the baseline's two `f64` lanes only
+/// routines win: with AVX-512 every one, with AVX2 all but the `f64`
+/// `cosh` (the `f32` `sinh`, `cosh` and `acosh` won once their routines
+/// ran in 32-bit lanes, `generate.rs`: 8.5–11.1 ns a lane against
+/// 17.3–22.3, 6.4–8.1 against 12.9–13.9, 6.6–8.9 against 13.8–20.9 on an
+/// AMD Zen 3), and with the baseline's two `f64` lanes only
 /// the trigonometric functions, their inverses, the logarithms, `atanh`,
 /// `atan2` and the `f64` `pow`.
 pub(crate) fn routine_wins(f: MathFn, dtype: DType, simd: Simd) -> bool {
     use UnaryOp::*;
     match simd {
         Simd::Avx512 => true,
-        Simd::Avx2 => !matches!(
-            (f, dtype),
-            (MathFn::Unary(Cosh), _) | (MathFn::Unary(Sinh | Acosh), DType::F32)
-        ),
+        Simd::Avx2 => !matches!((f, dtype), (MathFn::Unary(Cosh), DType::F64)),
         Simd::Base => match f {
             MathFn::Unary(op) => matches!(
                 op,
