@@ -35,6 +35,33 @@ pub const K_COS: [f64; 6] = [
     -1.13596475577881948265e-11,
 ];
 
+/// `S1`..`S4` of the `libm` crate's `k_sinf` (`f64` arithmetic), which the
+/// inline math and [`sinf`]'s port of huge arguments compute with.
+pub const K_SINF: [f64; 4] = [
+    -0.166666666416265235595,
+    0.0083333293858894631756,
+    -0.000198393348360966317347,
+    0.0000027183114939898219064,
+];
+
+/// `C0`..`C3` of the `libm` crate's `k_cosf`, as [`K_SINF`].
+pub const K_COSF: [f64; 4] = [
+    -0.499999997251031003120,
+    0.0416666233237390631894,
+    -0.00138867637746099294692,
+    0.0000243904487962774090654,
+];
+
+/// `T` of the `libm` crate's `k_tanf`, as [`K_SINF`].
+pub const K_TANF: [f64; 6] = [
+    0.333331395030791399758,
+    0.133392002712976742718,
+    0.0533812378445670393523,
+    0.0245283181166547278873,
+    0.00297435743359967304927,
+    0.00946564784943673166728,
+];
+
 /// `sin` of `f64`: the `libm` crate's, bit for bit, its reduction of
 /// arguments past `2^20·π/2` ported (`huge`), about twice as fast.
 pub fn sin(x: f64) -> f64 {
@@ -61,6 +88,44 @@ pub fn sincos(x: f64) -> (f64, f64) {
         huge::sincos(x)
     } else {
         (libm::sin(x), libm::cos(x))
+    }
+}
+
+/// `sin` of `f32`: the `libm` crate's, bit for bit, its reduction of
+/// arguments past `2^28·π/2` ported (`huge`).
+pub fn sinf(x: f32) -> f32 {
+    if huge::is_huge_f32(x) {
+        huge::sinf(x)
+    } else {
+        libm::sinf(x)
+    }
+}
+
+/// `cos` of `f32`: as [`sinf`].
+pub fn cosf(x: f32) -> f32 {
+    if huge::is_huge_f32(x) {
+        huge::cosf(x)
+    } else {
+        libm::cosf(x)
+    }
+}
+
+/// `tan` of `f32`: as [`sinf`].
+pub fn tanf(x: f32) -> f32 {
+    if huge::is_huge_f32(x) {
+        huge::tanf(x)
+    } else {
+        libm::tanf(x)
+    }
+}
+
+/// `(sinf x, cosf x)`, each [`sinf`]'s and [`cosf`]'s bits, from one
+/// reduction where `x` is past `2^28·π/2`.
+pub fn sincosf(x: f32) -> (f32, f32) {
+    if huge::is_huge_f32(x) {
+        huge::sincosf(x)
+    } else {
+        (libm::sinf(x), libm::cosf(x))
     }
 }
 

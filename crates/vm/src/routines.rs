@@ -8986,7 +8986,7 @@ pub(crate) fn binary(op: BinaryOp, dtype: DType) -> Option<Bins> {
 pub(crate) fn sincos(dtype: DType) -> Option<Un2> {
     Some(match dtype {
         DType::F64 => routine_sincos!(sincos_f64, |a| { let (s, c) = kiln_ir::math::sincos(f64_(a)); (of_f64(s), of_f64(c)) }),
-        DType::F32 => routine_sincos_32!(sincos_f32, |a| (of_f32(kiln_ir::math::sinf(f32_(a))), of_f32(kiln_ir::math::cosf(f32_(a))))),
+        DType::F32 => routine_sincos_32!(sincos_f32, |a| { let (s, c) = kiln_ir::math::sincosf(f32_(a)); (of_f32(s), of_f32(c)) }),
         _ => return None,
     })
 }

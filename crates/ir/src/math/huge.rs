@@ -83,7 +83,7 @@ fn rem_pio2(x: f64) -> (i32, f64, f64) {
         nx -= 1;
     }
     let e0 = ((ix as i32) >> 20) - (0x3ff + 23);
-    let (n, y0, y1) = rem_pio2_large(&tx[..nx], e0);
+    let (n, y0, y1) = rem_pio2_large::<4>(&tx[..nx], e0);
     if bits >> 63 != 0 {
         (-n, -y0, -y1)
     } else {
@@ -91,12 +91,15 @@ fn rem_pio2(x: f64) -> (i32, f64, f64) {
     }
 }
 
-/// FreeBSD's `__kernel_rem_pio2(x, y, e0, nx, prec = 1)`, operation for
+/// FreeBSD's `__kernel_rem_pio2(x, y, e0, nx, prec)`, operation for
 /// operation (the `libm` crate's `rem_pio2_large`): `x` the argument's
-/// chunks, `e0` the exponent of the first.
-fn rem_pio2_large(x: &[f64], e0: i32) -> (i32, f64, f64) {
-    const JK: usize = 4;
-    const JP: usize = JK;
+/// chunks, `e0` the exponent of the first, `JK` the precision's `jk` (4
+/// for `prec = 1`, `double`; 3 for `prec = 0`, `float`, whose result is
+/// `y0` alone: `y1` is then not computed by the crate, and no caller reads
+/// it).
+fn rem_pio2_large<const JK: usize>(x: &[f64], e0: i32) -> (i32, f64, f64) {
+    const { assert!(JK == 3 || JK == 4, "prec 0 or 1") };
+    let jp = JK;
     let jx = x.len() - 1;
     let jv = ((e0 - 3) / 24).max(0);
     let mut q0 = e0 - 24 * (jv + 1);
@@ -226,7 +229,7 @@ fn rem_pio2_large(x: &[f64], e0: i32) -> (i32, f64, f64) {
     for i in (0..=jz).rev() {
         let mut fw = 0.0;
         let mut k = 0;
-        while k <= JP && k <= jz - i {
+        while k <= jp && k <= jz - i {
             fw += PIO2[k] * q[i + k];
             k += 1;
         }
@@ -244,6 +247,104 @@ fn rem_pio2_large(x: &[f64], e0: i32) -> (i32, f64, f64) {
     }
     let y1 = if ih == 0 { fw } else { -fw };
     (n & 7, y0, y1)
+}
+
+/// The high word (sign cleared) from which [`rem_pio2`] takes an `f32`'s
+/// reduction: `2^28·π/2`, where the `libm` crate's `rem_pio2f` leaves its
+/// medium path for `rem_pio2_large`.
+const HUGE_F32: u32 = 0x4dc90fdb;
+
+/// `(n, y)` with `y = x - n·π/2` for a finite `x` whose bits (sign cleared)
+/// are [`HUGE_F32`] or more: the `libm` crate's `rem_pio2f` for such
+/// arguments, `__kernel_rem_pio2` at `float` precision.
+fn rem_pio2f(x: f32) -> (i32, f64) {
+    let ix = x.to_bits() & 0x7fffffff;
+    // Scaled into [2^23, 2^24 - 1]: one chunk.
+    let e0 = ((ix >> 23) - (0x7f + 23)) as i32;
+    let tx = [f32::from_bits(ix - ((e0 as u32) << 23)) as f64];
+    let (n, y, _) = rem_pio2_large::<3>(&tx, e0);
+    if x.to_bits() >> 31 != 0 {
+        (-n, -y)
+    } else {
+        (n, y)
+    }
+}
+
+/// The `libm` crate's `k_sinf`.
+fn k_sinf(x: f64) -> f32 {
+    let [s1, s2, s3, s4] = super::K_SINF;
+    let z = x * x;
+    let w = z * z;
+    let r = s3 + z * s4;
+    let s = z * x;
+    ((x + s * (s1 + z * s2)) + s * w * r) as f32
+}
+
+/// The `libm` crate's `k_cosf`.
+fn k_cosf(x: f64) -> f32 {
+    let [c0, c1, c2, c3] = super::K_COSF;
+    let z = x * x;
+    let w = z * z;
+    let r = c2 + z * c3;
+    (((1.0 + z * c0) + w * c1) + (w * z) * r) as f32
+}
+
+/// The `libm` crate's `k_tanf`.
+fn k_tanf(x: f64, odd: bool) -> f32 {
+    let t = super::K_TANF;
+    let z = x * x;
+    let mut r = t[4] + z * t[5];
+    let tt = t[2] + z * t[3];
+    let w = z * z;
+    let s = z * x;
+    let u = t[0] + z * t[1];
+    r = (x + s * u) + (s * w) * (tt + w * r);
+    (if odd { -1. / r } else { r }) as f32
+}
+
+/// Whether `x` is finite and at least `2^28·π/2` in magnitude: the `f32`
+/// arguments this module computes.
+pub(super) fn is_huge_f32(x: f32) -> bool {
+    (HUGE_F32..0x7f800000).contains(&(x.to_bits() & 0x7fffffff))
+}
+
+/// `sinf x` for an `x` that [`is_huge_f32`].
+pub(super) fn sinf(x: f32) -> f32 {
+    let (n, y) = rem_pio2f(x);
+    match n & 3 {
+        0 => k_sinf(y),
+        1 => k_cosf(y),
+        2 => k_sinf(-y),
+        _ => -k_cosf(y),
+    }
+}
+
+/// `cosf x` for an `x` that [`is_huge_f32`].
+pub(super) fn cosf(x: f32) -> f32 {
+    let (n, y) = rem_pio2f(x);
+    match n & 3 {
+        0 => k_cosf(y),
+        1 => k_sinf(-y),
+        2 => -k_cosf(y),
+        _ => k_sinf(y),
+    }
+}
+
+/// `(sinf x, cosf x)` for an `x` that [`is_huge_f32`], from one reduction.
+pub(super) fn sincosf(x: f32) -> (f32, f32) {
+    let (n, y) = rem_pio2f(x);
+    match n & 3 {
+        0 => (k_sinf(y), k_cosf(y)),
+        1 => (k_cosf(y), k_sinf(-y)),
+        2 => (k_sinf(-y), -k_cosf(y)),
+        _ => (-k_cosf(y), k_sinf(y)),
+    }
+}
+
+/// `tanf x` for an `x` that [`is_huge_f32`].
+pub(super) fn tanf(x: f32) -> f32 {
+    let (n, y) = rem_pio2f(x);
+    k_tanf(y, n & 1 != 0)
 }
 
 /// FreeBSD's `__sin(x, y, 1)`.
@@ -367,6 +468,49 @@ mod tests {
         }
     }
 
+    /// Every `f32` past `2^28·π/2` whose bits (sign cleared) are a
+    /// multiple of `stride` from the threshold, with a random offset below
+    /// `stride` (xorshift), both signs; `HUGE_F32_STRIDE` sets `stride`
+    /// (1 is every such `f32`: the long run, docs/testing.md).
+    #[test]
+    fn the_crates_f32_bits_on_huge_arguments() {
+        let stride: u32 = std::env::var("HUGE_F32_STRIDE")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(701);
+        let mut s = 0x5eedu64;
+        let mut next = move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        let mut bits: Vec<u32> = (HUGE_F32..0x7f800000)
+            .step_by(stride as usize)
+            .map(|b| (b + (next() % u64::from(stride)) as u32).min(0x7f7fffff))
+            .collect();
+        // The edges, powers of two, and multiples of π/2 rounded (fractions
+        // near 0 after reduction).
+        bits.extend([HUGE_F32, 0x7f7fffff, 0x4e000000, 0x5f000000, 0x7f000000]);
+        for k in 1..100_000u32 {
+            bits.push((k as f32 * 300_007.0 * std::f32::consts::FRAC_PI_2).to_bits());
+        }
+        for b in bits {
+            for x in [f32::from_bits(b), -f32::from_bits(b)] {
+                if !is_huge_f32(x) {
+                    continue;
+                }
+                let (s, c) = sincosf(x);
+                let (want_s, want_c) = (libm::sinf(x).to_bits(), libm::cosf(x).to_bits());
+                assert_eq!(sinf(x).to_bits(), want_s, "sinf({x:e})");
+                assert_eq!(cosf(x).to_bits(), want_c, "cosf({x:e})");
+                assert_eq!(tanf(x).to_bits(), libm::tanf(x).to_bits(), "tanf({x:e})");
+                assert_eq!(s.to_bits(), want_s, "sincosf({x:e}).0");
+                assert_eq!(c.to_bits(), want_c, "sincosf({x:e}).1");
+            }
+        }
+    }
+
     #[test]
     fn only_finite_arguments_past_the_threshold_are_huge() {
         let below = f64::from_bits(((HUGE as u64) << 32) - 1);
@@ -381,5 +525,10 @@ mod tests {
         ] {
             assert!(!is_huge(x), "{x}");
         }
+        let below = f32::from_bits(HUGE_F32 - 1);
+        for x in [below, -below, 1.0, 0.0, f32::INFINITY, f32::NAN] {
+            assert!(!is_huge_f32(x), "{x}");
+        }
+        assert!(is_huge_f32(f32::MAX) && is_huge_f32(-f32::from_bits(HUGE_F32)));
     }
 }

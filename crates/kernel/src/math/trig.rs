@@ -95,14 +95,7 @@ pub(super) fn k_tan(m: &mut Emitter<'_>, x: Reg, y: Reg, odd: Reg) -> Reg {
 
 /// `k_tanf`: tan(x) (or -1/tan(x) where `odd`) of an f64 argument, as f32.
 pub(super) fn k_tanf(m: &mut Emitter<'_>, x: Reg, odd: Reg) -> Reg {
-    const T: [f64; 6] = [
-        0.333331395030791399758,
-        0.133392002712976742718,
-        0.0533812378445670393523,
-        0.0245283181166547278873,
-        0.00297435743359967304927,
-        0.00946564784943673166728,
-    ];
+    const T: [f64; 6] = kiln_ir::math::K_TANF;
     let z = m.mul(x, x);
     let t = |m: &mut Emitter<'_>, i: usize| m.f64(T[i]);
     // r = T4 + z·T5; t = T2 + z·T3; u = T0 + z·T1;
@@ -503,21 +496,15 @@ pub(super) fn cos_f64(
 
 /// The `libm` crate's `k_sinf` and `k_cosf` (f64 arithmetic, `f32` results).
 pub(super) fn k_sinf_cosf(m: &mut Emitter<'_>, x: Reg) -> (Reg, Reg) {
-    const S1: f64 = -0.166666666416265235595;
-    const S2: f64 = 0.0083333293858894631756;
-    const S3: f64 = -0.000198393348360966317347;
-    const S4: f64 = 0.0000027183114939898219064;
-    const C0: f64 = -0.499999997251031003120;
-    const C1: f64 = 0.0416666233237390631894;
-    const C2: f64 = -0.00138867637746099294692;
-    const C3: f64 = 0.0000243904487962774090654;
+    let [s1, s2, s3, s4] = kiln_ir::math::K_SINF;
+    let [c0, c1, c2, c3] = kiln_ir::math::K_COSF;
     let z = m.mul(x, x);
     let w = m.mul(z, z);
     // ((x + s*(S1 + z*S2)) + s*w*r), r = S3 + z*S4, s = z*x
     let sin = {
-        let r = m.horner(z, &[S3, S4]);
+        let r = m.horner(z, &[s3, s4]);
         let s = m.mul(z, x);
-        let p = m.horner(z, &[S1, S2]);
+        let p = m.horner(z, &[s1, s2]);
         let t = m.mul(s, p);
         let a = m.add(x, t);
         let sw = m.mul(s, w);
@@ -526,9 +513,9 @@ pub(super) fn k_sinf_cosf(m: &mut Emitter<'_>, x: Reg) -> (Reg, Reg) {
     };
     // (((1 + z*C0) + w*C1) + (w*z)*r), r = C2 + z*C3
     let cos = {
-        let r = m.horner(z, &[C2, C3]);
-        let a = m.horner(z, &[1.0, C0]);
-        let c1 = m.f64(C1);
+        let r = m.horner(z, &[c2, c3]);
+        let a = m.horner(z, &[1.0, c0]);
+        let c1 = m.f64(c1);
         let wc = m.mul(w, c1);
         let a = m.add(a, wc);
         let wz = m.mul(w, z);
