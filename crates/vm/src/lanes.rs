@@ -275,25 +275,26 @@ macro_rules! routine_sincos {
                 }
             }
         }
+        un2_of!(chunk)
+    }};
+}
+
+/// The [`Un2`] for this CPU of `chunk(d, e, x)` over runs of at most
+/// [`ROUTINE_CHUNK`] lanes.
+macro_rules! un2_of {
+    ($chunk:ident) => {{
         #[inline(always)]
         fn body(d: &mut [u64], e: &mut [u64], x: &[u64]) {
             let n = $crate::lanes::ROUTINE_CHUNK;
             for ((d, e), x) in d.chunks_mut(n).zip(e.chunks_mut(n)).zip(x.chunks(n)) {
-                chunk(d, e, x);
+                $chunk(d, e, x);
             }
         }
-        un2_of!(body)
-    }};
-}
-
-/// The [`Un2`] for this CPU of `body(d, e, x)`, a loop over `d.len()` lanes.
-macro_rules! un2_of {
-    ($body:ident) => {{
         for_each_simd!(base, avx2, avx512, unsafe fn (d: *mut u64, e: *mut u64, x: *const u64, n: usize) {
             // SAFETY: `Un2`'s contract: `n` lanes at each pointer, `d`, `e`
             // and `x` apart; each variant only where the CPU has its features.
             unsafe {
-                $body(
+                body(
                     $crate::lanes::slice_mut(d, n),
                     $crate::lanes::slice_mut(e, n),
                     $crate::lanes::slice(x, n),
@@ -524,14 +525,7 @@ macro_rules! routine_sincos_32 {
                 }
             }
         }
-        #[inline(always)]
-        fn body(d: &mut [u64], e: &mut [u64], x: &[u64]) {
-            let n = $crate::lanes::ROUTINE_CHUNK;
-            for ((d, e), x) in d.chunks_mut(n).zip(e.chunks_mut(n)).zip(x.chunks(n)) {
-                chunk(d, e, x);
-            }
-        }
-        un2_of!(body)
+        un2_of!(chunk)
     }};
 }
 
