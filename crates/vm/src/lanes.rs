@@ -342,34 +342,43 @@ macro_rules! routine2 {
 
 /// [`routine_loop`] of a *narrow* routine (`generate.rs`: an `f32`
 /// routine of `u32` values) over the lanes of `d` (at most
-/// [`ROUTINE_CHUNK`]), whose narrowed arguments `inputs` yields (an
-/// expression evaluated once per pass, over `u32` buffers): the routine
-/// over them into a `u32` buffer, a loop of 32-bit values only, which
-/// rustc vectorizes twice as wide as a loop storing 8-byte lanes (a
-/// routine that reduces in `f64`, `sinf`'s, still runs those steps four
-/// to an AVX2 vector; docs/performance.md has the figures), then widened
-/// into `d`. A rare lane's `call` gets its arguments widened again: a
-/// 4-byte lane is its bits zero-extended, so they are the lanes it was
-/// given.
+/// [`ROUTINE_CHUNK`]). `wide` yields the arguments as lanes (an
+/// expression evaluated once per pass), for `call` (the `libm` function)
+/// in a short block and in a rare lane; `narrow` yields them narrowed to
+/// `u32`s ([`narrowed`]), for `fast` (the routine). The routine runs into a `u32` buffer, a loop
+/// of 32-bit values only, which rustc vectorizes twice as wide as a loop
+/// storing 8-byte lanes (a routine that reduces in `f64`, `sinf`'s, still
+/// runs those steps four to an AVX2 vector; docs/performance.md has the
+/// figures), then widened into `d`.
 macro_rules! routine_loop_32 {
-    ($d:ident, $inputs:expr, |$v:pat_param| $fast:expr, |$w:pat_param| $call:expr) => {{
-        let mut out = [0u32; $crate::lanes::ROUTINE_CHUNK];
-        let mut flags = [0u32; $crate::lanes::ROUTINE_CHUNK];
-        let n = $d.len();
-        let (out, flags) = (&mut out[..n], &mut flags[..n]);
-        let mut rare = 0;
-        for ((o, flag), $v) in out.iter_mut().zip(flags.iter_mut()).zip($inputs) {
-            let (v, r) = $fast;
-            (*o, *flag) = (v, r);
-            rare |= r;
-        }
-        for (d, &o) in $d.iter_mut().zip(out.iter()) {
-            *d = u64::from(o);
-        }
-        if rare != 0 {
-            for ((d, &flag), $w) in $d.iter_mut().zip(flags.iter()).zip($inputs) {
-                if flag != 0 {
-                    *d = $call;
+    (
+        $d:ident,
+        $wide:expr, |$w:pat_param| $call:expr,
+        $narrow:expr, |$v:pat_param| $fast:expr
+    ) => {{
+        if $d.len() < $crate::lanes::ROUTINE_MIN_LANES {
+            for (d, $w) in $d.iter_mut().zip($wide) {
+                *d = $call;
+            }
+        } else {
+            let mut out = [0u32; $crate::lanes::ROUTINE_CHUNK];
+            let mut flags = [0u32; $crate::lanes::ROUTINE_CHUNK];
+            let n = $d.len();
+            let (out, flags) = (&mut out[..n], &mut flags[..n]);
+            let mut rare = 0;
+            for ((o, flag), $v) in out.iter_mut().zip(flags.iter_mut()).zip($narrow) {
+                let (v, r) = $fast;
+                (*o, *flag) = (v, r);
+                rare |= r;
+            }
+            for (d, &o) in $d.iter_mut().zip(out.iter()) {
+                *d = u64::from(o);
+            }
+            if rare != 0 {
+                for ((d, &flag), $w) in $d.iter_mut().zip(flags.iter()).zip($wide) {
+                    if flag != 0 {
+                        *d = $call;
+                    }
                 }
             }
         }
@@ -393,18 +402,9 @@ macro_rules! routine1_32 {
         fn body(d: &mut [u64], x: &[u64]) {
             let chunk = $crate::lanes::ROUTINE_CHUNK;
             for (d, x) in d.chunks_mut(chunk).zip(x.chunks(chunk)) {
-                if d.len() < $crate::lanes::ROUTINE_MIN_LANES {
-                    for (d, &$a) in d.iter_mut().zip(x) {
-                        *d = $call;
-                    }
-                    continue;
-                }
                 let mut buf = [0u32; $crate::lanes::ROUTINE_CHUNK];
-                let x = $crate::lanes::narrowed(x, &mut buf);
-                routine_loop_32!(d, x, |&a| $f(a), |&a| {
-                    let $a = u64::from(a);
-                    $call
-                })
+                let narrow = $crate::lanes::narrowed(x, &mut buf);
+                routine_loop_32!(d, x, |&$a| $call, narrow, |&a| $f(a))
             }
         }
         un_of!(body)
@@ -418,61 +418,35 @@ macro_rules! routine2_32 {
         fn vv(d: &mut [u64], x: &[u64], y: &[u64]) {
             let n = $crate::lanes::ROUTINE_CHUNK;
             for ((d, x), y) in d.chunks_mut(n).zip(x.chunks(n)).zip(y.chunks(n)) {
-                if d.len() < $crate::lanes::ROUTINE_MIN_LANES {
-                    for ((d, &$a), &$b) in d.iter_mut().zip(x).zip(y) {
-                        *d = $call;
-                    }
-                    continue;
-                }
                 let (mut xb, mut yb) = (
                     [0u32; $crate::lanes::ROUTINE_CHUNK],
                     [0u32; $crate::lanes::ROUTINE_CHUNK],
                 );
-                let x = $crate::lanes::narrowed(x, &mut xb);
-                let y = $crate::lanes::narrowed(y, &mut yb);
-                let xy = || x.iter().zip(y).map(|(&a, &b)| (a, b));
-                routine_loop_32!(d, xy(), |(a, b)| $f(a, b), |(a, b)| {
-                    let ($a, $b) = (u64::from(a), u64::from(b));
-                    $call
-                })
+                let xn = $crate::lanes::narrowed(x, &mut xb);
+                let yn = $crate::lanes::narrowed(y, &mut yb);
+                let wide = x.iter().zip(y).map(|(&a, &b)| (a, b));
+                let narrow = xn.iter().zip(yn).map(|(&a, &b)| (a, b));
+                routine_loop_32!(d, wide.clone(), |($a, $b)| $call, narrow, |(a, b)| $f(a, b))
             }
         }
         #[inline(always)]
         fn vk(d: &mut [u64], x: &[u64], k: u64) {
             let n = $crate::lanes::ROUTINE_CHUNK;
             for (d, x) in d.chunks_mut(n).zip(x.chunks(n)) {
-                if d.len() < $crate::lanes::ROUTINE_MIN_LANES {
-                    for (d, &$a) in d.iter_mut().zip(x) {
-                        let $b = k;
-                        *d = $call;
-                    }
-                    continue;
-                }
                 let mut buf = [0u32; $crate::lanes::ROUTINE_CHUNK];
-                let x = $crate::lanes::narrowed(x, &mut buf);
-                routine_loop_32!(d, x, |&a| $f(a, k as u32), |&a| {
-                    let ($a, $b) = (u64::from(a), k);
-                    $call
-                })
+                let narrow = $crate::lanes::narrowed(x, &mut buf);
+                let (wide, $b) = (x, k);
+                routine_loop_32!(d, wide, |&$a| $call, narrow, |&a| $f(a, k as u32))
             }
         }
         #[inline(always)]
         fn kv(d: &mut [u64], k: u64, y: &[u64]) {
             let n = $crate::lanes::ROUTINE_CHUNK;
             for (d, y) in d.chunks_mut(n).zip(y.chunks(n)) {
-                if d.len() < $crate::lanes::ROUTINE_MIN_LANES {
-                    for (d, &$b) in d.iter_mut().zip(y) {
-                        let $a = k;
-                        *d = $call;
-                    }
-                    continue;
-                }
                 let mut buf = [0u32; $crate::lanes::ROUTINE_CHUNK];
-                let y = $crate::lanes::narrowed(y, &mut buf);
-                routine_loop_32!(d, y, |&b| $f(k as u32, b), |&b| {
-                    let ($a, $b) = (k, u64::from(b));
-                    $call
-                })
+                let narrow = $crate::lanes::narrowed(y, &mut buf);
+                let (wide, $a) = (y, k);
+                routine_loop_32!(d, wide, |&$b| $call, narrow, |&b| $f(k as u32, b))
             }
         }
         bins_of!(vv, vk, kv)
