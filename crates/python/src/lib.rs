@@ -5,6 +5,7 @@
 //! guide.
 
 mod arrow;
+mod dlpack;
 mod errors;
 mod function;
 mod fx;

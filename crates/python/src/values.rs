@@ -17,7 +17,7 @@ use numpy::{
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBool, PyFloat, PyInt};
+use pyo3::types::{PyBool, PyCapsule, PyFloat, PyInt};
 use std::collections::HashMap;
 use std::mem::MaybeUninit;
 
@@ -91,6 +91,12 @@ pub fn scalar(obj: &Bound<'_, PyAny>, dtype: DType, name: &str) -> PyResult<Scal
             DType::Bool => return Err(wrong_scalar(obj, dtype, name)),
         });
     }
+    if let Ok(capsule) = obj.cast::<PyCapsule>() {
+        let held = crate::dlpack::tensor(capsule, dtype, None, name, &mut HashMap::new())?;
+        return held
+            .scalar()
+            .ok_or_else(|| PyTypeError::new_err(format!("input `{name}` is an empty tensor")));
+    }
     // Anything else goes through NumPy: numpy scalars, 0-d arrays, subclasses.
     let np = numpy(obj.py())?;
     let array = np.call_method1("asarray", (obj,))?;
@@ -149,6 +155,8 @@ pub enum Held<'py> {
     F32(PyReadonlyArrayDyn<'py, f32>),
     /// `f64` elements.
     F64(PyReadonlyArrayDyn<'py, f64>),
+    /// A DLPack capsule's elements.
+    DlPack(crate::dlpack::Held<'py>),
 }
 
 impl Held<'_> {
@@ -165,6 +173,7 @@ impl Held<'_> {
             Held::I64(a) => ArrayRef::I64(a.as_slice().map_err(e)?),
             Held::F32(a) => ArrayRef::F32(a.as_slice().map_err(e)?),
             Held::F64(a) => ArrayRef::F64(a.as_slice().map_err(e)?),
+            Held::DlPack(t) => t.as_ref(),
         })
     }
 }
@@ -201,6 +210,10 @@ pub fn array<'py>(
     name: &str,
     dims_seen: &mut HashMap<String, u64>,
 ) -> PyResult<Held<'py>> {
+    if let Ok(capsule) = obj.cast::<PyCapsule>() {
+        let held = crate::dlpack::tensor(capsule, dtype, Some(dims), name, dims_seen)?;
+        return Ok(Held::DlPack(held));
+    }
     let py = obj.py();
     let np = numpy(py)?;
     let mut array = match obj.cast::<PyUntypedArray>() {
@@ -307,18 +320,23 @@ pub enum Owned {
     F64(Vec<MaybeUninit<f64>>),
 }
 
-/// The bytes of this machine's memory (0 where the system does not say).
+/// The bytes of this machine's memory (0 where the system does not say),
+/// asked once: glibc answers `_SC_PHYS_PAGES` with a `sysinfo` system call,
+/// which cost a torch backend's call about a microsecond an output.
 fn physical_memory() -> u64 {
-    // SAFETY: `sysconf` only reads system configuration.
-    let (pages, page) = unsafe {
-        (
-            libc::sysconf(libc::_SC_PHYS_PAGES),
-            libc::sysconf(libc::_SC_PAGESIZE),
-        )
-    };
-    u64::try_from(pages)
-        .unwrap_or(0)
-        .saturating_mul(u64::try_from(page).unwrap_or(0))
+    static MEMORY: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *MEMORY.get_or_init(|| {
+        // SAFETY: `sysconf` only reads system configuration.
+        let (pages, page) = unsafe {
+            (
+                libc::sysconf(libc::_SC_PHYS_PAGES),
+                libc::sysconf(libc::_SC_PAGESIZE),
+            )
+        };
+        u64::try_from(pages)
+            .unwrap_or(0)
+            .saturating_mul(u64::try_from(page).unwrap_or(0))
+    })
 }
 
 /// A `MemoryError` unless `len` elements of `T` (`None`: more than `usize`
@@ -348,11 +366,12 @@ fn too_large(what: &str, len: Option<usize>) -> PyErr {
 /// `len` elements not written yet; a `MemoryError` where they do not fit
 /// ([`fits_in_memory`]).
 fn uninit<T>(len: usize, name: &str) -> PyResult<Vec<MaybeUninit<T>>> {
-    let what = format!("output `{name}`");
-    fits_in_memory::<T>(Some(len), &what)?;
+    // The message is made only for an error: a call makes each output.
+    let what = || format!("output `{name}`");
+    fits_in_memory::<T>(Some(len), "").map_err(|_| too_large(&what(), Some(len)))?;
     let mut v = Vec::new();
     v.try_reserve_exact(len)
-        .map_err(|_| too_large(&what, Some(len)))?;
+        .map_err(|_| too_large(&what(), Some(len)))?;
     // SAFETY: `MaybeUninit` needs no initialization, and the capacity is
     // at least `len`.
     unsafe { v.set_len(len) };

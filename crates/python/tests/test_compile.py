@@ -145,6 +145,45 @@ def test_the_conversion_rule(tier):
         f([[1.0, 2.0], [3.0]])
 
 
+def test_dlpack_capsules_are_read_in_place(tier):
+    # A CPU tensor's DLPack capsule (`torch.utils.dlpack.to_dlpack`, what
+    # the torch backend passes) is read where the tensor keeps it: of the
+    # input's dtype exactly, dense in row-major order, on the CPU. kiln does
+    # not consume it: the capsule still hands the tensor on afterwards.
+    import torch
+
+    to_dlpack = torch.utils.dlpack.to_dlpack
+    f = kiln.compile("def f(x: float[n, 3], k: int, b: bool): return x * k if b else x", tier=tier)
+    x = torch.arange(6.0, dtype=torch.float64).reshape(2, 3).requires_grad_()
+    k, b = torch.tensor(3), torch.tensor(True)
+    capsule = to_dlpack(x)
+    got = f(capsule, to_dlpack(k), to_dlpack(b))
+    assert got.tolist() == [[0.0, 3.0, 6.0], [9.0, 12.0, 15.0]]
+    assert torch.equal(torch.from_dlpack(capsule), x.detach())
+    # An axis of one may have any stride; a view's offset is honoured.
+    wide = torch.arange(12.0, dtype=torch.float64).reshape(4, 3)
+    assert f(to_dlpack(wide[2:]), 1, True).tolist() == [[6.0, 7.0, 8.0], [9.0, 10.0, 11.0]]
+    assert f(to_dlpack(wide[1:2].expand(1, 3)), 2, True).tolist() == [[6.0, 8.0, 10.0]]
+    empty = kiln.compile("x + 1.0", inputs={"x": "f64[n]"}, tier=tier)
+    assert empty(to_dlpack(torch.zeros(0, dtype=torch.float64))).shape == (0,)
+    # Never converted: another dtype, layout or shape is an error naming the input.
+    with pytest.raises(TypeError, match="input `x` is f64, got a DLPack tensor of type code 2 with 32 bits"):
+        f(to_dlpack(torch.zeros(2, 3)), 1, True)
+    with pytest.raises(ValueError, match="input `x` is not dense in row-major order"):
+        f(to_dlpack(torch.zeros(3, 2, dtype=torch.float64).t()), 1, True)
+    with pytest.raises(ValueError, match="input `x` has shape"):
+        f(to_dlpack(torch.zeros(2, 4, dtype=torch.float64)), 1, True)
+    with pytest.raises(TypeError, match="input `k` is a i64 scalar, got a tensor of shape"):
+        f(to_dlpack(x), to_dlpack(torch.tensor([3])), True)
+    with pytest.raises(TypeError, match="input `b` is bool"):
+        f(to_dlpack(x), 1, to_dlpack(torch.tensor(1, dtype=torch.uint8)))
+    with pytest.raises(ValueError, match="input `b` holds a bool that is neither 0 nor 1"):
+        f(to_dlpack(x), 1, to_dlpack(torch.tensor(2, dtype=torch.uint8).view(torch.bool)))
+    # A capsule already consumed (above) is no tensor to read.
+    with pytest.raises(TypeError, match="input `x` is a capsule but not an unused DLPack tensor"):
+        f(capsule, 1, True)
+
+
 def test_scalar_arguments_follow_the_same_rule(tier):
     f = kiln.compile("def f(k: int, b: bool): return k * 2 if b else k", tier=tier)
     assert f(np.int32(3), np.bool_(True)) == 6

@@ -552,6 +552,9 @@ def indexing(x, i, j):
     b = x[:, j]
     c = x[i]
     fills = torch.full((2, 3), 1.5) + torch.ones(3) - x.new_zeros((2, 1)) * torch.scalar_tensor(2.0)
+    # The functional `fill` of an `empty_like` (how the export tracer writes
+    # a `full_like`).
+    fills = fills.sum() + torch.ops.aten.fill.Scalar(torch.empty_like(x), 2.5)
     return a, b, c, fills, torch.zeros_like(x) + x.new_full((5,), 7.0), x.new_ones((4, 1), dtype=torch.int64)
 
 

@@ -89,11 +89,93 @@ def test_an_mlp_trains_on_kiln_forward_and_backward():
     x, y = data(64, 784, classes=10, seed=1)
     make = lambda: nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 10))  # noqa: E731
     stats = check_training(make, x, y)
+    assert stats.lean == 1
     targets = {r.target for r in stats.nodes.values()}
     # The backward graph's own ops ran on kiln: ReLU's (decomposed) and the
     # matmuls of the weight gradients.
     assert "torch.ops.aten.le.Scalar" in targets or "torch.ops.aten.le.Tensor" in targets
     assert "torch.ops.aten.mm.default" in targets
+
+
+def test_a_plain_training_graph_skips_aot_autograds_runtime(monkeypatch):
+    # The MLP's step needs none of aot_autograd's runtime wrappers: kiln's
+    # own autograd.Function runs its forward and backward graphs
+    # (`_lean_training`), the same graphs, so the same bits as through
+    # aot_autograd's runtime, step after step.
+    x, y = data(32, 20, classes=5, seed=9)
+    make = lambda: nn.Sequential(nn.Linear(20, 16), nn.Tanh(), nn.Linear(16, 5))  # noqa: E731
+    runs = []
+    for lean in (True, False):
+        if not lean:
+            monkeypatch.setattr(kt, "_lean_training", lambda *args: None)
+        torch._dynamo.reset()
+        torch.manual_seed(12)
+        model = make()
+        stats = kt._Stats()
+        losses, grads = train(model, torch.compile(model, backend=backend(stats)), x, y, steps=10)
+        assert stats.lean == (1 if lean else 0)
+        runs.append((losses, grads, [p.detach().clone() for p in model.parameters()]))
+    (losses, grads, params), (want_losses, want_grads, want_params) = runs
+    assert losses == want_losses
+    for got, want in (*zip(grads, want_grads), *zip(params, want_params)):
+        assert torch.equal(got, want)
+    # Gradients of gradients are refused, as through aot_autograd.
+    torch._dynamo.reset()
+    model = make()
+    compiled = torch.compile(model, backend=backend(kt._Stats()))
+    (g,) = torch.autograd.grad(compiled(x).square().sum(), [model[0].weight], create_graph=True)
+    with pytest.raises(RuntimeError):
+        torch.autograd.grad(g.sum(), [model[0].weight])
+
+
+class _Returns(nn.Module):
+    """A linear layer that also returns what `extra` makes of its input and
+    output."""
+
+    def __init__(self, extra):
+        super().__init__()
+        self.fc = nn.Linear(6, 3)
+        self.extra = extra
+
+    def forward(self, x):
+        out = self.fc(x)
+        return out, self.extra(x, out)
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        lambda x, out: out.argmax(-1),  # an integer output
+        lambda x, out: x * 2.0,  # an output that needs no gradient
+        lambda x, out: out.t(),  # an output that is a view of another
+        lambda x, out: x.view(-1),  # a view of an input
+    ],
+    ids=["integer", "no-grad", "view", "input-view"],
+)
+def test_training_graphs_that_need_aot_autograds_runtime_keep_it(extra):
+    # Outputs aot_autograd's runtime wrappers handle keep its path, with
+    # the values and gradients of eager; so do a batch norm's running
+    # statistics (an input mutated) and symbolic sizes.
+    x = torch.randn(4, 6, generator=torch.Generator().manual_seed(10))
+    torch.manual_seed(13)
+    model = _Returns(extra)
+    twin = _Returns(extra)
+    twin.load_state_dict(model.state_dict())
+    torch._dynamo.reset()
+    stats = kt._Stats()
+    got = torch.compile(model, backend=backend(stats))(x)
+    want = twin(x)
+    assert stats.lean == 0
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w)
+        assert g.requires_grad == w.requires_grad
+    got[0].sum().backward()
+    want[0].sum().backward()
+    torch.testing.assert_close(model.fc.weight.grad, twin.fc.weight.grad)
+    torch._dynamo.reset()
+    stats = kt._Stats()
+    torch.compile(SmallCNN(), backend=backend(stats))(torch.randn(2, 3, 16, 16)).sum().backward()
+    assert stats.lean == 0
 
 
 def test_tanh_and_gelu_mlps_train_on_kiln():

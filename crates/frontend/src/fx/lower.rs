@@ -616,6 +616,8 @@ const OPS: &[(&[&str], Build)] = &[
             "ones_like",
             "zeros_like",
             "full_like",
+            "empty_like",
+            "fill",
             "scalar_tensor",
         ],
         |this, op, node| this.filled(op, node),
@@ -648,12 +650,13 @@ const OPS: &[(&[&str], Build)] = &[
 
 /// ATen overloads whose op name the importer knows but whose meaning it does
 /// not build (its builders refuse them too): `max.dim` returns values and
-/// indices.
+/// indices; `fill.Tensor` fills with a tensor's value.
 const REFUSED_OVERLOADS: &[(&str, &str)] = &[
     ("max", "dim"),
     ("min", "dim"),
     ("max", "names_dim"),
     ("min", "names_dim"),
+    ("fill", "Tensor"),
 ];
 
 /// Whether the importer builds a node of kind `kind` (`call_function`,

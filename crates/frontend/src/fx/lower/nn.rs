@@ -1086,12 +1086,14 @@ impl Fx<'_> {
     /// A tensor filled with one value: `full(size, v)`, `ones(size)`,
     /// `zeros(size)`, `new_ones(x, size)`, `new_zeros(x, size)`,
     /// `new_full(x, size, v)`, `ones_like(x)`, `zeros_like(x)`,
-    /// `full_like(x, v)`, `scalar_tensor(v)`: a constant broadcast to the
-    /// shape. The dtype is `dtype=` if given, else the template's
-    /// (`new_*`, `*_like`), else the value's (bool, int64, or float32,
-    /// torch's default).
+    /// `full_like(x, v)`, `scalar_tensor(v)`, `fill(x, v)` (the functional
+    /// `fill_`: `x`'s shape and dtype, every element `v`), `empty_like(x)`
+    /// (elements torch leaves unspecified: zeros, so that every tier gives
+    /// the same bits): a constant broadcast to the shape. The dtype is
+    /// `dtype=` if given, else the template's (`new_*`, `*_like`, `fill`),
+    /// else the value's (bool, int64, or float32, torch's default).
     pub(super) fn filled(&mut self, op: &str, node: &Node) -> Result<Value, String> {
-        let template = if op.starts_with("new_") || op.ends_with("_like") {
+        let template = if op.starts_with("new_") || op.ends_with("_like") || op == "fill" {
             Some(self.tensor_at(node, 0, "input")?)
         } else {
             None
@@ -1118,7 +1120,13 @@ impl Fx<'_> {
         };
         let (shape, value) = match op {
             "scalar_tensor" => (Vec::new(), self.arg(node, 0, "s")),
-            "ones_like" | "zeros_like" => (self.shape_of(template.expect("a template")), None),
+            "ones_like" | "zeros_like" | "empty_like" => {
+                (self.shape_of(template.expect("a template")), None)
+            }
+            "fill" => (
+                self.shape_of(template.expect("a template")),
+                self.arg(node, 1, "value"),
+            ),
             "full_like" => (
                 self.shape_of(template.expect("a template")),
                 self.arg(node, 1, "fill_value"),
@@ -1132,7 +1140,7 @@ impl Fx<'_> {
                 lit(a).ok_or_else(|| format!("`{op}` fills with a number, not {a:?}"))?
             }
             (o, None) if o.contains("ones") => Operand::Int(1),
-            (o, None) if o.contains("zeros") => Operand::Int(0),
+            (o, None) if o.contains("zeros") || o == "empty_like" => Operand::Int(0),
             (_, None) => return Err(format!("`{op}` without a fill value")),
         };
         let dtype = match node
