@@ -946,6 +946,12 @@ def _lean_training(gm: torch.fx.GraphModule, example_inputs, tier: str, optimize
         return None
     if not any(t.requires_grad for t in example_inputs):
         return None
+    # Static shapes only: the export tracer specializes the graphs to the
+    # example inputs' shapes (Dynamo guards them where they are static).
+    for n in gm.graph.find_nodes(op="placeholder"):
+        value = n.meta.get("example_value")
+        if not isinstance(value, torch.Tensor) or not all(isinstance(d, int) for d in value.shape):
+            return None
     outputs = gm.graph.find_nodes(op="output")[0].args[0]
     if not isinstance(outputs, (tuple, list)) or not outputs:
         return None
