@@ -1010,6 +1010,10 @@ def _lean_training(gm: torch.fx.GraphModule, example_inputs, tier: str, optimize
         @staticmethod
         @torch.autograd.function.once_differentiable
         def backward(ctx, *tangents):
+            # Dense, as the graph was traced for them (aot_autograd's
+            # runtime does the same): a part eager PyTorch runs may read
+            # a tangent's memory (`as_strided`); a `sum`'s is expanded.
+            tangents = [t if t.is_contiguous() else t.contiguous() for t in tangents]
             return tuple(backward(*ctx.saved_tensors, *tangents))
 
     def step(*args):

@@ -128,6 +128,27 @@ def test_a_plain_training_graph_skips_aot_autograds_runtime(monkeypatch):
         torch.autograd.grad(g.sum(), [model[0].weight])
 
 
+def test_a_lean_backward_takes_tangents_of_any_layout():
+    # The tangents autograd hands kiln's own autograd.Function are whatever
+    # the loss's backward made: a transposed view, an expanded scalar.
+    x, _ = data(32, 20, classes=5, seed=14)
+    c = torch.randn(5, 32, generator=torch.Generator().manual_seed(15))
+    losses = {
+        "transposed": lambda out: (out.t() * c).sum(),
+        "expanded": lambda out: out.sum(),
+    }
+    for name, loss in losses.items():
+        torch._dynamo.reset()
+        torch.manual_seed(16)
+        model, twin = twins(lambda: nn.Sequential(nn.Linear(20, 5), nn.Tanh()))
+        stats = kt._Stats()
+        loss(torch.compile(model, backend=backend(stats))(x)).backward()
+        loss(twin(x)).backward()
+        assert stats.lean == 1, name
+        for p, q in zip(model.parameters(), twin.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-6, msg=name)
+
+
 class _Returns(nn.Module):
     """A linear layer that also returns what `extra` makes of its input and
     output."""
