@@ -3,8 +3,10 @@ graph runs on kiln like the forward graph (eager PyTorch for the ops kiln
 does not build, named in one warning); 20 SGD steps match eager's losses
 and gradients within 1e-5 relative."""
 
+import os
 import warnings
 
+import numpy as np
 import pytest
 import torch
 import torch._dynamo
@@ -147,6 +149,88 @@ def test_a_lean_backward_takes_tangents_of_any_layout():
         assert stats.lean == 1, name
         for p, q in zip(model.parameters(), twin.parameters()):
             torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-6, msg=name)
+
+
+_TRAIN_OPS = [
+    "{x} + {y}",
+    "{x} - {y}",
+    "{x} * {y}",
+    "{x} @ {y}",
+    "torch.tanh({x})",
+    "torch.sigmoid({x})",
+    "torch.relu({x})",
+    "torch.exp(-{x} * {x})",
+    "torch.maximum({x}, {y})",
+    "{x}.t() @ {y}",
+    "{x}.sum(0, keepdim=True) * {y}",
+    "torch.softmax({x}, -1)",
+    "torch.log_softmax({x}, 0)",
+    "({x} - {x}.mean(-1, keepdim=True)) * {y}",
+    "torch.where({x} > 0, {x}, {y})",
+]
+
+
+def _random_training_program(rng):
+    """A random function of an input `x` and two weights `w` and `v` (all
+    square f64): a few of `_TRAIN_OPS` over them and earlier results, the
+    first reading a weight, returning the last result (plus the first) and
+    sometimes another, a transpose of one, or a detached one."""
+    names = ["x", "w", "v"]
+    lines = [f"    r0 = x @ {rng.choice(['w', 'v'])}"]
+    names.append("r0")
+    for i in range(1, int(rng.integers(2, 7))):
+        op = _TRAIN_OPS[int(rng.integers(len(_TRAIN_OPS)))]
+        a, b = (names[int(rng.integers(len(names)))] for _ in range(2))
+        lines.append(f"    r{i} = " + op.format(x=a, y=b))
+        names.append(f"r{i}")
+    outs = [f"{names[-1]} + r0"]  # reads a weight: the loss has gradients
+    extra = rng.choice(["none", "another", "t", "detach"])
+    other = names[int(rng.integers(3, len(names)))]
+    outs += {"none": [], "another": [other], "t": [f"{other}.t()"], "detach": [f"{other}.detach()"]}[extra]
+    return "def f(x, w, v):\n" + "\n".join(lines) + f"\n    return ({', '.join(outs)},)\n"
+
+
+def test_random_training_programs_through_either_runtime(monkeypatch):
+    # Random programs' gradients through kiln's own autograd.Function
+    # (`_lean_training`, where it takes them) and through aot_autograd's
+    # runtime, against eager's: the same bits either way (the same two
+    # graphs), eager's values to rounding. KILN_TRAIN_PROGRAMS=N runs N
+    # (the differential loop's counterpart for this path).
+    import os
+
+    lean_training = kt._lean_training
+    rng = np.random.default_rng(int(os.environ.get("KILN_TRAIN_SEED", "38")))
+    lean_count = 0
+    for _ in range(int(os.environ.get("KILN_TRAIN_PROGRAMS", "25"))):
+        src = _random_training_program(rng)
+        scope: dict = {"torch": torch}
+        exec(src, scope)  # noqa: S102 - the test's own generated source
+        f = scope["f"]
+        n = int(rng.integers(3, 12))
+        x = torch.from_numpy(rng.standard_normal((n, n)))
+        weights = [torch.from_numpy(rng.standard_normal((n, n))) for _ in range(2)]
+        cs = [torch.from_numpy(rng.standard_normal((n, n))) for _ in range(2)]
+        runs = []
+        for how in ("lean", "aot", "eager"):
+            monkeypatch.setattr(kt, "_lean_training", lean_training if how == "lean" else (lambda *a: None))
+            torch._dynamo.reset()
+            w, v = (t.clone().requires_grad_() for t in weights)
+            stats = kt._Stats()
+            fn = f if how == "eager" else torch.compile(f, backend=backend(stats))
+            outs = fn(x, w, v)
+            loss = sum((o * c).sum() for o, c in zip(outs, cs) if o.requires_grad)
+            loss.backward()
+            runs.append((loss.detach(), w.grad, v.grad, [o.requires_grad for o in outs]))
+            lean_count += stats.lean
+        (lean, aot, eager) = runs
+        for k in range(3):
+            got, ref, want = lean[k], aot[k], eager[k]
+            assert (got is None) == (want is None) == (ref is None), src
+            if want is not None:
+                assert torch.equal(got, ref), src
+                torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9, msg=lambda m: f"{src}{m}")
+        assert lean[3] == aot[3] == eager[3], src
+    assert lean_count > 0
 
 
 class _Returns(nn.Module):
