@@ -345,14 +345,19 @@ fn physical_memory() -> u64 {
 /// the memory would be granted, and the call writing it would run until
 /// the system killed the process; NumPy's `empty` raises instead.
 pub fn fits_in_memory<T>(len: Option<usize>, what: &str) -> PyResult<()> {
-    let bytes = len
-        .and_then(|n| n.checked_mul(size_of::<T>()))
-        .ok_or_else(|| too_large(what, len))?;
-    let memory = physical_memory();
-    if memory > 0 && bytes as u64 > memory {
-        return Err(too_large(what, len));
+    if fits::<T>(len) {
+        Ok(())
+    } else {
+        Err(too_large(what, len))
     }
-    Ok(())
+}
+
+/// Whether `len` elements of `T` fit in this machine's memory
+/// ([`fits_in_memory`]).
+fn fits<T>(len: Option<usize>) -> bool {
+    let memory = physical_memory();
+    len.and_then(|n| n.checked_mul(size_of::<T>()))
+        .is_some_and(|bytes| memory == 0 || bytes as u64 <= memory)
 }
 
 /// The `MemoryError` of [`fits_in_memory`].
@@ -367,11 +372,10 @@ fn too_large(what: &str, len: Option<usize>) -> PyErr {
 /// ([`fits_in_memory`]).
 fn uninit<T>(len: usize, name: &str) -> PyResult<Vec<MaybeUninit<T>>> {
     // The message is made only for an error: a call makes each output.
-    let what = || format!("output `{name}`");
-    fits_in_memory::<T>(Some(len), "").map_err(|_| too_large(&what(), Some(len)))?;
     let mut v = Vec::new();
-    v.try_reserve_exact(len)
-        .map_err(|_| too_large(&what(), Some(len)))?;
+    if !fits::<T>(Some(len)) || v.try_reserve_exact(len).is_err() {
+        return Err(too_large(&format!("output `{name}`"), Some(len)));
+    }
     // SAFETY: `MaybeUninit` needs no initialization, and the capacity is
     // at least `len`.
     unsafe { v.set_len(len) };
