@@ -926,32 +926,34 @@ def _lean_training(gm: torch.fx.GraphModule, example_inputs, tier: str, optimize
     it needs none of them: its forward and backward graphs as
     aot_autograd's tracer and default partitioner make them (the graphs its
     own path compiles), run by one ``torch.autograd.Function`` of kiln's.
-    Those wrappers (input mutations, aliased outputs, subclasses, symbolic
-    sizes, tangents' layouts, saved sizes) cost about 100 µs a step on a
-    small MLP (docs/performance.md), most of a small model's step around
-    its kernels.
+    Those wrappers (input mutations, aliased outputs, subclasses, tangents'
+    layouts) cost about 100 µs a step on a small MLP (docs/performance.md),
+    most of a small model's step around its kernels.
 
     Only for a graph that needs none of them: grad enabled, every input a
-    plain CPU tensor of a static shape, every output a floating tensor that
+    plain CPU tensor or a size, every output a floating tensor that
     requires grad, no input mutated (a training batch norm's running
     statistics are: those models keep aot_autograd's path), no output an
-    alias of an input or of another output, nothing but tensors saved for
-    the backward. Else None, and aot_autograd compiles the graph."""
+    alias of an input or of another output. Else None, and aot_autograd
+    compiles the graph. Symbolic sizes are traced as Dynamo made them (its
+    fake inputs): the sizes the backward reads are saved beside the
+    tensors, as aot_autograd saves them."""
     from torch._functorch.aot_autograd import aot_export_joint_simple
     from torch._functorch.partitioners import default_partition
 
     if not torch.is_grad_enabled():
         return None
-    if not all(type(t) in _PLAIN and t.device.type == "cpu" for t in example_inputs):
+    tensors = [t for t in example_inputs if isinstance(t, torch.Tensor)]
+    if not all(type(t) in _PLAIN and t.device.type == "cpu" for t in tensors):
         return None
-    if not any(t.requires_grad for t in example_inputs):
+    if len(tensors) + sum(isinstance(a, (int, torch.SymInt)) for a in example_inputs) != len(
+        example_inputs
+    ) or not any(t.requires_grad for t in tensors):
         return None
-    # Static shapes only: the export tracer specializes the graphs to the
-    # example inputs' shapes (Dynamo guards them where they are static).
-    for n in gm.graph.find_nodes(op="placeholder"):
-        value = n.meta.get("example_value")
-        if not isinstance(value, torch.Tensor) or not all(isinstance(d, int) for d in value.shape):
-            return None
+    # Dynamo's fake inputs, with its symbolic sizes where it made them.
+    fakes = [n.meta.get("example_value") for n in gm.graph.find_nodes(op="placeholder")]
+    if len(fakes) != len(example_inputs) or any(f is None for f in fakes):
+        return None
     outputs = gm.graph.find_nodes(op="output")[0].args[0]
     if not isinstance(outputs, (tuple, list)) or not outputs:
         return None
@@ -966,7 +968,7 @@ def _lean_training(gm: torch.fx.GraphModule, example_inputs, tier: str, optimize
     try:
         # Raises on an input mutated and on an output aliasing an input.
         joint = aot_export_joint_simple(
-            gm, tuple(example_inputs), trace_joint=True, decompositions=_decompositions()
+            gm, tuple(fakes), trace_joint=True, decompositions=_decompositions()
         )
         # The export tracer keeps checks of dtypes and sizes that
         # aot_autograd's own path drops (`_assert_tensor_metadata` of a
@@ -978,19 +980,22 @@ def _lean_training(gm: torch.fx.GraphModule, example_inputs, tier: str, optimize
         n_in, n_out = len(example_inputs), len(outputs)
         fw_gm, bw_gm = default_partition(joint, None, num_fwd_outputs=n_out)
         fw_outs = fw_gm.graph.find_nodes(op="output")[0].args[0]
-        saved = fw_outs[n_out:]
-        bw_inputs = bw_gm.graph.find_nodes(op="placeholder")
-        # The backward reads the saved tensors, then a tangent an output.
-        if len(bw_inputs) != len(saved) + n_out or any(
-            not isinstance(n.meta.get("val"), torch.Tensor) for n in (*saved, *bw_inputs)
-        ):
-            raise _NotLean("the backward saves more than tensors")
         if len({n for n in fw_outs[:n_out] if isinstance(n, torch.fx.Node)}) != n_out:
             raise _NotLean("an output is another")
-        if [n.name for n in bw_inputs[len(saved):]] != [f"tangents_{i + 1}" for i in range(n_out)]:
-            raise _NotLean("the backward's inputs are not the saved tensors then the tangents")
-        bw_outs = bw_gm.graph.find_nodes(op="output")[0].args[0]
-        if len(bw_outs) != n_in:
+        # The forward returns its outputs, the tensors saved, then the
+        # sizes saved; the backward reads the sizes, the tensors, then a
+        # tangent an output.
+        saved = list(fw_outs[n_out:])
+        sizes = [n for n in saved if not isinstance(n.meta.get("val"), torch.Tensor)]
+        saved_tensors = saved[: len(saved) - len(sizes)]
+        if saved[len(saved_tensors) :] != sizes or not all(
+            isinstance(n.meta.get("val"), (int, torch.SymInt)) for n in sizes
+        ):
+            raise _NotLean("the forward saves more than tensors and sizes")
+        want = [n.name for n in (*sizes, *saved_tensors)] + [f"tangents_{i + 1}" for i in range(n_out)]
+        if [n.name for n in bw_gm.graph.find_nodes(op="placeholder")] != want:
+            raise _NotLean("the backward's inputs are not the saved values then the tangents")
+        if len(bw_gm.graph.find_nodes(op="output")[0].args[0]) != n_in:
             raise _NotLean("the backward does not give a gradient an input")
     except Exception:  # noqa: BLE001 - any graph aot_autograd's own path must handle
         return None
@@ -999,12 +1004,14 @@ def _lean_training(gm: torch.fx.GraphModule, example_inputs, tier: str, optimize
     _warn_backward_eager(bw_gm, stats)
     with stats.lock:
         stats.lean += 1
+    n_tensors = len(saved_tensors)
 
     class Step(torch.autograd.Function):
         @staticmethod
         def forward(ctx, *args):
             results = forward(*args)
-            ctx.save_for_backward(*results[n_out:])
+            ctx.save_for_backward(*results[n_out : n_out + n_tensors])
+            ctx.sizes = results[n_out + n_tensors :]
             return tuple(results[:n_out])
 
         @staticmethod
@@ -1014,7 +1021,7 @@ def _lean_training(gm: torch.fx.GraphModule, example_inputs, tier: str, optimize
             # runtime does the same): a part eager PyTorch runs may read
             # a tangent's memory (`as_strided`); a `sum`'s is expanded.
             tangents = [t if t.is_contiguous() else t.contiguous() for t in tangents]
-            return tuple(backward(*ctx.saved_tensors, *tangents))
+            return tuple(backward(*ctx.sizes, *ctx.saved_tensors, *tangents))
 
     def step(*args):
         return Step.apply(*args)
