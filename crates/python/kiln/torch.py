@@ -665,7 +665,9 @@ class _KilnGraph(torch.nn.Module):
             # Arguments that are not tensors (symbolic sizes) are compared
             # here: they are compiled in.
             last = self.last
-            if last is not None and all([values[i] == v for i, v in last[2]]):
+            if last is not None and all(
+                [type(values[i]) is type(v) and values[i] == v for i, v in last[2]]
+            ):
                 try:
                     return self._run(last, values)
                 except ExecError:
