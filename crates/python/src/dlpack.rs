@@ -172,9 +172,15 @@ pub fn tensor<'py>(
         }
         None => {}
     }
+    let size = usize::from(want_bits / 8);
+    // A slice spans at most `isize::MAX` bytes.
     let len = shape
         .iter()
         .try_fold(1usize, |n, &d| n.checked_mul(d))
+        .filter(|n| {
+            n.checked_mul(size)
+                .is_some_and(|b| isize::try_from(b).is_ok())
+        })
         .ok_or_else(|| PyValueError::new_err(format!("input `{name}` has too many elements")))?;
     // Dense in row-major order: each axis longer than one steps over the
     // elements of the axes after it (an axis of one may have any stride).
@@ -189,7 +195,6 @@ pub fn tensor<'py>(
             step *= extent;
         }
     }
-    let size = usize::from(want_bits / 8);
     let data = if len == 0 {
         NonNull::<u64>::dangling().cast::<u8>()
     } else {
