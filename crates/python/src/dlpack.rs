@@ -89,6 +89,13 @@ impl Held<'_> {
         }
     }
 
+    /// The bytes the elements span.
+    pub fn bytes(&self) -> std::ops::Range<usize> {
+        let start = self.data.as_ptr() as usize;
+        let size = usize::from(code(self.dtype).1 / 8);
+        start..start + self.len * size
+    }
+
     /// The one element of a 0-d tensor (or of any one-element tensor).
     pub fn scalar(&self) -> Option<Scalar> {
         match self.as_ref() {

@@ -350,6 +350,22 @@ impl Function {
                 }
             });
         }
+        // A capsule's tensor that shares bytes with an `out=` array would
+        // be read while the call writes it.
+        for (h, (name, _)) in held.iter().zip(&self.inputs) {
+            let Some(input) = h.as_ref().and_then(Held::capsule_bytes) else {
+                continue;
+            };
+            for (room, (out_name, _)) in rooms.iter().zip(&self.outputs) {
+                if let Some(out) = room.caller_bytes() {
+                    if input.start < out.end && out.start < input.end {
+                        return Err(PyValueError::new_err(format!(
+                            "out for `{out_name}` overlaps input `{name}`'s tensor"
+                        )));
+                    }
+                }
+            }
+        }
         let refs: Vec<ArrayRef<'_>> = held
             .iter()
             .zip(&scalars)

@@ -176,6 +176,15 @@ impl Held<'_> {
             Held::DlPack(t) => t.as_ref(),
         })
     }
+
+    /// The bytes of a DLPack capsule's elements (None for a NumPy array,
+    /// whose overlap with an `out=` array NumPy's borrows catch).
+    pub fn capsule_bytes(&self) -> Option<std::ops::Range<usize>> {
+        match self {
+            Held::DlPack(t) => Some(t.bytes()),
+            _ => None,
+        }
+    }
 }
 
 /// Whether `array` can be read in place as elements of `T`.
@@ -436,6 +445,25 @@ fn writable<'py, T: Element>(
             "out for `{name}` cannot be written: {e} (is it also an input of this call?)"
         ))
     })
+}
+
+impl Room<'_> {
+    /// The bytes of the caller's `out=` array (None for kiln's own rooms).
+    pub fn caller_bytes(&self) -> Option<std::ops::Range<usize>> {
+        fn range<T: Element>(a: &PyReadwriteArrayDyn<'_, T>) -> Option<std::ops::Range<usize>> {
+            let slice = a.as_slice().ok()?;
+            let start = slice.as_ptr() as usize;
+            Some(start..start + size_of_val(slice))
+        }
+        match self {
+            Room::Array(_, Writable::Bool(a)) => range(a),
+            Room::Array(_, Writable::I32(a)) => range(a),
+            Room::Array(_, Writable::I64(a)) => range(a),
+            Room::Array(_, Writable::F32(a)) => range(a),
+            Room::Array(_, Writable::F64(a)) => range(a),
+            _ => None,
+        }
+    }
 }
 
 impl<'py> Room<'py> {

@@ -179,6 +179,11 @@ def test_dlpack_capsules_are_read_in_place(tier):
         f(to_dlpack(x), 1, to_dlpack(torch.tensor(1, dtype=torch.uint8)))
     with pytest.raises(ValueError, match="input `b` holds a bool that is neither 0 nor 1"):
         f(to_dlpack(x), 1, to_dlpack(torch.tensor(2, dtype=torch.uint8).view(torch.bool)))
+    # An out= array sharing the tensor's bytes would be written while read.
+    buffer = np.zeros((2, 3))
+    with pytest.raises(ValueError, match="out for `.*` overlaps input `x`'s tensor"):
+        f(to_dlpack(torch.from_numpy(buffer)), 1, True, out=buffer)
+    assert f(to_dlpack(torch.from_numpy(buffer.copy())), 1, True, out=buffer) is buffer
     # A capsule already consumed (above) is no tensor to read.
     with pytest.raises(TypeError, match="input `x` is a capsule but not an unused DLPack tensor"):
         f(capsule, 1, True)
