@@ -7,7 +7,8 @@
 //! `float32`), else it is a `TypeError` (`float64` → `int64`, strings,
 //! objects). Scalars follow the same rule: a `float` input takes a `float`,
 //! `int`, `bool` or NumPy number; an `int` input an `int`, `bool` or NumPy
-//! integer; a `bool` input a `bool` or `numpy.bool_`.
+//! integer; a `bool` input a `bool` or `numpy.bool_`. A DLPack capsule is
+//! read as it is, never converted (`dlpack.rs`).
 
 use kiln::{ArrayMut, ArrayRef, Buffer, DType, Dim, Scalar};
 use numpy::{
