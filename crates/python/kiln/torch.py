@@ -706,11 +706,10 @@ class _KilnGraph(torch.nn.Module):
             self._eager(str(e).splitlines()[0] if str(e) else type(e).__name__)
             return None
         sources = {}
-        values = (*args, *(get(self.gm) for get in self.attr_getters))
         for i, n in enumerate(self.placeholders + self.attrs):
             if n.name in orders:
                 sources[_dense_name(n.name)] = (i, tuple(orders[n.name]))
-            elif isinstance(values[i], torch.Tensor) and not values[i].is_contiguous():
+            elif n.name in tensors and not tensors[n.name].is_contiguous():
                 sources[n.name] = (i, _COPY)
             else:
                 sources[n.name] = (i, None)
@@ -899,11 +898,11 @@ def _make_backend(tier: str, optimize: bool, stats: _Stats):
         decompositions=_decompositions(),
     )
 
-    def compile(gm: torch.fx.GraphModule, example_inputs):
+    def compile_graph(gm: torch.fx.GraphModule, example_inputs):
         lean = _lean_training(gm, example_inputs, tier, optimize, stats)
         return lean if lean is not None else aot(gm, example_inputs)
 
-    return compile
+    return compile_graph
 
 
 #: The tensor types `_lean_training` takes (a subclass goes through
@@ -917,10 +916,6 @@ _ASSERTS = {
     torch.ops.aten._assert_scalar.default,
     torch.ops.aten._assert_async.msg,
 }
-
-
-class _NotLean(Exception):
-    """A training graph `_lean_training` leaves to aot_autograd's runtime."""
 
 
 def _lean_training(gm: torch.fx.GraphModule, example_inputs, tier: str, optimize: bool, stats):
@@ -981,25 +976,26 @@ def _lean_training(gm: torch.fx.GraphModule, example_inputs, tier: str, optimize
         joint.recompile()
         n_in, n_out = len(example_inputs), len(outputs)
         fw_gm, bw_gm = default_partition(joint, None, num_fwd_outputs=n_out)
-        fw_outs = fw_gm.graph.find_nodes(op="output")[0].args[0]
-        if len({n for n in fw_outs[:n_out] if isinstance(n, torch.fx.Node)}) != n_out:
-            raise _NotLean("an output is another")
-        # The forward returns its outputs, the tensors saved, then the
-        # sizes saved; the backward reads the sizes, the tensors, then a
-        # tangent an output.
-        saved = list(fw_outs[n_out:])
-        sizes = [n for n in saved if not isinstance(n.meta.get("val"), torch.Tensor)]
-        saved_tensors = saved[: len(saved) - len(sizes)]
-        if saved[len(saved_tensors) :] != sizes or not all(
-            isinstance(n.meta.get("val"), (int, torch.SymInt)) for n in sizes
-        ):
-            raise _NotLean("the forward saves more than tensors and sizes")
-        want = [n.name for n in (*sizes, *saved_tensors)] + [f"tangents_{i + 1}" for i in range(n_out)]
-        if [n.name for n in bw_gm.graph.find_nodes(op="placeholder")] != want:
-            raise _NotLean("the backward's inputs are not the saved values then the tangents")
-        if len(bw_gm.graph.find_nodes(op="output")[0].args[0]) != n_in:
-            raise _NotLean("the backward does not give a gradient an input")
     except Exception:  # noqa: BLE001 - any graph aot_autograd's own path must handle
+        return None
+    fw_outs = fw_gm.graph.find_nodes(op="output")[0].args[0]
+    # No output is another.
+    if len({n for n in fw_outs[:n_out] if isinstance(n, torch.fx.Node)}) != n_out:
+        return None
+    # The forward returns its outputs, the tensors saved, then the sizes
+    # saved; the backward reads the sizes, the tensors, then a tangent an
+    # output, and gives a gradient (or None) an input.
+    saved = list(fw_outs[n_out:])
+    sizes = [n for n in saved if not isinstance(n.meta.get("val"), torch.Tensor)]
+    saved_tensors = saved[: len(saved) - len(sizes)]
+    if saved[len(saved_tensors) :] != sizes or not all(
+        isinstance(n.meta.get("val"), (int, torch.SymInt)) for n in sizes
+    ):
+        return None
+    want = [n.name for n in (*sizes, *saved_tensors)] + [f"tangents_{i + 1}" for i in range(n_out)]
+    if [n.name for n in bw_gm.graph.find_nodes(op="placeholder")] != want:
+        return None
+    if len(bw_gm.graph.find_nodes(op="output")[0].args[0]) != n_in:
         return None
     forward = _compile_graph(fw_gm, tier, optimize, stats)
     backward = _compile_graph(bw_gm, tier, optimize, stats)

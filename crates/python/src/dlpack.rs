@@ -92,8 +92,7 @@ impl Held<'_> {
     /// The bytes the elements span.
     pub fn bytes(&self) -> std::ops::Range<usize> {
         let start = self.data.as_ptr() as usize;
-        let size = usize::from(code(self.dtype).1 / 8);
-        start..start + self.len * size
+        start..start + self.len * self.dtype.size_bytes()
     }
 
     /// The one element of a 0-d tensor (or of any one-element tensor).
@@ -179,7 +178,7 @@ pub fn tensor<'py>(
         }
         None => {}
     }
-    let size = usize::from(want_bits / 8);
+    let size = dtype.size_bytes();
     // A slice spans at most `isize::MAX` bytes.
     let len = shape
         .iter()

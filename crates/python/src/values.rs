@@ -448,7 +448,7 @@ fn writable<'py, T: Element>(
     })
 }
 
-impl Room<'_> {
+impl<'py> Room<'py> {
     /// The bytes of the caller's `out=` array (None for kiln's own rooms).
     pub fn caller_bytes(&self) -> Option<std::ops::Range<usize>> {
         fn range<T: Element>(a: &PyReadwriteArrayDyn<'_, T>) -> Option<std::ops::Range<usize>> {
@@ -465,9 +465,7 @@ impl Room<'_> {
             _ => None,
         }
     }
-}
 
-impl<'py> Room<'py> {
     /// A new array of `dtype` and `shape`, or the caller's `out`, which must
     /// be exactly that: a NumPy array of the dtype and shape, C-contiguous,
     /// aligned and writeable (a copy would lose what the call writes).
