@@ -754,6 +754,18 @@ impl Gen<'_, '_> {
                     let c = self.tensor_const(dtype, &[rows, k])?;
                     return Ok(self.b.op(Op::MatMul, &[c, b]).ok());
                 }
+                if dims.len() == 2 && self.u.ratio(1u8, 5u8)? {
+                    // `a.T` times a constant of 17 to 70 columns: where `a`
+                    // is a dense matrix of more than 4 columns and the
+                    // product is wider than a panel, the JIT tiers copy
+                    // `a.T` densely first (a weight gradient's `g.T @ x`).
+                    let cols = self.u.int_in_range(17..=70u64)?;
+                    let Some(at) = self.b.op(Op::Transpose(vec![1, 0]), &[a]).ok() else {
+                        return Ok(None);
+                    };
+                    let c = self.tensor_const(dtype, &[dims[0], cols])?;
+                    return Ok(self.b.op(Op::MatMul, &[at, c]).ok());
+                }
                 if dims.len() >= 2 && self.u.ratio(1u8, 3u8)? {
                     // A constant of up to 19 rows on the left: full blocks of
                     // 4 rows in panels, stacks of 4 blocks where the columns

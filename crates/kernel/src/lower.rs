@@ -223,7 +223,8 @@ pub struct LowerOptions {
     /// `Linear` layer's weight in torch's layout, or a convolution's, is
     /// `a`, read once a call from memory in short runs of each row (a `k`
     /// block's), which the hardware prefetchers do not see coming. For a
-    /// backend with a prefetch instruction (LLVM); it never changes the bits.
+    /// backend with a prefetch instruction (LLVM, with AVX-512's panels); it
+    /// never changes the bits.
     pub prefetch: bool,
     /// Keep transcendentals as calls by their C names ([`crate::libcalls`])
     /// instead of inline math ([`crate::math`]): for an in-process JIT that

@@ -541,6 +541,37 @@ fn matmul_agrees((dtype, dt): (&str, kiln::DType), (m, k, n): (u64, u64, u64), t
 }
 
 #[test]
+fn matmuls_of_a_transposed_a_agree_with_the_interpreter_bit_for_bit() {
+    // `g.T @ x` (a weight gradient's form): where `g.T` has more than 4
+    // rows and the product is wider than one panel, the JIT tiers copy
+    // `g.T` densely first, 8 of `g`'s rows at a time (12 and 70 rows: a
+    // remainder of 4 and 6); else they read it where it is (4 rows; 16
+    // columns, one 64-byte panel of `f32`).
+    let shapes = [
+        (12, 8, 40),
+        (70, 33, 130),
+        (4, 9, 100),
+        (64, 10, 16),
+        (131, 3, 65),
+    ];
+    use kiln::DType::{F32, F64, I64};
+    for (dtype, dt) in [("f32", F32), ("f64", F64), ("i64", I64)] {
+        for (m, k, n) in shapes {
+            let src = format!(
+                "graph \"at\"\nv0: {dtype}[{k}, {m}] = input \"g\"\n\
+                 v1: {dtype}[{k}, {n}] = input \"x\"\n\
+                 v2: {dtype}[{m}, {k}] = transpose v0 [1, 0]\n\
+                 v3: {dtype}[{m}, {n}] = matmul v2, v1\noutput \"y\" = v3\n"
+            );
+            let graph =
+                kiln::verify(kiln::ir::text::parse(&src).expect("parses")).expect("verifies");
+            let inputs = [values(dt, k * m, 1), values(dt, k * n, 2)];
+            every_engine_agrees(&graph, &inputs, &format!("{dtype} {k}×{m}.T @ {k}×{n}"));
+        }
+    }
+}
+
+#[test]
 fn matmuls_that_stream_a_agree_with_the_interpreter_bit_for_bit() {
     // Where a row group's rows of `a` over all of `k` outgrow L2 (past
     // 2048 `f32` steps or 1024 `f64` for a tile of 128 rows), the JIT

@@ -91,15 +91,17 @@ impl Backend for Llvm {
     /// Inline math, and matmuls and convolutions in panels
     /// (`LowerOptions::panels`, `conv_panels`), which LLVM vectorizes into
     /// register blocks, as wide as the host's vector registers hold
-    /// ([`target::panel_bytes`]). Tree ensembles up to
+    /// ([`target::panel_bytes`]), prefetching `a`'s next rows where they are
+    /// AVX-512's ([`target::prefetches`]). Tree ensembles up to
     /// [`kiln_kernel::TREE_SELECTS`] nodes as straight-line selects, which
     /// LLVM runs in vectors of rows; larger ones walk their tables 8 rows
     /// side by side.
     fn lower_options(&self) -> LowerOptions {
+        let panels = target::host_panel_bytes();
         LowerOptions {
-            panels: Some(target::host_panel_bytes()),
+            panels: Some(panels),
             conv_panels: true,
-            prefetch: true,
+            prefetch: target::prefetches(panels),
             running_min_max: true,
             tree_selects: kiln_kernel::TREE_SELECTS,
             isin_chain: kiln_kernel::ISIN_CHAIN,
@@ -117,8 +119,10 @@ impl Backend for Llvm {
             request.cpu.as_deref(),
             request.features.as_deref(),
         );
+        let panels = spec.map_or_else(|_| target::host_panel_bytes(), |s| s.panel_bytes());
         LowerOptions {
-            panels: Some(spec.map_or_else(|_| target::host_panel_bytes(), |s| s.panel_bytes())),
+            panels: Some(panels),
+            prefetch: target::prefetches(panels),
             ..self.emit_lower_options()
         }
     }

@@ -222,6 +222,21 @@ pub fn panel_bytes(triple: &str, features: &str) -> u32 {
     }
 }
 
+/// Whether panels `panel_bytes` wide prefetch the next row block's `a`
+/// ([`kiln_kernel::LowerOptions::prefetch`]): AVX-512's 256-byte ones.
+/// On an Emerald Rapids core the hint took ViT-B/16 from 1.335 to 1.172 s
+/// (docs/performance.md). AVX2's 64-byte panels ran slower with it on a
+/// Zen 3 core, every shape measured (one thread, best of 15 calls, against
+/// the same build without: `x @ w.T` of 197×768 by 3072×768 13.3–14.2 ms
+/// against 12.1–12.8, 197×3072 by 768×3072 14.8–14.9 against 12.7–13.5,
+/// 128×768 by 768×768 2.0–2.3 against 1.8, 64×784 by 256×784 344–348 µs
+/// against 313–315): the next rows' hinted lines crowd a 32 KiB L1 that
+/// the packed `b` block fills, and a step of 8 fused multiply-adds pays
+/// for the hint's address.
+pub fn prefetches(panel_bytes: u32) -> bool {
+    panel_bytes >= 256
+}
+
 /// [`panel_bytes`] of the host (`KILN_LLVM_PANEL_BYTES` overrides it, so
 /// the tests run the other widths on any machine).
 pub(crate) fn host_panel_bytes() -> u32 {
