@@ -124,6 +124,11 @@ fn param_name(param: &Param) -> &str {
     }
 }
 
+/// The most constant trips of a loop around an inner loop that codegen
+/// keeps from being unrolled ([`FunctionCx::never_unroll`]): LLVM fully
+/// unrolled a panel's `k` of up to 10 steps (not 12) before vectorizing.
+const SHORT_NEST: u64 = 16;
+
 /// Calls the C math function `name` (declared on first use) on `args` of
 /// one float type. The declaration is `nobuiltin`, so LLVM never folds or
 /// rewrites it with another library's results (the in-process tier binds it
@@ -361,9 +366,10 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
                     body,
                     iterations,
                 } => {
-                    // A loop carrying state to its next iteration around
-                    // an inner loop: a panel's `k` steps around its columns.
+                    // A few steps carrying state around an inner loop: a
+                    // panel's short `k` around its columns.
                     let kept = *iterations == Iterations::Sequential
+                        && matches!(extent, Extent::Fixed(n) if *n <= SHORT_NEST)
                         && body.iter().any(|s| matches!(s, Stmt::Loop { .. }));
                     self.codegen_loop(*extent, *row, body, ret, kept)?
                 }
@@ -572,12 +578,13 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
 
     /// Marks the loop whose back edge is `back` `llvm.loop.unroll.disable`
     /// (`!llvm.loop !{self, !{!"llvm.loop.unroll.disable"}}`). For a loop
-    /// that carries state around an inner loop: LLVM fully unrolls a nest
-    /// of a few constant trips before it vectorizes, and the inner loop's
-    /// copies then stay scalar. A panel's `k` loop of 8 steps or fewer (10
-    /// without a prefetch) so ran its 4 × 16 columns as scalar fused
-    /// multiply-adds: `[64, 4] @ [4, 256]` took 33.7 µs on a Zen 3 core,
-    /// 5.0 marked (torch 5.5).
+    /// of at most [`SHORT_NEST`] constant trips that carries state around
+    /// an inner loop: LLVM fully unrolls such a nest before it vectorizes,
+    /// and the inner loop's copies then stay scalar. A panel's `k` loop of
+    /// 8 steps or fewer (10 without a prefetch) so ran its 4 × 16 columns
+    /// as scalar fused multiply-adds: `[64, 4] @ [4, 256]` took 33.7 µs on
+    /// a Zen 3 core, 5.0 marked (torch 5.5). Longer loops are left to
+    /// LLVM, which unrolls a long `k` by two once its columns are vectors.
     fn never_unroll(&self, back: InstructionValue<'ctx>) {
         use inkwell::llvm_sys::{core, debuginfo};
         const DISABLE: &str = "llvm.loop.unroll.disable";
