@@ -544,9 +544,10 @@ fn matmul_agrees((dtype, dt): (&str, kiln::DType), (m, k, n): (u64, u64, u64), t
 fn matmuls_of_a_transposed_a_agree_with_the_interpreter_bit_for_bit() {
     // `g.T @ x` (a weight gradient's form): where `g.T` has more than 4
     // rows and the product is wider than one panel, the JIT tiers copy
-    // `g.T` densely first, 8 of `g`'s rows at a time (12 and 70 rows: a
-    // remainder of 4 and 6); else they read it where it is (4 rows; 16
-    // columns, one 64-byte panel of `f32`).
+    // `g.T` densely first, 8 of `g`'s rows at a time (`g` of 8, 33 and 3
+    // rows: no rows past the blocks, one, no block); else they read it
+    // where it is (`g.T` of 4 rows; 16 `f32` columns, one 64-byte panel,
+    // which Cranelift's 32-byte panels still copy for).
     let shapes = [
         (12, 8, 40),
         (70, 33, 130),
