@@ -457,6 +457,7 @@ fn check_target(target: &str, cc: &str, runner: Option<&str>, object: &ObjectFn)
             panels: Some(256),
             conv_panels: true,
             prefetch: true,
+            padded_rest_rows: false,
             // Objects carry kiln's inline math, as `kiln::aot` makes them.
             libm_calls: false,
             running_min_max: true,

@@ -57,6 +57,10 @@ impl Backend for Cranelift {
             conv_panels: false,
             // Cranelift has no prefetch instruction.
             prefetch: false,
+            // kiln's vectorizer runs a one-row panel in vectors: on a Zen 3
+            // core a row of `[1, 784] @ [784, 256]` took 48 µs, a block of 4
+            // about 120.
+            padded_rest_rows: false,
             libm_calls: true,
             running_min_max: false,
             tree_selects: 0,

@@ -129,6 +129,27 @@ fn param_name(param: &Param) -> &str {
 /// unrolled a panel's `k` of up to 10 steps (not 12) before vectorizing.
 const SHORT_NEST: u64 = 16;
 
+/// Whether a loop body chooses between a value it loads and another (a
+/// `Select` of a `Load`'s register): a panel's `k` block starting its sums
+/// from the destination or from the identity. Kept from being unrolled
+/// where it is short ([`FunctionCx::never_unroll`]): LLVM unrolled AVX2's
+/// 16 columns of it before vectorizing, and `CodeGenPrepare` then made each
+/// select of a load a branch around a scalar store (64 a block of 4 rows;
+/// a 256 × 784 × 64 product in `k` blocks ran 3-5 % slower on a Zen 3
+/// core, and a convolution of 128 channels so).
+fn selects_loads(body: &[Stmt]) -> bool {
+    let loaded: Vec<Reg> = body
+        .iter()
+        .filter_map(|s| match s {
+            Stmt::Let(r, Expr::Load(..)) => Some(*r),
+            _ => None,
+        })
+        .collect();
+    body.iter().any(|s| {
+        matches!(s, Stmt::Let(_, Expr::Select(_, x, y)) if loaded.contains(x) || loaded.contains(y))
+    })
+}
+
 /// Calls the C math function `name` (declared on first use) on `args` of
 /// one float type. The declaration is `nobuiltin`, so LLVM never folds or
 /// rewrites it with another library's results (the in-process tier binds it
@@ -366,11 +387,17 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
                     body,
                     iterations,
                 } => {
-                    // A few steps carrying state around an inner loop: a
-                    // panel's short `k` around its columns.
-                    let kept = *iterations == Iterations::Sequential
-                        && matches!(extent, Extent::Fixed(n) if *n <= SHORT_NEST)
-                        && body.iter().any(|s| matches!(s, Stmt::Loop { .. }));
+                    // A few steps carrying state around an inner loop (a
+                    // panel's short `k` around its columns), or choosing
+                    // loaded values (a `k` block's first sums).
+                    let short = matches!(extent, Extent::Fixed(n) if *n <= SHORT_NEST);
+                    let nest = body.iter().any(|s| matches!(s, Stmt::Loop { .. }));
+                    let kept = short
+                        && if nest {
+                            *iterations == Iterations::Sequential
+                        } else {
+                            selects_loads(body)
+                        };
                     self.codegen_loop(*extent, *row, body, ret, kept)?
                 }
                 Stmt::Set(var, reg) => {

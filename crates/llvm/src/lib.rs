@@ -102,6 +102,7 @@ impl Backend for Llvm {
             panels: Some(panels),
             conv_panels: true,
             prefetch: target::prefetches(panels),
+            padded_rest_rows: target::pads_rest_rows(panels),
             running_min_max: true,
             tree_selects: kiln_kernel::TREE_SELECTS,
             isin_chain: kiln_kernel::ISIN_CHAIN,
@@ -123,6 +124,7 @@ impl Backend for Llvm {
         LowerOptions {
             panels: Some(panels),
             prefetch: target::prefetches(panels),
+            padded_rest_rows: target::pads_rest_rows(panels),
             ..self.emit_lower_options()
         }
     }

@@ -83,6 +83,7 @@ impl Backend for Vm {
             panels: None,
             conv_panels: false,
             prefetch: false,
+            padded_rest_rows: false,
             libm_calls: true,
             running_min_max: false,
             tree_selects: 0,

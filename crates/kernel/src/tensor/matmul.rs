@@ -100,6 +100,11 @@ pub(super) struct Split {
     pub(super) strides: [Option<Reg>; 3],
 }
 
+/// A panel's rows (the first `stored` of them its own, the others a padded
+/// block's repeats), where its columns start in `b` and in `d`, and its
+/// width and the columns it stores ([`Lowerer::panel`]).
+type PanelAt<'r> = ((&'r [Reg], usize), (Reg, Reg), (Extent, Extent));
+
 /// Where a panel tile reads its column block of `b` from.
 #[derive(Clone, Copy)]
 enum Panel {
@@ -423,6 +428,14 @@ impl Lowerer<'_> {
         let m_rest = self.i64_binary(out, BinaryOp::Sub, m, m_full);
         let ke = self.extent(&k_dim);
         let k_total = self.emit(out, DType::I64, Expr::ExtentValue(ke), None);
+        // The rows past the last block, where `m` fixes them and they run
+        // as one padded block ([`crate::LowerOptions::padded_rest_rows`]).
+        let rest_rows = match m_dim {
+            Dim::Fixed(m) if self.padded_rest_rows && m % u64::from(PANEL_ROWS) != 0 => {
+                Some(m % u64::from(PANEL_ROWS))
+            }
+            _ => None,
+        };
         // The columns past the last full block. Where their number is
         // known (a fixed `n`), as a block as wide as the power of two at
         // or above it (at least one 64-byte vector), `b`'s columns packed
@@ -555,7 +568,7 @@ impl Lowerer<'_> {
             let panel = |lw: &mut Self,
                          body: &mut Vec<Stmt>,
                          (b, b_j0, strides): (&View, Reg, &[Vec<Option<Reg>>; 4]),
-                         rows: &[Reg],
+                         rows: (&[Reg], usize),
                          j0: Reg,
                          (width, cols): (Extent, Extent),
                          steps: Steps| {
@@ -566,7 +579,8 @@ impl Lowerer<'_> {
             // Rows of one column block (starting at `j0`, `cols` wide, or
             // with `padded` a block of that width packed with zeros past
             // `cols`): `count` blocks of PANEL_ROWS from block `first`, then
-            // `rest` rows one at a time from `m_full`; in `k` blocks where
+            // `rest` rows from `m_full` (one at a time, or one padded
+            // block: `rest_rows`); in `k` blocks where
             // the packed panel would outgrow the caches (`kc`). With `span`,
             // that many full column blocks from `j0`, one after another
             // inside each `k` block (a streamed `a`).
@@ -588,7 +602,9 @@ impl Lowerer<'_> {
                 // of a full block's time for a sixteenth of its columns).
                 let stack = padded.map_or(1, |(w, _)| (nr / w).clamp(1, MAX_STACK));
                 // Each row block's and rest row's registers, in `body`.
-                type Each<'e, L> = dyn FnMut(&mut L, &mut Vec<Stmt>, &[Reg]) + 'e;
+                // `rows` a block's, the first `stored` of them its own (the
+                // others a padded rest block's repeats, read, never stored).
+                type Each<'e, L> = dyn FnMut(&mut L, &mut Vec<Stmt>, &[Reg], usize) + 'e;
                 let blocks = |lw: &mut Self, body: &mut Vec<Stmt>, each: &mut Each<'_, Self>| {
                     let (mut first, mut count) = (first, count);
                     if stack > 1 {
@@ -602,7 +618,7 @@ impl Lowerer<'_> {
                         let rows: Vec<Reg> = (0..i64::from(PANEL_ROWS * stack))
                             .map(|r| i64_op(lw, &mut is_body, BinaryOp::Add, top, r))
                             .collect();
-                        each(lw, &mut is_body, &rows);
+                        each(lw, &mut is_body, &rows, rows.len());
                         body.push(Stmt::loop_of(Extent::Reg(stacks), is, is_body));
                         // The row blocks past the last stack, one at a time.
                         let done = i64_op(lw, body, BinaryOp::Shl, stacks, s_log);
@@ -616,13 +632,33 @@ impl Lowerer<'_> {
                     let rows: Vec<Reg> = (0..i64::from(PANEL_ROWS))
                         .map(|r| i64_op(lw, &mut ib_body, BinaryOp::Add, top, r))
                         .collect();
-                    each(lw, &mut ib_body, &rows);
+                    each(lw, &mut ib_body, &rows, rows.len());
                     body.push(Stmt::loop_of(Extent::Reg(count), ib, ib_body));
-                    let ir = lw.new_reg(DType::I64, Some("ir"));
-                    let mut ir_body = Vec::new();
-                    let i = lw.i64_binary(&mut ir_body, BinaryOp::Add, m_full, ir);
-                    each(lw, &mut ir_body, &[i]);
-                    body.push(Stmt::loop_of(Extent::Reg(rest), ir, ir_body));
+                    match rest_rows {
+                        // The rows past the last block as one block (a loop
+                        // that runs once where this group has them), its
+                        // last real row repeated in the missing ones.
+                        Some(left) => {
+                            let once = lw.i64_binary(body, BinaryOp::Min, rest, one);
+                            let ir = lw.new_reg(DType::I64, Some("ir"));
+                            let mut ir_body = Vec::new();
+                            let rows: Vec<Reg> = (0..PANEL_ROWS.into())
+                                .map(|r: u64| {
+                                    let r = r.min(left - 1) as i64;
+                                    i64_op(lw, &mut ir_body, BinaryOp::Add, m_full, r)
+                                })
+                                .collect();
+                            each(lw, &mut ir_body, &rows, left as usize);
+                            body.push(Stmt::loop_of(Extent::Reg(once), ir, ir_body));
+                        }
+                        None => {
+                            let ir = lw.new_reg(DType::I64, Some("ir"));
+                            let mut ir_body = Vec::new();
+                            let i = lw.i64_binary(&mut ir_body, BinaryOp::Add, m_full, ir);
+                            each(lw, &mut ir_body, &[i], 1);
+                            body.push(Stmt::loop_of(Extent::Reg(rest), ir, ir_body));
+                        }
+                    }
                 };
                 let pack = |lw: &mut Self,
                             body: &mut Vec<Stmt>,
@@ -690,8 +726,8 @@ impl Lowerer<'_> {
                             let (b_panel, b_j0, b_strides) =
                                 pack(lw, body, packing, j0, (Some(k0), Extent::Reg(kn)));
                             let b_at = (&b_panel, b_j0, &b_strides);
-                            blocks(lw, body, &mut |lw, body, rows| {
-                                panel(lw, body, b_at, rows, j0, (width, cols), steps)
+                            blocks(lw, body, &mut |lw, body, rows, stored| {
+                                panel(lw, body, b_at, (rows, stored), j0, (width, cols), steps)
                             });
                         };
                         // Each column block of the span (or `j0`'s alone),
@@ -713,8 +749,8 @@ impl Lowerer<'_> {
                         body.push(Stmt::loop_of(Extent::Reg(k_blocks), kb, kb_body));
                         if epi.is_some() {
                             spanned(lw, body, &mut |lw, body, j0| {
-                                blocks(lw, body, &mut |lw, body, rows| {
-                                    epilogue(lw, body, rows, j0, cols)
+                                blocks(lw, body, &mut |lw, body, rows, stored| {
+                                    epilogue(lw, body, &rows[..stored], j0, cols)
                                 })
                             });
                         }
@@ -730,9 +766,9 @@ impl Lowerer<'_> {
                             split,
                         };
                         let b_at = (&b_panel, b_j0, &b_strides);
-                        blocks(lw, body, &mut |lw, body, rows| {
-                            panel(lw, body, b_at, rows, j0, (width, cols), steps);
-                            epilogue(lw, body, rows, j0, cols);
+                        blocks(lw, body, &mut |lw, body, rows, stored| {
+                            panel(lw, body, b_at, (rows, stored), j0, (width, cols), steps);
+                            epilogue(lw, body, &rows[..stored], j0, cols);
                         });
                     }
                 }
@@ -819,7 +855,7 @@ impl Lowerer<'_> {
         (a, b, d, acc): (&View, &View, &View, &[ParamIdx]),
         [a_batch, a_ik, b_batch, b_kj]: &[Vec<Option<Reg>>; 4],
         brows: &[Reg],
-        (rows, (b_j0, j0), (width, cols)): (&[Reg], (Reg, Reg), (Extent, Extent)),
+        ((rows, stored), (b_j0, j0), (width, cols)): PanelAt<'_>,
         steps: Steps,
         dtype: DType,
     ) {
@@ -856,7 +892,10 @@ impl Lowerer<'_> {
             // then keeps the block in registers from `d` to `d` (two loops,
             // the identity stored and then the sums copied over it, cost
             // 5-22 % on an Emerald Rapids core's `Linear` layers, 24 blocks
-            // of 128 steps).
+            // of 128 steps). LLVM's codegen keeps a loop of 16 columns or
+            // fewer (AVX2's) from being unrolled before it is vectorized:
+            // unrolled, its selects became a branch and a scalar store each
+            // (`kiln_llvm`'s `selects_loads`).
             (Some(k0), Extent::Fixed(w), Extent::Fixed(c)) if c > 0 && c <= w => {
                 let zero = self.i64_const(body, 0);
                 let first = Expr::Compare(CmpOp::Eq, k0, zero);
@@ -1007,7 +1046,7 @@ impl Lowerer<'_> {
         // only at 64 columns: at AVX2's 16 it was unrolled first and ran as
         // 64 scalar moves a block (6-8 % of a `k = 64` product's time on
         // Zen 1).
-        for (&row, &i) in acc.iter().zip(rows) {
+        for (&row, &i) in acc.iter().zip(rows).take(stored) {
             let j = self.new_reg(DType::I64, Some("j"));
             let mut copy = Vec::new();
             let col = add(self, &mut copy, j0, j);
