@@ -228,10 +228,11 @@ pub struct LowerOptions {
     /// backend with a prefetch instruction (LLVM, with AVX-512's panels); it
     /// never changes the bits.
     pub prefetch: bool,
-    /// With [`Self::panels`], run the 1 to 3 rows past a fixed `m`'s last
-    /// block of 4 (all of them where `m` is below 4) as one block of 4
-    /// whose missing rows repeat its last real row (read, never stored),
-    /// rather than one row at a time. For LLVM with panels of at most 16
+    /// With [`Self::panels`], run the 1 to 3 rows past `m`'s last block of
+    /// 4 (all of them where `m` is below 4) as one block of 4 whose missing
+    /// rows repeat its last real row (read, never stored; for a symbolic
+    /// `m`, each row's store and epilogue in a loop that runs once where
+    /// the row is real), rather than one row at a time. For LLVM with panels of at most 16
     /// columns (AVX2's and NEON's 64 bytes of `f32`): it unrolls a one-row
     /// panel's column loop fully before the loop vectorizer sees it, and
     /// with the SLP vectorizer off the row ran as scalar fused

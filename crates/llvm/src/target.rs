@@ -237,8 +237,8 @@ pub fn prefetches(panel_bytes: u32) -> bool {
     panel_bytes >= 256
 }
 
-/// Whether panels `panel_bytes` wide run a fixed `m`'s rows past its last
-/// block of 4 as one padded block
+/// Whether panels `panel_bytes` wide run the rows past `m`'s last block of
+/// 4 as one padded block
 /// ([`kiln_kernel::LowerOptions::padded_rest_rows`]): those of at most 64
 /// bytes, whose one-row column loop (16 `f32` or 8 `f64` steps) LLVM
 /// unrolls fully before it vectorizes. On a Zen 3 core (one thread, best

@@ -100,10 +100,21 @@ pub(super) struct Split {
     pub(super) strides: [Option<Reg>; 3],
 }
 
-/// A panel's rows (the first `stored` of them its own, the others a padded
-/// block's repeats), where its columns start in `b` and in `d`, and its
-/// width and the columns it stores ([`Lowerer::panel`]).
-type PanelAt<'r> = ((&'r [Reg], usize), (Reg, Reg), (Extent, Extent));
+/// Which rows of a panel's block are its own, to store: the first `n`, or
+/// the first as many as a register holds (1 to 3, a symbolic `m`'s rows
+/// past its last block). The others are a padded rest block's repeats of
+/// its last real row, read and never stored
+/// ([`crate::LowerOptions::padded_rest_rows`]).
+#[derive(Clone, Copy)]
+enum Stored {
+    First(usize),
+    Upto(Reg),
+}
+
+/// A panel's rows and which of them it stores, where its columns start in
+/// `b` and in `d`, and its width and the columns it stores
+/// ([`Lowerer::panel`]).
+type PanelAt<'r> = ((&'r [Reg], Stored), (Reg, Reg), (Extent, Extent));
 
 /// Where a panel tile reads its column block of `b` from.
 #[derive(Clone, Copy)]
@@ -428,13 +439,15 @@ impl Lowerer<'_> {
         let m_rest = self.i64_binary(out, BinaryOp::Sub, m, m_full);
         let ke = self.extent(&k_dim);
         let k_total = self.emit(out, DType::I64, Expr::ExtentValue(ke), None);
-        // The rows past the last block, where `m` fixes them and they run
-        // as one padded block ([`crate::LowerOptions::padded_rest_rows`]).
+        // Where the rows past the last block run as one padded block
+        // ([`crate::LowerOptions::padded_rest_rows`]): `Some(Some(r))` for
+        // a fixed `m`'s `r`, `Some(None)` for a symbolic `m`'s (as many as
+        // its extent leaves, 0 to 3).
         let rest_rows = match m_dim {
-            Dim::Fixed(m) if self.padded_rest_rows && m % u64::from(PANEL_ROWS) != 0 => {
-                Some(m % u64::from(PANEL_ROWS))
-            }
-            _ => None,
+            _ if !self.padded_rest_rows => None,
+            Dim::Fixed(m) if m % u64::from(PANEL_ROWS) == 0 => None,
+            Dim::Fixed(m) => Some(Some(m % u64::from(PANEL_ROWS))),
+            Dim::Sym(_) => Some(None),
         };
         // The columns past the last full block. Where their number is
         // known (a fixed `n`), as a block as wide as the power of two at
@@ -550,17 +563,33 @@ impl Lowerer<'_> {
         self.nest(out, &outer, |lw, body, brows| {
             // The epilogue of a block of rows × `cols` columns from `j0`,
             // once it is complete, in place.
-            let epilogue = |lw: &mut Self, body: &mut Vec<Stmt>, rows: &[Reg], j0: Reg, cols| {
+            // Only the rows it stores (`Stored`): the first `n` in one loop,
+            // else each in its own.
+            let epilogue = |lw: &mut Self,
+                            body: &mut Vec<Stmt>,
+                            (rows, stored): (&[Reg], Stored),
+                            j0: Reg,
+                            cols| {
                 let Some(epi) = epi else { return };
-                let j = lw.new_reg(DType::I64, Some("j"));
-                let mut e_body = Vec::new();
-                let col = lw.i64_binary(&mut e_body, BinaryOp::Add, j0, j);
-                for &i in rows {
-                    let mut at = brows.to_vec();
-                    at.extend([i, col]);
-                    lw.epilogue_at(&mut e_body, epi, d, &at);
+                let each_row = |lw: &mut Self, body: &mut Vec<Stmt>, rows: &[Reg]| {
+                    let j = lw.new_reg(DType::I64, Some("j"));
+                    let mut e_body = Vec::new();
+                    let col = lw.i64_binary(&mut e_body, BinaryOp::Add, j0, j);
+                    for &i in rows {
+                        let mut at = brows.to_vec();
+                        at.extend([i, col]);
+                        lw.epilogue_at(&mut e_body, epi, d, &at);
+                    }
+                    body.push(Stmt::loop_of(cols, j, e_body));
+                };
+                match stored {
+                    Stored::First(n) => each_row(lw, body, &rows[..n]),
+                    Stored::Upto(_) => {
+                        for (q, &i) in rows.iter().enumerate() {
+                            lw.if_stored(body, q, stored, |lw, body| each_row(lw, body, &[i]));
+                        }
+                    }
                 }
-                body.push(Stmt::loop_of(cols, j, e_body));
             };
             // A block of `rows` × `width` columns computed over `steps`, its
             // first `cols` stored (`width` is `cols` but for a padded rest
@@ -568,7 +597,7 @@ impl Lowerer<'_> {
             let panel = |lw: &mut Self,
                          body: &mut Vec<Stmt>,
                          (b, b_j0, strides): (&View, Reg, &[Vec<Option<Reg>>; 4]),
-                         rows: (&[Reg], usize),
+                         rows: (&[Reg], Stored),
                          j0: Reg,
                          (width, cols): (Extent, Extent),
                          steps: Steps| {
@@ -604,7 +633,7 @@ impl Lowerer<'_> {
                 // Each row block's and rest row's registers, in `body`.
                 // `rows` a block's, the first `stored` of them its own (the
                 // others a padded rest block's repeats, read, never stored).
-                type Each<'e, L> = dyn FnMut(&mut L, &mut Vec<Stmt>, &[Reg], usize) + 'e;
+                type Each<'e, L> = dyn FnMut(&mut L, &mut Vec<Stmt>, &[Reg], Stored) + 'e;
                 let blocks = |lw: &mut Self, body: &mut Vec<Stmt>, each: &mut Each<'_, Self>| {
                     let (mut first, mut count) = (first, count);
                     if stack > 1 {
@@ -618,7 +647,7 @@ impl Lowerer<'_> {
                         let rows: Vec<Reg> = (0..i64::from(PANEL_ROWS * stack))
                             .map(|r| i64_op(lw, &mut is_body, BinaryOp::Add, top, r))
                             .collect();
-                        each(lw, &mut is_body, &rows, rows.len());
+                        each(lw, &mut is_body, &rows, Stored::First(rows.len()));
                         body.push(Stmt::loop_of(Extent::Reg(stacks), is, is_body));
                         // The row blocks past the last stack, one at a time.
                         let done = i64_op(lw, body, BinaryOp::Shl, stacks, s_log);
@@ -632,7 +661,7 @@ impl Lowerer<'_> {
                     let rows: Vec<Reg> = (0..i64::from(PANEL_ROWS))
                         .map(|r| i64_op(lw, &mut ib_body, BinaryOp::Add, top, r))
                         .collect();
-                    each(lw, &mut ib_body, &rows, rows.len());
+                    each(lw, &mut ib_body, &rows, Stored::First(rows.len()));
                     body.push(Stmt::loop_of(Extent::Reg(count), ib, ib_body));
                     match rest_rows {
                         // The rows past the last block as one block (a loop
@@ -642,20 +671,35 @@ impl Lowerer<'_> {
                             let once = lw.i64_binary(body, BinaryOp::Min, rest, one);
                             let ir = lw.new_reg(DType::I64, Some("ir"));
                             let mut ir_body = Vec::new();
-                            let rows: Vec<Reg> = (0..PANEL_ROWS.into())
-                                .map(|r: u64| {
-                                    let r = r.min(left - 1) as i64;
-                                    i64_op(lw, &mut ir_body, BinaryOp::Add, m_full, r)
+                            let last = match left {
+                                Some(_) => None,
+                                None => Some(i64_op(lw, &mut ir_body, BinaryOp::Sub, rest, 1)),
+                            };
+                            let rows: Vec<Reg> = (0..i64::from(PANEL_ROWS))
+                                .map(|r| match (left, last) {
+                                    (Some(left), _) => {
+                                        let r = r.min(left as i64 - 1);
+                                        i64_op(lw, &mut ir_body, BinaryOp::Add, m_full, r)
+                                    }
+                                    (None, Some(last)) => {
+                                        let r = i64_op(lw, &mut ir_body, BinaryOp::Min, last, r);
+                                        lw.i64_binary(&mut ir_body, BinaryOp::Add, m_full, r)
+                                    }
+                                    (None, None) => unreachable!("a symbolic rest has its last"),
                                 })
                                 .collect();
-                            each(lw, &mut ir_body, &rows, left as usize);
+                            let stored = match left {
+                                Some(left) => Stored::First(left as usize),
+                                None => Stored::Upto(rest),
+                            };
+                            each(lw, &mut ir_body, &rows, stored);
                             body.push(Stmt::loop_of(Extent::Reg(once), ir, ir_body));
                         }
                         None => {
                             let ir = lw.new_reg(DType::I64, Some("ir"));
                             let mut ir_body = Vec::new();
                             let i = lw.i64_binary(&mut ir_body, BinaryOp::Add, m_full, ir);
-                            each(lw, &mut ir_body, &[i], 1);
+                            each(lw, &mut ir_body, &[i], Stored::First(1));
                             body.push(Stmt::loop_of(Extent::Reg(rest), ir, ir_body));
                         }
                     }
@@ -750,7 +794,7 @@ impl Lowerer<'_> {
                         if epi.is_some() {
                             spanned(lw, body, &mut |lw, body, j0| {
                                 blocks(lw, body, &mut |lw, body, rows, stored| {
-                                    epilogue(lw, body, &rows[..stored], j0, cols)
+                                    epilogue(lw, body, (rows, stored), j0, cols)
                                 })
                             });
                         }
@@ -768,7 +812,7 @@ impl Lowerer<'_> {
                         let b_at = (&b_panel, b_j0, &b_strides);
                         blocks(lw, body, &mut |lw, body, rows, stored| {
                             panel(lw, body, b_at, (rows, stored), j0, (width, cols), steps);
-                            epilogue(lw, body, &rows[..stored], j0, cols);
+                            epilogue(lw, body, (rows, stored), j0, cols);
                         });
                     }
                 }
@@ -1046,14 +1090,45 @@ impl Lowerer<'_> {
         // only at 64 columns: at AVX2's 16 it was unrolled first and ran as
         // 64 scalar moves a block (6-8 % of a `k = 64` product's time on
         // Zen 1).
-        for (&row, &i) in acc.iter().zip(rows).take(stored) {
-            let j = self.new_reg(DType::I64, Some("j"));
-            let mut copy = Vec::new();
-            let col = add(self, &mut copy, j0, j);
-            let v = self.emit(&mut copy, dtype, Expr::Load(row, j), None);
-            let to = index(self, &mut copy, d, &d_batch, &d_ij, [i, col]);
-            copy.push(Stmt::Store(d.param, Some(to), v));
-            body.push(Stmt::loop_of(cols, j, copy));
+        for (q, (&row, &i)) in acc.iter().zip(rows).enumerate() {
+            self.if_stored(body, q, stored, |lw, body| {
+                let j = lw.new_reg(DType::I64, Some("j"));
+                let mut copy = Vec::new();
+                let col = add(lw, &mut copy, j0, j);
+                let v = lw.emit(&mut copy, dtype, Expr::Load(row, j), None);
+                let to = index(lw, &mut copy, d, &d_batch, &d_ij, [i, col]);
+                copy.push(Stmt::Store(d.param, Some(to), v));
+                body.push(Stmt::loop_of(cols, j, copy));
+            });
+        }
+    }
+
+    /// Row `q`'s statements (`emit`) where the block stores the row
+    /// ([`Stored`]): as they are, not at all, or in a loop that runs once
+    /// where the row is real (never the first: a block holds at least one).
+    fn if_stored(
+        &mut self,
+        body: &mut Vec<Stmt>,
+        q: usize,
+        stored: Stored,
+        emit: impl FnOnce(&mut Self, &mut Vec<Stmt>),
+    ) {
+        match stored {
+            Stored::First(n) if q < n => emit(self, body),
+            Stored::First(_) => {}
+            Stored::Upto(_) if q == 0 => emit(self, body),
+            Stored::Upto(count) => {
+                let q = self.i64_const(body, q as i64);
+                let left = self.i64_binary(body, BinaryOp::Sub, count, q);
+                let zero = self.i64_const(body, 0);
+                let left = self.i64_binary(body, BinaryOp::Max, left, zero);
+                let one = self.i64_const(body, 1);
+                let once = self.i64_binary(body, BinaryOp::Min, left, one);
+                let real = self.new_reg(DType::I64, Some("real"));
+                let mut inner = Vec::new();
+                emit(self, &mut inner);
+                body.push(Stmt::loop_of(Extent::Reg(once), real, inner));
+            }
         }
     }
 
