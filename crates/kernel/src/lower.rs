@@ -232,14 +232,15 @@ pub struct LowerOptions {
     /// 4 (all of them where `m` is below 4) as one block of 4 whose missing
     /// rows repeat its last real row (read, never stored; for a symbolic
     /// `m`, each row's store and epilogue in a loop that runs once where
-    /// the row is real), rather than one row at a time. For LLVM with panels of at most 16
-    /// columns (AVX2's and NEON's 64 bytes of `f32`): it unrolls a one-row
-    /// panel's column loop fully before the loop vectorizer sees it, and
-    /// with the SLP vectorizer off the row ran as scalar fused
-    /// multiply-adds (`[1, 784] @ [784, 256]` 3.3× MKL's time on a Zen 3
-    /// core). A block of 4 is what the vectorizer keeps in registers, and
-    /// its 8 sums take no longer than one row's 2, which wait on the
-    /// fused multiply-add's latency. Each element's sum is the same.
+    /// the row is real), rather than one row at a time. For LLVM with
+    /// panels of at most 16 columns (AVX2's and NEON's 64 bytes of `f32`):
+    /// it unrolls a one-row panel's column loop fully before the loop
+    /// vectorizer sees it, and with the SLP vectorizer off the row ran as
+    /// scalar fused multiply-adds (`[1, 784] @ [784, 256]` 3.3× MKL's time
+    /// on a Zen 3 core). A block of 4 is what the vectorizer keeps in
+    /// registers, and its 8 sums take no longer than one row's 2, which
+    /// wait on the fused multiply-add's latency. Each element's sum is the
+    /// same.
     pub padded_rest_rows: bool,
     /// Keep transcendentals as calls by their C names ([`crate::libcalls`])
     /// instead of inline math ([`crate::math`]): for an in-process JIT that

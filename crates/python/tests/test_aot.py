@@ -96,7 +96,7 @@ def test_matmul_assembly_fits_the_cpus_vector_registers():
     # (A row's `b` vectors may be operands of its fused multiply-adds.)
     def packed(asm, reg):
         lines = [line for line in asm.splitlines() if "vfmadd" in line]
-        assert lines and all(f"vfmadd231ps\t" in line and f"%{reg}" in line for line in lines), lines
+        assert lines and all("vfmadd231ps\t" in line and f"%{reg}" in line for line in lines), lines
         return len(lines)
 
     for m in (1, 2, 3, 10):
