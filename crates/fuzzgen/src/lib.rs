@@ -576,6 +576,43 @@ impl Gen<'_, '_> {
         Ok(self.b.op(Op::MatMul, &[x, b]).ok())
     }
 
+    /// `x @ b` of a column program's rows: `x` one to three float columns
+    /// of `n` rows side by side (`[n, k]`, `n` symbolic), `b` a constant of
+    /// 1 to 70 columns. The JIT tiers' panels then have a symbolic `m`,
+    /// whose rows past the last block of 4 LLVM's 64-byte panels run as one
+    /// padded block, stored only where a row is real (0 to 9 rows mostly).
+    /// Later steps may combine the product with another of its shape (an
+    /// epilogue) or leave it.
+    fn column_matmul(&mut self) -> Result<Option<Value>> {
+        let dtype = *self.u.choose(&[DType::F32, DType::F64])?;
+        let k = self.u.int_in_range(1..=3u64)?;
+        let mut cols = Vec::with_capacity(k as usize);
+        for _ in 0..k {
+            let c = self.pick()?;
+            let Some(TensorType { shape, .. }) = self.b.ty(c).as_tensor().cloned() else {
+                return Ok(None);
+            };
+            let [n @ Dim::Sym(_)] = &shape[..] else {
+                return Ok(None);
+            };
+            let c = self.b.cast(c, dtype).expect("casts are valid");
+            let Ok(c) = self.b.op(Op::Reshape(vec![n.clone(), Dim::Fixed(1)]), &[c]) else {
+                return Ok(None);
+            };
+            cols.push(c);
+        }
+        let x = match &cols[..] {
+            [x] => *x,
+            _ => match self.b.op(Op::Concat(1), &cols) {
+                Ok(x) => x,
+                Err(_) => return Ok(None),
+            },
+        };
+        let n = *self.u.choose(&[1u64, 5, 8, 16, 21, 70])?;
+        let b = self.tensor_const(dtype, &[k, n])?;
+        Ok(self.b.op(Op::MatMul, &[x, b]).ok())
+    }
+
     /// A tensor step: matmul with a constant, transpose, reshape, a
     /// reduction over axes, a slice, a concat, a broadcast_to, a gather, or
     /// a window op.
@@ -868,6 +905,12 @@ impl Gen<'_, '_> {
         let share = if self.windows { 2u8 } else { 4u8 };
         if self.tensors && self.u.ratio(1u8, share)? {
             if let Some(v) = self.tensor_step()? {
+                self.pool.push(v);
+            }
+            return Ok(());
+        }
+        if !self.tensors && self.u.ratio(1u8, 16u8)? {
+            if let Some(v) = self.column_matmul()? {
                 self.pool.push(v);
             }
             return Ok(());

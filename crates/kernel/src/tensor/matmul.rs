@@ -671,26 +671,25 @@ impl Lowerer<'_> {
                             let once = lw.i64_binary(body, BinaryOp::Min, rest, one);
                             let ir = lw.new_reg(DType::I64, Some("ir"));
                             let mut ir_body = Vec::new();
-                            let last = match left {
-                                Some(_) => None,
-                                None => Some(i64_op(lw, &mut ir_body, BinaryOp::Sub, rest, 1)),
-                            };
-                            let rows: Vec<Reg> = (0..i64::from(PANEL_ROWS))
-                                .map(|r| match (left, last) {
-                                    (Some(left), _) => {
-                                        let r = r.min(left as i64 - 1);
-                                        i64_op(lw, &mut ir_body, BinaryOp::Add, m_full, r)
-                                    }
-                                    (None, Some(last)) => {
-                                        let r = i64_op(lw, &mut ir_body, BinaryOp::Min, last, r);
-                                        lw.i64_binary(&mut ir_body, BinaryOp::Add, m_full, r)
-                                    }
-                                    (None, None) => unreachable!("a symbolic rest has its last"),
-                                })
-                                .collect();
-                            let stored = match left {
-                                Some(left) => Stored::First(left as usize),
-                                None => Stored::Upto(rest),
+                            let ib = &mut ir_body;
+                            let (rows, stored): (Vec<Reg>, _) = match left {
+                                Some(left) => {
+                                    let last = left as i64 - 1;
+                                    let rows = (0..i64::from(PANEL_ROWS))
+                                        .map(|r| i64_op(lw, ib, BinaryOp::Add, m_full, r.min(last)))
+                                        .collect();
+                                    (rows, Stored::First(left as usize))
+                                }
+                                None => {
+                                    let last = i64_op(lw, ib, BinaryOp::Sub, rest, 1);
+                                    let rows = (0..i64::from(PANEL_ROWS))
+                                        .map(|r| {
+                                            let r = i64_op(lw, ib, BinaryOp::Min, last, r);
+                                            lw.i64_binary(ib, BinaryOp::Add, m_full, r)
+                                        })
+                                        .collect();
+                                    (rows, Stored::Upto(rest))
+                                }
                             };
                             each(lw, &mut ir_body, &rows, stored);
                             body.push(Stmt::loop_of(Extent::Reg(once), ir, ir_body));
