@@ -156,6 +156,33 @@ output \"cat\" = v10
             packed: false,
         },
         Case {
+            // A few rows by a transposed weight (`x @ w.T`, a batch-2 and
+            // a batch-3 `Linear`): `w.T` packed in 8 × 8 tiles (4 × 4 of
+            // `f64`) transposed in vectors, the `k` steps past the last
+            // tile one by one.
+            format: Format::Kiln,
+            src: "v0: f32[2, 20] = input \"x\"
+v1: f32[64, 20] = input \"w\"
+v2: f32[20, 64] = transpose v1 [1, 0]
+v3: f32[2, 64] = matmul v0, v2
+v4: f64[3, 9] = input \"y\"
+v5: f64[32, 9] = input \"v\"
+v6: f64[9, 32] = transpose v5 [1, 0]
+v7: f64[3, 32] = matmul v4, v6
+output \"a\" = v3
+output \"b\" = v7
+",
+            inputs: vec![
+                Data::Column(Buffer::F32((0..40).map(|i| (i as f32 - 19.5) * 0.125).collect())),
+                Data::Column(Buffer::F32(
+                    (0..1280).map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.0625).collect(),
+                )),
+                f64s(&(0..27).map(|i| (f64::from(i) - 13.0) * 0.3).collect::<Vec<_>>()),
+                f64s(&(0..288).map(|i| (f64::from(i * 29 % 97) - 48.0) * 0.1).collect::<Vec<_>>()),
+            ],
+            packed: false,
+        },
+        Case {
             // A small CNN, as importers write one: a strided convolution
             // with asymmetric padding and a bias, ReLU, a depthwise dilated
             // convolution, max pooling with ceil_mode and padding, average
@@ -458,6 +485,7 @@ fn check_target(target: &str, cc: &str, runner: Option<&str>, object: &ObjectFn)
             conv_panels: true,
             prefetch: true,
             padded_rest_rows: false,
+            transpose_tiles: true,
             // Objects carry kiln's inline math, as `kiln::aot` makes them.
             libm_calls: false,
             running_min_max: true,

@@ -61,6 +61,8 @@ impl Backend for Cranelift {
             // core `[1, 784] @ [784, 256]` took 48 µs, `[5, 784] @ [784,
             // 256]` (a block and a row) 167, so a block of 4 takes about 120.
             padded_rest_rows: false,
+            // Its code would run the tiles as scalar copies.
+            transpose_tiles: false,
             libm_calls: true,
             running_min_max: false,
             tree_selects: 0,

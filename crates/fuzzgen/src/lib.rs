@@ -581,8 +581,11 @@ impl Gen<'_, '_> {
     /// 1 to 70 columns. The JIT tiers' panels then have a symbolic `m`,
     /// whose rows past the last block of 4 LLVM's 64-byte panels run as one
     /// padded block, stored only where a row is real (0 to 9 rows mostly).
-    /// Later steps may combine the product with another of its shape (an
-    /// epilogue) or leave it.
+    /// Half the time `b` is `w.T` of a constant `[n, k]` (a `Linear`'s
+    /// weight), which LLVM packs in tiles it transposes in registers (`k`
+    /// of 1 to 3: no whole tile, so the steps run one by one; and of 9 to
+    /// 20 columns side by side: a tile and more). Later steps may combine
+    /// the product with another of its shape (an epilogue) or leave it.
     fn column_matmul(&mut self) -> Result<Option<Value>> {
         let dtype = *self.u.choose(&[DType::F32, DType::F64])?;
         let k = self.u.int_in_range(1..=3u64)?;
@@ -609,6 +612,32 @@ impl Gen<'_, '_> {
             },
         };
         let n = *self.u.choose(&[1u64, 5, 8, 16, 21, 70])?;
+        if self.u.arbitrary()? {
+            // `x` widened to 9 to 20 columns by a constant broadcast down
+            // its rows, times `w.T`.
+            let (x, k) = if self.u.arbitrary()? {
+                let more = self.u.int_in_range(9..=20u64)? - k;
+                let c = self.tensor_const(dtype, &[1, more])?;
+                let Some(TensorType { shape, .. }) = self.b.ty(x).as_tensor().cloned() else {
+                    return Ok(None);
+                };
+                let wide = vec![shape[0].clone(), Dim::Fixed(more)];
+                let Ok(c) = self.b.op(Op::BroadcastTo(wide), &[c]) else {
+                    return Ok(None);
+                };
+                match self.b.op(Op::Concat(1), &[x, c]) {
+                    Ok(x) => (x, k + more),
+                    Err(_) => return Ok(None),
+                }
+            } else {
+                (x, k)
+            };
+            let w = self.tensor_const(dtype, &[n, k])?;
+            let Ok(wt) = self.b.op(Op::Transpose(vec![1, 0]), &[w]) else {
+                return Ok(None);
+            };
+            return Ok(self.b.op(Op::MatMul, &[x, wt]).ok());
+        }
         let b = self.tensor_const(dtype, &[k, n])?;
         Ok(self.b.op(Op::MatMul, &[x, b]).ok())
     }
@@ -733,7 +762,14 @@ impl Gen<'_, '_> {
                     // starting from what the block before stored: a
                     // constant of 1 to 20 rows plus `a`'s sum (so nothing
                     // folds), times a constant as written or as `x @ w.T`.
-                    let rows = self.u.int_in_range(1..=20u64)?;
+                    // A third of them 1 to 4 rows: LLVM multiplies those by
+                    // a `w.T` as written, packing it in tiles it transposes
+                    // in registers (`LowerOptions::transpose_tiles`).
+                    let rows = if self.u.ratio(1u8, 3u8)? {
+                        self.u.int_in_range(1..=4u64)?
+                    } else {
+                        self.u.int_in_range(1..=20u64)?
+                    };
                     let (k, cols) = if self.u.ratio(1u8, 2u8)? {
                         // Past 2048 steps and 4 panels wide (where the
                         // columns are past 96): `a` streamed, its tiles

@@ -35,6 +35,7 @@ mod scratch;
 pub mod stages;
 mod tensor;
 pub mod threads;
+pub mod transpose;
 mod verify;
 
 pub use lower::{lower, math_kernel, LowerError, LowerOptions, ISIN_CHAIN, TREE_SELECTS};

@@ -53,6 +53,8 @@ pub(super) struct Lowerer<'a> {
     pub(super) prefetch: bool,
     /// [`LowerOptions::padded_rest_rows`].
     pub(super) padded_rest_rows: bool,
+    /// [`LowerOptions::transpose_tiles`].
+    pub(super) transpose_tiles: bool,
     /// [`LowerOptions::running_min_max`].
     pub(super) running_min_max: bool,
     /// [`LowerOptions::tree_selects`].
@@ -242,6 +244,16 @@ pub struct LowerOptions {
     /// wait on the fused multiply-add's latency. Each element's sum is the
     /// same.
     pub padded_rest_rows: bool,
+    /// With [`Self::panels`], a `b` read across (`x @ w.T`, `w` a dense
+    /// `[n, k]` weight: torch's `Linear`) is packed in tiles of `T × T`
+    /// elements ([`crate::transpose`]: `T` is 32 bytes of them), which a
+    /// backend with vector shuffles recognizes and transposes in registers,
+    /// and a batch of at most 4 rows is multiplied as written, `x` the
+    /// panel's rows and `w.T` its packed `b`, rather than as `(w @ x.T).T`
+    /// (whose `b`, `x.T`, is 1 to 4 real columns in a 16-wide block, and
+    /// whose every element of `w` is a broadcast load). For LLVM. Each
+    /// element's sum is the same.
+    pub transpose_tiles: bool,
     /// Keep transcendentals as calls by their C names ([`crate::libcalls`])
     /// instead of inline math ([`crate::math`]): for an in-process JIT that
     /// binds the names to the `libm` crate and does not vectorize, where one
@@ -371,6 +383,7 @@ fn lower_with(
         crate_fallbacks,
         prefetch: options.prefetch,
         padded_rest_rows: options.padded_rest_rows,
+        transpose_tiles: options.transpose_tiles,
         running_min_max: options.running_min_max,
         tree_selects: options.tree_selects,
         tree_block: options.tree_block,

@@ -377,7 +377,13 @@ impl Lowerer<'_> {
             && b.dims.len() >= 2
             && dims.len() >= 2
             && match dims[dims.len() - 2] {
-                Dim::Fixed(m) => m > u64::from(matmul::PANEL_ROWS),
+                // A few rows pack a `b` read across in tiles where the
+                // backend transposes them ([`crate::LowerOptions::
+                // transpose_tiles`]).
+                Dim::Fixed(m) => {
+                    m > u64::from(matmul::PANEL_ROWS)
+                        || (self.transpose_tiles && self.reads_across(&[], y))
+                }
                 Dim::Sym(_) => true,
             }
     }
@@ -459,7 +465,9 @@ impl Lowerer<'_> {
             return None;
         }
         let (n, k, m) = (wd[0], wd[1], out[0]);
-        if m.saturating_mul(k).saturating_add(m.saturating_mul(n)) >= n.saturating_mul(k) {
+        if m.saturating_mul(k).saturating_add(m.saturating_mul(n)) >= n.saturating_mul(k)
+            || (self.transpose_tiles && m <= u64::from(matmul::PANEL_ROWS))
+        {
             return None;
         }
         let w = w.clone();

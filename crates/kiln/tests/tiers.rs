@@ -541,6 +541,33 @@ fn matmul_agrees((dtype, dt): (&str, kiln::DType), (m, k, n): (u64, u64, u64), t
 }
 
 #[test]
+fn a_few_rows_by_a_transposed_weight_agree_with_the_interpreter_bit_for_bit() {
+    // `x @ w.T` of 1 to 4 rows (a batch-1 `Linear`): LLVM multiplies it as
+    // written, packing `w.T` in 8 × 8 tiles (4 × 4 of 8-byte elements) it
+    // transposes in registers (`LowerOptions::transpose_tiles`), the `k`
+    // steps past the last tile and the columns past the last panel one by
+    // one; the other tiers as `(w @ x.T).T`. `k` of one tile, past the
+    // tiles by 1 to 7, and in `k` blocks (784: 512 + 272; 1100: the last
+    // block of 76); columns of whole panels and past them.
+    let shapes = [
+        (1, 768, 48),
+        (2, 100, 40),
+        (3, 37, 16),
+        (4, 784, 70),
+        (1, 1100, 33),
+        (2, 8, 16),
+        (4, 9, 130),
+        (3, 64, 64),
+    ];
+    use kiln::DType::{F32, F64, I32, I64};
+    for (dtype, dt) in [("f32", F32), ("f64", F64), ("i32", I32), ("i64", I64)] {
+        for &(m, k, n) in &shapes {
+            matmul_agrees((dtype, dt), (m, k, n), true);
+        }
+    }
+}
+
+#[test]
 fn matmuls_of_a_transposed_a_agree_with_the_interpreter_bit_for_bit() {
     // `g.T @ x` (a weight gradient's form): where `g.T` has more than 4
     // rows and the product is wider than one panel, the JIT tiers copy

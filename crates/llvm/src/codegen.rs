@@ -17,14 +17,16 @@ use inkwell::builder::{Builder, BuilderError};
 use inkwell::context::Context;
 use inkwell::intrinsics::Intrinsic;
 use inkwell::module::{Linkage, Module};
-use inkwell::types::{BasicMetadataTypeEnum, BasicType, BasicTypeEnum};
+use inkwell::types::{BasicMetadataTypeEnum, BasicType, BasicTypeEnum, VectorType};
 use inkwell::values::{
     AsValueRef, BasicMetadataValueEnum, BasicValue, BasicValueEnum, FloatValue, FunctionValue,
-    InstructionValue, IntValue, PointerValue,
+    InstructionValue, IntValue, PointerValue, VectorValue,
 };
 use inkwell::{AddressSpace, FloatPredicate, IntPredicate};
 use kiln_ir::{BinaryOp, CmpOp, DType, EntityRef, Scalar, UnaryOp};
 use kiln_kernel::abi::{self, NativeArg, NativePlace};
+use kiln_kernel::iterations::IndexMap;
+use kiln_kernel::transpose;
 use kiln_kernel::{
     libcalls, Expr, Extent, Iterations, Kernel, MathCall, Param, ParamIdx, Reg, Stmt, Table, Var,
 };
@@ -213,6 +215,7 @@ pub fn define_kernel<'ctx>(
         slots: &slots,
         regs: vec![None; kernel.regs.len()],
         vars: Vec::new(),
+        konst: kiln_kernel::iterations::constants(&kernel.body),
     };
     fx.codegen_body()?;
     if wrapper && abi::needs_wrapper(kernel) {
@@ -284,6 +287,8 @@ struct FunctionCx<'a, 'ctx> {
     regs: Vec<Option<BasicValueEnum<'ctx>>>,
     /// Each variable's stack slot (promoted to SSA by `mem2reg` from -O1 up).
     vars: Vec<(PointerValue<'ctx>, BasicTypeEnum<'ctx>)>,
+    /// The kernel's `i64` constants, for recognizing tile transposes.
+    konst: IndexMap<Reg, i64>,
 }
 
 impl<'ctx> FunctionCx<'_, 'ctx> {
@@ -387,6 +392,12 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
                     body,
                     iterations,
                 } => {
+                    if let Some(tile) =
+                        transpose::tile(self.kernel, (*extent, *row, body), &self.konst)
+                    {
+                        self.codegen_transpose(&tile)?;
+                        continue;
+                    }
                     // A few steps carrying state around an inner loop (a
                     // panel's short `k` around its columns), or choosing
                     // loaded values (a `k` block's first sums).
@@ -436,6 +447,80 @@ impl<'ctx> FunctionCx<'_, 'ctx> {
             }
         }
         Ok(())
+    }
+
+    /// A tile transpose ([`transpose::tile`]) as vectors: `T` loads along
+    /// the tile's `a` (one for each of its `b`), the shuffles of
+    /// [`transpose::network`], and `T` stores along its `b`. The indices
+    /// are the nest's own arithmetic, evaluated at each vector's first
+    /// element (points the nest itself runs), so the elements read and
+    /// written are the nest's; every load comes before the first store,
+    /// and the tile's source and destination are different buffers.
+    fn codegen_transpose(&mut self, tile: &transpose::Tile<'_>) -> CodegenResult<()> {
+        let t = tile.lanes;
+        let i64t = self.cx.i64_type();
+        let size = tile.dtype.size_bytes() as u32;
+        let vector: BasicTypeEnum<'ctx> = match mem_type(self.cx, tile.dtype) {
+            BasicTypeEnum::FloatType(f) => f.vec_type(t).into(),
+            BasicTypeEnum::IntType(i) => i.vec_type(t).into(),
+            _ => return Err(CodegenError::Invalid("a tile of a non-scalar type".into())),
+        };
+        let (a, b) = tile.rows;
+        // The nest's index arithmetic at element (a, b): `want`'s value.
+        let index_at =
+            |fx: &mut Self, at: (u64, u64), want: Reg| -> CodegenResult<IntValue<'ctx>> {
+                fx.regs[a.index()] = Some(i64t.const_int(at.0, false).into());
+                fx.regs[b.index()] = Some(i64t.const_int(at.1, false).into());
+                for s in &tile.lets {
+                    if let Stmt::Let(r, e) = s {
+                        let v = fx.codegen_expr(e, DType::I64)?;
+                        fx.regs[r.index()] = Some(v);
+                    }
+                }
+                Ok(fx.int(want))
+            };
+        let src = self.arg(tile.src.0).into_pointer_value();
+        let mut rows = Vec::with_capacity(t as usize);
+        for e in 0..u64::from(t) {
+            let at = index_at(self, (0, e), tile.src.1)?;
+            let addr = self.element_addr(src, at, tile.dtype)?;
+            let v = self.builder.build_load(vector, addr, "tile")?;
+            v.as_instruction_value()
+                .expect("a load is an instruction")
+                .set_alignment(size)
+                .map_err(|e| CodegenError::Invalid(e.to_string()))?;
+            rows.push(v.into_vector_value());
+        }
+        let cols = self.transpose_vectors(&rows)?;
+        let dst = self.arg(tile.dst.0).into_pointer_value();
+        for (k, col) in cols.into_iter().enumerate() {
+            let at = index_at(self, (k as u64, 0), tile.dst.1)?;
+            let addr = self.element_addr(dst, at, tile.dtype)?;
+            let store = self.builder.build_store(addr, col)?;
+            store
+                .set_alignment(size)
+                .map_err(|e| CodegenError::Invalid(e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// `rows[i][j]` as `cols[j][i]`, through [`transpose::network`]'s
+    /// shuffles.
+    fn transpose_vectors(
+        &self,
+        rows: &[VectorValue<'ctx>],
+    ) -> CodegenResult<Vec<VectorValue<'ctx>>> {
+        let i32t = self.cx.i32_type();
+        let shuffle = |x: VectorValue<'ctx>, y: VectorValue<'ctx>, mask: &[u32]| {
+            let mask: Vec<IntValue> = mask
+                .iter()
+                .map(|&m| i32t.const_int(u64::from(m), false))
+                .collect();
+            self.builder
+                .build_shuffle_vector(x, y, VectorType::const_vector(&mask), "tr")
+        };
+        transpose::network(rows, shuffle)?
+            .ok_or_else(|| CodegenError::Invalid(format!("a tile of {} lanes", rows.len())))
     }
 
     /// `llvm.prefetch` of a read into every cache level (locality 3) of

@@ -103,6 +103,7 @@ impl Backend for Llvm {
             conv_panels: true,
             prefetch: target::prefetches(panels),
             padded_rest_rows: target::pads_rest_rows(panels),
+            transpose_tiles: true,
             running_min_max: true,
             tree_selects: kiln_kernel::TREE_SELECTS,
             isin_chain: kiln_kernel::ISIN_CHAIN,

@@ -2,7 +2,7 @@
 `../shared/peers/run.sh w2 w4` in the same session: only ratios from one run
 mean anything on a noisy machine).
 
-  .venv/bin/python crates/python/benchmarks/bench.py [scalar] [population] [fit] [grad] [query] [torch]
+  .venv/bin/python crates/python/benchmarks/bench.py [scalar] [population] [fit] [grad] [query] [torch] [linear]
 
 - scalar: `f(1.0)` for f(x) = x + 2.0, 1M calls from a Python loop (W4's
   method: median of 7 interleaved repeats), with the empty loop and a Python
@@ -38,6 +38,10 @@ mean anything on a noisy machine).
   torch.no_grad: eager, torch.compile's default backend (inductor) and
   torch.compile(backend="kiln") on both JIT tiers, with torch on 1 and 2
   threads; median of 7 interleaved repeats of 1000 calls, after warm-up.
+- linear: a `Linear` (768→3072, 3072→768, 784→256) on a batch of 1, 2, 4
+  and 8 rows under torch.no_grad, one thread: eager against
+  torch.compile(backend="kiln") on LLVM with static shapes and with
+  dynamic=True; median of 7 interleaved repeats of 30 calls.
 - train: one SGD step (forward, cross-entropy, backward, update) of a
   batch-4 8→8→4 MLP (kernels of next to nothing: the cost around them),
   of the batch-64 784→256→10 MLP and of torchvision's ResNet-18 (10 classes,
@@ -399,6 +403,45 @@ def torch_mlp():
         for (peer, _), ts in zip(runs, times):
             emit(workload="mlp-784-256-10-batch64", peer=peer, threads=threads,
                  median_us=statistics.median(ts) / calls * 1e6, min_us=min(ts) / calls * 1e6)
+
+
+def linear():
+    """A `Linear` on a batch of 1 to 8 rows (a generation step, one-sample
+    inference) under torch.no_grad, one thread: eager against
+    torch.compile(backend="kiln") on LLVM, static shapes and with a
+    dynamic batch (`dynamic=True`, which specializes 1); median of 7
+    interleaved repeats of 30 calls."""
+    import torch
+    import torch._dynamo
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    calls = 30
+    for fan_in, fan_out in ((768, 3072), (3072, 768), (784, 256)):
+        layer = torch.nn.Linear(fan_in, fan_out)
+        for batch in (1, 2, 4, 8):
+            x = torch.randn(batch, fan_in)
+            torch._dynamo.reset()
+            runs = [
+                ("torch-eager", layer),
+                ("kiln-llvm", torch.compile(layer, backend="kiln", options={"tier": "llvm"})),
+                ("kiln-llvm-dynamic", torch.compile(layer, backend="kiln", options={"tier": "llvm"}, dynamic=True)),
+            ]
+            with torch.no_grad():
+                want = layer(x)
+                for _, f in runs:
+                    torch.testing.assert_close(f(x), want, rtol=1e-5, atol=1e-5)
+
+                def loop(f):
+                    def run():
+                        for _ in range(calls):
+                            f(x)
+                    return run
+
+                times = interleaved([loop(f) for _, f in runs], repeats=7)
+            for (peer, _), ts in zip(runs, times):
+                emit(workload=f"linear-{fan_in}-{fan_out}-batch{batch}", peer=peer, threads=1,
+                     median_us=statistics.median(ts) / calls * 1e6, min_us=min(ts) / calls * 1e6)
 
 
 def train():
@@ -996,6 +1039,6 @@ if __name__ == "__main__":
         for w in which:
             {"scalar": scalar, "population": population, "fit": fit, "grad": grad,
              "query": query,
-             "torch": torch_mlp, "train": train,
+             "torch": torch_mlp, "linear": linear, "train": train,
              "resnet": resnet, "resnet-layers": resnet_layers,
              "transformer-ops": transformer_ops, "tierup": tierup}[w]()

@@ -118,3 +118,22 @@ def test_matmul_assembly_fits_the_cpus_vector_registers():
     avx2 = kiln.aot(src, target="x86_64", cpu="x86-64-v3", emit="asm", format="kiln")
     assert fmas(avx2, "ymm") >= 8
     assert "vmovss" not in avx2
+
+
+def test_a_batch_1_linear_transposes_its_weight_in_registers():
+    """`x @ w.T` of one row (a batch-1 `Linear`, torch's `[out, in]`
+    weight): the pack of `w.T` loads 8 rows of `w` a tile and transposes
+    them with 24 shuffles (unpacks of pairs of lanes, of pairs of pairs,
+    then of 128-bit halves: `vunpcklps`, `vunpcklpd`, `vperm2f128` and
+    their kin, in the integer domain on Emerald Rapids), where LLVM's loop
+    vectorizer had gathered each column of 8 with 7 `vinsertps`; then
+    packed fused multiply-adds. On AVX-512 as on AVX2."""
+    src = "def f(x: f32[1, 768], w: f32[256, 768]):\n    return x @ w.T\n"
+    kinds = ("vunpck", "vpunpck", "vshufps", "vperm2f128", "vinsertf128")
+    for cpu, reg in (("x86-64-v3", "ymm"), ("emeraldrapids", "zmm")):
+        asm = kiln.aot(src, target="x86_64", cpu=cpu, emit="asm")
+        assert "vinsertps" not in asm, cpu
+        shuffles = [line for line in asm.splitlines() if line.lstrip().startswith(kinds)]
+        assert len(shuffles) >= 24, (cpu, shuffles)
+        fmas = [line for line in asm.splitlines() if "vfmadd" in line]
+        assert fmas and all("vfmadd231ps" in line and f"%{reg}" in line for line in fmas), cpu

@@ -84,6 +84,7 @@ impl Backend for Vm {
             conv_panels: false,
             prefetch: false,
             padded_rest_rows: false,
+            transpose_tiles: false,
             libm_calls: true,
             running_min_max: false,
             tree_selects: 0,

@@ -355,10 +355,15 @@ impl Lowerer<'_> {
         // A column block of `b` is copied to a dense `[k, nr]` panel first
         // where more than one block of rows reads it: `b`'s own rows are a
         // whole row of `b` apart, often a power of two of bytes, and such
-        // strides fall into a handful of cache sets.
+        // strides fall into a handful of cache sets. A `b` read across
+        // (`x @ w.T`) is packed for a few rows too where the backend
+        // transposes its tiles ([`crate::LowerOptions::transpose_tiles`]):
+        // read where it is, each column of a `k` step is a row of `w` apart.
         let pack = match m_dim {
             _ if taps.is_some() => true,
-            Dim::Fixed(m) => m > u64::from(PANEL_ROWS),
+            Dim::Fixed(m) => {
+                m > u64::from(PANEL_ROWS) || (self.transpose_tiles && self.across(&strides[3]))
+            }
             Dim::Sym(_) => true,
         };
         // k blocks where the panel would outgrow L1: `kc` steps (a
@@ -1179,7 +1184,11 @@ impl Lowerer<'_> {
     }
 
     /// Columns `j0 .. j0 + cols` of `b` (with the batch rows `brows`)
-    /// copied to `packed`, a dense `[k, nr]` panel: the view of it.
+    /// copied to `packed`, a dense `[k, nr]` panel: the view of it. A `b`
+    /// read across (each `k` step of a column the next element: `x @ w.T`)
+    /// is copied in tiles of `T × T` ([`crate::transpose`]) where the
+    /// backend transposes them ([`crate::LowerOptions::transpose_tiles`]),
+    /// the `k` steps past the last tile row by row.
     fn pack_panel(
         &mut self,
         body: &mut Vec<Stmt>,
@@ -1190,31 +1199,107 @@ impl Lowerer<'_> {
     ) -> View {
         let dtype = self.param_dtype(b.param).expect("a tensor buffer");
         let view = self.packed_view(body, packed, nr);
-        let k = self.new_reg(DType::I64, Some("k"));
-        let j = self.new_reg(DType::I64, Some("j"));
-        let mut jb = Vec::new();
-        let col = self.emit(
-            &mut jb,
-            DType::I64,
-            Expr::Binary(BinaryOp::Add, j0, j),
-            None,
-        );
-        let k_abs = match k0 {
-            Some(k0) => self.i64_binary(&mut jb, BinaryOp::Add, k0, k),
-            None => k,
+        // packed[k, j] = b[k0 + k, j0 + j]
+        let copy = |lw: &mut Self, out: &mut Vec<Stmt>, k: Reg, j: Reg| {
+            let col = lw.i64_binary(out, BinaryOp::Add, j0, j);
+            let k_abs = match k0 {
+                Some(k0) => lw.i64_binary(out, BinaryOp::Add, k0, k),
+                None => k,
+            };
+            let mut rows = brows.to_vec();
+            rows.extend([k_abs, col]);
+            let mut from_strides = strides[2].clone();
+            from_strides.extend_from_slice(&strides[3]);
+            let from = lw.flat(out, b.offset, &rows, &from_strides);
+            let x = lw.emit(out, dtype, Expr::Load(b.param, from), None);
+            let to = lw.flat(out, None, &[k, j], &view.strides);
+            out.push(Stmt::Store(packed, Some(to), x));
         };
-        let mut rows = brows.to_vec();
-        rows.extend([k_abs, col]);
-        let mut from_strides = strides[2].clone();
-        from_strides.extend_from_slice(&strides[3]);
-        let from = self.flat(&mut jb, b.offset, &rows, &from_strides);
-        let x = self.emit(&mut jb, dtype, Expr::Load(b.param, from), None);
-        let to = self.flat(&mut jb, None, &[k, j], &view.strides);
-        jb.push(Stmt::Store(packed, Some(to), x));
-        let mut kb = vec![Stmt::loop_of(cols, j, jb)];
-        self.pad_panel_row(&mut kb, (&view, k), cols, nr, dtype);
-        body.push(Stmt::loop_of(steps, k, kb));
+        // Rows `first + r` of the panel, `r` below `rows`, element by element.
+        let by_rows = |lw: &mut Self, out: &mut Vec<Stmt>, first: Option<Reg>, rows: Extent| {
+            let (r, j) = (
+                lw.new_reg(DType::I64, Some("k")),
+                lw.new_reg(DType::I64, Some("j")),
+            );
+            let mut kb = Vec::new();
+            let k = match first {
+                Some(first) => lw.i64_binary(&mut kb, BinaryOp::Add, first, r),
+                None => r,
+            };
+            let mut jb = Vec::new();
+            copy(lw, &mut jb, k, j);
+            kb.push(Stmt::loop_of(cols, j, jb));
+            lw.pad_panel_row(&mut kb, (&view, k), cols, nr, dtype);
+            out.push(Stmt::loop_of(rows, r, kb));
+        };
+        let lanes = crate::transpose::lanes(dtype).filter(|&t| {
+            self.transpose_tiles
+                && self.across(&strides[3])
+                && cols == Extent::Fixed(u64::from(nr))
+                && nr % t == 0
+                && !matches!(steps, Extent::Fixed(s) if s < u64::from(t))
+        });
+        let Some(t) = lanes else {
+            by_rows(self, body, None, steps);
+            return view;
+        };
+        // Tiles of `t` steps × `t` columns: `kt` a tile row, `c` a tile
+        // column, `a` the step in the tile (the load's contiguous axis),
+        // `e` the column (the store's); `done` steps in whole tiles, `left`
+        // past them.
+        let log = i64::from(t.trailing_zeros());
+        let (tile_rows, done, left) = match steps {
+            Extent::Fixed(s) => (
+                Extent::Fixed(s / u64::from(t)),
+                self.i64_const(body, (s / u64::from(t) * u64::from(t)) as i64),
+                Extent::Fixed(s % u64::from(t)),
+            ),
+            _ => {
+                let s = self.emit(body, DType::I64, Expr::ExtentValue(steps), None);
+                let log = self.i64_const(body, log);
+                let tiles = self.i64_binary(body, BinaryOp::ShrLogical, s, log);
+                let done = self.i64_binary(body, BinaryOp::Shl, tiles, log);
+                let left = self.i64_binary(body, BinaryOp::Sub, s, done);
+                (Extent::Reg(tiles), done, Extent::Reg(left))
+            }
+        };
+        let (kt, c, a, e) = (
+            self.new_reg(DType::I64, Some("kt")),
+            self.new_reg(DType::I64, Some("jt")),
+            self.new_reg(DType::I64, Some("k")),
+            self.new_reg(DType::I64, Some("j")),
+        );
+        // Each tile column's `t` rows of `w` (in `x @ w.T`) are read along
+        // `k` before the next's: rows a power of two of KiB apart fall in
+        // one L1 set, and a panel's 16 rows at once outgrew its 8 ways
+        // (`Linear(3072, 768)`, rows 12 KiB apart).
+        let mut c_body = Vec::new();
+        let log_reg = self.i64_const(&mut c_body, log);
+        let j_first = self.i64_binary(&mut c_body, BinaryOp::Shl, c, log_reg);
+        let mut kt_body = Vec::new();
+        let k_first = self.i64_binary(&mut kt_body, BinaryOp::Shl, kt, log_reg);
+        let mut a_body = Vec::new();
+        let k = self.i64_binary(&mut a_body, BinaryOp::Add, k_first, a);
+        let mut e_body = Vec::new();
+        let j = self.i64_binary(&mut e_body, BinaryOp::Add, j_first, e);
+        copy(self, &mut e_body, k, j);
+        let tile = Extent::Fixed(u64::from(t));
+        a_body.push(Stmt::loop_of(tile, e, e_body));
+        kt_body.push(Stmt::loop_of(tile, a, a_body));
+        c_body.push(Stmt::loop_of(tile_rows, kt, kt_body));
+        body.push(Stmt::loop_of(Extent::Fixed(u64::from(nr / t)), c, c_body));
+        if left != Extent::Fixed(0) {
+            by_rows(self, body, Some(done), left);
+        }
         view
+    }
+
+    /// Whether a matrix, by its last two axes' strides, is read across:
+    /// down a column the next element, along a row further (the transpose
+    /// of a dense matrix: `w.T` of a `[n, k]` `w` as a matmul's `b`).
+    pub(super) fn across(&self, b_strides: &[Option<Reg>]) -> bool {
+        b_strides[0].is_some_and(|s| self.unit_strides.contains(&s))
+            && b_strides[1].is_some_and(|s| !self.unit_strides.contains(&s))
     }
 
     /// The dense `[k, nr]` view of a packed panel.

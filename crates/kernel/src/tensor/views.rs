@@ -215,15 +215,10 @@ impl Lowerer<'_> {
     /// Whether computing `loc` reads a view of two or more axes whose
     /// second-last axis is its contiguous one and whose last is not (a
     /// transposed dense buffer).
-    fn reads_across(&self, locs: &[Option<Loc>], loc: &Loc) -> bool {
+    pub(super) fn reads_across(&self, locs: &[Option<Loc>], loc: &Loc) -> bool {
         match loc {
             Loc::Scalar(_) => false,
-            Loc::View(v) => {
-                let r = v.strides.len();
-                r >= 2
-                    && v.strides[r - 2].is_some_and(|s| self.unit_strides.contains(&s))
-                    && v.strides[r - 1].is_some_and(|s| !self.unit_strides.contains(&s))
-            }
+            Loc::View(v) => v.strides.len() >= 2 && self.across(&v.strides[v.strides.len() - 2..]),
             Loc::Fused { value, .. } => self.graph.node(*value).args.iter().any(|a| {
                 locs[a.index()]
                     .as_ref()
