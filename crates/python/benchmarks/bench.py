@@ -369,6 +369,25 @@ def query():
              min_ms=min(ts) * 1e3)
 
 
+def checked_no_grad(runs, x, calls, atol):
+    """Each `(peer, f)` of `runs` checked against the first's `f(x)` and
+    timed under torch.no_grad: 7 interleaved repeats of `calls` calls."""
+    import torch
+
+    with torch.no_grad():
+        want = runs[0][1](x)
+        for _, f in runs:
+            torch.testing.assert_close(f(x), want, rtol=1e-5, atol=atol)
+
+        def loop(f):
+            def run():
+                for _ in range(calls):
+                    f(x)
+            return run
+
+        return interleaved([loop(f) for _, f in runs], repeats=7)
+
+
 def torch_mlp():
     import torch
     import torch._dynamo
@@ -388,18 +407,7 @@ def torch_mlp():
             ("kiln-cranelift", torch.compile(model, backend="kiln", options={"tier": "cranelift"})),
             ("kiln-llvm", torch.compile(model, backend="kiln", options={"tier": "llvm"})),
         ]
-        with torch.no_grad():
-            want = model(x)
-            for _, f in runs:
-                torch.testing.assert_close(f(x), want, rtol=1e-5, atol=1e-6)
-
-            def loop(f):
-                def run():
-                    for _ in range(calls):
-                        f(x)
-                return run
-
-            times = interleaved([loop(f) for _, f in runs], repeats=7)
+        times = checked_no_grad(runs, x, calls, atol=1e-6)
         for (peer, _), ts in zip(runs, times):
             emit(workload="mlp-784-256-10-batch64", peer=peer, threads=threads,
                  median_us=statistics.median(ts) / calls * 1e6, min_us=min(ts) / calls * 1e6)
@@ -427,18 +435,7 @@ def linear():
                 ("kiln-llvm", torch.compile(layer, backend="kiln", options={"tier": "llvm"})),
                 ("kiln-llvm-dynamic", torch.compile(layer, backend="kiln", options={"tier": "llvm"}, dynamic=True)),
             ]
-            with torch.no_grad():
-                want = layer(x)
-                for _, f in runs:
-                    torch.testing.assert_close(f(x), want, rtol=1e-5, atol=1e-5)
-
-                def loop(f):
-                    def run():
-                        for _ in range(calls):
-                            f(x)
-                    return run
-
-                times = interleaved([loop(f) for _, f in runs], repeats=7)
+            times = checked_no_grad(runs, x, calls, atol=1e-5)
             for (peer, _), ts in zip(runs, times):
                 emit(workload=f"linear-{fan_in}-{fan_out}-batch{batch}", peer=peer, threads=1,
                      median_us=statistics.median(ts) / calls * 1e6, min_us=min(ts) / calls * 1e6)
