@@ -590,6 +590,8 @@ impl Gen<'_, '_> {
         let dtype = *self.u.choose(&[DType::F32, DType::F64])?;
         let k = self.u.int_in_range(1..=3u64)?;
         let mut cols = Vec::with_capacity(k as usize);
+        // The rows' (symbolic) dimension: the columns'.
+        let mut rows = None;
         for _ in 0..k {
             let c = self.pick()?;
             let Some(TensorType { shape, .. }) = self.b.ty(c).as_tensor().cloned() else {
@@ -602,8 +604,10 @@ impl Gen<'_, '_> {
             let Ok(c) = self.b.op(Op::Reshape(vec![n.clone(), Dim::Fixed(1)]), &[c]) else {
                 return Ok(None);
             };
+            rows = Some(n.clone());
             cols.push(c);
         }
+        let Some(rows) = rows else { return Ok(None) };
         let x = match &cols[..] {
             [x] => *x,
             _ => match self.b.op(Op::Concat(1), &cols) {
@@ -618,10 +622,7 @@ impl Gen<'_, '_> {
             let (x, k) = if self.u.arbitrary()? {
                 let more = self.u.int_in_range(9..=20u64)? - k;
                 let c = self.tensor_const(dtype, &[1, more])?;
-                let Some(TensorType { shape, .. }) = self.b.ty(x).as_tensor().cloned() else {
-                    return Ok(None);
-                };
-                let wide = vec![shape[0].clone(), Dim::Fixed(more)];
+                let wide = vec![rows, Dim::Fixed(more)];
                 let Ok(c) = self.b.op(Op::BroadcastTo(wide), &[c]) else {
                     return Ok(None);
                 };

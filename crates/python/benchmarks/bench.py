@@ -40,8 +40,9 @@ mean anything on a noisy machine).
   threads; median of 7 interleaved repeats of 1000 calls, after warm-up.
 - linear: a `Linear` (768→3072, 3072→768, 784→256) on a batch of 1, 2, 4
   and 8 rows under torch.no_grad, one thread: eager against
-  torch.compile(backend="kiln") on LLVM with static shapes and with
-  dynamic=True; median of 7 interleaved repeats of 30 calls.
+  torch.compile(backend="kiln") with its default options (auto) and on
+  LLVM, with static shapes, and on LLVM with dynamic=True; median of 7
+  interleaved repeats of 30 calls, after warm-up and kiln's tier-up.
 - train: one SGD step (forward, cross-entropy, backward, update) of a
   batch-4 8→8→4 MLP (kernels of next to nothing: the cost around them),
   of the batch-64 784→256→10 MLP and of torchvision's ResNet-18 (10 classes,
@@ -371,13 +372,18 @@ def query():
 
 def checked_no_grad(runs, x, calls, atol):
     """Each `(peer, f)` of `runs` checked against the first's `f(x)` and
-    timed under torch.no_grad: 7 interleaved repeats of `calls` calls."""
+    timed under torch.no_grad, after 3 more calls each and kiln's tier-up
+    (`kiln.wait_for_tier_up`: the default `auto` tier's LLVM code, where
+    its calls queued it): 7 interleaved repeats of `calls` calls."""
     import torch
 
     with torch.no_grad():
         want = runs[0][1](x)
         for _, f in runs:
             torch.testing.assert_close(f(x), want, rtol=1e-5, atol=atol)
+            for _ in range(3):
+                f(x)
+        kiln.wait_for_tier_up()
 
         def loop(f):
             def run():
@@ -416,9 +422,10 @@ def torch_mlp():
 def linear():
     """A `Linear` on a batch of 1 to 8 rows (a generation step, one-sample
     inference) under torch.no_grad, one thread: eager against
-    torch.compile(backend="kiln") on LLVM, static shapes and with a
-    dynamic batch (`dynamic=True`, which specializes 1); median of 7
-    interleaved repeats of 30 calls."""
+    torch.compile(backend="kiln") with its default options (the `auto`
+    tier) and on LLVM, static shapes, and on LLVM with a dynamic batch
+    (`dynamic=True`, which specializes 1); median of 7 interleaved repeats
+    of 30 calls."""
     import torch
     import torch._dynamo
 
@@ -432,6 +439,7 @@ def linear():
             torch._dynamo.reset()
             runs = [
                 ("torch-eager", layer),
+                ("kiln-auto", torch.compile(layer, backend="kiln")),
                 ("kiln-llvm", torch.compile(layer, backend="kiln", options={"tier": "llvm"})),
                 ("kiln-llvm-dynamic", torch.compile(layer, backend="kiln", options={"tier": "llvm"}, dynamic=True)),
             ]

@@ -1245,22 +1245,22 @@ impl Lowerer<'_> {
         };
         // Tiles of `t` steps × `t` columns: `kt` a tile row, `c` a tile
         // column, `a` the step in the tile (the load's contiguous axis),
-        // `e` the column (the store's); `done` steps in whole tiles, `left`
-        // past them.
+        // `e` the column (the store's); `done` steps in whole tiles (where
+        // any are left past them), `left` past them.
         let log = i64::from(t.trailing_zeros());
         let (tile_rows, done, left) = match steps {
-            Extent::Fixed(s) => (
-                Extent::Fixed(s / u64::from(t)),
-                self.i64_const(body, (s / u64::from(t) * u64::from(t)) as i64),
-                Extent::Fixed(s % u64::from(t)),
-            ),
+            Extent::Fixed(s) => {
+                let (tiles, left) = (s / u64::from(t), s % u64::from(t));
+                let done = (left > 0).then(|| self.i64_const(body, (tiles * u64::from(t)) as i64));
+                (Extent::Fixed(tiles), done, Extent::Fixed(left))
+            }
             _ => {
                 let s = self.emit(body, DType::I64, Expr::ExtentValue(steps), None);
                 let log = self.i64_const(body, log);
                 let tiles = self.i64_binary(body, BinaryOp::ShrLogical, s, log);
                 let done = self.i64_binary(body, BinaryOp::Shl, tiles, log);
                 let left = self.i64_binary(body, BinaryOp::Sub, s, done);
-                (Extent::Reg(tiles), done, Extent::Reg(left))
+                (Extent::Reg(tiles), Some(done), Extent::Reg(left))
             }
         };
         let (kt, c, a, e) = (
@@ -1288,7 +1288,7 @@ impl Lowerer<'_> {
         kt_body.push(Stmt::loop_of(tile, a, a_body));
         c_body.push(Stmt::loop_of(tile_rows, kt, kt_body));
         body.push(Stmt::loop_of(Extent::Fixed(u64::from(nr / t)), c, c_body));
-        if left != Extent::Fixed(0) {
+        if let Some(done) = done {
             by_rows(self, body, Some(done), left);
         }
         view
