@@ -775,11 +775,12 @@ impl Gen<'_, '_> {
                         // Past 2048 steps and 4 panels wide (where the
                         // columns are past 96): `a` streamed, its tiles
                         // running chunks of column blocks in each `k`
-                        // block.
-                        (
-                            self.u.int_in_range(2049..=2080u64)?,
-                            self.u.int_in_range(20..=300u64)?,
-                        )
+                        // block. Half of them a multiple of 8 steps: 1 to 4
+                        // rows by a `b` as written past 1 MiB then stream
+                        // `b`, 8 or 16 steps a block across its columns.
+                        let k = self.u.int_in_range(2049..=2080u64)?;
+                        let k = if self.u.arbitrary()? { k / 8 * 8 } else { k };
+                        (k, self.u.int_in_range(20..=300u64)?)
                     } else if self.u.ratio(1u8, 3u8)? {
                         (
                             self.u.int_in_range(129..=150u64)?,

@@ -592,6 +592,37 @@ pub(super) mod tests {
     }
 
     #[test]
+    fn a_few_rows_stream_a_large_dense_b() {
+        // 1 to 4 rows by a dense `b` past 1 MiB: `b` read where it is, in
+        // blocks of 16 `k` steps (a loop of 16 around each panel's
+        // columns), 8 where `b`'s rows are 12 KiB apart (one L1 set); not
+        // for 5 rows (packed), a `b` of 768 KiB, or `k` not a multiple of
+        // 8.
+        let panels = LowerOptions {
+            panels: Some(64),
+            ..LowerOptions::default()
+        };
+        let streams = |m: u64, k: u64, n: u64, steps: u64| {
+            let src = format!(
+                "v0: f32[{m}, {k}] = input \"x\"\nv1: f32[{k}, {n}] = input \"w\"\n\
+                 v2: f32[{m}, {n}] = matmul v0, v1\noutput \"y\" = v2\n"
+            );
+            let graph =
+                kiln_ir::verify(kiln_ir::text::parse(&src).expect("parses")).expect("verifies");
+            let text = crate::print(&lower(&graph, &panels).expect("lowers"));
+            text.contains(&format!("in 0..{steps} sequential"))
+        };
+        for m in 1..=4 {
+            assert!(streams(m, 768, 3072, 8), "{m} rows");
+            assert!(streams(m, 768, 2304, 16), "{m} rows");
+        }
+        assert!(!streams(1, 768, 3072, 16));
+        assert!(!streams(5, 768, 3072, 8));
+        assert!(!streams(1, 768, 256, 8));
+        assert!(!streams(1, 1100, 3072, 8));
+    }
+
+    #[test]
     fn a_dense_b_one_panel_wide_is_read_in_place() {
         // AVX-512's panels: 64 f32 columns, in `k` blocks of 128 steps.
         let panels = LowerOptions {

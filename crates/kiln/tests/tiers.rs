@@ -568,6 +568,32 @@ fn a_few_rows_by_a_transposed_weight_agree_with_the_interpreter_bit_for_bit() {
 }
 
 #[test]
+fn matmuls_of_a_few_rows_by_a_large_dense_b_agree_with_the_interpreter_bit_for_bit() {
+    // `x @ b` of 1 to 4 rows by a dense `b` past 1 MiB (GPT-2's `Conv1D`
+    // at one token): the panel tiers stream `b`, 16 `k` steps a block (8
+    // where `k` is not a multiple of 16, 136, or `b`'s rows are a multiple
+    // of 4 KiB apart, 1024 columns), each block across a chunk of up to 8
+    // KiB of `b`'s columns, the sums waiting in `d` between blocks. Chunks
+    // of whole panels and the columns past them (a padded rest block), one
+    // chunk and several; returned alone and with a bias + ReLU epilogue.
+    // `k` past 8 by 4 (1100) reads `b` as before.
+    let shapes = [
+        (1, 512, 600),
+        (4, 1024, 300),
+        (3, 136, 2050),
+        (2, 256, 4100),
+        (2, 264, 1024),
+        (1, 1100, 300),
+    ];
+    use kiln::DType::{F32, F64, I32, I64};
+    for (dtype, dt) in [("f32", F32), ("f64", F64), ("i32", I32), ("i64", I64)] {
+        for &(m, k, n) in &shapes {
+            matmul_agrees((dtype, dt), (m, k, n), false);
+        }
+    }
+}
+
+#[test]
 fn matmuls_of_a_transposed_a_agree_with_the_interpreter_bit_for_bit() {
     // `g.T @ x` (a weight gradient's form): where `g.T` has more than 4
     // rows and the product is wider than one panel, the JIT tiers copy

@@ -42,7 +42,9 @@ mean anything on a noisy machine).
   and 8 rows under torch.no_grad, one thread: eager against
   torch.compile(backend="kiln") with its default options (auto) and on
   LLVM, with static shapes, and on LLVM with dynamic=True; median of 7
-  interleaved repeats of 30 calls, after warm-up and kiln's tier-up.
+  interleaved repeats of 30 calls, after warm-up and kiln's tier-up. Then
+  Hugging Face's GPT-2 `Conv1D` (`x @ w`, w `[in, out]`: 768→3072,
+  3072→768, 768→2304) on 1 and 4 rows, the same way.
 - train: one SGD step (forward, cross-entropy, backward, update) of a
   batch-4 8→8→4 MLP (kernels of next to nothing: the cost around them),
   of the batch-64 784→256→10 MLP and of torchvision's ResNet-18 (10 classes,
@@ -54,7 +56,8 @@ mean anything on a noisy machine).
   torch.compile(backend="kiln") (the backward graph on kiln too) on both
   JIT tiers and auto (the tiny MLP, the ResNet and the transformers on
   LLVM only), and for the MLPs backend="aot_eager" (eager's kernels in
-  torch.compile's wrappers: the floor of any backend's step), torch
+  torch.compile's wrappers: the floor of any backend's step) and
+  backend="eager" (Dynamo alone around eager's kernels and autograd), torch
   on 1 and 2 threads; median of 7 interleaved repeats of 200 steps (the
   tiny MLP's: 2,000; the ResNet's and BERT's: 5; GPT-2's: 3) after 3
   warm-up steps, kiln's tier-up finished (`kiln.wait_for_tier_up`) and
@@ -425,16 +428,21 @@ def linear():
     torch.compile(backend="kiln") with its default options (the `auto`
     tier) and on LLVM, static shapes, and on LLVM with a dynamic batch
     (`dynamic=True`, which specializes 1); median of 7 interleaved repeats
-    of 30 calls."""
+    of 30 calls. Then GPT-2's `Conv1D` (Hugging Face's layer, `x @ w` of a
+    `[in, out]` weight, `addmm`) on 1 and 4 rows, the same way."""
     import torch
     import torch._dynamo
+    from transformers.pytorch_utils import Conv1D
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
     calls = 30
-    for fan_in, fan_out in ((768, 3072), (3072, 768), (784, 256)):
-        layer = torch.nn.Linear(fan_in, fan_out)
-        for batch in (1, 2, 4, 8):
+    layers = [(f"linear-{i}-{o}", torch.nn.Linear(i, o), (1, 2, 4, 8), i)
+              for i, o in ((768, 3072), (3072, 768), (784, 256))]
+    layers += [(f"gpt2-conv1d-{i}-{o}", Conv1D(o, i), (1, 4), i)
+               for i, o in ((768, 3072), (3072, 768), (768, 2304))]
+    for name, layer, batches, fan_in in layers:
+        for batch in batches:
             x = torch.randn(batch, fan_in)
             torch._dynamo.reset()
             runs = [
@@ -445,7 +453,7 @@ def linear():
             ]
             times = checked_no_grad(runs, x, calls, atol=1e-5)
             for (peer, _), ts in zip(runs, times):
-                emit(workload=f"linear-{fan_in}-{fan_out}-batch{batch}", peer=peer, threads=1,
+                emit(workload=f"{name}-batch{batch}", peer=peer, threads=1,
                      median_us=statistics.median(ts) / calls * 1e6, min_us=min(ts) / calls * 1e6)
 
 
@@ -518,7 +526,8 @@ def train_step(workload, make, x, y, steps, tiers, loss=None, floor=False):
     the loss of the model `f` (cross-entropy of `f(x)` by default). With
     `floor`, also `backend="aot_eager"`: Dynamo's and aot_autograd's
     wrappers around eager's own kernels, what any backend's step pays
-    before its kernels."""
+    before its kernels, and `backend="eager"`: Dynamo's frame and guards
+    alone around eager's kernels and autograd."""
     import torch
     import torch._dynamo
 
@@ -527,6 +536,7 @@ def train_step(workload, make, x, y, steps, tiers, loss=None, floor=False):
         torch._dynamo.reset()
         peers = [("torch-eager", None), ("torch.compile-inductor", {})]
         if floor:
+            peers.append(("torch.compile-eager", {"backend": "eager"}))
             peers.append(("torch.compile-aot_eager", {"backend": "aot_eager"}))
         for tier in tiers:
             options = {"backend": "kiln"}

@@ -51,6 +51,32 @@ const STREAM_GROUP_LOG: i64 = 7;
 /// their sums wait in `d` between blocks (512 rows × 4 blocks of 256
 /// bytes: 512 KiB).
 const STREAM_SPAN: i64 = 4;
+/// Where a fixed `m` of at most [`PANEL_ROWS`] rows multiplies a dense `b`
+/// of more than this many bytes (more than a core's L2 keeps from one call
+/// to the next), `b` is *streamed*: read where it is, in `k` blocks of
+/// [`STREAMED_B_STEPS`] steps, each run across a chunk of column blocks
+/// ([`STREAMED_B_SPAN_BYTES`]), the sums waiting in `d` between blocks.
+/// A column block over all of `k` loads one line of `b` a `k` step, each a
+/// row of `b` apart, which no prefetcher follows (two lines where `b` is
+/// not 64-byte aligned, as NumPy's are not): `[1, 768] @ [768, 3072]`
+/// (GPT-2's `Conv1D` at one token, f32, NumPy's arrays) took 826 µs on one
+/// Zen 3 thread that way, 274 streamed (MKL 204).
+const STREAMED_B_BYTES: u64 = 1 << 20;
+/// The `k` steps of a streamed `b`'s block: that many rows of `b`, each
+/// read in one run across the chunk's columns; half as many where `b`'s
+/// rows are a multiple of [`SET_STRIDE_BYTES`] apart, whose lines all fall
+/// in one L1 set (8 ways on Zen 3 and 4). On one Zen 3 thread (µs, LLVM,
+/// 16 steps against 8): `[4, 3072] @ [3072, 768]` 362–371 against 449–479,
+/// `[4, 768] @ [768, 2304]` 277–295 against 337–358; `[1, 768] @ [768,
+/// 3072]`, rows 12 KiB apart, 656–662 against 306–332.
+const STREAMED_B_STEPS: u64 = 16;
+/// The bytes between rows whose lines share an L1 set (a 32 KiB, 8-way
+/// L1's way: 4 KiB).
+const SET_STRIDE_BYTES: u64 = 4 << 10;
+/// The most bytes of a row of `b` a streamed `b`'s chunk spans (its
+/// columns), so that its runs are long ones; a wider `b` is cut into
+/// several chunks, tiles that threads share.
+const STREAMED_B_SPAN_BYTES: i64 = 8 << 10;
 /// The fewest tiles a streamed `a`'s product is cut into where its column
 /// blocks allow, so that it still splits across threads. Fewer tiles read
 /// `a` fewer times: GPT-2's `g @ w` (one row group, 12 column blocks) took
@@ -366,6 +392,30 @@ impl Lowerer<'_> {
             }
             Dim::Sym(_) => true,
         };
+        // A few rows by a large dense `b`, streamed ([`STREAMED_B_BYTES`]):
+        // the steps of its `k` blocks, which divide `k`.
+        let streamed_b = match (&k_dim, &n_dim) {
+            (Dim::Fixed(k), Dim::Fixed(n))
+                if !pack
+                    && batch == 0
+                    && taps.is_none()
+                    && split.is_none()
+                    && b.dense
+                    && *n >= 2 * u64::from(nr) =>
+            {
+                let row_bytes = n.saturating_mul(dtype.size_bytes() as u64);
+                let steps = if row_bytes % SET_STRIDE_BYTES == 0 {
+                    STREAMED_B_STEPS / 2
+                } else {
+                    STREAMED_B_STEPS
+                };
+                [steps, STREAMED_B_STEPS / 2].into_iter().find(|&s| {
+                    k.saturating_mul(row_bytes) > STREAMED_B_BYTES && *k > s && k % s == 0
+                })
+            }
+            _ => None,
+        };
+        let pack = pack || streamed_b.is_some();
         // k blocks where the panel would outgrow L1: `kc` steps (a
         // multiple of a convolution's taps).
         let steps = (PANEL_BLOCK_BYTES / (u64::from(nr) * dtype.size_bytes() as u64)).max(1);
@@ -383,6 +433,7 @@ impl Lowerer<'_> {
         };
         let kc = match (&k_dim, taps_per_channel) {
             _ if !pack => None,
+            _ if streamed_b.is_some() => streamed_b,
             (Dim::Fixed(k), Some(t)) => {
                 let block = (steps / t).max(1) * t;
                 (*k > block).then_some(block)
@@ -399,23 +450,24 @@ impl Lowerer<'_> {
         };
         // A row group's `a` past L2 over all of `k`: its tiles run several
         // column blocks in each `k` block ([`STREAMED_A_BYTES`]).
-        let streamed = kc.is_some()
-            && taps.is_none()
-            && split.is_none()
-            && match k_dim {
-                Dim::Fixed(k) => {
-                    let group_rows = u64::from(PANEL_ROWS) << group_log;
-                    group_rows * k * dtype.size_bytes() as u64 > STREAMED_A_BYTES
-                }
-                Dim::Sym(_) => false,
-            };
+        let streamed = streamed_b.is_some()
+            || kc.is_some()
+                && taps.is_none()
+                && split.is_none()
+                && match k_dim {
+                    Dim::Fixed(k) => {
+                        let group_rows = u64::from(PANEL_ROWS) << group_log;
+                        group_rows * k * dtype.size_bytes() as u64 > STREAMED_A_BYTES
+                    }
+                    Dim::Sym(_) => false,
+                };
         // Where `b` is dense and one block wide (`n` is `nr`: a batch-64
         // `Linear`'s `(w @ x.T).T` in f32 on AVX-512, `x.T` copied densely
         // first), each of its `k` blocks already is the packed panel, rows
         // `nr` apart: the tiles read it in place rather than each copying
         // it (eight copies of 200 KB a call for the MLP's first layer).
-        let in_place =
-            taps.is_none() && split.is_none() && b.dense && n_dim == Dim::Fixed(u64::from(nr));
+        let in_place = streamed_b.is_some()
+            || taps.is_none() && split.is_none() && b.dense && n_dim == Dim::Fixed(u64::from(nr));
         let packed = pack.then(|| {
             if in_place {
                 return Panel::InPlace;
@@ -547,18 +599,29 @@ impl Lowerer<'_> {
             // behind its check (the product then ran on one thread).
             // STREAM_SPAN is a power of two; the groups, where `m` is
             // fixed, are counted now.
-            let span_log = i64::from(STREAM_SPAN.trailing_zeros());
-            let spread = i64_op(self, out, BinaryOp::Add, col_blocks, STREAM_SPAN - 1);
-            let fewest = i64_op(self, out, BinaryOp::ShrLogical, spread, span_log);
-            let wanted = match m_dim {
-                Dim::Fixed(m) => {
-                    let groups = (m >> mr_log).div_ceil(group as u64).max(1) as i64;
-                    (STREAM_TILES + groups - 1) / groups
-                }
-                Dim::Sym(_) => STREAM_TILES,
+            let most = if streamed_b.is_some() {
+                STREAMED_B_SPAN_BYTES / i64::from(bytes.next_power_of_two())
+            } else {
+                STREAM_SPAN
             };
-            let wanted = i64_op(self, out, BinaryOp::Min, col_blocks, wanted);
-            self.i64_binary(out, BinaryOp::Max, fewest, wanted)
+            let span_log = i64::from(most.trailing_zeros());
+            let spread = i64_op(self, out, BinaryOp::Add, col_blocks, most - 1);
+            let fewest = i64_op(self, out, BinaryOp::ShrLogical, spread, span_log);
+            if streamed_b.is_some() {
+                // As few chunks as the span allows: a chunk's rows of `b`
+                // are read in runs of its width ([`STREAMED_B_SPAN_BYTES`]).
+                fewest
+            } else {
+                let wanted = match m_dim {
+                    Dim::Fixed(m) => {
+                        let groups = (m >> mr_log).div_ceil(group as u64).max(1) as i64;
+                        (STREAM_TILES + groups - 1) / groups
+                    }
+                    Dim::Sym(_) => STREAM_TILES,
+                };
+                let wanted = i64_op(self, out, BinaryOp::Min, col_blocks, wanted);
+                self.i64_binary(out, BinaryOp::Max, fewest, wanted)
+            }
         } else {
             col_blocks
         };
@@ -749,6 +812,7 @@ impl Lowerer<'_> {
                             Dim::Fixed(k) => Some(k.div_ceil(kc) as i64),
                             Dim::Sym(_) => None,
                         };
+                        let kc_steps = kc;
                         let kc = lw.i64_const(body, kc as i64);
                         let k_blocks = match fixed_blocks {
                             Some(n) => lw.i64_const(body, n),
@@ -764,15 +828,22 @@ impl Lowerer<'_> {
                         let k0 = lw.mul(kbb, kb, kc);
                         let left = lw.i64_binary(kbb, BinaryOp::Sub, k_total, k0);
                         let kn = lw.i64_binary(kbb, BinaryOp::Min, left, kc);
+                        // A streamed `b`'s blocks are all whole: a constant
+                        // count of steps, a short loop the backend keeps.
+                        let extent = if streamed_b.is_some() {
+                            Extent::Fixed(kc_steps)
+                        } else {
+                            Extent::Reg(kn)
+                        };
                         let steps = Steps {
                             k0: Some(k0),
-                            extent: Extent::Reg(kn),
+                            extent,
                             split,
                         };
                         // One column block's rows over this `k` block.
                         let column = |lw: &mut Self, body: &mut Vec<Stmt>, j0: Reg| {
                             let (b_panel, b_j0, b_strides) =
-                                pack(lw, body, packing, j0, (Some(k0), Extent::Reg(kn)));
+                                pack(lw, body, packing, j0, (Some(k0), steps.extent));
                             let b_at = (&b_panel, b_j0, &b_strides);
                             blocks(lw, body, &mut |lw, body, rows, stored| {
                                 panel(lw, body, b_at, (rows, stored), j0, (width, cols), steps)
