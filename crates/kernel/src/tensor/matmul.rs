@@ -812,7 +812,6 @@ impl Lowerer<'_> {
                             Dim::Fixed(k) => Some(k.div_ceil(kc) as i64),
                             Dim::Sym(_) => None,
                         };
-                        let kc_steps = kc;
                         let kc = lw.i64_const(body, kc as i64);
                         let k_blocks = match fixed_blocks {
                             Some(n) => lw.i64_const(body, n),
@@ -826,14 +825,14 @@ impl Lowerer<'_> {
                         let mut kb_body = Vec::new();
                         let kbb = &mut kb_body;
                         let k0 = lw.mul(kbb, kb, kc);
-                        let left = lw.i64_binary(kbb, BinaryOp::Sub, k_total, k0);
-                        let kn = lw.i64_binary(kbb, BinaryOp::Min, left, kc);
                         // A streamed `b`'s blocks are all whole: a constant
                         // count of steps, a short loop the backend keeps.
-                        let extent = if streamed_b.is_some() {
-                            Extent::Fixed(kc_steps)
-                        } else {
-                            Extent::Reg(kn)
+                        let extent = match streamed_b {
+                            Some(steps) => Extent::Fixed(steps),
+                            None => {
+                                let left = lw.i64_binary(kbb, BinaryOp::Sub, k_total, k0);
+                                Extent::Reg(lw.i64_binary(kbb, BinaryOp::Min, left, kc))
+                            }
                         };
                         let steps = Steps {
                             k0: Some(k0),
