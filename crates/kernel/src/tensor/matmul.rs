@@ -74,9 +74,20 @@ const STREAMED_B_STEPS: u64 = 16;
 /// L1's way: 4 KiB).
 const SET_STRIDE_BYTES: u64 = 4 << 10;
 /// The most bytes of a row of `b` a streamed `b`'s chunk spans (its
-/// columns), so that its runs are long ones; a wider `b` is cut into
-/// several chunks, tiles that threads share.
+/// columns): a `b` wider than [`STREAM_TILES`] of them is cut into chunks
+/// this wide, else into as many as leave each at least
+/// [`STREAMED_B_MIN_SPAN_BYTES`] of a row. Chunks are tiles that threads
+/// share, and a thread reads its chunk's rows in runs as long as the
+/// chunk is wide: on one Zen 3 thread (µs, LLVM, chunks of 8 KiB against
+/// 2 KiB) `[1, 768] @ [768, 3072]` 270–296 against 322–324, `[4, 3072] @
+/// [3072, 768]` 337–358 against 364–407; on two threads one chunk of a
+/// 768-column `b` ran on one thread, 2 KiB chunks on both: `[4, 3072] @
+/// [3072, 768]` 342–363 against 225–252 (the old column-block tiles: 242–
+/// 256).
 const STREAMED_B_SPAN_BYTES: i64 = 8 << 10;
+/// The least bytes of a row a streamed `b`'s chunk spans where `b` is
+/// narrower than [`STREAM_TILES`] chunks of [`STREAMED_B_SPAN_BYTES`].
+const STREAMED_B_MIN_SPAN_BYTES: i64 = 2 << 10;
 /// The fewest tiles a streamed `a`'s product is cut into where its column
 /// blocks allow, so that it still splits across threads. Fewer tiles read
 /// `a` fewer times: GPT-2's `g @ w` (one row group, 12 column blocks) took
@@ -600,7 +611,18 @@ impl Lowerer<'_> {
             // STREAM_SPAN is a power of two; the groups, where `m` is
             // fixed, are counted now.
             let most = if streamed_b.is_some() {
-                STREAMED_B_SPAN_BYTES / i64::from(bytes.next_power_of_two())
+                // STREAM_TILES chunks where a row allows, each at least
+                // STREAMED_B_MIN_SPAN_BYTES, at most STREAMED_B_SPAN_BYTES.
+                let per = i64::from(bytes.next_power_of_two());
+                let blocks = match n_dim {
+                    Dim::Fixed(n) => n >> nr_log,
+                    Dim::Sym(_) => 0,
+                };
+                let even = blocks.div_ceil(STREAM_TILES as u64).next_power_of_two() as i64;
+                even.clamp(
+                    (STREAMED_B_MIN_SPAN_BYTES / per).max(1),
+                    (STREAMED_B_SPAN_BYTES / per).max(1),
+                )
             } else {
                 STREAM_SPAN
             };
@@ -608,8 +630,7 @@ impl Lowerer<'_> {
             let spread = i64_op(self, out, BinaryOp::Add, col_blocks, most - 1);
             let fewest = i64_op(self, out, BinaryOp::ShrLogical, spread, span_log);
             if streamed_b.is_some() {
-                // As few chunks as the span allows: a chunk's rows of `b`
-                // are read in runs of its width ([`STREAMED_B_SPAN_BYTES`]).
+                // The chunks of the span ([`STREAMED_B_SPAN_BYTES`]).
                 fewest
             } else {
                 let wanted = match m_dim {
