@@ -756,6 +756,27 @@ impl Gen<'_, '_> {
                     };
                     return self.one_panel_matmul(a, dims.len(), k);
                 }
+                let size = dtype.size_bytes() as u64;
+                if size >= 4 && self.u.ratio(1u8, 4u8)? {
+                    // 1 to 4 rows (a constant plus `a`'s sum, so nothing
+                    // folds) by a constant `b` as written past 1 MiB, `k`
+                    // 136 to 160 steps, a multiple of 8: the panel tiers
+                    // stream `b`, 16 steps a block (8 where `k` is not a
+                    // multiple of 16) across chunks of its columns, the last
+                    // chunk now and then past the last panel.
+                    let rows = self.u.int_in_range(1..=4u64)?;
+                    let k = 8 * self.u.int_in_range(17..=20u64)?;
+                    let cols = (1 << 20) / (k * size) + self.u.int_in_range(1..=40u64)?;
+                    let c = self.tensor_const(dtype, &[rows, k])?;
+                    let Some(x) = self
+                        .sum_all(a, dims.len())
+                        .and_then(|s| self.b.binary(BinaryOp::Add, c, s).ok())
+                    else {
+                        return Ok(None);
+                    };
+                    let y = self.tensor_const(dtype, &[k, cols])?;
+                    return Ok(self.b.op(Op::MatMul, &[x, y]).ok());
+                }
                 if self.u.ratio(1u8, 10u8)? {
                     // A sum of 129 to 150 steps (now and then past 2048),
                     // which the JIT tiers' panels fold in `k` blocks (128
@@ -775,12 +796,11 @@ impl Gen<'_, '_> {
                         // Past 2048 steps and 4 panels wide (where the
                         // columns are past 96): `a` streamed, its tiles
                         // running chunks of column blocks in each `k`
-                        // block. Half of them a multiple of 8 steps: 1 to 4
-                        // rows by a `b` as written past 1 MiB then stream
-                        // `b`, 8 or 16 steps a block across its columns.
-                        let k = self.u.int_in_range(2049..=2080u64)?;
-                        let k = if self.u.arbitrary()? { k / 8 * 8 } else { k };
-                        (k, self.u.int_in_range(20..=300u64)?)
+                        // block.
+                        (
+                            self.u.int_in_range(2049..=2080u64)?,
+                            self.u.int_in_range(20..=300u64)?,
+                        )
                     } else if self.u.ratio(1u8, 3u8)? {
                         (
                             self.u.int_in_range(129..=150u64)?,

@@ -572,7 +572,7 @@ fn matmuls_of_a_few_rows_by_a_large_dense_b_agree_with_the_interpreter_bit_for_b
     // `x @ b` of 1 to 4 rows by a dense `b` past 1 MiB (GPT-2's `Conv1D`
     // at one token): the panel tiers stream `b`, 16 `k` steps a block (8
     // where `k` is not a multiple of 16, 136, or `b`'s rows are a multiple
-    // of 4 KiB apart, 1024 columns), each block across a chunk of up to 8
+    // of 4 KiB apart, 1024 columns), each block across a chunk of 2 to 8
     // KiB of `b`'s columns, the sums waiting in `d` between blocks. Chunks
     // of whole panels and the columns past them (a padded rest block), one
     // chunk and several; returned alone and with a bias + ReLU epilogue.

@@ -60,7 +60,7 @@ const STREAM_SPAN: i64 = 4;
 /// row of `b` apart, which no prefetcher follows (two lines where `b` is
 /// not 64-byte aligned, as NumPy's are not): `[1, 768] @ [768, 3072]`
 /// (GPT-2's `Conv1D` at one token, f32, NumPy's arrays) took 826 µs on one
-/// Zen 3 thread that way, 274 streamed (MKL 204).
+/// Zen 3 thread that way, 274 streamed in chunks of 8 KiB (MKL 204).
 const STREAMED_B_BYTES: u64 = 1 << 20;
 /// The `k` steps of a streamed `b`'s block: that many rows of `b`, each
 /// read in one run across the chunk's columns; half as many where `b`'s
@@ -404,7 +404,10 @@ impl Lowerer<'_> {
             Dim::Sym(_) => true,
         };
         // A few rows by a large dense `b`, streamed ([`STREAMED_B_BYTES`]):
-        // the steps of its `k` blocks, which divide `k`.
+        // the steps of its `k` blocks, which divide `k`, and the column
+        // blocks of its chunks, [`STREAM_TILES`] where each then spans
+        // STREAMED_B_MIN_SPAN_BYTES to STREAMED_B_SPAN_BYTES of a row (a
+        // power of two, as STREAM_SPAN is).
         let streamed_b = match (&k_dim, &n_dim) {
             (Dim::Fixed(k), Dim::Fixed(n))
                 if !pack
@@ -412,17 +415,29 @@ impl Lowerer<'_> {
                     && taps.is_none()
                     && split.is_none()
                     && b.dense
-                    && *n >= 2 * u64::from(nr) =>
+                    && *n >= 2 * u64::from(nr)
+                    && k.saturating_mul(*n)
+                        .saturating_mul(dtype.size_bytes() as u64)
+                        > STREAMED_B_BYTES =>
             {
                 let row_bytes = n.saturating_mul(dtype.size_bytes() as u64);
-                let steps = if row_bytes % SET_STRIDE_BYTES == 0 {
+                let first = if row_bytes % SET_STRIDE_BYTES == 0 {
                     STREAMED_B_STEPS / 2
                 } else {
                     STREAMED_B_STEPS
                 };
-                [steps, STREAMED_B_STEPS / 2].into_iter().find(|&s| {
-                    k.saturating_mul(row_bytes) > STREAMED_B_BYTES && *k > s && k % s == 0
-                })
+                let per = i64::from(bytes.next_power_of_two());
+                let even = (n >> nr_log)
+                    .div_ceil(STREAM_TILES as u64)
+                    .next_power_of_two();
+                let span = (even as i64).clamp(
+                    (STREAMED_B_MIN_SPAN_BYTES / per).max(1),
+                    (STREAMED_B_SPAN_BYTES / per).max(1),
+                );
+                [first, STREAMED_B_STEPS / 2]
+                    .into_iter()
+                    .find(|&s| *k > s && k % s == 0)
+                    .map(|steps| (steps, span))
             }
             _ => None,
         };
@@ -444,7 +459,7 @@ impl Lowerer<'_> {
         };
         let kc = match (&k_dim, taps_per_channel) {
             _ if !pack => None,
-            _ if streamed_b.is_some() => streamed_b,
+            _ if streamed_b.is_some() => streamed_b.map(|(steps, _)| steps),
             (Dim::Fixed(k), Some(t)) => {
                 let block = (steps / t).max(1) * t;
                 (*k > block).then_some(block)
@@ -610,22 +625,7 @@ impl Lowerer<'_> {
             // behind its check (the product then ran on one thread).
             // STREAM_SPAN is a power of two; the groups, where `m` is
             // fixed, are counted now.
-            let most = if streamed_b.is_some() {
-                // STREAM_TILES chunks where a row allows, each at least
-                // STREAMED_B_MIN_SPAN_BYTES, at most STREAMED_B_SPAN_BYTES.
-                let per = i64::from(bytes.next_power_of_two());
-                let blocks = match n_dim {
-                    Dim::Fixed(n) => n >> nr_log,
-                    Dim::Sym(_) => 0,
-                };
-                let even = blocks.div_ceil(STREAM_TILES as u64).next_power_of_two() as i64;
-                even.clamp(
-                    (STREAMED_B_MIN_SPAN_BYTES / per).max(1),
-                    (STREAMED_B_SPAN_BYTES / per).max(1),
-                )
-            } else {
-                STREAM_SPAN
-            };
+            let most = streamed_b.map_or(STREAM_SPAN, |(_, span)| span);
             let span_log = i64::from(most.trailing_zeros());
             let spread = i64_op(self, out, BinaryOp::Add, col_blocks, most - 1);
             let fewest = i64_op(self, out, BinaryOp::ShrLogical, spread, span_log);
@@ -849,7 +849,7 @@ impl Lowerer<'_> {
                         // A streamed `b`'s blocks are all whole: a constant
                         // count of steps, a short loop the backend keeps.
                         let extent = match streamed_b {
-                            Some(steps) => Extent::Fixed(steps),
+                            Some((steps, _)) => Extent::Fixed(steps),
                             None => {
                                 let left = lw.i64_binary(kbb, BinaryOp::Sub, k_total, k0);
                                 Extent::Reg(lw.i64_binary(kbb, BinaryOp::Min, left, kc))
