@@ -784,9 +784,10 @@ impl Gen<'_, '_> {
                     // starting from what the block before stored: a
                     // constant of 1 to 20 rows plus `a`'s sum (so nothing
                     // folds), times a constant as written or as `x @ w.T`.
-                    // A third of them 1 to 4 rows: LLVM multiplies those by
-                    // a `w.T` as written, packing it in tiles it transposes
-                    // in registers (`LowerOptions::transpose_tiles`).
+                    // A third of them 1 to 4 rows: LLVM multiplies up to 8
+                    // (12 on AVX-512) by a `w.T` as written, packing it in
+                    // tiles it transposes in registers
+                    // (`LowerOptions::transpose_tiles`).
                     let rows = if self.u.ratio(1u8, 3u8)? {
                         self.u.int_in_range(1..=4u64)?
                     } else {

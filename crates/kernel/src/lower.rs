@@ -248,10 +248,11 @@ pub struct LowerOptions {
     /// `[n, k]` weight: torch's `Linear`) is packed in tiles of `T × T`
     /// elements ([`crate::transpose`]: `T` is 32 bytes of them), which a
     /// backend with vector shuffles recognizes and transposes in registers,
-    /// and a batch of at most 4 rows is multiplied as written, `x` the
-    /// panel's rows and `w.T` its packed `b`, rather than as `(w @ x.T).T`
-    /// (whose `b`, `x.T`, is 1 to 4 real columns in a 16-wide block, and
-    /// whose every element of `w` is a broadcast load). For LLVM. Each
+    /// and a batch of up to 8 rows (12 on 256-byte panels:
+    /// `matmul::rows_by_transposed_tiles`) is multiplied as written, `x`
+    /// the panel's rows and `w.T` its packed `b`, rather than as `(w @
+    /// x.T).T` (whose `b`, `x.T`, is a few real columns, one vector a row,
+    /// and whose every element of `w` is a broadcast load). For LLVM. Each
     /// element's sum is the same.
     pub transpose_tiles: bool,
     /// Keep transcendentals as calls by their C names ([`crate::libcalls`])

@@ -465,8 +465,12 @@ impl Lowerer<'_> {
             return None;
         }
         let (n, k, m) = (wd[0], wd[1], out[0]);
+        let as_written = match self.panels {
+            Some(bytes) if self.transpose_tiles => matmul::rows_by_transposed_tiles(bytes),
+            _ => 0,
+        };
         if m.saturating_mul(k).saturating_add(m.saturating_mul(n)) >= n.saturating_mul(k)
-            || (self.transpose_tiles && m <= u64::from(matmul::PANEL_ROWS))
+            || m <= as_written
         {
             return None;
         }

@@ -210,37 +210,50 @@ mod tests {
 
     #[test]
     fn a_few_rows_by_a_transposed_weight_pack_it_in_tiles() {
-        // A batch-1 `Linear` (`x @ w.T`, `w` `[48, 100]`): with the option
-        // one nest of tiles in the pack of `w.T` (100 steps: 12 tiles and 4
-        // rows past them); without it (`(w @ x.T).T`, Cranelift's and the
-        // VM's lowering), none. A batch of 6 is `(w @ x.T).T` either way.
+        // A batch of 1 to 8 through a `Linear` (`x @ w.T`, `w` `[128,
+        // 100]`), 1 to 12 on AVX-512's 256-byte panels
+        // (`matmul::rows_by_transposed_tiles`): with the option one nest of
+        // tiles in the pack of `w.T` (100 steps: 12 tiles and 4 rows past
+        // them); without it (`(w @ x.T).T`, Cranelift's and the VM's
+        // lowering), none. A batch past them is `(w @ x.T).T` either way.
         let linear = |dtype: &str, m: u64| {
             format!(
-                "v0: {dtype}[{m}, 100] = input \"x\"\nv1: {dtype}[48, 100] = input \"w\"\n\
-                 v2: {dtype}[100, 48] = transpose v1 [1, 0]\n\
-                 v3: {dtype}[{m}, 48] = matmul v0, v2\noutput \"y\" = v3\n"
+                "v0: {dtype}[{m}, 100] = input \"x\"\nv1: {dtype}[128, 100] = input \"w\"\n\
+                 v2: {dtype}[100, 128] = transpose v1 [1, 0]\n\
+                 v3: {dtype}[{m}, 128] = matmul v0, v2\noutput \"y\" = v3\n"
             )
         };
-        let llvm = LowerOptions {
-            panels: Some(64),
-            padded_rest_rows: true,
+        let llvm = |bytes| LowerOptions {
+            panels: Some(bytes),
+            padded_rest_rows: bytes <= 64,
             transpose_tiles: true,
             ..LowerOptions::default()
         };
         let without = LowerOptions {
             transpose_tiles: false,
-            ..llvm
+            ..llvm(64)
         };
         for dtype in ["f32", "f64", "i32", "i64"] {
-            assert_eq!(tiles(&linear(dtype, 1), &llvm), 1, "{dtype}");
-            assert_eq!(tiles(&linear(dtype, 4), &llvm), 1, "{dtype}");
+            for (bytes, most) in [(64, 8), (256, 12)] {
+                for m in [1, 4, 6, most] {
+                    assert_eq!(
+                        tiles(&linear(dtype, m), &llvm(bytes)),
+                        1,
+                        "{dtype} {bytes} {m}"
+                    );
+                }
+                assert_eq!(
+                    tiles(&linear(dtype, most + 1), &llvm(bytes)),
+                    0,
+                    "{dtype} {bytes}"
+                );
+            }
             assert_eq!(tiles(&linear(dtype, 1), &without), 0, "{dtype}");
-            assert_eq!(tiles(&linear(dtype, 6), &llvm), 0, "{dtype}");
         }
         // Bools (bytes) have no tiles.
         let mask = "v0: bool[40, 16] = input \"m\"\nv1: bool[16, 40] = transpose v0 [1, 0]\n\
                     output \"t\" = v1\n";
-        assert_eq!(tiles(mask, &llvm), 0);
+        assert_eq!(tiles(mask, &llvm(64)), 0);
     }
 
     /// The network on vectors of `(row, lane)` labels (interned, so that

@@ -541,14 +541,16 @@ fn matmul_agrees((dtype, dt): (&str, kiln::DType), (m, k, n): (u64, u64, u64), t
 }
 
 #[test]
-fn a_few_rows_by_a_transposed_weight_agree_with_the_interpreter_bit_for_bit() {
-    // `x @ w.T` of 1 to 4 rows (a batch-1 `Linear`): LLVM multiplies it as
-    // written, packing `w.T` in 8 × 8 tiles (4 × 4 of 8-byte elements) it
-    // transposes in registers (`LowerOptions::transpose_tiles`), the `k`
-    // steps past the last tile and the columns past the last panel one by
-    // one; the other tiers as `(w @ x.T).T`. `k` of one tile, past the
+fn matmuls_of_a_few_rows_by_a_transposed_weight_agree_with_the_interpreter_bit_for_bit() {
+    // `x @ w.T` of 1 to 12 rows (a small batch through a `Linear`): LLVM
+    // multiplies up to 8 rows (12 on AVX-512) as written, packing `w.T` in
+    // 8 × 8 tiles (4 × 4 of 8-byte elements) it transposes in registers
+    // (`LowerOptions::transpose_tiles`), the `k` steps past the last tile
+    // and the columns past the last panel one by one; the other tiers, and
+    // LLVM past those rows, as `(w @ x.T).T`. `k` of one tile, past the
     // tiles by 1 to 7, and in `k` blocks (784: 512 + 272; 1100: the last
-    // block of 76); columns of whole panels and past them.
+    // block of 76); columns of whole panels and past them; rows of one
+    // block of 4, two, three and a rest.
     let shapes = [
         (1, 768, 48),
         (2, 100, 40),
@@ -558,6 +560,10 @@ fn a_few_rows_by_a_transposed_weight_agree_with_the_interpreter_bit_for_bit() {
         (2, 8, 16),
         (4, 9, 130),
         (3, 64, 64),
+        (5, 300, 70),
+        (8, 768, 130),
+        (11, 37, 90),
+        (12, 1100, 64),
     ];
     use kiln::DType::{F32, F64, I32, I64};
     for (dtype, dt) in [("f32", F32), ("f64", F64), ("i32", I32), ("i64", I64)] {

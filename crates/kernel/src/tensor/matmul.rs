@@ -18,6 +18,27 @@ use kiln_ir::types::{DType, Dim};
 
 /// Rows of a panel ([`crate::LowerOptions::panels`]).
 pub(super) const PANEL_ROWS: u32 = 4;
+/// The most rows of `x @ w.T` (`w` a dense `[n, k]` weight: torch's
+/// `Linear`) that a backend which transposes tiles in registers
+/// ([`crate::LowerOptions::transpose_tiles`]) multiplies as written, `w.T`
+/// packed in tiles, rather than as `(w @ x.T).T`, on panels `panel_bytes`
+/// wide. `(w @ x.T).T`'s `b` is `x.T`: `m` real columns, a narrow block of
+/// one vector a row where `m` is at most 16 (8 on 64-byte panels), so its
+/// 4 sums wait on the fused multiply-add's latency, each `k` step 4
+/// broadcasts of `w`. As written, 16 sums (8 on 64-byte panels) run at full
+/// rate, for a pack of `w.T` and one pass a block of 4 rows. On a Zen 5
+/// core (AVX-512, one thread, µs, `(w @ x.T).T` → as written): `[8, 3072]
+/// @ w[768, 3072].T` 847 → 356, `[12, 3072]` 845 → 435, `[16, 3072]` 843 →
+/// 509, but `[16, 768] @ w[3072, 768].T` 434 → 560 and `[16, 784] @ w[256,
+/// 784].T` 37 → 41; `[12, 768] @ w[768, 768].T` 137 → 121. On 64-byte
+/// panels 9 to 16 rows are two vectors a row, 8 sums: `(w @ x.T).T` runs at
+/// full rate there (a Zen 3 core's `Linear(768, 3072)` took 974–1,015 µs
+/// at batch 1, 976–980 at batch 8 that way; 554–604 at batch 4 as written,
+/// so about 800 at batch 8).
+pub(super) fn rows_by_transposed_tiles(panel_bytes: u32) -> u64 {
+    let blocks = if panel_bytes >= 256 { 3 } else { 2 };
+    blocks * u64::from(PANEL_ROWS)
+}
 /// The most row blocks a padded rest block narrower than a panel runs at
 /// once (16 rows: its 16 sums a vector each, as many as a full panel's).
 const MAX_STACK: u32 = 4;
