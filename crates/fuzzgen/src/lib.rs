@@ -123,6 +123,58 @@ pub fn scalar(u: &mut Unstructured, dtype: DType) -> Result<Scalar> {
     })
 }
 
+/// The elements of a tensor (a constant or an input): as [`scalar`] draws
+/// them while the case's bytes last. Past them every draw is the first
+/// edge, 0: a large tensor (a product's `b` of thousands of elements, and
+/// every input drawn after it) would be zeros past its first few hundred,
+/// and its sums' order would show in no bit. Its elements past the bytes
+/// come from [`filler`], seeded by those drawn before.
+struct Elements {
+    state: u64,
+}
+
+impl Elements {
+    fn new(count: usize) -> Self {
+        Elements {
+            state: 0x9e37_79b9_7f4a_7c15 ^ count as u64,
+        }
+    }
+
+    fn next(&mut self, u: &mut Unstructured, dtype: DType) -> Result<Scalar> {
+        if u.is_empty() {
+            return Ok(filler(&mut self.state, dtype));
+        }
+        let v = scalar(u, dtype)?;
+        self.state = splitmix(self.state ^ v.bits());
+        Ok(v)
+    }
+}
+
+/// One step of SplitMix64 on `state`.
+fn splitmix(state: u64) -> u64 {
+    let mut z = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// An element of a large constant past the case's bytes
+/// ([`Gen::tensor_const`]): floats uniform in [-2, 2) with every mantissa
+/// bit drawn (so that a sum in another order rounds to other bits),
+/// integers in [-1000, 1000], from SplitMix64 on `state`.
+fn filler(state: &mut u64, dtype: DType) -> Scalar {
+    *state = splitmix(*state);
+    let unit = (*state >> 11) as f64 / (1u64 << 53) as f64;
+    let int = (*state % 2001) as i64 - 1000;
+    match dtype {
+        DType::Bool => Scalar::Bool(*state & 1 == 1),
+        DType::I32 => Scalar::I32(int as i32),
+        DType::I64 => Scalar::I64(int),
+        DType::F32 => Scalar::F32((unit * 4.0 - 2.0) as f32),
+        DType::F64 => Scalar::F64(unit * 4.0 - 2.0),
+    }
+}
+
 /// An `f64` as [`scalar`] draws one.
 fn any_f64(u: &mut Unstructured) -> Result<f64> {
     match scalar(u, DType::F64)? {
@@ -224,8 +276,9 @@ impl Gen<'_, '_> {
     fn tensor_const(&mut self, dtype: DType, dims: &[u64]) -> Result<Value> {
         let count = dims.iter().product::<u64>() as usize;
         let mut values = Vec::with_capacity(count);
+        let mut draw = Elements::new(count);
         for _ in 0..count {
-            values.push(scalar(self.u, dtype)?);
+            values.push(draw.next(self.u, dtype)?);
         }
         let t = TensorConst {
             dtype,
@@ -777,6 +830,28 @@ impl Gen<'_, '_> {
                     let y = self.tensor_const(dtype, &[k, cols])?;
                     return Ok(self.b.op(Op::MatMul, &[x, y]).ok());
                 }
+                if self.u.ratio(1u8, 6u8)? {
+                    // A small batch through a `Linear`: 1 to 16 rows (a
+                    // constant plus `a`'s sum, so nothing folds) times
+                    // `w.T` of a constant `w` `[n, k]` larger than them,
+                    // which LLVM multiplies as written up to 8 rows (12 on
+                    // AVX-512), `w.T` packed in tiles it transposes in
+                    // registers, and as `(w @ x.T).T` past them (as the
+                    // other tiers do).
+                    let rows = self.u.int_in_range(1..=16u64)?;
+                    let k = self.u.int_in_range(8..=80u64)?;
+                    let cols = self.u.int_in_range(17..=130u64)?;
+                    let c = self.tensor_const(dtype, &[rows, k])?;
+                    let Some(x) = self
+                        .sum_all(a, dims.len())
+                        .and_then(|s| self.b.binary(BinaryOp::Add, c, s).ok())
+                    else {
+                        return Ok(None);
+                    };
+                    let w = self.tensor_const(dtype, &[cols, k])?;
+                    let y = self.b.op(Op::Transpose(vec![1, 0]), &[w]).ok();
+                    return Ok(y.and_then(|y| self.b.op(Op::MatMul, &[x, y]).ok()));
+                }
                 if self.u.ratio(1u8, 10u8)? {
                     // A sum of 129 to 150 steps (now and then past 2048),
                     // which the JIT tiers' panels fold in `k` blocks (128
@@ -813,6 +888,10 @@ impl Gen<'_, '_> {
                             self.u.int_in_range(1..=20u64)?,
                         )
                     };
+                    // Drawn before the constants, whose elements use up
+                    // the bytes (past them every draw is `false`: not one
+                    // of 600 cases took `w.T` when it came after them).
+                    let transposed = self.u.arbitrary()?;
                     let c = self.tensor_const(dtype, &[rows, k])?;
                     let Some(x) = self
                         .sum_all(a, dims.len())
@@ -820,7 +899,7 @@ impl Gen<'_, '_> {
                     else {
                         return Ok(None);
                     };
-                    let y = if self.u.arbitrary()? {
+                    let y = if transposed {
                         let w = self.tensor_const(dtype, &[cols, k])?;
                         self.b.op(Op::Transpose(vec![1, 0]), &[w]).ok()
                     } else {
@@ -1336,8 +1415,9 @@ fn generate_with(u: &mut Unstructured, max_ops: usize, windows: bool) -> Result<
             Data::Scalar(scalar(u, t.dtype)?)
         } else {
             let mut buf = Buffer::with_capacity(t.dtype, len);
+            let mut draw = Elements::new(len);
             for _ in 0..len {
-                buf.push(scalar(u, t.dtype)?);
+                buf.push(draw.next(u, t.dtype)?);
             }
             Data::Column(buf)
         });

@@ -854,7 +854,9 @@ mod tests {
     fn a_matmul_cuts_its_row_blocks_by_the_kernels_own_arithmetic() {
         // 512 rows in blocks of 4, in tiles of 8 blocks (one full column
         // block of 64 and 16 more: fewer than 4): 16 groups; then the 16
-        // columns past the last block, in stacks of 4 row blocks: 32.
+        // columns past the last block, packed over `k`'s 32 steps first
+        // and then in tiles of their own: 16 groups of 8 blocks
+        // (`matmul::REST_TILES`).
         let src = "graph \"g\"\nv0: f32[512, 32] = input \"x\"\nv1: f32[32, 80] = input \"w\"\nv2: f32[512, 80] = matmul v0, v1\noutput \"y\" = v2\n";
         let panels = LowerOptions {
             panels: Some(256),
@@ -867,9 +869,10 @@ mod tests {
             .flatten()
             .filter_map(|c| c.trip.eval(&[0, 0, 0]))
             .collect();
-        assert!(
-            trips.contains(&16) && trips.contains(&32),
-            "16 groups of tiles, 32 stacks of row blocks: {trips:?}"
+        assert_eq!(
+            trips,
+            [32, 16, 16],
+            "the rest panel's 32 steps, 16 groups of tiles, 16 of the rest block's"
         );
         let rows = stages(src).expect("cut");
         assert_eq!(

@@ -574,6 +574,46 @@ fn matmuls_of_a_few_rows_by_a_transposed_weight_agree_with_the_interpreter_bit_f
 }
 
 #[test]
+fn matmuls_whose_rest_columns_run_in_tiles_agree_on_every_thread_count() {
+    // The columns past a matrix's last full block run in tiles of row
+    // groups of their own, each packing its rest panel: all of `(w @
+    // x.T).T` for 13 to 63 rows of `x @ w.T` on AVX-512 (13: past the rows
+    // LLVM multiplies as written; 300 steps in `k` blocks), and the 16 past
+    // 64 of `x @ b` (160 rows: groups of 8 blocks and the rest rows 2).
+    // Every loop cut (grain 0), at every tested thread count and with the
+    // chunks run last first: each tile writes its own rows.
+    kiln::threads::set_grain(0);
+    use kiln::DType::{F32, F64};
+    for (dtype, dt) in [("f32", F32), ("f64", F64)] {
+        for (m, k, n, transposed) in [
+            (13, 300, 200, true),
+            (40, 72, 150, true),
+            (162, 40, 80, false),
+        ] {
+            let src = matmul_text(dtype, (m, k, n), transposed);
+            let graph =
+                kiln::verify(kiln::ir::text::parse(&src).expect("parses")).expect("verifies");
+            let inputs = [values(dt, m * k, 1), values(dt, k * n, 2), values(dt, n, 3)];
+            let want = kiln::interp::run(&graph, &inputs).expect("runs");
+            for engine in kiln::engines() {
+                let program = engine
+                    .compile_dyn(&graph, &CompileOptions::default())
+                    .expect("compiles");
+                for (mode, got) in kiln::threads::in_tested_modes(|| program.run(&inputs)) {
+                    let got = got.expect("runs");
+                    assert!(
+                        got.iter().zip(&want).all(|(g, w)| g.same_data(w)),
+                        "{dtype} {m}×{k}×{n} transposed={transposed} on {} ({mode})",
+                        engine.name()
+                    );
+                }
+            }
+        }
+    }
+    kiln::threads::set_grain(kiln::threads::DEFAULT_GRAIN);
+}
+
+#[test]
 fn matmuls_of_a_few_rows_by_a_large_dense_b_agree_with_the_interpreter_bit_for_bit() {
     // `x @ b` of 1 to 4 rows by a dense `b` past 1 MiB (GPT-2's `Conv1D`
     // at one token): the panel tiers stream `b`, 16 `k` steps a block (8

@@ -48,6 +48,11 @@ const MAX_STACK: u32 = 4;
 /// block, 128-row tiles 2 %, 256-row tiles alike; 128 rows still cut a
 /// `Linear(768, 3072)`'s `(w @ x.T).T` into 24 groups of rows.
 const ROW_GROUP_LOG: i64 = 5;
+/// The fewest tiles of a matrix's rest block (the columns past the last
+/// full block) where its rows allow (row groups of 32 to 128 rows): as
+/// many as a 16-core machine's threads. Each packs its own rest panel, a
+/// copy of one element for every 32 or more multiply-adds.
+const REST_TILES: u64 = 16;
 /// Log2 of the row blocks of a tile where there are fewer than 4 column
 /// blocks (8 blocks: 32 rows), so that the tiles still split many ways:
 /// ResNet-18 (its 7×7 and 14×14 planes are one to four column blocks) ran
@@ -181,6 +186,9 @@ enum Panel {
     Packed(ParamIdx, u32),
     /// `b` itself: dense and one panel wide.
     InPlace,
+    /// This scratch `[k, w]` panel, packed over all of `k` before the
+    /// tiles (a matrix's rest block, whose tiles all read it).
+    Prepacked(ParamIdx, u32),
 }
 
 /// A convolution's `b` as a matmul sees it, never built: row
@@ -567,9 +575,11 @@ impl Lowerer<'_> {
                 let left = (n % u64::from(nr)) as u32;
                 let vector = (64 / dtype.size_bytes() as u32).max(1);
                 let w = left.next_power_of_two().max(vector).min(nr);
+                // A matrix's over all of `k` (its tiles read it: below).
+                let steps = if batch > 0 { &panel_rows } else { &k_dim };
                 let param = self.param(Param::Scratch {
                     dtype,
-                    shape: vec![panel_rows.clone(), Dim::Fixed(u64::from(w))],
+                    shape: vec![steps.clone(), Dim::Fixed(u64::from(w))],
                 });
                 // Its rows in blocks of PANEL_ROWS × `nr / w` (below).
                 let rows = PANEL_ROWS * (nr / w).clamp(1, MAX_STACK);
@@ -600,8 +610,8 @@ impl Lowerer<'_> {
         // Within a batch's loops (a convolution's batch element and group,
         // a batched matmul), the rest block is the last column block of
         // each row group's tiles, so that the nest is one loop inside them,
-        // which chunks split. A matrix's rest block is a loop of its own
-        // over every row block after the tiles (Cranelift's tiles ran its
+        // which chunks split. A matrix's rest block is a tile loop of its
+        // own over row groups after the tiles (Cranelift's tiles ran its
         // panels at half speed with the rest block in them: regalloc2).
         let rest_in_tiles = batch > 0 && !matches!(rest_cols, Extent::Fixed(0));
         // A streamed `a`'s tiles are a row group × a chunk of column
@@ -670,6 +680,38 @@ impl Lowerer<'_> {
         let tiles = self.mul(out, groups, blocks);
         // Never 0: no tile divides by it then (the tile loop is empty).
         let per_group = self.i64_binary(out, BinaryOp::Max, blocks, one);
+        // A matrix's rest block (below) in tiles of its own: row groups of
+        // 2^`log` row blocks, the largest up to ROW_GROUP_LOG that leaves
+        // REST_TILES of them (down to FEW_COLUMNS_GROUP_LOG), which all read
+        // its rest panel, packed over all of `k` before them (where `n` is
+        // fixed: `Panel::Prepacked`). As one loop over every row block, its
+        // `k` blocks outermost, the nest was sequential: `x @ w.T` of 16
+        // rows on AVX-512, `(w @ x.T).T` and so all rest block, ran on one
+        // thread at any count (`[16, 3072] @ w[768, 3072].T`: 723–767 µs on
+        // one Zen 5 thread, 727–779 on two).
+        let rest_tiles = (!rest_in_tiles && !matches!(rest_cols, Extent::Fixed(0))).then(|| {
+            let log = match m_dim {
+                Dim::Fixed(m) => {
+                    let row_blocks = m >> mr_log;
+                    (FEW_COLUMNS_GROUP_LOG..=ROW_GROUP_LOG)
+                        .rev()
+                        .find(|&log| row_blocks.div_ceil(1 << log) >= REST_TILES)
+                        .unwrap_or(FEW_COLUMNS_GROUP_LOG)
+                }
+                Dim::Sym(_) => ROW_GROUP_LOG,
+            };
+            let spread = i64_op(self, out, BinaryOp::Add, row_blocks, (1 << log) - 1);
+            let covering = i64_op(self, out, BinaryOp::ShrLogical, spread, log);
+            let groups = self.i64_binary(out, BinaryOp::Max, covering, one);
+            let last = i64_op(self, out, BinaryOp::Sub, groups, 1);
+            let panel = rest_block.map(|(w, param)| {
+                let all_k = self.extent(&k_dim);
+                let packing = (b, strides, &[][..]);
+                self.pack_panel(out, packing, param, (n_full, rest_cols, w), (None, all_k));
+                (w, Panel::Prepacked(param, w))
+            });
+            (log, groups, last, panel)
+        });
         self.nest(out, &outer, |lw, body, brows| {
             // The epilogue of a block of rows × `cols` columns from `j0`,
             // once it is complete, in place.
@@ -725,12 +767,12 @@ impl Lowerer<'_> {
             // inside each `k` block (a streamed `a`).
             let row_loops = |lw: &mut Self,
                              body: &mut Vec<Stmt>,
-                             (j0, cols, padded): (Reg, Extent, Option<(u32, ParamIdx)>),
+                             (j0, cols, padded): (Reg, Extent, Option<(u32, Panel)>),
                              (first, count, rest): (Reg, Reg, Reg),
                              span: Option<Reg>| {
                 let width = padded.map_or(cols, |(w, _)| Extent::Fixed(u64::from(w)));
                 let packing = match padded {
-                    Some((w, param)) => Some(Panel::Packed(param, w)),
+                    Some((_, panel)) => Some(panel),
                     None => packed,
                 };
                 // A padded block narrower than the panel runs `stack` row
@@ -773,6 +815,15 @@ impl Lowerer<'_> {
                         .collect();
                     each(lw, &mut ib_body, &rows, Stored::First(rows.len()));
                     body.push(Stmt::loop_of(Extent::Reg(count), ib, ib_body));
+                    // The rows past the last block start at `m_full`, which
+                    // is `(first + count) << mr_log` where there are any
+                    // (the last group's), computed so from the tile: a
+                    // tile's stores addressed by its own index arithmetic
+                    // are what tells the analysis that tiles write apart
+                    // (`iterations`), where the rest block's tiles share
+                    // their columns.
+                    let end = lw.i64_binary(body, BinaryOp::Add, first, count);
+                    let m_full = i64_op(lw, body, BinaryOp::Shl, end, mr_log);
                     match rest_rows {
                         // The rows past the last block as one block (a loop
                         // that runs once where this group has them), its
@@ -820,6 +871,20 @@ impl Lowerer<'_> {
                             ks: (Option<Reg>, Extent)| {
                     let (param, w) = match packing {
                         Panel::Packed(param, w) => (param, w),
+                        Panel::Prepacked(param, w) => {
+                            // Its rows from `k0` on.
+                            let mut view = lw.packed_view(body, param, w);
+                            if let Some(k0) = ks.0 {
+                                let w = lw.i64_const(body, i64::from(w));
+                                view.offset = Some(lw.mul(body, k0, w));
+                                view.dense = false;
+                            }
+                            let zero = lw.i64_const(body, 0);
+                            let mut s = strides.clone();
+                            s[2] = vec![None; batch];
+                            s[3] = view.strides.clone();
+                            return (view, zero, s);
+                        }
                         Panel::InPlace => {
                             // `b` from row `k0` on, its batch rows as they are.
                             let mut view = b.clone();
@@ -987,13 +1052,27 @@ impl Lowerer<'_> {
                 tb.push(Stmt::loop_of(Extent::Reg(full_once), once, full_body));
                 let once = lw.new_reg(DType::I64, Some("rest"));
                 let mut rest_body = Vec::new();
-                row_loops(lw, &mut rest_body, (j0, rest_cols, rest_block), rows, None);
+                let padded = rest_block.map(|(w, param)| (w, Panel::Packed(param, w)));
+                row_loops(lw, &mut rest_body, (j0, rest_cols, padded), rows, None);
                 tb.push(Stmt::loop_of(Extent::Reg(rest_once), once, rest_body));
             }
             body.push(Stmt::loop_of(Extent::Reg(tiles), t, t_body));
-            if !rest_in_tiles && !matches!(rest_cols, Extent::Fixed(0)) {
-                let rows = (zero, row_blocks, m_rest);
-                row_loops(lw, body, (n_full, rest_cols, rest_block), rows, None);
+            if let Some((log, groups, last, padded)) = rest_tiles {
+                // Row group `r` of the rest block, its rows from the tile's
+                // own index arithmetic (as the tiles above), the rows past
+                // the last block in the last group.
+                let r = lw.new_reg(DType::I64, Some("rest_tile"));
+                let mut r_body = Vec::new();
+                let rb = &mut r_body;
+                let first = i64_op(lw, rb, BinaryOp::Shl, r, log);
+                let left = lw.i64_binary(rb, BinaryOp::Sub, row_blocks, first);
+                let group = i64_op(lw, rb, BinaryOp::Shl, one, log);
+                let count = lw.i64_binary(rb, BinaryOp::Min, left, group);
+                let is_last = lw.emit(rb, DType::Bool, Expr::Compare(CmpOp::Eq, r, last), None);
+                let rest = lw.emit(rb, DType::I64, Expr::Select(is_last, m_rest, zero), None);
+                let rows = (first, count, rest);
+                row_loops(lw, rb, (n_full, rest_cols, padded), rows, None);
+                body.push(Stmt::loop_of(Extent::Reg(groups), r, r_body));
             }
         });
     }
