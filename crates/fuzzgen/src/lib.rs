@@ -291,6 +291,21 @@ impl Gen<'_, '_> {
             .expect("a constant of its own shape"))
     }
 
+    /// A constant of `rows` × `k` plus `a`'s sum (`a` of rank `rank`), so
+    /// that nothing folds: the left operand of the tensor steps' products.
+    fn rows_plus_sum(
+        &mut self,
+        a: Value,
+        rank: usize,
+        dtype: DType,
+        (rows, k): (u64, u64),
+    ) -> Result<Option<Value>> {
+        let c = self.tensor_const(dtype, &[rows, k])?;
+        Ok(self
+            .sum_all(a, rank)
+            .and_then(|s| self.b.binary(BinaryOp::Add, c, s).ok()))
+    }
+
     /// A window step on `a` (reshaped to `[n, c, rows, columns]` unless it
     /// is 4-D: a batch of one or, where its elements divide, now and then
     /// two or three, whose small planes the LLVM tier's convolutions
@@ -820,11 +835,7 @@ impl Gen<'_, '_> {
                     let rows = self.u.int_in_range(1..=4u64)?;
                     let k = 8 * self.u.int_in_range(17..=20u64)?;
                     let cols = (1 << 20) / (k * size) + self.u.int_in_range(1..=40u64)?;
-                    let c = self.tensor_const(dtype, &[rows, k])?;
-                    let Some(x) = self
-                        .sum_all(a, dims.len())
-                        .and_then(|s| self.b.binary(BinaryOp::Add, c, s).ok())
-                    else {
+                    let Some(x) = self.rows_plus_sum(a, dims.len(), dtype, (rows, k))? else {
                         return Ok(None);
                     };
                     let y = self.tensor_const(dtype, &[k, cols])?;
@@ -841,11 +852,7 @@ impl Gen<'_, '_> {
                     let rows = self.u.int_in_range(1..=16u64)?;
                     let k = self.u.int_in_range(8..=80u64)?;
                     let cols = self.u.int_in_range(17..=130u64)?;
-                    let c = self.tensor_const(dtype, &[rows, k])?;
-                    let Some(x) = self
-                        .sum_all(a, dims.len())
-                        .and_then(|s| self.b.binary(BinaryOp::Add, c, s).ok())
-                    else {
+                    let Some(x) = self.rows_plus_sum(a, dims.len(), dtype, (rows, k))? else {
                         return Ok(None);
                     };
                     let w = self.tensor_const(dtype, &[cols, k])?;
@@ -892,11 +899,7 @@ impl Gen<'_, '_> {
                     // the bytes (past them every draw is `false`: not one
                     // of 600 cases took `w.T` when it came after them).
                     let transposed = self.u.arbitrary()?;
-                    let c = self.tensor_const(dtype, &[rows, k])?;
-                    let Some(x) = self
-                        .sum_all(a, dims.len())
-                        .and_then(|s| self.b.binary(BinaryOp::Add, c, s).ok())
-                    else {
+                    let Some(x) = self.rows_plus_sum(a, dims.len(), dtype, (rows, k))? else {
                         return Ok(None);
                     };
                     let y = if transposed {
