@@ -158,8 +158,8 @@ fn splitmix(state: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// An element of a large constant past the case's bytes
-/// ([`Gen::tensor_const`]): floats uniform in [-2, 2) with every mantissa
+/// An element of a tensor past the case's bytes ([`Elements`]): floats
+/// uniform in [-2, 2) with every mantissa
 /// bit drawn (so that a sum in another order rounds to other bits),
 /// integers in [-1000, 1000], from SplitMix64 on `state`.
 fn filler(state: &mut u64, dtype: DType) -> Scalar {
