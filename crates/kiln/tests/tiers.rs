@@ -575,11 +575,12 @@ fn matmuls_of_a_few_rows_by_a_transposed_weight_agree_with_the_interpreter_bit_f
 
 #[test]
 fn matmuls_whose_rest_columns_run_in_tiles_agree_on_every_thread_count() {
-    // The columns past a matrix's last full block run in tiles of row
-    // groups of their own, each packing its rest panel: all of `(w @
-    // x.T).T` for 13 to 63 rows of `x @ w.T` on AVX-512 (13: past the rows
-    // LLVM multiplies as written; 300 steps in `k` blocks), and the 16 past
-    // 64 of `x @ b` (160 rows: groups of 8 blocks and the rest rows 2).
+    // The columns past a matrix's last full block, packed once over all of
+    // `k`, run in tiles of row groups of their own: all of `(w @ x.T).T`
+    // for 13 to 63 rows of `x @ w.T` on AVX-512 (13: past the rows LLVM
+    // multiplies as written; 300 steps in `k` blocks), and the 16 past 64
+    // of `x @ b` (162 rows: 5 groups of 8 blocks, the 2 rows past the last
+    // block in the last).
     // Every loop cut (grain 0), at every tested thread count and with the
     // chunks run last first: each tile writes its own rows.
     kiln::threads::set_grain(0);

@@ -193,6 +193,15 @@ enum Panel {
     Prepacked(ParamIdx, u32),
 }
 
+/// A matmul's row blocks in groups of `2^log` ([`Lowerer::row_groups`]):
+/// the log as a register, how many groups (at least one, for the rows past
+/// the last block) and the last one's index.
+struct RowGroups {
+    log: Reg,
+    groups: Reg,
+    last: Reg,
+}
+
 /// A convolution's `b` as a matmul sees it, never built: row
 /// `k = ic * T + t` (input channel `ic` of the group, tap `t` of the
 /// kernel's `T` in row-major order) of batch rows `(n, g)` is the
@@ -642,11 +651,8 @@ impl Lowerer<'_> {
         // tiles that do nothing, and a chunk of them idles while another
         // works (512 rows were 5 groups, the last empty).
         let group = 1i64 << group_log;
-        let group_log = self.i64_const(out, group_log);
-        let spread = i64_op(self, out, BinaryOp::Add, row_blocks, group - 1);
-        let covering = self.i64_binary(out, BinaryOp::ShrLogical, spread, group_log);
-        let groups = self.i64_binary(out, BinaryOp::Max, covering, one);
-        let last = i64_op(self, out, BinaryOp::Sub, groups, 1);
+        let row_groups = self.row_groups(out, row_blocks, group_log);
+        let groups = row_groups.groups;
         // Tiles a row group: its column blocks, or for a streamed `a` its
         // chunks of them, at most STREAM_SPAN blocks each, and as many as
         // make STREAM_TILES tiles in all where there are blocks enough.
@@ -702,17 +708,14 @@ impl Lowerer<'_> {
                 }
                 Dim::Sym(_) => ROW_GROUP_LOG,
             };
-            let spread = i64_op(self, out, BinaryOp::Add, row_blocks, (1 << log) - 1);
-            let covering = i64_op(self, out, BinaryOp::ShrLogical, spread, log);
-            let groups = self.i64_binary(out, BinaryOp::Max, covering, one);
-            let last = i64_op(self, out, BinaryOp::Sub, groups, 1);
+            let rest_groups = self.row_groups(out, row_blocks, log);
             let panel = rest_block.map(|(w, param)| {
                 let all_k = self.extent(&k_dim);
                 let packing = (b, strides, &[][..]);
                 self.pack_panel(out, packing, param, (n_full, rest_cols, w), (None, all_k));
                 (w, Panel::Prepacked(param, w))
             });
-            (log, groups, last, panel)
+            (rest_groups, panel)
         });
         self.nest(out, &outer, |lw, body, brows| {
             // The epilogue of a block of rows × `cols` columns from `j0`,
@@ -871,8 +874,14 @@ impl Lowerer<'_> {
                             packing: Panel,
                             j0: Reg,
                             ks: (Option<Reg>, Extent)| {
-                    let (param, w) = match packing {
-                        Panel::Packed(param, w) => (param, w),
+                    let view = match packing {
+                        Panel::Packed(param, w) => match taps {
+                            Some(taps) => lw.pack_taps(body, taps, brows, param, (j0, cols, w), ks),
+                            None => {
+                                let from = (b, strides, brows);
+                                lw.pack_panel(body, from, param, (j0, cols, w), ks)
+                            }
+                        },
                         Panel::Prepacked(param, w) => {
                             // Its rows from `k0` on.
                             let mut view = lw.packed_view(body, param, w);
@@ -881,11 +890,7 @@ impl Lowerer<'_> {
                                 view.offset = Some(lw.mul(body, k0, w));
                                 view.dense = false;
                             }
-                            let zero = lw.i64_const(body, 0);
-                            let mut s = strides.clone();
-                            s[2] = vec![None; batch];
-                            s[3] = view.strides.clone();
-                            return (view, zero, s);
+                            view
                         }
                         Panel::InPlace => {
                             // `b` from row `k0` on, its batch rows as they are.
@@ -897,10 +902,6 @@ impl Lowerer<'_> {
                             }
                             return (view, j0, strides.clone());
                         }
-                    };
-                    let view = match taps {
-                        Some(taps) => lw.pack_taps(body, taps, brows, param, (j0, cols, w), ks),
-                        None => lw.pack_panel(body, (b, strides, brows), param, (j0, cols, w), ks),
                     };
                     let zero = lw.i64_const(body, 0);
                     let mut s = strides.clone();
@@ -1023,13 +1024,7 @@ impl Lowerer<'_> {
                 (jb, None)
             };
             let j0 = i64_op(lw, tb, BinaryOp::Shl, jb, nr_log);
-            let first = lw.i64_binary(tb, BinaryOp::Shl, g, group_log);
-            let left = lw.i64_binary(tb, BinaryOp::Sub, row_blocks, first);
-            let group = lw.i64_binary(tb, BinaryOp::Shl, one, group_log);
-            let count = lw.i64_binary(tb, BinaryOp::Min, left, group);
-            let is_last = lw.emit(tb, DType::Bool, Expr::Compare(CmpOp::Eq, g, last), None);
-            let rest = lw.emit(tb, DType::I64, Expr::Select(is_last, m_rest, zero), None);
-            let rows = (first, count, rest);
+            let rows = lw.group_rows(tb, g, &row_groups, (row_blocks, m_rest));
             let full = Extent::Fixed(u64::from(nr));
             if !rest_in_tiles {
                 row_loops(lw, tb, (j0, full, None), rows, span);
@@ -1059,24 +1054,52 @@ impl Lowerer<'_> {
                 tb.push(Stmt::loop_of(Extent::Reg(rest_once), once, rest_body));
             }
             body.push(Stmt::loop_of(Extent::Reg(tiles), t, t_body));
-            if let Some((log, groups, last, padded)) = rest_tiles {
+            if let Some((rest_groups, padded)) = &rest_tiles {
                 // Row group `r` of the rest block, its rows from the tile's
-                // own index arithmetic (as the tiles above), the rows past
-                // the last block in the last group.
+                // own index arithmetic (as the tiles above).
                 let r = lw.new_reg(DType::I64, Some("rest_tile"));
                 let mut r_body = Vec::new();
-                let rb = &mut r_body;
-                let first = i64_op(lw, rb, BinaryOp::Shl, r, log);
-                let left = lw.i64_binary(rb, BinaryOp::Sub, row_blocks, first);
-                let group = i64_op(lw, rb, BinaryOp::Shl, one, log);
-                let count = lw.i64_binary(rb, BinaryOp::Min, left, group);
-                let is_last = lw.emit(rb, DType::Bool, Expr::Compare(CmpOp::Eq, r, last), None);
-                let rest = lw.emit(rb, DType::I64, Expr::Select(is_last, m_rest, zero), None);
-                let rows = (first, count, rest);
-                row_loops(lw, rb, (n_full, rest_cols, padded), rows, None);
-                body.push(Stmt::loop_of(Extent::Reg(groups), r, r_body));
+                let rows = lw.group_rows(&mut r_body, r, rest_groups, (row_blocks, m_rest));
+                row_loops(lw, &mut r_body, (n_full, rest_cols, *padded), rows, None);
+                body.push(Stmt::loop_of(Extent::Reg(rest_groups.groups), r, r_body));
             }
         });
+    }
+
+    /// `row_blocks` in groups of `2^log` (at least one group: a group of
+    /// none would make tiles that do nothing, and a chunk of them idle).
+    fn row_groups(&mut self, out: &mut Vec<Stmt>, row_blocks: Reg, log: i64) -> RowGroups {
+        let spread = self.i64_const(out, (1 << log) - 1);
+        let spread = self.i64_binary(out, BinaryOp::Add, row_blocks, spread);
+        let log = self.i64_const(out, log);
+        let covering = self.i64_binary(out, BinaryOp::ShrLogical, spread, log);
+        let one = self.i64_const(out, 1);
+        let groups = self.i64_binary(out, BinaryOp::Max, covering, one);
+        let last = self.i64_binary(out, BinaryOp::Sub, groups, one);
+        RowGroups { log, groups, last }
+    }
+
+    /// Group `g`'s rows, from `g`'s own index arithmetic (what tells the
+    /// analysis that tiles write apart, `iterations`): its first block, its
+    /// count of blocks, and the rows past the last block (`m_rest` in the
+    /// last group, else none).
+    fn group_rows(
+        &mut self,
+        body: &mut Vec<Stmt>,
+        g: Reg,
+        groups: &RowGroups,
+        (row_blocks, m_rest): (Reg, Reg),
+    ) -> (Reg, Reg, Reg) {
+        let first = self.i64_binary(body, BinaryOp::Shl, g, groups.log);
+        let left = self.i64_binary(body, BinaryOp::Sub, row_blocks, first);
+        let one = self.i64_const(body, 1);
+        let group = self.i64_binary(body, BinaryOp::Shl, one, groups.log);
+        let count = self.i64_binary(body, BinaryOp::Min, left, group);
+        let is_last = Expr::Compare(CmpOp::Eq, g, groups.last);
+        let is_last = self.emit(body, DType::Bool, is_last, None);
+        let zero = self.i64_const(body, 0);
+        let rest = self.emit(body, DType::I64, Expr::Select(is_last, m_rest, zero), None);
+        (first, count, rest)
     }
 
     /// One panel: `d[i, j0 + j] = Σ_k a[i, k] * b[k, j0 + j]` for every `i`
